@@ -4,7 +4,7 @@
 #
 #   hack/build-binaries.sh control-plane   # etcd, kube-apiserver, kube-controller-manager,
 #                                          # kube-scheduler, kubeadm, helm
-#   hack/build-binaries.sh node            # kubelet, kube-proxy (the node issue)
+#   hack/build-binaries.sh node            # kubelet, kube-proxy, coredns, local-path-provisioner
 #   hack/build-binaries.sh all
 #
 # Prints nothing but progress on stderr; `hack/build-binaries.sh --print-dir` prints the bin dir.
@@ -19,6 +19,8 @@ BIN_DIR="$CACHE_ROOT/bin"
 K8S_DIR="$BIN_DIR/kubernetes-$KUBERNETES_VERSION"
 ETCD_DIR="$BIN_DIR/etcd-$ETCD_VERSION"
 HELM_DIR="$BIN_DIR/helm-$HELM_VERSION"
+COREDNS_DIR="$BIN_DIR/coredns-$COREDNS_VERSION"
+LPP_DIR="$BIN_DIR/local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION"
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 log() { echo "[build-binaries] $*" >&2; }
@@ -88,16 +90,26 @@ GO
 }
 
 build_helm() {
-  [[ -x "$HELM_DIR/helm" ]] && return 0
-  log "building helm $HELM_VERSION"
-  mkdir -p "$HELM_DIR"
   local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
-  GOBIN="$HELM_DIR" go install -trimpath -ldflags "-s -w \
+  go_install "$HELM_DIR" helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" -ldflags "-s -w \
     -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
     -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
-    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor" \
-    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
+}
+
+build_node_addons() {
+  go_install "$COREDNS_DIR" coredns "github.com/coredns/coredns@$COREDNS_VERSION" -ldflags "-s -w"
+  go_install "$LPP_DIR" local-path-provisioner \
+    "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION" -ldflags "-s -w"
+}
+
+go_install() {  # $1: target dir, $2: binary name, $3: module/cmd@version, rest: extra go flags
+  local dir="$1" name="$2" pkg="$3"; shift 3
+  [[ -x "$dir/$name" ]] && return 0
+  log "building $pkg"
+  mkdir -p "$dir"
+  GOBIN="$dir" go install -trimpath "$@" "$pkg"
 }
 
 case "${1:-control-plane}" in
@@ -106,10 +118,11 @@ case "${1:-control-plane}" in
     build_etcd
     build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubeadm
     build_helm ;;
-  node) build_kubernetes kubelet kube-proxy ;;
+  node) build_kubernetes kubelet kube-proxy; build_node_addons ;;
   all)
     build_etcd
     build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet kube-proxy
-    build_helm ;;
+    build_helm
+    build_node_addons ;;
   *) echo "usage: $0 [control-plane|node|all|--print-dir]" >&2; exit 2 ;;
 esac

@@ -171,3 +171,22 @@ def test_service_account_requests_follow_rbac(control_plane, namespace):
     with pytest.raises(client.ApiException) as still_denied:
         as_sa.list_namespaced_secret(namespace)
     assert still_denied.value.status == 403
+
+
+def test_helm_is_the_pinned_version_and_renders_a_chart(tmp_path):
+    import subprocess
+
+    from tests.support.controlplane import binary, versions
+
+    helm = str(binary("helm"))
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([helm, "version", "--short"], capture_output=True, text=True,
+                         check=True, env=env).stdout
+    assert out.startswith(versions()["HELM_VERSION"])
+    subprocess.run([helm, "create", "demo"], cwd=tmp_path, check=True, env=env,
+                   capture_output=True)
+    rendered = subprocess.run(
+        [helm, "template", "r1", str(tmp_path / "demo"), "--kube-version", "1.34.0"],
+        capture_output=True, text=True, check=True, env=env,
+    ).stdout
+    assert "kind: Deployment" in rendered and "name: r1-demo" in rendered

@@ -83,23 +83,32 @@ class ControlPlaneError(RuntimeError):
     pass
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the process that started it dies, so a test
+    session killed hard leaves nothing running (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
 @dataclass
 class Component:
     name: str
     argv: list[str]
     log_path: Path
+    die_with_parent: bool = True
     proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group: teardown kills exactly this tree
-        )
-        log.close()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: teardown kills exactly this tree
+                preexec_fn=_die_with_parent if self.die_with_parent else None,
+            )
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -183,6 +192,9 @@ class ControlPlane:
                 for c in self.components:
                     c.log_path.rename(c.log_path.with_suffix(f".attempt{attempt}.log"))
                 self.components.clear()
+            except BaseException:
+                self.stop(remove=False)
+                raise
         raise ControlPlaneError(f"control plane did not start after {attempts} attempts: {last}")
 
     def _start_once(self) -> None:
@@ -192,6 +204,7 @@ class ControlPlane:
         etcd_client, etcd_peer = free_port(), free_port()
         if not (self.pki / "ca.crt").exists():
             self._kubeadm_pki()
+        self._point_kubeconfigs_here()
         self.timings["pki"] = time.monotonic() - t0
 
         etcd_url = f"http://127.0.0.1:{etcd_client}"
@@ -366,6 +379,15 @@ class ControlPlane:
             if r.returncode != 0:
                 raise ControlPlaneError(f"kubeadm {' '.join(phase)} failed:\n{r.stdout}{r.stderr}")
 
+    def _point_kubeconfigs_here(self) -> None:
+        """kubeadm writes the advertise address into some kubeconfigs and the port of the first
+        attempt into all: every client must use this attempt's loopback endpoint."""
+        for path in self.kubeconfig_dir.glob("*.conf"):
+            kc = yaml.safe_load(path.read_text())
+            for cluster in kc["clusters"]:
+                cluster["cluster"]["server"] = self.server
+            path.write_text(yaml.safe_dump(kc))
+
     def _ssl_context(self, kubeconfig: Path | None = None) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
         kc = yaml.safe_load((kubeconfig or self.super_admin_kubeconfig).read_text())
@@ -481,9 +503,8 @@ def main() -> int:
     t0 = time.monotonic()
     try:
         cp.start()
-    except ControlPlaneError as e:
+    except Exception as e:  # noqa: BLE001 - report and keep the logs
         print(f"control plane failed: {e}", file=sys.stderr)
-        cp.stop(remove=False)
         print(f"logs kept in {cp.logs_dir}", file=sys.stderr)
         return 1
     print(f"control plane ready in {time.monotonic() - t0:.1f}s", file=sys.stderr)
