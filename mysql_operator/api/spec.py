@@ -1,0 +1,583 @@
+"""The MySQLCluster / MySQLBackup contract as typed, immutable Python values.
+
+`parse(body)` accepts a custom object as the apiserver returns it (defaults already applied) or as a
+user wrote it (defaults missing): both give the same value. It re-checks what the CRD's CEL rules
+check (an object stored before a CRD upgrade must not slip through) and what CEL cannot express,
+raising SpecError(field, message) with the field path and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Mapping
+
+from kubernetes.utils.quantity import parse_quantity
+
+from . import mycnf
+
+GROUP = "mysql.operator.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CLUSTER_KIND, CLUSTER_PLURAL = "MySQLCluster", "mysqlclusters"
+BACKUP_KIND, BACKUP_PLURAL = "MySQLBackup", "mysqlbackups"
+
+FLAVORS = ("mysql", "mariadb")
+DEFAULT_VERSION = {"mysql": "8.4", "mariadb": "10.11"}
+IMAGE_REPOSITORY = {"mysql": "mysql", "mariadb": "mariadb"}
+_VERSION_RE = {
+    "mysql": re.compile(r"^8\.[0-9]+(\.[0-9]+)?$"),
+    "mariadb": re.compile(r"^1[01]\.[0-9]+(\.[0-9]+)?$"),
+}
+_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+MAX_NAME = 40
+_SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_MAX_AGE_RE = re.compile(r"^([1-9][0-9]*)(h|d|w)$")
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+RESERVED_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/managed-by",
+)
+RESERVED_PREFIX = f"{GROUP}/"
+
+
+class SpecError(ValueError):
+    """A spec the operator refuses. `field` is the path (e.g. spec.primary); str() says the fix."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+# ---------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Failover:
+    enabled: bool = True
+    delay_seconds: int = 10
+
+
+@dataclass(frozen=True)
+class Replication:
+    mode: str = "semisync"
+    semi_sync_acks: int | None = None
+    allow_async_fallback: bool = False
+    failover: Failover = Failover()
+
+    @property
+    def acks(self) -> int:
+        """Replica acknowledgements a semi-sync commit waits for."""
+        return self.semi_sync_acks or 1
+
+
+@dataclass(frozen=True)
+class Credentials:
+    secret_name: str
+
+
+@dataclass(frozen=True)
+class Database:
+    name: str
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class Storage:
+    size: str = "10Gi"
+    storage_class_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    type: str = "ClusterIP"
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SecretKeys:
+    name: str
+    access_key_id_key: str = "AWS_ACCESS_KEY_ID"
+    secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"
+
+
+@dataclass(frozen=True)
+class S3:
+    bucket: str
+    credentials_secret: SecretKeys
+    prefix: str = ""
+    endpoint: str | None = None
+    region: str | None = None
+    force_path_style: bool = False
+    path: str | None = None  # only in spec.restore.s3
+
+
+@dataclass(frozen=True)
+class Retention:
+    keep_last: int | None = None
+    max_age: str | None = None
+
+    @property
+    def max_age_seconds(self) -> int | None:
+        if self.max_age is None:
+            return None
+        m = _MAX_AGE_RE.match(self.max_age)
+        assert m, self.max_age  # checked by parse
+        return int(m.group(1)) * {"h": 3600, "d": 86400, "w": 7 * 86400}[m.group(2)]
+
+
+@dataclass(frozen=True)
+class Backup:
+    s3: S3 | None = None
+    schedule: str | None = None
+    retention: Retention = Retention()
+
+
+@dataclass(frozen=True)
+class Restore:
+    from_backup: str | None = None
+    s3: S3 | None = None
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    instances: int
+    flavor: str = "mysql"
+    version: str | None = None
+    image: str | None = None
+    image_pull_policy: str = "IfNotPresent"
+    primary: int | None = None
+    replication: Replication = Replication()
+    credentials: Credentials | None = None
+    database: Database | None = None
+    my_cnf: str = ""
+    storage: Storage = Storage()
+    resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    affinity: Mapping[str, Any] | None = None
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    priority_class_name: str | None = None
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    service: ServiceSpec = ServiceSpec()
+    backup: Backup | None = None
+    restore: Restore | None = None
+    deletion_policy: str = "Retain"
+
+    @property
+    def server_version(self) -> str:
+        return self.version or DEFAULT_VERSION[self.flavor]
+
+    @property
+    def image_ref(self) -> str:
+        """The server image: spec.image if set, else `<flavor repository>:<version>`."""
+        return self.image or f"{IMAGE_REPOSITORY[self.flavor]}:{self.server_version}"
+
+    @property
+    def desired_primary(self) -> int:
+        return 0 if self.primary is None else self.primary
+
+
+@dataclass(frozen=True)
+class MySQLCluster:
+    name: str
+    namespace: str
+    spec: ClusterSpec
+    uid: str | None = None
+    generation: int | None = None
+
+
+@dataclass(frozen=True)
+class MySQLBackup:
+    name: str
+    namespace: str
+    cluster_name: str
+    s3: S3 | None = None
+    uid: str | None = None
+
+
+# ---------------------------------------------------------------- reading helpers
+
+
+def _object(value: Any, path: str, allowed: set[str]) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(path, f"must be an object, not {type(value).__name__}")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise SpecError(f"{path}.{unknown[0]}", "unknown field: remove it (see `kubectl explain`)")
+    return value
+
+
+def _int(d: dict, key: str, path: str, default: int | None, lo: int, hi: int) -> int | None:
+    v = d.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise SpecError(f"{path}.{key}", f"must be an integer, not {v!r}")
+    if not lo <= v <= hi:
+        raise SpecError(f"{path}.{key}", f"must be between {lo} and {hi}, not {v}")
+    return v
+
+
+def _bool(d: dict, key: str, path: str, default: bool) -> bool:
+    v = d.get(key, default)
+    if not isinstance(v, bool):
+        raise SpecError(f"{path}.{key}", f"must be true or false, not {v!r}")
+    return v
+
+
+def _str(d: dict, key: str, path: str, default: str | None = None, *, required: bool = False,
+         max_len: int = 253, pattern: re.Pattern | None = None, hint: str = "") -> str | None:
+    v = d.get(key, default)
+    if v is None:
+        if required:
+            raise SpecError(f"{path}.{key}", "is required")
+        return None
+    if not isinstance(v, str):
+        raise SpecError(f"{path}.{key}", f"must be a string, not {v!r}")
+    if len(v) > max_len:
+        raise SpecError(f"{path}.{key}", f"must be at most {max_len} characters")
+    if pattern is not None and not pattern.match(v):
+        raise SpecError(f"{path}.{key}", f"{v!r} is not valid{': ' + hint if hint else ''}")
+    return v
+
+
+def _enum(d: dict, key: str, path: str, default: str, choices: tuple[str, ...]) -> str:
+    v = d.get(key, default)
+    if v not in choices:
+        raise SpecError(f"{path}.{key}", f"must be one of {', '.join(choices)}, not {v!r}")
+    return v
+
+
+def _str_map(d: dict, key: str, path: str, max_len: int = 4096) -> dict[str, str]:
+    v = d.get(key) or {}
+    if not isinstance(v, dict):
+        raise SpecError(f"{path}.{key}", "must be a map of strings")
+    for k, val in v.items():
+        if not isinstance(val, str) or len(val) > max_len:
+            raise SpecError(f"{path}.{key}.{k}", f"must be a string of at most {max_len} characters")
+    return dict(sorted(v.items()))
+
+
+# ---------------------------------------------------------------- cron
+
+
+_CRON_FIELDS = (  # name, low, high, names
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    ("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+
+def check_cron(expr: str) -> None:
+    """Raise ValueError naming the bad part of a 5-field cron expression."""
+    if expr in CRON_MACROS:
+        return
+    parts = expr.split()
+    if len(parts) != 5:
+        raise ValueError(f"{expr!r} must have 5 fields (minute hour day-of-month month day-of-week) or be one of {', '.join(CRON_MACROS)}")
+    for text, (name, lo, hi, names) in zip(parts, _CRON_FIELDS):
+        for item in text.split(","):
+            rng, _, step = item.partition("/")
+            if step and not (step.isdigit() and int(step) > 0):
+                raise ValueError(f"{name} {text!r}: step {step!r} must be a positive integer")
+            if rng == "*":
+                continue
+            bounds = rng.split("-")
+            if len(bounds) > 2:
+                raise ValueError(f"{name} {text!r}: {rng!r} is not a value or a range")
+            vals = []
+            for b in bounds:
+                low = b.lower()
+                if low in names:
+                    vals.append(names.index(low) + (1 if name == "month" else 0))
+                elif b.isdigit() and lo <= int(b) <= hi:
+                    vals.append(int(b))
+                else:
+                    raise ValueError(f"{name} {text!r}: {b!r} is not between {lo} and {hi}")
+            if len(vals) == 2 and vals[0] > vals[1]:
+                raise ValueError(f"{name} {text!r}: range {rng!r} is backwards")
+
+
+# ---------------------------------------------------------------- parse
+
+
+def _s3(value: Any, path: str, with_path: bool = False) -> S3:
+    allowed = {"bucket", "prefix", "endpoint", "region", "forcePathStyle", "credentialsSecret"}
+    d = _object(value, path, allowed | ({"path"} if with_path else set()))
+    cs = _object(d.get("credentialsSecret"), f"{path}.credentialsSecret",
+                 {"name", "accessKeyIdKey", "secretAccessKeyKey"})
+    cpath = f"{path}.credentialsSecret"
+    return S3(
+        bucket=_str(d, "bucket", path, required=True, max_len=63,
+                    pattern=re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$"),
+                    hint="S3 bucket names use lowercase letters, digits, '.' and '-'"),
+        prefix=_str(d, "prefix", path, "", max_len=512),
+        endpoint=_str(d, "endpoint", path, max_len=512, pattern=re.compile(r"^https?://[^/ ]+(/.*)?$"),
+                      hint="use a URL such as http://minio.example:9000"),
+        region=_str(d, "region", path, max_len=64),
+        force_path_style=_bool(d, "forcePathStyle", path, False),
+        credentials_secret=SecretKeys(
+            name=_str(cs, "name", cpath, required=True),
+            access_key_id_key=_str(cs, "accessKeyIdKey", cpath, "AWS_ACCESS_KEY_ID"),
+            secret_access_key_key=_str(cs, "secretAccessKeyKey", cpath, "AWS_SECRET_ACCESS_KEY"),
+        ),
+        path=_str(d, "path", path, required=True, max_len=1024) if with_path else None,
+    )
+
+
+def _resources(value: Any, path: str) -> dict[str, dict[str, str]]:
+    d = _object(value, path, {"limits", "requests"})
+    out: dict[str, dict[str, str]] = {}
+    for kind in ("limits", "requests"):
+        if not d.get(kind):
+            continue
+        if not isinstance(d[kind], dict):
+            raise SpecError(f"{path}.{kind}", "must be a map of resource name to quantity")
+        entries = {}
+        for res, q in sorted(d[kind].items()):
+            try:
+                parse_quantity(q)
+            except ValueError:
+                raise SpecError(f"{path}.{kind}.{res}", f"{q!r} is not a quantity (e.g. 500m, 2Gi)") from None
+            entries[res] = str(q)
+        out[kind] = entries
+    return out
+
+
+def _labels(d: dict, key: str, path: str) -> dict[str, str]:
+    labels = _str_map(d, key, path, max_len=63)
+    for k, v in labels.items():
+        if k in RESERVED_LABELS or k.startswith(RESERVED_PREFIX):
+            raise SpecError(f"{path}.{key}.{k}", "is a label the operator sets and selects on: choose another key")
+        if not _LABEL_VALUE_RE.match(v):
+            raise SpecError(f"{path}.{key}.{k}", f"{v!r} is not a valid label value")
+    return labels
+
+
+SPEC_FIELDS = {
+    "flavor", "version", "image", "imagePullPolicy", "instances", "primary", "replication",
+    "credentials", "database", "config", "storage", "resources", "affinity", "tolerations",
+    "nodeSelector", "priorityClassName", "podLabels", "podAnnotations", "service", "backup",
+    "restore", "deletionPolicy",
+}
+
+
+def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
+    s = _object(value, path, SPEC_FIELDS)
+    flavor = _enum(s, "flavor", path, "mysql", FLAVORS)
+    instances = _int(s, "instances", path, None, 1, 9)
+    if instances is None:
+        raise SpecError(f"{path}.instances", "is required: the number of servers, 1 to 9")
+    version = _str(s, "version", path, max_len=16)
+    if version is not None and not _VERSION_RE[flavor].match(version):
+        raise SpecError(f"{path}.version", "must match spec.flavor: MySQL versions are 8.x (e.g. 8.4), "
+                        "MariaDB versions are 10.x or 11.x (e.g. 10.11, 11.4)")
+    primary = _int(s, "primary", path, None, 0, 8)
+    if primary is not None and primary >= instances:
+        raise SpecError(f"{path}.primary", "must be lower than spec.instances (0-based ordinal): "
+                        "lower spec.primary or raise spec.instances")
+
+    rpath = f"{path}.replication"
+    r = _object(s.get("replication"), rpath, {"mode", "semiSyncAcks", "allowAsyncFallback", "failover"})
+    f = _object(r.get("failover"), f"{rpath}.failover", {"enabled", "delaySeconds"})
+    mode = _enum(r, "mode", rpath, "semisync", ("semisync", "async"))
+    acks = _int(r, "semiSyncAcks", rpath, None, 1, 8)
+    if acks is not None:
+        if mode != "semisync":
+            raise SpecError(f"{rpath}.semiSyncAcks", "only applies to mode semisync: remove it or set the mode to semisync")
+        if acks >= instances:
+            raise SpecError(f"{rpath}.semiSyncAcks", "must be lower than spec.instances: lower it or raise spec.instances")
+        if flavor == "mariadb" and acks != 1:
+            raise SpecError(f"{rpath}.semiSyncAcks", "MariaDB 10.11/11.4 waits for exactly one replica acknowledgement; remove it or set 1")
+    replication = Replication(
+        mode=mode,
+        semi_sync_acks=acks,
+        allow_async_fallback=_bool(r, "allowAsyncFallback", rpath, False),
+        failover=Failover(
+            enabled=_bool(f, "enabled", f"{rpath}.failover", True),
+            delay_seconds=_int(f, "delaySeconds", f"{rpath}.failover", 10, 1, 600),
+        ),
+    )
+
+    credentials = None
+    if s.get("credentials") is not None:
+        c = _object(s["credentials"], f"{path}.credentials", {"secretName"})
+        credentials = Credentials(_str(c, "secretName", f"{path}.credentials", required=True))
+
+    database = None
+    if s.get("database") is not None:
+        dpath = f"{path}.database"
+        d = _object(s["database"], dpath, {"name", "user"})
+        ident = re.compile(r"^[A-Za-z0-9_]+$")
+        database = Database(
+            name=_str(d, "name", dpath, required=True, max_len=64, pattern=ident,
+                      hint="use letters, digits and '_'"),
+            user=_str(d, "user", dpath, max_len=32, pattern=ident, hint="use letters, digits and '_'"),
+        )
+
+    cfg = _object(s.get("config"), f"{path}.config", {"myCnf"})
+    my_cnf = _str(cfg, "myCnf", f"{path}.config", "", max_len=16384)
+    try:
+        mycnf.check(my_cnf)
+    except mycnf.MyCnfError as e:
+        raise SpecError(f"{path}.config.myCnf", str(e)) from None
+
+    spath = f"{path}.storage"
+    st = _object(s.get("storage"), spath, {"size", "storageClassName"})
+    size = _str(st, "size", spath, "10Gi", max_len=32, pattern=_SIZE_RE,
+                hint="use a Kubernetes quantity such as 10Gi or 500Mi")
+    if parse_quantity(size) <= 0:
+        raise SpecError(f"{spath}.size", "must be larger than zero, e.g. 10Gi")
+    storage = Storage(size=size, storage_class_name=_str(st, "storageClassName", spath))
+
+    affinity = s.get("affinity")
+    if affinity is not None and not isinstance(affinity, dict):
+        raise SpecError(f"{path}.affinity", "must be an object (a core/v1 Affinity)")
+    tolerations = s.get("tolerations") or []
+    if not isinstance(tolerations, list) or not all(isinstance(t, dict) for t in tolerations):
+        raise SpecError(f"{path}.tolerations", "must be a list of core/v1 Tolerations")
+
+    svpath = f"{path}.service"
+    sv = _object(s.get("service"), svpath, {"type", "annotations"})
+    service = ServiceSpec(
+        type=_enum(sv, "type", svpath, "ClusterIP", ("ClusterIP", "NodePort", "LoadBalancer")),
+        annotations=_str_map(sv, "annotations", svpath),
+    )
+
+    backup = None
+    if s.get("backup") is not None:
+        bpath = f"{path}.backup"
+        b = _object(s["backup"], bpath, {"storage", "schedule", "retention"})
+        bs = None
+        if b.get("storage") is not None:
+            bst = _object(b["storage"], f"{bpath}.storage", {"s3"})
+            if bst.get("s3") is None:
+                raise SpecError(f"{bpath}.storage.s3", "is required: the S3 bucket backups go to")
+            bs = _s3(bst["s3"], f"{bpath}.storage.s3")
+        schedule = _str(b, "schedule", bpath, max_len=128)
+        if schedule is not None:
+            try:
+                check_cron(schedule)
+            except ValueError as e:
+                raise SpecError(f"{bpath}.schedule", str(e)) from None
+            if bs is None:
+                raise SpecError(f"{bpath}.schedule", "needs spec.backup.storage: say where scheduled backups go")
+        rt = _object(b.get("retention"), f"{bpath}.retention", {"keepLast", "maxAge"})
+        backup = Backup(
+            s3=bs,
+            schedule=schedule,
+            retention=Retention(
+                keep_last=_int(rt, "keepLast", f"{bpath}.retention", None, 1, 1000),
+                max_age=_str(rt, "maxAge", f"{bpath}.retention", max_len=16, pattern=_MAX_AGE_RE,
+                             hint="use a number and h, d or w, e.g. 30d"),
+            ),
+        )
+
+    restore = None
+    if s.get("restore") is not None:
+        rpath = f"{path}.restore"
+        rs = _object(s["restore"], rpath, {"fromBackup", "s3"})
+        if (rs.get("fromBackup") is None) == (rs.get("s3") is None):
+            raise SpecError(rpath, "needs exactly one of spec.restore.fromBackup or spec.restore.s3")
+        from_backup = None
+        if rs.get("fromBackup") is not None:
+            fb = _object(rs["fromBackup"], f"{rpath}.fromBackup", {"name"})
+            from_backup = _str(fb, "name", f"{rpath}.fromBackup", required=True)
+        restore = Restore(
+            from_backup=from_backup,
+            s3=_s3(rs["s3"], f"{rpath}.s3", with_path=True) if rs.get("s3") is not None else None,
+        )
+
+    return ClusterSpec(
+        instances=instances,
+        flavor=flavor,
+        version=version,
+        image=_str(s, "image", path, max_len=512),
+        image_pull_policy=_enum(s, "imagePullPolicy", path, "IfNotPresent", ("Always", "IfNotPresent", "Never")),
+        primary=primary,
+        replication=replication,
+        credentials=credentials,
+        database=database,
+        my_cnf=my_cnf,
+        storage=storage,
+        resources=_resources(s.get("resources"), f"{path}.resources"),
+        affinity=affinity,
+        tolerations=tuple(tolerations),
+        node_selector=_str_map(s, "nodeSelector", path, max_len=63),
+        priority_class_name=_str(s, "priorityClassName", path),
+        pod_labels=_labels(s, "podLabels", path),
+        pod_annotations=_annotations(s, path),
+        service=service,
+        backup=backup,
+        restore=restore,
+        deletion_policy=_enum(s, "deletionPolicy", path, "Retain", ("Retain", "Delete")),
+    )
+
+
+def _annotations(s: dict, path: str) -> dict[str, str]:
+    annotations = _str_map(s, "podAnnotations", path)
+    for k in annotations:
+        if k.startswith(RESERVED_PREFIX):
+            raise SpecError(f"{path}.podAnnotations.{k}", "is an annotation the operator owns: choose another key")
+    return annotations
+
+
+def _metadata(body: Any, kind: str) -> tuple[dict, str, str]:
+    if not isinstance(body, dict):
+        raise SpecError("<root>", f"a {kind} must be an object")
+    meta = body.get("metadata") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise SpecError("metadata.name", "is required")
+    return meta, name, meta.get("namespace") or "default"
+
+
+def parse(body: Any) -> MySQLCluster:
+    """A MySQLCluster custom object (dict) -> MySQLCluster. Raises SpecError."""
+    meta, name, namespace = _metadata(body, CLUSTER_KIND)
+    if len(name) > MAX_NAME or not _NAME_RE.match(name):
+        raise SpecError("metadata.name", f"must be at most {MAX_NAME} characters, start with a lowercase "
+                        "letter and contain only lowercase letters, digits and '-'")
+    if "spec" not in body:
+        raise SpecError("spec", "is required")
+    return MySQLCluster(
+        name=name,
+        namespace=namespace,
+        spec=parse_spec(body["spec"]),
+        uid=meta.get("uid"),
+        generation=meta.get("generation"),
+    )
+
+
+def parse_backup(body: Any) -> MySQLBackup:
+    """A MySQLBackup custom object (dict) -> MySQLBackup. Raises SpecError."""
+    meta, name, namespace = _metadata(body, BACKUP_KIND)
+    s = _object(body.get("spec"), "spec", {"clusterRef", "storage"})
+    ref = _object(s.get("clusterRef"), "spec.clusterRef", {"name"})
+    s3 = None
+    if s.get("storage") is not None:
+        st = _object(s["storage"], "spec.storage", {"s3"})
+        if st.get("s3") is None:
+            raise SpecError("spec.storage.s3", "is required: the S3 bucket this backup goes to")
+        s3 = _s3(st["s3"], "spec.storage.s3")
+    return MySQLBackup(
+        name=name,
+        namespace=namespace,
+        cluster_name=_str(ref, "name", "spec.clusterRef", required=True),
+        s3=s3,
+        uid=meta.get("uid"),
+    )
+
+
+def storage_bytes(spec: ClusterSpec) -> int:
+    return int(Decimal(parse_quantity(spec.storage.size)))
