@@ -1,0 +1,384 @@
+"""One MySQL/MariaDB server as the operator sees it: a small class around one pymysql connection.
+
+Connections use short connect/read timeouts and autocommit; transient connection failures are
+retried with tenacity. Every error leaves as `InstanceError` whose text never contains a password
+(the instance's own, or any password passed to a statement): pymysql errors can quote the SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import pymysql
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
+
+# client errors worth a retry: can't connect, lost connection, gone away, too many connections
+TRANSIENT_ERRNOS = frozenset({1040, 2003, 2006, 2013})
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
+_DATABASE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+_HOST = re.compile(r"^[A-Za-z0-9_.:%-]{1,255}$")
+_PRIVILEGE = re.compile(r"^[A-Z ,]+$")
+# threads never to kill: replication, internal ones
+_PROTECTED_USERS = frozenset({"system user", "event_scheduler", "mariadb.sys"})
+_PROTECTED_COMMANDS = frozenset({"Binlog Dump", "Binlog Dump GTID", "Daemon", "Slave_IO",
+                                 "Slave_SQL", "Slave_worker", "Killed"})
+
+
+class InstanceError(Exception):
+    """A failed operation on one instance. `errno` is the server/client error number if any."""
+
+    def __init__(self, message: str, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
+
+
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    for s in secrets:
+        if s:
+            text = text.replace(s, "***")
+    return text
+
+
+def _errno(e: BaseException) -> int | None:
+    if isinstance(e, pymysql.err.MySQLError) and e.args and isinstance(e.args[0], int):
+        return e.args[0]
+    return None
+
+
+def _transient(e: BaseException) -> bool:
+    return isinstance(e, pymysql.err.OperationalError) and _errno(e) in TRANSIENT_ERRNOS
+
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    source_host: str
+    source_port: int
+    io_state: str  # Yes / No / Connecting / Preparing
+    sql_running: bool
+    io_errno: int
+    io_error: str
+    sql_errno: int
+    sql_error: str
+    seconds_behind: int | None
+    received: Any  # GtidSet
+
+    @property
+    def io_running(self) -> bool:
+        return self.io_state == "Yes"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one instance said, or that it did not answer. Plain data; no secrets."""
+
+    reachable: bool
+    error: str | None = None
+    version: ServerVersion | None = None
+    server_id: int | None = None
+    server_uuid: str | None = None
+    read_only: bool = True
+    executed: Any = None  # GtidSet
+    purged: Any = None  # GtidSet no longer in the binary logs
+    replica: ReplicaStatus | None = None
+    semisync_source_enabled: bool = False
+    semisync_source_active: bool = False  # the status variable: OFF after a silent fallback
+    semisync_replica_enabled: bool = False
+    semisync_replica_active: bool = False
+
+    @property
+    def origin(self) -> str | None:
+        """The id GTIDs written here carry: server_uuid (MySQL) or server_id (MariaDB)."""
+        if self.version is None:
+            return None
+        if self.version.flavor.value == "mysql":
+            return self.server_uuid
+        return None if self.server_id is None else str(self.server_id)
+
+
+def connections_to_kill(rows: Iterable[dict], own_id: int, keep_users: Iterable[str]) -> list[int]:
+    """Client connection ids from PROCESSLIST rows (ID, USER, COMMAND) that a fence must kill:
+    not our own, not replication or internal threads, not the operator's accounts."""
+    keep = set(keep_users)
+    out = []
+    for r in rows:
+        if int(r["ID"]) == own_id:
+            continue
+        if r["USER"] in _PROTECTED_USERS or r["USER"] in keep:
+            continue
+        if r["COMMAND"] in _PROTECTED_COMMANDS:
+            continue
+        out.append(int(r["ID"]))
+    return sorted(out)
+
+
+@dataclass
+class Instance:
+    """Operations on one server. Not thread-safe: one Instance per thread."""
+
+    host: str
+    port: int
+    user: str
+    password: str = field(repr=False)
+    name: str = ""
+    connect_timeout: float = 1.0
+    read_timeout: float = 5.0
+    connect_attempts: int = 3
+    _conn: pymysql.connections.Connection | None = field(default=None, repr=False)
+    _dialect: Dialect | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        self.name = self.name or f"{self.host}:{self.port}"
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def _open(self, read_timeout: float | None = None) -> pymysql.connections.Connection:
+        @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(self.connect_attempts),
+               wait=wait_exponential(multiplier=0.1, max=0.5), reraise=True)
+        def attempt():
+            return pymysql.connect(
+                host=self.host, port=self.port, user=self.user, password=self.password,
+                connect_timeout=self.connect_timeout,
+                read_timeout=read_timeout or self.read_timeout,
+                write_timeout=read_timeout or self.read_timeout,
+                autocommit=True, charset="utf8mb4",
+            )
+        return attempt()
+
+    def _error(self, e: BaseException, what: str, secrets: Iterable[str | None] = ()) -> InstanceError:
+        text = redact(f"{self.name}: {what}: {e}", [self.password, *secrets])
+        return InstanceError(text, _errno(e))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+            self._conn = None
+
+    def _connection(self) -> pymysql.connections.Connection:
+        if self._conn is None:
+            try:
+                self._conn = self._open()
+            except pymysql.err.MySQLError as e:
+                raise self._error(e, "cannot connect") from None
+        return self._conn
+
+    def _run(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = (),
+             dict_rows: bool = False) -> list:
+        conn = self._connection()
+        try:
+            cur_class = pymysql.cursors.DictCursor if dict_rows else pymysql.cursors.Cursor
+            with conn.cursor(cur_class) as cur:
+                cur.execute(sql, args or None)
+                return list(cur.fetchall())
+        except pymysql.err.MySQLError as e:
+            if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
+                self.close()  # the next call reconnects
+            raise self._error(e, sql.split(" ")[0] + " failed", secrets) from None
+
+    def execute(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> list:
+        return self._run(sql, args, secrets)
+
+    def scalar(self, sql: str, args: tuple = ()) -> Any:
+        rows = self._run(sql, args)
+        return rows[0][0] if rows else None
+
+    @property
+    def dialect(self) -> Dialect:
+        if self._dialect is None:
+            version, comment = self._run("SELECT VERSION(), @@version_comment")[0]
+            self._dialect = dialect_for(detect(version, comment))
+        return self._dialect
+
+    # -- observe ---------------------------------------------------------------------------------
+    def observe(self) -> Observation:
+        """Everything the decision needs; `reachable=False` (never an exception) when it is down."""
+        try:
+            d = self.dialect
+            server_id, uuid, read_only = self._run(
+                f"SELECT @@server_id, @@server_uuid, @@{d.read_only_variable}"
+                if d.flavor.value == "mysql" else "SELECT @@server_id, NULL, @@read_only")[0]
+            executed = d.parse_gtids(self.scalar(d.executed_gtids_sql()))
+            replica = self.replica_status()
+            variables = dict(self._run("SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%enabled'"))
+            status = dict(self._run("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync%status'"))
+            return Observation(
+                reachable=True, version=d.version, server_id=int(server_id), server_uuid=uuid,
+                read_only=bool(int(read_only)), executed=executed, purged=self.purged_gtids(),
+                replica=replica,
+                semisync_source_enabled=variables.get(d.semisync_source_enabled) == "ON",
+                semisync_source_active=status.get(d.semisync_source_status) == "ON",
+                semisync_replica_enabled=variables.get(d.semisync_replica_enabled) == "ON",
+                semisync_replica_active=status.get(d.semisync_replica_status) == "ON",
+            )
+        except InstanceError as e:
+            self.close()
+            return Observation(reachable=False, error=str(e))
+
+    def replica_status(self) -> ReplicaStatus | None:
+        d = self.dialect
+        rows = self._run(d.show_replica_status(), dict_rows=True)
+        if not rows:
+            return None
+        r, c = rows[0], d.columns
+        behind = r.get(c.seconds_behind)
+        return ReplicaStatus(
+            source_host=r.get(c.source_host) or "", source_port=int(r.get(c.source_port) or 0),
+            io_state=r.get(c.io_running) or "No", sql_running=r.get(c.sql_running) == "Yes",
+            io_errno=int(r.get(c.io_errno) or 0), io_error=r.get(c.io_error) or "",
+            sql_errno=int(r.get(c.sql_errno) or 0), sql_error=r.get(c.sql_error) or "",
+            seconds_behind=None if behind is None else int(behind),
+            received=d.parse_gtids(r.get(c.received) or ""),
+        )
+
+    def purged_gtids(self):
+        d = self.dialect
+        sql = d.purged_gtids_sql()
+        if sql is not None:
+            return d.parse_gtids(self.scalar(sql))
+        logs = self._run("SHOW BINARY LOGS")
+        if not logs:
+            return d.parse_gtids("")
+        for row in self._run("SHOW BINLOG EVENTS IN %s LIMIT 4", (logs[0][0],), dict_rows=True):
+            if row["Event_type"] == "Gtid_list":
+                return d.parse_gtids(row["Info"].strip("[]"))
+        return d.parse_gtids("")
+
+    # -- act -------------------------------------------------------------------------------------
+    def set_read_only(self, on: bool) -> None:
+        for sql in self.dialect.set_read_only(on):
+            self._run(sql)
+
+    def stop_replica(self) -> None:
+        self._run(self.dialect.stop_replica())
+
+    def stop_io_thread(self) -> None:
+        self._run(self.dialect.stop_io_thread())
+
+    def start_replica(self) -> None:
+        self._run(self.dialect.start_replica())
+
+    def reset_replica(self) -> None:
+        """Forget the source entirely (a promoted or removed instance)."""
+        self._run(self.dialect.stop_replica())
+        self._run(self.dialect.reset_replica_all())
+
+    def point_at(self, source_host: str, source_port: int, user: str, password: str,
+                 start: bool = True) -> None:
+        """Replicate from a source with GTID auto-positioning (idempotent)."""
+        d = self.dialect
+        self._run(d.stop_replica())
+        for sql in d.prepare_replica_position():
+            self._run(sql)
+        sql, args = d.change_source(source_host, source_port, user, password)
+        self._run(sql, args, secrets=[password])
+        if start:
+            self._run(d.start_replica())
+
+    def wait_for(self, gtids, timeout: float) -> bool:
+        """True once `gtids` are applied here, False after `timeout` seconds."""
+        if gtids is None or gtids.is_empty():
+            return True
+        d = self.dialect
+        sql, args = d.wait_for_gtids(gtids, timeout)
+        try:
+            conn = self._open(read_timeout=timeout + 5)
+        except pymysql.err.MySQLError as e:
+            raise self._error(e, "cannot connect") from None
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return d.wait_succeeded(cur.fetchone()[0])
+        except pymysql.err.MySQLError as e:
+            raise self._error(e, "waiting for GTIDs failed") from None
+        finally:
+            conn.close()
+
+    def kill_client_connections(self, keep_users: Iterable[str] = ()) -> list[int]:
+        """Kill application connections; returns the ids killed."""
+        own = int(self.scalar("SELECT CONNECTION_ID()"))
+        rows = self._run("SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST",
+                         dict_rows=True)
+        killed = []
+        for cid in connections_to_kill(rows, own, [self.user, *keep_users]):
+            try:
+                self._run("KILL CONNECTION %s", (cid,))
+                killed.append(cid)
+            except InstanceError as e:
+                if e.errno != 1094:  # unknown thread id: it ended on its own
+                    raise
+        return killed
+
+    def ensure_user(self, user: str, host: str, password: str,
+                    grants: Iterable[tuple[str, str]], local: bool = False) -> None:
+        """Create or converge an account and its grants, e.g. grants=[("REPLICATION SLAVE", "*.*")].
+        `local=True` keeps the statements out of the binary log (only for per-server accounts)."""
+        if not _NAME.match(user):
+            raise InstanceError(f"user name {user!r} is invalid: use letters, digits, _ . -")
+        if not _HOST.match(host):
+            raise InstanceError(f"user host {host!r} is invalid: use a host name, IP or '%'")
+        if local:
+            self._run("SET SESSION sql_log_bin = 0")
+        try:
+            self._run("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password),
+                      secrets=[password])
+            self._run("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password),
+                      secrets=[password])
+            for privilege, target in grants:
+                if not _PRIVILEGE.match(privilege):
+                    raise InstanceError(f"privilege {privilege!r} is invalid")
+                db, _, table = target.partition(".")
+                if db != "*" and not _DATABASE.match(db) or table != "*":
+                    raise InstanceError(f"grant target {target!r} is invalid: use *.* or db.*")
+                obj = "*.*" if db == "*" else f"`{db}`.*"
+                self._run(f"GRANT {privilege} ON {obj} TO %s@%s", (user, host))
+        finally:
+            if local:
+                self._run("SET SESSION sql_log_bin = 1")
+
+    def ensure_database(self, name: str) -> None:
+        if not _DATABASE.match(name):
+            raise InstanceError(f"database name {name!r} is invalid: use letters, digits and _")
+        self._run(f"CREATE DATABASE IF NOT EXISTS `{name}`")
+
+    def set_semisync_source(self, on: bool, ack_count: int = 1,
+                            timeout_ms: int = 4_294_967_295) -> None:
+        """Semi-sync on the primary, AFTER_SYNC; the default timeout means "never fall back"."""
+        d = self.dialect
+        if on:
+            self._install_semisync_plugins()
+            for sql, args in d.enable_semisync_source(ack_count, timeout_ms):
+                self._run(sql, args)
+        else:
+            if self._has_variable(d.semisync_source_enabled):
+                for sql, args in d.disable_semisync_source():
+                    self._run(sql, args)
+
+    def set_semisync_replica(self, on: bool) -> None:
+        """Semi-sync acknowledgements from this replica; restarts a running IO thread to apply."""
+        d = self.dialect
+        if on:
+            self._install_semisync_plugins()
+        elif not self._has_variable(d.semisync_replica_enabled):
+            return
+        stmts = d.enable_semisync_replica() if on else d.disable_semisync_replica()
+        for sql, args in stmts:
+            self._run(sql, args)
+        status = self.replica_status()
+        if status is not None and status.io_state != "No":
+            self._run(d.stop_io_thread())
+            self._run(d.start_io_thread())
+
+    def _has_variable(self, name: str) -> bool:
+        return bool(self._run("SHOW GLOBAL VARIABLES LIKE %s", (name,)))
+
+    def _install_semisync_plugins(self) -> None:
+        for plugin, library in self.dialect.semisync_plugins():
+            present = self._run(
+                "SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = %s", (plugin,))
+            if not present:
+                self._run(f"INSTALL PLUGIN {plugin} SONAME %s", (library,))
