@@ -1,0 +1,128 @@
+"""Names, labels and constants shared by the builders and the code that reads what they build."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from ..api import GROUP, MySQLCluster
+
+MANAGED_BY = "mysql-operator"
+COMPONENT_DATABASE = "database"
+
+# The operator sets this label on each server Pod (never in the Pod template, so a switchover
+# does not roll the StatefulSet); the read-write and read-only Services select on it.
+ROLE_LABEL = f"{GROUP}/role"
+ROLE_PRIMARY = "primary"
+ROLE_REPLICA = "replica"
+CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
+
+PORT = 3306
+DATA_ROOT = "/var/lib/mysql"  # the volume; the data directory is DATA_ROOT/data
+DATADIR = f"{DATA_ROOT}/data"
+RUN_DIR = "/run/mysql-operator"  # in-memory: socket, pid, per-start config, client option file
+SOCKET = f"{RUN_DIR}/mysqld.sock"
+CONFIG_DIR = "/opt/mysql-operator/config"  # the ConfigMap
+RUN_AS = 999  # the mysql user of both official images
+
+# Accounts created when the data directory is initialised.
+ROOT_USER = "root"
+OPERATOR_USER = "mysql-operator"
+REPLICATION_USER = "replication"
+
+# Keys of the credentials Secret (generated, or the user's spec.credentials.secretName).
+ROOT_PASSWORD_KEY = "root-password"
+OPERATOR_PASSWORD_KEY = "operator-password"
+REPLICATION_PASSWORD_KEY = "replication-password"
+APP_PASSWORD_KEY = "app-password"
+
+
+def statefulset_name(c: MySQLCluster) -> str:
+    return c.name
+
+
+def headless_service_name(c: MySQLCluster) -> str:
+    return f"{c.name}-headless"
+
+
+def primary_service_name(c: MySQLCluster) -> str:
+    return f"{c.name}-rw"
+
+
+def replica_service_name(c: MySQLCluster) -> str:
+    return f"{c.name}-ro"
+
+
+def config_map_name(c: MySQLCluster) -> str:
+    return f"{c.name}-config"
+
+
+def generated_secret_name(c: MySQLCluster) -> str:
+    return f"{c.name}-credentials"
+
+
+def credentials_secret_name(c: MySQLCluster) -> str:
+    """The Secret the servers read passwords from: the user's, or the generated one."""
+    creds = c.spec.credentials
+    return creds.secret_name if creds else generated_secret_name(c)
+
+
+def pdb_name(c: MySQLCluster) -> str:
+    return c.name
+
+
+def pod_name(c: MySQLCluster, ordinal: int) -> str:
+    return f"{statefulset_name(c)}-{ordinal}"
+
+
+def pod_host(c: MySQLCluster, ordinal: int) -> str:
+    """Stable DNS name of one server (resolvable inside the cluster)."""
+    return f"{pod_name(c, ordinal)}.{headless_service_name(c)}.{c.namespace}.svc"
+
+
+def selector_labels(c: MySQLCluster) -> dict[str, str]:
+    """Labels that select this cluster's server Pods. Built from immutable fields only."""
+    return {
+        "app.kubernetes.io/name": c.spec.flavor,
+        "app.kubernetes.io/instance": c.name,
+        "app.kubernetes.io/component": COMPONENT_DATABASE,
+    }
+
+
+def labels(c: MySQLCluster, component: str = COMPONENT_DATABASE) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": c.spec.flavor,
+        "app.kubernetes.io/instance": c.name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def metadata(c: MySQLCluster, name: str, component: str = COMPONENT_DATABASE,
+             annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": c.namespace, "labels": labels(c, component)}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def owned(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `obj` with a controller owner reference to `owner` (a custom object as a dict).
+
+    The garbage collector deletes `obj` when the owner is deleted. Never call this on a Secret the
+    user supplied: the operator does not build those, and must not adopt them.
+    """
+    meta = owner.get("metadata") or {}
+    if not meta.get("uid") or not meta.get("name"):
+        raise ValueError("the owner needs metadata.name and metadata.uid (read it from the apiserver)")
+    out = copy.deepcopy(dict(obj))
+    ref = {
+        "apiVersion": owner.get("apiVersion") or f"{GROUP}/v1alpha1",
+        "kind": owner.get("kind") or "MySQLCluster",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    out.setdefault("metadata", {})["ownerReferences"] = [ref]
+    return out

@@ -1,0 +1,312 @@
+"""Pure builders: typed MySQLCluster -> Kubernetes objects (plain dicts, ready for server-side apply).
+
+Same input, same output: no clock, no randomness (passwords come from a function the caller
+passes), keys in a stable order. Owner references are added by the caller with `owned()`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any, Callable
+
+from ..api import MySQLCluster
+from . import common as k
+from .config import my_cnf
+from .scripts import INIT_SH, PROBE_SH, START_SH
+
+PasswordFor = Callable[[str], str]  # Secret key -> password (existing one, or a new random one)
+
+
+def credentials_secret(c: MySQLCluster, password_for: PasswordFor) -> dict[str, Any] | None:
+    """The generated credentials Secret, or None when the user supplied spec.credentials."""
+    if c.spec.credentials is not None:
+        return None
+    keys = [k.ROOT_PASSWORD_KEY, k.OPERATOR_PASSWORD_KEY, k.REPLICATION_PASSWORD_KEY]
+    if c.spec.database and c.spec.database.user:
+        keys.append(k.APP_PASSWORD_KEY)
+    data = {}
+    for key in keys:
+        pw = password_for(key)
+        if not isinstance(pw, str) or not pw:
+            raise ValueError(f"password_for({key!r}) must return a non-empty string")
+        data[key] = base64.b64encode(pw.encode()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": k.metadata(c, k.generated_secret_name(c), "credentials"),
+        "type": "Opaque",
+        "data": data,
+    }
+
+
+def config_map(c: MySQLCluster) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": k.metadata(c, k.config_map_name(c), "config"),
+        "data": {
+            "my.cnf": my_cnf(c.spec),
+            "init.sh": INIT_SH,
+            "start.sh": START_SH,
+            "probe.sh": PROBE_SH,
+        },
+    }
+
+
+def config_hash(c: MySQLCluster) -> str:
+    """Digest of the ConfigMap's data: a change rolls the servers so they read the new config."""
+    data = json.dumps(config_map(c)["data"], sort_keys=True).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _port() -> list[dict[str, Any]]:
+    return [{"name": "mysql", "port": k.PORT, "targetPort": "mysql", "protocol": "TCP"}]
+
+
+def headless_service(c: MySQLCluster) -> dict[str, Any]:
+    """Stable DNS names for every server, ready or not (replicas must reach a starting primary)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": k.metadata(c, k.headless_service_name(c)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": k.selector_labels(c),
+            "ports": _port(),
+        },
+    }
+
+
+def _role_service(c: MySQLCluster, name: str, role: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": k.metadata(c, name, annotations=c.spec.service.annotations),
+        "spec": {
+            "type": c.spec.service.type,
+            "selector": {**k.selector_labels(c), k.ROLE_LABEL: role},
+            "ports": _port(),
+        },
+    }
+
+
+def primary_service(c: MySQLCluster) -> dict[str, Any]:
+    """Read-write: the Pod the operator labelled primary."""
+    return _role_service(c, k.primary_service_name(c), k.ROLE_PRIMARY)
+
+
+def replica_service(c: MySQLCluster) -> dict[str, Any]:
+    """Read-only: ready Pods the operator labelled replica."""
+    return _role_service(c, k.replica_service_name(c), k.ROLE_REPLICA)
+
+
+def _secret_env(name: str, secret: str, key: str, optional: bool = False) -> dict[str, Any]:
+    ref: dict[str, Any] = {"name": secret, "key": key}
+    if optional:
+        ref["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _container_security() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": k.RUN_AS,
+        "runAsGroup": k.RUN_AS,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": "data", "mountPath": k.DATA_ROOT},
+        {"name": "config", "mountPath": k.CONFIG_DIR, "readOnly": True},
+        {"name": "run", "mountPath": k.RUN_DIR},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+
+
+def _probe(kind: str, period: int, failures: int) -> dict[str, Any]:
+    return {
+        "exec": {"command": ["/bin/bash", f"{k.CONFIG_DIR}/probe.sh", kind]},
+        "periodSeconds": period,
+        "timeoutSeconds": 10,
+        "failureThreshold": failures,
+    }
+
+
+def _default_affinity(c: MySQLCluster) -> dict[str, Any]:
+    """Prefer one server per node (preferred, so a one-node cluster still schedules all)."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": k.selector_labels(c)},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        }
+    }
+
+
+def statefulset(c: MySQLCluster) -> dict[str, Any]:
+    s = c.spec
+    secret = k.credentials_secret_name(c)
+    common_env = [
+        {"name": "MYSQL_OPERATOR_FLAVOR", "value": s.flavor},
+        {"name": "MYSQL_OPERATOR_USER", "value": k.OPERATOR_USER},
+    ]
+    init_env = common_env + [
+        {"name": "MYSQL_REPLICATION_USER", "value": k.REPLICATION_USER},
+        _secret_env("MYSQL_ROOT_PASSWORD", secret, k.ROOT_PASSWORD_KEY),
+        _secret_env("MYSQL_OPERATOR_PASSWORD", secret, k.OPERATOR_PASSWORD_KEY),
+        _secret_env("MYSQL_REPLICATION_PASSWORD", secret, k.REPLICATION_PASSWORD_KEY),
+    ]
+    if s.database:
+        init_env.append({"name": "MYSQL_APP_DATABASE", "value": s.database.name})
+        if s.database.user:
+            init_env.append({"name": "MYSQL_APP_USER", "value": s.database.user})
+            init_env.append(_secret_env("MYSQL_APP_PASSWORD", secret, k.APP_PASSWORD_KEY))
+    server_env = common_env + [
+        _field_env("POD_NAME", "metadata.name"),
+        _field_env("POD_NAMESPACE", "metadata.namespace"),
+        {"name": "HEADLESS_SERVICE", "value": k.headless_service_name(c)},
+        _secret_env("MYSQL_OPERATOR_PASSWORD", secret, k.OPERATOR_PASSWORD_KEY),
+    ]
+    resources = {kind: dict(v) for kind, v in s.resources.items()}
+
+    init = {
+        "name": "init-datadir",
+        "image": s.image_ref,
+        "imagePullPolicy": s.image_pull_policy,
+        "command": ["/bin/bash", f"{k.CONFIG_DIR}/init.sh"],
+        "env": init_env,
+        "resources": resources,
+        "securityContext": _container_security(),
+        "volumeMounts": _mounts(),
+    }
+    server = {
+        "name": "mysqld",
+        "image": s.image_ref,
+        "imagePullPolicy": s.image_pull_policy,
+        "command": ["/bin/bash", f"{k.CONFIG_DIR}/start.sh"],
+        "env": server_env,
+        "ports": [{"name": "mysql", "containerPort": k.PORT, "protocol": "TCP"}],
+        "startupProbe": _probe("alive", 10, 90),  # crash recovery of a large server can take minutes
+        "livenessProbe": _probe("alive", 10, 6),
+        "readinessProbe": _probe("ready", 5, 3),
+        "resources": resources,
+        "securityContext": _container_security(),
+        "volumeMounts": _mounts(),
+    }
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 120,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": k.RUN_AS,
+            "runAsGroup": k.RUN_AS,
+            "fsGroup": k.RUN_AS,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "affinity": dict(s.affinity) if s.affinity is not None else _default_affinity(c),
+        "initContainers": [init],
+        "containers": [server],
+        "volumes": [
+            {"name": "config", "configMap": {"name": k.config_map_name(c), "defaultMode": 0o444}},
+            {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    if s.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in s.tolerations]
+    if s.node_selector:
+        pod_spec["nodeSelector"] = dict(s.node_selector)
+    if s.priority_class_name:
+        pod_spec["priorityClassName"] = s.priority_class_name
+
+    claim_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": s.storage.size}},
+    }
+    if s.storage.storage_class_name:
+        claim_spec["storageClassName"] = s.storage.storage_class_name
+
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": k.metadata(c, k.statefulset_name(c)),
+        "spec": {
+            "replicas": s.instances,
+            "serviceName": k.headless_service_name(c),
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": s.deletion_policy,
+                "whenScaled": "Retain",
+            },
+            "selector": {"matchLabels": k.selector_labels(c)},
+            "template": {
+                "metadata": {
+                    "labels": {**s.pod_labels, **k.labels(c)},
+                    "annotations": {**s.pod_annotations, k.CONFIG_HASH_ANNOTATION: config_hash(c)},
+                },
+                "spec": pod_spec,
+            },
+            "volumeClaimTemplates": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "data", "labels": k.selector_labels(c)},
+                    "spec": claim_spec,
+                }
+            ],
+        },
+    }
+
+
+def pod_disruption_budget(c: MySQLCluster) -> dict[str, Any]:
+    """At most one server voluntarily down at a time (a one-server cluster can still be drained)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": k.metadata(c, k.pdb_name(c)),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": k.selector_labels(c)}},
+    }
+
+
+def build_all(c: MySQLCluster, password_for: PasswordFor) -> list[dict[str, Any]]:
+    """Every object one cluster needs, in apply order (Secret and ConfigMap before the StatefulSet).
+
+    The generated Secret (absent when the user supplied one) should be created only if missing:
+    `password_for` is how the caller keeps existing passwords (return the stored value) and makes
+    new ones (e.g. `random_password()`); the builders never read a clock or a random source.
+    """
+    out = []
+    secret = credentials_secret(c, password_for)
+    if secret is not None:
+        out.append(secret)
+    out += [
+        config_map(c),
+        headless_service(c),
+        primary_service(c),
+        replica_service(c),
+        statefulset(c),
+        pod_disruption_budget(c),
+    ]
+    return out
