@@ -1,0 +1,398 @@
+"""Pure decisions over observed instances: what should happen next to a replicated cluster.
+
+Input: plain `InstanceState`s (one per instance, from observation), `Settings`, the primary the
+operator recorded (status.currentPrimary) and the desired primary (spec.primary, for switchover).
+Output: ONE `Decision`, the most urgent; the caller acts on it, observes again and decides again
+(level-triggered). The caller records a decision's new primary (Bootstrap/Failover/Switchover
+target) BEFORE acting on it, so a restart in the middle resumes the same way.
+
+Priorities, first match wins:
+  1. a writable instance that is not the recorded primary      -> Fence
+  2. no recorded primary: all fresh and reachable               -> Bootstrap
+  3. recorded primary unreachable                               -> WaitForDelay / Failover / Unrecoverable
+  4. recorded primary reachable but not yet (or no longer) writable or still replicating
+                                                                -> Promote (or Failover to a more advanced one)
+  5. the primary is being removed (scale down) or spec.primary differs -> Switchover
+  6. instances being removed                                     -> Decommission
+  7. a replica not replicating from the primary                  -> ConfigureReplica / NeedsSeed
+  8. semi-sync not as configured                                 -> ConfigureSemiSync
+  9. replicas with errant transactions or diverged               -> Errant (held out, read-only)
+ 10. otherwise                                                   -> Healthy
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from mysql_operator.db.gtid import errant as gtid_errant
+
+DIVERGENCE_ERRNOS = frozenset({1236, 1950, 1951, 13114})
+
+
+@dataclass(frozen=True)
+class InstanceState:
+    name: str
+    ordinal: int
+    reachable: bool
+    origin: str | None = None  # server_id (MariaDB) / server_uuid (MySQL): id on its own GTIDs
+    read_only: bool = True
+    source: str | None = None  # name of the instance it replicates from; None: not a replica
+    io_running: bool = False
+    sql_running: bool = False
+    io_errno: int = 0
+    sql_errno: int = 0
+    last_error: str = ""
+    executed: Any = None  # GtidSet
+    received: Any = None  # GtidSet (retrieved into the relay log)
+    purged: Any = None  # GtidSet no longer in its binary logs
+    unreachable_for: float = 0.0  # seconds since it last answered
+    semisync_source: bool = False
+    semisync_replica: bool = False
+
+    @property
+    def known(self):
+        """Everything it has or will apply: executed plus relay log."""
+        if self.received is None:
+            return self.executed
+        if self.executed is None:
+            return self.received
+        return self.executed.union(self.received)
+
+    @property
+    def is_replica(self) -> bool:
+        return self.source is not None
+
+    @property
+    def has_data(self) -> bool:
+        return self.executed is not None and not self.executed.is_empty()
+
+
+@dataclass(frozen=True)
+class Settings:
+    instances: int
+    failover_enabled: bool = True
+    failover_delay_seconds: float = 10.0
+    semisync: bool = False
+    divergence_errnos: frozenset[int] = DIVERGENCE_ERRNOS
+
+
+# -- decisions ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Decision:
+    reason: str = field(default="", kw_only=True)
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class Healthy(Decision):
+    primary: str
+    degraded: tuple[str, ...] = ()  # unreachable or held-out instances
+
+
+@dataclass(frozen=True)
+class Bootstrap(Decision):
+    primary: str
+    replicas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fence(Decision):
+    instances: tuple[str, ...]  # make read-only now
+
+
+@dataclass(frozen=True)
+class ConfigureReplica(Decision):
+    name: str
+    source: str
+
+
+@dataclass(frozen=True)
+class NeedsSeed(Decision):
+    name: str  # the source's binary logs no longer hold what it lacks: copy data first
+
+
+@dataclass(frozen=True)
+class Failover(Decision):
+    from_: str
+    to: str
+    fence: tuple[str, ...]  # every other instance: stop IO threads; old primary read-only
+    replicas: tuple[str, ...]  # to repoint at the new primary afterwards
+
+
+@dataclass(frozen=True)
+class Promote(Decision):
+    name: str
+    replicas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Switchover(Decision):
+    from_: str
+    to: str
+    replicas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Decommission(Decision):
+    instances: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConfigureSemiSync(Decision):
+    on: bool
+    primary: str
+    replicas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Errant(Decision):
+    instances: tuple[str, ...]
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WaitForDelay(Decision):
+    remaining_seconds: float
+
+
+@dataclass(frozen=True)
+class Unrecoverable(Decision):
+    pass  # needs a person; reason says what and why
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _union(sets):
+    out = None
+    for s in sets:
+        if s is None:
+            continue
+        out = s if out is None else out.union(s)
+    return out
+
+
+def replication_broken(i: InstanceState, settings: Settings) -> str | None:
+    """Why `i` can never catch up by restarting replication (history diverged), or None."""
+    for errno, thread in ((i.io_errno, "IO"), (i.sql_errno, "SQL")):
+        if errno in settings.divergence_errnos:
+            return f"{i.name}: replication {thread} error {errno}: {i.last_error}".rstrip(": ")
+    return None
+
+
+def errant_against_primary(i: InstanceState, primary: InstanceState, settings: Settings) -> str | None:
+    """Why replica `i` must be held out while `primary` serves, or None.
+
+    GTIDs written by the primary itself are ignored: observations are not simultaneous, and a
+    replica may already have applied what the primary committed after it was observed."""
+    broken = replication_broken(i, settings)
+    if broken:
+        return broken
+    if i.executed is None or primary.executed is None:
+        return None
+    extra = gtid_errant(i.executed, primary.executed)
+    if primary.origin is not None:
+        extra = extra.without_origins([primary.origin])
+    if not extra.is_empty():
+        return f"{i.name} has transactions the primary {primary.name} lacks: {extra}"
+    return None
+
+
+def errant_among_peers(i: InstanceState, peers: Sequence[InstanceState], settings: Settings) -> str | None:
+    """With no primary to compare to: `i` is errant if it wrote transactions itself that no peer
+    has (a local write on a replica), or its replication broke on divergence."""
+    broken = replication_broken(i, settings)
+    if broken:
+        return broken
+    if i.executed is None or i.origin is None:
+        return None
+    others = _union(p.known for p in peers if p.name != i.name)
+    own_only = i.executed.subtract(others) if others is not None else i.executed
+    own_only = own_only.subtract(own_only.without_origins([i.origin]))  # keep only its own origin
+    if not own_only.is_empty():
+        return f"{i.name} wrote transactions no other instance has: {own_only}"
+    return None
+
+
+def most_advanced(cands: Sequence[InstanceState], prefer: str | None = None) -> InstanceState | None:
+    """The candidate whose known set contains every other candidate's, preferring `prefer`,
+    then the lowest ordinal; None if none contains all (histories diverged)."""
+    def covers_all(c):
+        return all(c.known.contains(o.known) for o in cands if o.name != c.name and o.known is not None)
+    ok = [c for c in cands if c.known is not None and covers_all(c)]
+    if not ok:
+        return None
+    ok.sort(key=lambda c: (c.name != prefer, c.ordinal))
+    return ok[0]
+
+
+def _by_name(instances: Sequence[InstanceState]) -> dict[str, InstanceState]:
+    return {i.name: i for i in instances}
+
+
+def _names(xs) -> tuple[str, ...]:
+    return tuple(x.name for x in sorted(xs, key=lambda i: i.ordinal))
+
+
+# -- the decision ------------------------------------------------------------------------------
+def decide(instances: Sequence[InstanceState], settings: Settings, current_primary: str | None,
+           desired_primary: str | None = None) -> Decision:
+    by_name = _by_name(instances)
+    wanted = [i for i in instances if i.ordinal < settings.instances]
+    reachable = [i for i in instances if i.reachable]
+
+    # 1. nobody but the recorded primary may be writable, whatever else is going on
+    strays = [i for i in reachable if not i.read_only and i.name != current_primary]
+    if strays:
+        return Fence(_names(strays), reason="writable but not the primary: "
+                     + ", ".join(_names(strays)))
+
+    # 2. first creation
+    if current_primary is None or current_primary not in by_name:
+        if current_primary is not None:
+            return Unrecoverable(reason=f"recorded primary {current_primary} is not an instance")
+        down = [i.name for i in wanted if not i.reachable]
+        if down:
+            return WaitForDelay(0.0, reason="bootstrap waits for every instance: "
+                                + ", ".join(down) + " not reachable")
+        if any(i.has_data or i.is_replica for i in wanted):
+            return Unrecoverable(reason="instances already hold data or replicate but no primary "
+                                 "is recorded: record the primary to adopt them")
+        primary = desired_primary if desired_primary in by_name else min(wanted, key=lambda i: i.ordinal).name
+        return Bootstrap(primary, tuple(n for n in _names(wanted) if n != primary),
+                         reason=f"new cluster: {primary} becomes primary")
+
+    p = by_name[current_primary]
+
+    # 3. the primary does not answer
+    if not p.reachable:
+        if not settings.failover_enabled:
+            return Unrecoverable(reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s "
+                                 "and failover is disabled: bring it back or enable failover")
+        if p.unreachable_for < settings.failover_delay_seconds:
+            return WaitForDelay(settings.failover_delay_seconds - p.unreachable_for,
+                                reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s")
+        return _choose_failover(p, instances, settings, desired_primary)
+
+    # 4. recorded primary answers but is not serving yet (interrupted promotion, restart)
+    if p.read_only or p.is_replica:
+        cands = [i for i in reachable if i.ordinal < settings.instances]
+        held = {i.name for i in cands if (errant_among_peers(i, cands, settings) if i.name != p.name
+                                          else replication_broken(i, settings))}
+        cands = [i for i in cands if i.name not in held]
+        best = most_advanced(cands, prefer=p.name)
+        if best is None:
+            return Unrecoverable(reason="no instance has every transaction the others have: "
+                                 "histories diverged")
+        others = tuple(n for n in _names(wanted) if n != best.name and n not in held)
+        if best.name == p.name:
+            return Promote(p.name, others, reason=f"{p.name} is the recorded primary but not writable")
+        return Failover(p.name, best.name, tuple(n for n in _names(reachable) if n != best.name),
+                        others, reason=f"{best.name} is ahead of recorded primary {p.name}")
+
+    # the primary serves. Classify the others.
+    errant: dict[str, str] = {}
+    for i in reachable:
+        if i.name != p.name:
+            why = errant_against_primary(i, p, settings)
+            if why:
+                errant[i.name] = why
+    healthy_replicas = [i for i in reachable if i.name != p.name and i.name not in errant]
+
+    # 5. switchover: the primary is being removed, or spec.primary asks for another
+    target: InstanceState | None = None
+    if p.ordinal >= settings.instances:
+        cands = [i for i in healthy_replicas if i.ordinal < settings.instances]
+        pick = by_name.get(desired_primary) if desired_primary else None
+        target = pick if pick in cands else most_advanced(cands)
+        if target is None:
+            return Unrecoverable(reason=f"primary {p.name} is being removed but no healthy "
+                                 "replica can take over")
+    elif desired_primary and desired_primary != p.name and desired_primary in by_name:
+        d = by_name[desired_primary]
+        if d.ordinal >= settings.instances:
+            return Unrecoverable(reason=f"desired primary {d.name} is not among the instances")
+        if not d.reachable or d.name in errant:
+            why = errant.get(d.name) or f"{d.name} is unreachable"
+            return WaitForDelay(0.0, reason=f"switchover to {d.name} blocked: {why}")
+        target = d
+    if target is not None:
+        others = tuple(n for n in _names(wanted) if n != target.name and n not in errant)
+        return Switchover(p.name, target.name, others,
+                          reason=f"switchover from {p.name} to {target.name}")
+
+    # 6. scale down
+    leaving = [i for i in healthy_replicas if i.ordinal >= settings.instances
+               and (i.is_replica or not i.read_only)]
+    if leaving:
+        return Decommission(_names(leaving), reason="scaled down: " + ", ".join(_names(leaving)))
+
+    # 7. replicas
+    for i in sorted(healthy_replicas, key=lambda i: i.ordinal):
+        if i.ordinal >= settings.instances:
+            continue
+        if p.purged is not None and i.executed is not None and not i.executed.contains(p.purged):
+            return NeedsSeed(i.name, reason=f"{i.name} lacks transactions already purged from "
+                             f"{p.name}'s binary logs: it needs a copy of the data")
+        if i.source != p.name or not i.io_running or not i.sql_running:
+            state = "not a replica" if not i.is_replica else (
+                f"replicates from {i.source}" if i.source != p.name else "replication stopped")
+            return ConfigureReplica(i.name, p.name, reason=f"{i.name}: {state}")
+
+    # 8. semi-sync
+    in_range = [i for i in healthy_replicas if i.ordinal < settings.instances]
+    want_sync = settings.semisync and bool(in_range)
+    if p.semisync_source != want_sync or any(i.semisync_replica != want_sync for i in in_range):
+        return ConfigureSemiSync(want_sync, p.name, _names(in_range),
+                                 reason=f"semi-sync {'on' if want_sync else 'off'}")
+
+    # 9. held out
+    if errant:
+        names = tuple(sorted(errant, key=lambda n: by_name[n].ordinal))
+        return Errant(names, tuple(errant[n] for n in names),
+                      reason="held out: " + "; ".join(errant[n] for n in names))
+
+    down = tuple(i.name for i in sorted(wanted, key=lambda i: i.ordinal) if not i.reachable)
+    return Healthy(p.name, down, reason="degraded: " + ", ".join(down) + " unreachable" if down else "")
+
+
+def _choose_failover(p: InstanceState, instances: Sequence[InstanceState], settings: Settings,
+                     desired: str | None) -> Decision:
+    cands = [i for i in instances if i.reachable and i.ordinal < settings.instances]
+    held = {i.name: why for i in cands if (why := errant_among_peers(i, cands, settings))}
+    cands = [i for i in cands if i.name not in held]
+    if not cands:
+        extra = ("; held out: " + "; ".join(held.values())) if held else ""
+        return Unrecoverable(reason=f"primary {p.name} unreachable and no replica can take over{extra}")
+    best = most_advanced(cands, prefer=desired)
+    if best is None:
+        return Unrecoverable(reason="primary unreachable and no replica has every transaction "
+                             "the others have: histories diverged")
+    fence = tuple(n for n in _names([i for i in instances if i.name != best.name]))
+    replicas = tuple(n for n in _names(cands) if n != best.name)
+    return Failover(p.name, best.name, fence, replicas,
+                    reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s; "
+                    f"{best.name} is the most advanced replica")
+
+
+def planned_writable(decision: Decision, instances: Sequence[InstanceState]) -> set[str]:
+    """Which instances are writable once the decision's effects have run (the effects' contract):
+    every effect makes instances read-only before it makes one writable."""
+    writable = {i.name for i in instances if i.reachable and not i.read_only}
+    if isinstance(decision, Fence):
+        return writable - set(decision.instances)
+    if isinstance(decision, Bootstrap):
+        return {decision.primary}
+    if isinstance(decision, Failover):
+        return {decision.to}
+    if isinstance(decision, Promote):
+        return {decision.name}
+    if isinstance(decision, Switchover):
+        return {decision.to}
+    if isinstance(decision, ConfigureReplica):
+        return writable - {decision.name}
+    if isinstance(decision, Errant):
+        return writable - set(decision.instances)
+    return writable

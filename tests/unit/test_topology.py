@@ -1,0 +1,229 @@
+"""Decisions over observed instances: one table row per situation, then property tests of the
+invariants (never two writable primaries; never promote a candidate missing what another has;
+never let an errant server serve; a blip shorter than the delay never fails over)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings as hsettings
+from hypothesis import strategies as st
+
+from mysql_operator.db.gtid import MariaDBGtids
+from mysql_operator.topology import (
+    Bootstrap, ConfigureReplica, ConfigureSemiSync, Decommission, Errant, Failover, Fence,
+    Healthy, InstanceState, NeedsSeed, Promote, Settings, Switchover, Unrecoverable, WaitForDelay,
+    decide, errant_against_primary, planned_writable,
+)
+
+G = MariaDBGtids.parse
+
+
+def primary(n=0, gtids="0-1-10", **kw):
+    base = dict(name=f"db-{n}", ordinal=n, reachable=True, origin=str(n + 1), read_only=False,
+                executed=G(gtids), received=G(""))
+    base.update(kw)
+    return InstanceState(**base)
+
+
+def replica(n, gtids="0-1-10", received="", source="db-0", **kw):
+    base = dict(name=f"db-{n}", ordinal=n, reachable=True, origin=str(n + 1), read_only=True,
+                source=source, io_running=True, sql_running=True, executed=G(gtids),
+                received=G(received or gtids))
+    base.update(kw)
+    return InstanceState(**base)
+
+
+def down(n, for_s=30.0, **kw):
+    return InstanceState(name=f"db-{n}", ordinal=n, reachable=False, origin=str(n + 1),
+                         unreachable_for=for_s, **kw)
+
+
+def fresh(n):
+    return InstanceState(name=f"db-{n}", ordinal=n, reachable=True, origin=str(n + 1),
+                         read_only=True, executed=G(""), received=G(""))
+
+
+S3 = Settings(instances=3, failover_delay_seconds=5)
+
+TABLE = [
+    # (situation, instances, settings, recorded primary, desired, expected decision)
+    ("fresh cluster bootstraps instance 0",
+     [fresh(0), fresh(1), fresh(2)], S3, None, None,
+     Bootstrap("db-0", ("db-1", "db-2"))),
+    ("fresh cluster honours spec.primary",
+     [fresh(0), fresh(1), fresh(2)], S3, None, "db-2",
+     Bootstrap("db-2", ("db-0", "db-1"))),
+    ("bootstrap waits for every instance",
+     [fresh(0), down(1, 1), fresh(2)], S3, None, None, WaitForDelay),
+    ("no recorded primary: nobody may be writable",
+     [primary(0), replica(1), replica(2)], S3, None, None, Fence(("db-0",))),
+    ("data but no recorded primary needs a person",
+     [primary(0, read_only=True), replica(1), replica(2)], S3, None, None, Unrecoverable),
+    ("all replicating: healthy",
+     [primary(0), replica(1), replica(2)], S3, "db-0", None, Healthy("db-0")),
+    ("lagging replica is healthy, not errant",
+     [primary(0, "0-1-10"), replica(1, "0-1-7"), replica(2)], S3, "db-0", None, Healthy("db-0")),
+    ("replica down: healthy but degraded",
+     [primary(0), down(1), replica(2)], S3, "db-0", None, Healthy("db-0", ("db-1",))),
+    ("new replica gets configured",
+     [primary(0), replica(1), fresh(2)], S3, "db-0", None, ConfigureReplica("db-2", "db-0")),
+    ("replica of the wrong source gets repointed",
+     [primary(0), replica(1), replica(2, source="db-1")], S3, "db-0", None,
+     ConfigureReplica("db-2", "db-0")),
+    ("stopped replica restarted",
+     [primary(0), replica(1, io_running=False), replica(2)], S3, "db-0", None,
+     ConfigureReplica("db-1", "db-0")),
+    ("two writable: the non-primary is fenced first",
+     [primary(0), replica(1, read_only=False), replica(2)], S3, "db-0", None, Fence(("db-1",))),
+    ("replica with a local write is held out",
+     [primary(0), replica(1, "0-1-10,0-2-1"), replica(2)], S3, "db-0", None, Errant),
+    ("replica that applied the old primary's tail is errant after failover",
+     [down(0), replica(1, "0-1-10", source="db-2"), primary(2, "0-1-8,0-3-15")],
+     Settings(instances=3), "db-2", None, Errant),
+    ("diverged replication (1950) is errant",
+     [primary(0), replica(1, sql_running=False, sql_errno=1950), replica(2)], S3, "db-0", None,
+     Errant),
+    ("primary down shorter than the delay: wait",
+     [down(0, 2.0), replica(1), replica(2)], S3, "db-0", None, WaitForDelay),
+    ("primary down longer than the delay: most advanced replica wins",
+     [down(0, 6.0), replica(1, "0-1-8"), replica(2, "0-1-8", received="0-1-10")], S3, "db-0",
+     None, Failover("db-0", "db-2", ("db-0", "db-1"), ("db-1",))),
+    ("equal replicas: lowest ordinal",
+     [down(0, 6.0), replica(1), replica(2)], S3, "db-0", None,
+     Failover("db-0", "db-1", ("db-0", "db-2"), ("db-2",))),
+    ("failover never picks a replica with a local write",
+     [down(0, 6.0), replica(1, "0-1-10,0-2-1"), replica(2)], S3, "db-0", None,
+     Failover("db-0", "db-2", ("db-0", "db-1"), ())),
+    ("failover disabled: a person decides",
+     [down(0, 60), replica(1), replica(2)], Settings(instances=3, failover_enabled=False),
+     "db-0", None, Unrecoverable),
+    ("no replica left",
+     [down(0, 60), down(1, 60), down(2, 60)], S3, "db-0", None, Unrecoverable),
+    ("interrupted failover resumes: promote the recorded primary",
+     [down(0, 60), replica(1, io_running=False), replica(2, io_running=False)], S3, "db-1", None,
+     Promote("db-1", ("db-0", "db-2"))),
+    ("primary back from a crash, read-only by config: made writable again",
+     [primary(0, read_only=True), replica(1), replica(2)], S3, "db-0", None,
+     Promote("db-0", ("db-1", "db-2"))),
+    ("spec.primary changed: switchover",
+     [primary(0), replica(1), replica(2)], S3, "db-0", "db-2",
+     Switchover("db-0", "db-2", ("db-0", "db-1"))),
+    ("switchover to an errant target is blocked",
+     [primary(0), replica(1), replica(2, "0-1-10,0-3-1")], S3, "db-0", "db-2", WaitForDelay),
+    ("scale down removing the primary: switchover first",
+     [primary(2), replica(0, source="db-2"), replica(1, source="db-2")], Settings(instances=2),
+     "db-2", None, Switchover("db-2", "db-0", ("db-1",))),
+    ("scale down: removed replicas leave",
+     [primary(0), replica(1), replica(2), replica(3), replica(4)], S3, "db-0", None,
+     Decommission(("db-3", "db-4"))),
+    ("new replica lacking purged binlogs needs a copy",
+     [primary(0, purged=G("0-1-5")), replica(1), fresh(2)], S3, "db-0", None, NeedsSeed("db-2")),
+    ("semi-sync wanted but off",
+     [primary(0), replica(1), replica(2)], Settings(instances=3, semisync=True), "db-0", None,
+     ConfigureSemiSync(True, "db-0", ("db-1", "db-2"))),
+]
+
+
+@pytest.mark.parametrize("situation, instances, settings, recorded, desired, expected", TABLE,
+                         ids=[row[0] for row in TABLE])
+def test_table(situation, instances, settings, recorded, desired, expected):
+    d = decide(instances, settings, recorded, desired)
+    if isinstance(expected, type):
+        assert isinstance(d, expected), d
+    else:
+        got = {k: v for k, v in d.__dict__.items() if k != "reason"}
+        want = {k: v for k, v in expected.__dict__.items() if k != "reason"}
+        assert type(d) is type(expected) and got == want, d
+    assert d.reason or isinstance(d, Healthy)  # every action can be explained in an Event
+
+
+def test_errant_reason_names_instance_and_gtids():
+    why = errant_against_primary(replica(1, "0-1-10,0-2-1"), primary(0), S3)
+    assert "db-1" in why and "0-2-1" in why
+
+
+def test_writes_the_primary_made_after_it_was_observed_are_not_errant():
+    # the replica was observed after it applied 0-1-12; the primary's observation said 0-1-10
+    assert errant_against_primary(replica(1, "0-1-12"), primary(0, "0-1-10"), S3) is None
+
+
+# ---- property tests -------------------------------------------------------------------------
+seqs = st.integers(0, 4)
+
+
+@st.composite
+def clusters(draw):
+    n = draw(st.integers(1, 5))
+    wanted = draw(st.integers(1, n))
+    insts = []
+    for k in range(n):
+        entries = [(0, o, draw(seqs)) for o in range(1, n + 2) if draw(st.booleans())]
+        executed = MariaDBGtids.of(entries)
+        extra = draw(seqs)
+        received = MariaDBGtids.of([(0, 1, extra)])
+        reachable = draw(st.booleans()) if k else draw(st.sampled_from([True, False]))
+        insts.append(InstanceState(
+            name=f"db-{k}", ordinal=k, reachable=reachable, origin=str(k + 1),
+            read_only=draw(st.booleans()),
+            source=draw(st.sampled_from([None] + [f"db-{j}" for j in range(n) if j != k])),
+            io_running=draw(st.booleans()), sql_running=draw(st.booleans()),
+            sql_errno=draw(st.sampled_from([0, 0, 0, 1950])),
+            executed=executed if reachable else None, received=received if reachable else None,
+            unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
+        ))
+    recorded = draw(st.sampled_from([None] + [i.name for i in insts]))
+    desired = draw(st.sampled_from([None] + [i.name for i in insts]))
+    cfg = Settings(instances=wanted, failover_enabled=draw(st.booleans()),
+                   failover_delay_seconds=draw(st.floats(0, 15)), semisync=draw(st.booleans()))
+    return insts, cfg, recorded, desired
+
+
+def serving_target(d):
+    return {Failover: lambda d: d.to, Promote: lambda d: d.name, Switchover: lambda d: d.to,
+            Bootstrap: lambda d: d.primary}.get(type(d), lambda d: None)(d)
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(clusters())
+def test_never_two_writable(c):
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    assert len(planned_writable(d, insts)) <= 1, d
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(clusters())
+def test_promoted_instance_has_everything_reachable_candidates_have(c):
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    if isinstance(d, (Failover, Promote)):
+        target = next(i for i in insts if i.name == serving_target(d))
+        assert target.reachable
+        for other in insts:
+            if other.name in getattr(d, "replicas", ()) and other.reachable:
+                assert target.known.contains(other.known), (d, other)
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(clusters())
+def test_errant_instances_never_serve(c):
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    by = {i.name: i for i in insts}
+    target = serving_target(d)
+    if target is not None:
+        assert by[target].sql_errno != 1950, d  # a diverged server is never promoted
+    if isinstance(d, Switchover):
+        assert errant_against_primary(by[d.to], by[d.from_], cfg) is None
+    if isinstance(d, ConfigureReplica) and by[d.source].reachable:
+        assert errant_against_primary(by[d.name], by[d.source], cfg) is None
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(clusters())
+def test_blip_shorter_than_delay_never_fails_over(c):
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    if isinstance(d, Failover):
+        old = next(i for i in insts if i.name == d.from_)
+        assert old.reachable or old.unreachable_for >= cfg.failover_delay_seconds
