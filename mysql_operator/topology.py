@@ -257,7 +257,7 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         if down:
             return WaitForDelay(0.0, reason="bootstrap waits for every instance: "
                                 + ", ".join(down) + " not reachable")
-        if any(i.has_data or i.is_replica for i in wanted):
+        if any(i.has_data or i.is_replica or replication_broken(i, settings) for i in wanted):
             return Unrecoverable(reason="instances already hold data or replicate but no primary "
                                  "is recorded: record the primary to adopt them")
         primary = desired_primary if desired_primary in by_name else min(wanted, key=lambda i: i.ordinal).name

@@ -40,6 +40,7 @@ RESERVED_LABELS = (
     "app.kubernetes.io/instance",
     "app.kubernetes.io/component",
     "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/version",
 )
 RESERVED_PREFIX = f"{GROUP}/"
 

@@ -95,6 +95,7 @@ def labels(c: MySQLCluster, component: str = COMPONENT_DATABASE) -> dict[str, st
         "app.kubernetes.io/instance": c.name,
         "app.kubernetes.io/component": component,
         "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/version": c.spec.server_version,
     }
 
 

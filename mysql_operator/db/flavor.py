@@ -1,0 +1,336 @@
+"""Every statement that differs between MySQL 8.0/8.4 and MariaDB 10.11/11.x, in one place.
+
+`detect(version, version_comment)` reads `SELECT VERSION(), @@version_comment`; `dialect_for(v)`
+returns the matching `Dialect`, whose methods return SQL text (with pymysql `%s` placeholders and
+an args tuple where values are involved - passwords are never formatted into the text here).
+Callers never branch on the flavor themselves.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
+
+Statement = tuple[str, tuple[Any, ...]]
+
+
+class Flavor(str, enum.Enum):
+    MYSQL = "mysql"
+    MARIADB = "mariadb"
+
+
+class UnsupportedServer(ValueError):
+    pass
+
+
+@dataclass(frozen=True, order=True)
+class ServerVersion:
+    flavor: Flavor
+    major: int
+    minor: int
+    patch: int
+
+    def at_least(self, major: int, minor: int, patch: int = 0) -> bool:
+        return (self.major, self.minor, self.patch) >= (major, minor, patch)
+
+    def __str__(self) -> str:
+        return f"{self.flavor.value} {self.major}.{self.minor}.{self.patch}"
+
+
+_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
+
+
+def detect(version: str, version_comment: str = "") -> ServerVersion:
+    """Flavor and version from `VERSION()` ('10.11.6-MariaDB-0+deb12u1-log', '8.4.3') and
+    `@@version_comment` ('MySQL Community Server - GPL', 'mariadb.org binary distribution')."""
+    m = _VERSION.match(version or "")
+    if not m:
+        raise UnsupportedServer(f"cannot read a version from VERSION()={version!r}")
+    major, minor, patch = int(m[1]), int(m[2]), int(m[3])
+    is_mariadb = "mariadb" in version.lower() or "mariadb" in (version_comment or "").lower()
+    flavor = Flavor.MARIADB if is_mariadb else Flavor.MYSQL
+    v = ServerVersion(flavor, major, minor, patch)
+    if flavor is Flavor.MYSQL and not v.at_least(8, 0, 0):
+        raise UnsupportedServer(f"{v} is not supported: MySQL 8.0 or newer is required")
+    if flavor is Flavor.MARIADB and not v.at_least(10, 6, 0):
+        raise UnsupportedServer(f"{v} is not supported: MariaDB 10.6 or newer is required")
+    return v
+
+
+@dataclass(frozen=True)
+class ReplicaColumns:
+    """Column names of SHOW REPLICA/SLAVE STATUS for one flavor."""
+
+    io_running: str
+    sql_running: str
+    source_host: str
+    source_port: str
+    seconds_behind: str
+    received: str  # Retrieved_Gtid_Set (MySQL) / Gtid_IO_Pos (MariaDB)
+    io_errno: str = "Last_IO_Errno"
+    io_error: str = "Last_IO_Error"
+    sql_errno: str = "Last_SQL_Errno"
+    sql_error: str = "Last_SQL_Error"
+
+
+class Dialect:
+    """SQL for one server flavor and version; see MySQLDialect and MariaDBDialect."""
+
+    version: ServerVersion
+    columns: ReplicaColumns
+    read_only_variable: str
+    semisync_source_enabled: str
+    semisync_replica_enabled: str
+    semisync_source_status: str
+    semisync_replica_status: str
+    # errors a replica's IO/SQL thread reports when its history diverged from its source's
+    divergence_errnos: frozenset[int] = frozenset()
+
+    def __init__(self, version: ServerVersion):
+        self.version = version
+
+    @property
+    def flavor(self) -> Flavor:
+        return self.version.flavor
+
+    # GTIDs
+    def parse_gtids(self, text: str | None):
+        raise NotImplementedError
+
+    def executed_gtids_sql(self) -> str:
+        raise NotImplementedError
+
+    def purged_gtids_sql(self) -> str | None:
+        """SQL whose single value is the purged GTID set, or None if the binlogs must be read."""
+        raise NotImplementedError
+
+    def wait_for_gtids(self, gtids, timeout: float) -> Statement:
+        raise NotImplementedError
+
+    def wait_succeeded(self, result: Any) -> bool:
+        raise NotImplementedError
+
+    # replication
+    def show_replica_status(self) -> str:
+        raise NotImplementedError
+
+    def start_replica(self) -> str:
+        raise NotImplementedError
+
+    def stop_replica(self) -> str:
+        raise NotImplementedError
+
+    def start_io_thread(self) -> str:
+        return self.start_replica() + " IO_THREAD"
+
+    def stop_io_thread(self) -> str:
+        return self.stop_replica() + " IO_THREAD"
+
+    def reset_replica_all(self) -> str:
+        raise NotImplementedError
+
+    def change_source(self, host: str, port: int, user: str, password: str,
+                      connect_retry: int = 1, heartbeat: float = 1.0) -> Statement:
+        raise NotImplementedError
+
+    def prepare_replica_position(self) -> list[str]:
+        """Statements to run (replica stopped) before pointing a server at a new source."""
+        return []
+
+    # read-only
+    def set_read_only(self, on: bool) -> list[str]:
+        raise NotImplementedError
+
+    # semi-sync
+    def semisync_plugins(self) -> list[tuple[str, str]]:
+        """(plugin name, library) pairs to INSTALL PLUGIN if missing; empty when built in."""
+        return []
+
+    def enable_semisync_source(self, ack_count: int, timeout_ms: int) -> list[Statement]:
+        raise NotImplementedError
+
+    def disable_semisync_source(self) -> list[Statement]:
+        return [(f"SET GLOBAL {self.semisync_source_enabled} = OFF", ())]
+
+    def enable_semisync_replica(self) -> list[Statement]:
+        return [(f"SET GLOBAL {self.semisync_replica_enabled} = ON", ())]
+
+    def disable_semisync_replica(self) -> list[Statement]:
+        return [(f"SET GLOBAL {self.semisync_replica_enabled} = OFF", ())]
+
+    @property
+    def supports_ack_count(self) -> bool:
+        return False
+
+
+class MySQLDialect(Dialect):
+    divergence_errnos = frozenset({1236, 13114})  # source purged/lacks GTIDs the replica has
+    read_only_variable = "super_read_only"
+
+    def __init__(self, version: ServerVersion):
+        super().__init__(version)
+        self.new_syntax = version.at_least(8, 0, 23)  # CHANGE REPLICATION SOURCE, *_REPLICA
+        self.new_semisync = version.at_least(8, 0, 26)  # rpl_semi_sync_source / _replica
+        if version.at_least(8, 0, 22):
+            self.columns = ReplicaColumns(
+                io_running="Replica_IO_Running", sql_running="Replica_SQL_Running",
+                source_host="Source_Host", source_port="Source_Port",
+                seconds_behind="Seconds_Behind_Source", received="Retrieved_Gtid_Set",
+            )
+        else:
+            self.columns = ReplicaColumns(
+                io_running="Slave_IO_Running", sql_running="Slave_SQL_Running",
+                source_host="Master_Host", source_port="Master_Port",
+                seconds_behind="Seconds_Behind_Master", received="Retrieved_Gtid_Set",
+            )
+        s = "source" if self.new_semisync else "master"
+        r = "replica" if self.new_semisync else "slave"
+        self.semisync_source_enabled = f"rpl_semi_sync_{s}_enabled"
+        self.semisync_replica_enabled = f"rpl_semi_sync_{r}_enabled"
+        self.semisync_source_status = f"Rpl_semi_sync_{s}_status"
+        self.semisync_replica_status = f"Rpl_semi_sync_{r}_status"
+        self._semisync_prefix = s
+
+    def parse_gtids(self, text):
+        return MySQLGtidSet.parse(text)
+
+    def executed_gtids_sql(self) -> str:
+        return "SELECT @@GLOBAL.gtid_executed"
+
+    def purged_gtids_sql(self) -> str | None:
+        return "SELECT @@GLOBAL.gtid_purged"
+
+    def wait_for_gtids(self, gtids, timeout: float) -> Statement:
+        return "SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)", (str(gtids), max(1, int(timeout)))
+
+    def wait_succeeded(self, result) -> bool:
+        return result is not None and int(result) == 0
+
+    def show_replica_status(self) -> str:
+        return "SHOW REPLICA STATUS" if self.version.at_least(8, 0, 22) else "SHOW SLAVE STATUS"
+
+    def start_replica(self) -> str:
+        return "START REPLICA" if self.version.at_least(8, 0, 22) else "START SLAVE"
+
+    def stop_replica(self) -> str:
+        return "STOP REPLICA" if self.version.at_least(8, 0, 22) else "STOP SLAVE"
+
+    def reset_replica_all(self) -> str:
+        return "RESET REPLICA ALL" if self.version.at_least(8, 0, 22) else "RESET SLAVE ALL"
+
+    def change_source(self, host, port, user, password, connect_retry=1, heartbeat=1.0):
+        p = "SOURCE" if self.new_syntax else "MASTER"
+        head = "CHANGE REPLICATION SOURCE TO" if self.new_syntax else "CHANGE MASTER TO"
+        sql = (
+            f"{head} {p}_HOST=%s, {p}_PORT=%s, {p}_USER=%s, {p}_PASSWORD=%s, "
+            f"{p}_AUTO_POSITION=1, {p}_CONNECT_RETRY=%s, {p}_HEARTBEAT_PERIOD=%s, "
+            # caching_sha2_password without TLS needs the source's RSA key
+            f"GET_{p}_PUBLIC_KEY=1"
+        )
+        return sql, (host, int(port), user, password, int(connect_retry), float(heartbeat))
+
+    def set_read_only(self, on: bool) -> list[str]:
+        if on:
+            return ["SET GLOBAL super_read_only = ON"]  # implies read_only
+        return ["SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"]
+
+    def semisync_plugins(self) -> list[tuple[str, str]]:
+        if self.new_semisync:
+            return [("rpl_semi_sync_source", "semisync_source.so"),
+                    ("rpl_semi_sync_replica", "semisync_replica.so")]
+        return [("rpl_semi_sync_master", "semisync_master.so"),
+                ("rpl_semi_sync_slave", "semisync_slave.so")]
+
+    @property
+    def supports_ack_count(self) -> bool:
+        return True
+
+    def enable_semisync_source(self, ack_count: int, timeout_ms: int) -> list[Statement]:
+        s = self._semisync_prefix
+        count = "wait_for_replica_count" if self.new_semisync else "wait_for_slave_count"
+        return [
+            (f"SET GLOBAL rpl_semi_sync_{s}_wait_point = 'AFTER_SYNC'", ()),
+            (f"SET GLOBAL rpl_semi_sync_{s}_{count} = %s", (max(1, int(ack_count)),)),
+            (f"SET GLOBAL rpl_semi_sync_{s}_timeout = %s", (int(timeout_ms),)),
+            (f"SET GLOBAL {self.semisync_source_enabled} = ON", ()),
+        ]
+
+
+class MariaDBDialect(Dialect):
+    # 1236: the source lacks GTIDs the replica has; 1950/1951: gtid_strict_mode out-of-order GTID
+    divergence_errnos = frozenset({1236, 1950, 1951})
+    read_only_variable = "read_only"  # no super_read_only; READ_ONLY ADMIN bypasses it
+    semisync_source_enabled = "rpl_semi_sync_master_enabled"
+    semisync_replica_enabled = "rpl_semi_sync_slave_enabled"
+    semisync_source_status = "Rpl_semi_sync_master_status"
+    semisync_replica_status = "Rpl_semi_sync_slave_status"
+    columns = ReplicaColumns(
+        io_running="Slave_IO_Running", sql_running="Slave_SQL_Running",
+        source_host="Master_Host", source_port="Master_Port",
+        seconds_behind="Seconds_Behind_Master", received="Gtid_IO_Pos",
+    )
+
+    def parse_gtids(self, text):
+        return MariaDBGtids.parse(text)
+
+    def executed_gtids_sql(self) -> str:
+        # the last GTID per (domain, server_id) ever binlogged; needs log_slave_updates=ON
+        return "SELECT @@GLOBAL.gtid_binlog_state"
+
+    def purged_gtids_sql(self) -> str | None:
+        return None  # the Gtid_list event at the start of the oldest binlog file says
+
+    def wait_for_gtids(self, gtids, timeout: float) -> Statement:
+        pos = gtids.position() if isinstance(gtids, MariaDBGtids) else str(gtids)
+        return "SELECT MASTER_GTID_WAIT(%s, %s)", (pos, float(timeout))
+
+    def wait_succeeded(self, result) -> bool:
+        return result is not None and int(result) == 0
+
+    def show_replica_status(self) -> str:
+        return "SHOW SLAVE STATUS"
+
+    def start_replica(self) -> str:
+        return "START SLAVE"
+
+    def stop_replica(self) -> str:
+        return "STOP SLAVE"
+
+    def reset_replica_all(self) -> str:
+        return "RESET SLAVE ALL"
+
+    def change_source(self, host, port, user, password, connect_retry=1, heartbeat=1.0):
+        sql = (
+            "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
+            "MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=%s, MASTER_HEARTBEAT_PERIOD=%s"
+        )
+        if self.version.at_least(11, 3, 0):
+            # 11.4 replicas verify the source's certificate by default; we replicate without TLS
+            sql += ", MASTER_SSL=0, MASTER_SSL_VERIFY_SERVER_CERT=0"
+        return sql, (host, int(port), user, password, int(connect_retry), float(heartbeat))
+
+    def prepare_replica_position(self) -> list[str]:
+        # a former primary's gtid_slave_pos is stale: start from what it has in its binlog
+        # (callers check for errant transactions first)
+        return ["SET GLOBAL gtid_slave_pos = @@GLOBAL.gtid_binlog_pos"]
+
+    def set_read_only(self, on: bool) -> list[str]:
+        return [f"SET GLOBAL read_only = {'ON' if on else 'OFF'}"]
+
+    def enable_semisync_source(self, ack_count: int, timeout_ms: int) -> list[Statement]:
+        # MariaDB 10.11/11.x wait for exactly one acknowledgement: ack_count is not settable
+        return [
+            ("SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'", ()),
+            ("SET GLOBAL rpl_semi_sync_master_timeout = %s", (int(timeout_ms),)),
+            ("SET GLOBAL rpl_semi_sync_master_enabled = ON", ()),
+        ]
+
+
+def dialect_for(version: ServerVersion) -> Dialect:
+    if version.flavor is Flavor.MARIADB:
+        return MariaDBDialect(version)
+    return MySQLDialect(version)

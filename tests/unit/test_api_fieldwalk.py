@@ -1,0 +1,228 @@
+"""The field walk: every property under spec in the CRD is either immutable or applied on change.
+
+This file holds the walk's data (also used by tests/integration/test_crds.py, which proves the
+immutable half against the real apiserver) and proves the applied half with the pure builders.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mysql_operator.api import parse
+from mysql_operator.manifests import build_all
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER_CRD = REPO / "crds" / "mysqlclusters.yaml"
+
+
+def spec_schema() -> dict:
+    crd = yaml.safe_load(CLUSTER_CRD.read_text())
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+def leaf_paths(schema: dict, prefix: str = "") -> list[str]:
+    """Dotted paths of every property under spec; objects with declared properties are walked
+    into, everything else (scalars, maps, lists, free-form objects) is a leaf."""
+    out = []
+    for name, sub in schema.get("properties", {}).items():
+        path = f"{prefix}{name}"
+        if sub.get("type") == "object" and sub.get("properties"):
+            out += leaf_paths(sub, path + ".")
+        else:
+            out.append(path)
+    return out
+
+
+S3 = {
+    "bucket": "bucket-one",
+    "prefix": "p1",
+    "endpoint": "http://s3.local:9000",
+    "region": "r1",
+    "forcePathStyle": True,
+    "credentialsSecret": {"name": "s3", "accessKeyIdKey": "AK", "secretAccessKeyKey": "SK"},
+}
+
+# Every optional section present, so every field has something to change.
+FULL = {
+    "flavor": "mysql",
+    "version": "8.4",
+    "image": "registry.local/mysql:8.4.5",
+    "imagePullPolicy": "IfNotPresent",
+    "instances": 3,
+    "primary": 0,
+    "replication": {
+        "mode": "semisync",
+        "semiSyncAcks": 1,
+        "allowAsyncFallback": False,
+        "failover": {"enabled": True, "delaySeconds": 10},
+    },
+    "credentials": {"secretName": "my-credentials"},
+    "database": {"name": "app", "user": "app"},
+    "config": {"myCnf": "max_connections = 100\n"},
+    "storage": {"size": "10Gi", "storageClassName": "standard"},
+    "resources": {"limits": {"memory": "1Gi"}, "requests": {"cpu": "500m"}},
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}
+                ]
+            }
+        }
+    },
+    "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+    "nodeSelector": {"zone": "a"},
+    "priorityClassName": "high",
+    "podLabels": {"team": "a"},
+    "podAnnotations": {"note": "a"},
+    "service": {"type": "ClusterIP", "annotations": {"lb": "a"}},
+    "backup": {
+        "storage": {"s3": copy.deepcopy(S3)},
+        "schedule": "0 3 * * *",
+        "retention": {"keepLast": 7, "maxAge": "30d"},
+    },
+    "restore": {"fromBackup": {"name": "backup-1"}},
+    "deletionPolicy": "Retain",
+}
+FULL_RESTORE_S3 = {**copy.deepcopy(FULL), "restore": {"s3": {**copy.deepcopy(S3), "path": "a/b.sql.gz"}}}
+BASES = {"full": FULL, "restore-s3": FULL_RESTORE_S3}
+
+# path -> (base, edits): edits are (dotted path, new value or None to delete).
+_S3_CHANGES = {
+    "bucket": "bucket-two",
+    "prefix": "p2",
+    "endpoint": "http://s3.other:9000",
+    "region": "r2",
+    "forcePathStyle": False,
+    "credentialsSecret.name": "s3-other",
+    "credentialsSecret.accessKeyIdKey": "AK2",
+    "credentialsSecret.secretAccessKeyKey": "SK2",
+}
+CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
+    "flavor": ("full", [("flavor", "mariadb"), ("version", "10.11")]),
+    "version": ("full", [("version", "8.0")]),
+    "image": ("full", [("image", "registry.local/mysql:8.4.6")]),
+    "imagePullPolicy": ("full", [("imagePullPolicy", "Always")]),
+    "instances": ("full", [("instances", 5)]),
+    "primary": ("full", [("primary", 1)]),
+    "replication.mode": ("full", [("replication.mode", "async"), ("replication.semiSyncAcks", None)]),
+    "replication.semiSyncAcks": ("full", [("replication.semiSyncAcks", 2)]),
+    "replication.allowAsyncFallback": ("full", [("replication.allowAsyncFallback", True)]),
+    "replication.failover.enabled": ("full", [("replication.failover.enabled", False)]),
+    "replication.failover.delaySeconds": ("full", [("replication.failover.delaySeconds", 30)]),
+    "credentials.secretName": ("full", [("credentials.secretName", "other-credentials")]),
+    "database.name": ("full", [("database.name", "other")]),
+    "database.user": ("full", [("database.user", "other")]),
+    "config.myCnf": ("full", [("config.myCnf", "max_connections = 200\n")]),
+    "storage.size": ("full", [("storage.size", "20Gi")]),
+    "storage.storageClassName": ("full", [("storage.storageClassName", "fast")]),
+    "resources.limits": ("full", [("resources.limits", {"memory": "2Gi"})]),
+    "resources.requests": ("full", [("resources.requests", {"cpu": "1"})]),
+    "affinity": ("full", [("affinity", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"x": "y"}}, "topologyKey": "kubernetes.io/hostname"}]}})]),
+    "tolerations": ("full", [("tolerations", [{"key": "other", "operator": "Exists"}])]),
+    "nodeSelector": ("full", [("nodeSelector", {"zone": "b"})]),
+    "priorityClassName": ("full", [("priorityClassName", "low")]),
+    "podLabels": ("full", [("podLabels", {"team": "b"})]),
+    "podAnnotations": ("full", [("podAnnotations", {"note": "b"})]),
+    "service.type": ("full", [("service.type", "LoadBalancer")]),
+    "service.annotations": ("full", [("service.annotations", {"lb": "b"})]),
+    "backup.schedule": ("full", [("backup.schedule", "30 1 * * 0")]),
+    "backup.retention.keepLast": ("full", [("backup.retention.keepLast", 3)]),
+    "backup.retention.maxAge": ("full", [("backup.retention.maxAge", "2w")]),
+    "restore.fromBackup.name": ("full", [("restore.fromBackup.name", "backup-2")]),
+    "restore.s3.path": ("restore-s3", [("restore.s3.path", "c/d.sql.gz")]),
+    "deletionPolicy": ("full", [("deletionPolicy", "Delete")]),
+}
+for _k, _v in _S3_CHANGES.items():
+    CHANGES[f"backup.storage.s3.{_k}"] = ("full", [(f"backup.storage.s3.{_k}", _v)])
+    CHANGES[f"restore.s3.{_k}"] = ("restore-s3", [(f"restore.s3.{_k}", _v)])
+
+# Refused on update by a CEL transition rule (proven in tests/integration/test_crds.py).
+IMMUTABLE_ROOTS = ("flavor", "credentials", "database", "storage", "restore")
+
+# Applied by the reconcile loop itself, not through a built object: the desired primary
+# (a switchover), failover policy, and the backup schedule, storage and retention. They are inputs
+# of the operator's decisions, so the reconcile/backup code must test them; listed here so that a
+# new field cannot go unclassified.
+RECONCILE_INPUTS = frozenset(
+    {"primary", "replication.failover.enabled", "replication.failover.delaySeconds",
+     "backup.schedule", "backup.retention.keepLast", "backup.retention.maxAge"}
+    | {f"backup.storage.s3.{k}" for k in _S3_CHANGES}
+)
+
+
+def is_immutable(path: str) -> bool:
+    return path.split(".")[0] in IMMUTABLE_ROOTS
+
+
+def set_path(spec: dict, path: str, value: object) -> None:
+    *parents, last = path.split(".")
+    node = spec
+    for p in parents:
+        node = node.setdefault(p, {})
+    if value is None:
+        node.pop(last, None)
+    else:
+        node[last] = copy.deepcopy(value)
+
+
+def changed_spec(path: str) -> tuple[dict, dict]:
+    """(base spec, the same spec with `path` changed)."""
+    base_name, edits = CHANGES[path]
+    base = copy.deepcopy(BASES[base_name])
+    new = copy.deepcopy(base)
+    for p, v in edits:
+        set_path(new, p, v)
+    return base, new
+
+
+def body(spec: dict, name: str = "walk", namespace: str = "ns") -> dict:
+    return {
+        "apiVersion": "mysql.operator.dev/v1alpha1",
+        "kind": "MySQLCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": copy.deepcopy(spec),
+    }
+
+
+def _pw(key: str) -> str:
+    return f"pw-{key}"
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_every_spec_field_has_a_change_in_the_walk():
+    paths = set(leaf_paths(spec_schema()))
+    assert len(paths) > 40
+    assert paths == set(CHANGES), (
+        f"fields without a change in the walk: {sorted(paths - set(CHANGES))}; "
+        f"changes for fields that no longer exist: {sorted(set(CHANGES) - paths)}"
+    )
+
+
+def test_classifications_are_disjoint_and_name_real_fields():
+    paths = set(leaf_paths(spec_schema()))
+    assert RECONCILE_INPUTS <= paths
+    assert not {p for p in RECONCILE_INPUTS if is_immutable(p)}
+
+
+@pytest.mark.parametrize("path", sorted(CHANGES))
+def test_change_is_valid_for_the_parser(path):
+    base, new = changed_spec(path)
+    assert parse(body(base)) != parse(body(new)), f"{path}: the change is invisible to the parser"
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for p in CHANGES if not is_immutable(p) and p not in RECONCILE_INPUTS)
+)
+def test_mutable_field_changes_a_built_object(path):
+    base, new = changed_spec(path)
+    before = build_all(parse(body(base)), _pw)
+    after = build_all(parse(body(new)), _pw)
+    assert before != after, f"changing spec.{path} changes no built object: it would be ignored"
