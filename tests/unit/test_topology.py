@@ -161,10 +161,10 @@ def clusters(draw):
         executed = MariaDBGtids.of(entries)
         extra = draw(seqs)
         received = MariaDBGtids.of([(0, 1, extra)])
-        reachable = draw(st.booleans()) if k else draw(st.sampled_from([True, False]))
+        reachable = draw(st.sampled_from([True, True, False]))
         insts.append(InstanceState(
             name=f"db-{k}", ordinal=k, reachable=reachable, origin=str(k + 1),
-            read_only=draw(st.booleans()),
+            read_only=draw(st.sampled_from([True, True, True, True, False])),
             source=draw(st.sampled_from([None] + [f"db-{j}" for j in range(n) if j != k])),
             io_running=draw(st.booleans()), sql_running=draw(st.booleans()),
             sql_errno=draw(st.sampled_from([0, 0, 0, 1950])),
