@@ -1,0 +1,274 @@
+"""Every manifest builder, from typed specs (pure: no processes)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+
+import pytest
+
+from mysql_operator import manifests as m
+from mysql_operator.api import parse
+from tests.unit.test_api_fieldwalk import FULL, body
+
+
+def cluster(**spec):
+    return parse(body({"instances": 3, **spec}, name="db", namespace="prod"))
+
+
+def pw(key: str) -> str:
+    return f"secret-{key}"
+
+
+def by_kind(objs):
+    out = {}
+    for o in objs:
+        out.setdefault(o["kind"], []).append(o)
+    return out
+
+
+def test_build_all_returns_every_object_in_apply_order():
+    objs = m.build_all(cluster(), pw)
+    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
+        ("Secret", "db-credentials"),
+        ("ConfigMap", "db-config"),
+        ("Service", "db-headless"),
+        ("Service", "db-rw"),
+        ("Service", "db-ro"),
+        ("StatefulSet", "db"),
+        ("PodDisruptionBudget", "db"),
+    ]
+    for o in objs:
+        assert o["metadata"]["namespace"] == "prod"
+        labels = o["metadata"]["labels"]
+        assert labels["app.kubernetes.io/instance"] == "db"
+        assert labels["app.kubernetes.io/managed-by"] == "mysql-operator"
+        assert labels["app.kubernetes.io/name"] == "mysql"
+        assert "ownerReferences" not in o["metadata"]
+
+
+def test_builders_are_deterministic():
+    c = parse(body(FULL))
+    assert m.build_all(c, pw) == m.build_all(parse(body(copy.deepcopy(FULL))), pw)
+
+
+def test_generated_secret_holds_every_password_from_the_given_function():
+    asked = []
+
+    def password_for(key):
+        asked.append(key)
+        return f"p'\"\\-{key}"
+
+    s = m.credentials_secret(cluster(database={"name": "app", "user": "appuser"}), password_for)
+    assert s["type"] == "Opaque"
+    decoded = {k: base64.b64decode(v).decode() for k, v in s["data"].items()}
+    assert decoded == {k: f"p'\"\\-{k}" for k in
+                       ("root-password", "operator-password", "replication-password", "app-password")}
+    assert asked == list(decoded)
+    # no app user, no app password
+    assert "app-password" not in m.credentials_secret(cluster(database={"name": "app"}), pw)["data"]
+
+
+def test_user_supplied_secret_means_no_secret_is_built_and_the_servers_read_it():
+    c = cluster(credentials={"secretName": "mine"}, database={"name": "app", "user": "u"})
+    assert m.credentials_secret(c, pw) is None
+    assert "Secret" not in by_kind(m.build_all(c, pw))
+    sts = m.statefulset(c)
+    refs = {e["valueFrom"]["secretKeyRef"]["name"]
+            for ctr in sts["spec"]["template"]["spec"]["initContainers"] + sts["spec"]["template"]["spec"]["containers"]
+            for e in ctr["env"] if "secretKeyRef" in e.get("valueFrom", {})}
+    assert refs == {"mine"}
+
+
+def test_empty_password_is_refused():
+    with pytest.raises(ValueError, match="root-password"):
+        m.credentials_secret(cluster(), lambda key: "")
+
+
+def test_no_password_appears_outside_the_secret():
+    objs = m.build_all(cluster(database={"name": "app", "user": "u"}), pw)
+    for o in objs:
+        if o["kind"] != "Secret":
+            assert "secret-" not in repr(o)
+
+
+@pytest.mark.parametrize("flavor,version,expected,absent", [
+    ("mysql", "8.4", ["gtid_mode = ON", "enforce_gtid_consistency = ON", "super_read_only = ON",
+                      "log_replica_updates = ON", "plugin_load_add = semisync_source.so",
+                      "rpl_semi_sync_source_wait_point = AFTER_SYNC",
+                      "rpl_semi_sync_source_wait_for_replica_count = 2"], ["gtid_strict_mode"]),
+    ("mariadb", "10.11", ["log_slave_updates = ON", "gtid_strict_mode = ON", "gtid_domain_id = 0",
+                          "binlog_format = ROW", "rpl_semi_sync_master_wait_point = AFTER_SYNC"],
+     ["gtid_mode", "super_read_only", "plugin_load_add", "server_id"]),
+])
+def test_config_per_flavor(flavor, version, expected, absent):
+    acks = {"semiSyncAcks": 2} if flavor == "mysql" else {}
+    c = cluster(flavor=flavor, version=version, replication=acks)
+    text = m.config_map(c)["data"]["my.cnf"]
+    lines = text.splitlines()
+    assert lines[1] == "[mysqld]"
+    for e in ["log_bin = binlog", "read_only = ON"] + expected:
+        assert e in lines, e
+    for a in absent:
+        assert not any(line.startswith(a) for line in lines), a
+
+
+def test_config_fallback_timeout_and_async_mode():
+    strict = m.my_cnf(cluster().spec)
+    assert "rpl_semi_sync_source_timeout = 4294967295" in strict
+    lenient = m.my_cnf(cluster(replication={"allowAsyncFallback": True}).spec)
+    assert "rpl_semi_sync_source_timeout = 10000" in lenient
+    plain = m.my_cnf(cluster(replication={"mode": "async"}).spec)
+    assert "semi_sync" not in plain and "semisync" not in plain
+
+
+def test_user_config_is_appended_after_the_operators():
+    text = m.my_cnf(cluster(config={"myCnf": "max_connections = 7\n[mysqld]\nwait_timeout=60"}).spec)
+    assert text.endswith("# spec.config.myCnf\n[mysqld]\nmax_connections = 7\n[mysqld]\nwait_timeout=60\n")
+    assert text.index("read_only = ON") < text.index("max_connections = 7")
+
+
+def test_config_map_ships_the_scripts_and_a_config_change_rolls_the_pods():
+    cm = m.config_map(cluster())
+    assert set(cm["data"]) == {"my.cnf", "init.sh", "start.sh", "probe.sh"}
+    assert "initialize-insecure" in cm["data"]["init.sh"] and "mariadb-install-db" in cm["data"]["init.sh"]
+    a = m.statefulset(cluster())["spec"]["template"]["metadata"]["annotations"][m.CONFIG_HASH_ANNOTATION]
+    b = m.statefulset(cluster(config={"myCnf": "max_connections=9"}))["spec"]["template"]["metadata"][
+        "annotations"][m.CONFIG_HASH_ANNOTATION]
+    assert a != b
+
+
+def test_services():
+    c = cluster(service={"type": "LoadBalancer", "annotations": {"lb/internal": "true"}})
+    hl, rw, ro = m.headless_service(c), m.primary_service(c), m.replica_service(c)
+    sel = {"app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": "db",
+           "app.kubernetes.io/component": "database"}
+    assert hl["spec"]["clusterIP"] == "None" and hl["spec"]["publishNotReadyAddresses"] is True
+    assert hl["spec"]["selector"] == sel
+    assert rw["spec"]["selector"] == {**sel, m.ROLE_LABEL: "primary"}
+    assert ro["spec"]["selector"] == {**sel, m.ROLE_LABEL: "replica"}
+    for svc in (rw, ro):
+        assert svc["spec"]["type"] == "LoadBalancer"
+        assert svc["metadata"]["annotations"] == {"lb/internal": "true"}
+        assert svc["spec"]["ports"] == [{"name": "mysql", "port": 3306, "targetPort": "mysql", "protocol": "TCP"}]
+    assert "annotations" not in hl["metadata"]
+
+
+def test_statefulset_shape():
+    c = cluster(flavor="mariadb", version="11.4", instances=5, database={"name": "shop", "user": "shop"},
+                resources={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+                storage={"size": "20Gi", "storageClassName": "fast"}, deletionPolicy="Delete")
+    sts = m.statefulset(c)
+    spec = sts["spec"]
+    assert spec["replicas"] == 5 and spec["serviceName"] == "db-headless"
+    assert spec["selector"]["matchLabels"] == m.selector_labels(c)
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Retain"}
+    claim = spec["volumeClaimTemplates"][0]["spec"]
+    assert claim == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}},
+                     "storageClassName": "fast"}
+    pod = spec["template"]["spec"]
+    (init,), (server,) = pod["initContainers"], pod["containers"]
+    assert init["image"] == server["image"] == "mariadb:11.4"
+    assert init["command"] == ["/bin/bash", "/opt/mysql-operator/config/init.sh"]
+    assert server["command"] == ["/bin/bash", "/opt/mysql-operator/config/start.sh"]
+    assert server["resources"] == init["resources"] == {
+        "limits": {"memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}}
+    init_env = {e["name"]: e for e in init["env"]}
+    assert init_env["MYSQL_OPERATOR_FLAVOR"]["value"] == "mariadb"
+    assert init_env["MYSQL_APP_DATABASE"]["value"] == "shop" and init_env["MYSQL_APP_USER"]["value"] == "shop"
+    assert init_env["MYSQL_ROOT_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "db-credentials", "key": "root-password"}
+    server_env = {e["name"] for e in server["env"]}
+    assert "MYSQL_ROOT_PASSWORD" not in server_env and {"POD_NAME", "HEADLESS_SERVICE"} <= server_env
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert server[probe]["exec"]["command"][1] == "/opt/mysql-operator/config/probe.sh"
+    assert server["readinessProbe"]["exec"]["command"][2] == "ready"
+    assert {v["name"] for v in pod["volumes"]} == {"config", "run", "tmp"}
+    assert {vm["mountPath"] for vm in server["volumeMounts"]} == {
+        "/var/lib/mysql", "/opt/mysql-operator/config", "/run/mysql-operator", "/tmp"}
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_restricted_pod_security():
+    pod = m.statefulset(cluster())["spec"]["template"]["spec"]
+    psc = pod["securityContext"]
+    assert psc["runAsNonRoot"] is True and psc["runAsUser"] == 999 and psc["fsGroup"] == 999
+    assert psc["seccompProfile"] == {"type": "RuntimeDefault"}
+    for ctr in pod["initContainers"] + pod["containers"]:
+        sc = ctr["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 999
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not any("hostPath" in v for v in pod["volumes"])
+
+
+def test_scheduling_defaults_and_overrides():
+    pod = m.statefulset(cluster())["spec"]["template"]["spec"]
+    pref = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert pref["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert pref["podAffinityTerm"]["labelSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "db"
+    for key in ("tolerations", "nodeSelector", "priorityClassName"):
+        assert key not in pod
+
+    full = parse(body(FULL))
+    pod = m.statefulset(full)["spec"]["template"]["spec"]
+    assert pod["affinity"] == FULL["affinity"]
+    assert pod["tolerations"] == FULL["tolerations"]
+    assert pod["nodeSelector"] == {"zone": "a"} and pod["priorityClassName"] == "high"
+    assert pod["containers"][0]["image"] == "registry.local/mysql:8.4.5"
+
+
+def test_pod_labels_and_annotations_never_replace_the_operators():
+    sts = m.statefulset(cluster(podLabels={"team": "x"}, podAnnotations={"a": "b"}))
+    meta = sts["spec"]["template"]["metadata"]
+    assert meta["labels"]["team"] == "x"
+    assert all(meta["labels"][k] == v for k, v in m.selector_labels(cluster()).items())
+    assert meta["annotations"]["a"] == "b" and m.CONFIG_HASH_ANNOTATION in meta["annotations"]
+    assert m.ROLE_LABEL not in meta["labels"]  # the operator labels Pods, not the template
+
+
+def test_pod_disruption_budget():
+    pdb = m.pod_disruption_budget(cluster())
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": m.selector_labels(cluster())}}
+
+
+def test_immutable_parts_of_the_statefulset_depend_only_on_immutable_fields():
+    """selector, serviceName, volumeClaimTemplates and podManagementPolicy cannot change on a live
+    StatefulSet: only the flavor, the name and the storage (all immutable) may feed them."""
+    def frozen_parts(c):
+        s = m.statefulset(c)["spec"]
+        return (s["selector"], s["serviceName"], s["volumeClaimTemplates"], s["podManagementPolicy"])
+
+    base = frozen_parts(parse(body(FULL)))
+    from tests.unit.test_api_fieldwalk import CHANGES, RECONCILE_INPUTS, changed_spec, is_immutable
+    for path in CHANGES:
+        if is_immutable(path) or path in RECONCILE_INPUTS:
+            continue
+        _, new = changed_spec(path)
+        assert frozen_parts(parse(body(new))) == base, path
+
+
+def test_owned_adds_a_controller_reference_without_touching_the_input():
+    obj = m.config_map(cluster())
+    owner = {"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
+             "metadata": {"name": "db", "uid": "1234"}}
+    out = m.owned(obj, owner)
+    assert out["metadata"]["ownerReferences"] == [{
+        "apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster", "name": "db",
+        "uid": "1234", "controller": True, "blockOwnerDeletion": True}]
+    assert "ownerReferences" not in obj["metadata"]
+    with pytest.raises(ValueError, match="uid"):
+        m.owned(obj, {"metadata": {"name": "db"}})
+
+
+def test_names_and_hosts():
+    c = cluster()
+    assert m.pod_host(c, 2) == "db-2.db-headless.prod.svc"
+    assert m.credentials_secret_name(c) == "db-credentials"
+    assert m.credentials_secret_name(cluster(credentials={"secretName": "x"})) == "x"
+
+
+def test_random_password():
+    a, b = m.random_password(), m.random_password()
+    assert a != b and len(a) == 32 and a.isalnum()
