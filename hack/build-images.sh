@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# Build the local cluster's container images without a registry or Docker, as OCI archives in a
+# per-user cache outside the checkout, each keyed by a hash of its inputs (rebuilt only when an
+# input changes).
+#
+#   hack/build-images.sh [all|base|pause|busybox|mariadb|operator]...   (default: all)
+#   hack/build-images.sh --print-dir                                    (the archive folder)
+#
+# stdout: one line per requested image, "NAME REF ARCHIVE" (ARCHIVE loads with
+# `ctr -n k8s.io images import ARCHIVE`); progress, timings and sizes go to stderr.
+#
+# Images (all named localhost/NAME:TAG, as containerd and the kubelet need for local images):
+#   base      localhost/debian:bookworm-slim   debootstrap --variant=minbase bookworm, trimmed like
+#             the official slim image; also tagged docker.io/library/debian:bookworm-slim in this
+#             script's private buildah storage so every `FROM debian:bookworm-slim` builds on it
+#   pause     localhost/pause:catatonit        Debian's static catatonit, `catatonit -P`
+#   busybox   localhost/busybox:1.35           Debian's busybox-static (sh, mkdir, rm, ...)
+#   mariadb   localhost/mariadb:10.11          images/mariadb/Dockerfile
+#   operator  localhost/mysql-operator:VERSION the repository's Dockerfile (VERSION from pyproject)
+#
+# How buildah runs here (found on a Debian bookworm VM, root, cgroup v1, no systemd):
+#   --isolation chroot  RUN steps need no OCI runtime, cgroups or user namespaces;
+#   --network host      RUN steps use the host network: no CNI bridge is created by a build;
+#   --pull=never        nothing is ever fetched from a registry;
+#   storage driver overlay, in a private --root/--runroot under the cache (never the system's
+#   /var/lib/containers), so builds do not collide with anything else on the machine.
+# Outbound HTTPS goes through a proxy whose CA is only in the host trust store: the operator
+# build bind-mounts the host bundle read-only for pip (--volume, never copied into a layer) and
+# passes its in-container path as the PIP_CERT build argument.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+CACHE_ROOT="${MYSQL_OPERATOR_DEV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mysql-operator-dev}"
+IMAGES_DIR="$CACHE_ROOT/images"
+BUILDAH_ROOT="$IMAGES_DIR/buildah/root"
+BUILDAH_RUNROOT="$IMAGES_DIR/buildah/run"
+DEBIAN_SUITE=bookworm
+DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+DEBIAN_SECURITY_MIRROR="${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
+BASE_BUILDAH_NAME=docker.io/library/debian:bookworm-slim
+HOST_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+KEY_LABEL=dev.mysql-operator.inputs
+
+log() { echo "[build-images] $*" >&2; }
+die() { echo "[build-images] error: $*" >&2; exit 1; }
+
+if [[ "${1:-}" == "--print-dir" ]]; then echo "$IMAGES_DIR"; exit 0; fi
+
+operator_version() {
+  sed -n 's/^version *= *"\(.*\)"/\1/p' "$REPO/pyproject.toml" | head -n1
+}
+
+image_ref() {
+  case "$1" in
+    base) echo "localhost/debian:bookworm-slim" ;;
+    pause) echo "localhost/pause:catatonit" ;;
+    busybox) echo "localhost/busybox:1.35" ;;
+    mariadb) echo "localhost/mariadb:10.11" ;;
+    operator) echo "localhost/mysql-operator:$(operator_version)" ;;
+    *) die "unknown image '$1': choose from all, base, pause, busybox, mariadb, operator" ;;
+  esac
+}
+
+check_tools() {
+  local t missing=()
+  for t in debootstrap buildah sha256sum flock; do command -v "$t" >/dev/null || missing+=("$t"); done
+  [[ -x /usr/bin/catatonit ]] || missing+=(catatonit)
+  [[ -x /bin/busybox ]] || missing+=(busybox-static)
+  [[ ${#missing[@]} -eq 0 ]] || die "missing ${missing[*]}: run \`hack/install-deps.sh images\` (as root)"
+  [[ $(id -u) -eq 0 ]] || die "debootstrap and buildah's overlay storage need root here"
+}
+
+bah() { buildah --root "$BUILDAH_ROOT" --runroot "$BUILDAH_RUNROOT" --storage-driver overlay "$@"; }
+
+# --- input keys -------------------------------------------------------------------------------
+hash_stdin() { sha256sum | cut -c1-16; }
+
+# sha256 of "path content-hash" lines for files (relative to $1), in a stable order.
+hash_files() {
+  local dir="$1"; shift
+  (cd "$dir" && LC_ALL=C sort -u < <(printf '%s\n' "$@") | while read -r f; do
+    [[ -n "$f" ]] || continue
+    printf '%s %s\n' "$f" "$(sha256sum < "$f" | cut -d' ' -f1)"
+  done) | hash_stdin
+}
+
+base_key() {
+  # The base is defined by the build_base function below (its text) and the suite it fetches.
+  { declare -f build_base base_rootfs_trim; echo "$DEBIAN_SUITE"; } | hash_stdin
+}
+
+image_key() {
+  local name="$1" base; base="$(base_key)"
+  case "$name" in
+    base) echo "$base" ;;
+    pause) { echo pause; sha256sum < /usr/bin/catatonit; declare -f build_scratch_image; } | hash_stdin ;;
+    busybox) { echo busybox; sha256sum < /bin/busybox; declare -f build_scratch_image; } | hash_stdin ;;
+    mariadb)
+      local files; mapfile -t files < <(cd "$REPO/images/mariadb" && find . -type f | sed 's|^\./||')
+      { echo "mariadb $base"; hash_files "$REPO/images/mariadb" "${files[@]}"; } | hash_stdin ;;
+    operator)
+      # The Dockerfile, .dockerignore and every file the .dockerignore lets into the context.
+      local files; mapfile -t files < <(operator_context_files)
+      { echo "operator $base"; hash_files "$REPO" Dockerfile .dockerignore "${files[@]}"; } | hash_stdin ;;
+  esac
+}
+
+operator_context_files() {
+  # Mirrors .dockerignore: the package sources, pyproject.toml and README/LICENSE if present.
+  (cd "$REPO" && find mysql_operator -type f -not -path '*/__pycache__/*' -not -name '*.pyc';
+   for f in pyproject.toml README.md LICENSE; do [[ -f "$f" ]] && echo "$f"; done) | LC_ALL=C sort
+}
+
+archive_path() { echo "$IMAGES_DIR/$1-$2.oci.tar"; }
+
+# --- base -------------------------------------------------------------------------------------
+base_rootfs_trim() {  # $1: rootfs. What the official slim image (debuerreotype) configures.
+  local r="$1"
+  mkdir -p "$r/etc/dpkg/dpkg.cfg.d" "$r/etc/apt/apt.conf.d"
+  cat >"$r/etc/dpkg/dpkg.cfg.d/docker" <<'EOF'
+# Keep documentation, manuals and translations out of the image (like debian:*-slim).
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/linda/*
+path-exclude /usr/share/lintian/overrides/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+path-exclude /usr/share/man/*
+EOF
+  cat >"$r/etc/apt/apt.conf.d/docker-clean" <<'EOF'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+EOF
+  echo 'Acquire::Languages "none";' >"$r/etc/apt/apt.conf.d/docker-no-languages"
+  echo 'Acquire::GzipIndexes "true";' >"$r/etc/apt/apt.conf.d/docker-gzip-indexes"
+  echo 'Apt::AutoRemove::SuggestsImportant "false";' >"$r/etc/apt/apt.conf.d/docker-autoremove-suggests"
+  printf '#!/bin/sh\n# no services are started in an image build\nexit 101\n' >"$r/usr/sbin/policy-rc.d"
+  chmod 0755 "$r/usr/sbin/policy-rc.d"
+  find "$r/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete 2>/dev/null || true
+  find "$r/usr/share/doc" -mindepth 1 -type d -empty -delete 2>/dev/null || true
+  rm -rf "$r"/usr/share/{groff,info,linda,lintian/overrides,man}/* 2>/dev/null || true
+  find "$r/usr/share/locale" -mindepth 1 -maxdepth 1 -not -name locale.alias -exec rm -rf {} + 2>/dev/null || true
+  rm -rf "$r"/var/lib/apt/lists/* "$r"/var/cache/apt/*.bin "$r"/var/cache/apt/archives/*.deb \
+    "$r"/var/cache/debconf/*-old "$r"/var/lib/dpkg/*-old "$r"/var/log/apt/* "$r"/tmp/* "$r"/var/tmp/*
+  find "$r/var/log" -type f -exec truncate -s 0 {} +
+  : >"$r/etc/machine-id"
+  rm -f "$r/etc/resolv.conf" "$r/etc/hostname"
+}
+
+build_base() {  # $1: archive to write
+  local out="$1" work rootfs
+  work="$(mktemp -d "$IMAGES_DIR/work.base.XXXXXX")"
+  rootfs="$work/rootfs"
+  log "base: debootstrap --variant=minbase $DEBIAN_SUITE (about a minute)"
+  debootstrap --variant=minbase "$DEBIAN_SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$work/debootstrap.log" 2>&1 \
+    || { tail -n 30 "$work/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
+  rm -f "$rootfs/etc/apt/sources.list"
+  cat >"$rootfs/etc/apt/sources.list.d/debian.sources" <<EOF
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: $DEBIAN_SUITE $DEBIAN_SUITE-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: $DEBIAN_SUITE-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  base_rootfs_trim "$rootfs"
+  # Security and point-release updates, like the published image. resolv.conf for apt only.
+  cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+  mount -t proc proc "$rootfs/proc"
+  trap 'umount "'"$rootfs"'/proc" 2>/dev/null || true' EXIT
+  if ! chroot "$rootfs" /bin/sh -c 'export DEBIAN_FRONTEND=noninteractive; apt-get update -qq &&
+      apt-get -y -qq -o Dpkg::Options::=--force-confold upgrade && apt-get clean' >"$work/upgrade.log" 2>&1; then
+    umount "$rootfs/proc"; tail -n 30 "$work/upgrade.log" >&2; die "apt-get upgrade in the base failed"
+  fi
+  umount "$rootfs/proc"
+  trap - EXIT
+  base_rootfs_trim "$rootfs"
+  local c mnt
+  c="$(bah from --pull=never scratch)"
+  mnt="$(bah mount "$c")"
+  tar -C "$rootfs" --numeric-owner -cf - . | tar -C "$mnt" --numeric-owner -xpf -
+  bah umount "$c" >/dev/null
+  bah config --cmd '["bash"]' --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --label "$KEY_LABEL=$(base_key)" --os linux --arch amd64 "$c"
+  bah commit --quiet --rm "$c" "$BASE_BUILDAH_NAME" >/dev/null
+  bah tag "$BASE_BUILDAH_NAME" "$(image_ref base)"
+  export_image "$(image_ref base)" "$out"
+  rm -rf "$work"
+}
+
+# The base must be in buildah's storage, with the current key, before any Dockerfile build.
+ensure_base_in_storage() {
+  local key have archive
+  key="$(base_key)"
+  archive="$(archive_path base "$key")"
+  have="$(bah inspect --type image --format "{{index .OCIv1.Config.Labels \"$KEY_LABEL\"}}" \
+    "$BASE_BUILDAH_NAME" 2>/dev/null || true)"
+  [[ "$have" == "$key" ]] && return 0
+  log "base: loading $archive into buildah storage"
+  bah pull --quiet "oci-archive:$archive" >/dev/null
+  bah tag "$(image_ref base)" "$BASE_BUILDAH_NAME"
+}
+
+# --- images from scratch (static binaries from the host's Debian packages) --------------------
+build_scratch_image() {  # $1: name, $2: archive
+  local name="$1" out="$2" c mnt ref
+  ref="$(image_ref "$name")"
+  c="$(bah from --pull=never scratch)"
+  mnt="$(bah mount "$c")"
+  case "$name" in
+    pause)
+      install -D -m 0755 /usr/bin/catatonit "$mnt/catatonit"
+      bah config --entrypoint '["/catatonit","-P"]' --cmd '[]' "$c" ;;
+    busybox)
+      mkdir -p "$mnt/bin" "$mnt/tmp" "$mnt/etc" "$mnt/root"
+      chmod 1777 "$mnt/tmp"
+      install -m 0755 /bin/busybox "$mnt/bin/busybox"
+      local applet
+      for applet in $(/bin/busybox --list); do
+        [[ "$applet" == busybox ]] || ln -s busybox "$mnt/bin/$applet"
+      done
+      printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$mnt/etc/passwd"
+      printf 'root:x:0:\nnobody:x:65534:\n' >"$mnt/etc/group"
+      bah config --cmd '["sh"]' --env PATH=/bin "$c" ;;
+  esac
+  bah umount "$c" >/dev/null
+  bah config --label "$KEY_LABEL=$(image_key "$name")" --os linux --arch amd64 "$c"
+  bah commit --quiet --rm "$c" "$ref" >/dev/null
+  export_image "$ref" "$out"
+  bah rmi "$ref" >/dev/null 2>&1 || true  # the archive is the cache; storage keeps only the base
+}
+
+# --- Dockerfile images ------------------------------------------------------------------------
+build_dockerfile_image() {  # $1: name, $2: archive
+  local name="$1" out="$2" ref context dockerfile args=()
+  ref="$(image_ref "$name")"
+  case "$name" in
+    mariadb) context="$REPO/images/mariadb"; dockerfile="$context/Dockerfile" ;;
+    operator)
+      context="$REPO"; dockerfile="$REPO/Dockerfile"
+      if [[ -f "$HOST_CA_BUNDLE" ]]; then
+        args+=(--volume "$HOST_CA_BUNDLE:/run/host-ca.crt:ro" --build-arg PIP_CERT=/run/host-ca.crt)
+      fi ;;
+  esac
+  ensure_base_in_storage
+  bah bud --quiet --isolation chroot --network host --pull=never --layers=false \
+    --label "$KEY_LABEL=$(image_key "$name")" "${args[@]}" \
+    -f "$dockerfile" -t "$ref" "$context" >"$IMAGES_DIR/$name.build.log" 2>&1 \
+    || { tail -n 40 "$IMAGES_DIR/$name.build.log" >&2; die "$name: buildah bud failed (log: $IMAGES_DIR/$name.build.log)"; }
+  export_image "$ref" "$out"
+  bah rmi "$ref" >/dev/null 2>&1 || true  # the archive is the cache; storage keeps only the base
+  bah rmi --prune >/dev/null 2>&1 || true  # intermediate multi-stage images
+}
+
+export_image() {  # $1: ref in buildah storage, $2: archive path (written atomically)
+  local ref="$1" out="$2" size
+  rm -f "$out.tmp"
+  bah push --quiet --format oci "$ref" "oci-archive:$out.tmp:$ref" >/dev/null
+  mv "$out.tmp" "$out"
+  size="$(bah images --format '{{.Size}}' "$ref" 2>/dev/null | head -n1 || true)"
+  log "$ref: archive $(du -h "$out" | cut -f1), unpacked ${size:-?}"
+}
+
+# --- main -------------------------------------------------------------------------------------
+build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF ARCHIVE".
+  local name="$1" key archive start
+  key="$(image_key "$name")"
+  archive="$(archive_path "$name" "$key")"
+  if [[ -f "$archive" ]]; then
+    log "$name: up to date ($(basename "$archive"))"
+  else
+    start=$SECONDS
+    log "$name: building $(image_ref "$name") (inputs $key)"
+    case "$name" in
+      base) build_base "$archive" ;;
+      pause | busybox) build_scratch_image "$name" "$archive" ;;
+      mariadb | operator) build_dockerfile_image "$name" "$archive" ;;
+    esac
+    log "$name: built in $((SECONDS - start))s"
+    # Older archives of the same image are superseded.
+    find "$IMAGES_DIR" -maxdepth 1 -name "$name-*.oci.tar" -not -name "$(basename "$archive")" -delete
+  fi
+  echo "$name $(image_ref "$name") $archive"
+}
+
+main() {
+  local targets=("$@") t
+  [[ ${#targets[@]} -gt 0 ]] || targets=(all)
+  if [[ " ${targets[*]} " == *" all "* ]]; then targets=(base pause busybox mariadb operator); fi
+  for t in "${targets[@]}"; do image_ref "$t" >/dev/null; done
+  check_tools
+  mkdir -p "$IMAGES_DIR" "$BUILDAH_ROOT" "$BUILDAH_RUNROOT"
+  exec 9>"$IMAGES_DIR/.lock"
+  flock 9  # one build at a time per cache (another session or the node tooling may be building)
+  rm -rf "$IMAGES_DIR"/work.*
+  # Dockerfile images build on the base, so it always comes first when they need building.
+  local need_base=0
+  for t in "${targets[@]}"; do [[ $t == mariadb || $t == operator ]] && need_base=1; done
+  if [[ $need_base == 1 && " ${targets[*]} " != *" base "* ]]; then build base >/dev/null; fi
+  for t in "${targets[@]}"; do build "$t"; done
+}
+
+main "$@"
