@@ -9,3 +9,16 @@ if [[ ${#need[@]} -gt 0 ]]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
+
+# --- images + containerd (hack/build-images.sh, tests/support/containerd.py) -------------------
+# Only with `hack/install-deps.sh images` (or `node`), so the plain run stays quick.
+install_image_tools() {
+  local pkgs=(debootstrap buildah umoci containerd runc catatonit busybox-static
+    containernetworking-plugins) missing=() p
+  for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  if [[ $(id -u) -ne 0 ]]; then echo "please install: ${missing[*]}" >&2; exit 1; fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+case "${1:-}" in images | node) install_image_tools ;; esac
