@@ -262,6 +262,9 @@ class Instance:
     def start_replica(self) -> None:
         self._run(self.dialect.start_replica())
 
+    def start_sql_thread(self) -> None:
+        self._run(self.dialect.start_replica() + " SQL_THREAD")
+
     def reset_replica(self) -> None:
         """Forget the source entirely (a promoted or removed instance)."""
         self._run(self.dialect.stop_replica())

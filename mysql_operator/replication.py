@@ -1,0 +1,312 @@
+"""The effects of topology decisions on real servers: observe -> decide -> act, one step at a time.
+
+`ReplicationEngine` knows the members (name, ordinal, address), the operator's admin credentials,
+the replication and application credentials, and the settings. `reconcile(state)` observes every
+member, asks `topology.decide`, records a new primary in `state` BEFORE acting (so a restart in the
+middle resumes the same way), runs the effect and returns what was done as plain `Step`s (for
+Events). Every effect is idempotent: a crash mid-way and a rerun from fresh observations converge.
+
+Kubernetes-free: the reconcile wiring supplies members through its resolver and persists
+`ClusterState.current_primary` in the cluster status.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from mysql_operator import topology as t
+from mysql_operator.db.instance import Instance, InstanceError, Observation
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    ordinal: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class Credentials:
+    user: str
+    password: str = field(repr=False)
+    host: str = "%"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing done (or refused) to one instance; safe to publish (no secrets)."""
+
+    instance: str
+    action: str
+    detail: str = ""
+    ok: bool = True
+
+
+@dataclass
+class ClusterState:
+    """What the operator must remember between reconciles (status.currentPrimary)."""
+
+    current_primary: str | None = None
+
+
+@dataclass
+class Outcome:
+    decision: t.Decision
+    steps: list[Step]
+    observed: list[t.InstanceState]
+
+
+class ReplicationError(Exception):
+    pass
+
+
+def semisync_acks_default(instances: int) -> int:
+    """Enough acknowledgements that a majority holds every commit: (instances - 1) // 2, >= 1."""
+    return max(1, (instances - 1) // 2)
+
+
+class ReplicationEngine:
+    def __init__(self, members: Sequence[Member], admin: Credentials, replication: Credentials,
+                 settings: t.Settings, app: Credentials | None = None,
+                 app_database: str | None = None, semisync_acks: int | None = None,
+                 apply_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic,
+                 connect_timeout: float = 1.0, read_timeout: float = 5.0):
+        self.admin, self.replication, self.app = admin, replication, app
+        self.app_database = app_database
+        self.settings = settings
+        self.semisync_acks = semisync_acks or semisync_acks_default(settings.instances)
+        self.apply_timeout = apply_timeout
+        self.clock = clock
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self.members: dict[str, Member] = {}
+        self.instances: dict[str, Instance] = {}
+        self._last_seen: dict[str, float] = {}
+        self.last_observations: dict[str, Observation] = {}
+        self.set_members(members)
+
+    # -- membership ------------------------------------------------------------------------------
+    def set_members(self, members: Sequence[Member]) -> None:
+        """Scale: the members now present (new ones are observed and configured next time)."""
+        new = {m.name: m for m in members}
+        for name in list(self.instances):
+            if name not in new or new[name] != self.members.get(name):
+                self.instances.pop(name).close()
+        for m in members:
+            if m.name not in self.instances:
+                self.instances[m.name] = Instance(
+                    m.host, m.port, self.admin.user, self.admin.password, name=m.name,
+                    connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
+                    connect_attempts=2)
+                self._last_seen.setdefault(m.name, self.clock())
+        self.members = new
+
+    def close(self) -> None:
+        for i in self.instances.values():
+            i.close()
+
+    # -- observe ---------------------------------------------------------------------------------
+    def observe(self) -> list[t.InstanceState]:
+        names = sorted(self.members, key=lambda n: self.members[n].ordinal)
+        with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+            observations = dict(zip(names, pool.map(lambda n: self.instances[n].observe(), names)))
+        now = self.clock()
+        by_address = {(m.host, m.port): m.name for m in self.members.values()}
+        states = []
+        for name in names:
+            o = observations[name]
+            m = self.members[name]
+            if o.reachable:
+                self._last_seen[name] = now
+                self.last_observations[name] = o
+            previous = self.last_observations.get(name)
+            r = o.replica
+            states.append(t.InstanceState(
+                name=name, ordinal=m.ordinal, reachable=o.reachable,
+                origin=o.origin if o.reachable else (previous.origin if previous else None),
+                read_only=o.read_only,
+                source=(by_address.get((r.source_host, r.source_port), f"{r.source_host}:{r.source_port}")
+                        if r and r.source_host else None),
+                io_running=bool(r and r.io_running), sql_running=bool(r and r.sql_running),
+                io_errno=r.io_errno if r else 0, sql_errno=r.sql_errno if r else 0,
+                last_error=(r.sql_error or r.io_error) if r else (o.error or ""),
+                executed=o.executed, received=r.received if r else None, purged=o.purged,
+                unreachable_for=0.0 if o.reachable else now - self._last_seen[name],
+                semisync_source=o.semisync_source_enabled,
+                semisync_replica=o.semisync_replica_enabled,
+            ))
+        return states
+
+    # -- the loop --------------------------------------------------------------------------------
+    def reconcile(self, state: ClusterState, desired_primary: str | None = None) -> Outcome:
+        observed = self.observe()
+        decision = t.decide(observed, self.settings, state.current_primary, desired_primary)
+        new_primary = {t.Bootstrap: lambda d: d.primary, t.Failover: lambda d: d.to,
+                       t.Switchover: lambda d: d.to}.get(type(decision))
+        if new_primary:
+            state.current_primary = new_primary(decision)  # recorded before acting
+        steps = self.act(decision, observed)
+        return Outcome(decision, steps, observed)
+
+    def act(self, d: t.Decision, observed: Sequence[t.InstanceState]) -> list[Step]:
+        steps: list[Step] = []
+        reachable = {s.name for s in observed if s.reachable}
+        handler = {
+            t.Fence: lambda: self.fence(d.instances, steps),
+            t.Bootstrap: lambda: self.bootstrap(d.primary, d.replicas, steps),
+            t.Failover: lambda: self.failover(d, reachable, steps),
+            t.Promote: lambda: self.promote(d.name, d.replicas, reachable, steps),
+            t.Switchover: lambda: self.switchover(d.from_, d.to, d.replicas, reachable, steps),
+            t.ConfigureReplica: lambda: self.configure_replica(d.name, d.source, steps),
+            t.Decommission: lambda: self.decommission(d.instances, steps),
+            t.ConfigureSemiSync: lambda: self.configure_semisync(d.on, d.primary, d.replicas, steps),
+            t.Errant: lambda: self.hold_out(d.instances, d.reasons, steps),
+            t.NeedsSeed: lambda: steps.append(Step(d.name, "needs-seed", d.reason, ok=False)),
+        }.get(type(d))
+        if handler is None:
+            return steps  # Healthy, WaitForDelay, Unrecoverable: nothing to do here
+        try:
+            handler()
+        except (InstanceError, ReplicationError) as e:
+            steps.append(Step(getattr(d, "to", None) or getattr(d, "name", "") or "cluster",
+                              d.kind.lower(), str(e), ok=False))
+        return steps
+
+    # -- effects ---------------------------------------------------------------------------------
+    def fence(self, names: Sequence[str], steps: list[Step]) -> None:
+        for n in names:
+            i = self.instances[n]
+            i.set_read_only(True)
+            killed = i.kill_client_connections()
+            steps.append(Step(n, "fence", f"read-only, {len(killed)} client connections killed"))
+
+    def _make_replica(self, name: str, source: str, steps: list[Step]) -> None:
+        i, src = self.instances[name], self.members[source]
+        i.set_read_only(True)
+        i.set_semisync_source(False)
+        i.set_semisync_replica(self.settings.semisync)
+        i.point_at(src.host, src.port, self.replication.user, self.replication.password)
+        steps.append(Step(name, "replicate", f"read-only replica of {source}"))
+
+    def _make_primary(self, name: str, replicas: int, steps: list[Step]) -> None:
+        i = self.instances[name]
+        if i.replica_status() is not None:
+            i.reset_replica()
+        i.set_semisync_replica(False)
+        if self.settings.semisync and replicas > 0:
+            i.set_semisync_source(True, self.semisync_acks)  # before the first write
+        else:
+            i.set_semisync_source(False)
+        i.set_read_only(False)
+        steps.append(Step(name, "promote", "writable primary"
+                          + (", semi-sync" if self.settings.semisync and replicas else "")))
+
+    def bootstrap(self, primary: str, replicas: Sequence[str], steps: list[Step]) -> None:
+        p = self.instances[primary]
+        self._make_primary(primary, 0, steps)  # semi-sync comes once replicas are attached
+        r = self.replication
+        p.ensure_user(r.user, r.host, r.password, [("REPLICATION SLAVE", "*.*")])
+        steps.append(Step(primary, "user", f"replication user {r.user}"))
+        if self.app and self.app_database:
+            p.ensure_database(self.app_database)
+            p.ensure_user(self.app.user, self.app.host, self.app.password,
+                          [("ALL PRIVILEGES", f"{self.app_database}.*")])
+            steps.append(Step(primary, "user", f"application user {self.app.user} on "
+                              f"database {self.app_database}"))
+        for n in replicas:
+            self._make_replica(n, primary, steps)
+
+    def failover(self, d: t.Failover, reachable: set[str], steps: list[Step]) -> None:
+        # 1. fence: nobody receives more from the old primary; the old primary stops taking writes
+        for n in d.fence:
+            if n not in reachable:
+                steps.append(Step(n, "fence", "unreachable, skipped"))
+                continue
+            i = self.instances[n]
+            try:
+                if n == d.from_:
+                    i.set_read_only(True)
+                    i.kill_client_connections()
+                    steps.append(Step(n, "fence", "old primary read-only"))
+                elif i.replica_status() is not None:
+                    i.stop_io_thread()
+                    steps.append(Step(n, "fence", "replica IO thread stopped"))
+            except InstanceError as e:
+                steps.append(Step(n, "fence", str(e), ok=False))
+        target = self.instances[d.to]
+        status = target.replica_status()
+        if status is not None:
+            target.stop_io_thread()
+            status = target.replica_status()
+            if not status.sql_running:
+                target.start_sql_thread()
+            # 2. let the new primary apply everything it received
+            if not target.wait_for(status.received, self.apply_timeout):
+                raise ReplicationError(f"{d.to} did not apply its relay log within "
+                                       f"{self.apply_timeout:.0f}s; not promoted")
+            steps.append(Step(d.to, "apply", f"relay log applied up to {status.received}"))
+        # 3. promote, 4. repoint the others
+        live = [n for n in d.replicas if n in reachable]
+        self._make_primary(d.to, len(live), steps)
+        for n in live:
+            try:
+                self._make_replica(n, d.to, steps)
+            except InstanceError as e:
+                steps.append(Step(n, "replicate", str(e), ok=False))
+
+    def promote(self, name: str, replicas: Sequence[str], reachable: set[str],
+                steps: list[Step]) -> None:
+        self.failover(t.Failover(name, name, (), tuple(replicas)), reachable, steps)
+
+    def switchover(self, old: str, new: str, replicas: Sequence[str], reachable: set[str],
+                   steps: list[Step]) -> None:
+        o, n = self.instances[old], self.instances[new]
+        o.set_read_only(True)
+        killed = o.kill_client_connections()
+        steps.append(Step(old, "demote", f"read-only, {len(killed)} client connections killed"))
+        executed = o.observe().executed
+        if not n.wait_for(executed, self.apply_timeout):
+            raise ReplicationError(f"{new} did not catch up with {old} within "
+                                   f"{self.apply_timeout:.0f}s; switchover not completed")
+        steps.append(Step(new, "apply", f"caught up with {old} at {executed}"))
+        live = [r for r in replicas if r in reachable and r != new]
+        self._make_primary(new, len(live), steps)
+        for r in live:
+            try:
+                self._make_replica(r, new, steps)
+            except InstanceError as e:
+                steps.append(Step(r, "replicate", str(e), ok=False))
+
+    def configure_replica(self, name: str, source: str, steps: list[Step]) -> None:
+        self._make_replica(name, source, steps)
+
+    def decommission(self, names: Sequence[str], steps: list[Step]) -> None:
+        for n in names:
+            i = self.instances[n]
+            i.set_read_only(True)
+            i.set_semisync_replica(False)
+            i.reset_replica()
+            steps.append(Step(n, "decommission", "replication stopped and reset; ready to remove"))
+
+    def configure_semisync(self, on: bool, primary: str, replicas: Sequence[str],
+                           steps: list[Step]) -> None:
+        p = self.instances[primary]
+        if not on:
+            p.set_semisync_source(False)
+        for n in replicas:
+            self.instances[n].set_semisync_replica(on)
+        if on:
+            p.set_semisync_source(True, self.semisync_acks)
+        steps.append(Step(primary, "semi-sync", ("on" if on else "off")
+                          + (f", {self.semisync_acks} ack(s)" if on else "")))
+
+    def hold_out(self, names: Sequence[str], reasons: Sequence[str], steps: list[Step]) -> None:
+        for n, why in zip(names, reasons):
+            try:
+                self.instances[n].set_read_only(True)
+            except InstanceError:
+                pass  # it answered a moment ago; the next loop tries again
+            steps.append(Step(n, "held-out", why, ok=False))

@@ -1,0 +1,400 @@
+"""Replication, failover, switchover and scaling on real MariaDB servers (Debian's mariadb-server).
+
+The "operator" here is the engine's observe -> decide -> act loop (`ReplicationEngine.reconcile`)
+run by the test; clients write through the primary the loop publishes (as they would through the
+read-write Service). Each failure prints the servers' error logs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pymysql
+import pytest
+
+from mysql_operator import topology as t
+from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from tests.support.mariadb import ADMIN_USER, MariaDBFactory, MariaDBServer, missing_binaries
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.skipif(
+    bool(missing_binaries()),
+    reason=f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
+    "run hack/install-deps.sh (apt: mariadb-server mariadb-client mariadb-backup)",
+)
+
+APP = Credentials("app", "app-pw-7f3a9c")
+REPL = Credentials("repl", "repl-pw-91b2e4")
+DB = "app"
+TIMINGS: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def factory(request):
+    f = MariaDBFactory()
+    failed_before = request.session.testsfailed
+    yield f
+    if request.session.testsfailed > failed_before:
+        print("\n" + f.logs_report(40), file=sys.stderr)
+    f.close()
+    if TIMINGS:
+        print("\n" + "\n".join(TIMINGS), file=sys.stderr)
+
+
+@dataclass
+class Cluster:
+    servers: list[MariaDBServer]
+    engine: ReplicationEngine
+    state: ClusterState = field(default_factory=ClusterState)
+    decisions: list[t.Decision] = field(default_factory=list)
+
+    def server(self, name: str) -> MariaDBServer:
+        return next(s for s in self.servers if s.name == name)
+
+    @property
+    def primary(self) -> MariaDBServer:
+        return self.server(self.state.current_primary)
+
+    def reconcile(self, desired: str | None = None):
+        out = self.engine.reconcile(self.state, desired)
+        self.decisions.append(out.decision)
+        bad = [s for s in out.steps if not s.ok and s.action != "held-out"]
+        if bad:
+            print(f"steps not ok: {bad}", file=sys.stderr)
+        return out
+
+    def converge(self, until=t.Healthy, desired: str | None = None, timeout: float = 30.0):
+        """Run the loop until the decision is `until` (a Decision class)."""
+        def step():
+            d = self.reconcile(desired).decision
+            return d if isinstance(d, until) else None
+        what = getattr(until, "__name__", None) or "/".join(u.__name__ for u in until)
+        return wait_for(step, timeout, f"the cluster to reach {what} "
+                        f"(last: {self.decisions[-1] if self.decisions else None})", interval=0.1)
+
+    def app_conn(self, server: MariaDBServer, timeout: float = 3.0):
+        return server.connect(user=APP.user, password=APP.password, database=DB, timeout=timeout)
+
+    def rows(self, server: MariaDBServer) -> set[int]:
+        return {r[0] for r in server.query(f"SELECT id FROM {DB}.t")}
+
+
+def make_cluster(factory: MariaDBFactory, n: int, semisync: bool = False, delay: float = 1.0,
+                 prefix: str = "db") -> Cluster:
+    servers = factory.create(n, semisync=semisync, prefix=f"{prefix}{len(factory.servers)}")
+    for k, s in enumerate(servers):
+        s.name = f"db-{k}"
+    members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)]
+    engine = ReplicationEngine(
+        members, Credentials(ADMIN_USER, factory.admin_password), REPL,
+        t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync),
+        app=APP, app_database=DB, apply_timeout=20, read_timeout=3)
+    c = Cluster(servers, engine)
+    c.converge()
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40))")
+    c.converge()
+    return c
+
+
+def wait_replicated(c: Cluster, ids: set[int], servers=None, timeout=20.0):
+    for s in servers or c.servers:
+        wait_for(lambda s=s: ids <= c.rows(s), timeout, f"rows {sorted(ids)[:5]}.. on {s.name}")
+
+
+class Writer(threading.Thread):
+    """Writes numbered rows through the published primary; records acknowledged commits."""
+
+    def __init__(self, c: Cluster):
+        super().__init__(daemon=True)
+        self.c = c
+        self.acked: list[tuple[int, str, float]] = []  # (id, server, monotonic time)
+        self.stop_event = threading.Event()
+        self.next_id = 100_000
+
+    def run(self):
+        conn, conn_to = None, None
+        while not self.stop_event.is_set():
+            target = self.c.state.current_primary
+            try:
+                if conn is None or conn_to != target:
+                    if conn is not None:
+                        conn.close()
+                    conn, conn_to = None, target
+                    conn = self.c.app_conn(self.c.server(target), timeout=1.0)
+                self.next_id += 1
+                n = self.next_id
+                with conn.cursor() as cur:
+                    cur.execute(f"INSERT INTO {DB}.t VALUES (%s, %s)", (n, target))
+                self.acked.append((n, target, time.monotonic()))
+            except pymysql.err.MySQLError:
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+                conn = None
+                self.stop_event.wait(0.02)
+        if conn is not None:
+            conn.close()
+
+    def stop(self):
+        self.stop_event.set()
+        self.join(10)
+
+    def servers_in_order(self) -> list[str]:
+        """Accepting servers in acknowledgement order, consecutive duplicates collapsed."""
+        out: list[str] = []
+        for _, s, _ in self.acked:
+            if not out or out[-1] != s:
+                out.append(s)
+        return out
+
+
+# ---- tests ---------------------------------------------------------------------------------------
+def test_bootstrap_one_instance(factory):
+    c = make_cluster(factory, 1)
+    assert c.state.current_primary == "db-0"
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {DB}.t VALUES (1, 'one')")
+    assert c.rows(c.primary) == {1}
+    assert c.primary.query("SELECT @@read_only")[0][0] == 0
+
+
+def test_bootstrap_three_instances_replicas_read_only(factory):
+    c = make_cluster(factory, 3)
+    assert c.state.current_primary == "db-0"
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'x')", [(i,) for i in range(1, 11)])
+    wait_replicated(c, set(range(1, 11)))
+    for r in c.servers[1:]:
+        assert r.query("SELECT @@read_only")[0][0] == 1
+        status = Instance(r.host, r.port, ADMIN_USER, factory.admin_password).replica_status()
+        assert status.io_running and status.sql_running and status.source_port == c.primary.port
+        with c.app_conn(r) as conn, conn.cursor() as cur:
+            with pytest.raises(pymysql.err.MySQLError) as e:
+                cur.execute(f"INSERT INTO {DB}.t VALUES (99, 'refused')")
+            assert e.value.args[0] == 1290  # --read-only
+    assert 99 not in c.rows(c.server("db-1"))
+
+
+def test_semisync_on_then_off(factory):
+    c = make_cluster(factory, 3, semisync=True)
+    p = c.primary
+    assert dict(p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_status'"))[
+        "Rpl_semi_sync_master_status"] == "ON"
+    assert p.query("SELECT @@rpl_semi_sync_master_wait_point")[0][0] == "AFTER_SYNC"
+    replicas = [Instance(s.host, s.port, ADMIN_USER, factory.admin_password) for s in c.servers[1:]]
+    wait_for(lambda: p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")[0][1] == "2",
+             10, "both replicas acknowledging")
+    for k in range(5):
+        with c.app_conn(p) as conn, conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {DB}.t VALUES (%s, 'sync')", (k,))
+        committed = Instance(p.host, p.port, ADMIN_USER, factory.admin_password).observe().executed
+        # the commit returned: at least one replica has it in its relay log already (no waiting)
+        assert any(r.replica_status().received.contains(committed) for r in replicas)
+    yes = int(dict(p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_yes_tx'"))[
+        "Rpl_semi_sync_master_yes_tx"])
+    assert yes >= 5
+    c.engine.settings = t.Settings(instances=3, semisync=False)
+    c.converge()
+    assert any(isinstance(d, t.ConfigureSemiSync) and not d.on for d in c.decisions)
+    assert dict(p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_status'"))[
+        "Rpl_semi_sync_master_status"] == "OFF"
+    for s in c.servers[1:]:
+        assert s.query("SELECT @@rpl_semi_sync_slave_enabled")[0][0] == 0
+
+
+def _failover_under_writes(factory, how: str):
+    c = make_cluster(factory, 3, semisync=True, delay=1.0)
+    writer = Writer(c)
+    writer.start()
+    wait_for(lambda: len(writer.acked) >= 50, 20, "50 acknowledged writes")
+    old = c.primary
+    killed_at = time.monotonic()
+    if how == "kill9":
+        old.kill9()
+    else:
+        old.sigstop()
+    d = c.converge(until=t.Failover, timeout=30)
+    c.converge(timeout=30)
+    new = c.primary
+    assert new.name != old.name and new.name == d.to
+    wait_for(lambda: any(s == new.name for _, s, _ in writer.acked), 20, "a write on the new primary")
+    first = min(ts for _, s, ts in writer.acked if s == new.name)
+    wait_for(lambda: len([1 for _, s, _ in writer.acked if s == new.name]) >= 20, 20, "20 more writes")
+    writer.stop()
+    acked = {n for n, _, _ in writer.acked}
+    found = c.rows(new)
+    lost = acked - found
+    TIMINGS.append(f"failover after {how}: kill -> first write accepted on {new.name}: "
+                   f"{first - killed_at:.2f}s; acknowledged {len(acked)}, found {len(acked & found)}, "
+                   f"lost {len(lost)}")
+    assert not lost, f"acknowledged rows missing on the new primary: {sorted(lost)[:10]}"
+    assert writer.servers_in_order() == [old.name, new.name]  # never two accepting at once
+    other = next(s for s in c.servers if s.name not in (old.name, new.name))
+    wait_replicated(c, acked, [other])
+    return c, old, new, writer
+
+
+def test_failover_after_kill9_under_writes_then_old_primary_rejoins(factory):
+    c, old, new, writer = _failover_under_writes(factory, "kill9")
+    # the crashed primary returns (read-only by its configuration); with --init-rpl-role=SLAVE its
+    # binlog is truncated to what replicas acknowledged, so it can rejoin as a replica
+    old.restart(**{"init-rpl-role": "SLAVE", "rpl_semi_sync_slave_enabled": "ON"})
+    d = c.converge(until=(t.Healthy, t.Errant), timeout=30)
+    assert old.query("SELECT @@read_only")[0][0] == 1
+    if isinstance(d, t.Errant):
+        TIMINGS.append(f"kill -9 rejoin: {old.name} held out: {d.reasons}")
+        pytest.fail(f"old primary held out instead of rejoining: {d.reasons}")
+    status = Instance(old.host, old.port, ADMIN_USER, factory.admin_password).replica_status()
+    assert status.source_port == new.port and status.io_running and status.sql_running
+    acked = {n for n, _, _ in writer.acked}
+    wait_replicated(c, acked, [old])
+
+
+def test_failover_after_sigstop_hung_primary(factory):
+    c, old, new, writer = _failover_under_writes(factory, "sigstop")
+    # the hung primary wakes up still writable in memory: the loop fences it, then it rejoins
+    old.sigcont()
+    c.converge(until=(t.Healthy, t.Errant), timeout=30)
+    assert any(isinstance(d, t.Fence) and old.name in d.instances for d in c.decisions) or \
+        old.query("SELECT @@read_only")[0][0] == 1
+    assert old.query("SELECT @@read_only")[0][0] == 1
+    assert c.primary.name == new.name
+
+
+def test_short_blip_below_delay_does_not_fail_over(factory):
+    c = make_cluster(factory, 3, delay=4.0)
+    p = c.primary
+    p.sigstop()
+    try:
+        # drive the loop until it has seen the primary unreachable for over a second
+        def seen_down():
+            out = c.reconcile()
+            prim = next(s for s in out.observed if s.name == p.name)
+            return not prim.reachable and prim.unreachable_for >= 1.0
+        wait_for(seen_down, 20, "the loop to observe the primary down for 1s")
+    finally:
+        p.sigcont()
+    c.converge(timeout=20)
+    assert not any(isinstance(d, t.Failover) for d in c.decisions)
+    assert any(isinstance(d, t.WaitForDelay) for d in c.decisions)
+    assert c.state.current_primary == p.name
+    assert p.query("SELECT @@read_only")[0][0] == 0
+
+
+def test_errant_transaction_on_replica_is_held_out(factory):
+    c = make_cluster(factory, 3)
+    r = c.server("db-2")
+    # an admin writes on a replica directly (READ_ONLY ADMIN bypasses read_only)
+    r.query(f"INSERT INTO {DB}.t VALUES (777, 'errant')")
+    d = c.converge(until=t.Errant, timeout=20)
+    assert d.instances == ("db-2",)
+    assert "db-2" in d.reasons[0] and f"0-{r.server_id}-" in d.reasons[0]
+    assert r.query("SELECT @@read_only")[0][0] == 1
+    # a later switchover request to it is refused, and it is never promoted
+    out = c.reconcile(desired="db-2")
+    assert isinstance(out.decision, t.WaitForDelay) and "db-2" in out.decision.reason
+    assert c.state.current_primary == "db-0"
+    assert 777 not in c.rows(c.primary)  # nothing was "repaired" into the primary
+
+
+def test_switchover(factory):
+    c = make_cluster(factory, 3)
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'before')", [(i,) for i in range(1, 21)])
+    idle = c.app_conn(c.primary)  # an application connection the switchover must kill
+    d = c.converge(until=t.Switchover, desired="db-2")
+    assert (d.from_, d.to) == ("db-0", "db-2")
+    c.converge(desired="db-2")
+    assert c.state.current_primary == "db-2"
+    with pytest.raises(pymysql.err.MySQLError):
+        with idle.cursor() as cur:
+            cur.execute("SELECT 1")
+    with c.app_conn(c.server("db-2")) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {DB}.t VALUES (21, 'after')")
+    wait_replicated(c, set(range(1, 22)))
+    old = c.server("db-0")
+    assert old.query("SELECT @@read_only")[0][0] == 1
+    status = Instance(old.host, old.port, ADMIN_USER, factory.admin_password).replica_status()
+    assert status.source_port == c.server("db-2").port and status.io_running and status.sql_running
+
+
+def test_scale_3_to_5_to_3(factory):
+    c = make_cluster(factory, 3)
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'x')", [(i,) for i in range(1, 6)])
+    extra = factory.create(2, prefix=f"scale{len(factory.servers)}")
+    for k, s in enumerate(extra, start=3):
+        s.name = f"db-{k}"
+    c.servers += extra
+    c.engine.settings = t.Settings(instances=5, failover_delay_seconds=1.0)
+    c.engine.set_members([Member(s.name, k, s.host, s.port) for k, s in enumerate(c.servers)])
+    c.converge()
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {DB}.t VALUES (6, 'five')")
+    wait_replicated(c, set(range(1, 7)))  # new replicas seeded from the complete binlogs
+    c.engine.settings = t.Settings(instances=3, failover_delay_seconds=1.0)
+    d = c.converge(until=t.Decommission)
+    assert d.instances == ("db-3", "db-4")
+    c.converge()
+    for s in extra:
+        assert s.query("SHOW SLAVE STATUS") == []
+        assert s.query("SELECT @@read_only")[0][0] == 1
+        s.stop()
+    c.engine.set_members([Member(s.name, k, s.host, s.port) for k, s in enumerate(c.servers[:3])])
+    c.servers = c.servers[:3]
+    c.converge()
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {DB}.t VALUES (7, 'three')")
+    wait_replicated(c, set(range(1, 8)))
+
+
+def test_operator_restart_mid_failover_converges(factory):
+    c = make_cluster(factory, 3, delay=0.5)
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'x')", [(i,) for i in range(1, 31)])
+    wait_replicated(c, set(range(1, 31)))
+    c.primary.kill9()
+    # decide until a failover is due, then run only its fencing step and "crash"
+    def failover_due():
+        obs = c.engine.observe()
+        dec = t.decide(obs, c.engine.settings, c.state.current_primary)
+        return (dec, obs) if isinstance(dec, t.Failover) else None
+    d, obs = wait_for(failover_due, 20, "a failover decision")
+    c.state.current_primary = d.to  # recorded before acting, as reconcile() does
+    for n in d.fence:
+        if n in {s.name for s in obs if s.reachable}:
+            Instance(c.server(n).host, c.server(n).port, ADMIN_USER, factory.admin_password).stop_io_thread()
+    c.engine.close()
+    # a new operator process: fresh engine, fresh observations, same recorded state
+    c.engine = ReplicationEngine(
+        c.engine.members.values(), Credentials(ADMIN_USER, factory.admin_password), REPL,
+        c.engine.settings, app=APP, app_database=DB, apply_timeout=20, read_timeout=3)
+    c.converge(timeout=30)
+    new = c.primary
+    assert new.name == d.to and new.query("SELECT @@read_only")[0][0] == 0
+    assert any(isinstance(x, t.Promote) for x in c.decisions[-5:])
+    with c.app_conn(new) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {DB}.t VALUES (31, 'after')")
+    wait_replicated(c, set(range(1, 32)), [s for s in c.servers if s.name != "db-0"])
+
+
+def test_passwords_never_in_errors(factory):
+    s = factory.create(1, prefix=f"pw{len(factory.servers)}")[0]
+    i = Instance(s.host, s.port, ADMIN_USER, factory.admin_password)
+    with pytest.raises(InstanceError) as e:
+        i.execute("SELECT * FROM WHERE x = %s", ("hunter2-secret",), secrets=["hunter2-secret"])
+    assert "hunter2-secret" not in str(e.value) and "***" in str(e.value)
+    wrong = Instance(s.host, s.port, ADMIN_USER, "wrong-" + factory.admin_password)
+    with pytest.raises(InstanceError) as e:
+        wrong.execute("SELECT 1")
+    assert factory.admin_password not in str(e.value) and e.value.errno == 1045
+    assert not wrong.observe().reachable
+    assert factory.admin_password not in (wrong.observe().error or "")
