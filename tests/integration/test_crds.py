@@ -1,0 +1,221 @@
+"""The CRDs in crds/ against the real kube-apiserver: schema, defaults, CEL rules, immutability,
+printer columns, the invalid corpus (tests/invalid/) and the examples (examples/)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from mysql_operator.api import GROUP, VERSION, parse, parse_backup
+from tests.support.wait import wait_for
+from tests.unit.test_api_fieldwalk import (
+    CHANGES,
+    FULL,
+    IMMUTABLE_ROOTS,
+    changed_spec,
+    is_immutable,
+)
+
+pytestmark = pytest.mark.controlplane
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILES = sorted((REPO / "crds").glob("*.yaml"))
+INVALID = sorted((REPO / "tests" / "invalid").glob("*.yaml"))
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+PLURALS = {"MySQLCluster": "mysqlclusters", "MySQLBackup": "mysqlbackups"}
+
+
+@pytest.fixture(scope="module")
+def crds(control_plane):
+    """Both CRDs installed from crds/ and established; removed afterwards."""
+    ext = client.ApiextensionsV1Api(control_plane.api_client())
+    names = []
+    for path in CRD_FILES:
+        crd = yaml.safe_load(path.read_text())
+        names.append(crd["metadata"]["name"])
+        try:
+            ext.create_custom_resource_definition(crd)
+        except client.ApiException as e:
+            if e.status != 409:
+                raise
+            crd["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(
+                crd["metadata"]["name"]).metadata.resource_version
+            ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
+
+    def established(name):
+        conds = ext.read_custom_resource_definition(name).status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conds)
+
+    for name in names:
+        wait_for(lambda: established(name), 30, f"CRD {name} to be established")
+    objs = client.CustomObjectsApi(control_plane.api_client())
+    wait_for(lambda: objs.list_cluster_custom_object(GROUP, VERSION, "mysqlclusters") is not None,
+             30, "mysqlclusters to be served")
+    yield ext
+    for name in names:
+        ext.delete_custom_resource_definition(name)
+
+
+@pytest.fixture(scope="module")
+def shared_ns(control_plane, crds):
+    core = client.CoreV1Api(control_plane.api_client())
+    name = f"crd-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def objs(control_plane, crds):
+    return client.CustomObjectsApi(control_plane.api_client())
+
+
+def create(objs, ns, body):
+    return objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[body["kind"]], body)
+
+
+def update_spec(objs, ns, kind, name, spec):
+    current = objs.get_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[kind], name)
+    current["spec"] = spec
+    return objs.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[kind], name, current)
+
+
+def cluster_body(name, spec):
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster",
+            "metadata": {"name": name}, "spec": copy.deepcopy(spec)}
+
+
+def unique(prefix="c"):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------- the CRDs themselves
+
+
+def test_crds_declare_names_status_and_columns(crds):
+    cluster = crds.read_custom_resource_definition("mysqlclusters.mysql.operator.dev")
+    assert sorted(cluster.spec.names.short_names) == ["myc", "mysql"]
+    (v,) = cluster.spec.versions
+    assert v.name == "v1alpha1" and v.subresources.status is not None
+    assert [c.name for c in v.additional_printer_columns] == ["Instances", "Ready", "Primary", "Phase", "Age"]
+    backup = crds.read_custom_resource_definition("mysqlbackups.mysql.operator.dev")
+    assert backup.spec.names.short_names == ["mysqlbk"]
+    (v,) = backup.spec.versions
+    assert [c.name for c in v.additional_printer_columns] == ["Phase", "Cluster", "Started", "Completed", "Size"]
+
+
+def test_status_subresource_and_printer_columns(control_plane, objs, namespace):
+    name = unique()
+    created = create(objs, namespace, cluster_body(name, {"instances": 3}))
+    gen = created["metadata"]["generation"]
+    status = {"phase": "Running", "readyInstances": 2, "currentPrimary": f"{name}-0",
+              "kopf": {"progress": {}}}  # kopf keeps its state here: it must not be pruned
+    objs.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "mysqlclusters", name, {"status": status})
+    after = objs.get_namespaced_custom_object(GROUP, VERSION, namespace, "mysqlclusters", name)
+    assert after["status"] == status and after["metadata"]["generation"] == gen
+    # a status written through the main resource is ignored (status subresource)
+    after["status"] = {"phase": "Hacked"}
+    objs.replace_namespaced_custom_object(GROUP, VERSION, namespace, "mysqlclusters", name, after)
+    assert objs.get_namespaced_custom_object(
+        GROUP, VERSION, namespace, "mysqlclusters", name)["status"]["phase"] == "Running"
+
+    # `kubectl get mysqlclusters` asks for a Table: the columns the brief promises
+    api = control_plane.api_client()
+    request = api.param_serialize(
+        method="GET", resource_path=f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/mysqlclusters/{name}",
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        auth_settings=["BearerToken"])
+    response = api.call_api(*request)
+    response.read()
+    table = json.loads(response.data)
+    cols = [c["name"] for c in table["columnDefinitions"]]
+    row = dict(zip(cols, table["rows"][0]["cells"]))
+    assert row["Name"] == name and row["Instances"] == 3 and row["Ready"] == 2
+    assert row["Primary"] == f"{name}-0" and row["Phase"] == "Running" and "Age" in row
+
+
+def test_apiserver_defaults_agree_with_the_python_defaults(objs, namespace):
+    for spec in ({"instances": 1}, {"instances": 2, "flavor": "mariadb"}, FULL):
+        name = unique()
+        raw = cluster_body(name, spec)
+        stored = create(objs, namespace, raw)
+        assert parse(stored) == parse({**raw, "metadata": stored["metadata"]})
+
+
+def test_largest_allowed_config_fits_the_cel_cost_budget(objs, namespace):
+    line = "max_connections = 100\n"
+    my_cnf = (line * (16384 // len(line) + 1))[:16384]
+    create(objs, namespace, cluster_body(unique(), {"instances": 1, "config": {"myCnf": my_cnf}}))
+    with pytest.raises(client.ApiException) as e:
+        create(objs, namespace, cluster_body(unique(), {"instances": 1, "config": {"myCnf": my_cnf + "x"}}))
+    assert e.value.status == 422 and "spec.config.myCnf" in e.value.body
+
+
+# ---------------------------------------------------------------- corpus and examples
+
+
+def test_corpus_is_large_enough():
+    assert len(INVALID) >= 25
+
+
+@pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
+def test_invalid_manifest_is_refused_with_its_message(objs, shared_ns, path):
+    text = path.read_text()
+    first = text.splitlines()[0]
+    assert first.startswith("# expect: "), f"{path.name}: line 1 must be '# expect: <message fragment>'"
+    expected = first[len("# expect: "):].strip()
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    suffix = uuid.uuid4().hex[:6]
+    for d in docs:  # unique names so the corpus can share one namespace
+        if len(d["metadata"]["name"]) < 40:
+            d["metadata"]["name"] = f"{d['metadata']['name']}-{suffix}"
+    *setup, bad = docs
+    for d in setup:
+        create(objs, shared_ns, d)
+    with pytest.raises(client.ApiException) as e:
+        if setup:
+            update_spec(objs, shared_ns, bad["kind"], bad["metadata"]["name"], bad["spec"])
+        else:
+            create(objs, shared_ns, bad)
+    assert e.value.status == 422, e.value.body
+    message = json.loads(e.value.body)["message"]
+    assert expected in message, f"{path.name}: expected {expected!r} in {message}"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_is_accepted(objs, namespace, path):
+    for doc in yaml.safe_load_all(path.read_text()):
+        stored = create(objs, namespace, doc)
+        if doc["kind"] == "MySQLCluster":
+            assert parse(stored) == parse({**doc, "metadata": stored["metadata"]})
+        else:
+            parse_backup(stored)
+
+
+# ---------------------------------------------------------------- the field walk, apiserver half
+
+
+@pytest.mark.parametrize("path", sorted(CHANGES))
+def test_field_walk_immutable_fields_are_refused_and_the_rest_accepted(objs, shared_ns, path):
+    base, new = changed_spec(path)
+    name = unique("walk")
+    create(objs, shared_ns, cluster_body(name, base))
+    if is_immutable(path):
+        root = path.split(".")[0]
+        assert root in IMMUTABLE_ROOTS
+        with pytest.raises(client.ApiException) as e:
+            update_spec(objs, shared_ns, "MySQLCluster", name, new)
+        assert e.value.status == 422
+        assert f"spec.{root} is immutable" in json.loads(e.value.body)["message"]
+        stored = objs.get_namespaced_custom_object(GROUP, VERSION, shared_ns, "mysqlclusters", name)
+        assert parse(stored).spec == parse(cluster_body(name, base)).spec
+    else:
+        stored = update_spec(objs, shared_ns, "MySQLCluster", name, new)
+        assert parse(stored).spec == parse(cluster_body(name, new)).spec
