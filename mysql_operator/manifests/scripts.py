@@ -43,9 +43,9 @@ mkdir -p "$STAGING"
 q() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e "s/'/''/g"; }
 {
   if [ "$FLAVOR" = mariadb ]; then
-    # bootstrap mode starts without privilege tables: load them, and keep root local-only
+    # bootstrap mode starts without privilege tables: load them; no anonymous users, root local-only
     echo "FLUSH PRIVILEGES;"
-    echo "DELETE FROM mysql.global_priv WHERE User='root' AND Host<>'localhost';"
+    echo "DELETE FROM mysql.global_priv WHERE User='' OR (User='root' AND Host<>'localhost');"
     echo "FLUSH PRIVILEGES;"
   fi
   echo "SET SESSION sql_log_bin = 0;"
@@ -72,7 +72,7 @@ case "$FLAVOR" in
     ;;
   mariadb)
     mariadb-install-db --defaults-file="$CNF" --auth-root-authentication-method=normal \
-      --skip-test-db --skip-auth-anonymous-user --skip-name-resolve >&2
+      --skip-test-db --skip-name-resolve >&2
     mariadbd --defaults-file="$CNF" --bootstrap --skip-log-bin < "$SQL" >&2
     ;;
   *)

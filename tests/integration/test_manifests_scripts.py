@@ -1,0 +1,171 @@
+"""The ConfigMap's init/start/probe scripts, run against a real MariaDB server (Debian's mariadbd).
+
+The scripts run as an unprivileged user (like uid 999 in the Pod), with the paths the StatefulSet
+would mount redirected into a temporary folder, and the my.cnf the builder makes for a MariaDB
+cluster. MySQL's branch of the scripts needs the mysql image and is exercised by the e2e tests.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from mysql_operator import manifests as m
+from mysql_operator.api import parse
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(b) is None for b in ("mariadbd", "mariadb-install-db", "mariadb", "mariadb-admin")),
+    reason="needs Debian's mariadb-server and mariadb-client (apt-get install mariadb-server)",
+)
+
+PASSWORDS = {
+    "MYSQL_ROOT_PASSWORD": "r00t'quote\"dq\\bs$dollar",
+    "MYSQL_OPERATOR_PASSWORD": "op\"er'ator\\pw",
+    "MYSQL_REPLICATION_PASSWORD": "repl-pw-1",
+    "MYSQL_APP_PASSWORD": "app pw with spaces",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def env(tmp_path_factory):
+    root = Path(tempfile.mkdtemp(prefix="mysqlop-scripts-"))  # short: socket paths are limited
+    c = parse({"metadata": {"name": "db", "namespace": "prod"},
+               "spec": {"instances": 3, "flavor": "mariadb", "database": {"name": "shop", "user": "shopper"}}})
+    cm = m.config_map(c)["data"]
+    config = root / "config"
+    config.mkdir()
+    for name, text in cm.items():
+        (config / name).write_text(text)
+    (root / "volume").mkdir()
+    (root / "run").mkdir()
+    user = None
+    if os.geteuid() == 0:  # run as a user without privileges, as in the Pod
+        user = pwd.getpwnam("nobody")
+        for p in (root / "volume", root / "run"):
+            os.chown(p, user.pw_uid, user.pw_gid)
+        os.chmod(root, 0o755)
+    e = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin",
+        "HOME": str(root),
+        "MYSQL_OPERATOR_FLAVOR": "mariadb",
+        "MYSQL_OPERATOR_DATA_ROOT": str(root / "volume"),
+        "MYSQL_OPERATOR_RUN_DIR": str(root / "run"),
+        "MYSQL_OPERATOR_CONFIG_DIR": str(config),
+        "MYSQL_OPERATOR_USER": m.OPERATOR_USER,
+        "MYSQL_REPLICATION_USER": m.REPLICATION_USER,
+        "MYSQL_APP_DATABASE": "shop",
+        "MYSQL_APP_USER": "shopper",
+        **PASSWORDS,
+    }
+    procs: list[subprocess.Popen] = []
+    yield root, config, e, user, procs
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(60)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def run(script: Path, env: dict, user, *args, check=True) -> subprocess.CompletedProcess:
+    argv = ["/bin/bash", str(script), *args]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *argv]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{script.name} {' '.join(args)} exited {r.returncode}: {r.stderr[-3000:]}")
+    return r
+
+
+def start(config: Path, env: dict, user, procs, port: int, pod: str) -> subprocess.Popen:
+    argv = ["/bin/bash", str(config / "start.sh"), "--bind-address=127.0.0.1",
+            "--innodb-buffer-pool-size=16M"]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *argv]
+    server_env = {k: v for k, v in env.items() if k != "MYSQL_ROOT_PASSWORD"}
+    server_env.update({"POD_NAME": pod, "POD_NAMESPACE": "prod", "HEADLESS_SERVICE": "db-headless",
+                       "MYSQL_OPERATOR_PORT": str(port)})
+    p = subprocess.Popen(argv, env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    procs.append(p)
+    return p
+
+
+def connect(port, user, password):
+    return pymysql.connect(host="127.0.0.1", port=port, user=user, password=password,
+                           connect_timeout=3, autocommit=True)
+
+
+def test_init_start_and_probes_on_a_real_mariadb(env):
+    root, config, e, user, procs = env
+    first = run(config / "init.sh", e, user)
+    datadir = root / "volume" / "data"
+    assert (datadir / "mysql").is_dir()
+    assert not (root / "volume" / "data.initialising").exists()
+    assert list((root / "run").iterdir()) == []  # bootstrap SQL and option file removed
+    for pw in PASSWORDS.values():
+        assert pw not in first.stdout + first.stderr
+
+    # a second run never touches an initialised data directory
+    marker = datadir / "marker"
+    marker.write_text("keep")
+    again = run(config / "init.sh", e, user)
+    assert "already initialised" in again.stderr and marker.read_text() == "keep"
+
+    port = free_port()
+    proc = start(config, e, user, procs, port, pod="db-2")
+
+    def up():
+        assert proc.poll() is None, proc.stderr.read().decode(errors="replace")[-2000:]
+        return connect(port, m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+
+    conn = wait_for(up, 60, "the server started by start.sh to accept the operator's account")
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@server_id, @@read_only, @@gtid_strict_mode, @@log_bin, @@log_slave_updates,"
+                    " @@binlog_format, @@report_host, @@gtid_binlog_pos, @@rpl_semi_sync_master_wait_point")
+        row = cur.fetchone()
+    assert row == (3, 1, 1, 1, 1, "ROW", "db-2.db-headless.prod.svc", "", "AFTER_SYNC")
+
+    app = connect(port, "shopper", PASSWORDS["MYSQL_APP_PASSWORD"])
+    with app.cursor() as cur:
+        cur.execute("SHOW DATABASES")
+        assert "shop" in {r[0] for r in cur.fetchall()}
+    repl = connect(port, m.REPLICATION_USER, PASSWORDS["MYSQL_REPLICATION_PASSWORD"])
+    repl.close()
+    with pytest.raises(pymysql.err.OperationalError):  # root is local-only
+        connect(port, "root", PASSWORDS["MYSQL_ROOT_PASSWORD"])
+
+    client_cnf = root / "run" / "client.cnf"
+    assert oct(client_cnf.stat().st_mode & 0o777) == "0o600"
+    probe_env = {k: v for k, v in e.items() if not k.endswith("PASSWORD")}
+    assert run(config / "probe.sh", probe_env, user, "alive").returncode == 0
+    assert run(config / "probe.sh", probe_env, user, "ready").returncode == 0
+    assert run(config / "probe.sh", probe_env, user, "bogus", check=False).returncode == 2
+
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(60)
+    assert run(config / "probe.sh", probe_env, user, "ready", check=False).returncode != 0
+
+
+def test_init_refuses_to_run_without_a_password(env):
+    root, config, e, user, _ = env
+    e = {**e, "MYSQL_REPLICATION_PASSWORD": ""}
+    r = run(config / "init.sh", e, user, check=False)
+    assert r.returncode == 1
+    assert "MYSQL_REPLICATION_PASSWORD is empty" in r.stderr
+    assert not (root / "volume" / "data").exists()
