@@ -35,6 +35,16 @@ MAX_NAME = 40
 _SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _MAX_AGE_RE = re.compile(r"^([1-9][0-9]*)(h|d|w)$")
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def valid_label_key(key: str) -> bool:
+    """A Kubernetes qualified name: [prefix/]name (prefix a DNS subdomain, name up to 63)."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+        return False
+    return bool(_LABEL_NAME_RE.match(name))
 RESERVED_LABELS = (
     "app.kubernetes.io/name",
     "app.kubernetes.io/instance",
@@ -358,6 +368,9 @@ def _resources(value: Any, path: str) -> dict[str, dict[str, str]]:
 def _labels(d: dict, key: str, path: str) -> dict[str, str]:
     labels = _str_map(d, key, path, max_len=63)
     for k, v in labels.items():
+        if not valid_label_key(k):
+            raise SpecError(f"{path}.{key}.{k}", "is not a valid label key: use [prefix/]name, the name "
+                            "up to 63 letters, digits, '-', '_' or '.'")
         if k in RESERVED_LABELS or k.startswith(RESERVED_PREFIX):
             raise SpecError(f"{path}.{key}.{k}", "is a label the operator sets and selects on: choose another key")
         if not _LABEL_VALUE_RE.match(v):
@@ -514,7 +527,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         resources=_resources(s.get("resources"), f"{path}.resources"),
         affinity=affinity,
         tolerations=tuple(tolerations),
-        node_selector=_str_map(s, "nodeSelector", path, max_len=63),
+        node_selector=_node_selector(s, path),
         priority_class_name=_str(s, "priorityClassName", path),
         pod_labels=_labels(s, "podLabels", path),
         pod_annotations=_annotations(s, path),
@@ -523,6 +536,14 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         restore=restore,
         deletion_policy=_enum(s, "deletionPolicy", path, "Retain", ("Retain", "Delete")),
     )
+
+
+def _node_selector(s: dict, path: str) -> dict[str, str]:
+    selector = _str_map(s, "nodeSelector", path, max_len=63)
+    for k, v in selector.items():
+        if not valid_label_key(k) or not _LABEL_VALUE_RE.match(v):
+            raise SpecError(f"{path}.nodeSelector.{k}", "must be a valid node label key and value")
+    return selector
 
 
 def _annotations(s: dict, path: str) -> dict[str, str]:

@@ -101,6 +101,9 @@ BAD = [
     ({"config": {"myCnf": "!includedir /etc/x"}}, "spec.config.myCnf", "!includedir"),
     ({"podLabels": {"app.kubernetes.io/instance": "x"}}, "spec.podLabels.app.kubernetes.io/instance", "choose another key"),
     ({"podLabels": {"team": "-bad-"}}, "spec.podLabels.team", "label value"),
+    ({"podLabels": {"bad key": "x"}}, "spec.podLabels.bad key", "not a valid label key"),
+    ({"podLabels": {"Example.com/x": "x"}}, "spec.podLabels.Example.com/x", "not a valid label key"),
+    ({"nodeSelector": {"zone": "a b"}}, "spec.nodeSelector.zone", "valid node label"),
     ({"podAnnotations": {"mysql.operator.dev/x": "1"}}, "spec.podAnnotations.mysql.operator.dev/x", "owns"),
     ({"resources": {"limits": {"memory": "lots"}}}, "spec.resources.limits.memory", "not a quantity"),
     ({"service": {"type": "ExternalName"}}, "spec.service.type", "one of"),
@@ -124,6 +127,12 @@ def test_bad_spec_is_refused_naming_the_field(spec, field, fragment):
         parse(minimal(**spec))
     assert e.value.field == field
     assert fragment in str(e.value)
+
+
+def test_valid_label_keys_are_accepted():
+    c = parse(minimal(podLabels={"team": "a", "example.com/tier": "db", "a.b-c_d": ""},
+                      nodeSelector={"topology.kubernetes.io/zone": "eu-1a"}))
+    assert c.spec.pod_labels["example.com/tier"] == "db"
 
 
 def test_missing_instances_and_bad_names():
