@@ -74,7 +74,7 @@ class ReplicationEngine:
                  settings: t.Settings, app: Credentials | None = None,
                  app_database: str | None = None, semisync_acks: int | None = None,
                  apply_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic,
-                 connect_timeout: float = 1.0, read_timeout: float = 5.0):
+                 connect_timeout: float = 1.0, read_timeout: float = 2.0):
         self.admin, self.replication, self.app = admin, replication, app
         self.app_database = app_database
         self.settings = settings
@@ -84,7 +84,10 @@ class ReplicationEngine:
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.members: dict[str, Member] = {}
         self.instances: dict[str, Instance] = {}
-        self._last_seen: dict[str, float] = {}
+        # start of the first failed observation in the current streak, per member: an outage is
+        # measured from when the loop saw it begin, never from an older success (a loop that
+        # was idle must not turn a blip into a failover)
+        self._down_since: dict[str, float] = {}
         self.last_observations: dict[str, Observation] = {}
         self.set_members(members)
 
@@ -101,7 +104,6 @@ class ReplicationEngine:
                     m.host, m.port, self.admin.user, self.admin.password, name=m.name,
                     connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
                     connect_attempts=2)
-                self._last_seen.setdefault(m.name, self.clock())
         self.members = new
 
     def close(self) -> None:
@@ -111,6 +113,7 @@ class ReplicationEngine:
     # -- observe ---------------------------------------------------------------------------------
     def observe(self) -> list[t.InstanceState]:
         names = sorted(self.members, key=lambda n: self.members[n].ordinal)
+        started = self.clock()
         with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
             observations = dict(zip(names, pool.map(lambda n: self.instances[n].observe(), names)))
         now = self.clock()
@@ -120,8 +123,10 @@ class ReplicationEngine:
             o = observations[name]
             m = self.members[name]
             if o.reachable:
-                self._last_seen[name] = now
+                self._down_since.pop(name, None)
                 self.last_observations[name] = o
+            else:
+                self._down_since.setdefault(name, started)
             previous = self.last_observations.get(name)
             r = o.replica
             states.append(t.InstanceState(
@@ -134,7 +139,7 @@ class ReplicationEngine:
                 io_errno=r.io_errno if r else 0, sql_errno=r.sql_errno if r else 0,
                 last_error=(r.sql_error or r.io_error) if r else (o.error or ""),
                 executed=o.executed, received=r.received if r else None, purged=o.purged,
-                unreachable_for=0.0 if o.reachable else now - self._last_seen[name],
+                unreachable_for=0.0 if o.reachable else now - self._down_since[name],
                 semisync_source=o.semisync_source_enabled,
                 semisync_replica=o.semisync_replica_enabled,
             ))
@@ -178,10 +183,8 @@ class ReplicationEngine:
     # -- effects ---------------------------------------------------------------------------------
     def fence(self, names: Sequence[str], steps: list[Step]) -> None:
         for n in names:
-            i = self.instances[n]
-            i.set_read_only(True)
-            killed = i.kill_client_connections()
-            steps.append(Step(n, "fence", f"read-only, {len(killed)} client connections killed"))
+            killed = self.instances[n].fence()
+            steps.append(Step(n, "fence", f"{killed} client connections killed, read-only"))
 
     def _make_replica(self, name: str, source: str, steps: list[Step]) -> None:
         i, src = self.instances[name], self.members[source]
@@ -220,27 +223,30 @@ class ReplicationEngine:
             self._make_replica(n, primary, steps)
 
     def failover(self, d: t.Failover, reachable: set[str], steps: list[Step]) -> None:
-        # 1. fence: nobody receives more from the old primary; the old primary stops taking writes
-        for n in d.fence:
+        # 1. fence, all at once (each may wait on an IO thread stuck on a hung source): nobody
+        #    receives more from the old primary; the old primary stops taking writes
+        def fence_one(n: str) -> Step:
             if n not in reachable:
-                steps.append(Step(n, "fence", "unreachable, skipped"))
-                continue
+                return Step(n, "fence", "unreachable, skipped")
             i = self.instances[n]
             try:
-                if n == d.from_:
-                    i.set_read_only(True)
-                    i.kill_client_connections()
-                    steps.append(Step(n, "fence", "old primary read-only"))
-                elif i.replica_status() is not None:
+                if n == d.from_ and n != d.to:
+                    i.fence()
+                    return Step(n, "fence", "old primary: client connections killed, read-only")
+                if i.replica_status() is not None:
                     i.stop_io_thread()
-                    steps.append(Step(n, "fence", "replica IO thread stopped"))
+                    return Step(n, "fence", "replica IO thread stopped")
+                return Step(n, "fence", "not a replica")
             except InstanceError as e:
-                steps.append(Step(n, "fence", str(e), ok=False))
+                return Step(n, "fence", str(e), ok=False)
+        names = list(dict.fromkeys([*d.fence, d.to]))
+        with ThreadPoolExecutor(max_workers=len(names)) as pool:
+            steps.extend(pool.map(fence_one, names))
         target = self.instances[d.to]
         status = target.replica_status()
         if status is not None:
-            target.stop_io_thread()
-            status = target.replica_status()
+            if status.io_state != "No":
+                raise ReplicationError(f"{d.to}: replica IO thread still running; not promoted")
             if not status.sql_running:
                 target.start_sql_thread()
             # 2. let the new primary apply everything it received

@@ -50,7 +50,10 @@ def _errno(e: BaseException) -> int | None:
 
 
 def _transient(e: BaseException) -> bool:
-    return isinstance(e, pymysql.err.OperationalError) and _errno(e) in TRANSIENT_ERRNOS
+    """Worth another attempt: refused or dropped connections. Not a timeout: a hung server
+    will not answer the next attempt either, and observation must stay quick."""
+    return (isinstance(e, pymysql.err.OperationalError) and _errno(e) in TRANSIENT_ERRNOS
+            and "timed out" not in str(e))
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ class Instance:
     connect_timeout: float = 1.0
     read_timeout: float = 5.0
     connect_attempts: int = 3
+    slow_timeout: float = 30.0  # statements that wait on the server: STOP REPLICA, read_only
     _conn: pymysql.connections.Connection | None = field(default=None, repr=False)
     _dialect: Dialect | None = field(default=None, repr=False)
 
@@ -179,6 +183,21 @@ class Instance:
             if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
                 self.close()  # the next call reconnects
             raise self._error(e, sql.split(" ")[0] + " failed", secrets) from None
+
+    def _run_slow(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> None:
+        """A statement that may legitimately wait (STOP REPLICA while the IO thread reconnects to a
+        hung source, read_only waiting for commits): its own connection, a longer read timeout."""
+        try:
+            conn = self._open(read_timeout=self.slow_timeout)
+        except pymysql.err.MySQLError as e:
+            raise self._error(e, "cannot connect") from None
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args or None)
+        except pymysql.err.MySQLError as e:
+            raise self._error(e, sql.split(" ")[0] + " failed", secrets) from None
+        finally:
+            conn.close()
 
     def execute(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> list:
         return self._run(sql, args, secrets)
@@ -251,13 +270,21 @@ class Instance:
     # -- act -------------------------------------------------------------------------------------
     def set_read_only(self, on: bool) -> None:
         for sql in self.dialect.set_read_only(on):
-            self._run(sql)
+            self._run_slow(sql)
+
+    def fence(self, keep_users: Iterable[str] = ()) -> int:
+        """Stop a possibly stuck primary from taking writes: kill client connections FIRST (a
+        session waiting for a semi-sync acknowledgement that will never come would block
+        read_only forever; killed, it is never acknowledged), then read-only. Returns kills."""
+        killed = self.kill_client_connections(keep_users)
+        self.set_read_only(True)
+        return len(killed)
 
     def stop_replica(self) -> None:
-        self._run(self.dialect.stop_replica())
+        self._run_slow(self.dialect.stop_replica())
 
     def stop_io_thread(self) -> None:
-        self._run(self.dialect.stop_io_thread())
+        self._run_slow(self.dialect.stop_io_thread())
 
     def start_replica(self) -> None:
         self._run(self.dialect.start_replica())
@@ -267,14 +294,14 @@ class Instance:
 
     def reset_replica(self) -> None:
         """Forget the source entirely (a promoted or removed instance)."""
-        self._run(self.dialect.stop_replica())
+        self._run_slow(self.dialect.stop_replica())
         self._run(self.dialect.reset_replica_all())
 
     def point_at(self, source_host: str, source_port: int, user: str, password: str,
                  start: bool = True) -> None:
         """Replicate from a source with GTID auto-positioning (idempotent)."""
         d = self.dialect
-        self._run(d.stop_replica())
+        self._run_slow(d.stop_replica())
         for sql in d.prepare_replica_position():
             self._run(sql)
         sql, args = d.change_source(source_host, source_port, user, password)
@@ -373,7 +400,7 @@ class Instance:
             self._run(sql, args)
         status = self.replica_status()
         if status is not None and status.io_state != "No":
-            self._run(d.stop_io_thread())
+            self._run_slow(d.stop_io_thread())
             self._run(d.start_io_thread())
 
     def _has_variable(self, name: str) -> bool:

@@ -52,6 +52,7 @@ class Cluster:
     engine: ReplicationEngine
     state: ClusterState = field(default_factory=ClusterState)
     decisions: list[t.Decision] = field(default_factory=list)
+    timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, kind)
 
     def server(self, name: str) -> MariaDBServer:
         return next(s for s in self.servers if s.name == name)
@@ -61,8 +62,10 @@ class Cluster:
         return self.server(self.state.current_primary)
 
     def reconcile(self, desired: str | None = None):
+        started = time.monotonic()
         out = self.engine.reconcile(self.state, desired)
         self.decisions.append(out.decision)
+        self.timeline.append((started, time.monotonic(), out.decision.kind))
         bad = [s for s in out.steps if not s.ok and s.action != "held-out"]
         if bad:
             print(f"steps not ok: {bad}", file=sys.stderr)
@@ -93,7 +96,7 @@ def make_cluster(factory: MariaDBFactory, n: int, semisync: bool = False, delay:
     engine = ReplicationEngine(
         members, Credentials(ADMIN_USER, factory.admin_password), REPL,
         t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync),
-        app=APP, app_database=DB, apply_timeout=20, read_timeout=3)
+        app=APP, app_database=DB, apply_timeout=20)
     c = Cluster(servers, engine)
     c.converge()
     with c.app_conn(c.primary) as conn, conn.cursor() as cur:
@@ -235,6 +238,8 @@ def _failover_under_writes(factory, how: str):
     TIMINGS.append(f"failover after {how}: kill -> first write accepted on {new.name}: "
                    f"{first - killed_at:.2f}s; acknowledged {len(acked)}, found {len(acked & found)}, "
                    f"lost {len(lost)}")
+    loop = [f"{a - killed_at:+.2f}..{b - killed_at:+.2f} {k}" for a, b, k in c.timeline if b >= killed_at]
+    print(f"{how} timeline: " + "; ".join(loop[:12]), file=sys.stderr)
     assert not lost, f"acknowledged rows missing on the new primary: {sorted(lost)[:10]}"
     assert writer.servers_in_order() == [old.name, new.name]  # never two accepting at once
     other = next(s for s in c.servers if s.name not in (old.name, new.name))
@@ -376,7 +381,7 @@ def test_operator_restart_mid_failover_converges(factory):
     # a new operator process: fresh engine, fresh observations, same recorded state
     c.engine = ReplicationEngine(
         c.engine.members.values(), Credentials(ADMIN_USER, factory.admin_password), REPL,
-        c.engine.settings, app=APP, app_database=DB, apply_timeout=20, read_timeout=3)
+        c.engine.settings, app=APP, app_database=DB, apply_timeout=20)
     c.converge(timeout=30)
     new = c.primary
     assert new.name == d.to and new.query("SELECT @@read_only")[0][0] == 0
