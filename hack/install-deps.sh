@@ -4,6 +4,10 @@ set -euo pipefail
 need=()
 command -v go >/dev/null || { echo "Go >= 1.24 is required to build the local cluster" >&2; exit 1; }
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# real MariaDB servers for the replication integration tests (tests/support/mariadb.py)
+if ! command -v mariadbd >/dev/null || ! command -v mariadb-install-db >/dev/null; then
+  need+=(mariadb-server mariadb-client mariadb-backup)
+fi
 if [[ ${#need[@]} -gt 0 ]]; then
   if [[ $(id -u) -ne 0 ]]; then echo "please install: ${need[*]}" >&2; exit 1; fi
   apt-get update -qq
