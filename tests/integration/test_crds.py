@@ -307,3 +307,19 @@ def test_built_objects_apply_strictly_and_pods_pass_restricted_admission(control
         return not left
 
     wait_for(gone, 60, "the garbage collector to delete the cluster's objects")
+
+
+def test_version_upgrades_are_accepted_and_downgrades_refused(objs, shared_ns):
+    name = unique("ver")
+    create(objs, shared_ns, cluster_body(name, {"instances": 1, "flavor": "mariadb", "version": "10.6"}))
+    for version in ("10.11", "10.11.9", "10.11.8", "11.4"):  # up a series, patch levels both ways
+        update_spec(objs, shared_ns, "MySQLCluster", name, {"instances": 1, "flavor": "mariadb", "version": version})
+    with pytest.raises(client.ApiException) as e:
+        update_spec(objs, shared_ns, "MySQLCluster", name, {"instances": 1, "flavor": "mariadb", "version": "10.11"})
+    assert "spec.version cannot be lowered" in json.loads(e.value.body)["message"]
+    # compared as numbers: 10.6 is older than 10.11 although "10.6" > "10.11" as strings
+    other = unique("ver")
+    create(objs, shared_ns, cluster_body(other, {"instances": 1, "flavor": "mariadb", "version": "10.11"}))
+    with pytest.raises(client.ApiException) as e:
+        update_spec(objs, shared_ns, "MySQLCluster", other, {"instances": 1, "flavor": "mariadb", "version": "10.6"})
+    assert "spec.version cannot be lowered" in json.loads(e.value.body)["message"]
