@@ -1,0 +1,296 @@
+"""The locally built images (hack/build-images.sh) run under the project's containerd.
+
+Real components only: images built with debootstrap + buildah, a containerd 1.6 started by this
+module with its own root and socket (tests/support/containerd.py), containers run by runc, a real
+MariaDB server reached with pymysql over loopback. Skips, with the reason, only where containerd
+cannot run here.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import uuid
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from tests.support.containerd import (
+    NAMESPACE,
+    PAUSE_IMAGE,
+    Containerd,
+    build_images,
+    cannot_run_reason,
+    containerd_config,
+    parse_build_output,
+    to_toml,
+)
+from tests.support.wait import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+ROOT_PASSWORD = "r00t'pa\"ss\\word"  # quotes and a backslash: the entrypoint must escape them
+APP_PASSWORD = "app-pa$$'word"
+TIMINGS: dict[str, float] = {}
+
+
+def report(name: str, seconds: float) -> None:
+    TIMINGS[name] = seconds
+    print(f"\n[timing] {name}: {seconds:.1f}s", file=sys.stderr)
+
+
+# --- pure: the config and the build script's output format -----------------------------------
+def test_containerd_config_is_valid_toml_with_the_project_settings(tmp_path):
+    cfg = containerd_config(tmp_path)
+    parsed = tomllib.loads(to_toml(cfg))
+    assert parsed == cfg
+    cri = parsed["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["sandbox_image"] == PAUSE_IMAGE
+    assert cri["containerd"]["snapshotter"] == "overlayfs"
+    assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is False
+    assert cri["cni"]["bin_dir"] == "/usr/lib/cni"
+    for path in (parsed["root"], parsed["state"], parsed["grpc"]["address"], cri["cni"]["conf_dir"]):
+        assert path.startswith(str(tmp_path) + "/"), path
+
+
+def test_build_output_parsing_names_a_bad_line():
+    images = parse_build_output("pause localhost/pause:catatonit /c/pause-1.oci.tar\n\n")
+    assert images["pause"].ref == "localhost/pause:catatonit"
+    assert str(images["pause"].archive) == "/c/pause-1.oci.tar"
+    with pytest.raises(ValueError, match="NAME REF ARCHIVE"):
+        parse_build_output("[build-images] progress that leaked to stdout\n")
+
+
+# --- real: build, import, run ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def images():
+    reason = cannot_run_reason()
+    if reason:
+        print(f"\nSKIP test_images: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    started = time.monotonic()
+    built = build_images()
+    report("build-images.sh all (as found: cold or warm)", time.monotonic() - started)
+    return built
+
+
+@pytest.fixture(scope="module")
+def containerd(images, tmp_path_factory):
+    cd = Containerd(tmp_path_factory.mktemp("ctd"))
+    cd.start()
+    report("containerd ready", cd.timings["ready"])
+    try:
+        started = time.monotonic()
+        cd.import_images(images)
+        report("import all images", time.monotonic() - started)
+        yield cd
+    finally:
+        cd.stop()
+        assert not cd.shim_pids(), f"shims of {cd.workdir} survived stop()"
+
+
+def run(cd: Containerd, image: str, *args: str, env_file: Path | None = None, timeout: float = 120):
+    """`ctr run --rm` in the foreground: (exit code, stdout+stderr)."""
+    cid = f"t-{uuid.uuid4().hex[:10]}"
+    opts = ["--rm", "--net-host"]
+    if env_file:
+        opts += ["--env-file", str(env_file)]
+    proc = cd.ctr("-n", NAMESPACE, "run", *opts, image, cid, *args, check=False, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def task(cd: Containerd, cid: str) -> tuple[int, str] | None:
+    """(pid, status) of a container's task, or None when it has none."""
+    for line in cd.ctr("-n", NAMESPACE, "tasks", "list").stdout.splitlines()[1:]:
+        fields = line.split()
+        if fields and fields[0] == cid:
+            return int(fields[1]), fields[2]
+    return None
+
+
+def remove_container(cd: Containerd, cid: str) -> None:
+    cd.ctr("-n", NAMESPACE, "tasks", "kill", "-s", "SIGKILL", cid, check=False)
+    wait_for(lambda: task(cd, cid) is None
+             or cd.ctr("-n", NAMESPACE, "tasks", "delete", cid, check=False).returncode == 0,
+             30, f"the task of {cid} to be deleted")
+    cd.ctr("-n", NAMESPACE, "containers", "delete", cid, check=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_every_image_is_imported_under_its_local_name_and_pinned(images, containerd):
+    assert set(images) == {"base", "pause", "busybox", "mariadb", "operator"}
+    refs = containerd.image_refs()
+    for image in images.values():
+        assert image.ref.startswith("localhost/")
+        assert image.ref in refs
+    listing = containerd.ctr("-n", NAMESPACE, "images", "list").stdout
+    pinned = [line.split()[0] for line in listing.splitlines() if "io.cri-containerd.pinned=pinned" in line]
+    assert set(pinned) >= {i.ref for i in images.values()}
+    assert images["pause"].ref == PAUSE_IMAGE
+
+
+def test_warm_rebuild_reuses_the_cached_archives(images):
+    # The operator image is left out: its inputs are the package sources, which may change while
+    # this runs in a shared checkout. Every other image depends only on this issue's files.
+    names = ["base", "pause", "busybox", "mariadb"]
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(REPO / "hack" / "build-images.sh"), *names], capture_output=True, text=True, timeout=300
+    )
+    report("build-images.sh base pause busybox mariadb (warm)", time.monotonic() - started)
+    assert proc.returncode == 0, proc.stderr
+    assert parse_build_output(proc.stdout) == {n: images[n] for n in names}
+    assert all(path.is_file() for path in (images[n].archive for n in names))
+    assert "building" not in proc.stderr, proc.stderr
+
+
+def test_busybox_image_has_the_shell_tools_the_provisioner_helper_uses(images, containerd):
+    code, out = run(containerd, images["busybox"].ref, "sh", "-c",
+                    "mkdir -m 0777 -p /x/y && test -d /x/y && rm -rf /x && test ! -e /x && echo ok")
+    assert (code, out.strip()) == (0, "ok")
+    code, _ = run(containerd, images["busybox"].ref, "sh", "-c", "test -e /definitely-missing")
+    assert code != 0
+
+
+def test_pause_image_runs_catatonit_as_a_pause_process(images, containerd):
+    cid = f"pause-{uuid.uuid4().hex[:8]}"
+    containerd.ctr("-n", NAMESPACE, "run", "-d", images["pause"].ref, cid)
+    try:
+        pid, _ = wait_for(lambda: (t := task(containerd, cid)) and t[1] == "RUNNING" and t, 20,
+                          "the pause container to be RUNNING")
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[:2] == [b"/catatonit", b"-P"]
+    finally:
+        remove_container(containerd, cid)
+
+
+def test_operator_image_runs_the_cli_as_non_root_with_backup_tools(images, containerd):
+    ref = images["operator"].ref
+    code, out = run(containerd, ref, "mysql-operator", "--version")
+    assert code == 0, out
+    assert re.fullmatch(r"mysql-operator \d+\.\d+\.\d+\S*", out.strip()), out
+    code, out = run(containerd, ref, "sh", "-c",
+                    "id -u; mariadb-dump --version >/dev/null && zstd --version >/dev/null && gzip --version >/dev/null"
+                    " && python3 -c 'import mysql_operator, pymysql, kopf, kubernetes, boto3' && echo tools-ok")
+    assert code == 0, out
+    uid, status = out.split()
+    assert uid != "0" and status == "tools-ok"
+    # The proxy CA used by pip during the build is mounted, never copied: at most an empty stub.
+    code, out = run(containerd, ref, "sh", "-c", "test ! -s /run/host-ca.crt && echo no-ca")
+    assert (code, out.strip()) == (0, "no-ca")
+
+
+def test_mariadb_entrypoint_refuses_an_empty_datadir_without_a_root_password_option(images, containerd, tmp_path):
+    env = tmp_path / "env"
+    env.write_text("MARIADB_DATABASE=app\n")
+    code, out = run(containerd, images["mariadb"].ref, "docker-entrypoint.sh", "mariadbd", env_file=env)
+    assert code != 0
+    assert "MARIADB_ROOT_PASSWORD" in out and "MARIADB_ALLOW_EMPTY_ROOT_PASSWORD" in out
+
+
+@pytest.fixture(scope="module")
+def server(images, containerd, tmp_path_factory):
+    """One MariaDB container (host network, 127.0.0.1 on a free port) for the TestMariaDB tests."""
+    port = free_port()
+    folder = tmp_path_factory.mktemp("mariadb")
+    env, log = folder / "env", folder / "container.log"
+    env.write_text(
+        f"MARIADB_ROOT_PASSWORD={ROOT_PASSWORD}\nMARIADB_DATABASE=app\n"
+        f"MARIADB_USER=appuser\nMARIADB_PASSWORD={APP_PASSWORD}\n"
+    )
+    env.chmod(0o600)
+    cid = f"mariadb-{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    containerd.ctr("-n", NAMESPACE, "run", "-d", "--net-host", "--env-file", str(env), "--log-uri", f"file://{log}",
+                   images["mariadb"].ref, cid,
+                   "docker-entrypoint.sh", "mariadbd", f"--port={port}", "--bind-address=127.0.0.1")
+    try:
+        try:
+            wait_for(lambda: query(port, "root", ROOT_PASSWORD, "SELECT 1") == ((1,),), 120,
+                     f"MariaDB on 127.0.0.1:{port} to answer as root")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\ncontainer log:\n{log.read_text(errors='replace')[-3000:]}") from None
+        report("MariaDB container start (empty datadir) to first query", time.monotonic() - started)
+        yield {"cid": cid, "port": port, "log": log}
+    finally:
+        remove_container(containerd, cid)
+
+
+class TestMariaDB:
+    def test_root_and_the_requested_database_and_user_exist(self, server):
+        port = server["port"]
+        assert query(port, "root", ROOT_PASSWORD, "SELECT CURRENT_USER()") == (("root@%",),)
+        assert query(port, "appuser", APP_PASSWORD, "SELECT DATABASE()", db="app") == (("app",),)
+        with pytest.raises(pymysql.err.OperationalError):
+            query(port, "root", "wrong", "SELECT 1")
+        # The image's config: utf8mb4 defaults from Debian, no name resolution, time zones loaded.
+        rows = query(port, "root", ROOT_PASSWORD,
+                     "SELECT @@skip_name_resolve, @@port, (SELECT COUNT(*) > 0 FROM mysql.time_zone_name)")
+        assert rows == ((1, port, 1),)
+
+    def test_server_runs_as_uid_999_and_keeps_passwords_out_of_its_environment(self, server, containerd):
+        pid, _ = task(containerd, server["cid"])
+        status = Path(f"/proc/{pid}/status").read_text()
+        uids = re.search(r"^Uid:\s+(\d+)\s+(\d+)", status, re.M).groups()
+        gids = re.search(r"^Gid:\s+(\d+)\s+(\d+)", status, re.M).groups()
+        assert uids == ("999", "999") and gids == ("999", "999")
+        assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"mariadbd")
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        assert ROOT_PASSWORD.encode() not in environ and APP_PASSWORD.encode() not in environ
+        code = containerd.ctr("-n", NAMESPACE, "tasks", "exec", "--exec-id", f"e{uuid.uuid4().hex[:6]}",
+                              server["cid"], "sh", "-c",
+                              'test "$(id -u mysql):$(id -g mysql)" = 999:999 '
+                              "&& test \"$(stat -c %u /var/lib/mysql/mysql)\" = 999 "
+                              "&& test -S /run/mysqld/mysqld.sock && healthcheck.sh", check=False)
+        assert code.returncode == 0, code.stdout + code.stderr
+
+    def test_the_entrypoint_logs_its_steps_but_never_a_password(self, server):
+        text = server["log"].read_text(errors="replace")
+        assert "Creating user appuser" in text and "ready for connections" in text
+        assert ROOT_PASSWORD not in text and APP_PASSWORD not in text
+
+    def test_the_image_has_the_binaries_backups_and_replicas_need(self, server, containerd):
+        tools = ["mariadbd", "mariadb", "mariadb-dump", "mariadb-backup", "mbstream",
+                 "mariadb-install-db", "mariadb-admin"]
+        proc = containerd.ctr("-n", NAMESPACE, "tasks", "exec", "--exec-id", f"e{uuid.uuid4().hex[:6]}",
+                              server["cid"], "sh", "-c",
+                              " && ".join(f"command -v {t} >/dev/null" for t in tools) + " && echo all",
+                              check=False)
+        assert proc.stdout.strip() == "all", proc.stdout + proc.stderr
+
+    def test_data_survives_a_restart_on_the_initialised_datadir(self, server, containerd):
+        port, cid = server["port"], server["cid"]
+        query(port, "appuser", APP_PASSWORD,
+              "CREATE TABLE IF NOT EXISTS t (v INT); INSERT INTO t VALUES (42)", db="app")
+        containerd.ctr("-n", NAMESPACE, "tasks", "kill", "-s", "SIGTERM", cid)
+        wait_for(lambda: task(containerd, cid)[1] == "STOPPED", 60, "MariaDB to shut down on SIGTERM")
+        containerd.ctr("-n", NAMESPACE, "tasks", "delete", cid)
+        started = time.monotonic()
+        containerd.ctr("-n", NAMESPACE, "tasks", "start", "-d", cid)
+        wait_for(lambda: query(port, "appuser", APP_PASSWORD, "SELECT v FROM t", db="app") == ((42,),), 60,
+                 "MariaDB to serve the old data after a restart")
+        report("MariaDB restart (initialised datadir) to first query", time.monotonic() - started)
+
+
+def query(port: int, user: str, password: str, sql: str, db: str | None = None):
+    conn = pymysql.connect(host="127.0.0.1", port=port, user=user, password=password, database=db,
+                           connect_timeout=3, autocommit=True, client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            rows = cur.fetchall()
+            while cur.nextset():
+                rows = cur.fetchall()
+            return tuple(tuple(r) for r in rows)
+    finally:
+        conn.close()
+
