@@ -261,13 +261,16 @@ def test_failover_after_kill9_under_writes_then_old_primary_rejoins(factory):
     assert status.source_port == new.port and status.io_running and status.sql_running
     acked = {n for n, _, _ in writer.acked}
     wait_replicated(c, acked, [old])
+    TIMINGS.append(f"kill9: restarted {old.name} rejoined as a read-only replica of {new.name}")
 
 
 def test_failover_after_sigstop_hung_primary(factory):
     c, old, new, writer = _failover_under_writes(factory, "sigstop")
     # the hung primary wakes up still writable in memory: the loop fences it, then it rejoins
     old.sigcont()
-    c.converge(until=(t.Healthy, t.Errant), timeout=30)
+    d = c.converge(until=(t.Healthy, t.Errant), timeout=30)
+    TIMINGS.append(f"sigstop: after SIGCONT {old.name} " + (
+        f"held out: {d.reasons}" if isinstance(d, t.Errant) else "rejoined as a read-only replica"))
     assert any(isinstance(d, t.Fence) and old.name in d.instances for d in c.decisions) or \
         old.query("SELECT @@read_only")[0][0] == 1
     assert old.query("SELECT @@read_only")[0][0] == 1
