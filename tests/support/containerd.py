@@ -17,6 +17,7 @@ the `-address <our socket>` on their command line) and the containerd process.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,9 @@ PAUSE_IMAGE = "localhost/pause:catatonit"  # must equal what hack/build-images.s
 PINNED_LABEL = "io.cri-containerd.pinned=pinned"
 CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
 MAX_UNIX_SOCKET_PATH = 107
+# Open-file limit for containerd and so its shims and containers, like containerd.service's
+# LimitNOFILE (a database server needs more than the usual 1024).
+NOFILE_LIMIT = 1048576
 
 
 class ContainerdError(RuntimeError):
@@ -121,6 +125,10 @@ def containerd_config(workdir: Path, pause_image: str = PAUSE_IMAGE) -> dict:
                 "stream_server_address": "127.0.0.1",
                 "stream_server_port": "0",
                 "enable_selinux": False,
+                # This VM's bounding set lacks CAP_SYS_RESOURCE: no process may lower its
+                # oom_score_adj, so the pause container's -998 must be clamped (kind does this
+                # for nested nodes too).
+                "restrict_oom_score_adj": True,
                 "containerd": {
                     "snapshotter": "overlayfs",
                     "default_runtime_name": "runc",
@@ -186,6 +194,7 @@ class Containerd:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_raise_nofile_limit,
         )
         log.close()
         try:
@@ -292,6 +301,14 @@ class Containerd:
                 mounts.append(target)
         for target in sorted(mounts, key=len, reverse=True):  # deepest first
             subprocess.run(["umount", "-l", target], capture_output=True)
+
+
+def _raise_nofile_limit() -> None:
+    """Soft open-file limit up to NOFILE_LIMIT, within the hard limit (raising that needs
+    CAP_SYS_RESOURCE, which a sandboxed root may lack)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = NOFILE_LIMIT if hard == resource.RLIM_INFINITY else min(NOFILE_LIMIT, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
 
 
 def _children(pid: int) -> list[int]:
