@@ -4,16 +4,23 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test unit integration binaries control-plane venv clean
+.PHONY: test unit integration e2e binaries node-binaries images deps control-plane \
+        cluster-up cluster-down venv clean
 
-test: venv binaries ## everything: builds what is missing, then runs unit and integration tests
-	$(PY) -m pytest tests
+test: deps venv binaries node-binaries images ## everything: builds what is missing, runs unit, integration and e2e tests
+	$(PY) -m pytest tests e2e
 
 unit: venv ## pure logic only, no processes
 	$(PY) -m pytest tests/unit
 
-integration: venv binaries
+integration: venv binaries ## real kube-apiserver, real MariaDB servers
 	$(PY) -m pytest tests/integration
+
+e2e: deps venv binaries node-binaries images ## on the local one-node cluster (reuses one from `make cluster-up`)
+	$(PY) -m pytest e2e
+
+deps: ## Debian packages: MariaDB for the integration tests, containerd/buildah/CNI for the node
+	hack/install-deps.sh node
 
 venv: $(VENV)/.installed
 
@@ -26,8 +33,20 @@ $(VENV)/.installed: pyproject.toml
 binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm (cached in ~/.cache)
 	hack/build-binaries.sh control-plane
 
+node-binaries: ## kubelet, kube-proxy, CoreDNS, local-path-provisioner (cached in ~/.cache)
+	hack/build-binaries.sh node
+
+images: ## base, pause, busybox, MariaDB and operator images (OCI archives cached in ~/.cache)
+	hack/build-images.sh all
+
 control-plane: venv binaries ## run a local control plane in the foreground; prints KUBECONFIG
 	$(PY) -m tests.support.controlplane
+
+cluster-up: deps venv binaries node-binaries images ## start the local one-node cluster in the background
+	$(PY) -m tests.support.cluster up
+
+cluster-down: venv ## stop it and remove everything it created
+	$(PY) -m tests.support.cluster down
 
 clean:
 	rm -rf $(VENV) .pytest_cache

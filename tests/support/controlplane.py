@@ -55,6 +55,8 @@ def binary(name: str) -> Path:
     folder = {
         "etcd": f"etcd-{v['ETCD_VERSION']}",
         "helm": f"helm-{v['HELM_VERSION']}",
+        "coredns": f"coredns-{v['COREDNS_VERSION']}",
+        "local-path-provisioner": f"local-path-provisioner-{v['LOCAL_PATH_PROVISIONER_VERSION']}",
     }.get(name, f"kubernetes-{v['KUBERNETES_VERSION']}")
     path = bin_dir() / folder / name
     if not path.is_file():
@@ -143,6 +145,10 @@ class ControlPlane:
 
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mysqlop-cp-")))
     keep_workdir: bool = False
+    # Where the apiserver listens and what it advertises. Loopback for API-only tests; the node
+    # address when Pods must reach it through the `kubernetes` Service.
+    host: str = "127.0.0.1"
+    die_with_parent: bool = True
     components: list[Component] = field(default_factory=list)
     api_port: int = 0
     timings: dict[str, float] = field(default_factory=dict)
@@ -168,7 +174,7 @@ class ControlPlane:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.api_port}"
+        return f"https://{self.host}:{self.api_port}"
 
     @property
     def logs_dir(self) -> Path:
@@ -209,7 +215,7 @@ class ControlPlane:
 
         etcd_url = f"http://127.0.0.1:{etcd_client}"
         peer_url = f"http://127.0.0.1:{etcd_peer}"
-        self._add(
+        self.run_component(
             "etcd",
             [
                 str(binary("etcd")),
@@ -225,22 +231,25 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
-        self._wait(lambda: _http_ok(f"{etcd_url}/health"), "etcd", 20)
+        self.wait_until(lambda: _http_ok(f"{etcd_url}/health"), "etcd", 20)
 
         pki = self.pki
-        self._add(
+        self.run_component(
             "kube-apiserver",
             [
                 str(binary("kube-apiserver")),
                 f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.host}",
+                f"--advertise-address={self.host}",
                 f"--secure-port={self.api_port}",
                 f"--tls-cert-file={pki / 'apiserver.crt'}",
                 f"--tls-private-key-file={pki / 'apiserver.key'}",
                 f"--client-ca-file={pki / 'ca.crt'}",
                 f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                # reach kubelets by their node address, never by a host name the machine's
+                # resolver would be asked about
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
                 f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
                 f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
@@ -256,14 +265,15 @@ class ControlPlane:
                 "--enable-admission-plugins=NodeRestriction",
                 "--allow-privileged=true",
                 "--profiling=false",
-                "--endpoint-reconciler-type=none",  # loopback cannot be a Service endpoint
+                # a loopback address cannot be an endpoint of the `kubernetes` Service
+                f"--endpoint-reconciler-type={'none' if self._loopback else 'lease'}",
                 "--v=1",
             ],
         )
-        self._wait(self._apiserver_ready, "kube-apiserver", 60)
+        self.wait_until(self._apiserver_ready, "kube-apiserver", 60)
         self.timings["apiserver"] = time.monotonic() - t0
 
-        self._add(
+        self.run_component(
             "kube-controller-manager",
             [
                 str(binary("kube-controller-manager")),
@@ -284,7 +294,7 @@ class ControlPlane:
                 "--v=1",
             ],
         )
-        self._add(
+        self.run_component(
             "kube-scheduler",
             [
                 str(binary("kube-scheduler")),
@@ -299,7 +309,7 @@ class ControlPlane:
             ],
         )
         self._bootstrap_rbac()
-        self._wait(self._default_service_account_exists, "kube-controller-manager", 60)
+        self.wait_until(self._default_service_account_exists, "kube-controller-manager", 60)
         self.timings["ready"] = time.monotonic() - t0
 
     def stop(self, remove: bool | None = None) -> None:
@@ -317,12 +327,17 @@ class ControlPlane:
         self.stop()
 
     # ---- helpers
-    def _add(self, name: str, argv: list[str]) -> None:
-        c = Component(name, argv, self.logs_dir / f"{name}.log")
+    @property
+    def _loopback(self) -> bool:
+        return self.host.startswith("127.")
+
+    def run_component(self, name: str, argv: list[str]) -> Component:
+        c = Component(name, argv, self.logs_dir / f"{name}.log", self.die_with_parent)
         c.start()
         self.components.append(c)
+        return c
 
-    def _wait(self, ready, what: str, timeout: float) -> None:
+    def wait_until(self, ready, what: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             dead = [c for c in self.components if not c.alive()]
@@ -350,7 +365,10 @@ class ControlPlane:
                 "kind": "InitConfiguration",
                 # kubeadm refuses a loopback advertise address; this one only appears in certs
                 # (no traffic is ever sent to it): TEST-NET-2 from RFC 5737.
-                "localAPIEndpoint": {"advertiseAddress": "198.51.100.10", "bindPort": self.api_port},
+                "localAPIEndpoint": {
+                    "advertiseAddress": "198.51.100.10" if self._loopback else self.host,
+                    "bindPort": self.api_port,
+                },
                 "nodeRegistration": {
                     "name": NODE_NAME,
                     "criSocket": "unix:///run/containerd/containerd.sock",
@@ -362,10 +380,10 @@ class ControlPlane:
                 "kubernetesVersion": versions()["KUBERNETES_VERSION"],
                 "clusterName": "mysqlop-test",
                 "certificatesDir": str(self.pki),
-                "controlPlaneEndpoint": f"127.0.0.1:{self.api_port}",
+                "controlPlaneEndpoint": f"{self.host}:{self.api_port}",
                 "encryptionAlgorithm": "ECDSA-P256",
                 "networking": {"serviceSubnet": SERVICE_CIDR, "dnsDomain": CLUSTER_DOMAIN},
-                "apiServer": {"certSANs": ["127.0.0.1", "localhost"]},
+                "apiServer": {"certSANs": sorted({"127.0.0.1", "localhost", self.host})},
             },
         ]
         cfg = self.workdir / "kubeadm.yaml"
@@ -452,6 +470,36 @@ class ControlPlane:
         client.CoreV1Api(self.api_client()).read_namespaced_service_account("default", "default")
         return True
 
+    def user_kubeconfig(
+        self, user: str, cluster_role: str, rules: list[dict] | None = None
+    ) -> Path:
+        """A client-certificate kubeconfig for `user`, bound to `cluster_role` (created from
+        `rules` when given). For host-process components such as kube-proxy and CoreDNS."""
+        from kubernetes import client
+
+        r = subprocess.run(
+            [str(binary("kubeadm")), "kubeconfig", "user", f"--client-name={user}",
+             f"--config={self.workdir / 'kubeadm.yaml'}"],
+            capture_output=True, text=True,
+        )
+        if r.returncode != 0:
+            raise ControlPlaneError(f"kubeadm kubeconfig user {user} failed: {r.stderr[-2000:]}")
+        path = self.kubeconfig_dir / f"{user.replace(':', '-')}.conf"
+        path.write_text(r.stdout)
+        path.chmod(0o600)
+        self._point_kubeconfigs_here()
+        rbac = client.RbacAuthorizationV1Api(self.api_client())
+        if rules is not None:
+            _create_ignoring_conflict(rbac.create_cluster_role,
+                                      {"metadata": {"name": cluster_role}, "rules": rules})
+        _create_ignoring_conflict(rbac.create_cluster_role_binding, {
+            "metadata": {"name": f"{cluster_role}:{user}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": cluster_role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        })
+        return path
+
     # ---- what tests use
     def api_client(self, kubeconfig: Path | None = None, super_admin: bool = False):
         """A kubernetes.client.ApiClient for a kubeconfig (default: the admin's)."""
@@ -491,6 +539,16 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(kc))
         path.chmod(0o600)
         return path
+
+
+def _create_ignoring_conflict(create, body) -> None:
+    from kubernetes import client
+
+    try:
+        create(body)
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
 
 
 def _http_ok(url: str) -> bool:

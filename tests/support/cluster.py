@@ -1,0 +1,555 @@
+"""A one-node Kubernetes cluster on this machine, without Docker, for end-to-end tests.
+
+The control plane of tests/support/controlplane.py, plus a node: a project-configured containerd,
+kubelet and kube-proxy (same Kubernetes version), CNI bridge networking, CoreDNS and
+rancher's local-path-provisioner as host processes, and images built locally
+(hack/build-images.sh) imported into containerd.
+
+Every non-default setting and the reason for it is in NODE_SETTINGS.md beside this file.
+
+Addresses: the node lives on a bridge the cluster creates (`mysqlop0`, 10.244.0.1/24); Pods get
+10.244.0.10-254 on it, Services 10.96.0.0/16 (routed onto the bridge too, so nothing for the
+cluster ever leaves through the machine's own interfaces). Fixed names mean one such cluster per
+machine at a time: a lock file serialises them.
+
+    python -m tests.support.cluster up      # detached; prints KUBECONFIG when the node is Ready
+    python -m tests.support.cluster down
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tests.support import controlplane as cp_mod
+from tests.support.controlplane import ControlPlane, ControlPlaneError, binary, free_port
+
+BRIDGE = "mysqlop0"
+NODE_IP = "10.244.0.1"
+POD_SUBNET = "10.244.0.0/24"
+POD_RANGE_START = "10.244.0.10"
+CLUSTER_CIDR = "10.244.0.0/16"
+SERVICE_CIDR = cp_mod.SERVICE_CIDR
+NODE_NAME = cp_mod.NODE_NAME
+STORAGE_CLASS = "standard"
+NODE_IMAGES = ("pause", "busybox", "mariadb")
+LOCK = Path("/run/lock/mysqlop-cluster.lock")
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("MYSQLOP_CLUSTER_DIR", "/var/tmp/mysqlop-cluster"))
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class Cluster:
+    workdir: Path = field(default_factory=state_dir)
+    cp: ControlPlane | None = None
+    containerd: object | None = None
+    images: dict = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    _lock_fd: int | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+    def up(self, lock_timeout: float = 600) -> "Cluster":
+        self._take_lock(lock_timeout)
+        t0 = time.monotonic()
+        try:
+            self._cleanup_leftovers()
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            self._network_up()
+            self.cp = ControlPlane(workdir=self.workdir / "control-plane", host=NODE_IP)
+            self.cp.workdir.mkdir(parents=True, exist_ok=True)
+            self.cp.start()
+            self.timings["control-plane"] = time.monotonic() - t0
+            self._start_containerd()
+            self.timings["containerd"] = time.monotonic() - t0
+            self._start_kubelet()
+            self._start_kube_proxy()
+            self._start_coredns()
+            self._wait_node_ready()
+            self.timings["node-ready"] = time.monotonic() - t0
+            self._start_provisioner()
+            self.timings["ready"] = time.monotonic() - t0
+            self._write_state()
+            return self
+        except BaseException:
+            self.down()
+            raise
+
+    def down(self) -> None:
+        if self.cp is not None:
+            node_components = [c for c in self.cp.components if c.name in _NODE_COMPONENTS]
+            for c in reversed(node_components):
+                c.stop()
+        if self.containerd is not None:
+            self.containerd.stop()
+        if self.cp is not None:
+            self.cp.stop(remove=False)
+        self._cleanup_leftovers()
+        self._release_lock()
+
+    # ---------------------------------------------------------------- pieces
+    def _take_lock(self, timeout: float) -> None:
+        LOCK.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise ClusterError(
+                        f"another local cluster holds {LOCK} (pid {_read(LOCK)}); "
+                        "stop it with `make cluster-down`"
+                    )
+                time.sleep(1)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _network_up(self) -> None:
+        """The bridge Pods attach to, with the node address; Service traffic routed onto it."""
+        _run("mount", "--make-rshared", "/")  # kubelet volume mounts need shared propagation
+        if _run("ip", "link", "show", BRIDGE, check=False).returncode != 0:
+            _run("ip", "link", "add", BRIDGE, "type", "bridge")
+        _run("ip", "addr", "replace", f"{NODE_IP}/24", "dev", BRIDGE)
+        _run("ip", "link", "set", BRIDGE, "up")
+        # Without kube-proxy's DNAT a Service address would follow the default route out of the
+        # machine: keep the whole range on our bridge instead.
+        _run("ip", "route", "replace", SERVICE_CIDR, "dev", BRIDGE)
+
+    def _start_containerd(self) -> None:
+        from tests.support.containerd import Containerd, build_images
+
+        t0 = time.monotonic()
+        self.images = build_images(*NODE_IMAGES)  # quick when the image cache is warm
+        self.timings["images"] = time.monotonic() - t0
+        self.containerd = Containerd(self.workdir / "containerd",
+                                     pause_image=self.images["pause"].ref)
+        self.containerd.start()
+        conflist = self.containerd.cni_conf_dir / "10-mysqlop.conflist"
+        conflist.write_text(json.dumps(_cni_conflist(self.workdir / "cni-ipam"), indent=2))
+        self.containerd.import_images(self.images)
+
+    def _start_kubelet(self) -> None:
+        d = self.workdir / "kubelet"
+        d.mkdir(parents=True, exist_ok=True)
+        port, healthz = free_port(), free_port()
+        config = kubelet_config(
+            ca_file=self.cp.pki / "ca.crt",
+            runtime_endpoint=f"unix://{self.containerd.socket}",
+            port=port,
+            healthz_port=healthz,
+            pod_logs_dir=d / "pod-logs",
+        )
+        (d / "config.yaml").write_text(yaml.safe_dump(config))
+        self.cp.run_component(
+            "kubelet",
+            [
+                str(binary("kubelet")),
+                f"--config={d / 'config.yaml'}",
+                f"--kubeconfig={self.cp.kubeconfig_dir / 'kubelet.conf'}",
+                f"--root-dir={d / 'root'}",
+                f"--cert-dir={d / 'pki'}",
+                f"--hostname-override={NODE_NAME}",
+                f"--node-ip={NODE_IP}",
+                "--v=1",
+            ],
+        )
+
+    def _start_kube_proxy(self) -> None:
+        d = self.workdir / "kube-proxy"
+        d.mkdir(parents=True, exist_ok=True)
+        kubeconfig = self.cp.user_kubeconfig("system:kube-proxy", "system:node-proxier")
+        config = kube_proxy_config(kubeconfig, free_port(), free_port())
+        (d / "config.yaml").write_text(yaml.safe_dump(config))
+        self.cp.run_component(
+            "kube-proxy",
+            [str(binary("kube-proxy")), f"--config={d / 'config.yaml'}", "--v=1"],
+        )
+
+    def _start_coredns(self) -> None:
+        d = self.workdir / "coredns"
+        d.mkdir(parents=True, exist_ok=True)
+        kubeconfig = self.cp.user_kubeconfig("system:coredns", "system:coredns-reader",
+                                             rules=COREDNS_RULES)
+        (d / "Corefile").write_text(corefile(kubeconfig))
+        self.cp.run_component(
+            "coredns", [str(binary("coredns")), "-conf", str(d / "Corefile")]
+        )
+
+    def _start_provisioner(self) -> None:
+        d = self.workdir / "local-path"
+        (d / "volumes").mkdir(parents=True, exist_ok=True)
+        api = self.cp.api_client()
+        for obj in local_path_objects(d / "volumes", self.images["busybox"].ref):
+            _create(api, obj)
+        kubeconfig = self.cp.user_kubeconfig(
+            "system:local-path-provisioner", "system:local-path-provisioner",
+            rules=PROVISIONER_RULES,
+        )
+        self.cp.run_component(
+            "local-path-provisioner",
+            [
+                str(binary("local-path-provisioner")),
+                "start",
+                f"--kubeconfig={kubeconfig}",
+                "--namespace=local-path-storage",
+                f"--helper-image={self.images['busybox'].ref}",
+                "--service-account-name=local-path-provisioner",
+            ],
+        )
+
+    def _wait_node_ready(self) -> None:
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.cp.api_client())
+
+        def ready():
+            node = core.read_node(NODE_NAME)
+            return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+
+        self.cp.wait_until(ready, f"node {NODE_NAME} Ready", 120)
+
+    def _write_state(self) -> None:
+        state = {
+            "pid": os.getpid(),
+            "kubeconfig": str(self.cp.admin_kubeconfig),
+            "server": self.cp.server,
+            "containerd_socket": str(self.containerd.socket),
+            "logs_dir": str(self.cp.logs_dir),
+            "timings": self.timings,
+        }
+        (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
+
+    def _cleanup_leftovers(self) -> None:
+        """Undo what a cluster (this one or one that died) left: processes, mounts, rules,
+        routes, bridge."""
+        root = str(self.workdir) + "/"
+        _kill_processes_mentioning(root)
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        for m in sorted((m for m in mounts if m.startswith(root)), key=len, reverse=True):
+            _run("umount", "-l", m, check=False)
+        if cp_mod.bin_dir().exists():
+            try:
+                _run(str(binary("kube-proxy")), "--cleanup", check=False)
+            except FileNotFoundError:
+                pass
+        _run("ip", "route", "del", SERVICE_CIDR, "dev", BRIDGE, check=False)
+        for veth in _bridge_ports(BRIDGE):
+            _run("ip", "link", "del", veth, check=False)
+        _run("ip", "link", "del", BRIDGE, check=False)
+        if self.workdir.exists():
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+_NODE_COMPONENTS = ("kubelet", "kube-proxy", "coredns", "local-path-provisioner")
+
+
+# -------------------------------------------------------------------- pure configuration
+def kubelet_config(*, ca_file, runtime_endpoint, port, healthz_port, pod_logs_dir) -> dict:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": NODE_IP,
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(ca_file)},
+        },
+        "authorization": {"mode": "Webhook"},
+        "containerRuntimeEndpoint": runtime_endpoint,
+        "cgroupDriver": "cgroupfs",
+        "cgroupsPerQOS": False,
+        "enforceNodeAllocatable": [],
+        "failSwapOn": False,
+        "oomScoreAdj": 0,  # no CAP_SYS_RESOURCE here: an oom_score_adj cannot be lowered
+        "clusterDNS": [NODE_IP],
+        "clusterDomain": cp_mod.CLUSTER_DOMAIN,
+        "resolvConf": "",
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "0%",
+            "nodefs.inodesFree": "0%",
+            "imagefs.available": "0%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "podLogsDir": str(pod_logs_dir),
+        "serializeImagePulls": False,
+        "maxPods": 110,
+    }
+
+
+def kube_proxy_config(kubeconfig: Path, healthz_port: int, metrics_port: int) -> dict:
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "mode": "iptables",
+        "clusterCIDR": CLUSTER_CIDR,
+        "hostnameOverride": NODE_NAME,
+        "bindAddress": NODE_IP,
+        "healthzBindAddress": f"127.0.0.1:{healthz_port}",
+        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "conntrack": {"maxPerCore": 0, "min": 0},
+    }
+
+
+def corefile(kubeconfig: Path) -> str:
+    # No `forward`: names outside the cluster get no answer from us, so Pods never reach out.
+    lines = [
+        ".:53 {",
+        f"    bind {NODE_IP}",
+        "    errors",
+        f"    kubernetes {cp_mod.CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{",
+        f"        kubeconfig {kubeconfig}",
+        "        pods insecure",
+        "        fallthrough in-addr.arpa ip6.arpa",
+        "    }",
+        "    cache 5",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _cni_conflist(ipam_dir: Path) -> dict:
+    return {
+        "cniVersion": "1.0.0",
+        "name": "mysqlop",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": BRIDGE,
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": str(ipam_dir),
+                    "ranges": [[{"subnet": POD_SUBNET, "rangeStart": POD_RANGE_START,
+                                 "gateway": NODE_IP}]],
+                    # no default route: Pods reach the cluster's ranges and nothing else
+                    "routes": [{"dst": CLUSTER_CIDR}, {"dst": SERVICE_CIDR}],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+COREDNS_RULES = [
+    {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
+     "verbs": ["list", "watch"]},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+     "verbs": ["list", "watch"]},
+]
+PROVISIONER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes", "persistentvolumeclaims", "configmaps",
+                                      "pods", "pods/log"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["persistentvolumes"],
+     "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["update", "patch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
+     "verbs": ["get", "list", "watch"]},
+]
+
+
+def local_path_objects(volumes_dir: Path, helper_image: str) -> list[dict]:
+    ns = "local-path-storage"
+    helper_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "helper-pod"},
+        "spec": {
+            "priorityClassName": "system-node-critical",
+            "containers": [{"name": "helper-pod", "image": helper_image,
+                            "imagePullPolicy": "Never"}],
+        },
+    }
+    config = {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+                               "paths": [str(volumes_dir)]}]}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": "local-path-provisioner", "namespace": ns}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "local-path-config", "namespace": ns},
+            "data": {
+                "config.json": json.dumps(config),
+                "setup": '#!/bin/sh\nset -eu\nmkdir -m 0777 -p "$VOL_DIR"\n',
+                "teardown": '#!/bin/sh\nset -eu\nrm -rf "$VOL_DIR"\n',
+                "helperPod.yaml": yaml.safe_dump(helper_pod),
+            },
+        },
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": STORAGE_CLASS,
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            },
+            "provisioner": "rancher.io/local-path",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "reclaimPolicy": "Delete",
+        },
+    ]
+
+
+# -------------------------------------------------------------------- small effects
+def _create(api, obj: dict) -> None:
+    from kubernetes import client, utils
+
+    try:
+        utils.create_from_dict(api, obj)
+    except utils.FailToCreateError as e:
+        if not all(getattr(x, "status", None) == 409 for x in e.api_exceptions):
+            raise
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+
+
+def _kill_processes_mentioning(prefix: str) -> None:
+    """SIGKILL every process whose command line names a path under `prefix`, with all its
+    descendants: exactly what a cluster in that folder started (components, containerd, shims
+    and the containers they serve), nothing else."""
+    me = os.getpid()
+    argv, parent = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv[int(entry.name)] = (entry / "cmdline").read_bytes().decode(errors="replace")
+            parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    doomed = {pid for pid, cmd in argv.items() if prefix in cmd and pid != me}
+    grew = True
+    while grew:
+        more = {pid for pid, ppid in parent.items() if ppid in doomed and pid not in doomed}
+        doomed |= more
+        grew = bool(more)
+    for pid in doomed - {me}:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _bridge_ports(bridge: str) -> list[str]:
+    d = Path(f"/sys/class/net/{bridge}/brif")
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return "?"
+
+
+# -------------------------------------------------------------------- CLI
+def main(argv: list[str]) -> int:
+    cmd = argv[1] if len(argv) > 1 else "up"
+    if cmd == "serve":  # the detached supervisor started by `up`
+        cluster = Cluster()
+        stop: list[int] = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        try:
+            cluster.up()
+        except Exception as e:  # noqa: BLE001
+            print(f"cluster failed: {e}", file=sys.stderr)
+            return 1
+        print(json.dumps(cluster.timings), file=sys.stderr, flush=True)
+        while not stop and all(c.alive() for c in cluster.cp.components):
+            time.sleep(0.5)
+        for c in cluster.cp.components:
+            if not c.alive():
+                print(f"{c.name} exited:\n{c.log_tail()}", file=sys.stderr)
+        cluster.down()
+        return 0
+    if cmd == "up":
+        log = Path("/var/tmp/mysqlop-cluster.log")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.support.cluster", "serve"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=cp_mod.REPO,
+            )
+        state = state_dir() / "state.json"
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                print(log.read_text(errors="replace")[-4000:], file=sys.stderr)
+                return 1
+            if state.exists() and json.loads(state.read_text())["pid"] == proc.pid:
+                s = json.loads(state.read_text())
+                print(f"cluster ready in {s['timings']['ready']:.1f}s (log: {log})",
+                      file=sys.stderr)
+                print(f"export KUBECONFIG={s['kubeconfig']}")
+                return 0
+            time.sleep(0.5)
+        print("cluster not ready after 600s", file=sys.stderr)
+        return 1
+    if cmd == "down":
+        state = state_dir() / "state.json"
+        if not state.exists():
+            print("no local cluster is running", file=sys.stderr)
+            return 0
+        pid = json.loads(state.read_text())["pid"]
+        t0 = time.monotonic()
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            Cluster().down()  # supervisor died: clean up what it left
+            return 0
+        while time.monotonic() - t0 < 120:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                print(f"cluster stopped in {time.monotonic() - t0:.1f}s", file=sys.stderr)
+                return 0
+            time.sleep(0.2)
+        print(f"cluster supervisor {pid} did not stop", file=sys.stderr)
+        return 1
+    print("usage: python -m tests.support.cluster up|down", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
