@@ -271,6 +271,15 @@ export_image() {  # $1: ref in buildah storage, $2: archive path (written atomic
   log "$ref: archive $(du -h "$out" | cut -f1), unpacked ${size:-?}"
 }
 
+# Leftovers of an interrupted build: unmount what debootstrap or we mounted there, then remove.
+clean_work_dirs() {
+  local m
+  for m in $(awk -v p="$IMAGES_DIR/work." 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r); do
+    umount -l "$m" || true
+  done
+  rm -rf --one-file-system "$IMAGES_DIR"/work.*
+}
+
 # --- main -------------------------------------------------------------------------------------
 build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF ARCHIVE".
   local name="$1" key archive start
@@ -302,7 +311,7 @@ main() {
   mkdir -p "$IMAGES_DIR" "$BUILDAH_ROOT" "$BUILDAH_RUNROOT"
   exec 9>"$IMAGES_DIR/.lock"
   flock 9  # one build at a time per cache (another session or the node tooling may be building)
-  rm -rf "$IMAGES_DIR"/work.*
+  clean_work_dirs
   # Dockerfile images build on the base, so it always comes first when they need building.
   local need_base=0
   for t in "${targets[@]}"; do [[ $t == mariadb || $t == operator ]] && need_base=1; done
