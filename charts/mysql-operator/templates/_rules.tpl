@@ -1,39 +1,38 @@
 {{/*
 The ONE place that lists what the operator may do. rbac.yaml renders these rules into a
 ClusterRole (watchNamespaces: []) or into one Role per watched namespace plus a ClusterRole holding
-only the cluster-scoped rules. Keep them equal to mysql_operator/k8s/rbac.py (OPERATOR_RULES):
-tests/unit/test_chart_rbac.py compares the two. No wildcards; no delete on Secrets.
+only the cluster-scoped rules. Keep them equal to mysql_operator/k8s/rbac.py (OPERATOR_RULES, PEERING_RULES_*,
+CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcards; no delete on Secrets.
 */}}
 
-{{/* Rules on namespaced objects: granted in every watched namespace. */}}
+{{/* Rules on namespaced objects (OPERATOR_RULES): granted in every watched namespace. */}}
 {{- define "mysql-operator.rules.namespaced" -}}
+# the custom resources: watched by kopf, annotated by kopf (progress), status written by the operator
 - apiGroups: [mysql.operator.dev]
-  resources: [mysqlclusters, mysqlbackups]
+  resources: [mysqlclusters]
   verbs: [get, list, watch, patch]
 - apiGroups: [mysql.operator.dev]
-  resources: [mysqlclusters/status, mysqlbackups/status]
+  resources: [mysqlclusters/status]
   verbs: [get, patch]
-- apiGroups: [mysql.operator.dev]
-  resources: [mysqlclusters/finalizers, mysqlbackups/finalizers]
-  verbs: [update]
+# owned objects, applied with server-side apply (a PATCH that may create)
 - apiGroups: [""]
-  resources: [pods]
-  verbs: [get, list, watch, patch]
+  resources: [configmaps, services]
+  verbs: [get, create, patch]
+# generated credentials: created if missing; user-supplied Secrets are only read (never deleted)
 - apiGroups: [""]
-  resources: [services, configmaps, secrets]
-  verbs: [get, list, watch, create, patch]
-- apiGroups: [""]
-  resources: [persistentvolumeclaims]
-  verbs: [get, list, delete]
+  resources: [secrets]
+  verbs: [get, create, patch]
 - apiGroups: [apps]
   resources: [statefulsets]
   verbs: [get, list, watch, create, patch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, list, watch, create, patch]
-- apiGroups: [batch]
-  resources: [jobs, cronjobs]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, create, patch]
+# server pods: observed, watched to re-trigger reconciles, role labels patched
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, patch]
+# Events for every significant action (the operator's and kopf's)
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
@@ -42,21 +41,25 @@ tests/unit/test_chart_rbac.py compares the two. No wildcards; no delete on Secre
   verbs: [create, patch]
 {{- end -}}
 
-{{/* kopf peering inside each watched namespace (namespaced operator only). */}}
+{{/* kopf peering inside each watched namespace (PEERING_RULES_NAMESPACED). */}}
 {{- define "mysql-operator.rules.namespacedPeering" -}}
 - apiGroups: [kopf.dev]
   resources: [kopfpeerings]
   verbs: [get, list, watch, patch]
 {{- end -}}
 
-{{/* Cluster-scoped rules, granted in both modes: kopf scans CRDs to find the resources it serves. */}}
+{{/* Cluster-scoped rules (CLUSTER_SCOPE_RULES), granted in both modes: kopf scans CRDs to find
+the resources it serves and follows the namespaces it is given. */}}
 {{- define "mysql-operator.rules.cluster" -}}
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get, list, watch]
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [get, list, watch]
 {{- end -}}
 
-{{/* kopf peering across the cluster (all-namespaces operator only). */}}
+{{/* kopf peering across the cluster (PEERING_RULES_CLUSTER; all-namespaces operator only). */}}
 {{- define "mysql-operator.rules.clusterPeering" -}}
 - apiGroups: [kopf.dev]
   resources: [clusterkopfpeerings]

@@ -1,0 +1,321 @@
+"""The Helm chart rendered by the real `helm template` with several values; objects checked as dicts.
+
+Also the helpers the other chart tests use: `render(values)` and `helm_or_skip()`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+import mysql_operator
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "mysql-operator"
+KUBE_VERSION = "1.34.0"
+RELEASE, RELEASE_NS = "rel", "ops"
+# CRDs the chart ships besides the project's own (kopf's peering objects)
+KOPF_CRDS = {"kopfpeerings.yaml", "clusterkopfpeerings.yaml"}
+
+
+def helm_or_skip() -> str:
+    from tests.support.controlplane import binary
+
+    try:
+        return str(binary("helm"))
+    except FileNotFoundError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"helm missing in CI: {e}")
+        pytest.skip(f"helm is not built: {e}")
+
+
+class RenderError(Exception):
+    pass
+
+
+def helm_template(values: dict | None = None, *extra: str, namespace: str = RELEASE_NS) -> str:
+    """`helm template` of the chart; RenderError carries helm's stderr."""
+    helm = helm_or_skip()
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        yaml.safe_dump(values or {}, f)
+        f.flush()
+        r = subprocess.run(
+            [helm, "template", RELEASE, str(CHART), "--namespace", namespace,
+             "--kube-version", KUBE_VERSION, "-f", f.name, *extra],
+            capture_output=True, text=True, timeout=60,
+        )
+    if r.returncode != 0:
+        raise RenderError(r.stderr)
+    return r.stdout
+
+
+def render(values: dict | None = None, *extra: str, namespace: str = RELEASE_NS) -> list[dict]:
+    """The rendered objects (CRDs included) as dicts."""
+    out = helm_template(values, "--include-crds", *extra, namespace=namespace)
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def of_kind(objs: list[dict], kind: str) -> list[dict]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+def one(objs: list[dict], kind: str) -> dict:
+    found = of_kind(objs, kind)
+    assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
+    return found[0]
+
+
+def container(objs: list[dict]) -> dict:
+    (c,) = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+# --------------------------------------------------------------------------------- CRDs, versions
+
+
+def test_chart_crds_are_byte_identical_copies_of_crds_dir():
+    project = {p.name: p.read_bytes() for p in (REPO / "crds").glob("*.yaml")}
+    shipped = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
+    assert project, "crds/ is empty"
+    for name, content in project.items():
+        assert name in shipped, f"charts/mysql-operator/crds/{name} is missing: cp crds/{name} there"
+        assert shipped[name] == content, (
+            f"charts/mysql-operator/crds/{name} differs from crds/{name}: copy it again"
+        )
+    assert set(shipped) - set(project) == KOPF_CRDS
+
+
+def test_rendered_crds_are_the_project_crds_and_kopf_peering():
+    crds = of_kind(render(), "CustomResourceDefinition")
+    names = {c["metadata"]["name"] for c in crds}
+    project = {yaml.safe_load(p.read_text())["metadata"]["name"] for p in (REPO / "crds").glob("*.yaml")}
+    assert names == project | {"kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"}
+    peering = {c["metadata"]["name"]: c["spec"]["scope"] for c in crds if c["spec"]["group"] == "kopf.dev"}
+    assert peering == {"kopfpeerings.kopf.dev": "Namespaced", "clusterkopfpeerings.kopf.dev": "Cluster"}
+
+
+def test_app_version_is_the_package_version():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert chart["appVersion"] == mysql_operator.__version__ == pyproject["project"]["version"]
+    local = yaml.safe_load((REPO / "examples" / "values-local.yaml").read_text())
+    assert local["image"]["tag"] == chart["appVersion"]
+
+
+@pytest.mark.parametrize("values_file", [None, "values-namespaced.yaml", "values-local.yaml"])
+def test_helm_lint_strict_is_clean(values_file):
+    helm = helm_or_skip()
+    argv = [helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION]
+    if values_file:
+        argv += ["-f", str(REPO / "examples" / values_file)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[WARNING]" not in r.stdout and "[ERROR]" not in r.stdout, r.stdout
+
+
+# --------------------------------------------------------------------------------- the Deployment
+
+
+@pytest.mark.parametrize("values", [{}, {"watchNamespaces": ["a", "b"], "replicas": 2}],
+                         ids=["all-namespaces", "namespaced"])
+def test_pod_runs_restricted(values):
+    objs = render(values)
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not any(k in pod for k in ("hostNetwork", "hostPID", "hostIPC"))
+    assert all("hostPath" not in v for v in pod.get("volumes", []))
+    for c in pod["containers"] + pod.get("initContainers", []):
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert sc.get("privileged", False) is False
+        assert sc["runAsNonRoot"] is True
+    # a read-only root still gives Python a writable /tmp
+    mounts = {m["mountPath"]: m["name"] for m in container(objs)["volumeMounts"]}
+    (tmp,) = [v for v in pod["volumes"] if v["name"] == mounts["/tmp"]]
+    assert "emptyDir" in tmp
+
+
+def _flag(args: list[str], name: str) -> list[str]:
+    return [a.split("=", 1)[1] for a in args if a.startswith(f"--{name}=")]
+
+
+def test_liveness_probe_hits_the_operators_liveness_endpoint():
+    c = container(render({"livenessProbe": {"port": 8181, "failureThreshold": 5}}))
+    (url,) = _flag(c["args"], "liveness")
+    assert url == "http://0.0.0.0:8181/healthz"
+    probe = c["livenessProbe"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert probe["httpGet"]["path"] == "/healthz"
+    assert ports[probe["httpGet"]["port"]] == 8181
+    assert probe["failureThreshold"] == 5
+
+
+def test_all_namespaces_by_default():
+    c = container(render())
+    assert c["args"][0] == "run"
+    assert "--all-namespaces" in c["args"] and not _flag(c["args"], "namespace")
+    assert _flag(c["args"], "log-format") == ["json"]
+    assert _flag(c["args"], "peering") == [f"{RELEASE}-mysql-operator"]
+
+
+def test_watch_namespaces_become_namespace_flags():
+    c = container(render({"watchNamespaces": ["team-a", "team-b"], "logFormat": "text"}))
+    assert _flag(c["args"], "namespace") == ["team-a", "team-b"]
+    assert "--all-namespaces" not in c["args"]
+    assert _flag(c["args"], "log-format") == ["text"]
+
+
+def test_image_defaults_to_app_version_and_can_be_overridden():
+    app = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    c = container(render())
+    assert c["image"] == f"localhost/mysql-operator:{app}"
+    assert c["imagePullPolicy"] == "IfNotPresent"
+    c = container(render({"image": {"repository": "registry.example/ops/mysql-operator", "tag": "9.9.9",
+                                    "pullPolicy": "Always"}}))
+    assert c["image"] == "registry.example/ops/mysql-operator:9.9.9"
+    assert c["imagePullPolicy"] == "Always"
+
+
+def test_values_local_uses_the_imported_image_and_never_pulls():
+    values = yaml.safe_load((REPO / "examples" / "values-local.yaml").read_text())
+    c = container(render(values))
+    assert c["image"].startswith("localhost/mysql-operator:")
+    assert c["imagePullPolicy"] == "Never"
+
+
+def test_scheduling_resources_and_replicas_pass_through():
+    values = {
+        "replicas": 3,
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+        "priorityClassName": "system-cluster-critical",
+        "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "imagePullSecrets": [{"name": "regcred"}],
+        "extraArgs": ["--debug"],
+        "extraEnv": [{"name": "TZ", "value": "UTC"}],
+    }
+    dep = one(render(values), "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    assert dep["spec"]["replicas"] == 3
+    for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName", "imagePullSecrets"):
+        assert pod[key] == values[key], key
+    (c,) = pod["containers"]
+    assert c["resources"] == values["resources"]
+    assert c["args"][-1] == "--debug"
+    assert {"name": "TZ", "value": "UTC"} in c["env"]
+
+
+def test_default_resources_are_bounded():
+    c = container(render())
+    assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
+    assert c["resources"]["limits"]["memory"]
+
+
+def test_common_labels_and_annotations_on_every_object_but_selector_labels_win():
+    values = {
+        "commonLabels": {"team": "db", "app.kubernetes.io/instance": "hijack"},
+        "commonAnnotations": {"owner": "dba@example.org"},
+        "podLabels": {"tier": "control", "app.kubernetes.io/name": "hijack"},
+        "podAnnotations": {"scrape": "no"},
+        "watchNamespaces": ["a"],
+        "metrics": {"enabled": True, "serviceMonitor": {"enabled": True, "labels": {"prom": "main"}}},
+    }
+    objs = [o for o in render(values) if o["kind"] != "CustomResourceDefinition"]
+    assert {o["kind"] for o in objs} >= {"Deployment", "ServiceAccount", "Role", "RoleBinding",
+                                        "ClusterRole", "ClusterRoleBinding", "Service",
+                                        "ServiceMonitor", "KopfPeering"}
+    for o in objs:
+        md = o["metadata"]
+        assert md["labels"]["team"] == "db", o["kind"]
+        assert md["labels"]["app.kubernetes.io/instance"] == RELEASE, o["kind"]
+        assert md["annotations"]["owner"] == "dba@example.org", o["kind"]
+    dep = one(objs, "Deployment")
+    tmpl = dep["spec"]["template"]["metadata"]
+    assert tmpl["labels"]["tier"] == "control"
+    assert tmpl["annotations"] == {"scrape": "no", "owner": "dba@example.org"}
+    selector = dep["spec"]["selector"]["matchLabels"]
+    assert selector == {"app.kubernetes.io/name": "mysql-operator", "app.kubernetes.io/instance": RELEASE}
+    assert selector.items() <= tmpl["labels"].items()
+    assert one(objs, "ServiceMonitor")["metadata"]["labels"]["prom"] == "main"
+
+
+def test_objects_live_in_the_release_namespace():
+    objs = render({}, namespace="mysql-ops")
+    for o in objs:
+        if o["kind"] in ("Deployment", "ServiceAccount", "Service"):
+            assert o["metadata"]["namespace"] == "mysql-ops", o["kind"]
+
+
+# --------------------------------------------------------------------------------- metrics
+
+
+def test_metrics_are_off_by_default():
+    objs = render()
+    assert not of_kind(objs, "Service") and not of_kind(objs, "ServiceMonitor")
+    c = container(objs)
+    assert not _flag(c["args"], "metrics-port")
+    assert "metrics" not in {p["name"] for p in c["ports"]}
+
+
+def test_metrics_service_and_service_monitor_select_the_operator():
+    objs = render({"metrics": {"enabled": True, "port": 9191,
+                               "serviceMonitor": {"enabled": True, "interval": "15s"}}})
+    c = container(objs)
+    assert _flag(c["args"], "metrics-port") == ["9191"]
+    assert {"name": "metrics", "containerPort": 9191, "protocol": "TCP"} in c["ports"]
+    svc = one(objs, "Service")
+    pod_labels = one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9191, "targetPort": "metrics",
+                                     "protocol": "TCP"}]
+    sm = one(objs, "ServiceMonitor")
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1"
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": [RELEASE_NS]}
+    assert sm["spec"]["endpoints"][0]["port"] == "metrics"
+    assert sm["spec"]["endpoints"][0]["interval"] == "15s"
+
+
+def test_metrics_service_alone_without_service_monitor():
+    objs = render({"metrics": {"enabled": True}})
+    assert one(objs, "Service") and not of_kind(objs, "ServiceMonitor")
+
+
+# --------------------------------------------------------------------------------- peering
+
+
+def test_cluster_peering_object_when_watching_all_namespaces():
+    objs = render({"replicas": 2})
+    peering = one(objs, "ClusterKopfPeering")
+    assert peering["apiVersion"] == "kopf.dev/v1"
+    assert _flag(container(objs)["args"], "peering") == [peering["metadata"]["name"]]
+    assert not of_kind(objs, "KopfPeering")
+
+
+def test_one_namespaced_peering_object_per_watched_namespace():
+    objs = render({"watchNamespaces": ["a", "b"], "peering": {"enabled": True, "name": "ops-peers"}})
+    peerings = of_kind(objs, "KopfPeering")
+    assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in peerings) == [
+        ("a", "ops-peers"), ("b", "ops-peers")]
+    assert _flag(container(objs)["args"], "peering") == ["ops-peers"]
+    assert not of_kind(objs, "ClusterKopfPeering")
+
+
+def test_standalone_without_peering():
+    objs = render({"peering": {"enabled": False}})
+    assert "--standalone" in container(objs)["args"]
+    assert not _flag(container(objs)["args"], "peering")
+    assert not of_kind(objs, "ClusterKopfPeering") and not of_kind(objs, "KopfPeering")
