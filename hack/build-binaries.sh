@@ -104,6 +104,10 @@ build_node_addons() {
     "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION" -ldflags "-s -w"
 }
 
+build_s3() {  # MinIO: a real S3 server for the backup tests only (AGPL-3.0: never shipped)
+  go_install "$BIN_DIR/minio-$MINIO_VERSION" minio "github.com/minio/minio@$MINIO_VERSION" -ldflags "-s -w"
+}
+
 go_install() {  # $1: target dir, $2: binary name, $3: module/cmd@version, rest: extra go flags
   local dir="$1" name="$2" pkg="$3"; shift 3
   [[ -x "$dir/$name" ]] && return 0
@@ -124,5 +128,6 @@ case "${1:-control-plane}" in
     build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet kube-proxy
     build_helm
     build_node_addons ;;
-  *) echo "usage: $0 [control-plane|node|all|--print-dir]" >&2; exit 2 ;;
+  s3) build_s3 ;;
+  *) echo "usage: $0 [control-plane|node|all|s3|--print-dir]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,117 @@
+"""Pure: the command lines a logical backup and a restore run, and reading a dump's GTID position.
+
+Passwords never appear on a command line (other users of the machine can read /proc/*/cmdline):
+the client tools read them from an option file (`--defaults-extra-file`, mode 0600) the caller
+writes with `client_option_file()`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mysql_operator.db.flavor import Flavor, ServerVersion
+
+SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+COMPRESSORS = {
+    # name: (compress argv, decompress argv, object suffix)
+    "zstd": (["zstd", "-q", "-c", "-3", "-T0"], ["zstd", "-q", "-d", "-c"], ".zst"),
+    "gzip": (["gzip", "-c", "-6"], ["gzip", "-d", "-c"], ".gz"),
+}
+
+
+class CommandError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a client tool connects. The password goes in the option file, never here."""
+
+    host: str
+    port: int
+    user: str
+
+
+def client_option_file(user: str, password: str) -> str:
+    """Text of a [client] option file holding the password (write it with mode 0600)."""
+    def quote(v: str) -> str:
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"[client]\nuser={quote(user)}\npassword={quote(password)}\n"
+
+
+def compressor(name: str) -> tuple[list[str], list[str], str]:
+    if name not in COMPRESSORS:
+        raise CommandError(f"compressor {name!r} is not supported: use one of {', '.join(COMPRESSORS)}")
+    c, d, s = COMPRESSORS[name]
+    return list(c), list(d), s
+
+
+def user_databases(names: list[str]) -> list[str]:
+    return sorted(n for n in names if n.lower() not in SYSTEM_DATABASES)
+
+
+def dump_command(version: ServerVersion, ep: Endpoint, options_file: str, databases: list[str]) -> list[str]:
+    """The flavor's dump tool with a consistent snapshot and the GTID position in the output."""
+    if not databases:
+        raise CommandError("nothing to back up: the server has no databases besides the system ones")
+    common = [
+        f"--defaults-extra-file={options_file}",
+        f"--host={ep.host}", f"--port={ep.port}", "--protocol=TCP",
+        "--single-transaction", "--quick",
+        "--triggers", "--routines", "--events", "--hex-blob",
+        "--default-character-set=utf8mb4",
+    ]
+    if version.flavor is Flavor.MARIADB:
+        # --master-data=2 + --gtid: a commented `SET GLOBAL gtid_slave_pos='…'` for the snapshot
+        tool = "mariadb-dump" if version.at_least(10, 5) else "mysqldump"
+        argv = [tool, *common, "--master-data=2", "--gtid"]
+    else:
+        source = "--source-data=2" if version.at_least(8, 0, 26) else "--master-data=2"
+        argv = ["mysqldump", *common, source, "--set-gtid-purged=ON", "--column-statistics=0"]
+    return [*argv, "--databases", *databases]
+
+
+def client_command(version: ServerVersion, ep: Endpoint, options_file: str) -> list[str]:
+    """The command-line client that loads a dump (dumps use client-side DELIMITER)."""
+    tool = "mariadb" if version.flavor is Flavor.MARIADB and version.at_least(10, 5) else "mysql"
+    argv = [tool, f"--defaults-extra-file={options_file}", f"--host={ep.host}", f"--port={ep.port}",
+            "--protocol=TCP", "--binary-mode", "--default-character-set=utf8mb4"]
+    if version.flavor is Flavor.MARIADB:
+        # the restored rows are not binlogged: replicas are built from the loaded primary, and the
+        # server's GTID position is set to the backup's afterwards (see before/after_load_sql)
+        argv.append("--init-command=SET SESSION sql_log_bin=0")
+    return argv
+
+
+def before_load_sql(version: ServerVersion) -> list[str]:
+    """Statements run on the (empty) target before loading: a clean GTID history."""
+    if version.flavor is Flavor.MARIADB:
+        return []
+    # the dump sets GTID_PURGED itself, which needs an empty gtid_executed
+    return ["RESET BINARY LOGS AND GTIDS" if version.at_least(8, 4) else "RESET MASTER"]
+
+
+def after_load_sql(version: ServerVersion, gtid: str | None) -> list[tuple[str, tuple]]:
+    """Statements that set the GTID position of the restored server to the backup's."""
+    if version.flavor is not Flavor.MARIADB or not gtid:
+        return []  # MySQL: the dump's SET @@GLOBAL.GTID_PURGED did it
+    return [
+        ("RESET MASTER", ()),
+        ("SET GLOBAL gtid_binlog_state = %s", (gtid,)),
+        ("SET GLOBAL gtid_slave_pos = %s", (gtid,)),
+    ]
+
+
+_MARIADB_GTID = re.compile(r"^-- SET GLOBAL gtid_slave_pos\s*=\s*'([0-9,\- ]*)'", re.M)
+_MYSQL_GTID = re.compile(r"SET @@GLOBAL\.GTID_PURGED\s*=\s*(?:/\*!80000 '\+'\*/\s*)?'([^']*)'", re.S)
+
+
+def gtid_from_dump(flavor: Flavor, text: str) -> str | None:
+    """The snapshot's GTID position from the dump's head or tail (None if not there)."""
+    if flavor is Flavor.MARIADB:
+        found = _MARIADB_GTID.findall(text)
+        return found[-1].strip() if found else None
+    m = _MYSQL_GTID.search(text)
+    return re.sub(r"\s+", "", m.group(1)) if m else None

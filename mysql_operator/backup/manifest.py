@@ -1,0 +1,63 @@
+"""The manifest written next to a backup's data. It is written LAST: its presence marks a backup
+complete; a folder without one is an aborted or running backup and is never restored from."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, fields
+
+FORMAT = 1
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ManifestError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Manifest:
+    cluster: str
+    namespace: str
+    backup: str
+    flavor: str  # mysql | mariadb
+    server_version: str  # e.g. 10.11.6
+    gtid_position: str | None
+    source_instance: str
+    started_at: str  # RFC 3339 UTC
+    completed_at: str
+    data_key: str  # object key of the compressed dump
+    compression: str  # zstd | gzip
+    compressed_size: int
+    uncompressed_size: int
+    sha256: str  # of the object as stored (compressed)
+    databases: tuple[str, ...] = ()
+    format: int = FORMAT
+
+    def to_json(self) -> bytes:
+        d = asdict(self)
+        d["databases"] = list(self.databases)
+        return (json.dumps(d, indent=2, sort_keys=True) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str = "manifest") -> "Manifest":
+        try:
+            d = json.loads(data)
+        except ValueError as e:
+            raise ManifestError(f"{where} is not valid JSON ({e}): the backup is damaged") from None
+        if not isinstance(d, dict):
+            raise ManifestError(f"{where} is not a JSON object: the backup is damaged")
+        if d.get("format", FORMAT) > FORMAT:
+            raise ManifestError(f"{where} has format {d['format']}: upgrade the operator to restore it")
+        known = {f.name for f in fields(cls)}
+        missing = sorted(n for n in known - set(d) if n not in ("databases", "format", "gtid_position"))
+        if missing:
+            raise ManifestError(f"{where} lacks {', '.join(missing)}: the backup is damaged")
+        d = {k: v for k, v in d.items() if k in known}
+        d["databases"] = tuple(d.get("databases") or ())
+        m = cls(**d)
+        if not _SHA256.match(str(m.sha256)):
+            raise ManifestError(f"{where}: sha256 {m.sha256!r} is not a hex SHA-256 digest")
+        if not isinstance(m.compressed_size, int) or m.compressed_size <= 0:
+            raise ManifestError(f"{where}: compressed_size must be a positive integer")
+        return m

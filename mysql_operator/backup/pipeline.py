@@ -1,0 +1,70 @@
+"""Effects: child processes wired together with bounded buffers, and the client option file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from mysql_operator.backup.commands import client_option_file
+from mysql_operator.db.instance import redact
+
+CHUNK = 1024 * 1024
+
+
+class TailBuffer:
+    """The last `limit` bytes written (for a child's stderr in an error message)."""
+
+    def __init__(self, limit: int = 4096):
+        self.limit = limit
+        self.data = b""
+
+    def add(self, b: bytes) -> None:
+        self.data = (self.data + b)[-self.limit:]
+
+    def text(self, secrets: tuple[str, ...] = ()) -> str:
+        return redact(self.data.decode(errors="replace").strip(), secrets)
+
+
+def drain(stream, into: TailBuffer) -> threading.Thread:
+    def run() -> None:
+        for line in iter(lambda: stream.read(4096), b""):
+            into.add(line)
+    t = threading.Thread(target=run, daemon=True, name="stderr")
+    t.start()
+    return t
+
+
+@contextmanager
+def option_file(user: str, password: str) -> Iterator[str]:
+    """A [client] option file with the password, mode 0600, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="mysql-operator-") as tmp:
+        path = Path(tmp) / "client.cnf"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(client_option_file(user, password))
+        yield str(path)
+
+
+def spawn(argv: list[str], **kw) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(argv, **kw)
+    except FileNotFoundError:
+        raise RuntimeError(f"{argv[0]} is not installed: the backup needs it on PATH") from None
+
+
+def stop(*procs: subprocess.Popen | None) -> None:
+    """Kill the children that still run (after a failure) and reap them."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.kill()
+    for p in procs:
+        if p is not None:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                pass

@@ -1,0 +1,207 @@
+"""Restore a backup into a new, empty server: verify first, then load, then set the GTID position.
+
+    from mysql_operator.backup.restore import restore_into, Target, Source
+    result = restore_into(Target(host, port, user, password), Source(s3, path), s3_credentials)
+
+1. Read the manifest (a folder without one is not a complete backup: refused).
+2. Download the data object once, streaming, computing its sha256 and size: refuse on any mismatch
+   with the manifest. Nothing is written to the server and nothing to disk in this pass.
+3. Check the target has no user databases (a restore never overwrites data).
+4. Download again - pinned to the verified object's ETag, so a replaced object is refused - and
+   stream it through the decompressor into the command-line client; the sha256 is checked again.
+5. Set the server's GTID position to the backup's.
+
+Verifying before loading costs one extra read of the compressed object (cheap next to loading it)
+and needs no temporary file the size of the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass
+
+from mysql_operator.api import S3
+from mysql_operator.backup import commands, storage
+from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.manifest import Manifest, ManifestError
+from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, spawn, stop
+from mysql_operator.db.instance import Instance, InstanceError
+
+
+class RestoreError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Target:
+    host: str
+    port: int
+    user: str
+    password: str
+
+    def __repr__(self) -> str:
+        return f"Target({self.host}:{self.port}, user={self.user!r})"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A backup in S3: `path` is its folder (relative to s3.prefix), or its manifest or data key."""
+
+    s3: S3
+    path: str
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    manifest: Manifest
+    gtid_position: str | None
+    bytes_loaded: int
+
+
+def manifest_key(source: Source) -> str:
+    """Pure: the manifest's key for a spec.restore.s3.path or a status.location."""
+    path = source.path
+    if path.startswith("s3://"):  # a MySQLBackup's status.location: s3://bucket/key
+        bucket, _, path = path[len("s3://"):].partition("/")
+        if bucket != source.s3.bucket:
+            raise RestoreError(f"backup location {source.path!r} is not in bucket {source.s3.bucket!r}")
+        key = path.strip("/")
+    else:
+        key = storage.join_key(source.s3.prefix, path)
+    last = key.rsplit("/", 1)[-1]
+    if last == storage.MANIFEST_NAME:
+        return key
+    if last.startswith("backup.sql"):
+        return key.rsplit("/", 1)[0] + "/" + storage.MANIFEST_NAME
+    return f"{key}/{storage.MANIFEST_NAME}"
+
+
+def read_manifest(client, source: Source) -> Manifest:
+    key = manifest_key(source)
+    try:
+        data = storage.get_bytes(client, source.s3, key)
+    except storage.NotFound:
+        raise RestoreError(f"no complete backup at {storage.describe(source.s3, key.rsplit('/', 1)[0])}: "
+                           f"{storage.MANIFEST_NAME} is missing (wrong path, or the backup never "
+                           "finished)") from None
+    try:
+        return Manifest.from_json(data, storage.describe(source.s3, key))
+    except ManifestError as e:
+        raise RestoreError(str(e)) from None
+
+
+def verify(client, s3: S3, m: Manifest) -> str:
+    """Stream the data object and compare its size and sha256 with the manifest. Returns the ETag
+    of the verified object. Raises RestoreError."""
+    info = storage.head(client, s3, m.data_key)
+    etag = info.get("ETag")
+    digest, size = hashlib.sha256(), 0
+    for chunk in storage.iter_object(client, s3, m.data_key, etag):
+        digest.update(chunk)
+        size += len(chunk)
+    _check(s3, m, size, digest.hexdigest())
+    return etag
+
+
+def _check(s3: S3, m: Manifest, size: int, sha: str) -> None:
+    where = storage.describe(s3, m.data_key)
+    if size != m.compressed_size:
+        raise RestoreError(f"{where} has {size} bytes but the manifest says {m.compressed_size}: the "
+                           "object is truncated or replaced; refusing to restore from it")
+    if sha != m.sha256:
+        raise RestoreError(f"{where} has sha256 {sha} but the manifest says {m.sha256}: the object is "
+                           "corrupted; refusing to restore from it")
+
+
+def _user_databases(inst: Instance) -> list[str]:
+    return commands.user_databases([r[0] for r in inst.execute("SHOW DATABASES")])
+
+
+def restore_into(target: Target, source: Source, s3_credentials: storage.Credentials, *,
+                 client=None) -> RestoreResult:
+    """Restore `source` into the empty server `target` (the new cluster's primary). Raises
+    RestoreError or StorageError; their text never contains a password."""
+    client = client or storage.make_client(source.s3, s3_credentials)
+    m = read_manifest(client, source)
+    etag = verify(client, source.s3, m)
+
+    inst = Instance(target.host, target.port, target.user, target.password, name=f"{target.host}:{target.port}",
+                    slow_timeout=120)
+    try:
+        version = inst.dialect.version
+        if version.flavor.value != m.flavor:
+            raise RestoreError(f"the backup is of a {m.flavor} server; the target runs {version}: restore "
+                               f"into a cluster with flavor {m.flavor}")
+        existing = _user_databases(inst)
+        if existing:
+            raise RestoreError(f"the target already has databases ({', '.join(existing)}): a restore only "
+                               "goes into a new, empty cluster and never overwrites data")
+        for sql in commands.before_load_sql(version):
+            inst.execute(sql)
+    except InstanceError as e:
+        raise RestoreError(f"preparing {target.host}:{target.port} for the restore: {e}") from None
+    finally:
+        inst.close()
+
+    loaded = _load(client, source.s3, m, etag, target, version)
+
+    inst = Instance(target.host, target.port, target.user, target.password, slow_timeout=120)
+    try:
+        for sql, args in commands.after_load_sql(version, m.gtid_position):
+            inst.execute(sql, args)
+    except InstanceError as e:
+        raise RestoreError(f"setting the GTID position {m.gtid_position} on {target.host}:{target.port}: {e}") from None
+    finally:
+        inst.close()
+    return RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=loaded)
+
+
+def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> int:
+    _, decompress_argv, _ = commands.compressor(m.compression)
+    secrets = (target.password,)
+    ep = Endpoint(target.host, target.port, target.user)
+    with option_file(target.user, target.password) as options:
+        client_argv = commands.client_command(version, ep, options)
+        dec = cli = None
+        dec_err, cli_err = TailBuffer(), TailBuffer()
+        try:
+            dec = spawn(decompress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            cli = spawn(client_argv, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            dec.stdout.close()  # the client owns the read end now
+            readers = [drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
+            digest, size = hashlib.sha256(), 0
+            write_error = None
+            try:
+                fd = dec.stdin.fileno()
+                for chunk in storage.iter_object(client, s3, m.data_key, etag):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view):]
+            except BrokenPipeError as e:
+                write_error = e
+            finally:
+                try:
+                    dec.stdin.close()
+                except BrokenPipeError:
+                    pass
+            dec_rc, cli_rc = dec.wait(), cli.wait()
+            for t in readers:
+                t.join(5)
+            if cli_rc != 0:
+                raise RestoreError(f"{client_argv[0]} failed loading the backup (exit status {cli_rc}): "
+                                   f"{cli_err.text(secrets) or 'no message'}")
+            if dec_rc != 0 or write_error:
+                raise RestoreError(f"{decompress_argv[0]} failed (exit status {dec_rc}): "
+                                   f"{dec_err.text(secrets) or write_error or 'no message'}")
+            _check(s3, m, size, digest.hexdigest())
+            return size
+        finally:
+            stop(dec, cli)
+
+
+__all__ = ["RestoreError", "RestoreResult", "Source", "Target", "manifest_key", "read_manifest",
+           "restore_into", "verify"]

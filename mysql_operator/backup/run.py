@@ -1,0 +1,212 @@
+"""One logical backup: dump tool -> compressor -> S3 multipart upload, then the manifest.
+
+    manifest = run_backup(request, s3_credentials, db_password)
+
+The dump's stdout goes through this process (counted, its first and last 64 KiB kept to read the
+GTID position) into the compressor; the compressor's output is cut into fixed-size parts and
+uploaded while the dump continues. Memory stays at a few parts whatever the database size; nothing
+is written to disk. A failure anywhere (dump tool, compressor, S3) aborts the multipart upload, so
+no data object appears, and the manifest - written last - never does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from mysql_operator.api import S3
+from mysql_operator.backup import commands, storage
+from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.manifest import Manifest
+from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, option_file, spawn, stop
+from mysql_operator.db.instance import Instance, Observation
+
+WINDOW = 64 * 1024  # bytes of the dump's head and tail kept to read the GTID position
+
+
+class BackupError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str  # instance name as shown in status (e.g. pod name)
+    endpoint: Endpoint
+
+
+@dataclass(frozen=True)
+class BackupRequest:
+    cluster: str
+    namespace: str
+    backup: str
+    s3: S3
+    candidates: tuple[Candidate, ...]
+    compression: str = "zstd"
+    part_size: int = storage.DEFAULT_PART_SIZE
+    max_lag_seconds: int = 300
+
+
+def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int = 300) -> str:
+    """Pure: the healthy replica with the least lag, else the primary. Raises BackupError."""
+    replicas, primaries, notes = [], [], []
+    for name, o in observed:
+        if not o.reachable:
+            notes.append(f"{name}: unreachable")
+            continue
+        r = o.replica
+        if r is None:
+            primaries.append((o.read_only, name))  # a writable one first
+        elif r.io_running and r.sql_running and r.seconds_behind is not None \
+                and r.seconds_behind <= max_lag_seconds:
+            replicas.append((r.seconds_behind, name))
+        else:
+            notes.append(f"{name}: replica not healthy (io {r.io_state}, sql "
+                         f"{'running' if r.sql_running else 'stopped'}, lag {r.seconds_behind})")
+    if replicas:
+        return min(replicas)[1]
+    if primaries:
+        return min(primaries)[1]
+    raise BackupError("no instance to back up from: " + "; ".join(notes or ["no instances given"]))
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class _Stream:
+    """Counts the dump's bytes and keeps its head and tail while pumping it to the compressor."""
+
+    size: int = 0
+    head: bytes = b""
+    tail: bytes = b""
+    error: list = field(default_factory=list)
+
+    def pump(self, src, dst) -> None:
+        try:
+            fd = src.fileno()
+            while True:
+                b = os.read(fd, CHUNK)
+                if not b:
+                    break
+                self.size += len(b)
+                if len(self.head) < WINDOW:
+                    self.head += b[:WINDOW - len(self.head)]
+                self.tail = b[-WINDOW:] if len(b) >= WINDOW else (self.tail + b)[-WINDOW:]
+                dst.write(b)
+        except BaseException as e:  # noqa: BLE001 - reported by before_complete
+            self.error.append(e)
+        finally:
+            try:
+                dst.close()
+            except OSError:
+                pass
+
+
+def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_password: str, *,
+               client=None, on_part: Callable[[int], None] | None = None) -> Manifest:
+    """Take the backup and return its manifest (already stored). Raises BackupError or StorageError
+    whose text never contains a password."""
+    started = _now()
+    client = client or storage.make_client(req.s3, s3_credentials)
+    storage.check_bucket(client, req.s3)  # wrong bucket/credentials/endpoint: fail before dumping
+
+    observed = []
+    for c in req.candidates:
+        inst = Instance(c.endpoint.host, c.endpoint.port, c.endpoint.user, db_password, name=c.name)
+        observed.append((c.name, inst.observe()))
+        inst.close()
+    source_name = choose_source(observed, req.max_lag_seconds)
+    source = next(c for c in req.candidates if c.name == source_name)
+    observation = dict(observed)[source_name]
+    version = observation.version
+
+    inst = Instance(source.endpoint.host, source.endpoint.port, source.endpoint.user, db_password,
+                    name=source_name)
+    try:
+        full_version = str(inst.scalar("SELECT VERSION()")).split("-")[0]
+        databases = commands.user_databases([r[0] for r in inst.execute("SHOW DATABASES")])
+    except Exception as e:  # noqa: BLE001
+        raise BackupError(f"reading the databases of {source_name}: {e}") from None
+    finally:
+        inst.close()
+
+    compress_argv, _, suffix = commands.compressor(req.compression)
+    folder = storage.backup_folder(req.s3, req.cluster, req.backup)
+    data_key = f"{folder}/backup.sql{suffix}"
+    secrets = (db_password, s3_credentials.secret_access_key)
+
+    with option_file(source.endpoint.user, db_password) as options:
+        argv = commands.dump_command(version, source.endpoint, options, databases)
+        dump = comp = None
+        dump_err, comp_err = TailBuffer(), TailBuffer()
+        stream = _Stream()
+        try:
+            dump = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            comp = spawn(compress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+            readers = [drain(dump.stderr, dump_err), drain(comp.stderr, comp_err)]
+            pump = threading.Thread(target=stream.pump, args=(dump.stdout, comp.stdin), daemon=True)
+            pump.start()
+            comp_out = comp.stdout.fileno()
+
+            parts = [0]
+
+            def read(n: int) -> bytes:
+                b = os.read(comp_out, min(n, CHUNK))
+                return b
+
+            def on_progress() -> None:
+                parts[0] += 1
+                if on_part is not None:
+                    on_part(parts[0])
+
+            def before_complete() -> None:
+                pump.join()
+                dump_rc, comp_rc = dump.wait(), comp.wait()
+                for t in readers:
+                    t.join(5)
+                if dump_rc != 0:
+                    raise BackupError(f"{argv[0]} failed on {source_name} (exit status {dump_rc}) after "
+                                      f"{stream.size} bytes: {dump_err.text(secrets) or 'no message'}")
+                if comp_rc != 0:
+                    raise BackupError(f"{compress_argv[0]} failed (exit status {comp_rc}): "
+                                      f"{comp_err.text(secrets) or 'no message'}")
+                if stream.error:
+                    raise BackupError(f"passing the dump to {compress_argv[0]} failed: {stream.error[0]}")
+
+            uploaded = storage.upload_stream(
+                client, req.s3, data_key, _counting(read, req.part_size, on_progress),
+                part_size=req.part_size, before_complete=before_complete)
+        finally:
+            stop(dump, comp)
+
+    gtid = commands.gtid_from_dump(version.flavor, stream.head.decode(errors="replace") + "\n"
+                                   + stream.tail.decode(errors="replace"))
+    manifest = Manifest(
+        cluster=req.cluster, namespace=req.namespace, backup=req.backup,
+        flavor=version.flavor.value, server_version=full_version, gtid_position=gtid,
+        source_instance=source_name, started_at=started, completed_at=_now(),
+        data_key=data_key, compression=req.compression, compressed_size=uploaded.size,
+        uncompressed_size=stream.size, sha256=uploaded.sha256, databases=tuple(databases),
+    )
+    storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())
+    return manifest
+
+
+def _counting(read: Callable[[int], bytes], part_size: int, on_part: Callable[[], None]):
+    """Wrap `read` to call on_part each time another part_size bytes went through."""
+    state = {"n": 0}
+
+    def wrapped(n: int) -> bytes:
+        b = read(n)
+        before = state["n"] // part_size
+        state["n"] += len(b)
+        if state["n"] // part_size > before:
+            on_part()
+        return b
+    return wrapped

@@ -1,0 +1,276 @@
+"""S3-compatible storage with boto3: streaming multipart upload at constant memory, verified reads.
+
+Every failure leaves as `StorageError` whose message names the bucket/endpoint and the fix, and
+never contains a secret (boto3 errors do not quote keys; we never format them in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import boto3
+import botocore.exceptions
+from botocore.config import Config
+
+from mysql_operator.api import S3
+
+MIN_PART_SIZE = 5 * 1024 * 1024  # the S3 minimum for every part but the last
+DEFAULT_PART_SIZE = 16 * 1024 * 1024
+MANIFEST_NAME = "manifest.json"
+
+
+class StorageError(Exception):
+    pass
+
+
+class NotFound(StorageError):
+    pass
+
+
+@dataclass(frozen=True)
+class Credentials:
+    access_key_id: str
+    secret_access_key: str
+
+    def __repr__(self) -> str:  # never print the secret
+        return f"Credentials(access_key_id={self.access_key_id!r}, secret_access_key='***')"
+
+
+def join_key(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+
+
+def backup_folder(s3: S3, cluster: str, backup: str) -> str:
+    """`<prefix>/<cluster>/<backup>`: the data object and manifest.json live here."""
+    return join_key(s3.prefix, cluster, backup)
+
+
+def describe(s3: S3, key: str = "") -> str:
+    where = f" at {s3.endpoint}" if s3.endpoint else ""
+    return f"s3://{s3.bucket}/{key}{where}"
+
+
+def make_client(s3: S3, creds: Credentials, connect_timeout: float = 5, read_timeout: float = 60,
+                attempts: int = 3):
+    config = Config(
+        region_name=s3.region or "us-east-1",
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"max_attempts": attempts, "mode": "standard"},
+        s3={"addressing_style": "path" if s3.force_path_style else "auto"},
+        signature_version="s3v4",
+        # checksums on every part would hash twice; we hash the object ourselves
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    return boto3.session.Session().client(
+        "s3", endpoint_url=s3.endpoint or None, aws_access_key_id=creds.access_key_id,
+        aws_secret_access_key=creds.secret_access_key, config=config)
+
+
+def explain(e: BaseException, s3: S3, key: str = "") -> StorageError:
+    """A clear StorageError for a boto3/botocore failure."""
+    where = describe(s3, key)
+    if isinstance(e, StorageError):
+        return e
+    if isinstance(e, botocore.exceptions.ClientError):
+        err = e.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"):
+            return StorageError(f"S3 refused the credentials for {where} ({code}): check the access "
+                                "key id and secret access key in the credentials Secret")
+        if code in ("AccessDenied", "403") or status == 403:
+            return StorageError(f"S3 denied access to {where} ({code or status}): grant the "
+                                "credentials s3:GetObject/PutObject/DeleteObject/ListBucket on the bucket")
+        if code == "NoSuchBucket":
+            return NotFound(f"bucket {s3.bucket!r} does not exist at {s3.endpoint or 'AWS S3'}: create it "
+                            "or fix storage.s3.bucket")
+        if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+            return NotFound(f"no object at {where}")
+        if code in ("PreconditionFailed", "412") or status == 412:
+            return StorageError(f"{where} changed while it was being read: try again")
+        return StorageError(f"S3 request on {where} failed: {code or status}: {err.get('Message', '')}".rstrip(": "))
+    if isinstance(e, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError,
+                      botocore.exceptions.ConnectionClosedError)):
+        return StorageError(f"cannot reach the S3 endpoint {s3.endpoint or 'of AWS'} for {where}: "
+                            "check storage.s3.endpoint and the network path")
+    if isinstance(e, botocore.exceptions.ReadTimeoutError):
+        return StorageError(f"the S3 endpoint stopped answering while working on {where}")
+    if isinstance(e, botocore.exceptions.NoCredentialsError):
+        return StorageError("no S3 credentials: set the access key id and secret access key")
+    if isinstance(e, botocore.exceptions.BotoCoreError):
+        return StorageError(f"S3 request on {where} failed: {e}")
+    return StorageError(f"S3 request on {where} failed: {type(e).__name__}: {e}")
+
+
+def check_bucket(client, s3: S3) -> None:
+    """Fail early (before dumping anything) when the bucket or credentials are wrong."""
+    try:
+        client.head_bucket(Bucket=s3.bucket)
+    except Exception as e:  # noqa: BLE001 - translated
+        err = explain(e, s3)
+        if isinstance(err, NotFound):
+            err = NotFound(f"bucket {s3.bucket!r} does not exist at {s3.endpoint or 'AWS S3'}: create it "
+                           "or fix storage.s3.bucket")
+        raise err from None
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    key: str
+    size: int
+    sha256: str
+    parts: int
+
+
+def _read_full(read: Callable[[int], bytes], n: int) -> bytes:
+    """Up to n bytes: fewer only at the end of the stream."""
+    chunks, got = [], 0
+    while got < n:
+        b = read(n - got)
+        if not b:
+            break
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def upload_stream(client, s3: S3, key: str, read: Callable[[int], bytes], *,
+                  part_size: int = DEFAULT_PART_SIZE, before_complete: Callable[[], None] = lambda: None,
+                  in_flight: int = 2) -> Uploaded:
+    """Stream `read` into one object with a multipart upload; memory is about
+    (in_flight + 2) * part_size whatever the stream's length.
+
+    The sha256 is computed while reading. `before_complete` runs after the stream ended and before
+    the upload is completed: it raises when the producer failed (a dump tool's exit status), and then,
+    as on any other failure, the multipart upload is aborted: no object appears.
+    """
+    if part_size < MIN_PART_SIZE:
+        raise ValueError(f"part size {part_size} is below the S3 minimum of {MIN_PART_SIZE} bytes")
+    try:
+        upload_id = client.create_multipart_upload(Bucket=s3.bucket, Key=key)["UploadId"]
+    except Exception as e:  # noqa: BLE001
+        raise explain(e, s3, key) from None
+    work: queue.Queue = queue.Queue(maxsize=in_flight)
+    etags: dict[int, str] = {}
+    failure: list[BaseException] = []
+
+    def uploader() -> None:
+        while True:
+            item = work.get()
+            if item is None:
+                return
+            number, data = item
+            if failure:
+                continue  # drain
+            try:
+                r = client.upload_part(Bucket=s3.bucket, Key=key, UploadId=upload_id,
+                                       PartNumber=number, Body=data)
+                etags[number] = r["ETag"]
+            except BaseException as e:  # noqa: BLE001 - reported by the producer side
+                failure.append(e)
+
+    thread = threading.Thread(target=uploader, name="s3-upload", daemon=True)
+    thread.start()
+    digest, size, number = hashlib.sha256(), 0, 0
+    try:
+        try:
+            while not failure:
+                data = _read_full(read, part_size)
+                if not data and number > 0:
+                    break
+                number += 1
+                digest.update(data)
+                size += len(data)
+                work.put((number, data))
+                del data
+                if size % part_size:  # a short part is the last one
+                    break
+        finally:
+            work.put(None)
+            thread.join()
+        if failure:
+            raise explain(failure[0], s3, key)
+        before_complete()
+        client.complete_multipart_upload(
+            Bucket=s3.bucket, Key=key, UploadId=upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": etags[n]} for n in sorted(etags)]})
+    except BaseException as e:
+        try:
+            client.abort_multipart_upload(Bucket=s3.bucket, Key=key, UploadId=upload_id)
+        except Exception:  # noqa: BLE001 - the first error is the one to report
+            pass
+        if isinstance(e, Exception) and not isinstance(e, StorageError) and _is_boto(e):
+            raise explain(e, s3, key) from None
+        raise
+    return Uploaded(key=key, size=size, sha256=digest.hexdigest(), parts=number)
+
+
+def _is_boto(e: BaseException) -> bool:
+    return isinstance(e, (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError))
+
+
+def put_bytes(client, s3: S3, key: str, data: bytes, content_type: str = "application/json") -> None:
+    try:
+        client.put_object(Bucket=s3.bucket, Key=key, Body=data, ContentType=content_type)
+    except Exception as e:  # noqa: BLE001
+        raise explain(e, s3, key) from None
+
+
+def get_bytes(client, s3: S3, key: str, limit: int = 1024 * 1024) -> bytes:
+    try:
+        body = client.get_object(Bucket=s3.bucket, Key=key)["Body"]
+        data = body.read(limit + 1)
+    except Exception as e:  # noqa: BLE001
+        raise explain(e, s3, key) from None
+    if len(data) > limit:
+        raise StorageError(f"{describe(s3, key)} is larger than {limit} bytes: not a manifest")
+    return data
+
+
+def head(client, s3: S3, key: str) -> dict:
+    try:
+        return client.head_object(Bucket=s3.bucket, Key=key)
+    except Exception as e:  # noqa: BLE001
+        raise explain(e, s3, key) from None
+
+
+def iter_object(client, s3: S3, key: str, etag: str | None = None,
+                chunk: int = 1024 * 1024) -> Iterator[bytes]:
+    """The object's bytes in chunks; with `etag`, refuse if the object was replaced meanwhile."""
+    try:
+        kwargs = {"IfMatch": etag} if etag else {}
+        body = client.get_object(Bucket=s3.bucket, Key=key, **kwargs)["Body"]
+        yield from body.iter_chunks(chunk)
+    except Exception as e:  # noqa: BLE001
+        if isinstance(e, GeneratorExit):
+            raise
+        raise explain(e, s3, key) from None
+
+
+def list_keys(client, s3: S3, prefix: str) -> list[str]:
+    try:
+        out = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=prefix):
+            out.extend(o["Key"] for o in page.get("Contents", []))
+        return out
+    except Exception as e:  # noqa: BLE001
+        raise explain(e, s3, prefix) from None
+
+
+def delete_folder(client, s3: S3, folder: str) -> int:
+    """Delete every object under `folder/` (manifest first, so a half-deleted backup never looks
+    complete). Returns how many were deleted."""
+    keys = list_keys(client, s3, folder.rstrip("/") + "/")
+    keys.sort(key=lambda k: (not k.endswith("/" + MANIFEST_NAME), k))
+    try:
+        for k in keys:
+            client.delete_object(Bucket=s3.bucket, Key=k)
+    except Exception as e:  # noqa: BLE001
+        raise explain(e, s3, folder) from None
+    return len(keys)

@@ -1,0 +1,146 @@
+"""A real S3 server on 127.0.0.1 for the backup tests: MinIO built from its Go module
+(`hack/build-binaries.sh s3`, test-only, AGPL: never shipped).
+
+Each server gets a free port, its own temporary data directory and random root credentials, runs in
+its own process group, and `stop()` kills exactly that process group.
+
+    python -m tests.support.s3      # start one, print endpoint and keys, run until Ctrl-C
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+
+from tests.support.mariadb import free_port
+from tests.support.wait import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _minio_version() -> str:
+    for line in (REPO / "hack" / "versions.env").read_text().splitlines():
+        if line.startswith("MINIO_VERSION="):
+            return line.split("=", 1)[1].strip()
+    raise RuntimeError("MINIO_VERSION is not pinned in hack/versions.env")
+
+
+def minio_binary() -> Path:
+    root = Path(os.environ.get("MYSQL_OPERATOR_DEV_CACHE")
+                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mysql-operator-dev")
+    return root / "bin" / f"minio-{_minio_version()}" / "minio"
+
+
+def missing() -> str | None:
+    """Why no S3 server can start here, or None."""
+    if not minio_binary().exists():
+        return f"MinIO is not built ({minio_binary()}): run `hack/build-binaries.sh s3`"
+    return None
+
+
+@dataclass
+class S3Server:
+    root: Path
+    port: int = field(default_factory=free_port)
+    console_port: int = field(default_factory=free_port)
+    access_key: str = field(default_factory=lambda: "test" + secrets.token_hex(6))
+    secret_key: str = field(default_factory=lambda: secrets.token_hex(20), repr=False)
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> "S3Server":
+        (self.root / "data").mkdir(parents=True, exist_ok=True)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.root),
+            "MINIO_ROOT_USER": self.access_key,
+            "MINIO_ROOT_PASSWORD": self.secret_key,
+            "MINIO_BROWSER": "off",
+            "MINIO_UPDATE": "off",
+            "MINIO_CI_CD": "1",
+        }
+        log = open(self.root / "minio.log", "ab")
+        self.proc = subprocess.Popen(
+            [str(minio_binary()), "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
+             "--console-address", f"127.0.0.1:{self.console_port}", str(self.root / "data")],
+            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+        log.close()
+        wait_for(self._ready, timeout, f"MinIO to answer on {self.endpoint}")
+        return self
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"MinIO exited: {self.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/minio/health/ready", timeout=2) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def client(self, access_key: str | None = None, secret_key: str | None = None):
+        return boto3.session.Session().client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=access_key or self.access_key,
+            aws_secret_access_key=secret_key or self.secret_key,
+            config=Config(region_name="us-east-1", s3={"addressing_style": "path"},
+                          retries={"max_attempts": 1}))
+
+    def create_bucket(self, name: str) -> str:
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join((self.root / "minio.log").read_text(errors="replace").splitlines()[-n:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def start(root: Path | None = None) -> S3Server:
+    reason = missing()
+    if reason:
+        raise RuntimeError(reason)
+    return S3Server(root=Path(root or tempfile.mkdtemp(prefix="s3-test-"))).start()
+
+
+def main() -> int:
+    server = start()
+    print(f"endpoint {server.endpoint} access key {server.access_key} secret key {server.secret_key}")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

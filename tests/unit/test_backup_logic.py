@@ -1,0 +1,162 @@
+"""Pure backup logic: command lines per flavor, GTID from dumps, source choice, manifest, paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from mysql_operator.api import S3, SecretKeys
+from mysql_operator.backup import commands
+from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.manifest import Manifest, ManifestError
+from mysql_operator.backup.restore import RestoreError, Source, manifest_key
+from mysql_operator.backup.run import BackupError, choose_source
+from mysql_operator.db.flavor import Flavor, ServerVersion
+from mysql_operator.db.gtid import MariaDBGtids
+from mysql_operator.db.instance import Observation, ReplicaStatus
+
+MARIADB = ServerVersion(Flavor.MARIADB, 10, 11, 6)
+MYSQL84 = ServerVersion(Flavor.MYSQL, 8, 4, 3)
+MYSQL80 = ServerVersion(Flavor.MYSQL, 8, 0, 20)
+EP = Endpoint("db-1.db-headless.ns.svc", 3306, "mysql-operator")
+
+
+def test_mariadb_dump_consistent_snapshot_with_gtid_and_no_password():
+    argv = commands.dump_command(MARIADB, EP, "/tmp/x/client.cnf", ["app", "shop"])
+    assert argv[0] == "mariadb-dump"
+    assert argv[1] == "--defaults-extra-file=/tmp/x/client.cnf"
+    for opt in ("--single-transaction", "--master-data=2", "--gtid", "--routines", "--triggers",
+                "--events", "--hex-blob", "--quick"):
+        assert opt in argv
+    assert argv[-3:] == ["--databases", "app", "shop"]
+    assert not any("password" in a for a in argv)
+
+
+def test_mysqldump_uses_source_data_from_8026_and_sets_gtid_purged():
+    argv = commands.dump_command(MYSQL84, EP, "/f", ["app"])
+    assert argv[0] == "mysqldump"
+    assert "--source-data=2" in argv and "--master-data=2" not in argv
+    assert "--set-gtid-purged=ON" in argv and "--single-transaction" in argv
+    old = commands.dump_command(MYSQL80, EP, "/f", ["app"])
+    assert "--master-data=2" in old and "--source-data=2" not in old
+
+
+def test_dump_refuses_nothing_to_back_up():
+    with pytest.raises(commands.CommandError, match="no databases"):
+        commands.dump_command(MARIADB, EP, "/f", [])
+
+
+def test_system_databases_are_not_dumped():
+    assert commands.user_databases(["mysql", "app", "sys", "information_schema",
+                                    "performance_schema", "a"]) == ["a", "app"]
+
+
+def test_client_commands_and_gtid_statements_per_flavor():
+    m = commands.client_command(MARIADB, EP, "/f")
+    assert m[0] == "mariadb" and "--init-command=SET SESSION sql_log_bin=0" in m
+    assert commands.client_command(MYSQL84, EP, "/f")[0] == "mysql"
+    assert commands.before_load_sql(MYSQL84) == ["RESET BINARY LOGS AND GTIDS"]
+    assert commands.before_load_sql(MYSQL80) == ["RESET MASTER"]
+    assert commands.before_load_sql(MARIADB) == []
+    assert commands.after_load_sql(MARIADB, "0-1-42") == [
+        ("RESET MASTER", ()), ("SET GLOBAL gtid_binlog_state = %s", ("0-1-42",)),
+        ("SET GLOBAL gtid_slave_pos = %s", ("0-1-42",))]
+    assert commands.after_load_sql(MYSQL84, "uuid:1-5") == []
+
+
+def test_option_file_quotes_the_password():
+    text = commands.client_option_file("u", 'p"w\\x')
+    assert 'password="p\\"w\\\\x"' in text
+
+
+def test_compressor_unknown_is_named():
+    with pytest.raises(commands.CommandError, match="brotli"):
+        commands.compressor("brotli")
+
+
+def test_gtid_from_mariadb_dump_head_and_11x_tail():
+    head = ("-- MariaDB dump 10.19\n--\n-- Position to start replication or point-in-time recovery from\n"
+            "--\n\n-- CHANGE MASTER TO MASTER_LOG_FILE='mysql-bin.000001', MASTER_LOG_POS=1234;\n\n"
+            "--\n-- GTID to start replication from\n--\n\n-- SET GLOBAL gtid_slave_pos='0-1-17';\n")
+    assert commands.gtid_from_dump(Flavor.MARIADB, head) == "0-1-17"
+    assert commands.gtid_from_dump(Flavor.MARIADB, "-- SET GLOBAL gtid_slave_pos='0-1-5,1-2-9';\n") == "0-1-5,1-2-9"
+    assert commands.gtid_from_dump(Flavor.MARIADB, "INSERT INTO t VALUES (1);\n") is None
+
+
+def test_gtid_from_mysqldump_multiline_set():
+    text = ("SET @@SESSION.SQL_LOG_BIN= 0;\n\n--\n-- GTID state at the beginning of the backup \n--\n\n"
+            "SET @@GLOBAL.GTID_PURGED=/*!80000 '+'*/ '3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,\n"
+            "4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3';\n")
+    assert commands.gtid_from_dump(Flavor.MYSQL, text) == (
+        "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3")
+
+
+def _replica(io="Yes", sql=True, lag=0):
+    return Observation(reachable=True, version=MARIADB, read_only=True, replica=ReplicaStatus(
+        source_host="p", source_port=3306, io_state=io, sql_running=sql, io_errno=0, io_error="",
+        sql_errno=0, sql_error="", seconds_behind=lag, received=MariaDBGtids.parse("")))
+
+
+PRIMARY = Observation(reachable=True, version=MARIADB, read_only=False)
+DOWN = Observation(reachable=False, error="refused")
+
+
+def test_source_prefers_least_lagged_healthy_replica():
+    assert choose_source([("db-0", PRIMARY), ("db-1", _replica(lag=5)), ("db-2", _replica(lag=1))]) == "db-2"
+
+
+def test_source_skips_broken_and_lagging_replicas_then_uses_primary():
+    obs = [("db-0", PRIMARY), ("db-1", _replica(io="Connecting")), ("db-2", _replica(lag=900)),
+           ("db-3", _replica(sql=False)), ("db-4", DOWN)]
+    assert choose_source(obs, max_lag_seconds=300) == "db-0"
+
+
+def test_source_none_is_a_clear_error():
+    with pytest.raises(BackupError, match="db-0: unreachable; db-1: replica not healthy"):
+        choose_source([("db-0", DOWN), ("db-1", _replica(io="No"))])
+
+
+def _manifest(**kw):
+    base = dict(cluster="c", namespace="ns", backup="b", flavor="mariadb", server_version="10.11.6",
+                gtid_position="0-1-5", source_instance="c-1", started_at="2025-01-01T00:00:00Z",
+                completed_at="2025-01-01T00:01:00Z", data_key="p/c/b/backup.sql.zst",
+                compression="zstd", compressed_size=10, uncompressed_size=100, sha256="a" * 64,
+                databases=("app",))
+    base.update(kw)
+    return Manifest(**base)
+
+
+def test_manifest_round_trip():
+    m = _manifest()
+    assert Manifest.from_json(m.to_json()) == m
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"{not json", "not valid JSON"),
+    (b"[]", "not a JSON object"),
+    (b'{"cluster": "c"}', "lacks"),
+    (_manifest(sha256="xyz").to_json(), "not a hex SHA-256"),
+    (_manifest(compressed_size=0).to_json(), "positive"),
+    (_manifest().to_json().replace(b'"format": 1', b'"format": 9'), "upgrade the operator"),
+])
+def test_damaged_manifest_is_refused_with_reason(data, message):
+    with pytest.raises(ManifestError, match=message):
+        Manifest.from_json(data, "s3://b/m")
+
+
+S3CFG = S3(bucket="bk", credentials_secret=SecretKeys("s"), prefix="/backups/")
+
+
+@pytest.mark.parametrize("path, key", [
+    ("c/b", "backups/c/b/manifest.json"),
+    ("c/b/", "backups/c/b/manifest.json"),
+    ("c/b/manifest.json", "backups/c/b/manifest.json"),
+    ("c/b/backup.sql.zst", "backups/c/b/manifest.json"),
+    ("s3://bk/backups/c/b", "backups/c/b/manifest.json"),
+])
+def test_manifest_key_from_restore_path_or_location(path, key):
+    assert manifest_key(Source(S3CFG, path)) == key
+
+
+def test_location_in_another_bucket_is_refused():
+    with pytest.raises(RestoreError, match="not in bucket"):
+        manifest_key(Source(S3CFG, "s3://other/c/b"))
