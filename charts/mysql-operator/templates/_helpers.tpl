@@ -80,7 +80,8 @@ Call with (dict "root" $ "extra" $map). */}}
 {{- end -}}
 {{- end -}}
 
-{{/* `mysql-operator run` arguments as a YAML list. */}}
+{{/* `mysql-operator run` arguments as a YAML list (see mysql_operator/cli.py). Without --peering
+the operator runs standalone. */}}
 {{- define "mysql-operator.args" -}}
 - run
 {{- if .Values.watchNamespaces }}
@@ -94,11 +95,6 @@ Call with (dict "root" $ "extra" $map). */}}
 - {{ printf "--log-format=%s" .Values.logFormat | quote }}
 {{- if .Values.peering.enabled }}
 - {{ printf "--peering=%s" (include "mysql-operator.peeringName" .) | quote }}
-{{- else }}
-- --standalone
-{{- end }}
-{{- if .Values.metrics.enabled }}
-- {{ printf "--metrics-port=%d" (int .Values.metrics.port) | quote }}
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
