@@ -308,3 +308,28 @@ def test_bad_values_are_refused_before_anything_is_created(control_plane, helm, 
     apps = client.AppsV1Api(control_plane.api_client())
     assert apps.list_namespaced_deployment(ns).items == []
     assert release not in helm("list", "--all-namespaces", "-q").stdout.split()
+
+
+def test_operator_pod_passes_restricted_pod_security(control_plane, helm, namespaces):
+    """The Deployment's Pod template, created as a Pod (server dry run) in a namespace enforcing
+    the `restricted` Pod Security Standard, is admitted."""
+    ns = namespaces("ops")
+    core = client.CoreV1Api(control_plane.api_client())
+    core.patch_namespace(ns, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    release = _release()
+    helm.install(release, ns, {})
+    apps = client.AppsV1Api(control_plane.api_client())
+    template = apps.read_namespaced_deployment(f"{release}-mysql-operator", ns).spec.template
+    api = control_plane.api_client()
+    pod = api.sanitize_for_serialization(template)
+    pod.update(apiVersion="v1", kind="Pod")
+    pod["metadata"]["name"] = "restricted-probe"
+    core.create_namespaced_pod(ns, pod, dry_run="All")
+    # and the same Pod made privileged is refused there: the namespace really enforces
+    pod["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = True
+    with pytest.raises(client.ApiException) as e:
+        core.create_namespaced_pod(ns, pod, dry_run="All")
+    assert e.value.status == 403 and "allowPrivilegeEscalation" in e.value.body
+    helm.uninstall(release, ns)
