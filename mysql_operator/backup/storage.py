@@ -109,9 +109,10 @@ def explain(e: BaseException, s3: S3, key: str = "") -> StorageError:
 
 
 def check_bucket(client, s3: S3) -> None:
-    """Fail early (before dumping anything) when the bucket or credentials are wrong."""
+    """Fail early (before dumping anything) when the bucket or credentials are wrong. A listing,
+    not HEAD: HEAD answers carry no error code to tell bad credentials from missing permissions."""
     try:
-        client.head_bucket(Bucket=s3.bucket)
+        client.list_objects_v2(Bucket=s3.bucket, MaxKeys=1)
     except Exception as e:  # noqa: BLE001 - translated
         err = explain(e, s3)
         if isinstance(err, NotFound):
