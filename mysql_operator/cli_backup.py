@@ -1,0 +1,242 @@
+"""`mysql-operator backup run|create|list|describe|delete` and `mysql-operator restore`.
+
+The main CLI calls `register(subparsers)`; each parser sets `func(args) -> int`.
+`backup run` is what the backup Job executes; the others talk to the Kubernetes API like kubectl
+does (current kubeconfig and context, or in-cluster config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+from typing import Any
+
+from mysql_operator.api import (API_VERSION, BACKUP_KIND, BACKUP_PLURAL, CLUSTER_KIND, CLUSTER_PLURAL, GROUP,
+                                S3, SecretKeys, VERSION)
+from mysql_operator.manifests.backup_jobs import (CLUSTER_LABEL, DELETE_DATA_ANNOTATION, ENV_ACCESS_KEY,
+                                                  ENV_DB_PASSWORD, ENV_SECRET_KEY, TERMINATION_LOG)
+
+
+def register(subparsers) -> None:
+    b = subparsers.add_parser("backup", help="logical backups to S3")
+    bs = b.add_subparsers(dest="backup_command", required=True)
+
+    run = bs.add_parser("run", help="take one backup now (what the backup Job runs)")
+    run.add_argument("--namespace", required=True)
+    run.add_argument("--cluster", required=True)
+    run.add_argument("--backup", required=True, help="MySQLBackup name (the folder in the bucket)")
+    run.add_argument("--bucket", required=True)
+    run.add_argument("--prefix", default="")
+    run.add_argument("--endpoint")
+    run.add_argument("--region")
+    run.add_argument("--force-path-style", action="store_true")
+    run.add_argument("--compression", default="zstd", choices=("zstd", "gzip"))
+    run.add_argument("--part-size-mib", type=int, default=16)
+    run.add_argument("--user", default="mysql-operator")
+    run.add_argument("--source", action="append", required=True, metavar="NAME=HOST:PORT",
+                     help="a server to consider; repeat for each (a healthy replica is preferred)")
+    run.add_argument("--termination-log", default=TERMINATION_LOG)
+    run.set_defaults(func=cmd_run)
+
+    ns = argparse.ArgumentParser(add_help=False)
+    ns.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
+    ns.add_argument("--context", help="kubeconfig context")
+
+    create = bs.add_parser("create", parents=[ns], help="create a MySQLBackup of a cluster")
+    create.add_argument("cluster")
+    create.add_argument("--name", help="MySQLBackup name (default: <cluster>-<timestamp>)")
+    create.add_argument("--delete-data-with-backup", action="store_true",
+                        help="deleting this MySQLBackup also deletes its objects in S3")
+    create.set_defaults(func=cmd_create)
+
+    ls = bs.add_parser("list", parents=[ns], help="list MySQLBackups")
+    ls.add_argument("--cluster", help="only this cluster's")
+    ls.set_defaults(func=cmd_list)
+
+    desc = bs.add_parser("describe", parents=[ns], help="show one MySQLBackup's status")
+    desc.add_argument("name")
+    desc.set_defaults(func=cmd_describe)
+
+    delete = bs.add_parser("delete", parents=[ns], help="delete a MySQLBackup")
+    delete.add_argument("name")
+    delete.set_defaults(func=cmd_delete)
+
+    r = subparsers.add_parser("restore", parents=[ns],
+                              help="create a new cluster restored from a MySQLBackup")
+    r.add_argument("backup", help="MySQLBackup name")
+    r.add_argument("--into", required=True, metavar="CLUSTER", help="name of the new MySQLCluster")
+    r.add_argument("--instances", type=int, help="default: as the backed-up cluster")
+    r.set_defaults(func=cmd_restore)
+
+
+# ----------------------------------------------------------------------------- backup run (Job)
+
+
+def _parse_source(text: str):
+    from mysql_operator.backup.commands import Endpoint  # noqa: F401 - local import keeps CLI start fast
+    name, sep, addr = text.partition("=")
+    host, _, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise SystemExit(f"--source {text!r}: use NAME=HOST:PORT")
+    return name, host, int(port)
+
+
+def cmd_run(args) -> int:
+    from mysql_operator.backup import storage
+    from mysql_operator.backup.commands import Endpoint
+    from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+
+    missing = [v for v in (ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY) if not os.environ.get(v)]
+    if missing:
+        return _finish(args, {"ok": False, "message": f"environment variables missing: {', '.join(missing)}"})
+    s3 = S3(bucket=args.bucket, credentials_secret=SecretKeys("env"), prefix=args.prefix,
+            endpoint=args.endpoint, region=args.region, force_path_style=args.force_path_style)
+    candidates = []
+    for text in args.source:
+        name, host, port = _parse_source(text)
+        candidates.append(Candidate(name, Endpoint(host, port, args.user)))
+    req = BackupRequest(cluster=args.cluster, namespace=args.namespace, backup=args.backup, s3=s3,
+                        candidates=tuple(candidates), compression=args.compression,
+                        part_size=args.part_size_mib * 1024 * 1024)
+    creds = storage.Credentials(os.environ[ENV_ACCESS_KEY], os.environ[ENV_SECRET_KEY])
+    try:
+        m = run_backup(req, creds, os.environ[ENV_DB_PASSWORD])
+    except Exception as e:  # noqa: BLE001 - every failure becomes the status message
+        from mysql_operator.db.instance import redact
+        msg = redact(str(e) or type(e).__name__, (os.environ[ENV_DB_PASSWORD], os.environ[ENV_SECRET_KEY]))
+        return _finish(args, {"ok": False, "message": msg})
+    return _finish(args, result_of(m, s3))
+
+
+def result_of(m, s3: S3) -> dict[str, Any]:
+    """What the Job reports (its termination message) and the handler copies into status."""
+    return {
+        "ok": True,
+        "location": f"s3://{s3.bucket}/{m.data_key.rsplit('/', 1)[0]}",
+        "sizeBytes": m.compressed_size,
+        "uncompressedBytes": m.uncompressed_size,
+        "sha256": m.sha256,
+        "gtidPosition": m.gtid_position or "",
+        "sourceInstance": m.source_instance,
+        "startedAt": m.started_at,
+        "completedAt": m.completed_at,
+    }
+
+
+def _finish(args, result: dict[str, Any]) -> int:
+    text = json.dumps(result, sort_keys=True)
+    print(text)
+    try:
+        with open(args.termination_log, "w") as f:  # read by the operator from the Pod's status
+            f.write(text[:4000])
+    except OSError:
+        pass
+    return 0 if result.get("ok") else 1
+
+
+# ----------------------------------------------------------------------------- kubectl-like
+
+
+def _api(args):
+    from kubernetes import client, config
+    try:
+        config.load_kube_config(context=args.context)
+        namespace = args.namespace or config.list_kube_config_contexts()[1]["context"].get("namespace") or "default"
+    except Exception:  # noqa: BLE001 - fall back to in-cluster
+        config.load_incluster_config()
+        namespace = args.namespace or "default"
+    return client.CustomObjectsApi(), namespace
+
+
+def _now_name(cluster: str) -> str:
+    import datetime as dt
+    return f"{cluster}-{dt.datetime.now(dt.timezone.utc):%Y%m%d%H%M%S}"
+
+
+def backup_object(cluster: str, name: str, delete_data: bool) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {CLUSTER_LABEL: cluster}}
+    if delete_data:
+        meta["annotations"] = {DELETE_DATA_ANNOTATION: "true"}
+    return {"apiVersion": API_VERSION, "kind": BACKUP_KIND, "metadata": meta,
+            "spec": {"clusterRef": {"name": cluster}}}
+
+
+def cmd_create(args) -> int:
+    api, ns = _api(args)
+    name = args.name or _now_name(args.cluster)
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL,
+                                        backup_object(args.cluster, name, args.delete_data_with_backup))
+    print(f"mysqlbackup/{name} created in {ns}")
+    return 0
+
+
+def backup_rows(items: list[dict[str, Any]]) -> list[list[str]]:
+    rows = [["NAME", "CLUSTER", "PHASE", "STARTED", "COMPLETED", "SIZE", "GTID", "MESSAGE"]]
+    for o in sorted(items, key=lambda o: o["metadata"].get("creationTimestamp") or ""):
+        s = o.get("status") or {}
+        rows.append([o["metadata"]["name"], o.get("spec", {}).get("clusterRef", {}).get("name", ""),
+                     s.get("phase", "Pending"), s.get("startedAt", ""), s.get("completedAt", ""),
+                     str(s.get("sizeBytes", "")), s.get("gtidPosition", ""), (s.get("message") or "")[:60]])
+    return rows
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def cmd_list(args) -> int:
+    api, ns = _api(args)
+    items = api.list_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL)["items"]
+    if args.cluster:  # by clusterRef: backups created with kubectl may lack the label
+        items = [o for o in items if o.get("spec", {}).get("clusterRef", {}).get("name") == args.cluster]
+    _print_table(backup_rows(items))
+    return 0
+
+
+def cmd_describe(args) -> int:
+    api, ns = _api(args)
+    o = api.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, args.name)
+    import yaml
+    print(yaml.safe_dump({"name": o["metadata"]["name"], "namespace": ns, "spec": o.get("spec"),
+                          "status": o.get("status") or {}}, sort_keys=False))
+    return 0
+
+
+def cmd_delete(args) -> int:
+    api, ns = _api(args)
+    api.delete_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, args.name)
+    print(f"mysqlbackup/{args.name} deleted")
+    return 0
+
+
+def restored_cluster(source: dict[str, Any], backup_name: str, name: str,
+                     instances: int | None = None) -> dict[str, Any]:
+    """Pure: a new MySQLCluster like `source` (same flavor, version, sizes) restored from the backup.
+    Without the source's schedule, primary choice and credentials Secret (the new cluster gets its own)."""
+    spec = copy.deepcopy(source.get("spec") or {})
+    for key in ("restore", "primary", "credentials"):
+        spec.pop(key, None)
+    if "backup" in spec:
+        spec["backup"].pop("schedule", None)
+    if instances is not None:
+        spec["instances"] = instances
+    spec["restore"] = {"fromBackup": {"name": backup_name}}
+    return {"apiVersion": API_VERSION, "kind": CLUSTER_KIND, "metadata": {"name": name}, "spec": spec}
+
+
+def cmd_restore(args) -> int:
+    api, ns = _api(args)
+    b = api.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, args.backup)
+    if (b.get("status") or {}).get("phase") != "Succeeded":
+        print(f"mysqlbackup/{args.backup} is not Succeeded: nothing to restore from", file=sys.stderr)
+        return 1
+    source = api.get_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, b["spec"]["clusterRef"]["name"])
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL,
+                                        restored_cluster(source, args.backup, args.into, args.instances))
+    print(f"mysqlcluster/{args.into} created from mysqlbackup/{args.backup}; it becomes Ready after the restore")
+    return 0

@@ -1,0 +1,353 @@
+"""kopf wiring for MySQLBackup and backup schedules/retention. Importing this module registers the
+handlers. The work is in `BackupController` (plain methods over the Kubernetes API, callable
+without kopf); decisions are the pure functions of mysql_operator.backup.{schedule,retention}.
+
+- MySQLBackup created -> a Job running `mysql-operator backup run` (one at a time per cluster:
+  another one waits in phase Pending); a timer follows the Job and copies its result (the Job's
+  termination message) into status; Events on start, success and failure.
+- Cluster with spec.backup.schedule -> a timer creates MySQLBackups on schedule, whatever the
+  previous runs' outcome; status.lastBackup / status.lastScheduledBackup; a failed run is an Event.
+- spec.backup.retention -> expired backups' objects and MySQLBackups are removed (never the newest
+  successful one).
+- A MySQLBackup annotated mysql.operator.dev/delete-data=true (scheduled ones are) takes its S3
+  objects with it when deleted; others leave their data in the bucket.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from mysql_operator import __version__
+from mysql_operator.api import (BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, S3, VERSION, SpecError, parse,
+                                parse_backup)
+from mysql_operator.backup import retention, schedule, storage
+from mysql_operator.manifests import owned
+from mysql_operator.manifests.backup_jobs import (CLUSTER_LABEL, DELETE_DATA_ANNOTATION,
+                                                  SCHEDULED_AT_ANNOTATION, backup_job, job_name,
+                                                  scheduled_backup)
+
+log = logging.getLogger(__name__)
+
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+ACTIVE = (None, PENDING, RUNNING)
+IMAGE = os.environ.get("MYSQL_OPERATOR_IMAGE", f"localhost/mysql-operator:{__version__}")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _ts(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_ts(s: str | None) -> dt.datetime | None:
+    if not s:
+        return None
+    return dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+
+
+def storage_for(backup_body: dict, cluster_body: dict | None) -> S3 | None:
+    """Pure: the backup's own storage, else its cluster's spec.backup.storage."""
+    b = parse_backup(backup_body)
+    if b.s3 is not None:
+        return b.s3
+    if cluster_body is None:
+        return None
+    c = parse(cluster_body)
+    return c.spec.backup.s3 if c.spec.backup else None
+
+
+def job_outcome(job: dict | None, pods: list[dict]) -> tuple[str, dict[str, Any]] | None:
+    """Pure: (phase, status fields) once the Job finished, None while it runs."""
+    if job is None:
+        return FAILED, {"message": "the backup Job disappeared before it finished"}
+    status = job.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
+    done = "Complete" in conditions or status.get("succeeded")
+    failed = "Failed" in conditions or status.get("failed")
+    if not done and not failed:
+        return None
+    result: dict[str, Any] = {}
+    for p in pods:
+        for cs in (p.get("status") or {}).get("containerStatuses") or []:
+            msg = ((cs.get("state") or {}).get("terminated") or {}).get("message")
+            if msg:
+                try:
+                    result = json.loads(msg)
+                except ValueError:
+                    result = {"ok": False, "message": msg.strip()[-500:]}
+    if done and result.get("ok"):
+        fields = {k: result[k] for k in ("location", "sizeBytes", "sha256", "gtidPosition", "sourceInstance",
+                                         "startedAt", "completedAt") if k in result}
+        return SUCCEEDED, {**fields, "message": f"backup stored at {result.get('location')}"}
+    message = result.get("message") or (conditions.get("Failed") or {}).get("message") \
+        or "the backup Job failed without a message"
+    return FAILED, {"message": message}
+
+
+@dataclass
+class BackupController:
+    api: k8s.ApiClient
+    image: str = IMAGE
+
+    @property
+    def custom(self):
+        return k8s.CustomObjectsApi(self.api)
+
+    @property
+    def core(self):
+        return k8s.CoreV1Api(self.api)
+
+    @property
+    def batch(self):
+        return k8s.BatchV1Api(self.api)
+
+    # ------------------------------------------------------------------ helpers
+    def event(self, obj: dict, kind: str, reason: str, message: str, warning: bool = False) -> None:
+        meta = obj["metadata"]
+        now = _now().isoformat()
+        body = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta.get("uid")},
+            "reason": reason, "message": message[:1000], "type": "Warning" if warning else "Normal",
+            "source": {"component": "mysql-operator"}, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except ApiException as e:
+            log.warning("event %s on %s/%s not recorded: %s", reason, meta["namespace"], meta["name"], e.reason)
+
+    def _get(self, plural: str, namespace: str, name: str) -> dict | None:
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def _patch_status(self, plural: str, namespace: str, name: str, status: dict) -> None:
+        self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, plural, name,
+                                                          {"status": status})
+
+    def backups_of(self, namespace: str, cluster: str) -> list[dict]:
+        items = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL)["items"]
+        return [o for o in items if (o.get("spec") or {}).get("clusterRef", {}).get("name") == cluster]
+
+    def s3_credentials(self, namespace: str, s3: S3) -> storage.Credentials:
+        cs = s3.credentials_secret
+        try:
+            secret = self.core.read_namespaced_secret(cs.name, namespace)
+        except ApiException as e:
+            raise kopf.TemporaryError(f"S3 credentials Secret {cs.name!r}: {e.reason}", delay=30) from None
+        data = secret.data or {}
+        missing = [key for key in (cs.access_key_id_key, cs.secret_access_key_key) if key not in data]
+        if missing:
+            raise kopf.PermanentError(f"Secret {cs.name!r} has no key(s) {', '.join(missing)}")
+        return storage.Credentials(base64.b64decode(data[cs.access_key_id_key]).decode(),
+                                   base64.b64decode(data[cs.secret_access_key_key]).decode())
+
+    # ------------------------------------------------------------------ one backup
+    def start(self, body: dict) -> dict:
+        """Create the Job for a new MySQLBackup. Returns the status to set."""
+        meta = body["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            backup = parse_backup(body)
+        except SpecError as e:
+            return self._fail(body, str(e))
+        cluster_body = self._get(CLUSTER_PLURAL, ns, backup.cluster_name)
+        if cluster_body is None:
+            return self._fail(body, f"MySQLCluster {backup.cluster_name!r} not found in {ns}")
+        s3 = storage_for(body, cluster_body)
+        if s3 is None:
+            return self._fail(body, "no storage: set spec.storage.s3 on the MySQLBackup or "
+                                    f"spec.backup.storage.s3 on MySQLCluster {backup.cluster_name!r}")
+        others = [o["metadata"]["name"] for o in self.backups_of(ns, backup.cluster_name)
+                  if o["metadata"]["name"] != name and (o.get("status") or {}).get("phase") == RUNNING]
+        if others:
+            status = {"phase": PENDING, "message": f"waiting for {', '.join(others)} to finish (one backup "
+                                                   "of a cluster at a time)"}
+            self._patch_status(BACKUP_PLURAL, ns, name, status)
+            return status
+        cluster = parse(cluster_body)
+        job = owned(backup_job(cluster, backup, s3, self.image, image_pull_policy=cluster.spec.image_pull_policy),
+                    body)
+        try:
+            self.batch.create_namespaced_job(ns, job)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        status = {"phase": RUNNING, "startedAt": _ts(_now()), "message": f"Job {job_name(backup)} started"}
+        self._patch_status(BACKUP_PLURAL, ns, name, status)
+        self.event(body, "MySQLBackup", "BackupStarted", f"backup of {backup.cluster_name} started "
+                                                         f"(Job {job_name(backup)})")
+        return status
+
+    def _fail(self, body: dict, message: str) -> dict:
+        meta = body["metadata"]
+        status = {"phase": FAILED, "completedAt": _ts(_now()), "message": message}
+        self._patch_status(BACKUP_PLURAL, meta["namespace"], meta["name"], status)
+        self.event(body, "MySQLBackup", "BackupFailed", message, warning=True)
+        return status
+
+    def track(self, body: dict) -> dict | None:
+        """Follow a Running/Pending backup; returns the new status once it changed."""
+        meta, status = body["metadata"], body.get("status") or {}
+        ns, name = meta["namespace"], meta["name"]
+        if status.get("phase") == PENDING:
+            return self.start(body) if self._get(BACKUP_PLURAL, ns, name) else None
+        backup = parse_backup(body)
+        try:
+            job = self.api.sanitize_for_serialization(self.batch.read_namespaced_job(job_name(backup), ns))
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            job = None
+        pods = []
+        if job is not None:
+            pods = self.api.sanitize_for_serialization(
+                self.core.list_namespaced_pod(ns, label_selector=f"job-name={job_name(backup)}").items)
+        outcome = job_outcome(job, pods)
+        if outcome is None:
+            return None
+        phase, fields = outcome
+        new = {"phase": phase, "completedAt": fields.pop("completedAt", _ts(_now())), **fields}
+        self._patch_status(BACKUP_PLURAL, ns, name, new)
+        cluster_body = self._get(CLUSTER_PLURAL, ns, backup.cluster_name)
+        if phase == SUCCEEDED:
+            self.event(body, "MySQLBackup", "BackupSucceeded", new["message"])
+            if cluster_body is not None:
+                self._patch_status(CLUSTER_PLURAL, ns, backup.cluster_name, {"lastBackup": {
+                    "name": name, "completedAt": new["completedAt"], "location": new.get("location"),
+                    "sha256": new.get("sha256"), "gtidPosition": new.get("gtidPosition")}})
+        else:
+            self.event(body, "MySQLBackup", "BackupFailed", new["message"], warning=True)
+            if cluster_body is not None:
+                self.event(cluster_body, "MySQLCluster", "BackupFailed", f"backup {name} failed: {new['message']}",
+                           warning=True)
+        return new
+
+    # ------------------------------------------------------------------ schedule + retention
+    def tick(self, cluster_body: dict, now: dt.datetime | None = None) -> dict:
+        """One schedule/retention pass for a cluster. Returns what it did (for logs and tests)."""
+        now = now or _now()
+        meta = cluster_body["metadata"]
+        ns, cname = meta["namespace"], meta["name"]
+        cluster = parse(cluster_body)
+        bk = cluster.spec.backup
+        done: dict[str, Any] = {"created": None, "deleted": []}
+        if bk is None:
+            return done
+        backups = self.backups_of(ns, cname)
+        if bk.schedule:
+            scheduled = [_parse_ts((o["metadata"].get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION))
+                         for o in backups]
+            last = max((t for t in scheduled if t), default=None)
+            created_at = _parse_ts(meta.get("creationTimestamp")) or now
+            active = [o["metadata"]["name"] for o in backups if (o.get("status") or {}).get("phase") in ACTIVE]
+            d = schedule.decide(now, bk.schedule, last, created_at, active)
+            done["decision"] = d
+            if d.create_for is not None:
+                name = schedule.backup_name(cname, d.create_for)
+                try:
+                    self.custom.create_namespaced_custom_object(
+                        GROUP, VERSION, ns, BACKUP_PLURAL, scheduled_backup(cluster, name, d.create_for))
+                    done["created"] = name
+                except ApiException as e:
+                    if e.status != 409:
+                        raise
+            newest = max(((t, o) for t, o in zip(scheduled, backups) if t), default=None, key=lambda x: x[0])
+            status = {"nextScheduledBackup": _ts(d.next_run)}
+            if done["created"]:
+                status["lastScheduledBackup"] = {"name": done["created"], "phase": PENDING}
+            elif newest is not None:
+                o = newest[1]
+                s = o.get("status") or {}
+                status["lastScheduledBackup"] = {"name": o["metadata"]["name"], "phase": s.get("phase", PENDING),
+                                                 "message": s.get("message", "")}
+            self._patch_status(CLUSTER_PLURAL, ns, cname, status)
+        if bk.retention.keep_last is not None or bk.retention.max_age is not None:
+            infos = [retention.BackupInfo(o["metadata"]["name"], (o.get("status") or {}).get("phase"),
+                                          _parse_ts((o.get("status") or {}).get("completedAt"))
+                                          or _parse_ts(o["metadata"].get("creationTimestamp")) or now)
+                     for o in backups]
+            for name in retention.expired(infos, now, bk.retention.keep_last, bk.retention.max_age_seconds):
+                body = next(o for o in backups if o["metadata"]["name"] == name)
+                self.delete_data(body, cluster_body)
+                self.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, name)
+                done["deleted"].append(name)
+        return done
+
+    def delete_data(self, body: dict, cluster_body: dict | None = None) -> int:
+        """Delete a backup's objects (manifest first). Raises kopf.TemporaryError to retry."""
+        meta = body["metadata"]
+        s3 = storage_for(body, cluster_body if cluster_body is not None else
+                         self._get(CLUSTER_PLURAL, meta["namespace"], body["spec"]["clusterRef"]["name"]))
+        location = (body.get("status") or {}).get("location")
+        if s3 is None or not location:
+            return 0  # never stored anything (failed before the upload, or no storage)
+        creds = self.s3_credentials(meta["namespace"], s3)
+        folder = location[len(f"s3://{s3.bucket}/"):] if location.startswith(f"s3://{s3.bucket}/") else None
+        if not folder:
+            return 0
+        try:
+            return storage.delete_folder(storage.make_client(s3, creds), s3, folder)
+        except storage.StorageError as e:
+            raise kopf.TemporaryError(f"deleting {location}: {e}", delay=60) from None
+
+
+_controller: BackupController | None = None
+
+
+def controller() -> BackupController:
+    global _controller
+    if _controller is None:
+        from kubernetes import config
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
+        _controller = BackupController(k8s.ApiClient())
+    return _controller
+
+
+# ---------------------------------------------------------------------- kopf handlers (thin)
+
+
+@kopf.on.resume(GROUP, VERSION, BACKUP_PLURAL)
+@kopf.on.create(GROUP, VERSION, BACKUP_PLURAL)
+def backup_created(body, **_):
+    if ((body.get("status") or {}).get("phase")) is None:
+        controller().start(dict(body))
+
+
+@kopf.timer(GROUP, VERSION, BACKUP_PLURAL, interval=10, sharp=False,
+            when=lambda body, **_: (body.get("status") or {}).get("phase") in (PENDING, RUNNING))
+def backup_progress(body, **_):
+    controller().track(dict(body))
+
+
+@kopf.timer(GROUP, VERSION, CLUSTER_PLURAL, interval=30, sharp=False,
+            when=lambda spec, **_: bool((spec or {}).get("backup")))
+def backup_schedule(body, **_):
+    controller().tick(dict(body))
+
+
+@kopf.on.delete(GROUP, VERSION, BACKUP_PLURAL, annotations={DELETE_DATA_ANNOTATION: "true"})
+def backup_deleted(body, **_):
+    controller().delete_data(dict(body))
+
+
+__all__ = ["BackupController", "job_outcome", "storage_for", "CLUSTER_LABEL"]

@@ -1,0 +1,136 @@
+"""Pure builders and readers for backup Jobs, scheduled MySQLBackups, the CLI and Job outcomes."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+
+import pytest
+
+from mysql_operator.api import parse
+from mysql_operator.cli_backup import register, restored_cluster, result_of
+from mysql_operator.handlers.backups import job_outcome, storage_for
+from mysql_operator.manifests.backup_jobs import (DELETE_DATA_ANNOTATION, SCHEDULED_AT_ANNOTATION,
+                                                  backup_args, backup_job, job_name, scheduled_backup)
+from mysql_operator.api import parse_backup
+
+S3 = {"bucket": "backups", "prefix": "prod", "endpoint": "http://minio.storage:9000", "forcePathStyle": True,
+      "credentialsSecret": {"name": "s3-creds"}}
+CLUSTER = {"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
+           "metadata": {"name": "shop", "namespace": "prod", "uid": "u1"},
+           "spec": {"flavor": "mariadb", "instances": 3, "backup": {"storage": {"s3": S3}, "schedule": "0 3 * * *",
+                                                                    "retention": {"keepLast": 7}}}}
+BACKUP = {"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLBackup",
+          "metadata": {"name": "shop-manual", "namespace": "prod", "uid": "u2"},
+          "spec": {"clusterRef": {"name": "shop"}}}
+
+
+def _job():
+    c, b = parse(CLUSTER), parse_backup(BACKUP)
+    return backup_job(c, b, c.spec.backup.s3, "localhost/mysql-operator:0.1.0")
+
+
+def test_job_runs_backup_run_with_every_server_as_candidate():
+    job = _job()
+    pod = job["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[:2] == ["backup", "run"]
+    assert args.count("--source") == 3
+    assert "shop-0=shop-0.shop-headless.prod.svc:3306" in args
+    assert args[args.index("--bucket") + 1] == "backups" and "--force-path-style" in args
+    assert args[args.index("--endpoint") + 1] == "http://minio.storage:9000"
+    assert job["metadata"]["name"] == "shop-manual-backup"
+
+
+def test_job_secrets_come_from_secret_refs_never_args():
+    c = _job()["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in c["env"]}
+    assert env["AWS_ACCESS_KEY_ID"] == {"name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"}
+    assert env["AWS_SECRET_ACCESS_KEY"] == {"name": "s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}
+    assert env["MYSQL_OPERATOR_DB_PASSWORD"] == {"name": "shop-credentials", "key": "operator-password"}
+    assert not any("password" in a.lower() or "secret" in a.lower() for a in c["args"])
+
+
+def test_job_fails_visibly_never_retries_silently_and_is_restricted():
+    job = _job()
+    assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] > 0
+    pod = job["spec"]["template"]["spec"]
+    sc = pod["containers"][0]["securityContext"]
+    assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and sc["capabilities"] == {"drop": ["ALL"]}
+    assert pod["restartPolicy"] == "Never"
+    assert pod["containers"][0]["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+def test_long_backup_names_give_valid_job_names():
+    b = parse_backup({**BACKUP, "metadata": {"name": "x" * 70, "namespace": "prod"}})
+    assert len(job_name(b)) <= 63
+
+
+def test_scheduled_backup_is_not_owned_by_the_cluster_and_carries_its_fire_time():
+    o = scheduled_backup(parse(CLUSTER), "shop-202501020300", dt.datetime(2025, 1, 2, 3, 0, tzinfo=dt.timezone.utc))
+    assert "ownerReferences" not in o["metadata"]
+    assert o["metadata"]["annotations"][SCHEDULED_AT_ANNOTATION] == "2025-01-02T03:00:00Z"
+    assert o["metadata"]["annotations"][DELETE_DATA_ANNOTATION] == "true"
+    assert o["spec"] == {"clusterRef": {"name": "shop"}}
+
+
+def test_storage_override_wins_over_cluster_storage():
+    own = {**BACKUP, "spec": {"clusterRef": {"name": "shop"},
+                              "storage": {"s3": {"bucket": "other", "credentialsSecret": {"name": "o"}}}}}
+    assert storage_for(own, CLUSTER).bucket == "other"
+    assert storage_for(BACKUP, CLUSTER).bucket == "backups"
+    assert storage_for(BACKUP, {**CLUSTER, "spec": {"instances": 1}}) is None
+
+
+def _pod(message):
+    return {"status": {"containerStatuses": [{"state": {"terminated": {"message": message}}}]}}
+
+
+def test_job_outcome_running_succeeded_failed():
+    assert job_outcome({"status": {"active": 1}}, []) is None
+    ok = {"ok": True, "location": "s3://b/p/c/x", "sizeBytes": 5, "sha256": "ab", "gtidPosition": "0-1-3",
+          "sourceInstance": "shop-1", "startedAt": "s", "completedAt": "e"}
+    phase, fields = job_outcome({"status": {"succeeded": 1}}, [_pod(json.dumps(ok))])
+    assert phase == "Succeeded" and fields["sha256"] == "ab" and fields["sourceInstance"] == "shop-1"
+    phase, fields = job_outcome({"status": {"failed": 1}}, [_pod(json.dumps({"ok": False, "message": "bucket gone"}))])
+    assert (phase, fields["message"]) == ("Failed", "bucket gone")
+    deadline = {"status": {"conditions": [{"type": "Failed", "status": "True",
+                                           "message": "Job was active longer than specified deadline"}]}}
+    assert job_outcome(deadline, [])[1]["message"].startswith("Job was active longer")
+    assert job_outcome(None, [])[0] == "Failed"
+    # a Job that "completed" without the success report is not a success
+    assert job_outcome({"status": {"succeeded": 1}}, [])[0] == "Failed"
+
+
+def test_restored_cluster_copies_shape_not_schedule_or_credentials():
+    src = {**CLUSTER, "spec": {**CLUSTER["spec"], "primary": 1, "credentials": {"secretName": "x"}}}
+    new = restored_cluster(src, "shop-manual", "shop-restored", instances=1)
+    assert new["metadata"] == {"name": "shop-restored"}
+    assert new["spec"]["restore"] == {"fromBackup": {"name": "shop-manual"}}
+    assert "schedule" not in new["spec"]["backup"] and "primary" not in new["spec"]
+    assert "credentials" not in new["spec"] and new["spec"]["instances"] == 1
+    parse({**new, "metadata": {"name": "shop-restored", "namespace": "prod"}})  # a valid spec
+
+
+def test_cli_registers_backup_and_restore_subcommands():
+    p = argparse.ArgumentParser()
+    register(p.add_subparsers(dest="command", required=True))
+    a = p.parse_args(["backup", "run", "--namespace", "n", "--cluster", "c", "--backup", "b", "--bucket", "bk",
+                      "--source", "c-0=h:3306"])
+    assert a.func.__name__ == "cmd_run" and a.source == ["c-0=h:3306"]
+    assert p.parse_args(["backup", "list", "-n", "x"]).func.__name__ == "cmd_list"
+    assert p.parse_args(["restore", "b1", "--into", "c2"]).func.__name__ == "cmd_restore"
+    with pytest.raises(SystemExit):
+        p.parse_args(["backup", "run", "--cluster", "c"])
+
+
+def test_result_location_is_the_backup_folder():
+    from mysql_operator.backup.manifest import Manifest
+    from mysql_operator.api import S3 as S3T, SecretKeys
+    m = Manifest(cluster="c", namespace="n", backup="b", flavor="mariadb", server_version="10.11.6",
+                 gtid_position="0-1-1", source_instance="c-1", started_at="s", completed_at="e",
+                 data_key="p/c/b/backup.sql.zst", compression="zstd", compressed_size=1,
+                 uncompressed_size=2, sha256="0" * 64)
+    r = result_of(m, S3T(bucket="bk", credentials_secret=SecretKeys("x")))
+    assert r["location"] == "s3://bk/p/c/b" and r["ok"] is True
