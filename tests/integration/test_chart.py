@@ -8,6 +8,7 @@ objects the chart creates and the permissions it grants.
 from __future__ import annotations
 
 import subprocess
+import textwrap
 import uuid
 from pathlib import Path
 
@@ -138,6 +139,12 @@ def _crds_established(ext: client.ApiextensionsV1Api) -> bool:
     return True
 
 
+def _notes_manifest(notes: str) -> dict:
+    """The MySQLCluster that NOTES.txt tells the user to apply."""
+    body = notes.split("<<'YAML'\n", 1)[1].split("YAML\n", 1)[0]
+    return yaml.safe_load(textwrap.dedent(body))
+
+
 def _a_cluster(name: str) -> dict:
     doc = yaml.safe_load((REPO / "examples" / "one-instance.yaml").read_text())
     doc["metadata"] = {"name": name}
@@ -163,6 +170,9 @@ def test_all_namespaces_install_upgrade_uninstall(control_plane, helm, namespace
     assert "kubectl get mysqlclusters" in notes and "all namespaces" in notes
 
     wait_for(lambda: _crds_established(ext), 60, "the chart's CRDs established")
+    # the first cluster NOTES.txt shows is accepted as written
+    first = _notes_manifest(notes)
+    admin_objs.create_namespaced_custom_object(GROUP, VERSION, anywhere, PLURAL, first)
     dep = apps.read_namespaced_deployment(full, ns)
     pod = dep.spec.template.spec
     assert pod.service_account_name == full
