@@ -27,7 +27,8 @@ pytestmark = pytest.mark.controlplane
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILES = sorted((REPO / "crds").glob("*.yaml"))
 INVALID = sorted((REPO / "tests" / "invalid").glob("*.yaml"))
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+# examples/values-*.yaml are Helm values for the chart (tests/integration/test_chart.py)
+EXAMPLES = sorted(p for p in (REPO / "examples").glob("*.yaml") if not p.name.startswith("values-"))
 PLURALS = {"MySQLCluster": "mysqlclusters", "MySQLBackup": "mysqlbackups"}
 
 
