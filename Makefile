@@ -30,8 +30,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm (cached in ~/.cache)
+binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm, MinIO (cached in ~/.cache)
 	hack/build-binaries.sh control-plane
+	hack/build-binaries.sh s3
 
 node-binaries: ## kubelet, kube-proxy, CoreDNS, local-path-provisioner (cached in ~/.cache)
 	hack/build-binaries.sh node
