@@ -1,0 +1,170 @@
+"""Backup handlers against the real kube-apiserver (no kopf loop: the controller's methods are called
+directly, with the clock passed in). Jobs are created for real; their completion is written into the
+Job status by the test (there is no kubelet in the control-plane harness)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from mysql_operator.api import BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, VERSION
+from mysql_operator.handlers.backups import BackupController
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.controlplane
+REPO = Path(__file__).resolve().parents[2]
+UTC = dt.timezone.utc
+
+
+@pytest.fixture(scope="module")
+def crds(control_plane):
+    ext = client.ApiextensionsV1Api(control_plane.api_client())
+    for path in sorted((REPO / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        try:
+            ext.create_custom_resource_definition(crd)
+        except client.ApiException as e:
+            if e.status != 409:
+                raise
+
+    def established():
+        for name in ("mysqlclusters.mysql.operator.dev", "mysqlbackups.mysql.operator.dev"):
+            conds = ext.read_custom_resource_definition(name).status.conditions or []
+            if not any(c.type == "Established" and c.status == "True" for c in conds):
+                return False
+        return True
+    wait_for(established, 30, "the CRDs to be established")
+    objs = client.CustomObjectsApi(control_plane.api_client())
+    wait_for(lambda: objs.list_cluster_custom_object(GROUP, VERSION, BACKUP_PLURAL) is not None, 30,
+             "mysqlbackups to be served")
+    return objs
+
+
+@pytest.fixture
+def ctl(control_plane, crds):
+    return BackupController(control_plane.api_client(), image="localhost/mysql-operator:test")
+
+
+def make_cluster(objs, ns, schedule="0 3 * * *", retention=None):
+    backup = {"storage": {"s3": {"bucket": "backups", "endpoint": "http://127.0.0.1:1", "forcePathStyle": True,
+                                 "credentialsSecret": {"name": "s3"}}}, "schedule": schedule}
+    if retention:
+        backup["retention"] = retention
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": "shop"},
+            "spec": {"flavor": "mariadb", "instances": 2, "backup": backup}}
+    return objs.create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, body)
+
+
+def get(objs, ns, plural, name):
+    return objs.get_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
+
+
+def finish_job(control_plane, ns, job, ok: bool, result: dict):
+    """Stand in for the kubelet (the harness has none): the Pod's terminated state and message."""
+    batch = client.BatchV1Api(control_plane.api_client())
+    core = client.CoreV1Api(control_plane.api_client())
+    pods = wait_for(lambda: core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items, 30,
+                    f"the Job controller to create the Pod of {job}")
+    pod = pods[0]
+    now = dt.datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    core.patch_namespaced_pod_status(pod.metadata.name, ns, {"status": {"phase": "Succeeded" if ok else "Failed",
+        "containerStatuses": [{"name": "backup", "image": "x", "imageID": "", "ready": False, "restartCount": 0,
+                               "state": {"terminated": {"exitCode": 0 if ok else 1, "message": json.dumps(result),
+                                                        "startedAt": now, "finishedAt": now}}}]}})
+    # the real Job controller turns the Pod's outcome into the Job's (backoffLimit 0: one failure fails it)
+    def finished():
+        st = batch.read_namespaced_job_status(job, ns).status
+        return st.succeeded if ok else st.failed
+    wait_for(finished, 60, f"the Job controller to mark {job} {'complete' if ok else 'failed'}")
+
+
+def events_for(control_plane, ns, name):
+    core = client.CoreV1Api(control_plane.api_client())
+    return [(e.reason, e.type) for e in core.list_namespaced_event(ns).items if e.involved_object.name == name]
+
+
+def test_schedule_keeps_creating_runs_after_failures_and_reports_them(control_plane, ctl, crds, namespace):
+    """A failing storage: each run fails (reported: status, Events) and the next fire time still gets
+    its run; once storage works again the next run succeeds and becomes status.lastBackup."""
+    cluster = make_cluster(crds, namespace, schedule="*/10 * * * *")
+    created = dt.datetime.strptime(cluster["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    base = created.replace(second=0, microsecond=0) - dt.timedelta(minutes=created.minute % 10)
+    runs = []
+    for i, ok in enumerate([False, False, True]):
+        now = base + dt.timedelta(minutes=10 * (i + 1), seconds=5)
+        done = ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)
+        name = done["created"]
+        assert name == f"shop-{(base + dt.timedelta(minutes=10 * (i + 1))):%Y%m%d%H%M}", done
+        # a second tick in the same minute creates nothing more
+        assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["created"] is None
+        status = ctl.start(get(crds, namespace, BACKUP_PLURAL, name))
+        assert status["phase"] == "Running"
+        # while it runs, the next fire time does not start a concurrent backup
+        later = ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now + dt.timedelta(minutes=10))
+        assert later["created"] is None and "still running" in later["decision"].reason
+        result = ({"ok": True, "location": f"s3://backups/shop/{name}", "sizeBytes": 123, "sha256": "ab" * 32,
+                   "gtidPosition": "0-1-9", "sourceInstance": "shop-1", "startedAt": "2025-01-01T00:00:00Z",
+                   "completedAt": "2025-01-01T00:01:00Z"} if ok else
+                  {"ok": False, "message": "cannot reach the S3 endpoint http://127.0.0.1:1"})
+        finish_job(control_plane, namespace, f"{name}-backup", ok, result)
+        wait_for(lambda: ctl.track(get(crds, namespace, BACKUP_PLURAL, name)), 30, f"{name} to finish")
+        runs.append(get(crds, namespace, BACKUP_PLURAL, name))
+
+    assert [r["status"]["phase"] for r in runs] == ["Failed", "Failed", "Succeeded"]
+    assert runs[0]["status"]["message"] == "cannot reach the S3 endpoint http://127.0.0.1:1"
+    ok = runs[2]["status"]
+    assert ok["sha256"] == "ab" * 32 and ok["gtidPosition"] == "0-1-9" and ok["sourceInstance"] == "shop-1"
+    assert ok["location"].startswith("s3://backups/shop/")
+    c = get(crds, namespace, CLUSTER_PLURAL, "shop")
+    assert c["status"]["lastBackup"]["name"] == runs[2]["metadata"]["name"]
+    assert ("BackupFailed", "Warning") in events_for(control_plane, namespace, "shop")
+    assert ("BackupFailed", "Warning") in events_for(control_plane, namespace, runs[0]["metadata"]["name"])
+    assert ("BackupSucceeded", "Normal") in events_for(control_plane, namespace, runs[2]["metadata"]["name"])
+    # the Job is owned by its MySQLBackup (deleted with it)
+    job = client.BatchV1Api(control_plane.api_client()).read_namespaced_job(f"{runs[2]['metadata']['name']}-backup", namespace)
+    assert job.metadata.owner_references[0].kind == "MySQLBackup"
+
+
+def test_second_backup_of_a_cluster_waits_for_the_running_one(control_plane, ctl, crds, namespace):
+    make_cluster(crds, namespace)
+    for n in ("one", "two"):
+        crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": n},
+            "spec": {"clusterRef": {"name": "shop"}}})
+    assert ctl.start(get(crds, namespace, BACKUP_PLURAL, "one"))["phase"] == "Running"
+    second = ctl.start(get(crds, namespace, BACKUP_PLURAL, "two"))
+    assert second["phase"] == "Pending" and "one" in second["message"]
+    finish_job(control_plane, namespace, "one-backup", False, {"ok": False, "message": "boom"})
+    wait_for(lambda: ctl.track(get(crds, namespace, BACKUP_PLURAL, "one")), 30, "one to finish")
+    assert ctl.track(get(crds, namespace, BACKUP_PLURAL, "two"))["phase"] == "Running"
+
+
+def test_backup_of_a_missing_cluster_fails_with_a_clear_message(ctl, crds, namespace):
+    crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": "orphan"},
+        "spec": {"clusterRef": {"name": "nope"}}})
+    status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "orphan"))
+    assert status["phase"] == "Failed" and status["message"] == f"MySQLCluster 'nope' not found in {namespace}"
+    assert get(crds, namespace, BACKUP_PLURAL, "orphan")["status"]["phase"] == "Failed"
+
+
+def test_retention_removes_old_backups_but_never_the_newest_success(ctl, crds, namespace):
+    make_cluster(crds, namespace, retention={"keepLast": 1})
+    for n, phase, when in (("old", "Succeeded", "2025-01-01T00:00:00Z"), ("new", "Succeeded", "2025-01-02T00:00:00Z"),
+                           ("newer-failed", "Failed", "2025-01-03T00:00:00Z"),
+                           ("older-failed", "Failed", "2024-12-01T00:00:00Z")):
+        crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": n},
+            "spec": {"clusterRef": {"name": "shop"}}})
+        crds.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, BACKUP_PLURAL, n,
+                                                   {"status": {"phase": phase, "completedAt": when}})
+    done = ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=dt.datetime(2025, 1, 3, 1, tzinfo=UTC))
+    assert sorted(done["deleted"]) == ["old", "older-failed"]
+    left = sorted(o["metadata"]["name"] for o in crds.list_namespaced_custom_object(
+        GROUP, VERSION, namespace, BACKUP_PLURAL)["items"] if not o["metadata"].get("deletionTimestamp"))
+    assert "new" in left and "newer-failed" in left and "old" not in left
