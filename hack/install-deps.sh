@@ -8,6 +8,8 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if ! command -v mariadbd >/dev/null || ! command -v mariadb-install-db >/dev/null; then
   need+=(mariadb-server mariadb-client mariadb-backup)
 fi
+# the backup tests and benchmark compress with zstd (tests/integration/test_backup.py)
+command -v zstd >/dev/null || need+=(zstd)
 if [[ ${#need[@]} -gt 0 ]]; then
   if [[ $(id -u) -ne 0 ]]; then echo "please install: ${need[*]}" >&2; exit 1; fi
   apt-get update -qq
