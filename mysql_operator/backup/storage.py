@@ -129,23 +129,23 @@ class Uploaded:
     parts: int
 
 
-def _read_full(read: Callable[[int], bytes], n: int) -> bytes:
-    """Up to n bytes: fewer only at the end of the stream."""
-    chunks, got = [], 0
+def _fill(read: Callable[[int], bytes], buf: bytearray) -> int:
+    """Fill `buf` from the stream; fewer bytes than its length only at the end of the stream."""
+    got, n = 0, len(buf)
     while got < n:
         b = read(n - got)
         if not b:
             break
-        chunks.append(b)
+        buf[got:got + len(b)] = b
         got += len(b)
-    return b"".join(chunks)
+    return got
 
 
 def upload_stream(client, s3: S3, key: str, read: Callable[[int], bytes], *,
                   part_size: int = DEFAULT_PART_SIZE, before_complete: Callable[[], None] = lambda: None,
                   in_flight: int = 2) -> Uploaded:
-    """Stream `read` into one object with a multipart upload; memory is about
-    (in_flight + 2) * part_size whatever the stream's length.
+    """Stream `read` into one object with a multipart upload; memory is (in_flight + 1) part
+    buffers whatever the stream's length.
 
     The sha256 is computed while reading. `before_complete` runs after the stream ended and before
     the upload is completed: it raises when the producer failed (a dump tool's exit status), and then,
@@ -157,7 +157,12 @@ def upload_stream(client, s3: S3, key: str, read: Callable[[int], bytes], *,
         upload_id = client.create_multipart_upload(Bucket=s3.bucket, Key=key)["UploadId"]
     except Exception as e:  # noqa: BLE001
         raise explain(e, s3, key) from None
-    work: queue.Queue = queue.Queue(maxsize=in_flight)
+    # a fixed pool of part buffers: memory does not depend on the stream's length, and the same
+    # buffers are reused for every part (no allocation per part, nothing for the heap to fragment)
+    pool: queue.Queue = queue.Queue()
+    for _ in range(in_flight + 1):
+        pool.put(bytearray(part_size))
+    work: queue.Queue = queue.Queue()
     etags: dict[int, str] = {}
     failure: list[BaseException] = []
 
@@ -166,15 +171,17 @@ def upload_stream(client, s3: S3, key: str, read: Callable[[int], bytes], *,
             item = work.get()
             if item is None:
                 return
-            number, data = item
-            if failure:
-                continue  # drain
+            number, buf, n = item
             try:
-                r = client.upload_part(Bucket=s3.bucket, Key=key, UploadId=upload_id,
-                                       PartNumber=number, Body=data)
-                etags[number] = r["ETag"]
+                if not failure:
+                    body = buf if n == part_size else bytes(memoryview(buf)[:n])
+                    r = client.upload_part(Bucket=s3.bucket, Key=key, UploadId=upload_id,
+                                           PartNumber=number, Body=body)
+                    etags[number] = r["ETag"]
             except BaseException as e:  # noqa: BLE001 - reported by the producer side
                 failure.append(e)
+            finally:
+                pool.put(buf)
 
     thread = threading.Thread(target=uploader, name="s3-upload", daemon=True)
     thread.start()
@@ -182,15 +189,16 @@ def upload_stream(client, s3: S3, key: str, read: Callable[[int], bytes], *,
     try:
         try:
             while not failure:
-                data = _read_full(read, part_size)
-                if not data and number > 0:
+                buf = pool.get()
+                n = _fill(read, buf)
+                if n == 0 and number > 0:
+                    pool.put(buf)
                     break
                 number += 1
-                digest.update(data)
-                size += len(data)
-                work.put((number, data))
-                del data
-                if size % part_size:  # a short part is the last one
+                digest.update(memoryview(buf)[:n])
+                size += n
+                work.put((number, buf, n))
+                if n < part_size:  # a short part is the last one
                     break
         finally:
             work.put(None)
