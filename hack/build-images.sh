@@ -296,8 +296,9 @@ build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF 
       mariadb | operator) build_dockerfile_image "$name" "$archive" ;;
     esac
     log "$name: built in $((SECONDS - start))s"
-    # Older archives of the same image are superseded.
-    find "$IMAGES_DIR" -maxdepth 1 -name "$name-*.oci.tar" -not -name "$(basename "$archive")" -delete
+    # Keep the three newest archives of an image (another checkout sharing this cache may be
+    # using an older one right now); older ones go.
+    ls -t "$IMAGES_DIR/$name"-*.oci.tar | tail -n +4 | xargs -r rm -f --
   fi
   echo "$name $(image_ref "$name") $archive"
 }

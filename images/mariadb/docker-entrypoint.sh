@@ -52,6 +52,12 @@ process_sql() {
     --protocol=socket -uroot -hlocalhost --socket="$SOCKET" --comments "$@"
 }
 
+# The official image's name for process_sql, for initdb scripts: uses MARIADB_DATABASE if set.
+docker_process_sql() {
+  if [ -n "$MARIADB_DATABASE" ]; then set -- --database="$MARIADB_DATABASE" "$@"; fi
+  process_sql "$@"
+}
+
 temp_server_start() {
   "$@" --skip-networking --default-time-zone=SYSTEM --socket="$SOCKET" --wsrep_on=OFF \
     --expire-logs-days=0 --skip-slave-start --loose-innodb_buffer_pool_load_at_startup=0 &
