@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -95,6 +96,8 @@ def containerd(images, tmp_path_factory):
     finally:
         cd.stop()
         assert not cd.shim_pids(), f"shims of {cd.workdir} survived stop()"
+        # Unpacked images and snapshots are about a gigabyte: keep only the config and the log.
+        shutil.rmtree(cd.workdir / "root", ignore_errors=True)
 
 
 def run(cd: Containerd, image: str, *args: str, env_file: Path | None = None, timeout: float = 120):
