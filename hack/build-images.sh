@@ -19,8 +19,11 @@
 #   operator  localhost/mysql-operator:VERSION the repository's Dockerfile (VERSION from pyproject)
 #
 # How buildah runs here (found on a Debian bookworm VM, root, cgroup v1, no systemd):
-#   --isolation chroot  RUN steps need no OCI runtime, cgroups or user namespaces;
-#   --network host      RUN steps use the host network: no CNI bridge is created by a build;
+#   --isolation chroot  RUN steps need no OCI runtime, cgroups or user namespaces (the default
+#                       `oci` isolation with runc also works here; chroot is the simpler one);
+#   --network host      RUN steps use the host network. buildah's default private network would
+#                       create a cni-podman0 bridge (10.88.0.0/16) and CNI firewall chains on the
+#                       host: never build without it;
 #   --pull=never        nothing is ever fetched from a registry;
 #   storage driver overlay, in a private --root/--runroot under the cache (never the system's
 #   /var/lib/containers), so builds do not collide with anything else on the machine.
