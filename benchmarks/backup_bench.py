@@ -120,6 +120,7 @@ def main() -> int:
     ap.add_argument("--small-mb", type=int, default=250)
     ap.add_argument("--large-mb", type=int, default=1100)
     ap.add_argument("--part-mib", type=int, default=16)
+    ap.add_argument("--backup-only", action="store_true", help="skip the restore comparison")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="backup-bench-"))
     s3srv = s3support.S3Server(root=work / "s3").start()
@@ -142,6 +143,12 @@ def main() -> int:
             results[label] = (data, raw, ours, info)
             print(f"[bench] {label}: raw {raw:.1f}s ours {ours:.1f}s {info}", file=sys.stderr)
         data, raw_b, ours_b, info = results["large"]
+        if a.backup_only:
+            print(f"backup ours {ours_b:.1f}s raw {raw_b:.1f}s ratio {ours_b / raw_b:.2f}")
+            for label in ("small", "large"):
+                d, _, _, inf = results[label]
+                print(f"backup peak RSS {label} ({d / 2**20:.0f} MiB): {inf['rss_kib'] / 1024:.0f}M")
+            return 0
         # restore the large backup: ours vs raw, each into a fresh server
         t1, t2 = factory.create(2, prefix="dst", start=False)
         for t in (t1, t2):
