@@ -1,22 +1,166 @@
-"""`mysql-operator` command line."""
+"""`mysql-operator` command line: run | switchover | status | version (+ backup/restore if present)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
+import json
+import os
 import sys
 
 from mysql_operator import __version__
 
 
-def main(argv: list[str] | None = None) -> int:
+def _env_list(name: str) -> list[str]:
+    return [n.strip() for n in os.environ.get(name, "").split(",") if n.strip()]
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="run the operator (kopf)")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n", action="append", default=None,
+                       help="watch this namespace (repeatable; env WATCH_NAMESPACES, comma-separated)")
+    scope.add_argument("--all-namespaces", "-A", action="store_true",
+                       default=os.environ.get("WATCH_ALL_NAMESPACES", "").lower() in ("1", "true", "yes"),
+                       help="watch every namespace (env WATCH_ALL_NAMESPACES=true)")
+    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("LOG_FORMAT", "text"))
+    p.add_argument("--liveness", default=os.environ.get("LIVENESS_ENDPOINT"),
+                   help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument("--peering", default=os.environ.get("PEERING_NAME"),
+                   help="kopf peering name (more than one replica); default: standalone")
+    p.add_argument("--priority", type=int, default=int(os.environ.get("PEERING_PRIORITY", "0")))
+    p.add_argument("--loop-seconds", type=float, default=float(os.environ.get("LOOP_SECONDS", "3")),
+                   help="how often each cluster is observed (failover detection)")
+    p.add_argument("--resync-seconds", type=float, default=float(os.environ.get("RESYNC_SECONDS", "60")),
+                   help="how often owned objects are re-applied (drift correction)")
+    p.add_argument("--resolver", choices=("auto", "ip", "dns"), default=os.environ.get("RESOLVER", "auto"),
+                   help="reach instances by pod IP or stable DNS name (auto: DNS in a Pod)")
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: in-cluster or KUBECONFIG)")
+    p.add_argument("--verbose", "-v", action="store_true")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    from mysql_operator.operator import OperatorConfig, run
+
+    if args.kubeconfig:
+        _use_kubeconfig(args.kubeconfig)
+    namespaces = tuple(args.namespace or ([] if args.all_namespaces else _env_list("WATCH_NAMESPACES")))
+    cfg = OperatorConfig(namespaces=namespaces, all_namespaces=args.all_namespaces,
+                         liveness=args.liveness, log_format=args.log_format, verbose=args.verbose,
+                         peering=args.peering, priority=args.priority, loop_seconds=args.loop_seconds,
+                         resync_seconds=args.resync_seconds, resolver=args.resolver)
+    try:
+        cfg.check()
+    except ValueError as e:
+        print(f"mysql-operator run: {e}", file=sys.stderr)
+        return 2
+    return run(cfg)
+
+
+def _use_kubeconfig(path: str) -> None:
+    """Make --kubeconfig the default for every client in this process (the kubernetes library
+    reads KUBECONFIG once, at import)."""
+    from kubernetes.config import kube_config
+
+    os.environ["KUBECONFIG"] = path
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = path
+
+
+def _add_cluster_args(p) -> None:
+    p.add_argument("cluster", help="MySQLCluster name")
+    p.add_argument("--namespace", "-n", default=None, help="namespace (default: the kubeconfig's)")
+    p.add_argument("--kubeconfig", default=None)
+
+
+def _client(args):
+    from kubernetes import config
+
+    from mysql_operator.k8s.client import api_client
+
+    if args.namespace is None:
+        try:
+            _, ctx = config.list_kube_config_contexts(config_file=args.kubeconfig)
+            args.namespace = (ctx.get("context") or {}).get("namespace") or "default"
+        except config.ConfigException:
+            args.namespace = "default"
+    return api_client(args.kubeconfig)
+
+
+def _switchover(args) -> int:
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
+
+    api = client.CustomObjectsApi(_client(args))
+    try:
+        api.patch_namespaced_custom_object(GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster,
+                                           {"spec": {"primary": args.to}})
+    except ApiException as e:
+        detail = e.body if e.status == 422 else e.reason
+        print(f"switchover refused: {detail}", file=sys.stderr)
+        return 1
+    print(f"{args.namespace}/{args.cluster}: spec.primary set to {args.to}; the operator switches over "
+          f"to {args.cluster}-{args.to} (watch: mysql-operator status {args.cluster})")
+    return 0
+
+
+def format_status(body: dict) -> str:
+    """Human summary of a MySQLCluster's status (pure)."""
+    st = body.get("status") or {}
+    meta = body.get("metadata") or {}
+    lines = [f"{meta.get('namespace')}/{meta.get('name')}: phase {st.get('phase', '-')}, "
+             f"primary {st.get('currentPrimary', '-')}, ready {st.get('readyInstances', 0)}/"
+             f"{(body.get('spec') or {}).get('instances', '?')}"]
+    for c in st.get("conditions") or []:
+        lines.append(f"  {c.get('type'):<12} {c.get('status'):<6} {c.get('reason', '')}"
+                     + (f": {c['message']}" if c.get("message") else ""))
+    for i in st.get("instances") or []:
+        lines.append(f"  {i.get('name'):<20} {i.get('role', ''):<10} ready={i.get('ready')} "
+                     f"lag={i.get('lagSeconds', '-')} gtid={i.get('gtidExecuted', '-')}"
+                     + (f" error={i['error']}" if i.get("error") else ""))
+    return "\n".join(lines)
+
+
+def _status(args) -> int:
+    from mysql_operator.k8s.objects import read_cluster
+
+    body = read_cluster(_client(args), args.namespace, args.cluster)
+    if body is None:
+        print(f"MySQLCluster {args.namespace}/{args.cluster} not found", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(body.get("status") or {}, indent=2, sort_keys=True))
+    else:
+        print(format_status(body))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mysql-operator")
     parser.add_argument("--version", action="version", version=f"mysql-operator {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("version", help="print the version")
-    args = parser.parse_args(argv)
-    if args.command == "version":
-        print(__version__)
-    return 0
+    sub.add_parser("version", help="print the version").set_defaults(func=lambda a: print(__version__) or 0)
+    _add_run(sub)
+    sw = sub.add_parser("switchover", help="make instance N the primary (patches spec.primary)")
+    _add_cluster_args(sw)
+    sw.add_argument("--to", type=int, required=True, metavar="N", help="ordinal of the new primary")
+    sw.set_defaults(func=_switchover)
+    st = sub.add_parser("status", help="show a cluster's status")
+    _add_cluster_args(st)
+    st.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    st.set_defaults(func=_status)
+    if importlib.util.find_spec("mysql_operator.cli_backup") is not None:
+        # backup/restore subcommands: cli_backup.register(sub) adds parsers with set_defaults(func=...)
+        importlib.import_module("mysql_operator.cli_backup").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args) or 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""kopf wiring only: each handler calls into mysql_operator.reconcile."""

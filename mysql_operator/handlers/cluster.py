@@ -1,0 +1,77 @@
+"""MySQLCluster handlers: create/update/resume, a periodic timer and watches on owned Pods and
+StatefulSets all call the same idempotent `Reconciler.reconcile`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
+from mysql_operator.k8s.client import api_client, in_cluster
+from mysql_operator.manifests import MANAGED_BY
+from mysql_operator.reconcile import Reconciler
+
+log = logging.getLogger(__name__)
+_OWNED = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "database"}
+_state: dict[str, Any] = {}
+
+
+def reconciler() -> Reconciler:
+    return _state["reconciler"]
+
+
+def register(cfg) -> None:
+    """Register the handlers on kopf's default registry (once), with cfg's intervals."""
+    if _state.get("registered"):
+        return
+    _state["reconciler"] = Reconciler(api_client(), resolver_mode=cfg.resolver,
+                                      resync_seconds=cfg.resync_seconds)
+
+    @kopf.on.login()
+    def login(**kwargs):
+        """In a Pod: kopf's own (token file re-read on expiry). Elsewhere: the kubeconfig we
+        loaded (--kubeconfig or KUBECONFIG at run time, not at import time)."""
+        if in_cluster():
+            return kopf.login_via_client(**kwargs)
+        c = reconciler().api.configuration
+        header = c.get_api_key_with_prefix("BearerToken") or c.get_api_key_with_prefix("authorization")
+        scheme, _, token = (header or "").rpartition(" ")
+        return kopf.ConnectionInfo(
+            server=c.host, ca_path=c.ssl_ca_cert, insecure=not c.verify_ssl,
+            scheme=scheme or ("Bearer" if token else None), token=token or None,
+            certificate_path=c.cert_file, private_key_path=c.key_file)
+
+    @kopf.on.resume(GROUP, VERSION, CLUSTER_PLURAL)
+    @kopf.on.create(GROUP, VERSION, CLUSTER_PLURAL)
+    @kopf.on.update(GROUP, VERSION, CLUSTER_PLURAL)
+    def cluster_changed(body, namespace, name, **_):
+        result = reconciler().nudge(namespace, name, apply=True)
+        if result is None:  # a reconcile is running; it runs once more with the new spec
+            return None
+        return {"phase": result.phase}
+
+    @kopf.timer(GROUP, VERSION, CLUSTER_PLURAL, interval=cfg.loop_seconds, sharp=False)
+    def cluster_loop(namespace, name, **_):
+        reconciler().nudge(namespace, name)
+
+    @kopf.on.delete(GROUP, VERSION, CLUSTER_PLURAL, optional=True)
+    def cluster_deleted(namespace, name, **_):
+        reconciler().forget(namespace, name)  # owned objects go by garbage collection
+
+    @kopf.on.event("", "v1", "pods", labels=_OWNED)
+    def pod_event(body, namespace, labels, **_):
+        owner = labels.get("app.kubernetes.io/instance")
+        if owner:
+            reconciler().nudge(namespace, owner)
+
+    @kopf.on.event("apps", "v1", "statefulsets", labels=_OWNED)
+    def statefulset_event(body, namespace, labels, **_):
+        owner = labels.get("app.kubernetes.io/instance")
+        meta, status = body.get("metadata") or {}, body.get("status") or {}
+        if owner:  # a changed spec (by us or by hand) is re-applied at once
+            reconciler().nudge(namespace, owner,
+                               apply=True if meta.get("generation") != status.get("observedGeneration") else None)
+
+    _state["registered"] = True

@@ -1,0 +1,149 @@
+"""Server-side apply, Secrets created only if missing, status patches, Events, pod labels."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import logging
+from typing import Any, Iterable, Mapping
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
+
+FIELD_MANAGER = "mysql-operator"
+log = logging.getLogger(__name__)
+
+# (apiVersion, kind) -> (URL prefix, plural): the kinds the operator applies
+_PATHS = {
+    ("v1", "Secret"): ("/api/v1", "secrets"),
+    ("v1", "ConfigMap"): ("/api/v1", "configmaps"),
+    ("v1", "Service"): ("/api/v1", "services"),
+    ("apps/v1", "StatefulSet"): ("/apis/apps/v1", "statefulsets"),
+    ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets"),
+}
+
+
+def object_path(obj: Mapping[str, Any]) -> str:
+    key = (obj["apiVersion"], obj["kind"])
+    if key not in _PATHS:
+        raise ValueError(f"no API path known for {key}")
+    prefix, plural = _PATHS[key]
+    meta = obj["metadata"]
+    return f"{prefix}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
+
+
+def server_side_apply(api: client.ApiClient, obj: Mapping[str, Any],
+                      field_manager: str = FIELD_MANAGER) -> dict:
+    """PATCH application/apply-patch+yaml (JSON is YAML), forcing ownership of our fields:
+    a hand edit of a field we set is overwritten; fields nobody of us sets are left alone."""
+    request = api.param_serialize(
+        method="PATCH", resource_path=object_path(obj),
+        query_params=[("fieldManager", field_manager), ("force", "true")],
+        header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+        body=dict(obj), auth_settings=["BearerToken"])
+    response = api.call_api(*request)
+    response.read()
+    if response.status >= 300:
+        raise ApplyError(obj, response.status, response.data)
+    return json.loads(response.data)
+
+
+class ApplyError(Exception):
+    def __init__(self, obj: Mapping[str, Any], status: int, data: bytes):
+        text = data[:1000].decode(errors="replace") if isinstance(data, bytes) else str(data)[:1000]
+        super().__init__(f"apply {obj['kind']} {obj['metadata']['name']}: HTTP {status}: {text}")
+        self.status = status
+
+
+def read_secret_data(api: client.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
+    """The Secret's decoded data, or None if it does not exist."""
+    try:
+        s = client.CoreV1Api(api).read_namespaced_secret(name, namespace)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return {k: base64.b64decode(v).decode() for k, v in (s.data or {}).items()}
+
+
+def create_secret(api: client.ApiClient, secret: Mapping[str, Any]) -> bool:
+    """Create; False if it already exists (never overwritten)."""
+    try:
+        client.CoreV1Api(api).create_namespaced_secret(secret["metadata"]["namespace"], dict(secret))
+        return True
+    except ApiException as e:
+        if e.status == 409:
+            return False
+        raise
+
+
+def add_secret_keys(api: client.ApiClient, namespace: str, name: str, data: Mapping[str, str]) -> None:
+    """Add keys (base64 values) to an existing Secret; other keys are untouched."""
+    client.CoreV1Api(api).patch_namespaced_secret(name, namespace, {"data": dict(data)})
+
+
+def read_cluster(api: client.ApiClient, namespace: str, name: str) -> dict | None:
+    try:
+        return client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, CLUSTER_PLURAL, name)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def patch_status(api: client.ApiClient, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    """JSON merge patch of .status (lists such as conditions are replaced whole)."""
+    try:
+        client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, CLUSTER_PLURAL, name, {"status": dict(status)})
+    except ApiException as e:
+        if e.status != 404:  # deleted meanwhile: nothing to report on
+            raise
+
+
+def list_pods(api: client.ApiClient, namespace: str, selector: Mapping[str, str]) -> list[dict]:
+    sel = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=sel)
+    return [api.sanitize_for_serialization(p) for p in pods.items]
+
+
+def set_pod_label(api: client.ApiClient, namespace: str, pod: str, key: str, value: str | None) -> None:
+    """Set (or with None remove) one label on a Pod."""
+    client.CoreV1Api(api).patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {key: value}}})
+
+
+def read_statefulset_replicas(api: client.ApiClient, namespace: str, name: str) -> int | None:
+    try:
+        return client.AppsV1Api(api).read_namespaced_stateful_set(name, namespace).spec.replicas
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def post_events(api: client.ApiClient, involved: Mapping[str, Any],
+                events: Iterable[tuple[str, str, str]]) -> None:
+    """core/v1 Events on the cluster object: (type Normal|Warning, reason, message)."""
+    meta = involved["metadata"]
+    core = client.CoreV1Api(api)
+    now = dt.datetime.now(dt.timezone.utc)
+    for n, (etype, reason, message) in enumerate(events):
+        body = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": involved.get("apiVersion", f"{GROUP}/{VERSION}"),
+                               "kind": involved.get("kind", "MySQLCluster"), "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta.get("uid")},
+            "type": etype, "reason": reason, "message": message[:1024],
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER, "reportingInstance": FIELD_MANAGER,
+        }
+        try:
+            core.create_namespaced_event(meta["namespace"], body)
+        except ApiException as e:  # an Event is worth a log line, never a failed reconcile
+            log.warning("could not post Event %s on %s/%s: %s", reason, meta["namespace"],
+                        meta["name"], e.reason)

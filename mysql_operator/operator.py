@@ -1,0 +1,96 @@
+"""Running the operator: explicit kopf settings, scope, liveness, peering, logs; then kopf.run.
+
+Every kopf setting that matters in production is set here on purpose:
+- watch timeouts (server and client): kopf has known silent watch freezes without them;
+- a liveness endpoint for the Pod's probe;
+- peering: standalone for one replica; with `peering` set, kopf's namespaced KopfPeering (or
+  ClusterKopfPeering for --all-namespaces) elects one active operator;
+- progress and diff-base storage in annotations under our API group (no status.kopf clutter);
+- kopf's own Events only for warnings (ours carry the domain actions).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from dataclasses import dataclass, field
+
+import kopf
+
+from mysql_operator.api import GROUP
+
+LOG_FORMATS = ("text", "json")
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
+    liveness: str | None = None  # e.g. http://0.0.0.0:8080/healthz
+    log_format: str = "text"
+    verbose: bool = False
+    peering: str | None = None  # None: standalone (one replica)
+    priority: int = 0
+    loop_seconds: float = 3.0  # replication observe/decide/act loop
+    resync_seconds: float = 60.0  # full apply of owned objects (drift correction)
+    resolver: str = "auto"  # auto | ip | dns (see k8s/resolve.py)
+    watch_server_timeout: int = 300
+    watch_client_timeout: int = 330
+    watch_connect_timeout: int = 30
+    request_timeout: int = 60
+    extra: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        if self.all_namespaces == bool(self.namespaces):
+            raise ValueError("choose the scope: --all-namespaces, or --namespace NS (repeatable)")
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
+        if self.loop_seconds <= 0 or self.resync_seconds <= 0:
+            raise ValueError("--loop-seconds and --resync-seconds must be positive")
+        if self.watch_client_timeout <= self.watch_server_timeout:
+            raise ValueError("the watch client timeout must exceed the server timeout")
+
+
+def settings_for(cfg: OperatorConfig) -> kopf.OperatorSettings:
+    s = kopf.OperatorSettings()
+    s.watching.server_timeout = cfg.watch_server_timeout
+    s.watching.client_timeout = cfg.watch_client_timeout
+    s.watching.connect_timeout = cfg.watch_connect_timeout
+    s.networking.request_timeout = cfg.request_timeout
+    s.networking.connect_timeout = cfg.watch_connect_timeout
+    s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration")
+    s.posting.level = logging.WARNING
+    s.posting.reporting_component = "mysql-operator"
+    s.posting.reporting_instance = os.environ.get("POD_NAME") or "mysql-operator"
+    s.execution.max_workers = 20
+    s.peering.standalone = cfg.peering is None
+    if cfg.peering:
+        s.peering.name = cfg.peering
+        s.peering.priority = cfg.priority
+        s.peering.clusterwide = cfg.all_namespaces
+        s.peering.mandatory = True
+    return s
+
+
+def run(cfg: OperatorConfig) -> int:
+    cfg.check()
+    kopf.configure(verbose=cfg.verbose,
+                   log_format=kopf.LogFormat.JSON if cfg.log_format == "json" else kopf.LogFormat.FULL)
+    from mysql_operator.handlers import cluster as cluster_handlers
+
+    cluster_handlers.register(cfg)
+    if importlib.util.find_spec("mysql_operator.handlers.backups") is not None:
+        importlib.import_module("mysql_operator.handlers.backups")  # MySQLBackup handlers
+    kopf.run(
+        clusterwide=cfg.all_namespaces,
+        namespaces=list(cfg.namespaces),
+        liveness_endpoint=cfg.liveness,
+        standalone=cfg.peering is None,
+        peering_name=cfg.peering,
+        priority=cfg.priority,
+        settings=settings_for(cfg),
+    )
+    return 0

@@ -1,0 +1,587 @@
+"""Level-triggered reconcile of one MySQLCluster: observe -> decide -> act, then publish status.
+
+`Reconciler.reconcile(body)` is the ONE entry point: kopf's create/update/resume handlers, the
+periodic timer, and the watches on owned Pods/StatefulSets all call it. It is idempotent:
+
+  parse spec (SpecError -> condition + Event, nothing touched)
+  ensure the generated Secret (created only if missing; never regenerated; missing keys added)
+  server-side apply every owned object (owner references; hand-made drift is overwritten)
+  observe Pods; run the ReplicationEngine (observe -> decide -> act) when there is something to
+  observe; record a new primary in status BEFORE acting; move the role labels (demote first, so
+  never two Pods carry role=primary); publish status; post Events for what was done.
+
+The functions above `Reconciler` are pure (table-tested in tests/unit/test_reconcile_*.py).
+Secrets never leave this module except into the server connections: step texts and errors are
+redacted before they reach Events, status or logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from kubernetes.client.rest import ApiException
+
+from mysql_operator import manifests as m
+from mysql_operator import topology as t
+from mysql_operator.api import MySQLCluster, SpecError, parse
+from mysql_operator.db.instance import redact
+from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.client import in_cluster as _in_cluster
+from mysql_operator.k8s.resolve import resolve
+from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine, Step
+
+log = logging.getLogger(__name__)
+
+CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")
+# decisions that make a (possibly new) primary writable
+PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
+ACTIONS = PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync)
+
+
+# ---------------------------------------------------------------------------------------- pods
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    ordinal: int
+    running: bool = False
+    ready: bool = False
+    role: str | None = None  # the ROLE_LABEL value it carries now
+    deleting: bool = False
+
+
+def pod_ordinal(name: str, cluster_name: str) -> int | None:
+    prefix = f"{cluster_name}-"
+    rest = name[len(prefix):] if name.startswith(prefix) else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def pod_views(cluster_name: str, pods: Iterable[Mapping[str, Any]]) -> dict[int, PodView]:
+    out = {}
+    for p in pods:
+        meta, status = p.get("metadata") or {}, p.get("status") or {}
+        ordinal = pod_ordinal(meta.get("name", ""), cluster_name)
+        if ordinal is None:
+            continue
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in status.get("conditions") or [])
+        out[ordinal] = PodView(meta["name"], ordinal, running=status.get("phase") == "Running",
+                               ready=ready, role=(meta.get("labels") or {}).get(m.ROLE_LABEL),
+                               deleting=bool(meta.get("deletionTimestamp")))
+    return out
+
+
+def member_ordinals(instances: int, pod_ordinals: Iterable[int], primary_ordinal: int | None) -> list[int]:
+    """Every instance the engine must know: the wanted ones, Pods still present beyond them
+    (leaving after a scale down), and the recorded primary wherever it is."""
+    extra = set(pod_ordinals) | ({primary_ordinal} if primary_ordinal is not None else set())
+    return sorted(set(range(instances)) | extra)
+
+
+def statefulset_replicas(instances: int, primary_ordinal: int | None, current: int | None) -> int:
+    """Scale down never removes the primary's Pod: keep it until a switchover moved the primary."""
+    if primary_ordinal is not None and primary_ordinal >= instances:
+        return max(primary_ordinal + 1, min(current or 0, primary_ordinal + 1))
+    return instances
+
+
+# ---------------------------------------------------------------------------------------- roles
+def desired_roles(observed: Sequence[t.InstanceState], primary: str | None, instances: int,
+                  settings: t.Settings, primary_ok: bool) -> dict[str, str | None]:
+    """ROLE_LABEL value per instance: the recorded primary (when its promotion did not fail) is
+    `primary`; instances that replicate an errant history or are leaving get no role (neither
+    Service selects them); every other wanted instance is `replica`."""
+    by_name = {i.name: i for i in observed}
+    p = by_name.get(primary) if primary else None
+    roles: dict[str, str | None] = {}
+    for i in observed:
+        if i.name == primary:
+            roles[i.name] = m.ROLE_PRIMARY if primary_ok else None
+        elif i.ordinal >= instances:
+            roles[i.name] = None
+        elif p is not None and p.reachable and i.reachable and t.errant_against_primary(i, p, settings):
+            roles[i.name] = None
+        elif p is None or primary is None:
+            roles[i.name] = None  # not bootstrapped: nothing replicates yet
+        else:
+            roles[i.name] = m.ROLE_REPLICA
+    return roles
+
+
+def label_plan(current: Mapping[str, str | None], desired: Mapping[str, str | None]) -> list[tuple[str, str | None]]:
+    """Label patches in a safe order: every removal of `primary` before any new `primary`, so at
+    no moment do two Pods carry role=primary (and the -rw Service never has two endpoints)."""
+    primary = [n for n, v in desired.items() if v == m.ROLE_PRIMARY]
+    changes = [(n, v) for n, v in desired.items() if n in current and current[n] != v]
+    # a Pod labelled primary that is not the wanted primary loses the label, even when the
+    # desired map does not mention it
+    changes += [(n, None) for n, v in current.items()
+                if v == m.ROLE_PRIMARY and n not in desired and n not in primary]
+    demote = [(n, v) for n, v in changes if current[n] == m.ROLE_PRIMARY]
+    promote = [(n, v) for n, v in changes if v == m.ROLE_PRIMARY]
+    rest = [c for c in changes if c not in demote and c not in promote]
+    return sorted(demote) + sorted(rest) + sorted(promote)
+
+
+# ---------------------------------------------------------------------------------------- events
+def _camel(action: str) -> str:
+    return "".join(w[:1].upper() + w[1:] for w in action.replace("_", "-").split("-"))
+
+
+def events_from_steps(steps: Iterable[Step], secrets: Iterable[str] = ()) -> list[tuple[str, str, str]]:
+    secrets = list(secrets)
+    out = []
+    for s in steps:
+        message = redact(f"{s.instance}: {s.detail}" if s.detail else s.instance, secrets)
+        out.append(("Normal" if s.ok else "Warning", _camel(s.action) + ("" if s.ok else "Failed"), message))
+    return out
+
+
+def decision_event(d: t.Decision | None, secrets: Iterable[str] = ()) -> tuple[str, str, str] | None:
+    """The Event announcing a decision that changes the topology (before its steps' Events)."""
+    if isinstance(d, (t.Failover, t.Switchover, t.Bootstrap, t.Promote)):
+        etype = "Warning" if isinstance(d, t.Failover) else "Normal"
+        return etype, d.kind, redact(d.reason or d.kind, list(secrets))
+    return None
+
+
+# ---------------------------------------------------------------------------------------- status
+@dataclass(frozen=True)
+class Summary:
+    """Everything the status is computed from; plain data."""
+
+    instances: int
+    generation: int | None = None
+    spec_error: str | None = None
+    secret_error: str | None = None
+    ready: int = 0
+    primary: str | None = None
+    primary_serving: bool = False
+    decision: str | None = None  # kind, None when the engine did not run
+    decision_reason: str = ""
+    held_out: tuple[str, ...] = ()
+    unreachable: tuple[str, ...] = ()
+    failed_steps: tuple[str, ...] = ()
+    entries: tuple[Mapping[str, Any], ...] = ()
+
+
+def phase(s: Summary) -> str:
+    if s.spec_error:
+        return "Invalid"
+    if s.secret_error or s.decision == "Unrecoverable":
+        return "Failed"
+    if s.primary is None:
+        return "Bootstrapping" if s.decision else "Pending"
+    if s.decision == "Failover":
+        return "FailingOver"
+    if s.decision == "Switchover":
+        return "SwitchingOver"
+    if not s.primary_serving:
+        return "Unavailable"
+    if s.ready >= s.instances and not s.held_out and not s.unreachable and not s.failed_steps:
+        return "Ready"
+    return "Degraded"
+
+
+def _cond(ctype: str, ok: bool, reason: str, message: str = "") -> dict[str, Any]:
+    return {"type": ctype, "status": "True" if ok else "False", "reason": reason, "message": message}
+
+
+def conditions(s: Summary) -> list[dict[str, Any]]:
+    if s.spec_error:
+        msg = s.spec_error
+        return [_cond("Ready", False, "InvalidSpec", msg), _cond("Available", False, "InvalidSpec", msg),
+                _cond("Progressing", False, "InvalidSpec", msg), _cond("Degraded", True, "InvalidSpec", msg)]
+    ph = phase(s)
+    ready_msg = f"{s.ready}/{s.instances} instances ready"
+    ready = _cond("Ready", ph == "Ready", "AllInstancesReady" if ph == "Ready" else
+                  ("InstancesNotReady" if s.ready < s.instances else ph), ready_msg)
+    if s.primary_serving:
+        available = _cond("Available", True, "PrimaryServing", f"{s.primary} accepts writes")
+    elif s.primary is None:
+        available = _cond("Available", False, "NoPrimary", "no primary yet")
+    else:
+        available = _cond("Available", False, "PrimaryNotServing", f"{s.primary} does not accept writes")
+
+    if s.secret_error:
+        progressing = _cond("Progressing", False, "CredentialsSecret", s.secret_error)
+    elif s.decision in {d.__name__ for d in ACTIONS}:
+        progressing = _cond("Progressing", True, s.decision, s.decision_reason)
+    elif s.decision == "WaitForDelay":
+        progressing = _cond("Progressing", True, "Waiting", s.decision_reason)
+    elif s.ready < s.instances:
+        progressing = _cond("Progressing", True, "WaitingForInstances", ready_msg)
+    else:
+        progressing = _cond("Progressing", False, "Stable", "nothing to do")
+
+    if s.secret_error:
+        degraded = _cond("Degraded", True, "CredentialsSecret", s.secret_error)
+    elif s.decision == "Unrecoverable":
+        degraded = _cond("Degraded", True, "Unrecoverable", s.decision_reason)
+    elif s.failed_steps:
+        degraded = _cond("Degraded", True, "ActionFailed", "; ".join(s.failed_steps))
+    elif s.primary is not None and s.primary in s.unreachable:
+        degraded = _cond("Degraded", True, "PrimaryUnreachable", s.decision_reason or f"{s.primary} unreachable")
+    elif s.held_out:
+        degraded = _cond("Degraded", True, "InstancesHeldOut", ", ".join(s.held_out) + " held out")
+    elif s.primary is not None and s.unreachable:
+        degraded = _cond("Degraded", True, "InstancesUnreachable", ", ".join(s.unreachable) + " unreachable")
+    else:
+        degraded = _cond("Degraded", False, "AsExpected" if s.primary else "Bootstrapping", "")
+    return [ready, available, progressing, degraded]
+
+
+def merge_conditions(old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]],
+                     now: str, generation: int | None) -> list[dict[str, Any]]:
+    """lastTransitionTime moves only when a condition's status changes."""
+    before = {c.get("type"): c for c in old or []}
+    out = []
+    for c in new:
+        prev = before.get(c["type"])
+        changed = prev is None or prev.get("status") != c["status"]
+        item = dict(c)
+        item["lastTransitionTime"] = now if changed else prev.get("lastTransitionTime", now)
+        if generation is not None:
+            item["observedGeneration"] = generation
+        out.append(item)
+    return out
+
+
+def build_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "phase": phase(s),
+        "conditions": merge_conditions(previous.get("conditions") or [], conditions(s), now, s.generation),
+        "readyInstances": s.ready,
+        "instances": [dict(e) for e in s.entries],
+    }
+    if s.generation is not None:
+        status["observedGeneration"] = s.generation
+    primary = s.primary or previous.get("currentPrimary")
+    if primary:
+        status["currentPrimary"] = primary
+    return status
+
+
+def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """A Warning when Degraded turns True or changes its reason/message (not on every loop)."""
+    def degraded(st):
+        return next((c for c in st.get("conditions") or [] if c.get("type") == "Degraded"), {})
+    old, new = degraded(previous), degraded(status)
+    if new.get("status") != "True":
+        return []
+    if (old.get("status"), old.get("reason"), old.get("message")) == ("True", new.get("reason"), new.get("message")):
+        return []
+    return [("Warning", new.get("reason") or "Degraded", new.get("message") or "")]
+
+
+def status_changed(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    def strip(st):
+        out = {k: v for k, v in st.items() if k != "conditions"}
+        out["conditions"] = [{k: v for k, v in c.items() if k != "lastTransitionTime"}
+                             for c in st.get("conditions") or []]
+        return out
+    return strip(dict(previous)) != strip(dict(status))
+
+
+def instance_entries(ordinals: Sequence[int], names: Mapping[int, str], pods: Mapping[int, PodView],
+                     observed: Mapping[str, t.InstanceState], lags: Mapping[str, int | None],
+                     roles: Mapping[str, str | None], primary: str | None,
+                     secrets: Iterable[str] = ()) -> list[dict[str, Any]]:
+    secrets = list(secrets)
+    out = []
+    for o in ordinals:
+        name = names[o]
+        pod, obs = pods.get(o), observed.get(name)
+        role = roles.get(name)
+        if role is None:
+            role = "held-out" if obs is not None and obs.reachable and name in roles else "unknown"
+        if name == primary and roles.get(name) is None and obs is not None:
+            role = "primary-not-serving"
+        e: dict[str, Any] = {"name": name, "role": role, "ready": bool(pod and pod.ready),
+                             "reachable": bool(obs and obs.reachable)}
+        if obs is not None and obs.executed is not None:
+            e["gtidExecuted"] = str(obs.executed)
+        lag = lags.get(name)
+        if lag is not None:
+            e["lagSeconds"] = int(lag)
+        if obs is not None and obs.last_error:
+            e["error"] = redact(obs.last_error, secrets)[:512]
+        out.append(e)
+    return out
+
+
+# ---------------------------------------------------------------------------------------- effects
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Result:
+    phase: str
+    applied: bool = False
+    decision: str | None = None
+    steps: list[Step] = field(default_factory=list)
+
+
+@dataclass
+class _Entry:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    engine: ReplicationEngine | None = None
+    fingerprint: str = ""
+    last_apply: float = 0.0
+    again: bool = False
+
+
+class Reconciler:
+    """Holds one ReplicationEngine per cluster (it measures outages across loops) and a lock per
+    cluster (handlers, timer and watches never act on one cluster at the same time)."""
+
+    def __init__(self, api, resolver_mode: str = "auto", in_cluster: bool | None = None,
+                 resync_seconds: float = 60.0, apply_timeout: float = 30.0,
+                 password_factory: Callable[[], str] = m.random_password,
+                 clock: Callable[[], float] = time.monotonic):
+        self.api = api
+        self.resolver_mode = resolver_mode
+        self.in_cluster = _in_cluster() if in_cluster is None else in_cluster
+        self.resync_seconds = resync_seconds
+        self.apply_timeout = apply_timeout
+        self.password_factory = password_factory
+        self.clock = clock
+        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._guard = threading.Lock()
+
+    def _entry(self, namespace: str, name: str) -> _Entry:
+        with self._guard:
+            return self._entries.setdefault((namespace, name), _Entry())
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._guard:
+            e = self._entries.pop((namespace, name), None)
+        if e and e.engine:
+            e.engine.close()
+
+    def close(self) -> None:
+        for key in list(self._entries):
+            self.forget(*key)
+
+    # -- entry points ------------------------------------------------------------------------------
+    def reconcile(self, body: Mapping[str, Any], apply: bool | None = None) -> Result | None:
+        """Reconcile now (waiting for a running reconcile of the same cluster to finish)."""
+        meta = body["metadata"]
+        entry = self._entry(meta["namespace"], meta["name"])
+        with entry.lock:
+            return self._reconcile(body, entry, apply)
+
+    def nudge(self, namespace: str, name: str, apply: bool | None = None) -> Result | None:
+        """From a watch: reconcile unless one is running (then it runs once more at its end)."""
+        entry = self._entry(namespace, name)
+        if not entry.lock.acquire(blocking=False):
+            entry.again = True
+            return None
+        try:
+            result = None
+            while True:
+                entry.again = False
+                body = k.read_cluster(self.api, namespace, name)
+                if body is None or body["metadata"].get("deletionTimestamp"):
+                    return None
+                result = self._reconcile(body, entry, apply)
+                if not entry.again:
+                    return result
+        finally:
+            entry.lock.release()
+
+    # -- the reconcile -----------------------------------------------------------------------------
+    def _reconcile(self, body: Mapping[str, Any], entry: _Entry, apply: bool | None) -> Result:
+        meta = body["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        previous = dict(body.get("status") or {})
+        try:
+            c = parse(body)
+        except SpecError as e:
+            return self._publish(body, previous, Summary(instances=0, generation=meta.get("generation"),
+                                                         spec_error=str(e)), [], None)
+
+        passwords, secret_error = self._credentials(c, _owner(body))
+        secrets = list(passwords.values())
+        current_primary = previous.get("currentPrimary")
+        primary_ordinal = pod_ordinal(current_primary or "", c.name)
+
+        applied = False
+        due = self.clock() - entry.last_apply >= self.resync_seconds
+        if apply or (apply is None and due) or previous.get("observedGeneration") != c.generation:
+            self._apply_objects(c, body, passwords, primary_ordinal)
+            entry.last_apply = self.clock()
+            applied = True
+
+        listed = k.list_pods(self.api, ns, m.selector_labels(c))
+        pods = pod_views(c.name, listed)
+        raw_pods = {pod_ordinal(p["metadata"]["name"], c.name): p for p in listed}
+        ordinals = member_ordinals(c.spec.instances, pods, primary_ordinal)
+        names = {o: m.pod_name(c, o) for o in ordinals}
+        ready = sum(1 for o, p in pods.items() if o < c.spec.instances and p.ready)
+
+        run_engine = secret_error is None and (current_primary is not None
+                                               or any(p.running for p in pods.values()))
+        if not run_engine:
+            summary = Summary(instances=c.spec.instances, generation=c.generation, secret_error=secret_error,
+                              ready=ready, primary=current_primary,
+                              entries=tuple(instance_entries(ordinals, names, pods, {}, {}, {}, current_primary)))
+            return self._publish(body, previous, summary, [], None, applied=applied)
+
+        settings = t.Settings(
+            instances=c.spec.instances, failover_enabled=c.spec.replication.failover.enabled,
+            failover_delay_seconds=float(c.spec.replication.failover.delay_seconds),
+            semisync=c.spec.replication.mode == "semisync")
+        members = [Member(names[o], o, *resolve(c, o, raw_pods.get(o), self.resolver_mode, self.in_cluster))
+                   for o in ordinals]
+        engine = self._engine(entry, c, passwords, settings, members)
+        state = ClusterState(current_primary)
+        desired = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
+
+        observed = engine.observe()
+        decision = t.decide(observed, settings, state.current_primary, desired)
+        new_primary = {t.Bootstrap: lambda d: d.primary, t.Failover: lambda d: d.to,
+                       t.Switchover: lambda d: d.to}.get(type(decision))
+        if new_primary and new_primary(decision) != state.current_primary:
+            state.current_primary = new_primary(decision)
+            k.patch_status(self.api, ns, name, {"currentPrimary": state.current_primary})  # before acting
+        pre = decision_event(decision, secrets)
+        if pre:
+            k.post_events(self.api, body, [pre])
+        steps = engine.act(decision, observed)
+        failed = [s for s in steps if not s.ok]
+
+        primary = state.current_primary
+        by_name = {i.name: i for i in observed}
+        p = by_name.get(primary) if primary else None
+        if isinstance(decision, PRIMARY_CHANGES):
+            primary_ok = not failed
+        else:
+            primary_ok = bool(p and p.reachable and not p.read_only and not p.is_replica) or (
+                isinstance(decision, t.WaitForDelay) and p is not None)
+        roles = desired_roles(observed, primary, c.spec.instances, settings, primary_ok)
+        self._move_labels(ns, pods, names, roles)
+
+        lags = {n: (o.replica.seconds_behind if o.replica else None)
+                for n, o in engine.last_observations.items()}
+        held = tuple(n for n, r in roles.items() if r is None and n != primary
+                     and by_name[n].reachable and by_name[n].ordinal < c.spec.instances)
+        unreachable = tuple(i.name for i in observed if not i.reachable and i.ordinal < c.spec.instances)
+        serving = primary_ok and not isinstance(decision, t.WaitForDelay) or (
+            isinstance(decision, t.WaitForDelay) and bool(p and p.reachable and not p.read_only))
+        summary = Summary(
+            instances=c.spec.instances, generation=c.generation, ready=ready, primary=primary,
+            primary_serving=serving and primary is not None, decision=decision.kind,
+            decision_reason=redact(decision.reason, secrets), held_out=held, unreachable=unreachable,
+            failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
+            entries=tuple(instance_entries(ordinals, names, pods, by_name, lags, roles, primary, secrets)))
+        result = self._publish(body, previous, summary, events_from_steps(steps, secrets), decision,
+                               applied=applied)
+        result.steps = steps
+        return result
+
+    def _publish(self, body, previous, summary: Summary, events, decision, applied=False) -> Result:
+        meta = body["metadata"]
+        status = build_status(summary, previous, _now())
+        events = list(events) + degraded_events(previous, status)
+        if status_changed(previous, status):
+            k.patch_status(self.api, meta["namespace"], meta["name"], status)
+        if events:
+            k.post_events(self.api, body, events)
+        for etype, reason, message in events:
+            log.log(logging.WARNING if etype == "Warning" else logging.INFO, "%s/%s %s: %s",
+                    meta["namespace"], meta["name"], reason, message)
+        return Result(phase=status["phase"], applied=applied,
+                      decision=decision.kind if decision is not None else None)
+
+    def _credentials(self, c: MySQLCluster, owner: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
+        """Passwords by Secret key, and why they are unusable (None if fine). Creates the
+        generated Secret if missing and adds missing keys; never changes a stored password."""
+        secret = m.credentials_secret_name(c)
+        data = k.read_secret_data(self.api, c.namespace, secret)
+        if c.spec.credentials is not None:
+            if data is None:
+                return {}, (f"spec.credentials.secretName: Secret {secret} does not exist: create it "
+                            f"with keys {', '.join(_required_keys(c))}")
+            missing = [key for key in _required_keys(c) if not data.get(key)]
+            if missing:
+                return {}, (f"spec.credentials.secretName: Secret {secret} lacks "
+                            f"{', '.join(missing)}: add the missing keys")
+            return {key: data[key] for key in _required_keys(c)}, None
+        existing = data or {}
+        fresh: dict[str, str] = {}
+
+        def password_for(key: str) -> str:
+            if existing.get(key):
+                return existing[key]
+            return fresh.setdefault(key, self.password_factory())
+
+        built = m.credentials_secret(c, password_for)
+        if data is None:
+            if not k.create_secret(self.api, m.owned(built, owner)):  # lost a race: read it back
+                return self._credentials(c, owner)
+        elif fresh:
+            k.add_secret_keys(self.api, c.namespace, secret,
+                              {key: base64.b64encode(v.encode()).decode() for key, v in fresh.items()})
+        return {key: password_for(key) for key in _required_keys(c)}, None
+
+    def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal) -> None:
+        owner = _owner(body)
+        for obj in m.build_all(c, lambda key: passwords.get(key) or "unused"):
+            if obj["kind"] == "Secret":
+                continue  # created only if missing (see _credentials)
+            obj = m.owned(obj, owner)
+            if obj["kind"] == "StatefulSet":
+                current = k.read_statefulset_replicas(self.api, c.namespace, obj["metadata"]["name"])
+                obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
+            k.server_side_apply(self.api, obj)
+
+    def _engine(self, entry: _Entry, c: MySQLCluster, passwords: Mapping[str, str],
+                settings: t.Settings, members: Sequence[Member]) -> ReplicationEngine:
+        app_user = c.spec.database.user if c.spec.database else None
+        fp = hashlib.sha256(repr((settings, c.spec.replication.semi_sync_acks, sorted(passwords.items()),
+                                  app_user, c.spec.database)).encode()).hexdigest()
+        if entry.engine is None or entry.fingerprint != fp:
+            if entry.engine is not None:
+                entry.engine.close()
+            app = (Credentials(app_user, passwords[m.APP_PASSWORD_KEY])
+                   if app_user and passwords.get(m.APP_PASSWORD_KEY) else None)
+            entry.engine = ReplicationEngine(
+                members, Credentials(m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY]),
+                Credentials(m.REPLICATION_USER, passwords[m.REPLICATION_PASSWORD_KEY]), settings,
+                app=app, app_database=c.spec.database.name if c.spec.database else None,
+                semisync_acks=c.spec.replication.semi_sync_acks, apply_timeout=self.apply_timeout)
+            entry.fingerprint = fp
+        else:
+            entry.engine.set_members(members)
+        return entry.engine
+
+    def _move_labels(self, ns: str, pods: Mapping[int, PodView], names: Mapping[int, str],
+                     roles: Mapping[str, str | None]) -> None:
+        current = {p.name: p.role for p in pods.values() if not p.deleting}
+        for pod, value in label_plan(current, roles):
+            try:
+                k.set_pod_label(self.api, ns, pod, m.ROLE_LABEL, value)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+                if value == m.ROLE_PRIMARY:
+                    return
+
+
+def _owner(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": body["metadata"]}
+
+
+def _required_keys(c: MySQLCluster) -> list[str]:
+    keys = [m.ROOT_PASSWORD_KEY, m.OPERATOR_PASSWORD_KEY, m.REPLICATION_PASSWORD_KEY]
+    if c.spec.database and c.spec.database.user:
+        keys.append(m.APP_PASSWORD_KEY)
+    return keys

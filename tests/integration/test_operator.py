@@ -1,0 +1,387 @@
+"""The operator (`mysql-operator run`, a real process running kopf) against the real kube-apiserver,
+authenticated as a ServiceAccount bound to exactly `mysql_operator.k8s.rbac.OPERATOR_RULES`: a
+permission the operator uses but does not declare fails these tests (403 in its log, or objects
+that never appear).
+
+There is no node here: Pods are created by the StatefulSet controller but never run, so the
+status must honestly say 0 ready and Progressing; replication is proven in e2e/.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from mysql_operator import manifests as m
+from mysql_operator.api import GROUP, VERSION, parse
+from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
+from tests.support.wait import wait_for
+from tests.unit.test_api_fieldwalk import CHANGES, FULL, RECONCILE_INPUTS, changed_spec, is_immutable
+
+pytestmark = pytest.mark.controlplane
+
+REPO = Path(__file__).resolve().parents[2]
+PLURAL = "mysqlclusters"
+USER_PASSWORDS = {m.ROOT_PASSWORD_KEY: "user-root-Zq8", m.OPERATOR_PASSWORD_KEY: "user-op-Xk2",
+                  m.REPLICATION_PASSWORD_KEY: "user-repl-Wv5", m.APP_PASSWORD_KEY: "user-app-Tt7"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def crds(control_plane):
+    ext = client.ApiextensionsV1Api(control_plane.api_client())
+    for path in sorted((REPO / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        name = crd["metadata"]["name"]
+
+        def install():
+            try:
+                ext.create_custom_resource_definition(crd)
+                return True
+            except client.ApiException as e:
+                if e.status != 409:
+                    raise
+            live = ext.read_custom_resource_definition(name)
+            if live.metadata.deletion_timestamp:
+                return False  # another module removed it; wait until it is gone
+            crd["metadata"]["resourceVersion"] = live.metadata.resource_version
+            ext.replace_custom_resource_definition(name, crd)
+            return True
+
+        wait_for(install, 60, f"CRD {name} installed")
+
+        def established():
+            conds = ext.read_custom_resource_definition(name).status.conditions or []
+            return any(c.type == "Established" and c.status == "True" for c in conds)
+        wait_for(established, 30, f"CRD {name} established")
+    objs = client.CustomObjectsApi(control_plane.api_client())
+    wait_for(lambda: objs.list_cluster_custom_object(GROUP, VERSION, PLURAL) is not None, 30,
+             "mysqlclusters served")
+    return ext
+
+
+class Operator:
+    def __init__(self, proc: subprocess.Popen, log_path: Path, liveness: str, namespace: str):
+        self.proc, self.log_path, self.liveness, self.namespace = proc, log_path, liveness, namespace
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def operator(control_plane, crds, tmp_path_factory):
+    """`mysql-operator run --namespace NS` as ServiceAccount NS/mysql-operator with a Role made of
+    OPERATOR_RULES (what the chart grants for a namespaced install)."""
+    api = control_plane.api_client()
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    ns = f"op-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": ns}})
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "mysql-operator"}})
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "mysql-operator"}, "rules": namespaced_rules()})
+    rbac.create_namespaced_role_binding(ns, {
+        "metadata": {"name": "mysql-operator"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}],
+    })
+    rbac.create_cluster_role({"metadata": {"name": f"mysql-operator-{ns}"}, "rules": CLUSTER_SCOPE_RULES})
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": f"mysql-operator-{ns}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": f"mysql-operator-{ns}"},
+        "subjects": [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}],
+    })
+    kubeconfig = control_plane.service_account_kubeconfig(ns, "mysql-operator")
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("operator") / "operator.log"
+    liveness = f"http://127.0.0.1:{port}/healthz"
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns,
+             "--kubeconfig", str(kubeconfig), "--liveness", liveness, "--log-format", "json",
+             "--loop-seconds", "2", "--resync-seconds", "5"],
+            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+    op = Operator(proc, log_path, liveness, ns)
+
+    def live():
+        assert proc.poll() is None, f"operator exited {proc.returncode}:\n{op.log()[-4000:]}"
+        with urllib.request.urlopen(liveness, timeout=2) as r:
+            return r.status == 200
+    wait_for(live, 60, "the operator's liveness endpoint")
+    yield op
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    core.delete_namespace(ns)
+    rbac.delete_cluster_role_binding(f"mysql-operator-{ns}")
+    rbac.delete_cluster_role(f"mysql-operator-{ns}")
+
+
+@pytest.fixture
+def ns(operator, control_plane):
+    """The operator's namespace; clusters made by a test are deleted after it."""
+    yield operator.namespace
+    print(f"\n----- operator log (tail) -----\n{operator.log()[-6000:]}", file=sys.stderr)
+    objs = client.CustomObjectsApi(control_plane.api_client())
+    for c in objs.list_namespaced_custom_object(GROUP, VERSION, operator.namespace, PLURAL)["items"]:
+        objs.delete_namespaced_custom_object(GROUP, VERSION, operator.namespace, PLURAL,
+                                             c["metadata"]["name"])
+
+
+def _body(name: str, spec: dict) -> dict:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster",
+            "metadata": {"name": name}, "spec": copy.deepcopy(spec)}
+
+
+def _get(objs, ns, name) -> dict:
+    return objs.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+
+
+def _owned_objects(api, ns: str, cluster: str) -> dict[str, dict]:
+    """kind/name -> live object, for every kind the operator builds."""
+    core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
+    sel = f"app.kubernetes.io/instance={cluster}"
+    out = {}
+    for kind, items in (("Secret", core.list_namespaced_secret(ns, label_selector=sel).items),
+                        ("ConfigMap", core.list_namespaced_config_map(ns, label_selector=sel).items),
+                        ("Service", core.list_namespaced_service(ns, label_selector=sel).items),
+                        ("StatefulSet", apps.list_namespaced_stateful_set(ns, label_selector=sel).items),
+                        ("PodDisruptionBudget",
+                         policy.list_namespaced_pod_disruption_budget(ns, label_selector=sel).items)):
+        for o in items:
+            out[f"{kind}/{o.metadata.name}"] = api.sanitize_for_serialization(o)
+    return out
+
+
+def _contains(live, want, path="") -> str | None:
+    """None if every field of `want` is in `live` with the same value; else the first difference."""
+    if isinstance(want, dict):
+        if not isinstance(live, dict):
+            return f"{path}: {live!r} is not an object"
+        for k, v in want.items():
+            diff = _contains(live.get(k), v, f"{path}.{k}")
+            if diff:
+                return diff
+        return None
+    if isinstance(want, list):
+        if not isinstance(live, list) or len(live) != len(want):
+            return f"{path}: {live!r} != {want!r}"
+        for n, (a, b) in enumerate(zip(live, want)):
+            diff = _contains(a, b, f"{path}[{n}]")
+            if diff:
+                return diff
+        return None
+    return None if live == want else f"{path}: {live!r} != {want!r}"
+
+
+def _matches_built(api, ns, body: dict) -> str | None:
+    """None when every object build_all makes for `body` is live as built (apart from the Secret,
+    which is the user's here, and the StatefulSet's replicas which the reconcile decides)."""
+    c = parse({**body, "metadata": {**body["metadata"], "namespace": ns}})
+    live = _owned_objects(api, ns, c.name)
+    for obj in m.build_all(c, lambda key: "x"):
+        if obj["kind"] == "Secret":
+            continue
+        key = f"{obj['kind']}/{obj['metadata']['name']}"
+        if key not in live:
+            return f"{key} missing"
+        want = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        diff = _contains(live[key], want, key)
+        if diff:
+            return diff
+    return None
+
+
+def _condition(status: dict, ctype: str) -> dict:
+    return next((c for c in status.get("conditions") or [] if c["type"] == ctype), {})
+
+
+def _events(api, ns: str, name: str) -> list:
+    evs = client.CoreV1Api(api).list_namespaced_event(ns, field_selector=f"involvedObject.name={name}")
+    return evs.items
+
+
+def _user_secret(core, ns: str, name: str, keys=USER_PASSWORDS) -> None:
+    core.create_namespaced_secret(ns, {"metadata": {"name": name}, "type": "Opaque",
+                                       "stringData": dict(keys)})
+
+
+# --------------------------------------------------------------------------------------- tests
+
+
+def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, operator, ns):
+    api = control_plane.api_client()
+    objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    spec = {"flavor": "mariadb", "instances": 3, "database": {"name": "shop", "user": "shopper"},
+            "storage": {"size": "1Gi"}}
+    created = objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("shop", spec))
+    uid = created["metadata"]["uid"]
+
+    expected = {f"Secret/shop-credentials", "ConfigMap/shop-config", "Service/shop-headless",
+                "Service/shop-rw", "Service/shop-ro", "StatefulSet/shop", "PodDisruptionBudget/shop"}
+    live = wait_for(lambda: (o := _owned_objects(api, ns, "shop")) and expected <= set(o) and o,
+                    60, "every owned object")
+    for key in expected:
+        refs = live[key]["metadata"].get("ownerReferences") or []
+        assert [(r["uid"], r["controller"]) for r in refs] == [(uid, True)], key
+    assert _matches_built(api, ns, created) is None
+    assert live["StatefulSet/shop"]["spec"]["replicas"] == 3
+
+    secret = core.read_namespaced_secret("shop-credentials", ns)
+    passwords = {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
+    assert set(passwords) == {m.ROOT_PASSWORD_KEY, m.OPERATOR_PASSWORD_KEY,
+                              m.REPLICATION_PASSWORD_KEY, m.APP_PASSWORD_KEY}
+    assert len(set(passwords.values())) == 4 and all(len(p) >= 24 for p in passwords.values())
+
+    def status_published():
+        st = _get(objs, ns, "shop").get("status") or {}
+        return st if st.get("observedGeneration") == created["metadata"]["generation"] else None
+    st = wait_for(status_published, 60, "status with observedGeneration")
+    assert st["phase"] == "Pending"
+    assert st["readyInstances"] == 0
+    assert "currentPrimary" not in st
+    assert _condition(st, "Ready")["status"] == "False"
+    assert _condition(st, "Available")["status"] == "False"
+    assert (_condition(st, "Progressing")["status"], _condition(st, "Progressing")["reason"]) == \
+        ("True", "WaitingForInstances")
+    assert _condition(st, "Degraded")["status"] == "False"
+    assert [(i["name"], i["ready"]) for i in st["instances"]] == [
+        ("shop-0", False), ("shop-1", False), ("shop-2", False)]
+
+    # later reconciles (here: the resync that undoes a hand edit) never change stored passwords
+    core.patch_namespaced_config_map("shop-config", ns, {"data": {"my.cnf": "# by hand\n"}})
+    wait_for(lambda: _matches_built(api, ns, created) is None, 60, "a later reconcile")
+    again = core.read_namespaced_secret("shop-credentials", ns)
+    assert again.data == secret.data
+
+    # secrets never in status, Events or the operator's log
+    text = json.dumps(_get(objs, ns, "shop").get("status")) + " ".join(
+        (e.message or "") for e in _events(api, ns, "shop")) + operator.log()
+    for p in passwords.values():
+        assert p not in text
+
+
+def test_every_reconcilable_field_is_applied_to_the_objects(control_plane, operator, ns):
+    """The field walk (tests/unit/test_api_fieldwalk.py) against the running operator: each
+    mutable field that a built object carries, changed on the live CR, reaches the live objects."""
+    api = control_plane.api_client()
+    objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    _user_secret(core, ns, FULL["credentials"]["secretName"])
+    body = objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("walk", FULL))
+    wait_for(lambda: _matches_built(api, ns, body) is None, 60, "objects for the FULL spec")
+
+    paths = sorted(p for p in CHANGES if CHANGES[p][0] == "full" and not is_immutable(p)
+                   and p not in RECONCILE_INPUTS)
+    assert "instances" in paths and "config.myCnf" in paths and "service.type" in paths
+    applied = []
+    for path in paths:
+        _, new = changed_spec(path)
+        def replace():  # the operator writes status/annotations meanwhile: retry on conflict
+            live = _get(objs, ns, "walk")
+            live["spec"] = new
+            return objs.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "walk", live)
+        updated = wait_for(replace, 30, f"spec.{path} changed")
+        wait_for(lambda: _matches_built(api, ns, updated) is None, 60, f"spec.{path} applied")
+        if path == "instances":
+            sts = client.AppsV1Api(api).read_namespaced_stateful_set("walk", ns)
+            assert sts.spec.replicas == new["instances"]
+        applied.append(path)
+    print(f"\n{len(applied)} reconcilable fields applied: {', '.join(applied)}")
+    assert len(applied) >= 15
+
+
+def test_hand_made_drift_is_corrected(control_plane, operator, ns):
+    api = control_plane.api_client()
+    objs, core, apps = (client.CustomObjectsApi(api), client.CoreV1Api(api), client.AppsV1Api(api))
+    body = objs.create_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL, _body("drift", {"flavor": "mariadb", "instances": 2}))
+    wait_for(lambda: _matches_built(api, ns, body) is None, 60, "objects built")
+
+    core.patch_namespaced_service("drift-rw", ns, {"spec": {"selector": {m.ROLE_LABEL: "replica"}}})
+    core.patch_namespaced_config_map("drift-config", ns, {"data": {"my.cnf": "# edited by hand\n"}})
+    apps.patch_namespaced_stateful_set("drift", ns, {"spec": {"replicas": 5}})
+    core.delete_namespaced_service("drift-ro", ns)
+    # (no check that the drift is visible: the StatefulSet edit re-triggers a reconcile at once)
+    wait_for(lambda: _matches_built(api, ns, body) is None, 60, "hand-made drift corrected")
+    assert apps.read_namespaced_stateful_set("drift", ns).spec.replicas == 2
+
+
+def test_user_secret_is_honoured_reported_when_missing_and_survives_deletion(control_plane, operator, ns):
+    api = control_plane.api_client()
+    objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    spec = {"flavor": "mariadb", "instances": 1, "credentials": {"secretName": "mine"}}
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("byo", spec))
+
+    # CEL cannot know whether a referenced Secret exists: a condition and an Event say so
+    def reported():
+        st = _get(objs, ns, "byo").get("status") or {}
+        d = _condition(st, "Degraded")
+        return st if d.get("status") == "True" and d.get("reason") == "CredentialsSecret" else None
+    st = wait_for(reported, 60, "Degraded=True reason CredentialsSecret")
+    assert "mine" in _condition(st, "Degraded")["message"] and st["phase"] == "Failed"
+    wait_for(lambda: any(e.reason == "CredentialsSecret" and e.type == "Warning" and "mine" in e.message
+                         for e in _events(api, ns, "byo")), 30, "a Warning Event naming the Secret")
+    assert "StatefulSet/byo" in _owned_objects(api, ns, "byo")  # objects are still applied
+    assert "Secret/byo-credentials" not in _owned_objects(api, ns, "byo")  # nothing generated
+
+    # a Secret lacking a key is named too
+    _user_secret(core, ns, "mine", {m.ROOT_PASSWORD_KEY: "r", m.OPERATOR_PASSWORD_KEY: "o"})
+    wait_for(lambda: m.REPLICATION_PASSWORD_KEY in _condition(
+        _get(objs, ns, "byo").get("status") or {}, "Degraded").get("message", ""), 60,
+        "the missing key named")
+    core.patch_namespaced_secret("mine", ns, {"stringData": {m.REPLICATION_PASSWORD_KEY: "p"}})
+    wait_for(lambda: _condition(_get(objs, ns, "byo").get("status") or {}, "Degraded").get("status")
+             == "False", 60, "Degraded cleared once the Secret is complete")
+    before = core.read_namespaced_secret("mine", ns)
+    assert not before.metadata.owner_references  # never adopted
+    sts = client.AppsV1Api(api).read_namespaced_stateful_set("byo", ns)
+    env = {e.name: e.value_from.secret_key_ref.name for e in sts.spec.template.spec.init_containers[0].env
+           if e.value_from and e.value_from.secret_key_ref}
+    assert set(env.values()) == {"mine"}
+
+    objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "byo")
+    wait_for(lambda: not _owned_objects(api, ns, "byo"), 90, "owned objects garbage-collected")
+    after = core.read_namespaced_secret("mine", ns)
+    assert after.data == before.data and after.metadata.uid == before.metadata.uid
+
+
+def test_deleting_the_cluster_garbage_collects_generated_objects(control_plane, operator, ns):
+    api = control_plane.api_client()
+    objs = client.CustomObjectsApi(api)
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL,
+                                         _body("gone", {"flavor": "mariadb", "instances": 1}))
+    wait_for(lambda: len(_owned_objects(api, ns, "gone")) == 7, 60, "7 owned objects")
+    objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "gone")
+    wait_for(lambda: not _owned_objects(api, ns, "gone"), 90, "owned objects garbage-collected")
+
+
+def test_the_operator_used_no_permission_it_does_not_declare(operator, ns):
+    """Runs last in this module: the log of everything above has no 403."""
+    log = operator.log()
+    assert operator.proc.poll() is None, log[-4000:]
+    forbidden = [line for line in log.splitlines() if "orbidden" in line]  # APIForbiddenError, 403 Forbidden
+    assert not forbidden, "\n".join(forbidden[:20])
+    lines = [line for line in log.splitlines() if line.strip()]
+    assert lines and all(line.startswith("{") for line in lines), "--log-format json gives JSON lines"

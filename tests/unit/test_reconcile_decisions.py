@@ -1,0 +1,277 @@
+"""Pure parts of the reconcile: pods, roles/labels, events, status, resolver, operator settings."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mysql_operator import manifests as m
+from mysql_operator import reconcile as r
+from mysql_operator import topology as t
+from mysql_operator.api import parse
+from mysql_operator.cli import build_parser, format_status
+from mysql_operator.db.gtid import MariaDBGtids
+from mysql_operator.k8s.resolve import resolve
+from mysql_operator.operator import OperatorConfig, settings_for
+from mysql_operator.replication import Step
+
+P, R = m.ROLE_PRIMARY, m.ROLE_REPLICA
+SETTINGS = t.Settings(instances=3)
+
+
+def pod(name, phase="Running", ready=True, role=None, ip="10.244.0.7", deleting=False):
+    meta = {"name": name, "labels": {m.ROLE_LABEL: role} if role else {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase, "podIP": ip, "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def inst(name, ordinal, reachable=True, read_only=True, source=None, executed="0-1-5", origin=None):
+    return t.InstanceState(name=name, ordinal=ordinal, reachable=reachable, read_only=read_only,
+                           source=source, io_running=bool(source), sql_running=bool(source),
+                           executed=MariaDBGtids.parse(executed), origin=origin or str(ordinal + 1))
+
+
+# ------------------------------------------------------------------------------------ pods
+def test_pod_views_read_ordinal_readiness_role_and_ignore_foreign_pods():
+    views = r.pod_views("db", [pod("db-0", role=P), pod("db-1", ready=False), pod("db-x"),
+                               pod("other-0"), pod("db-2", phase="Pending", deleting=True)])
+    assert sorted(views) == [0, 1, 2]
+    assert (views[0].ready, views[0].role, views[0].running) == (True, P, True)
+    assert (views[1].ready, views[1].role) == (False, None)
+    assert views[2].deleting and not views[2].running
+
+
+@pytest.mark.parametrize("instances, pods, primary, expected", [
+    (3, [], None, [0, 1, 2]),
+    (3, [0, 1, 2, 3, 4], 0, [0, 1, 2, 3, 4]),  # leaving pods still observed
+    (1, [0], 2, [0, 2]),  # the recorded primary is always observed
+])
+def test_member_ordinals(instances, pods, primary, expected):
+    assert r.member_ordinals(instances, pods, primary) == expected
+
+
+@pytest.mark.parametrize("instances, primary, current, expected", [
+    (3, None, None, 3),
+    (3, 0, 5, 3),  # scale down below replicas: fine while the primary stays
+    (2, 4, 5, 5),  # primary 4 is being removed: its Pod stays until a switchover moved it
+    (2, 2, 3, 3),
+    (5, 1, 3, 5),  # scale up
+])
+def test_statefulset_replicas_never_remove_the_primary(instances, primary, current, expected):
+    assert r.statefulset_replicas(instances, primary, current) == expected
+
+
+# ------------------------------------------------------------------------------------ roles
+def test_roles_primary_replicas_leaving_and_errant():
+    observed = [inst("db-0", 0, read_only=False, executed="0-1-10"),
+                inst("db-1", 1, source="db-0", executed="0-1-10"),
+                inst("db-2", 2, source="db-0", executed="0-1-10,0-3-1"),  # wrote on a replica
+                inst("db-3", 3, source="db-0", executed="0-1-10"),  # leaving (scale down)
+                inst("db-4", 4, reachable=False, executed=None)]
+    roles = r.desired_roles(observed, "db-0", 3, SETTINGS, primary_ok=True)
+    assert roles == {"db-0": P, "db-1": R, "db-2": None, "db-3": None, "db-4": None}
+
+
+def test_roles_failed_promotion_labels_no_primary():
+    observed = [inst("db-0", 0), inst("db-1", 1)]
+    roles = r.desired_roles(observed, "db-1", 2, t.Settings(instances=2), primary_ok=False)
+    assert roles == {"db-0": R, "db-1": None}
+
+
+def test_roles_before_bootstrap_are_empty():
+    observed = [inst("db-0", 0, executed=""), inst("db-1", 1, executed="")]
+    assert r.desired_roles(observed, None, 2, t.Settings(instances=2), primary_ok=False) == \
+        {"db-0": None, "db-1": None}
+
+
+@pytest.mark.parametrize("current, desired, expected", [
+    ({"a": P, "b": R}, {"a": R, "b": P}, [("a", R), ("b", P)]),  # demote before promote
+    ({"a": None, "b": P}, {"a": P, "b": None}, [("b", None), ("a", P)]),
+    ({"a": P, "b": R}, {"a": P, "b": R}, []),  # nothing to do: no writes
+    ({"a": R}, {"a": R, "gone": P}, []),  # Pods that do not exist are not patched
+])
+def test_label_plan_table(current, desired, expected):
+    assert r.label_plan(current, desired) == expected
+
+
+@given(st.dictionaries(st.sampled_from("abcde"), st.sampled_from([P, R, None]), min_size=1),
+       st.dictionaries(st.sampled_from("abcde"), st.sampled_from([P, R, None]), min_size=1))
+def test_label_plan_never_has_two_primaries_at_any_moment(current, desired):
+    # at most one primary in the wanted state and in the starting state (what the operator keeps)
+    if sum(v == P for v in current.values()) > 1 or sum(v == P for v in desired.values()) > 1:
+        return
+    labels = dict(current)
+    for name, value in r.label_plan(current, desired):
+        labels[name] = value
+        assert sum(v == P for v in labels.values()) <= 1
+    assert all(labels[n] == v for n, v in desired.items() if n in current)
+    assert all(labels[n] != P for n in current if desired.get(n) != P)
+
+
+# ------------------------------------------------------------------------------------ events
+def test_events_from_steps_redact_secrets_and_type_failures():
+    steps = [Step("db-1", "promote", "writable primary"),
+             Step("db-0", "fence", "could not connect as x with s3cret-pw", ok=False),
+             Step("db-2", "held-out", "errant", ok=False)]
+    assert r.events_from_steps(steps, ["s3cret-pw"]) == [
+        ("Normal", "Promote", "db-1: writable primary"),
+        ("Warning", "FenceFailed", "db-0: could not connect as x with ***"),
+        ("Warning", "HeldOutFailed", "db-2: errant"),
+    ]
+
+
+@pytest.mark.parametrize("decision, expected", [
+    (t.Failover("db-0", "db-1", (), (), reason="primary down"), ("Warning", "Failover", "primary down")),
+    (t.Switchover("db-0", "db-2", (), reason="asked"), ("Normal", "Switchover", "asked")),
+    (t.Bootstrap("db-0", ("db-1",), reason="new"), ("Normal", "Bootstrap", "new")),
+    (t.Healthy("db-0"), None),
+    (t.WaitForDelay(3.0, reason="blip"), None),
+    (None, None),
+])
+def test_decision_event(decision, expected):
+    assert r.decision_event(decision) == expected
+
+
+# ------------------------------------------------------------------------------------ status
+def S(**kw):
+    base = dict(instances=3, generation=4, ready=3, primary="db-0", primary_serving=True, decision="Healthy")
+    base.update(kw)
+    return r.Summary(**base)
+
+
+@pytest.mark.parametrize("summary, phase, ready, available, progressing, degraded", [
+    (r.Summary(instances=3, spec_error="spec.x: bad"), "Invalid",
+     ("False", "InvalidSpec"), ("False", "InvalidSpec"), ("False", "InvalidSpec"), ("True", "InvalidSpec")),
+    (r.Summary(instances=3), "Pending",
+     ("False", "InstancesNotReady"), ("False", "NoPrimary"), ("True", "WaitingForInstances"),
+     ("False", "Bootstrapping")),
+    (r.Summary(instances=3, secret_error="spec.credentials.secretName: missing"), "Failed",
+     ("False", "InstancesNotReady"), ("False", "NoPrimary"), ("False", "CredentialsSecret"),
+     ("True", "CredentialsSecret")),
+    (S(primary=None, decision="Bootstrap", ready=0, primary_serving=False), "Bootstrapping",
+     ("False", "InstancesNotReady"), ("False", "NoPrimary"), ("True", "Bootstrap"), ("False", "Bootstrapping")),
+    (S(), "Ready", ("True", "AllInstancesReady"), ("True", "PrimaryServing"), ("False", "Stable"),
+     ("False", "AsExpected")),
+    (S(decision="Failover", primary="db-1"), "FailingOver",
+     ("False", "FailingOver"), ("True", "PrimaryServing"), ("True", "Failover"), ("False", "AsExpected")),
+    (S(decision="WaitForDelay", ready=2, unreachable=("db-0",), primary_serving=False), "Unavailable",
+     ("False", "InstancesNotReady"), ("False", "PrimaryNotServing"), ("True", "Waiting"),
+     ("True", "PrimaryUnreachable")),
+    (S(ready=2, unreachable=("db-2",)), "Degraded",
+     ("False", "InstancesNotReady"), ("True", "PrimaryServing"), ("True", "WaitingForInstances"),
+     ("True", "InstancesUnreachable")),
+    (S(decision="Errant", held_out=("db-2",)), "Degraded",
+     ("False", "Degraded"), ("True", "PrimaryServing"), ("False", "Stable"), ("True", "InstancesHeldOut")),
+    (S(decision="Unrecoverable", decision_reason="diverged", primary_serving=False), "Failed",
+     ("False", "Failed"), ("False", "PrimaryNotServing"), ("False", "Stable"), ("True", "Unrecoverable")),
+    (S(decision="ConfigureReplica", failed_steps=("db-2 replicate: refused",)), "Degraded",
+     ("False", "Degraded"), ("True", "PrimaryServing"), ("True", "ConfigureReplica"), ("True", "ActionFailed")),
+])
+def test_phase_and_conditions_table(summary, phase, ready, available, progressing, degraded):
+    assert r.phase(summary) == phase
+    got = {c["type"]: (c["status"], c["reason"]) for c in r.conditions(summary)}
+    assert got == {"Ready": ready, "Available": available, "Progressing": progressing, "Degraded": degraded}
+
+
+def test_conditions_keep_transition_time_until_status_changes():
+    first = r.build_status(S(ready=2, unreachable=("db-2",)), {}, "T1")
+    again = r.build_status(S(ready=2, unreachable=("db-2",)), first, "T2")
+    healed = r.build_status(S(), again, "T3")
+    times = lambda st: {c["type"]: c["lastTransitionTime"] for c in st["conditions"]}  # noqa: E731
+    assert set(times(again).values()) == {"T1"}
+    assert times(healed) == {"Ready": "T3", "Available": "T1", "Progressing": "T3", "Degraded": "T3"}
+    assert not r.status_changed(first, again)
+    assert r.status_changed(again, healed)
+    assert healed["observedGeneration"] == 4 and healed["currentPrimary"] == "db-0"
+    assert all(c["observedGeneration"] == 4 for c in healed["conditions"])
+
+
+def test_a_degraded_warning_is_posted_once_per_cause():
+    ok = r.build_status(S(), {}, "T1")
+    down = r.build_status(S(ready=2, unreachable=("db-2",)), ok, "T2")
+    still = r.build_status(S(ready=2, unreachable=("db-2",)), down, "T3")
+    other = r.build_status(S(ready=2, unreachable=("db-1",)), still, "T4")
+    assert r.degraded_events(ok, down) == [("Warning", "InstancesUnreachable", "db-2 unreachable")]
+    assert r.degraded_events(down, still) == []
+    assert r.degraded_events(still, other) == [("Warning", "InstancesUnreachable", "db-1 unreachable")]
+    assert r.degraded_events(other, ok) == []
+
+
+def test_instance_entries_report_role_readiness_gtid_lag_and_redacted_errors():
+    pods = r.pod_views("db", [pod("db-0", role=P), pod("db-1", ready=False)])
+    observed = {"db-0": inst("db-0", 0, read_only=False, executed="0-1-9"),
+                "db-1": t.InstanceState("db-1", 1, reachable=False, last_error="access denied for pw-xyz")}
+    roles = {"db-0": P, "db-1": R}
+    entries = r.instance_entries([0, 1, 2], {0: "db-0", 1: "db-1", 2: "db-2"}, pods, observed,
+                                 {"db-1": 4}, roles, "db-0", ["pw-xyz"])
+    assert entries == [
+        {"name": "db-0", "role": P, "ready": True, "reachable": True, "gtidExecuted": "0-1-9"},
+        {"name": "db-1", "role": R, "ready": False, "reachable": False, "lagSeconds": 4,
+         "error": "access denied for ***"},
+        {"name": "db-2", "role": "unknown", "ready": False, "reachable": False},
+    ]
+
+
+# ------------------------------------------------------------------------------------ resolver
+C = parse({"metadata": {"name": "db", "namespace": "prod"}, "spec": {"instances": 3}})
+
+
+@pytest.mark.parametrize("p, mode, in_cluster, expected", [
+    (pod("db-0", ip="10.244.0.9"), "auto", False, ("10.244.0.9", 3306)),
+    (pod("db-0", ip="10.244.0.9"), "auto", True, ("db-0.db-headless.prod.svc", 3306)),
+    (pod("db-0", ip="10.244.0.9"), "dns", False, ("db-0.db-headless.prod.svc", 3306)),
+    (pod("db-0", ip="10.244.0.9"), "ip", True, ("10.244.0.9", 3306)),
+    (pod("db-0", phase="Pending", ip=None), "ip", False, ("db-0.db-headless.prod.svc", 3306)),
+    (pod("db-0", deleting=True), "ip", False, ("db-0.db-headless.prod.svc", 3306)),
+    (None, "ip", False, ("db-0.db-headless.prod.svc", 3306)),
+])
+def test_resolver(p, mode, in_cluster, expected):
+    assert resolve(C, 0, p, mode, in_cluster) == expected
+
+
+def test_resolver_rejects_unknown_mode():
+    with pytest.raises(ValueError, match="resolver mode"):
+        resolve(C, 0, None, "magic", False)
+
+
+# ------------------------------------------------------------------------------------ operator
+def test_kopf_settings_are_explicit():
+    s = settings_for(OperatorConfig(namespaces=("a",)))
+    assert (s.watching.server_timeout, s.watching.client_timeout) == (300, 330)
+    assert s.watching.connect_timeout and s.networking.request_timeout
+    assert s.peering.standalone
+    p = settings_for(OperatorConfig(all_namespaces=True, peering="mysql-operator", priority=5))
+    assert (p.peering.standalone, p.peering.name, p.peering.clusterwide, p.peering.priority) == \
+        (False, "mysql-operator", True, 5)
+
+
+@pytest.mark.parametrize("cfg, message", [
+    (OperatorConfig(), "choose the scope"),
+    (OperatorConfig(namespaces=("a",), all_namespaces=True), "choose the scope"),
+    (OperatorConfig(namespaces=("a",), log_format="xml"), "--log-format"),
+    (OperatorConfig(namespaces=("a",), watch_server_timeout=300, watch_client_timeout=300), "client timeout"),
+])
+def test_operator_config_errors_name_the_flag(cfg, message):
+    with pytest.raises(ValueError, match=message):
+        cfg.check()
+
+
+def test_cli_parses_run_switchover_and_status():
+    a = build_parser().parse_args(["run", "-n", "a", "-n", "b", "--log-format", "json"])
+    assert (a.namespace, a.log_format, a.all_namespaces) == (["a", "b"], "json", False)
+    assert build_parser().parse_args(["switchover", "db", "--to", "2", "-n", "x"]).to == 2
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "-n", "a", "--all-namespaces"])
+
+
+def test_status_text_names_phase_primary_and_instances():
+    body = {"metadata": {"name": "db", "namespace": "p"}, "spec": {"instances": 2},
+            "status": {"phase": "Ready", "currentPrimary": "db-0", "readyInstances": 2,
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "AllInstancesReady"}],
+                       "instances": [{"name": "db-0", "role": P, "ready": True, "gtidExecuted": "0-1-3"}]}}
+    text = format_status(body)
+    assert "p/db: phase Ready, primary db-0, ready 2/2" in text
+    assert "AllInstancesReady" in text and "db-0" in text and "0-1-3" in text
