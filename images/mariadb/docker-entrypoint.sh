@@ -63,8 +63,7 @@ temp_server_start() {
     --expire-logs-days=0 --skip-slave-start --loose-innodb_buffer_pool_load_at_startup=0 &
   TEMP_PID=$!
   note "Waiting for the temporary server (pid $TEMP_PID)"
-  local i
-  for i in $(seq 60); do
+  for _ in $(seq 60); do
     if ! kill -0 "$TEMP_PID" 2>/dev/null; then error "the temporary server exited during initialisation"; fi
     if process_sql --database=mysql <<<'SELECT 1' >/dev/null 2>&1; then return 0; fi
     sleep 1
@@ -81,7 +80,7 @@ run_initdb_file() {
   local f="$1" db_arg=()
   [ -n "$MARIADB_DATABASE" ] && db_arg=(--database="$MARIADB_DATABASE")
   case "$f" in
-    *.sh)
+    *.sh)  # shellcheck disable=SC1090 # (initdb scripts are the user's)
       if [ -x "$f" ]; then note "running $f"; "$f"; else note "sourcing $f"; . "$f"; fi ;;
     *.sql) note "running $f"; process_sql "${db_arg[@]}" < "$f" ;;
     *.sql.gz) note "running $f"; gunzip -c "$f" | process_sql "${db_arg[@]}" ;;

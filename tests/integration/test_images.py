@@ -38,11 +38,9 @@ from tests.support.wait import wait_for
 REPO = Path(__file__).resolve().parents[2]
 ROOT_PASSWORD = "r00t'pa\"ss\\word"  # quotes and a backslash: the entrypoint must escape them
 APP_PASSWORD = "app-pa$$'word"
-TIMINGS: dict[str, float] = {}
 
 
 def report(name: str, seconds: float) -> None:
-    TIMINGS[name] = seconds
     print(f"\n[timing] {name}: {seconds:.1f}s", file=sys.stderr)
 
 
