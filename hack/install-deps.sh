@@ -19,7 +19,7 @@ fi
 # --- images + containerd (hack/build-images.sh, tests/support/containerd.py) -------------------
 # Only with `hack/install-deps.sh images` (or `node`), so the plain run stays quick.
 install_image_tools() {
-  local pkgs=(debootstrap buildah umoci containerd runc catatonit busybox-static
+  local pkgs=(debootstrap buildah containerd runc catatonit busybox-static
     containernetworking-plugins) missing=() p
   for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
   [[ ${#missing[@]} -eq 0 ]] && return 0
