@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +84,99 @@ def kube_namespace(local_cluster):
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
+
+
+# ------------------------------------------------------------------ the product on the cluster
+OPERATOR_NAMESPACE = "mysql-operator"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "e2e"
+
+
+@pytest.fixture(scope="session")
+def operator_release(local_cluster):
+    """The chart installed with the real helm, the operator running as a Pod from the image built
+    from the project's Dockerfile (examples/values-local.yaml)."""
+    from kubernetes import client
+
+    from tests.support.controlplane import REPO, binary
+
+    helm = str(binary("helm"))
+    env = {**os.environ, "KUBECONFIG": local_cluster.kubeconfig,
+           "HELM_CACHE_HOME": "/var/tmp/mysqlop-helm/cache",
+           "HELM_CONFIG_HOME": "/var/tmp/mysqlop-helm/config",
+           "HELM_DATA_HOME": "/var/tmp/mysqlop-helm/data"}
+    argv = [helm, "upgrade", "--install", "mysql-operator", str(REPO / "charts" / "mysql-operator"),
+            "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+            "-f", str(REPO / "examples" / "values-local.yaml"),
+            "--set", "logFormat=json", "--wait", "--timeout", "180s"]
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        _save_namespace_artifacts(local_cluster, OPERATOR_NAMESPACE, "operator-install")
+        pytest.fail(f"helm install failed: {r.stderr[-3000:]}")
+    apps = client.AppsV1Api(local_cluster.api_client())
+    dep = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0]
+    yield dep.metadata.name
+    subprocess.run([helm, "uninstall", "mysql-operator", "--namespace", OPERATOR_NAMESPACE,
+                    "--wait", "--timeout", "120s"], capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="session")
+def s3_beside_cluster(local_cluster, tmp_path_factory):
+    """A real S3 server (MinIO) on the node address, reachable from Pods and from the host."""
+    from tests.support import s3
+
+    server = s3.start(tmp_path_factory.mktemp("s3"), host=cluster_mod.NODE_IP)
+    yield server
+    server.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and "local_cluster" in getattr(item, "fixturenames", ()):
+        handle = item.funcargs.get("local_cluster")
+        if handle is None:
+            return
+        name = item.nodeid.replace("/", "_").replace("::", "__")
+        namespaces = [OPERATOR_NAMESPACE] + [
+            v for k, v in item.funcargs.items() if k.endswith("namespace") and isinstance(v, str)
+        ]
+        for ns in namespaces:
+            _save_namespace_artifacts(handle, ns, name)
+        rep.sections.append(("artifacts", f"pod logs and events saved under {ARTIFACTS / name}"))
+
+
+def _save_namespace_artifacts(handle, namespace: str, test_name: str) -> None:
+    """Logs of every Pod (current and previous containers), events and object states."""
+    from kubernetes import client
+
+    api = handle.api_client()
+    core = client.CoreV1Api(api)
+    out = ARTIFACTS / test_name / namespace
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        pods = core.list_namespaced_pod(namespace).items
+    except client.ApiException:
+        return
+    for pod in pods:
+        for c in pod.spec.containers + (pod.spec.init_containers or []):
+            for previous in (False, True):
+                try:
+                    text = core.read_namespaced_pod_log(pod.metadata.name, namespace,
+                                                        container=c.name, previous=previous)
+                except client.ApiException:
+                    continue
+                suffix = ".previous" if previous else ""
+                (out / f"{pod.metadata.name}.{c.name}{suffix}.log").write_text(text)
+    events = core.list_namespaced_event(namespace).items
+    (out / "events.txt").write_text("\n".join(
+        f"{e.last_timestamp} {e.type} {e.reason} {e.involved_object.kind}/"
+        f"{e.involved_object.name}: {e.message}" for e in events))
+    (out / "pods.txt").write_text("\n".join(
+        f"{p.metadata.name} {p.status.phase} {p.metadata.labels}" for p in pods))
+    try:
+        objs = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "mysql.operator.dev", "v1alpha1", namespace, "mysqlclusters")
+        (out / "mysqlclusters.json").write_text(json.dumps(objs["items"], indent=2, default=str))
+    except client.ApiException:
+        pass

@@ -42,7 +42,7 @@ CLUSTER_CIDR = "10.244.0.0/16"
 SERVICE_CIDR = cp_mod.SERVICE_CIDR
 NODE_NAME = cp_mod.NODE_NAME
 STORAGE_CLASS = "standard"
-NODE_IMAGES = ("pause", "busybox", "mariadb")
+NODE_IMAGES = ("pause", "busybox", "mariadb", "operator")
 LOCK = Path("/run/lock/mysqlop-cluster.lock")
 
 

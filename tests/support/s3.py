@@ -59,10 +59,12 @@ class S3Server:
     access_key: str = field(default_factory=lambda: "test" + secrets.token_hex(6))
     secret_key: str = field(default_factory=lambda: secrets.token_hex(20), repr=False)
     proc: subprocess.Popen | None = field(default=None, repr=False)
+    # 127.0.0.1 for host-side tests; the local cluster's node address when Pods must reach it
+    host: str = "127.0.0.1"
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self, timeout: float = 60) -> "S3Server":
         (self.root / "data").mkdir(parents=True, exist_ok=True)
@@ -77,7 +79,7 @@ class S3Server:
         }
         log = open(self.root / "minio.log", "ab")
         self.proc = subprocess.Popen(
-            [str(minio_binary()), "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
+            [str(minio_binary()), "server", "--quiet", "--address", f"{self.host}:{self.port}",
              "--console-address", f"127.0.0.1:{self.console_port}", str(self.root / "data")],
             env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
@@ -121,11 +123,11 @@ class S3Server:
                 self.proc.wait(10)
 
 
-def start(root: Path | None = None) -> S3Server:
+def start(root: Path | None = None, host: str = "127.0.0.1") -> S3Server:
     reason = missing()
     if reason:
         raise RuntimeError(reason)
-    return S3Server(root=Path(root or tempfile.mkdtemp(prefix="s3-test-"))).start()
+    return S3Server(root=Path(root or tempfile.mkdtemp(prefix="s3-test-")), host=host).start()
 
 
 def main() -> int:
