@@ -316,6 +316,7 @@ main() {
   exec 9>"$IMAGES_DIR/.lock"
   flock 9  # one build at a time per cache (another session or the node tooling may be building)
   clean_work_dirs
+  bah rm --all >/dev/null 2>&1 || true  # working containers of an interrupted build (private storage)
   # Dockerfile images build on the base, so it always comes first when they need building.
   local need_base=0
   for t in "${targets[@]}"; do [[ $t == mariadb || $t == operator ]] && need_base=1; done
