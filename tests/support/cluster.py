@@ -260,6 +260,11 @@ class Cluster:
                 _run(str(binary("kube-proxy")), "--cleanup", check=False)
             except FileNotFoundError:
                 pass
+        # Pod network namespaces: containerd 1.6 keeps them in the machine-wide /run/netns and
+        # does not remove them when stopped. Only this cluster makes them (we hold the lock).
+        netns = Path("/run/netns")
+        for ns in sorted(netns.glob("cni-*")) if netns.exists() else []:
+            _run("ip", "netns", "delete", ns.name, check=False)
         _run("ip", "route", "del", SERVICE_CIDR, "dev", BRIDGE, check=False)
         for veth in _bridge_ports(BRIDGE):
             _run("ip", "link", "del", veth, check=False)
