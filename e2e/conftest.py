@@ -18,10 +18,22 @@ from tests.support.controlplane import missing_binaries
 class ClusterHandle:
     """What tests need from a running local cluster: API access and the containerd socket."""
 
-    def __init__(self, kubeconfig: str, containerd_socket: str, logs_dir: str):
-        self.kubeconfig = kubeconfig
-        self.containerd_socket = containerd_socket
-        self.logs_dir = logs_dir
+    def __init__(self, state: dict):
+        self.kubeconfig = state["kubeconfig"]
+        self.containerd_socket = state["containerd_socket"]
+        self.logs_dir = state["logs_dir"]
+        self.s3_state = state.get("s3")  # absent in clusters started before it existed
+
+    def s3(self):
+        """The MinIO beside the cluster (tests.support.s3.S3Server, already running)."""
+        from urllib.parse import urlparse
+
+        from tests.support.s3 import S3Server
+
+        url = urlparse(self.s3_state["endpoint"])
+        return S3Server(root=Path(self.logs_dir), host=url.hostname, port=url.port,
+                        access_key=self.s3_state["access_key"],
+                        secret_key=self.s3_state["secret_key"])
 
     def api_client(self):
         from kubernetes import config
@@ -53,7 +65,7 @@ def local_cluster():
     s = _running_state()
     if s is not None:
         print(f"\nreusing the local cluster of pid {s['pid']}", file=sys.stderr)
-        yield ClusterHandle(s["kubeconfig"], s["containerd_socket"], s["logs_dir"])
+        yield ClusterHandle(s)
         return
     c = cluster_mod.Cluster()
     try:
@@ -61,7 +73,7 @@ def local_cluster():
     except Exception as e:  # noqa: BLE001 - the message carries the component logs
         pytest.fail(f"local cluster failed to start: {e}")
     print(f"\nlocal cluster up: {json.dumps(c.timings)}", file=sys.stderr)
-    yield ClusterHandle(str(c.cp.admin_kubeconfig), str(c.containerd.socket), str(c.cp.logs_dir))
+    yield ClusterHandle(json.loads((c.workdir / "state.json").read_text()))
     c.down()
 
 
@@ -120,13 +132,9 @@ def operator_release(local_cluster):
 
 
 @pytest.fixture(scope="session")
-def s3_beside_cluster(local_cluster, tmp_path_factory):
-    """A real S3 server (MinIO) on the node address, reachable from Pods and from the host."""
-    from tests.support import s3
-
-    server = s3.start(tmp_path_factory.mktemp("s3"), host=cluster_mod.NODE_IP)
-    yield server
-    server.stop()
+def s3_beside_cluster(local_cluster):
+    """The cluster's real S3 server (MinIO) on the node address, reachable from Pods and host."""
+    return local_cluster.s3()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -43,6 +43,7 @@ SERVICE_CIDR = cp_mod.SERVICE_CIDR
 NODE_NAME = cp_mod.NODE_NAME
 STORAGE_CLASS = "standard"
 NODE_IMAGES = ("pause", "busybox", "mariadb", "operator")
+S3_PORT = 9000
 LOCK = Path("/run/lock/mysqlop-cluster.lock")
 
 
@@ -64,6 +65,7 @@ class Cluster:
     cp: ControlPlane | None = None
     containerd: object | None = None
     images: dict = field(default_factory=dict)
+    s3: object | None = None  # MinIO beside the cluster, on the node address
     timings: dict[str, float] = field(default_factory=dict)
     _lock_fd: int | None = None
 
@@ -87,6 +89,7 @@ class Cluster:
             self._wait_node_ready()
             self.timings["node-ready"] = time.monotonic() - t0
             self._start_provisioner()
+            self._start_s3()
             self.timings["ready"] = time.monotonic() - t0
             self._write_state()
             return self
@@ -99,6 +102,8 @@ class Cluster:
             node_components = [c for c in self.cp.components if c.name in _NODE_COMPONENTS]
             for c in reversed(node_components):
                 c.stop()
+        if self.s3 is not None:
+            self.s3.stop()
         if self.containerd is not None:
             self.containerd.stop()
         if self.cp is not None:
@@ -225,6 +230,12 @@ class Cluster:
             ],
         )
 
+    def _start_s3(self) -> None:
+        """A real S3 server (MinIO, test-only) that Pods and the host reach at the node address."""
+        from tests.support.s3 import S3Server
+
+        self.s3 = S3Server(root=self.workdir / "s3", host=NODE_IP, port=S3_PORT).start()
+
     def _wait_node_ready(self) -> None:
         from kubernetes import client
 
@@ -243,9 +254,13 @@ class Cluster:
             "server": self.cp.server,
             "containerd_socket": str(self.containerd.socket),
             "logs_dir": str(self.cp.logs_dir),
+            "s3": {"endpoint": self.s3.endpoint, "access_key": self.s3.access_key,
+                   "secret_key": self.s3.secret_key},
             "timings": self.timings,
         }
-        (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
+        path = self.workdir / "state.json"
+        path.touch(mode=0o600)  # holds the local S3 server's keys
+        path.write_text(json.dumps(state, indent=2))
 
     def _cleanup_leftovers(self) -> None:
         """Undo what a cluster (this one or one that died) left: processes, mounts, rules,
