@@ -41,18 +41,6 @@ class ClusterHandle:
         return config.new_client_from_config(config_file=self.kubeconfig)
 
 
-def _running_state() -> dict | None:
-    state = cluster_mod.state_dir() / "state.json"
-    if not state.exists():
-        return None
-    s = json.loads(state.read_text())
-    try:
-        os.kill(s["pid"], 0)
-    except ProcessLookupError:
-        return None
-    return s
-
-
 @pytest.fixture(scope="session")
 def local_cluster():
     """Reuse a cluster started by `make cluster-up`, else start one for this session."""
@@ -62,7 +50,7 @@ def local_cluster():
     ]
     if missing:
         pytest.fail(f"cluster binaries missing: {missing}; run `make binaries node-binaries`")
-    s = _running_state()
+    s = cluster_mod.running_state()
     if s is not None:
         print(f"\nreusing the local cluster of pid {s['pid']}", file=sys.stderr)
         yield ClusterHandle(s)

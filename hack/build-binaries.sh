@@ -3,7 +3,7 @@
 # checkout, keyed by version. A binary already in the cache is never rebuilt.
 #
 #   hack/build-binaries.sh control-plane   # etcd, kube-apiserver, kube-controller-manager,
-#                                          # kube-scheduler, kubeadm, helm
+#                                          # kube-scheduler, kubeadm, kubectl, helm
 #   hack/build-binaries.sh node            # kubelet, kube-proxy, coredns, local-path-provisioner
 #   hack/build-binaries.sh all
 #
@@ -120,12 +120,12 @@ case "${1:-control-plane}" in
   --print-dir) echo "$BIN_DIR" ;;
   control-plane)
     build_etcd
-    build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubeadm
+    build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubeadm kubectl
     build_helm ;;
   node) build_kubernetes kubelet kube-proxy; build_node_addons ;;
   all)
     build_etcd
-    build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet kube-proxy
+    build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubeadm kubectl kubelet kube-proxy
     build_helm
     build_node_addons ;;
   s3) build_s3 ;;

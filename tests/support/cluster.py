@@ -503,6 +503,19 @@ def _read(path: Path) -> str:
         return "?"
 
 
+def running_state() -> dict | None:
+    """state.json of a cluster whose supervisor is alive, else None."""
+    state = state_dir() / "state.json"
+    if not state.exists():
+        return None
+    s = json.loads(state.read_text())
+    try:
+        os.kill(s["pid"], 0)
+    except ProcessLookupError:
+        return None
+    return s
+
+
 # -------------------------------------------------------------------- CLI
 def main(argv: list[str]) -> int:
     cmd = argv[1] if len(argv) > 1 else "up"
@@ -524,6 +537,11 @@ def main(argv: list[str]) -> int:
         cluster.down()
         return 0
     if cmd == "up":
+        running = running_state()
+        if running is not None:
+            print(f"the local cluster is already running (pid {running['pid']})", file=sys.stderr)
+            print(f"export KUBECONFIG={running['kubeconfig']}")
+            return 0
         log = Path("/var/tmp/mysqlop-cluster.log")
         with open(log, "wb") as out:
             proc = subprocess.Popen(
