@@ -79,6 +79,8 @@ def run(cfg: OperatorConfig) -> int:
     cfg.check()
     kopf.configure(verbose=cfg.verbose,
                    log_format=kopf.LogFormat.JSON if cfg.log_format == "json" else kopf.LogFormat.FULL)
+    if not cfg.verbose:  # "Timer ... succeeded" every loop per cluster: only problems, ours at INFO
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     from mysql_operator.handlers import cluster as cluster_handlers
 
     cluster_handlers.register(cfg)

@@ -227,7 +227,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     elif s.failed_steps:
         degraded = _cond("Degraded", True, "ActionFailed", "; ".join(s.failed_steps))
     elif s.primary is not None and s.primary in s.unreachable:
-        degraded = _cond("Degraded", True, "PrimaryUnreachable", s.decision_reason or f"{s.primary} unreachable")
+        # a stable message (no duration): the Warning Event is posted once per outage
+        degraded = _cond("Degraded", True, "PrimaryUnreachable", f"primary {s.primary} unreachable")
     elif s.held_out:
         degraded = _cond("Degraded", True, "InstancesHeldOut", ", ".join(s.held_out) + " held out")
     elif s.primary is not None and s.unreachable:
@@ -471,7 +472,7 @@ class Reconciler:
 
         lags = {n: (o.replica.seconds_behind if o.replica else None)
                 for n, o in engine.last_observations.items()}
-        held = tuple(n for n, r in roles.items() if r is None and n != primary
+        held = tuple(n for n, r in roles.items() if r is None and n != primary and p is not None
                      and by_name[n].reachable and by_name[n].ordinal < c.spec.instances)
         unreachable = tuple(i.name for i in observed if not i.reachable and i.ordinal < c.spec.instances)
         serving = primary_ok and not isinstance(decision, t.WaitForDelay) or (
