@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: test unit integration e2e binaries node-binaries images deps control-plane \
-        cluster-up cluster-down venv clean
+        cluster-up cluster-down demo venv clean
 
 test: deps venv binaries node-binaries images ## everything: builds what is missing, runs unit, integration and e2e tests
 	$(PY) -m pytest tests e2e
@@ -45,6 +45,9 @@ control-plane: venv binaries ## run a local control plane in the foreground; pri
 
 cluster-up: deps venv binaries node-binaries images ## start the local one-node cluster in the background
 	$(PY) -m tests.support.cluster up
+
+demo: cluster-up ## local cluster + chart + a 3-instance cluster, a row written and read, a backup
+	$(PY) -m e2e.demo
 
 cluster-down: venv ## stop it and remove everything it created
 	$(PY) -m tests.support.cluster down

@@ -5,7 +5,7 @@ only the cluster-scoped rules. Keep them equal to mysql_operator/k8s/rbac.py (OP
 CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcards; no delete on Secrets.
 */}}
 
-{{/* Rules on namespaced objects (OPERATOR_RULES): granted in every watched namespace. */}}
+{{/* Rules on namespaced objects (OPERATOR_RULES + BACKUP_RULES = rbac.namespaced_rules()): granted in every watched namespace. */}}
 {{- define "mysql-operator.rules.namespaced" -}}
 # the custom resources: watched by kopf, annotated by kopf (progress), status written by the operator
 - apiGroups: [mysql.operator.dev]
@@ -39,6 +39,17 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+# backups (BACKUP_RULES): MySQLBackups (scheduled ones created, expired ones deleted), their
+# status, and the Jobs that run them
+- apiGroups: [mysql.operator.dev]
+  resources: [mysqlbackups]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [mysql.operator.dev]
+  resources: [mysqlbackups/status]
+  verbs: [get, patch]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, delete]
 {{- end -}}
 
 {{/* kopf peering inside each watched namespace (PEERING_RULES_NAMESPACED). */}}
