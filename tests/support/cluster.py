@@ -509,11 +509,11 @@ def running_state() -> dict | None:
     if not state.exists():
         return None
     s = json.loads(state.read_text())
-    try:
-        os.kill(s["pid"], 0)
-    except ProcessLookupError:
+    try:  # alive, and still our supervisor (not a reused pid)
+        cmdline = Path(f"/proc/{s['pid']}/cmdline").read_bytes()
+    except OSError:
         return None
-    return s
+    return s if b"tests.support.cluster" in cmdline else None
 
 
 # -------------------------------------------------------------------- CLI
