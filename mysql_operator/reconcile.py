@@ -317,6 +317,18 @@ def instance_entries(ordinals: Sequence[int], names: Mapping[int, str], pods: Ma
     return out
 
 
+def promotion_succeeded(primary: str | None, steps: Sequence[Step]) -> bool:
+    """After a Bootstrap/Failover/Switchover/Promote: the new primary serves unless a step on it
+    failed (a replica that could not be repointed does not make the primary unavailable)."""
+    return primary is not None and not any(not s.ok and s.instance == primary for s in steps)
+
+
+def timer_can_skip(status: Mapping[str, Any], generation: int | None, since_apply: float,
+                   resync_seconds: float) -> bool:
+    return (status.get("phase") == "Pending" and not status.get("currentPrimary")
+            and status.get("observedGeneration") == generation and since_apply < resync_seconds)
+
+
 # ---------------------------------------------------------------------------------------- effects
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -378,6 +390,16 @@ class Reconciler:
         entry = self._entry(meta["namespace"], meta["name"])
         with entry.lock:
             return self._reconcile(body, entry, apply)
+
+    def tick(self, body: Mapping[str, Any]) -> Result | None:
+        """The periodic timer. A cluster with nothing to observe (no Pod running, no primary:
+        status Pending) only needs the resync; Pod watch events wake it when a Pod starts."""
+        meta = body["metadata"]
+        entry = self._entry(meta["namespace"], meta["name"])
+        if timer_can_skip(body.get("status") or {}, meta.get("generation"),
+                          self.clock() - entry.last_apply, self.resync_seconds):
+            return None
+        return self.nudge(meta["namespace"], meta["name"])
 
     def nudge(self, namespace: str, name: str, apply: bool | None = None) -> Result | None:
         """From a watch: reconcile unless one is running (then it runs once more at its end)."""
@@ -463,7 +485,7 @@ class Reconciler:
         by_name = {i.name: i for i in observed}
         p = by_name.get(primary) if primary else None
         if isinstance(decision, PRIMARY_CHANGES):
-            primary_ok = not failed
+            primary_ok = promotion_succeeded(primary, steps)
         else:
             primary_ok = bool(p and p.reachable and not p.read_only and not p.is_replica) or (
                 isinstance(decision, t.WaitForDelay) and p is not None)

@@ -53,8 +53,8 @@ def register(cfg) -> None:
         return {"phase": result.phase}
 
     @kopf.timer(GROUP, VERSION, CLUSTER_PLURAL, interval=cfg.loop_seconds, sharp=False)
-    def cluster_loop(namespace, name, **_):
-        reconciler().nudge(namespace, name)
+    def cluster_loop(body, **_):
+        reconciler().tick(dict(body))
 
     @kopf.on.delete(GROUP, VERSION, CLUSTER_PLURAL, optional=True)
     def cluster_deleted(namespace, name, **_):

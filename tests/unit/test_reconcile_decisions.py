@@ -275,3 +275,25 @@ def test_status_text_names_phase_primary_and_instances():
     text = format_status(body)
     assert "p/db: phase Ready, primary db-0, ready 2/2" in text
     assert "AllInstancesReady" in text and "db-0" in text and "0-1-3" in text
+
+
+@pytest.mark.parametrize("status, generation, since, skip", [
+    ({"phase": "Pending", "observedGeneration": 1}, 1, 5.0, True),
+    ({"phase": "Pending", "observedGeneration": 1}, 1, 61.0, False),  # resync due
+    ({"phase": "Pending", "observedGeneration": 1}, 2, 5.0, False),  # spec changed
+    ({"phase": "Pending", "observedGeneration": 1, "currentPrimary": "db-0"}, 1, 5.0, False),
+    ({"phase": "Ready", "observedGeneration": 1}, 1, 5.0, False),  # instances to observe
+    ({}, 1, 5.0, False),  # never reconciled
+])
+def test_timer_skips_only_clusters_with_nothing_to_observe(status, generation, since, skip):
+    assert r.timer_can_skip(status, generation, since, 60.0) is skip
+
+
+@pytest.mark.parametrize("steps, ok", [
+    ([Step("db-1", "promote", "writable")], True),
+    ([Step("db-1", "promote", "writable"), Step("db-2", "replicate", "refused", ok=False)], True),
+    ([Step("db-0", "demote", ""), Step("db-1", "switchover", "did not catch up", ok=False)], False),
+    ([Step("db-1", "fence", "timeout", ok=False)], False),
+])
+def test_promotion_fails_only_with_a_failed_step_on_the_new_primary(steps, ok):
+    assert r.promotion_succeeded("db-1", steps) is ok

@@ -1,0 +1,136 @@
+"""Operator scale benchmark (not a test): 100 MySQLClusters against the local control plane.
+
+Starts a control plane (tests/support/controlplane.py), installs the CRDs, runs
+`mysql-operator run` as a process, creates N clusters and prints a table:
+time until every owned object of every cluster exists, the operator's peak RSS, and its
+steady-state CPU after settling. No node: Pods never run (the replication engine stays idle),
+so this measures the Kubernetes side of the reconcile loop.
+
+    .venv/bin/python -m benchmarks.operator_scale [--clusters 100] [--settle 30] [--measure 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+
+from mysql_operator.api import GROUP, VERSION
+from tests.support.controlplane import ControlPlane
+from tests.support.wait import wait_for
+
+REPO = Path(__file__).resolve().parents[1]
+OWNED_PER_CLUSTER = 7  # Secret, ConfigMap, 3 Services, StatefulSet, PDB
+
+
+def _proc_stat(pid: int) -> tuple[float, int, int]:
+    """(cpu seconds, RSS kB, peak RSS kB) of one process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return cpu, int(status["VmRSS"].split()[0]), int(status["VmHWM"].split()[0])
+
+
+def _count_owned(api, ns: str) -> int:
+    sel = "app.kubernetes.io/managed-by=mysql-operator"
+    core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
+    return (len(core.list_namespaced_secret(ns, label_selector=sel).items)
+            + len(core.list_namespaced_config_map(ns, label_selector=sel).items)
+            + len(core.list_namespaced_service(ns, label_selector=sel).items)
+            + len(apps.list_namespaced_stateful_set(ns, label_selector=sel).items)
+            + len(policy.list_namespaced_pod_disruption_budget(ns, label_selector=sel).items))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clusters", type=int, default=100)
+    ap.add_argument("--settle", type=float, default=30.0, help="seconds after creation before measuring CPU")
+    ap.add_argument("--measure", type=float, default=60.0, help="CPU measurement window, seconds")
+    ap.add_argument("--loop-seconds", type=float, default=3.0)
+    args = ap.parse_args(argv)
+
+    cp = ControlPlane()
+    cp.start()
+    proc = None
+    try:
+        api = cp.api_client()
+        ext = client.ApiextensionsV1Api(api)
+        for path in sorted((REPO / "crds").glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            ext.create_custom_resource_definition(crd)
+            wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
+                                 ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []),
+                     30, "CRD established")
+        ns = "bench"
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": ns}})
+        objs = client.CustomObjectsApi(api)
+        wait_for(lambda: objs.list_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters") is not None,
+                 30, "mysqlclusters served")
+        log = open(Path(cp.workdir) / "operator.log", "wb")  # noqa: SIM115 - lives as long as the process
+        env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+        proc = subprocess.Popen([sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns,
+                                 "--kubeconfig", str(cp.admin_kubeconfig), "--loop-seconds", str(args.loop_seconds)],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+        log_path = Path(cp.workdir) / "operator.log"
+        wait_for(lambda: b"Initial authentication has finished" in log_path.read_bytes(), 60, "operator started")
+        _, rss_idle, _ = _proc_stat(proc.pid)
+
+        t0 = time.monotonic()
+        for n in range(args.clusters):
+            objs.create_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters", {
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": f"c{n:03d}"},
+                "spec": {"flavor": "mariadb", "instances": 3, "storage": {"size": "1Gi"}}})
+        created = time.monotonic() - t0
+        want = args.clusters * OWNED_PER_CLUSTER
+        wait_for(lambda: _count_owned(api, ns) >= want, 900, f"{want} owned objects", interval=1.0)
+        all_owned = time.monotonic() - t0
+
+        def statuses():
+            items = objs.list_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters")["items"]
+            return sum(1 for i in items if (i.get("status") or {}).get("observedGeneration") == 1)
+        wait_for(lambda: statuses() == args.clusters, 900, "every status published", interval=1.0)
+        all_status = time.monotonic() - t0
+
+        time.sleep(args.settle)
+        cpu0, _, _ = _proc_stat(proc.pid)
+        w0 = time.monotonic()
+        time.sleep(args.measure)
+        cpu1, rss, peak = _proc_stat(proc.pid)
+        cpu_pct = 100.0 * (cpu1 - cpu0) / (time.monotonic() - w0)
+
+        rows = [
+            ("clusters", f"{args.clusters}"),
+            ("owned objects", f"{want}"),
+            ("create calls for all clusters", f"{created:.1f} s"),
+            ("all owned objects exist", f"{all_owned:.1f} s"),
+            ("all statuses published", f"{all_status:.1f} s"),
+            ("operator RSS idle (0 clusters)", f"{rss_idle / 1024:.0f} MiB"),
+            ("operator RSS after settling", f"{rss / 1024:.0f} MiB"),
+            ("operator peak RSS", f"{peak / 1024:.0f} MiB"),
+            (f"steady-state CPU ({args.measure:.0f} s window, loop {args.loop_seconds:g} s)",
+             f"{cpu_pct:.1f} % of one core"),
+            ("machine", f"{os.cpu_count()} cores"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        print(f"\n{'metric':<{width}}  value")
+        print(f"{'-' * width}  -----")
+        for k, v in rows:
+            print(f"{k:<{width}}  {v}")
+    finally:
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(30)
+        cp.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
