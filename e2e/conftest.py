@@ -176,3 +176,23 @@ def _save_namespace_artifacts(handle, namespace: str, test_name: str) -> None:
         (out / "mysqlclusters.json").write_text(json.dumps(objs["items"], indent=2, default=str))
     except client.ApiException:
         pass
+
+
+# ------------------------------------------------------------------ scenarios (e2e/test_scenarios_*.py)
+@pytest.fixture
+def scenario_namespace(local_cluster, operator_release):
+    """A fresh namespace watched by the chart-installed operator; its MySQLClusters are deleted
+    while the operator still runs (kopf's finalizer removed), then the namespace."""
+    from e2e.helpers import scenario_namespace as make
+
+    with make(local_cluster.api_client()) as ns:
+        yield ns
+
+
+def pytest_terminal_summary(terminalreporter):
+    from e2e.helpers import format_table, recorded, save_timings
+
+    if recorded():
+        save_timings()
+        terminalreporter.write_sep("-", "e2e timings")
+        terminalreporter.write_line(format_table(recorded()))

@@ -1,0 +1,290 @@
+"""Shared by the e2e scenarios: SQL from the host, a write load with acknowledged-row accounting,
+one MySQLCluster seen through the API, kubectl, namespaces that clean up after themselves, and the
+timings the scenarios measure (printed as a table at the end of the session)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pymysql
+from kubernetes import client
+
+from tests.support.wait import wait_for
+
+GROUP, VERSION = "mysql.operator.dev", "v1alpha1"
+CLUSTERS, BACKUPS = "mysqlclusters", "mysqlbackups"
+IMAGE = "localhost/mariadb:10.11"
+REPO = Path(__file__).resolve().parents[1]
+TIMINGS_FILE = REPO / "artifacts" / "e2e" / "timings.json"
+
+
+# ------------------------------------------------------------------------------------------ SQL
+def connect(host, user, password, database=None, timeout=2):
+    return pymysql.connect(host=host, port=3306, user=user, password=password, database=database,
+                           connect_timeout=timeout, read_timeout=5, write_timeout=5, autocommit=True)
+
+
+def query(host, user, password, sql, database=None, args=None):
+    conn = connect(host, user, password, database)
+    with conn, conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+
+def try_query(host, user, password, sql, database=None):
+    """The rows, or None while the server (or the Service in front of it) does not answer."""
+    try:
+        return query(host, user, password, sql, database)
+    except pymysql.MySQLError:
+        return None
+
+
+def replica_state(host, user, password, table="app.writes"):
+    """(hostname, read_only, rows in table) over one connection, or None while it does not answer.
+    Two statements: MariaDB 10.11 answers @@read_only=0 when selected next to COUNT(*)."""
+    try:
+        conn = connect(host, user, password)
+        with conn, conn.cursor() as cur:
+            cur.execute("SELECT @@hostname, @@global.read_only")
+            name, read_only = cur.fetchone()
+            cur.execute(f"SELECT COUNT(*) FROM {table}")
+            return name, read_only, cur.fetchone()[0]
+    except pymysql.MySQLError:
+        return None
+
+
+class Writer(threading.Thread):
+    """Inserts numbered rows into app.writes through one address; remembers which commits were
+    acknowledged (and when), and when attempts failed."""
+
+    def __init__(self, host, user, password):
+        super().__init__(daemon=True)
+        self.host, self.user, self.password = host, user, password
+        self.acked: list[int] = []
+        self.ack_times: list[float] = []
+        self.failure_times: list[float] = []
+        self.stop = threading.Event()
+
+    @property
+    def failures(self) -> int:
+        return len(self.failure_times)
+
+    def run(self):
+        n, conn = 0, None
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    conn = connect(self.host, self.user, self.password, "app", timeout=1)
+                n += 1
+                with conn.cursor() as cur:
+                    cur.execute("INSERT INTO app.writes (id) VALUES (%s)", (n,))
+                self.acked.append(n)
+                self.ack_times.append(time.monotonic())
+            except pymysql.MySQLError:
+                self.failure_times.append(time.monotonic())
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception:  # noqa: BLE001 - already broken
+                        pass
+                conn = None
+                self.stop.wait(0.2)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join(15)
+
+    def first_ack_after_outage(self, since: float) -> float | None:
+        """Seconds from `since` to the first write acknowledged after the first failed attempt
+        that followed `since` (the outage), None if writes never failed or never came back."""
+        failed = [t for t in self.failure_times if t >= since]
+        if not failed:
+            return None
+        back = [t for t in self.ack_times if t > failed[0]]
+        return back[0] - since if back else None
+
+
+# ------------------------------------------------------------------------------------------ cluster
+def cluster_spec(instances: int = 3, **extra: Any) -> dict:
+    spec = {"flavor": "mariadb", "image": IMAGE, "imagePullPolicy": "Never", "instances": instances,
+            "database": {"name": "app", "user": "app"},
+            "storage": {"size": "1Gi", "storageClassName": "standard"},
+            "replication": {"failover": {"delaySeconds": 2}}}
+    spec.update(extra)
+    return spec
+
+
+@dataclass
+class Cluster:
+    """One MySQLCluster as a user sees it: status, Services, the generated Secret, its Pods."""
+
+    api: Any
+    namespace: str
+    name: str
+
+    @property
+    def objs(self):
+        return client.CustomObjectsApi(self.api)
+
+    @property
+    def core(self):
+        return client.CoreV1Api(self.api)
+
+    def create(self, spec: dict) -> "Cluster":
+        self.objs.create_namespaced_custom_object(GROUP, VERSION, self.namespace, CLUSTERS, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster",
+            "metadata": {"name": self.name}, "spec": spec})
+        return self
+
+    def body(self) -> dict:
+        return self.objs.get_namespaced_custom_object(GROUP, VERSION, self.namespace, CLUSTERS, self.name)
+
+    def status(self) -> dict:
+        return self.body().get("status") or {}
+
+    def patch_spec(self, spec: dict) -> None:
+        self.objs.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, CLUSTERS, self.name,
+                                                 {"spec": spec})
+
+    def wait_ready(self, timeout: float, what: str = "phase Ready", instances: int | None = None,
+                   primary: str | None = None) -> dict:
+        """Ready for the current generation (and with that many ready instances / that primary)."""
+        def ready():
+            b = self.body()
+            s = b.get("status") or {}
+            ok = (s.get("phase") == "Ready"
+                  and s.get("observedGeneration") == b["metadata"].get("generation")
+                  and (instances is None or s.get("readyInstances") == instances)
+                  and (primary is None or s.get("currentPrimary") == primary))
+            return ok and s
+        return wait_for(ready, timeout, f"{self.name}: {what}")
+
+    def pod(self, ordinal_or_name) -> Any:
+        name = ordinal_or_name if isinstance(ordinal_or_name, str) else f"{self.name}-{ordinal_or_name}"
+        return self.core.read_namespaced_pod(name, self.namespace)
+
+    def pods(self) -> list:
+        return self.core.list_namespaced_pod(
+            self.namespace, label_selector=f"app.kubernetes.io/instance={self.name}").items
+
+    def password(self, key: str = "app-password", secret: str | None = None) -> str:
+        data = self.core.read_namespaced_secret(secret or f"{self.name}-credentials", self.namespace).data
+        return base64.b64decode(data[key]).decode()
+
+    def service_ip(self, suffix: str) -> str:
+        return self.core.read_namespaced_service(f"{self.name}-{suffix}", self.namespace).spec.cluster_ip
+
+    def events(self, reason: str | None = None) -> list:
+        items = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={self.name}").items
+        return [e for e in items if reason is None or e.reason == reason]
+
+    def roles(self) -> dict[str, str]:
+        return {i["name"]: i["role"] for i in self.status().get("instances") or []}
+
+
+def create_writes_table(c: Cluster) -> tuple[str, str]:
+    """The -rw address and app password, with app.writes created through -rw."""
+    rw, pw = c.service_ip("rw"), c.password()
+    wait_for(lambda: try_query(rw, "app", pw, "SELECT 1"), 60, "-rw answering")
+    query(rw, "app", pw, "CREATE TABLE app.writes (id INT PRIMARY KEY)")
+    return rw, pw
+
+
+def lost_rows(rw: str, password: str, writer: Writer) -> list[int]:
+    rows = {r[0] for r in query(rw, "app", password, "SELECT id FROM app.writes")}
+    return [n for n in writer.acked if n not in rows]
+
+
+# ------------------------------------------------------------------------------------------ kubectl
+def kubectl_binary() -> str:
+    from tests.support.controlplane import binary
+
+    return str(binary("kubectl"))
+
+
+def kubectl(kubeconfig: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([kubectl_binary(), "--kubeconfig", kubeconfig, *args], input=input,
+                          capture_output=True, text=True, timeout=120)
+
+
+# ------------------------------------------------------------------------------------------ namespaces
+def delete_clusters(api, namespace: str, timeout: float = 120) -> None:
+    """Delete every MySQLCluster and MySQLBackup of the namespace and wait until they are gone
+    (the running operator removes kopf's finalizer), so the namespace can go after them."""
+    objs = client.CustomObjectsApi(api)
+    for plural in (BACKUPS, CLUSTERS):
+        try:
+            items = objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
+        except client.ApiException:
+            continue
+        for item in items:
+            try:
+                objs.delete_namespaced_custom_object(GROUP, VERSION, namespace, plural,
+                                                     item["metadata"]["name"])
+            except client.ApiException as e:
+                if e.status != 404:
+                    raise
+        wait_for(lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"],
+                 timeout, f"{plural} of {namespace} deleted")
+
+
+@contextmanager
+def scenario_namespace(api, prefix: str = "e2e-sc"):
+    """A fresh namespace; on exit its MySQLClusters go first (while the operator runs), then it."""
+    core = client.CoreV1Api(api)
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        try:
+            delete_clusters(api, name)
+        finally:
+            core.delete_namespace(name)
+
+
+# ------------------------------------------------------------------------------------------ timings
+_timings: list[dict[str, Any]] = []
+
+
+def record(metric: str, value: float | int, unit: str = "s", scenario: str = "") -> None:
+    """Keep one measured number (printed now and in the table at the end of the session)."""
+    _timings.append({"metric": metric, "value": value, "unit": unit, "scenario": scenario})
+    shown = f"{value:.1f}" if isinstance(value, float) else str(value)
+    print(f"[timing] {metric}: {shown}{unit if unit != 'count' else ''}")
+
+
+def recorded() -> list[dict[str, Any]]:
+    return list(_timings)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no timings recorded)"
+    width = max(len(r["metric"]) for r in rows)
+    lines = [f"{'measurement':<{width}}  value", f"{'-' * width}  -----"]
+    for r in rows:
+        v = r["value"]
+        shown = f"{v:.1f} s" if r["unit"] == "s" else f"{v}"
+        lines.append(f"{r['metric']:<{width}}  {shown}")
+    return "\n".join(lines)
+
+
+def save_timings(path: Path = TIMINGS_FILE) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(recorded(), indent=2))
+
+
+def stopwatch() -> Callable[[], float]:
+    t0 = time.monotonic()
+    return lambda: time.monotonic() - t0

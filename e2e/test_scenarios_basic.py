@@ -1,0 +1,74 @@
+"""Scenarios 1 and 3 with the operator installed by its chart (a Pod): a 3-instance MariaDB
+cluster becomes Ready, serves writes through -rw and reads through -ro, `kubectl get` shows the
+right columns; a switchover by editing spec.primary."""
+
+from __future__ import annotations
+
+import pymysql
+import pytest
+
+from e2e.helpers import (Cluster, cluster_spec, create_writes_table, kubectl, query, record,
+                         replica_state, stopwatch, try_query)
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+def test_three_instances_ready_rw_ro_and_kubectl_columns(local_cluster, scenario_namespace):
+    api = local_cluster.api_client()
+    c = Cluster(api, scenario_namespace, "basic")
+    elapsed = stopwatch()
+    c.create(cluster_spec(3))
+    st = c.wait_ready(300, instances=3)
+    record("cluster creation to Ready (3 instances)", elapsed(), scenario="1")
+    assert st["currentPrimary"] == "basic-0"
+    assert [i["role"] for i in st["instances"]] == ["primary", "replica", "replica"]
+
+    rw, pw = create_writes_table(c)
+    query(rw, "app", pw, "INSERT INTO app.writes VALUES (1), (2), (3)")
+    assert query(rw, "app", pw, "SELECT @@hostname, @@read_only")[0] == ("basic-0", 0)
+
+    ro = c.service_ip("ro")
+
+    host, read_only, count = wait_for(lambda: (r := replica_state(ro, "app", pw)) and r[2] == 3 and r,
+                                      60, "the 3 rows readable through -ro")
+    assert host in ("basic-1", "basic-2") and read_only == 1
+    with pytest.raises(pymysql.MySQLError):
+        query(ro, "app", pw, "INSERT INTO app.writes VALUES (4)")
+
+    # what `kubectl get mysqlclusters` (and the short names) show
+    for resource in ("mysqlclusters", "mysql", "myc"):
+        r = kubectl(local_cluster.kubeconfig, "get", resource, "-n", scenario_namespace)
+        assert r.returncode == 0, r.stderr
+        header, *rows = r.stdout.strip().splitlines()
+        assert header.split() == ["NAME", "INSTANCES", "READY", "PRIMARY", "PHASE", "AGE"], r.stdout
+        assert len(rows) == 1
+        name, instances, ready, primary, ph, age = rows[0].split()
+        assert (name, instances, ready, primary, ph) == ("basic", "3", "3", "basic-0", "Ready"), r.stdout
+        assert age[-1] in "smhd" and age[:-1].replace("m", "").isdigit(), age
+    print(r.stdout)
+
+
+def test_switchover_by_editing_spec_primary(local_cluster, scenario_namespace):
+    api = local_cluster.api_client()
+    c = Cluster(api, scenario_namespace, "swo")
+    c.create(cluster_spec(3))
+    c.wait_ready(300, instances=3, primary="swo-0")
+    rw, pw = create_writes_table(c)
+    query(rw, "app", pw, "INSERT INTO app.writes VALUES (1)")
+
+    elapsed = stopwatch()
+    c.patch_spec({"primary": 2})
+    st = c.wait_ready(120, "switchover to swo-2 done", instances=3, primary="swo-2")
+    wait_for(lambda: (r := try_query(rw, "app", pw, "SELECT @@hostname, @@read_only"))
+             and r[0] == ("swo-2", 0), 60, "-rw routes to swo-2, writable")
+    query(rw, "app", pw, "INSERT INTO app.writes VALUES (2)")
+    record("switchover (spec.primary edit to Ready and -rw writable on the new primary)", elapsed(),
+           scenario="3")
+    assert c.roles() == {"swo-0": "replica", "swo-1": "replica", "swo-2": "primary"}, st
+    assert [r[0] for r in query(rw, "app", pw, "SELECT id FROM app.writes ORDER BY id")] == [1, 2]
+    # the old primary is a read-only replica that has the write made after the switchover
+    old = c.pod(0).status.pod_ip
+    wait_for(lambda: replica_state(old, "app", pw) == ("swo-0", 1, 2), 60,
+             "swo-0 read-only with both rows")
+    assert c.events("Switchover"), "a Switchover Event on the MySQLCluster"
