@@ -367,6 +367,36 @@ def test_user_secret_is_honoured_reported_when_missing_and_survives_deletion(con
     assert after.data == before.data and after.metadata.uid == before.metadata.uid
 
 
+def test_a_spec_error_cel_cannot_catch_is_a_condition_and_an_event(control_plane, operator, ns):
+    """The CRD accepts this label key (found by probing the apiserver), the parser refuses it: the
+    operator touches nothing, says why in a condition and an Event, and acts once it is fixed."""
+    api = control_plane.api_client()
+    objs = client.CustomObjectsApi(api)
+    spec = {"flavor": "mariadb", "instances": 1, "podLabels": {"bad key!": "x"}}
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("bad", spec))
+
+    def refused():
+        st = _get(objs, ns, "bad").get("status") or {}
+        return st if st.get("phase") == "Invalid" else None
+    st = wait_for(refused, 60, "phase Invalid")
+    degraded = _condition(st, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
+    assert degraded["message"].startswith("spec.podLabels.bad key!: is not a valid label key")
+    assert _condition(st, "Ready")["status"] == "False"
+    wait_for(lambda: any(e.type == "Warning" and e.reason == "InvalidSpec" and "spec.podLabels" in e.message
+                         for e in _events(api, ns, "bad")), 30, "a Warning Event naming the field")
+    assert not _owned_objects(api, ns, "bad"), "nothing is created from a refused spec"
+
+    def fix():
+        live = _get(objs, ns, "bad")
+        live["spec"]["podLabels"] = {"team": "x"}
+        return objs.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "bad", live)
+    wait_for(fix, 30, "spec fixed")
+    wait_for(lambda: len(_owned_objects(api, ns, "bad")) == 7, 60, "objects once the spec is valid")
+    wait_for(lambda: (_get(objs, ns, "bad").get("status") or {}).get("phase") == "Pending", 60,
+             "phase Pending after the fix")
+
+
 def test_deleting_the_cluster_garbage_collects_generated_objects(control_plane, operator, ns):
     api = control_plane.api_client()
     objs = client.CustomObjectsApi(api)
