@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import kopf
 
@@ -39,7 +39,6 @@ class OperatorConfig:
     watch_client_timeout: int = 330
     watch_connect_timeout: int = 30
     request_timeout: int = 60
-    extra: dict = field(default_factory=dict)
 
     def check(self) -> None:
         if self.all_namespaces == bool(self.namespaces):

@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from pathlib import Path
