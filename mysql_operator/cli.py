@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -152,9 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_args(st)
     st.add_argument("--output", "-o", choices=("text", "json"), default="text")
     st.set_defaults(func=_status)
-    if importlib.util.find_spec("mysql_operator.cli_backup") is not None:
-        # backup/restore subcommands: cli_backup.register(sub) adds parsers with set_defaults(func=...)
-        importlib.import_module("mysql_operator.cli_backup").register(sub)
+    from mysql_operator import cli_backup
+
+    cli_backup.register(sub)  # backup create|list|describe|delete|run, restore
     return parser
 
 

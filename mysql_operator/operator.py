@@ -11,7 +11,6 @@ Every kopf setting that matters in production is set here on purpose:
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from dataclasses import dataclass
@@ -80,11 +79,10 @@ def run(cfg: OperatorConfig) -> int:
                    log_format=kopf.LogFormat.JSON if cfg.log_format == "json" else kopf.LogFormat.FULL)
     if not cfg.verbose:  # "Timer ... succeeded" every loop per cluster: only problems, ours at INFO
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    from mysql_operator.handlers import backups  # noqa: F401 - registers MySQLBackup handlers
     from mysql_operator.handlers import cluster as cluster_handlers
 
     cluster_handlers.register(cfg)
-    if importlib.util.find_spec("mysql_operator.handlers.backups") is not None:
-        importlib.import_module("mysql_operator.handlers.backups")  # MySQLBackup handlers
     kopf.run(
         clusterwide=cfg.all_namespaces,
         namespaces=list(cfg.namespaces),
