@@ -1,0 +1,134 @@
+"""Scenario 5 with the operator installed by its chart (a Pod): an on-demand MySQLBackup to the
+MinIO beside the cluster, restored into a NEW cluster through spec.restore.fromBackup with
+CHECKSUM TABLE equal on every table; and a scheduled backup (spec.backup.schedule every minute)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from e2e.helpers import (BACKUPS, GROUP, VERSION, Cluster, cluster_spec, query, record,
+                         scenario_namespace, stopwatch, try_query)
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.cluster
+
+SOURCE = "bk"
+TABLES = {
+    "customers": "CREATE TABLE app.customers (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(64),"
+                 " email VARCHAR(128) UNIQUE, created DATETIME(6), balance DECIMAL(12,2))",
+    "orders": "CREATE TABLE app.orders (id BIGINT PRIMARY KEY, customer INT, note TEXT,"
+              " payload BLOB, total DOUBLE, KEY (customer))",
+    "empty_one": "CREATE TABLE app.empty_one (id INT PRIMARY KEY)",
+}
+
+
+@pytest.fixture(scope="module")
+def backup_namespace(local_cluster, operator_release):
+    with scenario_namespace(local_cluster.api_client(), "e2e-bk") as ns:
+        yield ns
+
+
+@pytest.fixture(scope="module")
+def backup_source(local_cluster, backup_namespace, s3_beside_cluster):
+    """A 2-instance cluster with data, backing up to its own bucket every minute."""
+    api = local_cluster.api_client()
+    c = Cluster(api, backup_namespace, SOURCE)
+    bucket = f"e2e-{uuid.uuid4().hex[:10]}"
+    s3_beside_cluster.create_bucket(bucket)
+    c.core.create_namespaced_secret(backup_namespace, {
+        "metadata": {"name": "s3"}, "stringData": {
+            "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
+            "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key}})
+    c.create(cluster_spec(2, backup={
+        "storage": {"s3": {"bucket": bucket, "prefix": "bk", "endpoint": s3_beside_cluster.endpoint,
+                           "region": "us-east-1", "forcePathStyle": True,
+                           "credentialsSecret": {"name": "s3"}}},
+        "schedule": "* * * * *"}))
+    c.wait_ready(300, instances=2)
+    rw, pw = c.service_ip("rw"), c.password()
+    wait_for(lambda: try_query(rw, "app", pw, "SELECT 1"), 60, "-rw answering")
+    for ddl in TABLES.values():
+        query(rw, "app", pw, ddl)
+    for i in range(1, 301):
+        query(rw, "app", pw, "INSERT INTO app.customers (name, email, created, balance) VALUES "
+              "(%s, %s, NOW(6), %s)", args=(f"name-{i} ü", f"c{i}@example.test", i * 1.25))
+    query(rw, "app", pw, "INSERT INTO app.orders SELECT id * 10, id, REPEAT('x', id), "
+          "UNHEX(MD5(id)), id / 3 FROM app.customers")
+    yield c, bucket
+
+
+def checksums(host: str, password: str) -> dict[str, int]:
+    tables = [r[0] for r in query(host, "app", password, "SELECT table_name FROM information_schema.tables "
+                                  "WHERE table_schema = 'app' ORDER BY table_name")]
+    assert tables, "no tables in app"
+    rows = query(host, "app", password, "CHECKSUM TABLE " + ", ".join(f"app.`{t}`" for t in tables))
+    return {name: value for name, value in rows}
+
+
+def _backup_phase(c: Cluster, name: str) -> str | None:
+    b = c.objs.get_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, name)
+    return (b.get("status") or {}).get("phase")
+
+
+def _objects(s3, bucket: str) -> list[str]:
+    listed = s3.client().list_objects_v2(Bucket=bucket)
+    return [o["Key"] for o in listed.get("Contents") or []]
+
+
+def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup_source, s3_beside_cluster):
+    c, bucket = backup_source
+    elapsed = stopwatch()
+    c.objs.create_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": "manual-1"},
+        "spec": {"clusterRef": {"name": SOURCE}}})
+    phase = wait_for(lambda: _backup_phase(c, "manual-1") in ("Succeeded", "Failed")
+                     and _backup_phase(c, "manual-1"), 300, "manual-1 finished")
+    record("on-demand backup (MySQLBackup created to Succeeded)", elapsed(), scenario="5")
+    st = c.objs.get_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, "manual-1")["status"]
+    assert phase == "Succeeded", st.get("message")
+    assert st.get("sizeBytes", 0) > 0 and st.get("location")
+    assert any(k.startswith("bk/") for k in _objects(s3_beside_cluster, bucket)), "objects in the bucket"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "spec.restore is parsed (mysql_operator/api/spec.py:500) but nothing acts on it: "
+    "Reconciler._reconcile (mysql_operator/reconcile.py) bootstraps every new cluster empty, so a "
+    "cluster created with spec.restore.fromBackup becomes Ready without the backup's tables"))
+def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_namespace, backup_source):
+    c, _ = backup_source
+    wait_for(lambda: _backup_phase(c, "manual-1") == "Succeeded", 300, "manual-1 Succeeded")
+    rw, pw = c.service_ip("rw"), c.password()
+    source = checksums(rw, pw)
+
+    elapsed = stopwatch()
+    restored = Cluster(c.api, c.namespace, "restored").create(
+        cluster_spec(2, restore={"fromBackup": {"name": "manual-1"}}))
+    restored.wait_ready(300, instances=2)
+    r_rw, r_pw = restored.service_ip("rw"), restored.password()
+    wait_for(lambda: try_query(r_rw, "app", r_pw, "SELECT 1"), 60, "the restored cluster's -rw answering")
+    got = checksums(r_rw, r_pw)
+    record("restore (new cluster from MySQLBackup to Ready with the data)", elapsed(), scenario="5")
+    assert got == source
+    # the replica of the restored cluster has the data too
+    replica = restored.pod(1).status.pod_ip
+    assert checksums(replica, r_pw) == source
+
+
+def test_a_scheduled_backup_runs(local_cluster, backup_namespace, backup_source):
+    c, _ = backup_source
+    t0 = time.monotonic()
+
+    def scheduled_succeeded():
+        items = c.objs.list_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS)["items"]
+        done = [b for b in items if b["metadata"]["name"] != "manual-1"
+                and (b.get("status") or {}).get("phase") == "Succeeded"]
+        return done
+    done = wait_for(scheduled_succeeded, 200, "a scheduled MySQLBackup Succeeded")
+    print(f"scheduled backup {done[0]['metadata']['name']} succeeded "
+          f"{time.monotonic() - t0:.0f}s after this test started")
+    assert done[0]["spec"]["clusterRef"]["name"] == SOURCE
+    last = c.status().get("lastBackup") or {}
+    assert last, "status.lastBackup of the cluster is set"
