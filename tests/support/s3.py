@@ -25,23 +25,13 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 
-from tests.support.mariadb import free_port
+from tests.support.controlplane import bin_dir, free_port, versions
 from tests.support.wait import wait_for
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _minio_version() -> str:
-    for line in (REPO / "hack" / "versions.env").read_text().splitlines():
-        if line.startswith("MINIO_VERSION="):
-            return line.split("=", 1)[1].strip()
-    raise RuntimeError("MINIO_VERSION is not pinned in hack/versions.env")
 
 
 def minio_binary() -> Path:
-    root = Path(os.environ.get("MYSQL_OPERATOR_DEV_CACHE")
-                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mysql-operator-dev")
-    return root / "bin" / f"minio-{_minio_version()}" / "minio"
+    return bin_dir() / f"minio-{versions()['MINIO_VERSION']}" / "minio"
 
 
 def missing() -> str | None:
