@@ -255,7 +255,9 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
             "replicas": s.instances,
             "serviceName": k.headless_service_name(c),
             "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "RollingUpdate"},
+            # the operator deletes Pods one by one, replicas first, the primary after a switchover
+            # (mysql_operator/rolling.py): the StatefulSet controller never restarts a primary
+            "updateStrategy": {"type": "OnDelete"},
             "persistentVolumeClaimRetentionPolicy": {
                 "whenDeleted": s.deletion_policy,
                 "whenScaled": "Retain",

@@ -1,0 +1,102 @@
+"""Rolling updates, replicas first and the primary last through a switchover.
+
+The StatefulSet uses `updateStrategy: OnDelete`: a Pod template change (image, resources,
+config...) makes a new `status.updateRevision` but restarts nothing. Each reconcile asks
+`next_step` what to do next, one Pod at a time:
+
+  * a wanted Pod missing, terminating or not Ready, or a replica not replicating -> Wait
+  * an outdated replica                         -> DeletePod (highest ordinal first)
+  * only the primary outdated                   -> SwitchTo an updated, Ready, replicating replica
+  * the outdated Pod is no longer the primary   -> DeletePod (covered by the replica rule)
+  * a single instance                           -> DeletePod (no replica to move the primary to)
+  * nothing outdated                            -> Done
+
+Pure: plain data in, a decision out (table-tested in tests/unit/test_rolling.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+REVISION_LABEL = "controller-revision-hash"
+
+
+@dataclass(frozen=True)
+class RollPod:
+    name: str
+    ordinal: int
+    revision: str | None  # the Pod's controller-revision-hash label
+    ready: bool = False
+    deleting: bool = False
+    replicating: bool = False  # a replica whose IO and SQL threads run (ignored for the primary)
+
+
+@dataclass(frozen=True)
+class Done:
+    reason: str = "every Pod runs the current template"
+
+
+@dataclass(frozen=True)
+class Wait:
+    reason: str
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SwitchTo:
+    name: str
+    reason: str
+
+
+RollStep = Done | Wait | DeletePod | SwitchTo
+
+
+def update_revision(statefulset: Mapping[str, Any] | None) -> str | None:
+    """The revision Pods must run, or None while the StatefulSet controller has not yet observed
+    the latest template (its updateRevision would be stale)."""
+    if not statefulset:
+        return None
+    meta, status = statefulset.get("metadata") or {}, statefulset.get("status") or {}
+    if status.get("observedGeneration") != meta.get("generation"):
+        return None
+    return status.get("updateRevision")
+
+
+def outdated(pods: Iterable[RollPod], revision: str) -> list[RollPod]:
+    return [p for p in pods if p.revision != revision]
+
+
+def next_step(pods: Iterable[RollPod], revision: str | None, primary: str | None, instances: int) -> RollStep:
+    if revision is None:
+        return Wait("the StatefulSet controller has not observed the latest template yet")
+    wanted = {p.ordinal: p for p in pods if p.ordinal < instances}
+    old = sorted(outdated(wanted.values(), revision), key=lambda p: p.ordinal)
+    if not old:
+        return Done()
+    missing = [o for o in range(instances) if o not in wanted]
+    if missing:
+        return Wait(f"instance {missing[0]} has no Pod yet")
+    busy = [p for p in wanted.values() if p.deleting or not p.ready]
+    if busy:
+        return Wait(f"{busy[0].name} is not Ready")
+    if primary is None or primary not in {p.name for p in wanted.values()}:
+        return Wait("no primary among the wanted instances")
+    lagging = [p for p in wanted.values() if p.name != primary and not p.replicating]
+    if lagging:
+        return Wait(f"{lagging[0].name} is not replicating")
+    old_replicas = [p for p in old if p.name != primary]
+    if old_replicas:
+        p = old_replicas[-1]
+        return DeletePod(p.name, f"{p.name} runs revision {p.revision}, not {revision}")
+    # only the primary is outdated
+    fresh = sorted((p for p in wanted.values() if p.name != primary and p.revision == revision),
+                   key=lambda p: p.ordinal)
+    if fresh:
+        return SwitchTo(fresh[0].name, f"moving the primary off {primary} before updating it")
+    return DeletePod(primary, f"{primary} is the only instance: it restarts with revision {revision}")

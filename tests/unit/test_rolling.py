@@ -1,0 +1,97 @@
+"""Rolling update decisions: replicas first (highest ordinal first), one at a time, the primary
+last and only after a switchover to an updated replica."""
+
+from __future__ import annotations
+
+import pytest
+
+from mysql_operator import manifests as m
+from mysql_operator import rolling as r
+from mysql_operator.api import parse
+
+NEW, OLD = "rev-new", "rev-old"
+
+
+def pods(*specs):
+    """'0:old', '1:new:notready', '2:old:lagging', '1:new:deleting' -> RollPods named db-N."""
+    out = []
+    for s in specs:
+        ordinal, rev, *flags = s.split(":")
+        out.append(r.RollPod(f"db-{ordinal}", int(ordinal), {"old": OLD, "new": NEW}[rev],
+                             ready="notready" not in flags, deleting="deleting" in flags,
+                             replicating="lagging" not in flags))
+    return out
+
+
+@pytest.mark.parametrize("specs, primary, instances, expected", [
+    # nothing outdated
+    (("0:new", "1:new", "2:new"), "db-0", 3, r.Done()),
+    # replicas first, highest ordinal first
+    (("0:old", "1:old", "2:old"), "db-0", 3, r.DeletePod("db-2", "")),
+    (("0:old", "1:old", "2:new"), "db-0", 3, r.DeletePod("db-1", "")),
+    # the primary is not deleted while it is primary: switchover to an updated replica (lowest)
+    (("0:old", "1:new", "2:new"), "db-0", 3, r.SwitchTo("db-1", "")),
+    (("0:new", "1:old", "2:new"), "db-1", 3, r.SwitchTo("db-0", "")),
+    # after the switchover the old primary is an outdated replica: deleted
+    (("0:old", "1:new", "2:new"), "db-1", 3, r.DeletePod("db-0", "")),
+    # one at a time: a restarting Pod, a not-Ready Pod, a missing Pod or a lagging replica waits
+    (("0:old", "1:old", "2:new:notready"), "db-0", 3, r.Wait("")),
+    (("0:old", "1:old", "2:new:deleting"), "db-0", 3, r.Wait("")),
+    (("0:old", "1:old"), "db-0", 3, r.Wait("")),
+    (("0:old", "1:old", "2:new:lagging"), "db-0", 3, r.Wait("")),
+    (("0:old", "1:new", "2:new:lagging"), "db-0", 3, r.Wait("")),
+    # a primary that is not replicating is fine (it is the source)
+    (("0:old:lagging", "1:new", "2:old"), "db-0", 3, r.DeletePod("db-2", "")),
+    # no primary known: wait
+    (("0:old", "1:old", "2:old"), None, 3, r.Wait("")),
+    # a single instance restarts in place (nothing to switch to)
+    (("0:old",), "db-0", 1, r.DeletePod("db-0", "")),
+    # Pods beyond spec.instances (leaving after a scale down) are not rolled
+    (("0:new", "1:new", "2:old"), "db-0", 2, r.Done()),
+])
+def test_next_step(specs, primary, instances, expected):
+    got = r.next_step(pods(*specs), NEW, primary, instances)
+    assert type(got) is type(expected)
+    if isinstance(expected, (r.DeletePod, r.SwitchTo)):
+        assert got.name == expected.name
+    assert got.reason  # every step says why
+
+
+def test_without_a_known_revision_nothing_is_deleted():
+    assert isinstance(r.next_step(pods("0:old", "1:old"), None, "db-0", 2), r.Wait)
+
+
+def test_a_full_roll_deletes_replicas_then_switches_then_deletes_the_old_primary():
+    """Simulate: each DeletePod comes back updated, SwitchTo moves the primary."""
+    state = {o: OLD for o in range(3)}
+    primary = "db-0"
+    trace = []
+    for _ in range(10):
+        step = r.next_step([r.RollPod(f"db-{o}", o, rev, True, False, True) for o, rev in state.items()],
+                           NEW, primary, 3)
+        if isinstance(step, r.Done):
+            break
+        trace.append((type(step).__name__, step.name))
+        if isinstance(step, r.DeletePod):
+            state[int(step.name.split("-")[1])] = NEW
+        else:
+            primary = step.name
+    assert trace == [("DeletePod", "db-2"), ("DeletePod", "db-1"), ("SwitchTo", "db-1"), ("DeletePod", "db-0")]
+    assert primary == "db-1"
+
+
+@pytest.mark.parametrize("sts, expected", [
+    (None, None),
+    ({"metadata": {"generation": 3}, "status": {"observedGeneration": 3, "updateRevision": "x"}}, "x"),
+    ({"metadata": {"generation": 4}, "status": {"observedGeneration": 3, "updateRevision": "x"}}, None),
+    ({"metadata": {"generation": 1}, "status": {}}, None),
+])
+def test_update_revision_only_once_the_controller_observed_the_template(sts, expected):
+    assert r.update_revision(sts) == expected
+
+
+def test_statefulset_is_on_delete_so_the_operator_orders_restarts():
+    c = parse({"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
+               "metadata": {"name": "db", "namespace": "ns", "generation": 1},
+               "spec": {"instances": 3, "flavor": "mariadb"}})
+    assert m.statefulset(c)["spec"]["updateStrategy"] == {"type": "OnDelete"}
