@@ -35,6 +35,9 @@ def _add_run(sub) -> None:
     p.add_argument("--resolver", choices=("auto", "ip", "dns"), default=os.environ.get("RESOLVER", "auto"),
                    help="reach instances by pod IP or stable DNS name (auto: DNS in a Pod)")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: in-cluster or KUBECONFIG)")
+    p.add_argument("--metrics-port", type=int,
+                   default=int(os.environ["METRICS_PORT"]) if os.environ.get("METRICS_PORT") else None,
+                   help="serve Prometheus metrics on this port at /metrics (env METRICS_PORT)")
     p.add_argument("--verbose", "-v", action="store_true")
     p.set_defaults(func=_run)
 
@@ -48,7 +51,8 @@ def _run(args) -> int:
     cfg = OperatorConfig(namespaces=namespaces, all_namespaces=args.all_namespaces,
                          liveness=args.liveness, log_format=args.log_format, verbose=args.verbose,
                          peering=args.peering, priority=args.priority, loop_seconds=args.loop_seconds,
-                         resync_seconds=args.resync_seconds, resolver=args.resolver)
+                         resync_seconds=args.resync_seconds, resolver=args.resolver,
+                         metrics_port=args.metrics_port)
     try:
         cfg.check()
     except ValueError as e:

@@ -27,6 +27,7 @@ class OperatorConfig:
     namespaces: tuple[str, ...] = ()
     all_namespaces: bool = False
     liveness: str | None = None  # e.g. http://0.0.0.0:8080/healthz
+    metrics_port: int | None = None  # Prometheus /metrics (mysql_operator/metrics.py)
     log_format: str = "text"
     verbose: bool = False
     peering: str | None = None  # None: standalone (one replica)
@@ -83,6 +84,10 @@ def run(cfg: OperatorConfig) -> int:
     from mysql_operator.handlers import cluster as cluster_handlers
 
     cluster_handlers.register(cfg)
+    if cfg.metrics_port:
+        from mysql_operator import metrics
+
+        metrics.serve(cfg.metrics_port)
     kopf.run(
         clusterwide=cfg.all_namespaces,
         namespaces=list(cfg.namespaces),

@@ -8,6 +8,7 @@ from typing import Any
 
 import kopf
 
+from mysql_operator import metrics
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.k8s.client import api_client, in_cluster
 from mysql_operator.manifests import MANAGED_BY
@@ -47,18 +48,20 @@ def register(cfg) -> None:
     @kopf.on.create(GROUP, VERSION, CLUSTER_PLURAL)
     @kopf.on.update(GROUP, VERSION, CLUSTER_PLURAL)
     def cluster_changed(body, namespace, name, **_):
-        result = reconciler().nudge(namespace, name, apply=True)
+        result = metrics.observed(namespace, name,
+                                  lambda: reconciler().nudge(namespace, name, apply=True))
         if result is None:  # a reconcile is running; it runs once more with the new spec
             return None
         return {"phase": result.phase}
 
     @kopf.timer(GROUP, VERSION, CLUSTER_PLURAL, interval=cfg.loop_seconds, sharp=False)
-    def cluster_loop(body, **_):
-        reconciler().tick(dict(body))
+    def cluster_loop(body, namespace, name, **_):
+        metrics.observed(namespace, name, lambda: reconciler().tick(dict(body)))
 
     @kopf.on.delete(GROUP, VERSION, CLUSTER_PLURAL, optional=True)
     def cluster_deleted(namespace, name, **_):
         reconciler().forget(namespace, name)  # owned objects go by garbage collection
+        metrics.forget(namespace, name)
 
     @kopf.on.event("", "v1", "pods", labels=_OWNED)
     def pod_event(body, namespace, labels, **_):
