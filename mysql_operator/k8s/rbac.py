@@ -22,8 +22,9 @@ OPERATOR_RULES: list[dict] = [
      "verbs": ["get", "list", "watch", "create", "patch"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
      "verbs": ["get", "create", "patch"]},
-    # server pods: observed (and watched to re-trigger reconciles), role labels patched
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    # server pods: observed (and watched to re-trigger reconciles), role labels patched, deleted
+    # one by one in a rolling update (StatefulSet updateStrategy OnDelete)
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
     # Events for every significant action (ours and kopf's)
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},

@@ -95,3 +95,41 @@ def test_statefulset_is_on_delete_so_the_operator_orders_restarts():
                "metadata": {"name": "db", "namespace": "ns", "generation": 1},
                "spec": {"instances": 3, "flavor": "mariadb"}})
     assert m.statefulset(c)["spec"]["updateStrategy"] == {"type": "OnDelete"}
+
+
+# ------------------------------------------------------------------ reconcile glue (pure parts)
+from mysql_operator import reconcile as rc  # noqa: E402
+from mysql_operator import topology as t  # noqa: E402
+
+
+def raw_pod(name, rev, ready=True):
+    return {"metadata": {"name": name, "labels": {r.REVISION_LABEL: rev}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_roll_pods_reads_revision_readiness_and_replication_from_the_source_primary():
+    listed = [raw_pod("db-0", OLD), raw_pod("db-1", NEW), raw_pod("db-2", NEW, ready=False), raw_pod("x-0", OLD)]
+    observed = [t.InstanceState("db-0", 0, True, read_only=False),
+                t.InstanceState("db-1", 1, True, source="db-0", io_running=True, sql_running=True),
+                t.InstanceState("db-2", 2, True, source="db-0", io_running=False, sql_running=True)]
+    got = {p.name: p for p in rc.roll_pods("db", listed, observed, "db-0")}
+    assert set(got) == {"db-0", "db-1", "db-2"}
+    assert got["db-0"].revision == OLD and got["db-1"].revision == NEW
+    assert got["db-1"].replicating and not got["db-2"].replicating and not got["db-2"].ready
+    # replicating from another source than the primary does not count
+    observed[1] = t.InstanceState("db-1", 1, True, source="db-2", io_running=True, sql_running=True)
+    assert not {p.name: p for p in rc.roll_pods("db", listed, observed, "db-0")}["db-1"].replicating
+
+
+@pytest.mark.parametrize("pinned, roll, pinned_rev, expected", [
+    (None, None, OLD, None),
+    ("db-0", None, OLD, "db-0"),                                  # no roll: the pin stands
+    ("db-0", r.Done(), OLD, "db-0"),
+    (None, r.SwitchTo("db-1", "why"), OLD, "db-1"),               # the roll moves the primary
+    ("db-0", r.SwitchTo("db-1", "why"), OLD, "db-1"),
+    ("db-0", r.DeletePod("db-0", "why"), OLD, None),              # not back to an outdated pin
+    ("db-0", r.Wait("why"), OLD, None),
+    ("db-0", r.DeletePod("db-2", "why"), NEW, "db-0"),            # updated pin: switch back
+])
+def test_roll_desired(pinned, roll, pinned_rev, expected):
+    assert rc.roll_desired(pinned, roll, NEW, [raw_pod("db-0", pinned_rev), raw_pod("db-1", NEW)]) == expected

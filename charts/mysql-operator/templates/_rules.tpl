@@ -28,10 +28,11 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, create, patch]
-# server pods: observed, watched to re-trigger reconciles, role labels patched
+# server pods: observed, watched to re-trigger reconciles, role labels patched, deleted one by
+# one in a rolling update (StatefulSet updateStrategy OnDelete)
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch, patch, delete]
 # Events for every significant action (the operator's and kopf's)
 - apiGroups: [""]
   resources: [events]
