@@ -1,0 +1,183 @@
+"""Scenarios 2 and 6 with the operator installed by its chart (a Pod): the primary fails under a
+write load with acknowledged-row accounting (its Pod force-deleted; separately its container
+killed through containerd; and once with the operator's own Pod deleted in the middle of the
+failover). A new primary serves writes, no acknowledged row is lost, the old primary rejoins as a
+read-only replica with every row."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import Callable
+
+import pytest
+from kubernetes import client
+
+from e2e.conftest import OPERATOR_NAMESPACE
+from e2e.helpers import (Cluster, Writer, cluster_spec, create_writes_table, lost_rows, query, record,
+                         replica_state)
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+def _failover_under_load(c: Cluster, disrupt: Callable[[str], float | None], label: str,
+                         during: Callable[[], None] | None = None) -> None:
+    c.create(cluster_spec(3))
+    st = c.wait_ready(300, instances=3, primary=f"{c.name}-0")
+    old = st["currentPrimary"]
+    rw, pw = create_writes_table(c)
+    writer = Writer(rw, "app", pw)
+    writer.start()
+    try:
+        wait_for(lambda: len(writer.acked) >= 50, 60, "50 acknowledged writes before the failure")
+        t0 = time.monotonic()
+        t_last = disrupt(old) or t0
+        if during is not None:
+            during()
+        st = wait_for(lambda: (s := c.status()).get("currentPrimary") not in (None, old) and s, 180,
+                      "a new primary recorded in status")
+        new = st["currentPrimary"]
+        at_failover = len(writer.acked)
+        wait_for(lambda: len(writer.acked) > at_failover + 20, 120, "writes accepted by the new primary")
+        to_write = writer.first_ack_after_outage(t0)
+        to_write_last = writer.first_ack_after_outage(t_last)
+    finally:
+        writer.finish()
+    assert to_write is not None, "writes never failed: the primary was not disrupted"
+    scenario = "2" if "operator" not in label else "6"
+    record(f"failover ({label}) to first accepted write", to_write, scenario=scenario)
+    if t_last != t0 and to_write_last is not None:
+        record(f"failover ({label}) last disruption to first accepted write on the new primary",
+               to_write_last, scenario=scenario)
+    lost = lost_rows(rw, pw, writer)
+    record(f"rows lost ({label}; {len(writer.acked)} acknowledged)", len(lost), unit="count")
+    assert not lost, f"acknowledged writes lost: {lost[:20]}"
+    assert query(rw, "app", pw, "SELECT @@hostname")[0][0] == new
+
+    # the old primary comes back as a read-only replica with every acknowledged row
+    c.wait_ready(300, "Ready again after the failover", instances=3, primary=new)
+    roles = c.roles()
+    assert roles[old] == "replica" and roles[new] == "primary", roles
+    old_ip = c.pod(old).status.pod_ip
+    total = query(rw, "app", pw, "SELECT COUNT(*) FROM app.writes")[0][0]
+    assert total >= len(writer.acked)
+    wait_for(lambda: replica_state(old_ip, "app", pw) == (old, 1, total), 60,
+             f"{old} read-only with all {total} rows")
+    assert c.events("Failover"), "a Failover Event on the MySQLCluster"
+
+
+def until_primary_moves(c: Cluster, name: str, disrupt_once: Callable[[str], None], back: Callable[[str], bool],
+                        attempts: list[float]) -> float:
+    """Disrupt the primary again each time it is back, until the operator records another primary.
+    A primary back within failover.delaySeconds (a fast restart) is kept by design
+    (topology.decide step 4: Promote in place), so one disruption does not always fail over.
+    Returns the time of the last disruption."""
+    for _ in range(5):
+        disrupt_once(name)
+        attempts.append(time.monotonic())
+        moved = wait_for(lambda: (c.status().get("currentPrimary") != name and "moved")
+                         or (back(name) and "back"), 120, f"{name} back, or the primary moved")
+        if moved == "moved":
+            return attempts[-1]
+    raise AssertionError(f"the primary stayed on {name} after {len(attempts)} disruptions")
+
+
+def _pod_back(c: Cluster, uid_before: dict):
+    def back(name: str) -> bool:
+        p = c.pod(name)
+        return (p.metadata.uid != uid_before.get(name) and p.status.container_statuses
+                and all(s.ready for s in p.status.container_statuses))
+    return back
+
+
+def test_failover_when_the_primary_pod_is_force_deleted(local_cluster, scenario_namespace):
+    c = Cluster(local_cluster.api_client(), scenario_namespace, "fo-pod")
+
+    deletes: list[float] = []
+    uids: dict = {}
+
+    def delete_pod(name: str) -> None:
+        uids[name] = c.pod(name).metadata.uid
+        c.core.delete_namespaced_pod(name, c.namespace, grace_period_seconds=0)
+
+    _failover_under_load(c, lambda n: until_primary_moves(c, n, delete_pod, _pod_back(c, uids), deletes),
+                         "primary Pod force-deleted")
+    record("Pod deletions until the primary moved", len(deletes), unit="count", scenario="2")
+
+
+def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_namespace):
+    c = Cluster(local_cluster.api_client(), scenario_namespace, "fo-kill")
+
+    kills: list[float] = []
+
+    def container(name: str):
+        return next(s for s in c.pod(name).status.container_statuses if s.name == "mysqld")
+
+    def kill(name: str) -> None:
+        before = container(name).restart_count
+        container_id = container(name).container_id.split("://", 1)[1]
+        r = subprocess.run(["ctr", "--address", local_cluster.containerd_socket, "-n", "k8s.io",
+                            "tasks", "kill", "-s", "SIGKILL", container_id],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, f"ctr tasks kill: {r.stderr}"
+        kills.append(time.monotonic())
+        wait_for(lambda: container(name).restart_count > before or container(name).state.running is None,
+                 60, f"the kubelet saw {name}'s container die")
+
+    def kill_until_failover(name: str) -> float:
+        def running(n: str) -> bool:
+            return container(n).state.running is not None and container(n).ready
+        return until_primary_moves(c, name, kill, running, [])
+
+    _failover_under_load(c, kill_until_failover, "primary container SIGKILLed")
+    record(f"container kills until the primary moved", len(kills), unit="count", scenario="2")
+    assert container(f"{c.name}-0").restart_count >= 1, "the same Pod was restarted in place (not recreated)"
+
+
+def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenario_namespace):
+    api = local_cluster.api_client()
+    c = Cluster(api, scenario_namespace, "fo-op")
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    deleted: list[str] = []
+
+    uids: dict = {}
+
+    def delete_pod(name: str) -> None:
+        uids[name] = c.pod(name).metadata.uid
+        c.core.delete_namespaced_pod(name, c.namespace, grace_period_seconds=0)
+
+    def delete_primary_then_operator(name: str) -> float:
+        """Keep the primary down past the failover delay, and delete the operator's Pod right
+        after the outage is noticed (before the failover is done)."""
+        attempts: list[float] = []
+        for _ in range(5):
+            delete_pod(name)
+            attempts.append(time.monotonic())
+            if not deleted:
+                delete_operator()
+            moved = wait_for(lambda: (c.status().get("currentPrimary") != name and "moved")
+                             or (_pod_back(c, uids)(name) and "back"), 180, f"{name} back, or the primary moved")
+            if moved == "moved":
+                return attempts[-1]
+        raise AssertionError(f"the primary stayed on {name} after {len(attempts)} Pod deletions")
+
+    def delete_operator() -> None:
+        # the operator noticed the outage (status left Ready) and has not finished the failover
+        wait_for(lambda: c.status().get("phase") != "Ready", 60, "the operator noticed the outage")
+        for pod in core.list_namespaced_pod(OPERATOR_NAMESPACE).items:
+            core.delete_namespaced_pod(pod.metadata.name, OPERATOR_NAMESPACE, grace_period_seconds=0)
+            deleted.append(pod.metadata.name)
+
+    try:
+        _failover_under_load(c, delete_primary_then_operator, "primary Pod deleted, then the operator Pod")
+    finally:
+        def operator_back():
+            pods = core.list_namespaced_pod(OPERATOR_NAMESPACE).items
+            return [p for p in pods if p.metadata.name not in deleted and p.status.container_statuses
+                    and all(s.ready for s in p.status.container_statuses)]
+        wait_for(operator_back, 180, "a new operator Pod ready")
+    assert deleted, "the operator Pod was deleted"
+    dep = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0]
+    assert dep.status.ready_replicas == 1
+
