@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -104,6 +105,8 @@ def operator_release(local_cluster):
            "HELM_CACHE_HOME": "/var/tmp/mysqlop-helm/cache",
            "HELM_CONFIG_HOME": "/var/tmp/mysqlop-helm/config",
            "HELM_DATA_HOME": "/var/tmp/mysqlop-helm/data"}
+    existed = subprocess.run([helm, "status", "mysql-operator", "--namespace", OPERATOR_NAMESPACE],
+                             capture_output=True, env=env).returncode == 0
     argv = [helm, "upgrade", "--install", "mysql-operator", str(REPO / "charts" / "mysql-operator"),
             "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
             "-f", str(REPO / "examples" / "values-local.yaml"),
@@ -115,8 +118,35 @@ def operator_release(local_cluster):
     apps = client.AppsV1Api(local_cluster.api_client())
     dep = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0]
     yield dep.metadata.name
-    subprocess.run([helm, "uninstall", "mysql-operator", "--namespace", OPERATOR_NAMESPACE,
-                    "--wait", "--timeout", "120s"], capture_output=True, text=True, env=env)
+    if not existed:  # a release someone else installed (make demo, another session) stays
+        subprocess.run([helm, "uninstall", "mysql-operator", "--namespace", OPERATOR_NAMESPACE,
+                        "--wait", "--timeout", "120s"], capture_output=True, text=True, env=env)
+
+
+@contextlib.contextmanager
+def chart_operator_paused(local_cluster):
+    """Scale the chart's operator (if installed) to 0 while a test runs its own operator in a
+    namespace the chart's would also serve; restore its replicas afterwards."""
+    from kubernetes import client
+
+    from tests.support.wait import wait_for
+
+    api = local_cluster.api_client()
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    deps = [d for d in apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items
+            if (d.spec.replicas or 0) > 0]
+    for d in deps:
+        apps.patch_namespaced_deployment_scale(d.metadata.name, OPERATOR_NAMESPACE,
+                                               {"spec": {"replicas": 0}})
+    if deps:
+        wait_for(lambda: not core.list_namespaced_pod(OPERATOR_NAMESPACE).items, 120,
+                 "the chart's operator Pods to stop")
+    try:
+        yield
+    finally:
+        for d in deps:
+            apps.patch_namespaced_deployment_scale(d.metadata.name, OPERATOR_NAMESPACE,
+                                                   {"spec": {"replicas": d.spec.replicas}})
 
 
 @pytest.fixture(scope="session")

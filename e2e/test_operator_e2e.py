@@ -25,6 +25,7 @@ from kubernetes import client
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION
 from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
+from e2e.conftest import chart_operator_paused
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -87,25 +88,29 @@ def operator_ns(local_cluster, kube_namespace, tmp_path):
     kubeconfig = _sa_kubeconfig(api, local_cluster.kubeconfig, ns, "mysql-operator", tmp_path / "sa.conf")
     log_path = tmp_path / "operator.log"
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns, "--kubeconfig",
-             str(kubeconfig), "--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"],
-            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
-    yield ns, api, log_path, proc
-    alive = proc.poll() is None
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    with chart_operator_paused(local_cluster):  # one operator per namespace
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns, "--kubeconfig",
+                 str(kubeconfig), "--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"],
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+        yield ns, api, log_path, proc
+        alive = proc.poll() is None
+        # delete the cluster while its operator runs: it removes kopf's finalizer
+        objs = client.CustomObjectsApi(api)
+        try:
+            objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME)
+            wait_for(lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"],
+                     60, "the MySQLCluster to be deleted")
+        except client.ApiException:
+            pass
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     print(f"\n----- operator log (tail) -----\n{log_path.read_text(errors='replace')[-8000:]}", file=sys.stderr)
-    objs = client.CustomObjectsApi(api)
-    try:
-        objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME)
-    except client.ApiException:
-        pass
     rbac.delete_cluster_role_binding(f"mysql-operator-{ns}")
     rbac.delete_cluster_role(f"mysql-operator-{ns}")
     assert alive, "the operator exited during the test"
