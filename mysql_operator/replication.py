@@ -88,6 +88,8 @@ class ReplicationEngine:
         # measured from when the loop saw it begin, never from an older success (a loop that
         # was idle must not turn a blip into a failover)
         self._down_since: dict[str, float] = {}
+        # first observation of the current replication error streak, per member: (errnos, since)
+        self._error_since: dict[str, tuple[tuple[int, int], float]] = {}
         self.last_observations: dict[str, Observation] = {}
         self.set_members(members)
 
@@ -129,17 +131,25 @@ class ReplicationEngine:
                 self._down_since.setdefault(name, started)
             previous = self.last_observations.get(name)
             r = o.replica
+            errnos = (r.io_errno, r.sql_errno) if r else (0, 0)
+            if errnos == (0, 0):
+                self._error_since.pop(name, None)
+            elif self._error_since.get(name, ((), 0.0))[0] != errnos:
+                self._error_since[name] = (errnos, started)
             states.append(t.InstanceState(
                 name=name, ordinal=m.ordinal, reachable=o.reachable,
                 origin=o.origin if o.reachable else (previous.origin if previous else None),
                 read_only=o.read_only,
                 source=(by_address.get((r.source_host, r.source_port), f"{r.source_host}:{r.source_port}")
                         if r and r.source_host else None),
-                io_running=bool(r and r.io_running), sql_running=bool(r and r.sql_running),
+                io_running=bool(r and r.io_running),
+                io_connecting=bool(r and r.io_state not in ("Yes", "No", "")),
+                sql_running=bool(r and r.sql_running),
                 io_errno=r.io_errno if r else 0, sql_errno=r.sql_errno if r else 0,
                 last_error=(r.sql_error or r.io_error) if r else (o.error or ""),
                 executed=o.executed, received=r.received if r else None, purged=o.purged,
                 unreachable_for=0.0 if o.reachable else now - self._down_since[name],
+                error_for=now - self._error_since[name][1] if name in self._error_since else 0.0,
                 semisync_source=o.semisync_source_enabled,
                 semisync_replica=o.semisync_replica_enabled,
             ))
@@ -190,8 +200,9 @@ class ReplicationEngine:
         i, src = self.instances[name], self.members[source]
         i.set_read_only(True)
         i.set_semisync_source(False)
-        i.set_semisync_replica(self.settings.semisync)
+        i.set_semisync_replica(self.settings.semisync, restart_io=False)  # point_at restarts it
         i.point_at(src.host, src.port, self.replication.user, self.replication.password)
+        self._error_since.pop(name, None)  # a fresh start: an error must persist again
         steps.append(Step(name, "replicate", f"read-only replica of {source}"))
 
     def _make_primary(self, name: str, replicas: int, steps: list[Step]) -> None:

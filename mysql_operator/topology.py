@@ -38,11 +38,13 @@ class InstanceState:
     origin: str | None = None  # server_id (MariaDB) / server_uuid (MySQL): id on its own GTIDs
     read_only: bool = True
     source: str | None = None  # name of the instance it replicates from; None: not a replica
-    io_running: bool = False
+    io_running: bool = False  # IO thread state "Yes": connected and receiving
+    io_connecting: bool = False  # IO thread on but (re)connecting ("Connecting", "Preparing")
     sql_running: bool = False
     io_errno: int = 0
     sql_errno: int = 0
     last_error: str = ""
+    error_for: float = 0.0  # seconds the current IO/SQL error has been observed without a break
     executed: Any = None  # GtidSet
     received: Any = None  # GtidSet (retrieved into the relay log)
     purged: Any = None  # GtidSet no longer in its binary logs
@@ -75,6 +77,9 @@ class Settings:
     failover_delay_seconds: float = 10.0
     semisync: bool = False
     divergence_errnos: frozenset[int] = DIVERGENCE_ERRNOS
+    # a replication error must persist this long before the replica is reconfigured: one
+    # observation of a thread that is retrying on its own is no reason to repoint it
+    replica_error_grace_seconds: float = 10.0
 
 
 # -- decisions ---------------------------------------------------------------------------------
@@ -216,6 +221,25 @@ def errant_among_peers(i: InstanceState, peers: Sequence[InstanceState], setting
     return None
 
 
+def replica_needs_configuring(i: InstanceState, source: str, settings: Settings) -> str | None:
+    """Why replica `i` must be (re)pointed at `source`, or None when it is on its way.
+
+    An IO thread that is connected or still connecting to the right source, with a running SQL
+    thread and no error, is left alone: repointing it restarts the connection and would turn a
+    slow connect into churn. An error counts only once it has persisted for the grace period."""
+    if not i.is_replica:
+        return "not a replica"
+    if i.source != source:
+        return f"replicates from {i.source}"
+    if i.io_errno or i.sql_errno:
+        if i.error_for < settings.replica_error_grace_seconds:
+            return None
+        return f"replication error for {i.error_for:.0f}s: {i.last_error}".rstrip(": ")
+    if not (i.io_running or i.io_connecting) or not i.sql_running:
+        return "replication stopped"
+    return None
+
+
 def most_advanced(cands: Sequence[InstanceState], prefer: str | None = None) -> InstanceState | None:
     """The candidate whose known set contains every other candidate's, preferring `prefer`,
     then the lowest ordinal; None if none contains all (histories diverged)."""
@@ -336,10 +360,9 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         if p.purged is not None and i.executed is not None and not i.executed.contains(p.purged):
             return NeedsSeed(i.name, reason=f"{i.name} lacks transactions already purged from "
                              f"{p.name}'s binary logs: it needs a copy of the data")
-        if i.source != p.name or not i.io_running or not i.sql_running:
-            state = "not a replica" if not i.is_replica else (
-                f"replicates from {i.source}" if i.source != p.name else "replication stopped")
-            return ConfigureReplica(i.name, p.name, reason=f"{i.name}: {state}")
+        why = replica_needs_configuring(i, p.name, settings)
+        if why:
+            return ConfigureReplica(i.name, p.name, reason=f"{i.name}: {why}")
 
     # 8. semi-sync
     in_range = [i for i in healthy_replicas if i.ordinal < settings.instances]

@@ -18,6 +18,7 @@ from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
 
 # client errors worth a retry: can't connect, lost connection, gone away, too many connections
 TRANSIENT_ERRNOS = frozenset({1040, 2003, 2006, 2013})
+ER_REPLICA_NOT_CONFIGURED = 1200  # START on a replica with no source: "MASTER_HOST was not set"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
 _DATABASE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 _HOST = re.compile(r"^[A-Za-z0-9_.:%-]{1,255}$")
@@ -298,16 +299,29 @@ class Instance:
         self._run(self.dialect.reset_replica_all())
 
     def point_at(self, source_host: str, source_port: int, user: str, password: str,
-                 start: bool = True) -> None:
-        """Replicate from a source with GTID auto-positioning (idempotent)."""
+                 start: bool = True, attempts: int = 5) -> None:
+        """Replicate from a source with GTID auto-positioning (idempotent).
+
+        CHANGE MASTER and START are two statements: another actor (a second operator process, a
+        CLI switchover promoting this server) may RESET the replica between them, and START then
+        fails with "MASTER_HOST was not set". The pair is repeated until START runs on the
+        configuration written here, so the call either leaves it pointed and started or fails
+        for a reason other than a lost configuration."""
         d = self.dialect
         self._run_slow(d.stop_replica())
         for sql in d.prepare_replica_position():
             self._run(sql)
         sql, args = d.change_source(source_host, source_port, user, password)
-        self._run(sql, args, secrets=[password])
-        if start:
-            self._run(d.start_replica())
+        for attempt in range(1, attempts + 1):
+            self._run(sql, args, secrets=[password])
+            if not start:
+                return
+            try:
+                self._run(d.start_replica())
+                return
+            except InstanceError as e:
+                if e.errno != ER_REPLICA_NOT_CONFIGURED or attempt == attempts:
+                    raise
 
     def wait_for(self, gtids, timeout: float) -> bool:
         """True once `gtids` are applied here, False after `timeout` seconds."""
@@ -388,8 +402,9 @@ class Instance:
                 for sql, args in d.disable_semisync_source():
                     self._run(sql, args)
 
-    def set_semisync_replica(self, on: bool) -> None:
-        """Semi-sync acknowledgements from this replica; restarts a running IO thread to apply."""
+    def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None:
+        """Semi-sync acknowledgements from this replica; restarts a running IO thread to apply
+        (`restart_io=False` when the caller repoints and so restarts it anyway)."""
         d = self.dialect
         if on:
             self._install_semisync_plugins()
@@ -398,10 +413,16 @@ class Instance:
         stmts = d.enable_semisync_replica() if on else d.disable_semisync_replica()
         for sql, args in stmts:
             self._run(sql, args)
+        if not restart_io:
+            return
         status = self.replica_status()
         if status is not None and status.io_state != "No":
             self._run_slow(d.stop_io_thread())
-            self._run(d.start_io_thread())
+            try:
+                self._run(d.start_io_thread())
+            except InstanceError as e:
+                if e.errno != ER_REPLICA_NOT_CONFIGURED:
+                    raise  # reset meanwhile: nothing left to restart
 
     def _has_variable(self, name: str) -> bool:
         return bool(self._run("SHOW GLOBAL VARIABLES LIKE %s", (name,)))

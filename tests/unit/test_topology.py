@@ -73,6 +73,18 @@ TABLE = [
     ("stopped replica restarted",
      [primary(0), replica(1, io_running=False), replica(2)], S3, "db-0", None,
      ConfigureReplica("db-1", "db-0")),
+    ("IO thread still connecting to the right source: left alone (no churn)",
+     [primary(0), replica(1, io_running=False, io_connecting=True), replica(2)], S3, "db-0", None,
+     Healthy("db-0")),
+    ("connecting with a fresh error: left alone until the error persists",
+     [primary(0), replica(1, io_running=False, io_connecting=True, io_errno=2003, error_for=1.0),
+      replica(2)], S3, "db-0", None, Healthy("db-0")),
+    ("replication error that persisted past the grace period: reconfigured",
+     [primary(0), replica(1, io_running=False, io_connecting=True, io_errno=1045, error_for=11.0),
+      replica(2)], S3, "db-0", None, ConfigureReplica("db-1", "db-0")),
+    ("connecting to the wrong source: repointed at once",
+     [primary(0), replica(1, source="db-2", io_running=False, io_connecting=True), replica(2)],
+     S3, "db-0", None, ConfigureReplica("db-1", "db-0")),
     ("two writable: the non-primary is fenced first",
      [primary(0), replica(1, read_only=False), replica(2)], S3, "db-0", None, Fence(("db-1",))),
     ("replica with a local write is held out",
@@ -166,8 +178,11 @@ def clusters(draw):
             name=f"db-{k}", ordinal=k, reachable=reachable, origin=str(k + 1),
             read_only=draw(st.sampled_from([True, True, True, True, False])),
             source=draw(st.sampled_from([None] + [f"db-{j}" for j in range(n) if j != k])),
-            io_running=draw(st.booleans()), sql_running=draw(st.booleans()),
+            io_running=draw(st.booleans()), io_connecting=draw(st.booleans()),
+            sql_running=draw(st.booleans()),
+            io_errno=draw(st.sampled_from([0, 0, 0, 2003])),
             sql_errno=draw(st.sampled_from([0, 0, 0, 1950])),
+            error_for=draw(st.floats(0, 20)),
             executed=executed if reachable else None, received=received if reachable else None,
             unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
         ))
@@ -227,3 +242,18 @@ def test_blip_shorter_than_delay_never_fails_over(c):
     if isinstance(d, Failover):
         old = next(i for i in insts if i.name == d.from_)
         assert old.reachable or old.unreachable_for >= cfg.failover_delay_seconds
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(clusters())
+def test_replica_on_its_way_to_the_right_source_is_never_reconfigured(c):
+    """Churn guard: connected or connecting to the primary, SQL thread running, and no error that
+    persisted past the grace period -> never repointed."""
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    if isinstance(d, ConfigureReplica):
+        i = next(i for i in insts if i.name == d.name)
+        on_its_way = (i.source == d.source and (i.io_running or i.io_connecting) and i.sql_running)
+        fresh_error = (i.io_errno or i.sql_errno) and i.error_for < cfg.replica_error_grace_seconds
+        assert not on_its_way or (i.io_errno or i.sql_errno), d
+        assert not fresh_error, d

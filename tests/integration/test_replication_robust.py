@@ -1,0 +1,134 @@
+"""Replication robustness on real MariaDB servers: what the e2e runs on the local cluster found
+(repoint churn on a reconnecting IO thread, "MASTER_HOST was not set" during a repoint, stale
+addresses answering as another server, read_only read alongside a table)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from mysql_operator import topology as t
+from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.replication import Member, Step
+from tests.integration.test_replication import (  # noqa: F401 - fixture
+    DB, REPL, Writer, factory, make_cluster,
+)
+from tests.support.mariadb import ADMIN_USER, missing_binaries
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.skipif(
+    bool(missing_binaries()),
+    reason=f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
+    "run hack/install-deps.sh (apt: mariadb-server mariadb-client mariadb-backup)",
+)
+
+
+class FakeClock:
+    """The engine's clock, moved by the test: how long an error has lasted is logic, not waiting."""
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def io_state(server) -> tuple[str, int]:
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW SLAVE STATUS")
+        cols = [d[0] for d in cur.description]
+        row = dict(zip(cols, cur.fetchone()))
+    return row["Slave_IO_Running"], int(row["Last_IO_Errno"])
+
+
+def test_reconnecting_io_thread_is_not_repointed_until_its_error_persists(factory):
+    """Bug 1 (churn): a replica whose IO thread is Connecting to the right source must not be
+    repointed on one observation; only once its error has lasted the grace period."""
+    c = make_cluster(factory, 3)
+    clock = FakeClock()
+    c.engine.clock = clock
+    p, r = c.primary, c.server("db-1")
+    # the replication account stops working for db-1: its IO thread retries ("Connecting", 1045)
+    with p.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (REPL.user, REPL.host, "changed-elsewhere"))
+    r.query("STOP SLAVE IO_THREAD")
+    r.query("START SLAVE IO_THREAD")
+    wait_for(lambda: io_state(r) == ("Connecting", 1045), 20, "db-1's IO thread retrying on 1045")
+    for _ in range(5):
+        clock.now += 1.0
+        out = c.reconcile()
+        assert not isinstance(out.decision, t.ConfigureReplica), out.decision
+        assert not any(s.action == "replicate" for s in out.steps), out.steps
+    state = next(s for s in out.observed if s.name == "db-1")
+    assert state.io_connecting and state.io_errno == 1045 and state.error_for >= 4.0
+    # the error persisted past the grace period: now it is reconfigured (once), not before
+    clock.now += c.engine.settings.replica_error_grace_seconds
+    assert isinstance(c.reconcile().decision, t.ConfigureReplica)
+    with p.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (REPL.user, REPL.host, REPL.password))
+    # the IO thread retries on its own: once the account works it connects without a repoint
+    wait_for(lambda: io_state(r) == ("Yes", 0), 30, "db-1 reconnected by itself")
+    assert isinstance(c.reconcile().decision, t.Healthy)
+
+
+def test_healthy_cluster_under_writes_is_never_repointed(factory):
+    """Bug 1 under load: restarting a replica's IO thread (it passes through Connecting) while
+    rows are written must not make the loop repoint anything."""
+    c = make_cluster(factory, 3)
+    w = Writer(c)
+    w.start()
+    try:
+        for k in range(20):
+            if k % 4 == 0:
+                c.server("db-2").query("STOP SLAVE IO_THREAD")
+                c.server("db-2").query("START SLAVE IO_THREAD")
+            d = c.reconcile().decision
+            assert not isinstance(d, t.ConfigureReplica), d
+        wait_for(lambda: len(w.acked) > 20, 20, "the writer to commit rows")
+    finally:
+        w.stop()
+    assert isinstance(c.reconcile().decision, t.Healthy)
+
+
+def test_repoint_survives_a_concurrent_reset(factory):
+    """Bug 2: another actor (a second operator process, a CLI switchover) runs RESET SLAVE ALL on
+    a replica while the engine repoints it; START must never fail with 'MASTER_HOST was not set'
+    and the replica ends up replicating from the source it was pointed at."""
+    c = make_cluster(factory, 2)
+    r = c.server("db-1")
+    stop = threading.Event()
+    resets = []
+
+    def other_actor():
+        other = Instance(r.host, r.port, ADMIN_USER, factory.admin_password, name="other")
+        try:
+            while not stop.is_set():
+                try:
+                    other.reset_replica()
+                    resets.append(1)
+                except InstanceError:
+                    pass  # the engine started it again between our STOP and RESET
+                stop.wait(0.01)
+        finally:
+            other.close()
+
+    actor = threading.Thread(target=other_actor, daemon=True)
+    actor.start()
+    failures = []
+    try:
+        for _ in range(60):
+            steps: list[Step] = []
+            try:
+                c.engine.configure_replica("db-1", "db-0", steps)
+            except InstanceError as e:
+                failures.append(str(e))
+    finally:
+        stop.set()
+        actor.join(10)
+    assert len(resets) > 10
+    assert not [f for f in failures if "MASTER_HOST was not set" in f], failures
+    c.engine.configure_replica("db-1", "db-0", [])
+    wait_for(lambda: io_state(r) == ("Yes", 0), 20, "db-1 replicating again")
