@@ -1,0 +1,123 @@
+"""Shared by the replication integration tests (MariaDB on loopback, MySQL 8.4 in containers).
+
+A `Cluster` runs the engine's observe -> decide -> act loop (`ReplicationEngine.reconcile`) the
+way the operator does; a `Writer` writes numbered rows through the primary the loop publishes (as
+a client of the read-write Service would) and records which commits were acknowledged.
+
+Servers are duck-typed: anything with `name`, `host`, `port`, `connect(user=, password=,
+database=, timeout=)` and `query(sql)` - `tests/support/mariadb.MariaDBServer` and
+`tests/support/mysql_container.MySQLNode` both are.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+
+from mysql_operator import topology as t
+from mysql_operator.replication import ClusterState, Credentials, ReplicationEngine
+from tests.support.wait import wait_for
+
+APP = Credentials("app", "app-pw-7f3a9c")
+REPL = Credentials("repl", "repl-pw-91b2e4")
+DB = "app"
+
+
+@dataclass
+class Cluster:
+    servers: list[Any]
+    engine: ReplicationEngine
+    state: ClusterState = field(default_factory=ClusterState)
+    decisions: list[t.Decision] = field(default_factory=list)
+    timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, kind)
+
+    def server(self, name: str):
+        return next(s for s in self.servers if s.name == name)
+
+    @property
+    def primary(self):
+        return self.server(self.state.current_primary)
+
+    def reconcile(self, desired: str | None = None):
+        started = time.monotonic()
+        out = self.engine.reconcile(self.state, desired)
+        self.decisions.append(out.decision)
+        self.timeline.append((started, time.monotonic(), out.decision.kind))
+        bad = [s for s in out.steps if not s.ok and s.action != "held-out"]
+        if bad:
+            print(f"steps not ok: {bad}", file=sys.stderr)
+        return out
+
+    def converge(self, until=t.Healthy, desired: str | None = None, timeout: float = 30.0):
+        """Run the loop until the decision is `until` (a Decision class)."""
+        def step():
+            d = self.reconcile(desired).decision
+            return d if isinstance(d, until) else None
+        what = getattr(until, "__name__", None) or "/".join(u.__name__ for u in until)
+        return wait_for(step, timeout, f"the cluster to reach {what} "
+                        f"(last: {self.decisions[-1] if self.decisions else None})", interval=0.1)
+
+    def app_conn(self, server, timeout: float = 3.0):
+        return server.connect(user=APP.user, password=APP.password, database=DB, timeout=timeout)
+
+    def rows(self, server) -> set[int]:
+        return {r[0] for r in server.query(f"SELECT id FROM {DB}.t")}
+
+
+def wait_replicated(c: Cluster, ids: set[int], servers=None, timeout=20.0):
+    for s in servers or c.servers:
+        wait_for(lambda s=s: ids <= c.rows(s), timeout, f"rows {sorted(ids)[:5]}.. on {s.name}")
+
+
+class Writer(threading.Thread):
+    """Writes numbered rows through the published primary; records acknowledged commits."""
+
+    def __init__(self, c: Cluster):
+        super().__init__(daemon=True)
+        self.c = c
+        self.acked: list[tuple[int, str, float]] = []  # (id, server, monotonic time)
+        self.stop_event = threading.Event()
+        self.next_id = 100_000
+
+    def run(self):
+        conn, conn_to = None, None
+        while not self.stop_event.is_set():
+            target = self.c.state.current_primary
+            try:
+                if conn is None or conn_to != target:
+                    if conn is not None:
+                        conn.close()
+                    conn, conn_to = None, target
+                    conn = self.c.app_conn(self.c.server(target), timeout=1.0)
+                self.next_id += 1
+                n = self.next_id
+                with conn.cursor() as cur:
+                    cur.execute(f"INSERT INTO {DB}.t VALUES (%s, %s)", (n, target))
+                self.acked.append((n, target, time.monotonic()))
+            except pymysql.err.MySQLError:
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+                conn = None
+                self.stop_event.wait(0.02)
+        if conn is not None:
+            conn.close()
+
+    def stop(self):
+        self.stop_event.set()
+        self.join(10)
+
+    def servers_in_order(self) -> list[str]:
+        """Accepting servers in acknowledgement order, consecutive duplicates collapsed."""
+        out: list[str] = []
+        for _, s, _ in self.acked:
+            if not out or out[-1] != s:
+                out.append(s)
+        return out

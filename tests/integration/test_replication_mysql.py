@@ -1,0 +1,133 @@
+"""The key replication scenarios on MySQL 8.4 (testcontainers `MySqlContainer("mysql:8.4")`).
+
+Bootstrap of 3 instances, failover after kill -9 of the primary under a write load with
+acknowledged-row accounting (semi-sync on), and switchover - the same engine loop as the MariaDB
+tests (`tests/integration/helpers_replication.py`). Skipped, with the reason, where no Docker
+engine answers (see `tests/support/mysql_container.py` for how servers are wired together).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pymysql
+import pytest
+
+from mysql_operator import topology as t
+from mysql_operator.db.instance import Instance
+from mysql_operator.replication import Credentials, Member, ReplicationEngine
+from tests.integration.helpers_replication import APP, DB, REPL, Cluster, Writer, wait_replicated
+from tests.support.mysql_container import ADMIN_USER, MySQLGroup, docker_unavailable, rsa_unavailable
+from tests.support.wait import wait_for
+
+_MISSING = docker_unavailable() or rsa_unavailable()
+pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
+
+
+@pytest.fixture(scope="module")
+def group(request):
+    g = MySQLGroup()
+    failed_before = request.session.testsfailed
+    try:
+        yield g
+    finally:
+        if request.session.testsfailed > failed_before:
+            print("\n" + g.logs_report(40), file=sys.stderr)
+        g.close()
+
+
+def make_cluster(group: MySQLGroup, n: int, semisync: bool = False, delay: float = 1.0) -> Cluster:
+    nodes = group.create(n, prefix=f"c{len(group.nodes)}")
+    for k, s in enumerate(nodes):
+        s.name = f"db-{k}"
+    members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(nodes)]
+    engine = ReplicationEngine(
+        members, Credentials(ADMIN_USER, group.admin_password), REPL,
+        t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync),
+        app=APP, app_database=DB, apply_timeout=30)
+    c = Cluster(nodes, engine)
+    c.converge(timeout=60)
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40))")
+    c.converge(timeout=60)
+    return c
+
+
+def admin(group: MySQLGroup, node) -> Instance:
+    return Instance(node.host, node.port, ADMIN_USER, group.admin_password)
+
+
+def test_mysql84_bootstrap_three_instances_replicas_super_read_only(group):
+    c = make_cluster(group, 3)
+    assert c.state.current_primary == "db-0"
+    assert c.primary.query("SELECT VERSION()")[0][0].startswith("8.4.")
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'x')", [(i,) for i in range(1, 11)])
+    wait_replicated(c, set(range(1, 11)), timeout=30)
+    assert c.primary.query("SELECT @@read_only, @@super_read_only")[0] == (0, 0)
+    for r in c.servers[1:]:
+        assert r.query("SELECT @@read_only, @@super_read_only")[0] == (1, 1)
+        status = admin(group, r).replica_status()
+        assert status.io_running and status.sql_running and status.source_host == c.primary.host
+        with c.app_conn(r) as conn, conn.cursor() as cur:
+            with pytest.raises(pymysql.err.MySQLError) as e:
+                cur.execute(f"INSERT INTO {DB}.t VALUES (99, 'refused')")
+            assert e.value.args[0] == 1290  # --super-read-only
+    assert 99 not in c.rows(c.server("db-1"))
+
+
+def test_mysql84_failover_after_kill9_under_writes_loses_no_acknowledged_row(group):
+    c = make_cluster(group, 3, semisync=True, delay=1.0)
+    p = c.primary
+    assert dict(p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_status'")) == {
+        "Rpl_semi_sync_source_status": "ON"}
+    writer = Writer(c)
+    writer.start()
+    try:
+        wait_for(lambda: len(writer.acked) >= 50, 30, "50 acknowledged writes")
+        old = c.primary
+        killed_at = time.monotonic()
+        old.kill9()
+        d = c.converge(until=t.Failover, timeout=60)
+        c.converge(timeout=60)
+        new = c.primary
+        assert new.name != old.name and new.name == d.to
+        wait_for(lambda: any(s == new.name for _, s, _ in writer.acked), 30, "a write on the new primary")
+        first = min(ts for _, s, ts in writer.acked if s == new.name)
+        wait_for(lambda: len([1 for _, s, _ in writer.acked if s == new.name]) >= 20, 30, "20 more writes")
+    finally:
+        writer.stop()
+    acked = {n for n, _, _ in writer.acked}
+    found = c.rows(new)
+    lost = acked - found
+    print(f"mysql 8.4 failover after kill -9: kill -> first write on {new.name} {first - killed_at:.2f}s; "
+          f"acknowledged {len(acked)}, lost {len(lost)}", file=sys.stderr)
+    assert not lost, f"acknowledged rows missing on the new primary: {sorted(lost)[:10]}"
+    assert writer.servers_in_order() == [old.name, new.name]  # never two accepting at once
+    other = next(s for s in c.servers if s.name not in (old.name, new.name))
+    wait_replicated(c, acked, [other], timeout=30)
+    assert other.query("SELECT @@super_read_only")[0][0] == 1
+    status = admin(group, other).replica_status()
+    assert status.source_host == new.host and status.io_running and status.sql_running
+
+
+def test_mysql84_switchover(group):
+    c = make_cluster(group, 3)
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'before')", [(i,) for i in range(1, 21)])
+    idle = c.app_conn(c.primary)  # an application connection the switchover must kill
+    d = c.converge(until=t.Switchover, desired="db-2", timeout=60)
+    assert (d.from_, d.to) == ("db-0", "db-2")
+    c.converge(desired="db-2", timeout=60)
+    assert c.state.current_primary == "db-2"
+    with pytest.raises(pymysql.err.MySQLError):
+        with idle.cursor() as cur:
+            cur.execute("SELECT 1")
+    with c.app_conn(c.server("db-2")) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {DB}.t VALUES (21, 'after')")
+    wait_replicated(c, set(range(1, 22)), timeout=30)
+    old = c.server("db-0")
+    assert old.query("SELECT @@super_read_only")[0][0] == 1
+    status = admin(group, old).replica_status()
+    assert status.source_host == c.server("db-2").host and status.io_running and status.sql_running
