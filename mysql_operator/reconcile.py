@@ -30,13 +30,17 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import manifests as m
-from mysql_operator import rolling
+from mysql_operator import restoring, rolling
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.client import in_cluster as _in_cluster
 from mysql_operator.k8s.resolve import resolve
+from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
+from mysql_operator.backup import storage
+from mysql_operator.backup.restore import Source, Target, restore_into
+from mysql_operator.db.instance import Instance
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine, Step
 
 log = logging.getLogger(__name__)
@@ -268,6 +272,8 @@ def build_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str,
     primary = s.primary or previous.get("currentPrimary")
     if primary:
         status["currentPrimary"] = primary
+    if previous.get("restore"):  # written by restore_gate; kept as it is
+        status["restore"] = previous["restore"]
     return status
 
 
@@ -317,6 +323,13 @@ def instance_entries(ordinals: Sequence[int], names: Mapping[int, str], pods: Ma
             e["error"] = redact(obs.last_error, secrets)[:512]
         out.append(e)
     return out
+
+
+def expected_identity(name: str, ordinal: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Who must answer at a member's address: server_id from the ordinal (start.sh), the Pod's
+    name as @@hostname or @@report_host, and the Pod's uid (a recreated Pod gets a new connection)."""
+    return {"server_id": ordinal + 1, "hostname": name,
+            "uid": ((pod or {}).get("metadata") or {}).get("uid")}
 
 
 def promotion_succeeded(primary: str | None, steps: Sequence[Step]) -> bool:
@@ -369,6 +382,7 @@ class Reconciler:
         self.password_factory = password_factory
         self.clock = clock
         self._entries: dict[tuple[str, str], _Entry] = {}
+        self.restores = restoring.Runner()  # spec.restore loads run in threads (see restore_gate)
         self._guard = threading.Lock()
 
     def _entry(self, namespace: str, name: str) -> _Entry:
@@ -378,6 +392,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         with self._guard:
             e = self._entries.pop((namespace, name), None)
+        self.restores.forget((namespace, name))
         if e and e.engine:
             e.engine.close()
 
@@ -452,6 +467,10 @@ class Reconciler:
         names = {o: m.pod_name(c, o) for o in ordinals}
         ready = sum(1 for o, p in pods.items() if o < c.spec.instances and p.ready)
 
+        held = restore_gate(self, body, c, previous, pods, raw_pods, names, passwords, ready, applied)
+        if held is not None:
+            return held
+
         run_engine = secret_error is None and (current_primary is not None
                                                or any(p.running for p in pods.values()))
         if not run_engine:
@@ -464,7 +483,8 @@ class Reconciler:
             instances=c.spec.instances, failover_enabled=c.spec.replication.failover.enabled,
             failover_delay_seconds=float(c.spec.replication.failover.delay_seconds),
             semisync=c.spec.replication.mode == "semisync")
-        members = [Member(names[o], o, *resolve(c, o, raw_pods.get(o), self.resolver_mode, self.in_cluster))
+        members = [Member(names[o], o, *resolve(c, o, raw_pods.get(o), self.resolver_mode, self.in_cluster),
+                          **expected_identity(names[o], o, raw_pods.get(o)))
                    for o in ordinals]
         engine = self._engine(entry, c, passwords, settings, members)
         state = ClusterState(current_primary)
@@ -675,6 +695,158 @@ def roll_delete(api, body, decision, roll) -> None:
         return
     k.post_events(api, body, [("Normal", "RollingUpdate", f"restarting {roll.name}: {roll.reason}")])
     log.info("%s/%s RollingUpdate: restarting %s: %s", meta["namespace"], meta["name"], roll.name, roll.reason)
+
+
+# ---------------------------------------------------------------------------------------- restore
+def restore_source(api, c: MySQLCluster) -> tuple[Source, storage.Credentials]:
+    """Effect (reads): where spec.restore points and the S3 credentials. ValueError naming the
+    field and the fix when it cannot be used."""
+    r = c.spec.restore
+    assert r is not None
+    if r.from_backup is not None:
+        try:
+            backup = client.CustomObjectsApi(api).get_namespaced_custom_object(
+                GROUP, VERSION, c.namespace, BACKUP_PLURAL, r.from_backup)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            backup = None
+        location = restoring.backup_location(backup, r.from_backup)
+        try:
+            cluster_name = parse_backup(backup).cluster_name
+        except SpecError as e:
+            raise ValueError(f"spec.restore.fromBackup.name: MySQLBackup {r.from_backup}: {e}") from None
+        s3 = parse_backup(backup).s3
+        if s3 is None:
+            owner = k.read_cluster(api, c.namespace, cluster_name)
+            spec = parse(owner).spec if owner is not None else None
+            s3 = spec.backup.s3 if spec is not None and spec.backup else None
+        if s3 is None:
+            raise ValueError(f"spec.restore.fromBackup.name: MySQLBackup {r.from_backup} names no storage "
+                             f"and its cluster {cluster_name} is gone: use spec.restore.s3 instead")
+        source = Source(s3, location)
+    else:
+        assert r.s3 is not None
+        s3 = r.s3
+        source = Source(s3, s3.path or "")
+    secret = k.read_secret_data(api, c.namespace, s3.credentials_secret.name) or {}
+    keys = (s3.credentials_secret.access_key_id_key, s3.credentials_secret.secret_access_key_key)
+    missing = [key for key in keys if not secret.get(key)]
+    if missing:
+        raise ValueError(f"S3 credentials: Secret {s3.credentials_secret.name} lacks {', '.join(missing)} "
+                         "(or does not exist): create it with the access key id and secret access key")
+    return source, storage.Credentials(secret[keys[0]], secret[keys[1]])
+
+
+def _instance(target: Target) -> Instance:
+    return Instance(target.host, target.port, target.user, target.password, slow_timeout=60)
+
+
+def _load_instance(target: Target, source: Source, creds: storage.Credentials, app_database: str | None) -> None:
+    """Effect: restore into one new instance. The servers start read-only (super_read_only on
+    MySQL); the load needs them writable for its duration. No Pod carries a role label during a
+    restore, so no Service routes to them meanwhile; read-only again afterwards, failed or not.
+    The init step creates spec.database empty: dropped (only if it has no table, outside the
+    binary log) so that restore_into finds the new server empty; the dump recreates it."""
+    inst = _instance(target)
+    try:
+        if app_database:
+            tables = inst.scalar("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s",
+                                 (app_database,))
+            if not tables:
+                inst.execute("SET SESSION sql_log_bin = 0")
+                inst.execute(f"DROP DATABASE IF EXISTS `{app_database.replace('`', '``')}`")
+                inst.execute("SET SESSION sql_log_bin = 1")
+        inst.set_read_only(False)
+    finally:
+        inst.close()
+    try:
+        restore_into(target, source, creds)
+    finally:
+        inst = _instance(target)
+        try:
+            inst.set_read_only(True)
+        finally:
+            inst.close()
+
+
+def restore_gate(rec: "Reconciler", body, c: MySQLCluster, previous, pods, raw_pods, names, passwords,
+                 ready: int, applied: bool) -> Result | None:
+    """spec.restore at creation: None when the reconcile may go on (no restore, or it succeeded);
+    else the Result of a loop that held the cluster (Restoring / RestoreFailed) and published it."""
+    if c.spec.restore is None:
+        return None
+    key = (c.namespace, c.name)
+    record = previous.get("restore")
+    written = rec.restores.final(key)
+    if written is not None and (record or {}).get("phase") != written.get("phase"):
+        # this body predates the outcome the restore thread wrote (and nudged about): publishing
+        # from it would undo that outcome; the fresh body comes with the nudge
+        return Result(phase="Restoring", applied=applied)
+    not_ready = [names.get(o, m.pod_name(c, o)) for o in range(c.spec.instances)
+                 if not (pods.get(o) and pods[o].ready)]
+    action = restoring.decide(True, record, previous.get("currentPrimary"), not_ready, rec.restores.running(key))
+    if isinstance(action, restoring.Proceed):
+        return None
+    secrets = list(passwords.values())
+    events: list[tuple[str, str, str]] = []
+    if isinstance(action, restoring.Start):
+        described = restoring.describe_source(c.spec.restore.from_backup, c.spec.restore.s3)
+        started = _now()
+        try:
+            source, creds = restore_source(rec.api, c)
+        except (ValueError, ApiException) as e:
+            message = redact(str(e), secrets)
+            record = restoring.record(restoring.FAILED, described, started, _now(), message)
+            k.patch_status(rec.api, c.namespace, c.name, {"restore": record})
+            events.append(("Warning", "RestoreFailed", message))
+            action = restoring.Failed(message)
+        else:
+            targets = {m.pod_name(c, o): Target(*resolve(c, o, raw_pods.get(o), rec.resolver_mode, rec.in_cluster),
+                                                m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY])
+                       for o in range(c.spec.instances)}
+            record = restoring.record(restoring.RUNNING, described, started)
+            k.patch_status(rec.api, c.namespace, c.name, {"restore": record})  # before loading anything
+            primary = m.pod_name(c, c.spec.primary if c.spec.primary is not None else 0)
+            app_db = c.spec.database.name if c.spec.database else None
+
+            def done(ok: bool, message: str, seconds: float) -> None:
+                message = redact(message, secrets)[:1024]
+                final = restoring.record(restoring.SUCCEEDED if ok else restoring.FAILED, described, started,
+                                         _now(), message, durationSeconds=round(seconds, 1))
+                patch: dict[str, Any] = {"restore": final}
+                if ok:
+                    patch["currentPrimary"] = primary  # the engine adopts: promote it, attach the others
+                with rec._entry(c.namespace, c.name).lock:  # after any reconcile publishing "Running"
+                    rec.restores.set_final(key, final)
+                    k.patch_status(rec.api, c.namespace, c.name, patch)
+                k.post_events(rec.api, body, [("Normal", "RestoreSucceeded", message) if ok else
+                                              ("Warning", "RestoreFailed", message)])
+                log.log(logging.INFO if ok else logging.WARNING, "%s/%s restore: %s", c.namespace, c.name, message)
+                rec.nudge(c.namespace, c.name)
+
+            rec.restores.start(restoring.Job(
+                key, tuple(targets), lambda n: _load_instance(targets[n], source, creds, app_db), done))
+            events.append(("Normal", "RestoreStarted", f"restoring {described} into {', '.join(targets)}"))
+            action = restoring.InProgress()
+    elif isinstance(action, restoring.Failed) and (record or {}).get("phase") != restoring.FAILED:
+        # interrupted, or a primary without a record: recorded once, with its Event
+        record = restoring.record(restoring.FAILED, (record or {}).get("source", ""),
+                                  (record or {}).get("startedAt", _now()), _now(), action.message)
+        k.patch_status(rec.api, c.namespace, c.name, {"restore": record})
+        events.append(("Warning", "RestoreFailed", action.message))
+
+    ordinals = sorted(set(range(c.spec.instances)) | set(pods))
+    all_names = {o: m.pod_name(c, o) for o in ordinals}
+    summary = Summary(instances=c.spec.instances, generation=c.generation, ready=ready,
+                      entries=tuple(instance_entries(ordinals, all_names, pods, {}, {}, {}, None)))
+    now = _now()
+    status = restoring.overlay_status(build_status(summary, previous, now), action, record, now)
+    if status_changed(previous, status):
+        k.patch_status(rec.api, c.namespace, c.name, status)
+    if events:
+        k.post_events(rec.api, body, events)
+    return Result(phase=status["phase"], applied=applied)
 
 
 def _owner(body: Mapping[str, Any]) -> dict[str, Any]:
