@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from mysql_operator import topology as t
-from mysql_operator.db.instance import Instance, InstanceError, Observation
+from mysql_operator.db.instance import Instance, InstanceError, Observation, identity_mismatch
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,11 @@ class Member:
     ordinal: int
     host: str
     port: int
+    # who must answer at host:port; None skips the check. A different uid (the Pod was
+    # recreated) makes a new connection: an old one may still reach the old container.
+    server_id: int | None = None
+    hostname: str | None = None
+    uid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,13 @@ class ReplicationEngine:
         started = self.clock()
         with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
             observations = dict(zip(names, pool.map(lambda n: self.instances[n].observe(), names)))
+        for name in names:
+            m = self.members[name]
+            why = identity_mismatch(observations[name], m.server_id, m.hostname)
+            if why:  # a stale address (deleted Pod, reused IP) reaching another server
+                self.instances[name].close()
+                observations[name] = Observation(
+                    reachable=False, error=f"{name} at {m.host}:{m.port} {why}: not this instance")
         now = self.clock()
         by_address = {(m.host, m.port): m.name for m in self.members.values()}
         states = []

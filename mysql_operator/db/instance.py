@@ -84,6 +84,8 @@ class Observation:
     version: ServerVersion | None = None
     server_id: int | None = None
     server_uuid: str | None = None
+    hostname: str | None = None  # @@hostname: the Pod's name in Kubernetes
+    report_host: str | None = None  # @@report_host: the Pod's name or DNS name (start.sh)
     read_only: bool = True
     executed: Any = None  # GtidSet
     purged: Any = None  # GtidSet no longer in the binary logs
@@ -101,6 +103,24 @@ class Observation:
         if self.version.flavor.value == "mysql":
             return self.server_uuid
         return None if self.server_id is None else str(self.server_id)
+
+
+def identity_mismatch(observed: Observation, server_id: int | None,
+                      hostname: str | None) -> str | None:
+    """Why the server that answered is not the instance expected at that address, or None.
+
+    `server_id` is derived from the ordinal; `hostname` is the Pod name, matched against
+    @@hostname or the first label of @@report_host. None skips that check."""
+    if not observed.reachable:
+        return None
+    if server_id is not None and observed.server_id != server_id:
+        return f"answers as server_id {observed.server_id}, expected {server_id}"
+    if hostname is not None:
+        names = {observed.hostname, (observed.report_host or "").split(".")[0]}
+        if hostname not in names:
+            return (f"answers as host {observed.hostname or '?'} (report_host "
+                    f"{observed.report_host or '?'}), expected {hostname}")
+    return None
 
 
 def connections_to_kill(rows: Iterable[dict], own_id: int, keep_users: Iterable[str]) -> list[int]:
@@ -222,12 +242,15 @@ class Instance:
             server_id, uuid, read_only = self._run(
                 f"SELECT @@server_id, @@server_uuid, @@{d.read_only_variable}"
                 if d.flavor.value == "mysql" else "SELECT @@server_id, NULL, @@read_only")[0]
+            # server variables are read in queries of their own, never alongside a table
+            hostname, report_host = self._run("SELECT @@hostname, @@report_host")[0]
             executed = d.parse_gtids(self.scalar(d.executed_gtids_sql()))
             replica = self.replica_status()
             variables = dict(self._run("SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%enabled'"))
             status = dict(self._run("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync%status'"))
             return Observation(
                 reachable=True, version=d.version, server_id=int(server_id), server_uuid=uuid,
+                hostname=hostname, report_host=report_host,
                 read_only=bool(int(read_only)), executed=executed, purged=self.purged_gtids(),
                 replica=replica,
                 semisync_source_enabled=variables.get(d.semisync_source_enabled) == "ON",

@@ -132,3 +132,60 @@ def test_repoint_survives_a_concurrent_reset(factory):
     assert not [f for f in failures if "MASTER_HOST was not set" in f], failures
     c.engine.configure_replica("db-1", "db-0", [])
     wait_for(lambda: io_state(r) == ("Yes", 0), 20, "db-1 replicating again")
+
+
+def test_address_answering_as_another_server_is_unreachable_for_that_member(factory):
+    """Bug 3: after a grace-period-0 Pod delete the old address may still answer, as another
+    server or as an old incarnation. A member is reachable only if @@server_id and
+    @@hostname/@@report_host match the Pod expected there."""
+    c = make_cluster(factory, 3)
+    s0, s1, s2 = (c.server(f"db-{k}") for k in range(3))
+    ids = {s.name: int(s.query("SELECT @@server_id")[0][0]) for s in (s0, s1, s2)}
+    host = s1.query("SELECT @@hostname")[0][0]
+    # db-1's address now reaches db-2's server (a reused IP, a stale DNS answer)
+    members = [Member("db-0", 0, s0.host, s0.port, server_id=ids["db-0"], hostname=host),
+               Member("db-1", 1, s2.host, s2.port, server_id=ids["db-1"], hostname=host),
+               Member("db-2", 2, s2.host, s2.port, server_id=ids["db-2"], hostname=host)]
+    c.engine.set_members(members)
+    by = {s.name: s for s in c.engine.observe()}
+    assert by["db-0"].reachable and by["db-2"].reachable
+    assert not by["db-1"].reachable
+    assert f"answers as server_id {ids['db-2']}, expected {ids['db-1']}" in by["db-1"].last_error
+    # a server answering with the right id but as another Pod is not that member either
+    c.engine.set_members([Member("db-0", 0, s0.host, s0.port, server_id=ids["db-0"],
+                                 hostname="db-0-of-a-deleted-pod"), *members[1:]])
+    by = {s.name: s for s in c.engine.observe()}
+    assert not by["db-0"].reachable and "expected db-0-of-a-deleted-pod" in by["db-0"].last_error
+    # the right identity at the right address: reachable again, the cluster converges
+    c.engine.set_members([Member(s.name, k, s.host, s.port, server_id=ids[s.name], hostname=host)
+                          for k, s in enumerate((s0, s1, s2))])
+    assert c.converge(timeout=30).primary == "db-0"
+
+
+def test_recreated_pod_gets_a_new_connection(factory):
+    """Bug 3: the same name and address with a new Pod uid must not reuse the old connection
+    (it may still reach the old container)."""
+    c = make_cluster(factory, 1)
+    s0 = c.server("db-0")
+    c.engine.set_members([Member("db-0", 0, s0.host, s0.port, uid="uid-1")])
+    c.engine.observe()
+    old = c.engine.instances["db-0"]
+    c.engine.set_members([Member("db-0", 0, s0.host, s0.port, uid="uid-1")])
+    assert c.engine.instances["db-0"] is old
+    c.engine.set_members([Member("db-0", 0, s0.host, s0.port, uid="uid-2")])
+    assert c.engine.instances["db-0"] is not old and old._conn is None
+
+
+def test_read_only_is_observed_right_on_a_replica_holding_rows(factory):
+    """Bug 5: `SELECT @@global.read_only, COUNT(*) FROM t` was seen returning 0 on a read-only
+    replica; observe reads variables in queries of their own, so a replica with rows is
+    read-only and the primary is not."""
+    c = make_cluster(factory, 2)
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'x')", [(k,) for k in range(1, 51)])
+    wait_for(lambda: len(c.rows(c.server("db-1"))) == 50, 20, "rows on db-1")
+    combined = c.server("db-1").query(f"SELECT @@global.read_only, COUNT(*) FROM {DB}.t")[0]
+    print(f"MariaDB {c.server('db-1').query('SELECT VERSION()')[0][0]}: read_only with COUNT(*) "
+          f"in one query -> {combined}")
+    by = {s.name: s for s in c.engine.observe()}
+    assert by["db-1"].read_only and not by["db-0"].read_only
