@@ -169,12 +169,21 @@ class Summary:
     ready: int = 0
     primary: str | None = None
     primary_serving: bool = False
+    # the primary Pod carries role=primary and is Ready, i.e. it is the -rw Service's endpoint
+    # (as listed at the start of the pass: labels moved in this pass count from the next one)
+    primary_in_service: bool = False
     decision: str | None = None  # kind, None when the engine did not run
     decision_reason: str = ""
     held_out: tuple[str, ...] = ()
     unreachable: tuple[str, ...] = ()
     failed_steps: tuple[str, ...] = ()
     entries: tuple[Mapping[str, Any], ...] = ()
+
+
+def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None) -> bool:
+    """The -rw Service routes to the primary: its Pod is labelled role=primary and Ready."""
+    pod = pods.get(primary_ordinal) if primary_ordinal is not None else None
+    return bool(pod and pod.ready and pod.role == m.ROLE_PRIMARY and not pod.deleting)
 
 
 def phase(s: Summary) -> str:
@@ -191,7 +200,8 @@ def phase(s: Summary) -> str:
     if not s.primary_serving:
         return "Unavailable"
     if s.ready >= s.instances and not s.held_out and not s.unreachable and not s.failed_steps:
-        return "Ready"
+        # writable is not enough: clients connect through -rw
+        return "Ready" if s.primary_in_service else "Unavailable"
     return "Degraded"
 
 
@@ -206,8 +216,16 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
                 _cond("Progressing", False, "InvalidSpec", msg), _cond("Degraded", True, "InvalidSpec", msg)]
     ph = phase(s)
     ready_msg = f"{s.ready}/{s.instances} instances ready"
-    ready = _cond("Ready", ph == "Ready", "AllInstancesReady" if ph == "Ready" else
-                  ("InstancesNotReady" if s.ready < s.instances else ph), ready_msg)
+    not_in_service = s.primary_serving and not s.primary_in_service
+    if ph == "Ready":
+        ready = _cond("Ready", True, "AllInstancesReady", ready_msg)
+    elif s.ready < s.instances:
+        ready = _cond("Ready", False, "InstancesNotReady", ready_msg)
+    elif ph == "Unavailable" and not_in_service:
+        ready = _cond("Ready", False, "PrimaryNotInService", f"{s.primary} accepts writes but is "
+                      "not yet a ready endpoint of the -rw Service")
+    else:
+        ready = _cond("Ready", False, ph, ready_msg)
     if s.primary_serving:
         available = _cond("Available", True, "PrimaryServing", f"{s.primary} accepts writes")
     elif s.primary is None:
@@ -223,6 +241,9 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         progressing = _cond("Progressing", True, "Waiting", s.decision_reason)
     elif s.ready < s.instances:
         progressing = _cond("Progressing", True, "WaitingForInstances", ready_msg)
+    elif not_in_service:
+        progressing = _cond("Progressing", True, "WaitingForService",
+                            f"-rw Service endpoint for {s.primary}")
     else:
         progressing = _cond("Progressing", False, "Stable", "nothing to do")
 
@@ -527,6 +548,7 @@ class Reconciler:
         summary = Summary(
             instances=c.spec.instances, generation=c.generation, ready=ready, primary=primary,
             primary_serving=serving and primary is not None, decision=decision.kind,
+            primary_in_service=primary_in_service(pods, pod_ordinal(primary or "", c.name)),
             decision_reason=redact(decision.reason, secrets), held_out=held, unreachable=unreachable,
             failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
             entries=tuple(instance_entries(ordinals, names, pods, by_name, lags, roles, primary, secrets)))

@@ -137,7 +137,8 @@ def test_decision_event(decision, expected):
 
 # ------------------------------------------------------------------------------------ status
 def S(**kw):
-    base = dict(instances=3, generation=4, ready=3, primary="db-0", primary_serving=True, decision="Healthy")
+    base = dict(instances=3, generation=4, ready=3, primary="db-0", primary_serving=True,
+                primary_in_service=True, decision="Healthy")
     base.update(kw)
     return r.Summary(**base)
 
@@ -154,6 +155,10 @@ def S(**kw):
     (S(primary=None, decision="Bootstrap", ready=0, primary_serving=False), "Bootstrapping",
      ("False", "InstancesNotReady"), ("False", "NoPrimary"), ("True", "Bootstrap"), ("False", "Bootstrapping")),
     (S(), "Ready", ("True", "AllInstancesReady"), ("True", "PrimaryServing"), ("False", "Stable"),
+     ("False", "AsExpected")),
+    # writable and all Pods Ready, but the primary is not yet labelled/Ready behind -rw: not Ready
+    (S(primary_in_service=False), "Unavailable",
+     ("False", "PrimaryNotInService"), ("True", "PrimaryServing"), ("True", "WaitingForService"),
      ("False", "AsExpected")),
     (S(decision="Failover", primary="db-1"), "FailingOver",
      ("False", "FailingOver"), ("True", "PrimaryServing"), ("True", "Failover"), ("False", "AsExpected")),
@@ -297,3 +302,20 @@ def test_timer_skips_only_clusters_with_nothing_to_observe(status, generation, s
 ])
 def test_promotion_fails_only_with_a_failed_step_on_the_new_primary(steps, ok):
     assert r.promotion_succeeded("db-1", steps) is ok
+
+
+def _pod(ordinal, ready=True, role="primary", deleting=False):
+    return r.PodView(f"db-{ordinal}", ordinal, running=True, ready=ready, role=role, deleting=deleting)
+
+
+@pytest.mark.parametrize("pods, primary, expected", [
+    ({0: _pod(0)}, 0, True),
+    ({0: _pod(0, role=None)}, 0, False),  # label not moved yet: -rw has no endpoint
+    ({0: _pod(0, role="replica")}, 0, False),
+    ({0: _pod(0, ready=False)}, 0, False),  # not Ready: not a ready endpoint
+    ({0: _pod(0, deleting=True)}, 0, False),
+    ({1: _pod(1)}, 0, False),  # no Pod for the primary
+    ({0: _pod(0)}, None, False),
+])
+def test_primary_in_service(pods, primary, expected):
+    assert r.primary_in_service(pods, primary) is expected
