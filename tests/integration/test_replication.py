@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import shutil
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 
 import pymysql
 import pytest
 
 from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance, InstanceError
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from mysql_operator.replication import Credentials, Member, ReplicationEngine
+from tests.integration.helpers_replication import APP, DB, REPL, Cluster, Writer, wait_replicated
 from tests.support.mariadb import ADMIN_USER, MariaDBFactory, MariaDBServer, missing_binaries
 from tests.support.wait import wait_for
 
@@ -28,9 +27,6 @@ pytestmark = pytest.mark.skipif(
     "run hack/install-deps.sh (apt: mariadb-server mariadb-client mariadb-backup)",
 )
 
-APP = Credentials("app", "app-pw-7f3a9c")
-REPL = Credentials("repl", "repl-pw-91b2e4")
-DB = "app"
 TIMINGS: list[str] = []
 
 
@@ -44,47 +40,6 @@ def factory(request):
     f.close()
     if TIMINGS:
         print("\n" + "\n".join(TIMINGS), file=sys.stderr)
-
-
-@dataclass
-class Cluster:
-    servers: list[MariaDBServer]
-    engine: ReplicationEngine
-    state: ClusterState = field(default_factory=ClusterState)
-    decisions: list[t.Decision] = field(default_factory=list)
-    timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, kind)
-
-    def server(self, name: str) -> MariaDBServer:
-        return next(s for s in self.servers if s.name == name)
-
-    @property
-    def primary(self) -> MariaDBServer:
-        return self.server(self.state.current_primary)
-
-    def reconcile(self, desired: str | None = None):
-        started = time.monotonic()
-        out = self.engine.reconcile(self.state, desired)
-        self.decisions.append(out.decision)
-        self.timeline.append((started, time.monotonic(), out.decision.kind))
-        bad = [s for s in out.steps if not s.ok and s.action != "held-out"]
-        if bad:
-            print(f"steps not ok: {bad}", file=sys.stderr)
-        return out
-
-    def converge(self, until=t.Healthy, desired: str | None = None, timeout: float = 30.0):
-        """Run the loop until the decision is `until` (a Decision class)."""
-        def step():
-            d = self.reconcile(desired).decision
-            return d if isinstance(d, until) else None
-        what = getattr(until, "__name__", None) or "/".join(u.__name__ for u in until)
-        return wait_for(step, timeout, f"the cluster to reach {what} "
-                        f"(last: {self.decisions[-1] if self.decisions else None})", interval=0.1)
-
-    def app_conn(self, server: MariaDBServer, timeout: float = 3.0):
-        return server.connect(user=APP.user, password=APP.password, database=DB, timeout=timeout)
-
-    def rows(self, server: MariaDBServer) -> set[int]:
-        return {r[0] for r in server.query(f"SELECT id FROM {DB}.t")}
 
 
 def make_cluster(factory: MariaDBFactory, n: int, semisync: bool = False, delay: float = 1.0,
@@ -103,60 +58,6 @@ def make_cluster(factory: MariaDBFactory, n: int, semisync: bool = False, delay:
         cur.execute("CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40))")
     c.converge()
     return c
-
-
-def wait_replicated(c: Cluster, ids: set[int], servers=None, timeout=20.0):
-    for s in servers or c.servers:
-        wait_for(lambda s=s: ids <= c.rows(s), timeout, f"rows {sorted(ids)[:5]}.. on {s.name}")
-
-
-class Writer(threading.Thread):
-    """Writes numbered rows through the published primary; records acknowledged commits."""
-
-    def __init__(self, c: Cluster):
-        super().__init__(daemon=True)
-        self.c = c
-        self.acked: list[tuple[int, str, float]] = []  # (id, server, monotonic time)
-        self.stop_event = threading.Event()
-        self.next_id = 100_000
-
-    def run(self):
-        conn, conn_to = None, None
-        while not self.stop_event.is_set():
-            target = self.c.state.current_primary
-            try:
-                if conn is None or conn_to != target:
-                    if conn is not None:
-                        conn.close()
-                    conn, conn_to = None, target
-                    conn = self.c.app_conn(self.c.server(target), timeout=1.0)
-                self.next_id += 1
-                n = self.next_id
-                with conn.cursor() as cur:
-                    cur.execute(f"INSERT INTO {DB}.t VALUES (%s, %s)", (n, target))
-                self.acked.append((n, target, time.monotonic()))
-            except pymysql.err.MySQLError:
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:  # noqa: BLE001
-                        pass
-                conn = None
-                self.stop_event.wait(0.02)
-        if conn is not None:
-            conn.close()
-
-    def stop(self):
-        self.stop_event.set()
-        self.join(10)
-
-    def servers_in_order(self) -> list[str]:
-        """Accepting servers in acknowledgement order, consecutive duplicates collapsed."""
-        out: list[str] = []
-        for _, s, _ in self.acked:
-            if not out or out[-1] != s:
-                out.append(s)
-        return out
 
 
 # ---- tests ---------------------------------------------------------------------------------------
