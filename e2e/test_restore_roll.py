@@ -1,0 +1,193 @@
+"""Restore into a new cluster and rolling updates, with the operator of this checkout running as
+a host process (like e2e/test_operator_e2e.py), on the local cluster:
+
+1. a populated 2-instance cluster is backed up (MySQLBackup -> Job -> the MinIO beside the
+   cluster); a NEW 3-instance cluster created with spec.restore.fromBackup is Restoring (never
+   Ready) until the restore succeeded, then Ready with CHECKSUM TABLE equal on every table, on
+   the primary and on every replica;
+2. editing spec.resources rolls the Pods one by one: the replicas restart before the primary's
+   Pod, and the primary moves by switchover before its old Pod restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from e2e.conftest import OPERATOR_NAMESPACE, chart_operator_paused
+from e2e.helpers import BACKUPS, GROUP, VERSION, Cluster, cluster_spec, query, try_query
+from e2e.test_operator_e2e import _install_crds, _sa_kubeconfig
+from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def host_operator(local_cluster, kube_namespace, tmp_path):
+    """This checkout's operator as a ServiceAccount bound to exactly the declared rules."""
+    api = local_cluster.api_client()
+    ns = kube_namespace
+    _install_crds(api)
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "mysql-operator"}})
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "mysql-operator"}, "rules": namespaced_rules()})
+    subject = [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}]
+    rbac.create_namespaced_role_binding(ns, {
+        "metadata": {"name": "mysql-operator"}, "subjects": subject,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"}})
+    rbac.create_cluster_role({"metadata": {"name": f"mysql-operator-{ns}"}, "rules": CLUSTER_SCOPE_RULES})
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": f"mysql-operator-{ns}"}, "subjects": subject,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"mysql-operator-{ns}"}})
+    kubeconfig = _sa_kubeconfig(api, local_cluster.kubeconfig, ns, "mysql-operator", tmp_path / "sa.conf")
+    log_path = tmp_path / "operator.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    with chart_operator_paused(local_cluster):
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns, "--kubeconfig",
+                 str(kubeconfig), "--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"],
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+        try:
+            yield ns, api, log_path
+        finally:
+            alive = proc.poll() is None
+            objs = client.CustomObjectsApi(api)
+            for plural in (BACKUPS, "mysqlclusters"):
+                for item in objs.list_namespaced_custom_object(GROUP, VERSION, ns, plural)["items"]:
+                    try:
+                        objs.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, item["metadata"]["name"])
+                    except client.ApiException:
+                        pass
+            try:
+                wait_for(lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters")["items"],
+                         120, "the MySQLClusters to be deleted")
+            except Exception:  # noqa: BLE001 - teardown: report, go on
+                print("clusters not deleted in time", file=sys.stderr)
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    print(f"\n----- operator log (tail) -----\n{log_path.read_text(errors='replace')[-8000:]}", file=sys.stderr)
+    rbac.delete_cluster_role_binding(f"mysql-operator-{ns}")
+    rbac.delete_cluster_role(f"mysql-operator-{ns}")
+    assert alive, "the operator exited during the test"
+
+
+def alone(api) -> None:
+    """This test's operator must be the only one serving the namespace: the chart's operator
+    (paused by the fixture) comes back when another session helm-upgrades the release."""
+    running = [p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod(OPERATOR_NAMESPACE).items
+               if p.status.phase == "Running"]
+    if running:
+        pytest.fail(f"the chart's operator ({', '.join(running)}) is running again (another session "
+                    "upgraded the release): two operators served this namespace; rerun alone")
+
+
+def checksums(host: str, password: str) -> dict[str, int]:
+    tables = [r[0] for r in query(host, "app", password, "SELECT table_name FROM information_schema.tables "
+                                  "WHERE table_schema = 'app' AND table_type = 'BASE TABLE' ORDER BY 1")]
+    assert tables, "no tables in app"
+    return {n: v for n, v in query(host, "app", password,
+                                    "CHECKSUM TABLE " + ", ".join(f"app.`{t}`" for t in tables))}
+
+
+def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_beside_cluster):
+    ns, api, _ = host_operator
+    bucket = f"e2e-rr-{uuid.uuid4().hex[:8]}"
+    s3_beside_cluster.create_bucket(bucket)
+    core = client.CoreV1Api(api)
+    core.create_namespaced_secret(ns, {"metadata": {"name": "s3"}, "stringData": {
+        "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key, "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key}})
+
+    # -- a populated source cluster and its backup
+    src = Cluster(api, ns, "src").create(cluster_spec(2, backup={"storage": {"s3": {
+        "bucket": bucket, "prefix": "bk", "endpoint": s3_beside_cluster.endpoint, "region": "us-east-1",
+        "forcePathStyle": True, "credentialsSecret": {"name": "s3"}}}}))
+    src.wait_ready(300, instances=2)
+    rw, pw = src.service_ip("rw"), src.password()
+    wait_for(lambda: try_query(rw, "app", pw, "SELECT 1"), 60, "src -rw answering")
+    query(rw, "app", pw, "CREATE TABLE app.customers (id INT PRIMARY KEY, name VARCHAR(64), balance DECIMAL(12,2))")
+    query(rw, "app", pw, "CREATE TABLE app.orders (id BIGINT PRIMARY KEY, customer INT, note TEXT, payload BLOB)")
+    query(rw, "app", pw, "CREATE TABLE app.empty_one (id INT PRIMARY KEY)")
+    query(rw, "app", pw, "INSERT INTO app.customers SELECT seq, CONCAT('näme-', seq), seq * 1.25 FROM app.seq_1_to_2000")
+    query(rw, "app", pw, "INSERT INTO app.orders SELECT seq * 10, seq, REPEAT('x', seq % 500), UNHEX(MD5(seq)) "
+          "FROM app.seq_1_to_2000")
+    want = checksums(rw, pw)
+    src.objs.create_namespaced_custom_object(GROUP, VERSION, ns, BACKUPS, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": "b1"},
+        "spec": {"clusterRef": {"name": "src"}}})
+
+    def backup_phase():
+        b = src.objs.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUPS, "b1")
+        return (b.get("status") or {}).get("phase") in ("Succeeded", "Failed") and b["status"]
+    st = wait_for(backup_phase, 300, "backup b1 finished")
+    assert st["phase"] == "Succeeded", st.get("message")
+
+    # -- restore into a NEW cluster: never Ready before the restore succeeded
+    dst = Cluster(api, ns, "dst").create(cluster_spec(3, restore={"fromBackup": {"name": "b1"}}))
+    seen: list[tuple[str | None, str | None, str | None]] = []
+
+    def restored_and_ready():
+        alone(api)
+        s = dst.status()
+        ready = next((c for c in s.get("conditions") or [] if c["type"] == "Ready"), {})
+        seen.append((s.get("phase"), ready.get("status"), (s.get("restore") or {}).get("phase")))
+        return s.get("phase") == "Ready" and s.get("readyInstances") == 3 and s
+    t0 = time.monotonic()
+    final = wait_for(restored_and_ready, 600, f"dst restored and Ready (seen {seen[-3:]})", interval=0.5)
+    to_ready = time.monotonic() - t0
+    assert ("Restoring", "False", "Running") in seen, seen
+    assert all(restore == "Succeeded" for phase, ready, restore in seen if ready == "True"), seen
+    rec = final["restore"]
+    assert rec["phase"] == "Succeeded" and rec["source"] == "mysqlbackup/b1" and rec["completedAt"]
+    print(f"\nrestore into 3 instances: {rec['durationSeconds']}s; cluster created -> Ready: {to_ready:.1f}s")
+    assert {e.reason for e in dst.events()} >= {"RestoreStarted", "RestoreSucceeded"}
+    d_rw, d_pw = dst.service_ip("rw"), dst.password()
+    wait_for(lambda: try_query(d_rw, "app", d_pw, "SELECT 1"), 60, "dst -rw answering")
+    assert checksums(d_rw, d_pw) == want
+    query(d_rw, "app", d_pw, "INSERT INTO app.empty_one VALUES (1)")  # replicated after the restore
+    after = checksums(d_rw, d_pw)
+    for o in range(3):
+        ip = dst.pod(o).status.pod_ip
+        wait_for(lambda ip=ip: checksums(ip, d_pw) == after, 60, f"dst-{o} equal to the primary")
+
+    # -- rolling update: replicas first, the primary moved by switchover before its Pod restarts
+    primary0 = final["currentPrimary"]
+    uids = {p.metadata.name: p.metadata.uid for p in dst.pods()}
+    restarted: list[str] = []
+    primaries: list[str] = [primary0]
+    dst.patch_spec({"resources": {"requests": {"cpu": "110m", "memory": "200Mi"}}})
+
+    def rolled():
+        alone(api)
+        now = {p.metadata.name: p.metadata.uid for p in dst.pods()}
+        for n, uid in now.items():
+            if uid != uids.get(n) and n not in restarted:
+                restarted.append(n)
+        cur = dst.status().get("currentPrimary")
+        if cur and cur != primaries[-1]:
+            primaries.append(cur)
+        s = dst.status()
+        return (len(restarted) == 3 and s.get("phase") == "Ready" and s.get("readyInstances") == 3
+                and all(p.spec.containers[0].resources.requests.get("cpu") == "110m" for p in dst.pods()))
+    wait_for(rolled, 600, f"the roll to finish (restarted {restarted}, primaries {primaries})", interval=0.5)
+    print(f"roll: restarted {restarted}; primary {' -> '.join(primaries)}")
+    assert restarted[-1] == primary0, f"the primary's Pod restarts last: {restarted}"
+    assert len(primaries) >= 2 and primaries[1] != primary0, f"the primary moved by switchover: {primaries}"
+    assert any(e.reason == "Switchover" for e in dst.events())
+    assert len([e for e in dst.events() if e.reason == "RollingUpdate"]) >= 3
+    assert checksums(dst.service_ip("rw"), d_pw) == after
