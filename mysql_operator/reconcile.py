@@ -21,6 +21,7 @@ import base64
 import datetime as dt
 import hashlib
 import logging
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -184,6 +185,18 @@ def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None)
     """The -rw Service routes to the primary: its Pod is labelled role=primary and Ready."""
     pod = pods.get(primary_ordinal) if primary_ordinal is not None else None
     return bool(pod and pod.ready and pod.role == m.ROLE_PRIMARY and not pod.deleting)
+
+
+def service_accepts(host: str | None, port: int, timeout: float = 1.0) -> bool:
+    """A TCP connection to a Service's ClusterIP is accepted: kube-proxy routes it to an endpoint
+    (with none it is refused)."""
+    if not host or host == "None":
+        return False
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def phase(s: Summary) -> str:
@@ -548,7 +561,7 @@ class Reconciler:
         summary = Summary(
             instances=c.spec.instances, generation=c.generation, ready=ready, primary=primary,
             primary_serving=serving and primary is not None, decision=decision.kind,
-            primary_in_service=primary_in_service(pods, pod_ordinal(primary or "", c.name)),
+            primary_in_service=self._primary_in_service(c, pods, primary, serving, previous),
             decision_reason=redact(decision.reason, secrets), held_out=held, unreachable=unreachable,
             failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
             entries=tuple(instance_entries(ordinals, names, pods, by_name, lags, roles, primary, secrets)))
@@ -644,6 +657,21 @@ class Reconciler:
                     raise
                 if value == m.ROLE_PRIMARY:
                     return
+
+    def _primary_in_service(self, c: MySQLCluster, pods: Mapping[int, PodView], primary: str | None,
+                            serving: bool, previous: Mapping[str, Any]) -> bool:
+        """The primary Pod is labelled and Ready, and -rw accepts a connection. The probe runs
+        only until Ready is True: an endpoint can lag its Pod by seconds (EndpointSlice, kube-proxy)."""
+        if not serving or not primary_in_service(pods, pod_ordinal(primary or "", c.name)):
+            return False
+        if any(x.get("type") == "Ready" and x.get("status") == "True"
+               for x in previous.get("conditions") or []):
+            return True
+        try:
+            svc = client.CoreV1Api(self.api).read_namespaced_service(m.primary_service_name(c), c.namespace)
+        except ApiException:
+            return False
+        return service_accepts(svc.spec.cluster_ip, m.PORT)
 
 
 # ---------------------------------------------------------------------------------------- rolling

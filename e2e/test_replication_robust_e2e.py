@@ -1,0 +1,71 @@
+"""Replication robustness on the local cluster, with the operator from this checkout (the
+`operator_ns` fixture of e2e/test_operator_e2e.py): the Ready condition is honest (-rw accepts a
+connection the moment it is True), and a steady cluster under write load is never repointed."""
+
+from __future__ import annotations
+
+import base64
+
+import pymysql
+import pytest
+from kubernetes import client
+
+from e2e.helpers import Writer, connect
+from e2e.test_operator_e2e import GROUP, NAME, PLURAL, VERSION, operator_ns  # noqa: F401 - fixture
+from mysql_operator import manifests as m
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+def _ready_condition(objs, ns) -> bool:
+    st = objs.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME).get("status") or {}
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions") or [])
+
+
+def test_ready_means_rw_accepts_and_no_repoint_churn_under_writes(operator_ns):
+    ns, api, log_path, proc = operator_ns
+    objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    spec = {"flavor": "mariadb", "image": "localhost/mariadb:10.11", "imagePullPolicy": "Never",
+            "instances": 3, "database": {"name": "app", "user": "app"},
+            "storage": {"size": "256Mi", "storageClassName": "standard"}}
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": NAME},
+        "spec": spec})
+    # what `kubectl wait --for=condition=Ready` does: poll the condition
+    wait_for(lambda: _ready_condition(objs, ns), 420, "condition Ready=True", interval=0.2)
+    pw = base64.b64decode(core.read_namespaced_secret(f"{NAME}-credentials", ns)
+                          .data[m.APP_PASSWORD_KEY]).decode()
+    rw = core.read_namespaced_service(f"{NAME}-rw", ns).spec.cluster_ip
+    # Ready is honest: the first connection through -rw is accepted, no retry
+    try:
+        conn = connect(rw, "app", pw, "app")
+    except pymysql.MySQLError as e:
+        pytest.fail(f"Ready=True but -rw refused the first connection: {e}")
+    with conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE app.writes (id INT PRIMARY KEY)")
+        cur.execute("SELECT @@read_only")
+        assert cur.fetchone()[0] == 0
+
+    # steady state under writes: no replica is repointed (no "Replicate" after bootstrap)
+    def replicate_lines() -> int:
+        return log_path.read_text(errors="replace").count(" Replicate: ")
+    before = replicate_lines()
+    secret = core.read_namespaced_secret(f"{NAME}-credentials", ns).data
+    op_pw = base64.b64decode(secret[m.OPERATOR_PASSWORD_KEY]).decode()
+    replica_ip = core.read_namespaced_pod(f"{NAME}-1", ns).status.pod_ip
+    w = Writer(rw, "app", pw)
+    w.start()
+    try:
+        for k in range(1, 6):
+            # the replica's IO thread reconnects (passes through "Connecting") while rows arrive
+            with connect(replica_ip, m.OPERATOR_USER, op_pw) as c2, c2.cursor() as cur:
+                cur.execute("STOP SLAVE IO_THREAD")
+                cur.execute("START SLAVE IO_THREAD")
+            wait_for(lambda k=k: len(w.acked) >= 1000 * k, 120, f"{1000 * k} writes acknowledged")
+    finally:
+        w.finish()
+    assert replicate_lines() == before, log_path.read_text(errors="replace")[-4000:]
+    assert w.failures == 0
+    assert "Traceback" not in log_path.read_text(errors="replace"), "the operator raised"
+    print(f"\n{len(w.acked)} writes under steady state; Replicate events: {before} (bootstrap only)")
