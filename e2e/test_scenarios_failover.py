@@ -136,31 +136,21 @@ def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_n
 
 
 def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenario_namespace):
+    """The primary hangs (SIGSTOP: it stays down however long the failover takes, unlike a deleted
+    Pod that comes back within the failover delay); once the operator has noticed the outage its
+    Pod is deleted; the replacement operator finishes the failover; the old primary, resumed,
+    rejoins as a replica."""
     api = local_cluster.api_client()
     c = Cluster(api, scenario_namespace, "fo-op")
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     deleted: list[str] = []
 
-    uids: dict = {}
-
-    def delete_pod(name: str) -> None:
-        uids[name] = c.pod(name).metadata.uid
-        c.core.delete_namespaced_pod(name, c.namespace, grace_period_seconds=0)
-
-    def delete_primary_then_operator(name: str) -> float:
-        """Keep the primary down past the failover delay, and delete the operator's Pod right
-        after the outage is noticed (before the failover is done)."""
-        attempts: list[float] = []
-        for _ in range(5):
-            delete_pod(name)
-            attempts.append(time.monotonic())
-            if not deleted:
-                delete_operator()
-            moved = wait_for(lambda: (c.status().get("currentPrimary") != name and "moved")
-                             or (_pod_back(c, uids)(name) and "back"), 180, f"{name} back, or the primary moved")
-            if moved == "moved":
-                return attempts[-1]
-        raise AssertionError(f"the primary stayed on {name} after {len(attempts)} Pod deletions")
+    def signal_container(name: str, sig: str) -> None:
+        status = next(s for s in c.pod(name).status.container_statuses if s.name == "mysqld")
+        r = subprocess.run(["ctr", "--address", local_cluster.containerd_socket, "-n", "k8s.io",
+                            "tasks", "kill", "-s", sig, status.container_id.split("://", 1)[1]],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, f"ctr tasks kill -s {sig}: {r.stderr}"
 
     def delete_operator() -> None:
         # the operator noticed the outage (status left Ready) and has not finished the failover
@@ -169,8 +159,20 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
             core.delete_namespaced_pod(pod.metadata.name, OPERATOR_NAMESPACE, grace_period_seconds=0)
             deleted.append(pod.metadata.name)
 
+    def hang_primary_then_delete_operator(name: str) -> float:
+        signal_container(name, "SIGSTOP")
+        t = time.monotonic()
+        try:
+            delete_operator()
+            wait_for(lambda: c.status().get("currentPrimary") not in (None, name), 240,
+                     "the new operator to fail over")
+        finally:
+            signal_container(name, "SIGCONT")
+        return t
+
     try:
-        _failover_under_load(c, delete_primary_then_operator, "primary Pod deleted, then the operator Pod")
+        _failover_under_load(c, hang_primary_then_delete_operator,
+                             "primary hung, then the operator Pod deleted")
     finally:
         def operator_back():
             pods = core.list_namespaced_pod(OPERATOR_NAMESPACE).items
