@@ -191,3 +191,24 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
     assert any(e.reason == "Switchover" for e in dst.events())
     assert len([e for e in dst.events() if e.reason == "RollingUpdate"]) >= 3
     assert checksums(dst.service_ip("rw"), d_pw) == after
+
+
+def test_a_restore_from_a_missing_backup_fails_clearly_and_never_becomes_ready(host_operator):
+    ns, api, _ = host_operator
+    c = Cluster(api, ns, "nope").create(cluster_spec(1, restore={"fromBackup": {"name": "does-not-exist"}}))
+    seen: list[str | None] = []
+
+    def failed():
+        alone(api)
+        s = c.status()
+        seen.append(s.get("phase"))
+        return s.get("phase") == "Failed" and s
+    s = wait_for(failed, 300, f"phase Failed (seen {seen[-3:]})", interval=0.5)
+    assert "Ready" not in seen
+    ready = next(x for x in s["conditions"] if x["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "RestoreFailed")
+    assert "spec.restore.fromBackup.name" in ready["message"] and "does-not-exist" in ready["message"]
+    assert s["restore"]["phase"] == "Failed"
+    assert any(e.reason == "RestoreFailed" and e.type == "Warning" for e in c.events())
+    assert "currentPrimary" not in s  # the engine never ran: nothing writable, no role labels
+    assert not any((p.metadata.labels or {}).get("mysql.operator.dev/role") for p in c.pods())
