@@ -193,7 +193,7 @@ def _save_namespace_artifacts(handle, namespace: str, test_name: str) -> None:
                 except client.ApiException:
                     continue
                 suffix = ".previous" if previous else ""
-                (out / f"{pod.metadata.name}.{c.name}{suffix}.log").write_text(text)
+                (out / f"{pod.metadata.name}.{c.name}{suffix}.log").write_text(text or "")
     events = core.list_namespaced_event(namespace).items
     (out / "events.txt").write_text("\n".join(
         f"{e.last_timestamp} {e.type} {e.reason} {e.involved_object.kind}/"

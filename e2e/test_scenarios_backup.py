@@ -93,10 +93,6 @@ def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup
     assert any(k.startswith("bk/") for k in _objects(s3_beside_cluster, bucket)), "objects in the bucket"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "spec.restore is parsed (mysql_operator/api/spec.py:500) but nothing acts on it: "
-    "Reconciler._reconcile (mysql_operator/reconcile.py) bootstraps every new cluster empty, so a "
-    "cluster created with spec.restore.fromBackup becomes Ready without the backup's tables"))
 def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_namespace, backup_source):
     c, _ = backup_source
     wait_for(lambda: _backup_phase(c, "manual-1") == "Succeeded", 300, "manual-1 Succeeded")

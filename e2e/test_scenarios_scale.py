@@ -69,10 +69,6 @@ def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(local_cluste
     assert {"data-sc-3", "data-sc-4"} <= pvcs, pvcs
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rolling update is the StatefulSet's own RollingUpdate (mysql_operator/manifests/objects.py:258): "
-    "Pods restart in reverse ordinal order whatever the roles, and the operator does no switchover "
-    "before the primary's Pod is restarted, so the primary is taken down (a failover), not switched over"))
 def test_a_spec_edit_rolls_replicas_first_and_the_primary_last_through_a_switchover(
         local_cluster, scenario_namespace):
     c = Cluster(local_cluster.api_client(), scenario_namespace, "roll")
