@@ -135,7 +135,7 @@ def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_n
     assert container(f"{c.name}-0").restart_count >= 1, "the same Pod was restarted in place (not recreated)"
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=False, reason=(
     "known bug: the failover itself completes under the replacement operator with 0 acknowledged rows "
     "lost, but the old primary, resumed after SIGSTOP, is never made a replica: the cluster does not "
     "become Ready again within 300 s (seen in 2 of 2 runs)"))
