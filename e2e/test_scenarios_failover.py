@@ -138,7 +138,7 @@ def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_n
 @pytest.mark.xfail(strict=False, reason=(
     "known bug: the failover itself completes under the replacement operator with 0 acknowledged rows "
     "lost, but the old primary, resumed after SIGSTOP, is never made a replica: the cluster does not "
-    "become Ready again within 300 s (seen in 2 of 2 runs)"))
+    "become Ready again within 300 s (seen in 3 of 3 runs)"))
 def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenario_namespace):
     """The primary hangs (SIGSTOP: it stays down however long the failover takes, unlike a deleted
     Pod that comes back within the failover delay); once the operator has noticed the outage its
