@@ -31,7 +31,7 @@ def control_plane(request):
     if missing:
         if os.environ.get("CI"):
             pytest.fail(f"control plane binaries missing in CI: {missing}; `make binaries` first")
-        pytest.skip(f"control plane binaries missing ({', '.join(missing)}): run `make binaries`")
+        pytest.skip(reason=f"control plane binaries missing ({', '.join(missing)}): run `make binaries`")
     cp = ControlPlane(keep_workdir=bool(os.environ.get("KEEP_CONTROL_PLANE")))
     try:
         cp.start()

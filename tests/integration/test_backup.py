@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 
 import pymysql
@@ -15,31 +14,9 @@ from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.restore import RestoreError, Source, Target, restore_into
 from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
 from mysql_operator.db.gtid import MariaDBGtids
-from tests.support import mariadb as mdb
-from tests.support import s3 as s3support
 from tests.support.mariadb import ADMIN_USER, free_port
 
 PART = storage.MIN_PART_SIZE  # 5 MiB: the S3 minimum, so a modest table spans several parts
-
-
-@pytest.fixture(scope="module")
-def s3server(tmp_path_factory):
-    reason = s3support.missing()
-    if reason:
-        pytest.skip(reason)
-    server = s3support.S3Server(root=tmp_path_factory.mktemp("s3")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def factory():
-    missing = mdb.missing_binaries() + [b for b in ("mariadb-dump", "mariadb", "zstd") if not shutil.which(b)]
-    if missing:
-        pytest.skip(f"MariaDB tools missing ({', '.join(missing)}): run hack/install-deps.sh")
-    f = mdb.MariaDBFactory()
-    yield f
-    f.close()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ after the restore. A damaged backup fails the restore for every instance and lea
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
@@ -18,32 +17,10 @@ from mysql_operator.reconcile import _load_instance
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import REPL, Cluster
 from tests.integration.test_backup import checksums, creds, request_for, s3cfg, sql, writable
-from tests.support import mariadb as mdb
-from tests.support import s3 as s3support
 from tests.support.mariadb import ADMIN_USER
 from tests.support.wait import wait_for
 
 APP_DB = "appdb"  # spec.database: the init step creates it empty on every instance
-
-
-@pytest.fixture(scope="module")
-def s3server(tmp_path_factory):
-    reason = s3support.missing()
-    if reason:
-        pytest.skip(reason)
-    server = s3support.S3Server(root=tmp_path_factory.mktemp("s3")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def factory():
-    missing = mdb.missing_binaries() + [b for b in ("mariadb-dump", "mariadb", "zstd") if not shutil.which(b)]
-    if missing:
-        pytest.skip(f"MariaDB tools missing ({', '.join(missing)}): run hack/install-deps.sh")
-    f = mdb.MariaDBFactory()
-    yield f
-    f.close()
 
 
 @pytest.fixture(scope="module")
