@@ -28,7 +28,7 @@ def _add_run(sub) -> None:
     p.add_argument("--peering", default=os.environ.get("PEERING_NAME"),
                    help="kopf peering name (more than one replica); default: standalone")
     p.add_argument("--priority", type=int, default=int(os.environ.get("PEERING_PRIORITY", "0")))
-    p.add_argument("--loop-seconds", type=float, default=float(os.environ.get("LOOP_SECONDS", "3")),
+    p.add_argument("--loop-seconds", type=float, default=float(os.environ.get("LOOP_SECONDS", "1")),
                    help="how often each cluster is observed (failover detection)")
     p.add_argument("--resync-seconds", type=float, default=float(os.environ.get("RESYNC_SECONDS", "60")),
                    help="how often owned objects are re-applied (drift correction)")

@@ -32,7 +32,7 @@ class OperatorConfig:
     verbose: bool = False
     peering: str | None = None  # None: standalone (one replica)
     priority: int = 0
-    loop_seconds: float = 3.0  # replication observe/decide/act loop
+    loop_seconds: float = 1.0  # replication observe/decide/act loop
     resync_seconds: float = 60.0  # full apply of owned objects (drift correction)
     resolver: str = "auto"  # auto | ip | dns (see k8s/resolve.py)
     watch_server_timeout: int = 300

@@ -95,6 +95,9 @@ class ReplicationEngine:
         self._down_since: dict[str, float] = {}
         # first observation of the current replication error streak, per member: (errnos, since)
         self._error_since: dict[str, tuple[tuple[int, int], float]] = {}
+        # when each member's server started (clock - Uptime), seen while it served as a writable
+        # primary: a later, different start means that primary restarted (crash, kill, new Pod)
+        self._booted_serving: dict[str, float] = {}
         self.last_observations: dict[str, Observation] = {}
         self.set_members(members)
 
@@ -141,6 +144,7 @@ class ReplicationEngine:
                 self.last_observations[name] = o
             else:
                 self._down_since.setdefault(name, started)
+            restarted = self._restarted(name, o, now)
             previous = self.last_observations.get(name)
             r = o.replica
             errnos = (r.io_errno, r.sql_errno) if r else (0, 0)
@@ -164,8 +168,27 @@ class ReplicationEngine:
                 error_for=now - self._error_since[name][1] if name in self._error_since else 0.0,
                 semisync_source=o.semisync_source_enabled,
                 semisync_replica=o.semisync_replica_enabled,
+                restarted=restarted,
             ))
         return states
+
+    # a server's start time estimated from Uptime (whole seconds, read a moment before `now`)
+    # moves by more than this when it restarted
+    RESTART_TOLERANCE = 1.5
+
+    def _restarted(self, name: str, o: Observation, now: float) -> bool:
+        """Whether `name` restarted since it was last seen serving as the writable primary."""
+        if not o.reachable or o.uptime is None:
+            return False
+        booted = now - o.uptime
+        if o.replica is not None:  # a replica: a restart of it matters to nobody here
+            self._booted_serving.pop(name, None)
+            return False
+        if not o.read_only:
+            self._booted_serving[name] = booted
+            return False
+        since = self._booted_serving.get(name)
+        return since is not None and booted > since + self.RESTART_TOLERANCE
 
     # -- the loop --------------------------------------------------------------------------------
     def reconcile(self, state: ClusterState, desired_primary: str | None = None) -> Outcome:

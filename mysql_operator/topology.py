@@ -11,7 +11,9 @@ Priorities, first match wins:
   2. no recorded primary: all fresh and reachable               -> Bootstrap
   3. recorded primary unreachable                               -> WaitForDelay / Failover / Unrecoverable
   4. recorded primary reachable but not yet (or no longer) writable or still replicating
-                                                                -> Promote (or Failover to a more advanced one)
+                                                                -> Promote (or Failover to a more advanced one;
+                                                                   a restarted primary is replaced by a replica
+                                                                   holding everything it has)
   5. the primary is being removed (scale down) or spec.primary differs -> Switchover
   6. instances being removed                                     -> Decommission
   7. a replica not replicating from the primary                  -> ConfigureReplica / NeedsSeed
@@ -51,6 +53,7 @@ class InstanceState:
     unreachable_for: float = 0.0  # seconds since it last answered
     semisync_source: bool = False
     semisync_replica: bool = False
+    restarted: bool = False  # its server restarted since it last served as the writable primary
 
     @property
     def known(self):
@@ -74,7 +77,7 @@ class InstanceState:
 class Settings:
     instances: int
     failover_enabled: bool = True
-    failover_delay_seconds: float = 10.0
+    failover_delay_seconds: float = 3.0
     semisync: bool = False
     divergence_errnos: frozenset[int] = DIVERGENCE_ERRNOS
     # a replication error must persist this long before the replica is reconfigured: one
@@ -310,11 +313,19 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         if best is None:
             return Unrecoverable(reason="no instance has every transaction the others have: "
                                  "histories diverged")
+        if best.name == p.name and p.restarted and settings.failover_enabled:
+            # a primary that crashed and came back is replaced by a replica holding everything it
+            # has (its clients lost their connections anyway); with more than any replica it stays
+            alt = most_advanced([i for i in cands if i.name != p.name])
+            if alt is not None and p.known is not None and alt.known.contains(p.known):
+                best = alt
         others = tuple(n for n in _names(wanted) if n != best.name and n not in held)
         if best.name == p.name:
             return Promote(p.name, others, reason=f"{p.name} is the recorded primary but not writable")
+        why = (f"recorded primary {p.name} restarted; {best.name} has every transaction it has"
+               if p.restarted else f"{best.name} is ahead of recorded primary {p.name}")
         return Failover(p.name, best.name, tuple(n for n in _names(reachable) if n != best.name),
-                        others, reason=f"{best.name} is ahead of recorded primary {p.name}")
+                        others, reason=why)
 
     # the primary serves. Classify the others.
     errant: dict[str, str] = {}

@@ -36,6 +36,7 @@ OWNED_KEYS = frozenset(
         "binlog_format",
         "plugin_load",
         "user",
+        "init_rpl_role",
     }
 )
 OWNED_PREFIXES = ("rpl_semi_sync_",)

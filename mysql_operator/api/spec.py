@@ -70,7 +70,7 @@ class SpecError(ValueError):
 @dataclass(frozen=True)
 class Failover:
     enabled: bool = True
-    delay_seconds: int = 10
+    delay_seconds: int = 3
 
 
 @dataclass(frozen=True)
@@ -419,7 +419,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         allow_async_fallback=_bool(r, "allowAsyncFallback", rpath, False),
         failover=Failover(
             enabled=_bool(f, "enabled", f"{rpath}.failover", True),
-            delay_seconds=_int(f, "delaySeconds", f"{rpath}.failover", 10, 1, 600),
+            delay_seconds=_int(f, "delaySeconds", f"{rpath}.failover", 3, 1, 600),
         ),
     )
 

@@ -94,6 +94,7 @@ class Observation:
     semisync_source_active: bool = False  # the status variable: OFF after a silent fallback
     semisync_replica_enabled: bool = False
     semisync_replica_active: bool = False
+    uptime: float | None = None  # seconds since the server started (status Uptime)
 
     @property
     def origin(self) -> str | None:
@@ -247,7 +248,8 @@ class Instance:
             executed = d.parse_gtids(self.scalar(d.executed_gtids_sql()))
             replica = self.replica_status()
             variables = dict(self._run("SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%enabled'"))
-            status = dict(self._run("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync%status'"))
+            status = dict(self._run("SHOW GLOBAL STATUS WHERE Variable_name = 'Uptime' "
+                                    "OR Variable_name LIKE 'Rpl_semi_sync%status'"))
             return Observation(
                 reachable=True, version=d.version, server_id=int(server_id), server_uuid=uuid,
                 hostname=hostname, report_host=report_host,
@@ -257,6 +259,7 @@ class Instance:
                 semisync_source_active=status.get(d.semisync_source_status) == "ON",
                 semisync_replica_enabled=variables.get(d.semisync_replica_enabled) == "ON",
                 semisync_replica_active=status.get(d.semisync_replica_status) == "ON",
+                uptime=float(status["Uptime"]) if status.get("Uptime") is not None else None,
             )
         except InstanceError as e:
             self.close()

@@ -53,9 +53,14 @@ def server_settings(spec: ClusterSpec) -> list[tuple[str, str]]:
     ]
     if r.mode == "semisync":
         # MariaDB 10.11/11.4 wait for exactly one acknowledgement; the default wait point is lossy.
+        # Every server starts as a semi-sync replica: a primary that crashed and restarts then
+        # truncates, in crash recovery, the transactions no replica acknowledged (10.11.9+), so
+        # after a failover it rejoins the new primary instead of holding errant transactions.
         out += [
             ("rpl_semi_sync_master_wait_point", "AFTER_SYNC"),
             ("rpl_semi_sync_master_timeout", timeout),
+            ("rpl_semi_sync_slave_enabled", "ON"),
+            ("init_rpl_role", "SLAVE"),
         ]
     return out
 

@@ -150,9 +150,10 @@ def _failover_under_writes(factory, how: str):
 
 def test_failover_after_kill9_under_writes_then_old_primary_rejoins(factory):
     c, old, new, writer = _failover_under_writes(factory, "kill9")
-    # the crashed primary returns (read-only by its configuration); with --init-rpl-role=SLAVE its
-    # binlog is truncated to what replicas acknowledged, so it can rejoin as a replica
-    old.restart(**{"init-rpl-role": "SLAVE", "rpl_semi_sync_slave_enabled": "ON"})
+    # the crashed primary returns (read-only by its configuration); with --init-rpl-role=SLAVE (in
+    # the semi-sync configuration, as the operator's) its binlog is truncated to what replicas
+    # acknowledged, so it can rejoin as a replica
+    old.restart()
     d = c.converge(until=(t.Healthy, t.Errant), timeout=30)
     assert old.query("SELECT @@read_only")[0][0] == 1
     if isinstance(d, t.Errant):
@@ -163,6 +164,37 @@ def test_failover_after_kill9_under_writes_then_old_primary_rejoins(factory):
     acked = {n for n, _, _ in writer.acked}
     wait_replicated(c, acked, [old])
     TIMINGS.append(f"kill9: restarted {old.name} rejoined as a read-only replica of {new.name}")
+
+
+def test_primary_restarted_within_the_delay_is_replaced_and_rejoins(factory):
+    """A crashed primary that is back before the failover delay (a deleted Pod, a killed container
+    restarted by the kubelet) is not trusted as primary again: the most advanced replica, holding
+    everything it has, is promoted and the restarted server rejoins as a read-only replica."""
+    c = make_cluster(factory, 3, semisync=True, delay=30.0)
+    writer = Writer(c)
+    writer.start()
+    wait_for(lambda: len(writer.acked) >= 50, 20, "50 acknowledged writes")
+    old = c.primary
+    wait_for(lambda: int(old.query("SHOW GLOBAL STATUS LIKE 'Uptime'")[0][1]) >= 3, 20,
+             "the primary up for 3 s (a restart shows as a later start time)")
+    c.reconcile()  # the loop has seen it serving
+    old.kill9()
+    old.restart()
+    d = c.converge(until=(t.Failover, t.Promote), timeout=30)
+    assert isinstance(d, t.Failover) and d.from_ == old.name and "restarted" in d.reason, d
+    c.converge(timeout=30)
+    new = c.primary
+    assert new.name == d.to != old.name
+    wait_for(lambda: sum(1 for _, s, _ in writer.acked if s == new.name) >= 20, 20,
+             "20 writes on the new primary")
+    writer.stop()
+    acked = {n for n, _, _ in writer.acked}
+    assert not acked - c.rows(new), f"acknowledged rows lost: {sorted(acked - c.rows(new))[:10]}"
+    assert writer.servers_in_order() == [old.name, new.name]
+    assert old.query("SELECT @@read_only")[0][0] == 1
+    status = Instance(old.host, old.port, ADMIN_USER, factory.admin_password).replica_status()
+    assert status.source_port == new.port and status.io_running and status.sql_running
+    wait_replicated(c, acked, [old])
 
 
 def test_failover_after_sigstop_hung_primary(factory):

@@ -114,6 +114,9 @@ class MariaDBServer:
                 {
                     "rpl_semi_sync_master_wait_point": "AFTER_SYNC",
                     "rpl_semi_sync_master_timeout": 4294967295,
+                    # as the operator's config: a restarted primary drops what no replica acknowledged
+                    "rpl_semi_sync_slave_enabled": "ON",
+                    "init_rpl_role": "SLAVE",
                 }
             )
         opts.update(self.extra)

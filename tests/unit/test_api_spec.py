@@ -49,7 +49,7 @@ def test_minimal_spec_gets_the_documented_defaults():
     assert s.primary is None and s.desired_primary == 0
     assert s.replication.mode == "semisync" and s.replication.acks == 1
     assert s.replication.allow_async_fallback is False
-    assert s.replication.failover.enabled is True and s.replication.failover.delay_seconds == 10
+    assert s.replication.failover.enabled is True and s.replication.failover.delay_seconds == 3
     assert s.credentials is None and s.database is None and s.my_cnf == ""
     assert s.storage.size == "10Gi" and storage_bytes(s) == 10 * 2**30
     assert s.service.type == "ClusterIP" and s.deletion_policy == "Retain"
@@ -172,6 +172,7 @@ OWNED_LINES = [
     "skip-slave-start=0", "skip_replica_start", "binlog_format=STATEMENT", "plugin_load=x.so",
     "user=root", "rpl_semi_sync_master_enabled=1", "rpl-semi-sync-source-timeout=5",
     "  gtid_domain_id = 2", "enforce_gtid_consistency=WARN", "pid-file=/x", "relay_log=r",
+    "init-rpl-role=MASTER",
 ]
 FREE_LINES = [
     "max_connections=100", "log_bin_trust_function_creators=1", "port_open_timeout=5",
