@@ -75,7 +75,7 @@ class OperatorLoop(threading.Thread):
             self.failed_steps += [f"{s.instance} {s.action}: {s.detail}" for s in out.steps
                                   if not s.ok and s.action != "held-out"]
             self.last = out
-            self.stop_event.wait(self.interval)
+            self.stop_event.wait(t.next_pass_in(out.decision, self.interval))
 
     def stop(self):
         self.stop_event.set()

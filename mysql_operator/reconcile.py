@@ -21,7 +21,6 @@ import base64
 import datetime as dt
 import hashlib
 import logging
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from mysql_operator.k8s.resolve import resolve
 from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
 from mysql_operator.backup import storage
 from mysql_operator.backup.restore import Source, Target, restore_into
-from mysql_operator.db.instance import Instance
+from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine, Step
 
 log = logging.getLogger(__name__)
@@ -187,16 +186,20 @@ def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None)
     return bool(pod and pod.ready and pod.role == m.ROLE_PRIMARY and not pod.deleting)
 
 
-def service_accepts(host: str | None, port: int, timeout: float = 1.0) -> bool:
-    """A TCP connection to a Service's ClusterIP is accepted: kube-proxy routes it to an endpoint
-    (with none it is refused)."""
+def service_routes_to(host: str | None, port: int, user: str, password: str, primary: str) -> bool:
+    """A connection through a Service's ClusterIP reaches `primary` (its @@hostname, the Pod name)
+    and it accepts writes: kube-proxy routes the -rw Service to the new primary, not to a stale
+    endpoint (with none the connection is refused)."""
     if not host or host == "None":
         return False
+    probe = Instance(host, port, user, password, connect_timeout=1.0, read_timeout=2.0)
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
+        hostname, read_only = probe.execute("SELECT @@hostname, @@read_only")[0]
+        return hostname == primary and not int(read_only)
+    except InstanceError:
         return False
+    finally:
+        probe.close()
 
 
 def phase(s: Summary) -> str:
@@ -389,6 +392,7 @@ class Result:
     applied: bool = False
     decision: str | None = None
     steps: list[Step] = field(default_factory=list)
+    recheck_in: float | None = None  # seconds until the loop should look again, if sooner
 
 
 @dataclass
@@ -398,6 +402,7 @@ class _Entry:
     fingerprint: str = ""
     last_apply: float = 0.0
     again: bool = False
+    routed_to: str | None = None  # the primary a connection through -rw was seen to reach
 
 
 class Reconciler:
@@ -561,13 +566,14 @@ class Reconciler:
         summary = Summary(
             instances=c.spec.instances, generation=c.generation, ready=ready, primary=primary,
             primary_serving=serving and primary is not None, decision=decision.kind,
-            primary_in_service=self._primary_in_service(c, pods, primary, serving, previous),
+            primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, passwords),
             decision_reason=redact(decision.reason, secrets), held_out=held, unreachable=unreachable,
             failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
             entries=tuple(instance_entries(ordinals, names, pods, by_name, lags, roles, primary, secrets)))
         result = self._publish(body, previous, summary, events_from_steps(steps, secrets), decision,
                                applied=applied)
         result.steps = steps
+        result.recheck_in = t.next_pass_in(decision, float("inf"))
         return result
 
     def _publish(self, body, previous, summary: Summary, events, decision, applied=False) -> Result:
@@ -659,19 +665,23 @@ class Reconciler:
                     return
 
     def _primary_in_service(self, c: MySQLCluster, pods: Mapping[int, PodView], primary: str | None,
-                            serving: bool, previous: Mapping[str, Any]) -> bool:
-        """The primary Pod is labelled and Ready, and -rw accepts a connection. The probe runs
-        only until Ready is True: an endpoint can lag its Pod by seconds (EndpointSlice, kube-proxy)."""
+                            serving: bool, entry: _Entry, passwords: Mapping[str, str]) -> bool:
+        """The primary Pod is labelled and Ready, and a connection through -rw reaches it (an
+        endpoint lags its Pod by seconds: EndpointSlice, kube-proxy). Probed once per primary."""
         if not serving or not primary_in_service(pods, pod_ordinal(primary or "", c.name)):
+            entry.routed_to = None
             return False
-        if any(x.get("type") == "Ready" and x.get("status") == "True"
-               for x in previous.get("conditions") or []):
+        if entry.routed_to == primary:
             return True
         try:
             svc = client.CoreV1Api(self.api).read_namespaced_service(m.primary_service_name(c), c.namespace)
         except ApiException:
             return False
-        return service_accepts(svc.spec.cluster_ip, m.PORT)
+        if service_routes_to(svc.spec.cluster_ip, m.PORT, m.OPERATOR_USER,
+                             passwords[m.OPERATOR_PASSWORD_KEY], primary):
+            entry.routed_to = primary
+            return True
+        return False
 
 
 # ---------------------------------------------------------------------------------------- rolling

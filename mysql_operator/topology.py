@@ -411,6 +411,14 @@ def _choose_failover(p: InstanceState, instances: Sequence[InstanceState], setti
                     f"{best.name} is the most advanced replica")
 
 
+def next_pass_in(decision: Decision, interval: float) -> float:
+    """Seconds until the loop looks again: its interval, or sooner when a failover delay ends
+    first (a failover then starts when the delay ends, not up to one interval later)."""
+    if isinstance(decision, WaitForDelay) and decision.remaining_seconds > 0:
+        return min(interval, decision.remaining_seconds)
+    return interval
+
+
 def planned_writable(decision: Decision, instances: Sequence[InstanceState]) -> set[str]:
     """Which instances are writable once the decision's effects have run (the effects' contract):
     every effect makes instances read-only before it makes one writable."""

@@ -55,8 +55,12 @@ def register(cfg) -> None:
         return {"phase": result.phase}
 
     @kopf.timer(GROUP, VERSION, CLUSTER_PLURAL, interval=cfg.loop_seconds, sharp=False)
-    def cluster_loop(body, namespace, name, **_):
-        metrics.observed(namespace, name, lambda: reconciler().tick(dict(body)))
+    def cluster_loop(body, namespace, name, stopped, **_):
+        result = metrics.observed(namespace, name, lambda: reconciler().tick(dict(body)))
+        # a failover delay ending before the next tick: look again exactly when it ends
+        wait = result.recheck_in if result is not None else None
+        if wait is not None and wait < cfg.loop_seconds and not stopped.wait(wait):
+            metrics.observed(namespace, name, lambda: reconciler().nudge(namespace, name))
 
     @kopf.on.delete(GROUP, VERSION, CLUSTER_PLURAL, optional=True)
     def cluster_deleted(namespace, name, **_):

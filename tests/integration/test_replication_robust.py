@@ -189,3 +189,21 @@ def test_read_only_is_observed_right_on_a_replica_holding_rows(factory):
           f"in one query -> {combined}")
     by = {s.name: s for s in c.engine.observe()}
     assert by["db-1"].read_only and not by["db-0"].read_only
+
+
+def test_service_probe_counts_only_the_writable_named_primary(factory):
+    """Ready waits until a connection through -rw reaches the new primary: a stale endpoint (the
+    old, fenced primary or another server) or a refused connection does not count."""
+    from mysql_operator.reconcile import service_routes_to
+    from tests.support.mariadb import free_port
+
+    s = factory.create(1, prefix="probe")[0]
+    name = s.query("SELECT @@hostname")[0][0]
+    pw = factory.admin_password
+    assert not service_routes_to(s.host, s.port, ADMIN_USER, pw, name)  # starts read-only (fenced)
+    s.query("SET GLOBAL read_only = 0")
+    assert service_routes_to(s.host, s.port, ADMIN_USER, pw, name)
+    assert not service_routes_to(s.host, s.port, ADMIN_USER, pw, name + "-other")
+    assert not service_routes_to(s.host, free_port(), ADMIN_USER, pw, name)  # no endpoint: refused
+    assert not service_routes_to(None, s.port, ADMIN_USER, pw, name)
+    assert not service_routes_to("None", s.port, ADMIN_USER, pw, name)  # a headless Service

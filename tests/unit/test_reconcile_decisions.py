@@ -319,15 +319,3 @@ def _pod(ordinal, ready=True, role="primary", deleting=False):
 ])
 def test_primary_in_service(pods, primary, expected):
     assert r.primary_in_service(pods, primary) is expected
-
-
-def test_service_accepts_only_what_answers():
-    import socket
-
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(1)
-        port = srv.getsockname()[1]
-        assert r.service_accepts("127.0.0.1", port)
-    assert not r.service_accepts("127.0.0.1", port)  # closed: refused, as with no endpoint
-    assert not r.service_accepts(None, port) and not r.service_accepts("None", port)

@@ -266,3 +266,12 @@ def test_replica_on_its_way_to_the_right_source_is_never_reconfigured(c):
         fresh_error = (i.io_errno or i.sql_errno) and i.error_for < cfg.replica_error_grace_seconds
         assert not on_its_way or (i.io_errno or i.sql_errno), d
         assert not fresh_error, d
+
+
+def test_next_pass_comes_when_the_failover_delay_ends():
+    from mysql_operator.topology import next_pass_in
+
+    assert next_pass_in(WaitForDelay(0.4, reason="primary db-0 unreachable for 2.6s"), 1.0) == 0.4
+    assert next_pass_in(WaitForDelay(7.0, reason="primary db-0 unreachable for 3.0s"), 1.0) == 1.0
+    assert next_pass_in(WaitForDelay(0.0, reason="bootstrap waits for every instance"), 1.0) == 1.0
+    assert next_pass_in(Healthy("db-0"), 1.0) == 1.0
