@@ -15,6 +15,7 @@ import datetime as dt
 import os
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -22,10 +23,12 @@ from mysql_operator.api import S3
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest
-from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, option_file, spawn, stop
+from mysql_operator.backup.pipeline import (CHUNK, TailBuffer, drain, enlarge_pipes, option_file,
+                                           spawn, stop)
 from mysql_operator.db.instance import Instance, Observation
 
 WINDOW = 64 * 1024  # bytes of the dump's head and tail kept to read the GTID position
+PAUSE = 0.001  # seconds the pump waits after a short read when the dump's pipe holds PIPE_SIZE
 
 
 class BackupError(Exception):
@@ -86,18 +89,37 @@ class _Stream:
     tail: bytes = b""
     error: list = field(default_factory=list)
 
-    def pump(self, src, dst) -> None:
+    def pump(self, src, dst, pause: float = 0) -> None:
+        """Copy pipe `src` to pipe `dst` through one reused buffer (no allocation per read).
+        Reads land after the previous ones; when less than WINDOW bytes are left, the last WINDOW
+        bytes move to the front, so the buffer always ends with the stream's latest WINDOW bytes.
+
+        Dump tools write about 8 KiB at a time: woken for each write, this thread would spend
+        more CPU switching than copying (the machine's cores are shared with the dump tool and
+        the compressor). So after a short read it waits `pause` seconds, and the next read takes
+        all that arrived meanwhile; the caller passes a pause only when `src` holds PIPE_SIZE,
+        far more than the dump writes in that time: the dump never waits for the pump."""
+        view = memoryview(bytearray(CHUNK))
+        pos = 0
         try:
-            fd = src.fileno()
+            src, out = src.fileno(), dst.fileno()
             while True:
-                b = os.read(fd, CHUNK)
-                if not b:
+                if CHUNK - pos < WINDOW:
+                    view[:WINDOW] = view[pos - WINDOW:pos]
+                    pos = WINDOW
+                n = os.readv(src, [view[pos:]])
+                if not n:
                     break
-                self.size += len(b)
+                chunk = view[pos:pos + n]
                 if len(self.head) < WINDOW:
-                    self.head += b[:WINDOW - len(self.head)]
-                self.tail = b[-WINDOW:] if len(b) >= WINDOW else (self.tail + b)[-WINDOW:]
-                dst.write(b)
+                    self.head += bytes(chunk[:WINDOW - len(self.head)])
+                self.size += n
+                pos += n
+                while chunk:
+                    chunk = chunk[os.write(out, chunk):]
+                if pause and n < WINDOW:
+                    time.sleep(pause)
+            self.tail = bytes(view[max(0, pos - WINDOW):pos])
         except BaseException as e:  # noqa: BLE001 - reported by before_complete
             self.error.append(e)
         finally:
@@ -150,15 +172,15 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
             comp = spawn(compress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
             readers = [drain(dump.stderr, dump_err), drain(comp.stderr, comp_err)]
-            pump = threading.Thread(target=stream.pump, args=(dump.stdout, comp.stdin), daemon=True)
+            pause = PAUSE if enlarge_pipes(dump.stdout, comp.stdin, comp.stdout) else 0
+            pump = threading.Thread(target=stream.pump, args=(dump.stdout, comp.stdin, pause), daemon=True)
             pump.start()
             comp_out = comp.stdout.fileno()
 
             parts = [0]
 
-            def read(n: int) -> bytes:
-                b = os.read(comp_out, min(n, CHUNK))
-                return b
+            def readinto(view: memoryview) -> int:
+                return os.readv(comp_out, [view])
 
             def on_progress() -> None:
                 parts[0] += 1
@@ -180,7 +202,7 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
                     raise BackupError(f"passing the dump to {compress_argv[0]} failed: {stream.error[0]}")
 
             uploaded = storage.upload_stream(
-                client, req.s3, data_key, _counting(read, req.part_size, on_progress),
+                client, req.s3, data_key, _counting(readinto, req.part_size, on_progress),
                 part_size=req.part_size, before_complete=before_complete)
         finally:
             stop(dump, comp)
@@ -198,15 +220,15 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
     return manifest
 
 
-def _counting(read: Callable[[int], bytes], part_size: int, on_part: Callable[[], None]):
-    """Wrap `read` to call on_part each time another part_size bytes went through."""
+def _counting(readinto: Callable[[memoryview], int], part_size: int, on_part: Callable[[], None]):
+    """Wrap `readinto` to call on_part each time another part_size bytes went through."""
     state = {"n": 0}
 
-    def wrapped(n: int) -> bytes:
-        b = read(n)
+    def wrapped(view: memoryview) -> int:
+        n = readinto(view)
         before = state["n"] // part_size
-        state["n"] += len(b)
+        state["n"] += n
         if state["n"] // part_size > before:
             on_part()
-        return b
+        return n
     return wrapped

@@ -129,23 +129,23 @@ class Uploaded:
     parts: int
 
 
-def _fill(read: Callable[[int], bytes], buf: bytearray) -> int:
+def _fill(readinto: Callable[[memoryview], int], buf: bytearray) -> int:
     """Fill `buf` from the stream; fewer bytes than its length only at the end of the stream."""
-    got, n = 0, len(buf)
-    while got < n:
-        b = read(n - got)
-        if not b:
+    view, got = memoryview(buf), 0
+    while got < len(buf):
+        n = readinto(view[got:])
+        if not n:
             break
-        buf[got:got + len(b)] = b
-        got += len(b)
+        got += n
     return got
 
 
-def upload_stream(client, s3: S3, key: str, read: Callable[[int], bytes], *,
+def upload_stream(client, s3: S3, key: str, readinto: Callable[[memoryview], int], *,
                   part_size: int = DEFAULT_PART_SIZE, before_complete: Callable[[], None] = lambda: None,
                   in_flight: int = 2) -> Uploaded:
-    """Stream `read` into one object with a multipart upload; memory is (in_flight + 1) part
-    buffers whatever the stream's length.
+    """Stream `readinto` (fills a memoryview, returns the byte count, 0 at the end) into one object
+    with a multipart upload; memory is (in_flight + 1) part buffers whatever the stream's length.
+    The stream is read straight into those buffers: no copy, no allocation per read.
 
     The sha256 is computed while reading. `before_complete` runs after the stream ended and before
     the upload is completed: it raises when the producer failed (a dump tool's exit status), and then,
@@ -174,9 +174,8 @@ def upload_stream(client, s3: S3, key: str, read: Callable[[int], bytes], *,
             number, buf, n = item
             try:
                 if not failure:
-                    body = buf if n == part_size else bytes(memoryview(buf)[:n])
                     r = client.upload_part(Bucket=s3.bucket, Key=key, UploadId=upload_id,
-                                           PartNumber=number, Body=body)
+                                           PartNumber=number, Body=buf)
                     etags[number] = r["ETag"]
             except BaseException as e:  # noqa: BLE001 - reported by the producer side
                 failure.append(e)
@@ -190,13 +189,15 @@ def upload_stream(client, s3: S3, key: str, read: Callable[[int], bytes], *,
         try:
             while not failure:
                 buf = pool.get()
-                n = _fill(read, buf)
+                n = _fill(readinto, buf)
                 if n == 0 and number > 0:
                     pool.put(buf)
                     break
                 number += 1
                 digest.update(memoryview(buf)[:n])
                 size += n
+                if n < part_size:  # the last part: shrink its buffer (not reused) rather than copy it
+                    del buf[n:]
                 work.put((number, buf, n))
                 if n < part_size:  # a short part is the last one
                     break
