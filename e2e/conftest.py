@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import cluster as cluster_mod
-from tests.support.controlplane import missing_binaries
+from tests.support.controlplane import missing_binaries, stop_group
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 class ClusterHandle:
@@ -98,7 +100,7 @@ def operator_release(local_cluster):
     from the project's Dockerfile (examples/values-local.yaml)."""
     from kubernetes import client
 
-    from tests.support.controlplane import REPO, binary
+    from tests.support.controlplane import binary
 
     helm = str(binary("helm"))
     env = {**os.environ, "KUBECONFIG": local_cluster.kubeconfig,
@@ -147,6 +149,55 @@ def chart_operator_paused(local_cluster):
         for d in deps:
             apps.patch_namespaced_deployment_scale(d.metadata.name, OPERATOR_NAMESPACE,
                                                    {"spec": {"replicas": d.spec.replicas}})
+
+
+@pytest.fixture
+def host_operator(local_cluster, kube_namespace, tmp_path):
+    """This checkout's operator as a host process, authenticated as a ServiceAccount bound to
+    exactly the declared rules (mysql_operator/k8s/rbac.py), serving only `kube_namespace`.
+    Yields (namespace, api client, log path, process)."""
+    from kubernetes import client
+
+    from e2e.helpers import delete_clusters, install_crds, sa_kubeconfig
+    from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
+
+    api = local_cluster.api_client()
+    ns = kube_namespace
+    install_crds(api)
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "mysql-operator"}})
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "mysql-operator"}, "rules": namespaced_rules()})
+    subject = [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}]
+    rbac.create_namespaced_role_binding(ns, {
+        "metadata": {"name": "mysql-operator"}, "subjects": subject,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"}})
+    rbac.create_cluster_role({"metadata": {"name": f"mysql-operator-{ns}"}, "rules": CLUSTER_SCOPE_RULES})
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": f"mysql-operator-{ns}"}, "subjects": subject,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": f"mysql-operator-{ns}"}})
+    kubeconfig = sa_kubeconfig(api, local_cluster.kubeconfig, ns, "mysql-operator", tmp_path / "sa.conf")
+    log_path = tmp_path / "operator.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    with chart_operator_paused(local_cluster):  # one operator per namespace
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns, "--kubeconfig",
+                 str(kubeconfig), "--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"],
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+        try:
+            yield ns, api, log_path, proc
+        finally:
+            alive = proc.poll() is None
+            try:  # while the operator runs: it removes kopf's finalizers
+                delete_clusters(api, ns)
+            except Exception as e:  # noqa: BLE001 - teardown: report, go on
+                print(f"clusters not deleted: {e}", file=sys.stderr)
+            stop_group(proc, 20)
+    print(f"\n----- operator log (tail) -----\n{log_path.read_text(errors='replace')[-8000:]}", file=sys.stderr)
+    rbac.delete_cluster_role_binding(f"mysql-operator-{ns}")
+    rbac.delete_cluster_role(f"mysql-operator-{ns}")
+    assert alive, "the operator exited during the test"
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pymysql
+import yaml
 from kubernetes import client
 
 from tests.support.wait import wait_for
@@ -203,6 +204,39 @@ def create_writes_table(c: Cluster) -> tuple[str, str]:
 def lost_rows(rw: str, password: str, writer: Writer) -> list[int]:
     rows = {r[0] for r in query(rw, "app", password, "SELECT id FROM app.writes")}
     return [n for n in writer.acked if n not in rows]
+
+
+def install_crds(api) -> None:
+    """Create or update the CRDs (cluster-scoped, shared: left installed for other tests)."""
+    ext = client.ApiextensionsV1Api(api)
+    for path in sorted((REPO / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        name = crd["metadata"]["name"]
+        try:
+            ext.create_custom_resource_definition(crd)
+        except client.ApiException as e:
+            if e.status != 409:
+                raise
+            crd["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(name).metadata.resource_version
+            ext.replace_custom_resource_definition(name, crd)
+        wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
+                             ext.read_custom_resource_definition(name).status.conditions or []),
+                 30, f"CRD {name} established")
+
+
+def sa_kubeconfig(api, admin_kubeconfig: str, ns: str, sa: str, out: Path) -> Path:
+    admin = yaml.safe_load(Path(admin_kubeconfig).read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    token = client.CoreV1Api(api).create_namespaced_service_account_token(
+        sa, ns, {"spec": {"expirationSeconds": 7200}}).status.token
+    kc = {"apiVersion": "v1", "kind": "Config",
+          "clusters": [{"name": "local", "cluster": cluster}],
+          "users": [{"name": sa, "user": {"token": token}}],
+          "contexts": [{"name": sa, "context": {"cluster": "local", "user": sa, "namespace": ns}}],
+          "current-context": sa}
+    out.write_text(yaml.safe_dump(kc))
+    out.chmod(0o600)
+    return out
 
 
 # ------------------------------------------------------------------------------------------ kubectl

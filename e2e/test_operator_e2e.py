@@ -9,23 +9,18 @@ with no acknowledged write lost; editing spec.primary (via `mysql-operator switc
 from __future__ import annotations
 
 import base64
-import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pymysql
 import pytest
-import yaml
 from kubernetes import client
 
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION
-from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
-from e2e.conftest import chart_operator_paused
+from e2e.helpers import Writer
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -33,87 +28,6 @@ pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[1]
 PLURAL = "mysqlclusters"
 NAME = "shop"
-
-
-def _install_crds(api) -> None:
-    """Create or update the CRDs (cluster-scoped, shared: left installed for other tests)."""
-    ext = client.ApiextensionsV1Api(api)
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        name = crd["metadata"]["name"]
-        try:
-            ext.create_custom_resource_definition(crd)
-        except client.ApiException as e:
-            if e.status != 409:
-                raise
-            crd["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(name).metadata.resource_version
-            ext.replace_custom_resource_definition(name, crd)
-        wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
-                             ext.read_custom_resource_definition(name).status.conditions or []),
-                 30, f"CRD {name} established")
-
-
-def _sa_kubeconfig(api, admin_kubeconfig: str, ns: str, sa: str, out: Path) -> Path:
-    admin = yaml.safe_load(Path(admin_kubeconfig).read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    token = client.CoreV1Api(api).create_namespaced_service_account_token(
-        sa, ns, {"spec": {"expirationSeconds": 7200}}).status.token
-    kc = {"apiVersion": "v1", "kind": "Config",
-          "clusters": [{"name": "local", "cluster": cluster}],
-          "users": [{"name": sa, "user": {"token": token}}],
-          "contexts": [{"name": sa, "context": {"cluster": "local", "user": sa, "namespace": ns}}],
-          "current-context": sa}
-    out.write_text(yaml.safe_dump(kc))
-    out.chmod(0o600)
-    return out
-
-
-@pytest.fixture
-def operator_ns(local_cluster, kube_namespace, tmp_path):
-    api = local_cluster.api_client()
-    ns = kube_namespace
-    _install_crds(api)
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(ns, {"metadata": {"name": "mysql-operator"}})
-    rbac.create_namespaced_role(ns, {"metadata": {"name": "mysql-operator"}, "rules": namespaced_rules()})
-    subject = [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}]
-    rbac.create_namespaced_role_binding(ns, {
-        "metadata": {"name": "mysql-operator"}, "subjects": subject,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"}})
-    rbac.create_cluster_role({"metadata": {"name": f"mysql-operator-{ns}"}, "rules": CLUSTER_SCOPE_RULES})
-    rbac.create_cluster_role_binding({
-        "metadata": {"name": f"mysql-operator-{ns}"}, "subjects": subject,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": f"mysql-operator-{ns}"}})
-    kubeconfig = _sa_kubeconfig(api, local_cluster.kubeconfig, ns, "mysql-operator", tmp_path / "sa.conf")
-    log_path = tmp_path / "operator.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
-    with chart_operator_paused(local_cluster):  # one operator per namespace
-        with open(log_path, "wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns, "--kubeconfig",
-                 str(kubeconfig), "--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
-        yield ns, api, log_path, proc
-        alive = proc.poll() is None
-        # delete the cluster while its operator runs: it removes kopf's finalizer
-        objs = client.CustomObjectsApi(api)
-        try:
-            objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME)
-            wait_for(lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"],
-                     60, "the MySQLCluster to be deleted")
-        except client.ApiException:
-            pass
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    print(f"\n----- operator log (tail) -----\n{log_path.read_text(errors='replace')[-8000:]}", file=sys.stderr)
-    rbac.delete_cluster_role_binding(f"mysql-operator-{ns}")
-    rbac.delete_cluster_role(f"mysql-operator-{ns}")
-    assert alive, "the operator exited during the test"
 
 
 def _status(api, ns) -> dict:
@@ -133,39 +47,8 @@ def _query(host, user, password, sql, database=None):
         return cur.fetchall()
 
 
-class Writer(threading.Thread):
-    """Inserts numbered rows through the -rw Service; remembers which commits were acknowledged."""
-
-    def __init__(self, host, user, password):
-        super().__init__(daemon=True)
-        self.host, self.user, self.password = host, user, password
-        self.acked: list[int] = []
-        self.failures = 0
-        self.stop = threading.Event()
-
-    def run(self):
-        n, conn = 0, None
-        while not self.stop.is_set():
-            try:
-                if conn is None:
-                    conn = _connect(self.host, self.user, self.password, "app", timeout=1)
-                n += 1
-                with conn.cursor() as cur:
-                    cur.execute("INSERT INTO app.writes (id) VALUES (%s)", (n,))
-                self.acked.append(n)
-            except pymysql.MySQLError:
-                self.failures += 1
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:  # noqa: BLE001 - already broken
-                        pass
-                conn = None
-                self.stop.wait(0.2)
-
-
-def test_operator_runs_a_replicated_mariadb_cluster(operator_ns, local_cluster):
-    ns, api, log_path, proc = operator_ns
+def test_operator_runs_a_replicated_mariadb_cluster(host_operator, local_cluster):
+    ns, api, log_path, proc = host_operator
     objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     spec = {"flavor": "mariadb", "image": "localhost/mariadb:10.11", "imagePullPolicy": "Never",
             "instances": 3, "database": {"name": "app", "user": "app"},

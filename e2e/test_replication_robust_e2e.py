@@ -1,5 +1,5 @@
 """Replication robustness on the local cluster, with the operator from this checkout (the
-`operator_ns` fixture of e2e/test_operator_e2e.py): the Ready condition is honest (-rw accepts a
+`host_operator` fixture of e2e/conftest.py): the Ready condition is honest (-rw accepts a
 connection the moment it is True), and a steady cluster under write load is never repointed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from e2e.helpers import Writer, connect
-from e2e.test_operator_e2e import GROUP, NAME, PLURAL, VERSION, operator_ns  # noqa: F401 - fixture
+from e2e.test_operator_e2e import GROUP, NAME, PLURAL, VERSION
 from mysql_operator import manifests as m
 from tests.support.wait import wait_for
 
@@ -27,8 +27,8 @@ def _ready_condition(objs, ns) -> bool:
     "known bug, intermittent: in CI a replica (shop-1) was repointed once more ~9 s after bootstrap "
     "(3 Replicate events, 2 expected) - topology.decide still reconfigures a replica seen right after "
     "its first START SLAVE; passes on some runs, so not strict"))
-def test_ready_means_rw_accepts_and_no_repoint_churn_under_writes(operator_ns):
-    ns, api, log_path, proc = operator_ns
+def test_ready_means_rw_accepts_and_no_repoint_churn_under_writes(host_operator):
+    ns, api, log_path, proc = host_operator
     objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     spec = {"flavor": "mariadb", "image": "localhost/mariadb:10.11", "imagePullPolicy": "Never",
             "instances": 3, "database": {"name": "app", "user": "app"},

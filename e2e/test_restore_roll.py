@@ -11,10 +11,6 @@ a host process (like e2e/test_operator_e2e.py), on the local cluster:
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -22,69 +18,13 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from e2e.conftest import OPERATOR_NAMESPACE, chart_operator_paused
+from e2e.conftest import OPERATOR_NAMESPACE
 from e2e.helpers import BACKUPS, GROUP, VERSION, Cluster, cluster_spec, query, try_query
-from e2e.test_operator_e2e import _install_crds, _sa_kubeconfig
-from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def host_operator(local_cluster, kube_namespace, tmp_path):
-    """This checkout's operator as a ServiceAccount bound to exactly the declared rules."""
-    api = local_cluster.api_client()
-    ns = kube_namespace
-    _install_crds(api)
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(ns, {"metadata": {"name": "mysql-operator"}})
-    rbac.create_namespaced_role(ns, {"metadata": {"name": "mysql-operator"}, "rules": namespaced_rules()})
-    subject = [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}]
-    rbac.create_namespaced_role_binding(ns, {
-        "metadata": {"name": "mysql-operator"}, "subjects": subject,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"}})
-    rbac.create_cluster_role({"metadata": {"name": f"mysql-operator-{ns}"}, "rules": CLUSTER_SCOPE_RULES})
-    rbac.create_cluster_role_binding({
-        "metadata": {"name": f"mysql-operator-{ns}"}, "subjects": subject,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"mysql-operator-{ns}"}})
-    kubeconfig = _sa_kubeconfig(api, local_cluster.kubeconfig, ns, "mysql-operator", tmp_path / "sa.conf")
-    log_path = tmp_path / "operator.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
-    with chart_operator_paused(local_cluster):
-        with open(log_path, "wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns, "--kubeconfig",
-                 str(kubeconfig), "--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
-        try:
-            yield ns, api, log_path
-        finally:
-            alive = proc.poll() is None
-            objs = client.CustomObjectsApi(api)
-            for plural in (BACKUPS, "mysqlclusters"):
-                for item in objs.list_namespaced_custom_object(GROUP, VERSION, ns, plural)["items"]:
-                    try:
-                        objs.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, item["metadata"]["name"])
-                    except client.ApiException:
-                        pass
-            try:
-                wait_for(lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters")["items"],
-                         120, "the MySQLClusters to be deleted")
-            except Exception:  # noqa: BLE001 - teardown: report, go on
-                print("clusters not deleted in time", file=sys.stderr)
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    print(f"\n----- operator log (tail) -----\n{log_path.read_text(errors='replace')[-8000:]}", file=sys.stderr)
-    rbac.delete_cluster_role_binding(f"mysql-operator-{ns}")
-    rbac.delete_cluster_role(f"mysql-operator-{ns}")
-    assert alive, "the operator exited during the test"
 
 
 def alone(api) -> None:
@@ -106,7 +46,7 @@ def checksums(host: str, password: str) -> dict[str, int]:
 
 
 def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_beside_cluster):
-    ns, api, _ = host_operator
+    ns, api, _, _ = host_operator
     bucket = f"e2e-rr-{uuid.uuid4().hex[:8]}"
     s3_beside_cluster.create_bucket(bucket)
     core = client.CoreV1Api(api)
@@ -194,7 +134,7 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
 
 
 def test_a_restore_from_a_missing_backup_fails_clearly_and_never_becomes_ready(host_operator):
-    ns, api, _ = host_operator
+    ns, api, _, _ = host_operator
     c = Cluster(api, ns, "nope").create(cluster_spec(1, restore={"fromBackup": {"name": "does-not-exist"}}))
     seen: list[str | None] = []
 

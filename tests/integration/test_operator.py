@@ -13,7 +13,6 @@ import base64
 import copy
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from kubernetes import client
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION, parse
 from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
+from tests.support.controlplane import stop_group
 from tests.support.wait import wait_for
 from tests.unit.test_api_fieldwalk import CHANGES, FULL, RECONCILE_INPUTS, changed_spec, is_immutable
 
@@ -127,12 +127,7 @@ def operator(control_plane, crds, tmp_path_factory):
             return r.status == 200
     wait_for(live, 60, "the operator's liveness endpoint")
     yield op
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    stop_group(proc, 20)
     core.delete_namespace(ns)
     rbac.delete_cluster_role_binding(f"mysql-operator-{ns}")
     rbac.delete_cluster_role(f"mysql-operator-{ns}")

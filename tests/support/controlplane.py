@@ -93,6 +93,25 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
+def stop_group(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM the process group `proc` leads (started with start_new_session), SIGKILL it after
+    `timeout`; returns once `proc` is gone."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(5)
+
+
 @dataclass
 class Component:
     name: str
@@ -116,20 +135,8 @@ class Component:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(5)
+        if self.proc is not None:
+            stop_group(self.proc, timeout)
 
     def log_tail(self, lines: int = 40) -> str:
         try:
