@@ -210,7 +210,8 @@ def s3_beside_cluster(local_cluster):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    if rep.failed and "local_cluster" in getattr(item, "fixturenames", ()):
+    known_bug = rep.when == "call" and hasattr(rep, "wasxfail") and rep.skipped  # an xfail that failed
+    if (rep.failed or known_bug) and "local_cluster" in getattr(item, "fixturenames", ()):
         handle = item.funcargs.get("local_cluster")
         if handle is None:
             return
@@ -220,6 +221,9 @@ def pytest_runtest_makereport(item, call):
         ]
         for ns in namespaces:
             _save_namespace_artifacts(handle, ns, name)
+        if known_bug and call.excinfo is not None:  # pytest prints no traceback for an xfail
+            (ARTIFACTS / name / "failure.txt").write_text(str(call.excinfo.getrepr(style="short")))
+            print(f"\n{item.nodeid} (xfail) failed: {call.excinfo.exconly()[:2000]}", file=sys.stderr)
         rep.sections.append(("artifacts", f"pod logs and events saved under {ARTIFACTS / name}"))
 
 
