@@ -362,11 +362,12 @@ def test_user_secret_is_honoured_reported_when_missing_and_survives_deletion(con
 
 
 def test_a_spec_error_cel_cannot_catch_is_a_condition_and_an_event(control_plane, operator, ns):
-    """The CRD accepts this label key (found by probing the apiserver), the parser refuses it: the
-    operator touches nothing, says why in a condition and an Event, and acts once it is fixed."""
+    """The CRD accepts a my.cnf line without a setting name (no CEL rule parses my.cnf), the parser
+    refuses it: the operator touches nothing, says why in a condition and an Event, and acts once
+    it is fixed."""
     api = control_plane.api_client()
     objs = client.CustomObjectsApi(api)
-    spec = {"flavor": "mariadb", "instances": 1, "podLabels": {"bad key!": "x"}}
+    spec = {"flavor": "mariadb", "instances": 1, "config": {"myCnf": "[mysqld]\n= 50\n"}}
     objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("bad", spec))
 
     def refused():
@@ -375,15 +376,15 @@ def test_a_spec_error_cel_cannot_catch_is_a_condition_and_an_event(control_plane
     st = wait_for(refused, 60, "phase Invalid")
     degraded = _condition(st, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
-    assert degraded["message"].startswith("spec.podLabels.bad key!: is not a valid label key")
+    assert degraded["message"].startswith("spec.config.myCnf: line 2: a setting needs a name before '='")
     assert _condition(st, "Ready")["status"] == "False"
-    wait_for(lambda: any(e.type == "Warning" and e.reason == "InvalidSpec" and "spec.podLabels" in e.message
+    wait_for(lambda: any(e.type == "Warning" and e.reason == "InvalidSpec" and "spec.config.myCnf" in e.message
                          for e in _events(api, ns, "bad")), 30, "a Warning Event naming the field")
     assert not _owned_objects(api, ns, "bad"), "nothing is created from a refused spec"
 
     def fix():
         live = _get(objs, ns, "bad")
-        live["spec"]["podLabels"] = {"team": "x"}
+        live["spec"]["config"]["myCnf"] = "[mysqld]\nmax_connections = 50\n"
         return objs.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "bad", live)
     wait_for(fix, 30, "spec fixed")
     wait_for(lambda: len(_owned_objects(api, ns, "bad")) == 7, 60, "objects once the spec is valid")
