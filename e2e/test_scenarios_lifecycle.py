@@ -1,6 +1,7 @@
 """Scenarios 7 and 8 with the operator installed by its chart (a Pod): deleting a MySQLCluster
 removes what it owns and keeps the user's Secret and (by default, deletionPolicy Retain) the data
-volumes; invalid CRs made from examples/*.yaml are refused by `kubectl apply` with their messages."""
+volumes; a Pod that cannot start is named in the status with the kubelet's reason; invalid CRs
+made from examples/*.yaml are refused by `kubectl apply` with their messages."""
 
 from __future__ import annotations
 
@@ -66,6 +67,23 @@ def test_deleting_a_cluster_removes_owned_objects_keeps_user_secret_and_pvcs(loc
     assert core.read_namespaced_secret("my-creds", ns).data, "the user-supplied Secret is kept"
     wait_for(lambda: "data-gone-0" not in _pvcs(api, ns), 120, "deletionPolicy Delete removes gone's PVC")
     assert {"data-kept-0", "data-kept-1"} <= _pvcs(api, ns), "deletionPolicy Retain (default) keeps the PVCs"
+
+
+def test_a_pod_that_cannot_start_is_named_with_the_kubelets_reason(local_cluster, scenario_namespace):
+    """An image that is not on the node (pull policy Never: no registry is asked): the status says
+    which instance is stuck and why, instead of only "0/1 instances ready"."""
+    c = Cluster(local_cluster.api_client(), scenario_namespace, "noimg")
+    c.create(cluster_spec(1, image="localhost/mysql-operator-e2e/no-such-image:0"))
+
+    def stuck():
+        st = c.status()
+        entry = next((i for i in st.get("instances") or [] if i.get("name") == "noimg-0"), {})
+        return st if "ErrImageNeverPull" in entry.get("waiting", "") else None
+    st = wait_for(stuck, 120, "noimg-0 reported waiting with ErrImageNeverPull")
+    ready = next(cond for cond in st["conditions"] if cond["type"] == "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "InstancesNotReady", ready
+    assert "0/1 instances ready; noimg-0: " in ready["message"], ready
+    assert "ErrImageNeverPull" in ready["message"], ready
 
 
 # ------------------------------------------------------------------------------ invalid CRs

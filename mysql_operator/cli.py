@@ -122,7 +122,8 @@ def format_status(body: dict) -> str:
     for i in st.get("instances") or []:
         lines.append(f"  {i.get('name'):<20} {i.get('role', ''):<10} ready={i.get('ready')} "
                      f"lag={i.get('lagSeconds', '-')} gtid={i.get('gtidExecuted', '-')}"
-                     + (f" error={i['error']}" if i.get("error") else ""))
+                     + (f" error={i['error']}" if i.get("error") else "")
+                     + (f" waiting={i['waiting']}" if i.get("waiting") else ""))
     return "\n".join(lines)
 
 

@@ -60,6 +60,27 @@ class PodView:
     ready: bool = False
     role: str | None = None  # the ROLE_LABEL value it carries now
     deleting: bool = False
+    waiting: str = ""  # why it does not run yet, when that is not a normal step (see pod_waiting)
+
+
+# waiting reasons every Pod passes through on its way to running: not worth a word in the status
+_ROUTINE_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
+
+
+def pod_waiting(pod: Mapping[str, Any]) -> str:
+    """Why a Pod is stuck, in the kubelet's or scheduler's words ("mysqld ErrImagePull: ...",
+    "Unschedulable: 0/3 nodes ..."), or "" when it runs or is on its normal way there."""
+    status = pod.get("status") or {}
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason"):
+            return f"{c['reason']}: {c.get('message') or ''}".strip().rstrip(":")[:256]
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason and reason not in _ROUTINE_WAITING:
+            text = f"{cs.get('name')} {reason}: {waiting.get('message') or ''}"
+            return text.strip().rstrip(":")[:256]
+    return ""
 
 
 def pod_ordinal(name: str, cluster_name: str) -> int | None:
@@ -79,7 +100,7 @@ def pod_views(cluster_name: str, pods: Iterable[Mapping[str, Any]]) -> dict[int,
                     for c in status.get("conditions") or [])
         out[ordinal] = PodView(meta["name"], ordinal, running=status.get("phase") == "Running",
                                ready=ready, role=(meta.get("labels") or {}).get(m.ROLE_LABEL),
-                               deleting=bool(meta.get("deletionTimestamp")))
+                               deleting=bool(meta.get("deletionTimestamp")), waiting=pod_waiting(p))
     return out
 
 
@@ -232,6 +253,9 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
                 _cond("Progressing", False, "InvalidSpec", msg), _cond("Degraded", True, "InvalidSpec", msg)]
     ph = phase(s)
     ready_msg = f"{s.ready}/{s.instances} instances ready"
+    stuck = [f"{e['name']}: {e['waiting']}" for e in s.entries if e.get("waiting")]
+    if stuck:
+        ready_msg += "; " + "; ".join(stuck)
     not_in_service = s.primary_serving and not s.primary_in_service
     if ph == "Ready":
         ready = _cond("Ready", True, "AllInstancesReady", ready_msg)
@@ -358,6 +382,8 @@ def instance_entries(ordinals: Sequence[int], names: Mapping[int, str], pods: Ma
             e["lagSeconds"] = int(lag)
         if obs is not None and obs.last_error:
             e["error"] = redact(obs.last_error, secrets)[:512]
+        if pod and pod.waiting:
+            e["waiting"] = redact(pod.waiting, secrets)
         out.append(e)
     return out
 

@@ -44,6 +44,39 @@ def test_pod_views_read_ordinal_readiness_role_and_ignore_foreign_pods():
     assert views[2].deleting and not views[2].running
 
 
+def _stuck(status):
+    return {"metadata": {"name": "db-1"}, "status": {"phase": "Pending", **status}}
+
+
+@pytest.mark.parametrize("status, expected", [
+    ({"containerStatuses": [{"name": "mysqld", "state": {"waiting": {
+        "reason": "ErrImagePull", "message": "failed to pull mysql:8.4: not found"}}}]},
+     "mysqld ErrImagePull: failed to pull mysql:8.4: not found"),
+    ({"initContainerStatuses": [{"name": "init", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
+      "containerStatuses": [{"name": "mysqld", "state": {"waiting": {"reason": "PodInitializing"}}}]},
+     "init CrashLoopBackOff"),
+    ({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": "0/1 nodes are available: 1 Insufficient memory."}]},
+     "Unschedulable: 0/1 nodes are available: 1 Insufficient memory."),
+    # the normal way to running is not a problem worth reporting
+    ({"containerStatuses": [{"name": "mysqld", "state": {"waiting": {"reason": "ContainerCreating"}}}]}, ""),
+    ({"containerStatuses": [{"name": "mysqld", "state": {"running": {}}}]}, ""),
+])
+def test_pod_waiting_says_why_a_pod_does_not_run(status, expected):
+    assert r.pod_waiting(_stuck(status)) == expected
+
+
+def test_a_stuck_pod_is_named_in_its_instance_entry_and_the_ready_condition():
+    pull = {"containerStatuses": [{"name": "mysqld", "state": {"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image mysql:8.4"}}}]}
+    pods = r.pod_views("db", [pod("db-0", role=P), _stuck(pull)])
+    entries = r.instance_entries([0, 1], {0: "db-0", 1: "db-1"}, pods, {}, {}, {}, None)
+    assert entries[1]["waiting"] == "mysqld ImagePullBackOff: Back-off pulling image mysql:8.4"
+    ready = r.conditions(r.Summary(instances=2, ready=1, entries=tuple(entries)))[0]
+    assert (ready["status"], ready["reason"]) == ("False", "InstancesNotReady")
+    assert ready["message"] == "1/2 instances ready; db-1: mysqld ImagePullBackOff: Back-off pulling image mysql:8.4"
+
+
 @pytest.mark.parametrize("instances, pods, primary, expected", [
     (3, [], None, [0, 1, 2]),
     (3, [0, 1, 2, 3, 4], 0, [0, 1, 2, 3, 4]),  # leaving pods still observed
@@ -276,10 +309,13 @@ def test_status_text_names_phase_primary_and_instances():
     body = {"metadata": {"name": "db", "namespace": "p"}, "spec": {"instances": 2},
             "status": {"phase": "Ready", "currentPrimary": "db-0", "readyInstances": 2,
                        "conditions": [{"type": "Ready", "status": "True", "reason": "AllInstancesReady"}],
-                       "instances": [{"name": "db-0", "role": P, "ready": True, "gtidExecuted": "0-1-3"}]}}
+                       "instances": [{"name": "db-0", "role": P, "ready": True, "gtidExecuted": "0-1-3"},
+                                     {"name": "db-1", "role": "unknown", "ready": False,
+                                      "waiting": "mysqld CrashLoopBackOff"}]}}
     text = format_status(body)
     assert "p/db: phase Ready, primary db-0, ready 2/2" in text
     assert "AllInstancesReady" in text and "db-0" in text and "0-1-3" in text
+    assert "waiting=mysqld CrashLoopBackOff" in text
 
 
 @pytest.mark.parametrize("status, generation, since, skip", [
