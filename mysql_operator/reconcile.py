@@ -351,12 +351,14 @@ def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> l
 
 
 def status_changed(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether patching `status` would change anything. Only its own keys count: a merge patch
+    leaves the others (lastBackup, written by the backup handlers) as they are."""
     def strip(st):
-        out = {k: v for k, v in st.items() if k != "conditions"}
+        out = {k: st.get(k) for k in status if k != "conditions"}
         out["conditions"] = [{k: v for k, v in c.items() if k != "lastTransitionTime"}
                              for c in st.get("conditions") or []]
         return out
-    return strip(dict(previous)) != strip(dict(status))
+    return strip(previous) != strip(status)
 
 
 def instance_entries(ordinals: Sequence[int], names: Mapping[int, str], pods: Mapping[int, PodView],
@@ -388,6 +390,17 @@ def instance_entries(ordinals: Sequence[int], names: Mapping[int, str], pods: Ma
     return out
 
 
+def primary_since(status: Mapping[str, Any], primary: str | None) -> tuple[str, float] | None:
+    """(primary, when it was made primary as a Unix time) from status.primarySince, if recorded."""
+    raw = status.get("primarySince")
+    if not primary or not raw:
+        return None
+    try:
+        return primary, dt.datetime.fromisoformat(raw).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
 def expected_identity(name: str, ordinal: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
     """Who must answer at a member's address: server_id from the ordinal (start.sh), the Pod's
     name as @@hostname or @@report_host, and the Pod's uid (a recreated Pod gets a new connection)."""
@@ -408,8 +421,11 @@ def timer_can_skip(status: Mapping[str, Any], generation: int | None, since_appl
 
 
 # ---------------------------------------------------------------------------------------- effects
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _now(precise: bool = False) -> str:
+    now = dt.datetime.now(dt.timezone.utc)
+    if precise:
+        return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -555,15 +571,18 @@ class Reconciler:
         state = ClusterState(current_primary)
         desired = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
 
+        engine.primary_since = primary_since(previous, current_primary)
         observed = engine.observe()
         roll, revision = roll_step(self.api, c, listed, observed, current_primary)
         desired = roll_desired(desired, roll, revision, listed)
         decision = t.decide(observed, settings, state.current_primary, desired)
         new_primary = {t.Bootstrap: lambda d: d.primary, t.Failover: lambda d: d.to,
                        t.Switchover: lambda d: d.to}.get(type(decision))
-        if new_primary and new_primary(decision) != state.current_primary:
-            state.current_primary = new_primary(decision)
-            k.patch_status(self.api, ns, name, {"currentPrimary": state.current_primary})  # before acting
+        if isinstance(decision, PRIMARY_CHANGES):  # recorded before acting
+            if new_primary:
+                state.current_primary = new_primary(decision)
+            k.patch_status(self.api, ns, name, {"currentPrimary": state.current_primary,
+                                                "primarySince": _now(precise=True)})
         pre = decision_event(decision, secrets)
         if pre:
             k.post_events(self.api, body, [pre])

@@ -79,13 +79,18 @@ class ReplicationEngine:
                  settings: t.Settings, app: Credentials | None = None,
                  app_database: str | None = None, semisync_acks: int | None = None,
                  apply_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic,
-                 connect_timeout: float = 1.0, read_timeout: float = 2.0):
+                 connect_timeout: float = 1.0, read_timeout: float = 2.0,
+                 wall_clock: Callable[[], float] = time.time):
         self.admin, self.replication, self.app = admin, replication, app
         self.app_database = app_database
         self.settings = settings
         self.semisync_acks = semisync_acks or semisync_acks_default(settings.instances)
         self.apply_timeout = apply_timeout
         self.clock = clock
+        self.wall_clock = wall_clock
+        # (name, wall-clock time it was made primary), from the cluster status: it outlives the
+        # operator process, so a primary that restarted since is known as such after a restart
+        self.primary_since: tuple[str, float] | None = None
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.members: dict[str, Member] = {}
         self.instances: dict[str, Instance] = {}
@@ -188,7 +193,13 @@ class ReplicationEngine:
             self._booted_serving[name] = booted
             return False
         since = self._booted_serving.get(name)
-        return since is not None and booted > since + self.RESTART_TOLERANCE
+        if since is not None and booted > since + self.RESTART_TOLERANCE:
+            return True
+        # not seen serving by this process (the operator restarted): compare with when it was
+        # made primary; a server that booted later has restarted since it was promoted
+        if self.primary_since is None or self.primary_since[0] != name:
+            return False
+        return self.wall_clock() - o.uptime > self.primary_since[1] + self.RESTART_TOLERANCE
 
     # -- the loop --------------------------------------------------------------------------------
     def reconcile(self, state: ClusterState, desired_primary: str | None = None) -> Outcome:

@@ -197,6 +197,30 @@ def test_primary_restarted_within_the_delay_is_replaced_and_rejoins(factory):
     wait_replicated(c, acked, [old])
 
 
+def test_restart_of_the_primary_is_known_to_a_restarted_operator_from_when_it_was_promoted(factory):
+    """The operator restarted too (it never saw the old server serve): the time the primary was
+    made primary (status.primarySince) tells it the server started after that, i.e. restarted."""
+    c = make_cluster(factory, 3, semisync=True, delay=30.0)
+    promoted_at = time.time()  # just after the bootstrap promotion, as status.primarySince records
+    old = c.primary
+    wait_for(lambda: time.time() - promoted_at > 2 * ReplicationEngine.RESTART_TOLERANCE, 10,
+             "time enough that a restart shows as a later start")
+    old.kill9()
+    old.restart()
+    c.engine.close()
+    c.engine = ReplicationEngine(  # a new operator process: nothing remembered
+        c.engine.members.values(), Credentials(ADMIN_USER, factory.admin_password), REPL,
+        c.engine.settings, app=APP, app_database=DB, apply_timeout=20)
+    unaware = t.decide(c.engine.observe(), c.engine.settings, c.state.current_primary)
+    assert isinstance(unaware, t.Promote) and unaware.name == old.name, unaware  # the control
+    c.engine.primary_since = (old.name, promoted_at)
+    d = c.converge(until=(t.Failover, t.Promote), timeout=30)
+    assert isinstance(d, t.Failover) and d.from_ == old.name and "restarted" in d.reason, d
+    c.converge(timeout=30)
+    assert c.primary.name == d.to != old.name
+    assert old.query("SELECT @@read_only")[0][0] == 1
+
+
 def test_failover_after_sigstop_hung_primary(factory):
     c, old, new, writer = _failover_under_writes(factory, "sigstop")
     # the hung primary wakes up still writable in memory: the loop fences it, then it rejoins

@@ -227,6 +227,26 @@ def test_conditions_keep_transition_time_until_status_changes():
     assert all(c["observedGeneration"] == 4 for c in healed["conditions"])
 
 
+def test_keys_the_reconciler_does_not_write_never_make_the_status_look_changed():
+    """lastBackup (backup handlers) and primarySince (written when the primary changes) are left
+    to a merge patch: their presence alone must not cause a status patch on every pass."""
+    ok = r.build_status(S(), {}, "T1")
+    with_others = {**ok, "lastBackup": {"name": "b-1"}, "primarySince": "2026-11-23T10:00:00.5Z"}
+    again = r.build_status(S(), with_others, "T2")
+    assert "lastBackup" not in again and "primarySince" not in again
+    assert not r.status_changed(with_others, again)
+
+
+@pytest.mark.parametrize("status, primary, expected", [
+    ({"primarySince": "2026-11-23T10:00:00.250000Z"}, "db-1", ("db-1", 1795428000.25)),
+    ({"primarySince": "not a time"}, "db-1", None),
+    ({}, "db-1", None),
+    ({"primarySince": "2026-11-23T10:00:00Z"}, None, None),
+])
+def test_primary_since_is_read_from_the_status(status, primary, expected):
+    assert r.primary_since(status, primary) == expected
+
+
 def test_a_degraded_warning_is_posted_once_per_cause():
     ok = r.build_status(S(), {}, "T1")
     down = r.build_status(S(ready=2, unreachable=("db-2",)), ok, "T2")
