@@ -225,6 +225,19 @@ def pytest_runtest_makereport(item, call):
             (ARTIFACTS / name / "failure.txt").write_text(str(call.excinfo.getrepr(style="short")))
             print(f"\n{item.nodeid} (xfail) failed: {call.excinfo.exconly()[:2000]}", file=sys.stderr)
         rep.sections.append(("artifacts", f"pod logs and events saved under {ARTIFACTS / name}"))
+        mine = [ns for ns in namespaces if ns != OPERATOR_NAMESPACE]
+        tail = _operator_log_lines(ARTIFACTS / name / OPERATOR_NAMESPACE, mine, 80)
+        if tail:  # CI shows only the report: what the operator did about this test's clusters
+            rep.sections.append(("operator log (this test's namespaces, tail)", tail))
+
+
+def _operator_log_lines(folder: Path, namespaces: list[str], count: int) -> str:
+    lines: list[str] = []
+    logs = sorted(folder.glob("*.log"), key=lambda f: (".previous." not in f.name, f.name)) if folder.is_dir() else []
+    for log in logs:  # a restarted container's earlier log first
+        lines += [line for line in log.read_text(errors="replace").splitlines()
+                  if any(ns in line for ns in namespaces)]
+    return "\n".join(line[:600] for line in lines[-count:])
 
 
 def _save_namespace_artifacts(handle, namespace: str, test_name: str) -> None:

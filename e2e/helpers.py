@@ -167,7 +167,19 @@ class Cluster:
                   and (instances is None or s.get("readyInstances") == instances)
                   and (primary is None or s.get("currentPrimary") == primary))
             return ok and s
-        return wait_for(ready, timeout, f"{self.name}: {what}")
+        return wait_for(ready, timeout, f"{self.name}: {what}", describe=self.describe)
+
+    def describe(self) -> str:
+        """What a person would look at first: status, instances, the latest Events."""
+        s = self.status()
+        lines = [f"{self.name}: phase {s.get('phase')}, primary {s.get('currentPrimary')}, "
+                 f"primarySince {s.get('primarySince')}"]
+        lines += [f"  {c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message', '')}"
+                  for c in s.get("conditions") or []]
+        lines += [f"  {i}" for i in s.get("instances") or []]
+        events = sorted(self.events(), key=lambda e: str(e.last_timestamp or e.event_time or ""))
+        lines += [f"  event {e.type} {e.reason} x{e.count or 1}: {e.message}" for e in events[-12:]]
+        return "\n".join(lines)
 
     def pod(self, ordinal_or_name) -> Any:
         name = ordinal_or_name if isinstance(ordinal_or_name, str) else f"{self.name}-{ordinal_or_name}"

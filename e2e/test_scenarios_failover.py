@@ -36,7 +36,7 @@ def _failover_under_load(c: Cluster, disrupt: Callable[[str], float | None], lab
         if during is not None:
             during()
         st = wait_for(lambda: (s := c.status()).get("currentPrimary") not in (None, old) and s, 180,
-                      "a new primary recorded in status")
+                      "a new primary recorded in status", describe=c.describe)
         new = st["currentPrimary"]
         at_failover = len(writer.acked)
         wait_for(lambda: len(writer.acked) > at_failover + 20, 120, "writes accepted by the new primary")

@@ -13,9 +13,11 @@ class Timeout(AssertionError):
 
 
 def wait_for(
-    predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2
+    predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2,
+    describe: Callable[[], str] | None = None,
 ) -> T:
-    """Return predicate()'s first truthy value; raise Timeout naming `what` and the last error."""
+    """Return predicate()'s first truthy value; raise Timeout naming `what` and the last error,
+    with `describe()` (the state a reader needs to see why) appended."""
     deadline = time.monotonic() + timeout
     last_error: BaseException | None = None
     while True:
@@ -27,5 +29,10 @@ def wait_for(
             last_error = e
         if time.monotonic() >= deadline:
             detail = f" (last error: {last_error!r})" if last_error else ""
+            if describe is not None:
+                try:
+                    detail += "\n" + describe()
+                except Exception as e:  # noqa: BLE001 - the timeout is what matters
+                    detail += f"\n(could not describe the state: {e!r})"
             raise Timeout(f"timed out after {timeout}s waiting for {what}{detail}")
         time.sleep(interval)
