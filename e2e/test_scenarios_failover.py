@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from datetime import datetime
 from typing import Callable
 
 import pytest
@@ -31,13 +32,16 @@ def _failover_under_load(c: Cluster, disrupt: Callable[[str], float | None], lab
     writer.start()
     try:
         wait_for(lambda: len(writer.acked) >= 50, 60, "50 acknowledged writes before the failure")
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         t_last = disrupt(old) or t0
         if during is not None:
             during()
         st = wait_for(lambda: (s := c.status()).get("currentPrimary") not in (None, old) and s, 180,
                       "a new primary recorded in status", describe=c.describe)
         new = st["currentPrimary"]
+        # when it was made primary is recorded (a restarted operator compares server starts with it)
+        since = wait_for(lambda: c.status().get("primarySince"), 30, "status.primarySince")
+        assert datetime.fromisoformat(since).timestamp() > wall0 - 1, (since, wall0)
         at_failover = len(writer.acked)
         wait_for(lambda: len(writer.acked) > at_failover + 20, 120, "writes accepted by the new primary")
         to_write = writer.first_ack_after_outage(t0)

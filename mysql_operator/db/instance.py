@@ -7,6 +7,7 @@ retried with tenacity. Every error leaves as `InstanceError` whose text never co
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -205,6 +206,10 @@ class Instance:
             if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
                 self.close()  # the next call reconnects
             raise self._error(e, sql.split(" ")[0] + " failed", secrets) from None
+        except Exception as e:  # noqa: BLE001 - the driver's own breakage (it closed the socket
+            # and re-raised, e.g. AttributeError on a connection it had already torn down)
+            self.close()
+            raise self._error(e, sql.split(" ")[0] + " failed (connection broken)", secrets) from None
 
     def _run_slow(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> None:
         """A statement that may legitimately wait (STOP REPLICA while the IO thread reconnects to a
@@ -218,8 +223,11 @@ class Instance:
                 cur.execute(sql, args or None)
         except pymysql.err.MySQLError as e:
             raise self._error(e, sql.split(" ")[0] + " failed", secrets) from None
+        except Exception as e:  # noqa: BLE001 - the driver's own breakage, as in _run
+            raise self._error(e, sql.split(" ")[0] + " failed (connection broken)", secrets) from None
         finally:
-            conn.close()
+            with contextlib.suppress(Exception):  # already closed by the driver
+                conn.close()
 
     def execute(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> list:
         return self._run(sql, args, secrets)

@@ -54,7 +54,10 @@ def register(cfg) -> None:
             return None
         return {"phase": result.phase}
 
-    @kopf.timer(GROUP, VERSION, CLUSTER_PLURAL, interval=cfg.loop_seconds, sharp=False)
+    # an unexpected error in one pass is logged by kopf with its traceback and the next pass runs
+    # one interval later (kopf's default backoff, 60 s, would pause failover detection that long)
+    @kopf.timer(GROUP, VERSION, CLUSTER_PLURAL, interval=cfg.loop_seconds, sharp=False,
+                backoff=cfg.loop_seconds)
     def cluster_loop(body, namespace, name, stopped, **_):
         result = metrics.observed(namespace, name, lambda: reconciler().tick(dict(body)))
         # a failover delay ending before the next tick: look again exactly when it ends
