@@ -33,7 +33,7 @@ def _add_run(sub) -> None:
     p.add_argument("--resync-seconds", type=float, default=float(os.environ.get("RESYNC_SECONDS", "60")),
                    help="how often owned objects are re-applied (drift correction)")
     p.add_argument("--resolver", choices=("auto", "ip", "dns"), default=os.environ.get("RESOLVER", "auto"),
-                   help="reach instances by pod IP or stable DNS name (auto: DNS in a Pod)")
+                   help="reach instances by Pod IP (auto, ip) or stable DNS name (dns)")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: in-cluster or KUBECONFIG)")
     p.add_argument("--metrics-port", type=int,
                    default=int(os.environ["METRICS_PORT"]) if os.environ.get("METRICS_PORT") else None,

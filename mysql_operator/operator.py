@@ -34,7 +34,7 @@ class OperatorConfig:
     priority: int = 0
     loop_seconds: float = 1.0  # replication observe/decide/act loop
     resync_seconds: float = 60.0  # full apply of owned objects (drift correction)
-    resolver: str = "auto"  # auto | ip | dns (see k8s/resolve.py)
+    resolver: str = "auto"  # auto (= ip) | ip | dns (see k8s/resolve.py)
     watch_server_timeout: int = 300
     watch_client_timeout: int = 330
     watch_connect_timeout: int = 30

@@ -35,7 +35,6 @@ from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
-from mysql_operator.k8s.client import in_cluster as _in_cluster
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
 from mysql_operator.backup import storage
@@ -445,19 +444,19 @@ class _Entry:
     last_apply: float = 0.0
     again: bool = False
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach
+    last_decision: str | None = None  # logged when it changes
 
 
 class Reconciler:
     """Holds one ReplicationEngine per cluster (it measures outages across loops) and a lock per
     cluster (handlers, timer and watches never act on one cluster at the same time)."""
 
-    def __init__(self, api, resolver_mode: str = "auto", in_cluster: bool | None = None,
+    def __init__(self, api, resolver_mode: str = "auto",
                  resync_seconds: float = 60.0, apply_timeout: float = 30.0,
                  password_factory: Callable[[], str] = m.random_password,
                  clock: Callable[[], float] = time.monotonic):
         self.api = api
         self.resolver_mode = resolver_mode
-        self.in_cluster = _in_cluster() if in_cluster is None else in_cluster
         self.resync_seconds = resync_seconds
         self.apply_timeout = apply_timeout
         self.password_factory = password_factory
@@ -564,7 +563,7 @@ class Reconciler:
             instances=c.spec.instances, failover_enabled=c.spec.replication.failover.enabled,
             failover_delay_seconds=float(c.spec.replication.failover.delay_seconds),
             semisync=c.spec.replication.mode == "semisync")
-        members = [Member(names[o], o, *resolve(c, o, raw_pods.get(o), self.resolver_mode, self.in_cluster),
+        members = [Member(names[o], o, *resolve(c, o, raw_pods.get(o), self.resolver_mode),
                           **expected_identity(names[o], o, raw_pods.get(o)))
                    for o in ordinals]
         engine = self._engine(entry, c, passwords, settings, members)
@@ -572,7 +571,11 @@ class Reconciler:
         desired = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
 
         engine.primary_since = primary_since(previous, current_primary)
+        looking = time.monotonic()
         observed = engine.observe()
+        if time.monotonic() - looking > 1.0:  # an instance that answers slowly or not at all
+            log.info("%s/%s observing took %.2fs (unreachable: %s)", ns, name, time.monotonic() - looking,
+                     ", ".join(i.name for i in observed if not i.reachable) or "none")
         roll, revision = roll_step(self.api, c, listed, observed, current_primary)
         desired = roll_desired(desired, roll, revision, listed)
         decision = t.decide(observed, settings, state.current_primary, desired)
@@ -586,7 +589,15 @@ class Reconciler:
         pre = decision_event(decision, secrets)
         if pre:
             k.post_events(self.api, body, [pre])
+        if decision.kind != entry.last_decision:  # what the loop thinks, once per change
+            log.info("%s/%s decision %s: %s", ns, name, decision.kind,
+                     redact(decision.reason or "-", secrets))
+            entry.last_decision = decision.kind
+        acting = time.monotonic()
         steps = engine.act(decision, observed)
+        if steps:
+            log.info("%s/%s %s acted in %.2fs (%d steps)", ns, name, decision.kind,
+                     time.monotonic() - acting, len(steps))
         roll_delete(self.api, body, decision, roll)
         failed = [s for s in steps if not s.ok]
 
@@ -907,8 +918,10 @@ def restore_gate(rec: "Reconciler", body, c: MySQLCluster, previous, pods, raw_p
             events.append(("Warning", "RestoreFailed", message))
             action = restoring.Failed(message)
         else:
-            targets = {m.pod_name(c, o): Target(*resolve(c, o, raw_pods.get(o), rec.resolver_mode, rec.in_cluster),
-                                                m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY])
+            def address(o: int) -> tuple[str, int]:  # every Pod runs by now; a name otherwise
+                host, port = resolve(c, o, raw_pods.get(o), rec.resolver_mode)
+                return host or m.pod_host(c, o), port
+            targets = {m.pod_name(c, o): Target(*address(o), m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY])
                        for o in range(c.spec.instances)}
             record = restoring.record(restoring.RUNNING, described, started)
             k.patch_status(rec.api, c.namespace, c.name, {"restore": record})  # before loading anything

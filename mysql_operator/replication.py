@@ -25,7 +25,7 @@ from mysql_operator.db.instance import Instance, InstanceError, Observation, ide
 class Member:
     name: str
     ordinal: int
-    host: str
+    host: str | None  # None: its Pod has no IP (unreachable)
     port: int
     # who must answer at host:port; None skips the check. A different uid (the Pod was
     # recreated) makes a new connection: an old one may still reach the old container.

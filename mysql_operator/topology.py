@@ -313,15 +313,19 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         if best is None:
             return Unrecoverable(reason="no instance has every transaction the others have: "
                                  "histories diverged")
+        kept = f"{p.name} is the recorded primary but not writable"
         if best.name == p.name and p.restarted and settings.failover_enabled:
             # a primary that crashed and came back is replaced by a replica holding everything it
             # has (its clients lost their connections anyway); with more than any replica it stays
             alt = most_advanced([i for i in cands if i.name != p.name])
             if alt is not None and p.known is not None and alt.known.contains(p.known):
                 best = alt
+            elif alt is not None and p.known is not None:
+                kept = (f"{p.name} restarted holding transactions no replica has "
+                        f"({p.known.subtract(alt.known)}): it stays primary")
         others = tuple(n for n in _names(wanted) if n != best.name and n not in held)
         if best.name == p.name:
-            return Promote(p.name, others, reason=f"{p.name} is the recorded primary but not writable")
+            return Promote(p.name, others, reason=kept)
         why = (f"recorded primary {p.name} restarted; {best.name} has every transaction it has"
                if p.restarted else f"{best.name} is ahead of recorded primary {p.name}")
         return Failover(p.name, best.name, tuple(n for n in _names(reachable) if n != best.name),

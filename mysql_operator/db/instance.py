@@ -145,7 +145,7 @@ def connections_to_kill(rows: Iterable[dict], own_id: int, keep_users: Iterable[
 class Instance:
     """Operations on one server. Not thread-safe: one Instance per thread."""
 
-    host: str
+    host: str | None  # None: no address yet (unreachable, never localhost)
     port: int
     user: str
     password: str = field(repr=False)
@@ -162,6 +162,8 @@ class Instance:
 
     # -- plumbing --------------------------------------------------------------------------------
     def _open(self, read_timeout: float | None = None) -> pymysql.connections.Connection:
+        if not self.host:  # pymysql would take "no host" for localhost
+            raise pymysql.err.OperationalError(2005, "no address (its Pod has no IP)")
         @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(self.connect_attempts),
                wait=wait_exponential(multiplier=0.1, max=0.5), reraise=True)
         def attempt():

@@ -1,10 +1,11 @@
-"""Where the operator reaches one instance: its pod IP, or its stable DNS name.
+"""Where the operator reaches one instance: its Pod IP, or its stable DNS name.
 
-In a Pod the stable name (`<pod>.<cluster>-headless.<ns>.svc`) always works. From a developer's
-shell cluster DNS usually does not resolve, but pod IPs are routable on the local cluster, so
-the pod IP is used. `mode` forces one: "ip", "dns", or "auto" (dns in-cluster, else ip).
-A Pod without an IP (not started, deleted) resolves to its DNS name: unreachable from outside,
-which the engine measures as an outage, exactly what it is.
+By default ("auto", also "ip") the Pod IP, in a Pod as from a developer's shell: Pod IPs are
+routable wherever the operator runs, and no DNS lookup sits in the failover path (a lookup can
+stall for the resolver's whole 5 s timeout when a UDP answer is dropped, longer than the failover
+delay). A Pod without an IP (not started yet, gone) has no address: the engine counts it
+unreachable at once, as it is. "dns" uses `<pod>.<cluster>-headless.<ns>.svc` always.
+A recreated Pod's IP may be an old Pod's: the engine checks who answers (server_id, hostname).
 """
 
 from __future__ import annotations
@@ -17,17 +18,12 @@ from mysql_operator.manifests import PORT, pod_host, pod_name
 MODES = ("auto", "ip", "dns")
 
 
-def resolve(c: MySQLCluster, ordinal: int, pod: Mapping[str, Any] | None, mode: str,
-            in_cluster: bool) -> tuple[str, int]:
+def resolve(c: MySQLCluster, ordinal: int, pod: Mapping[str, Any] | None, mode: str) -> tuple[str | None, int]:
     if mode not in MODES:
         raise ValueError(f"resolver mode must be one of {', '.join(MODES)}, not {mode!r}")
-    use_dns = mode == "dns" or (mode == "auto" and in_cluster)
-    ip = ((pod or {}).get("status") or {}).get("podIP")
-    running = ((pod or {}).get("status") or {}).get("phase") == "Running"
-    deleting = bool(((pod or {}).get("metadata") or {}).get("deletionTimestamp"))
-    if use_dns or not ip or not running or deleting:
+    if mode == "dns":
         return pod_host(c, ordinal), PORT
-    return ip, PORT
+    return ((pod or {}).get("status") or {}).get("podIP") or None, PORT
 
 
 def member_name(c: MySQLCluster, ordinal: int) -> str:

@@ -221,3 +221,11 @@ def test_a_connection_the_driver_tore_down_is_an_outage_not_a_crash(factory):
     assert not broken.reachable and "connection broken" in broken.error, broken
     assert factory.admin_password not in broken.error
     assert i.observe().reachable, "the next observation reconnects"
+
+
+def test_an_instance_without_an_address_is_unreachable_and_never_localhost(factory):
+    """A Pod without an IP yet: no address. pymysql would take a missing host for localhost, where
+    another server may listen (here a real one, on the same port)."""
+    s = factory.create(1, prefix=f"noaddr{len(factory.servers)}")[0]
+    o = Instance(None, s.port, ADMIN_USER, factory.admin_password, name="db-0").observe()
+    assert not o.reachable and "no address" in o.error, o

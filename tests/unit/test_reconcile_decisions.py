@@ -277,22 +277,22 @@ def test_instance_entries_report_role_readiness_gtid_lag_and_redacted_errors():
 C = parse({"metadata": {"name": "db", "namespace": "prod"}, "spec": {"instances": 3}})
 
 
-@pytest.mark.parametrize("p, mode, in_cluster, expected", [
-    (pod("db-0", ip="10.244.0.9"), "auto", False, ("10.244.0.9", 3306)),
-    (pod("db-0", ip="10.244.0.9"), "auto", True, ("db-0.db-headless.prod.svc", 3306)),
-    (pod("db-0", ip="10.244.0.9"), "dns", False, ("db-0.db-headless.prod.svc", 3306)),
-    (pod("db-0", ip="10.244.0.9"), "ip", True, ("10.244.0.9", 3306)),
-    (pod("db-0", phase="Pending", ip=None), "ip", False, ("db-0.db-headless.prod.svc", 3306)),
-    (pod("db-0", deleting=True), "ip", False, ("db-0.db-headless.prod.svc", 3306)),
-    (None, "ip", False, ("db-0.db-headless.prod.svc", 3306)),
+@pytest.mark.parametrize("p, mode, expected", [
+    (pod("db-0", ip="10.244.0.9"), "auto", ("10.244.0.9", 3306)),  # in a Pod too: no DNS lookup
+    (pod("db-0", ip="10.244.0.9"), "ip", ("10.244.0.9", 3306)),
+    (pod("db-0", ip="10.244.0.9", deleting=True), "auto", ("10.244.0.9", 3306)),  # still serving
+    (pod("db-0", phase="Pending", ip=None), "auto", (None, 3306)),  # no address: unreachable
+    (None, "ip", (None, 3306)),
+    (pod("db-0", ip="10.244.0.9"), "dns", ("db-0.db-headless.prod.svc", 3306)),
+    (None, "dns", ("db-0.db-headless.prod.svc", 3306)),
 ])
-def test_resolver(p, mode, in_cluster, expected):
-    assert resolve(C, 0, p, mode, in_cluster) == expected
+def test_resolver(p, mode, expected):
+    assert resolve(C, 0, p, mode) == expected
 
 
 def test_resolver_rejects_unknown_mode():
     with pytest.raises(ValueError, match="resolver mode"):
-        resolve(C, 0, None, "magic", False)
+        resolve(C, 0, None, "magic")
 
 
 # ------------------------------------------------------------------------------------ operator

@@ -158,6 +158,11 @@ def test_table(situation, instances, settings, recorded, desired, expected):
     assert d.reason or isinstance(d, Healthy)  # every action can be explained in an Event
 
 
+def test_a_restarted_primary_kept_for_its_extra_commits_says_which():
+    d = decide([primary(0, "0-1-11", read_only=True, restarted=True), replica(1), replica(2)], S3, "db-0")
+    assert isinstance(d, Promote) and "restarted" in d.reason and "0-1-11" in d.reason, d
+
+
 def test_errant_reason_names_instance_and_gtids():
     why = errant_against_primary(replica(1, "0-1-10,0-2-1"), primary(0), S3)
     assert "db-1" in why and "0-2-1" in why
