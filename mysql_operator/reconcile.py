@@ -564,7 +564,7 @@ class Reconciler:
             failover_delay_seconds=float(c.spec.replication.failover.delay_seconds),
             semisync=c.spec.replication.mode == "semisync")
         members = [Member(names[o], o, *resolve(c, o, raw_pods.get(o), self.resolver_mode),
-                          **expected_identity(names[o], o, raw_pods.get(o)))
+                          **expected_identity(names[o], o, raw_pods.get(o)), source_host=m.pod_host(c, o))
                    for o in ordinals]
         engine = self._engine(entry, c, passwords, settings, members)
         state = ClusterState(current_primary)

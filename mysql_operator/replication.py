@@ -32,6 +32,14 @@ class Member:
     server_id: int | None = None
     hostname: str | None = None
     uid: str | None = None
+    # where replicas reach it, when not `host`: the Pod's DNS name, resolved by the server itself,
+    # so a Pod that is gone fails a replica's connect at once (its old IP would hang the connect,
+    # and STOP REPLICA waits 2 s for that) and a recreated Pod is found at its new IP
+    source_host: str | None = None
+
+    @property
+    def replication_host(self) -> str | None:
+        return self.source_host or self.host
 
 
 @dataclass(frozen=True)
@@ -139,7 +147,7 @@ class ReplicationEngine:
                 observations[name] = Observation(
                     reachable=False, error=f"{name} at {m.host}:{m.port} {why}: not this instance")
         now = self.clock()
-        by_address = {(m.host, m.port): m.name for m in self.members.values()}
+        by_address = {(h, m.port): m.name for m in self.members.values() for h in (m.host, m.source_host) if h}
         states = []
         for name in names:
             o = observations[name]
@@ -247,7 +255,7 @@ class ReplicationEngine:
         i.set_read_only(True)
         i.set_semisync_source(False)
         i.set_semisync_replica(self.settings.semisync, restart_io=False)  # point_at restarts it
-        i.point_at(src.host, src.port, self.replication.user, self.replication.password)
+        i.point_at(src.replication_host, src.port, self.replication.user, self.replication.password)
         self._error_since.pop(name, None)  # a fresh start: an error must persist again
         steps.append(Step(name, "replicate", f"read-only replica of {source}"))
 

@@ -6,6 +6,8 @@ stall for the resolver's whole 5 s timeout when a UDP answer is dropped, longer 
 delay). A Pod without an IP (not started yet, gone) has no address: the engine counts it
 unreachable at once, as it is. "dns" uses `<pod>.<cluster>-headless.<ns>.svc` always.
 A recreated Pod's IP may be an old Pod's: the engine checks who answers (server_id, hostname).
+Replicas reach their source by its DNS name in every mode (the server resolves it, inside the
+cluster): see `Member.source_host`.
 """
 
 from __future__ import annotations
