@@ -23,10 +23,6 @@ def _ready_condition(objs, ns) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions") or [])
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known bug, intermittent: in CI a replica (shop-1) was repointed once more ~9 s after bootstrap "
-    "(3 Replicate events, 2 expected) - topology.decide still reconfigures a replica seen right after "
-    "its first START SLAVE; passes on some runs, so not strict"))
 def test_ready_means_rw_accepts_and_no_repoint_churn_under_writes(host_operator):
     ns, api, log_path, proc = host_operator
     objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)

@@ -69,11 +69,6 @@ def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(local_cluste
     assert {"data-sc-3", "data-sc-4"} <= pvcs, pvcs
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known bug, seen once in CI: during the rolling update's switchover a write through the -rw "
-    "Service reached the old, already read-only primary (MariaDB error 1290) and the test's writer "
-    "raised; to decide: retry writes across a fenced switchover in the test, or move the -rw label "
-    "before fencing. e2e/test_restore_roll.py's roll (no writer) passes"))
 def test_a_spec_edit_rolls_replicas_first_and_the_primary_last_through_a_switchover(
         local_cluster, scenario_namespace):
     c = Cluster(local_cluster.api_client(), scenario_namespace, "roll")
