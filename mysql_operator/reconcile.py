@@ -573,8 +573,9 @@ class Reconciler:
         engine.primary_since = primary_since(previous, current_primary)
         looking = time.monotonic()
         observed = engine.observe()
-        if time.monotonic() - looking > 1.0:  # an instance that answers slowly or not at all
-            log.info("%s/%s observing took %.2fs (unreachable: %s)", ns, name, time.monotonic() - looking,
+        looked = time.monotonic() - looking
+        if looked > 1.0:  # an instance that answers slowly or not at all
+            log.info("%s/%s observing took %.2fs (unreachable: %s)", ns, name, looked,
                      ", ".join(i.name for i in observed if not i.reachable) or "none")
         roll, revision = roll_step(self.api, c, listed, observed, current_primary)
         desired = roll_desired(desired, roll, revision, listed)

@@ -318,11 +318,12 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
             # a primary that crashed and came back is replaced by a replica holding everything it
             # has (its clients lost their connections anyway); with more than any replica it stays
             alt = most_advanced([i for i in cands if i.name != p.name])
-            if alt is not None and p.known is not None and alt.known.contains(p.known):
-                best = alt
-            elif alt is not None and p.known is not None:
-                kept = (f"{p.name} restarted holding transactions no replica has "
-                        f"({p.known.subtract(alt.known)}): it stays primary")
+            if alt is not None and p.known is not None:
+                if alt.known.contains(p.known):
+                    best = alt
+                else:
+                    kept = (f"{p.name} restarted holding transactions no replica has "
+                            f"({p.known.subtract(alt.known)}): it stays primary")
         others = tuple(n for n in _names(wanted) if n != best.name and n not in held)
         if best.name == p.name:
             return Promote(p.name, others, reason=kept)
