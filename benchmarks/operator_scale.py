@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     ap.add_argument("--clusters", type=int, default=100)
     ap.add_argument("--settle", type=float, default=30.0, help="seconds after creation before measuring CPU")
     ap.add_argument("--measure", type=float, default=60.0, help="CPU measurement window, seconds")
-    ap.add_argument("--loop-seconds", type=float, default=3.0)
+    ap.add_argument("--loop-seconds", type=float, default=1.0, help="the operator's default")
     args = ap.parse_args(argv)
 
     cp = ControlPlane()

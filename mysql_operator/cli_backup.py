@@ -76,7 +76,6 @@ def register(subparsers) -> None:
 
 
 def _parse_source(text: str):
-    from mysql_operator.backup.commands import Endpoint  # noqa: F401 - local import keeps CLI start fast
     name, sep, addr = text.partition("=")
     host, _, port = addr.rpartition(":")
     if not sep or not host or not port.isdigit():
