@@ -29,13 +29,16 @@ TIMINGS_FILE = REPO / "artifacts" / "e2e" / "timings.json"
 
 
 # ------------------------------------------------------------------------------------------ SQL
-def connect(host, user, password, database=None, timeout=2):
+def connect(host, user, password, database=None, timeout=2, tls=None):
+    """`tls`: an ssl.SSLContext (TLS, verified as it says), None for plaintext (pymysql would
+    otherwise use TLS unverified with a server that offers it)."""
     return pymysql.connect(host=host, port=3306, user=user, password=password, database=database,
-                           connect_timeout=timeout, read_timeout=5, write_timeout=5, autocommit=True)
+                           connect_timeout=timeout, read_timeout=5, write_timeout=5, autocommit=True,
+                           ssl=tls, ssl_disabled=tls is None)
 
 
-def query(host, user, password, sql, database=None, args=None):
-    conn = connect(host, user, password, database)
+def query(host, user, password, sql, database=None, args=None, tls=None):
+    conn = connect(host, user, password, database, tls=tls)
     with conn, conn.cursor() as cur:
         cur.execute(sql, args)
         return cur.fetchall()
@@ -67,9 +70,9 @@ class Writer(threading.Thread):
     """Inserts numbered rows into app.writes through one address; remembers which commits were
     acknowledged (and when), and when attempts failed."""
 
-    def __init__(self, host, user, password):
+    def __init__(self, host, user, password, tls=None):
         super().__init__(daemon=True)
-        self.host, self.user, self.password = host, user, password
+        self.host, self.user, self.password, self.tls = host, user, password, tls
         self.acked: list[int] = []
         self.ack_times: list[float] = []
         self.failure_times: list[float] = []
@@ -84,7 +87,7 @@ class Writer(threading.Thread):
         while not self.stop.is_set():
             try:
                 if conn is None:
-                    conn = connect(self.host, self.user, self.password, "app", timeout=1)
+                    conn = connect(self.host, self.user, self.password, "app", timeout=1, tls=self.tls)
                 n += 1
                 with conn.cursor() as cur:
                     cur.execute("INSERT INTO app.writes (id) VALUES (%s)", (n,))
@@ -186,8 +189,10 @@ class Cluster:
         return self.core.read_namespaced_pod(name, self.namespace)
 
     def pods(self) -> list:
+        """The server Pods (not the Pods of its backup, restore or delete Jobs)."""
         return self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"app.kubernetes.io/instance={self.name}").items
+            self.namespace, label_selector=f"app.kubernetes.io/instance={self.name},"
+                                           "app.kubernetes.io/component=database").items
 
     def password(self, key: str = "app-password", secret: str | None = None) -> str:
         data = self.core.read_namespaced_secret(secret or f"{self.name}-credentials", self.namespace).data
@@ -213,8 +218,8 @@ def create_writes_table(c: Cluster) -> tuple[str, str]:
     return rw, pw
 
 
-def lost_rows(rw: str, password: str, writer: Writer) -> list[int]:
-    rows = {r[0] for r in query(rw, "app", password, "SELECT id FROM app.writes")}
+def lost_rows(rw: str, password: str, writer: Writer, tls=None) -> list[int]:
+    rows = {r[0] for r in query(rw, "app", password, "SELECT id FROM app.writes", tls=tls)}
     return [n for n in writer.acked if n not in rows]
 
 

@@ -37,6 +37,20 @@ def alone(api) -> None:
                     "upgraded the release): two operators served this namespace; rerun alone")
 
 
+def failed_never_ready(api, c: Cluster, timeout: float) -> dict:
+    """The status once the cluster's phase is Failed; it was never Ready on the way."""
+    seen: list[str | None] = []
+
+    def failed():
+        alone(api)
+        s = c.status()
+        seen.append(s.get("phase"))
+        return s.get("phase") == "Failed" and s
+    s = wait_for(failed, timeout, f"phase Failed (seen {seen[-3:]})", interval=0.5)
+    assert "Ready" not in seen
+    return s
+
+
 def checksums(host: str, password: str) -> dict[str, int]:
     tables = [r[0] for r in query(host, "app", password, "SELECT table_name FROM information_schema.tables "
                                   "WHERE table_schema = 'app' AND table_type = 'BASE TABLE' ORDER BY 1")]
@@ -101,9 +115,15 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
     assert checksums(d_rw, d_pw) == want
     query(d_rw, "app", d_pw, "INSERT INTO app.empty_one VALUES (1)")  # replicated after the restore
     after = checksums(d_rw, d_pw)
+    op_pw = dst.password("operator-password")
     for o in range(3):
         ip = dst.pod(o).status.pod_ip
         wait_for(lambda ip=ip: checksums(ip, d_pw) == after, 60, f"dst-{o} equal to the primary")
+        # the restore account (ALL privileges, only to load the dump) is gone from every instance
+        assert query(ip, "mysql-operator", op_pw,
+                     "SELECT COUNT(*) FROM mysql.user WHERE user = 'mysql-operator-restore'")[0][0] == 0
+    job = client.BatchV1Api(api).read_namespaced_job("dst-restore", ns)  # the load ran in a Job
+    assert job.spec.template.spec.automount_service_account_token is False and job.status.succeeded == 1
 
     # -- rolling update: replicas first, the primary moved by switchover before its Pod restarts
     primary0 = final["currentPrimary"]
@@ -136,15 +156,7 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
 def test_a_restore_from_a_missing_backup_fails_clearly_and_never_becomes_ready(host_operator):
     ns, api, _, _ = host_operator
     c = Cluster(api, ns, "nope").create(cluster_spec(1, restore={"fromBackup": {"name": "does-not-exist"}}))
-    seen: list[str | None] = []
-
-    def failed():
-        alone(api)
-        s = c.status()
-        seen.append(s.get("phase"))
-        return s.get("phase") == "Failed" and s
-    s = wait_for(failed, 300, f"phase Failed (seen {seen[-3:]})", interval=0.5)
-    assert "Ready" not in seen
+    s = failed_never_ready(api, c, 300)
     ready = next(x for x in s["conditions"] if x["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "RestoreFailed")
     assert "spec.restore.fromBackup.name" in ready["message"] and "does-not-exist" in ready["message"]
@@ -152,3 +164,42 @@ def test_a_restore_from_a_missing_backup_fails_clearly_and_never_becomes_ready(h
     assert any(e.reason == "RestoreFailed" and e.type == "Warning" for e in c.events())
     assert "currentPrimary" not in s  # the engine never ran: nothing writable, no role labels
     assert not any((p.metadata.labels or {}).get("mysql.operator.dev/role") for p in c.pods())
+
+
+def test_a_hostile_dump_reads_no_file_and_the_restore_fails_clearly(host_operator, s3_beside_cluster):
+    """spec.restore.s3 pointing at a bucket the namespace owner controls, holding a valid backup
+    whose SQL reads the ServiceAccount token path and /proc/self/environ with LOAD DATA LOCAL
+    INFILE: the restore runs in a Job without a token, nothing is read, and the cluster says why."""
+    from tests.integration.test_restore_tenant_bytes import hostile_backup
+
+    ns, api, _, _ = host_operator
+    bucket = f"e2e-evil-{uuid.uuid4().hex[:8]}"
+    s3_beside_cluster.create_bucket(bucket)
+    hostile_backup(s3_beside_cluster, bucket, "evil", (
+        "CREATE DATABASE loot;\nCREATE TABLE loot.t (v LONGTEXT);\n"
+        "LOAD DATA LOCAL INFILE '/var/run/secrets/kubernetes.io/serviceaccount/token' INTO TABLE loot.t;\n"
+        "LOAD DATA LOCAL INFILE '/proc/self/environ' INTO TABLE loot.t;\n"))
+    client.CoreV1Api(api).create_namespaced_secret(ns, {"metadata": {"name": "evil-s3"}, "stringData": {
+        "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key, "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key}})
+    c = Cluster(api, ns, "evil").create(cluster_spec(2, restore={"s3": {
+        "bucket": bucket, "prefix": "backups", "path": "evil", "endpoint": s3_beside_cluster.endpoint,
+        "region": "us-east-1", "forcePathStyle": True, "credentialsSecret": {"name": "evil-s3"}}}))
+    s = failed_never_ready(api, c, 600)
+    ready = next(x for x in s["conditions"] if x["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "RestoreFailed")
+    assert "LOAD DATA LOCAL INFILE" in ready["message"], ready["message"]
+    assert any(e.reason == "RestoreFailed" and e.type == "Warning" for e in c.events())
+    assert "currentPrimary" not in s
+
+    # the Job's Pod ran without any API credentials
+    (pod,) = client.CoreV1Api(api).list_namespaced_pod(ns, label_selector="job-name=evil-restore").items
+    assert pod.spec.automount_service_account_token is False
+    assert not any(v.projected for v in pod.spec.volumes or []), pod.spec.volumes
+    # nothing was read into the tenant's table, and the servers refuse LOAD DATA LOCAL
+    password = c.password("operator-password")
+    for p in c.pods():
+        ip = p.status.pod_ip
+        assert query(ip, "mysql-operator", password, "SELECT @@local_infile")[0][0] == 0
+        if query(ip, "mysql-operator", password, "SELECT COUNT(*) FROM information_schema.tables "
+                 "WHERE table_schema = 'loot' AND table_name = 't'")[0][0]:
+            assert query(ip, "mysql-operator", password, "SELECT COUNT(*) FROM loot.t")[0][0] == 0

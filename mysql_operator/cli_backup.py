@@ -1,8 +1,10 @@
-"""`mysql-operator backup run|create|list|describe|delete` and `mysql-operator restore`.
+"""`mysql-operator backup run|restore-into|delete-data|create|list|describe|delete`, `mysql-operator restore`.
 
 The main CLI calls `register(subparsers)`; each parser sets `func(args) -> int`.
-`backup run` is what the backup Job executes; the others talk to the Kubernetes API like kubectl
-does (current kubeconfig and context, or in-cluster config).
+`backup run`, `backup restore-into` and `backup delete-data` are what the Jobs execute (no API
+credentials: they read secrets from their environment and report in their termination message);
+the others talk to the Kubernetes API like kubectl does (current kubeconfig and context, or
+in-cluster config).
 """
 
 from __future__ import annotations
@@ -28,18 +30,35 @@ def register(subparsers) -> None:
     run.add_argument("--namespace", required=True)
     run.add_argument("--cluster", required=True)
     run.add_argument("--backup", required=True, help="MySQLBackup name (the folder in the bucket)")
-    run.add_argument("--bucket", required=True)
-    run.add_argument("--prefix", default="")
-    run.add_argument("--endpoint")
-    run.add_argument("--region")
-    run.add_argument("--force-path-style", action="store_true")
+    _s3_arguments(run)
     run.add_argument("--compression", default="zstd", choices=("zstd", "gzip"))
     run.add_argument("--part-size-mib", type=int, default=16)
-    run.add_argument("--user", default="mysql-operator")
+    run.add_argument("--user", default="mysql-operator-backup")
     run.add_argument("--source", action="append", required=True, metavar="NAME=HOST:PORT",
                      help="a server to consider; repeat for each (a healthy replica is preferred)")
+    _tls_argument(run)
     run.add_argument("--termination-log", default=TERMINATION_LOG)
     run.set_defaults(func=cmd_run)
+
+    into = bs.add_parser("restore-into", help="restore a backup into every instance of a new cluster "
+                                              "(what the restore Job runs)")
+    _s3_arguments(into)
+    into.add_argument("--path", required=True, help="the backup's folder, manifest or data key, or s3://bucket/folder")
+    into.add_argument("--user", required=True, help="the SQL account that loads the dump")
+    into.add_argument("--app-database", help="spec.database.name (created empty at init: dropped before loading)")
+    into.add_argument("--target", action="append", required=True, metavar="NAME=HOST:PORT",
+                      help="an instance to restore into; repeat for each")
+    into.add_argument("--drop-account", action="store_true",
+                      help="the --user account drops itself on every instance at the end")
+    _tls_argument(into)
+    into.add_argument("--termination-log", default=TERMINATION_LOG)
+    into.set_defaults(func=cmd_restore_into)
+
+    dd = bs.add_parser("delete-data", help="delete one backup's objects (what the delete Job runs)")
+    _s3_arguments(dd)
+    dd.add_argument("--folder", required=True, help="the backup's folder in the bucket")
+    dd.add_argument("--termination-log", default=TERMINATION_LOG)
+    dd.set_defaults(func=cmd_delete_data)
 
     ns = argparse.ArgumentParser(add_help=False)
     ns.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
@@ -72,14 +91,84 @@ def register(subparsers) -> None:
     r.set_defaults(func=cmd_restore)
 
 
-# ----------------------------------------------------------------------------- backup run (Job)
+# ----------------------------------------------------------------------------- the Jobs' commands
+
+
+def _s3_arguments(p) -> None:
+    p.add_argument("--bucket", required=True)
+    p.add_argument("--prefix", default="")
+    p.add_argument("--endpoint")
+    p.add_argument("--region")
+    p.add_argument("--force-path-style", action="store_true")
+
+
+def _tls_argument(p) -> None:
+    p.add_argument("--tls-ca", metavar="PATH",
+                   help="the cluster's CA certificate: connect over TLS, verifying the servers' certificate "
+                        "and host name (without it: plaintext)")
+
+
+def _s3_from(args) -> S3:
+    return S3(bucket=args.bucket, credentials_secret=SecretKeys("env"), prefix=args.prefix,
+              endpoint=args.endpoint, region=args.region, force_path_style=args.force_path_style)
+
+
+def _job_environment(args, names=(ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY)) -> tuple[dict[str, str] | None, int]:
+    """The secrets a Job's command reads from its environment, or (None, exit status) once the
+    missing ones were reported."""
+    missing = [v for v in names if not os.environ.get(v)]
+    if missing:
+        return None, _finish(args, {"ok": False, "message": f"environment variables missing: {', '.join(missing)}"})
+    return {v: os.environ[v] for v in names}, 0
+
+
+def cmd_delete_data(args) -> int:
+    from mysql_operator.backup import storage
+    from mysql_operator.db.instance import redact
+
+    env, status = _job_environment(args, (ENV_ACCESS_KEY, ENV_SECRET_KEY))
+    if env is None:
+        return status
+    s3 = _s3_from(args)
+    folder = args.folder.strip("/")
+    if not folder:
+        return _finish(args, {"ok": False, "message": "--folder is empty: refusing to delete a whole bucket"})
+    try:
+        client = storage.make_client(s3, storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY]))
+        deleted = storage.delete_folder(client, s3, folder)
+    except Exception as e:  # noqa: BLE001 - every failure becomes the status message
+        return _finish(args, {"ok": False, "message": redact(str(e) or type(e).__name__, (env[ENV_SECRET_KEY],))})
+    return _finish(args, {"ok": True, "deleted": deleted,
+                          "message": f"deleted {deleted} objects under {storage.describe(s3, folder)}"})
+
+
+def cmd_restore_into(args) -> int:
+    from mysql_operator.backup import storage
+    from mysql_operator.backup.restore import Source, Target, restore_all
+    from mysql_operator.db.instance import redact
+
+    env, status = _job_environment(args)
+    if env is None:
+        return status
+    targets = {}
+    for text in args.target:
+        name, host, port = _parse_source(text)
+        targets[name] = Target(host, port, args.user, env[ENV_DB_PASSWORD], tls_ca=args.tls_ca)
+    creds = storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY])
+    try:
+        result = restore_all(targets, Source(_s3_from(args), args.path), creds, args.app_database,
+                             drop_account=args.drop_account)
+    except Exception as e:  # noqa: BLE001 - every failure becomes the status message
+        result = {"ok": False, "message": str(e) or type(e).__name__}
+    result["message"] = redact(str(result.get("message", "")), (env[ENV_DB_PASSWORD], env[ENV_SECRET_KEY]))
+    return _finish(args, result)
 
 
 def _parse_source(text: str):
     name, sep, addr = text.partition("=")
     host, _, port = addr.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise SystemExit(f"--source {text!r}: use NAME=HOST:PORT")
+        raise SystemExit(f"{text!r}: use NAME=HOST:PORT")
     return name, host, int(port)
 
 
@@ -88,18 +177,17 @@ def cmd_run(args) -> int:
     from mysql_operator.backup.commands import Endpoint
     from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 
-    missing = [v for v in (ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY) if not os.environ.get(v)]
-    if missing:
-        return _finish(args, {"ok": False, "message": f"environment variables missing: {', '.join(missing)}"})
-    s3 = S3(bucket=args.bucket, credentials_secret=SecretKeys("env"), prefix=args.prefix,
-            endpoint=args.endpoint, region=args.region, force_path_style=args.force_path_style)
+    env, status = _job_environment(args)
+    if env is None:
+        return status
+    s3 = _s3_from(args)
     candidates = []
     for text in args.source:
         name, host, port = _parse_source(text)
         candidates.append(Candidate(name, Endpoint(host, port, args.user)))
     req = BackupRequest(cluster=args.cluster, namespace=args.namespace, backup=args.backup, s3=s3,
                         candidates=tuple(candidates), compression=args.compression,
-                        part_size=args.part_size_mib * 1024 * 1024)
+                        part_size=args.part_size_mib * 1024 * 1024, tls_ca=args.tls_ca)
     creds = storage.Credentials(os.environ[ENV_ACCESS_KEY], os.environ[ENV_SECRET_KEY])
     try:
         m = run_backup(req, creds, os.environ[ENV_DB_PASSWORD])

@@ -21,6 +21,7 @@ import base64
 import datetime as dt
 import hashlib
 import logging
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,21 +31,24 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import manifests as m
-from mysql_operator import restoring, rolling
+from mysql_operator import certificates, restoring, rolling
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
-from mysql_operator.backup import storage
-from mysql_operator.backup.restore import Source, Target, restore_into
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.backup.restore import Source
+from mysql_operator.db.instance import Instance, InstanceError, tls_context
+from mysql_operator.k8s import jobs
+from mysql_operator.manifests.backup_jobs import restore_job, restore_job_name
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine, Step
 
 log = logging.getLogger(__name__)
 
 CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")
+TLS_ANNOTATION = f"{m.GROUP}/tls-not-after"  # on server Pods: changed when the certificate is renewed
+TLS_RELOAD_RETRY_SECONDS = 5.0
 # decisions that make a (possibly new) primary writable
 PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
 ACTIONS = PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync)
@@ -206,13 +210,14 @@ def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None)
     return bool(pod and pod.ready and pod.role == m.ROLE_PRIMARY and not pod.deleting)
 
 
-def service_routes_to(host: str | None, port: int, user: str, password: str, primary: str) -> bool:
+def service_routes_to(host: str | None, port: int, user: str, password: str, primary: str,
+                      tls_ctx: ssl.SSLContext | None = None) -> bool:
     """A connection through a Service's ClusterIP reaches `primary` (its @@hostname, the Pod name)
     and it accepts writes: kube-proxy routes the -rw Service to the new primary, not to a stale
     endpoint (with none the connection is refused)."""
     if not host or host == "None":
         return False
-    probe = Instance(host, port, user, password, connect_timeout=1.0, read_timeout=2.0)
+    probe = Instance(host, port, user, password, connect_timeout=1.0, read_timeout=2.0, tls=tls_ctx)
     try:
         hostname, read_only = probe.execute("SELECT @@hostname, @@read_only")[0]
         return hostname == primary and not int(read_only)
@@ -436,6 +441,25 @@ class Result:
     recheck_in: float | None = None  # seconds until the loop should look again, if sooner
 
 
+# MySQL and MariaDB refuse a longer replication password (error 3056, ER_CHANGE_MASTER_PASSWORD_LENGTH).
+MAX_REPLICATION_PASSWORD = 32
+
+
+def password_problem(key: str, value: str) -> str | None:
+    """Why a password from the user's Secret (under `key`) would break an option file, an SQL string
+    or CHANGE MASTER, with the fix; None if usable. Never quotes the value. Pure."""
+    try:
+        value.encode("utf-8")  # undecodable bytes arrive as lone surrogates (surrogateescape)
+    except UnicodeEncodeError:
+        return "is not valid UTF-8: store the password as UTF-8 text"
+    if any(ch in value for ch in "\n\r\0"):
+        return "contains a line break or a NUL character: use a single-line password without NUL"
+    if key == m.REPLICATION_PASSWORD_KEY and len(value) > MAX_REPLICATION_PASSWORD:
+        return (f"is longer than {MAX_REPLICATION_PASSWORD} characters, the most a replica accepts "
+                f"for its source's password: use a shorter one")
+    return None
+
+
 @dataclass
 class _Entry:
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -445,6 +469,10 @@ class _Entry:
     again: bool = False
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach
     last_decision: str | None = None  # logged when it changes
+    tls: certificates.TLSState | None = None  # the cluster's CA and server certificate, as last ensured
+    tls_checked: float = float("-inf")
+    tls_served: dt.datetime | None = None  # the certificate every server was seen serving
+    tls_reload_tried: float = float("-inf")
 
 
 class Reconciler:
@@ -454,7 +482,7 @@ class Reconciler:
     def __init__(self, api, resolver_mode: str = "auto",
                  resync_seconds: float = 60.0, apply_timeout: float = 30.0,
                  password_factory: Callable[[], str] = m.random_password,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, job_image: str | None = None):
         self.api = api
         self.resolver_mode = resolver_mode
         self.resync_seconds = resync_seconds
@@ -462,7 +490,7 @@ class Reconciler:
         self.password_factory = password_factory
         self.clock = clock
         self._entries: dict[tuple[str, str], _Entry] = {}
-        self.restores = restoring.Runner()  # spec.restore loads run in threads (see restore_gate)
+        self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
         self._guard = threading.Lock()
 
     def _entry(self, namespace: str, name: str) -> _Entry:
@@ -472,7 +500,6 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         with self._guard:
             e = self._entries.pop((namespace, name), None)
-        self.restores.forget((namespace, name))
         if e and e.engine:
             e.engine.close()
 
@@ -530,6 +557,7 @@ class Reconciler:
 
         passwords, secret_error = self._credentials(c, _owner(body))
         secrets = list(passwords.values())
+        self._tls(c, body, entry)
         current_primary = previous.get("currentPrimary")
         primary_ordinal = pod_ordinal(current_primary or "", c.name)
 
@@ -547,7 +575,7 @@ class Reconciler:
         names = {o: m.pod_name(c, o) for o in ordinals}
         ready = sum(1 for o, p in pods.items() if o < c.spec.instances and p.ready)
 
-        held = restore_gate(self, body, c, previous, pods, raw_pods, names, passwords, ready, applied)
+        held = restore_gate(self, body, c, previous, pods, names, passwords, ready, applied, secret_error)
         if held is not None:
             return held
 
@@ -562,7 +590,9 @@ class Reconciler:
         settings = t.Settings(
             instances=c.spec.instances, failover_enabled=c.spec.replication.failover.enabled,
             failover_delay_seconds=float(c.spec.replication.failover.delay_seconds),
-            semisync=c.spec.replication.mode == "semisync")
+            semisync=c.spec.replication.mode == "semisync",
+            # replicas configured before TLS move to it (topology rule 10); as tls_ca_path in _engine
+            replication_tls=entry.tls is not None and serves_tls(listed))
         members = [Member(names[o], o, *resolve(c, o, raw_pods.get(o), self.resolver_mode),
                           **expected_identity(names[o], o, raw_pods.get(o)), source_host=m.pod_host(c, o))
                    for o in ordinals]
@@ -600,6 +630,7 @@ class Reconciler:
             log.info("%s/%s %s acted in %.2fs (%d steps)", ns, name, decision.kind,
                      time.monotonic() - acting, len(steps))
         roll_delete(self.api, body, decision, roll)
+        self._serve_current_certificate(c, entry, engine)
         failed = [s for s in steps if not s.ok]
 
         primary = state.current_primary
@@ -647,6 +678,53 @@ class Reconciler:
         return Result(phase=status["phase"], applied=applied,
                       decision=decision.kind if decision is not None else None)
 
+    def _tls(self, c: MySQLCluster, body, entry: _Entry) -> None:
+        """Effect: the cluster's CA and server certificate exist and are current, checked every
+        resync and at least ten times per certificate validity. An API error keeps what was known
+        (never stops the loop: failover goes on with the current certificate)."""
+        every = min(self.resync_seconds, c.spec.tls.certificate_validity_seconds / 10)
+        if entry.tls is not None and self.clock() - entry.tls_checked < every:
+            return
+        try:
+            state = certificates.ensure_secrets(self.api, c, _owner(body), dt.datetime.now(dt.timezone.utc))
+        except ApiException as e:
+            log.warning("%s/%s TLS Secrets: %s", c.namespace, c.name, e.reason)
+            return
+        entry.tls_checked = self.clock()
+        renewed = entry.tls is not None and state.issued is not None
+        entry.tls = state
+        if renewed:
+            message = (f"server certificate renewed ({state.issued}); valid until "
+                       f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}: the servers reload it without a restart")
+            k.post_events(self.api, body, [("Normal", "CertificateRenewed", message)])
+            log.info("%s/%s CertificateRenewed: %s", c.namespace, c.name, message)
+            self._touch_pods(c, state)
+
+    def _touch_pods(self, c: MySQLCluster, state: certificates.TLSState) -> None:
+        """An annotation change makes the kubelet sync the Pods now, which rewrites the mounted
+        Secret (instead of at its next periodic sync, up to a minute or more later)."""
+        for p in k.list_pods(self.api, c.namespace, m.selector_labels(c)):
+            try:
+                client.CoreV1Api(self.api).patch_namespaced_pod(p["metadata"]["name"], c.namespace, {
+                    "metadata": {"annotations": {TLS_ANNOTATION: f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}"}}})
+            except ApiException as e:
+                log.info("%s/%s: annotating %s: %s", c.namespace, c.name, p["metadata"]["name"], e.reason)
+
+    def _serve_current_certificate(self, c: MySQLCluster, entry: _Entry, engine: ReplicationEngine) -> None:
+        """Effect: every server serves the current certificate (reloaded where it serves an older
+        one); retried every few seconds until the kubelet has rewritten the files everywhere."""
+        state = entry.tls
+        if state is None or entry.tls_served == state.not_after:
+            return
+        if self.clock() - entry.tls_reload_tried < TLS_RELOAD_RETRY_SECONDS:
+            return
+        entry.tls_reload_tried = self.clock()
+        pending = certificates.serve_current(engine.instances, state.not_after)
+        if not pending:
+            entry.tls_served = state.not_after
+            log.info("%s/%s every server serves the certificate valid until %s", c.namespace, c.name,
+                     f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}")
+
     def _credentials(self, c: MySQLCluster, owner: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
         """Passwords by Secret key, and why they are unusable (None if fine). Creates the
         generated Secret if missing and adds missing keys; never changes a stored password."""
@@ -660,7 +738,12 @@ class Reconciler:
             if missing:
                 return {}, (f"spec.credentials.secretName: Secret {secret} lacks "
                             f"{', '.join(missing)}: add the missing keys")
-            return {key: data[key] for key in _required_keys(c)}, None
+            present = _required_keys(c) + [key for key in _optional_keys(c) if data.get(key)]
+            unusable = [f"key {key} {why}" for key in present
+                        if (why := password_problem(key, data[key]))]
+            if unusable:
+                return {}, f"spec.credentials.secretName: Secret {secret} " + "; ".join(unusable)
+            return {key: data[key] for key in present}, None
         existing = data or {}
         fresh: dict[str, str] = {}
 
@@ -676,7 +759,7 @@ class Reconciler:
         elif fresh:
             k.add_secret_keys(self.api, c.namespace, secret,
                               {key: base64.b64encode(v.encode()).decode() for key, v in fresh.items()})
-        return {key: password_for(key) for key in _required_keys(c)}, None
+        return {key: password_for(key) for key in _required_keys(c) + _optional_keys(c)}, None
 
     def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal) -> None:
         owner = _owner(body)
@@ -692,18 +775,25 @@ class Reconciler:
     def _engine(self, entry: _Entry, c: MySQLCluster, passwords: Mapping[str, str],
                 settings: t.Settings, members: Sequence[Member]) -> ReplicationEngine:
         app_user = c.spec.database.user if c.spec.database else None
+        ca_pem = entry.tls.ca_pem if entry.tls is not None else None
         fp = hashlib.sha256(repr((settings, c.spec.replication.semi_sync_acks, sorted(passwords.items()),
-                                  app_user, c.spec.database)).encode()).hexdigest()
+                                  app_user, c.spec.database, ca_pem)).encode()).hexdigest()
         if entry.engine is None or entry.fingerprint != fp:
             if entry.engine is not None:
                 entry.engine.close()
             app = (Credentials(app_user, passwords[m.APP_PASSWORD_KEY])
                    if app_user and passwords.get(m.APP_PASSWORD_KEY) else None)
+            backup = (Credentials(m.BACKUP_USER, passwords[m.BACKUP_PASSWORD_KEY])
+                      if passwords.get(m.BACKUP_PASSWORD_KEY) else None)
             entry.engine = ReplicationEngine(
                 members, Credentials(m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY]),
                 Credentials(m.REPLICATION_USER, passwords[m.REPLICATION_PASSWORD_KEY]), settings,
                 app=app, app_database=c.spec.database.name if c.spec.database else None,
-                semisync_acks=c.spec.replication.semi_sync_acks, apply_timeout=self.apply_timeout)
+                semisync_acks=c.spec.replication.semi_sync_acks, apply_timeout=self.apply_timeout,
+                backup=backup, reduce_admin=True,
+                # replicas verify their source against the CA mounted in their Pod; the operator
+                # verifies every server against the same CA
+                tls_ca_path=m.TLS_CA if settings.replication_tls else None, tls=_tls_context(entry))
             entry.fingerprint = fp
         else:
             entry.engine.set_members(members)
@@ -735,7 +825,7 @@ class Reconciler:
         except ApiException:
             return False
         if service_routes_to(svc.spec.cluster_ip, m.PORT, m.OPERATOR_USER,
-                             passwords[m.OPERATOR_PASSWORD_KEY], primary):
+                             passwords[m.OPERATOR_PASSWORD_KEY], primary, _tls_context(entry)):
             entry.routed_to = primary
             return True
         return False
@@ -815,9 +905,9 @@ def roll_delete(api, body, decision, roll) -> None:
 
 
 # ---------------------------------------------------------------------------------------- restore
-def restore_source(api, c: MySQLCluster) -> tuple[Source, storage.Credentials]:
-    """Effect (reads): where spec.restore points and the S3 credentials. ValueError naming the
-    field and the fix when it cannot be used."""
+def restore_source(api, c: MySQLCluster) -> Source:
+    """Effect (reads Kubernetes objects only): where spec.restore points. ValueError naming the
+    field and the fix when it cannot be used. The bucket itself is only read by the restore Job."""
     r = c.spec.restore
     assert r is not None
     if r.from_backup is not None:
@@ -852,108 +942,76 @@ def restore_source(api, c: MySQLCluster) -> tuple[Source, storage.Credentials]:
     if missing:
         raise ValueError(f"S3 credentials: Secret {s3.credentials_secret.name} lacks {', '.join(missing)} "
                          "(or does not exist): create it with the access key id and secret access key")
-    return source, storage.Credentials(secret[keys[0]], secret[keys[1]])
+    return source
 
 
-def _instance(target: Target) -> Instance:
-    return Instance(target.host, target.port, target.user, target.password, slow_timeout=60)
-
-
-def _load_instance(target: Target, source: Source, creds: storage.Credentials, app_database: str | None) -> None:
-    """Effect: restore into one new instance. The servers start read-only (super_read_only on
-    MySQL); the load needs them writable for its duration. No Pod carries a role label during a
-    restore, so no Service routes to them meanwhile; read-only again afterwards, failed or not.
-    The init step creates spec.database empty: dropped (only if it has no table, outside the
-    binary log) so that restore_into finds the new server empty; the dump recreates it."""
-    inst = _instance(target)
-    try:
-        if app_database:
-            tables = inst.scalar("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s",
-                                 (app_database,))
-            if not tables:
-                inst.execute("SET SESSION sql_log_bin = 0")
-                inst.execute(f"DROP DATABASE IF EXISTS `{app_database.replace('`', '``')}`")
-                inst.execute("SET SESSION sql_log_bin = 1")
-        inst.set_read_only(False)
-    finally:
-        inst.close()
-    try:
-        restore_into(target, source, creds)
-    finally:
-        inst = _instance(target)
-        try:
-            inst.set_read_only(True)
-        finally:
-            inst.close()
-
-
-def restore_gate(rec: "Reconciler", body, c: MySQLCluster, previous, pods, raw_pods, names, passwords,
-                 ready: int, applied: bool) -> Result | None:
+def restore_gate(rec: "Reconciler", body, c: MySQLCluster, previous, pods, names, passwords,
+                 ready: int, applied: bool, secret_error: str | None = None) -> Result | None:
     """spec.restore at creation: None when the reconcile may go on (no restore, or it succeeded);
-    else the Result of a loop that held the cluster (Restoring / RestoreFailed) and published it."""
+    else the Result of a loop that held the cluster (Restoring / RestoreFailed) and published it.
+    The load itself runs in the restore Job (see mysql_operator.restoring)."""
     if c.spec.restore is None:
         return None
-    key = (c.namespace, c.name)
     record = previous.get("restore")
-    written = rec.restores.final(key)
-    if written is not None and (record or {}).get("phase") != written.get("phase"):
-        # this body predates the outcome the restore thread wrote (and nudged about): publishing
-        # from it would undo that outcome; the fresh body comes with the nudge
-        return Result(phase="Restoring", applied=applied)
     not_ready = [names.get(o, m.pod_name(c, o)) for o in range(c.spec.instances)
                  if not (pods.get(o) and pods[o].ready)]
-    action = restoring.decide(True, record, previous.get("currentPrimary"), not_ready, rec.restores.running(key))
+    job: Mapping[str, Any] | str | None = None
+    if (record or {}).get("phase") == restoring.RUNNING:
+        found, job_pods = jobs.read_job(rec.api, c.namespace, restore_job_name(c))
+        if found is not None:
+            job = jobs.job_result(found, job_pods, f"the restore Job {restore_job_name(c)}") or restoring.JOB_RUNNING
+    action = restoring.decide(True, record, previous.get("currentPrimary"), not_ready, job)
     if isinstance(action, restoring.Proceed):
         return None
+    if isinstance(action, restoring.Start) and secret_error:
+        action = restoring.WaitForInstances(secret_error)  # e.g. the user's Secret lacks restore-password
     secrets = list(passwords.values())
     events: list[tuple[str, str, str]] = []
+    patch: dict[str, Any] = {}
     if isinstance(action, restoring.Start):
         described = restoring.describe_source(c.spec.restore.from_backup, c.spec.restore.s3)
         started = _now()
         try:
-            source, creds = restore_source(rec.api, c)
+            source = restore_source(rec.api, c)
+            record = restoring.record(restoring.RUNNING, described, started, job=restore_job_name(c))
+            k.patch_status(rec.api, c.namespace, c.name, {"restore": record})  # before the Job exists
+            jobs.create_job(rec.api, m.owned(restore_job(
+                c, source.s3, source.path, rec.job_image, image_pull_policy=c.spec.image_pull_policy),
+                _owner(body)))
         except (ValueError, ApiException) as e:
-            message = redact(str(e), secrets)
+            message = redact(str(e) if isinstance(e, ValueError) else f"creating the restore Job: {e.reason}",
+                             secrets)
             record = restoring.record(restoring.FAILED, described, started, _now(), message)
-            k.patch_status(rec.api, c.namespace, c.name, {"restore": record})
+            patch["restore"] = record
             events.append(("Warning", "RestoreFailed", message))
             action = restoring.Failed(message)
         else:
-            def address(o: int) -> tuple[str, int]:  # every Pod runs by now; a name otherwise
-                host, port = resolve(c, o, raw_pods.get(o), rec.resolver_mode)
-                return host or m.pod_host(c, o), port
-            targets = {m.pod_name(c, o): Target(*address(o), m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY])
-                       for o in range(c.spec.instances)}
-            record = restoring.record(restoring.RUNNING, described, started)
-            k.patch_status(rec.api, c.namespace, c.name, {"restore": record})  # before loading anything
-            primary = m.pod_name(c, c.spec.primary if c.spec.primary is not None else 0)
-            app_db = c.spec.database.name if c.spec.database else None
-
-            def done(ok: bool, message: str, seconds: float) -> None:
-                message = redact(message, secrets)[:1024]
-                final = restoring.record(restoring.SUCCEEDED if ok else restoring.FAILED, described, started,
-                                         _now(), message, durationSeconds=round(seconds, 1))
-                patch: dict[str, Any] = {"restore": final}
-                if ok:
-                    patch["currentPrimary"] = primary  # the engine adopts: promote it, attach the others
-                with rec._entry(c.namespace, c.name).lock:  # after any reconcile publishing "Running"
-                    rec.restores.set_final(key, final)
-                    k.patch_status(rec.api, c.namespace, c.name, patch)
-                k.post_events(rec.api, body, [("Normal", "RestoreSucceeded", message) if ok else
-                                              ("Warning", "RestoreFailed", message)])
-                log.log(logging.INFO if ok else logging.WARNING, "%s/%s restore: %s", c.namespace, c.name, message)
-                rec.nudge(c.namespace, c.name)
-
-            rec.restores.start(restoring.Job(
-                key, tuple(targets), lambda n: _load_instance(targets[n], source, creds, app_db), done))
-            events.append(("Normal", "RestoreStarted", f"restoring {described} into {', '.join(targets)}"))
+            events.append(("Normal", "RestoreStarted", f"restoring {described} into every instance "
+                                                       f"(Job {restore_job_name(c)})"))
             action = restoring.InProgress()
+    elif isinstance(action, restoring.Finished):
+        result = action.result
+        ok = bool(result.get("ok"))
+        message = redact(str(result.get("message") or ""), secrets)[:1024]
+        extra = {key: result[key] for key in ("durationSeconds", "gtidPosition", "bytesLoaded") if key in result}
+        record = restoring.record(restoring.SUCCEEDED if ok else restoring.FAILED, record.get("source", ""),
+                                  record.get("startedAt", _now()), _now(), message,
+                                  **({"job": record["job"]} if record.get("job") else {}), **extra)
+        patch["restore"] = record
+        if ok:
+            primary = m.pod_name(c, c.spec.primary if c.spec.primary is not None else 0)
+            patch["currentPrimary"] = primary  # the engine adopts: promote it, attach the others
+        events.append(("Normal", "RestoreSucceeded", message) if ok else ("Warning", "RestoreFailed", message))
+        log.log(logging.INFO if ok else logging.WARNING, "%s/%s restore: %s", c.namespace, c.name, message)
+        action = restoring.InProgress() if ok else restoring.Failed(message)
     elif isinstance(action, restoring.Failed) and (record or {}).get("phase") != restoring.FAILED:
-        # interrupted, or a primary without a record: recorded once, with its Event
+        # the Job is gone, or a primary without a record: recorded once, with its Event
         record = restoring.record(restoring.FAILED, (record or {}).get("source", ""),
                                   (record or {}).get("startedAt", _now()), _now(), action.message)
-        k.patch_status(rec.api, c.namespace, c.name, {"restore": record})
+        patch["restore"] = record
         events.append(("Warning", "RestoreFailed", action.message))
+    if patch:
+        k.patch_status(rec.api, c.namespace, c.name, patch)
 
     ordinals = sorted(set(range(c.spec.instances)) | set(pods))
     all_names = {o: m.pod_name(c, o) for o in ordinals}
@@ -961,11 +1019,26 @@ def restore_gate(rec: "Reconciler", body, c: MySQLCluster, previous, pods, raw_p
                       entries=tuple(instance_entries(ordinals, all_names, pods, {}, {}, {}, None)))
     now = _now()
     status = restoring.overlay_status(build_status(summary, previous, now), action, record, now)
+    if "currentPrimary" in patch:
+        status["currentPrimary"] = patch["currentPrimary"]
     if status_changed(previous, status):
         k.patch_status(rec.api, c.namespace, c.name, status)
     if events:
         k.post_events(rec.api, body, events)
     return Result(phase=status["phase"], applied=applied)
+
+
+def serves_tls(pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Pure: every server Pod runs with the certificate mounted (and so, from the same template,
+    with ssl_* in its my.cnf). A cluster from before TLS replicates in plaintext until its rolling
+    update is complete: a replica must never require TLS from a source that cannot offer it."""
+    return bool(pods) and all(any(v.get("name") == "tls" for v in (p.get("spec") or {}).get("volumes") or [])
+                              for p in pods)
+
+
+def _tls_context(entry: _Entry) -> ssl.SSLContext | None:
+    """Verify servers against the cluster's CA once it is known."""
+    return tls_context(entry.tls.ca_pem) if entry.tls is not None else None
 
 
 def _owner(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -976,4 +1049,13 @@ def _required_keys(c: MySQLCluster) -> list[str]:
     keys = [m.ROOT_PASSWORD_KEY, m.OPERATOR_PASSWORD_KEY, m.REPLICATION_PASSWORD_KEY]
     if c.spec.database and c.spec.database.user:
         keys.append(m.APP_PASSWORD_KEY)
+    if c.spec.restore:  # a new cluster: the restore account loads the dump
+        keys.append(m.RESTORE_PASSWORD_KEY)
     return keys
+
+
+def _optional_keys(c: MySQLCluster) -> list[str]:
+    """Keys always in the generated Secret, used when present in a Secret of the user's (one
+    from before they existed must keep working): without backup-password the cluster has no
+    backup account and its backups fail saying so."""
+    return [m.BACKUP_PASSWORD_KEY]

@@ -1,7 +1,9 @@
 """The effects of topology decisions on real servers: observe -> decide -> act, one step at a time.
 
 `ReplicationEngine` knows the members (name, ordinal, address), the operator's admin credentials,
-the replication and application credentials, and the settings. `reconcile(state)` observes every
+the replication and application credentials, the settings, and TLS: `tls_ca_path`, the CA file
+in the servers' own file system that replicas verify their source with (its host name too), and
+`tls`, the context the operator's connections verify every server with. `reconcile(state)` observes every
 member, asks `topology.decide`, records a new primary in `state` BEFORE acting (so a restart in the
 middle resumes the same way), runs the effect and returns what was done as plain `Step`s (for
 Events). Every effect is idempotent: a crash mid-way and a rerun from fresh observations converge.
@@ -12,12 +14,14 @@ Kubernetes-free: the reconcile wiring supplies members through its resolver and 
 
 from __future__ import annotations
 
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from mysql_operator import topology as t
+from mysql_operator.db import accounts
 from mysql_operator.db.instance import Instance, InstanceError, Observation, identity_mismatch
 
 
@@ -88,8 +92,16 @@ class ReplicationEngine:
                  app_database: str | None = None, semisync_acks: int | None = None,
                  apply_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic,
                  connect_timeout: float = 1.0, read_timeout: float = 2.0,
-                 wall_clock: Callable[[], float] = time.time):
-        self.admin, self.replication, self.app = admin, replication, app
+                 wall_clock: Callable[[], float] = time.time, backup: Credentials | None = None,
+                 reduce_admin: bool = False, tls_ca_path: str | None = None,
+                 tls: ssl.SSLContext | None = None):
+        if settings.replication_tls and tls_ca_path is None:
+            # rule 10 would reconfigure replicas for TLS on every pass without ever getting it
+            raise ValueError("settings.replication_tls needs tls_ca_path")
+        self.tls_ca_path, self.tls = tls_ca_path, tls
+        self.admin, self.replication, self.app, self.backup = admin, replication, app, backup
+        # `admin` is the operator's own account (not a person's): reduce it to its list
+        self.reduce_admin = reduce_admin
         self.app_database = app_database
         self.settings = settings
         self.semisync_acks = semisync_acks or semisync_acks_default(settings.instances)
@@ -112,6 +124,9 @@ class ReplicationEngine:
         # primary: a later, different start means that primary restarted (crash, kill, new Pod)
         self._booted_serving: dict[str, float] = {}
         self.last_observations: dict[str, Observation] = {}
+        # the primary whose accounts this engine converged, and when to try again after a failure
+        self._accounts_on: str | None = None
+        self._accounts_retry_at = float("-inf")
         self.set_members(members)
 
     # -- membership ------------------------------------------------------------------------------
@@ -126,7 +141,7 @@ class ReplicationEngine:
                 self.instances[m.name] = Instance(
                     m.host, m.port, self.admin.user, self.admin.password, name=m.name,
                     connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
-                    connect_attempts=2)
+                    connect_attempts=2, tls=self.tls)
         self.members = new
 
     def close(self) -> None:
@@ -181,7 +196,7 @@ class ReplicationEngine:
                 error_for=now - self._error_since[name][1] if name in self._error_since else 0.0,
                 semisync_source=o.semisync_source_enabled,
                 semisync_replica=o.semisync_replica_enabled,
-                restarted=restarted,
+                restarted=restarted, tls_verified=bool(r and r.tls_verified),
             ))
         return states
 
@@ -235,8 +250,12 @@ class ReplicationEngine:
             t.Errant: lambda: self.hold_out(d.instances, d.reasons, steps),
             t.NeedsSeed: lambda: steps.append(Step(d.name, "needs-seed", d.reason, ok=False)),
         }.get(type(d))
+        serving = {t.Healthy: lambda: d.primary, t.ConfigureReplica: lambda: d.source,
+                   t.ConfigureSemiSync: lambda: d.primary}.get(type(d))  # a primary that serves
+        if serving:
+            self.converge_accounts(serving(), steps)
         if handler is None:
-            return steps  # Healthy, WaitForDelay, Unrecoverable: nothing to do here
+            return steps  # Healthy, WaitForDelay, Unrecoverable: nothing else to do here
         try:
             handler()
         except (InstanceError, ReplicationError) as e:
@@ -255,9 +274,11 @@ class ReplicationEngine:
         i.set_read_only(True)
         i.set_semisync_source(False)
         i.set_semisync_replica(self.settings.semisync, restart_io=False)  # point_at restarts it
-        i.point_at(src.replication_host, src.port, self.replication.user, self.replication.password)
+        i.point_at(src.replication_host, src.port, self.replication.user, self.replication.password,
+                   tls_ca=self.tls_ca_path)
         self._error_since.pop(name, None)  # a fresh start: an error must persist again
-        steps.append(Step(name, "replicate", f"read-only replica of {source}"))
+        steps.append(Step(name, "replicate", f"read-only replica of {source}"
+                          + (" over verified TLS" if self.tls_ca_path else "")))
 
     def _make_primary(self, name: str, replicas: int, steps: list[Step]) -> None:
         i = self.instances[name]
@@ -273,19 +294,47 @@ class ReplicationEngine:
                           + (", semi-sync" if self.settings.semisync and replicas else "")))
 
     def bootstrap(self, primary: str, replicas: Sequence[str], steps: list[Step]) -> None:
-        p = self.instances[primary]
         self._make_primary(primary, 0, steps)  # semi-sync comes once replicas are attached
-        r = self.replication
-        p.ensure_user(r.user, r.host, r.password, [("REPLICATION SLAVE", "*.*")])
-        steps.append(Step(primary, "user", f"replication user {r.user}"))
-        if self.app and self.app_database:
-            p.ensure_database(self.app_database)
-            p.ensure_user(self.app.user, self.app.host, self.app.password,
-                          [("ALL PRIVILEGES", f"{self.app_database}.*")])
-            steps.append(Step(primary, "user", f"application user {self.app.user} on "
-                              f"database {self.app_database}"))
+        self.converge_accounts(primary, steps)
         for n in replicas:
             self._make_replica(n, primary, steps)
+
+    ACCOUNTS_RETRY_SECONDS = 30.0
+
+    def converge_accounts(self, primary: str, steps: list[Step]) -> None:
+        """The accounts of db/accounts.py, on the primary (the statements replicate): replication,
+        application (and its database) and backup accounts created or converged to exactly their
+        grants, and, with `reduce_admin`, the operator's own account reduced to its list
+        (`shed_privileges`: accounts made before the lists existed hold ALL PRIVILEGES). Only on
+        a primary that serves (the operator's account may write on a read-only server:
+        elsewhere it would make errant transactions). Once per primary and engine (new passwords
+        make a new engine); after a failure, again ACCOUNTS_RETRY_SECONDS later."""
+        if self._accounts_on == primary or self.clock() < self._accounts_retry_at:
+            return
+        p = self.instances[primary]
+        try:
+            v = p.dialect.version
+            wanted = [(self.replication, "replication", accounts.replication_grants(v))]
+            if self.app and self.app_database:
+                p.ensure_database(self.app_database)
+                wanted.append((self.app, f"application ({self.app_database})",
+                               accounts.app_grants(v, self.app_database)))
+            if self.backup:
+                wanted.append((self.backup, "backup", accounts.backup_grants(v)))
+            for creds, what, grants in wanted:
+                changes = p.ensure_user(creds.user, creds.host, creds.password, grants)
+                if changes:
+                    steps.append(Step(primary, "user", f"{what} account {creds.user}: {'; '.join(changes)}"))
+            shed = (p.shed_privileges(accounts.operator_grants(v, self.app_database), self.admin.host)
+                    if self.reduce_admin else [])
+            if shed:
+                steps.append(Step(primary, "user", f"operator account {self.admin.user}: "
+                                  f"revoked {', '.join(shed)}"))
+        except InstanceError as e:
+            self._accounts_retry_at = self.clock() + self.ACCOUNTS_RETRY_SECONDS
+            steps.append(Step(primary, "user", str(e), ok=False))
+            return
+        self._accounts_on = primary
 
     def failover(self, d: t.Failover, reachable: set[str], steps: list[Step]) -> None:
         # 1. fence, all at once (each may wait on an IO thread stuck on a hung source): nobody

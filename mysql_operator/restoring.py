@@ -2,35 +2,34 @@
 backup BEFORE replication is set up; only then is a primary recorded and the replication engine
 adopts the instances (promote the primary, attach the replicas).
 
-Why every instance and not "primary, then seed the replicas from it": `restore_into` loads the
-dump outside the binary log and sets the server's GTID position to the backup's. Loading the
-same checksum-verified object into each new, empty instance gives every instance exactly the
-primary's data at exactly the same GTID position - what a dump of the primary would give -
-without a second dump/copy mechanism. Nothing can write in between: the engine is held off (no
-instance is writable, no Pod carries a role label, so no Service routes to any of them).
-Replicas then replicate everything the primary writes after the restore.
+Why every instance and not "primary, then seed the replicas from it": the load goes outside the
+binary log and sets the server's GTID position to the backup's. Loading the same
+checksum-verified object into each new, empty instance gives every instance exactly the primary's
+data at exactly the same GTID position - what a dump of the primary would give - without a second
+dump/copy mechanism. Nothing can write in between: the engine is held off (no instance is
+writable, no Pod carries a role label, so no Service routes to any of them). Replicas then
+replicate everything the primary writes after the restore.
+
+The load runs in a Job in the cluster's namespace (`mysql-operator backup restore-into`), never in
+the operator: a dump and a bucket are a tenant's bytes, and the Job's Pod carries no API
+credentials (manifests.backup_jobs.tenant_job). The operator records phase Running BEFORE it
+creates the Job, then follows the Job: its result (the Pod's termination message) becomes
+status.restore. An operator restart meanwhile changes nothing: the Job runs on, and the next
+operator reads its result.
 
 Never a half-restored Ready cluster: while a restore runs the phase is Restoring and Ready is
 False (reason Restoring); a failure (any instance) is phase Failed, Ready False reason
-RestoreFailed, a Warning Event, and the engine stays held off. A restore interrupted by an
-operator restart is a failure too (the instances may hold a partial load).
+RestoreFailed, a Warning Event, and the engine stays held off.
 
-Pure functions first (table-tested in tests/unit/test_restoring.py), then the runner (threads,
-so the operator never blocks other clusters for the minutes a load takes).
+Pure functions (table-tested in tests/unit/test_restoring.py); the effects are in reconcile.py.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import logging
-import threading
-import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from mysql_operator.api import S3
-
-log = logging.getLogger(__name__)
 
 RUNNING, SUCCEEDED, FAILED = "Running", "Succeeded", "Failed"
 
@@ -63,17 +62,24 @@ class Failed:
 
 RestoreAction = Proceed | WaitForInstances | Start | InProgress | Failed
 
-INTERRUPTED = ("the restore was interrupted (operator restarted): the instances may hold a partial "
-               "load, so this cluster never becomes Ready; delete the MySQLCluster and its "
-               "PersistentVolumeClaims and create it again")
+@dataclass(frozen=True)
+class Finished:
+    """The restore Job ended: record its result (`ok`, `message`, ...) as the outcome."""
+    result: Mapping[str, Any]
+
+
+RestoreAction = Proceed | WaitForInstances | Start | InProgress | Finished | Failed
+
+JOB_RUNNING = "running"  # decide()'s `job` while the restore Job has not finished
 
 
 def decide(wants_restore: bool, record: Mapping[str, Any] | None, current_primary: str | None,
-           not_ready: Sequence[str], running_here: bool) -> RestoreAction:
+           not_ready: Sequence[str], job: Mapping[str, Any] | str | None) -> RestoreAction:
     """What to do about spec.restore this loop.
 
-    record: status.restore; not_ready: wanted instances whose Pod is not Ready yet;
-    running_here: this operator process runs the restore now."""
+    record: status.restore; not_ready: wanted instances whose Pod is not Ready yet; job: the
+    restore Job's result once it finished (k8s.jobs.job_result), JOB_RUNNING while it runs, None
+    when there is no such Job."""
     if not wants_restore:
         return Proceed()
     phase = (record or {}).get("phase")
@@ -82,7 +88,13 @@ def decide(wants_restore: bool, record: Mapping[str, Any] | None, current_primar
     if phase == FAILED:
         return Failed(record.get("message") or "the restore failed")
     if phase == RUNNING:
-        return InProgress() if running_here else Failed(INTERRUPTED)
+        if job == JOB_RUNNING:
+            return InProgress()
+        if job is None:
+            return Failed("the restore Job disappeared before it finished: the instances may hold a "
+                          "partial load, so this cluster never becomes Ready; delete the MySQLCluster "
+                          "and its PersistentVolumeClaims and create it again")
+        return Finished(job)
     if current_primary is not None:
         # a primary was recorded without a restore record: never load over a serving cluster
         return Failed("spec.restore: the cluster already has a primary and no restore record; a "
@@ -131,6 +143,8 @@ def overlay_status(status: Mapping[str, Any], action: RestoreAction, restore_rec
         out["restore"] = dict(restore_record)
     if isinstance(action, Proceed):
         return out
+    if isinstance(action, Finished):
+        action = InProgress() if action.result.get("ok") else Failed(str(action.result.get("message")))
     failed = isinstance(action, Failed)
     reason = "RestoreFailed" if failed else "Restoring"
     if isinstance(action, Failed):
@@ -153,79 +167,3 @@ def overlay_status(status: Mapping[str, Any], action: RestoreAction, restore_rec
         conds.append(c)
     out["conditions"] = conds
     return out
-
-
-# ------------------------------------------------------------------------------------ runner
-@dataclass(frozen=True)
-class Job:
-    """One restore: `load(name)` restores one instance (raises on failure, with a redacted text)."""
-
-    key: tuple[str, str]
-    instances: tuple[str, ...]
-    load: Callable[[str], Any]
-    done: Callable[[bool, str, float], None]  # (ok, message, seconds)
-
-
-class Runner:
-    """Runs restores in background threads, one per cluster, the instances of one cluster in
-    parallel. `running(key)` tells a reconcile whether this process runs that cluster's restore."""
-
-    def __init__(self):
-        self._threads: dict[tuple[str, str], threading.Thread] = {}
-        self._final: dict[tuple[str, str], dict[str, Any]] = {}
-        self._guard = threading.Lock()
-
-    def set_final(self, key: tuple[str, str], restore_record: Mapping[str, Any]) -> None:
-        """The outcome this process wrote: a reconcile whose body predates it waits for a fresh one."""
-        with self._guard:
-            self._final[key] = dict(restore_record)
-
-    def final(self, key: tuple[str, str]) -> dict[str, Any] | None:
-        with self._guard:
-            return self._final.get(key)
-
-    def forget(self, key: tuple[str, str]) -> None:
-        with self._guard:
-            self._final.pop(key, None)
-
-    def running(self, key: tuple[str, str]) -> bool:
-        with self._guard:
-            t = self._threads.get(key)
-            return t is not None and t.is_alive()
-
-    def start(self, job: Job) -> bool:
-        with self._guard:
-            t = self._threads.get(job.key)
-            if t is not None and t.is_alive():
-                return False
-            t = threading.Thread(target=self._run, args=(job,), name=f"restore-{job.key[0]}-{job.key[1]}",
-                                 daemon=True)
-            self._threads[job.key] = t
-            t.start()
-            return True
-
-    def wait(self, key: tuple[str, str], timeout: float | None = None) -> None:
-        with self._guard:
-            t = self._threads.get(key)
-        if t is not None:
-            t.join(timeout)
-
-    @staticmethod
-    def _run(job: Job) -> None:
-        t0 = time.monotonic()
-        errors: list[str] = []
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(job.instances))) as pool:
-            futures = {pool.submit(job.load, n): n for n in job.instances}
-            for f in concurrent.futures.as_completed(futures):
-                try:
-                    f.result()
-                except Exception as e:  # noqa: BLE001 - reported, never raised in a thread
-                    errors.append(f"{futures[f]}: {e}")
-        seconds = time.monotonic() - t0
-        try:
-            if errors:
-                job.done(False, "; ".join(sorted(errors)), seconds)
-            else:
-                job.done(True, f"restored into {', '.join(job.instances)} in {seconds:.1f}s", seconds)
-        except Exception:  # noqa: BLE001
-            log.exception("recording the outcome of restore %s/%s", *job.key)

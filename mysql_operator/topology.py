@@ -19,7 +19,9 @@ Priorities, first match wins:
   7. a replica not replicating from the primary                  -> ConfigureReplica / NeedsSeed
   8. semi-sync not as configured                                 -> ConfigureSemiSync
   9. replicas with errant transactions or diverged               -> Errant (held out, read-only)
- 10. otherwise                                                   -> Healthy
+ 10. all reachable and replicating, a replica of the primary without verified TLS (replication_tls)
+                                                                -> ConfigureReplica (one at a time)
+ 11. otherwise                                                   -> Healthy
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class InstanceState:
     semisync_source: bool = False
     semisync_replica: bool = False
     restarted: bool = False  # its server restarted since it last served as the writable primary
+    tls_verified: bool = False  # replicates over TLS verifying its source's certificate and name
 
     @property
     def known(self):
@@ -83,6 +86,9 @@ class Settings:
     # a replication error must persist this long before the replica is reconfigured: one
     # observation of a thread that is retrying on its own is no reason to repoint it
     replica_error_grace_seconds: float = 10.0
+    # replicas must replicate over TLS verifying their source: those configured without it
+    # (before TLS existed) are reconfigured once, one at a time, in a healthy cluster (rule 10)
+    replication_tls: bool = False
 
 
 # -- decisions ---------------------------------------------------------------------------------
@@ -287,7 +293,9 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         if any(i.has_data or i.is_replica or replication_broken(i, settings) for i in wanted):
             return Unrecoverable(reason="instances already hold data or replicate but no primary "
                                  "is recorded: record the primary to adopt them")
-        primary = desired_primary if desired_primary in by_name else min(wanted, key=lambda i: i.ordinal).name
+        # spec.primary only among the wanted instances (the others are checked for nothing above)
+        primary = (desired_primary if desired_primary in {i.name for i in wanted}
+                   else min(wanted, key=lambda i: i.ordinal).name)
         return Bootstrap(primary, tuple(n for n in _names(wanted) if n != primary),
                          reason=f"new cluster: {primary} becomes primary")
 
@@ -394,6 +402,19 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
                       reason="held out: " + "; ".join(errant[n] for n in names))
 
     down = tuple(i.name for i in sorted(wanted, key=lambda i: i.ordinal) if not i.reachable)
+
+    # 10. replication without verified TLS (configured before TLS existed): reconfigured only when
+    #     every instance answers and every replica is connected and applying, so that a replica
+    #     that fails over TLS (a missing CA file) costs one replica, never the cluster's
+    #     redundancy or a semi-sync acknowledgement; once configured it shows TLS: never again
+    if settings.replication_tls and not down:
+        replicas = sorted(in_range, key=lambda i: i.ordinal)
+        if all(i.io_running and i.sql_running and not (i.io_errno or i.sql_errno) for i in replicas):
+            for i in replicas:
+                if i.source == p.name and not i.tls_verified:
+                    return ConfigureReplica(i.name, p.name,
+                                            reason=f"{i.name}: replicates without verified TLS")
+
     return Healthy(p.name, down, reason="degraded: " + ", ".join(down) + " unreachable" if down else "")
 
 

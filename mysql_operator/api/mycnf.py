@@ -37,6 +37,10 @@ OWNED_KEYS = frozenset(
         "plugin_load",
         "user",
         "init_rpl_role",
+        "ssl_ca",  # TLS: spec.tls
+        "ssl_cert",
+        "ssl_key",
+        "require_secure_transport",
     }
 )
 OWNED_PREFIXES = ("rpl_semi_sync_",)

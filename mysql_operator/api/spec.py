@@ -53,6 +53,19 @@ RESERVED_LABELS = (
     "app.kubernetes.io/version",
 )
 RESERVED_PREFIX = f"{GROUP}/"
+# spec.database.name: the server's own schemas. spec.database.user: the server's and the operator's
+# accounts (manifests/common.py *_USER; mysql.sys, mysql.session, mysql.infoschema). Both compared
+# lowercased (MariaDB schema names are case-insensitive on some file systems); the CRD's CEL rules
+# list the same names.
+SYSTEM_SCHEMAS = ("mysql", "sys", "information_schema", "performance_schema")
+RESERVED_USERS = ("root", "mysql-operator", "mysql-operator-backup", "mysql-operator-restore",
+                  "replication", "mariadb.sys", "public")
+RESERVED_USER_PREFIX = "mysql."
+
+
+def reserved_user(user: str) -> bool:
+    """True for an account name spec.database.user must not take (any letter case)."""
+    return user.lower() in RESERVED_USERS or user.lower().startswith(RESERVED_USER_PREFIX)
 
 
 class SpecError(ValueError):
@@ -95,6 +108,14 @@ class Credentials:
 class Database:
     name: str
     user: str | None = None
+
+
+@dataclass(frozen=True)
+class TLS:
+    """Every server has a certificate from the cluster's CA and replicas always replicate over
+    verified TLS; `required` also makes the servers refuse plaintext clients."""
+    required: bool = False
+    certificate_validity_seconds: int = 90 * 86400
 
 
 @dataclass(frozen=True)
@@ -175,6 +196,7 @@ class ClusterSpec:
     pod_labels: Mapping[str, str] = field(default_factory=dict)
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
     service: ServiceSpec = ServiceSpec()
+    tls: TLS = TLS()
     backup: Backup | None = None
     restore: Restore | None = None
     deletion_policy: str = "Retain"
@@ -382,7 +404,7 @@ SPEC_FIELDS = {
     "flavor", "version", "image", "imagePullPolicy", "instances", "primary", "replication",
     "credentials", "database", "config", "storage", "resources", "affinity", "tolerations",
     "nodeSelector", "priorityClassName", "podLabels", "podAnnotations", "service", "backup",
-    "restore", "deletionPolicy",
+    "restore", "deletionPolicy", "tls",
 }
 
 
@@ -433,9 +455,17 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         dpath = f"{path}.database"
         d = _object(s["database"], dpath, {"name", "user"})
         ident = re.compile(r"^[A-Za-z0-9_]+$")
+        db_name = _str(d, "name", dpath, required=True, max_len=64, pattern=ident,
+                       hint="use letters, digits and '_'")
+        if db_name.lower() in SYSTEM_SCHEMAS:
+            raise SpecError(f"{dpath}.name", "must not be mysql, sys, information_schema or performance_schema "
+                            "(in any letter case): the server owns these schemas; choose another database name")
+        if isinstance(d.get("user"), str) and reserved_user(d["user"]):  # before the pattern: the clearer message
+            raise SpecError(f"{dpath}.user", "must not be root, mysql-operator, mysql-operator-backup, "
+                            "mysql-operator-restore, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
+                            "case): the server and the operator own these accounts; choose another user name")
         database = Database(
-            name=_str(d, "name", dpath, required=True, max_len=64, pattern=ident,
-                      hint="use letters, digits and '_'"),
+            name=db_name,
             user=_str(d, "user", dpath, max_len=32, pattern=ident, hint="use letters, digits and '_'"),
         )
 
@@ -497,6 +527,12 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             ),
         )
 
+    tpath = f"{path}.tls"
+    t = _object(s.get("tls"), tpath, {"required", "certificateValiditySeconds"})
+    tls = TLS(required=_bool(t, "required", tpath, False),
+              certificate_validity_seconds=_int(t, "certificateValiditySeconds", tpath, 90 * 86400,
+                                                120, 3 * 365 * 86400))
+
     restore = None
     if s.get("restore") is not None:
         rpath = f"{path}.restore"
@@ -532,6 +568,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         pod_labels=_labels(s, "podLabels", path),
         pod_annotations=_annotations(s, path),
         service=service,
+        tls=tls,
         backup=backup,
         restore=restore,
         deletion_policy=_enum(s, "deletionPolicy", path, "Retain", ("Retain", "Delete")),

@@ -35,7 +35,14 @@ class Endpoint:
 
 
 def client_option_file(user: str, password: str) -> str:
-    """Text of a [client] option file holding the password (write it with mode 0600)."""
+    """Text of a [client] option file holding the password (write it with mode 0600).
+    A line break or NUL would end the value early or add a line: refused (the error never shows
+    the password)."""
+    for what, value in (("user name", user), ("password", password)):
+        if any(ch in value for ch in "\n\r\0"):
+            raise CommandError(f"the {what} of account {user!r} contains a line break or a NUL character, "
+                               "which an option file cannot hold: use a single-line value without NUL")
+
     def quote(v: str) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return f"[client]\nuser={quote(user)}\npassword={quote(password)}\n"
@@ -52,13 +59,37 @@ def user_databases(names: list[str]) -> list[str]:
     return sorted(n for n in names if n.lower() not in SYSTEM_DATABASES)
 
 
-def dump_command(version: ServerVersion, ep: Endpoint, options_file: str, databases: list[str]) -> list[str]:
-    """The flavor's dump tool with a consistent snapshot and the GTID position in the output."""
+def tls_options(version: ServerVersion, tls_ca: str | None) -> list[str]:
+    """Client-tool options that connect over TLS only, verifying the server's certificate against
+    the CA file `tls_ca` and its host name against the one connected to. Without a CA, plaintext
+    (never the tools' unverified TLS): a server that requires TLS refuses it, visibly."""
+    mariadb = version.flavor is Flavor.MARIADB
+    if not tls_ca:
+        return ["--skip-ssl"] if mariadb else ["--ssl-mode=DISABLED"]
+    if mariadb:
+        return ["--ssl", f"--ssl-ca={tls_ca}", "--ssl-verify-server-cert"]
+    return ["--ssl-mode=VERIFY_IDENTITY", f"--ssl-ca={tls_ca}"]
+
+
+def tls_hint(message: str, tls_ca: str | None) -> str:
+    """`message`, with what to do when a server may have refused a connection for lacking TLS
+    (`tls_ca` None): MySQL says "insecure transport"; MariaDB denies access, as to a wrong password."""
+    text = message.lower()
+    if not tls_ca and ("insecure transport" in text or "(using password:" in text):
+        return (f"{message} (connected without TLS, which a server that requires TLS refuses: give "
+                "--tls-ca with the cluster's CA certificate)")
+    return message
+
+
+def dump_command(version: ServerVersion, ep: Endpoint, options_file: str, databases: list[str],
+                 tls_ca: str | None = None) -> list[str]:
+    """The flavor's dump tool with a consistent snapshot and the GTID position in the output
+    (over TLS verifying the server against the CA file `tls_ca`, when given)."""
     if not databases:
         raise CommandError("nothing to back up: the server has no databases besides the system ones")
     common = [
         f"--defaults-extra-file={options_file}",
-        f"--host={ep.host}", f"--port={ep.port}", "--protocol=TCP",
+        f"--host={ep.host}", f"--port={ep.port}", "--protocol=TCP", *tls_options(version, tls_ca),
         "--single-transaction", "--quick",
         "--triggers", "--routines", "--events", "--hex-blob",
         "--default-character-set=utf8mb4",
@@ -73,11 +104,20 @@ def dump_command(version: ServerVersion, ep: Endpoint, options_file: str, databa
     return [*argv, "--databases", *databases]
 
 
-def client_command(version: ServerVersion, ep: Endpoint, options_file: str) -> list[str]:
-    """The command-line client that loads a dump (dumps use client-side DELIMITER)."""
+def client_command(version: ServerVersion, ep: Endpoint, options_file: str,
+                   tls_ca: str | None = None) -> list[str]:
+    """The command-line client that loads a dump (dumps use client-side DELIMITER), over TLS
+    verifying the server against the CA file `tls_ca` when given."""
     tool = "mariadb" if version.flavor is Flavor.MARIADB and version.at_least(10, 5) else "mysql"
+    # A dump is a tenant's bytes: the client never reads a local file for it (LOAD DATA LOCAL
+    # INFILE) and, MariaDB's client, runs no client command that touches the file system or a
+    # shell (\\!, \\., tee, pager with an argument). The restore also turns local_infile off on
+    # the server (before_load_sql). MariaDB's client is the one the operator image ships.
     argv = [tool, f"--defaults-extra-file={options_file}", f"--host={ep.host}", f"--port={ep.port}",
-            "--protocol=TCP", "--binary-mode", "--default-character-set=utf8mb4"]
+            "--protocol=TCP", *tls_options(version, tls_ca), "--binary-mode", "--default-character-set=utf8mb4",
+            "--local-infile=0"]
+    if tool == "mariadb":
+        argv.append("--sandbox")
     if version.flavor is Flavor.MARIADB:
         # the restored rows are not binlogged: replicas are built from the loaded primary, and the
         # server's GTID position is set to the backup's afterwards (see before/after_load_sql)
@@ -86,11 +126,13 @@ def client_command(version: ServerVersion, ep: Endpoint, options_file: str) -> l
 
 
 def before_load_sql(version: ServerVersion) -> list[str]:
-    """Statements run on the (empty) target before loading: a clean GTID history."""
+    """Statements run on the (empty) target before loading: the server refuses LOAD DATA LOCAL
+    (a dump must never make the client send a file), a clean GTID history."""
+    refuse_local = "SET GLOBAL local_infile = 0"
     if version.flavor is Flavor.MARIADB:
-        return []
+        return [refuse_local]
     # the dump sets GTID_PURGED itself, which needs an empty gtid_executed
-    return ["RESET BINARY LOGS AND GTIDS" if version.at_least(8, 4) else "RESET MASTER"]
+    return [refuse_local, "RESET BINARY LOGS AND GTIDS" if version.at_least(8, 4) else "RESET MASTER"]
 
 
 def after_load_sql(version: ServerVersion, gtid: str | None) -> list[tuple[str, tuple]]:

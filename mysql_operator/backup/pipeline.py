@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -11,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from mysql_operator.backup.commands import client_option_file
-from mysql_operator.db.instance import redact
+from mysql_operator.backup.commands import CommandError, client_option_file
+from mysql_operator.db.instance import redact, tls_context
 
 CHUNK = 1024 * 1024
 PIPE_SIZE = 1024 * 1024  # the default maximum of an unprivileged pipe (/proc/sys/fs/pipe-max-size)
@@ -50,6 +51,20 @@ def option_file(user: str, password: str) -> Iterator[str]:
         with os.fdopen(fd, "w") as f:
             f.write(client_option_file(user, password))
         yield str(path)
+
+
+def server_tls(ca_file: str | None) -> ssl.SSLContext | None:
+    """TLS for the Job's own connections: the CA certificate in `ca_file` (the cluster's) verifies
+    the server's chain and host name (Jobs reach servers by DNS name). None without a file."""
+    if not ca_file:
+        return None
+    try:
+        pem = Path(ca_file).read_text()
+        if "-----BEGIN CERTIFICATE-----" not in pem:  # an empty cadata would trust the system's CAs
+            raise ValueError("it holds no PEM certificate")
+        return tls_context(pem, check_hostname=True)
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+        raise CommandError(f"the CA certificate {ca_file} cannot be used for TLS: {e}") from None
 
 
 def enlarge_pipes(*files) -> bool:

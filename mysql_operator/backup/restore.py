@@ -15,22 +15,24 @@ Verifying before loading costs one extra read of the compressed object and needs
 cheap next to loading: measured with MinIO on the same 2-core machine (benchmarks/backup_bench.py),
 the verify pass of a 398 MiB object takes about 0.5 s of a 30 s restore. Spooling the object to a
 local file during the verify pass (then loading from it) would save that read but needs free disk of
-the compressed size per instance restored at once, where the restore runs: in the operator, whose
-chart gives /tmp an emptyDir of 64 MiB, so spooling there would get the operator Pod evicted.
+the compressed size per instance restored at once, where the restore runs: in the restore Job,
+whose /tmp is an in-memory emptyDir of 16 MiB.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 
 from mysql_operator.api import S3
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest, ManifestError
-from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, spawn, stop
+from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, server_tls, spawn, stop
 from mysql_operator.db.instance import Instance, InstanceError
 
 
@@ -44,6 +46,7 @@ class Target:
     port: int
     user: str
     password: str
+    tls_ca: str | None = None  # the cluster's CA certificate file: TLS verifying it and the host name
 
     def __repr__(self) -> str:
         return f"Target({self.host}:{self.port}, user={self.user!r})"
@@ -131,8 +134,7 @@ def restore_into(target: Target, source: Source, s3_credentials: storage.Credent
     m = read_manifest(client, source)
     etag = verify(client, source.s3, m)
 
-    inst = Instance(target.host, target.port, target.user, target.password, name=f"{target.host}:{target.port}",
-                    slow_timeout=120)
+    inst = _instance(target, slow_timeout=120)
     try:
         version = inst.dialect.version
         if version.flavor.value != m.flavor:
@@ -151,7 +153,7 @@ def restore_into(target: Target, source: Source, s3_credentials: storage.Credent
 
     loaded = _load(client, source.s3, m, etag, target, version)
 
-    inst = Instance(target.host, target.port, target.user, target.password, slow_timeout=120)
+    inst = _instance(target, slow_timeout=120)
     try:
         for sql, args in commands.after_load_sql(version, m.gtid_position):
             inst.execute(sql, args)
@@ -167,7 +169,7 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
     secrets = (target.password,)
     ep = Endpoint(target.host, target.port, target.user)
     with option_file(target.user, target.password) as options:
-        client_argv = commands.client_command(version, ep, options)
+        client_argv = commands.client_command(version, ep, options, target.tls_ca)
         dec = cli = None
         dec_err, cli_err = TailBuffer(), TailBuffer()
         try:
@@ -196,8 +198,12 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
             for t in readers:
                 t.join(5)
             if cli_rc != 0:
+                text = cli_err.text(secrets) or "no message"
+                hint = (" (the dump reads a local file with LOAD DATA LOCAL INFILE: restores never "
+                        "allow it; load such data after the restore, from the application)"
+                        if "local infile" in text.lower() or "LOCAL INFILE" in text else "")
                 raise RestoreError(f"{client_argv[0]} failed loading the backup (exit status {cli_rc}): "
-                                   f"{cli_err.text(secrets) or 'no message'}")
+                                   f"{text}{hint}")
             if dec_rc != 0 or write_error:
                 raise RestoreError(f"{decompress_argv[0]} failed (exit status {dec_rc}): "
                                    f"{dec_err.text(secrets) or write_error or 'no message'}")
@@ -207,5 +213,73 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
             stop(dec, cli)
 
 
+def _instance(target: Target, slow_timeout: float = 60) -> Instance:
+    tls = server_tls(target.tls_ca)
+    return Instance(target.host, target.port, target.user, target.password, slow_timeout=slow_timeout,
+                    tls=tls, plaintext=tls is None)
+
+
+def load_instance(target: Target, source: Source, creds: storage.Credentials, app_database: str | None,
+                  *, client=None, drop_account: bool = False) -> RestoreResult:
+    """Restore into one instance of a new cluster. Its server starts read-only (super_read_only on
+    MySQL); the load needs it writable for its duration - no Pod carries a role label during a
+    restore, so no Service routes to it meanwhile - and it is read-only again afterwards, failed
+    or not. The init step creates spec.database empty: dropped (only if it has no table, outside
+    the binary log) so that restore_into finds the server empty; the dump recreates it.
+    `drop_account`: the account that loaded (the restore account, which holds ALL) drops itself
+    at the end, outside the binary log, whatever the outcome."""
+    inst = _instance(target)
+    try:
+        if app_database:
+            tables = inst.scalar("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s",
+                                 (app_database,))
+            if not tables:
+                inst.execute("SET SESSION sql_log_bin = 0")
+                inst.execute(f"DROP DATABASE IF EXISTS `{app_database.replace('`', '``')}`")
+                inst.execute("SET SESSION sql_log_bin = 1")
+        inst.set_read_only(False)
+    except InstanceError as e:
+        raise RestoreError(f"preparing {target.host}:{target.port} for the restore: {e}") from None
+    finally:
+        inst.close()
+    try:
+        return restore_into(target, source, creds, client=client)
+    finally:
+        inst = _instance(target)
+        try:
+            inst.set_read_only(True)
+            if drop_account:
+                inst.execute("SET SESSION sql_log_bin = 0")
+                inst.execute("DROP USER IF EXISTS %s@'%%'", (target.user,))
+        finally:
+            inst.close()
+
+
+def restore_all(targets: dict[str, Target], source: Source, creds: storage.Credentials,
+                app_database: str | None, drop_account: bool = False) -> dict[str, object]:
+    """Restore the same backup into every instance at once (what the restore Job runs). Returns
+    the result to report: {"ok", "message", "gtidPosition", "bytesLoaded", "durationSeconds"};
+    messages never contain a password (the caller redacts the environment's secrets too)."""
+    t0 = time.monotonic()
+    errors: list[str] = []
+    results: list[RestoreResult] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
+        futures = {pool.submit(load_instance, t, source, creds, app_database, drop_account=drop_account): n
+                   for n, t in targets.items()}
+        for f in concurrent.futures.as_completed(futures):
+            try:
+                results.append(f.result())
+            except Exception as e:  # noqa: BLE001 - every failure is reported by instance
+                name = futures[f]
+                errors.append(f"{name}: {commands.tls_hint(str(e) or type(e).__name__, targets[name].tls_ca)}")
+    seconds = round(time.monotonic() - t0, 1)
+    if errors:
+        return {"ok": False, "message": "; ".join(sorted(errors)), "durationSeconds": seconds}
+    r = results[0]
+    return {"ok": True, "message": f"restored into {', '.join(targets)} in {seconds}s",
+            "gtidPosition": r.gtid_position or "", "bytesLoaded": r.bytes_loaded,
+            "backupCompletedAt": r.manifest.completed_at, "durationSeconds": seconds}
+
+
 __all__ = ["RestoreError", "RestoreResult", "Source", "Target", "manifest_key", "read_manifest",
-           "restore_into", "verify"]
+           "load_instance", "restore_all", "restore_into", "verify"]

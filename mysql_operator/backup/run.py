@@ -24,7 +24,7 @@ from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.pipeline import (CHUNK, TailBuffer, drain, enlarge_pipes, option_file,
-                                           spawn, stop)
+                                           server_tls, spawn, stop)
 from mysql_operator.db.instance import Instance, Observation
 
 WINDOW = 64 * 1024  # bytes of the dump's head and tail kept to read the GTID position
@@ -51,6 +51,7 @@ class BackupRequest:
     compression: str = "zstd"
     part_size: int = storage.DEFAULT_PART_SIZE
     max_lag_seconds: int = 300
+    tls_ca: str | None = None  # the cluster's CA certificate file: TLS verifying it and the host name
 
 
 def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int = 300) -> str:
@@ -58,7 +59,7 @@ def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int 
     replicas, primaries, notes = [], [], []
     for name, o in observed:
         if not o.reachable:
-            notes.append(f"{name}: unreachable")
+            notes.append(f"{name}: unreachable ({o.error or 'no answer'})")
             continue
         r = o.replica
         if r is None:
@@ -134,21 +135,26 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
     """Take the backup and return its manifest (already stored). Raises BackupError or StorageError
     whose text never contains a password."""
     started = _now()
+    tls = server_tls(req.tls_ca)  # a CA that cannot be used fails before anything else
     client = client or storage.make_client(req.s3, s3_credentials)
     storage.check_bucket(client, req.s3)  # wrong bucket/credentials/endpoint: fail before dumping
 
     observed = []
     for c in req.candidates:
-        inst = Instance(c.endpoint.host, c.endpoint.port, c.endpoint.user, db_password, name=c.name)
+        inst = Instance(c.endpoint.host, c.endpoint.port, c.endpoint.user, db_password, name=c.name,
+                        tls=tls, plaintext=tls is None)
         observed.append((c.name, inst.observe()))
         inst.close()
-    source_name = choose_source(observed, req.max_lag_seconds)
+    try:
+        source_name = choose_source(observed, req.max_lag_seconds)
+    except BackupError as e:
+        raise BackupError(commands.tls_hint(str(e), req.tls_ca)) from None
     source = next(c for c in req.candidates if c.name == source_name)
     observation = dict(observed)[source_name]
     version = observation.version
 
     inst = Instance(source.endpoint.host, source.endpoint.port, source.endpoint.user, db_password,
-                    name=source_name)
+                    name=source_name, tls=tls, plaintext=tls is None)
     try:
         full_version = str(inst.scalar("SELECT VERSION()")).split("-")[0]
         databases = commands.user_databases([r[0] for r in inst.execute("SHOW DATABASES")])
@@ -163,7 +169,7 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
     secrets = (db_password, s3_credentials.secret_access_key)
 
     with option_file(source.endpoint.user, db_password) as options:
-        argv = commands.dump_command(version, source.endpoint, options, databases)
+        argv = commands.dump_command(version, source.endpoint, options, databases, req.tls_ca)
         dump = comp = None
         dump_err, comp_err = TailBuffer(), TailBuffer()
         stream = _Stream()

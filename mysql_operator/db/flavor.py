@@ -75,6 +75,8 @@ class ReplicaColumns:
     io_error: str = "Last_IO_Error"
     sql_errno: str = "Last_SQL_Errno"
     sql_error: str = "Last_SQL_Error"
+    ssl_allowed: str = "Master_SSL_Allowed"  # Yes: the IO thread connects over TLS
+    ssl_verify: str = "Master_SSL_Verify_Server_Cert"  # Yes: and verifies the source's name
 
 
 class Dialect:
@@ -134,8 +136,23 @@ class Dialect:
         raise NotImplementedError
 
     def change_source(self, host: str, port: int, user: str, password: str,
-                      connect_retry: int = 1, heartbeat: float = 1.0) -> Statement:
+                      connect_retry: int = 1, heartbeat: float = 1.0,
+                      tls_ca: str | None = None) -> Statement:
+        """Point a replica at `host`; with `tls_ca` (a CA file on the REPLICA's file system) over
+        TLS, verifying the source's certificate against it and `host` against its names."""
         raise NotImplementedError
+
+    # TLS
+    def reload_tls(self) -> str:
+        """Make the server read its certificate, key and CA files again (new connections only)."""
+        raise NotImplementedError
+
+    def tls_not_after_sql(self) -> str:
+        """One row (name, value): when the certificate the server presents stops being valid
+        ('Nov 23 20:00:00 2026 GMT'), '' without TLS. MySQL's global value is the server's
+        current certificate; MariaDB's (10.11) is the one THIS connection's TLS session got, ''
+        over plaintext: read it on a new connection."""
+        return "SHOW GLOBAL STATUS LIKE 'Ssl_server_not_after'"
 
     def prepare_replica_position(self) -> list[str]:
         """Statements to run (replica stopped) before pointing a server at a new source."""
@@ -180,6 +197,7 @@ class MySQLDialect(Dialect):
                 io_running="Replica_IO_Running", sql_running="Replica_SQL_Running",
                 source_host="Source_Host", source_port="Source_Port",
                 seconds_behind="Seconds_Behind_Source", received="Retrieved_Gtid_Set",
+                ssl_allowed="Source_SSL_Allowed", ssl_verify="Source_SSL_Verify_Server_Cert",
             )
         else:
             self.columns = ReplicaColumns(
@@ -222,7 +240,7 @@ class MySQLDialect(Dialect):
     def reset_replica_all(self) -> str:
         return "RESET REPLICA ALL" if self.version.at_least(8, 0, 22) else "RESET SLAVE ALL"
 
-    def change_source(self, host, port, user, password, connect_retry=1, heartbeat=1.0):
+    def change_source(self, host, port, user, password, connect_retry=1, heartbeat=1.0, tls_ca=None):
         p = "SOURCE" if self.new_syntax else "MASTER"
         head = "CHANGE REPLICATION SOURCE TO" if self.new_syntax else "CHANGE MASTER TO"
         sql = (
@@ -231,7 +249,14 @@ class MySQLDialect(Dialect):
             # caching_sha2_password without TLS needs the source's RSA key
             f"GET_{p}_PUBLIC_KEY=1"
         )
-        return sql, (host, int(port), user, password, int(connect_retry), float(heartbeat))
+        args = (host, int(port), user, password, int(connect_retry), float(heartbeat))
+        if tls_ca is not None:
+            sql += f", {p}_SSL=1, {p}_SSL_CA=%s, {p}_SSL_VERIFY_SERVER_CERT=1"
+            args += (tls_ca,)
+        return sql, args
+
+    def reload_tls(self) -> str:
+        return "ALTER INSTANCE RELOAD TLS"  # CONNECTION_ADMIN; a failed reload keeps the old files
 
     def set_read_only(self, on: bool) -> list[str]:
         if on:
@@ -303,15 +328,24 @@ class MariaDBDialect(Dialect):
     def reset_replica_all(self) -> str:
         return "RESET SLAVE ALL"
 
-    def change_source(self, host, port, user, password, connect_retry=1, heartbeat=1.0):
+    def change_source(self, host, port, user, password, connect_retry=1, heartbeat=1.0, tls_ca=None):
         sql = (
             "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
             "MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=%s, MASTER_HEARTBEAT_PERIOD=%s"
         )
-        if self.version.at_least(11, 3, 0):
+        args = (host, int(port), user, password, int(connect_retry), float(heartbeat))
+        if tls_ca is not None:
+            sql += ", MASTER_SSL=1, MASTER_SSL_CA=%s, MASTER_SSL_VERIFY_SERVER_CERT=1"
+            args += (tls_ca,)
+        elif self.version.at_least(11, 3, 0):
             # 11.4 replicas verify the source's certificate by default; we replicate without TLS
             sql += ", MASTER_SSL=0, MASTER_SSL_VERIFY_SERVER_CERT=0"
-        return sql, (host, int(port), user, password, int(connect_retry), float(heartbeat))
+        return sql, args
+
+    def reload_tls(self) -> str:
+        # RELOAD (10.4+); new connections get the new certificate. A plain FLUSH SSL is written
+        # to the binary log: on a replica an errant GTID that stops it (1950) at the next event
+        return "FLUSH NO_WRITE_TO_BINLOG SSL"
 
     def prepare_replica_position(self) -> list[str]:
         # a former primary's gtid_slave_pos is stale: start from what it has in its binlog

@@ -8,22 +8,27 @@ retried with tenacity. Every error leaves as `InstanceError` whose text never co
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import re
+import ssl
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import pymysql
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
+from mysql_operator.db import accounts
+from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
 
 # client errors worth a retry: can't connect, lost connection, gone away, too many connections
 TRANSIENT_ERRNOS = frozenset({1040, 2003, 2006, 2013})
 ER_REPLICA_NOT_CONFIGURED = 1200  # START on a replica with no source: "MASTER_HOST was not set"
+ER_NONEXISTING_GRANT = 1141  # SHOW GRANTS FOR an account that does not exist
+ACCESS_DENIED = frozenset({1044, 1045, 1142, 1227})  # database, user, table, privilege
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
 _DATABASE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 _HOST = re.compile(r"^[A-Za-z0-9_.:%-]{1,255}$")
-_PRIVILEGE = re.compile(r"^[A-Z ,]+$")
 # threads never to kill: replication, internal ones
 _PROTECTED_USERS = frozenset({"system user", "event_scheduler", "mariadb.sys"})
 _PROTECTED_COMMANDS = frozenset({"Binlog Dump", "Binlog Dump GTID", "Daemon", "Slave_IO",
@@ -70,6 +75,12 @@ class ReplicaStatus:
     sql_error: str
     seconds_behind: int | None
     received: Any  # GtidSet
+    ssl_allowed: bool = False  # the IO thread connects over TLS (MASTER_SSL=1)
+    ssl_verify: bool = False  # and checks the source's certificate and host name
+
+    @property
+    def tls_verified(self) -> bool:
+        return self.ssl_allowed and self.ssl_verify
 
     @property
     def io_running(self) -> bool:
@@ -141,6 +152,33 @@ def connections_to_kill(rows: Iterable[dict], own_id: int, keep_users: Iterable[
     return sorted(out)
 
 
+_MONTHS = {m: n for n, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_TLS_TIME = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4}) GMT$")
+
+
+def parse_tls_time(text: str | None) -> dt.datetime | None:
+    """'Nov 23 20:00:00 2026 GMT' (OpenSSL's format, as in Ssl_server_not_after) as UTC; None
+    for '' (no TLS). Independent of the locale."""
+    m = _TLS_TIME.match((text or "").strip())
+    if not m or m[1] not in _MONTHS:
+        if (text or "").strip():
+            raise InstanceError(f"cannot read a certificate date from {text!r}")
+        return None
+    return dt.datetime(int(m[6]), _MONTHS[m[1]], int(m[2]), int(m[3]), int(m[4]), int(m[5]),
+                       tzinfo=dt.timezone.utc)
+
+
+def tls_context(ca_pem: str, check_hostname: bool = False) -> ssl.SSLContext:
+    """TLS that verifies the server's certificate against the cluster's CA (`ca_pem`). The
+    operator reaches servers by Pod IP, which no certificate names: it checks the chain, not the
+    host name; clients that connect by DNS name pass check_hostname=True."""
+    ctx = ssl.create_default_context(cadata=ca_pem)
+    ctx.check_hostname = check_hostname
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
 @dataclass
 class Instance:
     """Operations on one server. Not thread-safe: one Instance per thread."""
@@ -154,6 +192,8 @@ class Instance:
     read_timeout: float = 5.0
     connect_attempts: int = 3
     slow_timeout: float = 30.0  # statements that wait on the server: STOP REPLICA, read_only
+    tls: ssl.SSLContext | None = field(default=None, repr=False)  # see tls_context()
+    plaintext: bool = False  # True: never TLS, not even the driver's unverified TLS when it can (tls None)
     _conn: pymysql.connections.Connection | None = field(default=None, repr=False)
     _dialect: Dialect | None = field(default=None, repr=False)
 
@@ -172,7 +212,7 @@ class Instance:
                 connect_timeout=self.connect_timeout,
                 read_timeout=read_timeout or self.read_timeout,
                 write_timeout=read_timeout or self.read_timeout,
-                autocommit=True, charset="utf8mb4",
+                autocommit=True, charset="utf8mb4", ssl=self.tls, ssl_disabled=self.plaintext,
             )
         return attempt()
 
@@ -289,6 +329,7 @@ class Instance:
             sql_errno=int(r.get(c.sql_errno) or 0), sql_error=r.get(c.sql_error) or "",
             seconds_behind=None if behind is None else int(behind),
             received=d.parse_gtids(r.get(c.received) or ""),
+            ssl_allowed=r.get(c.ssl_allowed) == "Yes", ssl_verify=r.get(c.ssl_verify) == "Yes",
         )
 
     def purged_gtids(self):
@@ -335,8 +376,9 @@ class Instance:
         self._run(self.dialect.reset_replica_all())
 
     def point_at(self, source_host: str, source_port: int, user: str, password: str,
-                 start: bool = True, attempts: int = 5) -> None:
-        """Replicate from a source with GTID auto-positioning (idempotent).
+                 start: bool = True, attempts: int = 5, tls_ca: str | None = None) -> None:
+        """Replicate from a source with GTID auto-positioning (idempotent); with `tls_ca` (a CA
+        file on the server's own file system) over TLS verifying the source's certificate.
 
         CHANGE MASTER and START are two statements: another actor (a second operator process, a
         CLI switchover promoting this server) may RESET the replica between them, and START then
@@ -347,7 +389,7 @@ class Instance:
         self._run_slow(d.stop_replica())
         for sql in d.prepare_replica_position():
             self._run(sql)
-        sql, args = d.change_source(source_host, source_port, user, password)
+        sql, args = d.change_source(source_host, source_port, user, password, tls_ca=tls_ca)
         for attempt in range(1, attempts + 1):
             self._run(sql, args, secrets=[password])
             if not start:
@@ -358,6 +400,31 @@ class Instance:
             except InstanceError as e:
                 if e.errno != ER_REPLICA_NOT_CONFIGURED or attempt == attempts:
                     raise
+
+    def tls_not_after(self) -> dt.datetime | None:
+        """When the certificate the server presents to new connections stops being valid (UTC);
+        None without TLS. Asked on a new connection: MariaDB reports the certificate of the
+        connection's own TLS session, which an open connection keeps across a reload."""
+        try:
+            conn = self._open()
+        except pymysql.err.MySQLError as e:
+            raise self._error(e, "cannot connect") from None
+        try:
+            with conn.cursor() as cur:
+                cur.execute(self.dialect.tls_not_after_sql())
+                row = cur.fetchone()
+        except pymysql.err.MySQLError as e:
+            raise self._error(e, "reading Ssl_server_not_after failed") from None
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+        return parse_tls_time(row[1] if row else "")
+
+    def reload_tls(self) -> None:
+        """Serve the certificate, key and CA now in the server's files to new connections (MariaDB
+        FLUSH NO_WRITE_TO_BINLOG SSL: RELOAD; MySQL ALTER INSTANCE RELOAD TLS: CONNECTION_ADMIN),
+        never binlogged. Open connections, replicas' included, keep their session."""
+        self._run(self.dialect.reload_tls())
 
     def wait_for(self, gtids, timeout: float) -> bool:
         """True once `gtids` are applied here, False after `timeout` seconds."""
@@ -393,32 +460,87 @@ class Instance:
                     raise
         return killed
 
-    def ensure_user(self, user: str, host: str, password: str,
-                    grants: Iterable[tuple[str, str]], local: bool = False) -> None:
-        """Create or converge an account and its grants, e.g. grants=[("REPLICATION SLAVE", "*.*")].
-        `local=True` keeps the statements out of the binary log (only for per-server accounts)."""
+    def ensure_user(self, user: str, host: str, password: str, grants: Iterable[Grant],
+                    local: bool = False) -> list[str]:
+        """Create or converge an account to exactly `grants` (db/accounts.py): its password, and
+        its global, database and table privileges - what it holds beyond them is revoked.
+        `local=True` keeps the statements out of the binary log (only for per-server accounts).
+        Returns what changed besides the password ("created", "revoked ...", "granted ...")."""
         if not _NAME.match(user):
             raise InstanceError(f"user name {user!r} is invalid: use letters, digits, _ . -")
         if not _HOST.match(host):
             raise InstanceError(f"user host {host!r} is invalid: use a host name, IP or '%'")
+        grants = tuple(grants)
         if local:
             self._run("SET SESSION sql_log_bin = 0")
+        changes = []
         try:
+            current = self.grants_of(user, host)
             self._run("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password),
                       secrets=[password])
             self._run("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password),
                       secrets=[password])
-            for privilege, target in grants:
-                if not _PRIVILEGE.match(privilege):
-                    raise InstanceError(f"privilege {privilege!r} is invalid")
-                db, _, table = target.partition(".")
-                if db != "*" and not _DATABASE.match(db) or table != "*":
-                    raise InstanceError(f"grant target {target!r} is invalid: use *.* or db.*")
-                obj = "*.*" if db == "*" else f"`{db}`.*"
-                self._run(f"GRANT {privilege} ON {obj} TO %s@%s", (user, host))
+            if current is None:
+                changes.append("created")
+            todo = accounts.plan(current or {}, grants)
+            try:
+                for g in todo.revoke:
+                    self._run(g.revoke_sql(), (user, host))
+                    changes.append(f"revoked {g.clause()}")
+            except InstanceError as e:
+                if e.errno not in ACCESS_DENIED:
+                    raise
+                # it holds what this account does not (granted by root): REVOKE of one privilege
+                # needs it WITH GRANT OPTION, this one needs CREATE USER only; the list follows
+                self._run("REVOKE ALL PRIVILEGES, GRANT OPTION FROM %s@%s", (user, host))
+                changes.append("revoked ALL PRIVILEGES, GRANT OPTION")
+                todo = accounts.plan({}, grants)
+            for g in todo.grant:
+                self._run(g.grant_sql(), (user, host))
+                changes.append(f"granted {g.clause()}")
         finally:
             if local:
                 self._run("SET SESSION sql_log_bin = 1")
+        return changes
+
+    def grants_of(self, user: str, host: str) -> accounts.Grants | None:
+        """The account's grants as `accounts.parse_show_grants` reads them; None if it does not exist."""
+        try:
+            rows = self._run("SHOW GRANTS FOR %s@%s", (user, host))
+        except InstanceError as e:
+            if e.errno == ER_NONEXISTING_GRANT:
+                return None
+            raise
+        return accounts.parse_show_grants((r[0] for r in rows), self.dialect.version)
+
+    def shed_privileges(self, grants: Iterable[Grant], host: str = "%") -> list[str]:
+        """Reduce this connection's account, `self.user`@`host` (an operator account from before
+        privileges were listed: ALL PRIVILEGES WITH GRANT OPTION) to exactly `grants`, in one
+        REVOKE of what it holds beyond them on *.*, after granting itself what `grants` adds
+        elsewhere (the app database). Never revokes a listed privilege or GRANT OPTION, so it cannot lock itself
+        out; does nothing unless it holds every listed global privilege with GRANT OPTION (a
+        narrower account was made by someone else: left alone). MariaDB only (checked on
+        10.11 and 11.8); returns the privileges revoked. Connections already open keep what
+        they had (servers check global privileges at login)."""
+        grants = tuple(grants)
+        if self.dialect.flavor.value != "mariadb":
+            return []
+        user = self.user
+        listed, _ = accounts.expected(grants).get("*.*", (frozenset(), True))
+        held, option = (self.grants_of(user, host) or {}).get("*.*", (frozenset(), False))
+        if "ALL PRIVILEGES" in held:
+            held = frozenset(r[0].upper() for r in self._run("SHOW PRIVILEGES")) - {
+                "USAGE", "GRANT OPTION", "PROXY"} | listed
+        if not option or not listed <= held:
+            return []
+        extra = sorted(held - listed)
+        if not extra:
+            return []
+        for g in grants:
+            if g.target != "*.*":
+                self._run(g.grant_sql(), (user, host))
+        self._run(accounts.Grant(tuple(extra)).revoke_sql(), (user, host))
+        return extra
 
     def ensure_database(self, name: str) -> None:
         if not _DATABASE.match(name):

@@ -11,36 +11,36 @@ without kopf); decisions are the pure functions of mysql_operator.backup.{schedu
   successful one).
 - A MySQLBackup annotated mysql.operator.dev/delete-data=true (scheduled ones are) takes its S3
   objects with it when deleted; others leave their data in the bucket.
+
+The operator never talks to a tenant's S3 endpoint nor reads a tenant's bucket: backups, restores
+and deletes of a backup's objects run in Jobs without API credentials (manifests.backup_jobs).
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import json
 import logging
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from mysql_operator import __version__
 from mysql_operator.api import (BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, S3, VERSION, SpecError, parse,
                                 parse_backup)
-from mysql_operator.backup import retention, schedule, storage
-from mysql_operator.manifests import owned
+from mysql_operator.backup import retention, schedule
+from mysql_operator.k8s import jobs
+from mysql_operator.k8s.jobs import job_image, job_result
+from mysql_operator.manifests import BACKUP_PASSWORD_KEY, credentials_secret_name, owned
 from mysql_operator.manifests.backup_jobs import (CLUSTER_LABEL, DELETE_DATA_ANNOTATION,
-                                                  SCHEDULED_AT_ANNOTATION, backup_job, job_name,
-                                                  scheduled_backup)
+                                                  SCHEDULED_AT_ANNOTATION, backup_job, delete_data_job,
+                                                  delete_job_name, job_name, scheduled_backup)
 
 log = logging.getLogger(__name__)
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 ACTIVE = (None, PENDING, RUNNING)
-IMAGE = os.environ.get("MYSQL_OPERATOR_IMAGE", f"localhost/mysql-operator:{__version__}")
 
 
 def _now() -> dt.datetime:
@@ -70,36 +70,20 @@ def storage_for(backup_body: dict, cluster_body: dict | None) -> S3 | None:
 
 def job_outcome(job: dict | None, pods: list[dict]) -> tuple[str, dict[str, Any]] | None:
     """Pure: (phase, status fields) once the Job finished, None while it runs."""
-    if job is None:
-        return FAILED, {"message": "the backup Job disappeared before it finished"}
-    status = job.get("status") or {}
-    conditions = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
-    done = "Complete" in conditions or status.get("succeeded")
-    failed = "Failed" in conditions or status.get("failed")
-    if not done and not failed:
+    result = job_result(job, pods, "the backup Job")
+    if result is None:
         return None
-    result: dict[str, Any] = {}
-    for p in pods:
-        for cs in (p.get("status") or {}).get("containerStatuses") or []:
-            msg = ((cs.get("state") or {}).get("terminated") or {}).get("message")
-            if msg:
-                try:
-                    result = json.loads(msg)
-                except ValueError:
-                    result = {"ok": False, "message": msg.strip()[-500:]}
-    if done and result.get("ok"):
+    if result["ok"]:
         fields = {k: result[k] for k in ("location", "sizeBytes", "sha256", "gtidPosition", "sourceInstance",
                                          "startedAt", "completedAt") if k in result}
         return SUCCEEDED, {**fields, "message": f"backup stored at {result.get('location')}"}
-    message = result.get("message") or (conditions.get("Failed") or {}).get("message") \
-        or "the backup Job failed without a message"
-    return FAILED, {"message": message}
+    return FAILED, {"message": result["message"]}
 
 
 @dataclass
 class BackupController:
     api: k8s.ApiClient
-    image: str = IMAGE
+    image: str = field(default_factory=job_image)
 
     @property
     def custom(self):
@@ -145,19 +129,6 @@ class BackupController:
         items = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL)["items"]
         return [o for o in items if (o.get("spec") or {}).get("clusterRef", {}).get("name") == cluster]
 
-    def s3_credentials(self, namespace: str, s3: S3) -> storage.Credentials:
-        cs = s3.credentials_secret
-        try:
-            secret = self.core.read_namespaced_secret(cs.name, namespace)
-        except ApiException as e:
-            raise kopf.TemporaryError(f"S3 credentials Secret {cs.name!r}: {e.reason}", delay=30) from None
-        data = secret.data or {}
-        missing = [key for key in (cs.access_key_id_key, cs.secret_access_key_key) if key not in data]
-        if missing:
-            raise kopf.PermanentError(f"Secret {cs.name!r} has no key(s) {', '.join(missing)}")
-        return storage.Credentials(base64.b64decode(data[cs.access_key_id_key]).decode(),
-                                   base64.b64decode(data[cs.secret_access_key_key]).decode())
-
     # ------------------------------------------------------------------ one backup
     def start(self, body: dict) -> dict:
         """Create the Job for a new MySQLBackup. Returns the status to set."""
@@ -182,6 +153,9 @@ class BackupController:
             self._patch_status(BACKUP_PLURAL, ns, name, status)
             return status
         cluster = parse(cluster_body)
+        lacking = self._lacks_backup_password(cluster)
+        if lacking:
+            return self._fail(body, lacking)
         job = owned(backup_job(cluster, backup, s3, self.image, image_pull_policy=cluster.spec.image_pull_policy),
                     body)
         try:
@@ -194,6 +168,21 @@ class BackupController:
         self.event(body, "MySQLBackup", "BackupStarted", f"backup of {backup.cluster_name} started "
                                                          f"(Job {job_name(backup)})")
         return status
+
+    def _lacks_backup_password(self, cluster) -> str | None:
+        """Why the backup account cannot be used: a Secret of the user's (spec.credentials) from
+        before backup-password existed. The generated Secret always gets the key."""
+        if cluster.spec.credentials is None:
+            return None
+        name = credentials_secret_name(cluster)
+        try:
+            data = self.core.read_namespaced_secret(name, cluster.namespace).data or {}
+        except ApiException as e:
+            raise kopf.TemporaryError(f"credentials Secret {name!r}: {e.reason}", delay=30) from None
+        if data.get(BACKUP_PASSWORD_KEY):
+            return None
+        return (f"Secret {name!r} (spec.credentials) has no key {BACKUP_PASSWORD_KEY}: add one; the "
+                f"operator then creates the backup account (read-only) that backups use")
 
     def _fail(self, body: dict, message: str) -> dict:
         meta = body["metadata"]
@@ -285,27 +274,51 @@ class BackupController:
                      for o in backups]
             for name in retention.expired(infos, now, bk.retention.keep_last, bk.retention.max_age_seconds):
                 body = next(o for o in backups if o["metadata"]["name"] == name)
-                self.delete_data(body, cluster_body)
+                if not self.data_deleted(body, cluster_body):
+                    done.setdefault("deleting", []).append(name)  # its delete Job runs: next pass
+                    continue
                 self.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, name)
                 done["deleted"].append(name)
         return done
 
-    def delete_data(self, body: dict, cluster_body: dict | None = None) -> int:
-        """Delete a backup's objects (manifest first). Raises kopf.TemporaryError to retry."""
+    def data_deleted(self, body: dict, cluster_body: dict | None = None) -> bool:
+        """True once the backup's objects are gone (or it never stored any). Otherwise a delete
+        Job (`backup delete-data`, owned by the MySQLBackup) does it: the operator never talks to
+        a tenant's S3 endpoint itself. A failed Job is reported (Warning Event) and removed, so
+        the next call tries again."""
         meta = body["metadata"]
-        s3 = storage_for(body, cluster_body if cluster_body is not None else
-                         self._get(CLUSTER_PLURAL, meta["namespace"], body["spec"]["clusterRef"]["name"]))
+        ns = meta["namespace"]
+        if cluster_body is None:
+            cluster_body = self._get(CLUSTER_PLURAL, ns, body["spec"]["clusterRef"]["name"])
+        s3 = storage_for(body, cluster_body)
         location = (body.get("status") or {}).get("location")
         if s3 is None or not location:
-            return 0  # never stored anything (failed before the upload, or no storage)
-        creds = self.s3_credentials(meta["namespace"], s3)
+            return True  # never stored anything (failed before the upload, or no storage)
         folder = location[len(f"s3://{s3.bucket}/"):] if location.startswith(f"s3://{s3.bucket}/") else None
         if not folder:
-            return 0
-        try:
-            return storage.delete_folder(storage.make_client(s3, creds), s3, folder)
-        except storage.StorageError as e:
-            raise kopf.TemporaryError(f"deleting {location}: {e}", delay=60) from None
+            return True
+        name = delete_job_name(meta["name"])
+        found, pods = jobs.read_job(self.api, ns, name)
+        if found is None:
+            if cluster_body is None:
+                self.event(body, "MySQLBackup", "BackupDeleteFailed", f"cannot delete {location}: its cluster "
+                           f"{body['spec']['clusterRef']['name']} is gone (the delete Job runs with the "
+                           "cluster's scheduling); delete the objects by hand", warning=True)
+                return True
+            cluster = parse(cluster_body)
+            jobs.create_job(self.api, owned(delete_data_job(
+                cluster, meta["name"], s3, folder, self.image,
+                image_pull_policy=cluster.spec.image_pull_policy), body))
+            return False
+        result = jobs.job_result(found, pods, f"the delete Job {name}")
+        if result is None:
+            return False
+        if result["ok"]:
+            return True
+        self.event(body, "MySQLBackup", "BackupDeleteFailed", f"deleting {location}: {result['message']}",
+                   warning=True)
+        self.batch.delete_namespaced_job(name, ns, propagation_policy="Background")
+        return False
 
 
 _controller: BackupController | None = None
@@ -347,7 +360,8 @@ def backup_schedule(body, **_):
 
 @kopf.on.delete(GROUP, VERSION, BACKUP_PLURAL, annotations={DELETE_DATA_ANNOTATION: "true"})
 def backup_deleted(body, **_):
-    controller().delete_data(dict(body))
+    if not controller().data_deleted(dict(body)):
+        raise kopf.TemporaryError("waiting for the delete Job to remove the backup's objects", delay=10)
 
 
 __all__ = ["BackupController", "job_outcome", "storage_for", "CLUSTER_LABEL"]

@@ -59,14 +59,15 @@ class ApplyError(Exception):
 
 
 def read_secret_data(api: client.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
-    """The Secret's decoded data, or None if it does not exist."""
+    """The Secret's decoded data, or None if it does not exist. Bytes that are not UTF-8 arrive
+    as lone surrogates (never an exception that could quote them): callers that need text check."""
     try:
         s = client.CoreV1Api(api).read_namespaced_secret(name, namespace)
     except ApiException as e:
         if e.status == 404:
             return None
         raise
-    return {k: base64.b64decode(v).decode() for k, v in (s.data or {}).items()}
+    return {k: base64.b64decode(v).decode(errors="surrogateescape") for k, v in (s.data or {}).items()}
 
 
 def create_secret(api: client.ApiClient, secret: Mapping[str, Any]) -> bool:

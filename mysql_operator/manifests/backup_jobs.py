@@ -1,18 +1,24 @@
-"""Pure builders: the Job that runs one backup (`mysql-operator backup run ...`) in the operator
-image, so backups never load the operator process, and the MySQLBackup a schedule creates.
+"""Pure builders: the Jobs that work on a tenant's bytes in the operator image - one backup
+(`mysql-operator backup run ...`), a restore at creation (`mysql-operator backup restore-into ...`) -
+deleting a backup's objects (`mysql-operator backup delete-data ...`) - and the MySQLBackup a
+schedule creates. Tenant bytes never reach the operator process, which holds
+the API credentials (see `tenant_job`).
 
-Secrets reach the Job as environment variables from Secret references, never in arguments.
+Secrets reach the Job as environment variables from Secret references, never in arguments. The Jobs
+that talk to the servers mount the cluster's CA certificate (public, Secret <name>-ca-bundle) and
+connect over TLS verifying it and the servers' host names (`--tls-ca`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Sequence
 
 from ..api import API_VERSION, BACKUP_KIND, GROUP, S3, MySQLBackup, MySQLCluster
 from . import common as k
 
 COMPONENT_BACKUP = "backup"
+COMPONENT_RESTORE = "restore"
 CLUSTER_LABEL = f"{GROUP}/cluster"
 SCHEDULED_AT_ANNOTATION = f"{GROUP}/scheduled-at"  # fire time a scheduled MySQLBackup was created for
 DELETE_DATA_ANNOTATION = f"{GROUP}/delete-data"  # "true": deleting the MySQLBackup deletes its objects
@@ -34,14 +40,8 @@ def backup_args(c: MySQLCluster, backup: MySQLBackup, s3: S3, *, compression: st
     """`mysql-operator backup run` arguments: every server of the cluster is a candidate source
     (the Job picks a healthy replica, else the primary, when it starts)."""
     args = ["backup", "run", "--namespace", c.namespace, "--cluster", c.name, "--backup", backup.name,
-            "--bucket", s3.bucket, "--prefix", s3.prefix or "", "--compression", compression,
-            "--part-size-mib", str(part_size_mib), "--user", k.OPERATOR_USER]
-    if s3.endpoint:
-        args += ["--endpoint", s3.endpoint]
-    if s3.region:
-        args += ["--region", s3.region]
-    if s3.force_path_style:
-        args.append("--force-path-style")
+            *s3_args(s3), "--compression", compression,
+            "--part-size-mib", str(part_size_mib), "--user", k.BACKUP_USER, "--tls-ca", k.CA_BUNDLE]
     for i in range(c.spec.instances):
         args += ["--source", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
     return args
@@ -51,23 +51,49 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
+def ca_bundle_volume(c: MySQLCluster) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The volume and mount of the cluster's CA certificate (Secret <name>-ca-bundle, key ca.crt,
+    at k.CA_BUNDLE), read-only: the Jobs that talk to the servers verify them with it."""
+    key = k.CA_BUNDLE.rsplit("/", 1)[1]
+    volume = {"name": "ca-bundle", "secret": {"secretName": k.ca_bundle_secret_name(c),
+                                              "items": [{"key": key, "path": key}]}}
+    return volume, {"name": "ca-bundle", "mountPath": k.CA_BUNDLE_DIR, "readOnly": True}
+
+
 def backup_job(c: MySQLCluster, backup: MySQLBackup, s3: S3, image: str, *,
                image_pull_policy: str = "IfNotPresent", compression: str = "zstd",
                part_size_mib: int = 16, deadline_seconds: int = DEFAULT_DEADLINE_SECONDS) -> dict[str, Any]:
     """The Job for one MySQLBackup (the caller adds the owner reference to the MySQLBackup)."""
-    labels = {**k.labels(c, COMPONENT_BACKUP), CLUSTER_LABEL: c.name}
     cs = s3.credentials_secret
-    container = {
-        "name": "backup",
-        "image": image,
-        "imagePullPolicy": image_pull_policy,
-        "args": backup_args(c, backup, s3, compression=compression, part_size_mib=part_size_mib),
-        "env": [
-            _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.OPERATOR_PASSWORD_KEY),
+    return tenant_job(
+        c, job_name(backup), COMPONENT_BACKUP, "backup", image,
+        backup_args(c, backup, s3, compression=compression, part_size_mib=part_size_mib),
+        [
+            _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.BACKUP_PASSWORD_KEY),
             _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
             _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
-            {"name": "TMPDIR", "value": "/tmp"},
         ],
+        image_pull_policy=image_pull_policy, deadline_seconds=deadline_seconds, volumes=[ca_bundle_volume(c)])
+
+
+def tenant_job(c: MySQLCluster, name: str, component: str, container_name: str, image: str,
+               args: list[str], env: list[dict[str, Any]], *, image_pull_policy: str = "IfNotPresent",
+               deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
+               volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]] = ()) -> dict[str, Any]:
+    """A Job that works on a tenant's bytes (dumps, bucket contents) in the cluster's namespace.
+
+    Such work never runs in the operator: the Pod carries no ServiceAccount token
+    (`automountServiceAccountToken: false`), meets the `restricted` Pod Security Standard, and
+    reports its outcome as JSON in its termination message, which the operator reads from the
+    Pod's status. Run once (`backoffLimit: 0`), failed after `deadline_seconds`. `volumes`: more
+    (volume, mount) pairs besides the in-memory /tmp (read-only Secrets, see ca_bundle_volume)."""
+    labels = {**k.labels(c, component), CLUSTER_LABEL: c.name}
+    container = {
+        "name": container_name,
+        "image": image,
+        "imagePullPolicy": image_pull_policy,
+        "args": list(args),
+        "env": [*env, {"name": "TMPDIR", "value": "/tmp"}],
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
@@ -80,29 +106,91 @@ def backup_job(c: MySQLCluster, backup: MySQLBackup, s3: S3, image: str, *,
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(m for _, m in volumes)],
     }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": job_name(backup), "namespace": c.namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": c.namespace, "labels": labels},
         "spec": {
-            "backoffLimit": 0,  # a failed backup is reported, not silently retried
-            "activeDeadlineSeconds": deadline_seconds,  # a hung backup fails, never "succeeds"
+            "backoffLimit": 0,  # a failure is reported, not silently retried
+            "activeDeadlineSeconds": deadline_seconds,  # a hung run fails, never "succeeds"
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
+                    "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                                *(v for v, _ in volumes)],
                     **({"nodeSelector": dict(c.spec.node_selector)} if c.spec.node_selector else {}),
                     **({"tolerations": [dict(t) for t in c.spec.tolerations]} if c.spec.tolerations else {}),
                 },
             },
         },
     }
+
+
+def delete_job_name(backup_name: str) -> str:
+    name = f"{backup_name}-delete"
+    return name if len(name) <= 63 else name[:63].rstrip("-")
+
+
+def delete_data_job(c: MySQLCluster, backup_name: str, s3: S3, folder: str, image: str, *,
+                    image_pull_policy: str = "IfNotPresent") -> dict[str, Any]:
+    """The Job that deletes one backup's objects (`mysql-operator backup delete-data`): retention
+    and deleting a MySQLBackup talk to a tenant's S3 endpoint only from here, with the S3
+    credentials and nothing else. The caller adds the owner reference to the MySQLBackup."""
+    cs = s3.credentials_secret
+    return tenant_job(
+        c, delete_job_name(backup_name), COMPONENT_BACKUP, "delete", image,
+        ["backup", "delete-data", *s3_args(s3), "--folder", folder],
+        [_secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
+         _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key)],
+        image_pull_policy=image_pull_policy, deadline_seconds=3600)
+
+
+def restore_job_name(c: MySQLCluster) -> str:
+    name = f"{c.name}-restore"
+    return name if len(name) <= 63 else name[:63].rstrip("-")
+
+
+def s3_args(s3: S3) -> list[str]:
+    """The S3 location arguments shared by the Jobs' commands (credentials come from env)."""
+    args = ["--bucket", s3.bucket, "--prefix", s3.prefix or ""]
+    if s3.endpoint:
+        args += ["--endpoint", s3.endpoint]
+    if s3.region:
+        args += ["--region", s3.region]
+    if s3.force_path_style:
+        args.append("--force-path-style")
+    return args
+
+
+def restore_job(c: MySQLCluster, s3: S3, path: str, image: str, *,
+                image_pull_policy: str = "IfNotPresent",
+                deadline_seconds: int = DEFAULT_DEADLINE_SECONDS) -> dict[str, Any]:
+    """The Job that restores spec.restore into every instance of a new cluster
+    (`mysql-operator backup restore-into`); the caller adds the owner reference to the cluster.
+    `path` is a MySQLBackup's status.location or spec.restore.s3.path. It loads as the restore
+    account (created at init only for spec.restore), which drops itself when done."""
+    args = ["backup", "restore-into", *s3_args(s3), "--path", path, "--user", k.RESTORE_USER, "--drop-account",
+            "--tls-ca", k.CA_BUNDLE]
+    if c.spec.database:
+        args += ["--app-database", c.spec.database.name]
+    for i in range(c.spec.instances):
+        args += ["--target", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
+    cs = s3.credentials_secret
+    return tenant_job(
+        c, restore_job_name(c), COMPONENT_RESTORE, "restore", image, args,
+        [
+            _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.RESTORE_PASSWORD_KEY),
+            _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
+            _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+        ],
+        image_pull_policy=image_pull_policy, deadline_seconds=deadline_seconds, volumes=[ca_bundle_volume(c)])
 
 
 def scheduled_backup(c: MySQLCluster, name: str, fire_time: dt.datetime) -> dict[str, Any]:

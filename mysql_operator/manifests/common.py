@@ -24,17 +24,25 @@ RUN_DIR = "/run/mysql-operator"  # in-memory: socket, pid, per-start config, cli
 SOCKET = f"{RUN_DIR}/mysqld.sock"
 CONFIG_DIR = "/opt/mysql-operator/config"  # the ConfigMap
 RUN_AS = 999  # the mysql user of both official images
+TLS_DIR = "/etc/mysql-operator/tls"  # Secret <name>-tls in server Pods
+TLS_CA, TLS_CERT, TLS_KEY = f"{TLS_DIR}/ca.crt", f"{TLS_DIR}/tls.crt", f"{TLS_DIR}/tls.key"
+CA_BUNDLE_DIR = "/etc/mysql-operator/ca"  # Secret <name>-ca-bundle (ca.crt) in Job Pods
+CA_BUNDLE = f"{CA_BUNDLE_DIR}/ca.crt"
 
-# Accounts created when the data directory is initialised.
+# Accounts created when the data directory is initialised; their privileges: db/accounts.py.
 ROOT_USER = "root"
 OPERATOR_USER = "mysql-operator"
 REPLICATION_USER = "replication"
+BACKUP_USER = "mysql-operator-backup"
+RESTORE_USER = "mysql-operator-restore"  # only while spec.restore loads a dump into a new cluster
 
 # Keys of the credentials Secret (generated, or the user's spec.credentials.secretName).
 ROOT_PASSWORD_KEY = "root-password"
 OPERATOR_PASSWORD_KEY = "operator-password"
 REPLICATION_PASSWORD_KEY = "replication-password"
 APP_PASSWORD_KEY = "app-password"
+BACKUP_PASSWORD_KEY = "backup-password"
+RESTORE_PASSWORD_KEY = "restore-password"
 
 
 def statefulset_name(c: MySQLCluster) -> str:
@@ -65,6 +73,32 @@ def credentials_secret_name(c: MySQLCluster) -> str:
     """The Secret the servers read passwords from: the user's, or the generated one."""
     creds = c.spec.credentials
     return creds.secret_name if creds else generated_secret_name(c)
+
+
+def ca_secret_name(c: MySQLCluster) -> str:
+    """The cluster's CA, key included: read by the operator only."""
+    return f"{c.name}-ca"
+
+
+def tls_secret_name(c: MySQLCluster) -> str:
+    """The servers' certificate, its key and the CA certificate (mounted in server Pods)."""
+    return f"{c.name}-tls"
+
+
+def ca_bundle_secret_name(c: MySQLCluster) -> str:
+    """The CA certificate alone, for applications and the operator's Jobs."""
+    return f"{c.name}-ca-bundle"
+
+
+def server_dns_names(c: MySQLCluster) -> list[str]:
+    """The names a server certificate carries: every Pod through the headless Service (replicas
+    and Jobs connect so) and the -rw/-ro Services (applications), short and qualified."""
+    names = [f"*.{headless_service_name(c)}.{c.namespace}.svc"]
+    for svc in (primary_service_name(c), replica_service_name(c)):
+        names += [svc, f"{svc}.{c.namespace}", f"{svc}.{c.namespace}.svc"]
+    names.append(f"*.{headless_service_name(c)}.{c.namespace}.svc.cluster.local")
+    names += [f"{svc}.{c.namespace}.svc.cluster.local" for svc in (primary_service_name(c), replica_service_name(c))]
+    return names
 
 
 def pdb_name(c: MySQLCluster) -> str:

@@ -9,6 +9,7 @@ socket, pid file and port are given on start.sh's command line.
 from __future__ import annotations
 
 from ..api import ClusterSpec
+from .common import TLS_CA, TLS_CERT, TLS_KEY
 
 # Semi-sync timeout (ms) when no fallback to asynchronous replication is allowed: the largest value
 # both servers accept, about 49 days - in practice a commit waits for an acknowledgement.
@@ -23,7 +24,13 @@ def server_settings(spec: ClusterSpec) -> list[tuple[str, str]]:
         ("log_bin", "binlog"),
         ("relay_log", "relay-bin"),
         ("read_only", "ON"),
+        # the cluster's certificate (Secret <name>-tls), reloaded by the operator when renewed
+        ("ssl_ca", TLS_CA),
+        ("ssl_cert", TLS_CERT),
+        ("ssl_key", TLS_KEY),
     ]
+    if spec.tls.required:
+        common.append(("require_secure_transport", "ON"))
     r = spec.replication
     timeout = str(FALLBACK_TIMEOUT_MS if r.allow_async_fallback else NO_FALLBACK_TIMEOUT_MS)
     if spec.flavor == "mysql":

@@ -12,6 +12,8 @@ import json
 from typing import Any, Callable
 
 from ..api import MySQLCluster
+from ..db import accounts
+from ..db.flavor import Flavor, ServerVersion
 from . import common as k
 from .config import my_cnf
 from .scripts import INIT_SH, PROBE_SH, START_SH
@@ -23,9 +25,11 @@ def credentials_secret(c: MySQLCluster, password_for: PasswordFor) -> dict[str, 
     """The generated credentials Secret, or None when the user supplied spec.credentials."""
     if c.spec.credentials is not None:
         return None
-    keys = [k.ROOT_PASSWORD_KEY, k.OPERATOR_PASSWORD_KEY, k.REPLICATION_PASSWORD_KEY]
+    keys = [k.ROOT_PASSWORD_KEY, k.OPERATOR_PASSWORD_KEY, k.REPLICATION_PASSWORD_KEY, k.BACKUP_PASSWORD_KEY]
     if c.spec.database and c.spec.database.user:
         keys.append(k.APP_PASSWORD_KEY)
+    if c.spec.restore:
+        keys.append(k.RESTORE_PASSWORD_KEY)
     data = {}
     for key in keys:
         pw = password_for(key)
@@ -162,24 +166,53 @@ def _default_affinity(c: MySQLCluster) -> dict[str, Any]:
     }
 
 
+def server_version(c: MySQLCluster) -> ServerVersion:
+    """The spec's flavor and version; a missing patch level is 0 (`8.4` is 8.4.0), so a
+    privilege that appeared in a patch release is never assumed."""
+    numbers = [int(n) for n in c.spec.server_version.split(".")] + [0, 0]
+    return ServerVersion(Flavor(c.spec.flavor), *numbers[:3])
+
+
+def _grants_env(name: str, grants: tuple[accounts.Grant, ...],
+                revokes: tuple[accounts.Grant, ...] = ()) -> dict[str, Any]:
+    return {"name": name, "value": accounts.grant_lines(grants, revokes)}
+
+
 def statefulset(c: MySQLCluster) -> dict[str, Any]:
     s = c.spec
     secret = k.credentials_secret_name(c)
+    version = server_version(c)
+    app_database = s.database.name if s.database else None
     common_env = [
         {"name": "MYSQL_OPERATOR_FLAVOR", "value": s.flavor},
         {"name": "MYSQL_OPERATOR_USER", "value": k.OPERATOR_USER},
     ]
+    # privileges: db/accounts.py, one GRANT a line (see INIT_SH)
     init_env = common_env + [
         {"name": "MYSQL_REPLICATION_USER", "value": k.REPLICATION_USER},
+        {"name": "MYSQL_BACKUP_USER", "value": k.BACKUP_USER},
         _secret_env("MYSQL_ROOT_PASSWORD", secret, k.ROOT_PASSWORD_KEY),
         _secret_env("MYSQL_OPERATOR_PASSWORD", secret, k.OPERATOR_PASSWORD_KEY),
         _secret_env("MYSQL_REPLICATION_PASSWORD", secret, k.REPLICATION_PASSWORD_KEY),
+        # optional: a Secret of the user's from before backup-password existed still starts
+        _secret_env("MYSQL_BACKUP_PASSWORD", secret, k.BACKUP_PASSWORD_KEY, optional=True),
+        _grants_env("MYSQL_OPERATOR_GRANTS", accounts.operator_grants(version, app_database)),
+        _grants_env("MYSQL_REPLICATION_GRANTS", accounts.replication_grants(version)),
+        _grants_env("MYSQL_BACKUP_GRANTS", accounts.backup_grants(version)),
     ]
     if s.database:
         init_env.append({"name": "MYSQL_APP_DATABASE", "value": s.database.name})
         if s.database.user:
             init_env.append({"name": "MYSQL_APP_USER", "value": s.database.user})
             init_env.append(_secret_env("MYSQL_APP_PASSWORD", secret, k.APP_PASSWORD_KEY))
+            init_env.append(_grants_env("MYSQL_APP_GRANTS", accounts.app_grants(version, s.database.name)))
+    if s.restore:  # the account that loads the dump; dropped once the restore is done
+        init_env += [
+            {"name": "MYSQL_RESTORE_USER", "value": k.RESTORE_USER},
+            _secret_env("MYSQL_RESTORE_PASSWORD", secret, k.RESTORE_PASSWORD_KEY, optional=True),
+            _grants_env("MYSQL_RESTORE_GRANTS", accounts.restore_grants(version),
+                        accounts.restore_revokes(version)),
+        ]
     server_env = common_env + [
         _field_env("POD_NAME", "metadata.name"),
         _field_env("POD_NAMESPACE", "metadata.namespace"),
@@ -210,7 +243,7 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
         "readinessProbe": _probe("ready", 5, 3),
         "resources": resources,
         "securityContext": _container_security(),
-        "volumeMounts": _mounts(),
+        "volumeMounts": _mounts() + [{"name": "tls", "mountPath": k.TLS_DIR, "readOnly": True}],
     }
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
@@ -229,6 +262,8 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
         "containers": [server],
         "volumes": [
             {"name": "config", "configMap": {"name": k.config_map_name(c), "defaultMode": 0o444}},
+            # renewed in place: the kubelet updates the files, the operator makes the server reload
+            {"name": "tls", "secret": {"secretName": k.tls_secret_name(c), "defaultMode": 0o440}},
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
             {"name": "tmp", "emptyDir": {}},
         ],

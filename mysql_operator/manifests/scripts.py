@@ -27,6 +27,12 @@ for v in MYSQL_ROOT_PASSWORD MYSQL_OPERATOR_PASSWORD MYSQL_REPLICATION_PASSWORD 
     exit 1
   fi
 done
+for v in MYSQL_OPERATOR_GRANTS MYSQL_REPLICATION_GRANTS ${MYSQL_APP_USER:+MYSQL_APP_GRANTS}; do
+  if [ -z "${!v:-}" ]; then
+    log "$v is empty: this Pod's spec is older than its ConfigMap; delete the Pod"
+    exit 1
+  fi
+done
 if [ -n "${MYSQL_APP_USER:-}" ] && [ -z "${MYSQL_APP_PASSWORD:-}" ]; then
   log "MYSQL_APP_PASSWORD is empty: the credentials Secret is missing app-password"
   exit 1
@@ -41,6 +47,20 @@ rm -rf "$STAGING"  # an earlier attempt that did not finish: it never served
 mkdir -p "$STAGING"
 
 q() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e "s/'/''/g"; }
+# account NAME PASSWORD GRANTS: NAME@'%' with one GRANT per line of GRANTS, each
+# "<privileges> ON <target>[ WITH GRANT OPTION]", or "REVOKE <privileges> ON <target>"
+# (the operator renders them from db/accounts.py)
+account() {
+  echo "CREATE USER '$1'@'%' IDENTIFIED BY '$(q "$2")';"
+  printf '%s\n' "$3" | while IFS= read -r g; do
+    case "$g" in
+      '') ;;
+      "REVOKE "*) echo "$g FROM '$1'@'%';" ;;
+      *" WITH GRANT OPTION") echo "GRANT ${g% WITH GRANT OPTION} TO '$1'@'%' WITH GRANT OPTION;" ;;
+      *) echo "GRANT $g TO '$1'@'%';" ;;
+    esac
+  done
+}
 {
   if [ "$FLAVOR" = mariadb ]; then
     # bootstrap mode starts without privilege tables: load them; no anonymous users, root local-only
@@ -50,16 +70,19 @@ q() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e "s/'/''/g"; }
   fi
   echo "SET SESSION sql_log_bin = 0;"
   echo "ALTER USER 'root'@'localhost' IDENTIFIED BY '$(q "$MYSQL_ROOT_PASSWORD")';"
-  echo "CREATE USER '$MYSQL_OPERATOR_USER'@'%' IDENTIFIED BY '$(q "$MYSQL_OPERATOR_PASSWORD")';"
-  echo "GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_OPERATOR_USER'@'%' WITH GRANT OPTION;"
-  echo "CREATE USER '$MYSQL_REPLICATION_USER'@'%' IDENTIFIED BY '$(q "$MYSQL_REPLICATION_PASSWORD")';"
-  echo "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$MYSQL_REPLICATION_USER'@'%';"
+  account "$MYSQL_OPERATOR_USER" "$MYSQL_OPERATOR_PASSWORD" "$MYSQL_OPERATOR_GRANTS"
+  account "$MYSQL_REPLICATION_USER" "$MYSQL_REPLICATION_PASSWORD" "$MYSQL_REPLICATION_GRANTS"
+  if [ -n "${MYSQL_BACKUP_PASSWORD:-}" ]; then  # absent from a Secret of the user's: no backups
+    account "$MYSQL_BACKUP_USER" "$MYSQL_BACKUP_PASSWORD" "$MYSQL_BACKUP_GRANTS"
+  fi
+  if [ -n "${MYSQL_RESTORE_PASSWORD:-}" ]; then  # spec.restore: loads the dump, then is dropped
+    account "$MYSQL_RESTORE_USER" "$MYSQL_RESTORE_PASSWORD" "$MYSQL_RESTORE_GRANTS"
+  fi
   if [ -n "${MYSQL_APP_DATABASE:-}" ]; then
     echo "CREATE DATABASE IF NOT EXISTS \`$MYSQL_APP_DATABASE\`;"
   fi
   if [ -n "${MYSQL_APP_USER:-}" ]; then
-    echo "CREATE USER '$MYSQL_APP_USER'@'%' IDENTIFIED BY '$(q "$MYSQL_APP_PASSWORD")';"
-    echo "GRANT ALL PRIVILEGES ON \`$MYSQL_APP_DATABASE\`.* TO '$MYSQL_APP_USER'@'%';"
+    account "$MYSQL_APP_USER" "$MYSQL_APP_PASSWORD" "$MYSQL_APP_GRANTS"
   fi
 } > "$SQL"
 printf '[mysqld]\ndatadir = %s\nsocket = %s\npid_file = %s\nskip_networking = ON\n' \
@@ -109,6 +132,11 @@ mkdir -p "$RUN_DIR"
   printf '\n[mysqld]\n# identity of this instance, from its ordinal %s\n' "$ORDINAL"
   printf 'server_id = %s\nreport_host = %s\nreport_port = %s\n' "$((ORDINAL + 1))" "$REPORT_HOST" "$PORT"
 } > "$RUN_DIR/my.cnf"
+case "${MYSQL_OPERATOR_PASSWORD:-}" in
+  *$'\n'*|*$'\r'*)
+    echo "start: MYSQL_OPERATOR_PASSWORD contains a line break, which client.cnf cannot hold: set a single-line operator-password in the credentials Secret" >&2
+    exit 1 ;;
+esac
 pw=$(printf '%s' "${MYSQL_OPERATOR_PASSWORD:-}" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')
 printf '[client]\nuser = "%s"\npassword = "%s"\nsocket = "%s"\n' \
   "${MYSQL_OPERATOR_USER:-mysql-operator}" "$pw" "$RUN_DIR/mysqld.sock" > "$RUN_DIR/client.cnf"

@@ -14,7 +14,7 @@ from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.restore import RestoreError, Source, Target, restore_into
 from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
 from mysql_operator.db.gtid import MariaDBGtids
-from tests.support.mariadb import ADMIN_USER, free_port
+from tests.support.mariadb import ADMIN_USER, BACKUP_USER, free_port
 
 PART = storage.MIN_PART_SIZE  # 5 MiB: the S3 minimum, so a modest table spans several parts
 
@@ -36,8 +36,9 @@ def creds(server) -> storage.Credentials:
 
 
 def request_for(server, s3: S3, name="b1", part_size=PART, cluster="c1") -> BackupRequest:
+    """Backups run as the backup account (its privileges only; the factory's password)."""
     return BackupRequest(cluster=cluster, namespace="ns", backup=name, s3=s3, part_size=part_size,
-                         candidates=(Candidate(server.name, Endpoint(server.host, server.port, ADMIN_USER)),))
+                         candidates=(Candidate(server.name, Endpoint(server.host, server.port, BACKUP_USER)),))
 
 
 def sql(server, *statements, database=None):

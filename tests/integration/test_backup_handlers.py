@@ -153,6 +153,27 @@ def test_backup_of_a_missing_cluster_fails_with_a_clear_message(ctl, crds, names
     assert get(crds, namespace, BACKUP_PLURAL, "orphan")["status"]["phase"] == "Failed"
 
 
+def test_backup_with_a_user_secret_lacking_backup_password_fails_saying_so(control_plane, ctl, crds, namespace):
+    """Backups run as the read-only backup account; a Secret of the user's from before it existed
+    fails the backup naming the key, and no Job is created (it could only wait for the key)."""
+    core = client.CoreV1Api(control_plane.api_client())
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "mine"}, "stringData": {
+        "root-password": "r", "operator-password": "o", "replication-password": "p"}})
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": "shop"},
+            "spec": {"flavor": "mariadb", "instances": 1, "credentials": {"secretName": "mine"},
+                     "backup": {"storage": {"s3": {"bucket": "backups", "credentialsSecret": {"name": "s3"}}}}}}
+    crds.create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTER_PLURAL, body)
+    for n in ("before", "after"):
+        crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": n},
+            "spec": {"clusterRef": {"name": "shop"}}})
+    status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "before"))
+    assert status["phase"] == "Failed" and "has no key backup-password" in status["message"]
+    assert not client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
+    core.patch_namespaced_secret("mine", namespace, {"stringData": {"backup-password": "b"}})
+    assert ctl.start(get(crds, namespace, BACKUP_PLURAL, "after"))["phase"] == "Running"
+
+
 def test_retention_removes_old_backups_but_never_the_newest_success(ctl, crds, namespace):
     make_cluster(crds, namespace, retention={"keepLast": 1})
     for n, phase, when in (("old", "Succeeded", "2025-01-01T00:00:00Z"), ("new", "Succeeded", "2025-01-02T00:00:00Z"),
@@ -168,3 +189,37 @@ def test_retention_removes_old_backups_but_never_the_newest_success(ctl, crds, n
     left = sorted(o["metadata"]["name"] for o in crds.list_namespaced_custom_object(
         GROUP, VERSION, namespace, BACKUP_PLURAL)["items"] if not o["metadata"].get("deletionTimestamp"))
     assert "new" in left and "newer-failed" in left and "old" not in left
+
+
+def test_retention_deletes_the_objects_through_a_job_before_the_backup(control_plane, ctl, crds, namespace):
+    """The operator never talks to the tenant's S3: an expired backup that stored objects gets a
+    delete Job (no API token, S3 credentials only); the MySQLBackup goes once the Job succeeded."""
+    make_cluster(crds, namespace, retention={"keepLast": 1})
+    for n, when in (("old", "2025-01-01T00:00:00Z"), ("new", "2025-01-02T00:00:00Z")):
+        crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": n},
+            "spec": {"clusterRef": {"name": "shop"}}})
+        crds.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, BACKUP_PLURAL, n, {"status": {
+            "phase": "Succeeded", "completedAt": when, "location": f"s3://backups/shop/{n}"}})
+    now = dt.datetime(2025, 1, 3, 1, tzinfo=UTC)
+    done = ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)
+    assert done["deleted"] == [] and done["deleting"] == ["old"]
+    job = client.BatchV1Api(control_plane.api_client()).read_namespaced_job("old-delete", namespace)
+    pod = job.spec.template.spec
+    assert pod.automount_service_account_token is False
+    assert pod.containers[0].args[:2] == ["backup", "delete-data"]
+    assert pod.containers[0].args[pod.containers[0].args.index("--folder") + 1] == "shop/old"
+    assert job.metadata.owner_references[0].name == "old"  # goes with its MySQLBackup
+    assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleting"] == ["old"]  # still running
+
+    finish_job(control_plane, namespace, "old-delete", False, {"ok": False, "message": "AccessDenied"})
+    assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleting"] == ["old"]
+    assert ("BackupDeleteFailed", "Warning") in events_for(control_plane, namespace, "old")
+    assert get(crds, namespace, BACKUP_PLURAL, "old")  # kept: its objects are still there
+    # the failed Job was removed: the next pass starts a new one
+    batch = client.BatchV1Api(control_plane.api_client())
+    wait_for(lambda: ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleting"] == ["old"]
+             and batch.read_namespaced_job("old-delete", namespace).status.failed is None, 60,
+             "a new delete Job for old")
+    finish_job(control_plane, namespace, "old-delete", True, {"ok": True, "deleted": 2, "message": "deleted 2"})
+    assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleted"] == ["old"]

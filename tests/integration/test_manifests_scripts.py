@@ -7,6 +7,7 @@ cluster. MySQL's branch of the scripts needs the mysql image and is exercised by
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import pwd
 import shutil
@@ -20,7 +21,10 @@ import pymysql
 import pytest
 
 from mysql_operator import manifests as m
+from mysql_operator import tls
 from mysql_operator.api import parse
+from mysql_operator.db import accounts
+from mysql_operator.db.flavor import Flavor
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -33,6 +37,8 @@ PASSWORDS = {
     "MYSQL_OPERATOR_PASSWORD": "op\"er'ator\\pw",
     "MYSQL_REPLICATION_PASSWORD": "repl-pw-1",
     "MYSQL_APP_PASSWORD": "app pw with spaces",
+    "MYSQL_BACKUP_PASSWORD": "backup'pw",
+    "MYSQL_RESTORE_PASSWORD": "restore-pw",
 }
 
 
@@ -46,12 +52,24 @@ def free_port() -> int:
 def env(tmp_path_factory):
     root = Path(tempfile.mkdtemp(prefix="mysqlop-scripts-"))  # short: socket paths are limited
     c = parse({"metadata": {"name": "db", "namespace": "prod"},
-               "spec": {"instances": 3, "flavor": "mariadb", "database": {"name": "shop", "user": "shopper"}}})
+               "spec": {"instances": 3, "flavor": "mariadb", "database": {"name": "shop", "user": "shopper"},
+                        "restore": {"fromBackup": {"name": "nightly"}}}})
     cm = m.config_map(c)["data"]
+    # the init container's plain values (users, privileges) as the StatefulSet sets them
+    (init,) = m.statefulset(c)["spec"]["template"]["spec"]["initContainers"]
+    plain = {v["name"]: v["value"] for v in init["env"] if "value" in v}
     config = root / "config"
     config.mkdir()
+    # the Secret <name>-tls as the Pod mounts it: a certificate from the cluster's CA
+    tls_dir = root / "tls"
+    tls_dir.mkdir()
+    ca = tls.new_ca("db", dt.datetime.now(dt.timezone.utc))
+    cert = tls.server_certificate(ca, m.server_dns_names(c), dt.datetime.now(dt.timezone.utc))
+    for name, text in (("ca.crt", ca.cert_pem), ("tls.crt", cert.cert_pem), ("tls.key", cert.key_pem)):
+        (tls_dir / name).write_text(text)
+        (tls_dir / name).chmod(0o644)
     for name, text in cm.items():
-        (config / name).write_text(text)
+        (config / name).write_text(text.replace(m.TLS_DIR, str(tls_dir)))
     (root / "volume").mkdir()
     (root / "run").mkdir()
     user = None
@@ -71,6 +89,7 @@ def env(tmp_path_factory):
         "MYSQL_REPLICATION_USER": m.REPLICATION_USER,
         "MYSQL_APP_DATABASE": "shop",
         "MYSQL_APP_USER": "shopper",
+        **plain,
         **PASSWORDS,
     }
     procs: list[subprocess.Popen] = []
@@ -168,4 +187,71 @@ def test_init_refuses_to_run_without_a_password(env):
     r = run(config / "init.sh", e, user, check=False)
     assert r.returncode == 1
     assert "MYSQL_REPLICATION_PASSWORD is empty" in r.stderr
+    assert not (root / "volume" / "data").exists()
+
+
+@pytest.mark.parametrize("bad", ["first\nhost=evil", "trailing\r"])
+def test_start_refuses_an_operator_password_with_a_line_break(env, bad):
+    root, config, e, user, _ = env
+    e = {**e, "MYSQL_OPERATOR_PASSWORD": bad, "POD_NAME": "db-0"}
+    r = run(config / "start.sh", e, user, check=False)
+    assert r.returncode == 1
+    assert "MYSQL_OPERATOR_PASSWORD contains a line break" in r.stderr
+    assert bad.strip() not in r.stdout + r.stderr and "evil" not in r.stderr
+    assert not (root / "run" / "client.cnf").exists()
+
+
+def _serve(config, env, user, procs) -> int:
+    """Start the initialised server with start.sh; its port once the operator's account logs in."""
+    port = free_port()
+    proc = start(config, env, user, procs, port, pod="db-0")
+
+    def up():
+        assert proc.poll() is None, proc.stderr.read().decode(errors="replace")[-2000:]
+        return connect(port, m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+
+    wait_for(up, 60, "the server started by start.sh").close()
+    return port
+
+
+def _show_grants(port, user):
+    conn = connect(port, m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+    with conn.cursor() as cur:
+        cur.execute("SHOW GRANTS FOR %s@'%%'", (user,))
+        return accounts.parse_show_grants([r[0] for r in cur.fetchall()], Flavor.MARIADB)
+
+
+def test_init_gives_every_account_exactly_its_documented_privileges(env):
+    root, config, e, user, procs = env
+    run(config / "init.sh", e, user)
+    port = _serve(config, e, user, procs)
+    v = Flavor.MARIADB
+    want = {
+        m.OPERATOR_USER: accounts.operator_grants(v, "shop"),
+        m.REPLICATION_USER: accounts.replication_grants(v),
+        m.BACKUP_USER: accounts.backup_grants(v),
+        m.RESTORE_USER: accounts.restore_grants(v),
+        "shopper": accounts.app_grants(v, "shop"),
+    }
+    for name, grants in want.items():
+        assert _show_grants(port, name) == accounts.expected(grants), name
+    assert "ALL PRIVILEGES" not in _show_grants(port, m.OPERATOR_USER)["*.*"][0]
+    for name, key in ((m.BACKUP_USER, "MYSQL_BACKUP_PASSWORD"), (m.RESTORE_USER, "MYSQL_RESTORE_PASSWORD")):
+        connect(port, name, PASSWORDS[key]).close()
+
+
+def test_init_skips_the_backup_and_restore_accounts_without_their_passwords(env):
+    root, config, e, user, procs = env
+    e = {k: v for k, v in e.items() if k not in ("MYSQL_BACKUP_PASSWORD", "MYSQL_RESTORE_PASSWORD")}
+    run(config / "init.sh", e, user)
+    conn = connect(_serve(config, e, user, procs), m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+    with conn.cursor() as cur:
+        cur.execute("SELECT User FROM mysql.user WHERE User LIKE 'mysql-operator%'")
+        assert {r[0] for r in cur.fetchall()} == {m.OPERATOR_USER}
+
+
+def test_init_refuses_to_run_without_the_privilege_lists(env):
+    root, config, e, user, _ = env
+    r = run(config / "init.sh", {**e, "MYSQL_OPERATOR_GRANTS": ""}, user, check=False)
+    assert r.returncode == 1 and "MYSQL_OPERATOR_GRANTS is empty" in r.stderr
     assert not (root / "volume" / "data").exists()

@@ -153,6 +153,9 @@ def _get(objs, ns, name) -> dict:
     return objs.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
 
 
+OWNED = 10  # credentials, 3 TLS Secrets, ConfigMap, 3 Services, StatefulSet, PDB
+
+
 def _owned_objects(api, ns: str, cluster: str) -> dict[str, dict]:
     """kind/name -> live object, for every kind the operator builds."""
     core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
@@ -234,7 +237,8 @@ def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, oper
     uid = created["metadata"]["uid"]
 
     expected = {f"Secret/shop-credentials", "ConfigMap/shop-config", "Service/shop-headless",
-                "Service/shop-rw", "Service/shop-ro", "StatefulSet/shop", "PodDisruptionBudget/shop"}
+                "Service/shop-rw", "Service/shop-ro", "StatefulSet/shop", "PodDisruptionBudget/shop",
+                "Secret/shop-ca", "Secret/shop-tls", "Secret/shop-ca-bundle"}  # TLS: mysql_operator/certificates.py
     live = wait_for(lambda: (o := _owned_objects(api, ns, "shop")) and expected <= set(o) and o,
                     60, "every owned object")
     for key in expected:
@@ -246,8 +250,8 @@ def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, oper
     secret = core.read_namespaced_secret("shop-credentials", ns)
     passwords = {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
     assert set(passwords) == {m.ROOT_PASSWORD_KEY, m.OPERATOR_PASSWORD_KEY,
-                              m.REPLICATION_PASSWORD_KEY, m.APP_PASSWORD_KEY}
-    assert len(set(passwords.values())) == 4 and all(len(p) >= 24 for p in passwords.values())
+                              m.REPLICATION_PASSWORD_KEY, m.APP_PASSWORD_KEY, m.BACKUP_PASSWORD_KEY}
+    assert len(set(passwords.values())) == 5 and all(len(p) >= 24 for p in passwords.values())
 
     def status_published():
         st = _get(objs, ns, "shop").get("status") or {}
@@ -387,7 +391,7 @@ def test_a_spec_error_cel_cannot_catch_is_a_condition_and_an_event(control_plane
         live["spec"]["config"]["myCnf"] = "[mysqld]\nmax_connections = 50\n"
         return objs.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "bad", live)
     wait_for(fix, 30, "spec fixed")
-    wait_for(lambda: len(_owned_objects(api, ns, "bad")) == 7, 60, "objects once the spec is valid")
+    wait_for(lambda: len(_owned_objects(api, ns, "bad")) == OWNED, 60, "objects once the spec is valid")
     wait_for(lambda: (_get(objs, ns, "bad").get("status") or {}).get("phase") == "Pending", 60,
              "phase Pending after the fix")
 
@@ -397,7 +401,7 @@ def test_deleting_the_cluster_garbage_collects_generated_objects(control_plane, 
     objs = client.CustomObjectsApi(api)
     objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL,
                                          _body("gone", {"flavor": "mariadb", "instances": 1}))
-    wait_for(lambda: len(_owned_objects(api, ns, "gone")) == 7, 60, "7 owned objects")
+    wait_for(lambda: len(_owned_objects(api, ns, "gone")) == OWNED, 60, f"{OWNED} owned objects")
     objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "gone")
     wait_for(lambda: not _owned_objects(api, ns, "gone"), 90, "owned objects garbage-collected")
 

@@ -18,7 +18,7 @@ from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, Writer, wait_replicated
-from tests.support.mariadb import ADMIN_USER, MariaDBFactory, MariaDBServer, missing_binaries
+from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, MariaDBServer, missing_binaries
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -49,7 +49,7 @@ def make_cluster(factory: MariaDBFactory, n: int, semisync: bool = False, delay:
         s.name = f"db-{k}"
     members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)]
     engine = ReplicationEngine(
-        members, Credentials(ADMIN_USER, factory.admin_password), REPL,
+        members, Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"), REPL,
         t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync),
         app=APP, app_database=DB, apply_timeout=20)
     c = Cluster(servers, engine)
@@ -78,7 +78,7 @@ def test_bootstrap_three_instances_replicas_read_only(factory):
     wait_replicated(c, set(range(1, 11)))
     for r in c.servers[1:]:
         assert r.query("SELECT @@read_only")[0][0] == 1
-        status = Instance(r.host, r.port, ADMIN_USER, factory.admin_password).replica_status()
+        status = Instance(r.host, r.port, OPERATOR_USER, factory.admin_password).replica_status()
         assert status.io_running and status.sql_running and status.source_port == c.primary.port
         with c.app_conn(r) as conn, conn.cursor() as cur:
             with pytest.raises(pymysql.err.MySQLError) as e:
@@ -93,13 +93,13 @@ def test_semisync_on_then_off(factory):
     assert dict(p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_status'"))[
         "Rpl_semi_sync_master_status"] == "ON"
     assert p.query("SELECT @@rpl_semi_sync_master_wait_point")[0][0] == "AFTER_SYNC"
-    replicas = [Instance(s.host, s.port, ADMIN_USER, factory.admin_password) for s in c.servers[1:]]
+    replicas = [Instance(s.host, s.port, OPERATOR_USER, factory.admin_password) for s in c.servers[1:]]
     wait_for(lambda: p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")[0][1] == "2",
              10, "both replicas acknowledging")
     for k in range(5):
         with c.app_conn(p) as conn, conn.cursor() as cur:
             cur.execute(f"INSERT INTO {DB}.t VALUES (%s, 'sync')", (k,))
-        committed = Instance(p.host, p.port, ADMIN_USER, factory.admin_password).observe().executed
+        committed = Instance(p.host, p.port, OPERATOR_USER, factory.admin_password).observe().executed
         # the commit returned: at least one replica has it in its relay log already (no waiting)
         assert any(r.replica_status().received.contains(committed) for r in replicas)
     yes = int(dict(p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_yes_tx'"))[
@@ -159,7 +159,7 @@ def test_failover_after_kill9_under_writes_then_old_primary_rejoins(factory):
     if isinstance(d, t.Errant):
         TIMINGS.append(f"kill -9 rejoin: {old.name} held out: {d.reasons}")
         pytest.fail(f"old primary held out instead of rejoining: {d.reasons}")
-    status = Instance(old.host, old.port, ADMIN_USER, factory.admin_password).replica_status()
+    status = Instance(old.host, old.port, OPERATOR_USER, factory.admin_password).replica_status()
     assert status.source_port == new.port and status.io_running and status.sql_running
     acked = {n for n, _, _ in writer.acked}
     wait_replicated(c, acked, [old])
@@ -192,7 +192,7 @@ def test_primary_restarted_within_the_delay_is_replaced_and_rejoins(factory):
     assert not acked - c.rows(new), f"acknowledged rows lost: {sorted(acked - c.rows(new))[:10]}"
     assert writer.servers_in_order() == [old.name, new.name]
     assert old.query("SELECT @@read_only")[0][0] == 1
-    status = Instance(old.host, old.port, ADMIN_USER, factory.admin_password).replica_status()
+    status = Instance(old.host, old.port, OPERATOR_USER, factory.admin_password).replica_status()
     assert status.source_port == new.port and status.io_running and status.sql_running
     wait_replicated(c, acked, [old])
 
@@ -209,7 +209,7 @@ def test_restart_of_the_primary_is_known_to_a_restarted_operator_from_when_it_wa
     old.restart()
     c.engine.close()
     c.engine = ReplicationEngine(  # a new operator process: nothing remembered
-        c.engine.members.values(), Credentials(ADMIN_USER, factory.admin_password), REPL,
+        c.engine.members.values(), Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"), REPL,
         c.engine.settings, app=APP, app_database=DB, apply_timeout=20)
     unaware = t.decide(c.engine.observe(), c.engine.settings, c.state.current_primary)
     assert isinstance(unaware, t.Promote) and unaware.name == old.name, unaware  # the control
@@ -287,7 +287,7 @@ def test_switchover(factory):
     wait_replicated(c, set(range(1, 22)))
     old = c.server("db-0")
     assert old.query("SELECT @@read_only")[0][0] == 1
-    status = Instance(old.host, old.port, ADMIN_USER, factory.admin_password).replica_status()
+    status = Instance(old.host, old.port, OPERATOR_USER, factory.admin_password).replica_status()
     assert status.source_port == c.server("db-2").port and status.io_running and status.sql_running
 
 
@@ -336,11 +336,11 @@ def test_operator_restart_mid_failover_converges(factory):
     c.state.current_primary = d.to  # recorded before acting, as reconcile() does
     for n in d.fence:
         if n in {s.name for s in obs if s.reachable}:
-            Instance(c.server(n).host, c.server(n).port, ADMIN_USER, factory.admin_password).stop_io_thread()
+            Instance(c.server(n).host, c.server(n).port, OPERATOR_USER, factory.admin_password).stop_io_thread()
     c.engine.close()
     # a new operator process: fresh engine, fresh observations, same recorded state
     c.engine = ReplicationEngine(
-        c.engine.members.values(), Credentials(ADMIN_USER, factory.admin_password), REPL,
+        c.engine.members.values(), Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"), REPL,
         c.engine.settings, app=APP, app_database=DB, apply_timeout=20)
     c.converge(timeout=30)
     new = c.primary
@@ -353,11 +353,11 @@ def test_operator_restart_mid_failover_converges(factory):
 
 def test_passwords_never_in_errors(factory):
     s = factory.create(1, prefix=f"pw{len(factory.servers)}")[0]
-    i = Instance(s.host, s.port, ADMIN_USER, factory.admin_password)
+    i = Instance(s.host, s.port, OPERATOR_USER, factory.admin_password)
     with pytest.raises(InstanceError) as e:
         i.execute("SELECT * FROM WHERE x = %s", ("hunter2-secret",), secrets=["hunter2-secret"])
     assert "hunter2-secret" not in str(e.value) and "***" in str(e.value)
-    wrong = Instance(s.host, s.port, ADMIN_USER, "wrong-" + factory.admin_password)
+    wrong = Instance(s.host, s.port, OPERATOR_USER, "wrong-" + factory.admin_password)
     with pytest.raises(InstanceError) as e:
         wrong.execute("SELECT 1")
     assert factory.admin_password not in str(e.value) and e.value.errno == 1045

@@ -14,7 +14,7 @@ from mysql_operator.replication import Member, Step
 from tests.integration.test_replication import (  # noqa: F401 - fixture
     DB, REPL, Writer, factory, make_cluster,
 )
-from tests.support.mariadb import ADMIN_USER, missing_binaries
+from tests.support.mariadb import ADMIN_USER, OPERATOR_USER, missing_binaries
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -103,7 +103,7 @@ def test_repoint_survives_a_concurrent_reset(factory):
     resets = []
 
     def other_actor():
-        other = Instance(r.host, r.port, ADMIN_USER, factory.admin_password, name="other")
+        other = Instance(r.host, r.port, OPERATOR_USER, factory.admin_password, name="other")
         try:
             while not stop.is_set():
                 try:
@@ -214,7 +214,7 @@ def test_a_connection_the_driver_tore_down_is_an_outage_not_a_crash(factory):
     AttributeError out of observe(), failing the whole pass. The fault (a torn-down reader) is
     injected; the server is real. observe() reports that instance unreachable, then reconnects."""
     s = factory.create(1, prefix=f"torn{len(factory.servers)}")[0]
-    i = Instance(s.host, s.port, ADMIN_USER, factory.admin_password, name="db-0")
+    i = Instance(s.host, s.port, OPERATOR_USER, factory.admin_password, name="db-0")
     assert i.observe().reachable
     i._conn._rfile = None  # injected: the driver's reader is gone, its socket still set
     broken = i.observe()
@@ -227,5 +227,5 @@ def test_an_instance_without_an_address_is_unreachable_and_never_localhost(facto
     """A Pod without an IP yet: no address. pymysql would take a missing host for localhost, where
     another server may listen (here a real one, on the same port)."""
     s = factory.create(1, prefix=f"noaddr{len(factory.servers)}")[0]
-    o = Instance(None, s.port, ADMIN_USER, factory.admin_password, name="db-0").observe()
+    o = Instance(None, s.port, OPERATOR_USER, factory.admin_password, name="db-0").observe()
     assert not o.reachable and "no address" in o.error, o

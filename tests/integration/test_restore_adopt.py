@@ -1,6 +1,6 @@
 """spec.restore's data path on real MariaDB servers and a real S3 server (MinIO): the same
-verified backup is loaded into every new, fenced instance (`reconcile._load_instance`, run by
-`restoring.Runner` as the operator does); the replication engine then adopts them with the
+verified backup is loaded into every new, fenced instance (`restore.restore_all`, what the
+restore Job runs); the replication engine then adopts them with the
 primary recorded (Promote + ConfigureReplica) and replicas replicate what the primary writes
 after the restore. A damaged backup fails the restore for every instance and leaves them fenced."""
 
@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from mysql_operator import restoring
 from mysql_operator import topology as t
-from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore import Source, Target, restore_all
 from mysql_operator.backup.run import run_backup
-from mysql_operator.reconcile import _load_instance
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import REPL, Cluster
 from tests.integration.test_backup import checksums, creds, request_for, s3cfg, sql, writable
@@ -52,14 +50,9 @@ def new_instances(factory, prefix):
 
 
 def run_restore(factory, servers, source, s3server):
-    outcome = []
-    runner = restoring.Runner()
     targets = {s.name: Target(s.host, s.port, ADMIN_USER, factory.admin_password) for s in servers}
-    runner.start(restoring.Job(("ns", "db"), tuple(targets),
-                               lambda n: _load_instance(targets[n], source, creds(s3server), APP_DB),
-                               lambda ok, message, seconds: outcome.append((ok, message, seconds))))
-    wait_for(lambda: outcome, 300, "the restore to finish")
-    return outcome[0]
+    result = restore_all(targets, source, creds(s3server), APP_DB)
+    return result["ok"], result["message"], result["durationSeconds"]
 
 
 def test_every_instance_restored_then_adopted_and_replicating(factory, s3server, backup):

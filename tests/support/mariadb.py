@@ -33,9 +33,16 @@ from pathlib import Path
 
 import pymysql
 
+from mysql_operator.db import accounts
+from mysql_operator.db.flavor import Flavor
 from tests.support.wait import wait_for
 
-ADMIN_USER = "admin"  # the operator's account in tests: 'admin'@'127.0.0.1'
+ADMIN_USER = "admin"  # 'admin'@'127.0.0.1': ALL PRIVILEGES, for setting tests up (and restores)
+# Accounts with exactly the operator's privileges (db/accounts.py; the app database is
+# helpers_replication.DB) and the backup account's; same password as ADMIN_USER.
+OPERATOR_USER = "operator"
+BACKUP_USER = "backup"
+APP_DATABASE = "app"
 
 
 def missing_binaries() -> list[str]:
@@ -65,6 +72,11 @@ class MariaDBServer:
     admin_password: str = field(repr=False)
     semisync: bool = False
     extra: dict[str, object] = field(default_factory=dict)
+    # TLS: PEM files (the server's certificate and key, the CA clients verify it with)
+    ssl_ca: Path | None = None
+    ssl_cert: Path | None = None
+    ssl_key: Path | None = None
+    require_secure_transport: bool = False  # refuse plaintext clients (needs ssl_cert/ssl_key)
     proc: subprocess.Popen | None = field(default=None, repr=False)
     stopped: bool = False  # SIGSTOPped
 
@@ -119,6 +131,10 @@ class MariaDBServer:
                     "init_rpl_role": "SLAVE",
                 }
             )
+        if self.ssl_cert is not None:
+            opts.update({"ssl_ca": self.ssl_ca, "ssl_cert": self.ssl_cert, "ssl_key": self.ssl_key})
+        if self.require_secure_transport:
+            opts["require_secure_transport"] = "ON"
         opts.update(self.extra)
         return opts
 
@@ -202,6 +218,8 @@ class MariaDBServer:
             read_timeout=timeout,
             write_timeout=timeout,
             autocommit=True,
+            # over TLS when the server has a certificate (its chain, not its name: host is an IP)
+            ssl={"ca": str(self.ssl_ca), "check_hostname": False} if self.ssl_cert is not None else None,
         )
 
     def query(self, sql: str, args=None) -> list[tuple]:
@@ -248,6 +266,10 @@ class MariaDBFactory:
                 f"CREATE USER '{ADMIN_USER}'@'127.0.0.1' IDENTIFIED BY '{self.admin_password}';\n"
                 f"GRANT ALL PRIVILEGES ON *.* TO '{ADMIN_USER}'@'127.0.0.1' WITH GRANT OPTION;\n"
             )
+            for user, grants in ((OPERATOR_USER, accounts.operator_grants(Flavor.MARIADB, APP_DATABASE)),
+                                 (BACKUP_USER, accounts.backup_grants(Flavor.MARIADB))):
+                sql += f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{self.admin_password}';\n"
+                sql += "".join(g.grant_sql().replace("%s@%s", f"'{user}'@'127.0.0.1'") + ";\n" for g in grants)
             subprocess.run(
                 ["mariadbd", "--no-defaults", "--bootstrap", "--user=root", f"--datadir={path}",
                  "--skip-log-bin", "--innodb-buffer-pool-size=16M"],
@@ -257,8 +279,10 @@ class MariaDBFactory:
         return self._pristine
 
     def create(self, n: int = 1, semisync: bool = False, start: bool = True,
-               prefix: str = "db") -> list[MariaDBServer]:
-        """`n` new servers named {prefix}-0.. with fresh data directories (server ids unique)."""
+               prefix: str = "db", ssl_ca: Path | None = None, ssl_cert: Path | None = None,
+               ssl_key: Path | None = None, require_secure_transport: bool = False) -> list[MariaDBServer]:
+        """`n` new servers named {prefix}-0.. with fresh data directories (server ids unique).
+        `ssl_*`: PEM files of the servers' TLS (see MariaDBServer)."""
         out = []
         for _ in range(n):
             sid = self._next_id
@@ -268,7 +292,8 @@ class MariaDBFactory:
             shutil.copytree(self.pristine(), root / "data")
             server = MariaDBServer(
                 name=f"{prefix}-{len(out)}", server_id=sid, port=free_port(), root=root,
-                admin_password=self.admin_password, semisync=semisync,
+                admin_password=self.admin_password, semisync=semisync, ssl_ca=ssl_ca, ssl_cert=ssl_cert,
+                ssl_key=ssl_key, require_secure_transport=require_secure_transport,
             )
             self.servers.append(server)
             out.append(server)

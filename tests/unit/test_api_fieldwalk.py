@@ -137,6 +137,8 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "restore.fromBackup.name": ("full", [("restore.fromBackup.name", "backup-2")]),
     "restore.s3.path": ("restore-s3", [("restore.s3.path", "c/d.sql.gz")]),
     "deletionPolicy": ("full", [("deletionPolicy", "Delete")]),
+    "tls.required": ("full", [("tls.required", True)]),
+    "tls.certificateValiditySeconds": ("full", [("tls.certificateValiditySeconds", 3600)]),
 }
 for _k, _v in _S3_CHANGES.items():
     CHANGES[f"backup.storage.s3.{_k}"] = ("full", [(f"backup.storage.s3.{_k}", _v)])
@@ -151,7 +153,8 @@ IMMUTABLE_ROOTS = ("flavor", "credentials", "database", "storage", "restore")
 # new field cannot go unclassified.
 RECONCILE_INPUTS = frozenset(
     {"primary", "replication.failover.enabled", "replication.failover.delaySeconds",
-     "backup.schedule", "backup.retention.keepLast", "backup.retention.maxAge"}
+     "backup.schedule", "backup.retention.keepLast", "backup.retention.maxAge",
+     "tls.certificateValiditySeconds"}
     | {f"backup.storage.s3.{k}" for k in _S3_CHANGES}
 )
 

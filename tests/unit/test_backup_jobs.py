@@ -12,7 +12,8 @@ from mysql_operator.api import parse
 from mysql_operator.cli_backup import register, restored_cluster, result_of
 from mysql_operator.handlers.backups import job_outcome, storage_for
 from mysql_operator.manifests.backup_jobs import (DELETE_DATA_ANNOTATION, SCHEDULED_AT_ANNOTATION,
-                                                  backup_args, backup_job, job_name, scheduled_backup)
+                                                  backup_args, backup_job, job_name, restore_job,
+                                                  scheduled_backup)
 from mysql_operator.api import parse_backup
 
 S3 = {"bucket": "backups", "prefix": "prod", "endpoint": "http://minio.storage:9000", "forcePathStyle": True,
@@ -48,7 +49,9 @@ def test_job_secrets_come_from_secret_refs_never_args():
     env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in c["env"]}
     assert env["AWS_ACCESS_KEY_ID"] == {"name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"}
     assert env["AWS_SECRET_ACCESS_KEY"] == {"name": "s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}
-    assert env["MYSQL_OPERATOR_DB_PASSWORD"] == {"name": "shop-credentials", "key": "operator-password"}
+    # the read-only backup account, never the operator's
+    assert env["MYSQL_OPERATOR_DB_PASSWORD"] == {"name": "shop-credentials", "key": "backup-password"}
+    assert c["args"][c["args"].index("--user") + 1] == "mysql-operator-backup"
     assert not any("password" in a.lower() or "secret" in a.lower() for a in c["args"])
 
 
@@ -60,6 +63,20 @@ def test_job_fails_visibly_never_retries_silently_and_is_restricted():
     assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and sc["capabilities"] == {"drop": ["ALL"]}
     assert pod["restartPolicy"] == "Never"
     assert pod["containers"][0]["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+@pytest.mark.parametrize("kind", ["backup", "restore"])
+def test_jobs_mount_the_ca_bundle_read_only_and_verify_the_servers_with_it(kind):
+    c = parse(CLUSTER)
+    job = _job() if kind == "backup" else restore_job(c, c.spec.backup.s3, "shop/shop-manual", "img")
+    pod = job["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--tls-ca") + 1] == "/etc/mysql-operator/ca/ca.crt"
+    assert {"name": "ca-bundle", "mountPath": "/etc/mysql-operator/ca", "readOnly": True} in \
+        pod["containers"][0]["volumeMounts"]
+    assert {"name": "ca-bundle",
+            "secret": {"secretName": "shop-ca-bundle", "items": [{"key": "ca.crt", "path": "ca.crt"}]}} in pod["volumes"]
+    assert pod["automountServiceAccountToken"] is False and len(pod["volumes"]) == 2  # /tmp and the CA
 
 
 def test_long_backup_names_give_valid_job_names():
@@ -118,7 +135,10 @@ def test_cli_registers_backup_and_restore_subcommands():
     register(p.add_subparsers(dest="command", required=True))
     a = p.parse_args(["backup", "run", "--namespace", "n", "--cluster", "c", "--backup", "b", "--bucket", "bk",
                       "--source", "c-0=h:3306"])
-    assert a.func.__name__ == "cmd_run" and a.source == ["c-0=h:3306"]
+    assert a.func.__name__ == "cmd_run" and a.source == ["c-0=h:3306"] and a.tls_ca is None  # optional
+    a = p.parse_args(["backup", "restore-into", "--bucket", "bk", "--path", "c/b", "--user", "u",
+                      "--target", "c-0=h:3306", "--tls-ca", "/ca.crt"])
+    assert a.func.__name__ == "cmd_restore_into" and a.tls_ca == "/ca.crt"
     assert p.parse_args(["backup", "list", "-n", "x"]).func.__name__ == "cmd_list"
     assert p.parse_args(["restore", "b1", "--into", "c2"]).func.__name__ == "cmd_restore"
     with pytest.raises(SystemExit):

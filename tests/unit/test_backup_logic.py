@@ -54,13 +54,48 @@ def test_client_commands_and_gtid_statements_per_flavor():
     m = commands.client_command(MARIADB, EP, "/f")
     assert m[0] == "mariadb" and "--init-command=SET SESSION sql_log_bin=0" in m
     assert commands.client_command(MYSQL84, EP, "/f")[0] == "mysql"
-    assert commands.before_load_sql(MYSQL84) == ["RESET BINARY LOGS AND GTIDS"]
-    assert commands.before_load_sql(MYSQL80) == ["RESET MASTER"]
-    assert commands.before_load_sql(MARIADB) == []
+    refuse = "SET GLOBAL local_infile = 0"
+    assert commands.before_load_sql(MYSQL84) == [refuse, "RESET BINARY LOGS AND GTIDS"]
+    assert commands.before_load_sql(MYSQL80) == [refuse, "RESET MASTER"]
+    assert commands.before_load_sql(MARIADB) == [refuse]
+
+
+@pytest.mark.parametrize("version", [MARIADB, MYSQL84, MYSQL80])
+def test_the_client_loading_a_dump_never_reads_a_local_file(version):
+    argv = commands.client_command(version, EP, "/f")
+    assert "--local-infile=0" in argv
+    assert ("--sandbox" in argv) == (argv[0] == "mariadb")  # no \! \. tee: MariaDB's client
     assert commands.after_load_sql(MARIADB, "0-1-42") == [
         ("RESET MASTER", ()), ("SET GLOBAL gtid_binlog_state = %s", ("0-1-42",)),
         ("SET GLOBAL gtid_slave_pos = %s", ("0-1-42",))]
     assert commands.after_load_sql(MYSQL84, "uuid:1-5") == []
+
+
+@pytest.mark.parametrize("version", [MARIADB, MYSQL84, MYSQL80])
+def test_tools_connect_over_tls_verifying_the_ca_and_host_name_when_given_one(version):
+    ca = "/etc/mysql-operator/ca/ca.crt"
+    mariadb = version.flavor is Flavor.MARIADB
+    verify = (["--ssl", f"--ssl-ca={ca}", "--ssl-verify-server-cert"] if mariadb
+              else ["--ssl-mode=VERIFY_IDENTITY", f"--ssl-ca={ca}"])
+    plain = ["--skip-ssl"] if mariadb else ["--ssl-mode=DISABLED"]  # never the tools' unverified TLS
+    assert commands.tls_options(version, ca) == verify and commands.tls_options(version, None) == plain
+    for argv, bare in ((commands.dump_command(version, EP, "/f", ["app"], ca),
+                        commands.dump_command(version, EP, "/f", ["app"])),
+                       (commands.client_command(version, EP, "/f", ca), commands.client_command(version, EP, "/f"))):
+        i = argv.index("--protocol=TCP") + 1
+        assert argv[i:i + len(verify)] == verify and not any(a.startswith("--ssl") for a in argv[i + len(verify):])
+        assert [a for a in bare if "ssl" in a] == plain
+        assert argv[:i] == bare[:i] and argv[i + len(verify):] == bare[i + len(plain):]
+
+
+def test_a_refusal_of_a_connection_without_tls_says_to_give_the_ca():
+    hint = "connected without TLS, which a server that requires TLS refuses: give --tls-ca"
+    mysql = "db-0: cannot connect: (3159, 'Connections using insecure transport are prohibited while ...')"
+    mariadb = "db-0: cannot connect: (1045, \"Access denied for user 'u'@'h' (using password: YES)\")"
+    assert hint in commands.tls_hint(mysql, None) and hint in commands.tls_hint(mariadb, None)
+    assert commands.tls_hint(mariadb, "/ca.crt") == mariadb  # over TLS: a wrong password is just that
+    privilege = "db-0: DROP failed: (1044, \"Access denied for user 'u'@'h' to database 'mysql'\")"
+    assert commands.tls_hint(privilege, None) == privilege
 
 
 def test_option_file_quotes_the_password():
@@ -111,7 +146,7 @@ def test_source_skips_broken_and_lagging_replicas_then_uses_primary():
 
 
 def test_source_none_is_a_clear_error():
-    with pytest.raises(BackupError, match="db-0: unreachable; db-1: replica not healthy"):
+    with pytest.raises(BackupError, match=r"db-0: unreachable \(refused\); db-1: replica not healthy"):
         choose_source([("db-0", DOWN), ("db-1", _replica(io="No"))])
 
 

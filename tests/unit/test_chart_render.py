@@ -184,6 +184,8 @@ def test_image_defaults_to_app_version_and_can_be_overridden():
                                     "pullPolicy": "Always"}}))
     assert c["image"] == "registry.example/ops/mysql-operator:9.9.9"
     assert c["imagePullPolicy"] == "Always"
+    # backup and restore Jobs run the image the operator runs (from the registry it came from)
+    assert {"name": "MYSQL_OPERATOR_IMAGE", "value": "registry.example/ops/mysql-operator:9.9.9"} in c["env"]
 
 
 def test_values_local_uses_the_imported_image_and_never_pulls():

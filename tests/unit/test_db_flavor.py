@@ -105,3 +105,37 @@ def test_mariadb_1011():
 def test_mariadb_114_turns_off_tls_verification_of_the_source():
     sql, _ = D("11.4.2-MariaDB").change_source("h", 1, "u", "p")
     assert sql.endswith("MASTER_SSL=0, MASTER_SSL_VERIFY_SERVER_CERT=0")
+
+
+CA = "/etc/mysql-operator/tls/ca.crt"
+
+
+@pytest.mark.parametrize("version, head, p", [
+    ("8.4.3", "CHANGE REPLICATION SOURCE TO", "SOURCE"),
+    ("8.0.22", "CHANGE MASTER TO", "MASTER"),
+    ("10.11.6-MariaDB", "CHANGE MASTER TO", "MASTER"),
+    ("11.4.2-MariaDB", "CHANGE MASTER TO", "MASTER"),
+])
+def test_replication_over_tls_verifies_the_source_against_the_ca(version, head, p):
+    sql, args = D(version).change_source("db-0.db-headless.ns.svc", 3306, "repl", "s3cret", tls_ca=CA)
+    assert sql.startswith(head)
+    assert sql.endswith(f", {p}_SSL=1, {p}_SSL_CA=%s, {p}_SSL_VERIFY_SERVER_CERT=1")
+    assert args[-1] == CA and CA not in sql and "SSL=0" not in sql
+    assert sql.count("%s") == len(args)
+
+
+def test_without_a_ca_replication_is_configured_as_before():
+    for version in ("8.4.3", "10.11.6-MariaDB", "11.4.2-MariaDB"):
+        d = D(version)
+        sql, args = d.change_source("h", 1, "u", "p", tls_ca=None)
+        assert (sql, args) == d.change_source("h", 1, "u", "p") and "SSL=1" not in sql
+
+
+def test_tls_reload_and_status_columns_per_flavor():
+    assert D("10.11.6-MariaDB").reload_tls() == "FLUSH NO_WRITE_TO_BINLOG SSL"  # never an errant GTID
+    assert D("8.4.3").reload_tls() == D("8.0.22").reload_tls() == "ALTER INSTANCE RELOAD TLS"
+    assert D("10.11.6-MariaDB").columns.ssl_verify == "Master_SSL_Verify_Server_Cert"
+    assert D("8.0.21").columns.ssl_allowed == "Master_SSL_Allowed"
+    assert (D("8.4.3").columns.ssl_allowed, D("8.4.3").columns.ssl_verify) == (
+        "Source_SSL_Allowed", "Source_SSL_Verify_Server_Cert")
+    assert "Ssl_server_not_after" in D("8.4.3").tls_not_after_sql()

@@ -1,6 +1,11 @@
-"""Pure parts of db/instance: which connections a fence kills, and password redaction."""
+"""Pure parts of db/instance: which connections a fence kills, password redaction, and the
+certificate dates servers report."""
 
-from mysql_operator.db.instance import connections_to_kill, redact
+import datetime as dt
+
+import pytest
+
+from mysql_operator.db.instance import InstanceError, connections_to_kill, parse_tls_time, redact
 
 
 def row(i, user, command="Query"):
@@ -22,3 +27,12 @@ def test_fence_kills_only_application_connections():
 
 def test_redact_replaces_every_secret():
     assert redact("near 'pw1' and 'pw2'", ["pw1", "pw2", None, ""]) == "near '***' and '***'"
+
+
+def test_certificate_dates_as_servers_print_them():
+    utc = dt.timezone.utc
+    assert parse_tls_time("Nov 23 20:00:00 2026 GMT") == dt.datetime(2026, 11, 23, 20, 0, 0, tzinfo=utc)
+    assert parse_tls_time("Jun  1 07:05:09 2027 GMT") == dt.datetime(2027, 6, 1, 7, 5, 9, tzinfo=utc)
+    assert parse_tls_time("") is None and parse_tls_time(None) is None  # TLS off
+    with pytest.raises(InstanceError, match="cannot read a certificate date"):
+        parse_tls_time("2026-11-23T20:00:00Z")

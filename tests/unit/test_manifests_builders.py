@@ -9,6 +9,8 @@ import pytest
 
 from mysql_operator import manifests as m
 from mysql_operator.api import parse
+from mysql_operator.db import accounts
+from mysql_operator.db.flavor import Flavor, ServerVersion
 from tests.unit.test_api_fieldwalk import FULL, body
 
 
@@ -62,11 +64,14 @@ def test_generated_secret_holds_every_password_from_the_given_function():
     s = m.credentials_secret(cluster(database={"name": "app", "user": "appuser"}), password_for)
     assert s["type"] == "Opaque"
     decoded = {k: base64.b64decode(v).decode() for k, v in s["data"].items()}
-    assert decoded == {k: f"p'\"\\-{k}" for k in
-                       ("root-password", "operator-password", "replication-password", "app-password")}
+    assert decoded == {k: f"p'\"\\-{k}" for k in ("root-password", "operator-password", "replication-password",
+                                                  "backup-password", "app-password")}
     assert asked == list(decoded)
-    # no app user, no app password
+    # no app user, no app password; no spec.restore, no restore account
     assert "app-password" not in m.credentials_secret(cluster(database={"name": "app"}), pw)["data"]
+    assert "restore-password" not in m.credentials_secret(cluster(), pw)["data"]
+    restoring = cluster(restore={"fromBackup": {"name": "nightly"}})
+    assert "restore-password" in m.credentials_secret(restoring, pw)["data"]
 
 
 def test_user_supplied_secret_means_no_secret_is_built_and_the_servers_read_it():
@@ -177,14 +182,28 @@ def test_statefulset_shape():
     assert init_env["MYSQL_OPERATOR_FLAVOR"]["value"] == "mariadb"
     assert init_env["MYSQL_APP_DATABASE"]["value"] == "shop" and init_env["MYSQL_APP_USER"]["value"] == "shop"
     assert init_env["MYSQL_ROOT_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "db-credentials", "key": "root-password"}
+    # every account's privileges, rendered from db/accounts.py for the spec's flavor and version
+    assert init_env["MYSQL_OPERATOR_GRANTS"]["value"] == accounts.grant_lines(
+        accounts.operator_grants(ServerVersion(Flavor.MARIADB, 11, 4, 0), "shop"))
+    assert init_env["MYSQL_OPERATOR_GRANTS"]["value"].endswith("ALL PRIVILEGES ON `shop`.* WITH GRANT OPTION")
+    assert init_env["MYSQL_REPLICATION_GRANTS"]["value"] == "REPLICATION SLAVE ON *.*"
+    assert init_env["MYSQL_APP_GRANTS"]["value"] == "ALL PRIVILEGES ON `shop`.*"
+    assert init_env["MYSQL_BACKUP_USER"]["value"] == "mysql-operator-backup"
+    assert init_env["MYSQL_BACKUP_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": "db-credentials", "key": "backup-password", "optional": True}
+    assert "MYSQL_RESTORE_PASSWORD" not in init_env  # no spec.restore
     server_env = {e["name"] for e in server["env"]}
     assert "MYSQL_ROOT_PASSWORD" not in server_env and {"POD_NAME", "HEADLESS_SERVICE"} <= server_env
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert server[probe]["exec"]["command"][1] == "/opt/mysql-operator/config/probe.sh"
     assert server["readinessProbe"]["exec"]["command"][2] == "ready"
-    assert {v["name"] for v in pod["volumes"]} == {"config", "run", "tmp"}
+    assert {v["name"] for v in pod["volumes"]} == {"config", "run", "tmp", "tls"}
+    tls = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
+    assert tls == {"secretName": "db-tls", "defaultMode": 0o440}  # the key: the server's group only
+    server = next(ct for ct in pod["containers"] if ct["name"] == "mysqld")
+    assert {"name": "tls", "mountPath": "/etc/mysql-operator/tls", "readOnly": True} in server["volumeMounts"]
     assert {vm["mountPath"] for vm in server["volumeMounts"]} == {
-        "/var/lib/mysql", "/opt/mysql-operator/config", "/run/mysql-operator", "/tmp"}
+        "/var/lib/mysql", "/opt/mysql-operator/config", "/run/mysql-operator", "/tmp", "/etc/mysql-operator/tls"}
     assert pod["automountServiceAccountToken"] is False
 
 

@@ -375,3 +375,11 @@ def _pod(ordinal, ready=True, role="primary", deleting=False):
 ])
 def test_primary_in_service(pods, primary, expected):
     assert r.primary_in_service(pods, primary) is expected
+
+
+def test_replicas_require_tls_only_once_every_server_pod_mounts_its_certificate():
+    from mysql_operator.reconcile import serves_tls
+    new = {"spec": {"volumes": [{"name": "config"}, {"name": "tls", "secret": {"secretName": "db-tls"}}]}}
+    old = {"spec": {"volumes": [{"name": "config"}]}}  # from before TLS, not yet rolled
+    assert serves_tls([new, new])
+    assert not serves_tls([new, old]) and not serves_tls([])

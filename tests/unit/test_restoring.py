@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from mysql_operator import restoring as r
@@ -12,25 +10,38 @@ from mysql_operator.api.spec import S3, SecretKeys
 RUNNING_REC = {"phase": "Running", "source": "mysqlbackup/b", "startedAt": "2026-01-01T00:00:00Z"}
 
 
-@pytest.mark.parametrize("wants, record, primary, not_ready, here, expected", [
-    (False, None, None, ["db-1"], False, r.Proceed),              # no restore asked
-    (False, None, "db-0", [], False, r.Proceed),
-    (True, None, None, ["db-1", "db-2"], False, r.WaitForInstances),  # every instance first
-    (True, None, None, [], False, r.Start),
-    (True, RUNNING_REC, None, [], True, r.InProgress),
-    (True, RUNNING_REC, None, [], False, r.Failed),                # interrupted: never Ready
-    (True, {"phase": "Failed", "message": "x"}, None, [], False, r.Failed),
-    (True, {"phase": "Succeeded"}, "db-0", [], False, r.Proceed),  # done: the engine adopts
-    (True, None, "db-0", [], False, r.Failed),                      # never over a serving cluster
+DONE_OK = {"ok": True, "message": "restored into db-0, db-1 in 3.1s", "gtidPosition": "0-1-9"}
+DONE_BAD = {"ok": False, "message": "db-1: the dump reads a local file"}
+
+
+@pytest.mark.parametrize("wants, record, primary, not_ready, job, expected", [
+    (False, None, None, ["db-1"], None, r.Proceed),              # no restore asked
+    (False, None, "db-0", [], None, r.Proceed),
+    (True, None, None, ["db-1", "db-2"], None, r.WaitForInstances),  # every instance first
+    (True, None, None, [], None, r.Start),
+    (True, RUNNING_REC, None, [], r.JOB_RUNNING, r.InProgress),   # the Job runs (operator restarts change nothing)
+    (True, RUNNING_REC, None, [], DONE_OK, r.Finished),
+    (True, RUNNING_REC, None, [], DONE_BAD, r.Finished),
+    (True, RUNNING_REC, None, [], None, r.Failed),                # the Job is gone: never Ready
+    (True, {"phase": "Failed", "message": "x"}, None, [], None, r.Failed),
+    (True, {"phase": "Succeeded"}, "db-0", [], None, r.Proceed),  # done: the engine adopts
+    (True, None, "db-0", [], None, r.Failed),                      # never over a serving cluster
 ])
-def test_decide(wants, record, primary, not_ready, here, expected):
-    assert isinstance(r.decide(wants, record, primary, not_ready, here), expected)
+def test_decide(wants, record, primary, not_ready, job, expected):
+    assert isinstance(r.decide(wants, record, primary, not_ready, job), expected)
 
 
-def test_interrupted_and_failed_messages_say_what_to_do():
-    assert "create it again" in r.decide(True, RUNNING_REC, None, [], False).message
-    assert r.decide(True, {"phase": "Failed", "message": "sha256 mismatch"}, None, [], False).message == "sha256 mismatch"
-    assert "db-2" in r.decide(True, None, None, ["db-2"], False).reason
+def test_failed_messages_say_what_to_do():
+    assert "create it again" in r.decide(True, RUNNING_REC, None, [], None).message
+    assert r.decide(True, {"phase": "Failed", "message": "sha256 mismatch"}, None, [], None).message == "sha256 mismatch"
+    assert "db-2" in r.decide(True, None, None, ["db-2"], None).reason
+    assert r.decide(True, RUNNING_REC, None, [], DONE_BAD).result == DONE_BAD
+
+
+def test_overlay_of_a_finished_job_is_restoring_until_adopted_or_failed_with_its_message():
+    assert r.overlay_status(BASE, r.Finished(DONE_OK), RUNNING_REC, "T1")["phase"] == "Restoring"
+    st = r.overlay_status(BASE, r.Finished(DONE_BAD), {"phase": "Failed"}, "T1")
+    assert st["phase"] == "Failed" and conds(st)["Ready"]["message"] == DONE_BAD["message"]
 
 
 def test_describe_source():
@@ -89,31 +100,3 @@ def test_overlay_proceed_only_carries_the_record():
     st = r.overlay_status(BASE, r.Proceed(), {"phase": "Succeeded"}, "T1")
     assert st["phase"] == "Pending" and st["restore"] == {"phase": "Succeeded"}
     assert st["conditions"] == BASE["conditions"]
-
-
-def test_runner_loads_every_instance_and_reports_each_failure_once():
-    loaded, outcome, done = [], [], threading.Event()
-
-    def load(name):
-        loaded.append(name)
-        if name == "db-2":
-            raise RuntimeError("sha256 mismatch")
-
-    def finish(ok, message, seconds):
-        outcome.append((ok, message))
-        done.set()
-
-    runner = r.Runner()
-    assert runner.start(r.Job(("ns", "db"), ("db-0", "db-1", "db-2"), load, finish))
-    runner.wait(("ns", "db"), timeout=30)
-    assert done.is_set() and not runner.running(("ns", "db"))
-    assert sorted(loaded) == ["db-0", "db-1", "db-2"]
-    assert outcome == [(False, "db-2: sha256 mismatch")]
-
-
-def test_runner_success_message_names_the_instances():
-    outcome = []
-    runner = r.Runner()
-    runner.start(r.Job(("ns", "db"), ("db-0", "db-1"), lambda n: None, lambda ok, m, s: outcome.append((ok, m))))
-    runner.wait(("ns", "db"), timeout=30)
-    assert outcome and outcome[0][0] and "db-0, db-1" in outcome[0][1]

@@ -4,6 +4,8 @@ never let an errant server serve; a blip shorter than the delay never fails over
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings as hsettings
 from hypothesis import strategies as st
@@ -44,6 +46,7 @@ def fresh(n):
 
 
 S3 = Settings(instances=3, failover_delay_seconds=5)
+TLS3 = Settings(instances=3, failover_delay_seconds=5, replication_tls=True)
 
 TABLE = [
     # (situation, instances, settings, recorded primary, desired, expected decision)
@@ -53,6 +56,8 @@ TABLE = [
     ("fresh cluster honours spec.primary",
      [fresh(0), fresh(1), fresh(2)], S3, None, "db-2",
      Bootstrap("db-2", ("db-0", "db-1"))),
+    ("spec.primary outside the instances is not bootstrapped",
+     [fresh(0), fresh(1)], Settings(instances=1), None, "db-1", Bootstrap("db-0", ())),
     ("bootstrap waits for every instance",
      [fresh(0), down(1, 1), fresh(2)], S3, None, None, WaitForDelay),
     ("no recorded primary: nobody may be writable",
@@ -142,6 +147,33 @@ TABLE = [
     ("semi-sync wanted but off",
      [primary(0), replica(1), replica(2)], Settings(instances=3, semisync=True), "db-0", None,
      ConfigureSemiSync(True, "db-0", ("db-1", "db-2"))),
+    # replication over verified TLS (rule 10)
+    ("replica configured before TLS: reconfigured in a healthy cluster, lowest ordinal first",
+     [primary(0), replica(1), replica(2)], TLS3, "db-0", None, ConfigureReplica("db-1", "db-0")),
+    ("one replica over TLS already: the other is next",
+     [primary(0), replica(1, tls_verified=True), replica(2)], TLS3, "db-0", None,
+     ConfigureReplica("db-2", "db-0")),
+    ("every replica over verified TLS: healthy (never reconfigured again)",
+     [primary(0), replica(1, tls_verified=True), replica(2, tls_verified=True)], TLS3, "db-0", None,
+     Healthy("db-0")),
+    ("TLS not required: replicas without it are left alone",
+     [primary(0), replica(1), replica(2)], S3, "db-0", None, Healthy("db-0")),
+    ("TLS waits while an instance is down (degraded)",
+     [primary(0), down(1), replica(2)], TLS3, "db-0", None, Healthy("db-0", ("db-1",))),
+    ("TLS waits until the replica reconfigured before is connected again (one at a time)",
+     [primary(0), replica(1, tls_verified=True, io_running=False, io_connecting=True), replica(2)],
+     TLS3, "db-0", None, Healthy("db-0")),
+    ("TLS waits while a replica has a fresh error",
+     [primary(0), replica(1, tls_verified=True, io_errno=2003, error_for=1.0), replica(2)],
+     TLS3, "db-0", None, Healthy("db-0")),
+    ("never during a failover",
+     [down(0, 6.0), replica(1), replica(2)], TLS3, "db-0", None,
+     Failover("db-0", "db-1", ("db-0", "db-2"), ("db-2",))),
+    ("semi-sync is configured before TLS",
+     [primary(0), replica(1), replica(2)], dataclasses.replace(TLS3, semisync=True), "db-0", None,
+     ConfigureSemiSync(True, "db-0", ("db-1", "db-2"))),
+    ("a held-out replica holds TLS back too",
+     [primary(0), replica(1, "0-1-10,0-2-1"), replica(2)], TLS3, "db-0", None, Errant),
 ]
 
 
@@ -199,12 +231,38 @@ def clusters(draw):
             error_for=draw(st.floats(0, 20)),
             executed=executed if reachable else None, received=received if reachable else None,
             unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
+            tls_verified=draw(st.booleans()),
         ))
     recorded = draw(st.sampled_from([None] + [i.name for i in insts]))
     desired = draw(st.sampled_from([None] + [i.name for i in insts]))
     cfg = Settings(instances=wanted, failover_enabled=draw(st.booleans()),
-                   failover_delay_seconds=draw(st.floats(0, 15)), semisync=draw(st.booleans()))
+                   failover_delay_seconds=draw(st.floats(0, 15)), semisync=draw(st.booleans()),
+                   replication_tls=draw(st.booleans()))
     return insts, cfg, recorded, desired
+
+
+@st.composite
+def serving_clusters(draw):
+    """A serving primary db-0 and replicas of it (mostly connected and applying, some not): the
+    situations where the last rules (semi-sync, held out, TLS) are reached."""
+    n = draw(st.integers(1, 4))
+    semisync = draw(st.booleans())
+    insts = [primary(0, "0-1-10", semisync_source=draw(st.sampled_from([semisync, semisync, not semisync])))]
+    for k in range(1, n):
+        if draw(st.sampled_from([True] * 5 + [False])):
+            insts.append(replica(
+                k, gtids=draw(st.sampled_from(["0-1-10"] * 4 + ["0-1-7", "0-1-10,0-9-1"])),
+                source=draw(st.sampled_from(["db-0"] * 6 + [None, f"db-{(k + 1) % n}"])),
+                io_running=draw(st.sampled_from([True] * 4 + [False])), io_connecting=draw(st.booleans()),
+                sql_running=draw(st.sampled_from([True] * 4 + [False])),
+                io_errno=draw(st.sampled_from([0] * 6 + [2003])), error_for=draw(st.floats(0, 20)),
+                semisync_replica=draw(st.sampled_from([semisync, semisync, not semisync])),
+                tls_verified=draw(st.booleans())))
+        else:
+            insts.append(down(k, draw(st.floats(0, 20))))
+    cfg = Settings(instances=draw(st.integers(max(1, n - 1), n)), semisync=semisync,
+                   replication_tls=draw(st.booleans()))
+    return insts, cfg, "db-0", None
 
 
 def serving_target(d):
@@ -213,7 +271,7 @@ def serving_target(d):
 
 
 @hsettings(max_examples=600, deadline=None)
-@given(clusters())
+@given(st.one_of(clusters(), serving_clusters()))
 def test_never_two_writable(c):
     insts, cfg, recorded, desired = c
     d = decide(insts, cfg, recorded, desired)
@@ -259,18 +317,45 @@ def test_blip_shorter_than_delay_never_fails_over(c):
 
 
 @hsettings(max_examples=600, deadline=None)
-@given(clusters())
+@given(st.one_of(clusters(), serving_clusters()))
 def test_replica_on_its_way_to_the_right_source_is_never_reconfigured(c):
     """Churn guard: connected or connecting to the primary, SQL thread running, and no error that
-    persisted past the grace period -> never repointed."""
+    persisted past the grace period -> never repointed; the one exception is the one-time move to
+    verified TLS of a replica without it (see the test below)."""
     insts, cfg, recorded, desired = c
     d = decide(insts, cfg, recorded, desired)
     if isinstance(d, ConfigureReplica):
         i = next(i for i in insts if i.name == d.name)
         on_its_way = (i.source == d.source and (i.io_running or i.io_connecting) and i.sql_running)
-        fresh_error = (i.io_errno or i.sql_errno) and i.error_for < cfg.replica_error_grace_seconds
-        assert not on_its_way or (i.io_errno or i.sql_errno), d
+        # a server that replicates from nothing yet ("not a replica") is configured, error or not
+        fresh_error = (i.source == d.source and (i.io_errno or i.sql_errno)
+                       and i.error_for < cfg.replica_error_grace_seconds)
+        tls_move = (cfg.replication_tls and not i.tls_verified and i.source == d.source
+                    and d.reason == f"{i.name}: replicates without verified TLS")
+        assert not on_its_way or (i.io_errno or i.sql_errno) or tls_move, d
         assert not fresh_error, d
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(st.one_of(clusters(), serving_clusters()))
+def test_replicas_move_to_verified_tls_only_in_an_otherwise_healthy_cluster_and_once(c):
+    """Requiring TLS changes a decision only where it would be Healthy with every instance
+    reachable and every replica connected and applying: then one replica of the primary without
+    verified TLS is reconfigured; once it shows TLS it is never reconfigured for it again."""
+    insts, cfg, recorded, desired = c
+    on, off = dataclasses.replace(cfg, replication_tls=True), dataclasses.replace(cfg, replication_tls=False)
+    d, plain = decide(insts, on, recorded, desired), decide(insts, off, recorded, desired)
+    if d != plain:
+        assert isinstance(plain, Healthy) and plain.degraded == (), (d, plain)
+        assert isinstance(d, ConfigureReplica) and d.source == plain.primary, d
+        i = next(i for i in insts if i.name == d.name)
+        assert i.source == d.source and not i.tls_verified and i.io_running and i.sql_running, d
+        assert d.reason == f"{i.name}: replicates without verified TLS"
+        after = [dataclasses.replace(j, tls_verified=True) if j.name == i.name else j for j in insts]
+        again = decide(after, on, recorded, desired)
+        assert not (isinstance(again, ConfigureReplica) and again.name == i.name), again
+    everyone = [dataclasses.replace(j, tls_verified=True) for j in insts]
+    assert decide(everyone, on, recorded, desired) == decide(everyone, off, recorded, desired)
 
 
 def test_next_pass_comes_when_the_failover_delay_ends():

@@ -1,0 +1,272 @@
+"""The SQL accounts the operator manages and exactly what each may do, per flavor: the one place
+where privileges are listed.
+
+| account | host | what for |
+| --- | --- | --- |
+| `mysql-operator` | % | the replication engine: observe, fence, promote, repoint; manages the others |
+| `replication` | % | replicas' IO threads reading the primary's binary log |
+| `mysql-operator-backup` | % | logical backups (`mariadb-dump`/`mysqldump`): read only |
+| the application user | % | the tenant: everything on its database, nothing else |
+| `mysql-operator-restore` | % | loads a tenant's dump into a new cluster (spec.restore); created by the init step only then |
+
+Who uses the lists: `manifests.objects` renders them with `grant_lines` into the init container's
+environment (INIT_SH turns each line into a GRANT), the replication engine converges accounts to
+them on the primary (`Instance.ensure_user`, `Instance.shed_privileges`), the tests compare
+`SHOW GRANTS` with them (`parse_show_grants`, `expected`).
+
+Every privilege below was checked against real servers (MariaDB 10.11.19 and 11.8.9, MySQL 9.7.4):
+the operator's whole sequence of statements (observe, fence, kill, failover, semi-sync, users)
+and the backup's dump fail without any single one of them, and with exactly them the dump is
+identical to one taken with ALL PRIVILEGES. MariaDB names are those SHOW GRANTS prints from
+10.5.9 to 11.8 (REPLICATION CLIENT is shown as BINLOG MONITOR, REPLICA MONITOR as SLAVE
+MONITOR); SUPER is never granted, so the 10.11/11.0 split of SUPER changes nothing here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from mysql_operator.db.flavor import Flavor, ServerVersion
+
+_IDENT = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+_PRIVILEGE = re.compile(r"^[A-Z][A-Z_ ]*[A-Z]$")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One GRANT: privileges on one target ("*.*", "db.*" or "db.table"; identifiers unquoted)."""
+
+    privileges: tuple[str, ...]
+    target: str = "*.*"
+    grant_option: bool = False
+
+    def __post_init__(self):
+        for p in self.privileges:
+            if not _PRIVILEGE.match(p):
+                raise ValueError(f"privilege {p!r} is invalid")
+        db, dot, table = self.target.partition(".")
+        named = _IDENT.match(db) and (table == "*" or _IDENT.match(table))
+        if not dot or (db, table) != ("*", "*") and not named:
+            raise ValueError(f"grant target {self.target!r} is invalid: use *.*, db.* or db.table")
+
+    @property
+    def sql_target(self) -> str:
+        db, _, table = self.target.partition(".")
+        if db == "*":
+            return "*.*"
+        return f"`{db}`." + ("*" if table == "*" else f"`{table}`")
+
+    def clause(self) -> str:
+        """`<privileges> ON <target>`: what goes between GRANT and TO."""
+        return f"{', '.join(self.privileges)} ON {self.sql_target}"
+
+    def grant_sql(self) -> str:
+        """The GRANT, with pymysql placeholders for user and host."""
+        return f"GRANT {self.clause()} TO %s@%s" + (" WITH GRANT OPTION" if self.grant_option else "")
+
+    def revoke_sql(self) -> str:
+        return f"REVOKE {self.clause()} FROM %s@%s"
+
+
+# (privilege, why) for the operator's account, WITH GRANT OPTION on *.* (GRANT OPTION belongs to
+# a level, not to a privilege: it is needed to give the replication and backup accounts theirs,
+# and with it the operator can grant any privilege it holds - never more).
+_OPERATOR_MARIADB = (
+    ("SELECT", "granted to the backup account; SHOW GRANTS FOR other accounts reads mysql.*"),
+    ("RELOAD", "RESET SLAVE ALL (promote, decommission); FLUSH SSL (a renewed certificate)"),
+    ("PROCESS", "every account's threads in information_schema.PROCESSLIST: without it a fence "
+                "silently kills nothing"),
+    ("REPLICATION SLAVE", "granted to the replication account"),
+    ("BINLOG MONITOR", "SHOW BINARY LOGS and SHOW BINLOG EVENTS (purged GTIDs); alias REPLICATION CLIENT"),
+    ("SHOW VIEW", "granted to the backup account"),
+    ("CREATE USER", "CREATE/ALTER USER and REVOKE for the replication, application and backup "
+                    "accounts; DROP USER of the restore account"),
+    ("EVENT", "granted to the backup account"),
+    ("TRIGGER", "granted to the backup account"),
+    ("CONNECTION ADMIN", "KILL CONNECTION of other accounts' threads (fence, switchover)"),
+    ("READ_ONLY ADMIN", "SET GLOBAL read_only (not part of SUPER from 10.11 on); writes on a "
+                        "read-only server while promoting"),
+    ("REPLICATION SLAVE ADMIN", "CHANGE MASTER, START/STOP/RESET SLAVE, SET GLOBAL gtid_slave_pos "
+                                "and rpl_semi_sync_slave_*"),
+    ("REPLICATION MASTER ADMIN", "SET GLOBAL rpl_semi_sync_master_*"),
+    ("SLAVE MONITOR", "SHOW SLAVE STATUS; alias REPLICA MONITOR"),
+)
+_OPERATOR_MYSQL = (
+    ("SELECT", "granted to the backup account; SHOW GRANTS FOR other accounts reads mysql.*"),
+    ("RELOAD", "RESET REPLICA ALL (promote, decommission)"),
+    ("PROCESS", "every account's threads in information_schema.PROCESSLIST: without it a fence "
+                "silently kills nothing"),
+    ("REPLICATION SLAVE", "granted to the replication account"),
+    ("REPLICATION CLIENT", "SHOW REPLICA STATUS; granted to the backup account"),
+    ("SHOW VIEW", "granted to the backup account"),
+    ("CREATE USER", "CREATE/ALTER USER and REVOKE for the replication, application and backup "
+                    "accounts; DROP USER of the restore account"),
+    ("EVENT", "granted to the backup account"),
+    ("TRIGGER", "granted to the backup account"),
+    ("CONNECTION_ADMIN", "KILL CONNECTION of other accounts' threads (fence, switchover); "
+                         "ALTER INSTANCE RELOAD TLS (a renewed certificate)"),
+    ("REPLICATION_SLAVE_ADMIN", "CHANGE REPLICATION SOURCE, START/STOP/RESET REPLICA"),
+    ("SYSTEM_VARIABLES_ADMIN", "SET GLOBAL super_read_only/read_only and rpl_semi_sync_*"),
+)
+# MySQL also needs INSERT on mysql.plugin for INSTALL PLUGIN (semi-sync turned on while the
+# server was started without the plugins); FLUSH_TABLES (8.0.23+) only to grant it to backups.
+
+# The backup account: reads everything, writes nothing. TRIGGER and EVENT are the only ways to
+# read triggers and events (mariadb-dump silently leaves triggers out without TRIGGER); they
+# also let the account create or drop triggers and events - neither flavor has a read-only form.
+_BACKUP_MARIADB = ("SELECT", "SHOW VIEW", "EVENT", "TRIGGER",
+                   "BINLOG MONITOR",  # SHOW MASTER STATUS in the dump; SHOW BINARY LOGS when picking a source
+                   "SLAVE MONITOR")  # SHOW SLAVE STATUS when picking a healthy replica
+_BACKUP_MYSQL = ("SELECT", "SHOW VIEW", "EVENT", "TRIGGER",
+                 "REPLICATION CLIENT")  # SHOW BINARY LOG STATUS / SHOW REPLICA STATUS
+
+
+def _flavor(v: ServerVersion | Flavor | str) -> Flavor:
+    return v.flavor if isinstance(v, ServerVersion) else Flavor(v)
+
+
+def _mysql_flush_tables(v: ServerVersion | Flavor | str) -> str:
+    """What mysqldump (8.0.32+: FLUSH TABLES + FTWRL for a consistent GTID set) needs: the
+    narrower FLUSH_TABLES from 8.0.23, RELOAD before (or when the version is not known)."""
+    return "FLUSH_TABLES" if isinstance(v, ServerVersion) and v.at_least(8, 0, 23) else "RELOAD"
+
+
+def operator_privileges(v: ServerVersion | Flavor | str) -> tuple[tuple[str, str], ...]:
+    """(privilege, why) pairs of the operator's account on *.*, documented."""
+    if _flavor(v) is Flavor.MARIADB:
+        return _OPERATOR_MARIADB
+    extra = _mysql_flush_tables(v)
+    if extra == "RELOAD":
+        return _OPERATOR_MYSQL
+    return _OPERATOR_MYSQL + ((extra, "granted to the backup account"),)
+
+
+def operator_grants(v: ServerVersion | Flavor | str, app_database: str | None = None) -> tuple[Grant, ...]:
+    out = [Grant(tuple(p for p, _ in operator_privileges(v)), "*.*", grant_option=True)]
+    if _flavor(v) is Flavor.MYSQL:
+        out.append(Grant(("INSERT",), "mysql.plugin"))  # INSTALL PLUGIN rpl_semi_sync_*
+    if app_database:
+        # CREATE DATABASE of the app database, and granting the app account ALL on it
+        out.append(Grant(("ALL PRIVILEGES",), f"{app_database}.*", grant_option=True))
+    return tuple(out)
+
+
+def replication_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
+    """Replicas' IO threads (GTID auto-positioning, semi-sync acknowledgements) need only this."""
+    return (Grant(("REPLICATION SLAVE",)),)
+
+
+def backup_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
+    if _flavor(v) is Flavor.MARIADB:
+        # mariadb-dump --single-transaction --master-data reads the snapshot's binlog position
+        # without FLUSH TABLES WITH READ LOCK: no RELOAD, no LOCK TABLES
+        return (Grant(_BACKUP_MARIADB),)
+    return (Grant(_BACKUP_MYSQL + (_mysql_flush_tables(v),)),)
+
+
+def app_grants(v: ServerVersion | Flavor | str, database: str) -> tuple[Grant, ...]:
+    return (Grant(("ALL PRIVILEGES",), f"{database}.*"),)
+
+
+def restore_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
+    """A dump loads arbitrary DDL, DEFINERs of other accounts, and the GTID position (RESET
+    MASTER, SET GLOBAL gtid_*): only ALL PRIVILEGES covers it. No GRANT OPTION; the account
+    exists only while a restore needs it (see `restore_revokes`)."""
+    return (Grant(("ALL PRIVILEGES",)),)
+
+
+def restore_revokes(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
+    """Taken back from the restore account right after ALL PRIVILEGES: MySQL's ALL includes
+    SYSTEM_USER, and an account holding it can be dropped only by one that holds it too - the
+    operator, which drops the restore account, does not (checked on MySQL 9.7)."""
+    return (Grant(("SYSTEM_USER",)),) if _flavor(v) is Flavor.MYSQL else ()
+
+
+def grant_lines(grants: Iterable[Grant], revokes: Iterable[Grant] = ()) -> str:
+    """The grants as INIT_SH reads them: one `<privileges> ON <target>[ WITH GRANT OPTION]` a
+    line, then one `REVOKE <privileges> ON <target>` a line."""
+    return "\n".join([g.clause() + (" WITH GRANT OPTION" if g.grant_option else "") for g in grants]
+                     + [f"REVOKE {g.clause()}" for g in revokes])
+
+
+# ---------------------------------------------------------------------------------- SHOW GRANTS
+# privileges that one flavor prints under another name
+_ALIASES = {
+    Flavor.MARIADB: {"REPLICATION CLIENT": "BINLOG MONITOR", "REPLICA MONITOR": "SLAVE MONITOR",
+                     "REPLICATION REPLICA ADMIN": "REPLICATION SLAVE ADMIN",
+                     "REPLICATION REPLICA": "REPLICATION SLAVE"},
+    Flavor.MYSQL: {},
+}
+_GRANT_LINE = re.compile(
+    r"^GRANT (?P<privileges>[^`(]+?) ON (?P<db>\*|`(?:[^`]|``)*`)\.(?P<table>\*|`(?:[^`]|``)*`) "
+    r"TO (?P<tail>.*)$", re.S)
+
+Grants = dict[str, tuple[frozenset[str], bool]]  # target -> (privileges, grant option)
+
+
+def _unquote(part: str) -> str:
+    return part if part == "*" else part[1:-1].replace("``", "`")
+
+
+def parse_show_grants(lines: Iterable[str], v: ServerVersion | Flavor | str) -> Grants:
+    """SHOW GRANTS output as {target: (privileges, grant option)}, targets as in `Grant.target`.
+    Only global, database and table grants: roles, PROXY, routine and column grants (which
+    the operator never gives) are left out. USAGE is no privilege."""
+    aliases = _ALIASES[_flavor(v)]
+    out: dict[str, tuple[set[str], bool]] = {}
+    for line in lines:
+        m = _GRANT_LINE.match(line.strip())
+        if not m or m["privileges"].startswith("PROXY"):
+            continue
+        target = f"{_unquote(m['db'])}.{_unquote(m['table'])}"
+        privileges = {aliases.get(p.strip().upper(), p.strip().upper()) for p in m["privileges"].split(",")}
+        privileges.discard("USAGE")
+        held, option = out.setdefault(target, (set(), False))
+        held |= privileges
+        out[target] = (held, option or " WITH GRANT OPTION" in m["tail"])
+    return {t: (frozenset(p), o) for t, (p, o) in out.items() if p or o}
+
+
+def expected(grants: Iterable[Grant]) -> Grants:
+    """`grants` in the shape `parse_show_grants` returns."""
+    out: dict[str, tuple[set[str], bool]] = {}
+    for g in grants:
+        held, option = out.setdefault(g.target, (set(), False))
+        out[g.target] = (held | set(g.privileges), option or g.grant_option)
+    return {t: (frozenset(p), o) for t, (p, o) in out.items()}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What converges an account's grants: these REVOKEs first (GRANT OPTION is revoked as the
+    privilege "GRANT OPTION"), then these GRANTs."""
+
+    revoke: tuple[Grant, ...]
+    grant: tuple[Grant, ...]
+
+
+def plan(current: Mapping[str, tuple[frozenset[str], bool]], desired: Iterable[Grant]) -> Plan:
+    """Pure: what turns `current` (parse_show_grants) into exactly `desired`. ALL PRIVILEGES
+    wanted on a target covers whatever is held there; held but not wanted, it is revoked whole.
+    Targets whose names a `Grant` refuses (quotes, dots) are left as they are."""
+    want = expected(desired)
+    revoke, grant = [], []
+    for target, (held, option) in sorted(current.items()):
+        wanted, wanted_option = want.get(target, (frozenset(), False))
+        extra = frozenset() if "ALL PRIVILEGES" in wanted else held - wanted
+        try:
+            if extra:
+                revoke.append(Grant(tuple(sorted(extra)), target))
+            if option and not wanted_option:
+                revoke.append(Grant(("GRANT OPTION",), target))
+        except ValueError:
+            continue
+    for g in desired:
+        held, option = current.get(g.target, (frozenset(), False))
+        if "ALL PRIVILEGES" in held - set(g.privileges):
+            held = frozenset()  # ALL PRIVILEGES revoked above
+        if not set(g.privileges) <= held or (g.grant_option and not option):
+            grant.append(g)
+    return Plan(tuple(revoke), tuple(grant))

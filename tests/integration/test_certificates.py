@@ -1,0 +1,57 @@
+"""The cluster's TLS Secrets on the real kube-apiserver: created once, the CA kept, the server
+certificate renewed when due, applications' bundle without any key."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+
+from cryptography import x509
+from kubernetes import client
+
+from mysql_operator import certificates
+from mysql_operator.api import parse
+
+NOW = dt.datetime.now(dt.timezone.utc)
+
+
+def cluster(namespace, validity=600):
+    return parse({"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
+                  "metadata": {"name": "shop", "namespace": namespace},
+                  "spec": {"flavor": "mariadb", "instances": 3, "tls": {"certificateValiditySeconds": validity}}})
+
+
+def data(core, ns, name):
+    return {k: base64.b64decode(v).decode() for k, v in core.read_namespaced_secret(name, ns).data.items()}
+
+
+def test_secrets_created_once_renewed_when_due_and_the_ca_kept(control_plane, namespace):
+    api = control_plane.api_client()
+    core = client.CoreV1Api(api)
+    cm = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner", "uid": cm.metadata.uid}}
+    c = cluster(namespace)
+
+    first = certificates.ensure_secrets(api, c, owner, NOW)
+    assert first.issued == "no server certificate yet"
+    ca, tls, bundle = (data(core, namespace, n) for n in ("shop-ca", "shop-tls", "shop-ca-bundle"))
+    assert set(ca) == {"ca.crt", "ca.key"} and set(bundle) == {"ca.crt"} and bundle["ca.crt"] == ca["ca.crt"]
+    assert set(tls) == {"tls.crt", "tls.key", "ca.crt"} and tls["ca.crt"] == ca["ca.crt"]
+    assert core.read_namespaced_secret("shop-tls", namespace).type == "kubernetes.io/tls"
+    cert = x509.load_pem_x509_certificate(tls["tls.crt"].encode())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert f"*.shop-headless.{namespace}.svc" in names and f"shop-rw.{namespace}.svc" in names
+    for name in ("shop-ca", "shop-tls", "shop-ca-bundle"):  # deleted with the cluster
+        assert core.read_namespaced_secret(name, namespace).metadata.owner_references[0].uid == cm.metadata.uid
+
+    # nothing due: nothing changes
+    again = certificates.ensure_secrets(api, c, owner, NOW + dt.timedelta(seconds=60))
+    assert again.issued is None and data(core, namespace, "shop-tls") == tls
+
+    # a third of the validity left: a new certificate from the same CA, new key
+    later = certificates.ensure_secrets(api, c, owner, NOW + dt.timedelta(seconds=450))
+    assert later.issued and "a third" in later.issued and later.not_after > first.not_after
+    renewed = data(core, namespace, "shop-tls")
+    assert renewed["tls.key"] != tls["tls.key"] and data(core, namespace, "shop-ca") == ca
+    x509.load_pem_x509_certificate(renewed["tls.crt"].encode()).verify_directly_issued_by(
+        x509.load_pem_x509_certificate(ca["ca.crt"].encode()))

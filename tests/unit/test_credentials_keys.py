@@ -1,0 +1,47 @@
+"""The backup and restore accounts' keys in the credentials Secret: generated ones get them (also
+a Secret generated before they existed), a Secret of the user's may lack them."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from types import SimpleNamespace
+
+from mysql_operator import manifests as m
+from mysql_operator import reconcile
+from mysql_operator.api import parse
+from tests.unit.test_admission_and_passwords import GOOD, credentials
+from tests.unit.test_api_fieldwalk import body
+
+
+def test_a_user_secret_with_backup_password_gives_it_and_one_without_still_works(monkeypatch):
+    assert credentials(monkeypatch, {**GOOD, "backup-password": "b"}) == ({**GOOD, "backup-password": "b"}, None)
+    assert credentials(monkeypatch, dict(GOOD)) == (GOOD, None)  # no backup account, no error
+    passwords, error = credentials(monkeypatch, {**GOOD, "backup-password": "b\nx"})
+    assert passwords == {} and "key backup-password contains a line break" in error
+
+
+def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monkeypatch):
+    old = {"root-password": "r", "operator-password": "o", "replication-password": "p"}
+    added = {}
+    monkeypatch.setattr(reconcile.k, "read_secret_data", lambda api, ns, name: dict(old))
+    monkeypatch.setattr(reconcile.k, "add_secret_keys", lambda api, ns, name, data: added.update(data))
+    n = itertools.count()
+    me = SimpleNamespace(api=object(), password_factory=lambda: f"new-{next(n)}")
+    c = parse(body({"instances": 1, "restore": {"fromBackup": {"name": "nightly"}}}, name="db"))
+    passwords, error = reconcile.Reconciler._credentials(me, c, {})
+    assert error is None
+    assert set(passwords) == set(old) | {m.BACKUP_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY}
+    assert {k: passwords[k] for k in old} == old  # never changes a stored password
+    # the Secret gets exactly the new keys, with the passwords the engine is given
+    assert {k: base64.b64decode(v).decode() for k, v in added.items()} == {
+        k: passwords[k] for k in (m.BACKUP_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY)}
+
+
+def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(monkeypatch):
+    c = parse(body({"instances": 1, "credentials": {"secretName": "mine"},
+                    "restore": {"fromBackup": {"name": "nightly"}}}, name="db"))
+    monkeypatch.setattr(reconcile.k, "read_secret_data", lambda api, ns, name: dict(GOOD))
+    me = SimpleNamespace(api=object(), password_factory=lambda: "never")
+    passwords, error = reconcile.Reconciler._credentials(me, c, {})
+    assert passwords == {} and "lacks restore-password" in error and error.startswith("spec.credentials.secretName")
