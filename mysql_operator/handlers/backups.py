@@ -158,11 +158,7 @@ class BackupController:
             return self._fail(body, lacking)
         job = owned(backup_job(cluster, backup, s3, self.image, image_pull_policy=cluster.spec.image_pull_policy),
                     body)
-        try:
-            self.batch.create_namespaced_job(ns, job)
-        except ApiException as e:
-            if e.status != 409:
-                raise
+        jobs.create_job(self.api, job)
         status = {"phase": RUNNING, "startedAt": _ts(_now()), "message": f"Job {job_name(backup)} started"}
         self._patch_status(BACKUP_PLURAL, ns, name, status)
         self.event(body, "MySQLBackup", "BackupStarted", f"backup of {backup.cluster_name} started "
@@ -198,16 +194,7 @@ class BackupController:
         if status.get("phase") == PENDING:
             return self.start(body) if self._get(BACKUP_PLURAL, ns, name) else None
         backup = parse_backup(body)
-        try:
-            job = self.api.sanitize_for_serialization(self.batch.read_namespaced_job(job_name(backup), ns))
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            job = None
-        pods = []
-        if job is not None:
-            pods = self.api.sanitize_for_serialization(
-                self.core.list_namespaced_pod(ns, label_selector=f"job-name={job_name(backup)}").items)
+        job, pods = jobs.read_job(self.api, ns, job_name(backup))
         outcome = job_outcome(job, pods)
         if outcome is None:
             return None
