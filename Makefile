@@ -34,7 +34,7 @@ binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm,
 	hack/build-binaries.sh control-plane
 	hack/build-binaries.sh s3
 
-node-binaries: ## kubelet, kube-proxy, CoreDNS, local-path-provisioner (cached in ~/.cache)
+node-binaries: ## kubelet, kube-proxy, CoreDNS, local-path-provisioner, kube-router (cached in ~/.cache)
 	hack/build-binaries.sh node
 
 images: ## base, pause, busybox, MariaDB and operator images (OCI archives cached in ~/.cache)

@@ -48,7 +48,7 @@ class ClusterHandle:
 def local_cluster():
     """Reuse a cluster started by `make cluster-up`, else start one for this session."""
     missing = missing_binaries() + [
-        b for b in ("kubelet", "kube-proxy", "coredns", "local-path-provisioner")
+        b for b in ("kubelet", "kube-proxy", "coredns", "local-path-provisioner", "kube-router")
         if not _has_binary(b)
     ]
     if missing:
@@ -56,6 +56,9 @@ def local_cluster():
     s = cluster_mod.running_state()
     if s is not None:
         print(f"\nreusing the local cluster of pid {s['pid']}", file=sys.stderr)
+        changed = cluster_mod.import_changed_images(s)
+        if changed:
+            print(f"imported rebuilt images into it: {', '.join(changed)}", file=sys.stderr)
         yield ClusterHandle(s)
         return
     c = cluster_mod.Cluster()

@@ -24,6 +24,9 @@ from tests.support.wait import wait_for
 GROUP, VERSION = "mysql.operator.dev", "v1alpha1"
 CLUSTERS, BACKUPS = "mysqlclusters", "mysqlbackups"
 IMAGE = "localhost/mariadb:10.11"
+# the server image per flavor (hack/build-images.sh mariadb, mysql), imported into the node
+IMAGES = {"mariadb": IMAGE, "mysql": "localhost/mysql:9.7"}
+FLAVORS = tuple(IMAGES)
 REPO = Path(__file__).resolve().parents[1]
 TIMINGS_FILE = REPO / "artifacts" / "e2e" / "timings.json"
 
@@ -118,8 +121,8 @@ class Writer(threading.Thread):
 
 
 # ------------------------------------------------------------------------------------------ cluster
-def cluster_spec(instances: int = 3, **extra: Any) -> dict:
-    spec = {"flavor": "mariadb", "image": IMAGE, "imagePullPolicy": "Never", "instances": instances,
+def cluster_spec(instances: int = 3, flavor: str = "mariadb", **extra: Any) -> dict:
+    spec = {"flavor": flavor, "image": IMAGES[flavor], "imagePullPolicy": "Never", "instances": instances,
             "database": {"name": "app", "user": "app"},
             "storage": {"size": "1Gi", "storageClassName": "standard"},
             "replication": {"failover": {"delaySeconds": 2}}}

@@ -1,26 +1,28 @@
-"""Scenarios 1 and 3 with the operator installed by its chart (a Pod): a 3-instance MariaDB
-cluster becomes Ready, serves writes through -rw and reads through -ro, `kubectl get` shows the
-right columns; a switchover by editing spec.primary."""
+"""Scenarios 1 and 3 with the operator installed by its chart (a Pod), once per flavor (MySQL 9.7,
+MariaDB 10.11; the test id names it): a 3-instance cluster becomes Ready, serves writes through -rw
+and reads through -ro, `kubectl get` shows the right columns; a switchover by editing
+spec.primary."""
 
 from __future__ import annotations
 
 import pymysql
 import pytest
 
-from e2e.helpers import (Cluster, cluster_spec, create_writes_table, kubectl, query, record,
+from e2e.helpers import (FLAVORS, Cluster, cluster_spec, create_writes_table, kubectl, query, record,
                          replica_state, stopwatch, try_query)
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
 
-def test_three_instances_ready_rw_ro_and_kubectl_columns(local_cluster, scenario_namespace):
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_three_instances_ready_rw_ro_and_kubectl_columns(local_cluster, scenario_namespace, flavor):
     api = local_cluster.api_client()
     c = Cluster(api, scenario_namespace, "basic")
     elapsed = stopwatch()
-    c.create(cluster_spec(3))
+    c.create(cluster_spec(3, flavor))
     st = c.wait_ready(300, instances=3)
-    record("cluster creation to Ready (3 instances)", elapsed(), scenario="1")
+    record(f"cluster creation to Ready (3 instances, {flavor})", elapsed(), scenario="1")
     assert st["currentPrimary"] == "basic-0"
     assert [i["role"] for i in st["instances"]] == ["primary", "replica", "replica"]
 
@@ -49,10 +51,11 @@ def test_three_instances_ready_rw_ro_and_kubectl_columns(local_cluster, scenario
     print(r.stdout)
 
 
-def test_switchover_by_editing_spec_primary(local_cluster, scenario_namespace):
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_switchover_by_editing_spec_primary(local_cluster, scenario_namespace, flavor):
     api = local_cluster.api_client()
     c = Cluster(api, scenario_namespace, "swo")
-    c.create(cluster_spec(3))
+    c.create(cluster_spec(3, flavor))
     c.wait_ready(300, instances=3, primary="swo-0")
     rw, pw = create_writes_table(c)
     query(rw, "app", pw, "INSERT INTO app.writes VALUES (1)")
@@ -63,8 +66,8 @@ def test_switchover_by_editing_spec_primary(local_cluster, scenario_namespace):
     wait_for(lambda: (r := try_query(rw, "app", pw, "SELECT @@hostname, @@read_only"))
              and r[0] == ("swo-2", 0), 60, "-rw routes to swo-2, writable")
     query(rw, "app", pw, "INSERT INTO app.writes VALUES (2)")
-    record("switchover (spec.primary edit to Ready and -rw writable on the new primary)", elapsed(),
-           scenario="3")
+    record(f"switchover (spec.primary edit to Ready and -rw writable on the new primary, {flavor})",
+           elapsed(), scenario="3")
     assert c.roles() == {"swo-0": "replica", "swo-1": "replica", "swo-2": "primary"}, st
     assert [r[0] for r in query(rw, "app", pw, "SELECT id FROM app.writes ORDER BY id")] == [1, 2]
     # the old primary is a read-only replica that has the write made after the switchover

@@ -4,7 +4,8 @@
 #
 #   hack/build-binaries.sh control-plane   # etcd, kube-apiserver, kube-controller-manager,
 #                                          # kube-scheduler, kubeadm, kubectl, helm
-#   hack/build-binaries.sh node            # kubelet, kube-proxy, coredns, local-path-provisioner
+#   hack/build-binaries.sh node            # kubelet, kube-proxy, coredns, local-path-provisioner,
+#                                          # kube-router (NetworkPolicy enforcement only)
 #   hack/build-binaries.sh all
 #
 # Prints nothing but progress on stderr; `hack/build-binaries.sh --print-dir` prints the bin dir.
@@ -21,6 +22,7 @@ ETCD_DIR="$BIN_DIR/etcd-$ETCD_VERSION"
 HELM_DIR="$BIN_DIR/helm-$HELM_VERSION"
 COREDNS_DIR="$BIN_DIR/coredns-$COREDNS_VERSION"
 LPP_DIR="$BIN_DIR/local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION"
+KUBE_ROUTER_DIR="$BIN_DIR/kube-router-$KUBE_ROUTER_VERSION"
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 log() { echo "[build-binaries] $*" >&2; }
@@ -102,6 +104,30 @@ build_node_addons() {
   go_install "$COREDNS_DIR" coredns "github.com/coredns/coredns@$COREDNS_VERSION" -ldflags "-s -w"
   go_install "$LPP_DIR" local-path-provisioner \
     "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION" -ldflags "-s -w"
+  build_kube_router
+}
+
+build_kube_router() {  # NetworkPolicy enforcement (the CNI bridge plugin enforces none): only its
+  # firewall runs (tests/support/cluster.py). `go install …@v` is refused (the proxy does not
+  # serve the module's version list, which go install reads for deprecations) and the netlink
+  # pseudo-version kube-router requires is not served: a wrapper module pins the nearest tag.
+  [[ -x "$KUBE_ROUTER_DIR/kube-router" ]] && return 0
+  log "building kube-router $KUBE_ROUTER_VERSION"
+  local work="$CACHE_ROOT/src/kube-router-$KUBE_ROUTER_VERSION"
+  local pkg=github.com/cloudnativelabs/kube-router/v2
+  mkdir -p "$work" "$KUBE_ROUTER_DIR"
+  {
+    echo "module local/kube-router-build"
+    echo
+    echo "go 1.26.0"
+    echo
+    echo "replace github.com/vishvananda/netlink => github.com/vishvananda/netlink v1.3.1"
+  } >"$work/go.mod"
+  (cd "$work" && go get "$pkg/cmd/kube-router@$KUBE_ROUTER_VERSION" >&2 &&
+    go build -trimpath -ldflags "-s -w -X $pkg/pkg/version.Version=$KUBE_ROUTER_VERSION \
+      -X $pkg/pkg/version.BuildDate=1970-01-01T00:00:00Z" \
+      -o "$KUBE_ROUTER_DIR/kube-router.tmp" "$pkg/cmd/kube-router" &&
+    mv "$KUBE_ROUTER_DIR/kube-router.tmp" "$KUBE_ROUTER_DIR/kube-router")
 }
 
 build_s3() {  # MinIO: a real S3 server for the backup tests only (AGPL-3.0: never shipped)

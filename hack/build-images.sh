@@ -3,8 +3,11 @@
 # per-user cache outside the checkout, each keyed by a hash of its inputs (rebuilt only when an
 # input changes).
 #
-#   hack/build-images.sh [all|base|pause|busybox|mariadb|operator]...   (default: all)
-#   hack/build-images.sh --print-dir                                    (the archive folder)
+#   hack/build-images.sh [all|base|base-sid|pause|busybox|mariadb|mariadb-11.8|mysql|operator]...
+#                                                       (default: all; mariadb-11.8 only by name)
+#   hack/build-images.sh --print-dir                    (the archive folder)
+#   hack/build-images.sh --rootfs NAME                  (builds NAME, prints a folder holding its
+#                                                       unpacked root file system, for host tests)
 #
 # stdout: one line per requested image, "NAME REF ARCHIVE" (ARCHIVE loads with
 # `ctr -n k8s.io images import ARCHIVE`); progress, timings and sizes go to stderr.
@@ -13,9 +16,12 @@
 #   base      localhost/debian:bookworm-slim   debootstrap --variant=minbase bookworm, trimmed like
 #             the official slim image; also tagged docker.io/library/debian:bookworm-slim in this
 #             script's private buildah storage so every `FROM debian:bookworm-slim` builds on it
+#   base-sid  localhost/debian:sid-slim        the same from Debian sid (MySQL 9.7, MariaDB 11.8)
 #   pause     localhost/pause:catatonit        Debian's static catatonit, `catatonit -P`
 #   busybox   localhost/busybox:1.35           Debian's busybox-static (sh, mkdir, rm, ...)
-#   mariadb   localhost/mariadb:10.11          images/mariadb/Dockerfile
+#   mariadb   localhost/mariadb:10.11          images/mariadb/Dockerfile (bookworm)
+#   mariadb-11.8 localhost/mariadb:11.8        images/mariadb/Dockerfile with SUITE=sid
+#   mysql     localhost/mysql:9.7              images/mysql/Dockerfile (sid)
 #   operator  localhost/mysql-operator:VERSION the repository's Dockerfile (VERSION from pyproject)
 #
 # How buildah runs here (found on a Debian bookworm VM, root, cgroup v1, no systemd):
@@ -38,10 +44,8 @@ CACHE_ROOT="${MYSQL_OPERATOR_DEV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mysql-op
 IMAGES_DIR="$CACHE_ROOT/images"
 BUILDAH_ROOT="$IMAGES_DIR/buildah/root"
 BUILDAH_RUNROOT="$IMAGES_DIR/buildah/run"
-DEBIAN_SUITE=bookworm
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 DEBIAN_SECURITY_MIRROR="${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
-BASE_BUILDAH_NAME=docker.io/library/debian:bookworm-slim
 HOST_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 KEY_LABEL=dev.mysql-operator.inputs
 
@@ -57,11 +61,14 @@ operator_version() {
 image_ref() {
   case "$1" in
     base) echo "localhost/debian:bookworm-slim" ;;
+    base-sid) echo "localhost/debian:sid-slim" ;;
     pause) echo "localhost/pause:catatonit" ;;
     busybox) echo "localhost/busybox:1.35" ;;
     mariadb) echo "localhost/mariadb:10.11" ;;
+    mariadb-11.8) echo "localhost/mariadb:11.8" ;;
+    mysql) echo "localhost/mysql:9.7" ;;
     operator) echo "localhost/mysql-operator:$(operator_version)" ;;
-    *) die "unknown image '$1': choose from all, base, pause, busybox, mariadb, operator" ;;
+    *) die "unknown image '$1': choose from all, base, base-sid, pause, busybox, mariadb, mariadb-11.8, mysql, operator" ;;
   esac
 }
 
@@ -88,20 +95,24 @@ hash_files() {
   done) | hash_stdin
 }
 
-base_key() {
-  # The base is defined by the build_base function below (its text) and the suite it fetches.
-  { declare -f build_base base_rootfs_trim; echo "$DEBIAN_SUITE"; } | hash_stdin
+base_key() {  # $1: suite. A base is defined by build_base (its text) and the suite it fetches.
+  { declare -f build_base base_rootfs_trim debian_sources; echo "$1"; } | hash_stdin
+}
+
+image_suite() {  # $1: image name -> the Debian suite it is built from
+  case "$1" in base-sid | mariadb-11.8 | mysql) echo sid ;; *) echo bookworm ;; esac
 }
 
 image_key() {
-  local name="$1" base; base="$(base_key)"
+  local name="$1" base; base="$(base_key "$(image_suite "$name")")"
   case "$name" in
-    base) echo "$base" ;;
+    base | base-sid) echo "$base" ;;
     pause) { echo pause; sha256sum < /usr/bin/catatonit; declare -f build_scratch_image; } | hash_stdin ;;
     busybox) { echo busybox; sha256sum < /bin/busybox; declare -f build_scratch_image; } | hash_stdin ;;
-    mariadb)
-      local files; mapfile -t files < <(cd "$REPO/images/mariadb" && find . -type f | sed 's|^\./||')
-      { echo "mariadb $base"; hash_files "$REPO/images/mariadb" "${files[@]}"; } | hash_stdin ;;
+    mariadb | mariadb-11.8 | mysql)
+      local dir="$REPO/images/${name%-11.8}" files
+      mapfile -t files < <(cd "$dir" && find . -type f | sed 's|^\./||')
+      { echo "$name $base"; hash_files "$dir" "${files[@]}"; } | hash_stdin ;;
     operator)
       # The Dockerfile, .dockerignore and every file the .dockerignore lets into the context.
       local files; mapfile -t files < <(operator_context_files)
@@ -155,34 +166,50 @@ EOF
   rm -f "$r/etc/resolv.conf" "$r/etc/hostname"
 }
 
-build_base() {  # $1: archive to write
-  local out="$1" work rootfs
+debian_sources() {  # $1: suite. The image's apt sources, like the official image's.
+  if [[ "$1" == sid ]]; then  # sid has no -updates or -security suites
+    printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: sid' 'Components: main' \
+      'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg'
+    return
+  fi
+  printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' "Suites: $1 $1-updates" \
+    'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' '' \
+    'Types: deb' 'URIs: http://deb.debian.org/debian-security' "Suites: $1-security" \
+    'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg'
+}
+
+# sid's Release file is re-signed daily; a mirror that keeps a snapshot of it serves an expired
+# one, which apt refuses. Only for building (the option is never written into an image).
+apt_update_options() {  # $1: suite
+  if [[ "$1" == sid ]]; then echo "-oAcquire::Check-Valid-Until=false"; else echo "-oAcquire::Languages=none"; fi
+}
+
+base_of() {  # $1: image name -> the base image it builds on
+  [[ "$(image_suite "$1")" == sid ]] && echo base-sid || echo base
+}
+
+base_name() {  # $1: image name -> its base as Dockerfiles name it (FROM debian:SUITE-slim)
+  echo "docker.io/library/debian:$(image_suite "$1")-slim"
+}
+
+build_base() {  # $1: archive to write, $2: image name (base or base-sid)
+  local out="$1" name="$2" suite work rootfs
+  suite="$(image_suite "$name")"
   work="$(mktemp -d "$IMAGES_DIR/work.base.XXXXXX")"
   rootfs="$work/rootfs"
-  log "base: debootstrap --variant=minbase $DEBIAN_SUITE (about a minute)"
-  debootstrap --variant=minbase "$DEBIAN_SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$work/debootstrap.log" 2>&1 \
+  log "$name: debootstrap --variant=minbase $suite (about a minute)"
+  debootstrap --variant=minbase "$suite" "$rootfs" "$DEBIAN_MIRROR" >"$work/debootstrap.log" 2>&1 \
     || { tail -n 30 "$work/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
   rm -f "$rootfs/etc/apt/sources.list"
-  cat >"$rootfs/etc/apt/sources.list.d/debian.sources" <<EOF
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: $DEBIAN_SUITE $DEBIAN_SUITE-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb
-URIs: http://deb.debian.org/debian-security
-Suites: $DEBIAN_SUITE-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
+  debian_sources "$suite" >"$rootfs/etc/apt/sources.list.d/debian.sources"
   base_rootfs_trim "$rootfs"
   # Security and point-release updates, like the published image. resolv.conf for apt only.
   cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
   mount -t proc proc "$rootfs/proc"
   trap 'umount "'"$rootfs"'/proc" 2>/dev/null || true' EXIT
-  if ! chroot "$rootfs" /bin/sh -c 'export DEBIAN_FRONTEND=noninteractive; apt-get update -qq &&
-      apt-get -y -qq -o Dpkg::Options::=--force-confold upgrade && apt-get clean' >"$work/upgrade.log" 2>&1; then
+  if ! chroot "$rootfs" /bin/sh -c 'export DEBIAN_FRONTEND=noninteractive; apt-get $0 update -qq &&
+      apt-get -y -qq -o Dpkg::Options::=--force-confold upgrade && apt-get clean' "$(apt_update_options "$suite")" \
+      >"$work/upgrade.log" 2>&1; then
     umount "$rootfs/proc"; tail -n 30 "$work/upgrade.log" >&2; die "apt-get upgrade in the base failed"
   fi
   umount "$rootfs/proc"
@@ -194,24 +221,26 @@ EOF
   tar -C "$rootfs" --numeric-owner -cf - . | tar -C "$mnt" --numeric-owner -xpf -
   bah umount "$c" >/dev/null
   bah config --cmd '["bash"]' --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    --label "$KEY_LABEL=$(base_key)" --os linux --arch amd64 "$c"
-  bah commit --quiet --rm "$c" "$BASE_BUILDAH_NAME" >/dev/null
-  bah tag "$BASE_BUILDAH_NAME" "$(image_ref base)"
-  export_image "$(image_ref base)" "$out"
+    --label "$KEY_LABEL=$(base_key "$suite")" --os linux --arch amd64 "$c"
+  bah commit --quiet --rm "$c" "$(base_name "$name")" >/dev/null
+  bah tag "$(base_name "$name")" "$(image_ref "$name")"
+  export_image "$(image_ref "$name")" "$out"
   rm -rf "$work"
 }
 
-# The base must be in buildah's storage, with the current key, before any Dockerfile build.
-ensure_base_in_storage() {
-  local key have archive
-  key="$(base_key)"
-  archive="$(archive_path base "$key")"
+# An image's base must be in buildah's storage, with the current key, before its build.
+ensure_base_in_storage() {  # $1: image name
+  local base key have archive
+  base="$(base_of "$1")"
+  build "$base" >/dev/null  # quick when its archive is cached
+  key="$(image_key "$base")"
+  archive="$(archive_path "$base" "$key")"
   have="$(bah inspect --type image --format "{{index .OCIv1.Config.Labels \"$KEY_LABEL\"}}" \
-    "$BASE_BUILDAH_NAME" 2>/dev/null || true)"
+    "$(base_name "$base")" 2>/dev/null || true)"
   [[ "$have" == "$key" ]] && return 0
-  log "base: loading $archive into buildah storage"
+  log "$base: loading $archive into buildah storage"
   bah pull --quiet "oci-archive:$archive" >/dev/null
-  bah tag "$(image_ref base)" "$BASE_BUILDAH_NAME"
+  bah tag "$(image_ref "$base")" "$(base_name "$base")"
 }
 
 # --- images from scratch (static binaries from the host's Debian packages) --------------------
@@ -249,13 +278,17 @@ build_dockerfile_image() {  # $1: name, $2: archive
   ref="$(image_ref "$name")"
   case "$name" in
     mariadb) context="$REPO/images/mariadb"; dockerfile="$context/Dockerfile" ;;
+    mariadb-11.8) context="$REPO/images/mariadb"; dockerfile="$context/Dockerfile"
+      args+=(--build-arg SUITE=sid --build-arg "APT_OPTIONS=$(apt_update_options sid)") ;;
+    mysql) context="$REPO/images/mysql"; dockerfile="$context/Dockerfile"
+      args+=(--build-arg "APT_OPTIONS=$(apt_update_options sid)") ;;
     operator)
       context="$REPO"; dockerfile="$REPO/Dockerfile"
       if [[ -f "$HOST_CA_BUNDLE" ]]; then
         args+=(--volume "$HOST_CA_BUNDLE:/run/host-ca.crt:ro" --build-arg PIP_CERT=/run/host-ca.crt)
       fi ;;
   esac
-  ensure_base_in_storage
+  ensure_base_in_storage "$name"
   bah bud --quiet --isolation chroot --network host --pull=never --layers=false \
     --label "$KEY_LABEL=$(image_key "$name")" "${args[@]}" \
     -f "$dockerfile" -t "$ref" "$context" >"$IMAGES_DIR/$name.build.log" 2>&1 \
@@ -294,14 +327,14 @@ build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF 
     start=$SECONDS
     log "$name: building $(image_ref "$name") (inputs $key)"
     case "$name" in
-      base) build_base "$archive" ;;
+      base | base-sid) build_base "$archive" "$name" ;;
       pause | busybox) build_scratch_image "$name" "$archive" ;;
-      mariadb | operator) build_dockerfile_image "$name" "$archive" ;;
+      mariadb | mariadb-11.8 | mysql | operator) build_dockerfile_image "$name" "$archive" ;;
     esac
     log "$name: built in $((SECONDS - start))s"
     # Keep the three newest archives of an image (another checkout sharing this cache may be
     # using an older one right now); older ones go.
-    ls -t "$IMAGES_DIR/$name"-*.oci.tar | tail -n +4 | xargs -r rm -f --
+    ls -t "$IMAGES_DIR/$name"-????????????????.oci.tar | tail -n +4 | xargs -r rm -f --
   fi
   echo "$name $(image_ref "$name") $archive"
 }
@@ -309,7 +342,7 @@ build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF 
 main() {
   local targets=("$@") t
   [[ ${#targets[@]} -gt 0 ]] || targets=(all)
-  if [[ " ${targets[*]} " == *" all "* ]]; then targets=(base pause busybox mariadb operator); fi
+  if [[ " ${targets[*]} " == *" all "* ]]; then targets=(base pause busybox mariadb mysql operator); fi
   for t in "${targets[@]}"; do image_ref "$t" >/dev/null; done
   check_tools
   mkdir -p "$IMAGES_DIR" "$BUILDAH_ROOT" "$BUILDAH_RUNROOT"
@@ -317,11 +350,39 @@ main() {
   flock 9  # one build at a time per cache (another session or the node tooling may be building)
   clean_work_dirs
   bah rm --all >/dev/null 2>&1 || true  # working containers of an interrupted build (private storage)
-  # Dockerfile images build on the base, so it always comes first when they need building.
-  local need_base=0
-  for t in "${targets[@]}"; do [[ $t == mariadb || $t == operator ]] && need_base=1; done
-  if [[ $need_base == 1 && " ${targets[*]} " != *" base "* ]]; then build base >/dev/null; fi
-  for t in "${targets[@]}"; do build "$t"; done
+  for t in "${targets[@]}"; do build "$t"; done  # a Dockerfile image builds its base first
 }
 
+# An image's root file system, unpacked into a folder keyed like its archive: host-side tests run
+# the servers in it with chroot (sid's binaries need sid's libc, never the host's).
+unpack_rootfs() {  # $1: image name. Prints the folder.
+  local name="$1" key dir c mnt
+  main "$name" >/dev/null  # builds it if needed; holds the lock (fd 9) from here on
+  key="$(image_key "$name")"
+  dir="$IMAGES_DIR/rootfs/$name-$key"
+  if [[ ! -f "$dir/.complete" ]]; then
+    log "$name: unpacking its root file system into $dir"
+    rm -rf --one-file-system "$dir.tmp"
+    mkdir -p "$dir.tmp"
+    c="$(bah from --pull=never "oci-archive:$(archive_path "$name" "$key")")"
+    mnt="$(bah mount "$c")"
+    tar -C "$mnt" --numeric-owner -cf - . | tar -C "$dir.tmp" --numeric-owner -xpf -
+    bah umount "$c" >/dev/null
+    bah rm "$c" >/dev/null
+    bah rmi --prune >/dev/null 2>&1 || true
+    touch "$dir.tmp/.complete"
+    mv "$dir.tmp" "$dir"
+    # older unpacked roots of this image go (another checkout would unpack its own again)
+    find "$IMAGES_DIR/rootfs" -mindepth 1 -maxdepth 1 -name "$name-????????????????" -not -name "$name-$key" \
+      -exec rm -rf --one-file-system {} +
+  fi
+  echo "$dir"
+}
+
+if [[ "${1:-}" == "--rootfs" ]]; then
+  [[ $# -eq 2 ]] || die "usage: $0 --rootfs NAME"
+  image_ref "$2" >/dev/null
+  unpack_rootfs "$2"
+  exit 0
+fi
 main "$@"

@@ -19,8 +19,9 @@ fi
 # --- images + containerd (hack/build-images.sh, tests/support/containerd.py) -------------------
 # Only with `hack/install-deps.sh images` (or `node`), so the plain run stays quick.
 install_image_tools() {
+  # iptables + ipset: kube-router's NetworkPolicy firewall (tests/support/cluster.py)
   local pkgs=(debootstrap buildah containerd runc catatonit busybox-static
-    containernetworking-plugins) missing=() p
+    containernetworking-plugins iptables ipset) missing=() p
   for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
   [[ ${#missing[@]} -eq 0 ]] && return 0
   if [[ $(id -u) -ne 0 ]]; then echo "please install: ${missing[*]}" >&2; exit 1; fi

@@ -26,9 +26,14 @@ BACKUP_KIND, BACKUP_PLURAL = "MySQLBackup", "mysqlbackups"
 FLAVORS = ("mysql", "mariadb")
 DEFAULT_VERSION = {"mysql": "8.4", "mariadb": "10.11"}
 IMAGE_REPOSITORY = {"mysql": "mysql", "mariadb": "mariadb"}
+# the series each flavor's version must belong to, and the supported releases among them
 _VERSION_RE = {
-    "mysql": re.compile(r"^8\.[0-9]+(\.[0-9]+)?$"),
-    "mariadb": re.compile(r"^1[01]\.[0-9]+(\.[0-9]+)?$"),
+    "mysql": re.compile(r"^[89]\."),
+    "mariadb": re.compile(r"^1[01]\."),
+}
+SUPPORTED_VERSION_RE = {
+    "mysql": re.compile(r"^(8\.4|9\.[0-9]+)(\.[0-9]+)?$"),  # 8.4 LTS, 9.x (9.7 LTS and later)
+    "mariadb": re.compile(r"^(10\.11|11\.[48])(\.[0-9]+)?$"),  # the LTS series
 }
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_NAME = 40
@@ -416,8 +421,12 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         raise SpecError(f"{path}.instances", "is required: the number of servers, 1 to 9")
     version = _str(s, "version", path, max_len=16)
     if version is not None and not _VERSION_RE[flavor].match(version):
-        raise SpecError(f"{path}.version", "must match spec.flavor: MySQL versions are 8.x (e.g. 8.4), "
-                        "MariaDB versions are 10.x or 11.x (e.g. 10.11, 11.4)")
+        raise SpecError(f"{path}.version", "must match spec.flavor: MySQL versions are 8.4 or 9.x, "
+                        "MariaDB versions are 10.11, 11.4 or 11.8")
+    if version is not None and not SUPPORTED_VERSION_RE[flavor].match(version):
+        raise SpecError(f"{path}.version", "is not a supported release: MySQL 8.4 (LTS) or 9.x (9.7 LTS "
+                        "and later), MariaDB 10.11, 11.4 or 11.8 (LTS); MySQL 8.0 and older and other "
+                        "MariaDB series are end of life or short-term: choose a supported one")
     primary = _int(s, "primary", path, None, 0, 8)
     if primary is not None and primary >= instances:
         raise SpecError(f"{path}.primary", "must be lower than spec.instances (0-based ordinal): "

@@ -311,16 +311,36 @@ def test_built_objects_apply_strictly_and_pods_pass_restricted_admission(control
 
 
 def test_version_upgrades_are_accepted_and_downgrades_refused(objs, shared_ns):
+    def message(e) -> str:
+        return json.loads(e.value.body)["message"]
+
     name = unique("ver")
-    create(objs, shared_ns, cluster_body(name, {"instances": 1, "flavor": "mariadb", "version": "10.6"}))
-    for version in ("10.11", "10.11.9", "10.11.8", "11.4"):  # up a series, patch levels both ways
-        update_spec(objs, shared_ns, "MySQLCluster", name, {"instances": 1, "flavor": "mariadb", "version": version})
+    mariadb = {"instances": 1, "flavor": "mariadb"}
+    create(objs, shared_ns, cluster_body(name, {**mariadb, "version": "10.11"}))
+    # patch levels both ways, then MariaDB's path one LTS series at a time
+    for version in ("10.11.9", "10.11.8", "11.4", "11.4.2", "11.8"):
+        update_spec(objs, shared_ns, "MySQLCluster", name, {**mariadb, "version": version})
     with pytest.raises(client.ApiException) as e:
-        update_spec(objs, shared_ns, "MySQLCluster", name, {"instances": 1, "flavor": "mariadb", "version": "10.11"})
-    assert "spec.version cannot be lowered" in json.loads(e.value.body)["message"]
+        update_spec(objs, shared_ns, "MySQLCluster", name, {**mariadb, "version": "11.4"})
+    assert "spec.version cannot be lowered" in message(e)
     # compared as numbers: 10.6 is older than 10.11 although "10.6" > "10.11" as strings
     other = unique("ver")
-    create(objs, shared_ns, cluster_body(other, {"instances": 1, "flavor": "mariadb", "version": "10.11"}))
+    create(objs, shared_ns, cluster_body(other, {**mariadb, "version": "10.11"}))
     with pytest.raises(client.ApiException) as e:
-        update_spec(objs, shared_ns, "MySQLCluster", other, {"instances": 1, "flavor": "mariadb", "version": "10.6"})
-    assert "spec.version cannot be lowered" in json.loads(e.value.body)["message"]
+        update_spec(objs, shared_ns, "MySQLCluster", other, {**mariadb, "version": "10.6"})
+    assert "spec.version cannot be lowered" in message(e)
+    with pytest.raises(client.ApiException) as e:  # 10.11 -> 11.8 skips 11.4
+        update_spec(objs, shared_ns, "MySQLCluster", other, {**mariadb, "version": "11.8"})
+    assert "skips a step of the servers' upgrade path" in message(e)
+    with pytest.raises(client.ApiException) as e:  # back to the default would be a downgrade later
+        update_spec(objs, shared_ns, "MySQLCluster", other, mariadb)
+    assert "spec.version cannot be removed once set" in message(e)
+    # MySQL: 8.4 LTS -> 9.7 LTS -> a later 9.x; never back
+    mysql = {"instances": 1, "flavor": "mysql"}
+    third = unique("ver")
+    create(objs, shared_ns, cluster_body(third, {**mysql, "version": "8.4"}))
+    for version in ("9.7", "9.8.1"):
+        update_spec(objs, shared_ns, "MySQLCluster", third, {**mysql, "version": version})
+    with pytest.raises(client.ApiException) as e:
+        update_spec(objs, shared_ns, "MySQLCluster", third, {**mysql, "version": "8.4"})
+    assert "spec.version cannot be lowered" in message(e)

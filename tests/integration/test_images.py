@@ -132,7 +132,7 @@ def free_port() -> int:
 
 
 def test_every_image_is_imported_under_its_local_name_and_pinned(images, containerd):
-    assert set(images) == {"base", "pause", "busybox", "mariadb", "operator"}
+    assert set(images) == {"base", "pause", "busybox", "mariadb", "mysql", "operator"}
     refs = containerd.image_refs()
     for image in images.values():
         assert image.ref.startswith("localhost/")
@@ -343,3 +343,66 @@ def query(port: int, user: str, password: str, sql: str, db: str | None = None):
     finally:
         conn.close()
 
+
+
+@pytest.fixture(scope="module")
+def mysql_server(images, containerd, tmp_path_factory):
+    """One MySQL 9.7 container from the local image (host network, 127.0.0.1, a free port), started
+    by its entrypoint on a fresh root-owned datadir with the official image's variables."""
+    port = free_port()
+    folder = tmp_path_factory.mktemp("mysql")
+    env, log, datadir, initdb = folder / "env", folder / "container.log", folder / "datadir", folder / "initdb"
+    datadir.mkdir(mode=0o755)
+    initdb.mkdir()
+    (initdb / "01-schema.sql").write_text("CREATE TABLE seeded (id INT PRIMARY KEY);\nINSERT INTO seeded VALUES (1);\n")
+    (initdb / "02-sourced.sh").write_text('docker_process_sql <<<"INSERT INTO seeded VALUES (2);"\n')
+    env.write_text(f"MYSQL_ROOT_PASSWORD={ROOT_PASSWORD}\nMYSQL_DATABASE=app\n"
+                   f"MYSQL_USER=appuser\nMYSQL_PASSWORD={APP_PASSWORD}\n")
+    env.chmod(0o600)
+    cid = f"mysql-{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    containerd.ctr("-n", NAMESPACE, "run", "-d", "--net-host", "--env-file", str(env), "--log-uri", f"file://{log}",
+                   "--mount", f"type=bind,src={datadir},dst=/var/lib/mysql,options=rbind:rw",
+                   "--mount", f"type=bind,src={initdb},dst=/docker-entrypoint-initdb.d,options=rbind:ro",
+                   images["mysql"].ref, cid,
+                   "docker-entrypoint.sh", "mysqld", f"--port={port}", "--bind-address=127.0.0.1")
+    try:
+        try:
+            wait_for(lambda: query(port, "root", ROOT_PASSWORD, "SELECT 1") == ((1,),), 180,
+                     f"MySQL on 127.0.0.1:{port} to answer as root")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\ncontainer log:\n{log.read_text(errors='replace')[-3000:]}") from None
+        report("MySQL 9.7 container start (empty datadir) to first query", time.monotonic() - started)
+        yield {"cid": cid, "port": port, "log": log, "datadir": datadir}
+    finally:
+        remove_container(containerd, cid)
+
+
+class TestMySQL:
+    def test_root_database_user_and_initdb_scripts_like_the_official_image(self, mysql_server):
+        port = mysql_server["port"]
+        version, = query(port, "root", ROOT_PASSWORD, "SELECT VERSION()")[0]
+        assert version.startswith("9.7."), version
+        assert query(port, "root", ROOT_PASSWORD, "SELECT CURRENT_USER()") == (("root@%",),)
+        assert query(port, "appuser", APP_PASSWORD, "SELECT DATABASE()", db="app") == (("app",),)
+        with pytest.raises(pymysql.err.OperationalError):
+            query(port, "root", "wrong", "SELECT 1")
+        assert query(port, "appuser", APP_PASSWORD, "SELECT id FROM seeded ORDER BY id", db="app") == ((1,), (2,))
+
+    def test_server_runs_as_uid_999_without_passwords_in_its_environment_or_log(self, mysql_server, containerd):
+        pid, _ = task(containerd, mysql_server["cid"])
+        uids = re.search(r"^Uid:\s+(\d+)\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M).groups()
+        assert uids == ("999", "999")
+        assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"mysqld")
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        assert ROOT_PASSWORD.encode() not in environ and APP_PASSWORD.encode() not in environ
+        text = mysql_server["log"].read_text(errors="replace")
+        assert "Creating user appuser" in text and ROOT_PASSWORD not in text and APP_PASSWORD not in text
+        assert mysql_server["datadir"].stat().st_uid == 999
+        tools = ["mysqld", "mysql", "mysqldump", "mysqladmin", "mysqlbinlog", "healthcheck.sh"]
+        proc = containerd.ctr("-n", NAMESPACE, "tasks", "exec", "--exec-id", f"e{uuid.uuid4().hex[:6]}",
+                              mysql_server["cid"], "sh", "-c",
+                              " && ".join(f"command -v {t} >/dev/null" for t in tools)
+                              + " && test -S /var/run/mysqld/mysqld.sock && healthcheck.sh && echo all",
+                              check=False)
+        assert proc.stdout.strip() == "all", proc.stdout + proc.stderr

@@ -1,9 +1,12 @@
-"""The key replication scenarios on MySQL 8.4 (testcontainers `MySqlContainer("mysql:8.4")`).
+"""The key replication scenarios on real MySQL servers.
 
 Bootstrap of 3 instances, failover after kill -9 of the primary under a write load with
 acknowledged-row accounting (semi-sync on), and switchover - the same engine loop as the MariaDB
-tests (`tests/integration/helpers_replication.py`). Skipped, with the reason, where no Docker
-engine answers (see `tests/support/mysql_container.py` for how servers are wired together).
+tests (`tests/integration/helpers_replication.py`).
+
+Servers: MySQL 9.7 from the cluster's MySQL image, run on 127.0.0.1 with chroot into its root
+(`tests/support/mysql.py`); where that cannot run (not root) but a Docker engine answers, MySQL
+8.4 containers (`tests/support/mysql_container.py`). Skipped, printing both reasons, otherwise.
 """
 
 from __future__ import annotations
@@ -18,16 +21,25 @@ from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, Writer, wait_replicated
-from tests.support.mysql_container import ADMIN_USER, MySQLGroup, docker_unavailable, rsa_unavailable
+from tests.support import mysql_container
+from tests.support.mysql import MySQLFactory, mysql_unavailable
 from tests.support.wait import wait_for
-
-_MISSING = docker_unavailable() or rsa_unavailable()
-pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
 
 @pytest.fixture(scope="module")
 def group(request):
-    g = MySQLGroup()
+    if mysql_container.rsa_unavailable():
+        pytest.skip(mysql_container.rsa_unavailable())
+    host_missing = mysql_unavailable()
+    if host_missing is None:
+        g = MySQLFactory()
+        g.admin_user = "admin"
+    else:
+        docker_missing = mysql_container.docker_unavailable()
+        if docker_missing:
+            pytest.skip(f"no MySQL server: {host_missing}; {docker_missing}")
+        g = mysql_container.MySQLGroup()
+        g.admin_user = mysql_container.ADMIN_USER
     failed_before = request.session.testsfailed
     try:
         yield g
@@ -37,13 +49,17 @@ def group(request):
         g.close()
 
 
-def make_cluster(group: MySQLGroup, n: int, semisync: bool = False, delay: float = 1.0) -> Cluster:
-    nodes = group.create(n, prefix=f"c{len(group.nodes)}")
+def make_cluster(group, n: int, semisync: bool = False, delay: float = 1.0) -> Cluster:
+    made = len(getattr(group, "nodes", None) or getattr(group, "servers", []))
+    if isinstance(group, MySQLFactory):  # the operator's my.cnf loads the semi-sync plugins
+        nodes = group.create(n, prefix=f"c{made}", semisync=semisync)
+    else:
+        nodes = group.create(n, prefix=f"c{made}")
     for k, s in enumerate(nodes):
         s.name = f"db-{k}"
     members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(nodes)]
     engine = ReplicationEngine(
-        members, Credentials(ADMIN_USER, group.admin_password), REPL,
+        members, Credentials(group.admin_user, group.admin_password), REPL,
         t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync),
         app=APP, app_database=DB, apply_timeout=30)
     c = Cluster(nodes, engine)
@@ -54,14 +70,15 @@ def make_cluster(group: MySQLGroup, n: int, semisync: bool = False, delay: float
     return c
 
 
-def admin(group: MySQLGroup, node) -> Instance:
-    return Instance(node.host, node.port, ADMIN_USER, group.admin_password)
+def admin(group, node) -> Instance:
+    return Instance(node.host, node.port, group.admin_user, group.admin_password)
 
 
-def test_mysql84_bootstrap_three_instances_replicas_super_read_only(group):
+def test_mysql_bootstrap_three_instances_replicas_super_read_only(group):
     c = make_cluster(group, 3)
     assert c.state.current_primary == "db-0"
-    assert c.primary.query("SELECT VERSION()")[0][0].startswith("8.4.")
+    major, minor = (int(x) for x in c.primary.query("SELECT VERSION()")[0][0].split(".")[:2])
+    assert (major, minor) >= (8, 4)
     with c.app_conn(c.primary) as conn, conn.cursor() as cur:
         cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'x')", [(i,) for i in range(1, 11)])
     wait_replicated(c, set(range(1, 11)), timeout=30)
@@ -77,7 +94,7 @@ def test_mysql84_bootstrap_three_instances_replicas_super_read_only(group):
     assert 99 not in c.rows(c.server("db-1"))
 
 
-def test_mysql84_failover_after_kill9_under_writes_loses_no_acknowledged_row(group):
+def test_mysql_failover_after_kill9_under_writes_loses_no_acknowledged_row(group):
     c = make_cluster(group, 3, semisync=True, delay=1.0)
     p = c.primary
     assert dict(p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_status'")) == {
@@ -101,7 +118,7 @@ def test_mysql84_failover_after_kill9_under_writes_loses_no_acknowledged_row(gro
     acked = {n for n, _, _ in writer.acked}
     found = c.rows(new)
     lost = acked - found
-    print(f"mysql 8.4 failover after kill -9: kill -> first write on {new.name} {first - killed_at:.2f}s; "
+    print(f"mysql failover after kill -9: kill -> first write on {new.name} {first - killed_at:.2f}s; "
           f"acknowledged {len(acked)}, lost {len(lost)}", file=sys.stderr)
     assert not lost, f"acknowledged rows missing on the new primary: {sorted(lost)[:10]}"
     assert writer.servers_in_order() == [old.name, new.name]  # never two accepting at once
@@ -112,7 +129,7 @@ def test_mysql84_failover_after_kill9_under_writes_loses_no_acknowledged_row(gro
     assert status.source_host == new.host and status.io_running and status.sql_running
 
 
-def test_mysql84_switchover(group):
+def test_mysql_switchover(group):
     c = make_cluster(group, 3)
     with c.app_conn(c.primary) as conn, conn.cursor() as cur:
         cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'before')", [(i,) for i in range(1, 21)])

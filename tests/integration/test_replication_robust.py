@@ -36,10 +36,11 @@ class FakeClock:
 
 def io_state(server) -> tuple[str, int]:
     with server.connect() as conn, conn.cursor() as cur:
-        cur.execute("SHOW SLAVE STATUS")
+        cur.execute("SHOW REPLICA STATUS")  # MariaDB has the REPLICA synonyms since 10.5.1
         cols = [d[0] for d in cur.description]
         row = dict(zip(cols, cur.fetchone()))
-    return row["Slave_IO_Running"], int(row["Last_IO_Errno"])
+    # the column keeps its old name on MariaDB
+    return row.get("Replica_IO_Running", row.get("Slave_IO_Running")), int(row["Last_IO_Errno"])
 
 
 def test_reconnecting_io_thread_is_not_repointed_until_its_error_persists(factory):
@@ -53,8 +54,8 @@ def test_reconnecting_io_thread_is_not_repointed_until_its_error_persists(factor
     with p.connect() as conn, conn.cursor() as cur:
         cur.execute("SET SESSION sql_log_bin = 0")
         cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (REPL.user, REPL.host, "changed-elsewhere"))
-    r.query("STOP SLAVE IO_THREAD")
-    r.query("START SLAVE IO_THREAD")
+    r.query("STOP REPLICA IO_THREAD")
+    r.query("START REPLICA IO_THREAD")
     wait_for(lambda: io_state(r) == ("Connecting", 1045), 20, "db-1's IO thread retrying on 1045")
     for _ in range(5):
         clock.now += 1.0
@@ -83,8 +84,8 @@ def test_healthy_cluster_under_writes_is_never_repointed(factory):
     try:
         for k in range(20):
             if k % 4 == 0:
-                c.server("db-2").query("STOP SLAVE IO_THREAD")
-                c.server("db-2").query("START SLAVE IO_THREAD")
+                c.server("db-2").query("STOP REPLICA IO_THREAD")
+                c.server("db-2").query("START REPLICA IO_THREAD")
             d = c.reconcile().decision
             assert not isinstance(d, t.ConfigureReplica), d
         wait_for(lambda: len(w.acked) > 20, 20, "the writer to commit rows")

@@ -1,9 +1,10 @@
 """A one-node Kubernetes cluster on this machine, without Docker, for end-to-end tests.
 
 The control plane of tests/support/controlplane.py, plus a node: a project-configured containerd,
-kubelet and kube-proxy (same Kubernetes version), CNI bridge networking, CoreDNS and
-rancher's local-path-provisioner as host processes, and images built locally
-(hack/build-images.sh) imported into containerd.
+kubelet and kube-proxy (same Kubernetes version), CNI bridge networking, CoreDNS,
+rancher's local-path-provisioner and kube-router's NetworkPolicy firewall (the bridge plugin
+enforces no NetworkPolicy) as host processes, and images built locally (hack/build-images.sh)
+imported into containerd.
 
 Every non-default setting and the reason for it is in NODE_SETTINGS.md beside this file.
 
@@ -42,7 +43,7 @@ CLUSTER_CIDR = "10.244.0.0/16"
 SERVICE_CIDR = cp_mod.SERVICE_CIDR
 NODE_NAME = cp_mod.NODE_NAME
 STORAGE_CLASS = "standard"
-NODE_IMAGES = ("pause", "busybox", "mariadb", "operator")
+NODE_IMAGES = ("pause", "busybox", "mariadb", "mysql", "operator")
 S3_PORT = 9000
 LOCK = Path("/run/lock/mysqlop-cluster.lock")
 
@@ -66,6 +67,7 @@ class Cluster:
     containerd: object | None = None
     images: dict = field(default_factory=dict)
     s3: object | None = None  # MinIO beside the cluster, on the node address
+    netpol_health_port: int = 0  # kube-router's /healthz on 127.0.0.1
     timings: dict[str, float] = field(default_factory=dict)
     _lock_fd: int | None = None
 
@@ -88,6 +90,8 @@ class Cluster:
             self._start_coredns()
             self._wait_node_ready()
             self.timings["node-ready"] = time.monotonic() - t0
+            self._start_network_policy()
+            self.timings["network-policy"] = time.monotonic() - t0
             self._start_provisioner()
             self._start_s3()
             self.timings["ready"] = time.monotonic() - t0
@@ -208,6 +212,35 @@ class Cluster:
             "coredns", [str(binary("coredns")), "-conf", str(d / "Corefile")]
         )
 
+    def _start_network_policy(self) -> None:
+        """kube-router with only its firewall: enforces NetworkPolicy with iptables + ipset on the
+        traffic of this node's Pods (chains of its own, jumped to from the filter table's
+        INPUT/FORWARD/OUTPUT, like kube-proxy's). Its routing, service proxy and CNI stay off.
+        Needs the Node object (it reads the node address), so it starts once the node is Ready."""
+        kubeconfig = self.cp.user_kubeconfig("system:kube-router", "system:kube-router-netpol",
+                                             rules=NETPOL_RULES)
+        self.netpol_health_port = free_port()
+        self.cp.run_component(
+            "kube-router",
+            [
+                str(binary("kube-router")),
+                f"--kubeconfig={kubeconfig}",
+                f"--hostname-override={NODE_NAME}",
+                "--run-firewall=true",
+                "--run-router=false",
+                "--run-service-proxy=false",
+                "--enable-cni=false",
+                "--enable-ipv6=false",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--health-addr=127.0.0.1",
+                f"--health-port={self.netpol_health_port}",
+                "--metrics-port=0",
+                "--v=1",
+            ],
+        )
+        self.cp.wait_until(lambda: network_policy_ready(self.netpol_health_port),
+                           "kube-router NetworkPolicy firewall", 60)
+
     def _start_provisioner(self) -> None:
         d = self.workdir / "local-path"
         (d / "volumes").mkdir(parents=True, exist_ok=True)
@@ -256,7 +289,10 @@ class Cluster:
             "logs_dir": str(self.cp.logs_dir),
             "s3": {"endpoint": self.s3.endpoint, "access_key": self.s3.access_key,
                    "secret_key": self.s3.secret_key},
+            "network_policy": {"enforcer": "kube-router",
+                               "health": f"http://127.0.0.1:{self.netpol_health_port}/healthz"},
             "timings": self.timings,
+            "images": {i.name: str(i.archive) for i in self.images.values()},
         }
         path = self.workdir / "state.json"
         path.touch(mode=0o600)  # holds the local S3 server's keys
@@ -275,6 +311,7 @@ class Cluster:
                 _run(str(binary("kube-proxy")), "--cleanup", check=False)
             except FileNotFoundError:
                 pass
+        remove_network_policy_rules()
         # Pod network namespaces: containerd 1.6 keeps them in the machine-wide /run/netns and
         # does not remove them when stopped. Only this cluster makes them (we hold the lock).
         netns = Path("/run/netns")
@@ -288,7 +325,7 @@ class Cluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-_NODE_COMPONENTS = ("kubelet", "kube-proxy", "coredns", "local-path-provisioner")
+_NODE_COMPONENTS = ("kubelet", "kube-proxy", "coredns", "local-path-provisioner", "kube-router")
 
 
 # -------------------------------------------------------------------- pure configuration
@@ -394,6 +431,14 @@ COREDNS_RULES = [
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
      "verbs": ["list", "watch"]},
 ]
+# kube-router's informers (firewall only): it reads its Node once and watches the rest.
+NETPOL_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods", "namespaces", "services"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+     "verbs": ["list", "watch"]},
+]
 PROVISIONER_RULES = [
     {"apiGroups": [""], "resources": ["nodes", "persistentvolumeclaims", "configmaps",
                                       "pods", "pods/log"], "verbs": ["get", "list", "watch"]},
@@ -451,6 +496,54 @@ def local_path_objects(volumes_dir: Path, helper_image: str) -> list[dict]:
 
 
 # -------------------------------------------------------------------- small effects
+# What kube-router's firewall creates (its chains in the filter table, its ipsets); nothing else
+# on the machine carries these names (one cluster per machine: we hold the lock).
+NETPOL_CHAIN_PREFIXES = ("KUBE-ROUTER-", "KUBE-NWPLCY-", "KUBE-POD-FW-")
+NETPOL_IPSET_PREFIXES = ("KUBE-SRC-", "KUBE-DST-", "kube-router-local-pods",
+                         "inet6:KUBE-SRC-", "inet6:KUBE-DST-", "inet6:kube-router-local-pods")
+
+
+def network_policy_ready(health_port: int) -> bool:
+    """kube-router answers healthy and has finished a full sync (the tail chain is jumped to)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=2) as r:
+        if r.status != 200:
+            return False
+    rules = _run("iptables", "-w", "-t", "filter", "-S", "KUBE-ROUTER-FORWARD", check=False)
+    return rules.returncode == 0 and "-j KUBE-NWPLCY-TAIL" in rules.stdout
+
+
+def remove_network_policy_rules() -> None:
+    """Remove kube-router's jumps from INPUT/FORWARD/OUTPUT, then its chains and its ipsets
+    (what `kube-router --cleanup-config` does for the firewall, without that command's IPVS and
+    routing cleanup, which would touch the machine's own)."""
+    import shlex
+
+    if shutil.which("iptables") is None:
+        return
+    def ours(chain: str) -> bool:
+        return chain.startswith(NETPOL_CHAIN_PREFIXES)
+
+    saved = _run("iptables-save", "-t", "filter", check=False).stdout.splitlines()
+    chains = [line[1:].split()[0] for line in saved
+              if line.startswith(":") and ours(line[1:].split()[0])]
+    for line in saved:
+        words = shlex.split(line)
+        if (len(words) > 2 and words[0] == "-A" and not ours(words[1])
+                and "-j" in words and ours(words[words.index("-j") + 1])):
+            _run("iptables", "-w", "-t", "filter", "-D", *words[1:], check=False)
+    for chain in chains:
+        _run("iptables", "-w", "-t", "filter", "-F", chain, check=False)
+    for chain in chains:
+        _run("iptables", "-w", "-t", "filter", "-X", chain, check=False)
+    if shutil.which("ipset") is None:
+        return
+    for name in _run("ipset", "list", "-n", check=False).stdout.split():
+        if name.startswith(NETPOL_IPSET_PREFIXES):
+            _run("ipset", "destroy", name, check=False)
+
+
 def _create(api, obj: dict) -> None:
     from kubernetes import client, utils
 
@@ -501,6 +594,23 @@ def _read(path: Path) -> str:
         return path.read_text().strip()
     except OSError:
         return "?"
+
+
+def import_changed_images(state: dict) -> list[str]:
+    """For a reused cluster: build the node's images (quick when cached) and import those whose
+    archive (keyed by content) differs from what the cluster imported. Returns their names."""
+    from tests.support.containerd import Containerd, build_images
+
+    images = build_images(*NODE_IMAGES)
+    had = state.get("images", {})
+    changed = {n: i for n, i in images.items() if had.get(n) != str(i.archive)}
+    if changed:
+        ctd = Containerd(Path(state["containerd_socket"]).parent)  # the running one: import only
+        ctd.import_images(changed)
+        state["images"] = {n: str(i.archive) for n, i in images.items()}
+        path = state_dir() / "state.json"
+        path.write_text(json.dumps(state, indent=2))
+    return sorted(changed)
 
 
 def running_state() -> dict | None:

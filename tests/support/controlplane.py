@@ -57,6 +57,7 @@ def binary(name: str) -> Path:
         "helm": f"helm-{v['HELM_VERSION']}",
         "coredns": f"coredns-{v['COREDNS_VERSION']}",
         "local-path-provisioner": f"local-path-provisioner-{v['LOCAL_PATH_PROVISIONER_VERSION']}",
+        "kube-router": f"kube-router-{v['KUBE_ROUTER_VERSION']}",
     }.get(name, f"kubernetes-{v['KUBERNETES_VERSION']}")
     path = bin_dir() / folder / name
     if not path.is_file():

@@ -139,11 +139,17 @@ class MariaDBServer:
         return opts
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def start(self, timeout: float = 60.0) -> "MariaDBServer":
+    def command(self) -> list[str]:
+        return ["mariadbd", f"--defaults-file={self.option_file}"]
+
+    def write_options(self) -> None:
         self.option_file.write_text(_option_file(self.options()))
+
+    def start(self, timeout: float = 60.0) -> "MariaDBServer":
+        self.write_options()
         log = open(self.root / "stdout.log", "ab")
         self.proc = subprocess.Popen(
-            ["mariadbd", f"--defaults-file={self.option_file}"],
+            self.command(),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -242,6 +248,9 @@ class MariaDBServer:
 class MariaDBFactory:
     """Starts servers from one cached pristine data directory; `close()` stops all of them."""
 
+    flavor = Flavor.MARIADB
+    server_class = MariaDBServer
+
     def __init__(self, workdir: Path | None = None):
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="mariadb-test-"))
         self.admin_password = "pw-" + secrets.token_hex(12)
@@ -289,11 +298,12 @@ class MariaDBFactory:
             self._next_id += 1
             root = self.workdir / f"{prefix}-{sid}"
             root.mkdir(parents=True)
-            shutil.copytree(self.pristine(), root / "data")
-            server = MariaDBServer(
+            self.copy_pristine(root / "data")
+            server = self.server_class(
                 name=f"{prefix}-{len(out)}", server_id=sid, port=free_port(), root=root,
                 admin_password=self.admin_password, semisync=semisync, ssl_ca=ssl_ca, ssl_cert=ssl_cert,
                 ssl_key=ssl_key, require_secure_transport=require_secure_transport,
+                **self.server_kwargs(),
             )
             self.servers.append(server)
             out.append(server)
@@ -301,6 +311,12 @@ class MariaDBFactory:
             for s in out:
                 s.start()
         return out
+
+    def copy_pristine(self, datadir: Path) -> None:
+        shutil.copytree(self.pristine(), datadir)
+
+    def server_kwargs(self) -> dict[str, object]:
+        return {}
 
     def logs_report(self, lines: int = 30) -> str:
         parts = []
@@ -318,9 +334,10 @@ class MariaDBFactory:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def main() -> int:
+def main(factory_class: type[MariaDBFactory] = MariaDBFactory) -> int:
+    """Start N servers (argv[1], default 1), print where, run until Ctrl-C."""
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-    f = MariaDBFactory()
+    f = factory_class()
     try:
         for s in f.create(n):
             print(f"{s.name}: 127.0.0.1:{s.port} server-id {s.server_id} user {ADMIN_USER}")

@@ -49,7 +49,7 @@ S3 = {
 # Every optional section present, so every field has something to change.
 FULL = {
     "flavor": "mysql",
-    "version": "8.0",
+    "version": "8.4",
     "image": "registry.local/mysql:8.4.5",
     "imagePullPolicy": "IfNotPresent",
     "instances": 3,
@@ -104,7 +104,7 @@ _S3_CHANGES = {
 }
 CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "flavor": ("full", [("flavor", "mariadb"), ("version", "10.11")]),
-    "version": ("full", [("version", "8.4")]),
+    "version": ("full", [("version", "9.7")]),
     "image": ("full", [("image", "registry.local/mysql:8.4.6")]),
     "imagePullPolicy": ("full", [("imagePullPolicy", "Always")]),
     "instances": ("full", [("instances", 5)]),

@@ -1,0 +1,189 @@
+"""Real MySQL 9.7 servers on 127.0.0.1 for integration tests, run from the MySQL image's root.
+
+The binaries are Debian sid's (`mysql-server-core`, `mysql-client-core`), which need sid's libc:
+they never go onto the host. `hack/build-images.sh --rootfs mysql` builds the image the cluster
+runs (images/mysql/Dockerfile) and unpacks its root file system into the image cache; each server
+here runs `chroot ROOT mysqld ...` (root only), with its folder under ROOT/var/tmp so that the
+same paths work inside the root and, prefixed with ROOT, from the tests.
+
+Like `tests/support/mariadb.py` (whose `MariaDBServer`/`MariaDBFactory` these extend): ONE pristine
+data directory per factory, initialised with the test accounts (`--initialize-insecure
+--init-file`, nothing in a binary log), copied for every server; each server has its own option
+file, port, server-id and process group. The options are the operator's own MySQL settings
+(`manifests.config.server_settings`), so the tests run the configuration Pods run, with durability
+relaxed to the page cache as in the MariaDB tests.
+
+    python -m tests.support.mysql 3     # start 3 servers, print their ports, run until Ctrl-C
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mysql_operator.api.spec import ClusterSpec, Replication
+from mysql_operator.db import accounts
+from mysql_operator.db.flavor import Flavor
+from mysql_operator.manifests.config import server_settings
+from tests.support.mariadb import (
+    ADMIN_USER,
+    APP_DATABASE,
+    BACKUP_USER,
+    OPERATOR_USER,
+    MariaDBFactory,
+    MariaDBServer,
+    _option_file,
+    main,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+# the operator's settings that name paths of its Pods (given per server here instead)
+PATH_SETTINGS = {"ssl_ca", "ssl_cert", "ssl_key", "mysqlx_socket"}
+
+__all__ = ["ADMIN_USER", "APP_DATABASE", "BACKUP_USER", "OPERATOR_USER", "MySQLFactory",
+           "MySQLServer", "mysql_unavailable"]
+
+
+@functools.lru_cache(maxsize=1)
+def _rootfs() -> tuple[Path | None, str | None]:
+    if os.geteuid() != 0:
+        return None, "MySQL 9.7 runs here with chroot into its image's root, which needs root"
+    cmd = [str(REPO / "hack" / "build-images.sh"), "--rootfs", "mysql"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        return None, (f"`hack/build-images.sh --rootfs mysql` failed ({proc.returncode}): "
+                      f"{proc.stderr.strip()[-600:]}")
+    root = Path(proc.stdout.strip().splitlines()[-1])
+    if not (root / "usr/sbin/mysqld").exists():
+        return None, f"{root} holds no usr/sbin/mysqld"
+    return root, None
+
+
+def mysql_rootfs() -> Path:
+    root, why = _rootfs()
+    if root is None:
+        raise RuntimeError(why)
+    return root
+
+
+def mysql_unavailable() -> str | None:
+    """None when MySQL servers can run here; otherwise why not (for a printed skip reason)."""
+    return _rootfs()[1]
+
+
+def _in_root(root: Path, path: Path) -> str:
+    """`path` (under `root`) as the chrooted server sees it."""
+    return "/" + str(path.relative_to(root))
+
+
+@dataclass
+class MySQLServer(MariaDBServer):
+    """A mysqld in the image's root. Same interface as MariaDBServer (kill9, sigstop, restart...)."""
+
+    rootfs: Path = Path("/")
+
+    def _p(self, path: Path | None) -> str | None:
+        return None if path is None else _in_root(self.rootfs, path)
+
+    def options(self) -> dict[str, object]:
+        spec = ClusterSpec(instances=3, flavor="mysql",
+                           replication=Replication(mode="semisync" if self.semisync else "async"))
+        opts: dict[str, object] = {
+            "datadir": self._p(self.datadir),
+            "socket": self._p(self.root / "mysqld.sock"),
+            "pid-file": self._p(self.root / "mysqld.pid"),
+            "log-error": self._p(self.error_log),
+            "port": self.port,
+            "bind-address": "127.0.0.1",
+            "user": "root",
+            "server-id": self.server_id,
+            "mysqlx": "OFF",
+            "secure_file_priv": "",
+            "sync_binlog": 0,
+            "innodb_flush_log_at_trx_commit": 2,
+            "innodb_buffer_pool_size": "32M",
+            "innodb_redo_log_capacity": "16M",
+            "max_connections": 100,
+            "replica_net_timeout": 3,  # the operator sets heartbeats of 1s; detect a hung source fast
+            "host_cache_size": 0,
+            # a module keeps dozens of servers up; native AIO would exhaust fs.aio-max-nr (io_setup
+            # EAGAIN at start). Pods keep the default.
+            "innodb_use_native_aio": "OFF",
+        }
+        plugins = []
+        for key, value in server_settings(spec):
+            if key == "plugin_load_add":  # once per plugin in my.cnf; one list on a command line
+                plugins.append(value)
+            elif key not in PATH_SETTINGS:
+                assert key not in opts, f"{key} is both a test setting and an operator setting"
+                opts[key] = value
+        if plugins:
+            opts["plugin_load_add"] = ";".join(plugins)
+        if self.ssl_cert is not None:
+            opts.update({"ssl_ca": self._p(self.ssl_ca), "ssl_cert": self._p(self.ssl_cert),
+                         "ssl_key": self._p(self.ssl_key)})
+        if self.require_secure_transport:
+            opts["require_secure_transport"] = "ON"
+        opts.update(self.extra)
+        return opts
+
+    def command(self) -> list[str]:
+        return ["chroot", str(self.rootfs), "mysqld", f"--defaults-file={self._p(self.option_file)}"]
+
+    def write_options(self) -> None:
+        self.option_file.write_text(_option_file(self.options()).replace("[mariadbd]", "[mysqld]", 1))
+
+
+class MySQLFactory(MariaDBFactory):
+    """MySQL servers from one pristine data directory in the image's root; `close()` stops them."""
+
+    flavor = Flavor.MYSQL
+    server_class = MySQLServer
+
+    def __init__(self, rootfs: Path | None = None):
+        self.rootfs = rootfs or mysql_rootfs()
+        (self.rootfs / "var/tmp").mkdir(parents=True, exist_ok=True)
+        super().__init__(Path(tempfile.mkdtemp(prefix="mysql-test-", dir=self.rootfs / "var/tmp")))
+
+    def server_kwargs(self) -> dict[str, object]:
+        return {"rootfs": self.rootfs}
+
+    def copy_pristine(self, datadir: Path) -> None:
+        super().copy_pristine(datadir)
+        (datadir / "auto.cnf").unlink(missing_ok=True)  # each server makes its own server_uuid
+
+    def pristine(self) -> Path:
+        if self._pristine is None:
+            path = self.workdir / "pristine"
+            pw = self.admin_password
+            sql = ["SET SESSION sql_log_bin = 0;",
+                   "DROP USER IF EXISTS 'root'@'localhost';",
+                   f"CREATE USER '{ADMIN_USER}'@'127.0.0.1' IDENTIFIED BY '{pw}';",
+                   f"GRANT ALL PRIVILEGES ON *.* TO '{ADMIN_USER}'@'127.0.0.1' WITH GRANT OPTION;"]
+            for user, grants in ((OPERATOR_USER, accounts.operator_grants(Flavor.MYSQL, APP_DATABASE)),
+                                 (BACKUP_USER, accounts.backup_grants(Flavor.MYSQL))):
+                sql.append(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{pw}';")
+                sql += [g.grant_sql().replace("%s@%s", f"'{user}'@'127.0.0.1'") + ";" for g in grants]
+            init = self.workdir / "init.sql"
+            init.write_text("\n".join(sql) + "\n")
+            proc = subprocess.run(
+                ["chroot", str(self.rootfs), "mysqld", "--no-defaults", "--initialize-insecure",
+                 "--user=root", f"--datadir={_in_root(self.rootfs, path)}", "--skip-log-bin",
+                 f"--init-file={_in_root(self.rootfs, init)}", "--innodb-buffer-pool-size=32M",
+                 "--innodb-redo-log-capacity=16M"],
+                capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                raise RuntimeError(f"mysqld --initialize-insecure failed ({proc.returncode}):\n"
+                                   f"{proc.stderr[-3000:]}")
+            init.unlink()
+            self._pristine = path
+        return self._pristine
+
+
+if __name__ == "__main__":
+    sys.exit(main(MySQLFactory))
