@@ -30,9 +30,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm, MinIO (cached in ~/.cache)
+binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm, MinIO, cert-manager (cached in ~/.cache)
 	hack/build-binaries.sh control-plane
 	hack/build-binaries.sh s3
+	hack/build-binaries.sh cert-manager
 
 node-binaries: ## kubelet, kube-proxy, CoreDNS, local-path-provisioner, kube-router (cached in ~/.cache)
 	hack/build-binaries.sh node
@@ -46,8 +47,9 @@ control-plane: venv binaries ## run a local control plane in the foreground; pri
 cluster-up: deps venv binaries node-binaries images ## start the local one-node cluster in the background
 	$(PY) -m tests.support.cluster up
 
-demo: cluster-up ## local cluster + chart + a 3-instance cluster, a row written and read, a backup
-	$(PY) -m e2e.demo
+FLAVOR ?= mysql
+demo: cluster-up ## local cluster + chart + a 3-instance cluster (FLAVOR=mysql|mariadb), a row written and read, a backup
+	FLAVOR=$(FLAVOR) $(PY) -m e2e.demo
 
 cluster-down: venv ## stop it and remove everything it created
 	$(PY) -m tests.support.cluster down

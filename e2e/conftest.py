@@ -122,10 +122,31 @@ def operator_release(local_cluster):
         pytest.fail(f"helm install failed: {r.stderr[-3000:]}")
     apps = client.AppsV1Api(local_cluster.api_client())
     dep = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0]
+    if existed:  # its Pod may run an operator image imported before this session's: restart it
+        _restart_deployment(apps, dep)
     yield dep.metadata.name
     if not existed:  # a release someone else installed (make demo, another session) stays
         subprocess.run([helm, "uninstall", "mysql-operator", "--namespace", OPERATOR_NAMESPACE,
                         "--wait", "--timeout", "120s"], capture_output=True, text=True, env=env)
+
+
+def _restart_deployment(apps, dep, timeout: float = 180) -> None:
+    """`kubectl rollout restart`: new Pods (from the image now in containerd), then wait for them."""
+    import datetime as dt
+
+    from tests.support.wait import wait_for
+
+    ns, name = dep.metadata.namespace, dep.metadata.name
+    stamp = dt.datetime.now(dt.timezone.utc).isoformat()
+    apps.patch_namespaced_deployment(name, ns, {"spec": {"template": {"metadata": {"annotations": {
+        "kubectl.kubernetes.io/restartedAt": stamp}}}}})
+
+    def rolled() -> bool:
+        d = apps.read_namespaced_deployment(name, ns)
+        st, want = d.status, d.spec.replicas or 0
+        return (st.observed_generation or 0) >= d.metadata.generation and (st.updated_replicas or 0) == want \
+            and (st.ready_replicas or 0) == want and (st.replicas or 0) == want
+    wait_for(rolled, timeout, f"deployment {ns}/{name} restarted and ready")
 
 
 @contextlib.contextmanager

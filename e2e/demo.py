@@ -6,6 +6,7 @@ a user would type for it."""
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 import sys
 import time
@@ -19,6 +20,8 @@ from tests.support.controlplane import REPO, binary
 from tests.support.wait import wait_for
 
 NS = "demo"
+# FLAVOR=mysql|mariadb (`make demo FLAVOR=...`): the example the demo applies
+EXAMPLES = {"mysql": ("local-demo-mysql.yaml", "MySQL 9.7"), "mariadb": ("local-demo.yaml", "MariaDB 10.11")}
 GROUP, VERSION = "mysql.operator.dev", "v1alpha1"
 
 
@@ -32,6 +35,11 @@ def run(*argv: str, env: dict) -> None:
 
 
 def main() -> int:
+    flavor = os.environ.get("FLAVOR") or "mysql"
+    if flavor not in EXAMPLES:
+        print(f"FLAVOR={flavor}: choose mysql or mariadb", file=sys.stderr)
+        return 2
+    example, server = EXAMPLES[flavor]
     state = cluster_mod.running_state()
     if state is None:
         print("no local cluster is running: `make cluster-up` first", file=sys.stderr)
@@ -61,8 +69,8 @@ def main() -> int:
                    check=True, env=env, stdout=subprocess.DEVNULL)
     _ensure_bucket(s3, "backups")
 
-    step("create a 3-instance MariaDB cluster")
-    run(kubectl, "apply", "-n", NS, "-f", str(REPO / "examples" / "local-demo.yaml"), env=env)
+    step(f"create a 3-instance {server} cluster")
+    run(kubectl, "apply", "-n", NS, "-f", str(REPO / "examples" / example), env=env)
     run(kubectl, "wait", "-n", NS, "mysqlcluster/demo", "--for=condition=Ready",
         "--timeout=300s", env=env)
     print(f"cluster Ready {time.monotonic() - t0:.0f}s after the demo started", flush=True)

@@ -19,6 +19,7 @@ import pymysql
 import yaml
 from kubernetes import client
 
+from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for
 
 GROUP, VERSION = "mysql.operator.dev", "v1alpha1"
@@ -228,20 +229,7 @@ def lost_rows(rw: str, password: str, writer: Writer, tls=None) -> list[int]:
 
 def install_crds(api) -> None:
     """Create or update the CRDs (cluster-scoped, shared: left installed for other tests)."""
-    ext = client.ApiextensionsV1Api(api)
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        name = crd["metadata"]["name"]
-        try:
-            ext.create_custom_resource_definition(crd)
-        except client.ApiException as e:
-            if e.status != 409:
-                raise
-            crd["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(name).metadata.resource_version
-            ext.replace_custom_resource_definition(name, crd)
-        wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
-                             ext.read_custom_resource_definition(name).status.conditions or []),
-                 30, f"CRD {name} established")
+    apply_crds(api, project_crds())
 
 
 def sa_kubeconfig(api, admin_kubeconfig: str, ns: str, sa: str, out: Path) -> Path:

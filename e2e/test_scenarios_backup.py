@@ -1,6 +1,8 @@
-"""Scenario 5 with the operator installed by its chart (a Pod): an on-demand MySQLBackup to the
-MinIO beside the cluster, restored into a NEW cluster through spec.restore.fromBackup with
-CHECKSUM TABLE equal on every table; and a scheduled backup (spec.backup.schedule every minute)."""
+"""Scenario 5 with the operator installed by its chart (a Pod), per flavor (MySQL 9.7, MariaDB
+10.11; the test id names it): an on-demand MySQLBackup to the MinIO beside the cluster, restored
+into a NEW cluster through spec.restore.fromBackup with CHECKSUM TABLE equal on every table; and a
+scheduled backup (spec.backup.schedule every minute). The dump and the load run with the tools of
+the cluster's own server image (the Jobs' client-tools sidecar)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,12 @@ import uuid
 
 import pytest
 
-from e2e.helpers import (BACKUPS, GROUP, VERSION, Cluster, cluster_spec, query, record,
+from e2e.helpers import (BACKUPS, FLAVORS, GROUP, VERSION, Cluster, cluster_spec, query, record,
                          scenario_namespace, stopwatch, try_query)
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
-SOURCE = "bk"
 TABLES = {
     "customers": "CREATE TABLE app.customers (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(64),"
                  " email VARCHAR(128) UNIQUE, created DATETIME(6), balance DECIMAL(12,2))",
@@ -31,21 +32,23 @@ def backup_namespace(local_cluster, operator_release):
         yield ns
 
 
-@pytest.fixture(scope="module")
-def backup_source(local_cluster, backup_namespace, s3_beside_cluster):
-    """A 2-instance cluster with data, backing up to its own bucket every minute."""
+@pytest.fixture(scope="module", params=FLAVORS)
+def backup_source(request, local_cluster, backup_namespace, s3_beside_cluster):
+    """A 2-instance cluster of the flavor with data, backing up to its own bucket every minute.
+    Yields (cluster, bucket, flavor)."""
+    flavor = request.param
     api = local_cluster.api_client()
-    c = Cluster(api, backup_namespace, SOURCE)
+    c = Cluster(api, backup_namespace, f"bk-{flavor}")
     bucket = f"e2e-{uuid.uuid4().hex[:10]}"
     s3_beside_cluster.create_bucket(bucket)
     c.core.create_namespaced_secret(backup_namespace, {
-        "metadata": {"name": "s3"}, "stringData": {
+        "metadata": {"name": f"s3-{flavor}"}, "stringData": {
             "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
             "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key}})
-    c.create(cluster_spec(2, backup={
+    c.create(cluster_spec(2, flavor, backup={
         "storage": {"s3": {"bucket": bucket, "prefix": "bk", "endpoint": s3_beside_cluster.endpoint,
                            "region": "us-east-1", "forcePathStyle": True,
-                           "credentialsSecret": {"name": "s3"}}},
+                           "credentialsSecret": {"name": f"s3-{flavor}"}}},
         "schedule": "* * * * *"}))
     c.wait_ready(300, instances=2)
     rw, pw = c.service_ip("rw"), c.password()
@@ -56,8 +59,8 @@ def backup_source(local_cluster, backup_namespace, s3_beside_cluster):
         query(rw, "app", pw, "INSERT INTO app.customers (name, email, created, balance) VALUES "
               "(%s, %s, NOW(6), %s)", args=(f"name-{i} ü", f"c{i}@example.test", i * 1.25))
     query(rw, "app", pw, "INSERT INTO app.orders SELECT id * 10, id, REPEAT('x', id), "
-          "UNHEX(MD5(id)), id / 3 FROM app.customers")
-    yield c, bucket
+          "UNHEX(SHA2(id, 256)), id / 3 FROM app.customers")  # MySQL 9.7 has no MD5()
+    yield c, bucket, flavor
 
 
 def checksums(host: str, password: str) -> dict[str, int]:
@@ -79,34 +82,36 @@ def _objects(s3, bucket: str) -> list[str]:
 
 
 def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup_source, s3_beside_cluster):
-    c, bucket = backup_source
+    c, bucket, flavor = backup_source
+    manual = f"manual-{flavor}"
     elapsed = stopwatch()
     c.objs.create_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": "manual-1"},
-        "spec": {"clusterRef": {"name": SOURCE}}})
-    phase = wait_for(lambda: _backup_phase(c, "manual-1") in ("Succeeded", "Failed")
-                     and _backup_phase(c, "manual-1"), 300, "manual-1 finished")
-    record("on-demand backup (MySQLBackup created to Succeeded)", elapsed(), scenario="5")
-    st = c.objs.get_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, "manual-1")["status"]
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": manual},
+        "spec": {"clusterRef": {"name": c.name}}})
+    phase = wait_for(lambda: _backup_phase(c, manual) in ("Succeeded", "Failed")
+                     and _backup_phase(c, manual), 300, f"{manual} finished")
+    record(f"on-demand backup (MySQLBackup created to Succeeded, {flavor})", elapsed(), scenario="5")
+    st = c.objs.get_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, manual)["status"]
     assert phase == "Succeeded", st.get("message")
     assert st.get("sizeBytes", 0) > 0 and st.get("location")
     assert any(k.startswith("bk/") for k in _objects(s3_beside_cluster, bucket)), "objects in the bucket"
 
 
 def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_namespace, backup_source):
-    c, _ = backup_source
-    wait_for(lambda: _backup_phase(c, "manual-1") == "Succeeded", 300, "manual-1 Succeeded")
+    c, _, flavor = backup_source
+    manual = f"manual-{flavor}"
+    wait_for(lambda: _backup_phase(c, manual) == "Succeeded", 300, f"{manual} Succeeded")
     rw, pw = c.service_ip("rw"), c.password()
     source = checksums(rw, pw)
 
     elapsed = stopwatch()
-    restored = Cluster(c.api, c.namespace, "restored").create(
-        cluster_spec(2, restore={"fromBackup": {"name": "manual-1"}}))
+    restored = Cluster(c.api, c.namespace, f"restored-{flavor}").create(
+        cluster_spec(2, flavor, restore={"fromBackup": {"name": manual}}))
     restored.wait_ready(300, instances=2)
     r_rw, r_pw = restored.service_ip("rw"), restored.password()
     wait_for(lambda: try_query(r_rw, "app", r_pw, "SELECT 1"), 60, "the restored cluster's -rw answering")
     got = checksums(r_rw, r_pw)
-    record("restore (new cluster from MySQLBackup to Ready with the data)", elapsed(), scenario="5")
+    record(f"restore (new cluster from MySQLBackup to Ready with the data, {flavor})", elapsed(), scenario="5")
     assert got == source
     # the replica of the restored cluster has the data too
     replica = restored.pod(1).status.pod_ip
@@ -114,17 +119,18 @@ def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_na
 
 
 def test_a_scheduled_backup_runs(local_cluster, backup_namespace, backup_source):
-    c, _ = backup_source
+    c, _, flavor = backup_source
     t0 = time.monotonic()
 
     def scheduled_succeeded():
         items = c.objs.list_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS)["items"]
-        done = [b for b in items if b["metadata"]["name"] != "manual-1"
+        done = [b for b in items if not b["metadata"]["name"].startswith("manual-")
+                and b["spec"]["clusterRef"]["name"] == c.name
                 and (b.get("status") or {}).get("phase") == "Succeeded"]
         return done
     done = wait_for(scheduled_succeeded, 200, "a scheduled MySQLBackup Succeeded")
     print(f"scheduled backup {done[0]['metadata']['name']} succeeded "
           f"{time.monotonic() - t0:.0f}s after this test started")
-    assert done[0]["spec"]["clusterRef"]["name"] == SOURCE
+    assert done[0]["spec"]["clusterRef"]["name"] == c.name
     last = c.status().get("lastBackup") or {}
     assert last, "status.lastBackup of the cluster is set"

@@ -51,6 +51,23 @@ def test_three_instances_ready_rw_ro_and_kubectl_columns(local_cluster, scenario
     print(r.stdout)
 
 
+def test_mariadb_11_8_smoke(local_cluster, scenario_namespace):
+    """MariaDB 11.8 (the newest LTS; Debian sid's packages, image localhost/mariadb:11.8): a
+    2-instance cluster becomes Ready, replicates over TLS, serves -rw and -ro."""
+    c = Cluster(local_cluster.api_client(), scenario_namespace, "m118")
+    elapsed = stopwatch()
+    c.create(cluster_spec(2, "mariadb", version="11.8", image="localhost/mariadb:11.8"))
+    c.wait_ready(300, instances=2)
+    record("cluster creation to Ready (2 instances, mariadb 11.8)", elapsed(), scenario="1")
+    rw, pw = create_writes_table(c)
+    query(rw, "app", pw, "INSERT INTO app.writes VALUES (1), (2)")
+    version, read_only = query(rw, "app", pw, "SELECT VERSION(), @@read_only")[0]
+    assert version.startswith("11.8.") and read_only == 0, version
+    replica = c.pod(1).status.pod_ip
+    wait_for(lambda: replica_state(replica, "app", pw) == ("m118-1", 1, 2), 60, "m118-1 read-only with both rows")
+    assert c.roles() == {"m118-0": "primary", "m118-1": "replica"}
+
+
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_switchover_by_editing_spec_primary(local_cluster, scenario_namespace, flavor):
     api = local_cluster.api_client()

@@ -131,7 +131,8 @@ def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_n
     assert container(f"{c.name}-0").restart_count >= 1, "the same Pod was restarted in place (not recreated)"
 
 
-def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenario_namespace):
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenario_namespace, flavor):
     """The primary hangs (SIGSTOP: it stays down however long the failover takes); once the
     operator has noticed the outage its Pod is deleted; the replacement operator finishes the
     failover. The hung server is then killed, as its liveness probe would do a minute later: the
@@ -171,7 +172,7 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
 
     try:
         _failover_under_load(c, hang_primary_then_delete_operator,
-                             "primary hung, then the operator Pod deleted")
+                             "primary hung, then the operator Pod deleted", flavor=flavor)
     finally:
         def operator_back():
             pods = core.list_namespaced_pod(OPERATOR_NAMESPACE).items

@@ -117,6 +117,7 @@ INVALID = [
      "spec.podLabels must not set app.kubernetes.io/name"),
     ("local-demo.yaml", "spec.backup.schedule", "every day", "spec.backup.schedule"),
     ("local-demo.yaml", "spec.flavor", "postgres", "spec.flavor"),
+    ("local-demo-mysql.yaml", "spec.version", "8.0", "spec.version is not a supported release"),
     ("three-instance.yaml", "spec.restore", {"fromBackup": {"name": "b"}, "s3": {
         "bucket": "bkt", "path": "p", "credentialsSecret": {"name": "s"}}},
      "spec.restore needs exactly one of spec.restore.fromBackup or spec.restore.s3"),

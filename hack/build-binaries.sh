@@ -7,6 +7,8 @@
 #   hack/build-binaries.sh node            # kubelet, kube-proxy, coredns, local-path-provisioner,
 #                                          # kube-router (NetworkPolicy enforcement only)
 #   hack/build-binaries.sh all
+#   hack/build-binaries.sh s3              # MinIO (test-only)
+#   hack/build-binaries.sh cert-manager    # cert-manager controller + its CRDs (test-only)
 #
 # Prints nothing but progress on stderr; `hack/build-binaries.sh --print-dir` prints the bin dir.
 set -euo pipefail
@@ -22,6 +24,7 @@ ETCD_DIR="$BIN_DIR/etcd-$ETCD_VERSION"
 HELM_DIR="$BIN_DIR/helm-$HELM_VERSION"
 COREDNS_DIR="$BIN_DIR/coredns-$COREDNS_VERSION"
 LPP_DIR="$BIN_DIR/local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION"
+CERT_MANAGER_DIR="$BIN_DIR/cert-manager-$CERT_MANAGER_VERSION"
 KUBE_ROUTER_DIR="$BIN_DIR/kube-router-$KUBE_ROUTER_VERSION"
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
@@ -134,6 +137,33 @@ build_s3() {  # MinIO: a real S3 server for the backup tests only (AGPL-3.0: nev
   go_install "$BIN_DIR/minio-$MINIO_VERSION" minio "github.com/minio/minio@$MINIO_VERSION" -ldflags "-s -w"
 }
 
+build_cert_manager() {  # test-only: tests/support/certmanager.py runs it on loopback
+  # The controller's main is the nested module cmd/controller (module path
+  # .../controller-binary), which the Go module proxy does not serve; its controllers are in the
+  # served module github.com/cert-manager/cert-manager. hack/cert-manager-controller/main.go starts
+  # them; the wrapper module is named under github.com/cert-manager/cert-manager/ so that it may
+  # import the module's internal/ configuration packages. The CRDs (deploy/crds/*.yaml, Helm
+  # templates in comments and label values) are copied from the same module version;
+  # tests/support/certmanager.py drops the templated metadata when it installs them.
+  [[ -x "$CERT_MANAGER_DIR/cert-manager-controller" && -d "$CERT_MANAGER_DIR/crds" ]] && return 0
+  log "building cert-manager controller $CERT_MANAGER_VERSION (cold: a few minutes on 2 cores)"
+  local work="$CACHE_ROOT/src/cert-manager-$CERT_MANAGER_VERSION"
+  local mod=github.com/cert-manager/cert-manager
+  mkdir -p "$work" "$CERT_MANAGER_DIR"
+  cp "$HERE/cert-manager-controller/main.go" "$work/main.go"
+  printf 'module %s/controller-binary\n\ngo 1.24.0\n' "$mod" >"$work/go.mod"
+  (cd "$work" && GOFLAGS=-mod=mod go get "$mod@$CERT_MANAGER_VERSION" >&2 &&
+    GOFLAGS=-mod=mod go mod tidy >&2 &&
+    go build -trimpath -ldflags "-s -w -X $mod/pkg/util.AppVersion=$CERT_MANAGER_VERSION" \
+      -o "$CERT_MANAGER_DIR/cert-manager-controller.tmp" . &&
+    mv "$CERT_MANAGER_DIR/cert-manager-controller.tmp" "$CERT_MANAGER_DIR/cert-manager-controller")
+  local src; src="$(cd "$work" && go list -m -f '{{.Dir}}' "$mod")"
+  rm -rf "$CERT_MANAGER_DIR/crds.tmp"; mkdir -p "$CERT_MANAGER_DIR/crds.tmp"
+  cp "$src"/deploy/crds/crd-*.yaml "$CERT_MANAGER_DIR/crds.tmp/"
+  chmod u+w "$CERT_MANAGER_DIR"/crds.tmp/*.yaml
+  rm -rf "$CERT_MANAGER_DIR/crds"; mv "$CERT_MANAGER_DIR/crds.tmp" "$CERT_MANAGER_DIR/crds"
+}
+
 go_install() {  # $1: target dir, $2: binary name, $3: module/cmd@version, rest: extra go flags
   local dir="$1" name="$2" pkg="$3"; shift 3
   [[ -x "$dir/$name" ]] && return 0
@@ -155,5 +185,6 @@ case "${1:-control-plane}" in
     build_helm
     build_node_addons ;;
   s3) build_s3 ;;
-  *) echo "usage: $0 [control-plane|node|all|s3|--print-dir]" >&2; exit 2 ;;
+  cert-manager) build_cert_manager ;;
+  *) echo "usage: $0 [control-plane|node|all|s3|cert-manager|--print-dir]" >&2; exit 2 ;;
 esac

@@ -4,7 +4,7 @@
 # input changes).
 #
 #   hack/build-images.sh [all|base|base-sid|pause|busybox|mariadb|mariadb-11.8|mysql|operator]...
-#                                                       (default: all; mariadb-11.8 only by name)
+#                                                       (default: all)
 #   hack/build-images.sh --print-dir                    (the archive folder)
 #   hack/build-images.sh --rootfs NAME                  (builds NAME, prints a folder holding its
 #                                                       unpacked root file system, for host tests)
@@ -342,7 +342,7 @@ build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF 
 main() {
   local targets=("$@") t
   [[ ${#targets[@]} -gt 0 ]] || targets=(all)
-  if [[ " ${targets[*]} " == *" all "* ]]; then targets=(base pause busybox mariadb mysql operator); fi
+  if [[ " ${targets[*]} " == *" all "* ]]; then targets=(base pause busybox mariadb mariadb-11.8 mysql operator); fi
   for t in "${targets[@]}"; do image_ref "$t" >/dev/null; done
   check_tools
   mkdir -p "$IMAGES_DIR" "$BUILDAH_ROOT" "$BUILDAH_RUNROOT"

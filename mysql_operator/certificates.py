@@ -8,6 +8,16 @@ Secrets (owned by the MySQLCluster, created only if missing, never taken from el
 - `<name>-tls`: the servers' certificate, key and the CA certificate (mounted in server Pods);
 - `<name>-ca-bundle`: the CA certificate alone (applications, the operator's Jobs).
 
+With `spec.tls.issuerRef` cert-manager makes the certificate instead (no `<name>-ca`):
+
+    state = ensure_cert_manager(api, cluster, owner, known)   # a TLSState, or a TLSProblem to report
+
+applies a cert-manager `Certificate` `<name>-tls` (owned by the MySQLCluster) that writes the same
+`<name>-tls` Secret the Pods mount, with the same names, and publishes `<name>-ca-bundle` from the
+`ca.crt` cert-manager puts in it. cert-manager renews it; the operator notices a new certificate
+in the Secret and has the servers reload it, as for its own. What to make of what the API server
+says (`certificate`, `cert_manager_verdict`) is pure; `ensure_*` only read and write.
+
 A renewed certificate reaches the Pods when the kubelet rewrites the mounted Secret; the operator
 then asks each server to reload its certificate (no restart) and checks what it serves. A server
 that still serves an older certificate is retried on the next pass.
@@ -24,6 +34,7 @@ from typing import Any, Mapping
 from mysql_operator import manifests as m
 from mysql_operator import tls
 from mysql_operator.api import MySQLCluster
+from mysql_operator.api.spec import CERT_MANAGER_GROUP
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.k8s import objects as k
 
@@ -31,6 +42,8 @@ log = logging.getLogger(__name__)
 
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
 TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
+CERT_MANAGER_VERSION = "v1"
+ISSUER_PLURALS = {"Issuer": "issuers", "ClusterIssuer": "clusterissuers"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,16 @@ class TLSState:
 
     def __repr__(self) -> str:
         return f"TLSState(not_after={self.not_after:%Y-%m-%dT%H:%M:%SZ}, issued={self.issued!r})"
+
+
+@dataclass(frozen=True)
+class TLSProblem:
+    """Why the cluster has no usable certificate from cert-manager (yet). `warning`: the user must
+    act (condition Degraded and a Warning Event); otherwise cert-manager is still at work.
+    `reason` is the condition's reason, `message` names the field and the fix."""
+    reason: str
+    message: str
+    warning: bool = True
 
 
 def _b64(text: str) -> str:
@@ -87,13 +110,125 @@ def ensure_secrets(api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datet
                 return ensure_secrets(api, c, owner, now)
         else:
             k.add_secret_keys(api, c.namespace, m.tls_secret_name(c), body["data"])
-    bundle = k.read_secret_data(api, c.namespace, m.ca_bundle_secret_name(c))
-    bundle_body = m.owned(secret(c, m.ca_bundle_secret_name(c), "tls", {CA_CERT: ca.cert_pem}), owner)
-    if bundle is None:
-        k.create_secret(api, bundle_body)
-    elif bundle.get(CA_CERT) != ca.cert_pem:
-        k.add_secret_keys(api, c.namespace, m.ca_bundle_secret_name(c), bundle_body["data"])
+    _publish_bundle(api, c, owner, ca.cert_pem)
     return TLSState(ca.cert_pem, tls.not_after(cert_pem), reason)
+
+
+def certificate(c: MySQLCluster) -> dict[str, Any]:
+    """Pure: the cert-manager Certificate for spec.tls.issuerRef: the Secret the Pods mount, the
+    names of the operator's own certificate, renewed when a third of its validity is left."""
+    ref = c.spec.tls.issuer_ref
+    if ref is None:
+        raise ValueError("spec.tls.issuerRef is not set")
+    validity = c.spec.tls.certificate_validity_seconds
+    names = m.server_dns_names(c)
+    return {
+        "apiVersion": f"{CERT_MANAGER_GROUP}/{CERT_MANAGER_VERSION}", "kind": "Certificate",
+        "metadata": m.metadata(c, m.tls_secret_name(c), "tls"),
+        "spec": {
+            "secretName": m.tls_secret_name(c),
+            "secretTemplate": {"labels": m.labels(c, "tls")},
+            "commonName": names[0][:64],
+            "dnsNames": names,
+            "duration": f"{validity}s",
+            "renewBefore": f"{validity // 3}s",
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "encoding": "PKCS8", "rotationPolicy": "Always"},
+            "usages": ["server auth", "client auth", "digital signature"],
+            "issuerRef": {"name": ref.name, "kind": ref.kind, "group": ref.group},
+        },
+    }
+
+
+def _ready(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The object's Ready condition ({} if none)."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((cond for cond in conditions if cond.get("type") == "Ready"), {})
+
+
+def _said(cond: Mapping[str, Any]) -> str:
+    text = f"{cond.get('reason') or 'no reason'}: {cond.get('message') or 'no message'}"
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def cert_manager_verdict(c: MySQLCluster, served: set[str] | None, issuer: Mapping[str, Any] | None,
+                         secret: Mapping[str, str] | None, cert: Mapping[str, Any] | None,
+                         known: TLSState | None = None) -> TLSState | TLSProblem:
+    """Pure: what the cluster has from cert-manager, from what the API server said: the resources
+    served in cert-manager.io/v1 (None: not installed), the issuer (None: not found; only read for
+    group cert-manager.io), the data of `<name>-tls` and the Certificate. `known`: the state of the
+    previous pass (a later expiry means cert-manager issued a new certificate)."""
+    ref = c.spec.tls.issuer_ref
+    assert ref is not None
+    what = f"spec.tls.issuerRef ({ref.kind} {ref.name}, group {ref.group})"
+    if served is None or "certificates" not in served:
+        return TLSProblem("CertManagerNotInstalled", (
+            f"{what}: cert-manager is not installed (the API server serves no "
+            f"{CERT_MANAGER_GROUP}/{CERT_MANAGER_VERSION} Certificate): install cert-manager (its CRDs and "
+            "controller), or create the cluster without spec.tls.issuerRef to let the operator make "
+            "its certificates"))
+    if ref.group == CERT_MANAGER_GROUP:
+        where = "cluster-wide" if ref.kind == "ClusterIssuer" else f"in namespace {c.namespace}"
+        if issuer is None:
+            return TLSProblem("IssuerNotFound", (
+                f"{what}: no {ref.kind} {ref.name} {where}: create it, or correct spec.tls.issuerRef"))
+        ready = _ready(issuer)
+        if not ready:  # cert-manager has not looked at it yet
+            return TLSProblem("WaitingForIssuer", f"{what}: waiting for cert-manager to check the {ref.kind}",
+                              warning=False)
+        if ready.get("status") != "True":
+            return TLSProblem("IssuerNotReady", (
+                f"{what}: the {ref.kind} is not Ready ({_said(ready)}): fix it "
+                f"(kubectl describe {ref.kind.lower()} {ref.name})"))
+    if not secret or not secret.get(TLS_CERT) or not secret.get(TLS_KEY):
+        ready = _ready(cert)
+        detail = f" (Certificate {m.tls_secret_name(c)}: {_said(ready)})" if ready else ""
+        return TLSProblem("WaitingForCertificate", (
+            f"{what}: waiting for cert-manager to issue Secret {m.tls_secret_name(c)}{detail}"), warning=False)
+    if not secret.get(CA_CERT):
+        return TLSProblem("IssuerGivesNoCA", (
+            f"{what}: the issuer put no ca.crt in Secret {m.tls_secret_name(c)}, and replicas and "
+            "clients verify the servers against it: use an issuer that does (cert-manager's CA or "
+            "self-signed issuers)"))
+    try:
+        expires = tls.not_after(secret[TLS_CERT])
+    except ValueError:
+        return TLSProblem("CertificateUnreadable", (
+            f"{what}: Secret {m.tls_secret_name(c)} holds no readable PEM certificate in tls.crt: "
+            "check the issuer"))
+    issued = None
+    if known is not None and expires != known.not_after:
+        issued = f"cert-manager issued a new certificate (was valid until {known.not_after:%Y-%m-%dT%H:%M:%SZ})"
+    return TLSState(secret[CA_CERT], expires, issued)
+
+
+def ensure_cert_manager(api, c: MySQLCluster, owner: Mapping[str, Any],
+                        known: TLSState | None = None) -> TLSState | TLSProblem:
+    """Effect: the cert-manager Certificate is applied (when cert-manager is installed) and, once
+    the Secret holds a certificate, `<name>-ca-bundle` carries its ca.crt. No `<name>-ca`."""
+    ref = c.spec.tls.issuer_ref
+    assert ref is not None
+    served = k.served_resources(api, CERT_MANAGER_GROUP, CERT_MANAGER_VERSION)
+    issuer = cert = None
+    if served is not None and "certificates" in served:
+        cert = k.server_side_apply(api, m.owned(certificate(c), owner))
+        if ref.group == CERT_MANAGER_GROUP:
+            issuer = k.read_custom_object(api, CERT_MANAGER_GROUP, CERT_MANAGER_VERSION, ISSUER_PLURALS[ref.kind],
+                                          ref.name, None if ref.kind == "ClusterIssuer" else c.namespace)
+    secret = k.read_secret_data(api, c.namespace, m.tls_secret_name(c))
+    state = cert_manager_verdict(c, served, issuer, secret, cert, known)
+    if isinstance(state, TLSState):
+        _publish_bundle(api, c, owner, state.ca_pem)
+    return state
+
+
+def _publish_bundle(api, c: MySQLCluster, owner: Mapping[str, Any], ca_pem: str) -> None:
+    """Effect: `<name>-ca-bundle` exists and holds `ca_pem` (ca.crt, no key)."""
+    bundle = k.read_secret_data(api, c.namespace, m.ca_bundle_secret_name(c))
+    body = m.owned(secret(c, m.ca_bundle_secret_name(c), "tls", {CA_CERT: ca_pem}), owner)
+    if bundle is None:
+        k.create_secret(api, body)
+    elif bundle.get(CA_CERT) != ca_pem:
+        k.add_secret_keys(api, c.namespace, m.ca_bundle_secret_name(c), body["data"])
 
 
 def serve_current(instances: Mapping[str, Instance], not_after: dt.datetime) -> list[str]:
@@ -116,4 +251,5 @@ def serve_current(instances: Mapping[str, Instance], not_after: dt.datetime) -> 
     return pending
 
 
-__all__ = ["TLSState", "ensure_secrets", "secret", "serve_current"]
+__all__ = ["TLSProblem", "TLSState", "cert_manager_verdict", "certificate", "ensure_cert_manager",
+           "ensure_secrets", "secret", "serve_current"]

@@ -37,6 +37,7 @@ def register(subparsers) -> None:
     run.add_argument("--source", action="append", required=True, metavar="NAME=HOST:PORT",
                      help="a server to consider; repeat for each (a healthy replica is preferred)")
     _tls_argument(run)
+    _client_tools_argument(run)
     run.add_argument("--termination-log", default=TERMINATION_LOG)
     run.set_defaults(func=cmd_run)
 
@@ -51,6 +52,7 @@ def register(subparsers) -> None:
     into.add_argument("--drop-account", action="store_true",
                       help="the --user account drops itself on every instance at the end")
     _tls_argument(into)
+    _client_tools_argument(into)
     into.add_argument("--termination-log", default=TERMINATION_LOG)
     into.set_defaults(func=cmd_restore_into)
 
@@ -100,6 +102,12 @@ def _s3_arguments(p) -> None:
     p.add_argument("--endpoint")
     p.add_argument("--region")
     p.add_argument("--force-path-style", action="store_true")
+
+
+def _client_tools_argument(p) -> None:
+    p.add_argument("--client-tools-dir", metavar="PATH",
+                   help="a folder shared with the Job's client-tools sidecar, which runs the dump tool and "
+                        "the client of the cluster's server image (without it: this image's tools)")
 
 
 def _tls_argument(p) -> None:
@@ -153,7 +161,8 @@ def cmd_restore_into(args) -> int:
     targets = {}
     for text in args.target:
         name, host, port = _parse_source(text)
-        targets[name] = Target(host, port, args.user, env[ENV_DB_PASSWORD], tls_ca=args.tls_ca)
+        targets[name] = Target(host, port, args.user, env[ENV_DB_PASSWORD], tls_ca=args.tls_ca,
+                               tools_dir=args.client_tools_dir)
     creds = storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY])
     try:
         result = restore_all(targets, Source(_s3_from(args), args.path), creds, args.app_database,
@@ -187,7 +196,8 @@ def cmd_run(args) -> int:
         candidates.append(Candidate(name, Endpoint(host, port, args.user)))
     req = BackupRequest(cluster=args.cluster, namespace=args.namespace, backup=args.backup, s3=s3,
                         candidates=tuple(candidates), compression=args.compression,
-                        part_size=args.part_size_mib * 1024 * 1024, tls_ca=args.tls_ca)
+                        part_size=args.part_size_mib * 1024 * 1024, tls_ca=args.tls_ca,
+                        tools_dir=args.client_tools_dir)
     creds = storage.Credentials(os.environ[ENV_ACCESS_KEY], os.environ[ENV_SECRET_KEY])
     try:
         m = run_backup(req, creds, os.environ[ENV_DB_PASSWORD])

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")
 TLS_ANNOTATION = f"{m.GROUP}/tls-not-after"  # on server Pods: changed when the certificate is renewed
 TLS_RELOAD_RETRY_SECONDS = 5.0
+TLS_PROBLEM_RECHECK_SECONDS = 5.0  # while the certificate is missing or cert-manager reports a problem
 # decisions that make a (possibly new) primary writable
 PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
 ACTIONS = PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync)
@@ -190,6 +191,10 @@ class Summary:
     generation: int | None = None
     spec_error: str | None = None
     secret_error: str | None = None
+    # why the certificate is missing or cannot be renewed (certificates.TLSProblem); tls_blocking:
+    # the cluster has no certificate yet, so it waits
+    tls_problem: certificates.TLSProblem | None = None
+    tls_blocking: bool = False
     ready: int = 0
     primary: str | None = None
     primary_serving: bool = False
@@ -232,6 +237,8 @@ def phase(s: Summary) -> str:
         return "Invalid"
     if s.secret_error or s.decision == "Unrecoverable":
         return "Failed"
+    if s.tls_problem is not None and s.tls_blocking and s.tls_problem.warning:
+        return "Failed"  # the user must act (the timer keeps looking: the fix is seen within seconds)
     if s.primary is None:
         return "Bootstrapping" if s.decision else "Pending"
     if s.decision == "Failover":
@@ -240,7 +247,8 @@ def phase(s: Summary) -> str:
         return "SwitchingOver"
     if not s.primary_serving:
         return "Unavailable"
-    if s.ready >= s.instances and not s.held_out and not s.unreachable and not s.failed_steps:
+    tls_degraded = s.tls_problem is not None and s.tls_problem.warning
+    if s.ready >= s.instances and not s.held_out and not s.unreachable and not s.failed_steps and not tls_degraded:
         # writable is not enough: clients connect through -rw
         return "Ready" if s.primary_in_service else "Unavailable"
     return "Degraded"
@@ -277,8 +285,11 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     else:
         available = _cond("Available", False, "PrimaryNotServing", f"{s.primary} does not accept writes")
 
+    tls_wait = s.tls_problem if s.tls_blocking else None
     if s.secret_error:
         progressing = _cond("Progressing", False, "CredentialsSecret", s.secret_error)
+    elif tls_wait is not None:
+        progressing = _cond("Progressing", not tls_wait.warning, tls_wait.reason, tls_wait.message)
     elif s.decision in {d.__name__ for d in ACTIONS}:
         progressing = _cond("Progressing", True, s.decision, s.decision_reason)
     elif s.decision == "WaitForDelay":
@@ -304,6 +315,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         degraded = _cond("Degraded", True, "InstancesHeldOut", ", ".join(s.held_out) + " held out")
     elif s.primary is not None and s.unreachable:
         degraded = _cond("Degraded", True, "InstancesUnreachable", ", ".join(s.unreachable) + " unreachable")
+    elif s.tls_problem is not None and s.tls_problem.warning:  # also posted as a Warning Event
+        degraded = _cond("Degraded", True, s.tls_problem.reason, s.tls_problem.message)
     else:
         degraded = _cond("Degraded", False, "AsExpected" if s.primary else "Bootstrapping", "")
     return [ready, available, progressing, degraded]
@@ -473,6 +486,8 @@ class _Entry:
     tls_checked: float = float("-inf")
     tls_served: dt.datetime | None = None  # the certificate every server was seen serving
     tls_reload_tried: float = float("-inf")
+    tls_problem: certificates.TLSProblem | None = None  # as last found by _tls (None: fine)
+    tls_spec: Any = None  # the spec.tls last checked: a change is checked at once
 
 
 class Reconciler:
@@ -579,10 +594,12 @@ class Reconciler:
         if held is not None:
             return held
 
-        run_engine = secret_error is None and (current_primary is not None
-                                               or any(p.running for p in pods.values()))
+        # the operator never talks to the servers without the CA to verify them (entry.tls)
+        run_engine = secret_error is None and entry.tls is not None and (
+            current_primary is not None or any(p.running for p in pods.values()))
         if not run_engine:
             summary = Summary(instances=c.spec.instances, generation=c.generation, secret_error=secret_error,
+                              tls_problem=entry.tls_problem, tls_blocking=entry.tls is None,
                               ready=ready, primary=current_primary,
                               entries=tuple(instance_entries(ordinals, names, pods, {}, {}, {}, current_primary)))
             return self._publish(body, previous, summary, [], None, applied=applied)
@@ -654,6 +671,7 @@ class Reconciler:
         summary = Summary(
             instances=c.spec.instances, generation=c.generation, ready=ready, primary=primary,
             primary_serving=serving and primary is not None, decision=decision.kind,
+            tls_problem=entry.tls_problem,
             primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, passwords),
             decision_reason=redact(decision.reason, secrets), held_out=held, unreachable=unreachable,
             failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
@@ -679,18 +697,34 @@ class Reconciler:
                       decision=decision.kind if decision is not None else None)
 
     def _tls(self, c: MySQLCluster, body, entry: _Entry) -> None:
-        """Effect: the cluster's CA and server certificate exist and are current, checked every
-        resync and at least ten times per certificate validity. An API error keeps what was known
-        (never stops the loop: failover goes on with the current certificate)."""
+        """Effect: the cluster's server certificate exists and is current (the operator's CA, or
+        cert-manager's with spec.tls.issuerRef), checked every resync and at least ten times per
+        certificate validity; every few seconds while it is missing or a problem is reported. A
+        problem (cert-manager missing, issuer not Ready, an API error) keeps what was known and
+        lands in the status (condition, and a Warning Event when the user must act); failover
+        goes on with the current certificate."""
         every = min(self.resync_seconds, c.spec.tls.certificate_validity_seconds / 10)
-        if entry.tls is not None and self.clock() - entry.tls_checked < every:
+        if entry.tls is None or entry.tls_problem is not None:
+            every = min(every, TLS_PROBLEM_RECHECK_SECONDS)
+        if entry.tls_spec == c.spec.tls and self.clock() - entry.tls_checked < every:
             return
         try:
-            state = certificates.ensure_secrets(self.api, c, _owner(body), dt.datetime.now(dt.timezone.utc))
-        except ApiException as e:
-            log.warning("%s/%s TLS Secrets: %s", c.namespace, c.name, e.reason)
-            return
+            if c.spec.tls.issuer_ref is not None:
+                state = certificates.ensure_cert_manager(self.api, c, _owner(body), entry.tls)
+            else:
+                state = certificates.ensure_secrets(self.api, c, _owner(body), dt.datetime.now(dt.timezone.utc))
+        except (ApiException, k.ApplyError) as e:
+            state = tls_api_problem(c, getattr(e, "status", None), getattr(e, "reason", None))
         entry.tls_checked = self.clock()
+        entry.tls_spec = c.spec.tls
+        if isinstance(state, certificates.TLSProblem):
+            if state != entry.tls_problem:
+                log.warning("%s/%s TLS %s: %s", c.namespace, c.name, state.reason, state.message)
+            entry.tls_problem = state
+            return
+        if entry.tls_problem is not None:
+            log.info("%s/%s TLS: the certificate is available again", c.namespace, c.name)
+        entry.tls_problem = None
         renewed = entry.tls is not None and state.issued is not None
         entry.tls = state
         if renewed:
@@ -1026,6 +1060,21 @@ def restore_gate(rec: "Reconciler", body, c: MySQLCluster, previous, pods, names
     if events:
         k.post_events(rec.api, body, events)
     return Result(phase=status["phase"], applied=applied)
+
+
+def tls_api_problem(c: MySQLCluster, status: int | None, reason: str | None) -> certificates.TLSProblem:
+    """Pure: an API error while ensuring the certificate, as a problem the status reports (the
+    servers keep their current certificate meanwhile)."""
+    answer = f"HTTP {status} {reason or ''}".strip() if status else (reason or "no answer")
+    if c.spec.tls.issuer_ref is not None:
+        return certificates.TLSProblem("CertManagerAPIError", (
+            f"spec.tls.issuerRef: reading or applying cert-manager objects (Certificate "
+            f"{m.tls_secret_name(c)}, the issuer) or Secret {m.tls_secret_name(c)} failed: {answer}: "
+            "check the operator's permissions (the chart's RBAC) and the API server"))
+    return certificates.TLSProblem("TLSSecretsAPIError", (
+        f"TLS Secrets {m.ca_secret_name(c)}, {m.tls_secret_name(c)}, {m.ca_bundle_secret_name(c)}: "
+        f"the API server answered {answer}: check the operator's permissions (the chart's RBAC) "
+        "and the API server"))
 
 
 def serves_tls(pods: Sequence[Mapping[str, Any]]) -> bool:

@@ -35,6 +35,22 @@ SUPPORTED_VERSION_RE = {
     "mysql": re.compile(r"^(8\.4|9\.[0-9]+)(\.[0-9]+)?$"),  # 8.4 LTS, 9.x (9.7 LTS and later)
     "mariadb": re.compile(r"^(10\.11|11\.[48])(\.[0-9]+)?$"),  # the LTS series
 }
+_IMAGE_VERSION_RE = re.compile(r":([0-9]+\.[0-9]+(\.[0-9]+)?)$")
+
+
+def image_version(image: str) -> str | None:
+    """The version an image's tag names (`mysql:9.7`, `registry:5000/mariadb:11.4.5`), else None
+    (a digest, `latest`, a suffixed tag: nothing to check)."""
+    m = _IMAGE_VERSION_RE.search(image)
+    return m.group(1) if m else None
+
+
+def series(version: str) -> tuple[int, int]:
+    """(major, minor) of a version: what upgrades and downgrades are decided on."""
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_NAME = 40
 _SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
@@ -115,12 +131,28 @@ class Database:
     user: str | None = None
 
 
+CERT_MANAGER_GROUP = "cert-manager.io"
+ISSUER_KINDS = ("Issuer", "ClusterIssuer")
+# cert-manager refuses (in its webhook) a Certificate shorter than this
+CERT_MANAGER_MIN_VALIDITY_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class IssuerRef:
+    """A cert-manager issuer that signs the servers' certificate instead of the cluster's own CA."""
+    name: str
+    kind: str = "Issuer"  # Issuer (in the cluster's namespace) or ClusterIssuer
+    group: str = CERT_MANAGER_GROUP
+
+
 @dataclass(frozen=True)
 class TLS:
-    """Every server has a certificate from the cluster's CA and replicas always replicate over
-    verified TLS; `required` also makes the servers refuse plaintext clients."""
+    """Every server has a certificate from the cluster's CA (or from `issuer_ref`, a cert-manager
+    issuer) and replicas always replicate over verified TLS; `required` also makes the servers
+    refuse plaintext clients."""
     required: bool = False
     certificate_validity_seconds: int = 90 * 86400
+    issuer_ref: IssuerRef | None = None
 
 
 @dataclass(frozen=True)
@@ -427,6 +459,14 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         raise SpecError(f"{path}.version", "is not a supported release: MySQL 8.4 (LTS) or 9.x (9.7 LTS "
                         "and later), MariaDB 10.11, 11.4 or 11.8 (LTS); MySQL 8.0 and older and other "
                         "MariaDB series are end of life or short-term: choose a supported one")
+    image = _str(s, "image", path, max_len=512)
+    tag = image_version(image) if image else None
+    if tag is not None and not SUPPORTED_VERSION_RE[flavor].match(tag):
+        raise SpecError(f"{path}.image", "has a tag that is not a supported release of spec.flavor: MySQL 8.4 "
+                        "or 9.x, MariaDB 10.11, 11.4 or 11.8")
+    if tag is not None and version is not None and series(tag) != series(version):
+        raise SpecError(f"{path}.image", "has a tag that is another server version than spec.version: make "
+                        "them the same series (or use an image tag that is not a version)")
     primary = _int(s, "primary", path, None, 0, 8)
     if primary is not None and primary >= instances:
         raise SpecError(f"{path}.primary", "must be lower than spec.instances (0-based ordinal): "
@@ -537,10 +577,15 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         )
 
     tpath = f"{path}.tls"
-    t = _object(s.get("tls"), tpath, {"required", "certificateValiditySeconds"})
+    t = _object(s.get("tls"), tpath, {"required", "certificateValiditySeconds", "issuerRef"})
     tls = TLS(required=_bool(t, "required", tpath, False),
               certificate_validity_seconds=_int(t, "certificateValiditySeconds", tpath, 90 * 86400,
-                                                120, 3 * 365 * 86400))
+                                                120, 3 * 365 * 86400),
+              issuer_ref=_issuer_ref(t.get("issuerRef"), f"{tpath}.issuerRef"))
+    if tls.issuer_ref is not None and tls.certificate_validity_seconds < CERT_MANAGER_MIN_VALIDITY_SECONDS:
+        raise SpecError(f"{tpath}.certificateValiditySeconds",
+                        f"must be at least {CERT_MANAGER_MIN_VALIDITY_SECONDS} with spec.tls.issuerRef "
+                        "(cert-manager's shortest certificate)")
 
     restore = None
     if s.get("restore") is not None:
@@ -561,7 +606,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         instances=instances,
         flavor=flavor,
         version=version,
-        image=_str(s, "image", path, max_len=512),
+        image=image,
         image_pull_policy=_enum(s, "imagePullPolicy", path, "IfNotPresent", ("Always", "IfNotPresent", "Never")),
         primary=primary,
         replication=replication,
@@ -581,6 +626,21 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         backup=backup,
         restore=restore,
         deletion_policy=_enum(s, "deletionPolicy", path, "Retain", ("Retain", "Delete")),
+    )
+
+
+def _issuer_ref(value: Any, path: str) -> IssuerRef | None:
+    """spec.tls.issuerRef: {name, kind: Issuer|ClusterIssuer, group} (as the CRD checks it)."""
+    if value is None:
+        return None
+    r = _object(value, path, {"name", "kind", "group"})
+    hint = "a Kubernetes object name (lowercase letters, digits, '-' and '.')"
+    return IssuerRef(
+        name=_str(r, "name", path, required=True, pattern=_DNS_SUBDOMAIN_RE,
+                  hint=f"name the cert-manager Issuer or ClusterIssuer: {hint}"),
+        kind=_enum(r, "kind", path, "Issuer", ISSUER_KINDS),
+        group=_str(r, "group", path, CERT_MANAGER_GROUP, pattern=_DNS_SUBDOMAIN_RE,
+                   hint="an API group, e.g. cert-manager.io"),
     )
 
 

@@ -43,9 +43,10 @@ def drain(stream, into: TailBuffer) -> threading.Thread:
 
 
 @contextmanager
-def option_file(user: str, password: str) -> Iterator[str]:
-    """A [client] option file with the password, mode 0600, removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="mysql-operator-") as tmp:
+def option_file(user: str, password: str, directory: str | None = None) -> Iterator[str]:
+    """A [client] option file with the password, mode 0600, removed afterwards (in a new folder
+    under `directory`, by default the temporary folder)."""
+    with tempfile.TemporaryDirectory(prefix="mysql-operator-", dir=directory) as tmp:
         path = Path(tmp) / "client.cnf"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:

@@ -25,6 +25,7 @@ import concurrent.futures
 import hashlib
 import os
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 
@@ -32,7 +33,8 @@ from mysql_operator.api import S3
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest, ManifestError
-from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, server_tls, spawn, stop
+from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, option_file, server_tls, spawn, stop
+from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.db.instance import Instance, InstanceError
 
 
@@ -47,6 +49,9 @@ class Target:
     user: str
     password: str
     tls_ca: str | None = None  # the cluster's CA certificate file: TLS verifying it and the host name
+    # a folder shared with the Job's client-tools sidecar, which runs the client of the cluster's
+    # server image (backup/sidecar.py); None: run the client of this image
+    tools_dir: str | None = None
 
     def __repr__(self) -> str:
         return f"Target({self.host}:{self.port}, user={self.user!r})"
@@ -168,15 +173,24 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
     _, decompress_argv, _ = commands.compressor(m.compression)
     secrets = (target.password,)
     ep = Endpoint(target.host, target.port, target.user)
-    with option_file(target.user, target.password) as options:
+    with option_file(target.user, target.password, target.tools_dir) as options:
         client_argv = commands.client_command(version, ep, options, target.tls_ca)
         dec = cli = None
         dec_err, cli_err = TailBuffer(), TailBuffer()
         try:
             dec = spawn(decompress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            cli = spawn(client_argv, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            dec.stdout.close()  # the client owns the read end now
-            readers = [drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
+            readers = []
+            if target.tools_dir:  # the sidecar's client reads what this process passes on
+                try:
+                    cli = SidecarProcess(client_argv, target.tools_dir, stdin=True)
+                except SidecarError as e:
+                    raise RestoreError(str(e)) from None
+                readers.append(_pass_on(dec.stdout, cli.stdin))
+                cli.stdout.close()  # a client loading a dump prints nothing
+            else:
+                cli = spawn(client_argv, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                dec.stdout.close()  # the client owns the read end now
+            readers += [drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
             digest, size = hashlib.sha256(), 0
             write_error = None
             try:
@@ -201,7 +215,7 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
                 text = cli_err.text(secrets) or "no message"
                 hint = (" (the dump reads a local file with LOAD DATA LOCAL INFILE: restores never "
                         "allow it; load such data after the restore, from the application)"
-                        if "local infile" in text.lower() or "LOCAL INFILE" in text else "")
+                        if "local infile" in text.lower() or "loading local data" in text.lower() else "")
                 raise RestoreError(f"{client_argv[0]} failed loading the backup (exit status {cli_rc}): "
                                    f"{text}{hint}")
             if dec_rc != 0 or write_error:
@@ -211,6 +225,28 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
             return size
         finally:
             stop(dec, cli)
+
+
+def _pass_on(src, dst) -> threading.Thread:
+    """Copy `src` to `dst` until the end of `src` (or `dst` is closed: the reader ended), then close
+    `dst` so its reader sees the end of its input."""
+    def run() -> None:
+        try:
+            for chunk in iter(lambda: src.read(CHUNK), b""):
+                view = memoryview(chunk)
+                while view:
+                    view = view[dst.write(view):]
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # the client ended: its exit status says why
+        finally:
+            for f in (dst, src):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+    t = threading.Thread(target=run, daemon=True, name="pass-on")
+    t.start()
+    return t
 
 
 def _instance(target: Target, slow_timeout: float = 60) -> Instance:
@@ -230,6 +266,7 @@ def load_instance(target: Target, source: Source, creds: storage.Credentials, ap
     at the end, outside the binary log, whatever the outcome."""
     inst = _instance(target)
     try:
+        inst.set_read_only(False)  # first: MySQL's super_read_only refuses the DROP to everyone
         if app_database:
             tables = inst.scalar("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s",
                                  (app_database,))
@@ -237,7 +274,6 @@ def load_instance(target: Target, source: Source, creds: storage.Credentials, ap
                 inst.execute("SET SESSION sql_log_bin = 0")
                 inst.execute(f"DROP DATABASE IF EXISTS `{app_database.replace('`', '``')}`")
                 inst.execute("SET SESSION sql_log_bin = 1")
-        inst.set_read_only(False)
     except InstanceError as e:
         raise RestoreError(f"preparing {target.host}:{target.port} for the restore: {e}") from None
     finally:
@@ -247,10 +283,15 @@ def load_instance(target: Target, source: Source, creds: storage.Credentials, ap
     finally:
         inst = _instance(target)
         try:
-            inst.set_read_only(True)
-            if drop_account:
+            if drop_account:  # before the fence: MySQL's super_read_only refuses DROP USER too
                 inst.execute("SET SESSION sql_log_bin = 0")
                 inst.execute("DROP USER IF EXISTS %s@'%%'", (target.user,))
+                # then fence in this same session, which keeps its privileges: no new connection
+                # of the dropped account could log in
+                for sql in inst.dialect.set_read_only(True):
+                    inst.execute(sql)
+            else:
+                inst.set_read_only(True)
         finally:
             inst.close()
 

@@ -22,6 +22,7 @@ from typing import Callable
 from mysql_operator.api import S3
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.pipeline import (CHUNK, TailBuffer, drain, enlarge_pipes, option_file,
                                            server_tls, spawn, stop)
@@ -52,6 +53,9 @@ class BackupRequest:
     part_size: int = storage.DEFAULT_PART_SIZE
     max_lag_seconds: int = 300
     tls_ca: str | None = None  # the cluster's CA certificate file: TLS verifying it and the host name
+    # a folder shared with the Job's `client-tools` sidecar, which runs the dump tool of the
+    # cluster's server image (backup/sidecar.py); None: run the dump tool of this image
+    tools_dir: str | None = None
 
 
 def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int = 300) -> str:
@@ -168,13 +172,19 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
     data_key = f"{folder}/backup.sql{suffix}"
     secrets = (db_password, s3_credentials.secret_access_key)
 
-    with option_file(source.endpoint.user, db_password) as options:
+    with option_file(source.endpoint.user, db_password, req.tools_dir) as options:
         argv = commands.dump_command(version, source.endpoint, options, databases, req.tls_ca)
         dump = comp = None
         dump_err, comp_err = TailBuffer(), TailBuffer()
         stream = _Stream()
         try:
-            dump = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            if req.tools_dir:
+                try:
+                    dump = SidecarProcess(argv, req.tools_dir)
+                except SidecarError as e:
+                    raise BackupError(str(e)) from None
+            else:
+                dump = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             comp = spawn(compress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
             readers = [drain(dump.stderr, dump_err), drain(comp.stderr, comp_err)]

@@ -23,6 +23,7 @@ _PATHS = {
     ("v1", "Service"): ("/api/v1", "services"),
     ("apps/v1", "StatefulSet"): ("/apis/apps/v1", "statefulsets"),
     ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets"),
+    ("cert-manager.io/v1", "Certificate"): ("/apis/cert-manager.io/v1", "certificates"),
 }
 
 
@@ -84,6 +85,32 @@ def create_secret(api: client.ApiClient, secret: Mapping[str, Any]) -> bool:
 def add_secret_keys(api: client.ApiClient, namespace: str, name: str, data: Mapping[str, str]) -> None:
     """Add keys (base64 values) to an existing Secret; other keys are untouched."""
     client.CoreV1Api(api).patch_namespaced_secret(name, namespace, {"data": dict(data)})
+
+
+def served_resources(api: client.ApiClient, group: str, version: str) -> set[str] | None:
+    """The resources (plurals) the API server serves in group/version, None if it serves no such
+    group version (e.g. cert-manager's CRDs are not installed). Discovery: no RBAC needed."""
+    try:
+        listed = client.CustomObjectsApi(api).get_api_resources(group, version)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return {r.name for r in listed.resources or []}
+
+
+def read_custom_object(api: client.ApiClient, group: str, version: str, plural: str, name: str,
+                       namespace: str | None = None) -> dict | None:
+    """A custom object (cluster-scoped when `namespace` is None), or None if it does not exist."""
+    objs = client.CustomObjectsApi(api)
+    try:
+        if namespace is None:
+            return objs.get_cluster_custom_object(group, version, plural, name)
+        return objs.get_namespaced_custom_object(group, version, namespace, plural, name)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
 
 
 def read_cluster(api: client.ApiClient, namespace: str, name: str) -> dict | None:

@@ -28,6 +28,9 @@ OPERATOR_RULES: list[dict] = [
     # Events for every significant action (ours and kopf's)
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    # spec.tls.issuerRef: the cert-manager Certificate (server-side apply) and the Issuer it names
+    {"apiGroups": ["cert-manager.io"], "resources": ["certificates"], "verbs": ["get", "create", "patch"]},
+    {"apiGroups": ["cert-manager.io"], "resources": ["issuers"], "verbs": ["get"]},
 ]
 
 # Only when more than one operator replica runs (kopf peering; the chart ships kopf's peering CRDs).
@@ -47,6 +50,8 @@ CLUSTER_SCOPE_RULES: list[dict] = [
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
      "verbs": ["get", "list", "watch"]},
+    # spec.tls.issuerRef of kind ClusterIssuer: is it Ready (cluster-scoped, read only)
+    {"apiGroups": ["cert-manager.io"], "resources": ["clusterissuers"], "verbs": ["get"]},
 ]
 
 # What mysql_operator/handlers/backups.py uses (the same operator process runs it): MySQLBackup

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from ..api import API_VERSION, BACKUP_KIND, GROUP, S3, MySQLBackup, MySQLCluster
 from . import common as k
+from .scripts import CLIENT_TOOLS_SH
 
 COMPONENT_BACKUP = "backup"
 COMPONENT_RESTORE = "restore"
@@ -27,6 +28,7 @@ ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
 TERMINATION_LOG = "/dev/termination-log"
 RUN_AS = 65532  # the operator image's user
+CLIENT_TOOLS_DIR = "/run/mysql-operator/client-tools"  # shared by a Job's container and its sidecar
 DEFAULT_DEADLINE_SECONDS = 6 * 3600
 
 
@@ -44,7 +46,7 @@ def backup_args(c: MySQLCluster, backup: MySQLBackup, s3: S3, *, compression: st
             "--part-size-mib", str(part_size_mib), "--user", k.BACKUP_USER, "--tls-ca", k.CA_BUNDLE]
     for i in range(c.spec.instances):
         args += ["--source", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
-    return args
+    return args + ["--client-tools-dir", CLIENT_TOOLS_DIR]
 
 
 def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
@@ -73,13 +75,53 @@ def backup_job(c: MySQLCluster, backup: MySQLBackup, s3: S3, image: str, *,
             _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
             _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
         ],
-        image_pull_policy=image_pull_policy, deadline_seconds=deadline_seconds, volumes=[ca_bundle_volume(c)])
+        image_pull_policy=image_pull_policy, deadline_seconds=deadline_seconds,
+        volumes=[ca_bundle_volume(c), client_tools_volume()], sidecars=[client_tools_sidecar(c)])
+
+
+def client_tools_volume() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The folder a Job's container shares with its client-tools sidecar (FIFOs, option files)."""
+    return ({"name": "client-tools", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            {"name": "client-tools", "mountPath": CLIENT_TOOLS_DIR})
+
+
+def client_tools_sidecar(c: MySQLCluster) -> dict[str, Any]:
+    """A Job's `client-tools` container: the cluster's own server image runs the dump tool or the
+    client the Job's container asks for (backup/sidecar.py; script CLIENT_TOOLS_SH), so the tools
+    always match the servers. A native sidecar (an init container that keeps running): it ends
+    with the Pod. No environment: a password reaches it only in a per-run option file."""
+    _, ca_mount = ca_bundle_volume(c)
+    _, shared = client_tools_volume()
+    return {
+        "name": "client-tools",
+        "image": c.spec.image_ref,
+        "imagePullPolicy": c.spec.image_pull_policy,
+        "restartPolicy": "Always",
+        "command": ["/bin/bash", "-c", CLIENT_TOOLS_SH, "client-tools.sh", CLIENT_TOOLS_DIR],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": _restricted_container(),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, ca_mount, shared],
+    }
+
+
+def _restricted_container() -> dict[str, Any]:
+    """The restricted Pod Security Standard, as the operator image's user, read-only root."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def tenant_job(c: MySQLCluster, name: str, component: str, container_name: str, image: str,
                args: list[str], env: list[dict[str, Any]], *, image_pull_policy: str = "IfNotPresent",
                deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
-               volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]] = ()) -> dict[str, Any]:
+               volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
+               sidecars: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """A Job that works on a tenant's bytes (dumps, bucket contents) in the cluster's namespace.
 
     Such work never runs in the operator: the Pod carries no ServiceAccount token
@@ -97,15 +139,7 @@ def tenant_job(c: MySQLCluster, name: str, component: str, container_name: str, 
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS,
-            "runAsGroup": RUN_AS,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": _restricted_container(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(m for _, m in volumes)],
     }
     return {
@@ -122,6 +156,7 @@ def tenant_job(c: MySQLCluster, name: str, component: str, container_name: str, 
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    **({"initContainers": [dict(x) for x in sidecars]} if sidecars else {}),
                     "containers": [container],
                     "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
                                 *(v for v, _ in volumes)],
@@ -182,6 +217,7 @@ def restore_job(c: MySQLCluster, s3: S3, path: str, image: str, *,
         args += ["--app-database", c.spec.database.name]
     for i in range(c.spec.instances):
         args += ["--target", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
+    args += ["--client-tools-dir", CLIENT_TOOLS_DIR]
     cs = s3.credentials_secret
     return tenant_job(
         c, restore_job_name(c), COMPONENT_RESTORE, "restore", image, args,
@@ -190,7 +226,8 @@ def restore_job(c: MySQLCluster, s3: S3, path: str, image: str, *,
             _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
             _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
         ],
-        image_pull_policy=image_pull_policy, deadline_seconds=deadline_seconds, volumes=[ca_bundle_volume(c)])
+        image_pull_policy=image_pull_policy, deadline_seconds=deadline_seconds,
+        volumes=[ca_bundle_volume(c), client_tools_volume()], sidecars=[client_tools_sidecar(c)])
 
 
 def scheduled_backup(c: MySQLCluster, name: str, fire_time: dt.datetime) -> dict[str, Any]:

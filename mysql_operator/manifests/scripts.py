@@ -167,3 +167,42 @@ case "${1:-}" in
   *) echo "usage: probe.sh alive|ready" >&2; exit 2 ;;
 esac
 """
+
+
+
+# The backup and restore Jobs' `client-tools` sidecar (a native sidecar in the cluster's server
+# image): runs the client tools the Job's main container asks for in sub-folders of the shared
+# folder $1 (see backup/sidecar.py) - each run reads its input from the FIFO `stdin`, writes into
+# the FIFOs `stdout` and `stderr`, and its exit status into `status` - until the Pod ends. It runs
+# only mysqldump, mariadb-dump, mysql or mariadb, and never prints their arguments.
+CLIENT_TOOLS_SH = r"""set -u
+DIR="${1:?usage: client-tools.sh FOLDER}"
+trap 'exit 0' TERM INT
+tool() {
+  case "${argv[0]:-}" in
+    mysqldump|mariadb-dump|mysql|mariadb) ;;
+    *) echo "client-tools: refusing to run ${argv[0]:-nothing}: only mysqldump, mariadb-dump, mysql, mariadb" >&2
+       return 126 ;;
+  esac
+  if ! command -v "${argv[0]}" >/dev/null; then
+    echo "client-tools: ${argv[0]} is not in this image (the cluster's server image)" >&2
+    return 127
+  fi
+  "${argv[@]}"
+}
+serve() {  # $1: a run's folder. The FIFOs open in the order the requester opens them.
+  local run="$1" argv
+  mapfile -d '' argv < "$run/request"
+  tool < "$run/stdin" > "$run/stdout" 2> "$run/stderr"
+  echo $? > "$run/status.tmp"
+  mv "$run/status.tmp" "$run/status"
+}
+while :; do
+  for request in "$DIR"/run-*/request; do
+    run="${request%/request}"
+    [ -f "$request" ] && mkdir "$run/taken" 2>/dev/null || continue
+    serve "$run" &
+  done
+  sleep 0.1
+done
+"""

@@ -256,10 +256,11 @@ def test_namespaced_install_grants_only_the_watched_namespaces(control_plane, he
         admin_objs.get_namespaced_custom_object("kopf.dev", "v1", w, "kopfpeerings", full)
     for where in (ns, unwatched):
         assert not _exists(lambda: rbac.read_namespaced_role(full, where))
-    # the only cluster-wide grant: reading what kopf scans
+    # the only cluster-wide grants: reading what kopf scans, and ClusterIssuers (spec.tls.issuerRef)
     cluster_rules = rbac.read_cluster_role(full).rules
     assert {(g, res) for r in cluster_rules for g in r.api_groups for res in r.resources} == {
-        ("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces")}
+        ("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces"),
+        ("cert-manager.io", "clusterissuers")}
     assert {v for r in cluster_rules for v in r.verbs} == {"get", "list", "watch"}
 
     objs, sa_core = _sa_clients(control_plane, ns, release)

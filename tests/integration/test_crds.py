@@ -13,6 +13,7 @@ import yaml
 from kubernetes import client
 
 from mysql_operator.api import GROUP, VERSION, parse, parse_backup
+from tests.support.crds import apply_crds
 from tests.support.wait import wait_for
 from tests.unit.test_api_fieldwalk import (
     CHANGES,
@@ -36,25 +37,7 @@ PLURALS = {"MySQLCluster": "mysqlclusters", "MySQLBackup": "mysqlbackups"}
 def crds(control_plane):
     """Both CRDs installed from crds/ and established; removed afterwards."""
     ext = client.ApiextensionsV1Api(control_plane.api_client())
-    names = []
-    for path in CRD_FILES:
-        crd = yaml.safe_load(path.read_text())
-        names.append(crd["metadata"]["name"])
-        try:
-            ext.create_custom_resource_definition(crd)
-        except client.ApiException as e:
-            if e.status != 409:
-                raise
-            crd["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(
-                crd["metadata"]["name"]).metadata.resource_version
-            ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
-
-    def established(name):
-        conds = ext.read_custom_resource_definition(name).status.conditions or []
-        return any(c.type == "Established" and c.status == "True" for c in conds)
-
-    for name in names:
-        wait_for(lambda: established(name), 30, f"CRD {name} to be established")
+    names = apply_crds(control_plane.api_client(), (yaml.safe_load(p.read_text()) for p in CRD_FILES))
     objs = client.CustomObjectsApi(control_plane.api_client())
     wait_for(lambda: objs.list_cluster_custom_object(GROUP, VERSION, "mysqlclusters") is not None,
              30, "mysqlclusters to be served")

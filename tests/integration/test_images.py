@@ -132,7 +132,7 @@ def free_port() -> int:
 
 
 def test_every_image_is_imported_under_its_local_name_and_pinned(images, containerd):
-    assert set(images) == {"base", "pause", "busybox", "mariadb", "mysql", "operator"}
+    assert set(images) == {"base", "pause", "busybox", "mariadb", "mariadb-11.8", "mysql", "operator"}
     refs = containerd.image_refs()
     for image in images.values():
         assert image.ref.startswith("localhost/")

@@ -43,7 +43,7 @@ CLUSTER_CIDR = "10.244.0.0/16"
 SERVICE_CIDR = cp_mod.SERVICE_CIDR
 NODE_NAME = cp_mod.NODE_NAME
 STORAGE_CLASS = "standard"
-NODE_IMAGES = ("pause", "busybox", "mariadb", "mysql", "operator")
+NODE_IMAGES = ("pause", "busybox", "mariadb", "mariadb-11.8", "mysql", "operator")
 S3_PORT = 9000
 LOCK = Path("/run/lock/mysqlop-cluster.lock")
 

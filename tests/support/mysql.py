@@ -18,13 +18,16 @@ relaxed to the page cache as in the MariaDB tests.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from mysql_operator.api.spec import ClusterSpec, Replication
 from mysql_operator.db import accounts
@@ -183,6 +186,35 @@ class MySQLFactory(MariaDBFactory):
             init.unlink()
             self._pristine = path
         return self._pristine
+
+
+
+
+@contextlib.contextmanager
+def client_tools_sidecar(rootfs: Path, shared: Path) -> Iterator[subprocess.Popen]:
+    """The backup/restore Jobs' client-tools sidecar (manifests.scripts.CLIENT_TOOLS_SH) run from
+    an image's root with chroot, serving the folder `shared`: bind-mounted at the same path inside
+    the root, as the Pod's emptyDir is in both containers; the host's /etc/hosts is bound over the
+    image's empty one, as the kubelet does in a Pod."""
+    from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
+
+    inside = rootfs / str(shared).lstrip("/")
+    inside.mkdir(parents=True, exist_ok=True)
+    mounts = []
+    try:
+        for src, dst, opts in ((shared, inside, "bind"), (Path("/etc/hosts"), rootfs / "etc/hosts", "bind,ro")):
+            subprocess.run(["mount", "-o", opts, str(src), str(dst)], check=True, capture_output=True)
+            mounts.append(dst)
+        proc = subprocess.Popen(["chroot", str(rootfs), "/bin/bash", "-c", CLIENT_TOOLS_SH, "client-tools.sh",
+                                 str(shared)], stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            yield proc
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    finally:
+        for m in reversed(mounts):
+            subprocess.run(["umount", "-l", str(m)], capture_output=True)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ S3 = {
 FULL = {
     "flavor": "mysql",
     "version": "8.4",
-    "image": "registry.local/mysql:8.4.5",
+    "image": "registry.local/mysql:lts",
     "imagePullPolicy": "IfNotPresent",
     "instances": 3,
     "primary": 0,
@@ -105,7 +105,7 @@ _S3_CHANGES = {
 CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "flavor": ("full", [("flavor", "mariadb"), ("version", "10.11")]),
     "version": ("full", [("version", "9.7")]),
-    "image": ("full", [("image", "registry.local/mysql:8.4.6")]),
+    "image": ("full", [("image", "registry.local/mysql:lts-next")]),
     "imagePullPolicy": ("full", [("imagePullPolicy", "Always")]),
     "instances": ("full", [("instances", 5)]),
     "primary": ("full", [("primary", 1)]),
@@ -139,6 +139,10 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "deletionPolicy": ("full", [("deletionPolicy", "Delete")]),
     "tls.required": ("full", [("tls.required", True)]),
     "tls.certificateValiditySeconds": ("full", [("tls.certificateValiditySeconds", 3600)]),
+    # added, never removed (a CEL transition rule refuses that: tests/invalid/update-tls-issuer-removed.yaml)
+    "tls.issuerRef.name": ("full", [("tls.issuerRef.name", "ca-issuer")]),
+    "tls.issuerRef.kind": ("full", [("tls.issuerRef", {"name": "ca-issuer", "kind": "ClusterIssuer"})]),
+    "tls.issuerRef.group": ("full", [("tls.issuerRef", {"name": "ca-issuer", "group": "issuers.example.com"})]),
 }
 for _k, _v in _S3_CHANGES.items():
     CHANGES[f"backup.storage.s3.{_k}"] = ("full", [(f"backup.storage.s3.{_k}", _v)])
@@ -154,7 +158,7 @@ IMMUTABLE_ROOTS = ("flavor", "credentials", "database", "storage", "restore")
 RECONCILE_INPUTS = frozenset(
     {"primary", "replication.failover.enabled", "replication.failover.delaySeconds",
      "backup.schedule", "backup.retention.keepLast", "backup.retention.maxAge",
-     "tls.certificateValiditySeconds"}
+     "tls.certificateValiditySeconds", "tls.issuerRef.name", "tls.issuerRef.kind", "tls.issuerRef.group"}
     | {f"backup.storage.s3.{k}" for k in _S3_CHANGES}
 )
 

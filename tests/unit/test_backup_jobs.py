@@ -11,9 +11,10 @@ import pytest
 from mysql_operator.api import parse
 from mysql_operator.cli_backup import register, restored_cluster, result_of
 from mysql_operator.handlers.backups import job_outcome, storage_for
-from mysql_operator.manifests.backup_jobs import (DELETE_DATA_ANNOTATION, SCHEDULED_AT_ANNOTATION,
+from mysql_operator.manifests.backup_jobs import (DELETE_DATA_ANNOTATION, CLIENT_TOOLS_DIR, SCHEDULED_AT_ANNOTATION,
                                                   backup_args, backup_job, job_name, restore_job,
                                                   scheduled_backup)
+from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
 from mysql_operator.api import parse_backup
 
 S3 = {"bucket": "backups", "prefix": "prod", "endpoint": "http://minio.storage:9000", "forcePathStyle": True,
@@ -76,7 +77,28 @@ def test_jobs_mount_the_ca_bundle_read_only_and_verify_the_servers_with_it(kind)
         pod["containers"][0]["volumeMounts"]
     assert {"name": "ca-bundle",
             "secret": {"secretName": "shop-ca-bundle", "items": [{"key": "ca.crt", "path": "ca.crt"}]}} in pod["volumes"]
-    assert pod["automountServiceAccountToken"] is False and len(pod["volumes"]) == 2  # /tmp and the CA
+    # /tmp, the CA, the folder shared with the client-tools sidecar
+    assert pod["automountServiceAccountToken"] is False and len(pod["volumes"]) == 3
+
+
+@pytest.mark.parametrize("kind", ["backup", "restore"])
+def test_dumps_and_loads_run_in_a_sidecar_of_the_clusters_own_server_image(kind):
+    c = parse(CLUSTER)
+    job = _job() if kind == "backup" else restore_job(c, c.spec.backup.s3, "shop/shop-manual", "img")
+    pod = job["spec"]["template"]["spec"]
+    (tools,) = pod["initContainers"]
+    # a native sidecar: it keeps running beside the Job's container and ends with the Pod
+    assert tools["name"] == "client-tools" and tools["restartPolicy"] == "Always"
+    assert tools["image"] == c.spec.image_ref and tools["imagePullPolicy"] == c.spec.image_pull_policy
+    assert tools["command"][:3] == ["/bin/bash", "-c", CLIENT_TOOLS_SH]
+    assert tools["command"][-1] == CLIENT_TOOLS_DIR
+    assert tools["securityContext"] == pod["containers"][0]["securityContext"]  # one uid: shared 0600 files
+    assert "env" not in tools  # no password, no S3 key: an option file per run
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--client-tools-dir") + 1] == CLIENT_TOOLS_DIR
+    shared = {"name": "client-tools", "mountPath": CLIENT_TOOLS_DIR}
+    assert shared in tools["volumeMounts"] and shared in pod["containers"][0]["volumeMounts"]
+    assert {"name": "ca-bundle", "mountPath": "/etc/mysql-operator/ca", "readOnly": True} in tools["volumeMounts"]
 
 
 def test_long_backup_names_give_valid_job_names():

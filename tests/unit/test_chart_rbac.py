@@ -63,7 +63,7 @@ def test_watched_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_sc
     cluster = triples(one(objs, "ClusterRole")["rules"])
     namespaced_resources = {res for _, res, _ in triples(roles["team-a"]["rules"])}
     assert not {res for _, res, _ in cluster} & namespaced_resources, "namespaced grants leak cluster-wide"
-    assert {res for _, res, _ in cluster} == {"customresourcedefinitions", "namespaces"}
+    assert {res for _, res, _ in cluster} == {"customresourcedefinitions", "namespaces", "clusterissuers"}
     assert {v for _, _, v in cluster} <= {"get", "list", "watch"}, "cluster-wide: read only"
 
 

@@ -234,7 +234,7 @@ def test_scheduling_defaults_and_overrides():
     assert pod["affinity"] == FULL["affinity"]
     assert pod["tolerations"] == FULL["tolerations"]
     assert pod["nodeSelector"] == {"zone": "a"} and pod["priorityClassName"] == "high"
-    assert pod["containers"][0]["image"] == "registry.local/mysql:8.4.5"
+    assert pod["containers"][0]["image"] == "registry.local/mysql:lts"
 
 
 def test_pod_labels_and_annotations_never_replace_the_operators():

@@ -40,6 +40,13 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+# spec.tls.issuerRef: the cert-manager Certificate (server-side apply) and the Issuer it names
+- apiGroups: [cert-manager.io]
+  resources: [certificates]
+  verbs: [get, create, patch]
+- apiGroups: [cert-manager.io]
+  resources: [issuers]
+  verbs: [get]
 # backups (BACKUP_RULES): MySQLBackups (scheduled ones created, expired ones deleted), their
 # status, and the Jobs that run them
 - apiGroups: [mysql.operator.dev]
@@ -69,6 +76,10 @@ the resources it serves and follows the namespaces it is given. */}}
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [get, list, watch]
+# spec.tls.issuerRef of kind ClusterIssuer: is it Ready (read only)
+- apiGroups: [cert-manager.io]
+  resources: [clusterissuers]
+  verbs: [get]
 {{- end -}}
 
 {{/* kopf peering across the cluster (PEERING_RULES_CLUSTER; all-namespaces operator only). */}}

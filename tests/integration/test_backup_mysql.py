@@ -1,0 +1,164 @@
+"""Backups and restores of real MySQL 9.7 servers, to and from a real S3 server (MinIO), with the
+dump tool and the client of the MySQL image itself - what the backup and restore Jobs do through
+their client-tools sidecar (the cluster's server image). The sidecar's script runs here from the
+image's root with chroot (`tests/support/mysql.py`), serving a folder shared as the Pod's emptyDir
+is; the servers require TLS, verified against the cluster's CA and host name, as in a cluster.
+
+The host's own `mysqldump` is MariaDB's (a symlink to mariadb-dump): the dump's header shows which
+tool made it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import subprocess
+
+import pytest
+
+from mysql_operator import tls
+from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.restore import RestoreError, Source, Target, restore_all, restore_into
+from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.db.accounts import restore_grants
+from mysql_operator.db.flavor import Flavor
+from mysql_operator.db.gtid import MySQLGtidSet
+from tests.integration.test_backup import checksums, creds, s3cfg, sql
+from tests.support.mysql import ADMIN_USER, BACKUP_USER, MySQLFactory, client_tools_sidecar, mysql_unavailable
+
+HOST = "localhost"  # the name the servers' certificate carries (they listen on 127.0.0.1)
+
+
+@pytest.fixture(scope="module")
+def mysql():
+    why = mysql_unavailable()
+    if why:
+        pytest.skip(f"no MySQL 9.7 server: {why}")
+    f = MySQLFactory()
+    yield f
+    f.close()
+
+
+@pytest.fixture(scope="module")
+def pki(mysql):
+    """The servers' certificate (SAN localhost) and its CA, inside the image's root (the servers
+    run chrooted there)."""
+    d = mysql.workdir / "pki"
+    d.mkdir()
+    now = dt.datetime.now(dt.timezone.utc)
+    ca = tls.new_ca("backup-test", now)
+    server = tls.server_certificate(ca, [HOST], now)
+    (d / "ca.crt").write_text(ca.cert_pem)
+    (d / "tls.crt").write_text(server.cert_pem)
+    (d / "tls.key").write_text(server.key_pem)
+    (d / "tls.key").chmod(0o600)
+    return d
+
+
+@pytest.fixture(scope="module")
+def shared(mysql, pki, tmp_path_factory):
+    """The folder the Job's container shares with its sidecar (with the cluster's CA in it, as
+    the Job mounts it in both), and the sidecar serving it."""
+    d = tmp_path_factory.mktemp("client-tools")
+    shutil.copy(pki / "ca.crt", d / "ca.crt")
+    with client_tools_sidecar(mysql.rootfs, d):
+        yield d
+
+
+def tls_servers(mysql, pki, n, prefix):
+    return mysql.create(n, prefix=prefix, ssl_ca=pki / "ca.crt", ssl_cert=pki / "tls.crt",
+                        ssl_key=pki / "tls.key", require_secure_transport=True)
+
+
+def load(server):
+    server.query("SET GLOBAL super_read_only = OFF")
+    sql(server,
+        "CREATE DATABASE app CHARACTER SET utf8mb4", "CREATE DATABASE shop",
+        "CREATE TABLE app.small (id INT PRIMARY KEY, name VARCHAR(32), note TEXT)",
+        "INSERT INTO app.small VALUES (1, 'ünïcode ✓', NULL), (2, 'quote''s', 'a\\nb'), (3, '', 'x')",
+        "CREATE TABLE shop.orders (id INT PRIMARY KEY, total DECIMAL(10,2), payload BLOB)",
+        "SET SESSION cte_max_recursion_depth = 10000",
+        "INSERT INTO shop.orders WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 5000) "
+        "SELECT n, n * 1.25, RANDOM_BYTES(512) FROM s",
+        "CREATE VIEW shop.expensive AS SELECT id, total FROM shop.orders WHERE total > 100",
+        "CREATE PROCEDURE shop.count_orders() SELECT COUNT(*) FROM shop.orders",
+        "CREATE TRIGGER shop.no_negative BEFORE INSERT ON shop.orders FOR EACH ROW "
+        "SET NEW.total = GREATEST(NEW.total, 0)")
+
+
+def test_mysql_backup_and_restore_with_the_images_own_tools_over_verified_tls(mysql, pki, shared, s3server):
+    source, target = tls_servers(mysql, pki, 2, "bk")
+    load(source)
+    s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql"))
+    ca = str(shared / "ca.crt")
+    req = BackupRequest(cluster="c1", namespace="ns", backup="b1", s3=s3, tls_ca=ca, tools_dir=str(shared),
+                        candidates=(Candidate(source.name, Endpoint(HOST, source.port, BACKUP_USER)),))
+
+    m = run_backup(req, creds(s3server), mysql.admin_password)
+
+    executed = source.query("SELECT @@gtid_executed")[0][0].replace("\n", "")
+    assert m.flavor == "mysql" and m.server_version.startswith("9.7.")
+    assert m.databases == ("app", "shop")
+    assert MySQLGtidSet.parse(m.gtid_position) == MySQLGtidSet.parse(executed)
+    body = s3server.client().get_object(Bucket=s3.bucket, Key=m.data_key)["Body"].read()
+    head = subprocess.run(["zstd", "-dc"], input=body, capture_output=True, check=True).stdout[:400].decode()
+    assert head.startswith("-- MySQL dump") and "Distrib 9.7." in head, head  # MySQL's mysqldump, not MariaDB's
+
+    # as a new cluster's instance is: fenced (super_read_only), its empty app database and the
+    # restore account (which drops itself when done) made at init
+    with target.connect() as conn, conn.cursor() as cur:
+        for statement in ("SET GLOBAL super_read_only = OFF", "SET SESSION sql_log_bin = 0",
+                          "CREATE DATABASE app", f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{mysql.admin_password}'",
+                          *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)),
+                          "SET GLOBAL super_read_only = ON"):
+            cur.execute(statement)
+    result = restore_all({"t": Target(HOST, target.port, "restorer", mysql.admin_password, tls_ca=ca,
+                                      tools_dir=str(shared))}, Source(s3, "c1/b1"), creds(s3server), "app",
+                         drop_account=True)
+
+    assert result["ok"], result["message"]
+    assert target.query("SELECT @@super_read_only")[0][0] == 1  # fenced again afterwards
+    assert target.query("SELECT COUNT(*) FROM mysql.user WHERE user = 'restorer'")[0][0] == 0
+    assert checksums(target) == checksums(source)
+    assert result["gtidPosition"] == m.gtid_position
+    # the dump set GTID_PURGED: the restored server's history is the backup's, so replicas of it
+    # and the source agree on what was executed
+    assert MySQLGtidSet.parse(target.query("SELECT @@gtid_executed")[0][0].replace("\n", "")) \
+        == MySQLGtidSet.parse(m.gtid_position)
+    assert sql(target, "CALL shop.count_orders()") == ((5000,),)
+    assert sql(target, "SELECT COUNT(*) FROM shop.expensive") == sql(source, "SELECT COUNT(*) FROM shop.expensive")
+    target.query("SET GLOBAL super_read_only = OFF")  # as the operator does for a primary
+    sql(target, "INSERT INTO shop.orders VALUES (999999, -5, NULL)")
+    assert sql(target, "SELECT total FROM shop.orders WHERE id = 999999")[0][0] == 0
+
+
+def test_a_mysql_dump_that_reads_a_local_file_fails_the_restore_and_reads_nothing(mysql, pki, shared, s3server):
+    """A tenant's dump asking the client to send a file of the Job's Pod: the image's client runs
+    with --local-infile=0 and the server refuses LOAD DATA LOCAL during the restore."""
+    (target,) = tls_servers(mysql, pki, 1, "hostile")
+    s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-hostile"))
+    dump = ("CREATE DATABASE loot;\nCREATE TABLE loot.t (line TEXT);\n"
+            "LOAD DATA LOCAL INFILE '/etc/hosts' INTO TABLE loot.t;\n").encode()
+    _store_dump(s3server, s3, dump)
+    target.query("SET GLOBAL super_read_only = OFF")
+    with pytest.raises(RestoreError) as e:
+        restore_into(Target(HOST, target.port, ADMIN_USER, mysql.admin_password, tls_ca=str(shared / "ca.crt"),
+                            tools_dir=str(shared)), Source(s3, "c1/evil"), creds(s3server))
+    assert "mysql failed loading the backup" in str(e.value) and "LOAD DATA LOCAL" in str(e.value)
+    assert sql(target, "SELECT COUNT(*) FROM loot.t") == ((0,),)
+
+
+def _store_dump(s3server, s3, dump: bytes) -> None:
+    """A backup folder holding `dump`, with a manifest that matches it (as a tenant can write)."""
+    import hashlib
+
+    from mysql_operator.backup.manifest import Manifest
+
+    data = subprocess.run(["zstd", "-q", "-c"], input=dump, capture_output=True, check=True).stdout
+    key = f"{s3.prefix}/c1/evil/backup.sql.zst"
+    s3server.client().put_object(Bucket=s3.bucket, Key=key, Body=data)
+    m = Manifest(cluster="c1", namespace="ns", backup="evil", flavor="mysql", server_version="9.7.4",
+                 gtid_position=None, source_instance="x", started_at="2026-01-01T00:00:00Z",
+                 completed_at="2026-01-01T00:00:01Z", data_key=key, compression="zstd",
+                 compressed_size=len(data), uncompressed_size=len(dump), sha256=hashlib.sha256(data).hexdigest(),
+                 databases=("loot",))
+    s3server.client().put_object(Bucket=s3.bucket, Key=f"{s3.prefix}/c1/evil/manifest.json", Body=m.to_json())
