@@ -9,6 +9,7 @@ the operator's connections verify the CA."""
 from __future__ import annotations
 
 import datetime as dt
+import sys
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance, InstanceError, tls_context
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated
-from tests.integration.test_replication import factory  # noqa: F401 - a fixture (logs on failure)
+from tests.integration.test_replication import new_factory
 from tests.support.mariadb import OPERATOR_USER, missing_binaries
 from tests.support.wait import wait_for
 
@@ -28,6 +29,18 @@ pytestmark = pytest.mark.skipif(
     bool(missing_binaries()),
     reason=f"MariaDB server binaries missing ({', '.join(missing_binaries())}): run hack/install-deps.sh",
 )
+
+
+@pytest.fixture(scope="module")
+def factory(request):
+    """MariaDB servers (these tests write the servers' PEM files where MariaDB reads them; the
+    MySQL servers of tests/support/mysql.py read theirs inside the image's root)."""
+    f = new_factory("mariadb")
+    failed_before = request.session.testsfailed
+    yield f
+    if request.session.testsfailed > failed_before:
+        print("\n" + f.logs_report(40), file=sys.stderr)
+    f.close()
 
 HOST = "localhost"  # resolves to 127.0.0.1; the only name the servers' certificates carry
 TLS_REASON = "replicates without verified TLS"

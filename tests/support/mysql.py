@@ -111,7 +111,7 @@ class MySQLServer(MariaDBServer):
             "innodb_flush_log_at_trx_commit": 2,
             "innodb_buffer_pool_size": "32M",
             "innodb_redo_log_capacity": "16M",
-            "max_connections": 100,
+            "max_connections": 300,  # clients that retried during a hang (SIGSTOP) stay queued
             "replica_net_timeout": 3,  # the operator sets heartbeats of 1s; detect a hung source fast
             "host_cache_size": 0,
             # a module keeps dozens of servers up; native AIO would exhaust fs.aio-max-nr (io_setup
