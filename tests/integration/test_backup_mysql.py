@@ -32,7 +32,7 @@ HOST = "localhost"  # the name the servers' certificate carries (they listen on 
 def mysql():
     why = mysql_unavailable()
     if why:
-        pytest.skip(f"no MySQL 9.7 server: {why}")
+        pytest.skip(reason=f"no MySQL 9.7 server: {why}")
     f = MySQLFactory()
     yield f
     f.close()

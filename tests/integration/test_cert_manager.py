@@ -58,7 +58,7 @@ def cert_manager(control_plane, tmp_path_factory):
     """cert-manager's CRDs and its controller; both gone after the module."""
     reason = certmanager.missing()
     if reason:
-        pytest.skip(reason)
+        pytest.skip(reason=f"cert-manager cannot run here: {reason}")
     api = control_plane.api_client()
     names = certmanager.install_crds(api)
     try:
@@ -79,7 +79,7 @@ def cert_manager(control_plane, tmp_path_factory):
 def factory():
     missing = mdb.missing_binaries()
     if missing:
-        pytest.skip(f"MariaDB server binaries missing ({', '.join(missing)}): run hack/install-deps.sh")
+        pytest.skip(reason=f"MariaDB server binaries missing ({', '.join(missing)}): run hack/install-deps.sh")
     f = mdb.MariaDBFactory()
     yield f
     f.close()

@@ -203,42 +203,49 @@ def test_mariadb_entrypoint_refuses_an_empty_datadir_without_a_root_password_opt
     assert "MARIADB_ROOT_PASSWORD" in out and "MARIADB_ALLOW_EMPTY_ROOT_PASSWORD" in out
 
 
-@pytest.fixture(scope="module")
-def server(images, containerd, tmp_path_factory):
-    """One MariaDB container (host network, 127.0.0.1 on a free port) for the TestMariaDB tests."""
+def _entrypoint_container(containerd, image, server_cmd, env_text, initdb_files, folder, label, timeout):
+    """Run `image`'s docker-entrypoint.sh with `server_cmd` (host network, 127.0.0.1 on a free
+    port) on a fresh root-owned datadir, as a new PersistentVolume would be, with the environment
+    `env_text` and initdb scripts {name: bytes}; yields {cid, port, log, datadir} once root answers,
+    removes the container afterwards."""
     port = free_port()
-    folder = tmp_path_factory.mktemp("mariadb")
-    env, log = folder / "env", folder / "container.log"
-    # A fresh root-owned datadir, as a new PersistentVolume would be, and initdb scripts.
-    datadir, initdb = folder / "datadir", folder / "initdb"
+    env, log, datadir, initdb = folder / "env", folder / "container.log", folder / "datadir", folder / "initdb"
     datadir.mkdir(mode=0o755)
     initdb.mkdir()
-    (initdb / "01-schema.sql").write_text("CREATE TABLE seeded (id INT PRIMARY KEY);\nINSERT INTO seeded VALUES (1);\n")
-    (initdb / "02-more.sql.gz").write_bytes(gzip.compress(b"INSERT INTO seeded VALUES (2);\n"))
-    (initdb / "03-sourced.sh").write_text('docker_process_sql <<<"INSERT INTO seeded VALUES (3);"\n')
-    env.write_text(
-        f"MARIADB_ROOT_PASSWORD={ROOT_PASSWORD}\nMARIADB_DATABASE=app\n"
-        f"MARIADB_USER=appuser\nMARIADB_PASSWORD={APP_PASSWORD}\n"
-    )
+    for name, data in initdb_files.items():
+        (initdb / name).write_bytes(data)
+    env.write_text(env_text)
     env.chmod(0o600)
-    cid = f"mariadb-{uuid.uuid4().hex[:8]}"
+    cid = f"{server_cmd}-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
     containerd.ctr("-n", NAMESPACE, "run", "-d", "--net-host", "--env-file", str(env), "--log-uri", f"file://{log}",
                    "--mount", f"type=bind,src={datadir},dst=/var/lib/mysql,options=rbind:rw",
                    "--mount", f"type=bind,src={initdb},dst=/docker-entrypoint-initdb.d,options=rbind:ro",
-                   images["mariadb"].ref, cid,
-                   "docker-entrypoint.sh", "mariadbd", f"--port={port}", "--bind-address=127.0.0.1")
+                   image, cid,
+                   "docker-entrypoint.sh", server_cmd, f"--port={port}", "--bind-address=127.0.0.1")
     try:
         try:
-            wait_for(lambda: query(port, "root", ROOT_PASSWORD, "SELECT 1") == ((1,),), 120,
-                     f"MariaDB on 127.0.0.1:{port} to answer as root")
+            wait_for(lambda: query(port, "root", ROOT_PASSWORD, "SELECT 1") == ((1,),), timeout,
+                     f"{label} on 127.0.0.1:{port} to answer as root")
         except AssertionError as e:
             raise AssertionError(f"{e}\ncontainer log:\n{log.read_text(errors='replace')[-3000:]}") from None
-        report("MariaDB container start (empty datadir) to first query", time.monotonic() - started)
+        report(f"{label} container start (empty datadir) to first query", time.monotonic() - started)
         yield {"cid": cid, "port": port, "log": log, "datadir": datadir}
     finally:
         remove_container(containerd, cid)
 
+
+@pytest.fixture(scope="module")
+def server(images, containerd, tmp_path_factory):
+    """One MariaDB container (host network, 127.0.0.1 on a free port) for the TestMariaDB tests."""
+    yield from _entrypoint_container(
+        containerd, images["mariadb"].ref, "mariadbd",
+        f"MARIADB_ROOT_PASSWORD={ROOT_PASSWORD}\nMARIADB_DATABASE=app\n"
+        f"MARIADB_USER=appuser\nMARIADB_PASSWORD={APP_PASSWORD}\n",
+        {"01-schema.sql": b"CREATE TABLE seeded (id INT PRIMARY KEY);\nINSERT INTO seeded VALUES (1);\n",
+         "02-more.sql.gz": gzip.compress(b"INSERT INTO seeded VALUES (2);\n"),
+         "03-sourced.sh": b'docker_process_sql <<<"INSERT INTO seeded VALUES (3);"\n'},
+        tmp_path_factory.mktemp("mariadb"), "MariaDB", 120)
 
 class TestMariaDB:
     def test_root_and_the_requested_database_and_user_exist(self, server):
@@ -347,36 +354,15 @@ def query(port: int, user: str, password: str, sql: str, db: str | None = None):
 
 @pytest.fixture(scope="module")
 def mysql_server(images, containerd, tmp_path_factory):
-    """One MySQL 9.7 container from the local image (host network, 127.0.0.1, a free port), started
-    by its entrypoint on a fresh root-owned datadir with the official image's variables."""
-    port = free_port()
-    folder = tmp_path_factory.mktemp("mysql")
-    env, log, datadir, initdb = folder / "env", folder / "container.log", folder / "datadir", folder / "initdb"
-    datadir.mkdir(mode=0o755)
-    initdb.mkdir()
-    (initdb / "01-schema.sql").write_text("CREATE TABLE seeded (id INT PRIMARY KEY);\nINSERT INTO seeded VALUES (1);\n")
-    (initdb / "02-sourced.sh").write_text('docker_process_sql <<<"INSERT INTO seeded VALUES (2);"\n')
-    env.write_text(f"MYSQL_ROOT_PASSWORD={ROOT_PASSWORD}\nMYSQL_DATABASE=app\n"
-                   f"MYSQL_USER=appuser\nMYSQL_PASSWORD={APP_PASSWORD}\n")
-    env.chmod(0o600)
-    cid = f"mysql-{uuid.uuid4().hex[:8]}"
-    started = time.monotonic()
-    containerd.ctr("-n", NAMESPACE, "run", "-d", "--net-host", "--env-file", str(env), "--log-uri", f"file://{log}",
-                   "--mount", f"type=bind,src={datadir},dst=/var/lib/mysql,options=rbind:rw",
-                   "--mount", f"type=bind,src={initdb},dst=/docker-entrypoint-initdb.d,options=rbind:ro",
-                   images["mysql"].ref, cid,
-                   "docker-entrypoint.sh", "mysqld", f"--port={port}", "--bind-address=127.0.0.1")
-    try:
-        try:
-            wait_for(lambda: query(port, "root", ROOT_PASSWORD, "SELECT 1") == ((1,),), 180,
-                     f"MySQL on 127.0.0.1:{port} to answer as root")
-        except AssertionError as e:
-            raise AssertionError(f"{e}\ncontainer log:\n{log.read_text(errors='replace')[-3000:]}") from None
-        report("MySQL 9.7 container start (empty datadir) to first query", time.monotonic() - started)
-        yield {"cid": cid, "port": port, "log": log, "datadir": datadir}
-    finally:
-        remove_container(containerd, cid)
-
+    """One MySQL 9.7 container from the local image, started by its entrypoint with the official
+    image's variables."""
+    yield from _entrypoint_container(
+        containerd, images["mysql"].ref, "mysqld",
+        f"MYSQL_ROOT_PASSWORD={ROOT_PASSWORD}\nMYSQL_DATABASE=app\n"
+        f"MYSQL_USER=appuser\nMYSQL_PASSWORD={APP_PASSWORD}\n",
+        {"01-schema.sql": b"CREATE TABLE seeded (id INT PRIMARY KEY);\nINSERT INTO seeded VALUES (1);\n",
+         "02-sourced.sh": b'docker_process_sql <<<"INSERT INTO seeded VALUES (2);"\n'},
+        tmp_path_factory.mktemp("mysql"), "MySQL 9.7", 180)
 
 class TestMySQL:
     def test_root_database_user_and_initdb_scripts_like_the_official_image(self, mysql_server):

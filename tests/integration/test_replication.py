@@ -31,10 +31,10 @@ def new_factory(flavor: str) -> MariaDBFactory:
     if flavor == "mysql":
         why = mysql_unavailable()
         if why:
-            pytest.skip(f"no MySQL 9.7 server: {why}")
+            pytest.skip(reason=f"no MySQL 9.7 server: {why}")
         return MySQLFactory()
     if missing_binaries():
-        pytest.skip(f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
+        pytest.skip(reason=f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
                     "run hack/install-deps.sh (apt: mariadb-server mariadb-client mariadb-backup)")
     return MariaDBFactory()
 

@@ -28,8 +28,9 @@ from tests.support.wait import wait_for
 
 @pytest.fixture(scope="module")
 def group(request):
-    if mysql_container.rsa_unavailable():
-        pytest.skip(mysql_container.rsa_unavailable())
+    rsa_missing = mysql_container.rsa_unavailable()
+    if rsa_missing:
+        pytest.skip(reason=f"pymysql cannot log in to MySQL: {rsa_missing}")
     host_missing = mysql_unavailable()
     if host_missing is None:
         g = MySQLFactory()
@@ -37,7 +38,7 @@ def group(request):
     else:
         docker_missing = mysql_container.docker_unavailable()
         if docker_missing:
-            pytest.skip(f"no MySQL server: {host_missing}; {docker_missing}")
+            pytest.skip(reason=f"no MySQL server: {host_missing}; {docker_missing}")
         g = mysql_container.MySQLGroup()
         g.admin_user = mysql_container.ADMIN_USER
     failed_before = request.session.testsfailed
