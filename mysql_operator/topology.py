@@ -27,7 +27,7 @@ Priorities, first match wins:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from mysql_operator.db.gtid import errant as gtid_errant
 
@@ -59,7 +59,7 @@ class InstanceState:
     tls_verified: bool = False  # replicates over TLS verifying its source's certificate and name
 
     @property
-    def known(self):
+    def known(self) -> Any:
         """Everything it has or will apply: executed plus relay log."""
         if self.received is None:
             return self.executed
@@ -179,7 +179,7 @@ class Unrecoverable(Decision):
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def _union(sets):
+def _union(sets: Iterable[Any]) -> Any:
     out = None
     for s in sets:
         if s is None:
@@ -252,7 +252,7 @@ def replica_needs_configuring(i: InstanceState, source: str, settings: Settings)
 def most_advanced(cands: Sequence[InstanceState], prefer: str | None = None) -> InstanceState | None:
     """The candidate whose known set contains every other candidate's, preferring `prefer`,
     then the lowest ordinal; None if none contains all (histories diverged)."""
-    def covers_all(c):
+    def covers_all(c: InstanceState) -> bool:
         return all(c.known.contains(o.known) for o in cands if o.name != c.name and o.known is not None)
     ok = [c for c in cands if c.known is not None and covers_all(c)]
     if not ok:
@@ -265,7 +265,7 @@ def _by_name(instances: Sequence[InstanceState]) -> dict[str, InstanceState]:
     return {i.name: i for i in instances}
 
 
-def _names(xs) -> tuple[str, ...]:
+def _names(xs: Iterable[InstanceState]) -> tuple[str, ...]:
     return tuple(x.name for x in sorted(xs, key=lambda i: i.ordinal))
 
 
@@ -344,9 +344,9 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
     errant: dict[str, str] = {}
     for i in reachable:
         if i.name != p.name:
-            why = errant_against_primary(i, p, settings)
-            if why:
-                errant[i.name] = why
+            diverged = errant_against_primary(i, p, settings)
+            if diverged:
+                errant[i.name] = diverged
     healthy_replicas = [i for i in reachable if i.name != p.name and i.name not in errant]
 
     # 5. switchover: the primary is being removed, or spec.primary asks for another
@@ -384,9 +384,9 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         if p.purged is not None and i.executed is not None and not i.executed.contains(p.purged):
             return NeedsSeed(i.name, reason=f"{i.name} lacks transactions already purged from "
                              f"{p.name}'s binary logs: it needs a copy of the data")
-        why = replica_needs_configuring(i, p.name, settings)
-        if why:
-            return ConfigureReplica(i.name, p.name, reason=f"{i.name}: {why}")
+        fix = replica_needs_configuring(i, p.name, settings)
+        if fix:
+            return ConfigureReplica(i.name, p.name, reason=f"{i.name}: {fix}")
 
     # 8. semi-sync
     in_range = [i for i in healthy_replicas if i.ordinal < settings.instances]
@@ -401,13 +401,13 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         return Errant(names, tuple(errant[n] for n in names),
                       reason="held out: " + "; ".join(errant[n] for n in names))
 
-    down = tuple(i.name for i in sorted(wanted, key=lambda i: i.ordinal) if not i.reachable)
+    degraded = tuple(i.name for i in sorted(wanted, key=lambda i: i.ordinal) if not i.reachable)
 
     # 10. replication without verified TLS (configured before TLS existed): reconfigured only when
     #     every instance answers and every replica is connected and applying, so that a replica
     #     that fails over TLS (a missing CA file) costs one replica, never the cluster's
     #     redundancy or a semi-sync acknowledgement; once configured it shows TLS: never again
-    if settings.replication_tls and not down:
+    if settings.replication_tls and not degraded:
         replicas = sorted(in_range, key=lambda i: i.ordinal)
         if all(i.io_running and i.sql_running and not (i.io_errno or i.sql_errno) for i in replicas):
             for i in replicas:
@@ -415,7 +415,8 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
                     return ConfigureReplica(i.name, p.name,
                                             reason=f"{i.name}: replicates without verified TLS")
 
-    return Healthy(p.name, down, reason="degraded: " + ", ".join(down) + " unreachable" if down else "")
+    return Healthy(p.name, degraded,
+                   reason="degraded: " + ", ".join(degraded) + " unreachable" if degraded else "")
 
 
 def _choose_failover(p: InstanceState, instances: Sequence[InstanceState], settings: Settings,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Protocol, TypeVar
+from typing import Iterable, Mapping, Protocol, TypeVar
 
 G = TypeVar("G", bound="GtidSet")
 
@@ -176,7 +176,7 @@ class MySQLGtidSet:
     sets: tuple[tuple[tuple[str, str], tuple[Interval, ...]], ...] = ()
 
     @classmethod
-    def of(cls, mapping: dict[tuple[str, str], Iterable[Interval]]) -> "MySQLGtidSet":
+    def of(cls, mapping: Mapping[tuple[str, str], Iterable[Interval]]) -> "MySQLGtidSet":
         items = []
         for key, ivs in mapping.items():
             norm = _normalize(ivs)
