@@ -1,8 +1,8 @@
 """Failover benchmark (not a test): kill -9 the primary under write load, N rounds, default settings.
 
-Three real MariaDB servers (tests/support/mariadb.py, 127.0.0.1 only). The real
-`ReplicationEngine` runs in a thread exactly as the operator's timer runs it: observe -> decide ->
-act, then wait the operator's default loop interval (`OperatorConfig.loop_seconds`) before the next
+Three real MariaDB servers (tests/support/mariadb.py, 127.0.0.1 only). The operator's own pass
+(`ReplicationEngine.reconcile`, which reconcile.Reconciler calls with its Kubernetes hooks) runs in
+a thread as the operator's timer runs it: observe -> decide -> record -> act, then wait the operator's default loop interval (`OperatorConfig.loop_seconds`) before the next
 pass. Settings are the spec defaults (`api.spec.Replication()`: mode semisync, failover enabled,
 delaySeconds as the CRD defaults it), semi-sync acknowledgements the engine's default.
 

@@ -1,13 +1,15 @@
 """Level-triggered reconcile of one MySQLCluster: observe -> decide -> act, then publish status.
 
-`Reconciler.reconcile(body)` is the ONE entry point: kopf's create/update/resume handlers, the
-periodic timer, and the watches on owned Pods/StatefulSets all call it. It is idempotent:
+`Reconciler._reconcile(body)` is the one pass: kopf's create/update/resume handlers, the periodic
+timer (`tick`) and the watches on owned Pods/StatefulSets (`nudge`) all end there. It is idempotent:
 
   parse spec (SpecError -> condition + Event, nothing touched)
   ensure the generated Secret (created only if missing; never regenerated; missing keys added)
   server-side apply every owned object (owner references; hand-made drift is overwritten)
-  observe Pods; run the ReplicationEngine (observe -> decide -> act) when there is something to
-  observe; record a new primary in status BEFORE acting; move the role labels (demote first, so
+  observe Pods; run the ReplicationEngine's pass (observe -> decide -> act; the same code the
+  benchmarks and integration tests drive) when there is something to observe, with this module's
+  hooks: the rolling update steers the wanted primary, a new primary is recorded in status
+  BEFORE acting; move the role labels (demote first, so
   never two Pods carry role=primary); publish status; post Events for what was done.
 
 The functions above `Reconciler` are pure (table-tested in tests/unit/test_reconcile_*.py).
@@ -42,7 +44,8 @@ from mysql_operator.backup.restore import Source
 from mysql_operator.db.instance import Instance, InstanceError, tls_context
 from mysql_operator.k8s import jobs
 from mysql_operator.manifests.backup_jobs import restore_job, restore_job_name
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine, Step
+from mysql_operator.replication import (
+    PRIMARY_CHANGES, ClusterState, Credentials, Member, ReplicationEngine, Step)
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +53,6 @@ CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")
 TLS_ANNOTATION = f"{m.GROUP}/tls-not-after"  # on server Pods: changed when the certificate is renewed
 TLS_RELOAD_RETRY_SECONDS = 5.0
 TLS_PROBLEM_RECHECK_SECONDS = 5.0  # while the certificate is missing or cert-manager reports a problem
-# decisions that make a (possibly new) primary writable
-PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
 ACTIONS = PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync)
 
 
@@ -618,35 +619,33 @@ class Reconciler:
         desired = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
 
         engine.primary_since = primary_since(previous, current_primary)
-        looking = time.monotonic()
-        observed = engine.observe()
-        looked = time.monotonic() - looking
-        if looked > 1.0:  # an instance that answers slowly or not at all
-            log.info("%s/%s observing took %.2fs (unreachable: %s)", ns, name, looked,
-                     ", ".join(i.name for i in observed if not i.reachable) or "none")
-        roll, revision = roll_step(self.api, c, listed, observed, current_primary)
-        desired = roll_desired(desired, roll, revision, listed)
-        decision = t.decide(observed, settings, state.current_primary, desired)
-        new_primary = {t.Bootstrap: lambda d: d.primary, t.Failover: lambda d: d.to,
-                       t.Switchover: lambda d: d.to}.get(type(decision))
-        if isinstance(decision, PRIMARY_CHANGES):  # recorded before acting
-            if new_primary:
-                state.current_primary = new_primary(decision)
-            k.patch_status(self.api, ns, name, {"currentPrimary": state.current_primary,
+        roll: list[rolling.RollStep | None] = [None]
+
+        def steer(observed: Sequence[t.InstanceState], wanted: str | None) -> str | None:
+            roll[0], revision = roll_step(self.api, c, listed, observed, current_primary)
+            return roll_desired(wanted, roll[0], revision, listed)
+
+        def record(st: ClusterState) -> None:
+            k.patch_status(self.api, ns, name, {"currentPrimary": st.current_primary,
                                                 "primarySince": _now(precise=True)})
-        pre = decision_event(decision, secrets)
-        if pre:
-            k.post_events(self.api, body, [pre])
-        if decision.kind != entry.last_decision:  # what the loop thinks, once per change
-            log.info("%s/%s decision %s: %s", ns, name, decision.kind,
-                     redact(decision.reason or "-", secrets))
-            entry.last_decision = decision.kind
-        acting = time.monotonic()
-        steps = engine.act(decision, observed)
-        if steps:
-            log.info("%s/%s %s acted in %.2fs (%d steps)", ns, name, decision.kind,
-                     time.monotonic() - acting, len(steps))
-        roll_delete(self.api, body, decision, roll)
+
+        def announce(decision: t.Decision) -> None:
+            pre = decision_event(decision, secrets)
+            if pre:
+                k.post_events(self.api, body, [pre])
+            if decision.kind != entry.last_decision:  # what the loop thinks, once per change
+                log.info("%s/%s decision %s: %s", ns, name, decision.kind,
+                         redact(decision.reason or "-", secrets))
+                entry.last_decision = decision.kind
+
+        started = time.monotonic()
+        outcome = engine.reconcile(state, desired, steer=steer, record=record, announce=announce)
+        decision, steps, observed = outcome.decision, outcome.steps, outcome.observed
+        if steps or time.monotonic() - started > 1.0:  # acted, or an instance answered slowly
+            log.info("%s/%s %s pass took %.2fs (%d steps; unreachable: %s)", ns, name, decision.kind,
+                     time.monotonic() - started, len(steps),
+                     ", ".join(i.name for i in observed if not i.reachable) or "none")
+        roll_delete(self.api, body, decision, roll[0])
         self._serve_current_certificate(c, entry, engine)
         failed = [s for s in steps if not s.ok]
 

@@ -1,15 +1,20 @@
-"""The effects of topology decisions on real servers: observe -> decide -> act, one step at a time.
+"""The replication pass of a cluster on its servers: observe -> decide -> act, one step at a time.
 
 `ReplicationEngine` knows the members (name, ordinal, address), the operator's admin credentials,
 the replication and application credentials, the settings, and TLS: `tls_ca_path`, the CA file
 in the servers' own file system that replicas verify their source with (its host name too), and
-`tls`, the context the operator's connections verify every server with. `reconcile(state)` observes every
-member, asks `topology.decide`, records a new primary in `state` BEFORE acting (so a restart in the
-middle resumes the same way), runs the effect and returns what was done as plain `Step`s (for
-Events). Every effect is idempotent: a crash mid-way and a rerun from fresh observations converge.
+`tls`, the context the operator's connections verify every server with.
 
-Kubernetes-free: the reconcile wiring supplies members through its resolver and persists
-`ClusterState.current_primary` in the cluster status.
+`reconcile(state)` is the one pass, the operator's (reconcile.Reconciler calls it with its
+Kubernetes hooks) as the benchmarks' and tests': it observes every member, asks
+`topology.decide`, records a new primary in `state` - and through `record`, in the cluster
+status - BEFORE acting (so a restart in the middle resumes the same way), runs the effect and
+returns what was done as plain `Step`s (for Events). Every effect is idempotent: a crash mid-way
+and a rerun from fresh observations converge.
+
+Effects reach a server only through `DbOps` (db/instance.Instance in production; a recording
+fake in tests/unit/test_replication_actions.py checks the order of multi-step actions).
+Kubernetes-free: the reconcile wiring supplies members through its resolver.
 """
 
 from __future__ import annotations
@@ -18,11 +23,56 @@ import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from mysql_operator import topology as t
 from mysql_operator.db import accounts
-from mysql_operator.db.instance import Instance, InstanceError, Observation, identity_mismatch
+from mysql_operator.db.accounts import Grant
+from mysql_operator.db.flavor import Dialect
+from mysql_operator.db.instance import (
+    Instance, InstanceError, Observation, ReplicaStatus, identity_mismatch)
+
+# decisions that make a (possibly new) primary writable: recorded before acting
+PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
+
+
+def new_primary(d: t.Decision) -> str | None:
+    """The primary a decision makes writable; None for decisions that keep the current one."""
+    if isinstance(d, t.Bootstrap):
+        return d.primary
+    if isinstance(d, (t.Failover, t.Switchover)):
+        return d.to
+    if isinstance(d, t.Promote):
+        return d.name
+    return None
+
+
+class DbOps(Protocol):
+    """What the engine does to one server. Every method raises InstanceError on failure, except
+    `observe` (an unreachable server is an Observation) and `close`."""
+
+    name: str
+
+    @property
+    def dialect(self) -> Dialect: ...
+    def observe(self) -> Observation: ...
+    def close(self) -> None: ...
+    def replica_status(self) -> ReplicaStatus | None: ...
+    def fence(self, keep_users: Iterable[str] = ()) -> int: ...
+    def set_read_only(self, on: bool) -> None: ...
+    def kill_client_connections(self, keep_users: Iterable[str] = ()) -> list[int]: ...
+    def stop_io_thread(self) -> None: ...
+    def start_sql_thread(self) -> None: ...
+    def reset_replica(self) -> None: ...
+    def point_at(self, source_host: str, source_port: int, user: str, password: str,
+                 start: bool = True, attempts: int = 5, tls_ca: str | None = None) -> None: ...
+    def wait_for(self, gtids: Any, timeout: float) -> bool: ...
+    def set_semisync_source(self, on: bool, ack_count: int = 1) -> None: ...
+    def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None: ...
+    def ensure_database(self, name: str) -> None: ...
+    def ensure_user(self, user: str, host: str, password: str, grants: Iterable[Grant],
+                    local: bool = False) -> list[str]: ...
+    def shed_privileges(self, grants: Iterable[Grant], host: str = "%") -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -94,7 +144,7 @@ class ReplicationEngine:
                  connect_timeout: float = 1.0, read_timeout: float = 2.0,
                  wall_clock: Callable[[], float] = time.time, backup: Credentials | None = None,
                  reduce_admin: bool = False, tls_ca_path: str | None = None,
-                 tls: ssl.SSLContext | None = None):
+                 tls: ssl.SSLContext | None = None, connect: Callable[[Member], DbOps] | None = None):
         if settings.replication_tls and tls_ca_path is None:
             # rule 10 would reconfigure replicas for TLS on every pass without ever getting it
             raise ValueError("settings.replication_tls needs tls_ca_path")
@@ -113,7 +163,8 @@ class ReplicationEngine:
         self.primary_since: tuple[str, float] | None = None
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.members: dict[str, Member] = {}
-        self.instances: dict[str, Instance] = {}
+        self.connect = connect or self._instance
+        self.instances: dict[str, DbOps] = {}
         # start of the first failed observation in the current streak, per member: an outage is
         # measured from when the loop saw it begin, never from an older success (a loop that
         # was idle must not turn a blip into a failover)
@@ -138,11 +189,13 @@ class ReplicationEngine:
                 self.instances.pop(name).close()
         for m in members:
             if m.name not in self.instances:
-                self.instances[m.name] = Instance(
-                    m.host, m.port, self.admin.user, self.admin.password, name=m.name,
-                    connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
-                    connect_attempts=2, tls=self.tls)
+                self.instances[m.name] = self.connect(m)
         self.members = new
+
+    def _instance(self, m: Member) -> Instance:
+        return Instance(m.host, m.port, self.admin.user, self.admin.password, name=m.name,
+                        connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
+                        connect_attempts=2, tls=self.tls)
 
     def close(self) -> None:
         for i in self.instances.values():
@@ -224,14 +277,26 @@ class ReplicationEngine:
             return False
         return self.wall_clock() - o.uptime > self.primary_since[1] + self.RESTART_TOLERANCE
 
-    # -- the loop --------------------------------------------------------------------------------
-    def reconcile(self, state: ClusterState, desired_primary: str | None = None) -> Outcome:
+    # -- the pass --------------------------------------------------------------------------------
+    def reconcile(self, state: ClusterState, desired_primary: str | None = None, *,
+                  steer: Callable[[Sequence[t.InstanceState], str | None], str | None] | None = None,
+                  record: Callable[[ClusterState], None] | None = None,
+                  announce: Callable[[t.Decision], None] | None = None) -> Outcome:
+        """One pass. `steer(observed, desired)` may change the wanted primary after observing (a
+        rolling update moves it off the Pod it restarts next); `record(state)` persists a new
+        primary before anything is done to a server (an exception from it stops the pass: nothing
+        acts on a choice that is not durable); `announce(decision)` sees every decision before
+        it acts (Events, logs)."""
         observed = self.observe()
+        if steer is not None:
+            desired_primary = steer(observed, desired_primary)
         decision = t.decide(observed, self.settings, state.current_primary, desired_primary)
-        new_primary = {t.Bootstrap: lambda d: d.primary, t.Failover: lambda d: d.to,
-                       t.Switchover: lambda d: d.to}.get(type(decision))
-        if new_primary:
-            state.current_primary = new_primary(decision)  # recorded before acting
+        if isinstance(decision, PRIMARY_CHANGES):
+            state.current_primary = new_primary(decision)
+            if record is not None:
+                record(state)
+        if announce is not None:
+            announce(decision)
         steps = self.act(decision, observed)
         return Outcome(decision, steps, observed)
 

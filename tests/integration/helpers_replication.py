@@ -1,7 +1,7 @@
 """Shared by the replication integration tests (MariaDB on loopback, MySQL 8.4 in containers).
 
-A `Cluster` runs the engine's observe -> decide -> act loop (`ReplicationEngine.reconcile`) the
-way the operator does; a `Writer` writes numbered rows through the primary the loop publishes (as
+A `Cluster` runs the operator's own pass (`ReplicationEngine.reconcile`: observe -> decide ->
+record -> act; reconcile.Reconciler calls it with its Kubernetes hooks); a `Writer` writes numbered rows through the primary the loop publishes (as
 a client of the read-write Service would) and records which commits were acknowledged.
 
 Servers are duck-typed: anything with `name`, `host`, `port`, `connect(user=, password=,

@@ -1,0 +1,344 @@
+"""The order of the engine's multi-step actions (failover, switchover, bootstrap, semi-sync,
+decommission), against a recording fake of `replication.DbOps`: fence before promote, never two
+writable servers, repoint after promote, and what is left when any one step fails.
+
+The fake keeps only what these orders are about (read-only, replication source, IO thread,
+semi-sync); the real statements behind each operation are tested against real servers in
+tests/integration/test_replication.py. A fault injected here stands for any failure of that
+statement (a timeout, a lost connection, a refused privilege)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from mysql_operator import topology as t
+from mysql_operator.db.flavor import detect, dialect_for
+from mysql_operator.db.instance import InstanceError, Observation, ReplicaStatus
+from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+
+DIALECT = dialect_for(detect("10.11.9-MariaDB-log", "mariadb.org binary distribution"))
+WRITES = {"set_read_only(False)"}  # the one operation that makes a server accept writes
+
+
+@dataclass
+class World:
+    """Every fake server and one log of what was done, in order, as (server, operation)."""
+
+    log: list[tuple[str, str]] = field(default_factory=list)
+    servers: dict[str, "FakeServer"] = field(default_factory=dict)
+    fail: set[tuple[str, str]] = field(default_factory=set)  # (server, operation) that raise
+    most_writable: int = 0  # the most servers writable at once, seen after every operation
+
+    def writable(self) -> list[str]:
+        return sorted(n for n, s in self.servers.items() if not s.read_only)
+
+
+@dataclass
+class FakeServer:
+    name: str
+    world: World
+    read_only: bool = True
+    source: str | None = None
+    io_running: bool = False
+    semisync_source: bool = False
+    semisync_replica: bool = False
+    applies: bool = True  # wait_for succeeds (its relay log applies in time)
+    reachable: bool = True
+    dialect = DIALECT
+
+    def _do(self, op: str) -> None:
+        if not self.reachable or (self.name, op) in self.world.fail:
+            raise InstanceError(f"{self.name}: {op} failed (injected)")
+        self.world.log.append((self.name, op))
+
+    def _after(self) -> None:
+        self.world.most_writable = max(self.world.most_writable, len(self.world.writable()))
+
+    # -- DbOps -----------------------------------------------------------------------------------
+    def observe(self) -> Observation:
+        if not self.reachable:
+            return Observation(reachable=False, error="injected: down")
+        replica = None
+        if self.source:
+            replica = ReplicaStatus(self.source, 3306, "Yes" if self.io_running else "No", True,
+                                    0, "", 0, "", 0, DIALECT.parse_gtids(""))
+        return Observation(reachable=True, version=DIALECT.version, read_only=self.read_only,
+                           executed=DIALECT.parse_gtids(""), purged=DIALECT.parse_gtids(""),
+                           replica=replica, uptime=100.0,
+                           semisync_source_enabled=self.semisync_source,
+                           semisync_replica_enabled=self.semisync_replica)
+
+    def close(self) -> None:
+        pass
+
+    def replica_status(self) -> ReplicaStatus | None:
+        self._do("replica_status")
+        return self.observe().replica
+
+    def fence(self, keep_users=()) -> int:
+        self._do("fence")
+        self.read_only = True
+        return 0
+
+    def set_read_only(self, on: bool) -> None:
+        self._do(f"set_read_only({on})")
+        self.read_only = on
+        self._after()
+
+    def kill_client_connections(self, keep_users=()) -> list[int]:
+        self._do("kill_client_connections")
+        return []
+
+    def stop_io_thread(self) -> None:
+        self._do("stop_io_thread")
+        self.io_running = False
+
+    def start_sql_thread(self) -> None:
+        self._do("start_sql_thread")
+
+    def reset_replica(self) -> None:
+        self._do("reset_replica")
+        self.source, self.io_running = None, False
+
+    def point_at(self, source_host, source_port, user, password, start=True, attempts=5,
+                 tls_ca=None) -> None:
+        self._do(f"point_at({source_host})")
+        self.source, self.io_running = source_host, start
+
+    def wait_for(self, gtids, timeout) -> bool:
+        self._do("wait_for")
+        return self.applies
+
+    def set_semisync_source(self, on: bool, ack_count: int = 1) -> None:
+        self._do(f"set_semisync_source({on})")
+        self.semisync_source = on
+
+    def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None:
+        self._do(f"set_semisync_replica({on})")
+        self.semisync_replica = on
+
+    def ensure_database(self, name: str) -> None:
+        self._do("ensure_database")
+
+    def ensure_user(self, user, host, password, grants, local=False) -> list[str]:
+        self._do(f"ensure_user({user})")
+        return []
+
+    def shed_privileges(self, grants, host="%") -> list[str]:
+        self._do("shed_privileges")
+        return []
+
+
+def engine(world: World, n: int = 3, semisync: bool = True) -> ReplicationEngine:
+    for i in range(n):
+        world.servers.setdefault(f"db-{i}", FakeServer(f"db-{i}", world))
+    members = [Member(f"db-{i}", i, f"db-{i}", 3306) for i in range(n)]
+    return ReplicationEngine(
+        members, Credentials("operator", "op-pw"), Credentials("repl", "repl-pw"),
+        t.Settings(instances=n, semisync=semisync, failover_delay_seconds=0.0),
+        app=Credentials("app", "app-pw"), app_database="app",
+        connect=lambda m: world.servers[m.name])
+
+
+def serving(world: World, primary: str, replicas=("db-1", "db-2")) -> None:
+    """A healthy cluster: `primary` writable, the others read-only replicas of it."""
+    for name, s in world.servers.items():
+        s.read_only = name != primary
+        s.source = None if name == primary else primary
+        s.io_running = name != primary
+        s.semisync_source = name == primary
+        s.semisync_replica = name != primary
+
+
+def states(world: World) -> list[t.InstanceState]:
+    return [t.InstanceState(name=n, ordinal=int(n.split("-")[1]), reachable=s.reachable,
+                            read_only=s.read_only, source=s.source) for n, s in world.servers.items()]
+
+
+def index(world: World, server: str, op: str) -> int:
+    return world.log.index((server, op))
+
+
+FAILOVER = t.Failover("db-0", "db-1", ("db-0", "db-2"), ("db-2",))
+
+
+# -- failover --------------------------------------------------------------------------------------
+def test_failover_fences_then_applies_then_promotes_then_repoints():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].read_only = False
+    steps = e.act(FAILOVER, states(w))
+    assert all(s.ok for s in steps), steps
+    promote = index(w, "db-1", "set_read_only(False)")
+    assert index(w, "db-0", "fence") < promote  # the old primary is read-only first
+    assert index(w, "db-2", "stop_io_thread") < promote  # nobody receives more from it
+    assert index(w, "db-1", "stop_io_thread") < index(w, "db-1", "wait_for") < promote
+    assert index(w, "db-1", "set_semisync_source(True)") < promote  # before its first write
+    assert promote < index(w, "db-2", "point_at(db-1)")
+    assert w.writable() == ["db-1"] and w.most_writable == 1
+    assert w.servers["db-2"].source == "db-1" and w.servers["db-1"].source is None
+
+
+def test_failover_skips_an_unreachable_old_primary_and_still_promotes():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].reachable = False
+    steps = e.act(FAILOVER, states(w))
+    assert any(s.instance == "db-0" and "unreachable, skipped" in s.detail for s in steps)
+    assert not any(n == "db-0" for n, _ in w.log)
+    assert w.servers["db-1"].read_only is False and w.servers["db-2"].source == "db-1"
+
+
+def test_failover_does_not_promote_a_candidate_that_cannot_apply_its_relay_log():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].reachable = False
+    w.servers["db-1"].applies = False
+    steps = e.act(FAILOVER, states(w))
+    assert any(not s.ok and "not promoted" in s.detail for s in steps)
+    assert ("db-1", "set_read_only(False)") not in w.log
+    # no reachable primary rather than one that lacks acknowledged commits
+    assert w.writable() == ["db-0"] and not w.servers["db-0"].reachable
+    assert not any(op.startswith("point_at") for _, op in w.log)
+
+
+FAILOVER_STEPS = [
+    ("db-1", "stop_io_thread"), ("db-1", "replica_status"), ("db-1", "wait_for"),
+    ("db-1", "reset_replica"), ("db-1", "set_semisync_replica(False)"),
+    ("db-1", "set_semisync_source(True)"), ("db-1", "set_read_only(False)"),
+    ("db-2", "stop_io_thread"), ("db-2", "set_read_only(True)"), ("db-2", "point_at(db-1)"),
+]
+
+
+@pytest.mark.parametrize("fault", FAILOVER_STEPS, ids=lambda f: f"{f[0]}-{f[1]}")
+def test_a_failed_failover_step_is_reported_and_never_leaves_two_writable(fault):
+    w = World(fail={fault})
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].reachable = False  # the hung primary: it would accept writes if it woke up
+    w.servers["db-0"].read_only = False
+    steps = e.act(FAILOVER, states(w))
+    assert any(not s.ok and fault[1] in s.detail for s in steps), steps
+    writable = [n for n in w.writable() if w.servers[n].reachable]
+    assert len(writable) <= 1
+    promoted = ("db-1", "set_read_only(False)") in w.log
+    if fault[0] == "db-1":  # any failure on the candidate before its promotion stops it
+        assert not promoted
+    else:  # a replica that could not be repointed does not undo the promotion
+        assert promoted and w.servers["db-1"].read_only is False
+
+
+def test_a_failed_fence_of_the_reachable_old_primary_is_reported_and_fenced_again_next_pass():
+    w = World(fail={("db-0", "fence")})
+    e = engine(w)
+    serving(w, "db-0")
+    steps = e.act(FAILOVER, states(w))
+    assert any(s.instance == "db-0" and not s.ok for s in steps)
+    # the loop's next pass sees two writable servers and fences the one that is not the primary
+    w.fail.clear()
+    d = t.decide([s for s in states(w)], e.settings, "db-1", None)
+    assert isinstance(d, t.Fence) and d.instances == ("db-0",)
+    e.act(d, states(w))
+    assert w.writable() == ["db-1"]
+
+
+# -- switchover ------------------------------------------------------------------------------------
+def test_switchover_demotes_waits_promotes_then_repoints():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    steps = e.act(t.Switchover("db-0", "db-1", ("db-1", "db-2")), states(w))
+    assert all(s.ok for s in steps), steps
+    demote = index(w, "db-0", "set_read_only(True)")
+    assert demote < index(w, "db-0", "kill_client_connections") < index(w, "db-1", "wait_for")
+    assert index(w, "db-1", "wait_for") < index(w, "db-1", "set_read_only(False)")
+    assert index(w, "db-1", "set_read_only(False)") < index(w, "db-2", "point_at(db-1)")
+    assert w.most_writable == 1 and w.writable() == ["db-1"]
+
+
+def test_switchover_to_a_lagging_target_leaves_it_read_only():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-1"].applies = False
+    steps = e.act(t.Switchover("db-0", "db-1", ("db-1", "db-2")), states(w))
+    assert any(not s.ok and "did not catch up" in s.detail for s in steps)
+    assert w.writable() == [] and w.servers["db-1"].source == "db-0"
+
+
+# -- bootstrap, semi-sync, decommission ------------------------------------------------------------
+def test_bootstrap_creates_accounts_before_replicas_connect_and_semisync_waits_for_them():
+    w = World()
+    e = engine(w)
+    steps = e.act(t.Bootstrap("db-0", ("db-1", "db-2")), states(w))
+    assert all(s.ok for s in steps), steps
+    assert index(w, "db-0", "set_read_only(False)") < index(w, "db-0", "ensure_user(repl)")
+    assert index(w, "db-0", "ensure_user(repl)") < index(w, "db-1", "point_at(db-0)")
+    # with no replica attached yet a semi-sync primary would block its first write
+    assert w.servers["db-0"].semisync_source is False
+    assert w.writable() == ["db-0"]
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_semisync_replicas_acknowledge_before_the_primary_waits_for_them(on):
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    e.act(t.ConfigureSemiSync(on, "db-0", ("db-1", "db-2")), states(w))
+    source = index(w, "db-0", f"set_semisync_source({on})")
+    replicas = [index(w, r, f"set_semisync_replica({on})") for r in ("db-1", "db-2")]
+    # on: the primary waits only once replicas acknowledge; off: it stops waiting first
+    assert (max(replicas) < source) if on else (source < min(replicas))
+
+
+def test_decommission_makes_read_only_before_it_forgets_the_source():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    e.act(t.Decommission(("db-2",)), states(w))
+    assert index(w, "db-2", "set_read_only(True)") < index(w, "db-2", "reset_replica")
+    assert w.servers["db-2"].source is None and w.servers["db-2"].read_only
+
+
+# -- the pass ------------------------------------------------------------------------------------
+def test_a_new_primary_is_recorded_before_any_server_is_touched():
+    w = World()
+    e = engine(w)
+    seen = []
+    out = e.reconcile(ClusterState(), record=lambda st: seen.append((st.current_primary, len(w.log))),
+                      announce=lambda d: seen.append((d.kind, len(w.log))))
+    assert isinstance(out.decision, t.Bootstrap)
+    assert seen == [("db-0", 0), ("Bootstrap", 0)]  # recorded, announced, then acted
+    assert w.writable() == ["db-0"]
+
+
+def test_a_record_that_fails_stops_the_pass_before_it_acts():
+    w = World()
+    e = engine(w)
+
+    def record(st):
+        raise RuntimeError("status patch refused")
+    with pytest.raises(RuntimeError):
+        e.reconcile(ClusterState(), record=record)
+    assert w.log == [] and w.writable() == []
+
+
+def test_steer_sees_the_observations_and_picks_the_wanted_primary():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    state = ClusterState("db-0")
+    seen = []
+
+    def steer(observed, wanted):
+        seen.append(([o.name for o in observed], wanted))
+        return "db-2"
+    out = e.reconcile(state, None, steer=steer)
+    assert seen == [(["db-0", "db-1", "db-2"], None)]
+    assert isinstance(out.decision, t.Switchover) and out.decision.to == "db-2"
+    assert state.current_primary == "db-2" and w.writable() == ["db-2"]
