@@ -162,6 +162,11 @@ class Dialect:
     def set_read_only(self, on: bool) -> list[str]:
         raise NotImplementedError
 
+    def offline_mode(self, on: bool) -> list[str]:
+        """Refuse (on) or accept again (off) connections of accounts without CONNECTION_ADMIN,
+        disconnecting those open; empty where the server has no such mode (MariaDB)."""
+        return []
+
     # semi-sync
     def semisync_plugins(self) -> list[tuple[str, str]]:
         """(plugin name, library) pairs to INSTALL PLUGIN if missing; empty when built in."""
@@ -262,6 +267,9 @@ class MySQLDialect(Dialect):
         if on:
             return ["SET GLOBAL super_read_only = ON"]  # implies read_only
         return ["SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"]
+
+    def offline_mode(self, on: bool) -> list[str]:
+        return [f"SET GLOBAL offline_mode = {'ON' if on else 'OFF'}"]  # SYSTEM_VARIABLES_ADMIN
 
     def semisync_plugins(self) -> list[tuple[str, str]]:
         if self.new_semisync:

@@ -352,11 +352,40 @@ class Instance:
 
     def fence(self, keep_users: Iterable[str] = ()) -> int:
         """Stop a possibly stuck primary from taking writes: kill client connections FIRST (a
-        session waiting for a semi-sync acknowledgement that will never come would block
-        read_only forever; killed, it is never acknowledged), then read-only. Returns kills."""
+        session waiting for a semi-sync acknowledgement that will never come holds the commit
+        lock read-only needs; killed, its client never gets an OK), then read-only. Returns
+        the number of connections killed.
+
+        MySQL does not end the acknowledgement wait of a killed session: it would hold the lock
+        for good (the source timeout is effectively infinite). Such waiters are released by
+        turning the semi-sync source off - only once nobody who could still receive an OK is
+        connected: offline_mode first refuses new connections of accounts without
+        CONNECTION_ADMIN and drops the open ones, a second kill takes the rest, and a session
+        still waiting that was not killed stops the fence (raises). offline_mode is lifted
+        once the server is read-only."""
         killed = self.kill_client_connections(keep_users)
+        if self.ack_waiters() and self.dialect.offline_mode(True):
+            for sql in self.dialect.offline_mode(True):
+                self._run(sql)
+            killed += self.kill_client_connections(keep_users)
+            alive = [w for w in self.ack_waiters() if w["COMMAND"] != "Killed"]
+            if alive:
+                raise InstanceError(
+                    "sessions of " + ", ".join(sorted({str(w["USER"]) for w in alive}))
+                    + " wait for a semi-sync acknowledgement and were not killed: the semi-sync "
+                    "source stays on (turning it off would acknowledge their commits)")
+            for sql, args in self.dialect.disable_semisync_source():
+                self._run(sql, args)
         self.set_read_only(True)
+        for sql in self.dialect.offline_mode(False):  # read-only now: clients may read again
+            self._run(sql)
         return len(killed)
+
+    def ack_waiters(self) -> list[dict]:
+        """PROCESSLIST rows (ID, USER, COMMAND) of sessions waiting for a semi-sync
+        acknowledgement; COMMAND is 'Killed' for those killed while waiting."""
+        return self._run("SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST "
+                         "WHERE STATE LIKE 'Waiting for semi-sync ACK%'", dict_rows=True)
 
     def stop_replica(self) -> None:
         self._run_slow(self.dialect.stop_replica())

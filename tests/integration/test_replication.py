@@ -10,6 +10,7 @@ read-write Service). Each failure prints the servers' error logs.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import pymysql
@@ -263,6 +264,41 @@ def test_failover_after_sigstop_hung_primary(factory):
         old.query("SELECT @@read_only")[0][0] == 1
     assert old.query("SELECT @@read_only")[0][0] == 1
     assert c.primary.name == new.name
+
+
+def test_fence_ends_a_commit_waiting_for_an_acknowledgement_without_acknowledging_it(factory):
+    """A primary cut off from its replicas holds a commit that waits for a semi-sync
+    acknowledgement. Fencing it must make it read-only within its timeout (MySQL does not end
+    that wait on KILL: the fence releases it once no client could still receive an OK), the
+    waiting client gets an error, never an OK, and the fenced server takes connections again."""
+    c = make_cluster(factory, 3, semisync=True)
+    p = c.primary
+    admin = lambda s: Instance(s.host, s.port, OPERATOR_USER, factory.admin_password)  # noqa: E731
+    for r in c.servers[1:]:
+        admin(r).stop_io_thread()
+    outcome: list[str] = []
+
+    def commit():
+        try:
+            with c.app_conn(p, timeout=60) as conn, conn.cursor() as cur:
+                cur.execute(f"INSERT INTO {DB}.t VALUES (4242, 'waits for an ack')")
+            outcome.append("ok")
+        except pymysql.err.MySQLError as e:
+            outcome.append(f"error {e.args[0]}")
+    writer = threading.Thread(target=commit)
+    writer.start()
+    wait_for(lambda: admin(p).ack_waiters(), 10, "the commit to wait for an acknowledgement")
+    fenced = admin(p)
+    fenced.slow_timeout = 10  # read_only waiting on the stuck commit would fail the fence
+    assert fenced.fence() >= 1
+    writer.join(20)
+    assert not writer.is_alive() and outcome and outcome[0].startswith("error"), outcome
+    assert p.query("SELECT @@read_only")[0][0] == 1
+    assert admin(p).ack_waiters() == []
+    with c.app_conn(p) as conn, conn.cursor() as cur:  # connections are accepted again
+        with pytest.raises(pymysql.err.MySQLError) as e:
+            cur.execute(f"INSERT INTO {DB}.t VALUES (4243, 'refused')")
+        assert e.value.args[0] == 1290  # read-only
 
 
 def test_short_blip_below_delay_does_not_fail_over(factory):
