@@ -4,11 +4,18 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test unit integration e2e binaries node-binaries images deps control-plane \
+.PHONY: test lint unit integration e2e binaries node-binaries images deps control-plane \
         cluster-up cluster-down demo venv clean
 
-test: deps venv binaries node-binaries images ## everything: builds what is missing, runs unit, integration and e2e tests
+test: deps venv binaries node-binaries images lint ## everything: builds what is missing, lints, runs unit, integration and e2e tests
 	$(PY) -m pytest tests e2e
+
+SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
+lint: venv ## ruff, mypy --strict on the pure modules, shellcheck
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/shellcheck --shell=bash --severity=warning $(SHELL_SCRIPTS)
+	$(VENV)/bin/shellcheck --shell=bash mysql_operator/manifests/sh/*.sh
 
 unit: venv ## pure logic only, no processes
 	$(PY) -m pytest tests/unit

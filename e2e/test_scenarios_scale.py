@@ -106,7 +106,7 @@ def test_a_spec_edit_rolls_replicas_first_and_the_primary_last_through_a_switcho
     try:
         c.patch_spec({"config": {"myCnf": "max_connections = 211\n"}})
         wait_for(lambda: len(restarted) == 3, 300, "every Pod restarted by the roll")
-        st = c.wait_ready(300, "Ready after the roll", instances=3)
+        c.wait_ready(300, "Ready after the roll", instances=3)
     finally:
         stop.set()
         watcher.join(5)

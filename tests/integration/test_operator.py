@@ -236,7 +236,7 @@ def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, oper
     created = objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("shop", spec))
     uid = created["metadata"]["uid"]
 
-    expected = {f"Secret/shop-credentials", "ConfigMap/shop-config", "Service/shop-headless",
+    expected = {"Secret/shop-credentials", "ConfigMap/shop-config", "Service/shop-headless",
                 "Service/shop-rw", "Service/shop-ro", "StatefulSet/shop", "PodDisruptionBudget/shop",
                 "Secret/shop-ca", "Secret/shop-tls", "Secret/shop-ca-bundle"}  # TLS: mysql_operator/certificates.py
     live = wait_for(lambda: (o := _owned_objects(api, ns, "shop")) and expected <= set(o) and o,

@@ -11,11 +11,12 @@ import pytest
 from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.replication import Member, Step
-from tests.integration.test_replication import (  # noqa: F401 - fixture
-    DB, REPL, Writer, factory, make_cluster,
-)
+from tests.integration import test_replication as _replication
+from tests.integration.test_replication import DB, REPL, Writer, make_cluster
 from tests.support.mariadb import ADMIN_USER, OPERATOR_USER, missing_binaries
 from tests.support.wait import wait_for
+
+factory = _replication.factory  # its module-scoped fixture: real servers per flavor
 
 pytestmark = pytest.mark.skipif(
     bool(missing_binaries()),

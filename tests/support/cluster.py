@@ -33,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from tests.support import controlplane as cp_mod
-from tests.support.controlplane import ControlPlane, ControlPlaneError, binary, free_port
+from tests.support.controlplane import ControlPlane, binary, free_port
 
 BRIDGE = "mysqlop0"
 NODE_IP = "10.244.0.1"
@@ -130,7 +130,7 @@ class Cluster:
                     raise ClusterError(
                         f"another local cluster holds {LOCK} (pid {_read(LOCK)}); "
                         "stop it with `make cluster-down`"
-                    )
+                    ) from None
                 time.sleep(1)
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())

@@ -12,7 +12,7 @@ from mysql_operator.api import parse
 from mysql_operator.cli_backup import register, restored_cluster, result_of
 from mysql_operator.handlers.backups import job_outcome, storage_for
 from mysql_operator.manifests.backup_jobs import (DELETE_DATA_ANNOTATION, CLIENT_TOOLS_DIR, SCHEDULED_AT_ANNOTATION,
-                                                  backup_args, backup_job, job_name, restore_job,
+                                                  backup_job, job_name, restore_job,
                                                   scheduled_backup)
 from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
 from mysql_operator.api import parse_backup

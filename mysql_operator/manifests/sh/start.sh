@@ -1,0 +1,41 @@
+#!/bin/bash
+set -euo pipefail
+DATA_ROOT="${MYSQL_OPERATOR_DATA_ROOT:-/var/lib/mysql}"
+RUN_DIR="${MYSQL_OPERATOR_RUN_DIR:-/run/mysql-operator}"
+CONFIG_DIR="${MYSQL_OPERATOR_CONFIG_DIR:-/opt/mysql-operator/config}"
+FLAVOR="${MYSQL_OPERATOR_FLAVOR:?MYSQL_OPERATOR_FLAVOR must be mysql or mariadb}"
+PORT="${MYSQL_OPERATOR_PORT:-3306}"
+POD_NAME="${POD_NAME:-$(hostname)}"
+ORDINAL="${POD_NAME##*-}"
+case "$ORDINAL" in
+  ''|*[!0-9]*) echo "start: cannot read an ordinal from pod name $POD_NAME" >&2; exit 1 ;;
+esac
+REPORT_HOST="$POD_NAME"
+if [ -n "${HEADLESS_SERVICE:-}" ] && [ -n "${POD_NAMESPACE:-}" ]; then
+  REPORT_HOST="$POD_NAME.$HEADLESS_SERVICE.$POD_NAMESPACE.svc"
+fi
+
+umask 077
+mkdir -p "$RUN_DIR"
+{
+  cat "$CONFIG_DIR/my.cnf"
+  printf '\n[mysqld]\n# identity of this instance, from its ordinal %s\n' "$ORDINAL"
+  printf 'server_id = %s\nreport_host = %s\nreport_port = %s\n' "$((ORDINAL + 1))" "$REPORT_HOST" "$PORT"
+} > "$RUN_DIR/my.cnf"
+case "${MYSQL_OPERATOR_PASSWORD:-}" in
+  *$'\n'*|*$'\r'*)
+    echo "start: MYSQL_OPERATOR_PASSWORD contains a line break, which client.cnf cannot hold: set a single-line operator-password in the credentials Secret" >&2
+    exit 1 ;;
+esac
+pw=$(printf '%s' "${MYSQL_OPERATOR_PASSWORD:-}" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')
+printf '[client]\nuser = "%s"\npassword = "%s"\nsocket = "%s"\n' \
+  "${MYSQL_OPERATOR_USER:-mysql-operator}" "$pw" "$RUN_DIR/mysqld.sock" > "$RUN_DIR/client.cnf"
+unset pw MYSQL_OPERATOR_PASSWORD
+
+case "$FLAVOR" in
+  mysql) SERVER=mysqld ;;
+  mariadb) SERVER=mariadbd ;;
+  *) echo "start: unknown flavor $FLAVOR" >&2; exit 1 ;;
+esac
+exec "$SERVER" --defaults-file="$RUN_DIR/my.cnf" --datadir="$DATA_ROOT/data" \
+  --socket="$RUN_DIR/mysqld.sock" --pid-file="$RUN_DIR/mysqld.pid" --port="$PORT" "$@"
