@@ -159,7 +159,7 @@ def post_events(api: client.ApiClient, involved: Mapping[str, Any],
     meta = involved["metadata"]
     core = client.CoreV1Api(api)
     now = dt.datetime.now(dt.timezone.utc)
-    for n, (etype, reason, message) in enumerate(events):
+    for etype, reason, message in events:
         body = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {"apiVersion": involved.get("apiVersion", f"{GROUP}/{VERSION}"),
