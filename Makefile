@@ -11,8 +11,9 @@ test: deps venv binaries node-binaries images lint ## everything: builds what is
 	$(PY) -m pytest tests e2e
 
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
-lint: venv ## ruff, mypy --strict on the pure modules, shellcheck
+lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck --shell=bash --severity=warning $(SHELL_SCRIPTS)
 	$(VENV)/bin/shellcheck --shell=bash mysql_operator/manifests/sh/*.sh

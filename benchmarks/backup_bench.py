@@ -71,28 +71,49 @@ def sql(server, *stmts):
 
 def grow_to(server, mb: int) -> int:
     """Add rows to bench.t until the table holds about `mb` MiB of row data. Returns bytes."""
-    sql(server, "CREATE DATABASE IF NOT EXISTS bench",
+    sql(
+        server,
+        "CREATE DATABASE IF NOT EXISTS bench",
         "CREATE TABLE IF NOT EXISTS bench.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, k INT, "
-        "h CHAR(64), txt VARCHAR(600), n DOUBLE) ENGINE=InnoDB")
+        "h CHAR(64), txt VARCHAR(600), n DOUBLE) ENGINE=InnoDB",
+    )
+
     def size():
-        return int(sql(server, "SELECT COALESCE(SUM(data_length),0) FROM information_schema.tables "
-                               "WHERE table_schema='bench'")[0][0])
+        return int(
+            sql(
+                server,
+                "SELECT COALESCE(SUM(data_length),0) FROM information_schema.tables "
+                "WHERE table_schema='bench'",
+            )[0][0]
+        )
+
     while size() < mb * 1024 * 1024:
         # ~ 700 bytes per row, half compressible text, half hashes
-        sql(server, "INSERT INTO bench.t (k, h, txt, n) SELECT FLOOR(RAND()*1e6), SHA2(RAND(), 256), "
-                    "CONCAT(REPEAT('lorem ipsum dolor ', 12), SHA2(RAND(), 512), SHA2(RAND(), 512), "
-                    "SHA2(RAND(), 512)), RAND() FROM mysql.seq_1_to_200000",
-            "ANALYZE TABLE bench.t")
+        sql(
+            server,
+            "INSERT INTO bench.t (k, h, txt, n) SELECT FLOOR(RAND()*1e6), SHA2(RAND(), 256), "
+            "CONCAT(REPEAT('lorem ipsum dolor ', 12), SHA2(RAND(), 512), SHA2(RAND(), 512), "
+            "SHA2(RAND(), 512)), RAND() FROM mysql.seq_1_to_200000",
+            "ANALYZE TABLE bench.t",
+        )
     return size()
 
 
 def backup_ours(server, s3srv, bucket, name, password, part) -> tuple[float, dict]:
-    args = {"bucket": bucket, "endpoint": s3srv.endpoint, "name": name, "part": part, "port": server.port,
-            "user": ADMIN_USER, "ak": s3srv.access_key}
+    args = {
+        "bucket": bucket,
+        "endpoint": s3srv.endpoint,
+        "name": name,
+        "part": part,
+        "port": server.port,
+        "user": ADMIN_USER,
+        "ak": s3srv.access_key,
+    }
     env = {**os.environ, "SK": s3srv.secret_key, "PW": password}
     t = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], env=env, check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(args)], env=env, check=True, capture_output=True, text=True
+    )
     return time.monotonic() - t, json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -135,7 +156,7 @@ def pairs(n, raw, ours):
     out = []
     for i in range(n):
         got = {}
-        for name in (("raw", "ours") if i % 2 == 0 else ("ours", "raw")):
+        for name in ("raw", "ours") if i % 2 == 0 else ("ours", "raw"):
             os.sync()
             got[name] = raw() if name == "raw" else ours()
         out.append((got["raw"], got["ours"]))
@@ -169,23 +190,35 @@ def main() -> int:
         for label, mb in (("small", a.small_mb), ("large", a.large_mb)):
             t0 = time.monotonic()
             data = grow_to(src, mb)
-            print(f"[bench] {label}: {data / 2**20:.0f} MiB of rows in {time.monotonic() - t0:.0f}s", file=sys.stderr)
+            print(
+                f"[bench] {label}: {data / 2**20:.0f} MiB of rows in {time.monotonic() - t0:.0f}s",
+                file=sys.stderr,
+            )
             infos = []
 
             def ours():
                 t, info = backup_ours(src, s3srv, bucket, f"b-{label}", pw, part)
                 infos.append(info)
                 return t
+
             timings = pairs(a.pairs, lambda: backup_raw(src, pw), ours)
             backups[label] = (data, timings, infos)
-            print(f"[bench] {label} backup (raw, ours): {fmt([x for p in timings for x in p], '{:.1f}')} "
-                  f"ratios {fmt(ratios(timings))}; {infos}", file=sys.stderr)
+            print(
+                f"[bench] {label} backup (raw, ours): {fmt([x for p in timings for x in p], '{:.1f}')} "
+                f"ratios {fmt(ratios(timings))}; {infos}",
+                file=sys.stderr,
+            )
 
         restores = []
         same = None
         if not a.backup_only:
-            s3 = S3(bucket=bucket, credentials_secret=SecretKeys("x"), prefix="bench", endpoint=s3srv.endpoint,
-                    force_path_style=True)
+            s3 = S3(
+                bucket=bucket,
+                credentials_secret=SecretKeys("x"),
+                prefix="bench",
+                endpoint=s3srv.endpoint,
+                force_path_style=True,
+            )
             local = work / "large.sql.zst"
             with open(local, "wb") as f:
                 s3srv.client().download_fileobj(bucket, "bench/bench/b-large/backup.sql.zst", f)
@@ -206,39 +239,58 @@ def main() -> int:
                 return took
 
             def ours_restore(target):
-                restore_into(Target("127.0.0.1", target.port, ADMIN_USER, pw), Source(s3, "bench/b-large"),
-                             storage.Credentials(s3srv.access_key, s3srv.secret_key))
+                restore_into(
+                    Target("127.0.0.1", target.port, ADMIN_USER, pw),
+                    Source(s3, "bench/b-large"),
+                    storage.Credentials(s3srv.access_key, s3srv.secret_key),
+                )
 
-            restores = pairs(a.pairs, lambda: measured(lambda t: restore_raw(t, pw, local)),
-                             lambda: measured(ours_restore))
-            print(f"[bench] restore (raw, ours): {fmt([x for p in restores for x in p], '{:.1f}')} "
-                  f"ratios {fmt(ratios(restores))}", file=sys.stderr)
+            restores = pairs(
+                a.pairs, lambda: measured(lambda t: restore_raw(t, pw, local)), lambda: measured(ours_restore)
+            )
+            print(
+                f"[bench] restore (raw, ours): {fmt([x for p in restores for x in p], '{:.1f}')} "
+                f"ratios {fmt(ratios(restores))}",
+                file=sys.stderr,
+            )
 
         data, timings, infos = backups["large"]
         print()
-        print(f"database: {data / 2**20:.0f} MiB of InnoDB row data; dump {infos[0]['uncompressed'] / 2**20:.0f} MiB, "
-              f"zstd -3 {infos[0]['compressed'] / 2**20:.0f} MiB; part size {a.part_mib} MiB; {a.pairs} pairs per "
-              f"measure; restored tables equal: {same}")
+        print(
+            f"database: {data / 2**20:.0f} MiB of InnoDB row data; dump {infos[0]['uncompressed'] / 2**20:.0f} MiB, "
+            f"zstd -3 {infos[0]['compressed'] / 2**20:.0f} MiB; part size {a.part_mib} MiB; {a.pairs} pairs per "
+            f"measure; restored tables equal: {same}"
+        )
         print(f"{'measure':<34}{'ours':>8}{'raw':>8}{'ratio':>7}   per-pair ratios")
         for label in ("small", "large"):
             d, t, inf = backups[label]
             inside = [(r, i["inside_s"]) for (r, _), i in zip(t, inf)]
-            for name, tt in ((f"backup time, {label} ({d / 2**20:.0f} MiB) (s)", inside),
-                             ("  same, with Python start+imports", t)):
-                print(f"{name:<34}{statistics.median(o for _, o in tt):>8.1f}{statistics.median(r for r, _ in tt):>8.1f}"
-                      f"{statistics.median(ratios(tt)):>7.2f}   {fmt(ratios(tt))}")
+            for name, tt in (
+                (f"backup time, {label} ({d / 2**20:.0f} MiB) (s)", inside),
+                ("  same, with Python start+imports", t),
+            ):
+                print(
+                    f"{name:<34}{statistics.median(o for _, o in tt):>8.1f}{statistics.median(r for r, _ in tt):>8.1f}"
+                    f"{statistics.median(ratios(tt)):>7.2f}   {fmt(ratios(tt))}"
+                )
         if restores:
-            print(f"{'restore time, large (s)':<34}{statistics.median(o for _, o in restores):>8.1f}"
-                  f"{statistics.median(r for r, _ in restores):>8.1f}{statistics.median(ratios(restores)):>7.2f}"
-                  f"   {fmt(ratios(restores))}")
+            print(
+                f"{'restore time, large (s)':<34}{statistics.median(o for _, o in restores):>8.1f}"
+                f"{statistics.median(r for r, _ in restores):>8.1f}{statistics.median(ratios(restores)):>7.2f}"
+                f"   {fmt(ratios(restores))}"
+            )
         for label in ("small", "large"):
             d, _, inf = backups[label]
             name = f"backup peak RSS, {label} ({d / 2**20:.0f} MiB)"
-            print(f"{name:<34}{max(i['rss_kib'] for i in inf) / 1024:>7.0f}M{'':>15}   "
-                  f"(max of {len(inf)} runs; dump+zstd children peak {max(i['children_rss_kib'] for i in inf) / 1024:.0f}M)")
-        print("backup time: the run_backup call in its own process (restore_into is timed the same way); "
-              "'same, with\nPython start+imports' adds starting that process and importing the operator "
-              "(kubernetes client, boto3)")
+            print(
+                f"{name:<34}{max(i['rss_kib'] for i in inf) / 1024:>7.0f}M{'':>15}   "
+                f"(max of {len(inf)} runs; dump+zstd children peak {max(i['children_rss_kib'] for i in inf) / 1024:.0f}M)"
+            )
+        print(
+            "backup time: the run_backup call in its own process (restore_into is timed the same way); "
+            "'same, with\nPython start+imports' adds starting that process and importing the operator "
+            "(kubernetes client, boto3)"
+        )
     finally:
         factory.close()
         s3srv.stop()

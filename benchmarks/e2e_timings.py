@@ -30,8 +30,9 @@ def main() -> int:
     rc = 0
     if not args.print:
         files = sorted(str(p.relative_to(REPO)) for p in (REPO / "e2e").glob("test_scenarios_*.py"))
-        rc = subprocess.run([sys.executable, "-m", "pytest", "-q", *files, *args.pytest_args],
-                            cwd=REPO).returncode
+        rc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", *files, *args.pytest_args], cwd=REPO
+        ).returncode
     if not TIMINGS_FILE.exists():
         print(f"no timings at {TIMINGS_FILE}: run the scenarios first", file=sys.stderr)
         return rc or 1

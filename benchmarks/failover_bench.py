@@ -69,11 +69,15 @@ class OperatorLoop(threading.Thread):
                 self.stop_event.wait(self.interval)
                 continue
             self.timeline.append((began, time.monotonic(), out.decision.kind))
-            if self.state.current_primary and (not self.primaries
-                                               or self.primaries[-1] != self.state.current_primary):
+            if self.state.current_primary and (
+                not self.primaries or self.primaries[-1] != self.state.current_primary
+            ):
                 self.primaries.append(self.state.current_primary)
-            self.failed_steps += [f"{s.instance} {s.action}: {s.detail}" for s in out.steps
-                                  if not s.ok and s.action != "held-out"]
+            self.failed_steps += [
+                f"{s.instance} {s.action}: {s.detail}"
+                for s in out.steps
+                if not s.ok and s.action != "held-out"
+            ]
             self.last = out
             self.stop_event.wait(t.next_pass_in(out.decision, self.interval))
 
@@ -115,8 +119,9 @@ class Writer(threading.Thread):
 class Probe(threading.Thread):
     """Tries a write on one server directly; records (server, monotonic ack time) of successes."""
 
-    def __init__(self, server: MariaDBServer, sink: list[tuple[float, str]], lock: threading.Lock,
-                 every: float = 0.05):
+    def __init__(
+        self, server: MariaDBServer, sink: list[tuple[float, str]], lock: threading.Lock, every: float = 0.05
+    ):
         super().__init__(daemon=True)
         self.server, self.sink, self.lock, self.every = server, sink, lock, every
         self.stop_event = threading.Event()
@@ -182,20 +187,29 @@ def percentile(values: list[float], p: float) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--deadline", type=float, default=1500.0, help="stop starting rounds after this many seconds")
+    ap.add_argument(
+        "--deadline", type=float, default=1500.0, help="stop starting rounds after this many seconds"
+    )
     args = ap.parse_args()
     if missing_binaries():
-        print(f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
-              "run hack/install-deps.sh", file=sys.stderr)
+        print(
+            f"MariaDB server binaries missing ({', '.join(missing_binaries())}): run hack/install-deps.sh",
+            file=sys.stderr,
+        )
         return 2
 
     spec = Replication()  # the spec defaults, as the CRD fills them in
     loop_seconds = OperatorConfig().loop_seconds
-    settings = t.Settings(instances=3, failover_enabled=spec.failover.enabled,
-                          failover_delay_seconds=float(spec.failover.delay_seconds),
-                          semisync=spec.mode == "semisync")
-    print(f"settings: 3 instances, mode {spec.mode}, failover delay {settings.failover_delay_seconds:g}s "
-          f"(spec default), operator loop every {loop_seconds:g}s (OperatorConfig default)")
+    settings = t.Settings(
+        instances=3,
+        failover_enabled=spec.failover.enabled,
+        failover_delay_seconds=float(spec.failover.delay_seconds),
+        semisync=spec.mode == "semisync",
+    )
+    print(
+        f"settings: 3 instances, mode {spec.mode}, failover delay {settings.failover_delay_seconds:g}s "
+        f"(spec default), operator loop every {loop_seconds:g}s (OperatorConfig default)"
+    )
 
     started = time.monotonic()
     factory = MariaDBFactory()
@@ -211,14 +225,23 @@ def main() -> int:
         by_name = {s.name: s for s in servers}
         engine = ReplicationEngine(
             [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)],
-            Credentials(ADMIN_USER, factory.admin_password), REPL, settings, app=APP, app_database=DB)
+            Credentials(ADMIN_USER, factory.admin_password),
+            REPL,
+            settings,
+            app=APP,
+            app_database=DB,
+        )
         loop = OperatorLoop(engine, loop_seconds)
         loop.start()
 
         def healthy() -> bool:
             out = loop.last
-            return (out is not None and isinstance(out.decision, t.Healthy)
-                    and all(s.reachable for s in out.observed))
+            return (
+                out is not None
+                and isinstance(out.decision, t.Healthy)
+                and all(s.reachable for s in out.observed)
+            )
+
         wait_for(healthy, 120, "the cluster to bootstrap healthy")
         primary = by_name[loop.state.current_primary]
         with app_conn(primary, timeout=5) as conn, conn.cursor() as cur:
@@ -238,8 +261,11 @@ def main() -> int:
             wait_for(healthy, 120, f"round {number}: a healthy cluster")
             old = by_name[loop.state.current_primary]
             mark = len(writer.acked)
-            wait_for(lambda: sum(1 for _, s, _ in writer.acked[mark:] if s == old.name) >= 50, 60,
-                     f"round {number}: 50 acknowledged writes on {old.name}")
+            wait_for(
+                lambda: sum(1 for _, s, _ in writer.acked[mark:] if s == old.name) >= 50,
+                60,
+                f"round {number}: 50 acknowledged writes on {old.name}",
+            )
             r = Round(number, old.name)
             rounds.append(r)
             steps_before = len(loop.failed_steps)
@@ -251,6 +277,7 @@ def main() -> int:
                     if ts > killed_at and s != old.name:
                         return (s, ts)
                 return None
+
             try:
                 r.new, ts = wait_for(first_new_ack, 120, f"round {number}: a write on a new primary")
             except Timeout as e:
@@ -270,16 +297,31 @@ def main() -> int:
                 if isinstance(out.decision, t.Errant) and old.name in out.decision.instances:
                     return "held out: " + "; ".join(out.decision.reasons)
                 me = next(s for s in out.observed if s.name == old.name)
-                if (isinstance(out.decision, t.Healthy) and me.reachable and me.source == r.new
-                        and me.io_running and me.sql_running):
+                if (
+                    isinstance(out.decision, t.Healthy)
+                    and me.reachable
+                    and me.source == r.new
+                    and me.io_running
+                    and me.sql_running
+                ):
                     return "rejoined"
                 return None
+
             r.rejoined = wait_for(rejoined, 120, f"round {number}: {old.name} to rejoin")
             r.failed_steps = loop.failed_steps[steps_before:]
-            r.decided = next((began - killed_at for began, _, kind in list(loop.timeline)
-                              if began > killed_at and kind == "Failover"), None)
-            print(f"round {number:2d}: {r.old} killed -> {r.new} accepting writes after {r.seconds:.2f}s; "
-                  f"acknowledged {r.acked}, lost {r.lost}; {r.old} {r.rejoined}", flush=True)
+            r.decided = next(
+                (
+                    began - killed_at
+                    for began, _, kind in list(loop.timeline)
+                    if began > killed_at and kind == "Failover"
+                ),
+                None,
+            )
+            print(
+                f"round {number:2d}: {r.old} killed -> {r.new} accepting writes after {r.seconds:.2f}s; "
+                f"acknowledged {r.acked}, lost {r.lost}; {r.old} {r.rejoined}",
+                flush=True,
+            )
             if r.rejoined != "rejoined":
                 print(f"stopping: {r.old} was not allowed back ({r.rejoined})")
                 break
@@ -308,25 +350,35 @@ def main() -> int:
     # sequence of primaries the loop published
     two_at_once = accepted != loop.primaries
     print()
-    print("| round | killed | new primary | kill -> start of the loop pass that fails over | kill -> first write on new primary "
-          "| acknowledged rows (cumulative) | lost | old primary |")
+    print(
+        "| round | killed | new primary | kill -> start of the loop pass that fails over | kill -> first write on new primary "
+        "| acknowledged rows (cumulative) | lost | old primary |"
+    )
     print("|---:|---|---|---:|---:|---:|---:|---|")
     for r in rounds:
         secs = f"{r.seconds:.2f} s" if r.seconds is not None else "no new primary"
         decided = f"{r.decided:.2f} s" if r.decided is not None else "-"
-        print(f"| {r.number} | {r.old} | {r.new or '-'} | {decided} | {secs} | {r.acked} | {r.lost} "
-              f"| {r.rejoined or '-'} |")
+        print(
+            f"| {r.number} | {r.old} | {r.new or '-'} | {decided} | {secs} | {r.acked} | {r.lost} "
+            f"| {r.rejoined or '-'} |"
+        )
     print()
     if done:
         secs = [r.seconds for r in done]
         print(f"rounds completed: {len(done)} of {args.rounds} requested")
-        print(f"kill -> first write accepted on the new primary: p50 {statistics.median(secs):.2f} s, "
-              f"p99 {percentile(secs, 99):.2f} s, max {max(secs):.2f} s, min {min(secs):.2f} s")
-    print(f"acknowledged rows: {len(writer.acked) if writer else 0}; lost acknowledged rows: "
-          f"{sum(r.lost for r in rounds)}")
-    print(f"two servers accepting writes at once: {'YES' if two_at_once else 'no'} "
-          f"(probe acknowledgements {len(probe_acks)}; accepting servers in order: "
-          f"{' '.join(accepted)}; published primaries: {' '.join(loop.primaries)})")
+        print(
+            f"kill -> first write accepted on the new primary: p50 {statistics.median(secs):.2f} s, "
+            f"p99 {percentile(secs, 99):.2f} s, max {max(secs):.2f} s, min {min(secs):.2f} s"
+        )
+    print(
+        f"acknowledged rows: {len(writer.acked) if writer else 0}; lost acknowledged rows: "
+        f"{sum(r.lost for r in rounds)}"
+    )
+    print(
+        f"two servers accepting writes at once: {'YES' if two_at_once else 'no'} "
+        f"(probe acknowledgements {len(probe_acks)}; accepting servers in order: "
+        f"{' '.join(accepted)}; published primaries: {' '.join(loop.primaries)})"
+    )
     steps = [s for r in rounds for s in r.failed_steps]
     if steps:
         print(f"steps not ok during rounds ({len(steps)}): " + "; ".join(steps[:5]))

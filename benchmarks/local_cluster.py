@@ -73,11 +73,15 @@ def _mariadb_pod(name: str) -> dict:
         "metadata": {"name": name},
         "spec": {
             "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "mariadb", "image": MARIADB_IMAGE, "imagePullPolicy": "Never",
-                "env": [{"name": "MARIADB_ROOT_PASSWORD", "value": BENCH_PASSWORD}],
-                "ports": [{"containerPort": 3306}],
-            }],
+            "containers": [
+                {
+                    "name": "mariadb",
+                    "image": MARIADB_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "env": [{"name": "MARIADB_ROOT_PASSWORD", "value": BENCH_PASSWORD}],
+                    "ports": [{"containerPort": 3306}],
+                }
+            ],
         },
     }
 
@@ -92,13 +96,18 @@ def pod_rounds(cluster: Cluster, pods: int, out: dict[str, list[float]]) -> None
             name = f"mariadb-{i}"
             t0 = time.monotonic()
             core.create_namespaced_pod(ns, _mariadb_pod(name))
-            pod = wait_for(lambda: (p := core.read_namespaced_pod(name, ns)).status.phase == "Running" and p,
-                           120, f"{name} Running", interval=0.05)
+            pod = wait_for(
+                lambda: (p := core.read_namespaced_pod(name, ns)).status.phase == "Running" and p,
+                120,
+                f"{name} Running",
+                interval=0.05,
+            )
             out.setdefault("MariaDB Pod: create to Running", []).append(time.monotonic() - t0)
 
             def answers():
-                conn = pymysql.connect(host=pod.status.pod_ip, user="root", password=BENCH_PASSWORD,
-                                       connect_timeout=1)
+                conn = pymysql.connect(
+                    host=pod.status.pod_ip, user="root", password=BENCH_PASSWORD, connect_timeout=1
+                )
                 with conn, conn.cursor() as cur:
                     cur.execute("SELECT 1")
                     return cur.fetchone()[0] == 1
@@ -131,8 +140,10 @@ def format_table(rows: dict[str, list[float]]) -> str:
     head = f"| {'measurement':<46} | {'n':>2} | {'min s':>6} | {'median s':>8} | {'max s':>6} |"
     lines = [head, "|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|"]
     for name, values in rows.items():
-        lines.append(f"| {name:<46} | {len(values):>2} | {min(values):>6.1f} | "
-                     f"{statistics.median(values):>8.1f} | {max(values):>6.1f} |")
+        lines.append(
+            f"| {name:<46} | {len(values):>2} | {min(values):>6.1f} | "
+            f"{statistics.median(values):>8.1f} | {max(values):>6.1f} |"
+        )
     return "\n".join(lines)
 
 

@@ -35,18 +35,22 @@ def _proc_stat(pid: int) -> tuple[float, int, int]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     cpu = (int(fields[11]) + int(fields[12])) / ticks
-    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
     return cpu, int(status["VmRSS"].split()[0]), int(status["VmHWM"].split()[0])
 
 
 def _count_owned(api, ns: str) -> int:
     sel = "app.kubernetes.io/managed-by=mysql-operator"
     core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
-    return (len(core.list_namespaced_secret(ns, label_selector=sel).items)
-            + len(core.list_namespaced_config_map(ns, label_selector=sel).items)
-            + len(core.list_namespaced_service(ns, label_selector=sel).items)
-            + len(apps.list_namespaced_stateful_set(ns, label_selector=sel).items)
-            + len(policy.list_namespaced_pod_disruption_budget(ns, label_selector=sel).items))
+    return (
+        len(core.list_namespaced_secret(ns, label_selector=sel).items)
+        + len(core.list_namespaced_config_map(ns, label_selector=sel).items)
+        + len(core.list_namespaced_service(ns, label_selector=sel).items)
+        + len(apps.list_namespaced_stateful_set(ns, label_selector=sel).items)
+        + len(policy.list_namespaced_pod_disruption_budget(ns, label_selector=sel).items)
+    )
 
 
 def main(argv=None) -> int:
@@ -66,28 +70,64 @@ def main(argv=None) -> int:
         for path in sorted((REPO / "crds").glob("*.yaml")):
             crd = yaml.safe_load(path.read_text())
             ext.create_custom_resource_definition(crd)
-            wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
-                                 ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []),
-                     30, "CRD established")
+            wait_for(
+                lambda: any(
+                    c.type == "Established" and c.status == "True"
+                    for c in ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions
+                    or []
+                ),
+                30,
+                "CRD established",
+            )
         ns = "bench"
         client.CoreV1Api(api).create_namespace({"metadata": {"name": ns}})
         objs = client.CustomObjectsApi(api)
-        wait_for(lambda: objs.list_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters") is not None,
-                 30, "mysqlclusters served")
+        wait_for(
+            lambda: objs.list_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters") is not None,
+            30,
+            "mysqlclusters served",
+        )
         log = open(Path(cp.workdir) / "operator.log", "wb")  # noqa: SIM115 - lives as long as the process
         env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
-        proc = subprocess.Popen([sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns,
-                                 "--kubeconfig", str(cp.admin_kubeconfig), "--loop-seconds", str(args.loop_seconds)],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mysql_operator.cli",
+                "run",
+                "--namespace",
+                ns,
+                "--kubeconfig",
+                str(cp.admin_kubeconfig),
+                "--loop-seconds",
+                str(args.loop_seconds),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )
         log_path = Path(cp.workdir) / "operator.log"
-        wait_for(lambda: b"Initial authentication has finished" in log_path.read_bytes(), 60, "operator started")
+        wait_for(
+            lambda: b"Initial authentication has finished" in log_path.read_bytes(), 60, "operator started"
+        )
         _, rss_idle, _ = _proc_stat(proc.pid)
 
         t0 = time.monotonic()
         for n in range(args.clusters):
-            objs.create_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters", {
-                "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": f"c{n:03d}"},
-                "spec": {"flavor": "mariadb", "instances": 3, "storage": {"size": "1Gi"}}})
+            objs.create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                ns,
+                "mysqlclusters",
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "MySQLCluster",
+                    "metadata": {"name": f"c{n:03d}"},
+                    "spec": {"flavor": "mariadb", "instances": 3, "storage": {"size": "1Gi"}},
+                },
+            )
         created = time.monotonic() - t0
         want = args.clusters * OWNED_PER_CLUSTER
         wait_for(lambda: _count_owned(api, ns) >= want, 900, f"{want} owned objects", interval=1.0)
@@ -96,6 +136,7 @@ def main(argv=None) -> int:
         def statuses():
             items = objs.list_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters")["items"]
             return sum(1 for i in items if (i.get("status") or {}).get("observedGeneration") == 1)
+
         wait_for(lambda: statuses() == args.clusters, 900, "every status published", interval=1.0)
         all_status = time.monotonic() - t0
 
@@ -115,8 +156,10 @@ def main(argv=None) -> int:
             ("operator RSS idle (0 clusters)", f"{rss_idle / 1024:.0f} MiB"),
             ("operator RSS after settling", f"{rss / 1024:.0f} MiB"),
             ("operator peak RSS", f"{peak / 1024:.0f} MiB"),
-            (f"steady-state CPU ({args.measure:.0f} s window, loop {args.loop_seconds:g} s)",
-             f"{cpu_pct:.1f} % of one core"),
+            (
+                f"steady-state CPU ({args.measure:.0f} s window, loop {args.loop_seconds:g} s)",
+                f"{cpu_pct:.1f} % of one core",
+            ),
             ("machine", f"{os.cpu_count()} cores"),
         ]
         width = max(len(k) for k, _ in rows)

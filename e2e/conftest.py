@@ -34,9 +34,13 @@ class ClusterHandle:
         from tests.support.s3 import S3Server
 
         url = urlparse(self.s3_state["endpoint"])
-        return S3Server(root=Path(self.logs_dir), host=url.hostname, port=url.port,
-                        access_key=self.s3_state["access_key"],
-                        secret_key=self.s3_state["secret_key"])
+        return S3Server(
+            root=Path(self.logs_dir),
+            host=url.hostname,
+            port=url.port,
+            access_key=self.s3_state["access_key"],
+            secret_key=self.s3_state["secret_key"],
+        )
 
     def api_client(self):
         from kubernetes import config
@@ -48,7 +52,8 @@ class ClusterHandle:
 def local_cluster():
     """Reuse a cluster started by `make cluster-up`, else start one for this session."""
     missing = missing_binaries() + [
-        b for b in ("kubelet", "kube-proxy", "coredns", "local-path-provisioner", "kube-router")
+        b
+        for b in ("kubelet", "kube-proxy", "coredns", "local-path-provisioner", "kube-router")
         if not _has_binary(b)
     ]
     if missing:
@@ -106,16 +111,38 @@ def operator_release(local_cluster):
     from tests.support.controlplane import binary
 
     helm = str(binary("helm"))
-    env = {**os.environ, "KUBECONFIG": local_cluster.kubeconfig,
-           "HELM_CACHE_HOME": "/var/tmp/mysqlop-helm/cache",
-           "HELM_CONFIG_HOME": "/var/tmp/mysqlop-helm/config",
-           "HELM_DATA_HOME": "/var/tmp/mysqlop-helm/data"}
-    existed = subprocess.run([helm, "status", "mysql-operator", "--namespace", OPERATOR_NAMESPACE],
-                             capture_output=True, env=env).returncode == 0
-    argv = [helm, "upgrade", "--install", "mysql-operator", str(REPO / "charts" / "mysql-operator"),
-            "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
-            "-f", str(REPO / "examples" / "values-local.yaml"),
-            "--set", "logFormat=json", "--wait", "--timeout", "180s"]
+    env = {
+        **os.environ,
+        "KUBECONFIG": local_cluster.kubeconfig,
+        "HELM_CACHE_HOME": "/var/tmp/mysqlop-helm/cache",
+        "HELM_CONFIG_HOME": "/var/tmp/mysqlop-helm/config",
+        "HELM_DATA_HOME": "/var/tmp/mysqlop-helm/data",
+    }
+    existed = (
+        subprocess.run(
+            [helm, "status", "mysql-operator", "--namespace", OPERATOR_NAMESPACE],
+            capture_output=True,
+            env=env,
+        ).returncode
+        == 0
+    )
+    argv = [
+        helm,
+        "upgrade",
+        "--install",
+        "mysql-operator",
+        str(REPO / "charts" / "mysql-operator"),
+        "--namespace",
+        OPERATOR_NAMESPACE,
+        "--create-namespace",
+        "-f",
+        str(REPO / "examples" / "values-local.yaml"),
+        "--set",
+        "logFormat=json",
+        "--wait",
+        "--timeout",
+        "180s",
+    ]
     r = subprocess.run(argv, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         _save_namespace_artifacts(local_cluster, OPERATOR_NAMESPACE, "operator-install")
@@ -126,8 +153,21 @@ def operator_release(local_cluster):
         _restart_deployment(apps, dep)
     yield dep.metadata.name
     if not existed:  # a release someone else installed (make demo, another session) stays
-        subprocess.run([helm, "uninstall", "mysql-operator", "--namespace", OPERATOR_NAMESPACE,
-                        "--wait", "--timeout", "120s"], capture_output=True, text=True, env=env)
+        subprocess.run(
+            [
+                helm,
+                "uninstall",
+                "mysql-operator",
+                "--namespace",
+                OPERATOR_NAMESPACE,
+                "--wait",
+                "--timeout",
+                "120s",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
 
 
 def _restart_deployment(apps, dep, timeout: float = 180) -> None:
@@ -138,14 +178,22 @@ def _restart_deployment(apps, dep, timeout: float = 180) -> None:
 
     ns, name = dep.metadata.namespace, dep.metadata.name
     stamp = dt.datetime.now(dt.timezone.utc).isoformat()
-    apps.patch_namespaced_deployment(name, ns, {"spec": {"template": {"metadata": {"annotations": {
-        "kubectl.kubernetes.io/restartedAt": stamp}}}}})
+    apps.patch_namespaced_deployment(
+        name,
+        ns,
+        {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}},
+    )
 
     def rolled() -> bool:
         d = apps.read_namespaced_deployment(name, ns)
         st, want = d.status, d.spec.replicas or 0
-        return (st.observed_generation or 0) >= d.metadata.generation and (st.updated_replicas or 0) == want \
-            and (st.ready_replicas or 0) == want and (st.replicas or 0) == want
+        return (
+            (st.observed_generation or 0) >= d.metadata.generation
+            and (st.updated_replicas or 0) == want
+            and (st.ready_replicas or 0) == want
+            and (st.replicas or 0) == want
+        )
+
     wait_for(rolled, timeout, f"deployment {ns}/{name} restarted and ready")
 
 
@@ -159,20 +207,24 @@ def chart_operator_paused(local_cluster):
 
     api = local_cluster.api_client()
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
-    deps = [d for d in apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items
-            if (d.spec.replicas or 0) > 0]
+    deps = [
+        d for d in apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items if (d.spec.replicas or 0) > 0
+    ]
     for d in deps:
-        apps.patch_namespaced_deployment_scale(d.metadata.name, OPERATOR_NAMESPACE,
-                                               {"spec": {"replicas": 0}})
+        apps.patch_namespaced_deployment_scale(d.metadata.name, OPERATOR_NAMESPACE, {"spec": {"replicas": 0}})
     if deps:
-        wait_for(lambda: not core.list_namespaced_pod(OPERATOR_NAMESPACE).items, 120,
-                 "the chart's operator Pods to stop")
+        wait_for(
+            lambda: not core.list_namespaced_pod(OPERATOR_NAMESPACE).items,
+            120,
+            "the chart's operator Pods to stop",
+        )
     try:
         yield
     finally:
         for d in deps:
-            apps.patch_namespaced_deployment_scale(d.metadata.name, OPERATOR_NAMESPACE,
-                                                   {"spec": {"replicas": d.spec.replicas}})
+            apps.patch_namespaced_deployment_scale(
+                d.metadata.name, OPERATOR_NAMESPACE, {"spec": {"replicas": d.spec.replicas}}
+            )
 
 
 @pytest.fixture
@@ -192,23 +244,54 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
     core.create_namespaced_service_account(ns, {"metadata": {"name": "mysql-operator"}})
     rbac.create_namespaced_role(ns, {"metadata": {"name": "mysql-operator"}, "rules": namespaced_rules()})
     subject = [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}]
-    rbac.create_namespaced_role_binding(ns, {
-        "metadata": {"name": "mysql-operator"}, "subjects": subject,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"}})
+    rbac.create_namespaced_role_binding(
+        ns,
+        {
+            "metadata": {"name": "mysql-operator"},
+            "subjects": subject,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"},
+        },
+    )
     rbac.create_cluster_role({"metadata": {"name": f"mysql-operator-{ns}"}, "rules": CLUSTER_SCOPE_RULES})
-    rbac.create_cluster_role_binding({
-        "metadata": {"name": f"mysql-operator-{ns}"}, "subjects": subject,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": f"mysql-operator-{ns}"}})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": f"mysql-operator-{ns}"},
+            "subjects": subject,
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": f"mysql-operator-{ns}",
+            },
+        }
+    )
     kubeconfig = sa_kubeconfig(api, local_cluster.kubeconfig, ns, "mysql-operator", tmp_path / "sa.conf")
     log_path = tmp_path / "operator.log"
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
     with chart_operator_paused(local_cluster):  # one operator per namespace
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns, "--kubeconfig",
-                 str(kubeconfig), "--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "mysql_operator.cli",
+                    "run",
+                    "--namespace",
+                    ns,
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--resolver",
+                    "ip",
+                    "--loop-seconds",
+                    "1",
+                    "--resync-seconds",
+                    "30",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+                start_new_session=True,
+            )
         try:
             yield ns, api, log_path, proc
         finally:
@@ -218,7 +301,9 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
             except Exception as e:  # noqa: BLE001 - teardown: report, go on
                 print(f"clusters not deleted: {e}", file=sys.stderr)
             stop_group(proc, 20)
-    print(f"\n----- operator log (tail) -----\n{log_path.read_text(errors='replace')[-8000:]}", file=sys.stderr)
+    print(
+        f"\n----- operator log (tail) -----\n{log_path.read_text(errors='replace')[-8000:]}", file=sys.stderr
+    )
     rbac.delete_cluster_role_binding(f"mysql-operator-{ns}")
     rbac.delete_cluster_role(f"mysql-operator-{ns}")
     assert alive, "the operator exited during the test"
@@ -257,10 +342,17 @@ def pytest_runtest_makereport(item, call):
 
 def _operator_log_lines(folder: Path, namespaces: list[str], count: int) -> str:
     lines: list[str] = []
-    logs = sorted(folder.glob("*.log"), key=lambda f: (".previous." not in f.name, f.name)) if folder.is_dir() else []
+    logs = (
+        sorted(folder.glob("*.log"), key=lambda f: (".previous." not in f.name, f.name))
+        if folder.is_dir()
+        else []
+    )
     for log in logs:  # a restarted container's earlier log first
-        lines += [line for line in log.read_text(errors="replace").splitlines()
-                  if any(ns in line for ns in namespaces)]
+        lines += [
+            line
+            for line in log.read_text(errors="replace").splitlines()
+            if any(ns in line for ns in namespaces)
+        ]
     return "\n".join(line[:600] for line in lines[-count:])
 
 
@@ -280,21 +372,28 @@ def _save_namespace_artifacts(handle, namespace: str, test_name: str) -> None:
         for c in pod.spec.containers + (pod.spec.init_containers or []):
             for previous in (False, True):
                 try:
-                    text = core.read_namespaced_pod_log(pod.metadata.name, namespace,
-                                                        container=c.name, previous=previous)
+                    text = core.read_namespaced_pod_log(
+                        pod.metadata.name, namespace, container=c.name, previous=previous
+                    )
                 except client.ApiException:
                     continue
                 suffix = ".previous" if previous else ""
                 (out / f"{pod.metadata.name}.{c.name}{suffix}.log").write_text(text or "")
     events = core.list_namespaced_event(namespace).items
-    (out / "events.txt").write_text("\n".join(
-        f"{e.last_timestamp} {e.type} {e.reason} {e.involved_object.kind}/"
-        f"{e.involved_object.name}: {e.message}" for e in events))
-    (out / "pods.txt").write_text("\n".join(
-        f"{p.metadata.name} {p.status.phase} {p.metadata.labels}" for p in pods))
+    (out / "events.txt").write_text(
+        "\n".join(
+            f"{e.last_timestamp} {e.type} {e.reason} {e.involved_object.kind}/"
+            f"{e.involved_object.name}: {e.message}"
+            for e in events
+        )
+    )
+    (out / "pods.txt").write_text(
+        "\n".join(f"{p.metadata.name} {p.status.phase} {p.metadata.labels}" for p in pods)
+    )
     try:
         objs = client.CustomObjectsApi(api).list_namespaced_custom_object(
-            "mysql.operator.dev", "v1alpha1", namespace, "mysqlclusters")
+            "mysql.operator.dev", "v1alpha1", namespace, "mysqlclusters"
+        )
         (out / "mysqlclusters.json").write_text(json.dumps(objs["items"], indent=2, default=str))
     except client.ApiException:
         pass

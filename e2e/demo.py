@@ -44,35 +44,55 @@ def main() -> int:
     if state is None:
         print("no local cluster is running: `make cluster-up` first", file=sys.stderr)
         return 1
-    env = {"KUBECONFIG": state["kubeconfig"], "PATH": "/usr/bin:/bin",
-           "HOME": "/var/tmp/mysqlop-helm"}
+    env = {"KUBECONFIG": state["kubeconfig"], "PATH": "/usr/bin:/bin", "HOME": "/var/tmp/mysqlop-helm"}
     kubectl, helm = str(binary("kubectl")), str(binary("helm"))
     api = config.new_client_from_config(config_file=state["kubeconfig"])
     core, objs = client.CoreV1Api(api), client.CustomObjectsApi(api)
     t0 = time.monotonic()
 
     step("install the operator with its Helm chart (image built from ./Dockerfile)")
-    run(helm, "upgrade", "--install", "mysql-operator", str(REPO / "charts" / "mysql-operator"),
-        "--namespace", "mysql-operator", "--create-namespace",
-        "-f", str(REPO / "examples" / "values-local.yaml"), "--wait", "--timeout", "180s", env=env)
+    run(
+        helm,
+        "upgrade",
+        "--install",
+        "mysql-operator",
+        str(REPO / "charts" / "mysql-operator"),
+        "--namespace",
+        "mysql-operator",
+        "--create-namespace",
+        "-f",
+        str(REPO / "examples" / "values-local.yaml"),
+        "--wait",
+        "--timeout",
+        "180s",
+        env=env,
+    )
 
     step("a namespace, and the S3 credentials for backups (MinIO beside the local cluster)")
     s3 = state["s3"]
     manifests = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-s3", "namespace": NS},
-         "stringData": {"AWS_ACCESS_KEY_ID": s3["access_key"],
-                        "AWS_SECRET_ACCESS_KEY": s3["secret_key"]}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "demo-s3", "namespace": NS},
+            "stringData": {"AWS_ACCESS_KEY_ID": s3["access_key"], "AWS_SECRET_ACCESS_KEY": s3["secret_key"]},
+        },
     ]
     print("$ kubectl apply -f - <<< (namespace demo, secret demo-s3)", flush=True)
-    subprocess.run([kubectl, "apply", "-f", "-"], input=yaml.safe_dump_all(manifests), text=True,
-                   check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [kubectl, "apply", "-f", "-"],
+        input=yaml.safe_dump_all(manifests),
+        text=True,
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
     _ensure_bucket(s3, "backups")
 
     step(f"create a 3-instance {server} cluster")
     run(kubectl, "apply", "-n", NS, "-f", str(REPO / "examples" / example), env=env)
-    run(kubectl, "wait", "-n", NS, "mysqlcluster/demo", "--for=condition=Ready",
-        "--timeout=300s", env=env)
+    run(kubectl, "wait", "-n", NS, "mysqlcluster/demo", "--for=condition=Ready", "--timeout=300s", env=env)
     print(f"cluster Ready {time.monotonic() - t0:.0f}s after the demo started", flush=True)
 
     step("write through the read-write Service, read through the read-only Service")
@@ -80,41 +100,59 @@ def main() -> int:
     password = base64.b64decode(secret["app-password"]).decode()
     rw = core.read_namespaced_service("demo-rw", NS).spec.cluster_ip
     ro = core.read_namespaced_service("demo-ro", NS).spec.cluster_ip
+
     def connect_rw():
-        return pymysql.connect(host=rw, user="app", password=password, database="app",
-                               autocommit=True, connect_timeout=5)
+        return pymysql.connect(
+            host=rw, user="app", password=password, database="app", autocommit=True, connect_timeout=5
+        )
 
     # kube-proxy follows the primary's label and readiness within a few seconds
     with wait_for(connect_rw, 60, "the read-write Service") as conn, conn.cursor() as cur:
-        cur.execute("CREATE TABLE IF NOT EXISTS greetings (id INT AUTO_INCREMENT PRIMARY KEY,"
-                    " text VARCHAR(100))")
+        cur.execute(
+            "CREATE TABLE IF NOT EXISTS greetings (id INT AUTO_INCREMENT PRIMARY KEY, text VARCHAR(100))"
+        )
         cur.execute("INSERT INTO greetings (text) VALUES ('hello from the demo')")
         cur.execute("SELECT @@hostname")
         print(f"wrote 1 row on {cur.fetchone()[0]} (demo-rw, {rw})")
 
     def read_replica():
-        with pymysql.connect(host=ro, user="app", password=password, database="app",
-                             connect_timeout=5) as conn, conn.cursor() as cur:
+        with (
+            pymysql.connect(
+                host=ro, user="app", password=password, database="app", connect_timeout=5
+            ) as conn,
+            conn.cursor() as cur,
+        ):
             cur.execute("SELECT @@hostname, COUNT(*) FROM greetings")
             return cur.fetchone()
 
-    host, count = wait_for(lambda: (r := read_replica()) and r[1] >= 1 and r, 60,
-                           "the row on a replica")
+    host, count = wait_for(lambda: (r := read_replica()) and r[1] >= 1 and r, 60, "the row on a replica")
     print(f"read {count} row(s) on {host} (demo-ro, {ro})")
 
     step("take a backup to S3")
-    backup = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup",
-              "metadata": {"name": f"demo-{int(time.time())}"},
-              "spec": {"clusterRef": {"name": "demo"}}}
+    backup = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLBackup",
+        "metadata": {"name": f"demo-{int(time.time())}"},
+        "spec": {"clusterRef": {"name": "demo"}},
+    }
     print(f"$ kubectl create -n {NS} -f - <<< (MySQLBackup {backup['metadata']['name']})")
     objs.create_namespaced_custom_object(GROUP, VERSION, NS, "mysqlbackups", backup)
     phase = wait_for(
-        lambda: (objs.get_namespaced_custom_object(GROUP, VERSION, NS, "mysqlbackups",
-                                                   backup["metadata"]["name"])
-                 .get("status") or {}).get("phase") in ("Succeeded", "Failed")
-        and objs.get_namespaced_custom_object(GROUP, VERSION, NS, "mysqlbackups",
-                                              backup["metadata"]["name"])["status"]["phase"],
-        300, "the backup to finish")
+        lambda: (
+            (
+                objs.get_namespaced_custom_object(
+                    GROUP, VERSION, NS, "mysqlbackups", backup["metadata"]["name"]
+                ).get("status")
+                or {}
+            ).get("phase")
+            in ("Succeeded", "Failed")
+            and objs.get_namespaced_custom_object(
+                GROUP, VERSION, NS, "mysqlbackups", backup["metadata"]["name"]
+            )["status"]["phase"]
+        ),
+        300,
+        "the backup to finish",
+    )
     print(f"backup {phase}")
 
     step("what kubectl shows")
@@ -129,9 +167,12 @@ def _ensure_bucket(s3: dict, bucket: str) -> None:
     from botocore.config import Config
 
     c = boto3.session.Session().client(
-        "s3", endpoint_url=s3["endpoint"], aws_access_key_id=s3["access_key"],
+        "s3",
+        endpoint_url=s3["endpoint"],
+        aws_access_key_id=s3["access_key"],
         aws_secret_access_key=s3["secret_key"],
-        config=Config(region_name="us-east-1", s3={"addressing_style": "path"}))
+        config=Config(region_name="us-east-1", s3={"addressing_style": "path"}),
+    )
     if bucket not in {b["Name"] for b in c.list_buckets()["Buckets"]}:
         c.create_bucket(Bucket=bucket)
 

@@ -36,9 +36,19 @@ TIMINGS_FILE = REPO / "artifacts" / "e2e" / "timings.json"
 def connect(host, user, password, database=None, timeout=2, tls=None):
     """`tls`: an ssl.SSLContext (TLS, verified as it says), None for plaintext (pymysql would
     otherwise use TLS unverified with a server that offers it)."""
-    return pymysql.connect(host=host, port=3306, user=user, password=password, database=database,
-                           connect_timeout=timeout, read_timeout=5, write_timeout=5, autocommit=True,
-                           ssl=tls, ssl_disabled=tls is None)
+    return pymysql.connect(
+        host=host,
+        port=3306,
+        user=user,
+        password=password,
+        database=database,
+        connect_timeout=timeout,
+        read_timeout=5,
+        write_timeout=5,
+        autocommit=True,
+        ssl=tls,
+        ssl_disabled=tls is None,
+    )
 
 
 def query(host, user, password, sql, database=None, args=None, tls=None):
@@ -123,10 +133,15 @@ class Writer(threading.Thread):
 
 # ------------------------------------------------------------------------------------------ cluster
 def cluster_spec(instances: int = 3, flavor: str = "mariadb", **extra: Any) -> dict:
-    spec = {"flavor": flavor, "image": IMAGES[flavor], "imagePullPolicy": "Never", "instances": instances,
-            "database": {"name": "app", "user": "app"},
-            "storage": {"size": "1Gi", "storageClassName": "standard"},
-            "replication": {"failover": {"delaySeconds": 2}}}
+    spec = {
+        "flavor": flavor,
+        "image": IMAGES[flavor],
+        "imagePullPolicy": "Never",
+        "instances": instances,
+        "database": {"name": "app", "user": "app"},
+        "storage": {"size": "1Gi", "storageClassName": "standard"},
+        "replication": {"failover": {"delaySeconds": 2}},
+    }
     spec.update(extra)
     return spec
 
@@ -148,9 +163,18 @@ class Cluster:
         return client.CoreV1Api(self.api)
 
     def create(self, spec: dict) -> "Cluster":
-        self.objs.create_namespaced_custom_object(GROUP, VERSION, self.namespace, CLUSTERS, {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster",
-            "metadata": {"name": self.name}, "spec": spec})
+        self.objs.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            self.namespace,
+            CLUSTERS,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "MySQLCluster",
+                "metadata": {"name": self.name},
+                "spec": spec,
+            },
+        )
         return self
 
     def body(self) -> dict:
@@ -160,29 +184,43 @@ class Cluster:
         return self.body().get("status") or {}
 
     def patch_spec(self, spec: dict) -> None:
-        self.objs.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, CLUSTERS, self.name,
-                                                 {"spec": spec})
+        self.objs.patch_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, CLUSTERS, self.name, {"spec": spec}
+        )
 
-    def wait_ready(self, timeout: float, what: str = "phase Ready", instances: int | None = None,
-                   primary: str | None = None) -> dict:
+    def wait_ready(
+        self,
+        timeout: float,
+        what: str = "phase Ready",
+        instances: int | None = None,
+        primary: str | None = None,
+    ) -> dict:
         """Ready for the current generation (and with that many ready instances / that primary)."""
+
         def ready():
             b = self.body()
             s = b.get("status") or {}
-            ok = (s.get("phase") == "Ready"
-                  and s.get("observedGeneration") == b["metadata"].get("generation")
-                  and (instances is None or s.get("readyInstances") == instances)
-                  and (primary is None or s.get("currentPrimary") == primary))
+            ok = (
+                s.get("phase") == "Ready"
+                and s.get("observedGeneration") == b["metadata"].get("generation")
+                and (instances is None or s.get("readyInstances") == instances)
+                and (primary is None or s.get("currentPrimary") == primary)
+            )
             return ok and s
+
         return wait_for(ready, timeout, f"{self.name}: {what}", describe=self.describe)
 
     def describe(self) -> str:
         """What a person would look at first: status, instances, the latest Events."""
         s = self.status()
-        lines = [f"{self.name}: phase {s.get('phase')}, primary {s.get('currentPrimary')}, "
-                 f"primarySince {s.get('primarySince')}"]
-        lines += [f"  {c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message', '')}"
-                  for c in s.get("conditions") or []]
+        lines = [
+            f"{self.name}: phase {s.get('phase')}, primary {s.get('currentPrimary')}, "
+            f"primarySince {s.get('primarySince')}"
+        ]
+        lines += [
+            f"  {c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message', '')}"
+            for c in s.get("conditions") or []
+        ]
         lines += [f"  {i}" for i in s.get("instances") or []]
         events = sorted(self.events(), key=lambda e: str(e.last_timestamp or e.event_time or ""))
         lines += [f"  event {e.type} {e.reason} x{e.count or 1}: {e.message}" for e in events[-12:]]
@@ -195,8 +233,9 @@ class Cluster:
     def pods(self) -> list:
         """The server Pods (not the Pods of its backup, restore or delete Jobs)."""
         return self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"app.kubernetes.io/instance={self.name},"
-                                           "app.kubernetes.io/component=database").items
+            self.namespace,
+            label_selector=f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=database",
+        ).items
 
     def password(self, key: str = "app-password", secret: str | None = None) -> str:
         data = self.core.read_namespaced_secret(secret or f"{self.name}-credentials", self.namespace).data
@@ -207,7 +246,8 @@ class Cluster:
 
     def events(self, reason: str | None = None) -> list:
         items = self.core.list_namespaced_event(
-            self.namespace, field_selector=f"involvedObject.name={self.name}").items
+            self.namespace, field_selector=f"involvedObject.name={self.name}"
+        ).items
         return [e for e in items if reason is None or e.reason == reason]
 
     def roles(self) -> dict[str, str]:
@@ -235,13 +275,19 @@ def install_crds(api) -> None:
 def sa_kubeconfig(api, admin_kubeconfig: str, ns: str, sa: str, out: Path) -> Path:
     admin = yaml.safe_load(Path(admin_kubeconfig).read_text())
     cluster = admin["clusters"][0]["cluster"]
-    token = client.CoreV1Api(api).create_namespaced_service_account_token(
-        sa, ns, {"spec": {"expirationSeconds": 7200}}).status.token
-    kc = {"apiVersion": "v1", "kind": "Config",
-          "clusters": [{"name": "local", "cluster": cluster}],
-          "users": [{"name": sa, "user": {"token": token}}],
-          "contexts": [{"name": sa, "context": {"cluster": "local", "user": sa, "namespace": ns}}],
-          "current-context": sa}
+    token = (
+        client.CoreV1Api(api)
+        .create_namespaced_service_account_token(sa, ns, {"spec": {"expirationSeconds": 7200}})
+        .status.token
+    )
+    kc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": sa, "context": {"cluster": "local", "user": sa, "namespace": ns}}],
+        "current-context": sa,
+    }
     out.write_text(yaml.safe_dump(kc))
     out.chmod(0o600)
     return out
@@ -255,8 +301,13 @@ def kubectl_binary() -> str:
 
 
 def kubectl(kubeconfig: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([kubectl_binary(), "--kubeconfig", kubeconfig, *args], input=input,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [kubectl_binary(), "--kubeconfig", kubeconfig, *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 # ------------------------------------------------------------------------------------------ namespaces
@@ -271,13 +322,17 @@ def delete_clusters(api, namespace: str, timeout: float = 120) -> None:
             continue
         for item in items:
             try:
-                objs.delete_namespaced_custom_object(GROUP, VERSION, namespace, plural,
-                                                     item["metadata"]["name"])
+                objs.delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, item["metadata"]["name"]
+                )
             except client.ApiException as e:
                 if e.status != 404:
                     raise
-        wait_for(lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"],
-                 timeout, f"{plural} of {namespace} deleted")
+        wait_for(
+            lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"],
+            timeout,
+            f"{plural} of {namespace} deleted",
+        )
 
 
 @contextmanager

@@ -24,14 +24,19 @@ EXAMPLES = ["one-instance.yaml", "three-instance.yaml", "mariadb.yaml"]
 def runnable_here(doc: dict) -> dict:
     spec = doc["spec"]
     flavor = spec.get("flavor", "mysql")
-    spec.update(image=IMAGES[flavor], imagePullPolicy="Never", version=LOCAL_VERSION[flavor],
-                storage={"size": "1Gi", "storageClassName": "standard"})
+    spec.update(
+        image=IMAGES[flavor],
+        imagePullPolicy="Never",
+        version=LOCAL_VERSION[flavor],
+        storage={"size": "1Gi", "storageClassName": "standard"},
+    )
     spec.pop("backup", None)
     if "resources" in spec:
         spec["resources"] = {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
     my_cnf = spec.get("config", {}).get("myCnf", "")
-    spec.setdefault("config", {})["myCnf"] = my_cnf.replace("innodb_buffer_pool_size = 1G",
-                                                            "innodb_buffer_pool_size = 128M")
+    spec.setdefault("config", {})["myCnf"] = my_cnf.replace(
+        "innodb_buffer_pool_size = 1G", "innodb_buffer_pool_size = 128M"
+    )
     return doc
 
 
@@ -41,7 +46,9 @@ def test_an_example_runs_on_the_flavor_it_names(local_cluster, scenario_namespac
     doc = runnable_here(yaml.safe_load((REPO / "examples" / example).read_text()))
     name, spec = doc["metadata"]["name"], doc["spec"]
     elapsed = stopwatch()
-    r = kubectl(local_cluster.kubeconfig, "apply", "-n", scenario_namespace, "-f", "-", input=yaml.safe_dump(doc))
+    r = kubectl(
+        local_cluster.kubeconfig, "apply", "-n", scenario_namespace, "-f", "-", input=yaml.safe_dump(doc)
+    )
     assert r.returncode == 0, r.stderr
     c = Cluster(local_cluster.api_client(), scenario_namespace, name)
     c.wait_ready(300, instances=spec["instances"])
@@ -61,8 +68,12 @@ def test_an_example_runs_on_the_flavor_it_names(local_cluster, scenario_namespac
     for line in original["spec"].get("config", {}).get("myCnf", "").splitlines():
         key, _, value = (p.strip() for p in line.partition("="))
         if key == "max_connections":
-            got = query(c.pod(0).status.pod_ip, "mysql-operator", c.password("operator-password"),
-                        "SELECT @@max_connections")[0][0]
+            got = query(
+                c.pod(0).status.pod_ip,
+                "mysql-operator",
+                c.password("operator-password"),
+                "SELECT @@max_connections",
+            )[0][0]
             assert str(got) == value, (key, got, value)
     labels = original["spec"].get("podLabels") or {}
     for pod in c.pods():

@@ -31,46 +31,66 @@ def _statefulset(replicas: int) -> dict:
                 "metadata": {"labels": labels},
                 "spec": {
                     "terminationGracePeriodSeconds": 5,
-                    "containers": [{
-                        "name": "mariadb",
-                        "image": IMAGE,
-                        "imagePullPolicy": "Never",
-                        "env": [{"name": "MARIADB_ROOT_PASSWORD", "value": ROOT_PASSWORD}],
-                        "ports": [{"containerPort": 3306, "name": "mysql"}],
-                        "readinessProbe": {  # over TCP: the entrypoint's first server has none
-                            "exec": {"command": ["sh", "-c", "mariadb-admin --protocol=tcp "
-                                                 '-h127.0.0.1 -uroot -p"$MARIADB_ROOT_PASSWORD" ping']},
-                            "periodSeconds": 1,
-                        },
-                        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
-                    }],
+                    "containers": [
+                        {
+                            "name": "mariadb",
+                            "image": IMAGE,
+                            "imagePullPolicy": "Never",
+                            "env": [{"name": "MARIADB_ROOT_PASSWORD", "value": ROOT_PASSWORD}],
+                            "ports": [{"containerPort": 3306, "name": "mysql"}],
+                            "readinessProbe": {  # over TCP: the entrypoint's first server has none
+                                "exec": {
+                                    "command": [
+                                        "sh",
+                                        "-c",
+                                        "mariadb-admin --protocol=tcp "
+                                        '-h127.0.0.1 -uroot -p"$MARIADB_ROOT_PASSWORD" ping',
+                                    ]
+                                },
+                                "periodSeconds": 1,
+                            },
+                            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
+                        }
+                    ],
                 },
             },
-            "volumeClaimTemplates": [{
-                "metadata": {"name": "data"},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": {"requests": {"storage": "256Mi"}},
-                },
-            }],
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "256Mi"}},
+                    },
+                }
+            ],
         },
     }
 
 
 def _exec(core, ns: str, pod: str, command: list[str]) -> str:
-    return stream(core.connect_get_namespaced_pod_exec, pod, ns, command=command,
-                  stderr=True, stdin=False, stdout=True, tty=False)
+    return stream(
+        core.connect_get_namespaced_pod_exec,
+        pod,
+        ns,
+        command=command,
+        stderr=True,
+        stdin=False,
+        stdout=True,
+        tty=False,
+    )
 
 
 def _sql_in_pod(core, ns, pod, host, sql) -> str:
-    return _exec(core, ns, pod, ["mariadb", f"-h{host}", "-uroot", f"-p{ROOT_PASSWORD}",
-                                 "-N", "-B", "-e", sql]).strip()
+    return _exec(
+        core, ns, pod, ["mariadb", f"-h{host}", "-uroot", f"-p{ROOT_PASSWORD}", "-N", "-B", "-e", sql]
+    ).strip()
 
 
 def _ready_pods(core, ns) -> list:
     pods = core.list_namespaced_pod(ns, label_selector="app=db").items
-    return [p for p in pods if any(c.type == "Ready" and c.status == "True"
-                                   for c in (p.status.conditions or []))]
+    return [
+        p for p in pods if any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or []))
+    ]
 
 
 def test_mariadb_statefulset_on_the_local_node(local_cluster, kube_namespace):
@@ -78,15 +98,24 @@ def test_mariadb_statefulset_on_the_local_node(local_cluster, kube_namespace):
     api = local_cluster.api_client()
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
 
-    core.create_namespaced_service(ns, {
-        "metadata": {"name": "db"},
-        "spec": {"clusterIP": "None", "selector": {"app": "db"},
-                 "ports": [{"name": "mysql", "port": 3306}]},
-    })
-    svc = core.create_namespaced_service(ns, {
-        "metadata": {"name": "db-any"},
-        "spec": {"selector": {"app": "db"}, "ports": [{"name": "mysql", "port": 3306}]},
-    })
+    core.create_namespaced_service(
+        ns,
+        {
+            "metadata": {"name": "db"},
+            "spec": {
+                "clusterIP": "None",
+                "selector": {"app": "db"},
+                "ports": [{"name": "mysql", "port": 3306}],
+            },
+        },
+    )
+    svc = core.create_namespaced_service(
+        ns,
+        {
+            "metadata": {"name": "db-any"},
+            "spec": {"selector": {"app": "db"}, "ports": [{"name": "mysql", "port": 3306}]},
+        },
+    )
     t0 = time.monotonic()
     apps.create_namespaced_stateful_set(ns, _statefulset(3))
     wait_for(lambda: len(_ready_pods(core, ns)) == 3, 300, "3 MariaDB pods Ready")
@@ -100,8 +129,9 @@ def test_mariadb_statefulset_on_the_local_node(local_cluster, kube_namespace):
 
     # A ClusterIP Service answers from the host (kube-proxy DNAT) and from a Pod.
     def host_query():
-        conn = pymysql.connect(host=svc.spec.cluster_ip, port=3306, user="root",
-                               password=ROOT_PASSWORD, connect_timeout=3)
+        conn = pymysql.connect(
+            host=svc.spec.cluster_ip, port=3306, user="root", password=ROOT_PASSWORD, connect_timeout=3
+        )
         with conn, conn.cursor() as cur:
             cur.execute("SELECT @@hostname")
             return cur.fetchone()[0]
@@ -110,15 +140,23 @@ def test_mariadb_statefulset_on_the_local_node(local_cluster, kube_namespace):
     assert _sql_in_pod(core, ns, "db-2", "db-any", "SELECT @@hostname") in {"db-0", "db-1", "db-2"}
 
     # Data on the PVC survives the Pod.
-    _sql_in_pod(core, ns, "db-0", "localhost",
-                "CREATE DATABASE keep; CREATE TABLE keep.t (v INT); INSERT INTO keep.t VALUES (42)")
+    _sql_in_pod(
+        core,
+        ns,
+        "db-0",
+        "localhost",
+        "CREATE DATABASE keep; CREATE TABLE keep.t (v INT); INSERT INTO keep.t VALUES (42)",
+    )
     old_uid = core.read_namespaced_pod("db-0", ns).metadata.uid
     t1 = time.monotonic()
     core.delete_namespaced_pod("db-0", ns)
     wait_for(
-        lambda: (p := core.read_namespaced_pod("db-0", ns)).metadata.uid != old_uid
-        and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or []),
-        180, "db-0 recreated and Ready",
+        lambda: (
+            (p := core.read_namespaced_pod("db-0", ns)).metadata.uid != old_uid
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+        ),
+        180,
+        "db-0 recreated and Ready",
     )
     print(f"db-0 deleted -> recreated and Ready in {time.monotonic() - t1:.1f}s")
     assert _sql_in_pod(core, ns, "db-0", "localhost", "SELECT v FROM keep.t") == "42"
@@ -128,13 +166,29 @@ def test_mariadb_statefulset_on_the_local_node(local_cluster, kube_namespace):
     status = pod.status.container_statuses[0]
     container_id = status.container_id.split("://", 1)[1]
     t2 = time.monotonic()
-    subprocess.run(["ctr", "--address", local_cluster.containerd_socket, "-n", "k8s.io",
-                    "tasks", "kill", "-s", "SIGKILL", container_id], check=True)
+    subprocess.run(
+        [
+            "ctr",
+            "--address",
+            local_cluster.containerd_socket,
+            "-n",
+            "k8s.io",
+            "tasks",
+            "kill",
+            "-s",
+            "SIGKILL",
+            container_id,
+        ],
+        check=True,
+    )
     wait_for(
-        lambda: (p := core.read_namespaced_pod("db-1", ns)).status.container_statuses[0]
-        .restart_count > status.restart_count
-        and p.status.container_statuses[0].ready,
-        180, "db-1's container restarted by the kubelet and Ready",
+        lambda: (
+            (p := core.read_namespaced_pod("db-1", ns)).status.container_statuses[0].restart_count
+            > status.restart_count
+            and p.status.container_statuses[0].ready
+        ),
+        180,
+        "db-1's container restarted by the kubelet and Ready",
     )
     print(f"db-1 container killed -> restarted and Ready in {time.monotonic() - t2:.1f}s")
     assert _sql_in_pod(core, ns, "db-1", "localhost", "SELECT 1") == "1"

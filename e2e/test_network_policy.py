@@ -21,8 +21,18 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE, REPO
-from e2e.helpers import (BACKUPS, GROUP, IMAGE, VERSION, Cluster, cluster_spec, kubectl,
-                         query, scenario_namespace, try_query)
+from e2e.helpers import (
+    BACKUPS,
+    GROUP,
+    IMAGE,
+    VERSION,
+    Cluster,
+    cluster_spec,
+    kubectl,
+    query,
+    scenario_namespace,
+    try_query,
+)
 from tests.support import cluster as cluster_mod
 from tests.support.controlplane import binary
 from tests.support.wait import wait_for
@@ -44,8 +54,10 @@ def _enforcer() -> str:
     why = None
     netpol = state.get("network_policy")
     if not netpol:
-        why = ("the running local cluster was started without a NetworkPolicy enforcer "
-               "(before kube-router was added): `make cluster-down && make cluster-up`")
+        why = (
+            "the running local cluster was started without a NetworkPolicy enforcer "
+            "(before kube-router was added): `make cluster-down && make cluster-up`"
+        )
     else:
         try:
             with urllib.request.urlopen(netpol["health"], timeout=3) as r:
@@ -61,12 +73,20 @@ def _enforcer() -> str:
 
 
 def _helm(kubeconfig: str, *argv: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KUBECONFIG": kubeconfig,
-           "HELM_CACHE_HOME": "/var/tmp/mysqlop-helm/cache",
-           "HELM_CONFIG_HOME": "/var/tmp/mysqlop-helm/config",
-           "HELM_DATA_HOME": "/var/tmp/mysqlop-helm/data"}
-    return subprocess.run([str(binary("helm")), *argv, "--namespace", OPERATOR_NAMESPACE],
-                          capture_output=True, text=True, env=env, timeout=300)
+    env = {
+        **os.environ,
+        "KUBECONFIG": kubeconfig,
+        "HELM_CACHE_HOME": "/var/tmp/mysqlop-helm/cache",
+        "HELM_CONFIG_HOME": "/var/tmp/mysqlop-helm/config",
+        "HELM_DATA_HOME": "/var/tmp/mysqlop-helm/data",
+    }
+    return subprocess.run(
+        [str(binary("helm")), *argv, "--namespace", OPERATOR_NAMESPACE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def _revision(kubeconfig: str) -> int:
@@ -84,15 +104,27 @@ def protected_namespace(local_cluster, operator_release):
     api = local_cluster.api_client()
     with scenario_namespace(api, "e2e-np") as ns:
         before = _revision(local_cluster.kubeconfig)
-        r = _helm(local_cluster.kubeconfig, "upgrade", RELEASE, str(REPO / "charts" / "mysql-operator"),
-                  "--reset-then-reuse-values", "--set", "networkPolicy.enabled=true",
-                  "--set", f"networkPolicy.namespaces[0]={ns}", "--wait", "--timeout", "180s")
+        r = _helm(
+            local_cluster.kubeconfig,
+            "upgrade",
+            RELEASE,
+            str(REPO / "charts" / "mysql-operator"),
+            "--reset-then-reuse-values",
+            "--set",
+            "networkPolicy.enabled=true",
+            "--set",
+            f"networkPolicy.namespaces[0]={ns}",
+            "--wait",
+            "--timeout",
+            "180s",
+        )
         assert r.returncode == 0, f"helm upgrade failed:\n{r.stdout}\n{r.stderr}"
         try:
             yield ns
         finally:
-            r = _helm(local_cluster.kubeconfig, "rollback", RELEASE, str(before),
-                      "--wait", "--timeout", "180s")
+            r = _helm(
+                local_cluster.kubeconfig, "rollback", RELEASE, str(before), "--wait", "--timeout", "180s"
+            )
             assert r.returncode == 0, f"helm rollback failed:\n{r.stdout}\n{r.stderr}"
 
 
@@ -107,29 +139,64 @@ def protected_cluster(local_cluster, protected_namespace):
 def _client_pod(api, ns: str, name: str, labelled: bool) -> str:
     """A Pod with the MariaDB client, idle; the app password in MYSQL_PWD (never in argv)."""
     core = client.CoreV1Api(api)
-    core.create_namespaced_pod(ns, {
-        "metadata": {"name": name, "labels": {"app": "np-client",
-                                              **({CLIENT_LABEL: "true"} if labelled else {})}},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{
-                "name": "client", "image": IMAGE, "imagePullPolicy": "Never",
-                "command": ["sleep", "infinity"],
-                "env": [{"name": "MYSQL_PWD", "valueFrom": {"secretKeyRef": {
-                    "name": f"{NAME}-credentials", "key": "app-password"}}}],
-            }],
+    core.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {
+                "name": name,
+                "labels": {"app": "np-client", **({CLIENT_LABEL: "true"} if labelled else {})},
+            },
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "client",
+                        "image": IMAGE,
+                        "imagePullPolicy": "Never",
+                        "command": ["sleep", "infinity"],
+                        "env": [
+                            {
+                                "name": "MYSQL_PWD",
+                                "valueFrom": {
+                                    "secretKeyRef": {"name": f"{NAME}-credentials", "key": "app-password"}
+                                },
+                            }
+                        ],
+                    }
+                ],
+            },
         },
-    })
-    wait_for(lambda: core.read_namespaced_pod(name, ns).status.phase == "Running", 120,
-             f"client Pod {name} Running")
+    )
+    wait_for(
+        lambda: core.read_namespaced_pod(name, ns).status.phase == "Running",
+        120,
+        f"client Pod {name} Running",
+    )
     return name
 
 
 def _sql(local_cluster, ns: str, pod: str, host: str, sql: str) -> subprocess.CompletedProcess:
     """`mariadb` in the client Pod: one connection to host:3306 (3 s connect timeout)."""
-    return kubectl(local_cluster.kubeconfig, "-n", ns, "exec", pod, "--", "mariadb",
-                   "--connect-timeout=3", "-h", host, "-P", "3306", "-u", "app", "--batch",
-                   "--skip-column-names", "-e", sql)
+    return kubectl(
+        local_cluster.kubeconfig,
+        "-n",
+        ns,
+        "exec",
+        pod,
+        "--",
+        "mariadb",
+        "--connect-timeout=3",
+        "-h",
+        host,
+        "-P",
+        "3306",
+        "-u",
+        "app",
+        "--batch",
+        "--skip-column-names",
+        "-e",
+        sql,
+    )
 
 
 def _connects(local_cluster, ns, pod, host) -> bool:
@@ -148,7 +215,9 @@ def test_the_chart_renders_the_policy_into_the_namespace(local_cluster, protecte
     net = client.NetworkingV1Api(local_cluster.api_client())
     (policy,) = net.list_namespaced_network_policy(protected_namespace).items
     assert policy.spec.pod_selector.match_labels == {
-        "app.kubernetes.io/component": "database", "app.kubernetes.io/managed-by": "mysql-operator"}
+        "app.kubernetes.io/component": "database",
+        "app.kubernetes.io/managed-by": "mysql-operator",
+    }
     assert policy.spec.policy_types == ["Ingress"]
     (rule,) = policy.spec.ingress
     assert [(p.protocol, p.port) for p in rule.ports] == [("TCP", 3306)]
@@ -165,9 +234,12 @@ def test_only_labelled_clients_reach_3306(local_cluster, protected_cluster):
 
     # the labelled client runs SQL through the -rw Service and on each server's Pod address
     for host in [rw, *servers]:
-        wait_for(lambda: _connects(local_cluster, ns, allowed, host), 60,
-                 f"the labelled client connecting to {host}:3306",
-                 describe=lambda: _sql(local_cluster, ns, allowed, host, "SELECT 1").stderr)
+        wait_for(
+            lambda: _connects(local_cluster, ns, allowed, host),
+            60,
+            f"the labelled client connecting to {host}:3306",
+            describe=lambda: _sql(local_cluster, ns, allowed, host, "SELECT 1").stderr,
+        )
     # the unlabelled one gets no connection at all (not an authentication error)
     for host in [rw, *servers]:
         err = _refused(local_cluster, ns, other, host)
@@ -190,25 +262,38 @@ def test_replication_and_the_operator_work_through_the_policy(local_cluster, pro
     allowed = _client_pod(c.api, ns, f"writer-{uuid.uuid4().hex[:4]}", labelled=True)
     rw = c.service_ip("rw")
     wait_for(lambda: _connects(local_cluster, ns, allowed, rw), 60, "the labelled client on -rw")
-    r = _sql(local_cluster, ns, allowed, rw,
-             "CREATE TABLE app.np (id INT PRIMARY KEY); INSERT INTO app.np VALUES (1), (2), (3)")
+    r = _sql(
+        local_cluster,
+        ns,
+        allowed,
+        rw,
+        "CREATE TABLE app.np (id INT PRIMARY KEY); INSERT INTO app.np VALUES (1), (2), (3)",
+    )
     assert r.returncode == 0, r.stderr
 
     # the replica receives the rows over its own connection to the primary (Pod to Pod, 3306)
     replica = next(name for name, role in roles.items() if role == "replica")
     replica_ip = c.pod(replica).status.pod_ip
-    wait_for(lambda: _sql(local_cluster, ns, allowed, replica_ip,
-                          "SELECT COUNT(*) FROM app.np").stdout.strip() == "3",
-             60, f"the rows on the replica {replica}", describe=c.describe)
+    wait_for(
+        lambda: (
+            _sql(local_cluster, ns, allowed, replica_ip, "SELECT COUNT(*) FROM app.np").stdout.strip() == "3"
+        ),
+        60,
+        f"the rows on the replica {replica}",
+        describe=c.describe,
+    )
 
     # the operator (a Pod in another namespace) still manages the cluster: a third instance
     # is created, joins as a replica with the data and the cluster is Ready again
     c.patch_spec({"instances": 3})
     c.wait_ready(300, "Ready with 3 instances", instances=3)
     third = c.pod(2).status.pod_ip
-    wait_for(lambda: _sql(local_cluster, ns, allowed, third,
-                          "SELECT COUNT(*) FROM app.np").stdout.strip() == "3",
-             60, "the rows on the new instance", describe=c.describe)
+    wait_for(
+        lambda: _sql(local_cluster, ns, allowed, third, "SELECT COUNT(*) FROM app.np").stdout.strip() == "3",
+        60,
+        "the rows on the new instance",
+        describe=c.describe,
+    )
     assert sorted(c.roles().values()) == ["primary", "replica", "replica"]
 
 
@@ -216,20 +301,50 @@ def test_a_backup_job_reaches_the_servers(local_cluster, protected_cluster, s3_b
     c, ns = protected_cluster, protected_cluster.namespace
     bucket = f"e2e-np-{uuid.uuid4().hex[:8]}"
     s3_beside_cluster.create_bucket(bucket)
-    c.core.create_namespaced_secret(ns, {"metadata": {"name": "s3"}, "stringData": {
-        "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
-        "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key}})
-    c.patch_spec({"backup": {"storage": {"s3": {
-        "bucket": bucket, "prefix": "np", "endpoint": s3_beside_cluster.endpoint,
-        "region": "us-east-1", "forcePathStyle": True, "credentialsSecret": {"name": "s3"}}}}})
+    c.core.create_namespaced_secret(
+        ns,
+        {
+            "metadata": {"name": "s3"},
+            "stringData": {
+                "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
+                "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key,
+            },
+        },
+    )
+    c.patch_spec(
+        {
+            "backup": {
+                "storage": {
+                    "s3": {
+                        "bucket": bucket,
+                        "prefix": "np",
+                        "endpoint": s3_beside_cluster.endpoint,
+                        "region": "us-east-1",
+                        "forcePathStyle": True,
+                        "credentialsSecret": {"name": "s3"},
+                    }
+                }
+            }
+        }
+    )
     c.wait_ready(120, "Ready with backup storage")
-    c.objs.create_namespaced_custom_object(GROUP, VERSION, ns, BACKUPS, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": "np-1"},
-        "spec": {"clusterRef": {"name": NAME}}})
+    c.objs.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        BACKUPS,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLBackup",
+            "metadata": {"name": "np-1"},
+            "spec": {"clusterRef": {"name": NAME}},
+        },
+    )
 
     def phase():
         b = c.objs.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUPS, "np-1")
         return (b.get("status") or {}).get("phase") in ("Succeeded", "Failed") and b["status"]
+
     status = wait_for(phase, 300, "MySQLBackup np-1 finished", describe=c.describe)
     assert status["phase"] == "Succeeded", status.get("message")
     assert status.get("sizeBytes", 0) > 0
@@ -241,4 +356,3 @@ def test_the_host_still_reaches_the_servers(local_cluster, protected_cluster):
     rw, pw = c.service_ip("rw"), c.password()
     wait_for(lambda: try_query(rw, "app", pw, "SELECT 1"), 60, "-rw answering the host")
     assert query(rw, "app", pw, "SELECT 1") == ((1,),)
-

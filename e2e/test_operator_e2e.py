@@ -31,13 +31,26 @@ NAME = "shop"
 
 
 def _status(api, ns) -> dict:
-    return client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME).get(
-        "status") or {}
+    return (
+        client.CustomObjectsApi(api)
+        .get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME)
+        .get("status")
+        or {}
+    )
 
 
 def _connect(host, user, password, database=None, timeout=2):
-    return pymysql.connect(host=host, port=3306, user=user, password=password, database=database,
-                           connect_timeout=timeout, read_timeout=5, write_timeout=5, autocommit=True)
+    return pymysql.connect(
+        host=host,
+        port=3306,
+        user=user,
+        password=password,
+        database=database,
+        connect_timeout=timeout,
+        read_timeout=5,
+        write_timeout=5,
+        autocommit=True,
+    )
 
 
 def _query(host, user, password, sql, database=None):
@@ -50,21 +63,39 @@ def _query(host, user, password, sql, database=None):
 def test_operator_runs_a_replicated_mariadb_cluster(host_operator, local_cluster):
     ns, api, log_path, proc = host_operator
     objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    spec = {"flavor": "mariadb", "image": "localhost/mariadb:10.11", "imagePullPolicy": "Never",
-            "instances": 3, "database": {"name": "app", "user": "app"},
-            "storage": {"size": "256Mi", "storageClassName": "standard"},
-            "replication": {"failover": {"delaySeconds": 2}}}
+    spec = {
+        "flavor": "mariadb",
+        "image": "localhost/mariadb:10.11",
+        "imagePullPolicy": "Never",
+        "instances": 3,
+        "database": {"name": "app", "user": "app"},
+        "storage": {"size": "256Mi", "storageClassName": "standard"},
+        "replication": {"failover": {"delaySeconds": 2}},
+    }
     t0 = time.monotonic()
-    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": NAME}, "spec": spec})
+    objs.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLCluster",
+            "metadata": {"name": NAME},
+            "spec": spec,
+        },
+    )
     st = wait_for(lambda: (s := _status(api, ns)).get("phase") == "Ready" and s, 420, "phase Ready")
-    print(f"\n3-instance cluster Ready {time.monotonic() - t0:.1f}s after creation; primary {st['currentPrimary']}")
+    print(
+        f"\n3-instance cluster Ready {time.monotonic() - t0:.1f}s after creation; primary {st['currentPrimary']}"
+    )
     # (usually shop-0; with the 2 s failover delay set here a loaded node may already have failed
     # over once: whichever it is, exactly one primary and it is the recorded one)
     primary = st["currentPrimary"]
     assert st["readyInstances"] == 3
     assert {i["name"]: i["role"] for i in st["instances"]} == {
-        f"{NAME}-{n}": "primary" if f"{NAME}-{n}" == primary else "replica" for n in (0, 1, 2)}
+        f"{NAME}-{n}": "primary" if f"{NAME}-{n}" == primary else "replica" for n in (0, 1, 2)
+    }
 
     secret = core.read_namespaced_secret(f"{NAME}-credentials", ns).data
     app_pw = base64.b64decode(secret[m.APP_PASSWORD_KEY]).decode()
@@ -88,6 +119,7 @@ def test_operator_runs_a_replicated_mariadb_cluster(host_operator, local_cluster
             row = (host, read_only, cur.fetchone()[0])
         seen.append((round(time.monotonic() - t0, 2), *row))
         return row[2] == 1 and row[1] == 1 and row
+
     try:
         host, read_only, count = wait_for(replica_read, 60, "the row readable through -ro")
     finally:
@@ -106,12 +138,17 @@ def test_operator_runs_a_replicated_mariadb_cluster(host_operator, local_cluster
     old = st["currentPrimary"]
     t1 = time.monotonic()
     core.delete_namespaced_pod(old, ns, grace_period_seconds=0)
-    st = wait_for(lambda: (s := _status(api, ns)).get("currentPrimary") not in (None, old) and s,
-                  120, "a new primary recorded")
+    st = wait_for(
+        lambda: (s := _status(api, ns)).get("currentPrimary") not in (None, old) and s,
+        120,
+        "a new primary recorded",
+    )
     acked_at_failure = len(writer.acked)
     wait_for(lambda: len(writer.acked) > acked_at_failure + 20, 120, "writes accepted by the new primary")
-    print(f"failover: {old} -> {st['currentPrimary']}, writes accepted again "
-          f"{time.monotonic() - t1:.1f}s after the delete")
+    print(
+        f"failover: {old} -> {st['currentPrimary']}, writes accepted again "
+        f"{time.monotonic() - t1:.1f}s after the delete"
+    )
     writer.stop.set()
     writer.join(10)
     new = st["currentPrimary"]
@@ -130,25 +167,63 @@ def test_operator_runs_a_replicated_mariadb_cluster(host_operator, local_cluster
 
     # switchover by editing spec.primary (through the CLI)
     target = next(n for n in (0, 1, 2) if f"{NAME}-{n}" != new)
-    r = subprocess.run([sys.executable, "-m", "mysql_operator.cli", "switchover", NAME, "--to", str(target),
-                        "-n", ns, "--kubeconfig", local_cluster.kubeconfig],
-                       capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mysql_operator.cli",
+            "switchover",
+            NAME,
+            "--to",
+            str(target),
+            "-n",
+            ns,
+            "--kubeconfig",
+            local_cluster.kubeconfig,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr
     t2 = time.monotonic()
+
     def switched():
         s = _status(api, ns)
         roles = {i["name"]: i["role"] for i in s.get("instances") or []}
         want = {f"{NAME}-{n}": "primary" if n == target else "replica" for n in (0, 1, 2)}
-        return s.get("phase") == "Ready" and s.get("currentPrimary") == f"{NAME}-{target}" \
-            and roles == want and s
+        return (
+            s.get("phase") == "Ready"
+            and s.get("currentPrimary") == f"{NAME}-{target}"
+            and roles == want
+            and s
+        )
+
     st = wait_for(switched, 120, "switchover done, roles moved and Ready")
     print(f"switchover {new} -> {NAME}-{target} done (Ready) in {time.monotonic() - t2:.1f}s")
-    host = wait_for(lambda: _query(rw, "app", app_pw, "SELECT @@hostname")[0][0] == f"{NAME}-{target}",
-                    30, "-rw routes to the new primary")
+    host = wait_for(
+        lambda: _query(rw, "app", app_pw, "SELECT @@hostname")[0][0] == f"{NAME}-{target}",
+        30,
+        "-rw routes to the new primary",
+    )
     assert host
     assert _query(rw, "app", app_pw, "SELECT COUNT(*) FROM app.writes")[0][0] >= len(writer.acked)
-    out = subprocess.run([sys.executable, "-m", "mysql_operator.cli", "status", NAME, "-n", ns,
-                          "--kubeconfig", local_cluster.kubeconfig], capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mysql_operator.cli",
+            "status",
+            NAME,
+            "-n",
+            ns,
+            "--kubeconfig",
+            local_cluster.kubeconfig,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     print(out.stdout)
     assert f"phase Ready, primary {NAME}-{target}" in out.stdout
 

@@ -26,16 +26,31 @@ def _ready_condition(objs, ns) -> bool:
 def test_ready_means_rw_accepts_and_no_repoint_churn_under_writes(host_operator):
     ns, api, log_path, proc = host_operator
     objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    spec = {"flavor": "mariadb", "image": "localhost/mariadb:10.11", "imagePullPolicy": "Never",
-            "instances": 3, "database": {"name": "app", "user": "app"},
-            "storage": {"size": "256Mi", "storageClassName": "standard"}}
-    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": NAME},
-        "spec": spec})
+    spec = {
+        "flavor": "mariadb",
+        "image": "localhost/mariadb:10.11",
+        "imagePullPolicy": "Never",
+        "instances": 3,
+        "database": {"name": "app", "user": "app"},
+        "storage": {"size": "256Mi", "storageClassName": "standard"},
+    }
+    objs.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLCluster",
+            "metadata": {"name": NAME},
+            "spec": spec,
+        },
+    )
     # what `kubectl wait --for=condition=Ready` does: poll the condition
     wait_for(lambda: _ready_condition(objs, ns), 420, "condition Ready=True", interval=0.2)
-    pw = base64.b64decode(core.read_namespaced_secret(f"{NAME}-credentials", ns)
-                          .data[m.APP_PASSWORD_KEY]).decode()
+    pw = base64.b64decode(
+        core.read_namespaced_secret(f"{NAME}-credentials", ns).data[m.APP_PASSWORD_KEY]
+    ).decode()
     rw = core.read_namespaced_service(f"{NAME}-rw", ns).spec.cluster_ip
     # Ready is honest: the first connection through -rw is accepted, no retry
     try:
@@ -50,6 +65,7 @@ def test_ready_means_rw_accepts_and_no_repoint_churn_under_writes(host_operator)
     # steady state under writes: no replica is repointed (no "Replicate" after bootstrap)
     def replicate_lines() -> int:
         return log_path.read_text(errors="replace").count(" Replicate: ")
+
     before = replicate_lines()
     secret = core.read_namespaced_secret(f"{NAME}-credentials", ns).data
     op_pw = base64.b64decode(secret[m.OPERATOR_PASSWORD_KEY]).decode()

@@ -30,11 +30,16 @@ REPO = Path(__file__).resolve().parents[1]
 def alone(api) -> None:
     """This test's operator must be the only one serving the namespace: the chart's operator
     (paused by the fixture) comes back when another session helm-upgrades the release."""
-    running = [p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod(OPERATOR_NAMESPACE).items
-               if p.status.phase == "Running"]
+    running = [
+        p.metadata.name
+        for p in client.CoreV1Api(api).list_namespaced_pod(OPERATOR_NAMESPACE).items
+        if p.status.phase == "Running"
+    ]
     if running:
-        pytest.fail(f"the chart's operator ({', '.join(running)}) is running again (another session "
-                    "upgraded the release): two operators served this namespace; rerun alone")
+        pytest.fail(
+            f"the chart's operator ({', '.join(running)}) is running again (another session "
+            "upgraded the release): two operators served this namespace; rerun alone"
+        )
 
 
 def failed_never_ready(api, c: Cluster, timeout: float) -> dict:
@@ -46,17 +51,28 @@ def failed_never_ready(api, c: Cluster, timeout: float) -> dict:
         s = c.status()
         seen.append(s.get("phase"))
         return s.get("phase") == "Failed" and s
+
     s = wait_for(failed, timeout, f"phase Failed (seen {seen[-3:]})", interval=0.5)
     assert "Ready" not in seen
     return s
 
 
 def checksums(host: str, password: str) -> dict[str, int]:
-    tables = [r[0] for r in query(host, "app", password, "SELECT table_name FROM information_schema.tables "
-                                  "WHERE table_schema = 'app' AND table_type = 'BASE TABLE' ORDER BY 1")]
+    tables = [
+        r[0]
+        for r in query(
+            host,
+            "app",
+            password,
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = 'app' AND table_type = 'BASE TABLE' ORDER BY 1",
+        )
+    ]
     assert tables, "no tables in app"
-    return {n: v for n, v in query(host, "app", password,
-                                    "CHECKSUM TABLE " + ", ".join(f"app.`{t}`" for t in tables))}
+    return {
+        n: v
+        for n, v in query(host, "app", password, "CHECKSUM TABLE " + ", ".join(f"app.`{t}`" for t in tables))
+    }
 
 
 def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_beside_cluster):
@@ -64,30 +80,82 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
     bucket = f"e2e-rr-{uuid.uuid4().hex[:8]}"
     s3_beside_cluster.create_bucket(bucket)
     core = client.CoreV1Api(api)
-    core.create_namespaced_secret(ns, {"metadata": {"name": "s3"}, "stringData": {
-        "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key, "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key}})
+    core.create_namespaced_secret(
+        ns,
+        {
+            "metadata": {"name": "s3"},
+            "stringData": {
+                "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
+                "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key,
+            },
+        },
+    )
 
     # -- a populated source cluster and its backup
-    src = Cluster(api, ns, "src").create(cluster_spec(2, backup={"storage": {"s3": {
-        "bucket": bucket, "prefix": "bk", "endpoint": s3_beside_cluster.endpoint, "region": "us-east-1",
-        "forcePathStyle": True, "credentialsSecret": {"name": "s3"}}}}))
+    src = Cluster(api, ns, "src").create(
+        cluster_spec(
+            2,
+            backup={
+                "storage": {
+                    "s3": {
+                        "bucket": bucket,
+                        "prefix": "bk",
+                        "endpoint": s3_beside_cluster.endpoint,
+                        "region": "us-east-1",
+                        "forcePathStyle": True,
+                        "credentialsSecret": {"name": "s3"},
+                    }
+                }
+            },
+        )
+    )
     src.wait_ready(300, instances=2)
     rw, pw = src.service_ip("rw"), src.password()
     wait_for(lambda: try_query(rw, "app", pw, "SELECT 1"), 60, "src -rw answering")
-    query(rw, "app", pw, "CREATE TABLE app.customers (id INT PRIMARY KEY, name VARCHAR(64), balance DECIMAL(12,2))")
-    query(rw, "app", pw, "CREATE TABLE app.orders (id BIGINT PRIMARY KEY, customer INT, note TEXT, payload BLOB)")
+    query(
+        rw,
+        "app",
+        pw,
+        "CREATE TABLE app.customers (id INT PRIMARY KEY, name VARCHAR(64), balance DECIMAL(12,2))",
+    )
+    query(
+        rw,
+        "app",
+        pw,
+        "CREATE TABLE app.orders (id BIGINT PRIMARY KEY, customer INT, note TEXT, payload BLOB)",
+    )
     query(rw, "app", pw, "CREATE TABLE app.empty_one (id INT PRIMARY KEY)")
-    query(rw, "app", pw, "INSERT INTO app.customers SELECT seq, CONCAT('näme-', seq), seq * 1.25 FROM app.seq_1_to_2000")
-    query(rw, "app", pw, "INSERT INTO app.orders SELECT seq * 10, seq, REPEAT('x', seq % 500), UNHEX(MD5(seq)) "
-          "FROM app.seq_1_to_2000")
+    query(
+        rw,
+        "app",
+        pw,
+        "INSERT INTO app.customers SELECT seq, CONCAT('näme-', seq), seq * 1.25 FROM app.seq_1_to_2000",
+    )
+    query(
+        rw,
+        "app",
+        pw,
+        "INSERT INTO app.orders SELECT seq * 10, seq, REPEAT('x', seq % 500), UNHEX(MD5(seq)) "
+        "FROM app.seq_1_to_2000",
+    )
     want = checksums(rw, pw)
-    src.objs.create_namespaced_custom_object(GROUP, VERSION, ns, BACKUPS, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": "b1"},
-        "spec": {"clusterRef": {"name": "src"}}})
+    src.objs.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        BACKUPS,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLBackup",
+            "metadata": {"name": "b1"},
+            "spec": {"clusterRef": {"name": "src"}},
+        },
+    )
 
     def backup_phase():
         b = src.objs.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUPS, "b1")
         return (b.get("status") or {}).get("phase") in ("Succeeded", "Failed") and b["status"]
+
     st = wait_for(backup_phase, 300, "backup b1 finished")
     assert st["phase"] == "Succeeded", st.get("message")
 
@@ -101,6 +169,7 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
         ready = next((c for c in s.get("conditions") or [] if c["type"] == "Ready"), {})
         seen.append((s.get("phase"), ready.get("status"), (s.get("restore") or {}).get("phase")))
         return s.get("phase") == "Ready" and s.get("readyInstances") == 3 and s
+
     t0 = time.monotonic()
     final = wait_for(restored_and_ready, 600, f"dst restored and Ready (seen {seen[-3:]})", interval=0.5)
     to_ready = time.monotonic() - t0
@@ -120,8 +189,15 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
         ip = dst.pod(o).status.pod_ip
         wait_for(lambda ip=ip: checksums(ip, d_pw) == after, 60, f"dst-{o} equal to the primary")
         # the restore account (ALL privileges, only to load the dump) is gone from every instance
-        assert query(ip, "mysql-operator", op_pw,
-                     "SELECT COUNT(*) FROM mysql.user WHERE user = 'mysql-operator-restore'")[0][0] == 0
+        assert (
+            query(
+                ip,
+                "mysql-operator",
+                op_pw,
+                "SELECT COUNT(*) FROM mysql.user WHERE user = 'mysql-operator-restore'",
+            )[0][0]
+            == 0
+        )
     job = client.BatchV1Api(api).read_namespaced_job("dst-restore", ns)  # the load ran in a Job
     assert job.spec.template.spec.automount_service_account_token is False and job.status.succeeded == 1
 
@@ -142,8 +218,13 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
         if cur and cur != primaries[-1]:
             primaries.append(cur)
         s = dst.status()
-        return (len(restarted) == 3 and s.get("phase") == "Ready" and s.get("readyInstances") == 3
-                and all(p.spec.containers[0].resources.requests.get("cpu") == "110m" for p in dst.pods()))
+        return (
+            len(restarted) == 3
+            and s.get("phase") == "Ready"
+            and s.get("readyInstances") == 3
+            and all(p.spec.containers[0].resources.requests.get("cpu") == "110m" for p in dst.pods())
+        )
+
     wait_for(rolled, 600, f"the roll to finish (restarted {restarted}, primaries {primaries})", interval=0.5)
     print(f"roll: restarted {restarted}; primary {' -> '.join(primaries)}")
     assert restarted[-1] == primary0, f"the primary's Pod restarts last: {restarted}"
@@ -175,15 +256,42 @@ def test_a_hostile_dump_reads_no_file_and_the_restore_fails_clearly(host_operato
     ns, api, _, _ = host_operator
     bucket = f"e2e-evil-{uuid.uuid4().hex[:8]}"
     s3_beside_cluster.create_bucket(bucket)
-    hostile_backup(s3_beside_cluster, bucket, "evil", (
-        "CREATE DATABASE loot;\nCREATE TABLE loot.t (v LONGTEXT);\n"
-        "LOAD DATA LOCAL INFILE '/var/run/secrets/kubernetes.io/serviceaccount/token' INTO TABLE loot.t;\n"
-        "LOAD DATA LOCAL INFILE '/proc/self/environ' INTO TABLE loot.t;\n"))
-    client.CoreV1Api(api).create_namespaced_secret(ns, {"metadata": {"name": "evil-s3"}, "stringData": {
-        "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key, "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key}})
-    c = Cluster(api, ns, "evil").create(cluster_spec(2, restore={"s3": {
-        "bucket": bucket, "prefix": "backups", "path": "evil", "endpoint": s3_beside_cluster.endpoint,
-        "region": "us-east-1", "forcePathStyle": True, "credentialsSecret": {"name": "evil-s3"}}}))
+    hostile_backup(
+        s3_beside_cluster,
+        bucket,
+        "evil",
+        (
+            "CREATE DATABASE loot;\nCREATE TABLE loot.t (v LONGTEXT);\n"
+            "LOAD DATA LOCAL INFILE '/var/run/secrets/kubernetes.io/serviceaccount/token' INTO TABLE loot.t;\n"
+            "LOAD DATA LOCAL INFILE '/proc/self/environ' INTO TABLE loot.t;\n"
+        ),
+    )
+    client.CoreV1Api(api).create_namespaced_secret(
+        ns,
+        {
+            "metadata": {"name": "evil-s3"},
+            "stringData": {
+                "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
+                "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key,
+            },
+        },
+    )
+    c = Cluster(api, ns, "evil").create(
+        cluster_spec(
+            2,
+            restore={
+                "s3": {
+                    "bucket": bucket,
+                    "prefix": "backups",
+                    "path": "evil",
+                    "endpoint": s3_beside_cluster.endpoint,
+                    "region": "us-east-1",
+                    "forcePathStyle": True,
+                    "credentialsSecret": {"name": "evil-s3"},
+                }
+            },
+        )
+    )
     s = failed_never_ready(api, c, 600)
     ready = next(x for x in s["conditions"] if x["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "RestoreFailed")
@@ -200,6 +308,10 @@ def test_a_hostile_dump_reads_no_file_and_the_restore_fails_clearly(host_operato
     for p in c.pods():
         ip = p.status.pod_ip
         assert query(ip, "mysql-operator", password, "SELECT @@local_infile")[0][0] == 0
-        if query(ip, "mysql-operator", password, "SELECT COUNT(*) FROM information_schema.tables "
-                 "WHERE table_schema = 'loot' AND table_name = 't'")[0][0]:
+        if query(
+            ip,
+            "mysql-operator",
+            password,
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'loot' AND table_name = 't'",
+        )[0][0]:
             assert query(ip, "mysql-operator", password, "SELECT COUNT(*) FROM loot.t")[0][0] == 0

@@ -11,17 +11,28 @@ import uuid
 
 import pytest
 
-from e2e.helpers import (BACKUPS, FLAVORS, GROUP, VERSION, Cluster, cluster_spec, query, record,
-                         scenario_namespace, stopwatch, try_query)
+from e2e.helpers import (
+    BACKUPS,
+    FLAVORS,
+    GROUP,
+    VERSION,
+    Cluster,
+    cluster_spec,
+    query,
+    record,
+    scenario_namespace,
+    stopwatch,
+    try_query,
+)
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
 TABLES = {
     "customers": "CREATE TABLE app.customers (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(64),"
-                 " email VARCHAR(128) UNIQUE, created DATETIME(6), balance DECIMAL(12,2))",
+    " email VARCHAR(128) UNIQUE, created DATETIME(6), balance DECIMAL(12,2))",
     "orders": "CREATE TABLE app.orders (id BIGINT PRIMARY KEY, customer INT, note TEXT,"
-              " payload BLOB, total DOUBLE, KEY (customer))",
+    " payload BLOB, total DOUBLE, KEY (customer))",
     "empty_one": "CREATE TABLE app.empty_one (id INT PRIMARY KEY)",
 }
 
@@ -41,31 +52,68 @@ def backup_source(request, local_cluster, backup_namespace, s3_beside_cluster):
     c = Cluster(api, backup_namespace, f"bk-{flavor}")
     bucket = f"e2e-{uuid.uuid4().hex[:10]}"
     s3_beside_cluster.create_bucket(bucket)
-    c.core.create_namespaced_secret(backup_namespace, {
-        "metadata": {"name": f"s3-{flavor}"}, "stringData": {
-            "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
-            "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key}})
-    c.create(cluster_spec(2, flavor, backup={
-        "storage": {"s3": {"bucket": bucket, "prefix": "bk", "endpoint": s3_beside_cluster.endpoint,
-                           "region": "us-east-1", "forcePathStyle": True,
-                           "credentialsSecret": {"name": f"s3-{flavor}"}}},
-        "schedule": "* * * * *"}))
+    c.core.create_namespaced_secret(
+        backup_namespace,
+        {
+            "metadata": {"name": f"s3-{flavor}"},
+            "stringData": {
+                "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
+                "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key,
+            },
+        },
+    )
+    c.create(
+        cluster_spec(
+            2,
+            flavor,
+            backup={
+                "storage": {
+                    "s3": {
+                        "bucket": bucket,
+                        "prefix": "bk",
+                        "endpoint": s3_beside_cluster.endpoint,
+                        "region": "us-east-1",
+                        "forcePathStyle": True,
+                        "credentialsSecret": {"name": f"s3-{flavor}"},
+                    }
+                },
+                "schedule": "* * * * *",
+            },
+        )
+    )
     c.wait_ready(300, instances=2)
     rw, pw = c.service_ip("rw"), c.password()
     wait_for(lambda: try_query(rw, "app", pw, "SELECT 1"), 60, "-rw answering")
     for ddl in TABLES.values():
         query(rw, "app", pw, ddl)
     for i in range(1, 301):
-        query(rw, "app", pw, "INSERT INTO app.customers (name, email, created, balance) VALUES "
-              "(%s, %s, NOW(6), %s)", args=(f"name-{i} ü", f"c{i}@example.test", i * 1.25))
-    query(rw, "app", pw, "INSERT INTO app.orders SELECT id * 10, id, REPEAT('x', id), "
-          "UNHEX(SHA2(id, 256)), id / 3 FROM app.customers")  # MySQL 9.7 has no MD5()
+        query(
+            rw,
+            "app",
+            pw,
+            "INSERT INTO app.customers (name, email, created, balance) VALUES (%s, %s, NOW(6), %s)",
+            args=(f"name-{i} ü", f"c{i}@example.test", i * 1.25),
+        )
+    query(
+        rw,
+        "app",
+        pw,
+        "INSERT INTO app.orders SELECT id * 10, id, REPEAT('x', id), "
+        "UNHEX(SHA2(id, 256)), id / 3 FROM app.customers",
+    )  # MySQL 9.7 has no MD5()
     yield c, bucket, flavor
 
 
 def checksums(host: str, password: str) -> dict[str, int]:
-    tables = [r[0] for r in query(host, "app", password, "SELECT table_name FROM information_schema.tables "
-                                  "WHERE table_schema = 'app' ORDER BY table_name")]
+    tables = [
+        r[0]
+        for r in query(
+            host,
+            "app",
+            password,
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'app' ORDER BY table_name",
+        )
+    ]
     assert tables, "no tables in app"
     rows = query(host, "app", password, "CHECKSUM TABLE " + ", ".join(f"app.`{t}`" for t in tables))
     return {name: value for name, value in rows}
@@ -85,11 +133,23 @@ def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup
     c, bucket, flavor = backup_source
     manual = f"manual-{flavor}"
     elapsed = stopwatch()
-    c.objs.create_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": manual},
-        "spec": {"clusterRef": {"name": c.name}}})
-    phase = wait_for(lambda: _backup_phase(c, manual) in ("Succeeded", "Failed")
-                     and _backup_phase(c, manual), 300, f"{manual} finished")
+    c.objs.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        c.namespace,
+        BACKUPS,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLBackup",
+            "metadata": {"name": manual},
+            "spec": {"clusterRef": {"name": c.name}},
+        },
+    )
+    phase = wait_for(
+        lambda: _backup_phase(c, manual) in ("Succeeded", "Failed") and _backup_phase(c, manual),
+        300,
+        f"{manual} finished",
+    )
     record(f"on-demand backup (MySQLBackup created to Succeeded, {flavor})", elapsed(), scenario="5")
     st = c.objs.get_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, manual)["status"]
     assert phase == "Succeeded", st.get("message")
@@ -106,12 +166,15 @@ def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_na
 
     elapsed = stopwatch()
     restored = Cluster(c.api, c.namespace, f"restored-{flavor}").create(
-        cluster_spec(2, flavor, restore={"fromBackup": {"name": manual}}))
+        cluster_spec(2, flavor, restore={"fromBackup": {"name": manual}})
+    )
     restored.wait_ready(300, instances=2)
     r_rw, r_pw = restored.service_ip("rw"), restored.password()
     wait_for(lambda: try_query(r_rw, "app", r_pw, "SELECT 1"), 60, "the restored cluster's -rw answering")
     got = checksums(r_rw, r_pw)
-    record(f"restore (new cluster from MySQLBackup to Ready with the data, {flavor})", elapsed(), scenario="5")
+    record(
+        f"restore (new cluster from MySQLBackup to Ready with the data, {flavor})", elapsed(), scenario="5"
+    )
     assert got == source
     # the replica of the restored cluster has the data too
     replica = restored.pod(1).status.pod_ip
@@ -124,13 +187,20 @@ def test_a_scheduled_backup_runs(local_cluster, backup_namespace, backup_source)
 
     def scheduled_succeeded():
         items = c.objs.list_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS)["items"]
-        done = [b for b in items if not b["metadata"]["name"].startswith("manual-")
-                and b["spec"]["clusterRef"]["name"] == c.name
-                and (b.get("status") or {}).get("phase") == "Succeeded"]
+        done = [
+            b
+            for b in items
+            if not b["metadata"]["name"].startswith("manual-")
+            and b["spec"]["clusterRef"]["name"] == c.name
+            and (b.get("status") or {}).get("phase") == "Succeeded"
+        ]
         return done
+
     done = wait_for(scheduled_succeeded, 200, "a scheduled MySQLBackup Succeeded")
-    print(f"scheduled backup {done[0]['metadata']['name']} succeeded "
-          f"{time.monotonic() - t0:.0f}s after this test started")
+    print(
+        f"scheduled backup {done[0]['metadata']['name']} succeeded "
+        f"{time.monotonic() - t0:.0f}s after this test started"
+    )
     assert done[0]["spec"]["clusterRef"]["name"] == c.name
     last = c.status().get("lastBackup") or {}
     assert last, "status.lastBackup of the cluster is set"

@@ -8,8 +8,18 @@ from __future__ import annotations
 import pymysql
 import pytest
 
-from e2e.helpers import (FLAVORS, Cluster, cluster_spec, create_writes_table, kubectl, query, record,
-                         replica_state, stopwatch, try_query)
+from e2e.helpers import (
+    FLAVORS,
+    Cluster,
+    cluster_spec,
+    create_writes_table,
+    kubectl,
+    query,
+    record,
+    replica_state,
+    stopwatch,
+    try_query,
+)
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -32,8 +42,9 @@ def test_three_instances_ready_rw_ro_and_kubectl_columns(local_cluster, scenario
 
     ro = c.service_ip("ro")
 
-    host, read_only, count = wait_for(lambda: (r := replica_state(ro, "app", pw)) and r[2] == 3 and r,
-                                      60, "the 3 rows readable through -ro")
+    host, read_only, count = wait_for(
+        lambda: (r := replica_state(ro, "app", pw)) and r[2] == 3 and r, 60, "the 3 rows readable through -ro"
+    )
     assert host in ("basic-1", "basic-2") and read_only == 1
     with pytest.raises(pymysql.MySQLError):
         query(ro, "app", pw, "INSERT INTO app.writes VALUES (4)")
@@ -64,7 +75,9 @@ def test_mariadb_11_8_smoke(local_cluster, scenario_namespace):
     version, read_only = query(rw, "app", pw, "SELECT VERSION(), @@read_only")[0]
     assert version.startswith("11.8.") and read_only == 0, version
     replica = c.pod(1).status.pod_ip
-    wait_for(lambda: replica_state(replica, "app", pw) == ("m118-1", 1, 2), 60, "m118-1 read-only with both rows")
+    wait_for(
+        lambda: replica_state(replica, "app", pw) == ("m118-1", 1, 2), 60, "m118-1 read-only with both rows"
+    )
     assert c.roles() == {"m118-0": "primary", "m118-1": "replica"}
 
 
@@ -80,15 +93,20 @@ def test_switchover_by_editing_spec_primary(local_cluster, scenario_namespace, f
     elapsed = stopwatch()
     c.patch_spec({"primary": 2})
     st = c.wait_ready(120, "switchover to swo-2 done", instances=3, primary="swo-2")
-    wait_for(lambda: (r := try_query(rw, "app", pw, "SELECT @@hostname, @@read_only"))
-             and r[0] == ("swo-2", 0), 60, "-rw routes to swo-2, writable")
+    wait_for(
+        lambda: (r := try_query(rw, "app", pw, "SELECT @@hostname, @@read_only")) and r[0] == ("swo-2", 0),
+        60,
+        "-rw routes to swo-2, writable",
+    )
     query(rw, "app", pw, "INSERT INTO app.writes VALUES (2)")
-    record(f"switchover (spec.primary edit to Ready and -rw writable on the new primary, {flavor})",
-           elapsed(), scenario="3")
+    record(
+        f"switchover (spec.primary edit to Ready and -rw writable on the new primary, {flavor})",
+        elapsed(),
+        scenario="3",
+    )
     assert c.roles() == {"swo-0": "replica", "swo-1": "replica", "swo-2": "primary"}, st
     assert [r[0] for r in query(rw, "app", pw, "SELECT id FROM app.writes ORDER BY id")] == [1, 2]
     # the old primary is a read-only replica that has the write made after the switchover
     old = c.pod(0).status.pod_ip
-    wait_for(lambda: replica_state(old, "app", pw) == ("swo-0", 1, 2), 60,
-             "swo-0 read-only with both rows")
+    wait_for(lambda: replica_state(old, "app", pw) == ("swo-0", 1, 2), 60, "swo-0 read-only with both rows")
     assert c.events("Switchover"), "a Switchover Event on the MySQLCluster"

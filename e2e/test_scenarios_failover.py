@@ -22,15 +22,29 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE
-from e2e.helpers import (FLAVORS, Cluster, Writer, cluster_spec, create_writes_table, lost_rows, query,
-                         record, replica_state)
+from e2e.helpers import (
+    FLAVORS,
+    Cluster,
+    Writer,
+    cluster_spec,
+    create_writes_table,
+    lost_rows,
+    query,
+    record,
+    replica_state,
+)
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
 
-def _failover_under_load(c: Cluster, disrupt: Callable[[str], float | None], label: str,
-                         during: Callable[[], None] | None = None, flavor: str = "mariadb") -> None:
+def _failover_under_load(
+    c: Cluster,
+    disrupt: Callable[[str], float | None],
+    label: str,
+    during: Callable[[], None] | None = None,
+    flavor: str = "mariadb",
+) -> None:
     label = f"{label}, {flavor}"
     c.create(cluster_spec(3, flavor))
     st = c.wait_ready(300, instances=3, primary=f"{c.name}-0")
@@ -44,6 +58,7 @@ def _failover_under_load(c: Cluster, disrupt: Callable[[str], float | None], lab
         t_last = disrupt(old) or t0
         if during is not None:
             during()
+
         def decided(s: dict) -> bool:
             if s.get("currentPrimary") not in (None, old):
                 return True
@@ -51,11 +66,19 @@ def _failover_under_load(c: Cluster, disrupt: Callable[[str], float | None], lab
             # unacknowledged tail) stays primary - promoting a replica would make it errant; it is
             # made primary again (primarySince moves), never losing an acknowledged row
             since = s.get("primarySince")
-            return flavor == "mysql" and s.get("currentPrimary") == old and bool(since) \
+            return (
+                flavor == "mysql"
+                and s.get("currentPrimary") == old
+                and bool(since)
                 and datetime.fromisoformat(since).timestamp() > wall0
-        st = wait_for(lambda: (lambda s: s if decided(s) else None)(c.status()), 180,
-                      "a new primary (or the restarted one made primary again) recorded in status",
-                      describe=c.describe)
+            )
+
+        st = wait_for(
+            lambda: (lambda s: s if decided(s) else None)(c.status()),
+            180,
+            "a new primary (or the restarted one made primary again) recorded in status",
+            describe=c.describe,
+        )
         new = st["currentPrimary"]
         # when it was made primary is recorded (a restarted operator compares server starts with it)
         since = wait_for(lambda: c.status().get("primarySince"), 30, "status.primarySince")
@@ -70,22 +93,31 @@ def _failover_under_load(c: Cluster, disrupt: Callable[[str], float | None], lab
     scenario = "2" if "operator" not in label else "6"
     record(f"failover ({label}) to first accepted write", to_write, scenario=scenario)
     if t_last != t0 and to_write_last is not None:
-        record(f"failover ({label}) last disruption to first accepted write on the new primary",
-               to_write_last, scenario=scenario)
+        record(
+            f"failover ({label}) last disruption to first accepted write on the new primary",
+            to_write_last,
+            scenario=scenario,
+        )
     lost = lost_rows(rw, pw, writer)
     record(f"rows lost ({label}; {len(writer.acked)} acknowledged)", len(lost), unit="count")
     assert not lost, f"acknowledged writes lost: {lost[:20]}"
     assert query(rw, "app", pw, "SELECT @@hostname")[0][0] == new
 
     if new == old:  # MySQL kept the restarted primary (see decided)
-        record(f"old primary after the failover ({label}): kept as primary (own unacknowledged tail)",
-               1, unit="count")
+        record(
+            f"old primary after the failover ({label}): kept as primary (own unacknowledged tail)",
+            1,
+            unit="count",
+        )
         c.wait_ready(300, "Ready again with the restarted primary", instances=3, primary=old)
         return
     if flavor == "mysql":
-        outcome = wait_for(lambda: _rejoined_or_held_out(c, old, new), 300,
-                           f"{old} back as a replica, or held out with a transaction of its own",
-                           describe=c.describe)
+        outcome = wait_for(
+            lambda: _rejoined_or_held_out(c, old, new),
+            300,
+            f"{old} back as a replica, or held out with a transaction of its own",
+            describe=c.describe,
+        )
         record(f"old primary after the failover ({label}): {outcome}", 1, unit="count")
         if outcome == "held out":
             old_ip = c.pod(old).status.pod_ip
@@ -99,8 +131,11 @@ def _failover_under_load(c: Cluster, disrupt: Callable[[str], float | None], lab
     old_ip = c.pod(old).status.pod_ip
     total = query(rw, "app", pw, "SELECT COUNT(*) FROM app.writes")[0][0]
     assert total >= len(writer.acked)
-    wait_for(lambda: replica_state(old_ip, "app", pw) == (old, 1, total), 60,
-             f"{old} read-only with all {total} rows")
+    wait_for(
+        lambda: replica_state(old_ip, "app", pw) == (old, 1, total),
+        60,
+        f"{old} read-only with all {total} rows",
+    )
     assert c.events("Failover"), "a Failover Event on the MySQLCluster"
 
 
@@ -109,8 +144,11 @@ def _rejoined_or_held_out(c: Cluster, old: str, new: str) -> str | None:
     if st.get("phase") == "Ready" and st.get("currentPrimary") == new and c.roles().get(old) == "replica":
         return "rejoined"
     degraded = next((x for x in st.get("conditions") or [] if x.get("type") == "Degraded"), {})
-    if degraded.get("status") == "True" and degraded.get("reason") == "InstancesHeldOut" \
-            and old in degraded.get("message", ""):
+    if (
+        degraded.get("status") == "True"
+        and degraded.get("reason") == "InstancesHeldOut"
+        and old in degraded.get("message", "")
+    ):
         return "held out"
     return None
 
@@ -137,9 +175,23 @@ def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_n
 
     def kill(name: str) -> None:
         container_id = container(name).container_id.split("://", 1)[1]
-        r = subprocess.run(["ctr", "--address", local_cluster.containerd_socket, "-n", "k8s.io",
-                            "tasks", "kill", "-s", "SIGKILL", container_id],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [
+                "ctr",
+                "--address",
+                local_cluster.containerd_socket,
+                "-n",
+                "k8s.io",
+                "tasks",
+                "kill",
+                "-s",
+                "SIGKILL",
+                container_id,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert r.returncode == 0, f"ctr tasks kill: {r.stderr}"
 
     _failover_under_load(c, kill, "primary container SIGKILLed", flavor=flavor)
@@ -162,9 +214,23 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
 
     def signal_container(name: str, sig: str) -> None:
         status = next(s for s in c.pod(name).status.container_statuses if s.name == "mysqld")
-        r = subprocess.run(["ctr", "--address", local_cluster.containerd_socket, "-n", "k8s.io",
-                            "tasks", "kill", "-s", sig, status.container_id.split("://", 1)[1]],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [
+                "ctr",
+                "--address",
+                local_cluster.containerd_socket,
+                "-n",
+                "k8s.io",
+                "tasks",
+                "kill",
+                "-s",
+                sig,
+                status.container_id.split("://", 1)[1],
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert r.returncode == 0, f"ctr tasks kill -s {sig}: {r.stderr}"
 
     def delete_operator() -> None:
@@ -179,22 +245,32 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
         t = time.monotonic()
         try:
             delete_operator()
-            wait_for(lambda: c.status().get("currentPrimary") not in (None, name), 240,
-                     "the new operator to fail over")
+            wait_for(
+                lambda: c.status().get("currentPrimary") not in (None, name),
+                240,
+                "the new operator to fail over",
+            )
         finally:
             signal_container(name, "SIGKILL")
         return t
 
     try:
-        _failover_under_load(c, hang_primary_then_delete_operator,
-                             "primary hung, then the operator Pod deleted", flavor=flavor)
+        _failover_under_load(
+            c, hang_primary_then_delete_operator, "primary hung, then the operator Pod deleted", flavor=flavor
+        )
     finally:
+
         def operator_back():
             pods = core.list_namespaced_pod(OPERATOR_NAMESPACE).items
-            return [p for p in pods if p.metadata.name not in deleted and p.status.container_statuses
-                    and all(s.ready for s in p.status.container_statuses)]
+            return [
+                p
+                for p in pods
+                if p.metadata.name not in deleted
+                and p.status.container_statuses
+                and all(s.ready for s in p.status.container_statuses)
+            ]
+
         wait_for(operator_back, 180, "a new operator Pod ready")
     assert deleted, "the operator Pod was deleted"
     dep = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0]
     assert dep.status.ready_replicas == 1
-

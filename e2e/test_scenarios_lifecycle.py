@@ -18,33 +18,52 @@ pytestmark = pytest.mark.cluster
 
 
 def _owned_by(items, uid: str) -> list[str]:
-    return [f"{type(o).__name__}/{o.metadata.name}" for o in items
-            if any(r.uid == uid for r in o.metadata.owner_references or [])]
+    return [
+        f"{type(o).__name__}/{o.metadata.name}"
+        for o in items
+        if any(r.uid == uid for r in o.metadata.owner_references or [])
+    ]
 
 
 def _owned_objects(api, ns: str, uid: str) -> list[str]:
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     policy = client.PolicyV1Api(api)
-    return (_owned_by(apps.list_namespaced_stateful_set(ns).items, uid)
-            + _owned_by(core.list_namespaced_service(ns).items, uid)
-            + _owned_by(core.list_namespaced_config_map(ns).items, uid)
-            + _owned_by(core.list_namespaced_secret(ns).items, uid)
-            + _owned_by(policy.list_namespaced_pod_disruption_budget(ns).items, uid)
-            + _owned_by(core.list_namespaced_pod(ns).items, uid))
+    return (
+        _owned_by(apps.list_namespaced_stateful_set(ns).items, uid)
+        + _owned_by(core.list_namespaced_service(ns).items, uid)
+        + _owned_by(core.list_namespaced_config_map(ns).items, uid)
+        + _owned_by(core.list_namespaced_secret(ns).items, uid)
+        + _owned_by(policy.list_namespaced_pod_disruption_budget(ns).items, uid)
+        + _owned_by(core.list_namespaced_pod(ns).items, uid)
+    )
 
 
 def _pvcs(api, ns: str) -> set[str]:
-    return {p.metadata.name for p in client.CoreV1Api(api).list_namespaced_persistent_volume_claim(ns).items
-            if not p.metadata.deletion_timestamp}
+    return {
+        p.metadata.name
+        for p in client.CoreV1Api(api).list_namespaced_persistent_volume_claim(ns).items
+        if not p.metadata.deletion_timestamp
+    }
 
 
-def test_deleting_a_cluster_removes_owned_objects_keeps_user_secret_and_pvcs(local_cluster, scenario_namespace):
+def test_deleting_a_cluster_removes_owned_objects_keeps_user_secret_and_pvcs(
+    local_cluster, scenario_namespace
+):
     api = local_cluster.api_client()
     ns = scenario_namespace
     core = client.CoreV1Api(api)
-    core.create_namespaced_secret(ns, {"metadata": {"name": "my-creds"}, "stringData": {
-        "root-password": "e2e-root-pw-1", "operator-password": "e2e-op-pw-1",
-        "replication-password": "e2e-repl-pw-1", "app-password": "e2e-app-pw-1"}})
+    core.create_namespaced_secret(
+        ns,
+        {
+            "metadata": {"name": "my-creds"},
+            "stringData": {
+                "root-password": "e2e-root-pw-1",
+                "operator-password": "e2e-op-pw-1",
+                "replication-password": "e2e-repl-pw-1",
+                "app-password": "e2e-app-pw-1",
+            },
+        },
+    )
     kept = Cluster(api, ns, "kept").create(cluster_spec(2, credentials={"secretName": "my-creds"}))
     gone = Cluster(api, ns, "gone").create(cluster_spec(1, deletionPolicy="Delete"))
     kept.wait_ready(300, instances=2)
@@ -60,10 +79,16 @@ def test_deleting_a_cluster_removes_owned_objects_keeps_user_secret_and_pvcs(loc
     objs = client.CustomObjectsApi(api)
     for name in ("kept", "gone"):
         objs.delete_namespaced_custom_object(GROUP, VERSION, ns, CLUSTERS, name)
-    wait_for(lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, ns, CLUSTERS)["items"], 120,
-             "both MySQLClusters gone (the operator removed its finalizer)")
-    wait_for(lambda: not _owned_objects(api, ns, kept_uid) and not _owned_objects(api, ns, gone_uid), 120,
-             "owned objects garbage-collected")
+    wait_for(
+        lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, ns, CLUSTERS)["items"],
+        120,
+        "both MySQLClusters gone (the operator removed its finalizer)",
+    )
+    wait_for(
+        lambda: not _owned_objects(api, ns, kept_uid) and not _owned_objects(api, ns, gone_uid),
+        120,
+        "owned objects garbage-collected",
+    )
     assert core.read_namespaced_secret("my-creds", ns).data, "the user-supplied Secret is kept"
     wait_for(lambda: "data-gone-0" not in _pvcs(api, ns), 120, "deletionPolicy Delete removes gone's PVC")
     assert {"data-kept-0", "data-kept-1"} <= _pvcs(api, ns), "deletionPolicy Retain (default) keeps the PVCs"
@@ -79,6 +104,7 @@ def test_a_pod_that_cannot_start_is_named_with_the_kubelets_reason(local_cluster
         st = c.status()
         entry = next((i for i in st.get("instances") or [] if i.get("name") == "noimg-0"), {})
         return st if "ErrImageNeverPull" in entry.get("waiting", "") else None
+
     st = wait_for(stuck, 120, "noimg-0 reported waiting with ErrImageNeverPull")
     ready = next(cond for cond in st["conditions"] if cond["type"] == "Ready")
     assert ready["status"] == "False" and ready["reason"] == "InstancesNotReady", ready
@@ -102,43 +128,80 @@ def _set(doc: dict, path: str, value) -> dict:
 
 
 INVALID = [
-    ("three-instance.yaml", "spec.primary", 3,
-     "spec.primary must be lower than spec.instances"),
+    ("three-instance.yaml", "spec.primary", 3, "spec.primary must be lower than spec.instances"),
     ("three-instance.yaml", "spec.instances", 10, "spec.instances"),
-    ("three-instance.yaml", "spec.replication.semiSyncAcks", 3,
-     "spec.replication.semiSyncAcks must be lower than spec.instances"),
-    ("mariadb.yaml", "spec.replication.semiSyncAcks", 2,
-     "MariaDB 10.11/11.4 waits for exactly one replica acknowledgement"),
+    (
+        "three-instance.yaml",
+        "spec.replication.semiSyncAcks",
+        3,
+        "spec.replication.semiSyncAcks must be lower than spec.instances",
+    ),
+    (
+        "mariadb.yaml",
+        "spec.replication.semiSyncAcks",
+        2,
+        "MariaDB 10.11/11.4 waits for exactly one replica acknowledgement",
+    ),
     ("one-instance.yaml", "spec.version", "10.11", "spec.version must match spec.flavor"),
-    ("mariadb.yaml", "spec.config.myCnf", "server_id = 7\n", "spec.config.myCnf sets a setting the operator owns"),
+    (
+        "mariadb.yaml",
+        "spec.config.myCnf",
+        "server_id = 7\n",
+        "spec.config.myCnf sets a setting the operator owns",
+    ),
     ("mariadb.yaml", "spec.config.myCnf", "!include /etc/other.cnf\n", "must not use !include"),
     ("three-instance.yaml", "metadata.name", "a" * 41, "metadata.name must be at most 40 characters"),
-    ("local-demo.yaml", "spec.podLabels", {"app.kubernetes.io/name": "x"},
-     "spec.podLabels must not set app.kubernetes.io/name"),
+    (
+        "local-demo.yaml",
+        "spec.podLabels",
+        {"app.kubernetes.io/name": "x"},
+        "spec.podLabels must not set app.kubernetes.io/name",
+    ),
     ("local-demo.yaml", "spec.backup.schedule", "every day", "spec.backup.schedule"),
     ("local-demo.yaml", "spec.flavor", "postgres", "spec.flavor"),
     ("local-demo-mysql.yaml", "spec.version", "8.0", "spec.version is not a supported release"),
-    ("three-instance.yaml", "spec.restore", {"fromBackup": {"name": "b"}, "s3": {
-        "bucket": "bkt", "path": "p", "credentialsSecret": {"name": "s"}}},
-     "spec.restore needs exactly one of spec.restore.fromBackup or spec.restore.s3"),
+    (
+        "three-instance.yaml",
+        "spec.restore",
+        {
+            "fromBackup": {"name": "b"},
+            "s3": {"bucket": "bkt", "path": "p", "credentialsSecret": {"name": "s"}},
+        },
+        "spec.restore needs exactly one of spec.restore.fromBackup or spec.restore.s3",
+    ),
 ]
 
 
 @pytest.mark.parametrize("example", sorted({e[0] for e in INVALID} | {"backup.yaml"}))
 def test_the_examples_themselves_are_accepted(local_cluster, operator_release, kube_namespace, example):
     """The control for the refusals below: each unmodified example passes server-side validation."""
-    r = kubectl(local_cluster.kubeconfig, "apply", "--dry-run=server", "-n", kube_namespace, "-f",
-                str(REPO / "examples" / example))
+    r = kubectl(
+        local_cluster.kubeconfig,
+        "apply",
+        "--dry-run=server",
+        "-n",
+        kube_namespace,
+        "-f",
+        str(REPO / "examples" / example),
+    )
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("example,path,value,message", INVALID,
-                         ids=[f"{e}:{p}" for e, p, _, _ in INVALID])
-def test_invalid_cr_from_an_example_is_refused_with_its_message(local_cluster, operator_release,
-                                                                  kube_namespace, example, path, value, message):
+@pytest.mark.parametrize("example,path,value,message", INVALID, ids=[f"{e}:{p}" for e, p, _, _ in INVALID])
+def test_invalid_cr_from_an_example_is_refused_with_its_message(
+    local_cluster, operator_release, kube_namespace, example, path, value, message
+):
     doc = _set(_example(example), path, value)
-    r = kubectl(local_cluster.kubeconfig, "apply", "--dry-run=server", "-n", kube_namespace, "-f", "-",
-                input=yaml.safe_dump(doc))
+    r = kubectl(
+        local_cluster.kubeconfig,
+        "apply",
+        "--dry-run=server",
+        "-n",
+        kube_namespace,
+        "-f",
+        "-",
+        input=yaml.safe_dump(doc),
+    )
     assert r.returncode != 0, f"accepted: {r.stdout}"
     assert message in r.stderr, r.stderr
     assert "is invalid" in r.stderr, r.stderr
@@ -158,15 +221,20 @@ def applied_namespace(local_cluster, operator_release):
         yield ns, doc
 
 
-@pytest.mark.parametrize("path,value,message", [
-    ("spec.storage.size", "2Gi", "spec.storage is immutable"),
-    ("spec.flavor", "mysql", "spec.flavor is immutable"),
-    ("spec.database", {"name": "other", "user": "other"}, "spec.database is immutable"),
-    ("spec.restore", {"fromBackup": {"name": "x"}}, "spec.restore is immutable"),
-    ("spec.credentials", {"secretName": "mine"}, "spec.credentials is immutable"),
-], ids=["storage", "flavor", "database", "restore", "credentials"])
-def test_immutable_fields_of_an_applied_example_are_refused(local_cluster, applied_namespace,
-                                                            path, value, message):
+@pytest.mark.parametrize(
+    "path,value,message",
+    [
+        ("spec.storage.size", "2Gi", "spec.storage is immutable"),
+        ("spec.flavor", "mysql", "spec.flavor is immutable"),
+        ("spec.database", {"name": "other", "user": "other"}, "spec.database is immutable"),
+        ("spec.restore", {"fromBackup": {"name": "x"}}, "spec.restore is immutable"),
+        ("spec.credentials", {"secretName": "mine"}, "spec.credentials is immutable"),
+    ],
+    ids=["storage", "flavor", "database", "restore", "credentials"],
+)
+def test_immutable_fields_of_an_applied_example_are_refused(
+    local_cluster, applied_namespace, path, value, message
+):
     ns, doc = applied_namespace
     changed = _set(doc, path, value)
     if path == "spec.flavor":

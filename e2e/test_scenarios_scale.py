@@ -10,15 +10,26 @@ import time
 
 import pytest
 
-from e2e.helpers import (FLAVORS, Cluster, Writer, cluster_spec, create_writes_table, lost_rows, query,
-                         replica_state, try_query)
+from e2e.helpers import (
+    FLAVORS,
+    Cluster,
+    Writer,
+    cluster_spec,
+    create_writes_table,
+    lost_rows,
+    query,
+    replica_state,
+    try_query,
+)
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
-def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(local_cluster, scenario_namespace, flavor):
+def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(
+    local_cluster, scenario_namespace, flavor
+):
     c = Cluster(local_cluster.api_client(), scenario_namespace, "sc")
     c.create(cluster_spec(3, flavor))
     c.wait_ready(300, instances=3, primary="sc-0")
@@ -31,8 +42,11 @@ def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(local_cluste
     assert [i["role"] for i in st["instances"]] == ["primary"] + ["replica"] * 4
     for n in (3, 4):
         ip = c.pod(n).status.pod_ip
-        wait_for(lambda: replica_state(ip, "app", pw) == (f"sc-{n}", 1, 100), 60,
-                 f"sc-{n} read-only with the 100 rows")
+        wait_for(
+            lambda: replica_state(ip, "app", pw) == (f"sc-{n}", 1, 100),
+            60,
+            f"sc-{n} read-only with the 100 rows",
+        )
 
     # the primary moves to the highest ordinal, then the cluster shrinks back to 3 without it
     c.patch_spec({"primary": 4})
@@ -49,17 +63,23 @@ def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(local_cluste
             pods = frozenset(p.metadata.name for p in c.pods() if not p.metadata.deletion_timestamp)
             seen.append((s.get("currentPrimary"), pods))
             # status lists a removed instance until its Pod is gone (terminating counts)
-            return (pods == {"sc-0", "sc-1", "sc-2"} and s.get("phase") == "Ready"
-                    and s.get("readyInstances") == 3
-                    and [i["name"] for i in s.get("instances", [])] == ["sc-0", "sc-1", "sc-2"]
-                    and s)
+            return (
+                pods == {"sc-0", "sc-1", "sc-2"}
+                and s.get("phase") == "Ready"
+                and s.get("readyInstances") == 3
+                and [i["name"] for i in s.get("instances", [])] == ["sc-0", "sc-1", "sc-2"]
+                and s
+            )
+
         st = wait_for(shrunk, 300, "back to 3 Pods, Ready, the primary among them")
         at_end = len(writer.acked)
         wait_for(lambda: len(writer.acked) > at_end + 10, 60, "writes accepted after the scale down")
     finally:
         writer.finish()
     removed_while_primary = [(p, pods) for p, pods in seen if p is not None and p not in pods]
-    assert not removed_while_primary, f"the primary's Pod went away while it was primary: {removed_while_primary[:3]}"
+    assert not removed_while_primary, (
+        f"the primary's Pod went away while it was primary: {removed_while_primary[:3]}"
+    )
     assert st["currentPrimary"] in ("sc-0", "sc-1", "sc-2")
     assert [i["name"] for i in st["instances"]] == ["sc-0", "sc-1", "sc-2"]
     lost = lost_rows(rw, pw, writer)
@@ -72,7 +92,8 @@ def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(local_cluste
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_a_spec_edit_rolls_replicas_first_and_the_primary_last_through_a_switchover(
-        local_cluster, scenario_namespace, flavor):
+    local_cluster, scenario_namespace, flavor
+):
     c = Cluster(local_cluster.api_client(), scenario_namespace, "roll")
     c.create(cluster_spec(3, flavor))
     c.wait_ready(300, instances=3, primary="roll-0")
@@ -112,8 +133,12 @@ def test_a_spec_edit_rolls_replicas_first_and_the_primary_last_through_a_switcho
         watcher.join(5)
     for n in range(3):
         ip = c.pod(n).status.pod_ip
-        assert wait_for(lambda: try_query(ip, "app", pw, "SELECT @@max_connections"), 60,
-                        f"roll-{n} answering")[0][0] == 211
+        assert (
+            wait_for(lambda: try_query(ip, "app", pw, "SELECT @@max_connections"), 60, f"roll-{n} answering")[
+                0
+            ][0]
+            == 211
+        )
     order = sorted(restarted, key=lambda n: restarted[n][0])
     assert order[-1] == "roll-1", f"the primary's Pod was not restarted last: {order}"
     when, primary_then = restarted["roll-1"]

@@ -29,8 +29,9 @@ def secret_text(api, ns, name, key) -> str:
 
 def served_certificate(ip: str, password: str, ca_pem: str) -> x509.Certificate:
     """The certificate a server presents, as a client verifying the CA sees it (a new connection)."""
-    conn = pymysql.connect(host=ip, port=3306, user="mysql-operator", password=password, connect_timeout=3,
-                           ssl=verifying(ca_pem))
+    conn = pymysql.connect(
+        host=ip, port=3306, user="mysql-operator", password=password, connect_timeout=3, ssl=verifying(ca_pem)
+    )
     try:
         der = conn._sock.getpeercert(binary_form=True)
     finally:
@@ -46,11 +47,14 @@ def verifying(ca_pem: str) -> ssl.SSLContext:
 
 def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_load(host_operator):
     ns, api, _, _ = host_operator
-    c = Cluster(api, ns, "tls").create(cluster_spec(3, tls={"required": True, "certificateValiditySeconds": VALIDITY}))
+    c = Cluster(api, ns, "tls").create(
+        cluster_spec(3, tls={"required": True, "certificateValiditySeconds": VALIDITY})
+    )
     c.wait_ready(300, instances=3)
     ca_pem = secret_text(api, ns, "tls-ca-bundle", "ca.crt")
-    assert "PRIVATE KEY" not in ca_pem and set(client.CoreV1Api(api).read_namespaced_secret(
-        "tls-ca-bundle", ns).data) == {"ca.crt"}  # applications get the CA certificate only
+    assert "PRIVATE KEY" not in ca_pem and set(
+        client.CoreV1Api(api).read_namespaced_secret("tls-ca-bundle", ns).data
+    ) == {"ca.crt"}  # applications get the CA certificate only
     tls = verifying(ca_pem)
     rw, pw = c.service_ip("rw"), c.password()
 
@@ -60,6 +64,7 @@ def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_loa
     def over_tls():
         seen[:] = [try_query(rw, "app", pw, "SELECT 1"), tls_try(rw, pw, tls)]
         return seen[0] is None and seen[1]
+
     wait_for(over_tls, 60, "-rw over TLS only", describe=lambda: f"plaintext, TLS cipher: {seen}")
     with pytest.raises(pymysql.err.OperationalError) as refused:
         query(rw, "app", pw, "SELECT 1")
@@ -74,8 +79,14 @@ def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_loa
     for p in c.pods():
         if p.metadata.name == primary:
             continue
-        conn = pymysql.connect(host=p.status.pod_ip, user="mysql-operator", password=op_pw, ssl=tls,
-                               cursorclass=pymysql.cursors.DictCursor, connect_timeout=3)
+        conn = pymysql.connect(
+            host=p.status.pod_ip,
+            user="mysql-operator",
+            password=op_pw,
+            ssl=tls,
+            cursorclass=pymysql.cursors.DictCursor,
+            connect_timeout=3,
+        )
         with conn, conn.cursor() as cur:
             cur.execute("SHOW SLAVE STATUS")
             st = cur.fetchone()
@@ -91,15 +102,20 @@ def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_loa
     writer.start()
     t0 = time.monotonic()
     try:
+
         def renewed():
             now = x509.load_pem_x509_certificate(secret_text(api, ns, "tls-tls", "tls.crt").encode())
             return now.serial_number != first.serial_number and now
+
         second = wait_for(renewed, VALIDITY, "the server certificate renewed", interval=2)
         renewed_after = time.monotonic() - t0
 
         def everyone_serves_it():
-            return all(served_certificate(p.status.pod_ip, op_pw, ca_pem).serial_number == second.serial_number
-                       for p in c.pods())
+            return all(
+                served_certificate(p.status.pod_ip, op_pw, ca_pem).serial_number == second.serial_number
+                for p in c.pods()
+            )
+
         wait_for(everyone_serves_it, 150, "every server serving the renewed certificate", interval=2)
         served_after = time.monotonic() - t0
         served_at = dt.datetime.now(dt.timezone.utc)
@@ -110,12 +126,15 @@ def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_loa
     assert second.not_valid_after_utc > first.not_valid_after_utc
     assert served_at < first.not_valid_after_utc, "the old certificate expired before every server reloaded"
     assert lost_rows(rw, pw, writer, tls) == [], "acknowledged writes lost"
-    after = {p.metadata.name: (p.metadata.uid, p.status.container_statuses[0].restart_count) for p in c.pods()}
+    after = {
+        p.metadata.name: (p.metadata.uid, p.status.container_statuses[0].restart_count) for p in c.pods()
+    }
     assert after == uids, "a server restarted for the renewal"
     assert any(e.reason == "CertificateRenewed" for e in c.events())
-    print(f"\nTLS: renewed {renewed_after:.0f}s and served everywhere {served_after:.0f}s into the load; "
-          f"{len(writer.acked)} writes acknowledged, {writer.failures} failed attempts, 0 lost")
-
+    print(
+        f"\nTLS: renewed {renewed_after:.0f}s and served everywhere {served_after:.0f}s into the load; "
+        f"{len(writer.acked)} writes acknowledged, {writer.failures} failed attempts, 0 lost"
+    )
 
 
 def tls_try(host, pw, tls):

@@ -61,6 +61,7 @@ class TLSProblem:
     """Why the cluster has no usable certificate from cert-manager (yet). `warning`: the user must
     act (condition Degraded and a Warning Event); otherwise cert-manager is still at work.
     `reason` is the condition's reason, `message` names the field and the fix."""
+
     reason: str
     message: str
     warning: bool = True
@@ -70,11 +71,17 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def secret(c: MySQLCluster, name: str, component: str, data: Mapping[str, str],
-           type_: str = "Opaque") -> dict[str, Any]:
+def secret(
+    c: MySQLCluster, name: str, component: str, data: Mapping[str, str], type_: str = "Opaque"
+) -> dict[str, Any]:
     """Pure: a Secret of the cluster's (values as text)."""
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": m.metadata(c, name, component), "type": type_,
-            "data": {key: _b64(v) for key, v in data.items()}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": m.metadata(c, name, component),
+        "type": type_,
+        "data": {key: _b64(v) for key, v in data.items()},
+    }
 
 
 def ensure_secrets(api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime) -> TLSState:
@@ -88,23 +95,35 @@ def ensure_secrets(api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datet
     new_ca = not tls.ca_usable(ca, now)
     if new_ca:
         ca = tls.new_ca(c.name, now)
-        body = m.owned(secret(c, m.ca_secret_name(c), "tls", {CA_CERT: ca.cert_pem, CA_KEY: ca.key_pem}), owner)
+        body = m.owned(
+            secret(c, m.ca_secret_name(c), "tls", {CA_CERT: ca.cert_pem, CA_KEY: ca.key_pem}), owner
+        )
         if not stored and not k.create_secret(api, body):  # lost a race: use the one that exists
             return ensure_secrets(api, c, owner, now)
         if stored:
             k.add_secret_keys(api, c.namespace, m.ca_secret_name(c), body["data"])
     current = k.read_secret_data(api, c.namespace, m.tls_secret_name(c))
-    reason = "the cluster's CA was replaced" if new_ca and current else \
-        tls.renewal_reason((current or {}).get(TLS_CERT), ca, names, now)
+    reason = (
+        "the cluster's CA was replaced"
+        if new_ca and current
+        else tls.renewal_reason((current or {}).get(TLS_CERT), ca, names, now)
+    )
     if reason is None and (current or {}).get(CA_CERT) != ca.cert_pem:
         reason = "the CA certificate in the Secret is outdated"
     cert_pem = (current or {}).get(TLS_CERT, "")
     if reason is not None:
         pair = tls.server_certificate(ca, names, now, validity)
         cert_pem = pair.cert_pem
-        body = m.owned(secret(c, m.tls_secret_name(c), "tls",
-                              {TLS_CERT: pair.cert_pem, TLS_KEY: pair.key_pem, CA_CERT: ca.cert_pem},
-                              "kubernetes.io/tls"), owner)
+        body = m.owned(
+            secret(
+                c,
+                m.tls_secret_name(c),
+                "tls",
+                {TLS_CERT: pair.cert_pem, TLS_KEY: pair.key_pem, CA_CERT: ca.cert_pem},
+                "kubernetes.io/tls",
+            ),
+            owner,
+        )
         if current is None:
             if not k.create_secret(api, body):
                 return ensure_secrets(api, c, owner, now)
@@ -123,7 +142,8 @@ def certificate(c: MySQLCluster) -> dict[str, Any]:
     validity = c.spec.tls.certificate_validity_seconds
     names = m.server_dns_names(c)
     return {
-        "apiVersion": f"{CERT_MANAGER_GROUP}/{CERT_MANAGER_VERSION}", "kind": "Certificate",
+        "apiVersion": f"{CERT_MANAGER_GROUP}/{CERT_MANAGER_VERSION}",
+        "kind": "Certificate",
         "metadata": m.metadata(c, m.tls_secret_name(c), "tls"),
         "spec": {
             "secretName": m.tls_secret_name(c),
@@ -132,7 +152,12 @@ def certificate(c: MySQLCluster) -> dict[str, Any]:
             "dnsNames": names,
             "duration": f"{validity}s",
             "renewBefore": f"{validity // 3}s",
-            "privateKey": {"algorithm": "ECDSA", "size": 256, "encoding": "PKCS8", "rotationPolicy": "Always"},
+            "privateKey": {
+                "algorithm": "ECDSA",
+                "size": 256,
+                "encoding": "PKCS8",
+                "rotationPolicy": "Always",
+            },
             "usages": ["server auth", "client auth", "digital signature"],
             "issuerRef": {"name": ref.name, "kind": ref.kind, "group": ref.group},
         },
@@ -150,9 +175,14 @@ def _said(cond: Mapping[str, Any]) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def cert_manager_verdict(c: MySQLCluster, served: set[str] | None, issuer: Mapping[str, Any] | None,
-                         secret: Mapping[str, str] | None, cert: Mapping[str, Any] | None,
-                         known: TLSState | None = None) -> TLSState | TLSProblem:
+def cert_manager_verdict(
+    c: MySQLCluster,
+    served: set[str] | None,
+    issuer: Mapping[str, Any] | None,
+    secret: Mapping[str, str] | None,
+    cert: Mapping[str, Any] | None,
+    known: TLSState | None = None,
+) -> TLSState | TLSProblem:
     """Pure: what the cluster has from cert-manager, from what the API server said: the resources
     served in cert-manager.io/v1 (None: not installed), the issuer (None: not found; only read for
     group cert-manager.io), the data of `<name>-tls` and the Certificate. `known`: the state of the
@@ -161,48 +191,73 @@ def cert_manager_verdict(c: MySQLCluster, served: set[str] | None, issuer: Mappi
     assert ref is not None
     what = f"spec.tls.issuerRef ({ref.kind} {ref.name}, group {ref.group})"
     if served is None or "certificates" not in served:
-        return TLSProblem("CertManagerNotInstalled", (
-            f"{what}: cert-manager is not installed (the API server serves no "
-            f"{CERT_MANAGER_GROUP}/{CERT_MANAGER_VERSION} Certificate): install cert-manager (its CRDs and "
-            "controller), or create the cluster without spec.tls.issuerRef to let the operator make "
-            "its certificates"))
+        return TLSProblem(
+            "CertManagerNotInstalled",
+            (
+                f"{what}: cert-manager is not installed (the API server serves no "
+                f"{CERT_MANAGER_GROUP}/{CERT_MANAGER_VERSION} Certificate): install cert-manager (its CRDs and "
+                "controller), or create the cluster without spec.tls.issuerRef to let the operator make "
+                "its certificates"
+            ),
+        )
     if ref.group == CERT_MANAGER_GROUP:
         where = "cluster-wide" if ref.kind == "ClusterIssuer" else f"in namespace {c.namespace}"
         if issuer is None:
-            return TLSProblem("IssuerNotFound", (
-                f"{what}: no {ref.kind} {ref.name} {where}: create it, or correct spec.tls.issuerRef"))
+            return TLSProblem(
+                "IssuerNotFound",
+                (f"{what}: no {ref.kind} {ref.name} {where}: create it, or correct spec.tls.issuerRef"),
+            )
         ready = _ready(issuer)
         if not ready:  # cert-manager has not looked at it yet
-            return TLSProblem("WaitingForIssuer", f"{what}: waiting for cert-manager to check the {ref.kind}",
-                              warning=False)
+            return TLSProblem(
+                "WaitingForIssuer", f"{what}: waiting for cert-manager to check the {ref.kind}", warning=False
+            )
         if ready.get("status") != "True":
-            return TLSProblem("IssuerNotReady", (
-                f"{what}: the {ref.kind} is not Ready ({_said(ready)}): fix it "
-                f"(kubectl describe {ref.kind.lower()} {ref.name})"))
+            return TLSProblem(
+                "IssuerNotReady",
+                (
+                    f"{what}: the {ref.kind} is not Ready ({_said(ready)}): fix it "
+                    f"(kubectl describe {ref.kind.lower()} {ref.name})"
+                ),
+            )
     if not secret or not secret.get(TLS_CERT) or not secret.get(TLS_KEY):
         ready = _ready(cert)
         detail = f" (Certificate {m.tls_secret_name(c)}: {_said(ready)})" if ready else ""
-        return TLSProblem("WaitingForCertificate", (
-            f"{what}: waiting for cert-manager to issue Secret {m.tls_secret_name(c)}{detail}"), warning=False)
+        return TLSProblem(
+            "WaitingForCertificate",
+            (f"{what}: waiting for cert-manager to issue Secret {m.tls_secret_name(c)}{detail}"),
+            warning=False,
+        )
     if not secret.get(CA_CERT):
-        return TLSProblem("IssuerGivesNoCA", (
-            f"{what}: the issuer put no ca.crt in Secret {m.tls_secret_name(c)}, and replicas and "
-            "clients verify the servers against it: use an issuer that does (cert-manager's CA or "
-            "self-signed issuers)"))
+        return TLSProblem(
+            "IssuerGivesNoCA",
+            (
+                f"{what}: the issuer put no ca.crt in Secret {m.tls_secret_name(c)}, and replicas and "
+                "clients verify the servers against it: use an issuer that does (cert-manager's CA or "
+                "self-signed issuers)"
+            ),
+        )
     try:
         expires = tls.not_after(secret[TLS_CERT])
     except ValueError:
-        return TLSProblem("CertificateUnreadable", (
-            f"{what}: Secret {m.tls_secret_name(c)} holds no readable PEM certificate in tls.crt: "
-            "check the issuer"))
+        return TLSProblem(
+            "CertificateUnreadable",
+            (
+                f"{what}: Secret {m.tls_secret_name(c)} holds no readable PEM certificate in tls.crt: "
+                "check the issuer"
+            ),
+        )
     issued = None
     if known is not None and expires != known.not_after:
-        issued = f"cert-manager issued a new certificate (was valid until {known.not_after:%Y-%m-%dT%H:%M:%SZ})"
+        issued = (
+            f"cert-manager issued a new certificate (was valid until {known.not_after:%Y-%m-%dT%H:%M:%SZ})"
+        )
     return TLSState(secret[CA_CERT], expires, issued)
 
 
-def ensure_cert_manager(api, c: MySQLCluster, owner: Mapping[str, Any],
-                        known: TLSState | None = None) -> TLSState | TLSProblem:
+def ensure_cert_manager(
+    api, c: MySQLCluster, owner: Mapping[str, Any], known: TLSState | None = None
+) -> TLSState | TLSProblem:
     """Effect: the cert-manager Certificate is applied (when cert-manager is installed) and, once
     the Secret holds a certificate, `<name>-ca-bundle` carries its ca.crt. No `<name>-ca`."""
     ref = c.spec.tls.issuer_ref
@@ -212,8 +267,14 @@ def ensure_cert_manager(api, c: MySQLCluster, owner: Mapping[str, Any],
     if served is not None and "certificates" in served:
         cert = k.server_side_apply(api, m.owned(certificate(c), owner))
         if ref.group == CERT_MANAGER_GROUP:
-            issuer = k.read_custom_object(api, CERT_MANAGER_GROUP, CERT_MANAGER_VERSION, ISSUER_PLURALS[ref.kind],
-                                          ref.name, None if ref.kind == "ClusterIssuer" else c.namespace)
+            issuer = k.read_custom_object(
+                api,
+                CERT_MANAGER_GROUP,
+                CERT_MANAGER_VERSION,
+                ISSUER_PLURALS[ref.kind],
+                ref.name,
+                None if ref.kind == "ClusterIssuer" else c.namespace,
+            )
     secret = k.read_secret_data(api, c.namespace, m.tls_secret_name(c))
     state = cert_manager_verdict(c, served, issuer, secret, cert, known)
     if isinstance(state, TLSState):
@@ -251,5 +312,13 @@ def serve_current(instances: Mapping[str, Instance], not_after: dt.datetime) -> 
     return pending
 
 
-__all__ = ["TLSProblem", "TLSState", "cert_manager_verdict", "certificate", "ensure_cert_manager",
-           "ensure_secrets", "secret", "serve_current"]
+__all__ = [
+    "TLSProblem",
+    "TLSState",
+    "cert_manager_verdict",
+    "certificate",
+    "ensure_cert_manager",
+    "ensure_secrets",
+    "secret",
+    "serve_current",
+]

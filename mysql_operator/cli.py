@@ -17,27 +17,57 @@ def _env_list(name: str) -> list[str]:
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="run the operator (kopf)")
     scope = p.add_mutually_exclusive_group()
-    scope.add_argument("--namespace", "-n", action="append", default=None,
-                       help="watch this namespace (repeatable; env WATCH_NAMESPACES, comma-separated)")
-    scope.add_argument("--all-namespaces", "-A", action="store_true",
-                       default=os.environ.get("WATCH_ALL_NAMESPACES", "").lower() in ("1", "true", "yes"),
-                       help="watch every namespace (env WATCH_ALL_NAMESPACES=true)")
+    scope.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=None,
+        help="watch this namespace (repeatable; env WATCH_NAMESPACES, comma-separated)",
+    )
+    scope.add_argument(
+        "--all-namespaces",
+        "-A",
+        action="store_true",
+        default=os.environ.get("WATCH_ALL_NAMESPACES", "").lower() in ("1", "true", "yes"),
+        help="watch every namespace (env WATCH_ALL_NAMESPACES=true)",
+    )
     p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("LOG_FORMAT", "text"))
-    p.add_argument("--liveness", default=os.environ.get("LIVENESS_ENDPOINT"),
-                   help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
-    p.add_argument("--peering", default=os.environ.get("PEERING_NAME"),
-                   help="kopf peering name (more than one replica); default: standalone")
+    p.add_argument(
+        "--liveness",
+        default=os.environ.get("LIVENESS_ENDPOINT"),
+        help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz",
+    )
+    p.add_argument(
+        "--peering",
+        default=os.environ.get("PEERING_NAME"),
+        help="kopf peering name (more than one replica); default: standalone",
+    )
     p.add_argument("--priority", type=int, default=int(os.environ.get("PEERING_PRIORITY", "0")))
-    p.add_argument("--loop-seconds", type=float, default=float(os.environ.get("LOOP_SECONDS", "1")),
-                   help="how often each cluster is observed (failover detection)")
-    p.add_argument("--resync-seconds", type=float, default=float(os.environ.get("RESYNC_SECONDS", "60")),
-                   help="how often owned objects are re-applied (drift correction)")
-    p.add_argument("--resolver", choices=("auto", "ip", "dns"), default=os.environ.get("RESOLVER", "auto"),
-                   help="reach instances by Pod IP (auto, ip) or stable DNS name (dns)")
+    p.add_argument(
+        "--loop-seconds",
+        type=float,
+        default=float(os.environ.get("LOOP_SECONDS", "1")),
+        help="how often each cluster is observed (failover detection)",
+    )
+    p.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=float(os.environ.get("RESYNC_SECONDS", "60")),
+        help="how often owned objects are re-applied (drift correction)",
+    )
+    p.add_argument(
+        "--resolver",
+        choices=("auto", "ip", "dns"),
+        default=os.environ.get("RESOLVER", "auto"),
+        help="reach instances by Pod IP (auto, ip) or stable DNS name (dns)",
+    )
     p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: in-cluster or KUBECONFIG)")
-    p.add_argument("--metrics-port", type=int,
-                   default=int(os.environ["METRICS_PORT"]) if os.environ.get("METRICS_PORT") else None,
-                   help="serve Prometheus metrics on this port at /metrics (env METRICS_PORT)")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ["METRICS_PORT"]) if os.environ.get("METRICS_PORT") else None,
+        help="serve Prometheus metrics on this port at /metrics (env METRICS_PORT)",
+    )
     p.add_argument("--verbose", "-v", action="store_true")
     p.set_defaults(func=_run)
 
@@ -48,11 +78,19 @@ def _run(args) -> int:
     if args.kubeconfig:
         _use_kubeconfig(args.kubeconfig)
     namespaces = tuple(args.namespace or ([] if args.all_namespaces else _env_list("WATCH_NAMESPACES")))
-    cfg = OperatorConfig(namespaces=namespaces, all_namespaces=args.all_namespaces,
-                         liveness=args.liveness, log_format=args.log_format, verbose=args.verbose,
-                         peering=args.peering, priority=args.priority, loop_seconds=args.loop_seconds,
-                         resync_seconds=args.resync_seconds, resolver=args.resolver,
-                         metrics_port=args.metrics_port)
+    cfg = OperatorConfig(
+        namespaces=namespaces,
+        all_namespaces=args.all_namespaces,
+        liveness=args.liveness,
+        log_format=args.log_format,
+        verbose=args.verbose,
+        peering=args.peering,
+        priority=args.priority,
+        loop_seconds=args.loop_seconds,
+        resync_seconds=args.resync_seconds,
+        resolver=args.resolver,
+        metrics_port=args.metrics_port,
+    )
     try:
         cfg.check()
     except ValueError as e:
@@ -98,14 +136,17 @@ def _switchover(args) -> int:
 
     api = client.CustomObjectsApi(_client(args))
     try:
-        api.patch_namespaced_custom_object(GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster,
-                                           {"spec": {"primary": args.to}})
+        api.patch_namespaced_custom_object(
+            GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster, {"spec": {"primary": args.to}}
+        )
     except ApiException as e:
         detail = e.body if e.status == 422 else e.reason
         print(f"switchover refused: {detail}", file=sys.stderr)
         return 1
-    print(f"{args.namespace}/{args.cluster}: spec.primary set to {args.to}; the operator switches over "
-          f"to {args.cluster}-{args.to} (watch: mysql-operator status {args.cluster})")
+    print(
+        f"{args.namespace}/{args.cluster}: spec.primary set to {args.to}; the operator switches over "
+        f"to {args.cluster}-{args.to} (watch: mysql-operator status {args.cluster})"
+    )
     return 0
 
 
@@ -113,17 +154,23 @@ def format_status(body: dict) -> str:
     """Human summary of a MySQLCluster's status (pure)."""
     st = body.get("status") or {}
     meta = body.get("metadata") or {}
-    lines = [f"{meta.get('namespace')}/{meta.get('name')}: phase {st.get('phase', '-')}, "
-             f"primary {st.get('currentPrimary', '-')}, ready {st.get('readyInstances', 0)}/"
-             f"{(body.get('spec') or {}).get('instances', '?')}"]
+    lines = [
+        f"{meta.get('namespace')}/{meta.get('name')}: phase {st.get('phase', '-')}, "
+        f"primary {st.get('currentPrimary', '-')}, ready {st.get('readyInstances', 0)}/"
+        f"{(body.get('spec') or {}).get('instances', '?')}"
+    ]
     for c in st.get("conditions") or []:
-        lines.append(f"  {c.get('type'):<12} {c.get('status'):<6} {c.get('reason', '')}"
-                     + (f": {c['message']}" if c.get("message") else ""))
+        lines.append(
+            f"  {c.get('type'):<12} {c.get('status'):<6} {c.get('reason', '')}"
+            + (f": {c['message']}" if c.get("message") else "")
+        )
     for i in st.get("instances") or []:
-        lines.append(f"  {i.get('name'):<20} {i.get('role', ''):<10} ready={i.get('ready')} "
-                     f"lag={i.get('lagSeconds', '-')} gtid={i.get('gtidExecuted', '-')}"
-                     + (f" error={i['error']}" if i.get("error") else "")
-                     + (f" waiting={i['waiting']}" if i.get("waiting") else ""))
+        lines.append(
+            f"  {i.get('name'):<20} {i.get('role', ''):<10} ready={i.get('ready')} "
+            f"lag={i.get('lagSeconds', '-')} gtid={i.get('gtidExecuted', '-')}"
+            + (f" error={i['error']}" if i.get("error") else "")
+            + (f" waiting={i['waiting']}" if i.get("waiting") else "")
+        )
     return "\n".join(lines)
 
 

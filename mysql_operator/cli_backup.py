@@ -16,10 +16,25 @@ import os
 import sys
 from typing import Any
 
-from mysql_operator.api import (API_VERSION, BACKUP_KIND, BACKUP_PLURAL, CLUSTER_KIND, CLUSTER_PLURAL, GROUP,
-                                S3, SecretKeys, VERSION)
-from mysql_operator.manifests.backup_jobs import (CLUSTER_LABEL, DELETE_DATA_ANNOTATION, ENV_ACCESS_KEY,
-                                                  ENV_DB_PASSWORD, ENV_SECRET_KEY, TERMINATION_LOG)
+from mysql_operator.api import (
+    API_VERSION,
+    BACKUP_KIND,
+    BACKUP_PLURAL,
+    CLUSTER_KIND,
+    CLUSTER_PLURAL,
+    GROUP,
+    S3,
+    SecretKeys,
+    VERSION,
+)
+from mysql_operator.manifests.backup_jobs import (
+    CLUSTER_LABEL,
+    DELETE_DATA_ANNOTATION,
+    ENV_ACCESS_KEY,
+    ENV_DB_PASSWORD,
+    ENV_SECRET_KEY,
+    TERMINATION_LOG,
+)
 
 
 def register(subparsers) -> None:
@@ -34,23 +49,42 @@ def register(subparsers) -> None:
     run.add_argument("--compression", default="zstd", choices=("zstd", "gzip"))
     run.add_argument("--part-size-mib", type=int, default=16)
     run.add_argument("--user", default="mysql-operator-backup")
-    run.add_argument("--source", action="append", required=True, metavar="NAME=HOST:PORT",
-                     help="a server to consider; repeat for each (a healthy replica is preferred)")
+    run.add_argument(
+        "--source",
+        action="append",
+        required=True,
+        metavar="NAME=HOST:PORT",
+        help="a server to consider; repeat for each (a healthy replica is preferred)",
+    )
     _tls_argument(run)
     _client_tools_argument(run)
     run.add_argument("--termination-log", default=TERMINATION_LOG)
     run.set_defaults(func=cmd_run)
 
-    into = bs.add_parser("restore-into", help="restore a backup into every instance of a new cluster "
-                                              "(what the restore Job runs)")
+    into = bs.add_parser(
+        "restore-into",
+        help="restore a backup into every instance of a new cluster (what the restore Job runs)",
+    )
     _s3_arguments(into)
-    into.add_argument("--path", required=True, help="the backup's folder, manifest or data key, or s3://bucket/folder")
+    into.add_argument(
+        "--path", required=True, help="the backup's folder, manifest or data key, or s3://bucket/folder"
+    )
     into.add_argument("--user", required=True, help="the SQL account that loads the dump")
-    into.add_argument("--app-database", help="spec.database.name (created empty at init: dropped before loading)")
-    into.add_argument("--target", action="append", required=True, metavar="NAME=HOST:PORT",
-                      help="an instance to restore into; repeat for each")
-    into.add_argument("--drop-account", action="store_true",
-                      help="the --user account drops itself on every instance at the end")
+    into.add_argument(
+        "--app-database", help="spec.database.name (created empty at init: dropped before loading)"
+    )
+    into.add_argument(
+        "--target",
+        action="append",
+        required=True,
+        metavar="NAME=HOST:PORT",
+        help="an instance to restore into; repeat for each",
+    )
+    into.add_argument(
+        "--drop-account",
+        action="store_true",
+        help="the --user account drops itself on every instance at the end",
+    )
     _tls_argument(into)
     _client_tools_argument(into)
     into.add_argument("--termination-log", default=TERMINATION_LOG)
@@ -69,8 +103,11 @@ def register(subparsers) -> None:
     create = bs.add_parser("create", parents=[ns], help="create a MySQLBackup of a cluster")
     create.add_argument("cluster")
     create.add_argument("--name", help="MySQLBackup name (default: <cluster>-<timestamp>)")
-    create.add_argument("--delete-data-with-backup", action="store_true",
-                        help="deleting this MySQLBackup also deletes its objects in S3")
+    create.add_argument(
+        "--delete-data-with-backup",
+        action="store_true",
+        help="deleting this MySQLBackup also deletes its objects in S3",
+    )
     create.set_defaults(func=cmd_create)
 
     ls = bs.add_parser("list", parents=[ns], help="list MySQLBackups")
@@ -85,8 +122,9 @@ def register(subparsers) -> None:
     delete.add_argument("name")
     delete.set_defaults(func=cmd_delete)
 
-    r = subparsers.add_parser("restore", parents=[ns],
-                              help="create a new cluster restored from a MySQLBackup")
+    r = subparsers.add_parser(
+        "restore", parents=[ns], help="create a new cluster restored from a MySQLBackup"
+    )
     r.add_argument("backup", help="MySQLBackup name")
     r.add_argument("--into", required=True, metavar="CLUSTER", help="name of the new MySQLCluster")
     r.add_argument("--instances", type=int, help="default: as the backed-up cluster")
@@ -105,28 +143,44 @@ def _s3_arguments(p) -> None:
 
 
 def _client_tools_argument(p) -> None:
-    p.add_argument("--client-tools-dir", metavar="PATH",
-                   help="a folder shared with the Job's client-tools sidecar, which runs the dump tool and "
-                        "the client of the cluster's server image (without it: this image's tools)")
+    p.add_argument(
+        "--client-tools-dir",
+        metavar="PATH",
+        help="a folder shared with the Job's client-tools sidecar, which runs the dump tool and "
+        "the client of the cluster's server image (without it: this image's tools)",
+    )
 
 
 def _tls_argument(p) -> None:
-    p.add_argument("--tls-ca", metavar="PATH",
-                   help="the cluster's CA certificate: connect over TLS, verifying the servers' certificate "
-                        "and host name (without it: plaintext)")
+    p.add_argument(
+        "--tls-ca",
+        metavar="PATH",
+        help="the cluster's CA certificate: connect over TLS, verifying the servers' certificate "
+        "and host name (without it: plaintext)",
+    )
 
 
 def _s3_from(args) -> S3:
-    return S3(bucket=args.bucket, credentials_secret=SecretKeys("env"), prefix=args.prefix,
-              endpoint=args.endpoint, region=args.region, force_path_style=args.force_path_style)
+    return S3(
+        bucket=args.bucket,
+        credentials_secret=SecretKeys("env"),
+        prefix=args.prefix,
+        endpoint=args.endpoint,
+        region=args.region,
+        force_path_style=args.force_path_style,
+    )
 
 
-def _job_environment(args, names=(ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY)) -> tuple[dict[str, str] | None, int]:
+def _job_environment(
+    args, names=(ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY)
+) -> tuple[dict[str, str] | None, int]:
     """The secrets a Job's command reads from its environment, or (None, exit status) once the
     missing ones were reported."""
     missing = [v for v in names if not os.environ.get(v)]
     if missing:
-        return None, _finish(args, {"ok": False, "message": f"environment variables missing: {', '.join(missing)}"})
+        return None, _finish(
+            args, {"ok": False, "message": f"environment variables missing: {', '.join(missing)}"}
+        )
     return {v: os.environ[v] for v in names}, 0
 
 
@@ -145,9 +199,17 @@ def cmd_delete_data(args) -> int:
         client = storage.make_client(s3, storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY]))
         deleted = storage.delete_folder(client, s3, folder)
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
-        return _finish(args, {"ok": False, "message": redact(str(e) or type(e).__name__, (env[ENV_SECRET_KEY],))})
-    return _finish(args, {"ok": True, "deleted": deleted,
-                          "message": f"deleted {deleted} objects under {storage.describe(s3, folder)}"})
+        return _finish(
+            args, {"ok": False, "message": redact(str(e) or type(e).__name__, (env[ENV_SECRET_KEY],))}
+        )
+    return _finish(
+        args,
+        {
+            "ok": True,
+            "deleted": deleted,
+            "message": f"deleted {deleted} objects under {storage.describe(s3, folder)}",
+        },
+    )
 
 
 def cmd_restore_into(args) -> int:
@@ -161,12 +223,18 @@ def cmd_restore_into(args) -> int:
     targets = {}
     for text in args.target:
         name, host, port = _parse_source(text)
-        targets[name] = Target(host, port, args.user, env[ENV_DB_PASSWORD], tls_ca=args.tls_ca,
-                               tools_dir=args.client_tools_dir)
+        targets[name] = Target(
+            host, port, args.user, env[ENV_DB_PASSWORD], tls_ca=args.tls_ca, tools_dir=args.client_tools_dir
+        )
     creds = storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY])
     try:
-        result = restore_all(targets, Source(_s3_from(args), args.path), creds, args.app_database,
-                             drop_account=args.drop_account)
+        result = restore_all(
+            targets,
+            Source(_s3_from(args), args.path),
+            creds,
+            args.app_database,
+            drop_account=args.drop_account,
+        )
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         result = {"ok": False, "message": str(e) or type(e).__name__}
     result["message"] = redact(str(result.get("message", "")), (env[ENV_DB_PASSWORD], env[ENV_SECRET_KEY]))
@@ -194,15 +262,23 @@ def cmd_run(args) -> int:
     for text in args.source:
         name, host, port = _parse_source(text)
         candidates.append(Candidate(name, Endpoint(host, port, args.user)))
-    req = BackupRequest(cluster=args.cluster, namespace=args.namespace, backup=args.backup, s3=s3,
-                        candidates=tuple(candidates), compression=args.compression,
-                        part_size=args.part_size_mib * 1024 * 1024, tls_ca=args.tls_ca,
-                        tools_dir=args.client_tools_dir)
+    req = BackupRequest(
+        cluster=args.cluster,
+        namespace=args.namespace,
+        backup=args.backup,
+        s3=s3,
+        candidates=tuple(candidates),
+        compression=args.compression,
+        part_size=args.part_size_mib * 1024 * 1024,
+        tls_ca=args.tls_ca,
+        tools_dir=args.client_tools_dir,
+    )
     creds = storage.Credentials(os.environ[ENV_ACCESS_KEY], os.environ[ENV_SECRET_KEY])
     try:
         m = run_backup(req, creds, os.environ[ENV_DB_PASSWORD])
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         from mysql_operator.db.instance import redact
+
         msg = redact(str(e) or type(e).__name__, (os.environ[ENV_DB_PASSWORD], os.environ[ENV_SECRET_KEY]))
         return _finish(args, {"ok": False, "message": msg})
     return _finish(args, result_of(m, s3))
@@ -239,9 +315,12 @@ def _finish(args, result: dict[str, Any]) -> int:
 
 def _api(args):
     from kubernetes import client, config
+
     try:
         config.load_kube_config(context=args.context)
-        namespace = args.namespace or config.list_kube_config_contexts()[1]["context"].get("namespace") or "default"
+        namespace = (
+            args.namespace or config.list_kube_config_contexts()[1]["context"].get("namespace") or "default"
+        )
     except Exception:  # noqa: BLE001 - fall back to in-cluster
         config.load_incluster_config()
         namespace = args.namespace or "default"
@@ -250,6 +329,7 @@ def _api(args):
 
 def _now_name(cluster: str) -> str:
     import datetime as dt
+
     return f"{cluster}-{dt.datetime.now(dt.timezone.utc):%Y%m%d%H%M%S}"
 
 
@@ -257,15 +337,20 @@ def backup_object(cluster: str, name: str, delete_data: bool) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "labels": {CLUSTER_LABEL: cluster}}
     if delete_data:
         meta["annotations"] = {DELETE_DATA_ANNOTATION: "true"}
-    return {"apiVersion": API_VERSION, "kind": BACKUP_KIND, "metadata": meta,
-            "spec": {"clusterRef": {"name": cluster}}}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": BACKUP_KIND,
+        "metadata": meta,
+        "spec": {"clusterRef": {"name": cluster}},
+    }
 
 
 def cmd_create(args) -> int:
     api, ns = _api(args)
     name = args.name or _now_name(args.cluster)
-    api.create_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL,
-                                        backup_object(args.cluster, name, args.delete_data_with_backup))
+    api.create_namespaced_custom_object(
+        GROUP, VERSION, ns, BACKUP_PLURAL, backup_object(args.cluster, name, args.delete_data_with_backup)
+    )
     print(f"mysqlbackup/{name} created in {ns}")
     return 0
 
@@ -274,9 +359,18 @@ def backup_rows(items: list[dict[str, Any]]) -> list[list[str]]:
     rows = [["NAME", "CLUSTER", "PHASE", "STARTED", "COMPLETED", "SIZE", "GTID", "MESSAGE"]]
     for o in sorted(items, key=lambda o: o["metadata"].get("creationTimestamp") or ""):
         s = o.get("status") or {}
-        rows.append([o["metadata"]["name"], o.get("spec", {}).get("clusterRef", {}).get("name", ""),
-                     s.get("phase", "Pending"), s.get("startedAt", ""), s.get("completedAt", ""),
-                     str(s.get("sizeBytes", "")), s.get("gtidPosition", ""), (s.get("message") or "")[:60]])
+        rows.append(
+            [
+                o["metadata"]["name"],
+                o.get("spec", {}).get("clusterRef", {}).get("name", ""),
+                s.get("phase", "Pending"),
+                s.get("startedAt", ""),
+                s.get("completedAt", ""),
+                str(s.get("sizeBytes", "")),
+                s.get("gtidPosition", ""),
+                (s.get("message") or "")[:60],
+            ]
+        )
     return rows
 
 
@@ -299,8 +393,18 @@ def cmd_describe(args) -> int:
     api, ns = _api(args)
     o = api.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, args.name)
     import yaml
-    print(yaml.safe_dump({"name": o["metadata"]["name"], "namespace": ns, "spec": o.get("spec"),
-                          "status": o.get("status") or {}}, sort_keys=False))
+
+    print(
+        yaml.safe_dump(
+            {
+                "name": o["metadata"]["name"],
+                "namespace": ns,
+                "spec": o.get("spec"),
+                "status": o.get("status") or {},
+            },
+            sort_keys=False,
+        )
+    )
     return 0
 
 
@@ -311,8 +415,9 @@ def cmd_delete(args) -> int:
     return 0
 
 
-def restored_cluster(source: dict[str, Any], backup_name: str, name: str,
-                     instances: int | None = None) -> dict[str, Any]:
+def restored_cluster(
+    source: dict[str, Any], backup_name: str, name: str, instances: int | None = None
+) -> dict[str, Any]:
     """Pure: a new MySQLCluster like `source` (same flavor, version, sizes) restored from the backup.
     Without the source's schedule, primary choice and credentials Secret (the new cluster gets its own)."""
     spec = copy.deepcopy(source.get("spec") or {})
@@ -332,8 +437,13 @@ def cmd_restore(args) -> int:
     if (b.get("status") or {}).get("phase") != "Succeeded":
         print(f"mysqlbackup/{args.backup} is not Succeeded: nothing to restore from", file=sys.stderr)
         return 1
-    source = api.get_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, b["spec"]["clusterRef"]["name"])
-    api.create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL,
-                                        restored_cluster(source, args.backup, args.into, args.instances))
-    print(f"mysqlcluster/{args.into} created from mysqlbackup/{args.backup}; it becomes Ready after the restore")
+    source = api.get_namespaced_custom_object(
+        GROUP, VERSION, ns, CLUSTER_PLURAL, b["spec"]["clusterRef"]["name"]
+    )
+    api.create_namespaced_custom_object(
+        GROUP, VERSION, ns, CLUSTER_PLURAL, restored_cluster(source, args.backup, args.into, args.instances)
+    )
+    print(
+        f"mysqlcluster/{args.into} created from mysqlbackup/{args.backup}; it becomes Ready after the restore"
+    )
     return 0

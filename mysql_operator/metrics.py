@@ -1,9 +1,9 @@
 """Prometheus metrics of the operator, served on --metrics-port (env METRICS_PORT) at /metrics.
 
-    mysql_operator_reconciles_total{namespace,cluster,outcome}        ok | error
-    mysql_operator_reconcile_duration_seconds{namespace,cluster}      histogram
-    mysql_operator_cluster_phase{namespace,cluster,phase}             1 for the current phase
-    mysql_operator_actions_total{namespace,cluster,action,ok}         replication steps taken
+mysql_operator_reconciles_total{namespace,cluster,outcome}        ok | error
+mysql_operator_reconcile_duration_seconds{namespace,cluster}      histogram
+mysql_operator_cluster_phase{namespace,cluster,phase}             1 for the current phase
+mysql_operator_actions_total{namespace,cluster,action,ok}         replication steps taken
 """
 
 from __future__ import annotations
@@ -16,15 +16,31 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 T = TypeVar("T")
 
 REGISTRY = CollectorRegistry()
-RECONCILES = Counter("mysql_operator_reconciles", "Reconciles of a MySQLCluster",
-                     ["namespace", "cluster", "outcome"], registry=REGISTRY)
-DURATION = Histogram("mysql_operator_reconcile_duration_seconds", "Time one reconcile took",
-                     ["namespace", "cluster"], registry=REGISTRY,
-                     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
-PHASE = Gauge("mysql_operator_cluster_phase", "1 for the cluster's current phase",
-              ["namespace", "cluster", "phase"], registry=REGISTRY)
-ACTIONS = Counter("mysql_operator_actions", "Replication steps taken (bootstrap, fence, promote...)",
-                  ["namespace", "cluster", "action", "ok"], registry=REGISTRY)
+RECONCILES = Counter(
+    "mysql_operator_reconciles",
+    "Reconciles of a MySQLCluster",
+    ["namespace", "cluster", "outcome"],
+    registry=REGISTRY,
+)
+DURATION = Histogram(
+    "mysql_operator_reconcile_duration_seconds",
+    "Time one reconcile took",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+PHASE = Gauge(
+    "mysql_operator_cluster_phase",
+    "1 for the cluster's current phase",
+    ["namespace", "cluster", "phase"],
+    registry=REGISTRY,
+)
+ACTIONS = Counter(
+    "mysql_operator_actions",
+    "Replication steps taken (bootstrap, fence, promote...)",
+    ["namespace", "cluster", "action", "ok"],
+    registry=REGISTRY,
+)
 _phases: dict[tuple[str, str], str] = {}
 
 

@@ -60,7 +60,8 @@ def settings_for(cfg: OperatorConfig) -> kopf.OperatorSettings:
     s.networking.connect_timeout = cfg.watch_connect_timeout
     s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration")
+        prefix=GROUP, key="last-handled-configuration"
+    )
     s.posting.level = logging.WARNING
     s.posting.reporting_component = "mysql-operator"
     s.posting.reporting_instance = os.environ.get("POD_NAME") or "mysql-operator"
@@ -76,8 +77,10 @@ def settings_for(cfg: OperatorConfig) -> kopf.OperatorSettings:
 
 def run(cfg: OperatorConfig) -> int:
     cfg.check()
-    kopf.configure(verbose=cfg.verbose,
-                   log_format=kopf.LogFormat.JSON if cfg.log_format == "json" else kopf.LogFormat.FULL)
+    kopf.configure(
+        verbose=cfg.verbose,
+        log_format=kopf.LogFormat.JSON if cfg.log_format == "json" else kopf.LogFormat.FULL,
+    )
     if not cfg.verbose:  # "Timer ... succeeded" every loop per cluster: only problems, ours at INFO
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     from mysql_operator.handlers import backups  # noqa: F401 - registers MySQLBackup handlers

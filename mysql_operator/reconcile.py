@@ -45,7 +45,13 @@ from mysql_operator.db.instance import Instance, InstanceError, tls_context
 from mysql_operator.k8s import jobs
 from mysql_operator.manifests.backup_jobs import restore_job, restore_job_name
 from mysql_operator.replication import (
-    PRIMARY_CHANGES, ClusterState, Credentials, Member, ReplicationEngine, Step)
+    PRIMARY_CHANGES,
+    ClusterState,
+    Credentials,
+    Member,
+    ReplicationEngine,
+    Step,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +96,7 @@ def pod_waiting(pod: Mapping[str, Any]) -> str:
 
 def pod_ordinal(name: str, cluster_name: str) -> int | None:
     prefix = f"{cluster_name}-"
-    rest = name[len(prefix):] if name.startswith(prefix) else ""
+    rest = name[len(prefix) :] if name.startswith(prefix) else ""
     return int(rest) if rest.isdigit() else None
 
 
@@ -101,11 +107,18 @@ def pod_views(cluster_name: str, pods: Iterable[Mapping[str, Any]]) -> dict[int,
         ordinal = pod_ordinal(meta.get("name", ""), cluster_name)
         if ordinal is None:
             continue
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in status.get("conditions") or [])
-        out[ordinal] = PodView(meta["name"], ordinal, running=status.get("phase") == "Running",
-                               ready=ready, role=(meta.get("labels") or {}).get(m.ROLE_LABEL),
-                               deleting=bool(meta.get("deletionTimestamp")), waiting=pod_waiting(p))
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        )
+        out[ordinal] = PodView(
+            meta["name"],
+            ordinal,
+            running=status.get("phase") == "Running",
+            ready=ready,
+            role=(meta.get("labels") or {}).get(m.ROLE_LABEL),
+            deleting=bool(meta.get("deletionTimestamp")),
+            waiting=pod_waiting(p),
+        )
     return out
 
 
@@ -124,8 +137,13 @@ def statefulset_replicas(instances: int, primary_ordinal: int | None, current: i
 
 
 # ---------------------------------------------------------------------------------------- roles
-def desired_roles(observed: Sequence[t.InstanceState], primary: str | None, instances: int,
-                  settings: t.Settings, primary_ok: bool) -> dict[str, str | None]:
+def desired_roles(
+    observed: Sequence[t.InstanceState],
+    primary: str | None,
+    instances: int,
+    settings: t.Settings,
+    primary_ok: bool,
+) -> dict[str, str | None]:
     """ROLE_LABEL value per instance: the recorded primary (when its promotion did not fail) is
     `primary`; instances that replicate an errant history or are leaving get no role (neither
     Service selects them); every other wanted instance is `replica`."""
@@ -146,15 +164,18 @@ def desired_roles(observed: Sequence[t.InstanceState], primary: str | None, inst
     return roles
 
 
-def label_plan(current: Mapping[str, str | None], desired: Mapping[str, str | None]) -> list[tuple[str, str | None]]:
+def label_plan(
+    current: Mapping[str, str | None], desired: Mapping[str, str | None]
+) -> list[tuple[str, str | None]]:
     """Label patches in a safe order: every removal of `primary` before any new `primary`, so at
     no moment do two Pods carry role=primary (and the -rw Service never has two endpoints)."""
     primary = [n for n, v in desired.items() if v == m.ROLE_PRIMARY]
     changes = [(n, v) for n, v in desired.items() if n in current and current[n] != v]
     # a Pod labelled primary that is not the wanted primary loses the label, even when the
     # desired map does not mention it
-    changes += [(n, None) for n, v in current.items()
-                if v == m.ROLE_PRIMARY and n not in desired and n not in primary]
+    changes += [
+        (n, None) for n, v in current.items() if v == m.ROLE_PRIMARY and n not in desired and n not in primary
+    ]
     demote = [(n, v) for n, v in changes if current[n] == m.ROLE_PRIMARY]
     promote = [(n, v) for n, v in changes if v == m.ROLE_PRIMARY]
     rest = [c for c in changes if c not in demote and c not in promote]
@@ -216,8 +237,9 @@ def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None)
     return bool(pod and pod.ready and pod.role == m.ROLE_PRIMARY and not pod.deleting)
 
 
-def service_routes_to(host: str | None, port: int, user: str, password: str, primary: str,
-                      tls_ctx: ssl.SSLContext | None = None) -> bool:
+def service_routes_to(
+    host: str | None, port: int, user: str, password: str, primary: str, tls_ctx: ssl.SSLContext | None = None
+) -> bool:
     """A connection through a Service's ClusterIP reaches `primary` (its @@hostname, the Pod name)
     and it accepts writes: kube-proxy routes the -rw Service to the new primary, not to a stale
     endpoint (with none the connection is refused)."""
@@ -249,7 +271,13 @@ def phase(s: Summary) -> str:
     if not s.primary_serving:
         return "Unavailable"
     tls_degraded = s.tls_problem is not None and s.tls_problem.warning
-    if s.ready >= s.instances and not s.held_out and not s.unreachable and not s.failed_steps and not tls_degraded:
+    if (
+        s.ready >= s.instances
+        and not s.held_out
+        and not s.unreachable
+        and not s.failed_steps
+        and not tls_degraded
+    ):
         # writable is not enough: clients connect through -rw
         return "Ready" if s.primary_in_service else "Unavailable"
     return "Degraded"
@@ -262,8 +290,12 @@ def _cond(ctype: str, ok: bool, reason: str, message: str = "") -> dict[str, Any
 def conditions(s: Summary) -> list[dict[str, Any]]:
     if s.spec_error:
         msg = s.spec_error
-        return [_cond("Ready", False, "InvalidSpec", msg), _cond("Available", False, "InvalidSpec", msg),
-                _cond("Progressing", False, "InvalidSpec", msg), _cond("Degraded", True, "InvalidSpec", msg)]
+        return [
+            _cond("Ready", False, "InvalidSpec", msg),
+            _cond("Available", False, "InvalidSpec", msg),
+            _cond("Progressing", False, "InvalidSpec", msg),
+            _cond("Degraded", True, "InvalidSpec", msg),
+        ]
     ph = phase(s)
     ready_msg = f"{s.ready}/{s.instances} instances ready"
     stuck = [f"{e['name']}: {e['waiting']}" for e in s.entries if e.get("waiting")]
@@ -275,8 +307,12 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     elif s.ready < s.instances:
         ready = _cond("Ready", False, "InstancesNotReady", ready_msg)
     elif ph == "Unavailable" and not_in_service:
-        ready = _cond("Ready", False, "PrimaryNotInService", f"{s.primary} accepts writes but is "
-                      "not yet a ready endpoint of the -rw Service")
+        ready = _cond(
+            "Ready",
+            False,
+            "PrimaryNotInService",
+            f"{s.primary} accepts writes but is not yet a ready endpoint of the -rw Service",
+        )
     else:
         ready = _cond("Ready", False, ph, ready_msg)
     if s.primary_serving:
@@ -298,8 +334,7 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     elif s.ready < s.instances:
         progressing = _cond("Progressing", True, "WaitingForInstances", ready_msg)
     elif not_in_service:
-        progressing = _cond("Progressing", True, "WaitingForService",
-                            f"-rw Service endpoint for {s.primary}")
+        progressing = _cond("Progressing", True, "WaitingForService", f"-rw Service endpoint for {s.primary}")
     else:
         progressing = _cond("Progressing", False, "Stable", "nothing to do")
 
@@ -323,8 +358,9 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     return [ready, available, progressing, degraded]
 
 
-def merge_conditions(old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]],
-                     now: str, generation: int | None) -> list[dict[str, Any]]:
+def merge_conditions(
+    old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]], now: str, generation: int | None
+) -> list[dict[str, Any]]:
     """lastTransitionTime moves only when a condition's status changes."""
     before = {c.get("type"): c for c in old or []}
     out = []
@@ -358,12 +394,18 @@ def build_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str,
 
 def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """A Warning when Degraded turns True or changes its reason/message (not on every loop)."""
+
     def degraded(st):
         return next((c for c in st.get("conditions") or [] if c.get("type") == "Degraded"), {})
+
     old, new = degraded(previous), degraded(status)
     if new.get("status") != "True":
         return []
-    if (old.get("status"), old.get("reason"), old.get("message")) == ("True", new.get("reason"), new.get("message")):
+    if (old.get("status"), old.get("reason"), old.get("message")) == (
+        "True",
+        new.get("reason"),
+        new.get("message"),
+    ):
         return []
     return [("Warning", new.get("reason") or "Degraded", new.get("message") or "")]
 
@@ -371,18 +413,27 @@ def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> l
 def status_changed(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     """Whether patching `status` would change anything. Only its own keys count: a merge patch
     leaves the others (lastBackup, written by the backup handlers) as they are."""
+
     def strip(st):
         out = {k: st.get(k) for k in status if k != "conditions"}
-        out["conditions"] = [{k: v for k, v in c.items() if k != "lastTransitionTime"}
-                             for c in st.get("conditions") or []]
+        out["conditions"] = [
+            {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in st.get("conditions") or []
+        ]
         return out
+
     return strip(previous) != strip(status)
 
 
-def instance_entries(ordinals: Sequence[int], names: Mapping[int, str], pods: Mapping[int, PodView],
-                     observed: Mapping[str, t.InstanceState], lags: Mapping[str, int | None],
-                     roles: Mapping[str, str | None], primary: str | None,
-                     secrets: Iterable[str] = ()) -> list[dict[str, Any]]:
+def instance_entries(
+    ordinals: Sequence[int],
+    names: Mapping[int, str],
+    pods: Mapping[int, PodView],
+    observed: Mapping[str, t.InstanceState],
+    lags: Mapping[str, int | None],
+    roles: Mapping[str, str | None],
+    primary: str | None,
+    secrets: Iterable[str] = (),
+) -> list[dict[str, Any]]:
     secrets = list(secrets)
     out = []
     for o in ordinals:
@@ -393,8 +444,12 @@ def instance_entries(ordinals: Sequence[int], names: Mapping[int, str], pods: Ma
             role = "held-out" if obs is not None and obs.reachable and name in roles else "unknown"
         if name == primary and roles.get(name) is None and obs is not None:
             role = "primary-not-serving"
-        e: dict[str, Any] = {"name": name, "role": role, "ready": bool(pod and pod.ready),
-                             "reachable": bool(obs and obs.reachable)}
+        e: dict[str, Any] = {
+            "name": name,
+            "role": role,
+            "ready": bool(pod and pod.ready),
+            "reachable": bool(obs and obs.reachable),
+        }
         if obs is not None and obs.executed is not None:
             e["gtidExecuted"] = str(obs.executed)
         lag = lags.get(name)
@@ -422,8 +477,7 @@ def primary_since(status: Mapping[str, Any], primary: str | None) -> tuple[str, 
 def expected_identity(name: str, ordinal: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
     """Who must answer at a member's address: server_id from the ordinal (start.sh), the Pod's
     name as @@hostname or @@report_host, and the Pod's uid (a recreated Pod gets a new connection)."""
-    return {"server_id": ordinal + 1, "hostname": name,
-            "uid": ((pod or {}).get("metadata") or {}).get("uid")}
+    return {"server_id": ordinal + 1, "hostname": name, "uid": ((pod or {}).get("metadata") or {}).get("uid")}
 
 
 def promotion_succeeded(primary: str | None, steps: Sequence[Step]) -> bool:
@@ -432,10 +486,15 @@ def promotion_succeeded(primary: str | None, steps: Sequence[Step]) -> bool:
     return primary is not None and not any(not s.ok and s.instance == primary for s in steps)
 
 
-def timer_can_skip(status: Mapping[str, Any], generation: int | None, since_apply: float,
-                   resync_seconds: float) -> bool:
-    return (status.get("phase") == "Pending" and not status.get("currentPrimary")
-            and status.get("observedGeneration") == generation and since_apply < resync_seconds)
+def timer_can_skip(
+    status: Mapping[str, Any], generation: int | None, since_apply: float, resync_seconds: float
+) -> bool:
+    return (
+        status.get("phase") == "Pending"
+        and not status.get("currentPrimary")
+        and status.get("observedGeneration") == generation
+        and since_apply < resync_seconds
+    )
 
 
 # ---------------------------------------------------------------------------------------- effects
@@ -469,8 +528,10 @@ def password_problem(key: str, value: str) -> str | None:
     if any(ch in value for ch in "\n\r\0"):
         return "contains a line break or a NUL character: use a single-line password without NUL"
     if key == m.REPLICATION_PASSWORD_KEY and len(value) > MAX_REPLICATION_PASSWORD:
-        return (f"is longer than {MAX_REPLICATION_PASSWORD} characters, the most a replica accepts "
-                f"for its source's password: use a shorter one")
+        return (
+            f"is longer than {MAX_REPLICATION_PASSWORD} characters, the most a replica accepts "
+            f"for its source's password: use a shorter one"
+        )
     return None
 
 
@@ -495,10 +556,16 @@ class Reconciler:
     """Holds one ReplicationEngine per cluster (it measures outages across loops) and a lock per
     cluster (handlers, timer and watches never act on one cluster at the same time)."""
 
-    def __init__(self, api, resolver_mode: str = "auto",
-                 resync_seconds: float = 60.0, apply_timeout: float = 30.0,
-                 password_factory: Callable[[], str] = m.random_password,
-                 clock: Callable[[], float] = time.monotonic, job_image: str | None = None):
+    def __init__(
+        self,
+        api,
+        resolver_mode: str = "auto",
+        resync_seconds: float = 60.0,
+        apply_timeout: float = 30.0,
+        password_factory: Callable[[], str] = m.random_password,
+        clock: Callable[[], float] = time.monotonic,
+        job_image: str | None = None,
+    ):
         self.api = api
         self.resolver_mode = resolver_mode
         self.resync_seconds = resync_seconds
@@ -536,8 +603,12 @@ class Reconciler:
         status Pending) only needs the resync; Pod watch events wake it when a Pod starts."""
         meta = body["metadata"]
         entry = self._entry(meta["namespace"], meta["name"])
-        if timer_can_skip(body.get("status") or {}, meta.get("generation"),
-                          self.clock() - entry.last_apply, self.resync_seconds):
+        if timer_can_skip(
+            body.get("status") or {},
+            meta.get("generation"),
+            self.clock() - entry.last_apply,
+            self.resync_seconds,
+        ):
             return None
         return self.nudge(meta["namespace"], meta["name"])
 
@@ -568,8 +639,13 @@ class Reconciler:
         try:
             c = parse(body)
         except SpecError as e:
-            return self._publish(body, previous, Summary(instances=0, generation=meta.get("generation"),
-                                                         spec_error=str(e)), [], None)
+            return self._publish(
+                body,
+                previous,
+                Summary(instances=0, generation=meta.get("generation"), spec_error=str(e)),
+                [],
+                None,
+            )
 
         passwords, secret_error = self._credentials(c, _owner(body))
         secrets = list(passwords.values())
@@ -596,24 +672,42 @@ class Reconciler:
             return held
 
         # the operator never talks to the servers without the CA to verify them (entry.tls)
-        run_engine = secret_error is None and entry.tls is not None and (
-            current_primary is not None or any(p.running for p in pods.values()))
+        run_engine = (
+            secret_error is None
+            and entry.tls is not None
+            and (current_primary is not None or any(p.running for p in pods.values()))
+        )
         if not run_engine:
-            summary = Summary(instances=c.spec.instances, generation=c.generation, secret_error=secret_error,
-                              tls_problem=entry.tls_problem, tls_blocking=entry.tls is None,
-                              ready=ready, primary=current_primary,
-                              entries=tuple(instance_entries(ordinals, names, pods, {}, {}, {}, current_primary)))
+            summary = Summary(
+                instances=c.spec.instances,
+                generation=c.generation,
+                secret_error=secret_error,
+                tls_problem=entry.tls_problem,
+                tls_blocking=entry.tls is None,
+                ready=ready,
+                primary=current_primary,
+                entries=tuple(instance_entries(ordinals, names, pods, {}, {}, {}, current_primary)),
+            )
             return self._publish(body, previous, summary, [], None, applied=applied)
 
         settings = t.Settings(
-            instances=c.spec.instances, failover_enabled=c.spec.replication.failover.enabled,
+            instances=c.spec.instances,
+            failover_enabled=c.spec.replication.failover.enabled,
             failover_delay_seconds=float(c.spec.replication.failover.delay_seconds),
             semisync=c.spec.replication.mode == "semisync",
             # replicas configured before TLS move to it (topology rule 10); as tls_ca_path in _engine
-            replication_tls=entry.tls is not None and serves_tls(listed))
-        members = [Member(names[o], o, *resolve(c, o, raw_pods.get(o), self.resolver_mode),
-                          **expected_identity(names[o], o, raw_pods.get(o)), source_host=m.pod_host(c, o))
-                   for o in ordinals]
+            replication_tls=entry.tls is not None and serves_tls(listed),
+        )
+        members = [
+            Member(
+                names[o],
+                o,
+                *resolve(c, o, raw_pods.get(o), self.resolver_mode),
+                **expected_identity(names[o], o, raw_pods.get(o)),
+                source_host=m.pod_host(c, o),
+            )
+            for o in ordinals
+        ]
         engine = self._engine(entry, c, passwords, settings, members)
         state = ClusterState(current_primary)
         desired = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
@@ -626,25 +720,33 @@ class Reconciler:
             return roll_desired(wanted, roll[0], revision, listed)
 
         def record(st: ClusterState) -> None:
-            k.patch_status(self.api, ns, name, {"currentPrimary": st.current_primary,
-                                                "primarySince": _now(precise=True)})
+            k.patch_status(
+                self.api, ns, name, {"currentPrimary": st.current_primary, "primarySince": _now(precise=True)}
+            )
 
         def announce(decision: t.Decision) -> None:
             pre = decision_event(decision, secrets)
             if pre:
                 k.post_events(self.api, body, [pre])
             if decision.kind != entry.last_decision:  # what the loop thinks, once per change
-                log.info("%s/%s decision %s: %s", ns, name, decision.kind,
-                         redact(decision.reason or "-", secrets))
+                log.info(
+                    "%s/%s decision %s: %s", ns, name, decision.kind, redact(decision.reason or "-", secrets)
+                )
                 entry.last_decision = decision.kind
 
         started = time.monotonic()
         outcome = engine.reconcile(state, desired, steer=steer, record=record, announce=announce)
         decision, steps, observed = outcome.decision, outcome.steps, outcome.observed
         if steps or time.monotonic() - started > 1.0:  # acted, or an instance answered slowly
-            log.info("%s/%s %s pass took %.2fs (%d steps; unreachable: %s)", ns, name, decision.kind,
-                     time.monotonic() - started, len(steps),
-                     ", ".join(i.name for i in observed if not i.reachable) or "none")
+            log.info(
+                "%s/%s %s pass took %.2fs (%d steps; unreachable: %s)",
+                ns,
+                name,
+                decision.kind,
+                time.monotonic() - started,
+                len(steps),
+                ", ".join(i.name for i in observed if not i.reachable) or "none",
+            )
         roll_delete(self.api, body, decision, roll[0])
         self._serve_current_certificate(c, entry, engine)
         failed = [s for s in steps if not s.ok]
@@ -656,27 +758,47 @@ class Reconciler:
             primary_ok = promotion_succeeded(primary, steps)
         else:
             primary_ok = bool(p and p.reachable and not p.read_only and not p.is_replica) or (
-                isinstance(decision, t.WaitForDelay) and p is not None)
+                isinstance(decision, t.WaitForDelay) and p is not None
+            )
         roles = desired_roles(observed, primary, c.spec.instances, settings, primary_ok)
         self._move_labels(ns, pods, names, roles)
 
-        lags = {n: (o.replica.seconds_behind if o.replica else None)
-                for n, o in engine.last_observations.items()}
-        held = tuple(n for n, r in roles.items() if r is None and n != primary and p is not None
-                     and by_name[n].reachable and by_name[n].ordinal < c.spec.instances)
+        lags = {
+            n: (o.replica.seconds_behind if o.replica else None) for n, o in engine.last_observations.items()
+        }
+        held = tuple(
+            n
+            for n, r in roles.items()
+            if r is None
+            and n != primary
+            and p is not None
+            and by_name[n].reachable
+            and by_name[n].ordinal < c.spec.instances
+        )
         unreachable = tuple(i.name for i in observed if not i.reachable and i.ordinal < c.spec.instances)
-        serving = primary_ok and not isinstance(decision, t.WaitForDelay) or (
-            isinstance(decision, t.WaitForDelay) and bool(p and p.reachable and not p.read_only))
+        serving = (
+            primary_ok
+            and not isinstance(decision, t.WaitForDelay)
+            or (isinstance(decision, t.WaitForDelay) and bool(p and p.reachable and not p.read_only))
+        )
         summary = Summary(
-            instances=c.spec.instances, generation=c.generation, ready=ready, primary=primary,
-            primary_serving=serving and primary is not None, decision=decision.kind,
+            instances=c.spec.instances,
+            generation=c.generation,
+            ready=ready,
+            primary=primary,
+            primary_serving=serving and primary is not None,
+            decision=decision.kind,
             tls_problem=entry.tls_problem,
             primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, passwords),
-            decision_reason=redact(decision.reason, secrets), held_out=held, unreachable=unreachable,
+            decision_reason=redact(decision.reason, secrets),
+            held_out=held,
+            unreachable=unreachable,
             failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
-            entries=tuple(instance_entries(ordinals, names, pods, by_name, lags, roles, primary, secrets)))
-        result = self._publish(body, previous, summary, events_from_steps(steps, secrets), decision,
-                               applied=applied)
+            entries=tuple(instance_entries(ordinals, names, pods, by_name, lags, roles, primary, secrets)),
+        )
+        result = self._publish(
+            body, previous, summary, events_from_steps(steps, secrets), decision, applied=applied
+        )
         result.steps = steps
         result.recheck_in = t.next_pass_in(decision, float("inf"))
         return result
@@ -690,10 +812,17 @@ class Reconciler:
         if events:
             k.post_events(self.api, body, events)
         for etype, reason, message in events:
-            log.log(logging.WARNING if etype == "Warning" else logging.INFO, "%s/%s %s: %s",
-                    meta["namespace"], meta["name"], reason, message)
-        return Result(phase=status["phase"], applied=applied,
-                      decision=decision.kind if decision is not None else None)
+            log.log(
+                logging.WARNING if etype == "Warning" else logging.INFO,
+                "%s/%s %s: %s",
+                meta["namespace"],
+                meta["name"],
+                reason,
+                message,
+            )
+        return Result(
+            phase=status["phase"], applied=applied, decision=decision.kind if decision is not None else None
+        )
 
     def _tls(self, c: MySQLCluster, body, entry: _Entry) -> None:
         """Effect: the cluster's server certificate exists and is current (the operator's CA, or
@@ -711,7 +840,9 @@ class Reconciler:
             if c.spec.tls.issuer_ref is not None:
                 state = certificates.ensure_cert_manager(self.api, c, _owner(body), entry.tls)
             else:
-                state = certificates.ensure_secrets(self.api, c, _owner(body), dt.datetime.now(dt.timezone.utc))
+                state = certificates.ensure_secrets(
+                    self.api, c, _owner(body), dt.datetime.now(dt.timezone.utc)
+                )
         except (ApiException, k.ApplyError) as e:
             state = tls_api_problem(c, getattr(e, "status", None), getattr(e, "reason", None))
         entry.tls_checked = self.clock()
@@ -727,8 +858,10 @@ class Reconciler:
         renewed = entry.tls is not None and state.issued is not None
         entry.tls = state
         if renewed:
-            message = (f"server certificate renewed ({state.issued}); valid until "
-                       f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}: the servers reload it without a restart")
+            message = (
+                f"server certificate renewed ({state.issued}); valid until "
+                f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}: the servers reload it without a restart"
+            )
             k.post_events(self.api, body, [("Normal", "CertificateRenewed", message)])
             log.info("%s/%s CertificateRenewed: %s", c.namespace, c.name, message)
             self._touch_pods(c, state)
@@ -738,8 +871,11 @@ class Reconciler:
         Secret (instead of at its next periodic sync, up to a minute or more later)."""
         for p in k.list_pods(self.api, c.namespace, m.selector_labels(c)):
             try:
-                client.CoreV1Api(self.api).patch_namespaced_pod(p["metadata"]["name"], c.namespace, {
-                    "metadata": {"annotations": {TLS_ANNOTATION: f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}"}}})
+                client.CoreV1Api(self.api).patch_namespaced_pod(
+                    p["metadata"]["name"],
+                    c.namespace,
+                    {"metadata": {"annotations": {TLS_ANNOTATION: f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}"}}},
+                )
             except ApiException as e:
                 log.info("%s/%s: annotating %s: %s", c.namespace, c.name, p["metadata"]["name"], e.reason)
 
@@ -755,8 +891,12 @@ class Reconciler:
         pending = certificates.serve_current(engine.instances, state.not_after)
         if not pending:
             entry.tls_served = state.not_after
-            log.info("%s/%s every server serves the certificate valid until %s", c.namespace, c.name,
-                     f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}")
+            log.info(
+                "%s/%s every server serves the certificate valid until %s",
+                c.namespace,
+                c.name,
+                f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}",
+            )
 
     def _credentials(self, c: MySQLCluster, owner: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
         """Passwords by Secret key, and why they are unusable (None if fine). Creates the
@@ -765,15 +905,18 @@ class Reconciler:
         data = k.read_secret_data(self.api, c.namespace, secret)
         if c.spec.credentials is not None:
             if data is None:
-                return {}, (f"spec.credentials.secretName: Secret {secret} does not exist: create it "
-                            f"with keys {', '.join(_required_keys(c))}")
+                return {}, (
+                    f"spec.credentials.secretName: Secret {secret} does not exist: create it "
+                    f"with keys {', '.join(_required_keys(c))}"
+                )
             missing = [key for key in _required_keys(c) if not data.get(key)]
             if missing:
-                return {}, (f"spec.credentials.secretName: Secret {secret} lacks "
-                            f"{', '.join(missing)}: add the missing keys")
+                return {}, (
+                    f"spec.credentials.secretName: Secret {secret} lacks "
+                    f"{', '.join(missing)}: add the missing keys"
+                )
             present = _required_keys(c) + [key for key in _optional_keys(c) if data.get(key)]
-            unusable = [f"key {key} {why}" for key in present
-                        if (why := password_problem(key, data[key]))]
+            unusable = [f"key {key} {why}" for key in present if (why := password_problem(key, data[key]))]
             if unusable:
                 return {}, f"spec.credentials.secretName: Secret {secret} " + "; ".join(unusable)
             return {key: data[key] for key in present}, None
@@ -790,8 +933,12 @@ class Reconciler:
             if not k.create_secret(self.api, m.owned(built, owner)):  # lost a race: read it back
                 return self._credentials(c, owner)
         elif fresh:
-            k.add_secret_keys(self.api, c.namespace, secret,
-                              {key: base64.b64encode(v.encode()).decode() for key, v in fresh.items()})
+            k.add_secret_keys(
+                self.api,
+                c.namespace,
+                secret,
+                {key: base64.b64encode(v.encode()).decode() for key, v in fresh.items()},
+            )
         return {key: password_for(key) for key in _required_keys(c) + _optional_keys(c)}, None
 
     def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal) -> None:
@@ -805,35 +952,65 @@ class Reconciler:
                 obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
             k.server_side_apply(self.api, obj)
 
-    def _engine(self, entry: _Entry, c: MySQLCluster, passwords: Mapping[str, str],
-                settings: t.Settings, members: Sequence[Member]) -> ReplicationEngine:
+    def _engine(
+        self,
+        entry: _Entry,
+        c: MySQLCluster,
+        passwords: Mapping[str, str],
+        settings: t.Settings,
+        members: Sequence[Member],
+    ) -> ReplicationEngine:
         app_user = c.spec.database.user if c.spec.database else None
         ca_pem = entry.tls.ca_pem if entry.tls is not None else None
-        fp = hashlib.sha256(repr((settings, c.spec.replication.semi_sync_acks, sorted(passwords.items()),
-                                  app_user, c.spec.database, ca_pem)).encode()).hexdigest()
+        fp = hashlib.sha256(
+            repr(
+                (
+                    settings,
+                    c.spec.replication.semi_sync_acks,
+                    sorted(passwords.items()),
+                    app_user,
+                    c.spec.database,
+                    ca_pem,
+                )
+            ).encode()
+        ).hexdigest()
         if entry.engine is None or entry.fingerprint != fp:
             if entry.engine is not None:
                 entry.engine.close()
-            app = (Credentials(app_user, passwords[m.APP_PASSWORD_KEY])
-                   if app_user and passwords.get(m.APP_PASSWORD_KEY) else None)
-            backup = (Credentials(m.BACKUP_USER, passwords[m.BACKUP_PASSWORD_KEY])
-                      if passwords.get(m.BACKUP_PASSWORD_KEY) else None)
+            app = (
+                Credentials(app_user, passwords[m.APP_PASSWORD_KEY])
+                if app_user and passwords.get(m.APP_PASSWORD_KEY)
+                else None
+            )
+            backup = (
+                Credentials(m.BACKUP_USER, passwords[m.BACKUP_PASSWORD_KEY])
+                if passwords.get(m.BACKUP_PASSWORD_KEY)
+                else None
+            )
             entry.engine = ReplicationEngine(
-                members, Credentials(m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY]),
-                Credentials(m.REPLICATION_USER, passwords[m.REPLICATION_PASSWORD_KEY]), settings,
-                app=app, app_database=c.spec.database.name if c.spec.database else None,
-                semisync_acks=c.spec.replication.semi_sync_acks, apply_timeout=self.apply_timeout,
-                backup=backup, reduce_admin=True,
+                members,
+                Credentials(m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY]),
+                Credentials(m.REPLICATION_USER, passwords[m.REPLICATION_PASSWORD_KEY]),
+                settings,
+                app=app,
+                app_database=c.spec.database.name if c.spec.database else None,
+                semisync_acks=c.spec.replication.semi_sync_acks,
+                apply_timeout=self.apply_timeout,
+                backup=backup,
+                reduce_admin=True,
                 # replicas verify their source against the CA mounted in their Pod; the operator
                 # verifies every server against the same CA
-                tls_ca_path=m.TLS_CA if settings.replication_tls else None, tls=_tls_context(entry))
+                tls_ca_path=m.TLS_CA if settings.replication_tls else None,
+                tls=_tls_context(entry),
+            )
             entry.fingerprint = fp
         else:
             entry.engine.set_members(members)
         return entry.engine
 
-    def _move_labels(self, ns: str, pods: Mapping[int, PodView], names: Mapping[int, str],
-                     roles: Mapping[str, str | None]) -> None:
+    def _move_labels(
+        self, ns: str, pods: Mapping[int, PodView], names: Mapping[int, str], roles: Mapping[str, str | None]
+    ) -> None:
         current = {p.name: p.role for p in pods.values() if not p.deleting}
         for pod, value in label_plan(current, roles):
             try:
@@ -844,8 +1021,15 @@ class Reconciler:
                 if value == m.ROLE_PRIMARY:
                     return
 
-    def _primary_in_service(self, c: MySQLCluster, pods: Mapping[int, PodView], primary: str | None,
-                            serving: bool, entry: _Entry, passwords: Mapping[str, str]) -> bool:
+    def _primary_in_service(
+        self,
+        c: MySQLCluster,
+        pods: Mapping[int, PodView],
+        primary: str | None,
+        serving: bool,
+        entry: _Entry,
+        passwords: Mapping[str, str],
+    ) -> bool:
         """The primary Pod is labelled and Ready, and a connection through -rw reaches it (an
         endpoint lags its Pod by seconds: EndpointSlice, kube-proxy). Probed once per primary."""
         if not serving or not primary_in_service(pods, pod_ordinal(primary or "", c.name)):
@@ -857,16 +1041,26 @@ class Reconciler:
             svc = client.CoreV1Api(self.api).read_namespaced_service(m.primary_service_name(c), c.namespace)
         except ApiException:
             return False
-        if service_routes_to(svc.spec.cluster_ip, m.PORT, m.OPERATOR_USER,
-                             passwords[m.OPERATOR_PASSWORD_KEY], primary, _tls_context(entry)):
+        if service_routes_to(
+            svc.spec.cluster_ip,
+            m.PORT,
+            m.OPERATOR_USER,
+            passwords[m.OPERATOR_PASSWORD_KEY],
+            primary,
+            _tls_context(entry),
+        ):
             entry.routed_to = primary
             return True
         return False
 
 
 # ---------------------------------------------------------------------------------------- rolling
-def roll_pods(cluster_name: str, pods: Iterable[Mapping[str, Any]], observed: Iterable[t.InstanceState],
-              primary: str | None) -> list[rolling.RollPod]:
+def roll_pods(
+    cluster_name: str,
+    pods: Iterable[Mapping[str, Any]],
+    observed: Iterable[t.InstanceState],
+    primary: str | None,
+) -> list[rolling.RollPod]:
     """Pure: what mysql_operator/rolling.py needs from the listed Pods and the observed servers."""
     by_name = {i.name: i for i in observed}
     views = pod_views(cluster_name, pods)
@@ -877,15 +1071,25 @@ def roll_pods(cluster_name: str, pods: Iterable[Mapping[str, Any]], observed: It
         if ordinal is None:
             continue
         v, i = views[ordinal], by_name.get(meta["name"])
-        replicating = bool(i and i.reachable and primary and i.source == primary and i.io_running
-                           and i.sql_running)
-        out.append(rolling.RollPod(v.name, ordinal, (meta.get("labels") or {}).get(rolling.REVISION_LABEL),
-                                   ready=v.ready, deleting=v.deleting, replicating=replicating))
+        replicating = bool(
+            i and i.reachable and primary and i.source == primary and i.io_running and i.sql_running
+        )
+        out.append(
+            rolling.RollPod(
+                v.name,
+                ordinal,
+                (meta.get("labels") or {}).get(rolling.REVISION_LABEL),
+                ready=v.ready,
+                deleting=v.deleting,
+                replicating=replicating,
+            )
+        )
     return out
 
 
-def roll_desired(pinned: str | None, roll: rolling.RollStep | None, revision: str | None,
-                 pods: Iterable[Mapping[str, Any]]) -> str | None:
+def roll_desired(
+    pinned: str | None, roll: rolling.RollStep | None, revision: str | None, pods: Iterable[Mapping[str, Any]]
+) -> str | None:
     """Pure: the primary the engine should aim for during a roll. A SwitchTo moves it; a primary
     pinned by spec.primary to a Pod still on the old revision is not switched back to until
     that Pod was updated (else the roll would bounce the primary back before restarting it)."""
@@ -911,14 +1115,20 @@ def roll_step(api, c: MySQLCluster, listed, observed, primary) -> tuple[rolling.
             return None, None
         raise
     status = sts.status
-    revision = rolling.update_revision({
-        "metadata": {"generation": sts.metadata.generation},
-        "status": {"observedGeneration": status.observed_generation if status else None,
-                   "updateRevision": status.update_revision if status else None}})
+    revision = rolling.update_revision(
+        {
+            "metadata": {"generation": sts.metadata.generation},
+            "status": {
+                "observedGeneration": status.observed_generation if status else None,
+                "updateRevision": status.update_revision if status else None,
+            },
+        }
+    )
     if revision is None:
         return None, None
-    return rolling.next_step(roll_pods(c.name, listed, observed, primary), revision, primary,
-                             c.spec.instances), revision
+    return rolling.next_step(
+        roll_pods(c.name, listed, observed, primary), revision, primary, c.spec.instances
+    ), revision
 
 
 def roll_delete(api, body, decision, roll) -> None:
@@ -934,7 +1144,9 @@ def roll_delete(api, body, decision, roll) -> None:
             raise
         return
     k.post_events(api, body, [("Normal", "RollingUpdate", f"restarting {roll.name}: {roll.reason}")])
-    log.info("%s/%s RollingUpdate: restarting %s: %s", meta["namespace"], meta["name"], roll.name, roll.reason)
+    log.info(
+        "%s/%s RollingUpdate: restarting %s: %s", meta["namespace"], meta["name"], roll.name, roll.reason
+    )
 
 
 # ---------------------------------------------------------------------------------------- restore
@@ -946,7 +1158,8 @@ def restore_source(api, c: MySQLCluster) -> Source:
     if r.from_backup is not None:
         try:
             backup = client.CustomObjectsApi(api).get_namespaced_custom_object(
-                GROUP, VERSION, c.namespace, BACKUP_PLURAL, r.from_backup)
+                GROUP, VERSION, c.namespace, BACKUP_PLURAL, r.from_backup
+            )
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -962,8 +1175,10 @@ def restore_source(api, c: MySQLCluster) -> Source:
             spec = parse(owner).spec if owner is not None else None
             s3 = spec.backup.s3 if spec is not None and spec.backup else None
         if s3 is None:
-            raise ValueError(f"spec.restore.fromBackup.name: MySQLBackup {r.from_backup} names no storage "
-                             f"and its cluster {cluster_name} is gone: use spec.restore.s3 instead")
+            raise ValueError(
+                f"spec.restore.fromBackup.name: MySQLBackup {r.from_backup} names no storage "
+                f"and its cluster {cluster_name} is gone: use spec.restore.s3 instead"
+            )
         source = Source(s3, location)
     else:
         assert r.s3 is not None
@@ -973,26 +1188,42 @@ def restore_source(api, c: MySQLCluster) -> Source:
     keys = (s3.credentials_secret.access_key_id_key, s3.credentials_secret.secret_access_key_key)
     missing = [key for key in keys if not secret.get(key)]
     if missing:
-        raise ValueError(f"S3 credentials: Secret {s3.credentials_secret.name} lacks {', '.join(missing)} "
-                         "(or does not exist): create it with the access key id and secret access key")
+        raise ValueError(
+            f"S3 credentials: Secret {s3.credentials_secret.name} lacks {', '.join(missing)} "
+            "(or does not exist): create it with the access key id and secret access key"
+        )
     return source
 
 
-def restore_gate(rec: "Reconciler", body, c: MySQLCluster, previous, pods, names, passwords,
-                 ready: int, applied: bool, secret_error: str | None = None) -> Result | None:
+def restore_gate(
+    rec: "Reconciler",
+    body,
+    c: MySQLCluster,
+    previous,
+    pods,
+    names,
+    passwords,
+    ready: int,
+    applied: bool,
+    secret_error: str | None = None,
+) -> Result | None:
     """spec.restore at creation: None when the reconcile may go on (no restore, or it succeeded);
     else the Result of a loop that held the cluster (Restoring / RestoreFailed) and published it.
     The load itself runs in the restore Job (see mysql_operator.restoring)."""
     if c.spec.restore is None:
         return None
     record = previous.get("restore")
-    not_ready = [names.get(o, m.pod_name(c, o)) for o in range(c.spec.instances)
-                 if not (pods.get(o) and pods[o].ready)]
+    not_ready = [
+        names.get(o, m.pod_name(c, o)) for o in range(c.spec.instances) if not (pods.get(o) and pods[o].ready)
+    ]
     job: Mapping[str, Any] | str | None = None
     if (record or {}).get("phase") == restoring.RUNNING:
         found, job_pods = jobs.read_job(rec.api, c.namespace, restore_job_name(c))
         if found is not None:
-            job = jobs.job_result(found, job_pods, f"the restore Job {restore_job_name(c)}") or restoring.JOB_RUNNING
+            job = (
+                jobs.job_result(found, job_pods, f"the restore Job {restore_job_name(c)}")
+                or restoring.JOB_RUNNING
+            )
     action = restoring.decide(True, record, previous.get("currentPrimary"), not_ready, job)
     if isinstance(action, restoring.Proceed):
         return None
@@ -1008,39 +1239,66 @@ def restore_gate(rec: "Reconciler", body, c: MySQLCluster, previous, pods, names
             source = restore_source(rec.api, c)
             record = restoring.record(restoring.RUNNING, described, started, job=restore_job_name(c))
             k.patch_status(rec.api, c.namespace, c.name, {"restore": record})  # before the Job exists
-            jobs.create_job(rec.api, m.owned(restore_job(
-                c, source.s3, source.path, rec.job_image, image_pull_policy=c.spec.image_pull_policy),
-                _owner(body)))
+            jobs.create_job(
+                rec.api,
+                m.owned(
+                    restore_job(
+                        c, source.s3, source.path, rec.job_image, image_pull_policy=c.spec.image_pull_policy
+                    ),
+                    _owner(body),
+                ),
+            )
         except (ValueError, ApiException) as e:
-            message = redact(str(e) if isinstance(e, ValueError) else f"creating the restore Job: {e.reason}",
-                             secrets)
+            message = redact(
+                str(e) if isinstance(e, ValueError) else f"creating the restore Job: {e.reason}", secrets
+            )
             record = restoring.record(restoring.FAILED, described, started, _now(), message)
             patch["restore"] = record
             events.append(("Warning", "RestoreFailed", message))
             action = restoring.Failed(message)
         else:
-            events.append(("Normal", "RestoreStarted", f"restoring {described} into every instance "
-                                                       f"(Job {restore_job_name(c)})"))
+            events.append(
+                (
+                    "Normal",
+                    "RestoreStarted",
+                    f"restoring {described} into every instance (Job {restore_job_name(c)})",
+                )
+            )
             action = restoring.InProgress()
     elif isinstance(action, restoring.Finished):
         result = action.result
         ok = bool(result.get("ok"))
         message = redact(str(result.get("message") or ""), secrets)[:1024]
-        extra = {key: result[key] for key in ("durationSeconds", "gtidPosition", "bytesLoaded") if key in result}
-        record = restoring.record(restoring.SUCCEEDED if ok else restoring.FAILED, record.get("source", ""),
-                                  record.get("startedAt", _now()), _now(), message,
-                                  **({"job": record["job"]} if record.get("job") else {}), **extra)
+        extra = {
+            key: result[key] for key in ("durationSeconds", "gtidPosition", "bytesLoaded") if key in result
+        }
+        record = restoring.record(
+            restoring.SUCCEEDED if ok else restoring.FAILED,
+            record.get("source", ""),
+            record.get("startedAt", _now()),
+            _now(),
+            message,
+            **({"job": record["job"]} if record.get("job") else {}),
+            **extra,
+        )
         patch["restore"] = record
         if ok:
             primary = m.pod_name(c, c.spec.primary if c.spec.primary is not None else 0)
             patch["currentPrimary"] = primary  # the engine adopts: promote it, attach the others
-        events.append(("Normal", "RestoreSucceeded", message) if ok else ("Warning", "RestoreFailed", message))
+        events.append(
+            ("Normal", "RestoreSucceeded", message) if ok else ("Warning", "RestoreFailed", message)
+        )
         log.log(logging.INFO if ok else logging.WARNING, "%s/%s restore: %s", c.namespace, c.name, message)
         action = restoring.InProgress() if ok else restoring.Failed(message)
     elif isinstance(action, restoring.Failed) and (record or {}).get("phase") != restoring.FAILED:
         # the Job is gone, or a primary without a record: recorded once, with its Event
-        record = restoring.record(restoring.FAILED, (record or {}).get("source", ""),
-                                  (record or {}).get("startedAt", _now()), _now(), action.message)
+        record = restoring.record(
+            restoring.FAILED,
+            (record or {}).get("source", ""),
+            (record or {}).get("startedAt", _now()),
+            _now(),
+            action.message,
+        )
         patch["restore"] = record
         events.append(("Warning", "RestoreFailed", action.message))
     if patch:
@@ -1048,8 +1306,12 @@ def restore_gate(rec: "Reconciler", body, c: MySQLCluster, previous, pods, names
 
     ordinals = sorted(set(range(c.spec.instances)) | set(pods))
     all_names = {o: m.pod_name(c, o) for o in ordinals}
-    summary = Summary(instances=c.spec.instances, generation=c.generation, ready=ready,
-                      entries=tuple(instance_entries(ordinals, all_names, pods, {}, {}, {}, None)))
+    summary = Summary(
+        instances=c.spec.instances,
+        generation=c.generation,
+        ready=ready,
+        entries=tuple(instance_entries(ordinals, all_names, pods, {}, {}, {}, None)),
+    )
     now = _now()
     status = restoring.overlay_status(build_status(summary, previous, now), action, record, now)
     if "currentPrimary" in patch:
@@ -1066,22 +1328,31 @@ def tls_api_problem(c: MySQLCluster, status: int | None, reason: str | None) -> 
     servers keep their current certificate meanwhile)."""
     answer = f"HTTP {status} {reason or ''}".strip() if status else (reason or "no answer")
     if c.spec.tls.issuer_ref is not None:
-        return certificates.TLSProblem("CertManagerAPIError", (
-            f"spec.tls.issuerRef: reading or applying cert-manager objects (Certificate "
-            f"{m.tls_secret_name(c)}, the issuer) or Secret {m.tls_secret_name(c)} failed: {answer}: "
-            "check the operator's permissions (the chart's RBAC) and the API server"))
-    return certificates.TLSProblem("TLSSecretsAPIError", (
-        f"TLS Secrets {m.ca_secret_name(c)}, {m.tls_secret_name(c)}, {m.ca_bundle_secret_name(c)}: "
-        f"the API server answered {answer}: check the operator's permissions (the chart's RBAC) "
-        "and the API server"))
+        return certificates.TLSProblem(
+            "CertManagerAPIError",
+            (
+                f"spec.tls.issuerRef: reading or applying cert-manager objects (Certificate "
+                f"{m.tls_secret_name(c)}, the issuer) or Secret {m.tls_secret_name(c)} failed: {answer}: "
+                "check the operator's permissions (the chart's RBAC) and the API server"
+            ),
+        )
+    return certificates.TLSProblem(
+        "TLSSecretsAPIError",
+        (
+            f"TLS Secrets {m.ca_secret_name(c)}, {m.tls_secret_name(c)}, {m.ca_bundle_secret_name(c)}: "
+            f"the API server answered {answer}: check the operator's permissions (the chart's RBAC) "
+            "and the API server"
+        ),
+    )
 
 
 def serves_tls(pods: Sequence[Mapping[str, Any]]) -> bool:
     """Pure: every server Pod runs with the certificate mounted (and so, from the same template,
     with ssl_* in its my.cnf). A cluster from before TLS replicates in plaintext until its rolling
     update is complete: a replica must never require TLS from a source that cannot offer it."""
-    return bool(pods) and all(any(v.get("name") == "tls" for v in (p.get("spec") or {}).get("volumes") or [])
-                              for p in pods)
+    return bool(pods) and all(
+        any(v.get("name") == "tls" for v in (p.get("spec") or {}).get("volumes") or []) for p in pods
+    )
 
 
 def _tls_context(entry: _Entry) -> ssl.SSLContext | None:

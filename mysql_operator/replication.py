@@ -29,8 +29,7 @@ from mysql_operator import topology as t
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect
-from mysql_operator.db.instance import (
-    Instance, InstanceError, Observation, ReplicaStatus, identity_mismatch)
+from mysql_operator.db.instance import Instance, InstanceError, Observation, ReplicaStatus, identity_mismatch
 
 # decisions that make a (possibly new) primary writable: recorded before acting
 PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
@@ -64,14 +63,23 @@ class DbOps(Protocol):
     def stop_io_thread(self) -> None: ...
     def start_sql_thread(self) -> None: ...
     def reset_replica(self) -> None: ...
-    def point_at(self, source_host: str, source_port: int, user: str, password: str,
-                 start: bool = True, attempts: int = 5, tls_ca: str | None = None) -> None: ...
+    def point_at(
+        self,
+        source_host: str,
+        source_port: int,
+        user: str,
+        password: str,
+        start: bool = True,
+        attempts: int = 5,
+        tls_ca: str | None = None,
+    ) -> None: ...
     def wait_for(self, gtids: Any, timeout: float) -> bool: ...
     def set_semisync_source(self, on: bool, ack_count: int = 1) -> None: ...
     def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None: ...
     def ensure_database(self, name: str) -> None: ...
-    def ensure_user(self, user: str, host: str, password: str, grants: Iterable[Grant],
-                    local: bool = False) -> list[str]: ...
+    def ensure_user(
+        self, user: str, host: str, password: str, grants: Iterable[Grant], local: bool = False
+    ) -> list[str]: ...
     def shed_privileges(self, grants: Iterable[Grant], host: str = "%") -> list[str]: ...
 
 
@@ -137,14 +145,26 @@ def semisync_acks_default(instances: int) -> int:
 
 
 class ReplicationEngine:
-    def __init__(self, members: Sequence[Member], admin: Credentials, replication: Credentials,
-                 settings: t.Settings, app: Credentials | None = None,
-                 app_database: str | None = None, semisync_acks: int | None = None,
-                 apply_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic,
-                 connect_timeout: float = 1.0, read_timeout: float = 2.0,
-                 wall_clock: Callable[[], float] = time.time, backup: Credentials | None = None,
-                 reduce_admin: bool = False, tls_ca_path: str | None = None,
-                 tls: ssl.SSLContext | None = None, connect: Callable[[Member], DbOps] | None = None):
+    def __init__(
+        self,
+        members: Sequence[Member],
+        admin: Credentials,
+        replication: Credentials,
+        settings: t.Settings,
+        app: Credentials | None = None,
+        app_database: str | None = None,
+        semisync_acks: int | None = None,
+        apply_timeout: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        connect_timeout: float = 1.0,
+        read_timeout: float = 2.0,
+        wall_clock: Callable[[], float] = time.time,
+        backup: Credentials | None = None,
+        reduce_admin: bool = False,
+        tls_ca_path: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        connect: Callable[[Member], DbOps] | None = None,
+    ):
         if settings.replication_tls and tls_ca_path is None:
             # rule 10 would reconfigure replicas for TLS on every pass without ever getting it
             raise ValueError("settings.replication_tls needs tls_ca_path")
@@ -193,9 +213,17 @@ class ReplicationEngine:
         self.members = new
 
     def _instance(self, m: Member) -> Instance:
-        return Instance(m.host, m.port, self.admin.user, self.admin.password, name=m.name,
-                        connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
-                        connect_attempts=2, tls=self.tls)
+        return Instance(
+            m.host,
+            m.port,
+            self.admin.user,
+            self.admin.password,
+            name=m.name,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            connect_attempts=2,
+            tls=self.tls,
+        )
 
     def close(self) -> None:
         for i in self.instances.values():
@@ -213,9 +241,12 @@ class ReplicationEngine:
             if why:  # a stale address (deleted Pod, reused IP) reaching another server
                 self.instances[name].close()
                 observations[name] = Observation(
-                    reachable=False, error=f"{name} at {m.host}:{m.port} {why}: not this instance")
+                    reachable=False, error=f"{name} at {m.host}:{m.port} {why}: not this instance"
+                )
         now = self.clock()
-        by_address = {(h, m.port): m.name for m in self.members.values() for h in (m.host, m.source_host) if h}
+        by_address = {
+            (h, m.port): m.name for m in self.members.values() for h in (m.host, m.source_host) if h
+        }
         states = []
         for name in names:
             o = observations[name]
@@ -233,24 +264,35 @@ class ReplicationEngine:
                 self._error_since.pop(name, None)
             elif self._error_since.get(name, ((), 0.0))[0] != errnos:
                 self._error_since[name] = (errnos, started)
-            states.append(t.InstanceState(
-                name=name, ordinal=m.ordinal, reachable=o.reachable,
-                origin=o.origin if o.reachable else (previous.origin if previous else None),
-                read_only=o.read_only,
-                source=(by_address.get((r.source_host, r.source_port), f"{r.source_host}:{r.source_port}")
-                        if r and r.source_host else None),
-                io_running=bool(r and r.io_running),
-                io_connecting=bool(r and r.io_state not in ("Yes", "No", "")),
-                sql_running=bool(r and r.sql_running),
-                io_errno=r.io_errno if r else 0, sql_errno=r.sql_errno if r else 0,
-                last_error=(r.sql_error or r.io_error) if r else (o.error or ""),
-                executed=o.executed, received=r.received if r else None, purged=o.purged,
-                unreachable_for=0.0 if o.reachable else now - self._down_since[name],
-                error_for=now - self._error_since[name][1] if name in self._error_since else 0.0,
-                semisync_source=o.semisync_source_enabled,
-                semisync_replica=o.semisync_replica_enabled,
-                restarted=restarted, tls_verified=bool(r and r.tls_verified),
-            ))
+            states.append(
+                t.InstanceState(
+                    name=name,
+                    ordinal=m.ordinal,
+                    reachable=o.reachable,
+                    origin=o.origin if o.reachable else (previous.origin if previous else None),
+                    read_only=o.read_only,
+                    source=(
+                        by_address.get((r.source_host, r.source_port), f"{r.source_host}:{r.source_port}")
+                        if r and r.source_host
+                        else None
+                    ),
+                    io_running=bool(r and r.io_running),
+                    io_connecting=bool(r and r.io_state not in ("Yes", "No", "")),
+                    sql_running=bool(r and r.sql_running),
+                    io_errno=r.io_errno if r else 0,
+                    sql_errno=r.sql_errno if r else 0,
+                    last_error=(r.sql_error or r.io_error) if r else (o.error or ""),
+                    executed=o.executed,
+                    received=r.received if r else None,
+                    purged=o.purged,
+                    unreachable_for=0.0 if o.reachable else now - self._down_since[name],
+                    error_for=now - self._error_since[name][1] if name in self._error_since else 0.0,
+                    semisync_source=o.semisync_source_enabled,
+                    semisync_replica=o.semisync_replica_enabled,
+                    restarted=restarted,
+                    tls_verified=bool(r and r.tls_verified),
+                )
+            )
         return states
 
     # a server's start time estimated from Uptime (whole seconds, read a moment before `now`)
@@ -278,10 +320,15 @@ class ReplicationEngine:
         return self.wall_clock() - o.uptime > self.primary_since[1] + self.RESTART_TOLERANCE
 
     # -- the pass --------------------------------------------------------------------------------
-    def reconcile(self, state: ClusterState, desired_primary: str | None = None, *,
-                  steer: Callable[[Sequence[t.InstanceState], str | None], str | None] | None = None,
-                  record: Callable[[ClusterState], None] | None = None,
-                  announce: Callable[[t.Decision], None] | None = None) -> Outcome:
+    def reconcile(
+        self,
+        state: ClusterState,
+        desired_primary: str | None = None,
+        *,
+        steer: Callable[[Sequence[t.InstanceState], str | None], str | None] | None = None,
+        record: Callable[[ClusterState], None] | None = None,
+        announce: Callable[[t.Decision], None] | None = None,
+    ) -> Outcome:
         """One pass. `steer(observed, desired)` may change the wanted primary after observing (a
         rolling update moves it off the Pod it restarts next); `record(state)` persists a new
         primary before anything is done to a server (an exception from it stops the pass: nothing
@@ -315,8 +362,11 @@ class ReplicationEngine:
             t.Errant: lambda: self.hold_out(d.instances, d.reasons, steps),
             t.NeedsSeed: lambda: steps.append(Step(d.name, "needs-seed", d.reason, ok=False)),
         }.get(type(d))
-        serving = {t.Healthy: lambda: d.primary, t.ConfigureReplica: lambda: d.source,
-                   t.ConfigureSemiSync: lambda: d.primary}.get(type(d))  # a primary that serves
+        serving = {
+            t.Healthy: lambda: d.primary,
+            t.ConfigureReplica: lambda: d.source,
+            t.ConfigureSemiSync: lambda: d.primary,
+        }.get(type(d))  # a primary that serves
         if serving:
             self.converge_accounts(serving(), steps)
         if handler is None:
@@ -324,8 +374,14 @@ class ReplicationEngine:
         try:
             handler()
         except (InstanceError, ReplicationError) as e:
-            steps.append(Step(getattr(d, "to", None) or getattr(d, "name", "") or "cluster",
-                              d.kind.lower(), str(e), ok=False))
+            steps.append(
+                Step(
+                    getattr(d, "to", None) or getattr(d, "name", "") or "cluster",
+                    d.kind.lower(),
+                    str(e),
+                    ok=False,
+                )
+            )
         return steps
 
     # -- effects ---------------------------------------------------------------------------------
@@ -339,11 +395,21 @@ class ReplicationEngine:
         i.set_read_only(True)
         i.set_semisync_source(False)
         i.set_semisync_replica(self.settings.semisync, restart_io=False)  # point_at restarts it
-        i.point_at(src.replication_host, src.port, self.replication.user, self.replication.password,
-                   tls_ca=self.tls_ca_path)
+        i.point_at(
+            src.replication_host,
+            src.port,
+            self.replication.user,
+            self.replication.password,
+            tls_ca=self.tls_ca_path,
+        )
         self._error_since.pop(name, None)  # a fresh start: an error must persist again
-        steps.append(Step(name, "replicate", f"read-only replica of {source}"
-                          + (" over verified TLS" if self.tls_ca_path else "")))
+        steps.append(
+            Step(
+                name,
+                "replicate",
+                f"read-only replica of {source}" + (" over verified TLS" if self.tls_ca_path else ""),
+            )
+        )
 
     def _make_primary(self, name: str, replicas: int, steps: list[Step]) -> None:
         i = self.instances[name]
@@ -355,8 +421,13 @@ class ReplicationEngine:
         else:
             i.set_semisync_source(False)
         i.set_read_only(False)
-        steps.append(Step(name, "promote", "writable primary"
-                          + (", semi-sync" if self.settings.semisync and replicas else "")))
+        steps.append(
+            Step(
+                name,
+                "promote",
+                "writable primary" + (", semi-sync" if self.settings.semisync and replicas else ""),
+            )
+        )
 
     def bootstrap(self, primary: str, replicas: Sequence[str], steps: list[Step]) -> None:
         self._make_primary(primary, 0, steps)  # semi-sync comes once replicas are attached
@@ -382,19 +453,28 @@ class ReplicationEngine:
             wanted = [(self.replication, "replication", accounts.replication_grants(v))]
             if self.app and self.app_database:
                 p.ensure_database(self.app_database)
-                wanted.append((self.app, f"application ({self.app_database})",
-                               accounts.app_grants(v, self.app_database)))
+                wanted.append(
+                    (
+                        self.app,
+                        f"application ({self.app_database})",
+                        accounts.app_grants(v, self.app_database),
+                    )
+                )
             if self.backup:
                 wanted.append((self.backup, "backup", accounts.backup_grants(v)))
             for creds, what, grants in wanted:
                 changes = p.ensure_user(creds.user, creds.host, creds.password, grants)
                 if changes:
                     steps.append(Step(primary, "user", f"{what} account {creds.user}: {'; '.join(changes)}"))
-            shed = (p.shed_privileges(accounts.operator_grants(v, self.app_database), self.admin.host)
-                    if self.reduce_admin else [])
+            shed = (
+                p.shed_privileges(accounts.operator_grants(v, self.app_database), self.admin.host)
+                if self.reduce_admin
+                else []
+            )
             if shed:
-                steps.append(Step(primary, "user", f"operator account {self.admin.user}: "
-                                  f"revoked {', '.join(shed)}"))
+                steps.append(
+                    Step(primary, "user", f"operator account {self.admin.user}: revoked {', '.join(shed)}")
+                )
         except InstanceError as e:
             self._accounts_retry_at = self.clock() + self.ACCOUNTS_RETRY_SECONDS
             steps.append(Step(primary, "user", str(e), ok=False))
@@ -418,6 +498,7 @@ class ReplicationEngine:
                 return Step(n, "fence", "not a replica")
             except InstanceError as e:
                 return Step(n, "fence", str(e), ok=False)
+
         names = list(dict.fromkeys([*d.fence, d.to]))
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
             steps.extend(pool.map(fence_one, names))
@@ -430,8 +511,9 @@ class ReplicationEngine:
                 target.start_sql_thread()
             # 2. let the new primary apply everything it received
             if not target.wait_for(status.received, self.apply_timeout):
-                raise ReplicationError(f"{d.to} did not apply its relay log within "
-                                       f"{self.apply_timeout:.0f}s; not promoted")
+                raise ReplicationError(
+                    f"{d.to} did not apply its relay log within {self.apply_timeout:.0f}s; not promoted"
+                )
             steps.append(Step(d.to, "apply", f"relay log applied up to {status.received}"))
         # 3. promote, 4. repoint the others
         live = [n for n in d.replicas if n in reachable]
@@ -442,20 +524,22 @@ class ReplicationEngine:
             except InstanceError as e:
                 steps.append(Step(n, "replicate", str(e), ok=False))
 
-    def promote(self, name: str, replicas: Sequence[str], reachable: set[str],
-                steps: list[Step]) -> None:
+    def promote(self, name: str, replicas: Sequence[str], reachable: set[str], steps: list[Step]) -> None:
         self.failover(t.Failover(name, name, (), tuple(replicas)), reachable, steps)
 
-    def switchover(self, old: str, new: str, replicas: Sequence[str], reachable: set[str],
-                   steps: list[Step]) -> None:
+    def switchover(
+        self, old: str, new: str, replicas: Sequence[str], reachable: set[str], steps: list[Step]
+    ) -> None:
         o, n = self.instances[old], self.instances[new]
         o.set_read_only(True)
         killed = o.kill_client_connections()
         steps.append(Step(old, "demote", f"read-only, {len(killed)} client connections killed"))
         executed = o.observe().executed
         if not n.wait_for(executed, self.apply_timeout):
-            raise ReplicationError(f"{new} did not catch up with {old} within "
-                                   f"{self.apply_timeout:.0f}s; switchover not completed")
+            raise ReplicationError(
+                f"{new} did not catch up with {old} within "
+                f"{self.apply_timeout:.0f}s; switchover not completed"
+            )
         steps.append(Step(new, "apply", f"caught up with {old} at {executed}"))
         live = [r for r in replicas if r in reachable and r != new]
         self._make_primary(new, len(live), steps)
@@ -476,8 +560,7 @@ class ReplicationEngine:
             i.reset_replica()
             steps.append(Step(n, "decommission", "replication stopped and reset; ready to remove"))
 
-    def configure_semisync(self, on: bool, primary: str, replicas: Sequence[str],
-                           steps: list[Step]) -> None:
+    def configure_semisync(self, on: bool, primary: str, replicas: Sequence[str], steps: list[Step]) -> None:
         p = self.instances[primary]
         if not on:
             p.set_semisync_source(False)
@@ -485,8 +568,13 @@ class ReplicationEngine:
             self.instances[n].set_semisync_replica(on)
         if on:
             p.set_semisync_source(True, self.semisync_acks)
-        steps.append(Step(primary, "semi-sync", ("on" if on else "off")
-                          + (f", {self.semisync_acks} ack(s)" if on else "")))
+        steps.append(
+            Step(
+                primary,
+                "semi-sync",
+                ("on" if on else "off") + (f", {self.semisync_acks} ack(s)" if on else ""),
+            )
+        )
 
     def hold_out(self, names: Sequence[str], reasons: Sequence[str], steps: list[Step]) -> None:
         for n, why in zip(names, reasons):

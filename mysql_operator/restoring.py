@@ -62,9 +62,11 @@ class Failed:
 
 RestoreAction = Proceed | WaitForInstances | Start | InProgress | Failed
 
+
 @dataclass(frozen=True)
 class Finished:
     """The restore Job ended: record its result (`ok`, `message`, ...) as the outcome."""
+
     result: Mapping[str, Any]
 
 
@@ -73,8 +75,13 @@ RestoreAction = Proceed | WaitForInstances | Start | InProgress | Finished | Fai
 JOB_RUNNING = "running"  # decide()'s `job` while the restore Job has not finished
 
 
-def decide(wants_restore: bool, record: Mapping[str, Any] | None, current_primary: str | None,
-           not_ready: Sequence[str], job: Mapping[str, Any] | str | None) -> RestoreAction:
+def decide(
+    wants_restore: bool,
+    record: Mapping[str, Any] | None,
+    current_primary: str | None,
+    not_ready: Sequence[str],
+    job: Mapping[str, Any] | str | None,
+) -> RestoreAction:
     """What to do about spec.restore this loop.
 
     record: status.restore; not_ready: wanted instances whose Pod is not Ready yet; job: the
@@ -91,14 +98,18 @@ def decide(wants_restore: bool, record: Mapping[str, Any] | None, current_primar
         if job == JOB_RUNNING:
             return InProgress()
         if job is None:
-            return Failed("the restore Job disappeared before it finished: the instances may hold a "
-                          "partial load, so this cluster never becomes Ready; delete the MySQLCluster "
-                          "and its PersistentVolumeClaims and create it again")
+            return Failed(
+                "the restore Job disappeared before it finished: the instances may hold a "
+                "partial load, so this cluster never becomes Ready; delete the MySQLCluster "
+                "and its PersistentVolumeClaims and create it again"
+            )
         return Finished(job)
     if current_primary is not None:
         # a primary was recorded without a restore record: never load over a serving cluster
-        return Failed("spec.restore: the cluster already has a primary and no restore record; a "
-                      "restore only goes into a new cluster: create a new MySQLCluster")
+        return Failed(
+            "spec.restore: the cluster already has a primary and no restore record; a "
+            "restore only goes into a new cluster: create a new MySQLCluster"
+        )
     if not_ready:
         return WaitForInstances("restore waits for every instance: " + ", ".join(not_ready) + " not Ready")
     return Start()
@@ -115,18 +126,23 @@ def describe_source(from_backup: str | None, s3: S3 | None) -> str:
 def backup_location(backup_body: Mapping[str, Any] | None, name: str) -> str:
     """The Succeeded MySQLBackup's status.location; ValueError with the fix otherwise."""
     if backup_body is None:
-        raise ValueError(f"spec.restore.fromBackup.name: MySQLBackup {name} does not exist in this "
-                         "namespace: name an existing backup, or use spec.restore.s3")
+        raise ValueError(
+            f"spec.restore.fromBackup.name: MySQLBackup {name} does not exist in this "
+            "namespace: name an existing backup, or use spec.restore.s3"
+        )
     status = backup_body.get("status") or {}
     if status.get("phase") != SUCCEEDED or not status.get("location"):
-        raise ValueError(f"spec.restore.fromBackup.name: MySQLBackup {name} is "
-                         f"{status.get('phase') or 'not finished'}, not Succeeded: restore from a "
-                         "backup that succeeded")
+        raise ValueError(
+            f"spec.restore.fromBackup.name: MySQLBackup {name} is "
+            f"{status.get('phase') or 'not finished'}, not Succeeded: restore from a "
+            "backup that succeeded"
+        )
     return status["location"]
 
 
-def record(phase: str, source: str, started: str, completed: str | None = None, message: str = "",
-           **extra: Any) -> dict[str, Any]:
+def record(
+    phase: str, source: str, started: str, completed: str | None = None, message: str = "", **extra: Any
+) -> dict[str, Any]:
     out: dict[str, Any] = {"phase": phase, "source": source, "startedAt": started, "message": message}
     if completed is not None:
         out["completedAt"] = completed
@@ -134,8 +150,9 @@ def record(phase: str, source: str, started: str, completed: str | None = None, 
     return out
 
 
-def overlay_status(status: Mapping[str, Any], action: RestoreAction, restore_record: Mapping[str, Any] | None,
-                   now: str) -> dict[str, Any]:
+def overlay_status(
+    status: Mapping[str, Any], action: RestoreAction, restore_record: Mapping[str, Any] | None, now: str
+) -> dict[str, Any]:
     """Pure: the cluster status while a restore holds it: phase Restoring/Failed, Ready and
     Available False (reason Restoring/RestoreFailed), Degraded True on failure, status.restore."""
     out = dict(status)
@@ -153,8 +170,12 @@ def overlay_status(status: Mapping[str, Any], action: RestoreAction, restore_rec
         message = action.reason
     else:
         message = f"restoring {(restore_record or {}).get('source', 'the backup')} into every instance"
-    wanted = {"Ready": "False", "Available": "False", "Progressing": "False" if failed else "True",
-              "Degraded": "True" if failed else "False"}
+    wanted = {
+        "Ready": "False",
+        "Available": "False",
+        "Progressing": "False" if failed else "True",
+        "Degraded": "True" if failed else "False",
+    }
     out["phase"] = "Failed" if failed else "Restoring"
     conds = []
     for c in out.get("conditions") or []:
@@ -162,8 +183,11 @@ def overlay_status(status: Mapping[str, Any], action: RestoreAction, restore_rec
         if c.get("type") in wanted:
             if c.get("status") != wanted[c["type"]]:
                 c["lastTransitionTime"] = now
-            c.update(status=wanted[c["type"]], reason=reason,
-                     message="" if c["type"] == "Degraded" and not failed else message)
+            c.update(
+                status=wanted[c["type"]],
+                reason=reason,
+                message="" if c["type"] == "Degraded" and not failed else message,
+            )
         conds.append(c)
     out["conditions"] = conds
     return out

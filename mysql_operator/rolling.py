@@ -95,8 +95,9 @@ def next_step(pods: Iterable[RollPod], revision: str | None, primary: str | None
         p = old_replicas[-1]
         return DeletePod(p.name, f"{p.name} runs revision {p.revision}, not {revision}")
     # only the primary is outdated
-    fresh = sorted((p for p in wanted.values() if p.name != primary and p.revision == revision),
-                   key=lambda p: p.ordinal)
+    fresh = sorted(
+        (p for p in wanted.values() if p.name != primary and p.revision == revision), key=lambda p: p.ordinal
+    )
     if fresh:
         return SwitchTo(fresh[0].name, f"moving the primary off {primary} before updating it")
     return DeletePod(primary, f"{primary} is the only instance: it restarts with revision {revision}")

@@ -42,8 +42,9 @@ def new_key() -> ec.EllipticCurvePrivateKey:
 
 
 def _key_pem(key) -> str:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
 
 
 def _cert_pem(cert: x509.Certificate) -> str:
@@ -52,40 +53,68 @@ def _cert_pem(cert: x509.Certificate) -> str:
 
 def new_ca(cluster: str, now: dt.datetime, key=None) -> KeyPair:
     key = key or new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "mysql-operator"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, f"{cluster} CA"[:64])])
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE).not_valid_after(now + CA_VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "mysql-operator"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"{cluster} CA"[:64]),
+        ]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + CA_VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     return KeyPair(_cert_pem(cert), _key_pem(key))
 
 
-def server_certificate(ca: KeyPair, names: Sequence[str], now: dt.datetime,
-                       validity: dt.timedelta = DEFAULT_VALIDITY, key=None) -> KeyPair:
+def server_certificate(
+    ca: KeyPair, names: Sequence[str], now: dt.datetime, validity: dt.timedelta = DEFAULT_VALIDITY, key=None
+) -> KeyPair:
     """A server (and client: replicas present it too) certificate for `names` (DNS names; the
     first is the subject's common name), signed by `ca`."""
     key = key or new_key()
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0][:64])]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE).not_valid_after(now + validity)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                  ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0][:64])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + validity)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     return KeyPair(_cert_pem(cert), _key_pem(key))
 
 
@@ -110,7 +139,8 @@ def renewal_reason(cert_pem: str | None, ca: KeyPair, names: Sequence[str], now:
         return "the server certificate was not signed by the cluster's CA"
     try:
         have = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
-            x509.DNSName)
+            x509.DNSName
+        )
     except x509.ExtensionNotFound:
         have = []
     if sorted(have) != sorted(names):
@@ -133,5 +163,14 @@ def ca_usable(ca: KeyPair | None, now: dt.datetime) -> bool:
     return cert.not_valid_after_utc - now > DEFAULT_VALIDITY
 
 
-__all__ = ["CA_VALIDITY", "DEFAULT_VALIDITY", "KeyPair", "ca_usable", "new_ca", "new_key", "not_after",
-           "renewal_reason", "server_certificate"]
+__all__ = [
+    "CA_VALIDITY",
+    "DEFAULT_VALIDITY",
+    "KeyPair",
+    "ca_usable",
+    "new_ca",
+    "new_key",
+    "not_after",
+    "renewal_reason",
+    "server_certificate",
+]

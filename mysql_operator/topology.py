@@ -252,8 +252,10 @@ def replica_needs_configuring(i: InstanceState, source: str, settings: Settings)
 def most_advanced(cands: Sequence[InstanceState], prefer: str | None = None) -> InstanceState | None:
     """The candidate whose known set contains every other candidate's, preferring `prefer`,
     then the lowest ordinal; None if none contains all (histories diverged)."""
+
     def covers_all(c: InstanceState) -> bool:
         return all(c.known.contains(o.known) for o in cands if o.name != c.name and o.known is not None)
+
     ok = [c for c in cands if c.known is not None and covers_all(c)]
     if not ok:
         return None
@@ -270,8 +272,12 @@ def _names(xs: Iterable[InstanceState]) -> tuple[str, ...]:
 
 
 # -- the decision ------------------------------------------------------------------------------
-def decide(instances: Sequence[InstanceState], settings: Settings, current_primary: str | None,
-           desired_primary: str | None = None) -> Decision:
+def decide(
+    instances: Sequence[InstanceState],
+    settings: Settings,
+    current_primary: str | None,
+    desired_primary: str | None = None,
+) -> Decision:
     by_name = _by_name(instances)
     wanted = [i for i in instances if i.ordinal < settings.instances]
     reachable = [i for i in instances if i.reachable]
@@ -279,8 +285,7 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
     # 1. nobody but the recorded primary may be writable, whatever else is going on
     strays = [i for i in reachable if not i.read_only and i.name != current_primary]
     if strays:
-        return Fence(_names(strays), reason="writable but not the primary: "
-                     + ", ".join(_names(strays)))
+        return Fence(_names(strays), reason="writable but not the primary: " + ", ".join(_names(strays)))
 
     # 2. first creation
     if current_primary is None or current_primary not in by_name:
@@ -288,39 +293,60 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
             return Unrecoverable(reason=f"recorded primary {current_primary} is not an instance")
         down = [i.name for i in wanted if not i.reachable]
         if down:
-            return WaitForDelay(0.0, reason="bootstrap waits for every instance: "
-                                + ", ".join(down) + " not reachable")
+            return WaitForDelay(
+                0.0, reason="bootstrap waits for every instance: " + ", ".join(down) + " not reachable"
+            )
         if any(i.has_data or i.is_replica or replication_broken(i, settings) for i in wanted):
-            return Unrecoverable(reason="instances already hold data or replicate but no primary "
-                                 "is recorded: record the primary to adopt them")
+            return Unrecoverable(
+                reason="instances already hold data or replicate but no primary "
+                "is recorded: record the primary to adopt them"
+            )
         # spec.primary only among the wanted instances (the others are checked for nothing above)
-        primary = (desired_primary if desired_primary in {i.name for i in wanted}
-                   else min(wanted, key=lambda i: i.ordinal).name)
-        return Bootstrap(primary, tuple(n for n in _names(wanted) if n != primary),
-                         reason=f"new cluster: {primary} becomes primary")
+        primary = (
+            desired_primary
+            if desired_primary in {i.name for i in wanted}
+            else min(wanted, key=lambda i: i.ordinal).name
+        )
+        return Bootstrap(
+            primary,
+            tuple(n for n in _names(wanted) if n != primary),
+            reason=f"new cluster: {primary} becomes primary",
+        )
 
     p = by_name[current_primary]
 
     # 3. the primary does not answer
     if not p.reachable:
         if not settings.failover_enabled:
-            return Unrecoverable(reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s "
-                                 "and failover is disabled: bring it back or enable failover")
+            return Unrecoverable(
+                reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s "
+                "and failover is disabled: bring it back or enable failover"
+            )
         if p.unreachable_for < settings.failover_delay_seconds:
-            return WaitForDelay(settings.failover_delay_seconds - p.unreachable_for,
-                                reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s")
+            return WaitForDelay(
+                settings.failover_delay_seconds - p.unreachable_for,
+                reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s",
+            )
         return _choose_failover(p, instances, settings, desired_primary)
 
     # 4. recorded primary answers but is not serving yet (interrupted promotion, restart)
     if p.read_only or p.is_replica:
         cands = [i for i in reachable if i.ordinal < settings.instances]
-        held = {i.name for i in cands if (errant_among_peers(i, cands, settings) if i.name != p.name
-                                          else replication_broken(i, settings))}
+        held = {
+            i.name
+            for i in cands
+            if (
+                errant_among_peers(i, cands, settings)
+                if i.name != p.name
+                else replication_broken(i, settings)
+            )
+        }
         cands = [i for i in cands if i.name not in held]
         best = most_advanced(cands, prefer=p.name)
         if best is None:
-            return Unrecoverable(reason="no instance has every transaction the others have: "
-                                 "histories diverged")
+            return Unrecoverable(
+                reason="no instance has every transaction the others have: histories diverged"
+            )
         kept = f"{p.name} is the recorded primary but not writable"
         if best.name == p.name and p.restarted and settings.failover_enabled:
             # a primary that crashed and came back is replaced by a replica holding everything it
@@ -330,15 +356,21 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
                 if alt.known.contains(p.known):
                     best = alt
                 else:
-                    kept = (f"{p.name} restarted holding transactions no replica has "
-                            f"({p.known.subtract(alt.known)}): it stays primary")
+                    kept = (
+                        f"{p.name} restarted holding transactions no replica has "
+                        f"({p.known.subtract(alt.known)}): it stays primary"
+                    )
         others = tuple(n for n in _names(wanted) if n != best.name and n not in held)
         if best.name == p.name:
             return Promote(p.name, others, reason=kept)
-        why = (f"recorded primary {p.name} restarted; {best.name} has every transaction it has"
-               if p.restarted else f"{best.name} is ahead of recorded primary {p.name}")
-        return Failover(p.name, best.name, tuple(n for n in _names(reachable) if n != best.name),
-                        others, reason=why)
+        why = (
+            f"recorded primary {p.name} restarted; {best.name} has every transaction it has"
+            if p.restarted
+            else f"{best.name} is ahead of recorded primary {p.name}"
+        )
+        return Failover(
+            p.name, best.name, tuple(n for n in _names(reachable) if n != best.name), others, reason=why
+        )
 
     # the primary serves. Classify the others.
     errant: dict[str, str] = {}
@@ -356,8 +388,9 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         pick = by_name.get(desired_primary) if desired_primary else None
         target = pick if pick in cands else most_advanced(cands)
         if target is None:
-            return Unrecoverable(reason=f"primary {p.name} is being removed but no healthy "
-                                 "replica can take over")
+            return Unrecoverable(
+                reason=f"primary {p.name} is being removed but no healthy replica can take over"
+            )
     elif desired_primary and desired_primary != p.name and desired_primary in by_name:
         d = by_name[desired_primary]
         if d.ordinal >= settings.instances:
@@ -368,12 +401,12 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         target = d
     if target is not None:
         others = tuple(n for n in _names(wanted) if n != target.name and n not in errant)
-        return Switchover(p.name, target.name, others,
-                          reason=f"switchover from {p.name} to {target.name}")
+        return Switchover(p.name, target.name, others, reason=f"switchover from {p.name} to {target.name}")
 
     # 6. scale down
-    leaving = [i for i in healthy_replicas if i.ordinal >= settings.instances
-               and (i.is_replica or not i.read_only)]
+    leaving = [
+        i for i in healthy_replicas if i.ordinal >= settings.instances and (i.is_replica or not i.read_only)
+    ]
     if leaving:
         return Decommission(_names(leaving), reason="scaled down: " + ", ".join(_names(leaving)))
 
@@ -382,8 +415,11 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         if i.ordinal >= settings.instances:
             continue
         if p.purged is not None and i.executed is not None and not i.executed.contains(p.purged):
-            return NeedsSeed(i.name, reason=f"{i.name} lacks transactions already purged from "
-                             f"{p.name}'s binary logs: it needs a copy of the data")
+            return NeedsSeed(
+                i.name,
+                reason=f"{i.name} lacks transactions already purged from "
+                f"{p.name}'s binary logs: it needs a copy of the data",
+            )
         fix = replica_needs_configuring(i, p.name, settings)
         if fix:
             return ConfigureReplica(i.name, p.name, reason=f"{i.name}: {fix}")
@@ -392,14 +428,16 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
     in_range = [i for i in healthy_replicas if i.ordinal < settings.instances]
     want_sync = settings.semisync and bool(in_range)
     if p.semisync_source != want_sync or any(i.semisync_replica != want_sync for i in in_range):
-        return ConfigureSemiSync(want_sync, p.name, _names(in_range),
-                                 reason=f"semi-sync {'on' if want_sync else 'off'}")
+        return ConfigureSemiSync(
+            want_sync, p.name, _names(in_range), reason=f"semi-sync {'on' if want_sync else 'off'}"
+        )
 
     # 9. held out
     if errant:
         names = tuple(sorted(errant, key=lambda n: by_name[n].ordinal))
-        return Errant(names, tuple(errant[n] for n in names),
-                      reason="held out: " + "; ".join(errant[n] for n in names))
+        return Errant(
+            names, tuple(errant[n] for n in names), reason="held out: " + "; ".join(errant[n] for n in names)
+        )
 
     degraded = tuple(i.name for i in sorted(wanted, key=lambda i: i.ordinal) if not i.reachable)
 
@@ -412,15 +450,18 @@ def decide(instances: Sequence[InstanceState], settings: Settings, current_prima
         if all(i.io_running and i.sql_running and not (i.io_errno or i.sql_errno) for i in replicas):
             for i in replicas:
                 if i.source == p.name and not i.tls_verified:
-                    return ConfigureReplica(i.name, p.name,
-                                            reason=f"{i.name}: replicates without verified TLS")
+                    return ConfigureReplica(
+                        i.name, p.name, reason=f"{i.name}: replicates without verified TLS"
+                    )
 
-    return Healthy(p.name, degraded,
-                   reason="degraded: " + ", ".join(degraded) + " unreachable" if degraded else "")
+    return Healthy(
+        p.name, degraded, reason="degraded: " + ", ".join(degraded) + " unreachable" if degraded else ""
+    )
 
 
-def _choose_failover(p: InstanceState, instances: Sequence[InstanceState], settings: Settings,
-                     desired: str | None) -> Decision:
+def _choose_failover(
+    p: InstanceState, instances: Sequence[InstanceState], settings: Settings, desired: str | None
+) -> Decision:
     cands = [i for i in instances if i.reachable and i.ordinal < settings.instances]
     held = {i.name: why for i in cands if (why := errant_among_peers(i, cands, settings))}
     cands = [i for i in cands if i.name not in held]
@@ -429,13 +470,20 @@ def _choose_failover(p: InstanceState, instances: Sequence[InstanceState], setti
         return Unrecoverable(reason=f"primary {p.name} unreachable and no replica can take over{extra}")
     best = most_advanced(cands, prefer=desired)
     if best is None:
-        return Unrecoverable(reason="primary unreachable and no replica has every transaction "
-                             "the others have: histories diverged")
+        return Unrecoverable(
+            reason="primary unreachable and no replica has every transaction "
+            "the others have: histories diverged"
+        )
     fence = tuple(n for n in _names([i for i in instances if i.name != best.name]))
     replicas = tuple(n for n in _names(cands) if n != best.name)
-    return Failover(p.name, best.name, fence, replicas,
-                    reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s; "
-                    f"{best.name} is the most advanced replica")
+    return Failover(
+        p.name,
+        best.name,
+        fence,
+        replicas,
+        reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s; "
+        f"{best.name} is the most advanced replica",
+    )
 
 
 def next_pass_in(decision: Decision, interval: float) -> float:

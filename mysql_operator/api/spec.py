@@ -66,6 +66,8 @@ def valid_label_key(key: str) -> bool:
     if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
         return False
     return bool(_LABEL_NAME_RE.match(name))
+
+
 RESERVED_LABELS = (
     "app.kubernetes.io/name",
     "app.kubernetes.io/instance",
@@ -79,8 +81,15 @@ RESERVED_PREFIX = f"{GROUP}/"
 # lowercased (MariaDB schema names are case-insensitive on some file systems); the CRD's CEL rules
 # list the same names.
 SYSTEM_SCHEMAS = ("mysql", "sys", "information_schema", "performance_schema")
-RESERVED_USERS = ("root", "mysql-operator", "mysql-operator-backup", "mysql-operator-restore",
-                  "replication", "mariadb.sys", "public")
+RESERVED_USERS = (
+    "root",
+    "mysql-operator",
+    "mysql-operator-backup",
+    "mysql-operator-restore",
+    "replication",
+    "mariadb.sys",
+    "public",
+)
 RESERVED_USER_PREFIX = "mysql."
 
 
@@ -140,6 +149,7 @@ CERT_MANAGER_MIN_VALIDITY_SECONDS = 3600
 @dataclass(frozen=True)
 class IssuerRef:
     """A cert-manager issuer that signs the servers' certificate instead of the cluster's own CA."""
+
     name: str
     kind: str = "Issuer"  # Issuer (in the cluster's namespace) or ClusterIssuer
     group: str = CERT_MANAGER_GROUP
@@ -150,6 +160,7 @@ class TLS:
     """Every server has a certificate from the cluster's CA (or from `issuer_ref`, a cert-manager
     issuer) and replicas always replicate over verified TLS; `required` also makes the servers
     refuse plaintext clients."""
+
     required: bool = False
     certificate_validity_seconds: int = 90 * 86400
     issuer_ref: IssuerRef | None = None
@@ -302,8 +313,17 @@ def _bool(d: dict, key: str, path: str, default: bool) -> bool:
     return v
 
 
-def _str(d: dict, key: str, path: str, default: str | None = None, *, required: bool = False,
-         max_len: int = 253, pattern: re.Pattern | None = None, hint: str = "") -> str | None:
+def _str(
+    d: dict,
+    key: str,
+    path: str,
+    default: str | None = None,
+    *,
+    required: bool = False,
+    max_len: int = 253,
+    pattern: re.Pattern | None = None,
+    hint: str = "",
+) -> str | None:
     v = d.get(key, default)
     if v is None:
         if required:
@@ -354,7 +374,9 @@ def check_cron(expr: str) -> None:
         return
     parts = expr.split()
     if len(parts) != 5:
-        raise ValueError(f"{expr!r} must have 5 fields (minute hour day-of-month month day-of-week) or be one of {', '.join(CRON_MACROS)}")
+        raise ValueError(
+            f"{expr!r} must have 5 fields (minute hour day-of-month month day-of-week) or be one of {', '.join(CRON_MACROS)}"
+        )
     for text, (name, lo, hi, names) in zip(parts, _CRON_FIELDS):
         for item in text.split(","):
             rng, _, step = item.partition("/")
@@ -384,16 +406,31 @@ def check_cron(expr: str) -> None:
 def _s3(value: Any, path: str, with_path: bool = False) -> S3:
     allowed = {"bucket", "prefix", "endpoint", "region", "forcePathStyle", "credentialsSecret"}
     d = _object(value, path, allowed | ({"path"} if with_path else set()))
-    cs = _object(d.get("credentialsSecret"), f"{path}.credentialsSecret",
-                 {"name", "accessKeyIdKey", "secretAccessKeyKey"})
+    cs = _object(
+        d.get("credentialsSecret"),
+        f"{path}.credentialsSecret",
+        {"name", "accessKeyIdKey", "secretAccessKeyKey"},
+    )
     cpath = f"{path}.credentialsSecret"
     return S3(
-        bucket=_str(d, "bucket", path, required=True, max_len=63,
-                    pattern=re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$"),
-                    hint="S3 bucket names use lowercase letters, digits, '.' and '-'"),
+        bucket=_str(
+            d,
+            "bucket",
+            path,
+            required=True,
+            max_len=63,
+            pattern=re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$"),
+            hint="S3 bucket names use lowercase letters, digits, '.' and '-'",
+        ),
         prefix=_str(d, "prefix", path, "", max_len=512),
-        endpoint=_str(d, "endpoint", path, max_len=512, pattern=re.compile(r"^https?://[^/ ]+(/.*)?$"),
-                      hint="use a URL such as http://minio.example:9000"),
+        endpoint=_str(
+            d,
+            "endpoint",
+            path,
+            max_len=512,
+            pattern=re.compile(r"^https?://[^/ ]+(/.*)?$"),
+            hint="use a URL such as http://minio.example:9000",
+        ),
         region=_str(d, "region", path, max_len=64),
         force_path_style=_bool(d, "forcePathStyle", path, False),
         credentials_secret=SecretKeys(
@@ -428,20 +465,44 @@ def _labels(d: dict, key: str, path: str) -> dict[str, str]:
     labels = _str_map(d, key, path, max_len=63)
     for k, v in labels.items():
         if not valid_label_key(k):
-            raise SpecError(f"{path}.{key}.{k}", "is not a valid label key: use [prefix/]name, the name "
-                            "up to 63 letters, digits, '-', '_' or '.'")
+            raise SpecError(
+                f"{path}.{key}.{k}",
+                "is not a valid label key: use [prefix/]name, the name "
+                "up to 63 letters, digits, '-', '_' or '.'",
+            )
         if k in RESERVED_LABELS or k.startswith(RESERVED_PREFIX):
-            raise SpecError(f"{path}.{key}.{k}", "is a label the operator sets and selects on: choose another key")
+            raise SpecError(
+                f"{path}.{key}.{k}", "is a label the operator sets and selects on: choose another key"
+            )
         if not _LABEL_VALUE_RE.match(v):
             raise SpecError(f"{path}.{key}.{k}", f"{v!r} is not a valid label value")
     return labels
 
 
 SPEC_FIELDS = {
-    "flavor", "version", "image", "imagePullPolicy", "instances", "primary", "replication",
-    "credentials", "database", "config", "storage", "resources", "affinity", "tolerations",
-    "nodeSelector", "priorityClassName", "podLabels", "podAnnotations", "service", "backup",
-    "restore", "deletionPolicy", "tls",
+    "flavor",
+    "version",
+    "image",
+    "imagePullPolicy",
+    "instances",
+    "primary",
+    "replication",
+    "credentials",
+    "database",
+    "config",
+    "storage",
+    "resources",
+    "affinity",
+    "tolerations",
+    "nodeSelector",
+    "priorityClassName",
+    "podLabels",
+    "podAnnotations",
+    "service",
+    "backup",
+    "restore",
+    "deletionPolicy",
+    "tls",
 }
 
 
@@ -453,24 +514,37 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         raise SpecError(f"{path}.instances", "is required: the number of servers, 1 to 9")
     version = _str(s, "version", path, max_len=16)
     if version is not None and not _VERSION_RE[flavor].match(version):
-        raise SpecError(f"{path}.version", "must match spec.flavor: MySQL versions are 8.4 or 9.x, "
-                        "MariaDB versions are 10.11, 11.4 or 11.8")
+        raise SpecError(
+            f"{path}.version",
+            "must match spec.flavor: MySQL versions are 8.4 or 9.x, MariaDB versions are 10.11, 11.4 or 11.8",
+        )
     if version is not None and not SUPPORTED_VERSION_RE[flavor].match(version):
-        raise SpecError(f"{path}.version", "is not a supported release: MySQL 8.4 (LTS) or 9.x (9.7 LTS "
-                        "and later), MariaDB 10.11, 11.4 or 11.8 (LTS); MySQL 8.0 and older and other "
-                        "MariaDB series are end of life or short-term: choose a supported one")
+        raise SpecError(
+            f"{path}.version",
+            "is not a supported release: MySQL 8.4 (LTS) or 9.x (9.7 LTS "
+            "and later), MariaDB 10.11, 11.4 or 11.8 (LTS); MySQL 8.0 and older and other "
+            "MariaDB series are end of life or short-term: choose a supported one",
+        )
     image = _str(s, "image", path, max_len=512)
     tag = image_version(image) if image else None
     if tag is not None and not SUPPORTED_VERSION_RE[flavor].match(tag):
-        raise SpecError(f"{path}.image", "has a tag that is not a supported release of spec.flavor: MySQL 8.4 "
-                        "or 9.x, MariaDB 10.11, 11.4 or 11.8")
+        raise SpecError(
+            f"{path}.image",
+            "has a tag that is not a supported release of spec.flavor: MySQL 8.4 "
+            "or 9.x, MariaDB 10.11, 11.4 or 11.8",
+        )
     if tag is not None and version is not None and series(tag) != series(version):
-        raise SpecError(f"{path}.image", "has a tag that is another server version than spec.version: make "
-                        "them the same series (or use an image tag that is not a version)")
+        raise SpecError(
+            f"{path}.image",
+            "has a tag that is another server version than spec.version: make "
+            "them the same series (or use an image tag that is not a version)",
+        )
     primary = _int(s, "primary", path, None, 0, 8)
     if primary is not None and primary >= instances:
-        raise SpecError(f"{path}.primary", "must be lower than spec.instances (0-based ordinal): "
-                        "lower spec.primary or raise spec.instances")
+        raise SpecError(
+            f"{path}.primary",
+            "must be lower than spec.instances (0-based ordinal): lower spec.primary or raise spec.instances",
+        )
 
     rpath = f"{path}.replication"
     r = _object(s.get("replication"), rpath, {"mode", "semiSyncAcks", "allowAsyncFallback", "failover"})
@@ -479,11 +553,19 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     acks = _int(r, "semiSyncAcks", rpath, None, 1, 8)
     if acks is not None:
         if mode != "semisync":
-            raise SpecError(f"{rpath}.semiSyncAcks", "only applies to mode semisync: remove it or set the mode to semisync")
+            raise SpecError(
+                f"{rpath}.semiSyncAcks",
+                "only applies to mode semisync: remove it or set the mode to semisync",
+            )
         if acks >= instances:
-            raise SpecError(f"{rpath}.semiSyncAcks", "must be lower than spec.instances: lower it or raise spec.instances")
+            raise SpecError(
+                f"{rpath}.semiSyncAcks", "must be lower than spec.instances: lower it or raise spec.instances"
+            )
         if flavor == "mariadb" and acks != 1:
-            raise SpecError(f"{rpath}.semiSyncAcks", "MariaDB 10.11/11.4 waits for exactly one replica acknowledgement; remove it or set 1")
+            raise SpecError(
+                f"{rpath}.semiSyncAcks",
+                "MariaDB 10.11/11.4 waits for exactly one replica acknowledgement; remove it or set 1",
+            )
     replication = Replication(
         mode=mode,
         semi_sync_acks=acks,
@@ -504,15 +586,24 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         dpath = f"{path}.database"
         d = _object(s["database"], dpath, {"name", "user"})
         ident = re.compile(r"^[A-Za-z0-9_]+$")
-        db_name = _str(d, "name", dpath, required=True, max_len=64, pattern=ident,
-                       hint="use letters, digits and '_'")
+        db_name = _str(
+            d, "name", dpath, required=True, max_len=64, pattern=ident, hint="use letters, digits and '_'"
+        )
         if db_name.lower() in SYSTEM_SCHEMAS:
-            raise SpecError(f"{dpath}.name", "must not be mysql, sys, information_schema or performance_schema "
-                            "(in any letter case): the server owns these schemas; choose another database name")
-        if isinstance(d.get("user"), str) and reserved_user(d["user"]):  # before the pattern: the clearer message
-            raise SpecError(f"{dpath}.user", "must not be root, mysql-operator, mysql-operator-backup, "
-                            "mysql-operator-restore, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
-                            "case): the server and the operator own these accounts; choose another user name")
+            raise SpecError(
+                f"{dpath}.name",
+                "must not be mysql, sys, information_schema or performance_schema "
+                "(in any letter case): the server owns these schemas; choose another database name",
+            )
+        if isinstance(d.get("user"), str) and reserved_user(
+            d["user"]
+        ):  # before the pattern: the clearer message
+            raise SpecError(
+                f"{dpath}.user",
+                "must not be root, mysql-operator, mysql-operator-backup, "
+                "mysql-operator-restore, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
+                "case): the server and the operator own these accounts; choose another user name",
+            )
         database = Database(
             name=db_name,
             user=_str(d, "user", dpath, max_len=32, pattern=ident, hint="use letters, digits and '_'"),
@@ -527,8 +618,15 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
 
     spath = f"{path}.storage"
     st = _object(s.get("storage"), spath, {"size", "storageClassName"})
-    size = _str(st, "size", spath, "10Gi", max_len=32, pattern=_SIZE_RE,
-                hint="use a Kubernetes quantity such as 10Gi or 500Mi")
+    size = _str(
+        st,
+        "size",
+        spath,
+        "10Gi",
+        max_len=32,
+        pattern=_SIZE_RE,
+        hint="use a Kubernetes quantity such as 10Gi or 500Mi",
+    )
     if parse_quantity(size) <= 0:
         raise SpecError(f"{spath}.size", "must be larger than zero, e.g. 10Gi")
     storage = Storage(size=size, storage_class_name=_str(st, "storageClassName", spath))
@@ -564,28 +662,41 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             except ValueError as e:
                 raise SpecError(f"{bpath}.schedule", str(e)) from None
             if bs is None:
-                raise SpecError(f"{bpath}.schedule", "needs spec.backup.storage: say where scheduled backups go")
+                raise SpecError(
+                    f"{bpath}.schedule", "needs spec.backup.storage: say where scheduled backups go"
+                )
         rt = _object(b.get("retention"), f"{bpath}.retention", {"keepLast", "maxAge"})
         backup = Backup(
             s3=bs,
             schedule=schedule,
             retention=Retention(
                 keep_last=_int(rt, "keepLast", f"{bpath}.retention", None, 1, 1000),
-                max_age=_str(rt, "maxAge", f"{bpath}.retention", max_len=16, pattern=_MAX_AGE_RE,
-                             hint="use a number and h, d or w, e.g. 30d"),
+                max_age=_str(
+                    rt,
+                    "maxAge",
+                    f"{bpath}.retention",
+                    max_len=16,
+                    pattern=_MAX_AGE_RE,
+                    hint="use a number and h, d or w, e.g. 30d",
+                ),
             ),
         )
 
     tpath = f"{path}.tls"
     t = _object(s.get("tls"), tpath, {"required", "certificateValiditySeconds", "issuerRef"})
-    tls = TLS(required=_bool(t, "required", tpath, False),
-              certificate_validity_seconds=_int(t, "certificateValiditySeconds", tpath, 90 * 86400,
-                                                120, 3 * 365 * 86400),
-              issuer_ref=_issuer_ref(t.get("issuerRef"), f"{tpath}.issuerRef"))
+    tls = TLS(
+        required=_bool(t, "required", tpath, False),
+        certificate_validity_seconds=_int(
+            t, "certificateValiditySeconds", tpath, 90 * 86400, 120, 3 * 365 * 86400
+        ),
+        issuer_ref=_issuer_ref(t.get("issuerRef"), f"{tpath}.issuerRef"),
+    )
     if tls.issuer_ref is not None and tls.certificate_validity_seconds < CERT_MANAGER_MIN_VALIDITY_SECONDS:
-        raise SpecError(f"{tpath}.certificateValiditySeconds",
-                        f"must be at least {CERT_MANAGER_MIN_VALIDITY_SECONDS} with spec.tls.issuerRef "
-                        "(cert-manager's shortest certificate)")
+        raise SpecError(
+            f"{tpath}.certificateValiditySeconds",
+            f"must be at least {CERT_MANAGER_MIN_VALIDITY_SECONDS} with spec.tls.issuerRef "
+            "(cert-manager's shortest certificate)",
+        )
 
     restore = None
     if s.get("restore") is not None:
@@ -607,7 +718,9 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         flavor=flavor,
         version=version,
         image=image,
-        image_pull_policy=_enum(s, "imagePullPolicy", path, "IfNotPresent", ("Always", "IfNotPresent", "Never")),
+        image_pull_policy=_enum(
+            s, "imagePullPolicy", path, "IfNotPresent", ("Always", "IfNotPresent", "Never")
+        ),
         primary=primary,
         replication=replication,
         credentials=credentials,
@@ -636,11 +749,23 @@ def _issuer_ref(value: Any, path: str) -> IssuerRef | None:
     r = _object(value, path, {"name", "kind", "group"})
     hint = "a Kubernetes object name (lowercase letters, digits, '-' and '.')"
     return IssuerRef(
-        name=_str(r, "name", path, required=True, pattern=_DNS_SUBDOMAIN_RE,
-                  hint=f"name the cert-manager Issuer or ClusterIssuer: {hint}"),
+        name=_str(
+            r,
+            "name",
+            path,
+            required=True,
+            pattern=_DNS_SUBDOMAIN_RE,
+            hint=f"name the cert-manager Issuer or ClusterIssuer: {hint}",
+        ),
         kind=_enum(r, "kind", path, "Issuer", ISSUER_KINDS),
-        group=_str(r, "group", path, CERT_MANAGER_GROUP, pattern=_DNS_SUBDOMAIN_RE,
-                   hint="an API group, e.g. cert-manager.io"),
+        group=_str(
+            r,
+            "group",
+            path,
+            CERT_MANAGER_GROUP,
+            pattern=_DNS_SUBDOMAIN_RE,
+            hint="an API group, e.g. cert-manager.io",
+        ),
     )
 
 
@@ -656,7 +781,9 @@ def _annotations(s: dict, path: str) -> dict[str, str]:
     annotations = _str_map(s, "podAnnotations", path)
     for k in annotations:
         if k.startswith(RESERVED_PREFIX):
-            raise SpecError(f"{path}.podAnnotations.{k}", "is an annotation the operator owns: choose another key")
+            raise SpecError(
+                f"{path}.podAnnotations.{k}", "is an annotation the operator owns: choose another key"
+            )
     return annotations
 
 
@@ -674,8 +801,11 @@ def parse(body: Any) -> MySQLCluster:
     """A MySQLCluster custom object (dict) -> MySQLCluster. Raises SpecError."""
     meta, name, namespace = _metadata(body, CLUSTER_KIND)
     if len(name) > MAX_NAME or not _NAME_RE.match(name):
-        raise SpecError("metadata.name", f"must be at most {MAX_NAME} characters, start with a lowercase "
-                        "letter and contain only lowercase letters, digits and '-'")
+        raise SpecError(
+            "metadata.name",
+            f"must be at most {MAX_NAME} characters, start with a lowercase "
+            "letter and contain only lowercase letters, digits and '-'",
+        )
     if "spec" not in body:
         raise SpecError("spec", "is required")
     return MySQLCluster(

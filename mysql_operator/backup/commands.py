@@ -40,11 +40,14 @@ def client_option_file(user: str, password: str) -> str:
     the password)."""
     for what, value in (("user name", user), ("password", password)):
         if any(ch in value for ch in "\n\r\0"):
-            raise CommandError(f"the {what} of account {user!r} contains a line break or a NUL character, "
-                               "which an option file cannot hold: use a single-line value without NUL")
+            raise CommandError(
+                f"the {what} of account {user!r} contains a line break or a NUL character, "
+                "which an option file cannot hold: use a single-line value without NUL"
+            )
 
     def quote(v: str) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
     return f"[client]\nuser={quote(user)}\npassword={quote(password)}\n"
 
 
@@ -76,22 +79,32 @@ def tls_hint(message: str, tls_ca: str | None) -> str:
     (`tls_ca` None): MySQL says "insecure transport"; MariaDB denies access, as to a wrong password."""
     text = message.lower()
     if not tls_ca and ("insecure transport" in text or "(using password:" in text):
-        return (f"{message} (connected without TLS, which a server that requires TLS refuses: give "
-                "--tls-ca with the cluster's CA certificate)")
+        return (
+            f"{message} (connected without TLS, which a server that requires TLS refuses: give "
+            "--tls-ca with the cluster's CA certificate)"
+        )
     return message
 
 
-def dump_command(version: ServerVersion, ep: Endpoint, options_file: str, databases: list[str],
-                 tls_ca: str | None = None) -> list[str]:
+def dump_command(
+    version: ServerVersion, ep: Endpoint, options_file: str, databases: list[str], tls_ca: str | None = None
+) -> list[str]:
     """The flavor's dump tool with a consistent snapshot and the GTID position in the output
     (over TLS verifying the server against the CA file `tls_ca`, when given)."""
     if not databases:
         raise CommandError("nothing to back up: the server has no databases besides the system ones")
     common = [
         f"--defaults-extra-file={options_file}",
-        f"--host={ep.host}", f"--port={ep.port}", "--protocol=TCP", *tls_options(version, tls_ca),
-        "--single-transaction", "--quick",
-        "--triggers", "--routines", "--events", "--hex-blob",
+        f"--host={ep.host}",
+        f"--port={ep.port}",
+        "--protocol=TCP",
+        *tls_options(version, tls_ca),
+        "--single-transaction",
+        "--quick",
+        "--triggers",
+        "--routines",
+        "--events",
+        "--hex-blob",
         "--default-character-set=utf8mb4",
     ]
     if version.flavor is Flavor.MARIADB:
@@ -104,8 +117,9 @@ def dump_command(version: ServerVersion, ep: Endpoint, options_file: str, databa
     return [*argv, "--databases", *databases]
 
 
-def client_command(version: ServerVersion, ep: Endpoint, options_file: str,
-                   tls_ca: str | None = None) -> list[str]:
+def client_command(
+    version: ServerVersion, ep: Endpoint, options_file: str, tls_ca: str | None = None
+) -> list[str]:
     """The command-line client that loads a dump (dumps use client-side DELIMITER), over TLS
     verifying the server against the CA file `tls_ca` when given."""
     tool = "mariadb" if version.flavor is Flavor.MARIADB and version.at_least(10, 5) else "mysql"
@@ -113,9 +127,17 @@ def client_command(version: ServerVersion, ep: Endpoint, options_file: str,
     # INFILE) and, MariaDB's client, runs no client command that touches the file system or a
     # shell (\\!, \\., tee, pager with an argument). The restore also turns local_infile off on
     # the server (before_load_sql). MariaDB's client is the one the operator image ships.
-    argv = [tool, f"--defaults-extra-file={options_file}", f"--host={ep.host}", f"--port={ep.port}",
-            "--protocol=TCP", *tls_options(version, tls_ca), "--binary-mode", "--default-character-set=utf8mb4",
-            "--local-infile=0"]
+    argv = [
+        tool,
+        f"--defaults-extra-file={options_file}",
+        f"--host={ep.host}",
+        f"--port={ep.port}",
+        "--protocol=TCP",
+        *tls_options(version, tls_ca),
+        "--binary-mode",
+        "--default-character-set=utf8mb4",
+        "--local-infile=0",
+    ]
     if tool == "mariadb":
         argv.append("--sandbox")
     if version.flavor is Flavor.MARIADB:

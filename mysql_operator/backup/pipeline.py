@@ -27,7 +27,7 @@ class TailBuffer:
         self.data = b""
 
     def add(self, b: bytes) -> None:
-        self.data = (self.data + b)[-self.limit:]
+        self.data = (self.data + b)[-self.limit :]
 
     def text(self, secrets: tuple[str, ...] = ()) -> str:
         return redact(self.data.decode(errors="replace").strip(), secrets)
@@ -37,6 +37,7 @@ def drain(stream, into: TailBuffer) -> threading.Thread:
     def run() -> None:
         for line in iter(lambda: stream.read(4096), b""):
             into.add(line)
+
     t = threading.Thread(target=run, daemon=True, name="stderr")
     t.start()
     return t

@@ -76,7 +76,7 @@ def manifest_key(source: Source) -> str:
     """Pure: the manifest's key for a spec.restore.s3.path or a status.location."""
     path = source.path
     if path.startswith("s3://"):  # a MySQLBackup's status.location: s3://bucket/key
-        bucket, _, path = path[len("s3://"):].partition("/")
+        bucket, _, path = path[len("s3://") :].partition("/")
         if bucket != source.s3.bucket:
             raise RestoreError(f"backup location {source.path!r} is not in bucket {source.s3.bucket!r}")
         key = path.strip("/")
@@ -95,9 +95,11 @@ def read_manifest(client, source: Source) -> Manifest:
     try:
         data = storage.get_bytes(client, source.s3, key)
     except storage.NotFound:
-        raise RestoreError(f"no complete backup at {storage.describe(source.s3, key.rsplit('/', 1)[0])}: "
-                           f"{storage.MANIFEST_NAME} is missing (wrong path, or the backup never "
-                           "finished)") from None
+        raise RestoreError(
+            f"no complete backup at {storage.describe(source.s3, key.rsplit('/', 1)[0])}: "
+            f"{storage.MANIFEST_NAME} is missing (wrong path, or the backup never "
+            "finished)"
+        ) from None
     try:
         return Manifest.from_json(data, storage.describe(source.s3, key))
     except ManifestError as e:
@@ -120,19 +122,24 @@ def verify(client, s3: S3, m: Manifest) -> str:
 def _check(s3: S3, m: Manifest, size: int, sha: str) -> None:
     where = storage.describe(s3, m.data_key)
     if size != m.compressed_size:
-        raise RestoreError(f"{where} has {size} bytes but the manifest says {m.compressed_size}: the "
-                           "object is truncated or replaced; refusing to restore from it")
+        raise RestoreError(
+            f"{where} has {size} bytes but the manifest says {m.compressed_size}: the "
+            "object is truncated or replaced; refusing to restore from it"
+        )
     if sha != m.sha256:
-        raise RestoreError(f"{where} has sha256 {sha} but the manifest says {m.sha256}: the object is "
-                           "corrupted; refusing to restore from it")
+        raise RestoreError(
+            f"{where} has sha256 {sha} but the manifest says {m.sha256}: the object is "
+            "corrupted; refusing to restore from it"
+        )
 
 
 def _user_databases(inst: Instance) -> list[str]:
     return commands.user_databases([r[0] for r in inst.execute("SHOW DATABASES")])
 
 
-def restore_into(target: Target, source: Source, s3_credentials: storage.Credentials, *,
-                 client=None) -> RestoreResult:
+def restore_into(
+    target: Target, source: Source, s3_credentials: storage.Credentials, *, client=None
+) -> RestoreResult:
     """Restore `source` into the empty server `target` (the new cluster's primary). Raises
     RestoreError or StorageError; their text never contains a password."""
     client = client or storage.make_client(source.s3, s3_credentials)
@@ -143,12 +150,16 @@ def restore_into(target: Target, source: Source, s3_credentials: storage.Credent
     try:
         version = inst.dialect.version
         if version.flavor.value != m.flavor:
-            raise RestoreError(f"the backup is of a {m.flavor} server; the target runs {version}: restore "
-                               f"into a cluster with flavor {m.flavor}")
+            raise RestoreError(
+                f"the backup is of a {m.flavor} server; the target runs {version}: restore "
+                f"into a cluster with flavor {m.flavor}"
+            )
         existing = _user_databases(inst)
         if existing:
-            raise RestoreError(f"the target already has databases ({', '.join(existing)}): a restore only "
-                               "goes into a new, empty cluster and never overwrites data")
+            raise RestoreError(
+                f"the target already has databases ({', '.join(existing)}): a restore only "
+                "goes into a new, empty cluster and never overwrites data"
+            )
         for sql in commands.before_load_sql(version):
             inst.execute(sql)
     except InstanceError as e:
@@ -163,7 +174,9 @@ def restore_into(target: Target, source: Source, s3_credentials: storage.Credent
         for sql, args in commands.after_load_sql(version, m.gtid_position):
             inst.execute(sql, args)
     except InstanceError as e:
-        raise RestoreError(f"setting the GTID position {m.gtid_position} on {target.host}:{target.port}: {e}") from None
+        raise RestoreError(
+            f"setting the GTID position {m.gtid_position} on {target.host}:{target.port}: {e}"
+        ) from None
     finally:
         inst.close()
     return RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=loaded)
@@ -178,7 +191,9 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
         dec = cli = None
         dec_err, cli_err = TailBuffer(), TailBuffer()
         try:
-            dec = spawn(decompress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            dec = spawn(
+                decompress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
             readers = []
             if target.tools_dir:  # the sidecar's client reads what this process passes on
                 try:
@@ -200,7 +215,7 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
                     size += len(chunk)
                     view = memoryview(chunk)
                     while view:
-                        view = view[os.write(fd, view):]
+                        view = view[os.write(fd, view) :]
             except BrokenPipeError as e:
                 write_error = e
             finally:
@@ -213,14 +228,20 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
                 t.join(5)
             if cli_rc != 0:
                 text = cli_err.text(secrets) or "no message"
-                hint = (" (the dump reads a local file with LOAD DATA LOCAL INFILE: restores never "
-                        "allow it; load such data after the restore, from the application)"
-                        if "local infile" in text.lower() or "loading local data" in text.lower() else "")
-                raise RestoreError(f"{client_argv[0]} failed loading the backup (exit status {cli_rc}): "
-                                   f"{text}{hint}")
+                hint = (
+                    " (the dump reads a local file with LOAD DATA LOCAL INFILE: restores never "
+                    "allow it; load such data after the restore, from the application)"
+                    if "local infile" in text.lower() or "loading local data" in text.lower()
+                    else ""
+                )
+                raise RestoreError(
+                    f"{client_argv[0]} failed loading the backup (exit status {cli_rc}): {text}{hint}"
+                )
             if dec_rc != 0 or write_error:
-                raise RestoreError(f"{decompress_argv[0]} failed (exit status {dec_rc}): "
-                                   f"{dec_err.text(secrets) or write_error or 'no message'}")
+                raise RestoreError(
+                    f"{decompress_argv[0]} failed (exit status {dec_rc}): "
+                    f"{dec_err.text(secrets) or write_error or 'no message'}"
+                )
             _check(s3, m, size, digest.hexdigest())
             return size
         finally:
@@ -230,12 +251,13 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
 def _pass_on(src, dst) -> threading.Thread:
     """Copy `src` to `dst` until the end of `src` (or `dst` is closed: the reader ended), then close
     `dst` so its reader sees the end of its input."""
+
     def run() -> None:
         try:
             for chunk in iter(lambda: src.read(CHUNK), b""):
                 view = memoryview(chunk)
                 while view:
-                    view = view[dst.write(view):]
+                    view = view[dst.write(view) :]
         except (BrokenPipeError, ValueError, OSError):
             pass  # the client ended: its exit status says why
         finally:
@@ -244,6 +266,7 @@ def _pass_on(src, dst) -> threading.Thread:
                     f.close()
                 except OSError:
                     pass
+
     t = threading.Thread(target=run, daemon=True, name="pass-on")
     t.start()
     return t
@@ -251,12 +274,26 @@ def _pass_on(src, dst) -> threading.Thread:
 
 def _instance(target: Target, slow_timeout: float = 60) -> Instance:
     tls = server_tls(target.tls_ca)
-    return Instance(target.host, target.port, target.user, target.password, slow_timeout=slow_timeout,
-                    tls=tls, plaintext=tls is None)
+    return Instance(
+        target.host,
+        target.port,
+        target.user,
+        target.password,
+        slow_timeout=slow_timeout,
+        tls=tls,
+        plaintext=tls is None,
+    )
 
 
-def load_instance(target: Target, source: Source, creds: storage.Credentials, app_database: str | None,
-                  *, client=None, drop_account: bool = False) -> RestoreResult:
+def load_instance(
+    target: Target,
+    source: Source,
+    creds: storage.Credentials,
+    app_database: str | None,
+    *,
+    client=None,
+    drop_account: bool = False,
+) -> RestoreResult:
     """Restore into one instance of a new cluster. Its server starts read-only (super_read_only on
     MySQL); the load needs it writable for its duration - no Pod carries a role label during a
     restore, so no Service routes to it meanwhile - and it is read-only again afterwards, failed
@@ -268,8 +305,9 @@ def load_instance(target: Target, source: Source, creds: storage.Credentials, ap
     try:
         inst.set_read_only(False)  # first: MySQL's super_read_only refuses the DROP to everyone
         if app_database:
-            tables = inst.scalar("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s",
-                                 (app_database,))
+            tables = inst.scalar(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s", (app_database,)
+            )
             if not tables:
                 inst.execute("SET SESSION sql_log_bin = 0")
                 inst.execute(f"DROP DATABASE IF EXISTS `{app_database.replace('`', '``')}`")
@@ -296,8 +334,13 @@ def load_instance(target: Target, source: Source, creds: storage.Credentials, ap
             inst.close()
 
 
-def restore_all(targets: dict[str, Target], source: Source, creds: storage.Credentials,
-                app_database: str | None, drop_account: bool = False) -> dict[str, object]:
+def restore_all(
+    targets: dict[str, Target],
+    source: Source,
+    creds: storage.Credentials,
+    app_database: str | None,
+    drop_account: bool = False,
+) -> dict[str, object]:
     """Restore the same backup into every instance at once (what the restore Job runs). Returns
     the result to report: {"ok", "message", "gtidPosition", "bytesLoaded", "durationSeconds"};
     messages never contain a password (the caller redacts the environment's secrets too)."""
@@ -305,22 +348,41 @@ def restore_all(targets: dict[str, Target], source: Source, creds: storage.Crede
     errors: list[str] = []
     results: list[RestoreResult] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
-        futures = {pool.submit(load_instance, t, source, creds, app_database, drop_account=drop_account): n
-                   for n, t in targets.items()}
+        futures = {
+            pool.submit(load_instance, t, source, creds, app_database, drop_account=drop_account): n
+            for n, t in targets.items()
+        }
         for f in concurrent.futures.as_completed(futures):
             try:
                 results.append(f.result())
             except Exception as e:  # noqa: BLE001 - every failure is reported by instance
                 name = futures[f]
-                errors.append(f"{name}: {commands.tls_hint(str(e) or type(e).__name__, targets[name].tls_ca)}")
+                errors.append(
+                    f"{name}: {commands.tls_hint(str(e) or type(e).__name__, targets[name].tls_ca)}"
+                )
     seconds = round(time.monotonic() - t0, 1)
     if errors:
         return {"ok": False, "message": "; ".join(sorted(errors)), "durationSeconds": seconds}
     r = results[0]
-    return {"ok": True, "message": f"restored into {', '.join(targets)} in {seconds}s",
-            "gtidPosition": r.gtid_position or "", "bytesLoaded": r.bytes_loaded,
-            "backupCompletedAt": r.manifest.completed_at, "durationSeconds": seconds}
+    return {
+        "ok": True,
+        "message": f"restored into {', '.join(targets)} in {seconds}s",
+        "gtidPosition": r.gtid_position or "",
+        "bytesLoaded": r.bytes_loaded,
+        "backupCompletedAt": r.manifest.completed_at,
+        "durationSeconds": seconds,
+    }
 
 
-__all__ = ["RestoreError", "RestoreResult", "Source", "Target", "manifest_key", "read_manifest",
-           "load_instance", "restore_all", "restore_into", "verify"]
+__all__ = [
+    "RestoreError",
+    "RestoreResult",
+    "Source",
+    "Target",
+    "manifest_key",
+    "read_manifest",
+    "load_instance",
+    "restore_all",
+    "restore_into",
+    "verify",
+]

@@ -22,8 +22,9 @@ class BackupInfo:
     time: dt.datetime  # completedAt if known, else creation time
 
 
-def expired(backups: list[BackupInfo], now: dt.datetime, keep_last: int | None,
-            max_age_seconds: int | None) -> list[str]:
+def expired(
+    backups: list[BackupInfo], now: dt.datetime, keep_last: int | None, max_age_seconds: int | None
+) -> list[str]:
     if keep_last is None and max_age_seconds is None:
         return []
     done = sorted((b for b in backups if b.phase == SUCCEEDED), key=lambda b: (b.time, b.name), reverse=True)

@@ -24,8 +24,16 @@ from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.backup.manifest import Manifest
-from mysql_operator.backup.pipeline import (CHUNK, TailBuffer, drain, enlarge_pipes, option_file,
-                                           server_tls, spawn, stop)
+from mysql_operator.backup.pipeline import (
+    CHUNK,
+    TailBuffer,
+    drain,
+    enlarge_pipes,
+    option_file,
+    server_tls,
+    spawn,
+    stop,
+)
 from mysql_operator.db.instance import Instance, Observation
 
 WINDOW = 64 * 1024  # bytes of the dump's head and tail kept to read the GTID position
@@ -68,12 +76,18 @@ def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int 
         r = o.replica
         if r is None:
             primaries.append((o.read_only, name))  # a writable one first
-        elif r.io_running and r.sql_running and r.seconds_behind is not None \
-                and r.seconds_behind <= max_lag_seconds:
+        elif (
+            r.io_running
+            and r.sql_running
+            and r.seconds_behind is not None
+            and r.seconds_behind <= max_lag_seconds
+        ):
             replicas.append((r.seconds_behind, name))
         else:
-            notes.append(f"{name}: replica not healthy (io {r.io_state}, sql "
-                         f"{'running' if r.sql_running else 'stopped'}, lag {r.seconds_behind})")
+            notes.append(
+                f"{name}: replica not healthy (io {r.io_state}, sql "
+                f"{'running' if r.sql_running else 'stopped'}, lag {r.seconds_behind})"
+            )
     if replicas:
         return min(replicas)[1]
     if primaries:
@@ -110,21 +124,21 @@ class _Stream:
             src, out = src.fileno(), dst.fileno()
             while True:
                 if CHUNK - pos < WINDOW:
-                    view[:WINDOW] = view[pos - WINDOW:pos]
+                    view[:WINDOW] = view[pos - WINDOW : pos]
                     pos = WINDOW
                 n = os.readv(src, [view[pos:]])
                 if not n:
                     break
-                chunk = view[pos:pos + n]
+                chunk = view[pos : pos + n]
                 if len(self.head) < WINDOW:
-                    self.head += bytes(chunk[:WINDOW - len(self.head)])
+                    self.head += bytes(chunk[: WINDOW - len(self.head)])
                 self.size += n
                 pos += n
                 while chunk:
-                    chunk = chunk[os.write(out, chunk):]
+                    chunk = chunk[os.write(out, chunk) :]
                 if pause and n < WINDOW:
                     time.sleep(pause)
-            self.tail = bytes(view[max(0, pos - WINDOW):pos])
+            self.tail = bytes(view[max(0, pos - WINDOW) : pos])
         except BaseException as e:  # noqa: BLE001 - reported by before_complete
             self.error.append(e)
         finally:
@@ -134,8 +148,14 @@ class _Stream:
                 pass
 
 
-def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_password: str, *,
-               client=None, on_part: Callable[[int], None] | None = None) -> Manifest:
+def run_backup(
+    req: BackupRequest,
+    s3_credentials: storage.Credentials,
+    db_password: str,
+    *,
+    client=None,
+    on_part: Callable[[int], None] | None = None,
+) -> Manifest:
     """Take the backup and return its manifest (already stored). Raises BackupError or StorageError
     whose text never contains a password."""
     started = _now()
@@ -145,8 +165,15 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
 
     observed = []
     for c in req.candidates:
-        inst = Instance(c.endpoint.host, c.endpoint.port, c.endpoint.user, db_password, name=c.name,
-                        tls=tls, plaintext=tls is None)
+        inst = Instance(
+            c.endpoint.host,
+            c.endpoint.port,
+            c.endpoint.user,
+            db_password,
+            name=c.name,
+            tls=tls,
+            plaintext=tls is None,
+        )
         observed.append((c.name, inst.observe()))
         inst.close()
     try:
@@ -157,8 +184,15 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
     observation = dict(observed)[source_name]
     version = observation.version
 
-    inst = Instance(source.endpoint.host, source.endpoint.port, source.endpoint.user, db_password,
-                    name=source_name, tls=tls, plaintext=tls is None)
+    inst = Instance(
+        source.endpoint.host,
+        source.endpoint.port,
+        source.endpoint.user,
+        db_password,
+        name=source_name,
+        tls=tls,
+        plaintext=tls is None,
+    )
     try:
         full_version = str(inst.scalar("SELECT VERSION()")).split("-")[0]
         databases = commands.user_databases([r[0] for r in inst.execute("SHOW DATABASES")])
@@ -185,8 +219,7 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
                     raise BackupError(str(e)) from None
             else:
                 dump = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            comp = spawn(compress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+            comp = spawn(compress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             readers = [drain(dump.stderr, dump_err), drain(comp.stderr, comp_err)]
             pause = PAUSE if enlarge_pipes(dump.stdout, comp.stdin, comp.stdout) else 0
             pump = threading.Thread(target=stream.pump, args=(dump.stdout, comp.stdin, pause), daemon=True)
@@ -209,28 +242,48 @@ def run_backup(req: BackupRequest, s3_credentials: storage.Credentials, db_passw
                 for t in readers:
                     t.join(5)
                 if dump_rc != 0:
-                    raise BackupError(f"{argv[0]} failed on {source_name} (exit status {dump_rc}) after "
-                                      f"{stream.size} bytes: {dump_err.text(secrets) or 'no message'}")
+                    raise BackupError(
+                        f"{argv[0]} failed on {source_name} (exit status {dump_rc}) after "
+                        f"{stream.size} bytes: {dump_err.text(secrets) or 'no message'}"
+                    )
                 if comp_rc != 0:
-                    raise BackupError(f"{compress_argv[0]} failed (exit status {comp_rc}): "
-                                      f"{comp_err.text(secrets) or 'no message'}")
+                    raise BackupError(
+                        f"{compress_argv[0]} failed (exit status {comp_rc}): "
+                        f"{comp_err.text(secrets) or 'no message'}"
+                    )
                 if stream.error:
                     raise BackupError(f"passing the dump to {compress_argv[0]} failed: {stream.error[0]}")
 
             uploaded = storage.upload_stream(
-                client, req.s3, data_key, _counting(readinto, req.part_size, on_progress),
-                part_size=req.part_size, before_complete=before_complete)
+                client,
+                req.s3,
+                data_key,
+                _counting(readinto, req.part_size, on_progress),
+                part_size=req.part_size,
+                before_complete=before_complete,
+            )
         finally:
             stop(dump, comp)
 
-    gtid = commands.gtid_from_dump(version.flavor, stream.head.decode(errors="replace") + "\n"
-                                   + stream.tail.decode(errors="replace"))
+    gtid = commands.gtid_from_dump(
+        version.flavor, stream.head.decode(errors="replace") + "\n" + stream.tail.decode(errors="replace")
+    )
     manifest = Manifest(
-        cluster=req.cluster, namespace=req.namespace, backup=req.backup,
-        flavor=version.flavor.value, server_version=full_version, gtid_position=gtid,
-        source_instance=source_name, started_at=started, completed_at=_now(),
-        data_key=data_key, compression=req.compression, compressed_size=uploaded.size,
-        uncompressed_size=stream.size, sha256=uploaded.sha256, databases=tuple(databases),
+        cluster=req.cluster,
+        namespace=req.namespace,
+        backup=req.backup,
+        flavor=version.flavor.value,
+        server_version=full_version,
+        gtid_position=gtid,
+        source_instance=source_name,
+        started_at=started,
+        completed_at=_now(),
+        data_key=data_key,
+        compression=req.compression,
+        compressed_size=uploaded.size,
+        uncompressed_size=stream.size,
+        sha256=uploaded.sha256,
+        databases=tuple(databases),
     )
     storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())
     return manifest
@@ -247,4 +300,5 @@ def _counting(readinto: Callable[[memoryview], int], part_size: int, on_part: Ca
         if state["n"] // part_size > before:
             on_part()
         return n
+
     return wrapped

@@ -20,8 +20,13 @@ _NAMES = {
     "dow": ("sun", "mon", "tue", "wed", "thu", "fri", "sat"),
 }
 _MACROS = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
 }
 DEFAULT_STARTING_DEADLINE = dt.timedelta(minutes=30)
 
@@ -105,9 +110,14 @@ class Decision:
     next_run: dt.datetime  # the next fire time after now (for status and requeue)
 
 
-def decide(now: dt.datetime, cron_expr: str, last_scheduled: dt.datetime | None,
-           created_at: dt.datetime, active: list[str],
-           starting_deadline: dt.timedelta = DEFAULT_STARTING_DEADLINE) -> Decision:
+def decide(
+    now: dt.datetime,
+    cron_expr: str,
+    last_scheduled: dt.datetime | None,
+    created_at: dt.datetime,
+    active: list[str],
+    starting_deadline: dt.timedelta = DEFAULT_STARTING_DEADLINE,
+) -> Decision:
     """What a schedule does at `now`.
 
     - `last_scheduled`: fire time of the newest MySQLBackup this schedule created (None: never);

@@ -76,7 +76,8 @@ class SidecarProcess:
                 f.close()
             raise SidecarError(
                 f"the client-tools container did not start within {timeout:.0f}s: see the logs of "
-                "the Job Pod's 'client-tools' container (it runs the cluster's server image)")
+                "the Job Pod's 'client-tools' container (it runs the cluster's server image)"
+            )
         return box[0]
 
     def poll(self) -> int | None:

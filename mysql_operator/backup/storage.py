@@ -54,8 +54,9 @@ def describe(s3: S3, key: str = "") -> str:
     return f"s3://{s3.bucket}/{key}{where}"
 
 
-def make_client(s3: S3, creds: Credentials, connect_timeout: float = 5, read_timeout: float = 60,
-                attempts: int = 3):
+def make_client(
+    s3: S3, creds: Credentials, connect_timeout: float = 5, read_timeout: float = 60, attempts: int = 3
+):
     config = Config(
         region_name=s3.region or "us-east-1",
         connect_timeout=connect_timeout,
@@ -68,8 +69,12 @@ def make_client(s3: S3, creds: Credentials, connect_timeout: float = 5, read_tim
         response_checksum_validation="when_required",
     )
     return boto3.session.Session().client(
-        "s3", endpoint_url=s3.endpoint or None, aws_access_key_id=creds.access_key_id,
-        aws_secret_access_key=creds.secret_access_key, config=config)
+        "s3",
+        endpoint_url=s3.endpoint or None,
+        aws_access_key_id=creds.access_key_id,
+        aws_secret_access_key=creds.secret_access_key,
+        config=config,
+    )
 
 
 def explain(e: BaseException, s3: S3, key: str = "") -> StorageError:
@@ -82,23 +87,39 @@ def explain(e: BaseException, s3: S3, key: str = "") -> StorageError:
         code = str(err.get("Code", ""))
         status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"):
-            return StorageError(f"S3 refused the credentials for {where} ({code}): check the access "
-                                "key id and secret access key in the credentials Secret")
+            return StorageError(
+                f"S3 refused the credentials for {where} ({code}): check the access "
+                "key id and secret access key in the credentials Secret"
+            )
         if code in ("AccessDenied", "403") or status == 403:
-            return StorageError(f"S3 denied access to {where} ({code or status}): grant the "
-                                "credentials s3:GetObject/PutObject/DeleteObject/ListBucket on the bucket")
+            return StorageError(
+                f"S3 denied access to {where} ({code or status}): grant the "
+                "credentials s3:GetObject/PutObject/DeleteObject/ListBucket on the bucket"
+            )
         if code == "NoSuchBucket":
-            return NotFound(f"bucket {s3.bucket!r} does not exist at {s3.endpoint or 'AWS S3'}: create it "
-                            "or fix storage.s3.bucket")
+            return NotFound(
+                f"bucket {s3.bucket!r} does not exist at {s3.endpoint or 'AWS S3'}: create it "
+                "or fix storage.s3.bucket"
+            )
         if code in ("NoSuchKey", "404", "NotFound") or status == 404:
             return NotFound(f"no object at {where}")
         if code in ("PreconditionFailed", "412") or status == 412:
             return StorageError(f"{where} changed while it was being read: try again")
-        return StorageError(f"S3 request on {where} failed: {code or status}: {err.get('Message', '')}".rstrip(": "))
-    if isinstance(e, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError,
-                      botocore.exceptions.ConnectionClosedError)):
-        return StorageError(f"cannot reach the S3 endpoint {s3.endpoint or 'of AWS'} for {where}: "
-                            "check storage.s3.endpoint and the network path")
+        return StorageError(
+            f"S3 request on {where} failed: {code or status}: {err.get('Message', '')}".rstrip(": ")
+        )
+    if isinstance(
+        e,
+        (
+            botocore.exceptions.EndpointConnectionError,
+            botocore.exceptions.ConnectTimeoutError,
+            botocore.exceptions.ConnectionClosedError,
+        ),
+    ):
+        return StorageError(
+            f"cannot reach the S3 endpoint {s3.endpoint or 'of AWS'} for {where}: "
+            "check storage.s3.endpoint and the network path"
+        )
     if isinstance(e, botocore.exceptions.ReadTimeoutError):
         return StorageError(f"the S3 endpoint stopped answering while working on {where}")
     if isinstance(e, botocore.exceptions.NoCredentialsError):
@@ -116,8 +137,10 @@ def check_bucket(client, s3: S3) -> None:
     except Exception as e:  # noqa: BLE001 - translated
         err = explain(e, s3)
         if isinstance(err, NotFound):
-            err = NotFound(f"bucket {s3.bucket!r} does not exist at {s3.endpoint or 'AWS S3'}: create it "
-                           "or fix storage.s3.bucket")
+            err = NotFound(
+                f"bucket {s3.bucket!r} does not exist at {s3.endpoint or 'AWS S3'}: create it "
+                "or fix storage.s3.bucket"
+            )
         raise err from None
 
 
@@ -140,9 +163,16 @@ def _fill(readinto: Callable[[memoryview], int], buf: bytearray) -> int:
     return got
 
 
-def upload_stream(client, s3: S3, key: str, readinto: Callable[[memoryview], int], *,
-                  part_size: int = DEFAULT_PART_SIZE, before_complete: Callable[[], None] = lambda: None,
-                  in_flight: int = 2) -> Uploaded:
+def upload_stream(
+    client,
+    s3: S3,
+    key: str,
+    readinto: Callable[[memoryview], int],
+    *,
+    part_size: int = DEFAULT_PART_SIZE,
+    before_complete: Callable[[], None] = lambda: None,
+    in_flight: int = 2,
+) -> Uploaded:
     """Stream `readinto` (fills a memoryview, returns the byte count, 0 at the end) into one object
     with a multipart upload; memory is (in_flight + 1) part buffers whatever the stream's length.
     The stream is read straight into those buffers: no copy, no allocation per read.
@@ -174,8 +204,9 @@ def upload_stream(client, s3: S3, key: str, readinto: Callable[[memoryview], int
             number, buf, n = item
             try:
                 if not failure:
-                    r = client.upload_part(Bucket=s3.bucket, Key=key, UploadId=upload_id,
-                                           PartNumber=number, Body=buf)
+                    r = client.upload_part(
+                        Bucket=s3.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=buf
+                    )
                     etags[number] = r["ETag"]
             except BaseException as e:  # noqa: BLE001 - reported by the producer side
                 failure.append(e)
@@ -208,8 +239,11 @@ def upload_stream(client, s3: S3, key: str, readinto: Callable[[memoryview], int
             raise explain(failure[0], s3, key)
         before_complete()
         client.complete_multipart_upload(
-            Bucket=s3.bucket, Key=key, UploadId=upload_id,
-            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": etags[n]} for n in sorted(etags)]})
+            Bucket=s3.bucket,
+            Key=key,
+            UploadId=upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": etags[n]} for n in sorted(etags)]},
+        )
     except BaseException as e:
         try:
             client.abort_multipart_upload(Bucket=s3.bucket, Key=key, UploadId=upload_id)
@@ -250,8 +284,9 @@ def head(client, s3: S3, key: str) -> dict:
         raise explain(e, s3, key) from None
 
 
-def iter_object(client, s3: S3, key: str, etag: str | None = None,
-                chunk: int = 1024 * 1024) -> Iterator[bytes]:
+def iter_object(
+    client, s3: S3, key: str, etag: str | None = None, chunk: int = 1024 * 1024
+) -> Iterator[bytes]:
     """The object's bytes in chunks; with `etag`, refuse if the object was replaced meanwhile."""
     try:
         kwargs = {"IfMatch": etag} if etag else {}

@@ -76,37 +76,57 @@ class Grant:
 _OPERATOR_MARIADB = (
     ("SELECT", "granted to the backup account; SHOW GRANTS FOR other accounts reads mysql.*"),
     ("RELOAD", "RESET SLAVE ALL (promote, decommission); FLUSH SSL (a renewed certificate)"),
-    ("PROCESS", "every account's threads in information_schema.PROCESSLIST: without it a fence "
-                "silently kills nothing"),
+    (
+        "PROCESS",
+        "every account's threads in information_schema.PROCESSLIST: without it a fence "
+        "silently kills nothing",
+    ),
     ("REPLICATION SLAVE", "granted to the replication account"),
     ("BINLOG MONITOR", "SHOW BINARY LOGS and SHOW BINLOG EVENTS (purged GTIDs); alias REPLICATION CLIENT"),
     ("SHOW VIEW", "granted to the backup account"),
-    ("CREATE USER", "CREATE/ALTER USER and REVOKE for the replication, application and backup "
-                    "accounts; DROP USER of the restore account"),
+    (
+        "CREATE USER",
+        "CREATE/ALTER USER and REVOKE for the replication, application and backup "
+        "accounts; DROP USER of the restore account",
+    ),
     ("EVENT", "granted to the backup account"),
     ("TRIGGER", "granted to the backup account"),
     ("CONNECTION ADMIN", "KILL CONNECTION of other accounts' threads (fence, switchover)"),
-    ("READ_ONLY ADMIN", "SET GLOBAL read_only (not part of SUPER from 10.11 on); writes on a "
-                        "read-only server while promoting"),
-    ("REPLICATION SLAVE ADMIN", "CHANGE MASTER, START/STOP/RESET SLAVE, SET GLOBAL gtid_slave_pos "
-                                "and rpl_semi_sync_slave_*"),
+    (
+        "READ_ONLY ADMIN",
+        "SET GLOBAL read_only (not part of SUPER from 10.11 on); writes on a "
+        "read-only server while promoting",
+    ),
+    (
+        "REPLICATION SLAVE ADMIN",
+        "CHANGE MASTER, START/STOP/RESET SLAVE, SET GLOBAL gtid_slave_pos and rpl_semi_sync_slave_*",
+    ),
     ("REPLICATION MASTER ADMIN", "SET GLOBAL rpl_semi_sync_master_*"),
     ("SLAVE MONITOR", "SHOW SLAVE STATUS; alias REPLICA MONITOR"),
 )
 _OPERATOR_MYSQL = (
     ("SELECT", "granted to the backup account; SHOW GRANTS FOR other accounts reads mysql.*"),
     ("RELOAD", "RESET REPLICA ALL (promote, decommission)"),
-    ("PROCESS", "every account's threads in information_schema.PROCESSLIST: without it a fence "
-                "silently kills nothing"),
+    (
+        "PROCESS",
+        "every account's threads in information_schema.PROCESSLIST: without it a fence "
+        "silently kills nothing",
+    ),
     ("REPLICATION SLAVE", "granted to the replication account"),
     ("REPLICATION CLIENT", "SHOW REPLICA STATUS; granted to the backup account"),
     ("SHOW VIEW", "granted to the backup account"),
-    ("CREATE USER", "CREATE/ALTER USER and REVOKE for the replication, application and backup "
-                    "accounts; DROP USER of the restore account"),
+    (
+        "CREATE USER",
+        "CREATE/ALTER USER and REVOKE for the replication, application and backup "
+        "accounts; DROP USER of the restore account",
+    ),
     ("EVENT", "granted to the backup account"),
     ("TRIGGER", "granted to the backup account"),
-    ("CONNECTION_ADMIN", "KILL CONNECTION of other accounts' threads (fence, switchover); "
-                         "ALTER INSTANCE RELOAD TLS (a renewed certificate)"),
+    (
+        "CONNECTION_ADMIN",
+        "KILL CONNECTION of other accounts' threads (fence, switchover); "
+        "ALTER INSTANCE RELOAD TLS (a renewed certificate)",
+    ),
     ("REPLICATION_SLAVE_ADMIN", "CHANGE REPLICATION SOURCE, START/STOP/RESET REPLICA"),
     ("SYSTEM_VARIABLES_ADMIN", "SET GLOBAL super_read_only/read_only and rpl_semi_sync_*"),
 )
@@ -116,11 +136,21 @@ _OPERATOR_MYSQL = (
 # The backup account: reads everything, writes nothing. TRIGGER and EVENT are the only ways to
 # read triggers and events (mariadb-dump silently leaves triggers out without TRIGGER); they
 # also let the account create or drop triggers and events - neither flavor has a read-only form.
-_BACKUP_MARIADB = ("SELECT", "SHOW VIEW", "EVENT", "TRIGGER",
-                   "BINLOG MONITOR",  # SHOW MASTER STATUS in the dump; SHOW BINARY LOGS when picking a source
-                   "SLAVE MONITOR")  # SHOW SLAVE STATUS when picking a healthy replica
-_BACKUP_MYSQL = ("SELECT", "SHOW VIEW", "EVENT", "TRIGGER",
-                 "REPLICATION CLIENT")  # SHOW BINARY LOG STATUS / SHOW REPLICA STATUS
+_BACKUP_MARIADB = (
+    "SELECT",
+    "SHOW VIEW",
+    "EVENT",
+    "TRIGGER",
+    "BINLOG MONITOR",  # SHOW MASTER STATUS in the dump; SHOW BINARY LOGS when picking a source
+    "SLAVE MONITOR",
+)  # SHOW SLAVE STATUS when picking a healthy replica
+_BACKUP_MYSQL = (
+    "SELECT",
+    "SHOW VIEW",
+    "EVENT",
+    "TRIGGER",
+    "REPLICATION CLIENT",
+)  # SHOW BINARY LOG STATUS / SHOW REPLICA STATUS
 
 
 def _flavor(v: ServerVersion | Flavor | str) -> Flavor:
@@ -187,21 +217,28 @@ def restore_revokes(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
 def grant_lines(grants: Iterable[Grant], revokes: Iterable[Grant] = ()) -> str:
     """The grants as INIT_SH reads them: one `<privileges> ON <target>[ WITH GRANT OPTION]` a
     line, then one `REVOKE <privileges> ON <target>` a line."""
-    return "\n".join([g.clause() + (" WITH GRANT OPTION" if g.grant_option else "") for g in grants]
-                     + [f"REVOKE {g.clause()}" for g in revokes])
+    return "\n".join(
+        [g.clause() + (" WITH GRANT OPTION" if g.grant_option else "") for g in grants]
+        + [f"REVOKE {g.clause()}" for g in revokes]
+    )
 
 
 # ---------------------------------------------------------------------------------- SHOW GRANTS
 # privileges that one flavor prints under another name
 _ALIASES = {
-    Flavor.MARIADB: {"REPLICATION CLIENT": "BINLOG MONITOR", "REPLICA MONITOR": "SLAVE MONITOR",
-                     "REPLICATION REPLICA ADMIN": "REPLICATION SLAVE ADMIN",
-                     "REPLICATION REPLICA": "REPLICATION SLAVE"},
+    Flavor.MARIADB: {
+        "REPLICATION CLIENT": "BINLOG MONITOR",
+        "REPLICA MONITOR": "SLAVE MONITOR",
+        "REPLICATION REPLICA ADMIN": "REPLICATION SLAVE ADMIN",
+        "REPLICATION REPLICA": "REPLICATION SLAVE",
+    },
     Flavor.MYSQL: {},
 }
 _GRANT_LINE = re.compile(
     r"^GRANT (?P<privileges>[^`(]+?) ON (?P<db>\*|`(?:[^`]|``)*`)\.(?P<table>\*|`(?:[^`]|``)*`) "
-    r"TO (?P<tail>.*)$", re.S)
+    r"TO (?P<tail>.*)$",
+    re.S,
+)
 
 Grants = dict[str, tuple[frozenset[str], bool]]  # target -> (privileges, grant option)
 

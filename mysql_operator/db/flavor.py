@@ -135,9 +135,16 @@ class Dialect:
     def reset_replica_all(self) -> str:
         raise NotImplementedError
 
-    def change_source(self, host: str, port: int, user: str, password: str,
-                      connect_retry: int = 1, heartbeat: float = 1.0,
-                      tls_ca: str | None = None) -> Statement:
+    def change_source(
+        self,
+        host: str,
+        port: int,
+        user: str,
+        password: str,
+        connect_retry: int = 1,
+        heartbeat: float = 1.0,
+        tls_ca: str | None = None,
+    ) -> Statement:
         """Point a replica at `host`; with `tls_ca` (a CA file on the REPLICA's file system) over
         TLS, verifying the source's certificate against it and `host` against its names."""
         raise NotImplementedError
@@ -199,16 +206,23 @@ class MySQLDialect(Dialect):
         self.new_semisync = version.at_least(8, 0, 26)  # rpl_semi_sync_source / _replica
         if version.at_least(8, 0, 22):
             self.columns = ReplicaColumns(
-                io_running="Replica_IO_Running", sql_running="Replica_SQL_Running",
-                source_host="Source_Host", source_port="Source_Port",
-                seconds_behind="Seconds_Behind_Source", received="Retrieved_Gtid_Set",
-                ssl_allowed="Source_SSL_Allowed", ssl_verify="Source_SSL_Verify_Server_Cert",
+                io_running="Replica_IO_Running",
+                sql_running="Replica_SQL_Running",
+                source_host="Source_Host",
+                source_port="Source_Port",
+                seconds_behind="Seconds_Behind_Source",
+                received="Retrieved_Gtid_Set",
+                ssl_allowed="Source_SSL_Allowed",
+                ssl_verify="Source_SSL_Verify_Server_Cert",
             )
         else:
             self.columns = ReplicaColumns(
-                io_running="Slave_IO_Running", sql_running="Slave_SQL_Running",
-                source_host="Master_Host", source_port="Master_Port",
-                seconds_behind="Seconds_Behind_Master", received="Retrieved_Gtid_Set",
+                io_running="Slave_IO_Running",
+                sql_running="Slave_SQL_Running",
+                source_host="Master_Host",
+                source_port="Master_Port",
+                seconds_behind="Seconds_Behind_Master",
+                received="Retrieved_Gtid_Set",
             )
         s = "source" if self.new_semisync else "master"
         r = "replica" if self.new_semisync else "slave"
@@ -273,10 +287,11 @@ class MySQLDialect(Dialect):
 
     def semisync_plugins(self) -> list[tuple[str, str]]:
         if self.new_semisync:
-            return [("rpl_semi_sync_source", "semisync_source.so"),
-                    ("rpl_semi_sync_replica", "semisync_replica.so")]
-        return [("rpl_semi_sync_master", "semisync_master.so"),
-                ("rpl_semi_sync_slave", "semisync_slave.so")]
+            return [
+                ("rpl_semi_sync_source", "semisync_source.so"),
+                ("rpl_semi_sync_replica", "semisync_replica.so"),
+            ]
+        return [("rpl_semi_sync_master", "semisync_master.so"), ("rpl_semi_sync_slave", "semisync_slave.so")]
 
     @property
     def supports_ack_count(self) -> bool:
@@ -302,9 +317,12 @@ class MariaDBDialect(Dialect):
     semisync_source_status = "Rpl_semi_sync_master_status"
     semisync_replica_status = "Rpl_semi_sync_slave_status"
     columns = ReplicaColumns(
-        io_running="Slave_IO_Running", sql_running="Slave_SQL_Running",
-        source_host="Master_Host", source_port="Master_Port",
-        seconds_behind="Seconds_Behind_Master", received="Gtid_IO_Pos",
+        io_running="Slave_IO_Running",
+        sql_running="Slave_SQL_Running",
+        source_host="Master_Host",
+        source_port="Master_Port",
+        seconds_behind="Seconds_Behind_Master",
+        received="Gtid_IO_Pos",
     )
 
     def parse_gtids(self, text):

@@ -96,9 +96,7 @@ class MariaDBGtids:
 
     def subtract(self, other: "MariaDBGtids") -> "MariaDBGtids":
         theirs = other._map()
-        return MariaDBGtids(
-            tuple(e for e in self.entries if e[2] > 0 and theirs.get((e[0], e[1]), 0) < e[2])
-        )
+        return MariaDBGtids(tuple(e for e in self.entries if e[2] > 0 and theirs.get((e[0], e[1]), 0) < e[2]))
 
     def union(self, other: "MariaDBGtids") -> "MariaDBGtids":
         return MariaDBGtids.of(self.entries + other.entries)
@@ -225,9 +223,7 @@ class MySQLGtidSet:
 
     def subtract(self, other: "MySQLGtidSet") -> "MySQLGtidSet":
         theirs = other._map()
-        return MySQLGtidSet.of(
-            {key: _subtract_intervals(ivs, theirs.get(key, ())) for key, ivs in self.sets}
-        )
+        return MySQLGtidSet.of({key: _subtract_intervals(ivs, theirs.get(key, ())) for key, ivs in self.sets})
 
     def contains(self, other: "MySQLGtidSet") -> bool:
         return other.subtract(self).is_empty()

@@ -31,8 +31,9 @@ _DATABASE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 _HOST = re.compile(r"^[A-Za-z0-9_.:%-]{1,255}$")
 # threads never to kill: replication, internal ones
 _PROTECTED_USERS = frozenset({"system user", "event_scheduler", "mariadb.sys"})
-_PROTECTED_COMMANDS = frozenset({"Binlog Dump", "Binlog Dump GTID", "Daemon", "Slave_IO",
-                                 "Slave_SQL", "Slave_worker", "Killed"})
+_PROTECTED_COMMANDS = frozenset(
+    {"Binlog Dump", "Binlog Dump GTID", "Daemon", "Slave_IO", "Slave_SQL", "Slave_worker", "Killed"}
+)
 
 
 class InstanceError(Exception):
@@ -59,8 +60,11 @@ def _errno(e: BaseException) -> int | None:
 def _transient(e: BaseException) -> bool:
     """Worth another attempt: refused or dropped connections. Not a timeout: a hung server
     will not answer the next attempt either, and observation must stay quick."""
-    return (isinstance(e, pymysql.err.OperationalError) and _errno(e) in TRANSIENT_ERRNOS
-            and "timed out" not in str(e))
+    return (
+        isinstance(e, pymysql.err.OperationalError)
+        and _errno(e) in TRANSIENT_ERRNOS
+        and "timed out" not in str(e)
+    )
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,7 @@ class Observation:
         return None if self.server_id is None else str(self.server_id)
 
 
-def identity_mismatch(observed: Observation, server_id: int | None,
-                      hostname: str | None) -> str | None:
+def identity_mismatch(observed: Observation, server_id: int | None, hostname: str | None) -> str | None:
     """Why the server that answered is not the instance expected at that address, or None.
 
     `server_id` is derived from the ordinal; `hostname` is the Pod name, matched against
@@ -131,8 +134,10 @@ def identity_mismatch(observed: Observation, server_id: int | None,
     if hostname is not None:
         names = {observed.hostname, (observed.report_host or "").split(".")[0]}
         if hostname not in names:
-            return (f"answers as host {observed.hostname or '?'} (report_host "
-                    f"{observed.report_host or '?'}), expected {hostname}")
+            return (
+                f"answers as host {observed.hostname or '?'} (report_host "
+                f"{observed.report_host or '?'}), expected {hostname}"
+            )
     return None
 
 
@@ -152,8 +157,12 @@ def connections_to_kill(rows: Iterable[dict], own_id: int, keep_users: Iterable[
     return sorted(out)
 
 
-_MONTHS = {m: n for n, m in enumerate(
-    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_MONTHS = {
+    m: n
+    for n, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
+    )
+}
 _TLS_TIME = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4}) GMT$")
 
 
@@ -165,8 +174,9 @@ def parse_tls_time(text: str | None) -> dt.datetime | None:
         if (text or "").strip():
             raise InstanceError(f"cannot read a certificate date from {text!r}")
         return None
-    return dt.datetime(int(m[6]), _MONTHS[m[1]], int(m[2]), int(m[3]), int(m[4]), int(m[5]),
-                       tzinfo=dt.timezone.utc)
+    return dt.datetime(
+        int(m[6]), _MONTHS[m[1]], int(m[2]), int(m[3]), int(m[4]), int(m[5]), tzinfo=dt.timezone.utc
+    )
 
 
 def tls_context(ca_pem: str, check_hostname: bool = False) -> ssl.SSLContext:
@@ -204,16 +214,28 @@ class Instance:
     def _open(self, read_timeout: float | None = None) -> pymysql.connections.Connection:
         if not self.host:  # pymysql would take "no host" for localhost
             raise pymysql.err.OperationalError(2005, "no address (its Pod has no IP)")
-        @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(self.connect_attempts),
-               wait=wait_exponential(multiplier=0.1, max=0.5), reraise=True)
+
+        @retry(
+            retry=retry_if_exception(_transient),
+            stop=stop_after_attempt(self.connect_attempts),
+            wait=wait_exponential(multiplier=0.1, max=0.5),
+            reraise=True,
+        )
         def attempt():
             return pymysql.connect(
-                host=self.host, port=self.port, user=self.user, password=self.password,
+                host=self.host,
+                port=self.port,
+                user=self.user,
+                password=self.password,
                 connect_timeout=self.connect_timeout,
                 read_timeout=read_timeout or self.read_timeout,
                 write_timeout=read_timeout or self.read_timeout,
-                autocommit=True, charset="utf8mb4", ssl=self.tls, ssl_disabled=self.plaintext,
+                autocommit=True,
+                charset="utf8mb4",
+                ssl=self.tls,
+                ssl_disabled=self.plaintext,
             )
+
         return attempt()
 
     def _error(self, e: BaseException, what: str, secrets: Iterable[str | None] = ()) -> InstanceError:
@@ -236,8 +258,9 @@ class Instance:
                 raise self._error(e, "cannot connect") from None
         return self._conn
 
-    def _run(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = (),
-             dict_rows: bool = False) -> list:
+    def _run(
+        self, sql: str, args: tuple = (), secrets: Iterable[str | None] = (), dict_rows: bool = False
+    ) -> list:
         conn = self._connection()
         try:
             cur_class = pymysql.cursors.DictCursor if dict_rows else pymysql.cursors.Cursor
@@ -292,18 +315,30 @@ class Instance:
             d = self.dialect
             server_id, uuid, read_only = self._run(
                 f"SELECT @@server_id, @@server_uuid, @@{d.read_only_variable}"
-                if d.flavor.value == "mysql" else "SELECT @@server_id, NULL, @@read_only")[0]
+                if d.flavor.value == "mysql"
+                else "SELECT @@server_id, NULL, @@read_only"
+            )[0]
             # server variables are read in queries of their own, never alongside a table
             hostname, report_host = self._run("SELECT @@hostname, @@report_host")[0]
             executed = d.parse_gtids(self.scalar(d.executed_gtids_sql()))
             replica = self.replica_status()
             variables = dict(self._run("SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%enabled'"))
-            status = dict(self._run("SHOW GLOBAL STATUS WHERE Variable_name = 'Uptime' "
-                                    "OR Variable_name LIKE 'Rpl_semi_sync%status'"))
+            status = dict(
+                self._run(
+                    "SHOW GLOBAL STATUS WHERE Variable_name = 'Uptime' "
+                    "OR Variable_name LIKE 'Rpl_semi_sync%status'"
+                )
+            )
             return Observation(
-                reachable=True, version=d.version, server_id=int(server_id), server_uuid=uuid,
-                hostname=hostname, report_host=report_host,
-                read_only=bool(int(read_only)), executed=executed, purged=self.purged_gtids(),
+                reachable=True,
+                version=d.version,
+                server_id=int(server_id),
+                server_uuid=uuid,
+                hostname=hostname,
+                report_host=report_host,
+                read_only=bool(int(read_only)),
+                executed=executed,
+                purged=self.purged_gtids(),
                 replica=replica,
                 semisync_source_enabled=variables.get(d.semisync_source_enabled) == "ON",
                 semisync_source_active=status.get(d.semisync_source_status) == "ON",
@@ -323,13 +358,18 @@ class Instance:
         r, c = rows[0], d.columns
         behind = r.get(c.seconds_behind)
         return ReplicaStatus(
-            source_host=r.get(c.source_host) or "", source_port=int(r.get(c.source_port) or 0),
-            io_state=r.get(c.io_running) or "No", sql_running=r.get(c.sql_running) == "Yes",
-            io_errno=int(r.get(c.io_errno) or 0), io_error=r.get(c.io_error) or "",
-            sql_errno=int(r.get(c.sql_errno) or 0), sql_error=r.get(c.sql_error) or "",
+            source_host=r.get(c.source_host) or "",
+            source_port=int(r.get(c.source_port) or 0),
+            io_state=r.get(c.io_running) or "No",
+            sql_running=r.get(c.sql_running) == "Yes",
+            io_errno=int(r.get(c.io_errno) or 0),
+            io_error=r.get(c.io_error) or "",
+            sql_errno=int(r.get(c.sql_errno) or 0),
+            sql_error=r.get(c.sql_error) or "",
             seconds_behind=None if behind is None else int(behind),
             received=d.parse_gtids(r.get(c.received) or ""),
-            ssl_allowed=r.get(c.ssl_allowed) == "Yes", ssl_verify=r.get(c.ssl_verify) == "Yes",
+            ssl_allowed=r.get(c.ssl_allowed) == "Yes",
+            ssl_verify=r.get(c.ssl_verify) == "Yes",
         )
 
     def purged_gtids(self):
@@ -371,9 +411,11 @@ class Instance:
             alive = [w for w in self.ack_waiters() if w["COMMAND"] != "Killed"]
             if alive:
                 raise InstanceError(
-                    "sessions of " + ", ".join(sorted({str(w["USER"]) for w in alive}))
+                    "sessions of "
+                    + ", ".join(sorted({str(w["USER"]) for w in alive}))
                     + " wait for a semi-sync acknowledgement and were not killed: the semi-sync "
-                    "source stays on (turning it off would acknowledge their commits)")
+                    "source stays on (turning it off would acknowledge their commits)"
+                )
             for sql, args in self.dialect.disable_semisync_source():
                 self._run(sql, args)
         self.set_read_only(True)
@@ -384,8 +426,11 @@ class Instance:
     def ack_waiters(self) -> list[dict]:
         """PROCESSLIST rows (ID, USER, COMMAND) of sessions waiting for a semi-sync
         acknowledgement; COMMAND is 'Killed' for those killed while waiting."""
-        return self._run("SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST "
-                         "WHERE STATE LIKE 'Waiting for semi-sync ACK%'", dict_rows=True)
+        return self._run(
+            "SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST "
+            "WHERE STATE LIKE 'Waiting for semi-sync ACK%'",
+            dict_rows=True,
+        )
 
     def stop_replica(self) -> None:
         self._run_slow(self.dialect.stop_replica())
@@ -404,8 +449,16 @@ class Instance:
         self._run_slow(self.dialect.stop_replica())
         self._run(self.dialect.reset_replica_all())
 
-    def point_at(self, source_host: str, source_port: int, user: str, password: str,
-                 start: bool = True, attempts: int = 5, tls_ca: str | None = None) -> None:
+    def point_at(
+        self,
+        source_host: str,
+        source_port: int,
+        user: str,
+        password: str,
+        start: bool = True,
+        attempts: int = 5,
+        tls_ca: str | None = None,
+    ) -> None:
         """Replicate from a source with GTID auto-positioning (idempotent); with `tls_ca` (a CA
         file on the server's own file system) over TLS verifying the source's certificate.
 
@@ -477,8 +530,7 @@ class Instance:
     def kill_client_connections(self, keep_users: Iterable[str] = ()) -> list[int]:
         """Kill application connections; returns the ids killed."""
         own = int(self.scalar("SELECT CONNECTION_ID()"))
-        rows = self._run("SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST",
-                         dict_rows=True)
+        rows = self._run("SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST", dict_rows=True)
         killed = []
         for cid in connections_to_kill(rows, own, [self.user, *keep_users]):
             try:
@@ -489,8 +541,9 @@ class Instance:
                     raise
         return killed
 
-    def ensure_user(self, user: str, host: str, password: str, grants: Iterable[Grant],
-                    local: bool = False) -> list[str]:
+    def ensure_user(
+        self, user: str, host: str, password: str, grants: Iterable[Grant], local: bool = False
+    ) -> list[str]:
         """Create or converge an account to exactly `grants` (db/accounts.py): its password, and
         its global, database and table privileges - what it holds beyond them is revoked.
         `local=True` keeps the statements out of the binary log (only for per-server accounts).
@@ -505,10 +558,10 @@ class Instance:
         changes = []
         try:
             current = self.grants_of(user, host)
-            self._run("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password),
-                      secrets=[password])
-            self._run("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password),
-                      secrets=[password])
+            self._run(
+                "CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password), secrets=[password]
+            )
+            self._run("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password), secrets=[password])
             if current is None:
                 changes.append("created")
             todo = accounts.plan(current or {}, grants)
@@ -558,8 +611,11 @@ class Instance:
         listed, _ = accounts.expected(grants).get("*.*", (frozenset(), True))
         held, option = (self.grants_of(user, host) or {}).get("*.*", (frozenset(), False))
         if "ALL PRIVILEGES" in held:
-            held = frozenset(r[0].upper() for r in self._run("SHOW PRIVILEGES")) - {
-                "USAGE", "GRANT OPTION", "PROXY"} | listed
+            held = (
+                frozenset(r[0].upper() for r in self._run("SHOW PRIVILEGES"))
+                - {"USAGE", "GRANT OPTION", "PROXY"}
+                | listed
+            )
         if not option or not listed <= held:
             return []
         extra = sorted(held - listed)
@@ -576,8 +632,7 @@ class Instance:
             raise InstanceError(f"database name {name!r} is invalid: use letters, digits and _")
         self._run(f"CREATE DATABASE IF NOT EXISTS `{name}`")
 
-    def set_semisync_source(self, on: bool, ack_count: int = 1,
-                            timeout_ms: int = 4_294_967_295) -> None:
+    def set_semisync_source(self, on: bool, ack_count: int = 1, timeout_ms: int = 4_294_967_295) -> None:
         """Semi-sync on the primary, AFTER_SYNC; the default timeout means "never fall back"."""
         d = self.dialect
         if on:
@@ -616,7 +671,6 @@ class Instance:
 
     def _install_semisync_plugins(self) -> None:
         for plugin, library in self.dialect.semisync_plugins():
-            present = self._run(
-                "SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = %s", (plugin,))
+            present = self._run("SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = %s", (plugin,))
             if not present:
                 self._run(f"INSTALL PLUGIN {plugin} SONAME %s", (library,))

@@ -27,15 +27,30 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from mysql_operator.api import (BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, S3, VERSION, SpecError, parse,
-                                parse_backup)
+from mysql_operator.api import (
+    BACKUP_PLURAL,
+    CLUSTER_PLURAL,
+    GROUP,
+    S3,
+    VERSION,
+    SpecError,
+    parse,
+    parse_backup,
+)
 from mysql_operator.backup import retention, schedule
 from mysql_operator.k8s import jobs
 from mysql_operator.k8s.jobs import job_image, job_result
 from mysql_operator.manifests import BACKUP_PASSWORD_KEY, credentials_secret_name, owned
-from mysql_operator.manifests.backup_jobs import (CLUSTER_LABEL, DELETE_DATA_ANNOTATION,
-                                                  SCHEDULED_AT_ANNOTATION, backup_job, delete_data_job,
-                                                  delete_job_name, job_name, scheduled_backup)
+from mysql_operator.manifests.backup_jobs import (
+    CLUSTER_LABEL,
+    DELETE_DATA_ANNOTATION,
+    SCHEDULED_AT_ANNOTATION,
+    backup_job,
+    delete_data_job,
+    delete_job_name,
+    job_name,
+    scheduled_backup,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +89,19 @@ def job_outcome(job: dict | None, pods: list[dict]) -> tuple[str, dict[str, Any]
     if result is None:
         return None
     if result["ok"]:
-        fields = {k: result[k] for k in ("location", "sizeBytes", "sha256", "gtidPosition", "sourceInstance",
-                                         "startedAt", "completedAt") if k in result}
+        fields = {
+            k: result[k]
+            for k in (
+                "location",
+                "sizeBytes",
+                "sha256",
+                "gtidPosition",
+                "sourceInstance",
+                "startedAt",
+                "completedAt",
+            )
+            if k in result
+        }
         return SUCCEEDED, {**fields, "message": f"backup stored at {result.get('location')}"}
     return FAILED, {"message": result["message"]}
 
@@ -103,15 +129,27 @@ class BackupController:
         now = _now().isoformat()
         body = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta.get("uid")},
-            "reason": reason, "message": message[:1000], "type": "Warning" if warning else "Normal",
-            "source": {"component": "mysql-operator"}, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": kind,
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1000],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": "mysql-operator"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
         }
         try:
             self.core.create_namespaced_event(meta["namespace"], body)
         except ApiException as e:
-            log.warning("event %s on %s/%s not recorded: %s", reason, meta["namespace"], meta["name"], e.reason)
+            log.warning(
+                "event %s on %s/%s not recorded: %s", reason, meta["namespace"], meta["name"], e.reason
+            )
 
     def _get(self, plural: str, namespace: str, name: str) -> dict | None:
         try:
@@ -122,8 +160,9 @@ class BackupController:
             raise
 
     def _patch_status(self, plural: str, namespace: str, name: str, status: dict) -> None:
-        self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, plural, name,
-                                                          {"status": status})
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, plural, name, {"status": status}
+        )
 
     def backups_of(self, namespace: str, cluster: str) -> list[dict]:
         items = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL)["items"]
@@ -143,26 +182,40 @@ class BackupController:
             return self._fail(body, f"MySQLCluster {backup.cluster_name!r} not found in {ns}")
         s3 = storage_for(body, cluster_body)
         if s3 is None:
-            return self._fail(body, "no storage: set spec.storage.s3 on the MySQLBackup or "
-                                    f"spec.backup.storage.s3 on MySQLCluster {backup.cluster_name!r}")
-        others = [o["metadata"]["name"] for o in self.backups_of(ns, backup.cluster_name)
-                  if o["metadata"]["name"] != name and (o.get("status") or {}).get("phase") == RUNNING]
+            return self._fail(
+                body,
+                "no storage: set spec.storage.s3 on the MySQLBackup or "
+                f"spec.backup.storage.s3 on MySQLCluster {backup.cluster_name!r}",
+            )
+        others = [
+            o["metadata"]["name"]
+            for o in self.backups_of(ns, backup.cluster_name)
+            if o["metadata"]["name"] != name and (o.get("status") or {}).get("phase") == RUNNING
+        ]
         if others:
-            status = {"phase": PENDING, "message": f"waiting for {', '.join(others)} to finish (one backup "
-                                                   "of a cluster at a time)"}
+            status = {
+                "phase": PENDING,
+                "message": f"waiting for {', '.join(others)} to finish (one backup of a cluster at a time)",
+            }
             self._patch_status(BACKUP_PLURAL, ns, name, status)
             return status
         cluster = parse(cluster_body)
         lacking = self._lacks_backup_password(cluster)
         if lacking:
             return self._fail(body, lacking)
-        job = owned(backup_job(cluster, backup, s3, self.image, image_pull_policy=cluster.spec.image_pull_policy),
-                    body)
+        job = owned(
+            backup_job(cluster, backup, s3, self.image, image_pull_policy=cluster.spec.image_pull_policy),
+            body,
+        )
         jobs.create_job(self.api, job)
         status = {"phase": RUNNING, "startedAt": _ts(_now()), "message": f"Job {job_name(backup)} started"}
         self._patch_status(BACKUP_PLURAL, ns, name, status)
-        self.event(body, "MySQLBackup", "BackupStarted", f"backup of {backup.cluster_name} started "
-                                                         f"(Job {job_name(backup)})")
+        self.event(
+            body,
+            "MySQLBackup",
+            "BackupStarted",
+            f"backup of {backup.cluster_name} started (Job {job_name(backup)})",
+        )
         return status
 
     def _lacks_backup_password(self, cluster) -> str | None:
@@ -177,8 +230,10 @@ class BackupController:
             raise kopf.TemporaryError(f"credentials Secret {name!r}: {e.reason}", delay=30) from None
         if data.get(BACKUP_PASSWORD_KEY):
             return None
-        return (f"Secret {name!r} (spec.credentials) has no key {BACKUP_PASSWORD_KEY}: add one; the "
-                f"operator then creates the backup account (read-only) that backups use")
+        return (
+            f"Secret {name!r} (spec.credentials) has no key {BACKUP_PASSWORD_KEY}: add one; the "
+            f"operator then creates the backup account (read-only) that backups use"
+        )
 
     def _fail(self, body: dict, message: str) -> dict:
         meta = body["metadata"]
@@ -205,14 +260,30 @@ class BackupController:
         if phase == SUCCEEDED:
             self.event(body, "MySQLBackup", "BackupSucceeded", new["message"])
             if cluster_body is not None:
-                self._patch_status(CLUSTER_PLURAL, ns, backup.cluster_name, {"lastBackup": {
-                    "name": name, "completedAt": new["completedAt"], "location": new.get("location"),
-                    "sha256": new.get("sha256"), "gtidPosition": new.get("gtidPosition")}})
+                self._patch_status(
+                    CLUSTER_PLURAL,
+                    ns,
+                    backup.cluster_name,
+                    {
+                        "lastBackup": {
+                            "name": name,
+                            "completedAt": new["completedAt"],
+                            "location": new.get("location"),
+                            "sha256": new.get("sha256"),
+                            "gtidPosition": new.get("gtidPosition"),
+                        }
+                    },
+                )
         else:
             self.event(body, "MySQLBackup", "BackupFailed", new["message"], warning=True)
             if cluster_body is not None:
-                self.event(cluster_body, "MySQLCluster", "BackupFailed", f"backup {name} failed: {new['message']}",
-                           warning=True)
+                self.event(
+                    cluster_body,
+                    "MySQLCluster",
+                    "BackupFailed",
+                    f"backup {name} failed: {new['message']}",
+                    warning=True,
+                )
         return new
 
     # ------------------------------------------------------------------ schedule + retention
@@ -228,18 +299,23 @@ class BackupController:
             return done
         backups = self.backups_of(ns, cname)
         if bk.schedule:
-            scheduled = [_parse_ts((o["metadata"].get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION))
-                         for o in backups]
+            scheduled = [
+                _parse_ts((o["metadata"].get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION))
+                for o in backups
+            ]
             last = max((t for t in scheduled if t), default=None)
             created_at = _parse_ts(meta.get("creationTimestamp")) or now
-            active = [o["metadata"]["name"] for o in backups if (o.get("status") or {}).get("phase") in ACTIVE]
+            active = [
+                o["metadata"]["name"] for o in backups if (o.get("status") or {}).get("phase") in ACTIVE
+            ]
             d = schedule.decide(now, bk.schedule, last, created_at, active)
             done["decision"] = d
             if d.create_for is not None:
                 name = schedule.backup_name(cname, d.create_for)
                 try:
                     self.custom.create_namespaced_custom_object(
-                        GROUP, VERSION, ns, BACKUP_PLURAL, scheduled_backup(cluster, name, d.create_for))
+                        GROUP, VERSION, ns, BACKUP_PLURAL, scheduled_backup(cluster, name, d.create_for)
+                    )
                     done["created"] = name
                 except ApiException as e:
                     if e.status != 409:
@@ -251,14 +327,23 @@ class BackupController:
             elif newest is not None:
                 o = newest[1]
                 s = o.get("status") or {}
-                status["lastScheduledBackup"] = {"name": o["metadata"]["name"], "phase": s.get("phase", PENDING),
-                                                 "message": s.get("message", "")}
+                status["lastScheduledBackup"] = {
+                    "name": o["metadata"]["name"],
+                    "phase": s.get("phase", PENDING),
+                    "message": s.get("message", ""),
+                }
             self._patch_status(CLUSTER_PLURAL, ns, cname, status)
         if bk.retention.keep_last is not None or bk.retention.max_age is not None:
-            infos = [retention.BackupInfo(o["metadata"]["name"], (o.get("status") or {}).get("phase"),
-                                          _parse_ts((o.get("status") or {}).get("completedAt"))
-                                          or _parse_ts(o["metadata"].get("creationTimestamp")) or now)
-                     for o in backups]
+            infos = [
+                retention.BackupInfo(
+                    o["metadata"]["name"],
+                    (o.get("status") or {}).get("phase"),
+                    _parse_ts((o.get("status") or {}).get("completedAt"))
+                    or _parse_ts(o["metadata"].get("creationTimestamp"))
+                    or now,
+                )
+                for o in backups
+            ]
             for name in retention.expired(infos, now, bk.retention.keep_last, bk.retention.max_age_seconds):
                 body = next(o for o in backups if o["metadata"]["name"] == name)
                 if not self.data_deleted(body, cluster_body):
@@ -281,29 +366,51 @@ class BackupController:
         location = (body.get("status") or {}).get("location")
         if s3 is None or not location:
             return True  # never stored anything (failed before the upload, or no storage)
-        folder = location[len(f"s3://{s3.bucket}/"):] if location.startswith(f"s3://{s3.bucket}/") else None
+        folder = location[len(f"s3://{s3.bucket}/") :] if location.startswith(f"s3://{s3.bucket}/") else None
         if not folder:
             return True
         name = delete_job_name(meta["name"])
         found, pods = jobs.read_job(self.api, ns, name)
         if found is None:
             if cluster_body is None:
-                self.event(body, "MySQLBackup", "BackupDeleteFailed", f"cannot delete {location}: its cluster "
-                           f"{body['spec']['clusterRef']['name']} is gone (the delete Job runs with the "
-                           "cluster's scheduling); delete the objects by hand", warning=True)
+                self.event(
+                    body,
+                    "MySQLBackup",
+                    "BackupDeleteFailed",
+                    f"cannot delete {location}: its cluster "
+                    f"{body['spec']['clusterRef']['name']} is gone (the delete Job runs with the "
+                    "cluster's scheduling); delete the objects by hand",
+                    warning=True,
+                )
                 return True
             cluster = parse(cluster_body)
-            jobs.create_job(self.api, owned(delete_data_job(
-                cluster, meta["name"], s3, folder, self.image,
-                image_pull_policy=cluster.spec.image_pull_policy), body))
+            jobs.create_job(
+                self.api,
+                owned(
+                    delete_data_job(
+                        cluster,
+                        meta["name"],
+                        s3,
+                        folder,
+                        self.image,
+                        image_pull_policy=cluster.spec.image_pull_policy,
+                    ),
+                    body,
+                ),
+            )
             return False
         result = jobs.job_result(found, pods, f"the delete Job {name}")
         if result is None:
             return False
         if result["ok"]:
             return True
-        self.event(body, "MySQLBackup", "BackupDeleteFailed", f"deleting {location}: {result['message']}",
-                   warning=True)
+        self.event(
+            body,
+            "MySQLBackup",
+            "BackupDeleteFailed",
+            f"deleting {location}: {result['message']}",
+            warning=True,
+        )
         self.batch.delete_namespaced_job(name, ns, propagation_policy="Background")
         return False
 
@@ -315,6 +422,7 @@ def controller() -> BackupController:
     global _controller
     if _controller is None:
         from kubernetes import config
+
         try:
             config.load_incluster_config()
         except config.ConfigException:
@@ -333,14 +441,26 @@ def backup_created(body, **_):
         controller().start(dict(body))
 
 
-@kopf.timer(GROUP, VERSION, BACKUP_PLURAL, interval=10, sharp=False,
-            when=lambda body, **_: (body.get("status") or {}).get("phase") in (PENDING, RUNNING))
+@kopf.timer(
+    GROUP,
+    VERSION,
+    BACKUP_PLURAL,
+    interval=10,
+    sharp=False,
+    when=lambda body, **_: (body.get("status") or {}).get("phase") in (PENDING, RUNNING),
+)
 def backup_progress(body, **_):
     controller().track(dict(body))
 
 
-@kopf.timer(GROUP, VERSION, CLUSTER_PLURAL, interval=30, sharp=False,
-            when=lambda spec, **_: bool((spec or {}).get("backup")))
+@kopf.timer(
+    GROUP,
+    VERSION,
+    CLUSTER_PLURAL,
+    interval=30,
+    sharp=False,
+    when=lambda spec, **_: bool((spec or {}).get("backup")),
+)
 def backup_schedule(body, **_):
     controller().tick(dict(body))
 

@@ -27,8 +27,9 @@ def register(cfg) -> None:
     """Register the handlers on kopf's default registry (once), with cfg's intervals."""
     if _state.get("registered"):
         return
-    _state["reconciler"] = Reconciler(api_client(), resolver_mode=cfg.resolver,
-                                      resync_seconds=cfg.resync_seconds)
+    _state["reconciler"] = Reconciler(
+        api_client(), resolver_mode=cfg.resolver, resync_seconds=cfg.resync_seconds
+    )
 
     @kopf.on.login()
     def login(**kwargs):
@@ -40,24 +41,29 @@ def register(cfg) -> None:
         header = c.get_api_key_with_prefix("BearerToken") or c.get_api_key_with_prefix("authorization")
         scheme, _, token = (header or "").rpartition(" ")
         return kopf.ConnectionInfo(
-            server=c.host, ca_path=c.ssl_ca_cert, insecure=not c.verify_ssl,
-            scheme=scheme or ("Bearer" if token else None), token=token or None,
-            certificate_path=c.cert_file, private_key_path=c.key_file)
+            server=c.host,
+            ca_path=c.ssl_ca_cert,
+            insecure=not c.verify_ssl,
+            scheme=scheme or ("Bearer" if token else None),
+            token=token or None,
+            certificate_path=c.cert_file,
+            private_key_path=c.key_file,
+        )
 
     @kopf.on.resume(GROUP, VERSION, CLUSTER_PLURAL)
     @kopf.on.create(GROUP, VERSION, CLUSTER_PLURAL)
     @kopf.on.update(GROUP, VERSION, CLUSTER_PLURAL)
     def cluster_changed(body, namespace, name, **_):
-        result = metrics.observed(namespace, name,
-                                  lambda: reconciler().nudge(namespace, name, apply=True))
+        result = metrics.observed(namespace, name, lambda: reconciler().nudge(namespace, name, apply=True))
         if result is None:  # a reconcile is running; it runs once more with the new spec
             return None
         return {"phase": result.phase}
 
     # an unexpected error in one pass is logged by kopf with its traceback and the next pass runs
     # one interval later (kopf's default backoff, 60 s, would pause failover detection that long)
-    @kopf.timer(GROUP, VERSION, CLUSTER_PLURAL, interval=cfg.loop_seconds, sharp=False,
-                backoff=cfg.loop_seconds)
+    @kopf.timer(
+        GROUP, VERSION, CLUSTER_PLURAL, interval=cfg.loop_seconds, sharp=False, backoff=cfg.loop_seconds
+    )
     def cluster_loop(body, namespace, name, stopped, **_):
         result = metrics.observed(namespace, name, lambda: reconciler().tick(dict(body)))
         # a failover delay ending before the next tick: look again exactly when it ends
@@ -81,7 +87,10 @@ def register(cfg) -> None:
         owner = labels.get("app.kubernetes.io/instance")
         meta, status = body.get("metadata") or {}, body.get("status") or {}
         if owner:  # a changed spec (by us or by hand) is re-applied at once
-            reconciler().nudge(namespace, owner,
-                               apply=True if meta.get("generation") != status.get("observedGeneration") else None)
+            reconciler().nudge(
+                namespace,
+                owner,
+                apply=True if meta.get("generation") != status.get("observedGeneration") else None,
+            )
 
     _state["registered"] = True

@@ -23,8 +23,9 @@ def job_image() -> str:
     return os.environ.get("MYSQL_OPERATOR_IMAGE", f"localhost/mysql-operator:{__version__}")
 
 
-def job_result(job: Mapping[str, Any] | None, pods: list[Mapping[str, Any]],
-               what: str = "the Job") -> dict[str, Any] | None:
+def job_result(
+    job: Mapping[str, Any] | None, pods: list[Mapping[str, Any]], what: str = "the Job"
+) -> dict[str, Any] | None:
     """Pure: None while the Job runs; once it finished, what it reported, with "ok" True only if
     the Job completed AND its result says ok. A Job that is gone, or failed without a result
     (deadline, evicted, image not found), gets a message saying so."""
@@ -43,13 +44,18 @@ def job_result(job: Mapping[str, Any] | None, pods: list[Mapping[str, Any]],
             if msg:
                 try:
                     parsed = json.loads(msg)
-                    result = parsed if isinstance(parsed, dict) else {"ok": False, "message": msg.strip()[-500:]}
+                    result = (
+                        parsed if isinstance(parsed, dict) else {"ok": False, "message": msg.strip()[-500:]}
+                    )
                 except ValueError:
                     result = {"ok": False, "message": msg.strip()[-500:]}
     if done and result.get("ok") is True:
         return result
-    message = result.get("message") or (conditions.get("Failed") or {}).get("message") \
+    message = (
+        result.get("message")
+        or (conditions.get("Failed") or {}).get("message")
         or f"{what} failed without a message"
+    )
     return {**result, "ok": False, "message": str(message)}
 
 

@@ -36,15 +36,19 @@ def object_path(obj: Mapping[str, Any]) -> str:
     return f"{prefix}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
 
 
-def server_side_apply(api: client.ApiClient, obj: Mapping[str, Any],
-                      field_manager: str = FIELD_MANAGER) -> dict:
+def server_side_apply(
+    api: client.ApiClient, obj: Mapping[str, Any], field_manager: str = FIELD_MANAGER
+) -> dict:
     """PATCH application/apply-patch+yaml (JSON is YAML), forcing ownership of our fields:
     a hand edit of a field we set is overwritten; fields nobody of us sets are left alone."""
     request = api.param_serialize(
-        method="PATCH", resource_path=object_path(obj),
+        method="PATCH",
+        resource_path=object_path(obj),
         query_params=[("fieldManager", field_manager), ("force", "true")],
         header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-        body=dict(obj), auth_settings=["BearerToken"])
+        body=dict(obj),
+        auth_settings=["BearerToken"],
+    )
     response = api.call_api(*request)
     response.read()
     if response.status >= 300:
@@ -99,8 +103,9 @@ def served_resources(api: client.ApiClient, group: str, version: str) -> set[str
     return {r.name for r in listed.resources or []}
 
 
-def read_custom_object(api: client.ApiClient, group: str, version: str, plural: str, name: str,
-                       namespace: str | None = None) -> dict | None:
+def read_custom_object(
+    api: client.ApiClient, group: str, version: str, plural: str, name: str, namespace: str | None = None
+) -> dict | None:
     """A custom object (cluster-scoped when `namespace` is None), or None if it does not exist."""
     objs = client.CustomObjectsApi(api)
     try:
@@ -116,7 +121,8 @@ def read_custom_object(api: client.ApiClient, group: str, version: str, plural: 
 def read_cluster(api: client.ApiClient, namespace: str, name: str) -> dict | None:
     try:
         return client.CustomObjectsApi(api).get_namespaced_custom_object(
-            GROUP, VERSION, namespace, CLUSTER_PLURAL, name)
+            GROUP, VERSION, namespace, CLUSTER_PLURAL, name
+        )
     except ApiException as e:
         if e.status == 404:
             return None
@@ -127,7 +133,8 @@ def patch_status(api: client.ApiClient, namespace: str, name: str, status: Mappi
     """JSON merge patch of .status (lists such as conditions are replaced whole)."""
     try:
         client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, CLUSTER_PLURAL, name, {"status": dict(status)})
+            GROUP, VERSION, namespace, CLUSTER_PLURAL, name, {"status": dict(status)}
+        )
     except ApiException as e:
         if e.status != 404:  # deleted meanwhile: nothing to report on
             raise
@@ -153,8 +160,9 @@ def read_statefulset_replicas(api: client.ApiClient, namespace: str, name: str) 
         raise
 
 
-def post_events(api: client.ApiClient, involved: Mapping[str, Any],
-                events: Iterable[tuple[str, str, str]]) -> None:
+def post_events(
+    api: client.ApiClient, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]
+) -> None:
     """core/v1 Events on the cluster object: (type Normal|Warning, reason, message)."""
     meta = involved["metadata"]
     core = client.CoreV1Api(api)
@@ -162,16 +170,26 @@ def post_events(api: client.ApiClient, involved: Mapping[str, Any],
     for etype, reason, message in events:
         body = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": involved.get("apiVersion", f"{GROUP}/{VERSION}"),
-                               "kind": involved.get("kind", "MySQLCluster"), "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta.get("uid")},
-            "type": etype, "reason": reason, "message": message[:1024],
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion", f"{GROUP}/{VERSION}"),
+                "kind": involved.get("kind", "MySQLCluster"),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "type": etype,
+            "reason": reason,
+            "message": message[:1024],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
             "source": {"component": FIELD_MANAGER},
-            "reportingComponent": FIELD_MANAGER, "reportingInstance": FIELD_MANAGER,
+            "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": FIELD_MANAGER,
         }
         try:
             core.create_namespaced_event(meta["namespace"], body)
         except ApiException as e:  # an Event is worth a log line, never a failed reconcile
-            log.warning("could not post Event %s on %s/%s: %s", reason, meta["namespace"],
-                        meta["name"], e.reason)
+            log.warning(
+                "could not post Event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], e.reason
+            )

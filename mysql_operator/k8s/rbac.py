@@ -10,18 +10,18 @@ from mysql_operator.api import GROUP
 
 OPERATOR_RULES: list[dict] = [
     # the custom resources: watched by kopf, annotated by kopf (progress), status written by us
-    {"apiGroups": [GROUP], "resources": ["mysqlclusters"],
-     "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [GROUP], "resources": ["mysqlclusters"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [GROUP], "resources": ["mysqlclusters/status"], "verbs": ["get", "patch"]},
     # owned objects, applied with server-side apply (a PATCH that may create)
-    {"apiGroups": [""], "resources": ["configmaps", "services"],
-     "verbs": ["get", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["get", "create", "patch"]},
     # generated credentials: created if missing, missing keys added; user Secrets only read
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch"]},
-    {"apiGroups": ["apps"], "resources": ["statefulsets"],
-     "verbs": ["get", "list", "watch", "create", "patch"]},
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
-     "verbs": ["get", "create", "patch"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["statefulsets"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "create", "patch"]},
     # server pods: observed (and watched to re-trigger reconciles), role labels patched, deleted
     # one by one in a rolling update (StatefulSet updateStrategy OnDelete)
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
@@ -35,12 +35,14 @@ OPERATOR_RULES: list[dict] = [
 
 # Only when more than one operator replica runs (kopf peering; the chart ships kopf's peering CRDs).
 PEERING_RULES_NAMESPACED: list[dict] = [
-    {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"],
-     "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": ["get", "list", "watch", "patch"]},
 ]
 PEERING_RULES_CLUSTER: list[dict] = [
-    {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"],
-     "verbs": ["get", "list", "watch", "patch"]},
+    {
+        "apiGroups": ["kopf.dev"],
+        "resources": ["clusterkopfpeerings"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
 ]
 # kopf needs these cluster-wide even for a namespaced install (checked by the integration test:
 # it watches CRDs to discover resources and lists namespaces to follow its namespace list).
@@ -48,8 +50,11 @@ PEERING_RULES_CLUSTER: list[dict] = [
 # All-namespaces install: one ClusterRole of OPERATOR_RULES + these.
 CLUSTER_SCOPE_RULES: list[dict] = [
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-     "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": ["get", "list", "watch"],
+    },
     # spec.tls.issuerRef of kind ClusterIssuer: is it Ready (cluster-scoped, read only)
     {"apiGroups": ["cert-manager.io"], "resources": ["clusterissuers"], "verbs": ["get"]},
 ]
@@ -57,8 +62,11 @@ CLUSTER_SCOPE_RULES: list[dict] = [
 # What mysql_operator/handlers/backups.py uses (the same operator process runs it): MySQLBackup
 # objects (scheduled ones created, expired ones deleted), their status, and the backup Jobs.
 BACKUP_RULES: list[dict] = [
-    {"apiGroups": [GROUP], "resources": ["mysqlbackups"],
-     "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+    {
+        "apiGroups": [GROUP],
+        "resources": ["mysqlbackups"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
     {"apiGroups": [GROUP], "resources": ["mysqlbackups/status"], "verbs": ["get", "patch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "delete"]},
 ]

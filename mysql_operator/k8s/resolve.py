@@ -20,7 +20,9 @@ from mysql_operator.manifests import PORT, pod_host, pod_name
 MODES = ("auto", "ip", "dns")
 
 
-def resolve(c: MySQLCluster, ordinal: int, pod: Mapping[str, Any] | None, mode: str) -> tuple[str | None, int]:
+def resolve(
+    c: MySQLCluster, ordinal: int, pod: Mapping[str, Any] | None, mode: str
+) -> tuple[str | None, int]:
     if mode not in MODES:
         raise ValueError(f"resolver mode must be one of {', '.join(MODES)}, not {mode!r}")
     if mode == "dns":

@@ -1,8 +1,8 @@
 """Pure builders from the typed spec (mysql_operator.api) to Kubernetes objects.
 
-    objs = build_all(cluster, password_for)       # list of dicts in apply order
-    objs = [owned(o, cr_body) for o in objs]      # controller owner references
-    # then server-side apply each (create the generated Secret only if it does not exist)
+objs = build_all(cluster, password_for)       # list of dicts in apply order
+objs = [owned(o, cr_body) for o in objs]      # controller owner references
+# then server-side apply each (create the generated Secret only if it does not exist)
 """
 
 import secrets as _secrets

@@ -37,13 +37,30 @@ def job_name(backup: MySQLBackup) -> str:
     return name if len(name) <= 63 else name[:63].rstrip("-")
 
 
-def backup_args(c: MySQLCluster, backup: MySQLBackup, s3: S3, *, compression: str = "zstd",
-                part_size_mib: int = 16) -> list[str]:
+def backup_args(
+    c: MySQLCluster, backup: MySQLBackup, s3: S3, *, compression: str = "zstd", part_size_mib: int = 16
+) -> list[str]:
     """`mysql-operator backup run` arguments: every server of the cluster is a candidate source
     (the Job picks a healthy replica, else the primary, when it starts)."""
-    args = ["backup", "run", "--namespace", c.namespace, "--cluster", c.name, "--backup", backup.name,
-            *s3_args(s3), "--compression", compression,
-            "--part-size-mib", str(part_size_mib), "--user", k.BACKUP_USER, "--tls-ca", k.CA_BUNDLE]
+    args = [
+        "backup",
+        "run",
+        "--namespace",
+        c.namespace,
+        "--cluster",
+        c.name,
+        "--backup",
+        backup.name,
+        *s3_args(s3),
+        "--compression",
+        compression,
+        "--part-size-mib",
+        str(part_size_mib),
+        "--user",
+        k.BACKUP_USER,
+        "--tls-ca",
+        k.CA_BUNDLE,
+    ]
     for i in range(c.spec.instances):
         args += ["--source", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
     return args + ["--client-tools-dir", CLIENT_TOOLS_DIR]
@@ -57,32 +74,51 @@ def ca_bundle_volume(c: MySQLCluster) -> tuple[dict[str, Any], dict[str, Any]]:
     """The volume and mount of the cluster's CA certificate (Secret <name>-ca-bundle, key ca.crt,
     at k.CA_BUNDLE), read-only: the Jobs that talk to the servers verify them with it."""
     key = k.CA_BUNDLE.rsplit("/", 1)[1]
-    volume = {"name": "ca-bundle", "secret": {"secretName": k.ca_bundle_secret_name(c),
-                                              "items": [{"key": key, "path": key}]}}
+    volume = {
+        "name": "ca-bundle",
+        "secret": {"secretName": k.ca_bundle_secret_name(c), "items": [{"key": key, "path": key}]},
+    }
     return volume, {"name": "ca-bundle", "mountPath": k.CA_BUNDLE_DIR, "readOnly": True}
 
 
-def backup_job(c: MySQLCluster, backup: MySQLBackup, s3: S3, image: str, *,
-               image_pull_policy: str = "IfNotPresent", compression: str = "zstd",
-               part_size_mib: int = 16, deadline_seconds: int = DEFAULT_DEADLINE_SECONDS) -> dict[str, Any]:
+def backup_job(
+    c: MySQLCluster,
+    backup: MySQLBackup,
+    s3: S3,
+    image: str,
+    *,
+    image_pull_policy: str = "IfNotPresent",
+    compression: str = "zstd",
+    part_size_mib: int = 16,
+    deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
+) -> dict[str, Any]:
     """The Job for one MySQLBackup (the caller adds the owner reference to the MySQLBackup)."""
     cs = s3.credentials_secret
     return tenant_job(
-        c, job_name(backup), COMPONENT_BACKUP, "backup", image,
+        c,
+        job_name(backup),
+        COMPONENT_BACKUP,
+        "backup",
+        image,
         backup_args(c, backup, s3, compression=compression, part_size_mib=part_size_mib),
         [
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.BACKUP_PASSWORD_KEY),
             _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
             _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
         ],
-        image_pull_policy=image_pull_policy, deadline_seconds=deadline_seconds,
-        volumes=[ca_bundle_volume(c), client_tools_volume()], sidecars=[client_tools_sidecar(c)])
+        image_pull_policy=image_pull_policy,
+        deadline_seconds=deadline_seconds,
+        volumes=[ca_bundle_volume(c), client_tools_volume()],
+        sidecars=[client_tools_sidecar(c)],
+    )
 
 
 def client_tools_volume() -> tuple[dict[str, Any], dict[str, Any]]:
     """The folder a Job's container shares with its client-tools sidecar (FIFOs, option files)."""
-    return ({"name": "client-tools", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-            {"name": "client-tools", "mountPath": CLIENT_TOOLS_DIR})
+    return (
+        {"name": "client-tools", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        {"name": "client-tools", "mountPath": CLIENT_TOOLS_DIR},
+    )
 
 
 def client_tools_sidecar(c: MySQLCluster) -> dict[str, Any]:
@@ -117,11 +153,20 @@ def _restricted_container() -> dict[str, Any]:
     }
 
 
-def tenant_job(c: MySQLCluster, name: str, component: str, container_name: str, image: str,
-               args: list[str], env: list[dict[str, Any]], *, image_pull_policy: str = "IfNotPresent",
-               deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
-               volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
-               sidecars: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def tenant_job(
+    c: MySQLCluster,
+    name: str,
+    component: str,
+    container_name: str,
+    image: str,
+    args: list[str],
+    env: list[dict[str, Any]],
+    *,
+    image_pull_policy: str = "IfNotPresent",
+    deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
+    volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
+    sidecars: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     """A Job that works on a tenant's bytes (dumps, bucket contents) in the cluster's namespace.
 
     Such work never runs in the operator: the Pod carries no ServiceAccount token
@@ -158,8 +203,10 @@ def tenant_job(c: MySQLCluster, name: str, component: str, container_name: str, 
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     **({"initContainers": [dict(x) for x in sidecars]} if sidecars else {}),
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
-                                *(v for v, _ in volumes)],
+                    "volumes": [
+                        {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                        *(v for v, _ in volumes),
+                    ],
                     **({"nodeSelector": dict(c.spec.node_selector)} if c.spec.node_selector else {}),
                     **({"tolerations": [dict(t) for t in c.spec.tolerations]} if c.spec.tolerations else {}),
                 },
@@ -173,18 +220,33 @@ def delete_job_name(backup_name: str) -> str:
     return name if len(name) <= 63 else name[:63].rstrip("-")
 
 
-def delete_data_job(c: MySQLCluster, backup_name: str, s3: S3, folder: str, image: str, *,
-                    image_pull_policy: str = "IfNotPresent") -> dict[str, Any]:
+def delete_data_job(
+    c: MySQLCluster,
+    backup_name: str,
+    s3: S3,
+    folder: str,
+    image: str,
+    *,
+    image_pull_policy: str = "IfNotPresent",
+) -> dict[str, Any]:
     """The Job that deletes one backup's objects (`mysql-operator backup delete-data`): retention
     and deleting a MySQLBackup talk to a tenant's S3 endpoint only from here, with the S3
     credentials and nothing else. The caller adds the owner reference to the MySQLBackup."""
     cs = s3.credentials_secret
     return tenant_job(
-        c, delete_job_name(backup_name), COMPONENT_BACKUP, "delete", image,
+        c,
+        delete_job_name(backup_name),
+        COMPONENT_BACKUP,
+        "delete",
+        image,
         ["backup", "delete-data", *s3_args(s3), "--folder", folder],
-        [_secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
-         _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key)],
-        image_pull_policy=image_pull_policy, deadline_seconds=3600)
+        [
+            _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
+            _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+        ],
+        image_pull_policy=image_pull_policy,
+        deadline_seconds=3600,
+    )
 
 
 def restore_job_name(c: MySQLCluster) -> str:
@@ -204,15 +266,31 @@ def s3_args(s3: S3) -> list[str]:
     return args
 
 
-def restore_job(c: MySQLCluster, s3: S3, path: str, image: str, *,
-                image_pull_policy: str = "IfNotPresent",
-                deadline_seconds: int = DEFAULT_DEADLINE_SECONDS) -> dict[str, Any]:
+def restore_job(
+    c: MySQLCluster,
+    s3: S3,
+    path: str,
+    image: str,
+    *,
+    image_pull_policy: str = "IfNotPresent",
+    deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
+) -> dict[str, Any]:
     """The Job that restores spec.restore into every instance of a new cluster
     (`mysql-operator backup restore-into`); the caller adds the owner reference to the cluster.
     `path` is a MySQLBackup's status.location or spec.restore.s3.path. It loads as the restore
     account (created at init only for spec.restore), which drops itself when done."""
-    args = ["backup", "restore-into", *s3_args(s3), "--path", path, "--user", k.RESTORE_USER, "--drop-account",
-            "--tls-ca", k.CA_BUNDLE]
+    args = [
+        "backup",
+        "restore-into",
+        *s3_args(s3),
+        "--path",
+        path,
+        "--user",
+        k.RESTORE_USER,
+        "--drop-account",
+        "--tls-ca",
+        k.CA_BUNDLE,
+    ]
     if c.spec.database:
         args += ["--app-database", c.spec.database.name]
     for i in range(c.spec.instances):
@@ -220,14 +298,22 @@ def restore_job(c: MySQLCluster, s3: S3, path: str, image: str, *,
     args += ["--client-tools-dir", CLIENT_TOOLS_DIR]
     cs = s3.credentials_secret
     return tenant_job(
-        c, restore_job_name(c), COMPONENT_RESTORE, "restore", image, args,
+        c,
+        restore_job_name(c),
+        COMPONENT_RESTORE,
+        "restore",
+        image,
+        args,
         [
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.RESTORE_PASSWORD_KEY),
             _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
             _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
         ],
-        image_pull_policy=image_pull_policy, deadline_seconds=deadline_seconds,
-        volumes=[ca_bundle_volume(c), client_tools_volume()], sidecars=[client_tools_sidecar(c)])
+        image_pull_policy=image_pull_policy,
+        deadline_seconds=deadline_seconds,
+        volumes=[ca_bundle_volume(c), client_tools_volume()],
+        sidecars=[client_tools_sidecar(c)],
+    )
 
 
 def scheduled_backup(c: MySQLCluster, name: str, fire_time: dt.datetime) -> dict[str, Any]:
@@ -238,8 +324,14 @@ def scheduled_backup(c: MySQLCluster, name: str, fire_time: dt.datetime) -> dict
         "name": name,
         "namespace": c.namespace,
         "labels": {**k.labels(c, COMPONENT_BACKUP), CLUSTER_LABEL: c.name},
-        "annotations": {SCHEDULED_AT_ANNOTATION: fire_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        DELETE_DATA_ANNOTATION: "true"},
+        "annotations": {
+            SCHEDULED_AT_ANNOTATION: fire_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            DELETE_DATA_ANNOTATION: "true",
+        },
     }
-    return {"apiVersion": API_VERSION, "kind": BACKUP_KIND, "metadata": meta,
-            "spec": {"clusterRef": {"name": c.name}}}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": BACKUP_KIND,
+        "metadata": meta,
+        "spec": {"clusterRef": {"name": c.name}},
+    }

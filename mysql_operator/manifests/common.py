@@ -97,7 +97,9 @@ def server_dns_names(c: MySQLCluster) -> list[str]:
     for svc in (primary_service_name(c), replica_service_name(c)):
         names += [svc, f"{svc}.{c.namespace}", f"{svc}.{c.namespace}.svc"]
     names.append(f"*.{headless_service_name(c)}.{c.namespace}.svc.cluster.local")
-    names += [f"{svc}.{c.namespace}.svc.cluster.local" for svc in (primary_service_name(c), replica_service_name(c))]
+    names += [
+        f"{svc}.{c.namespace}.svc.cluster.local" for svc in (primary_service_name(c), replica_service_name(c))
+    ]
     return names
 
 
@@ -133,8 +135,12 @@ def labels(c: MySQLCluster, component: str = COMPONENT_DATABASE) -> dict[str, st
     }
 
 
-def metadata(c: MySQLCluster, name: str, component: str = COMPONENT_DATABASE,
-             annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+def metadata(
+    c: MySQLCluster,
+    name: str,
+    component: str = COMPONENT_DATABASE,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": c.namespace, "labels": labels(c, component)}
     if annotations:
         meta["annotations"] = dict(annotations)

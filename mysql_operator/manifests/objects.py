@@ -173,8 +173,9 @@ def server_version(c: MySQLCluster) -> ServerVersion:
     return ServerVersion(Flavor(c.spec.flavor), *numbers[:3])
 
 
-def _grants_env(name: str, grants: tuple[accounts.Grant, ...],
-                revokes: tuple[accounts.Grant, ...] = ()) -> dict[str, Any]:
+def _grants_env(
+    name: str, grants: tuple[accounts.Grant, ...], revokes: tuple[accounts.Grant, ...] = ()
+) -> dict[str, Any]:
     return {"name": name, "value": accounts.grant_lines(grants, revokes)}
 
 
@@ -210,8 +211,9 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
         init_env += [
             {"name": "MYSQL_RESTORE_USER", "value": k.RESTORE_USER},
             _secret_env("MYSQL_RESTORE_PASSWORD", secret, k.RESTORE_PASSWORD_KEY, optional=True),
-            _grants_env("MYSQL_RESTORE_GRANTS", accounts.restore_grants(version),
-                        accounts.restore_revokes(version)),
+            _grants_env(
+                "MYSQL_RESTORE_GRANTS", accounts.restore_grants(version), accounts.restore_revokes(version)
+            ),
         ]
     server_env = common_env + [
         _field_env("POD_NAME", "metadata.name"),

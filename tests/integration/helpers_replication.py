@@ -55,12 +55,18 @@ class Cluster:
 
     def converge(self, until=t.Healthy, desired: str | None = None, timeout: float = 30.0):
         """Run the loop until the decision is `until` (a Decision class)."""
+
         def step():
             d = self.reconcile(desired).decision
             return d if isinstance(d, until) else None
+
         what = getattr(until, "__name__", None) or "/".join(u.__name__ for u in until)
-        return wait_for(step, timeout, f"the cluster to reach {what} "
-                        f"(last: {self.decisions[-1] if self.decisions else None})", interval=0.1)
+        return wait_for(
+            step,
+            timeout,
+            f"the cluster to reach {what} (last: {self.decisions[-1] if self.decisions else None})",
+            interval=0.1,
+        )
 
     def app_conn(self, server, timeout: float = 3.0):
         return server.connect(user=APP.user, password=APP.password, database=DB, timeout=timeout)

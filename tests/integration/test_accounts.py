@@ -34,9 +34,16 @@ def cluster(factory, n, admin=None, prefix="acc", **engine):
         s.name = f"db-{k}"
     members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)]
     engine = ReplicationEngine(
-        members, admin or Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"), REPL,
-        t.Settings(instances=n, failover_delay_seconds=1.0), app=APP, app_database=DB,
-        backup=BACKUP, apply_timeout=20, **engine)
+        members,
+        admin or Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
+        REPL,
+        t.Settings(instances=n, failover_delay_seconds=1.0),
+        app=APP,
+        app_database=DB,
+        backup=BACKUP,
+        apply_timeout=20,
+        **engine,
+    )
     c = Cluster(servers, engine)
     c.converge()
     return c
@@ -82,8 +89,15 @@ def test_engine_converges_accounts_made_with_more(factory):
         s.query(sql)
     s.query("SET GLOBAL read_only = 1")
     members = [Member(s.name, 0, s.host, s.port)]
-    engine = ReplicationEngine(members, Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"), REPL,
-                               t.Settings(instances=1), app=APP, app_database=DB, backup=BACKUP)
+    engine = ReplicationEngine(
+        members,
+        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
+        REPL,
+        t.Settings(instances=1),
+        app=APP,
+        app_database=DB,
+        backup=BACKUP,
+    )
     c = Cluster([s], engine, ClusterState("db-0"))  # an existing cluster: its primary is recorded
     c.converge()
     assert grants(s, REPL.user) == accounts.expected(accounts.replication_grants(V))
@@ -111,8 +125,17 @@ def test_an_operator_account_from_before_the_lists_is_reduced_and_still_fails_ov
     members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)]
 
     def engine(**kw):
-        return ReplicationEngine(members, legacy, REPL, t.Settings(instances=3, failover_delay_seconds=1.0),
-                                 app=APP, app_database=DB, backup=BACKUP, apply_timeout=20, **kw)
+        return ReplicationEngine(
+            members,
+            legacy,
+            REPL,
+            t.Settings(instances=3, failover_delay_seconds=1.0),
+            app=APP,
+            app_database=DB,
+            backup=BACKUP,
+            apply_timeout=20,
+            **kw,
+        )
 
     c = Cluster(servers, engine(reduce_admin=True))
     out = c.converge()
@@ -171,16 +194,31 @@ def test_each_account_is_refused_what_it_must_not_do(factory):
     conn.close()
     other = p.connect()  # someone else's connection
     other_id = other.thread_id()
-    for sql in (f"INSERT INTO {DB}.t VALUES (2, 'x')", f"UPDATE {DB}.t SET note = 'x'", f"DELETE FROM {DB}.t",
-                f"CREATE TABLE {DB}.u (id INT)", f"DROP TABLE {DB}.t", f"ALTER TABLE {DB}.t ADD COLUMN c INT",
-                "CREATE DATABASE other", f"DROP DATABASE {DB}", "CREATE USER 'x'@'%'",
-                f"GRANT SELECT ON *.* TO '{APP.user}'@'%'", "SET GLOBAL read_only = 1",
-                "SELECT * FROM mysql.global_priv INTO OUTFILE '/tmp/x'", f"KILL {other_id}", "STOP SLAVE"):
+    for sql in (
+        f"INSERT INTO {DB}.t VALUES (2, 'x')",
+        f"UPDATE {DB}.t SET note = 'x'",
+        f"DELETE FROM {DB}.t",
+        f"CREATE TABLE {DB}.u (id INT)",
+        f"DROP TABLE {DB}.t",
+        f"ALTER TABLE {DB}.t ADD COLUMN c INT",
+        "CREATE DATABASE other",
+        f"DROP DATABASE {DB}",
+        "CREATE USER 'x'@'%'",
+        f"GRANT SELECT ON *.* TO '{APP.user}'@'%'",
+        "SET GLOBAL read_only = 1",
+        "SELECT * FROM mysql.global_priv INTO OUTFILE '/tmp/x'",
+        f"KILL {other_id}",
+        "STOP SLAVE",
+    ):
         assert refused(p, *bk, sql) in DENIED, sql
     other.close()
 
     # replication: reads the binary log, not tables
-    for sql in (f"SELECT * FROM {DB}.t", "SELECT * FROM mysql.global_priv", f"INSERT INTO {DB}.t VALUES (3, 'x')"):
+    for sql in (
+        f"SELECT * FROM {DB}.t",
+        "SELECT * FROM mysql.global_priv",
+        f"INSERT INTO {DB}.t VALUES (3, 'x')",
+    ):
         assert refused(p, REPL.user, REPL.password, sql) in DENIED, sql
     conn = p.connect(user=REPL.user, password=REPL.password)
     with conn.cursor() as cur:
@@ -189,11 +227,18 @@ def test_each_account_is_refused_what_it_must_not_do(factory):
     conn.close()
 
     # app: its database only - nothing of mysql.*, no accounts, no server settings
-    for sql in ("SELECT * FROM mysql.global_priv", "SELECT * FROM mysql.user",
-                "INSERT INTO mysql.global_priv (Host, User, Priv) VALUES ('%', 'x', '{}')",
-                "UPDATE mysql.global_priv SET Priv = '{}'", "CREATE USER 'x'@'%'", "DROP USER 'replication'@'%'",
-                "CREATE DATABASE other", "SET GLOBAL read_only = 0", "SHOW SLAVE STATUS",
-                "GRANT ALL PRIVILEGES ON *.* TO 'x'@'%'"):
+    for sql in (
+        "SELECT * FROM mysql.global_priv",
+        "SELECT * FROM mysql.user",
+        "INSERT INTO mysql.global_priv (Host, User, Priv) VALUES ('%', 'x', '{}')",
+        "UPDATE mysql.global_priv SET Priv = '{}'",
+        "CREATE USER 'x'@'%'",
+        "DROP USER 'replication'@'%'",
+        "CREATE DATABASE other",
+        "SET GLOBAL read_only = 0",
+        "SHOW SLAVE STATUS",
+        "GRANT ALL PRIVILEGES ON *.* TO 'x'@'%'",
+    ):
         assert refused(p, APP.user, APP.password, sql) in DENIED, sql
     # and on a read-only replica it writes nothing (no READ_ONLY ADMIN)
     assert refused(r, APP.user, APP.password, f"INSERT INTO {DB}.t VALUES (4, 'x')") == 1290

@@ -27,8 +27,13 @@ def bucket(s3server, request):
 
 
 def s3cfg(server, bucket, endpoint=None) -> S3:
-    return S3(bucket=bucket, credentials_secret=SecretKeys("unused"), prefix="backups",
-              endpoint=endpoint or server.endpoint, force_path_style=True)
+    return S3(
+        bucket=bucket,
+        credentials_secret=SecretKeys("unused"),
+        prefix="backups",
+        endpoint=endpoint or server.endpoint,
+        force_path_style=True,
+    )
 
 
 def creds(server) -> storage.Credentials:
@@ -37,8 +42,14 @@ def creds(server) -> storage.Credentials:
 
 def request_for(server, s3: S3, name="b1", part_size=PART, cluster="c1") -> BackupRequest:
     """Backups run as the backup account (its privileges only; the factory's password)."""
-    return BackupRequest(cluster=cluster, namespace="ns", backup=name, s3=s3, part_size=part_size,
-                         candidates=(Candidate(server.name, Endpoint(server.host, server.port, BACKUP_USER)),))
+    return BackupRequest(
+        cluster=cluster,
+        namespace="ns",
+        backup=name,
+        s3=s3,
+        part_size=part_size,
+        candidates=(Candidate(server.name, Endpoint(server.host, server.port, BACKUP_USER)),),
+    )
 
 
 def sql(server, *statements, database=None):
@@ -59,8 +70,10 @@ def writable(server):
 
 def load_data(server, big_mb=12):
     """Two databases; `big` spans several 5 MiB parts even compressed (random payload)."""
-    sql(server,
-        "CREATE DATABASE app CHARACTER SET utf8mb4", "CREATE DATABASE shop",
+    sql(
+        server,
+        "CREATE DATABASE app CHARACTER SET utf8mb4",
+        "CREATE DATABASE shop",
         "CREATE TABLE app.small (id INT PRIMARY KEY, name VARCHAR(32), note TEXT) ENGINE=InnoDB",
         "INSERT INTO app.small VALUES (1, 'ünïcode ✓', NULL), (2, 'quote''s', 'a\\nb'), (3, '', 'x')",
         "CREATE TABLE app.big (id INT AUTO_INCREMENT PRIMARY KEY, payload BLOB) ENGINE=InnoDB",
@@ -69,18 +82,25 @@ def load_data(server, big_mb=12):
         "CREATE VIEW shop.expensive AS SELECT * FROM shop.orders WHERE total > 100",
         "CREATE PROCEDURE shop.count_orders() SELECT COUNT(*) FROM shop.orders",
         "CREATE TRIGGER shop.no_negative BEFORE INSERT ON shop.orders FOR EACH ROW "
-        "SET NEW.total = GREATEST(NEW.total, 0)")
+        "SET NEW.total = GREATEST(NEW.total, 0)",
+    )
     rows = big_mb * 1024 // 8  # 8 KiB random rows
     sql(server, f"INSERT INTO app.big (payload) SELECT RANDOM_BYTES(1024) FROM mysql.seq_1_to_{rows}")
     # RANDOM_BYTES gives 1 KiB; widen to 8 KiB of incompressible bytes per row
-    sql(server, "UPDATE app.big SET payload = CONCAT(payload, RANDOM_BYTES(1024), RANDOM_BYTES(1024), "
-                "RANDOM_BYTES(1024), RANDOM_BYTES(1024), RANDOM_BYTES(1024), RANDOM_BYTES(1024), RANDOM_BYTES(1024))")
+    sql(
+        server,
+        "UPDATE app.big SET payload = CONCAT(payload, RANDOM_BYTES(1024), RANDOM_BYTES(1024), "
+        "RANDOM_BYTES(1024), RANDOM_BYTES(1024), RANDOM_BYTES(1024), RANDOM_BYTES(1024), RANDOM_BYTES(1024))",
+    )
 
 
 def checksums(server) -> dict[str, int]:
-    tables = sql(server, "SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables "
-                         "WHERE table_type='BASE TABLE' AND table_schema NOT IN "
-                         "('mysql','information_schema','performance_schema','sys') ORDER BY 1")
+    tables = sql(
+        server,
+        "SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables "
+        "WHERE table_type='BASE TABLE' AND table_schema NOT IN "
+        "('mysql','information_schema','performance_schema','sys') ORDER BY 1",
+    )
     names = [t[0] for t in tables]
     assert names, "no tables to compare"
     rows = sql(server, "CHECKSUM TABLE " + ", ".join(names) + " EXTENDED")
@@ -106,12 +126,14 @@ def test_round_trip_equal_by_checksum_table_including_a_table_larger_than_a_part
     s3 = s3cfg(s3server, bucket)
     parts_seen = []
 
-    m = run_backup(request_for(source, s3), creds(s3server), factory.admin_password,
-                   on_part=parts_seen.append)
+    m = run_backup(
+        request_for(source, s3), creds(s3server), factory.admin_password, on_part=parts_seen.append
+    )
 
     assert objects(s3server, bucket) == ["backups/c1/b1/backup.sql.zst", "backups/c1/b1/manifest.json"]
-    stored = Manifest.from_json(s3server.client().get_object(
-        Bucket=bucket, Key="backups/c1/b1/manifest.json")["Body"].read())
+    stored = Manifest.from_json(
+        s3server.client().get_object(Bucket=bucket, Key="backups/c1/b1/manifest.json")["Body"].read()
+    )
     assert stored == m
     assert m.compressed_size > 2 * PART, "the data object must span several parts"
     assert len(parts_seen) >= 2
@@ -125,8 +147,11 @@ def test_round_trip_equal_by_checksum_table_including_a_table_larger_than_a_part
     assert m.gtid_position == executed
 
     writable(target)
-    result = restore_into(Target(target.host, target.port, ADMIN_USER, factory.admin_password),
-                          Source(s3, "c1/b1"), creds(s3server))
+    result = restore_into(
+        Target(target.host, target.port, ADMIN_USER, factory.admin_password),
+        Source(s3, "c1/b1"),
+        creds(s3server),
+    )
 
     assert checksums(target) == checksums(source)
     assert result.gtid_position == m.gtid_position
@@ -134,13 +159,16 @@ def test_round_trip_equal_by_checksum_table_including_a_table_larger_than_a_part
     assert target.query("SELECT @@gtid_binlog_state")[0][0] == m.gtid_position
     # routines, triggers and views came along
     assert sql(target, "CALL shop.count_orders()") == ((5000,),)
-    assert sql(target, "SELECT COUNT(*) FROM shop.expensive")[0][0] == sql(source, "SELECT COUNT(*) FROM shop.expensive")[0][0]
+    assert (
+        sql(target, "SELECT COUNT(*) FROM shop.expensive")[0][0]
+        == sql(source, "SELECT COUNT(*) FROM shop.expensive")[0][0]
+    )
     sql(target, "INSERT INTO shop.orders VALUES (999999, -5, NOW())")
     assert sql(target, "SELECT total FROM shop.orders WHERE id=999999")[0][0] == 0
     # the restored server continues the backup's history: a new write follows the position
     state = MariaDBGtids.parse(target.query("SELECT @@gtid_binlog_state")[0][0])
     assert state.contains(MariaDBGtids.parse(m.gtid_position))
-    (domain, _, seq), = MariaDBGtids.parse(m.gtid_position).entries
+    ((domain, _, seq),) = MariaDBGtids.parse(m.gtid_position).entries
     assert target.query("SELECT @@gtid_binlog_pos")[0][0] == f"{domain}-{target.server_id}-{seq + 1}"
 
 
@@ -149,11 +177,14 @@ def test_backup_during_continuous_writes_is_consistent_at_its_gtid_position(fact
     exactly the rows of the transactions up to its GTID position, and counter == row count."""
     source, target = factory.create(2, prefix="cw")
     writable(source)
-    sql(source, "CREATE DATABASE app",
+    sql(
+        source,
+        "CREATE DATABASE app",
         "CREATE TABLE app.events (id INT AUTO_INCREMENT PRIMARY KEY, pad VARBINARY(2000)) ENGINE=InnoDB",
         "CREATE TABLE app.counter (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB",
         "INSERT INTO app.counter VALUES (1, 0)",
-        "INSERT INTO app.events (pad) SELECT RANDOM_BYTES(1024) FROM mysql.seq_1_to_8000")
+        "INSERT INTO app.events (pad) SELECT RANDOM_BYTES(1024) FROM mysql.seq_1_to_8000",
+    )
     sql(source, "UPDATE app.counter SET n = (SELECT COUNT(*) FROM app.events)")
     base_seq = MariaDBGtids.parse(source.query("SELECT @@gtid_binlog_pos")[0][0])
     stop = threading.Event()
@@ -179,6 +210,7 @@ def test_backup_during_continuous_writes_is_consistent_at_its_gtid_position(fact
     t.start()
     try:
         from tests.support.wait import wait_for
+
         wait_for(lambda: written[0] >= 50, 30, "the writer to commit 50 transactions")
         s3 = s3cfg(s3server, bucket)
         m = run_backup(request_for(source, s3), creds(s3server), factory.admin_password)
@@ -188,14 +220,17 @@ def test_backup_during_continuous_writes_is_consistent_at_its_gtid_position(fact
         t.join(30)
     assert not errors, errors
     writable(target)
-    restore_into(Target(target.host, target.port, ADMIN_USER, factory.admin_password),
-                 Source(s3, "c1/b1"), creds(s3server))
+    restore_into(
+        Target(target.host, target.port, ADMIN_USER, factory.admin_password),
+        Source(s3, "c1/b1"),
+        creds(s3server),
+    )
     rows = sql(target, "SELECT COUNT(*) FROM app.events")[0][0]
     counter = sql(target, "SELECT n FROM app.counter")[0][0]
     assert rows == counter, "the dump is not one consistent snapshot"
     # GTID position: every transaction after the base one is exactly one writer transaction
     seq_at_backup = MariaDBGtids.parse(m.gtid_position)
-    (domain_server, seq), = [(k, v) for k, v in seq_at_backup._map().items()]
+    ((domain_server, seq),) = [(k, v) for k, v in seq_at_backup._map().items()]
     base = base_seq._map()[domain_server]
     assert rows == 8000 + (seq - base), f"rows {rows} vs GTID {m.gtid_position} (base {base})"
     total = sql(source, "SELECT COUNT(*) FROM app.events")[0][0]
@@ -209,8 +244,12 @@ def test_backup_during_continuous_writes_is_consistent_at_its_gtid_position(fact
 def small_source(factory):
     (server,) = factory.create(1, prefix="src")
     writable(server)
-    sql(server, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY) ENGINE=InnoDB",
-        "INSERT INTO app.t SELECT seq FROM mysql.seq_1_to_100")
+    sql(
+        server,
+        "CREATE DATABASE app",
+        "CREATE TABLE app.t (id INT PRIMARY KEY) ENGINE=InnoDB",
+        "INSERT INTO app.t SELECT seq FROM mysql.seq_1_to_100",
+    )
     return server
 
 
@@ -224,8 +263,11 @@ def test_wrong_credentials_clear_error_and_nothing_written(factory, s3server, bu
 
 def test_missing_bucket_clear_error(factory, s3server, small_source):
     with pytest.raises(storage.StorageError, match="bucket 'no-such-bucket' does not exist"):
-        run_backup(request_for(small_source, s3cfg(s3server, "no-such-bucket")), creds(s3server),
-                   factory.admin_password)
+        run_backup(
+            request_for(small_source, s3cfg(s3server, "no-such-bucket")),
+            creds(s3server),
+            factory.admin_password,
+        )
 
 
 def test_unreachable_endpoint_clear_error(factory, s3server, small_source):
@@ -266,10 +308,15 @@ def _copy_backup(s3server, s3, m, name, mutate):
     """Copy the good backup to folder `name` with its data object changed by `mutate`."""
     c = s3server.client()
     data = c.get_object(Bucket=s3.bucket, Key=m.data_key)["Body"].read()
-    manifest = c.get_object(Bucket=s3.bucket, Key=m.data_key.rsplit("/", 1)[0] + "/manifest.json")["Body"].read()
+    manifest = c.get_object(Bucket=s3.bucket, Key=m.data_key.rsplit("/", 1)[0] + "/manifest.json")[
+        "Body"
+    ].read()
     c.put_object(Bucket=s3.bucket, Key=f"backups/c1/{name}/backup.sql.zst", Body=mutate(data))
-    c.put_object(Bucket=s3.bucket, Key=f"backups/c1/{name}/manifest.json",
-                 Body=manifest.replace(m.data_key.encode(), f"backups/c1/{name}/backup.sql.zst".encode()))
+    c.put_object(
+        Bucket=s3.bucket,
+        Key=f"backups/c1/{name}/manifest.json",
+        Body=manifest.replace(m.data_key.encode(), f"backups/c1/{name}/backup.sql.zst".encode()),
+    )
 
 
 def _flip(data: bytes) -> bytes:
@@ -278,19 +325,27 @@ def _flip(data: bytes) -> bytes:
     return bytes(b)
 
 
-@pytest.mark.parametrize("name, mutate, message", [
-    ("corrupted", _flip, "is corrupted; refusing to restore"),
-    ("truncated", lambda d: d[: len(d) // 2], "is truncated or replaced; refusing to restore"),
-])
-def test_damaged_object_is_refused_before_anything_is_loaded(factory, s3server, stored_backup, name, mutate, message):
+@pytest.mark.parametrize(
+    "name, mutate, message",
+    [
+        ("corrupted", _flip, "is corrupted; refusing to restore"),
+        ("truncated", lambda d: d[: len(d) // 2], "is truncated or replaced; refusing to restore"),
+    ],
+)
+def test_damaged_object_is_refused_before_anything_is_loaded(
+    factory, s3server, stored_backup, name, mutate, message
+):
     s3, m = stored_backup
     _copy_backup(s3server, s3, m, name, mutate)
     (target,) = factory.create(1, prefix=f"dmg-{name}")
     writable(target)
     before = target.query("SHOW DATABASES")
     with pytest.raises(RestoreError, match=message):
-        restore_into(Target(target.host, target.port, ADMIN_USER, factory.admin_password),
-                     Source(s3, f"c1/{name}"), creds(s3server))
+        restore_into(
+            Target(target.host, target.port, ADMIN_USER, factory.admin_password),
+            Source(s3, f"c1/{name}"),
+            creds(s3server),
+        )
     assert target.query("SHOW DATABASES") == before, "something was loaded from a damaged backup"
     assert target.query("SELECT @@gtid_binlog_pos")[0][0] == ""
 
@@ -304,8 +359,11 @@ def test_restore_from_a_backup_that_does_not_exist(factory, s3server, stored_bac
 def test_restore_never_overwrites_a_server_that_has_data(factory, s3server, stored_backup, small_source):
     s3, _ = stored_backup
     with pytest.raises(RestoreError, match=r"already has databases \(app\)"):
-        restore_into(Target(small_source.host, small_source.port, ADMIN_USER, factory.admin_password),
-                     Source(s3, "c1/good"), creds(s3server))
+        restore_into(
+            Target(small_source.host, small_source.port, ADMIN_USER, factory.admin_password),
+            Source(s3, "c1/good"),
+            creds(s3server),
+        )
     assert small_source.query("SELECT COUNT(*) FROM app.t")[0][0] == 100
 
 
@@ -313,8 +371,11 @@ def test_good_backup_restores_after_the_failures(factory, s3server, stored_backu
     s3, m = stored_backup
     (target,) = factory.create(1, prefix="good")
     writable(target)
-    restore_into(Target(target.host, target.port, ADMIN_USER, factory.admin_password),
-                 Source(s3, f"s3://{s3.bucket}/backups/c1/good"), creds(s3server))
+    restore_into(
+        Target(target.host, target.port, ADMIN_USER, factory.admin_password),
+        Source(s3, f"s3://{s3.bucket}/backups/c1/good"),
+        creds(s3server),
+    )
     assert checksums(target) == checksums(small_source)
 
 

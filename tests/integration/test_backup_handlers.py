@@ -38,10 +38,14 @@ def crds(control_plane):
             if not any(c.type == "Established" and c.status == "True" for c in conds):
                 return False
         return True
+
     wait_for(established, 30, "the CRDs to be established")
     objs = client.CustomObjectsApi(control_plane.api_client())
-    wait_for(lambda: objs.list_cluster_custom_object(GROUP, VERSION, BACKUP_PLURAL) is not None, 30,
-             "mysqlbackups to be served")
+    wait_for(
+        lambda: objs.list_cluster_custom_object(GROUP, VERSION, BACKUP_PLURAL) is not None,
+        30,
+        "mysqlbackups to be served",
+    )
     return objs
 
 
@@ -51,12 +55,25 @@ def ctl(control_plane, crds):
 
 
 def make_cluster(objs, ns, schedule="0 3 * * *", retention=None):
-    backup = {"storage": {"s3": {"bucket": "backups", "endpoint": "http://127.0.0.1:1", "forcePathStyle": True,
-                                 "credentialsSecret": {"name": "s3"}}}, "schedule": schedule}
+    backup = {
+        "storage": {
+            "s3": {
+                "bucket": "backups",
+                "endpoint": "http://127.0.0.1:1",
+                "forcePathStyle": True,
+                "credentialsSecret": {"name": "s3"},
+            }
+        },
+        "schedule": schedule,
+    }
     if retention:
         backup["retention"] = retention
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": "shop"},
-            "spec": {"flavor": "mariadb", "instances": 2, "backup": backup}}
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "shop"},
+        "spec": {"flavor": "mariadb", "instances": 2, "backup": backup},
+    }
     return objs.create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, body)
 
 
@@ -68,31 +85,62 @@ def finish_job(control_plane, ns, job, ok: bool, result: dict):
     """Stand in for the kubelet (the harness has none): the Pod's terminated state and message."""
     batch = client.BatchV1Api(control_plane.api_client())
     core = client.CoreV1Api(control_plane.api_client())
-    pods = wait_for(lambda: core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items, 30,
-                    f"the Job controller to create the Pod of {job}")
+    pods = wait_for(
+        lambda: core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items,
+        30,
+        f"the Job controller to create the Pod of {job}",
+    )
     pod = pods[0]
     now = dt.datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    core.patch_namespaced_pod_status(pod.metadata.name, ns, {"status": {"phase": "Succeeded" if ok else "Failed",
-        "containerStatuses": [{"name": "backup", "image": "x", "imageID": "", "ready": False, "restartCount": 0,
-                               "state": {"terminated": {"exitCode": 0 if ok else 1, "message": json.dumps(result),
-                                                        "startedAt": now, "finishedAt": now}}}]}})
+    core.patch_namespaced_pod_status(
+        pod.metadata.name,
+        ns,
+        {
+            "status": {
+                "phase": "Succeeded" if ok else "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "backup",
+                        "image": "x",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {
+                            "terminated": {
+                                "exitCode": 0 if ok else 1,
+                                "message": json.dumps(result),
+                                "startedAt": now,
+                                "finishedAt": now,
+                            }
+                        },
+                    }
+                ],
+            }
+        },
+    )
+
     # the real Job controller turns the Pod's outcome into the Job's (backoffLimit 0: one failure fails it)
     def finished():
         st = batch.read_namespaced_job_status(job, ns).status
         return st.succeeded if ok else st.failed
+
     wait_for(finished, 60, f"the Job controller to mark {job} {'complete' if ok else 'failed'}")
 
 
 def events_for(control_plane, ns, name):
     core = client.CoreV1Api(control_plane.api_client())
-    return [(e.reason, e.type) for e in core.list_namespaced_event(ns).items if e.involved_object.name == name]
+    return [
+        (e.reason, e.type) for e in core.list_namespaced_event(ns).items if e.involved_object.name == name
+    ]
 
 
 def test_schedule_keeps_creating_runs_after_failures_and_reports_them(control_plane, ctl, crds, namespace):
     """A failing storage: each run fails (reported: status, Events) and the next fire time still gets
     its run; once storage works again the next run succeeds and becomes status.lastBackup."""
     cluster = make_cluster(crds, namespace, schedule="*/10 * * * *")
-    created = dt.datetime.strptime(cluster["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    created = dt.datetime.strptime(cluster["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=UTC
+    )
     base = created.replace(second=0, microsecond=0) - dt.timedelta(minutes=created.minute % 10)
     runs = []
     for i, ok in enumerate([False, False, True]):
@@ -107,10 +155,20 @@ def test_schedule_keeps_creating_runs_after_failures_and_reports_them(control_pl
         # while it runs, the next fire time does not start a concurrent backup
         later = ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now + dt.timedelta(minutes=10))
         assert later["created"] is None and "still running" in later["decision"].reason
-        result = ({"ok": True, "location": f"s3://backups/shop/{name}", "sizeBytes": 123, "sha256": "ab" * 32,
-                   "gtidPosition": "0-1-9", "sourceInstance": "shop-1", "startedAt": "2025-01-01T00:00:00Z",
-                   "completedAt": "2025-01-01T00:01:00Z"} if ok else
-                  {"ok": False, "message": "cannot reach the S3 endpoint http://127.0.0.1:1"})
+        result = (
+            {
+                "ok": True,
+                "location": f"s3://backups/shop/{name}",
+                "sizeBytes": 123,
+                "sha256": "ab" * 32,
+                "gtidPosition": "0-1-9",
+                "sourceInstance": "shop-1",
+                "startedAt": "2025-01-01T00:00:00Z",
+                "completedAt": "2025-01-01T00:01:00Z",
+            }
+            if ok
+            else {"ok": False, "message": "cannot reach the S3 endpoint http://127.0.0.1:1"}
+        )
         finish_job(control_plane, namespace, f"{name}-backup", ok, result)
         wait_for(lambda: ctl.track(get(crds, namespace, BACKUP_PLURAL, name)), 30, f"{name} to finish")
         runs.append(get(crds, namespace, BACKUP_PLURAL, name))
@@ -126,16 +184,27 @@ def test_schedule_keeps_creating_runs_after_failures_and_reports_them(control_pl
     assert ("BackupFailed", "Warning") in events_for(control_plane, namespace, runs[0]["metadata"]["name"])
     assert ("BackupSucceeded", "Normal") in events_for(control_plane, namespace, runs[2]["metadata"]["name"])
     # the Job is owned by its MySQLBackup (deleted with it)
-    job = client.BatchV1Api(control_plane.api_client()).read_namespaced_job(f"{runs[2]['metadata']['name']}-backup", namespace)
+    job = client.BatchV1Api(control_plane.api_client()).read_namespaced_job(
+        f"{runs[2]['metadata']['name']}-backup", namespace
+    )
     assert job.metadata.owner_references[0].kind == "MySQLBackup"
 
 
 def test_second_backup_of_a_cluster_waits_for_the_running_one(control_plane, ctl, crds, namespace):
     make_cluster(crds, namespace)
     for n in ("one", "two"):
-        crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": n},
-            "spec": {"clusterRef": {"name": "shop"}}})
+        crds.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            BACKUP_PLURAL,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "MySQLBackup",
+                "metadata": {"name": n},
+                "spec": {"clusterRef": {"name": "shop"}},
+            },
+        )
     assert ctl.start(get(crds, namespace, BACKUP_PLURAL, "one"))["phase"] == "Running"
     second = ctl.start(get(crds, namespace, BACKUP_PLURAL, "two"))
     assert second["phase"] == "Pending" and "one" in second["message"]
@@ -145,28 +214,63 @@ def test_second_backup_of_a_cluster_waits_for_the_running_one(control_plane, ctl
 
 
 def test_backup_of_a_missing_cluster_fails_with_a_clear_message(ctl, crds, namespace):
-    crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": "orphan"},
-        "spec": {"clusterRef": {"name": "nope"}}})
+    crds.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        BACKUP_PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLBackup",
+            "metadata": {"name": "orphan"},
+            "spec": {"clusterRef": {"name": "nope"}},
+        },
+    )
     status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "orphan"))
-    assert status["phase"] == "Failed" and status["message"] == f"MySQLCluster 'nope' not found in {namespace}"
+    assert (
+        status["phase"] == "Failed" and status["message"] == f"MySQLCluster 'nope' not found in {namespace}"
+    )
     assert get(crds, namespace, BACKUP_PLURAL, "orphan")["status"]["phase"] == "Failed"
 
 
-def test_backup_with_a_user_secret_lacking_backup_password_fails_saying_so(control_plane, ctl, crds, namespace):
+def test_backup_with_a_user_secret_lacking_backup_password_fails_saying_so(
+    control_plane, ctl, crds, namespace
+):
     """Backups run as the read-only backup account; a Secret of the user's from before it existed
     fails the backup naming the key, and no Job is created (it could only wait for the key)."""
     core = client.CoreV1Api(control_plane.api_client())
-    core.create_namespaced_secret(namespace, {"metadata": {"name": "mine"}, "stringData": {
-        "root-password": "r", "operator-password": "o", "replication-password": "p"}})
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": "shop"},
-            "spec": {"flavor": "mariadb", "instances": 1, "credentials": {"secretName": "mine"},
-                     "backup": {"storage": {"s3": {"bucket": "backups", "credentialsSecret": {"name": "s3"}}}}}}
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": "mine"},
+            "stringData": {"root-password": "r", "operator-password": "o", "replication-password": "p"},
+        },
+    )
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "shop"},
+        "spec": {
+            "flavor": "mariadb",
+            "instances": 1,
+            "credentials": {"secretName": "mine"},
+            "backup": {"storage": {"s3": {"bucket": "backups", "credentialsSecret": {"name": "s3"}}}},
+        },
+    }
     crds.create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTER_PLURAL, body)
     for n in ("before", "after"):
-        crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": n},
-            "spec": {"clusterRef": {"name": "shop"}}})
+        crds.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            BACKUP_PLURAL,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "MySQLBackup",
+                "metadata": {"name": n},
+                "spec": {"clusterRef": {"name": "shop"}},
+            },
+        )
     status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "before"))
     assert status["phase"] == "Failed" and "has no key backup-password" in status["message"]
     assert not client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
@@ -176,18 +280,34 @@ def test_backup_with_a_user_secret_lacking_backup_password_fails_saying_so(contr
 
 def test_retention_removes_old_backups_but_never_the_newest_success(ctl, crds, namespace):
     make_cluster(crds, namespace, retention={"keepLast": 1})
-    for n, phase, when in (("old", "Succeeded", "2025-01-01T00:00:00Z"), ("new", "Succeeded", "2025-01-02T00:00:00Z"),
-                           ("newer-failed", "Failed", "2025-01-03T00:00:00Z"),
-                           ("older-failed", "Failed", "2024-12-01T00:00:00Z")):
-        crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": n},
-            "spec": {"clusterRef": {"name": "shop"}}})
-        crds.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, BACKUP_PLURAL, n,
-                                                   {"status": {"phase": phase, "completedAt": when}})
+    for n, phase, when in (
+        ("old", "Succeeded", "2025-01-01T00:00:00Z"),
+        ("new", "Succeeded", "2025-01-02T00:00:00Z"),
+        ("newer-failed", "Failed", "2025-01-03T00:00:00Z"),
+        ("older-failed", "Failed", "2024-12-01T00:00:00Z"),
+    ):
+        crds.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            BACKUP_PLURAL,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "MySQLBackup",
+                "metadata": {"name": n},
+                "spec": {"clusterRef": {"name": "shop"}},
+            },
+        )
+        crds.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, BACKUP_PLURAL, n, {"status": {"phase": phase, "completedAt": when}}
+        )
     done = ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=dt.datetime(2025, 1, 3, 1, tzinfo=UTC))
     assert sorted(done["deleted"]) == ["old", "older-failed"]
-    left = sorted(o["metadata"]["name"] for o in crds.list_namespaced_custom_object(
-        GROUP, VERSION, namespace, BACKUP_PLURAL)["items"] if not o["metadata"].get("deletionTimestamp"))
+    left = sorted(
+        o["metadata"]["name"]
+        for o in crds.list_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL)["items"]
+        if not o["metadata"].get("deletionTimestamp")
+    )
     assert "new" in left and "newer-failed" in left and "old" not in left
 
 
@@ -196,11 +316,26 @@ def test_retention_deletes_the_objects_through_a_job_before_the_backup(control_p
     delete Job (no API token, S3 credentials only); the MySQLBackup goes once the Job succeeded."""
     make_cluster(crds, namespace, retention={"keepLast": 1})
     for n, when in (("old", "2025-01-01T00:00:00Z"), ("new", "2025-01-02T00:00:00Z")):
-        crds.create_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL, {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": n},
-            "spec": {"clusterRef": {"name": "shop"}}})
-        crds.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, BACKUP_PLURAL, n, {"status": {
-            "phase": "Succeeded", "completedAt": when, "location": f"s3://backups/shop/{n}"}})
+        crds.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            BACKUP_PLURAL,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "MySQLBackup",
+                "metadata": {"name": n},
+                "spec": {"clusterRef": {"name": "shop"}},
+            },
+        )
+        crds.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            BACKUP_PLURAL,
+            n,
+            {"status": {"phase": "Succeeded", "completedAt": when, "location": f"s3://backups/shop/{n}"}},
+        )
     now = dt.datetime(2025, 1, 3, 1, tzinfo=UTC)
     done = ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)
     assert done["deleted"] == [] and done["deleting"] == ["old"]
@@ -210,7 +345,9 @@ def test_retention_deletes_the_objects_through_a_job_before_the_backup(control_p
     assert pod.containers[0].args[:2] == ["backup", "delete-data"]
     assert pod.containers[0].args[pod.containers[0].args.index("--folder") + 1] == "shop/old"
     assert job.metadata.owner_references[0].name == "old"  # goes with its MySQLBackup
-    assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleting"] == ["old"]  # still running
+    assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleting"] == [
+        "old"
+    ]  # still running
 
     finish_job(control_plane, namespace, "old-delete", False, {"ok": False, "message": "AccessDenied"})
     assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleting"] == ["old"]
@@ -218,8 +355,15 @@ def test_retention_deletes_the_objects_through_a_job_before_the_backup(control_p
     assert get(crds, namespace, BACKUP_PLURAL, "old")  # kept: its objects are still there
     # the failed Job was removed: the next pass starts a new one
     batch = client.BatchV1Api(control_plane.api_client())
-    wait_for(lambda: ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleting"] == ["old"]
-             and batch.read_namespaced_job("old-delete", namespace).status.failed is None, 60,
-             "a new delete Job for old")
-    finish_job(control_plane, namespace, "old-delete", True, {"ok": True, "deleted": 2, "message": "deleted 2"})
+    wait_for(
+        lambda: (
+            ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleting"] == ["old"]
+            and batch.read_namespaced_job("old-delete", namespace).status.failed is None
+        ),
+        60,
+        "a new delete Job for old",
+    )
+    finish_job(
+        control_plane, namespace, "old-delete", True, {"ok": True, "deleted": 2, "message": "deleted 2"}
+    )
     assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleted"] == ["old"]

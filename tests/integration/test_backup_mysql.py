@@ -65,14 +65,22 @@ def shared(mysql, pki, tmp_path_factory):
 
 
 def tls_servers(mysql, pki, n, prefix):
-    return mysql.create(n, prefix=prefix, ssl_ca=pki / "ca.crt", ssl_cert=pki / "tls.crt",
-                        ssl_key=pki / "tls.key", require_secure_transport=True)
+    return mysql.create(
+        n,
+        prefix=prefix,
+        ssl_ca=pki / "ca.crt",
+        ssl_cert=pki / "tls.crt",
+        ssl_key=pki / "tls.key",
+        require_secure_transport=True,
+    )
 
 
 def load(server):
     server.query("SET GLOBAL super_read_only = OFF")
-    sql(server,
-        "CREATE DATABASE app CHARACTER SET utf8mb4", "CREATE DATABASE shop",
+    sql(
+        server,
+        "CREATE DATABASE app CHARACTER SET utf8mb4",
+        "CREATE DATABASE shop",
         "CREATE TABLE app.small (id INT PRIMARY KEY, name VARCHAR(32), note TEXT)",
         "INSERT INTO app.small VALUES (1, 'ünïcode ✓', NULL), (2, 'quote''s', 'a\\nb'), (3, '', 'x')",
         "CREATE TABLE shop.orders (id INT PRIMARY KEY, total DECIMAL(10,2), payload BLOB)",
@@ -82,7 +90,8 @@ def load(server):
         "CREATE VIEW shop.expensive AS SELECT id, total FROM shop.orders WHERE total > 100",
         "CREATE PROCEDURE shop.count_orders() SELECT COUNT(*) FROM shop.orders",
         "CREATE TRIGGER shop.no_negative BEFORE INSERT ON shop.orders FOR EACH ROW "
-        "SET NEW.total = GREATEST(NEW.total, 0)")
+        "SET NEW.total = GREATEST(NEW.total, 0)",
+    )
 
 
 def test_mysql_backup_and_restore_with_the_images_own_tools_over_verified_tls(mysql, pki, shared, s3server):
@@ -90,8 +99,15 @@ def test_mysql_backup_and_restore_with_the_images_own_tools_over_verified_tls(my
     load(source)
     s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql"))
     ca = str(shared / "ca.crt")
-    req = BackupRequest(cluster="c1", namespace="ns", backup="b1", s3=s3, tls_ca=ca, tools_dir=str(shared),
-                        candidates=(Candidate(source.name, Endpoint(HOST, source.port, BACKUP_USER)),))
+    req = BackupRequest(
+        cluster="c1",
+        namespace="ns",
+        backup="b1",
+        s3=s3,
+        tls_ca=ca,
+        tools_dir=str(shared),
+        candidates=(Candidate(source.name, Endpoint(HOST, source.port, BACKUP_USER)),),
+    )
 
     m = run_backup(req, creds(s3server), mysql.admin_password)
 
@@ -101,19 +117,29 @@ def test_mysql_backup_and_restore_with_the_images_own_tools_over_verified_tls(my
     assert MySQLGtidSet.parse(m.gtid_position) == MySQLGtidSet.parse(executed)
     body = s3server.client().get_object(Bucket=s3.bucket, Key=m.data_key)["Body"].read()
     head = subprocess.run(["zstd", "-dc"], input=body, capture_output=True, check=True).stdout[:400].decode()
-    assert head.startswith("-- MySQL dump") and "Distrib 9.7." in head, head  # MySQL's mysqldump, not MariaDB's
+    assert head.startswith("-- MySQL dump") and "Distrib 9.7." in head, (
+        head
+    )  # MySQL's mysqldump, not MariaDB's
 
     # as a new cluster's instance is: fenced (super_read_only), its empty app database and the
     # restore account (which drops itself when done) made at init
     with target.connect() as conn, conn.cursor() as cur:
-        for statement in ("SET GLOBAL super_read_only = OFF", "SET SESSION sql_log_bin = 0",
-                          "CREATE DATABASE app", f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{mysql.admin_password}'",
-                          *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)),
-                          "SET GLOBAL super_read_only = ON"):
+        for statement in (
+            "SET GLOBAL super_read_only = OFF",
+            "SET SESSION sql_log_bin = 0",
+            "CREATE DATABASE app",
+            f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{mysql.admin_password}'",
+            *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)),
+            "SET GLOBAL super_read_only = ON",
+        ):
             cur.execute(statement)
-    result = restore_all({"t": Target(HOST, target.port, "restorer", mysql.admin_password, tls_ca=ca,
-                                      tools_dir=str(shared))}, Source(s3, "c1/b1"), creds(s3server), "app",
-                         drop_account=True)
+    result = restore_all(
+        {"t": Target(HOST, target.port, "restorer", mysql.admin_password, tls_ca=ca, tools_dir=str(shared))},
+        Source(s3, "c1/b1"),
+        creds(s3server),
+        "app",
+        drop_account=True,
+    )
 
     assert result["ok"], result["message"]
     assert target.query("SELECT @@super_read_only")[0][0] == 1  # fenced again afterwards
@@ -122,27 +148,44 @@ def test_mysql_backup_and_restore_with_the_images_own_tools_over_verified_tls(my
     assert result["gtidPosition"] == m.gtid_position
     # the dump set GTID_PURGED: the restored server's history is the backup's, so replicas of it
     # and the source agree on what was executed
-    assert MySQLGtidSet.parse(target.query("SELECT @@gtid_executed")[0][0].replace("\n", "")) \
-        == MySQLGtidSet.parse(m.gtid_position)
+    assert MySQLGtidSet.parse(
+        target.query("SELECT @@gtid_executed")[0][0].replace("\n", "")
+    ) == MySQLGtidSet.parse(m.gtid_position)
     assert sql(target, "CALL shop.count_orders()") == ((5000,),)
-    assert sql(target, "SELECT COUNT(*) FROM shop.expensive") == sql(source, "SELECT COUNT(*) FROM shop.expensive")
+    assert sql(target, "SELECT COUNT(*) FROM shop.expensive") == sql(
+        source, "SELECT COUNT(*) FROM shop.expensive"
+    )
     target.query("SET GLOBAL super_read_only = OFF")  # as the operator does for a primary
     sql(target, "INSERT INTO shop.orders VALUES (999999, -5, NULL)")
     assert sql(target, "SELECT total FROM shop.orders WHERE id = 999999")[0][0] == 0
 
 
-def test_a_mysql_dump_that_reads_a_local_file_fails_the_restore_and_reads_nothing(mysql, pki, shared, s3server):
+def test_a_mysql_dump_that_reads_a_local_file_fails_the_restore_and_reads_nothing(
+    mysql, pki, shared, s3server
+):
     """A tenant's dump asking the client to send a file of the Job's Pod: the image's client runs
     with --local-infile=0 and the server refuses LOAD DATA LOCAL during the restore."""
     (target,) = tls_servers(mysql, pki, 1, "hostile")
     s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-hostile"))
-    dump = ("CREATE DATABASE loot;\nCREATE TABLE loot.t (line TEXT);\n"
-            "LOAD DATA LOCAL INFILE '/etc/hosts' INTO TABLE loot.t;\n").encode()
+    dump = (
+        "CREATE DATABASE loot;\nCREATE TABLE loot.t (line TEXT);\n"
+        "LOAD DATA LOCAL INFILE '/etc/hosts' INTO TABLE loot.t;\n"
+    ).encode()
     _store_dump(s3server, s3, dump)
     target.query("SET GLOBAL super_read_only = OFF")
     with pytest.raises(RestoreError) as e:
-        restore_into(Target(HOST, target.port, ADMIN_USER, mysql.admin_password, tls_ca=str(shared / "ca.crt"),
-                            tools_dir=str(shared)), Source(s3, "c1/evil"), creds(s3server))
+        restore_into(
+            Target(
+                HOST,
+                target.port,
+                ADMIN_USER,
+                mysql.admin_password,
+                tls_ca=str(shared / "ca.crt"),
+                tools_dir=str(shared),
+            ),
+            Source(s3, "c1/evil"),
+            creds(s3server),
+        )
     assert "mysql failed loading the backup" in str(e.value) and "LOAD DATA LOCAL" in str(e.value)
     assert sql(target, "SELECT COUNT(*) FROM loot.t") == ((0,),)
 
@@ -156,9 +199,21 @@ def _store_dump(s3server, s3, dump: bytes) -> None:
     data = subprocess.run(["zstd", "-q", "-c"], input=dump, capture_output=True, check=True).stdout
     key = f"{s3.prefix}/c1/evil/backup.sql.zst"
     s3server.client().put_object(Bucket=s3.bucket, Key=key, Body=data)
-    m = Manifest(cluster="c1", namespace="ns", backup="evil", flavor="mysql", server_version="9.7.4",
-                 gtid_position=None, source_instance="x", started_at="2026-01-01T00:00:00Z",
-                 completed_at="2026-01-01T00:00:01Z", data_key=key, compression="zstd",
-                 compressed_size=len(data), uncompressed_size=len(dump), sha256=hashlib.sha256(data).hexdigest(),
-                 databases=("loot",))
+    m = Manifest(
+        cluster="c1",
+        namespace="ns",
+        backup="evil",
+        flavor="mysql",
+        server_version="9.7.4",
+        gtid_position=None,
+        source_instance="x",
+        started_at="2026-01-01T00:00:00Z",
+        completed_at="2026-01-01T00:00:01Z",
+        data_key=key,
+        compression="zstd",
+        compressed_size=len(data),
+        uncompressed_size=len(dump),
+        sha256=hashlib.sha256(data).hexdigest(),
+        databases=("loot",),
+    )
     s3server.client().put_object(Bucket=s3.bucket, Key=f"{s3.prefix}/c1/evil/manifest.json", Body=m.to_json())

@@ -46,8 +46,11 @@ def cluster_crds(control_plane):
     ext = client.ApiextensionsV1Api(control_plane.api_client())
     names = apply_crds(control_plane.api_client(), project_crds())
     objs = client.CustomObjectsApi(control_plane.api_client())
-    wait_for(lambda: objs.list_cluster_custom_object(GROUP, VERSION, "mysqlclusters") is not None,
-             30, "mysqlclusters to be served")
+    wait_for(
+        lambda: objs.list_cluster_custom_object(GROUP, VERSION, "mysqlclusters") is not None,
+        30,
+        "mysqlclusters to be served",
+    )
     yield
     for name in names:
         ext.delete_custom_resource_definition(name)
@@ -66,8 +69,9 @@ def cert_manager(control_plane, tmp_path_factory):
     except client.ApiException as e:
         if e.status != 409:
             raise
-    cm = certmanager.CertManager(control_plane.admin_kubeconfig, tmp_path_factory.mktemp("cert-manager"),
-                                 CLUSTER_RESOURCE_NS).start()
+    cm = certmanager.CertManager(
+        control_plane.admin_kubeconfig, tmp_path_factory.mktemp("cert-manager"), CLUSTER_RESOURCE_NS
+    ).start()
     yield cm
     alive = cm.alive()
     cm.stop()
@@ -79,7 +83,9 @@ def cert_manager(control_plane, tmp_path_factory):
 def factory():
     missing = mdb.missing_binaries()
     if missing:
-        pytest.skip(reason=f"MariaDB server binaries missing ({', '.join(missing)}): run hack/install-deps.sh")
+        pytest.skip(
+            reason=f"MariaDB server binaries missing ({', '.join(missing)}): run hack/install-deps.sh"
+        )
     f = mdb.MariaDBFactory()
     yield f
     f.close()
@@ -89,9 +95,16 @@ def factory():
 
 
 def create_cluster(api, ns, name, issuer_ref):
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": {"name": name},
-            "spec": {"flavor": "mariadb", "instances": 1,
-                     "tls": {"certificateValiditySeconds": VALIDITY, "issuerRef": issuer_ref}}}
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "flavor": "mariadb",
+            "instances": 1,
+            "tls": {"certificateValiditySeconds": VALIDITY, "issuerRef": issuer_ref},
+        },
+    }
     client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters", body)
     return k.read_cluster(api, ns, name)
 
@@ -120,7 +133,9 @@ def cm_object(api, plural, name, ns=None):
 
 def cm_create(api, body, ns=None):
     objs = client.CustomObjectsApi(api)
-    plural = {"Certificate": "certificates", "Issuer": "issuers", "ClusterIssuer": "clusterissuers"}[body["kind"]]
+    plural = {"Certificate": "certificates", "Issuer": "issuers", "ClusterIssuer": "clusterissuers"}[
+        body["kind"]
+    ]
     body = {"apiVersion": "/".join(CM), **body}
     if ns is None:
         return objs.create_cluster_custom_object(*CM, plural, body)
@@ -128,14 +143,18 @@ def cm_create(api, body, ns=None):
 
 
 def ready(obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in ((obj or {}).get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in ((obj or {}).get("status") or {}).get("conditions") or []
+    )
 
 
 def describe(api, ns, name):
-    return lambda: (f"cluster status: {(k.read_cluster(api, ns, name) or {}).get('status')}\n"
-                    f"Certificate: {(cm_object(api, 'certificates', f'{name}-tls', ns) or {}).get('status')}\n"
-                    f"events: {events(api, ns, name)}")
+    return lambda: (
+        f"cluster status: {(k.read_cluster(api, ns, name) or {}).get('status')}\n"
+        f"Certificate: {(cm_object(api, 'certificates', f'{name}-tls', ns) or {}).get('status')}\n"
+        f"events: {events(api, ns, name)}"
+    )
 
 
 def no_secret(api, ns, name) -> bool:
@@ -145,8 +164,9 @@ def no_secret(api, ns, name) -> bool:
 # ---------------------------------------------------------------- tests
 
 
-def test_without_cert_manager_the_cluster_waits_with_a_condition_and_a_warning(control_plane, cluster_crds,
-                                                                               namespace):
+def test_without_cert_manager_the_cluster_waits_with_a_condition_and_a_warning(
+    control_plane, cluster_crds, namespace
+):
     api = control_plane.api_client()
     assert k.served_resources(api, *CM) is None, "cert-manager's CRDs must be absent for this test"
     create_cluster(api, namespace, "shop", {"name": "ca", "kind": "ClusterIssuer"})
@@ -156,7 +176,10 @@ def test_without_cert_manager_the_cluster_waits_with_a_condition_and_a_warning(c
 
     degraded = condition(body, "Degraded")
     assert degraded["status"] == "True" and degraded["reason"] == "CertManagerNotInstalled", degraded
-    assert "spec.tls.issuerRef (ClusterIssuer ca" in degraded["message"] and "install cert-manager" in degraded["message"]
+    assert (
+        "spec.tls.issuerRef (ClusterIssuer ca" in degraded["message"]
+        and "install cert-manager" in degraded["message"]
+    )
     assert condition(body, "Progressing")["reason"] == "CertManagerNotInstalled"
     assert body["status"]["phase"] == "Failed"
     warnings = [e for e in events(api, namespace, "shop") if e[0] == "Warning"]
@@ -167,16 +190,19 @@ def test_without_cert_manager_the_cluster_waits_with_a_condition_and_a_warning(c
         assert no_secret(api, namespace, secret), secret
 
 
-def test_a_missing_issuer_is_reported_and_creating_it_lets_the_cluster_go_on(control_plane, cluster_crds,
-                                                                             cert_manager, namespace):
+def test_a_missing_issuer_is_reported_and_creating_it_lets_the_cluster_go_on(
+    control_plane, cluster_crds, cert_manager, namespace
+):
     api = control_plane.api_client()
     c_body = create_cluster(api, namespace, "inv", {"name": "later"})  # kind Issuer, group cert-manager.io
     rec = Reconciler(api, resync_seconds=2)
     body = reconcile(rec, api, namespace, "inv")
     degraded = condition(body, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "IssuerNotFound"), degraded
-    assert degraded["message"].startswith("spec.tls.issuerRef (Issuer later, group cert-manager.io): "
-                                          f"no Issuer later in namespace {namespace}: create it")
+    assert degraded["message"].startswith(
+        "spec.tls.issuerRef (Issuer later, group cert-manager.io): "
+        f"no Issuer later in namespace {namespace}: create it"
+    )
     assert ("Warning", "IssuerNotFound", degraded["message"]) in events(api, namespace, "inv")
     # the Certificate is there already, owned by the cluster; cert-manager waits for its issuer
     cert = cm_object(api, "certificates", "inv-tls", namespace)
@@ -184,36 +210,62 @@ def test_a_missing_issuer_is_reported_and_creating_it_lets_the_cluster_go_on(con
     assert no_secret(api, namespace, "inv-ca")
 
     cm_create(api, {"kind": "Issuer", "metadata": {"name": "later"}, "spec": {"selfSigned": {}}}, namespace)
-    wait_for(lambda: reconcile(rec, api, namespace, "inv") and secret_data(api, namespace, "inv-ca-bundle"),
-             60, "the cluster's certificate from the Issuer created later", describe=describe(api, namespace, "inv"))
+    wait_for(
+        lambda: reconcile(rec, api, namespace, "inv") and secret_data(api, namespace, "inv-ca-bundle"),
+        60,
+        "the cluster's certificate from the Issuer created later",
+        describe=describe(api, namespace, "inv"),
+    )
     body = k.read_cluster(api, namespace, "inv")
     assert condition(body, "Degraded")["status"] == "False", body["status"]
     assert body["status"]["phase"] == "Pending"  # no Pod runs here: the usual phase of a new cluster
     assert no_secret(api, namespace, "inv-ca")
 
 
-def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(control_plane, cluster_crds, cert_manager,
-                                                                     namespace, factory, tmp_path):
+def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(
+    control_plane, cluster_crds, cert_manager, namespace, factory, tmp_path
+):
     api = control_plane.api_client()
     core = client.CoreV1Api(api)
     suffix = uuid.uuid4().hex[:6]
     # self-signed ClusterIssuer -> CA Certificate (in the cluster resource namespace) -> CA ClusterIssuer
     selfsigned, root, ca_issuer = f"selfsigned-{suffix}", f"root-ca-{suffix}", f"ca-{suffix}"
     cm_create(api, {"kind": "ClusterIssuer", "metadata": {"name": selfsigned}, "spec": {"selfSigned": {}}})
-    cm_create(api, {"kind": "Certificate", "metadata": {"name": root}, "spec": {
-        "isCA": True, "commonName": f"test root {suffix}", "secretName": root,
-        "privateKey": {"algorithm": "ECDSA", "size": 256},
-        "issuerRef": {"name": selfsigned, "kind": "ClusterIssuer", "group": "cert-manager.io"}}}, CLUSTER_RESOURCE_NS)
-    cm_create(api, {"kind": "ClusterIssuer", "metadata": {"name": ca_issuer}, "spec": {"ca": {"secretName": root}}})
-    wait_for(lambda: ready(cm_object(api, "clusterissuers", ca_issuer)), 60, f"ClusterIssuer {ca_issuer} Ready",
-             describe=lambda: f"{cm_object(api, 'clusterissuers', ca_issuer)}\n{cert_manager.log_tail()}")
+    cm_create(
+        api,
+        {
+            "kind": "Certificate",
+            "metadata": {"name": root},
+            "spec": {
+                "isCA": True,
+                "commonName": f"test root {suffix}",
+                "secretName": root,
+                "privateKey": {"algorithm": "ECDSA", "size": 256},
+                "issuerRef": {"name": selfsigned, "kind": "ClusterIssuer", "group": "cert-manager.io"},
+            },
+        },
+        CLUSTER_RESOURCE_NS,
+    )
+    cm_create(
+        api, {"kind": "ClusterIssuer", "metadata": {"name": ca_issuer}, "spec": {"ca": {"secretName": root}}}
+    )
+    wait_for(
+        lambda: ready(cm_object(api, "clusterissuers", ca_issuer)),
+        60,
+        f"ClusterIssuer {ca_issuer} Ready",
+        describe=lambda: f"{cm_object(api, 'clusterissuers', ca_issuer)}\n{cert_manager.log_tail()}",
+    )
     root_ca = secret_data(api, CLUSTER_RESOURCE_NS, root)["tls.crt"]
 
     c_body = create_cluster(api, namespace, "shop", {"name": ca_issuer, "kind": "ClusterIssuer"})
     c = parse(c_body)
     rec = Reconciler(api, resync_seconds=2)
-    wait_for(lambda: reconcile(rec, api, namespace, "shop") and secret_data(api, namespace, "shop-ca-bundle"),
-             60, "the cluster's certificate from cert-manager", describe=describe(api, namespace, "shop"))
+    wait_for(
+        lambda: reconcile(rec, api, namespace, "shop") and secret_data(api, namespace, "shop-ca-bundle"),
+        60,
+        "the cluster's certificate from cert-manager",
+        describe=describe(api, namespace, "shop"),
+    )
 
     # the Certificate: the Secret the Pods mount, the names of the operator's own certificate
     cert = cm_object(api, "certificates", "shop-tls", namespace)
@@ -222,7 +274,11 @@ def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(control_pla
     assert sorted(cert["spec"]["dnsNames"]) == sorted(m.server_dns_names(c))
     assert f"*.shop-headless.{namespace}.svc" in cert["spec"]["dnsNames"]
     assert (cert["spec"]["duration"], cert["spec"]["renewBefore"]) == (f"{VALIDITY}s", f"{VALIDITY // 3}s")
-    assert cert["spec"]["issuerRef"] == {"name": ca_issuer, "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    assert cert["spec"]["issuerRef"] == {
+        "name": ca_issuer,
+        "kind": "ClusterIssuer",
+        "group": "cert-manager.io",
+    }
 
     # cert-manager issued the Secret, from the CA issuer
     secret = core.read_namespaced_secret("shop-tls", namespace)
@@ -232,7 +288,9 @@ def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(control_pla
     assert issued["ca.crt"] == root_ca
     leaf = x509.load_pem_x509_certificate(issued["tls.crt"].encode())
     leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(root_ca.encode()))
-    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
     assert sorted(sans) == sorted(m.server_dns_names(c))
 
     # applications get the issuer's CA, no key; the operator made no CA of its own
@@ -252,11 +310,17 @@ def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(control_pla
         (pki / "tls.key").chmod(0o600)
 
     kubelet_sync()
-    (server,) = factory.create(1, start=False, prefix="cm", ssl_ca=pki / "ca.crt", ssl_cert=pki / "tls.crt",
-                               ssl_key=pki / "tls.key")
+    (server,) = factory.create(
+        1, start=False, prefix="cm", ssl_ca=pki / "ca.crt", ssl_cert=pki / "tls.crt", ssl_key=pki / "tls.key"
+    )
     server.start()
-    operator_view = Instance(server.host, server.port, mdb.OPERATOR_USER, factory.admin_password,
-                             tls=tls_context(secret_data(api, namespace, "shop-ca-bundle")["ca.crt"]))
+    operator_view = Instance(
+        server.host,
+        server.port,
+        mdb.OPERATOR_USER,
+        factory.admin_password,
+        tls=tls_context(secret_data(api, namespace, "shop-ca-bundle")["ca.crt"]),
+    )
     first = tls.not_after(issued["tls.crt"])
     assert operator_view.tls_not_after() == first
 
@@ -264,20 +328,37 @@ def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(control_pla
     time.sleep(1.1)  # a new certificate's expiry differs from the first one's by at least a second
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     conditions = [cond for cond in cert["status"]["conditions"] if cond["type"] != "Issuing"] + [
-        {"type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
-         "message": "Certificate re-issuance manually triggered", "lastTransitionTime": now}]
+        {
+            "type": "Issuing",
+            "status": "True",
+            "reason": "ManuallyTriggered",
+            "message": "Certificate re-issuance manually triggered",
+            "lastTransitionTime": now,
+        }
+    ]
     client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-        *CM, namespace, "certificates", "shop-tls", {"status": {"conditions": conditions}})
-    wait_for(lambda: secret_data(api, namespace, "shop-tls")["tls.crt"] != issued["tls.crt"], 60,
-             "cert-manager to issue a new certificate", describe=describe(api, namespace, "shop"))
+        *CM, namespace, "certificates", "shop-tls", {"status": {"conditions": conditions}}
+    )
+    wait_for(
+        lambda: secret_data(api, namespace, "shop-tls")["tls.crt"] != issued["tls.crt"],
+        60,
+        "cert-manager to issue a new certificate",
+        describe=describe(api, namespace, "shop"),
+    )
     renewed = secret_data(api, namespace, "shop-tls")
     second = tls.not_after(renewed["tls.crt"])
     assert second > first and renewed["tls.key"] != issued["tls.key"]
 
     # the operator notices (Event), and its reload makes the server serve it without a restart
-    wait_for(lambda: reconcile(rec, api, namespace, "shop") and any(
-        r == "CertificateRenewed" for _, r, _ in events(api, namespace, "shop")), 30,
-        "the operator to notice the renewal", describe=describe(api, namespace, "shop"))
+    wait_for(
+        lambda: (
+            reconcile(rec, api, namespace, "shop")
+            and any(r == "CertificateRenewed" for _, r, _ in events(api, namespace, "shop"))
+        ),
+        30,
+        "the operator to notice the renewal",
+        describe=describe(api, namespace, "shop"),
+    )
     state = rec._entry(namespace, "shop").tls
     assert state.not_after == second and "cert-manager issued a new certificate" in state.issued
     kubelet_sync()

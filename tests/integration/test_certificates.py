@@ -16,9 +16,14 @@ NOW = dt.datetime.now(dt.timezone.utc)
 
 
 def cluster(namespace, validity=600):
-    return parse({"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
-                  "metadata": {"name": "shop", "namespace": namespace},
-                  "spec": {"flavor": "mariadb", "instances": 3, "tls": {"certificateValiditySeconds": validity}}})
+    return parse(
+        {
+            "apiVersion": "mysql.operator.dev/v1alpha1",
+            "kind": "MySQLCluster",
+            "metadata": {"name": "shop", "namespace": namespace},
+            "spec": {"flavor": "mariadb", "instances": 3, "tls": {"certificateValiditySeconds": validity}},
+        }
+    )
 
 
 def data(core, ns, name):
@@ -39,10 +44,14 @@ def test_secrets_created_once_renewed_when_due_and_the_ca_kept(control_plane, na
     assert set(tls) == {"tls.crt", "tls.key", "ca.crt"} and tls["ca.crt"] == ca["ca.crt"]
     assert core.read_namespaced_secret("shop-tls", namespace).type == "kubernetes.io/tls"
     cert = x509.load_pem_x509_certificate(tls["tls.crt"].encode())
-    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
     assert f"*.shop-headless.{namespace}.svc" in names and f"shop-rw.{namespace}.svc" in names
     for name in ("shop-ca", "shop-tls", "shop-ca-bundle"):  # deleted with the cluster
-        assert core.read_namespaced_secret(name, namespace).metadata.owner_references[0].uid == cm.metadata.uid
+        assert (
+            core.read_namespaced_secret(name, namespace).metadata.owner_references[0].uid == cm.metadata.uid
+        )
 
     # nothing due: nothing changes
     again = certificates.ensure_secrets(api, c, owner, NOW + dt.timedelta(seconds=60))
@@ -54,4 +63,5 @@ def test_secrets_created_once_renewed_when_due_and_the_ca_kept(control_plane, na
     renewed = data(core, namespace, "shop-tls")
     assert renewed["tls.key"] != tls["tls.key"] and data(core, namespace, "shop-ca") == ca
     x509.load_pem_x509_certificate(renewed["tls.crt"].encode()).verify_directly_issued_by(
-        x509.load_pem_x509_certificate(ca["ca.crt"].encode()))
+        x509.load_pem_x509_certificate(ca["ca.crt"].encode())
+    )

@@ -43,8 +43,13 @@ class Helm:
             "HELM_CONFIG_HOME": str(self.workdir / "config"),
             "HELM_DATA_HOME": str(self.workdir / "data"),
         }
-        r = subprocess.run([self.binary, "--kubeconfig", str(self.kubeconfig), *argv],
-                           capture_output=True, text=True, env=env, timeout=300)
+        r = subprocess.run(
+            [self.binary, "--kubeconfig", str(self.kubeconfig), *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         if check:
             assert r.returncode == 0, f"helm {' '.join(argv)} failed:\n{r.stdout}\n{r.stderr}"
         return r
@@ -87,8 +92,9 @@ def helm(control_plane, tmp_path_factory):
             if e.status != 404:
                 raise
     for name in set(_crd_names()) - existing:
-        wait_for(lambda: not _exists(lambda: ext.read_custom_resource_definition(name)), 60,
-                 f"CRD {name} removed")
+        wait_for(
+            lambda: not _exists(lambda: ext.read_custom_resource_definition(name)), 60, f"CRD {name} removed"
+        )
 
 
 def _exists(read) -> bool:
@@ -187,18 +193,35 @@ def test_all_namespaces_install_upgrade_uninstall(control_plane, helm, namespace
     # the chart's ServiceAccount, with its own token
     objs, sa_core = _sa_clients(control_plane, ns, release)
     admin_objs.create_namespaced_custom_object(GROUP, VERSION, anywhere, PLURAL, _a_cluster("c1"))
-    wait_for(lambda: _status(lambda: objs.list_namespaced_custom_object(
-        GROUP, VERSION, anywhere, PLURAL)) == 200, 30, "the ServiceAccount's grants in effect")
+    wait_for(
+        lambda: _status(lambda: objs.list_namespaced_custom_object(GROUP, VERSION, anywhere, PLURAL)) == 200,
+        30,
+        "the ServiceAccount's grants in effect",
+    )
     assert _status(lambda: objs.list_cluster_custom_object(GROUP, VERSION, PLURAL)) == 200
-    assert _status(lambda: objs.patch_namespaced_custom_object_status(
-        GROUP, VERSION, anywhere, PLURAL, "c1", {"status": {"phase": "Pending"}})) == 200
-    assert _status(lambda: objs.patch_cluster_custom_object(
-        "kopf.dev", "v1", "clusterkopfpeerings", full, {"status": {"probe": None}})) == 200
+    assert (
+        _status(
+            lambda: objs.patch_namespaced_custom_object_status(
+                GROUP, VERSION, anywhere, PLURAL, "c1", {"status": {"phase": "Pending"}}
+            )
+        )
+        == 200
+    )
+    assert (
+        _status(
+            lambda: objs.patch_cluster_custom_object(
+                "kopf.dev", "v1", "clusterkopfpeerings", full, {"status": {"probe": None}}
+            )
+        )
+        == 200
+    )
     # it never deletes the user's custom resources nor Secrets
-    assert _status(lambda: objs.delete_namespaced_custom_object(
-        GROUP, VERSION, anywhere, PLURAL, "c1")) == 403
-    core.create_namespaced_secret(anywhere, {"metadata": {"name": "user-secret"},
-                                             "stringData": {"password": "not-for-the-operator"}})
+    assert (
+        _status(lambda: objs.delete_namespaced_custom_object(GROUP, VERSION, anywhere, PLURAL, "c1")) == 403
+    )
+    core.create_namespaced_secret(
+        anywhere, {"metadata": {"name": "user-secret"}, "stringData": {"password": "not-for-the-operator"}}
+    )
     assert _status(lambda: sa_core.delete_namespaced_secret("user-secret", anywhere)) == 403
     assert _status(lambda: sa_core.list_namespaced_secret(anywhere)) == 403
     assert _exists(lambda: core.read_namespaced_secret("user-secret", anywhere))
@@ -206,8 +229,7 @@ def test_all_namespaces_install_upgrade_uninstall(control_plane, helm, namespace
 
     # upgrade: new values reach the Deployment, the release gets a new revision
     path = helm.workdir / "upgrade.yaml"
-    path.write_text(yaml.safe_dump({"replicas": 2, "logFormat": "text",
-                                    "commonLabels": {"team": "db"}}))
+    path.write_text(yaml.safe_dump({"replicas": 2, "logFormat": "text", "commonLabels": {"team": "db"}}))
     helm("upgrade", release, str(CHART), "--namespace", ns, "-f", str(path))
     dep = apps.read_namespaced_deployment(full, ns)
     assert dep.spec.replicas == 2
@@ -223,8 +245,10 @@ def test_all_namespaces_install_upgrade_uninstall(control_plane, helm, namespace
         ("ServiceAccount", lambda: core.read_namespaced_service_account(full, ns)),
         ("ClusterRole", lambda: rbac.read_cluster_role(full)),
         ("ClusterRoleBinding", lambda: rbac.read_cluster_role_binding(full)),
-        ("ClusterKopfPeering", lambda: admin_objs.get_cluster_custom_object(
-            "kopf.dev", "v1", "clusterkopfpeerings", full)),
+        (
+            "ClusterKopfPeering",
+            lambda: admin_objs.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", full),
+        ),
     ]:
         wait_for(lambda: not _exists(read), 60, f"{what} {full} removed by helm uninstall")
     for name in _crd_names():
@@ -259,33 +283,59 @@ def test_namespaced_install_grants_only_the_watched_namespaces(control_plane, he
     # the only cluster-wide grants: reading what kopf scans, and ClusterIssuers (spec.tls.issuerRef)
     cluster_rules = rbac.read_cluster_role(full).rules
     assert {(g, res) for r in cluster_rules for g in r.api_groups for res in r.resources} == {
-        ("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces"),
-        ("cert-manager.io", "clusterissuers")}
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ("", "namespaces"),
+        ("cert-manager.io", "clusterissuers"),
+    }
     assert {v for r in cluster_rules for v in r.verbs} == {"get", "list", "watch"}
 
     objs, sa_core = _sa_clients(control_plane, ns, release)
     for where in (*watched, unwatched):
         admin_objs.create_namespaced_custom_object(GROUP, VERSION, where, PLURAL, _a_cluster("c1"))
-        core.create_namespaced_secret(where, {"metadata": {"name": "user-secret"},
-                                              "stringData": {"password": "not-for-the-operator"}})
+        core.create_namespaced_secret(
+            where, {"metadata": {"name": "user-secret"}, "stringData": {"password": "not-for-the-operator"}}
+        )
     watched_ns = watched[0]
-    wait_for(lambda: _status(lambda: objs.list_namespaced_custom_object(
-        GROUP, VERSION, watched_ns, PLURAL)) == 200, 30, "the ServiceAccount's grants in effect")
+    wait_for(
+        lambda: (
+            _status(lambda: objs.list_namespaced_custom_object(GROUP, VERSION, watched_ns, PLURAL)) == 200
+        ),
+        30,
+        "the ServiceAccount's grants in effect",
+    )
     for w in watched:
         listed = objs.list_namespaced_custom_object(GROUP, VERSION, w, PLURAL)
         assert [i["metadata"]["name"] for i in listed["items"]] == ["c1"]
-        assert _status(lambda: objs.patch_namespaced_custom_object_status(
-            GROUP, VERSION, w, PLURAL, "c1", {"status": {"phase": "Pending"}})) == 200
-        assert _status(lambda: objs.patch_namespaced_custom_object(
-            "kopf.dev", "v1", w, "kopfpeerings", full, {"status": {"probe": None}})) == 200
+        assert (
+            _status(
+                lambda: objs.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, w, PLURAL, "c1", {"status": {"phase": "Pending"}}
+                )
+            )
+            == 200
+        )
+        assert (
+            _status(
+                lambda: objs.patch_namespaced_custom_object(
+                    "kopf.dev", "v1", w, "kopfpeerings", full, {"status": {"probe": None}}
+                )
+            )
+            == 200
+        )
         assert _status(lambda: sa_core.delete_namespaced_secret("user-secret", w)) == 403
         assert _exists(lambda: core.read_namespaced_secret("user-secret", w))
     # outside the watched namespaces: nothing
     assert _status(lambda: objs.list_namespaced_custom_object(GROUP, VERSION, unwatched, PLURAL)) == 403
     assert _status(lambda: objs.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)) == 403
     assert _status(lambda: objs.list_cluster_custom_object(GROUP, VERSION, PLURAL)) == 403
-    assert _status(lambda: objs.patch_namespaced_custom_object_status(
-        GROUP, VERSION, unwatched, PLURAL, "c1", {"status": {"phase": "Failed"}})) == 403
+    assert (
+        _status(
+            lambda: objs.patch_namespaced_custom_object_status(
+                GROUP, VERSION, unwatched, PLURAL, "c1", {"status": {"phase": "Failed"}}
+            )
+        )
+        == 403
+    )
     assert _status(lambda: sa_core.read_namespaced_secret("user-secret", unwatched)) == 403
     assert _status(lambda: sa_core.delete_namespaced_secret("user-secret", unwatched)) == 403
     assert _status(lambda: sa_core.list_secret_for_all_namespaces()) == 403
@@ -299,15 +349,25 @@ def test_namespaced_install_grants_only_the_watched_namespaces(control_plane, he
     path = helm.workdir / f"{release}-upgrade.yaml"
     path.write_text(yaml.safe_dump(values))
     helm("upgrade", release, str(CHART), "--namespace", ns, "-f", str(path))
-    wait_for(lambda: _status(lambda: objs.list_namespaced_custom_object(
-        GROUP, VERSION, third, PLURAL)) == 200, 30, f"grant in {third} after upgrade")
+    wait_for(
+        lambda: _status(lambda: objs.list_namespaced_custom_object(GROUP, VERSION, third, PLURAL)) == 200,
+        30,
+        f"grant in {third} after upgrade",
+    )
 
     helm.uninstall(release, ns)
     for w in (*watched, third):
-        wait_for(lambda: not _exists(lambda: rbac.read_namespaced_role(full, w)), 60,
-                 f"Role {full} in {w} removed")
-    wait_for(lambda: _status(lambda: objs.list_namespaced_custom_object(
-        GROUP, VERSION, watched_ns, PLURAL)) in (401, 403), 30, "the grant gone after uninstall")
+        wait_for(
+            lambda: not _exists(lambda: rbac.read_namespaced_role(full, w)), 60, f"Role {full} in {w} removed"
+        )
+    wait_for(
+        lambda: (
+            _status(lambda: objs.list_namespaced_custom_object(GROUP, VERSION, watched_ns, PLURAL))
+            in (401, 403)
+        ),
+        30,
+        "the grant gone after uninstall",
+    )
 
 
 def test_bad_values_are_refused_before_anything_is_created(control_plane, helm, namespaces):
@@ -326,9 +386,17 @@ def test_operator_pod_passes_restricted_pod_security(control_plane, helm, namesp
     the `restricted` Pod Security Standard, is admitted."""
     ns = namespaces("ops")
     core = client.CoreV1Api(control_plane.api_client())
-    core.patch_namespace(ns, {"metadata": {"labels": {
-        "pod-security.kubernetes.io/enforce": "restricted",
-        "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    core.patch_namespace(
+        ns,
+        {
+            "metadata": {
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                }
+            }
+        },
+    )
     release = _release()
     helm.install(release, ns, {})
     apps = client.AppsV1Api(control_plane.api_client())

@@ -63,8 +63,7 @@ def test_crd_schema_and_cel_rules_are_enforced_at_admission(control_plane, names
         )
 
         def create(name, spec):
-            body = {"apiVersion": f"{GROUP}/v1", "kind": "Widget",
-                    "metadata": {"name": name}, "spec": spec}
+            body = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}
             return objs.create_namespaced_custom_object(GROUP, "v1", namespace, "widgets", body)
 
         assert create("good", {"size": 3, "primary": 2})["spec"] == {"size": 3, "primary": 2}
@@ -80,8 +79,10 @@ def test_crd_schema_and_cel_rules_are_enforced_at_admission(control_plane, names
         assert "spec.size" in schema.value.body
         assert "less than or equal to 9" in schema.value.body
 
-        names = [o["metadata"]["name"] for o in
-                 objs.list_namespaced_custom_object(GROUP, "v1", namespace, "widgets")["items"]]
+        names = [
+            o["metadata"]["name"]
+            for o in objs.list_namespaced_custom_object(GROUP, "v1", namespace, "widgets")["items"]
+        ]
         assert names == ["good"]
     finally:
         ext.delete_custom_resource_definition(CRD["metadata"]["name"])
@@ -91,22 +92,26 @@ def test_statefulset_pods_are_created_by_the_controller_manager(control_plane, n
     api = control_plane.api_client()
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     labels = {"app": "web"}
-    apps.create_namespaced_stateful_set(namespace, {
-        "metadata": {"name": "web"},
-        "spec": {
-            "serviceName": "web",
-            "replicas": 2,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "c", "image": "localhost/none:1"}]},
+    apps.create_namespaced_stateful_set(
+        namespace,
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "serviceName": "web",
+                "replicas": 2,
+                "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "localhost/none:1"}]},
+                },
             },
         },
-    })
+    )
     pods = wait_for(
         lambda: (lambda p: p if len(p) == 2 else None)(
-            core.list_namespaced_pod(namespace, label_selector="app=web").items),
+            core.list_namespaced_pod(namespace, label_selector="app=web").items
+        ),
         60,
         "2 pods of StatefulSet web",
     )
@@ -126,15 +131,22 @@ def test_statefulset_pods_are_created_by_the_controller_manager(control_plane, n
 def test_owned_objects_are_garbage_collected(control_plane, namespace):
     core = client.CoreV1Api(control_plane.api_client())
     owner = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
-    core.create_namespaced_config_map(namespace, {
-        "metadata": {
-            "name": "owned",
-            "ownerReferences": [{
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "name": "owner", "uid": owner.metadata.uid,
-            }],
+    core.create_namespaced_config_map(
+        namespace,
+        {
+            "metadata": {
+                "name": "owned",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "name": "owner",
+                        "uid": owner.metadata.uid,
+                    }
+                ],
+            },
         },
-    })
+    )
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "bystander"}})
     core.delete_namespaced_config_map("owner", namespace)
 
@@ -158,15 +170,21 @@ def test_service_account_requests_follow_rbac(control_plane, namespace):
     assert denied.value.status == 403
     assert f"system:serviceaccount:{namespace}:reader" in denied.value.body
 
-    rbac.create_namespaced_role(namespace, {
-        "metadata": {"name": "cm-reader"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
-    })
-    rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "cm-reader"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
-    })
+    rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "cm-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "cm-reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+        },
+    )
     wait_for(lambda: as_sa.list_namespaced_config_map(namespace), 30, "granted list to work")
     with pytest.raises(client.ApiException) as still_denied:
         as_sa.list_namespaced_secret(namespace)
@@ -180,13 +198,16 @@ def test_helm_is_the_pinned_version_and_renders_a_chart(tmp_path):
 
     helm = str(binary("helm"))
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([helm, "version", "--short"], capture_output=True, text=True,
-                         check=True, env=env).stdout
+    out = subprocess.run(
+        [helm, "version", "--short"], capture_output=True, text=True, check=True, env=env
+    ).stdout
     assert out.startswith(versions()["HELM_VERSION"])
-    subprocess.run([helm, "create", "demo"], cwd=tmp_path, check=True, env=env,
-                   capture_output=True)
+    subprocess.run([helm, "create", "demo"], cwd=tmp_path, check=True, env=env, capture_output=True)
     rendered = subprocess.run(
         [helm, "template", "r1", str(tmp_path / "demo"), "--kube-version", "1.34.0"],
-        capture_output=True, text=True, check=True, env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout
     assert "kind: Deployment" in rendered and "name: r1-demo" in rendered

@@ -39,8 +39,11 @@ def crds(control_plane):
     ext = client.ApiextensionsV1Api(control_plane.api_client())
     names = apply_crds(control_plane.api_client(), (yaml.safe_load(p.read_text()) for p in CRD_FILES))
     objs = client.CustomObjectsApi(control_plane.api_client())
-    wait_for(lambda: objs.list_cluster_custom_object(GROUP, VERSION, "mysqlclusters") is not None,
-             30, "mysqlclusters to be served")
+    wait_for(
+        lambda: objs.list_cluster_custom_object(GROUP, VERSION, "mysqlclusters") is not None,
+        30,
+        "mysqlclusters to be served",
+    )
     yield ext
     for name in names:
         ext.delete_custom_resource_definition(name)
@@ -71,8 +74,12 @@ def update_spec(objs, ns, kind, name, spec):
 
 
 def cluster_body(name, spec):
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster",
-            "metadata": {"name": name}, "spec": copy.deepcopy(spec)}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLCluster",
+        "metadata": {"name": name},
+        "spec": copy.deepcopy(spec),
+    }
 
 
 def unique(prefix="c"):
@@ -91,31 +98,46 @@ def test_crds_declare_names_status_and_columns(crds):
     backup = crds.read_custom_resource_definition("mysqlbackups.mysql.operator.dev")
     assert backup.spec.names.short_names == ["mysqlbk"]
     (v,) = backup.spec.versions
-    assert [c.name for c in v.additional_printer_columns] == ["Phase", "Cluster", "Started", "Completed", "Size"]
+    assert [c.name for c in v.additional_printer_columns] == [
+        "Phase",
+        "Cluster",
+        "Started",
+        "Completed",
+        "Size",
+    ]
 
 
 def test_status_subresource_and_printer_columns(control_plane, objs, namespace):
     name = unique()
     created = create(objs, namespace, cluster_body(name, {"instances": 3}))
     gen = created["metadata"]["generation"]
-    status = {"phase": "Running", "readyInstances": 2, "currentPrimary": f"{name}-0",
-              "kopf": {"progress": {}}}  # kopf keeps its state here: it must not be pruned
+    status = {
+        "phase": "Running",
+        "readyInstances": 2,
+        "currentPrimary": f"{name}-0",
+        "kopf": {"progress": {}},
+    }  # kopf keeps its state here: it must not be pruned
     objs.patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, "mysqlclusters", name, {"status": status})
+        GROUP, VERSION, namespace, "mysqlclusters", name, {"status": status}
+    )
     after = objs.get_namespaced_custom_object(GROUP, VERSION, namespace, "mysqlclusters", name)
     assert after["status"] == status and after["metadata"]["generation"] == gen
     # a status written through the main resource is ignored (status subresource)
     after["status"] = {"phase": "Hacked"}
     objs.replace_namespaced_custom_object(GROUP, VERSION, namespace, "mysqlclusters", name, after)
-    assert objs.get_namespaced_custom_object(
-        GROUP, VERSION, namespace, "mysqlclusters", name)["status"]["phase"] == "Running"
+    assert (
+        objs.get_namespaced_custom_object(GROUP, VERSION, namespace, "mysqlclusters", name)["status"]["phase"]
+        == "Running"
+    )
 
     # `kubectl get mysqlclusters` asks for a Table: the columns the brief promises
     api = control_plane.api_client()
     request = api.param_serialize(
-        method="GET", resource_path=f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/mysqlclusters/{name}",
+        method="GET",
+        resource_path=f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/mysqlclusters/{name}",
         header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
-        auth_settings=["BearerToken"])
+        auth_settings=["BearerToken"],
+    )
     response = api.call_api(*request)
     response.read()
     table = json.loads(response.data)
@@ -154,7 +176,7 @@ def test_invalid_manifest_is_refused_with_its_message(objs, shared_ns, path):
     text = path.read_text()
     first = text.splitlines()[0]
     assert first.startswith("# expect: "), f"{path.name}: line 1 must be '# expect: <message fragment>'"
-    expected = first[len("# expect: "):].strip()
+    expected = first[len("# expect: ") :].strip()
     docs = [d for d in yaml.safe_load_all(text) if d]
     suffix = uuid.uuid4().hex[:6]
     for d in docs:  # unique names so the corpus can share one namespace
@@ -221,10 +243,13 @@ def server_side_apply(api, obj):
     """PATCH application/apply-patch+yaml with strict field validation; returns the stored object."""
     path = RESOURCE_PATHS[obj["kind"]].format(ns=obj["metadata"]["namespace"], name=obj["metadata"]["name"])
     request = api.param_serialize(
-        method="PATCH", resource_path=path,
+        method="PATCH",
+        resource_path=path,
         query_params=[("fieldManager", "crd-test"), ("force", "true"), ("fieldValidation", "Strict")],
         header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-        body=obj, auth_settings=["BearerToken"])
+        body=obj,
+        auth_settings=["BearerToken"],
+    )
     response = api.call_api(*request)
     response.read()
     if response.status >= 300:
@@ -233,19 +258,35 @@ def server_side_apply(api, obj):
 
 
 @pytest.mark.parametrize("flavor", ["mysql", "mariadb"])
-def test_built_objects_apply_strictly_and_pods_pass_restricted_admission(control_plane, objs, namespace, flavor):
+def test_built_objects_apply_strictly_and_pods_pass_restricted_admission(
+    control_plane, objs, namespace, flavor
+):
     from mysql_operator import manifests as m
 
     api = control_plane.api_client()
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    core.patch_namespace(namespace, {"metadata": {"labels": {
-        "pod-security.kubernetes.io/enforce": "restricted",
-        "pod-security.kubernetes.io/enforce-version": "latest"}}})
-    spec = {"instances": 3, "flavor": flavor, "database": {"name": "app", "user": "app"},
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
-            "tolerations": [{"key": "dedicated", "operator": "Exists"}], "nodeSelector": {"disk": "ssd"},
-            "podLabels": {"team": "a"}, "podAnnotations": {"note": "a"},
-            "service": {"type": "NodePort", "annotations": {"a": "b"}}}
+    core.patch_namespace(
+        namespace,
+        {
+            "metadata": {
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                }
+            }
+        },
+    )
+    spec = {
+        "instances": 3,
+        "flavor": flavor,
+        "database": {"name": "app", "user": "app"},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "nodeSelector": {"disk": "ssd"},
+        "podLabels": {"team": "a"},
+        "podAnnotations": {"note": "a"},
+        "service": {"type": "NodePort", "annotations": {"a": "b"}},
+    }
     cr = create(objs, namespace, cluster_body("db", spec))
     cluster = parse(cr)
     built = [m.owned(o, cr) for o in m.build_all(cluster, lambda key: m.random_password())]
@@ -285,9 +326,11 @@ def test_built_objects_apply_strictly_and_pods_pass_restricted_admission(control
     objs.delete_namespaced_custom_object(GROUP, VERSION, namespace, "mysqlclusters", "db")
 
     def gone():
-        left = [*core.list_namespaced_config_map(namespace, label_selector="app.kubernetes.io/instance=db").items,
-                *core.list_namespaced_service(namespace, label_selector="app.kubernetes.io/instance=db").items,
-                *apps.list_namespaced_stateful_set(namespace).items]
+        left = [
+            *core.list_namespaced_config_map(namespace, label_selector="app.kubernetes.io/instance=db").items,
+            *core.list_namespaced_service(namespace, label_selector="app.kubernetes.io/instance=db").items,
+            *apps.list_namespaced_stateful_set(namespace).items,
+        ]
         return not left
 
     wait_for(gone, 60, "the garbage collector to delete the cluster's objects")

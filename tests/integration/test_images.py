@@ -119,9 +119,14 @@ def task(cd: Containerd, cid: str) -> tuple[int, str] | None:
 
 def remove_container(cd: Containerd, cid: str) -> None:
     cd.ctr("-n", NAMESPACE, "tasks", "kill", "-s", "SIGKILL", cid, check=False)
-    wait_for(lambda: task(cd, cid) is None
-             or cd.ctr("-n", NAMESPACE, "tasks", "delete", cid, check=False).returncode == 0,
-             30, f"the task of {cid} to be deleted")
+    wait_for(
+        lambda: (
+            task(cd, cid) is None
+            or cd.ctr("-n", NAMESPACE, "tasks", "delete", cid, check=False).returncode == 0
+        ),
+        30,
+        f"the task of {cid} to be deleted",
+    )
     cd.ctr("-n", NAMESPACE, "containers", "delete", cid, check=False)
 
 
@@ -160,8 +165,13 @@ def test_warm_rebuild_reuses_the_cached_archives(images):
 
 
 def test_busybox_image_has_the_shell_tools_the_provisioner_helper_uses(images, containerd):
-    code, out = run(containerd, images["busybox"].ref, "sh", "-c",
-                    "mkdir -m 0777 -p /x/y && test -d /x/y && rm -rf /x && test ! -e /x && echo ok")
+    code, out = run(
+        containerd,
+        images["busybox"].ref,
+        "sh",
+        "-c",
+        "mkdir -m 0777 -p /x/y && test -d /x/y && rm -rf /x && test ! -e /x && echo ok",
+    )
     assert (code, out.strip()) == (0, "ok")
     code, _ = run(containerd, images["busybox"].ref, "sh", "-c", "test -e /definitely-missing")
     assert code != 0
@@ -171,8 +181,11 @@ def test_pause_image_runs_catatonit_as_a_pause_process(images, containerd):
     cid = f"pause-{uuid.uuid4().hex[:8]}"
     containerd.ctr("-n", NAMESPACE, "run", "-d", images["pause"].ref, cid)
     try:
-        pid, _ = wait_for(lambda: (t := task(containerd, cid)) and t[1] == "RUNNING" and t, 20,
-                          "the pause container to be RUNNING")
+        pid, _ = wait_for(
+            lambda: (t := task(containerd, cid)) and t[1] == "RUNNING" and t,
+            20,
+            "the pause container to be RUNNING",
+        )
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert argv[:2] == [b"/catatonit", b"-P"]
     finally:
@@ -184,9 +197,14 @@ def test_operator_image_runs_the_cli_as_non_root_with_backup_tools(images, conta
     code, out = run(containerd, ref, "mysql-operator", "--version")
     assert code == 0, out
     assert re.fullmatch(r"mysql-operator \d+\.\d+\.\d+\S*", out.strip()), out
-    code, out = run(containerd, ref, "sh", "-c",
-                    "id -u; mariadb-dump --version >/dev/null && zstd --version >/dev/null && gzip --version >/dev/null"
-                    " && python3 -c 'import mysql_operator, pymysql, kopf, kubernetes, boto3' && echo tools-ok")
+    code, out = run(
+        containerd,
+        ref,
+        "sh",
+        "-c",
+        "id -u; mariadb-dump --version >/dev/null && zstd --version >/dev/null && gzip --version >/dev/null"
+        " && python3 -c 'import mysql_operator, pymysql, kopf, kubernetes, boto3' && echo tools-ok",
+    )
     assert code == 0, out
     uid, status = out.split()
     assert uid != "0" and status == "tools-ok"
@@ -195,7 +213,9 @@ def test_operator_image_runs_the_cli_as_non_root_with_backup_tools(images, conta
     assert (code, out.strip()) == (0, "no-ca")
 
 
-def test_mariadb_entrypoint_refuses_an_empty_datadir_without_a_root_password_option(images, containerd, tmp_path):
+def test_mariadb_entrypoint_refuses_an_empty_datadir_without_a_root_password_option(
+    images, containerd, tmp_path
+):
     env = tmp_path / "env"
     env.write_text("MARIADB_DATABASE=app\n")
     code, out = run(containerd, images["mariadb"].ref, "docker-entrypoint.sh", "mariadbd", env_file=env)
@@ -209,7 +229,12 @@ def _entrypoint_container(containerd, image, server_cmd, env_text, initdb_files,
     `env_text` and initdb scripts {name: bytes}; yields {cid, port, log, datadir} once root answers,
     removes the container afterwards."""
     port = free_port()
-    env, log, datadir, initdb = folder / "env", folder / "container.log", folder / "datadir", folder / "initdb"
+    env, log, datadir, initdb = (
+        folder / "env",
+        folder / "container.log",
+        folder / "datadir",
+        folder / "initdb",
+    )
     datadir.mkdir(mode=0o755)
     initdb.mkdir()
     for name, data in initdb_files.items():
@@ -218,15 +243,34 @@ def _entrypoint_container(containerd, image, server_cmd, env_text, initdb_files,
     env.chmod(0o600)
     cid = f"{server_cmd}-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
-    containerd.ctr("-n", NAMESPACE, "run", "-d", "--net-host", "--env-file", str(env), "--log-uri", f"file://{log}",
-                   "--mount", f"type=bind,src={datadir},dst=/var/lib/mysql,options=rbind:rw",
-                   "--mount", f"type=bind,src={initdb},dst=/docker-entrypoint-initdb.d,options=rbind:ro",
-                   image, cid,
-                   "docker-entrypoint.sh", server_cmd, f"--port={port}", "--bind-address=127.0.0.1")
+    containerd.ctr(
+        "-n",
+        NAMESPACE,
+        "run",
+        "-d",
+        "--net-host",
+        "--env-file",
+        str(env),
+        "--log-uri",
+        f"file://{log}",
+        "--mount",
+        f"type=bind,src={datadir},dst=/var/lib/mysql,options=rbind:rw",
+        "--mount",
+        f"type=bind,src={initdb},dst=/docker-entrypoint-initdb.d,options=rbind:ro",
+        image,
+        cid,
+        "docker-entrypoint.sh",
+        server_cmd,
+        f"--port={port}",
+        "--bind-address=127.0.0.1",
+    )
     try:
         try:
-            wait_for(lambda: query(port, "root", ROOT_PASSWORD, "SELECT 1") == ((1,),), timeout,
-                     f"{label} on 127.0.0.1:{port} to answer as root")
+            wait_for(
+                lambda: query(port, "root", ROOT_PASSWORD, "SELECT 1") == ((1,),),
+                timeout,
+                f"{label} on 127.0.0.1:{port} to answer as root",
+            )
         except AssertionError as e:
             raise AssertionError(f"{e}\ncontainer log:\n{log.read_text(errors='replace')[-3000:]}") from None
         report(f"{label} container start (empty datadir) to first query", time.monotonic() - started)
@@ -239,13 +283,21 @@ def _entrypoint_container(containerd, image, server_cmd, env_text, initdb_files,
 def server(images, containerd, tmp_path_factory):
     """One MariaDB container (host network, 127.0.0.1 on a free port) for the TestMariaDB tests."""
     yield from _entrypoint_container(
-        containerd, images["mariadb"].ref, "mariadbd",
+        containerd,
+        images["mariadb"].ref,
+        "mariadbd",
         f"MARIADB_ROOT_PASSWORD={ROOT_PASSWORD}\nMARIADB_DATABASE=app\n"
         f"MARIADB_USER=appuser\nMARIADB_PASSWORD={APP_PASSWORD}\n",
-        {"01-schema.sql": b"CREATE TABLE seeded (id INT PRIMARY KEY);\nINSERT INTO seeded VALUES (1);\n",
-         "02-more.sql.gz": gzip.compress(b"INSERT INTO seeded VALUES (2);\n"),
-         "03-sourced.sh": b'docker_process_sql <<<"INSERT INTO seeded VALUES (3);"\n'},
-        tmp_path_factory.mktemp("mariadb"), "MariaDB", 120)
+        {
+            "01-schema.sql": b"CREATE TABLE seeded (id INT PRIMARY KEY);\nINSERT INTO seeded VALUES (1);\n",
+            "02-more.sql.gz": gzip.compress(b"INSERT INTO seeded VALUES (2);\n"),
+            "03-sourced.sh": b'docker_process_sql <<<"INSERT INTO seeded VALUES (3);"\n',
+        },
+        tmp_path_factory.mktemp("mariadb"),
+        "MariaDB",
+        120,
+    )
+
 
 class TestMariaDB:
     def test_root_and_the_requested_database_and_user_exist(self, server):
@@ -255,8 +307,12 @@ class TestMariaDB:
         with pytest.raises(pymysql.err.OperationalError):
             query(port, "root", "wrong", "SELECT 1")
         # The image's config: utf8mb4 defaults from Debian, no name resolution, time zones loaded.
-        rows = query(port, "root", ROOT_PASSWORD,
-                     "SELECT @@skip_name_resolve, @@port, (SELECT COUNT(*) > 0 FROM mysql.time_zone_name)")
+        rows = query(
+            port,
+            "root",
+            ROOT_PASSWORD,
+            "SELECT @@skip_name_resolve, @@port, (SELECT COUNT(*) > 0 FROM mysql.time_zone_name)",
+        )
         assert rows == ((1, port, 1),)
 
     def test_server_runs_as_uid_999_and_keeps_passwords_out_of_its_environment(self, server, containerd):
@@ -268,11 +324,21 @@ class TestMariaDB:
         assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"mariadbd")
         environ = Path(f"/proc/{pid}/environ").read_bytes()
         assert ROOT_PASSWORD.encode() not in environ and APP_PASSWORD.encode() not in environ
-        code = containerd.ctr("-n", NAMESPACE, "tasks", "exec", "--exec-id", f"e{uuid.uuid4().hex[:6]}",
-                              server["cid"], "sh", "-c",
-                              'test "$(id -u mysql):$(id -g mysql)" = 999:999 '
-                              "&& test \"$(stat -c %u /var/lib/mysql/mysql)\" = 999 "
-                              "&& test -S /run/mysqld/mysqld.sock && healthcheck.sh", check=False)
+        code = containerd.ctr(
+            "-n",
+            NAMESPACE,
+            "tasks",
+            "exec",
+            "--exec-id",
+            f"e{uuid.uuid4().hex[:6]}",
+            server["cid"],
+            "sh",
+            "-c",
+            'test "$(id -u mysql):$(id -g mysql)" = 999:999 '
+            '&& test "$(stat -c %u /var/lib/mysql/mysql)" = 999 '
+            "&& test -S /run/mysqld/mysqld.sock && healthcheck.sh",
+            check=False,
+        )
         assert code.returncode == 0, code.stdout + code.stderr
 
     def test_initdb_scripts_ran_once_in_order_on_the_empty_datadir(self, server):
@@ -290,25 +356,49 @@ class TestMariaDB:
         assert ROOT_PASSWORD not in text and APP_PASSWORD not in text
 
     def test_the_image_has_the_binaries_backups_and_replicas_need(self, server, containerd):
-        tools = ["mariadbd", "mariadb", "mariadb-dump", "mariadb-backup", "mbstream",
-                 "mariadb-install-db", "mariadb-admin"]
-        proc = containerd.ctr("-n", NAMESPACE, "tasks", "exec", "--exec-id", f"e{uuid.uuid4().hex[:6]}",
-                              server["cid"], "sh", "-c",
-                              " && ".join(f"command -v {t} >/dev/null" for t in tools) + " && echo all",
-                              check=False)
+        tools = [
+            "mariadbd",
+            "mariadb",
+            "mariadb-dump",
+            "mariadb-backup",
+            "mbstream",
+            "mariadb-install-db",
+            "mariadb-admin",
+        ]
+        proc = containerd.ctr(
+            "-n",
+            NAMESPACE,
+            "tasks",
+            "exec",
+            "--exec-id",
+            f"e{uuid.uuid4().hex[:6]}",
+            server["cid"],
+            "sh",
+            "-c",
+            " && ".join(f"command -v {t} >/dev/null" for t in tools) + " && echo all",
+            check=False,
+        )
         assert proc.stdout.strip() == "all", proc.stdout + proc.stderr
 
     def test_data_survives_a_restart_on_the_initialised_datadir(self, server, containerd):
         port, cid = server["port"], server["cid"]
-        query(port, "appuser", APP_PASSWORD,
-              "CREATE TABLE IF NOT EXISTS t (v INT); INSERT INTO t VALUES (42)", db="app")
+        query(
+            port,
+            "appuser",
+            APP_PASSWORD,
+            "CREATE TABLE IF NOT EXISTS t (v INT); INSERT INTO t VALUES (42)",
+            db="app",
+        )
         containerd.ctr("-n", NAMESPACE, "tasks", "kill", "-s", "SIGTERM", cid)
         wait_for(lambda: task(containerd, cid)[1] == "STOPPED", 60, "MariaDB to shut down on SIGTERM")
         containerd.ctr("-n", NAMESPACE, "tasks", "delete", cid)
         started = time.monotonic()
         containerd.ctr("-n", NAMESPACE, "tasks", "start", "-d", cid)
-        wait_for(lambda: query(port, "appuser", APP_PASSWORD, "SELECT v FROM t", db="app") == ((42,),), 60,
-                 "MariaDB to serve the old data after a restart")
+        wait_for(
+            lambda: query(port, "appuser", APP_PASSWORD, "SELECT v FROM t", db="app") == ((42,),),
+            60,
+            "MariaDB to serve the old data after a restart",
+        )
         report("MariaDB restart (initialised datadir) to first query", time.monotonic() - started)
 
 
@@ -320,17 +410,40 @@ def test_mariadb_runs_as_uid_999_from_the_start_like_run_as_user(images, contain
     cid = f"mariadb999-{uuid.uuid4().hex[:8]}"
     # ctr's default spec (unlike the kubelet's) mounts a root-owned tmpfs over /run, hiding the
     # image's /run/mysqld: give the socket directory back, as the image has it (mode 1777).
-    containerd.ctr("-n", NAMESPACE, "run", "-d", "--net-host", "--env-file", str(env),
-                   "--mount", "type=tmpfs,src=tmpfs,dst=/run/mysqld,options=nosuid:nodev:mode=1777",
-                   "--log-uri", f"file://{tmp_path / 'container.log'}", images["mariadb"].ref, cid,
-                   "setpriv", "--reuid=999", "--regid=999", "--clear-groups",
-                   "docker-entrypoint.sh", "mariadbd", f"--port={port}", "--bind-address=127.0.0.1")
+    containerd.ctr(
+        "-n",
+        NAMESPACE,
+        "run",
+        "-d",
+        "--net-host",
+        "--env-file",
+        str(env),
+        "--mount",
+        "type=tmpfs,src=tmpfs,dst=/run/mysqld,options=nosuid:nodev:mode=1777",
+        "--log-uri",
+        f"file://{tmp_path / 'container.log'}",
+        images["mariadb"].ref,
+        cid,
+        "setpriv",
+        "--reuid=999",
+        "--regid=999",
+        "--clear-groups",
+        "docker-entrypoint.sh",
+        "mariadbd",
+        f"--port={port}",
+        "--bind-address=127.0.0.1",
+    )
     try:
         try:
-            wait_for(lambda: query(port, "root", "", "SELECT CURRENT_USER()") == (("root@%",),), 120,
-                     f"MariaDB (uid 999 from the start) on 127.0.0.1:{port}")
+            wait_for(
+                lambda: query(port, "root", "", "SELECT CURRENT_USER()") == (("root@%",),),
+                120,
+                f"MariaDB (uid 999 from the start) on 127.0.0.1:{port}",
+            )
         except AssertionError as e:
-            raise AssertionError(f"{e}\n{(tmp_path / 'container.log').read_text(errors='replace')[-3000:]}") from None
+            raise AssertionError(
+                f"{e}\n{(tmp_path / 'container.log').read_text(errors='replace')[-3000:]}"
+            ) from None
         pid, _ = task(containerd, cid)
         assert re.search(r"^Uid:\s+999\s+999", Path(f"/proc/{pid}/status").read_text(), re.M)
     finally:
@@ -338,8 +451,16 @@ def test_mariadb_runs_as_uid_999_from_the_start_like_run_as_user(images, contain
 
 
 def query(port: int, user: str, password: str, sql: str, db: str | None = None):
-    conn = pymysql.connect(host="127.0.0.1", port=port, user=user, password=password, database=db,
-                           connect_timeout=3, autocommit=True, client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS)
+    conn = pymysql.connect(
+        host="127.0.0.1",
+        port=port,
+        user=user,
+        password=password,
+        database=db,
+        connect_timeout=3,
+        autocommit=True,
+        client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS,
+    )
     try:
         with conn.cursor() as cur:
             cur.execute(sql)
@@ -351,31 +472,43 @@ def query(port: int, user: str, password: str, sql: str, db: str | None = None):
         conn.close()
 
 
-
 @pytest.fixture(scope="module")
 def mysql_server(images, containerd, tmp_path_factory):
     """One MySQL 9.7 container from the local image, started by its entrypoint with the official
     image's variables."""
     yield from _entrypoint_container(
-        containerd, images["mysql"].ref, "mysqld",
+        containerd,
+        images["mysql"].ref,
+        "mysqld",
         f"MYSQL_ROOT_PASSWORD={ROOT_PASSWORD}\nMYSQL_DATABASE=app\n"
         f"MYSQL_USER=appuser\nMYSQL_PASSWORD={APP_PASSWORD}\n",
-        {"01-schema.sql": b"CREATE TABLE seeded (id INT PRIMARY KEY);\nINSERT INTO seeded VALUES (1);\n",
-         "02-sourced.sh": b'docker_process_sql <<<"INSERT INTO seeded VALUES (2);"\n'},
-        tmp_path_factory.mktemp("mysql"), "MySQL 9.7", 180)
+        {
+            "01-schema.sql": b"CREATE TABLE seeded (id INT PRIMARY KEY);\nINSERT INTO seeded VALUES (1);\n",
+            "02-sourced.sh": b'docker_process_sql <<<"INSERT INTO seeded VALUES (2);"\n',
+        },
+        tmp_path_factory.mktemp("mysql"),
+        "MySQL 9.7",
+        180,
+    )
+
 
 class TestMySQL:
     def test_root_database_user_and_initdb_scripts_like_the_official_image(self, mysql_server):
         port = mysql_server["port"]
-        version, = query(port, "root", ROOT_PASSWORD, "SELECT VERSION()")[0]
+        (version,) = query(port, "root", ROOT_PASSWORD, "SELECT VERSION()")[0]
         assert version.startswith("9.7."), version
         assert query(port, "root", ROOT_PASSWORD, "SELECT CURRENT_USER()") == (("root@%",),)
         assert query(port, "appuser", APP_PASSWORD, "SELECT DATABASE()", db="app") == (("app",),)
         with pytest.raises(pymysql.err.OperationalError):
             query(port, "root", "wrong", "SELECT 1")
-        assert query(port, "appuser", APP_PASSWORD, "SELECT id FROM seeded ORDER BY id", db="app") == ((1,), (2,))
+        assert query(port, "appuser", APP_PASSWORD, "SELECT id FROM seeded ORDER BY id", db="app") == (
+            (1,),
+            (2,),
+        )
 
-    def test_server_runs_as_uid_999_without_passwords_in_its_environment_or_log(self, mysql_server, containerd):
+    def test_server_runs_as_uid_999_without_passwords_in_its_environment_or_log(
+        self, mysql_server, containerd
+    ):
         pid, _ = task(containerd, mysql_server["cid"])
         uids = re.search(r"^Uid:\s+(\d+)\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M).groups()
         assert uids == ("999", "999")
@@ -386,9 +519,18 @@ class TestMySQL:
         assert "Creating user appuser" in text and ROOT_PASSWORD not in text and APP_PASSWORD not in text
         assert mysql_server["datadir"].stat().st_uid == 999
         tools = ["mysqld", "mysql", "mysqldump", "mysqladmin", "mysqlbinlog", "healthcheck.sh"]
-        proc = containerd.ctr("-n", NAMESPACE, "tasks", "exec", "--exec-id", f"e{uuid.uuid4().hex[:6]}",
-                              mysql_server["cid"], "sh", "-c",
-                              " && ".join(f"command -v {t} >/dev/null" for t in tools)
-                              + " && test -S /var/run/mysqld/mysqld.sock && healthcheck.sh && echo all",
-                              check=False)
+        proc = containerd.ctr(
+            "-n",
+            NAMESPACE,
+            "tasks",
+            "exec",
+            "--exec-id",
+            f"e{uuid.uuid4().hex[:6]}",
+            mysql_server["cid"],
+            "sh",
+            "-c",
+            " && ".join(f"command -v {t} >/dev/null" for t in tools)
+            + " && test -S /var/run/mysqld/mysqld.sock && healthcheck.sh && echo all",
+            check=False,
+        )
         assert proc.stdout.strip() == "all", proc.stdout + proc.stderr

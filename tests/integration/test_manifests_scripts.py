@@ -51,9 +51,17 @@ def free_port() -> int:
 @pytest.fixture
 def env(tmp_path_factory):
     root = Path(tempfile.mkdtemp(prefix="mysqlop-scripts-"))  # short: socket paths are limited
-    c = parse({"metadata": {"name": "db", "namespace": "prod"},
-               "spec": {"instances": 3, "flavor": "mariadb", "database": {"name": "shop", "user": "shopper"},
-                        "restore": {"fromBackup": {"name": "nightly"}}}})
+    c = parse(
+        {
+            "metadata": {"name": "db", "namespace": "prod"},
+            "spec": {
+                "instances": 3,
+                "flavor": "mariadb",
+                "database": {"name": "shop", "user": "shopper"},
+                "restore": {"fromBackup": {"name": "nightly"}},
+            },
+        }
+    )
     cm = m.config_map(c)["data"]
     # the init container's plain values (users, privileges) as the StatefulSet sets them
     (init,) = m.statefulset(c)["spec"]["template"]["spec"]["initContainers"]
@@ -112,22 +120,34 @@ def run(script: Path, env: dict, user, *args, check=True) -> subprocess.Complete
 
 
 def start(config: Path, env: dict, user, procs, port: int, pod: str) -> subprocess.Popen:
-    argv = ["/bin/bash", str(config / "start.sh"), "--bind-address=127.0.0.1",
-            "--innodb-buffer-pool-size=16M"]
+    argv = [
+        "/bin/bash",
+        str(config / "start.sh"),
+        "--bind-address=127.0.0.1",
+        "--innodb-buffer-pool-size=16M",
+    ]
     if user is not None:
         argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *argv]
     server_env = {k: v for k, v in env.items() if k != "MYSQL_ROOT_PASSWORD"}
-    server_env.update({"POD_NAME": pod, "POD_NAMESPACE": "prod", "HEADLESS_SERVICE": "db-headless",
-                       "MYSQL_OPERATOR_PORT": str(port)})
-    p = subprocess.Popen(argv, env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         start_new_session=True)
+    server_env.update(
+        {
+            "POD_NAME": pod,
+            "POD_NAMESPACE": "prod",
+            "HEADLESS_SERVICE": "db-headless",
+            "MYSQL_OPERATOR_PORT": str(port),
+        }
+    )
+    p = subprocess.Popen(
+        argv, env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     procs.append(p)
     return p
 
 
 def connect(port, user, password):
-    return pymysql.connect(host="127.0.0.1", port=port, user=user, password=password,
-                           connect_timeout=3, autocommit=True)
+    return pymysql.connect(
+        host="127.0.0.1", port=port, user=user, password=password, connect_timeout=3, autocommit=True
+    )
 
 
 def test_init_start_and_probes_on_a_real_mariadb(env):
@@ -155,8 +175,10 @@ def test_init_start_and_probes_on_a_real_mariadb(env):
 
     conn = wait_for(up, 60, "the server started by start.sh to accept the operator's account")
     with conn.cursor() as cur:
-        cur.execute("SELECT @@server_id, @@read_only, @@gtid_strict_mode, @@log_bin, @@log_slave_updates,"
-                    " @@binlog_format, @@report_host, @@gtid_binlog_pos, @@rpl_semi_sync_master_wait_point")
+        cur.execute(
+            "SELECT @@server_id, @@read_only, @@gtid_strict_mode, @@log_bin, @@log_slave_updates,"
+            " @@binlog_format, @@report_host, @@gtid_binlog_pos, @@rpl_semi_sync_master_wait_point"
+        )
         row = cur.fetchone()
     assert row == (3, 1, 1, 1, 1, "ROW", "db-2.db-headless.prod.svc", "", "AFTER_SYNC")
 

@@ -35,8 +35,12 @@ pytestmark = pytest.mark.controlplane
 
 REPO = Path(__file__).resolve().parents[2]
 PLURAL = "mysqlclusters"
-USER_PASSWORDS = {m.ROOT_PASSWORD_KEY: "user-root-Zq8", m.OPERATOR_PASSWORD_KEY: "user-op-Xk2",
-                  m.REPLICATION_PASSWORD_KEY: "user-repl-Wv5", m.APP_PASSWORD_KEY: "user-app-Tt7"}
+USER_PASSWORDS = {
+    m.ROOT_PASSWORD_KEY: "user-root-Zq8",
+    m.OPERATOR_PASSWORD_KEY: "user-op-Xk2",
+    m.REPLICATION_PASSWORD_KEY: "user-repl-Wv5",
+    m.APP_PASSWORD_KEY: "user-app-Tt7",
+}
 
 
 def _free_port() -> int:
@@ -71,10 +75,14 @@ def crds(control_plane):
         def established():
             conds = ext.read_custom_resource_definition(name).status.conditions or []
             return any(c.type == "Established" and c.status == "True" for c in conds)
+
         wait_for(established, 30, f"CRD {name} established")
     objs = client.CustomObjectsApi(control_plane.api_client())
-    wait_for(lambda: objs.list_cluster_custom_object(GROUP, VERSION, PLURAL) is not None, 30,
-             "mysqlclusters served")
+    wait_for(
+        lambda: objs.list_cluster_custom_object(GROUP, VERSION, PLURAL) is not None,
+        30,
+        "mysqlclusters served",
+    )
     return ext
 
 
@@ -96,18 +104,26 @@ def operator(control_plane, crds, tmp_path_factory):
     core.create_namespace({"metadata": {"name": ns}})
     core.create_namespaced_service_account(ns, {"metadata": {"name": "mysql-operator"}})
     rbac.create_namespaced_role(ns, {"metadata": {"name": "mysql-operator"}, "rules": namespaced_rules()})
-    rbac.create_namespaced_role_binding(ns, {
-        "metadata": {"name": "mysql-operator"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"},
-        "subjects": [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}],
-    })
+    rbac.create_namespaced_role_binding(
+        ns,
+        {
+            "metadata": {"name": "mysql-operator"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"},
+            "subjects": [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}],
+        },
+    )
     rbac.create_cluster_role({"metadata": {"name": f"mysql-operator-{ns}"}, "rules": CLUSTER_SCOPE_RULES})
-    rbac.create_cluster_role_binding({
-        "metadata": {"name": f"mysql-operator-{ns}"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": f"mysql-operator-{ns}"},
-        "subjects": [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}],
-    })
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": f"mysql-operator-{ns}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": f"mysql-operator-{ns}",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}],
+        }
+    )
     kubeconfig = control_plane.service_account_kubeconfig(ns, "mysql-operator")
     port = _free_port()
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
@@ -115,16 +131,37 @@ def operator(control_plane, crds, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mysql_operator.cli", "run", "--namespace", ns,
-             "--kubeconfig", str(kubeconfig), "--liveness", liveness, "--log-format", "json",
-             "--loop-seconds", "2", "--resync-seconds", "5"],
-            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "mysql_operator.cli",
+                "run",
+                "--namespace",
+                ns,
+                "--kubeconfig",
+                str(kubeconfig),
+                "--liveness",
+                liveness,
+                "--log-format",
+                "json",
+                "--loop-seconds",
+                "2",
+                "--resync-seconds",
+                "5",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )
     op = Operator(proc, log_path, liveness, ns)
 
     def live():
         assert proc.poll() is None, f"operator exited {proc.returncode}:\n{op.log()[-4000:]}"
         with urllib.request.urlopen(liveness, timeout=2) as r:
             return r.status == 200
+
     wait_for(live, 60, "the operator's liveness endpoint")
     yield op
     stop_group(proc, 20)
@@ -140,13 +177,18 @@ def ns(operator, control_plane):
     print(f"\n----- operator log (tail) -----\n{operator.log()[-6000:]}", file=sys.stderr)
     objs = client.CustomObjectsApi(control_plane.api_client())
     for c in objs.list_namespaced_custom_object(GROUP, VERSION, operator.namespace, PLURAL)["items"]:
-        objs.delete_namespaced_custom_object(GROUP, VERSION, operator.namespace, PLURAL,
-                                             c["metadata"]["name"])
+        objs.delete_namespaced_custom_object(
+            GROUP, VERSION, operator.namespace, PLURAL, c["metadata"]["name"]
+        )
 
 
 def _body(name: str, spec: dict) -> dict:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster",
-            "metadata": {"name": name}, "spec": copy.deepcopy(spec)}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLCluster",
+        "metadata": {"name": name},
+        "spec": copy.deepcopy(spec),
+    }
 
 
 def _get(objs, ns, name) -> dict:
@@ -161,12 +203,13 @@ def _owned_objects(api, ns: str, cluster: str) -> dict[str, dict]:
     core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
     sel = f"app.kubernetes.io/instance={cluster}"
     out = {}
-    for kind, items in (("Secret", core.list_namespaced_secret(ns, label_selector=sel).items),
-                        ("ConfigMap", core.list_namespaced_config_map(ns, label_selector=sel).items),
-                        ("Service", core.list_namespaced_service(ns, label_selector=sel).items),
-                        ("StatefulSet", apps.list_namespaced_stateful_set(ns, label_selector=sel).items),
-                        ("PodDisruptionBudget",
-                         policy.list_namespaced_pod_disruption_budget(ns, label_selector=sel).items)):
+    for kind, items in (
+        ("Secret", core.list_namespaced_secret(ns, label_selector=sel).items),
+        ("ConfigMap", core.list_namespaced_config_map(ns, label_selector=sel).items),
+        ("Service", core.list_namespaced_service(ns, label_selector=sel).items),
+        ("StatefulSet", apps.list_namespaced_stateful_set(ns, label_selector=sel).items),
+        ("PodDisruptionBudget", policy.list_namespaced_pod_disruption_budget(ns, label_selector=sel).items),
+    ):
         for o in items:
             out[f"{kind}/{o.metadata.name}"] = api.sanitize_for_serialization(o)
     return out
@@ -221,8 +264,9 @@ def _events(api, ns: str, name: str) -> list:
 
 
 def _user_secret(core, ns: str, name: str, keys=USER_PASSWORDS) -> None:
-    core.create_namespaced_secret(ns, {"metadata": {"name": name}, "type": "Opaque",
-                                       "stringData": dict(keys)})
+    core.create_namespaced_secret(
+        ns, {"metadata": {"name": name}, "type": "Opaque", "stringData": dict(keys)}
+    )
 
 
 # --------------------------------------------------------------------------------------- tests
@@ -231,16 +275,30 @@ def _user_secret(core, ns: str, name: str, keys=USER_PASSWORDS) -> None:
 def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, operator, ns):
     api = control_plane.api_client()
     objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    spec = {"flavor": "mariadb", "instances": 3, "database": {"name": "shop", "user": "shopper"},
-            "storage": {"size": "1Gi"}}
+    spec = {
+        "flavor": "mariadb",
+        "instances": 3,
+        "database": {"name": "shop", "user": "shopper"},
+        "storage": {"size": "1Gi"},
+    }
     created = objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("shop", spec))
     uid = created["metadata"]["uid"]
 
-    expected = {"Secret/shop-credentials", "ConfigMap/shop-config", "Service/shop-headless",
-                "Service/shop-rw", "Service/shop-ro", "StatefulSet/shop", "PodDisruptionBudget/shop",
-                "Secret/shop-ca", "Secret/shop-tls", "Secret/shop-ca-bundle"}  # TLS: mysql_operator/certificates.py
-    live = wait_for(lambda: (o := _owned_objects(api, ns, "shop")) and expected <= set(o) and o,
-                    60, "every owned object")
+    expected = {
+        "Secret/shop-credentials",
+        "ConfigMap/shop-config",
+        "Service/shop-headless",
+        "Service/shop-rw",
+        "Service/shop-ro",
+        "StatefulSet/shop",
+        "PodDisruptionBudget/shop",
+        "Secret/shop-ca",
+        "Secret/shop-tls",
+        "Secret/shop-ca-bundle",
+    }  # TLS: mysql_operator/certificates.py
+    live = wait_for(
+        lambda: (o := _owned_objects(api, ns, "shop")) and expected <= set(o) and o, 60, "every owned object"
+    )
     for key in expected:
         refs = live[key]["metadata"].get("ownerReferences") or []
         assert [(r["uid"], r["controller"]) for r in refs] == [(uid, True)], key
@@ -249,24 +307,35 @@ def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, oper
 
     secret = core.read_namespaced_secret("shop-credentials", ns)
     passwords = {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
-    assert set(passwords) == {m.ROOT_PASSWORD_KEY, m.OPERATOR_PASSWORD_KEY,
-                              m.REPLICATION_PASSWORD_KEY, m.APP_PASSWORD_KEY, m.BACKUP_PASSWORD_KEY}
+    assert set(passwords) == {
+        m.ROOT_PASSWORD_KEY,
+        m.OPERATOR_PASSWORD_KEY,
+        m.REPLICATION_PASSWORD_KEY,
+        m.APP_PASSWORD_KEY,
+        m.BACKUP_PASSWORD_KEY,
+    }
     assert len(set(passwords.values())) == 5 and all(len(p) >= 24 for p in passwords.values())
 
     def status_published():
         st = _get(objs, ns, "shop").get("status") or {}
         return st if st.get("observedGeneration") == created["metadata"]["generation"] else None
+
     st = wait_for(status_published, 60, "status with observedGeneration")
     assert st["phase"] == "Pending"
     assert st["readyInstances"] == 0
     assert "currentPrimary" not in st
     assert _condition(st, "Ready")["status"] == "False"
     assert _condition(st, "Available")["status"] == "False"
-    assert (_condition(st, "Progressing")["status"], _condition(st, "Progressing")["reason"]) == \
-        ("True", "WaitingForInstances")
+    assert (_condition(st, "Progressing")["status"], _condition(st, "Progressing")["reason"]) == (
+        "True",
+        "WaitingForInstances",
+    )
     assert _condition(st, "Degraded")["status"] == "False"
     assert [(i["name"], i["ready"]) for i in st["instances"]] == [
-        ("shop-0", False), ("shop-1", False), ("shop-2", False)]
+        ("shop-0", False),
+        ("shop-1", False),
+        ("shop-2", False),
+    ]
 
     # later reconciles (here: the resync that undoes a hand edit) never change stored passwords
     core.patch_namespaced_config_map("shop-config", ns, {"data": {"my.cnf": "# by hand\n"}})
@@ -275,8 +344,11 @@ def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, oper
     assert again.data == secret.data
 
     # secrets never in status, Events or the operator's log
-    text = json.dumps(_get(objs, ns, "shop").get("status")) + " ".join(
-        (e.message or "") for e in _events(api, ns, "shop")) + operator.log()
+    text = (
+        json.dumps(_get(objs, ns, "shop").get("status"))
+        + " ".join((e.message or "") for e in _events(api, ns, "shop"))
+        + operator.log()
+    )
     for p in passwords.values():
         assert p not in text
 
@@ -290,16 +362,19 @@ def test_every_reconcilable_field_is_applied_to_the_objects(control_plane, opera
     body = objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("walk", FULL))
     wait_for(lambda: _matches_built(api, ns, body) is None, 60, "objects for the FULL spec")
 
-    paths = sorted(p for p in CHANGES if CHANGES[p][0] == "full" and not is_immutable(p)
-                   and p not in RECONCILE_INPUTS)
+    paths = sorted(
+        p for p in CHANGES if CHANGES[p][0] == "full" and not is_immutable(p) and p not in RECONCILE_INPUTS
+    )
     assert "instances" in paths and "config.myCnf" in paths and "service.type" in paths
     applied = []
     for path in paths:
         _, new = changed_spec(path)
+
         def replace():  # the operator writes status/annotations meanwhile: retry on conflict
             live = _get(objs, ns, "walk")
             live["spec"] = new
             return objs.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "walk", live)
+
         updated = wait_for(replace, 30, f"spec.{path} changed")
         wait_for(lambda: _matches_built(api, ns, updated) is None, 60, f"spec.{path} applied")
         if path == "instances":
@@ -314,7 +389,8 @@ def test_hand_made_drift_is_corrected(control_plane, operator, ns):
     api = control_plane.api_client()
     objs, core, apps = (client.CustomObjectsApi(api), client.CoreV1Api(api), client.AppsV1Api(api))
     body = objs.create_namespaced_custom_object(
-        GROUP, VERSION, ns, PLURAL, _body("drift", {"flavor": "mariadb", "instances": 2}))
+        GROUP, VERSION, ns, PLURAL, _body("drift", {"flavor": "mariadb", "instances": 2})
+    )
     wait_for(lambda: _matches_built(api, ns, body) is None, 60, "objects built")
 
     core.patch_namespaced_service("drift-rw", ns, {"spec": {"selector": {m.ROLE_LABEL: "replica"}}})
@@ -337,26 +413,44 @@ def test_user_secret_is_honoured_reported_when_missing_and_survives_deletion(con
         st = _get(objs, ns, "byo").get("status") or {}
         d = _condition(st, "Degraded")
         return st if d.get("status") == "True" and d.get("reason") == "CredentialsSecret" else None
+
     st = wait_for(reported, 60, "Degraded=True reason CredentialsSecret")
     assert "mine" in _condition(st, "Degraded")["message"] and st["phase"] == "Failed"
-    wait_for(lambda: any(e.reason == "CredentialsSecret" and e.type == "Warning" and "mine" in e.message
-                         for e in _events(api, ns, "byo")), 30, "a Warning Event naming the Secret")
+    wait_for(
+        lambda: any(
+            e.reason == "CredentialsSecret" and e.type == "Warning" and "mine" in e.message
+            for e in _events(api, ns, "byo")
+        ),
+        30,
+        "a Warning Event naming the Secret",
+    )
     assert "StatefulSet/byo" in _owned_objects(api, ns, "byo")  # objects are still applied
     assert "Secret/byo-credentials" not in _owned_objects(api, ns, "byo")  # nothing generated
 
     # a Secret lacking a key is named too
     _user_secret(core, ns, "mine", {m.ROOT_PASSWORD_KEY: "r", m.OPERATOR_PASSWORD_KEY: "o"})
-    wait_for(lambda: m.REPLICATION_PASSWORD_KEY in _condition(
-        _get(objs, ns, "byo").get("status") or {}, "Degraded").get("message", ""), 60,
-        "the missing key named")
+    wait_for(
+        lambda: (
+            m.REPLICATION_PASSWORD_KEY
+            in _condition(_get(objs, ns, "byo").get("status") or {}, "Degraded").get("message", "")
+        ),
+        60,
+        "the missing key named",
+    )
     core.patch_namespaced_secret("mine", ns, {"stringData": {m.REPLICATION_PASSWORD_KEY: "p"}})
-    wait_for(lambda: _condition(_get(objs, ns, "byo").get("status") or {}, "Degraded").get("status")
-             == "False", 60, "Degraded cleared once the Secret is complete")
+    wait_for(
+        lambda: _condition(_get(objs, ns, "byo").get("status") or {}, "Degraded").get("status") == "False",
+        60,
+        "Degraded cleared once the Secret is complete",
+    )
     before = core.read_namespaced_secret("mine", ns)
     assert not before.metadata.owner_references  # never adopted
     sts = client.AppsV1Api(api).read_namespaced_stateful_set("byo", ns)
-    env = {e.name: e.value_from.secret_key_ref.name for e in sts.spec.template.spec.init_containers[0].env
-           if e.value_from and e.value_from.secret_key_ref}
+    env = {
+        e.name: e.value_from.secret_key_ref.name
+        for e in sts.spec.template.spec.init_containers[0].env
+        if e.value_from and e.value_from.secret_key_ref
+    }
     assert set(env.values()) == {"mine"}
 
     objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "byo")
@@ -377,30 +471,42 @@ def test_a_spec_error_cel_cannot_catch_is_a_condition_and_an_event(control_plane
     def refused():
         st = _get(objs, ns, "bad").get("status") or {}
         return st if st.get("phase") == "Invalid" else None
+
     st = wait_for(refused, 60, "phase Invalid")
     degraded = _condition(st, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
     assert degraded["message"].startswith("spec.config.myCnf: line 2: a setting needs a name before '='")
     assert _condition(st, "Ready")["status"] == "False"
-    wait_for(lambda: any(e.type == "Warning" and e.reason == "InvalidSpec" and "spec.config.myCnf" in e.message
-                         for e in _events(api, ns, "bad")), 30, "a Warning Event naming the field")
+    wait_for(
+        lambda: any(
+            e.type == "Warning" and e.reason == "InvalidSpec" and "spec.config.myCnf" in e.message
+            for e in _events(api, ns, "bad")
+        ),
+        30,
+        "a Warning Event naming the field",
+    )
     assert not _owned_objects(api, ns, "bad"), "nothing is created from a refused spec"
 
     def fix():
         live = _get(objs, ns, "bad")
         live["spec"]["config"]["myCnf"] = "[mysqld]\nmax_connections = 50\n"
         return objs.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "bad", live)
+
     wait_for(fix, 30, "spec fixed")
     wait_for(lambda: len(_owned_objects(api, ns, "bad")) == OWNED, 60, "objects once the spec is valid")
-    wait_for(lambda: (_get(objs, ns, "bad").get("status") or {}).get("phase") == "Pending", 60,
-             "phase Pending after the fix")
+    wait_for(
+        lambda: (_get(objs, ns, "bad").get("status") or {}).get("phase") == "Pending",
+        60,
+        "phase Pending after the fix",
+    )
 
 
 def test_deleting_the_cluster_garbage_collects_generated_objects(control_plane, operator, ns):
     api = control_plane.api_client()
     objs = client.CustomObjectsApi(api)
-    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL,
-                                         _body("gone", {"flavor": "mariadb", "instances": 1}))
+    objs.create_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL, _body("gone", {"flavor": "mariadb", "instances": 1})
+    )
     wait_for(lambda: len(_owned_objects(api, ns, "gone")) == OWNED, 60, f"{OWNED} owned objects")
     objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "gone")
     wait_for(lambda: not _owned_objects(api, ns, "gone"), 90, "owned objects garbage-collected")

@@ -35,8 +35,10 @@ def new_factory(flavor: str) -> MariaDBFactory:
             pytest.skip(reason=f"no MySQL 9.7 server: {why}")
         return MySQLFactory()
     if missing_binaries():
-        pytest.skip(reason=f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
-                    "run hack/install-deps.sh (apt: mariadb-server mariadb-client mariadb-backup)")
+        pytest.skip(
+            reason=f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
+            "run hack/install-deps.sh (apt: mariadb-server mariadb-client mariadb-backup)"
+        )
     return MariaDBFactory()
 
 
@@ -52,16 +54,22 @@ def factory(request):
         print("\n" + "\n".join(TIMINGS), file=sys.stderr)
 
 
-def make_cluster(factory: MariaDBFactory, n: int, semisync: bool = False, delay: float = 1.0,
-                 prefix: str = "db") -> Cluster:
+def make_cluster(
+    factory: MariaDBFactory, n: int, semisync: bool = False, delay: float = 1.0, prefix: str = "db"
+) -> Cluster:
     servers = factory.create(n, semisync=semisync, prefix=f"{prefix}{len(factory.servers)}")
     for k, s in enumerate(servers):
         s.name = f"db-{k}"
     members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)]
     engine = ReplicationEngine(
-        members, Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"), REPL,
+        members,
+        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
+        REPL,
         t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync),
-        app=APP, app_database=DB, apply_timeout=20)
+        app=APP,
+        app_database=DB,
+        apply_timeout=20,
+    )
     c = Cluster(servers, engine)
     c.converge()
     with c.app_conn(c.primary) as conn, conn.cursor() as cur:
@@ -102,26 +110,34 @@ def test_semisync_on_then_off(factory):
     p = c.primary
     # the variables' names per flavor (MySQL 8.0.26+: source/replica, MariaDB: master/slave)
     src, rep = ("source", "replica") if factory.flavor == "mysql" else ("master", "slave")
-    assert dict(p.query(f"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_{src}_status'"))[
-        f"Rpl_semi_sync_{src}_status"] == "ON"
+    assert (
+        dict(p.query(f"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_{src}_status'"))[f"Rpl_semi_sync_{src}_status"]
+        == "ON"
+    )
     assert p.query(f"SELECT @@rpl_semi_sync_{src}_wait_point")[0][0] == "AFTER_SYNC"
     replicas = [Instance(s.host, s.port, OPERATOR_USER, factory.admin_password) for s in c.servers[1:]]
-    wait_for(lambda: p.query(f"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_{src}_clients'")[0][1] == "2",
-             10, "both replicas acknowledging")
+    wait_for(
+        lambda: p.query(f"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_{src}_clients'")[0][1] == "2",
+        10,
+        "both replicas acknowledging",
+    )
     for k in range(5):
         with c.app_conn(p) as conn, conn.cursor() as cur:
             cur.execute(f"INSERT INTO {DB}.t VALUES (%s, 'sync')", (k,))
         committed = Instance(p.host, p.port, OPERATOR_USER, factory.admin_password).observe().executed
         # the commit returned: at least one replica has it in its relay log already (no waiting)
         assert any(r.replica_status().received.contains(committed) for r in replicas)
-    yes = int(dict(p.query(f"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_{src}_yes_tx'"))[
-        f"Rpl_semi_sync_{src}_yes_tx"])
+    yes = int(
+        dict(p.query(f"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_{src}_yes_tx'"))[f"Rpl_semi_sync_{src}_yes_tx"]
+    )
     assert yes >= 5
     c.engine.settings = t.Settings(instances=3, semisync=False)
     c.converge()
     assert any(isinstance(d, t.ConfigureSemiSync) and not d.on for d in c.decisions)
-    assert dict(p.query(f"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_{src}_status'"))[
-        f"Rpl_semi_sync_{src}_status"] == "OFF"
+    assert (
+        dict(p.query(f"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_{src}_status'"))[f"Rpl_semi_sync_{src}_status"]
+        == "OFF"
+    )
     for s in c.servers[1:]:
         assert s.query(f"SELECT @@rpl_semi_sync_{rep}_enabled")[0][0] == 0
 
@@ -148,9 +164,11 @@ def _failover_under_writes(factory, how: str):
     acked = {n for n, _, _ in writer.acked}
     found = c.rows(new)
     lost = acked - found
-    TIMINGS.append(f"failover after {how}: kill -> first write accepted on {new.name}: "
-                   f"{first - killed_at:.2f}s; acknowledged {len(acked)}, found {len(acked & found)}, "
-                   f"lost {len(lost)}")
+    TIMINGS.append(
+        f"failover after {how}: kill -> first write accepted on {new.name}: "
+        f"{first - killed_at:.2f}s; acknowledged {len(acked)}, found {len(acked & found)}, "
+        f"lost {len(lost)}"
+    )
     loop = [f"{a - killed_at:+.2f}..{b - killed_at:+.2f} {k}" for a, b, k in c.timeline if b >= killed_at]
     print(f"{how} timeline: " + "; ".join(loop[:12]), file=sys.stderr)
     assert not lost, f"acknowledged rows missing on the new primary: {sorted(lost)[:10]}"
@@ -204,8 +222,11 @@ def test_primary_restarted_within_the_delay_is_replaced_and_rejoins(factory):
     writer.start()
     wait_for(lambda: len(writer.acked) >= 50, 20, "50 acknowledged writes")
     old = c.primary
-    wait_for(lambda: int(old.query("SHOW GLOBAL STATUS LIKE 'Uptime'")[0][1]) >= 3, 20,
-             "the primary up for 3 s (a restart shows as a later start time)")
+    wait_for(
+        lambda: int(old.query("SHOW GLOBAL STATUS LIKE 'Uptime'")[0][1]) >= 3,
+        20,
+        "the primary up for 3 s (a restart shows as a later start time)",
+    )
     c.reconcile()  # the loop has seen it serving
     old.kill9()
     old.restart()
@@ -214,8 +235,9 @@ def test_primary_restarted_within_the_delay_is_replaced_and_rejoins(factory):
     c.converge(timeout=30)
     new = c.primary
     assert new.name == d.to != old.name
-    wait_for(lambda: sum(1 for _, s, _ in writer.acked if s == new.name) >= 20, 20,
-             "20 writes on the new primary")
+    wait_for(
+        lambda: sum(1 for _, s, _ in writer.acked if s == new.name) >= 20, 20, "20 writes on the new primary"
+    )
     writer.stop()
     acked = {n for n, _, _ in writer.acked}
     assert not acked - c.rows(new), f"acknowledged rows lost: {sorted(acked - c.rows(new))[:10]}"
@@ -235,14 +257,23 @@ def test_restart_of_the_primary_is_known_to_a_restarted_operator_from_when_it_wa
     c = make_cluster(factory, 3, semisync=True, delay=30.0)
     promoted_at = time.time()  # just after the bootstrap promotion, as status.primarySince records
     old = c.primary
-    wait_for(lambda: time.time() - promoted_at > 2 * ReplicationEngine.RESTART_TOLERANCE, 10,
-             "time enough that a restart shows as a later start")
+    wait_for(
+        lambda: time.time() - promoted_at > 2 * ReplicationEngine.RESTART_TOLERANCE,
+        10,
+        "time enough that a restart shows as a later start",
+    )
     old.kill9()
     old.restart()
     c.engine.close()
     c.engine = ReplicationEngine(  # a new operator process: nothing remembered
-        c.engine.members.values(), Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"), REPL,
-        c.engine.settings, app=APP, app_database=DB, apply_timeout=20)
+        c.engine.members.values(),
+        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
+        REPL,
+        c.engine.settings,
+        app=APP,
+        app_database=DB,
+        apply_timeout=20,
+    )
     unaware = t.decide(c.engine.observe(), c.engine.settings, c.state.current_primary)
     assert isinstance(unaware, t.Promote) and unaware.name == old.name, unaware  # the control
     c.engine.primary_since = (old.name, promoted_at)
@@ -257,11 +288,17 @@ def test_failover_after_sigstop_hung_primary(factory):
     c, old, new, writer = _failover_under_writes(factory, "sigstop")
     # the hung primary wakes up still writable in memory: the loop fences it, then it rejoins
     old.sigcont()
-    d = c.converge(until=(t.Healthy, t.Errant), timeout=90)  # MySQL: sessions that waited on the hang drain first
-    TIMINGS.append(f"sigstop: after SIGCONT {old.name} " + (
-        f"held out: {d.reasons}" if isinstance(d, t.Errant) else "rejoined as a read-only replica"))
-    assert any(isinstance(d, t.Fence) and old.name in d.instances for d in c.decisions) or \
-        old.query("SELECT @@read_only")[0][0] == 1
+    d = c.converge(
+        until=(t.Healthy, t.Errant), timeout=90
+    )  # MySQL: sessions that waited on the hang drain first
+    TIMINGS.append(
+        f"sigstop: after SIGCONT {old.name} "
+        + (f"held out: {d.reasons}" if isinstance(d, t.Errant) else "rejoined as a read-only replica")
+    )
+    assert (
+        any(isinstance(d, t.Fence) and old.name in d.instances for d in c.decisions)
+        or old.query("SELECT @@read_only")[0][0] == 1
+    )
     assert old.query("SELECT @@read_only")[0][0] == 1
     assert c.primary.name == new.name
 
@@ -285,6 +322,7 @@ def test_fence_ends_a_commit_waiting_for_an_acknowledgement_without_acknowledgin
             outcome.append("ok")
         except pymysql.err.MySQLError as e:
             outcome.append(f"error {e.args[0]}")
+
     writer = threading.Thread(target=commit)
     writer.start()
     wait_for(lambda: admin(p).ack_waiters(), 10, "the commit to wait for an acknowledgement")
@@ -311,6 +349,7 @@ def test_short_blip_below_delay_does_not_fail_over(factory):
             out = c.reconcile()
             prim = next(s for s in out.observed if s.name == p.name)
             return not prim.reachable and prim.unreachable_for >= 1.0
+
         wait_for(seen_down, 20, "the loop to observe the primary down for 1s")
     finally:
         p.sigcont()
@@ -403,21 +442,31 @@ def test_operator_restart_mid_failover_converges(factory):
         cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'x')", [(i,) for i in range(1, 31)])
     wait_replicated(c, set(range(1, 31)))
     c.primary.kill9()
+
     # decide until a failover is due, then run only its fencing step and "crash"
     def failover_due():
         obs = c.engine.observe()
         dec = t.decide(obs, c.engine.settings, c.state.current_primary)
         return (dec, obs) if isinstance(dec, t.Failover) else None
+
     d, obs = wait_for(failover_due, 20, "a failover decision")
     c.state.current_primary = d.to  # recorded before acting, as reconcile() does
     for n in d.fence:
         if n in {s.name for s in obs if s.reachable}:
-            Instance(c.server(n).host, c.server(n).port, OPERATOR_USER, factory.admin_password).stop_io_thread()
+            Instance(
+                c.server(n).host, c.server(n).port, OPERATOR_USER, factory.admin_password
+            ).stop_io_thread()
     c.engine.close()
     # a new operator process: fresh engine, fresh observations, same recorded state
     c.engine = ReplicationEngine(
-        c.engine.members.values(), Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"), REPL,
-        c.engine.settings, app=APP, app_database=DB, apply_timeout=20)
+        c.engine.members.values(),
+        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
+        REPL,
+        c.engine.settings,
+        app=APP,
+        app_database=DB,
+        apply_timeout=20,
+    )
     c.converge(timeout=30)
     new = c.primary
     assert new.name == d.to and new.query("SELECT @@read_only")[0][0] == 0

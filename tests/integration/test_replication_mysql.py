@@ -60,9 +60,14 @@ def make_cluster(group, n: int, semisync: bool = False, delay: float = 1.0) -> C
         s.name = f"db-{k}"
     members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(nodes)]
     engine = ReplicationEngine(
-        members, Credentials(group.admin_user, group.admin_password), REPL,
+        members,
+        Credentials(group.admin_user, group.admin_password),
+        REPL,
         t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync),
-        app=APP, app_database=DB, apply_timeout=30)
+        app=APP,
+        app_database=DB,
+        apply_timeout=30,
+    )
     c = Cluster(nodes, engine)
     c.converge(timeout=60)
     with c.app_conn(c.primary) as conn, conn.cursor() as cur:
@@ -99,7 +104,8 @@ def test_mysql_failover_after_kill9_under_writes_loses_no_acknowledged_row(group
     c = make_cluster(group, 3, semisync=True, delay=1.0)
     p = c.primary
     assert dict(p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_status'")) == {
-        "Rpl_semi_sync_source_status": "ON"}
+        "Rpl_semi_sync_source_status": "ON"
+    }
     writer = Writer(c)
     writer.start()
     try:
@@ -119,8 +125,11 @@ def test_mysql_failover_after_kill9_under_writes_loses_no_acknowledged_row(group
     acked = {n for n, _, _ in writer.acked}
     found = c.rows(new)
     lost = acked - found
-    print(f"mysql failover after kill -9: kill -> first write on {new.name} {first - killed_at:.2f}s; "
-          f"acknowledged {len(acked)}, lost {len(lost)}", file=sys.stderr)
+    print(
+        f"mysql failover after kill -9: kill -> first write on {new.name} {first - killed_at:.2f}s; "
+        f"acknowledged {len(acked)}, lost {len(lost)}",
+        file=sys.stderr,
+    )
     assert not lost, f"acknowledged rows missing on the new primary: {sorted(lost)[:10]}"
     assert writer.servers_in_order() == [old.name, new.name]  # never two accepting at once
     other = next(s for s in c.servers if s.name not in (old.name, new.name))

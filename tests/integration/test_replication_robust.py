@@ -145,22 +145,32 @@ def test_address_answering_as_another_server_is_unreachable_for_that_member(fact
     ids = {s.name: int(s.query("SELECT @@server_id")[0][0]) for s in (s0, s1, s2)}
     host = s1.query("SELECT @@hostname")[0][0]
     # db-1's address now reaches db-2's server (a reused IP, a stale DNS answer)
-    members = [Member("db-0", 0, s0.host, s0.port, server_id=ids["db-0"], hostname=host),
-               Member("db-1", 1, s2.host, s2.port, server_id=ids["db-1"], hostname=host),
-               Member("db-2", 2, s2.host, s2.port, server_id=ids["db-2"], hostname=host)]
+    members = [
+        Member("db-0", 0, s0.host, s0.port, server_id=ids["db-0"], hostname=host),
+        Member("db-1", 1, s2.host, s2.port, server_id=ids["db-1"], hostname=host),
+        Member("db-2", 2, s2.host, s2.port, server_id=ids["db-2"], hostname=host),
+    ]
     c.engine.set_members(members)
     by = {s.name: s for s in c.engine.observe()}
     assert by["db-0"].reachable and by["db-2"].reachable
     assert not by["db-1"].reachable
     assert f"answers as server_id {ids['db-2']}, expected {ids['db-1']}" in by["db-1"].last_error
     # a server answering with the right id but as another Pod is not that member either
-    c.engine.set_members([Member("db-0", 0, s0.host, s0.port, server_id=ids["db-0"],
-                                 hostname="db-0-of-a-deleted-pod"), *members[1:]])
+    c.engine.set_members(
+        [
+            Member("db-0", 0, s0.host, s0.port, server_id=ids["db-0"], hostname="db-0-of-a-deleted-pod"),
+            *members[1:],
+        ]
+    )
     by = {s.name: s for s in c.engine.observe()}
     assert not by["db-0"].reachable and "expected db-0-of-a-deleted-pod" in by["db-0"].last_error
     # the right identity at the right address: reachable again, the cluster converges
-    c.engine.set_members([Member(s.name, k, s.host, s.port, server_id=ids[s.name], hostname=host)
-                          for k, s in enumerate((s0, s1, s2))])
+    c.engine.set_members(
+        [
+            Member(s.name, k, s.host, s.port, server_id=ids[s.name], hostname=host)
+            for k, s in enumerate((s0, s1, s2))
+        ]
+    )
     assert c.converge(timeout=30).primary == "db-0"
 
 
@@ -187,8 +197,10 @@ def test_read_only_is_observed_right_on_a_replica_holding_rows(factory):
         cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'x')", [(k,) for k in range(1, 51)])
     wait_for(lambda: len(c.rows(c.server("db-1"))) == 50, 20, "rows on db-1")
     combined = c.server("db-1").query(f"SELECT @@global.read_only, COUNT(*) FROM {DB}.t")[0]
-    print(f"MariaDB {c.server('db-1').query('SELECT VERSION()')[0][0]}: read_only with COUNT(*) "
-          f"in one query -> {combined}")
+    print(
+        f"MariaDB {c.server('db-1').query('SELECT VERSION()')[0][0]}: read_only with COUNT(*) "
+        f"in one query -> {combined}"
+    )
     by = {s.name: s for s in c.engine.observe()}
     assert by["db-1"].read_only and not by["db-0"].read_only
 

@@ -42,6 +42,7 @@ def factory(request):
         print("\n" + f.logs_report(40), file=sys.stderr)
     f.close()
 
+
 HOST = "localhost"  # resolves to 127.0.0.1; the only name the servers' certificates carry
 TLS_REASON = "replicates without verified TLS"
 NOW = dt.datetime.now(dt.timezone.utc)
@@ -80,8 +81,14 @@ def tls_servers(factory, tmp_path, n, prefix, ca, names=(HOST,)):
     servers = []
     for k in range(n):
         d = write_pki(tmp_path / f"{prefix}-{k}", ca, tls.server_certificate(ca, list(names), NOW))
-        (s,) = factory.create(1, start=False, prefix=f"{prefix}{len(factory.servers)}",
-                              ssl_ca=d / "ca.crt", ssl_cert=d / "tls.crt", ssl_key=d / "tls.key")
+        (s,) = factory.create(
+            1,
+            start=False,
+            prefix=f"{prefix}{len(factory.servers)}",
+            ssl_ca=d / "ca.crt",
+            ssl_cert=d / "tls.crt",
+            ssl_key=d / "tls.key",
+        )
         s.extra["report_host"] = HOST
         s.name = f"db-{k}"
         servers.append(s.start())
@@ -91,10 +98,16 @@ def tls_servers(factory, tmp_path, n, prefix, ca, names=(HOST,)):
 def engine_for(factory, servers, ca_file=None, ca_pem=None, source_host=HOST):
     members = [Member(s.name, k, s.host, s.port, source_host=source_host) for k, s in enumerate(servers)]
     return ReplicationEngine(
-        members, Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"), REPL,
+        members,
+        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
+        REPL,
         t.Settings(instances=len(servers), failover_delay_seconds=1.0, replication_tls=ca_file is not None),
-        app=APP, app_database=DB, apply_timeout=20,
-        tls_ca_path=str(ca_file) if ca_file else None, tls=tls_context(ca_pem) if ca_pem else None)
+        app=APP,
+        app_database=DB,
+        apply_timeout=20,
+        tls_ca_path=str(ca_file) if ca_file else None,
+        tls=tls_context(ca_pem) if ca_pem else None,
+    )
 
 
 def slave_status(server) -> dict:
@@ -109,9 +122,14 @@ def slave_status(server) -> dict:
 
 def replicating_over_tls(server, ca_file) -> bool:
     s = slave_status(server)
-    return (s.get("Slave_IO_Running"), s.get("Slave_SQL_Running"), s.get("Master_SSL_Allowed"),
-            s.get("Master_SSL_Verify_Server_Cert"), s.get("Master_SSL_CA_File"), s.get("Master_Host")) == (
-        "Yes", "Yes", "Yes", "Yes", str(ca_file), HOST)
+    return (
+        s.get("Slave_IO_Running"),
+        s.get("Slave_SQL_Running"),
+        s.get("Master_SSL_Allowed"),
+        s.get("Master_SSL_Verify_Server_Cert"),
+        s.get("Master_SSL_CA_File"),
+        s.get("Master_Host"),
+    ) == ("Yes", "Yes", "Yes", "Yes", str(ca_file), HOST)
 
 
 def write_rows(c: Cluster, ids) -> None:
@@ -121,7 +139,9 @@ def write_rows(c: Cluster, ids) -> None:
 
 
 def tls_moves(c: Cluster) -> list[str]:
-    return [d.name for d in c.decisions if isinstance(d, t.ConfigureReplica) and d.reason.endswith(TLS_REASON)]
+    return [
+        d.name for d in c.decisions if isinstance(d, t.ConfigureReplica) and d.reason.endswith(TLS_REASON)
+    ]
 
 
 # ---- tests ---------------------------------------------------------------------------------------
@@ -175,11 +195,15 @@ def test_a_source_with_another_cas_certificate_is_refused(factory, tmp_path, ca,
     impostor.query(f"CREATE USER '{REPL.user}'@'%' IDENTIFIED BY '{REPL.password}'")
     impostor.query(f"GRANT REPLICATION SLAVE ON *.* TO '{REPL.user}'@'%'")
     impostor.query("CREATE DATABASE secret")
-    inst = Instance(replica.host, replica.port, OPERATOR_USER, factory.admin_password,
-                    tls=tls_context(ca.cert_pem))
+    inst = Instance(
+        replica.host, replica.port, OPERATOR_USER, factory.admin_password, tls=tls_context(ca.cert_pem)
+    )
     inst.point_at(HOST, impostor.port, REPL.user, REPL.password, tls_ca=str(ca_file))
-    s = wait_for(lambda: (st := slave_status(replica)) and st["Last_IO_Errno"] and st, 20,
-                 "the replica's IO thread to fail")
+    s = wait_for(
+        lambda: (st := slave_status(replica)) and st["Last_IO_Errno"] and st,
+        20,
+        "the replica's IO thread to fail",
+    )
     assert s["Slave_IO_Running"] != "Yes" and s["Last_IO_Errno"] == 2026, s  # SSL connection error
     assert "SSL connection error" in s["Last_IO_Error"], s["Last_IO_Error"]
     time.sleep(2)  # its retries never get through either
@@ -197,8 +221,11 @@ def test_a_source_reached_by_a_name_its_certificate_lacks_is_refused(factory, tm
     source.query(f"GRANT REPLICATION SLAVE ON *.* TO '{REPL.user}'@'%'")
     inst = Instance(replica.host, replica.port, OPERATOR_USER, factory.admin_password)
     inst.point_at(HOST, source.port, REPL.user, REPL.password, tls_ca=str(ca_file))
-    s = wait_for(lambda: (st := slave_status(replica)) and st["Last_IO_Errno"] and st, 20,
-                 "the replica's IO thread to fail")
+    s = wait_for(
+        lambda: (st := slave_status(replica)) and st["Last_IO_Errno"] and st,
+        20,
+        "the replica's IO thread to fail",
+    )
     assert s["Slave_IO_Running"] != "Yes" and s["Last_IO_Errno"] == 2026, s
     assert not source.query(f"SELECT 1 FROM information_schema.PROCESSLIST WHERE USER = '{REPL.user}'")
     inst.close()
@@ -230,8 +257,12 @@ def test_a_renewed_certificate_is_served_after_reload_tls(factory, tmp_path, ca,
     replica = c.server("db-1")
     replica.query("STOP SLAVE IO_THREAD")
     replica.query("START SLAVE IO_THREAD")
-    wait_for(lambda: replicating_over_tls(replica, ca_file), 20, "db-1 replicating over TLS again",
-             describe=lambda: repr(slave_status(replica)))
+    wait_for(
+        lambda: replicating_over_tls(replica, ca_file),
+        20,
+        "db-1 replicating over TLS again",
+        describe=lambda: repr(slave_status(replica)),
+    )
     write_rows(c, range(1, 4))
     wait_replicated(c, {1, 2, 3})
     assert isinstance(c.reconcile().decision, t.Healthy), c.decisions[-1]
@@ -243,8 +274,14 @@ def test_the_operator_verifies_the_servers_ca(factory, tmp_path, ca, other_ca):
     assert good.observe().reachable
     assert good.execute("SHOW SESSION STATUS LIKE 'Ssl_version'")[0][1].startswith("TLSv1")
     good.close()
-    bad = Instance(s.host, s.port, OPERATOR_USER, factory.admin_password, tls=tls_context(other_ca.cert_pem),
-                   connect_attempts=1)
+    bad = Instance(
+        s.host,
+        s.port,
+        OPERATOR_USER,
+        factory.admin_password,
+        tls=tls_context(other_ca.cert_pem),
+        connect_attempts=1,
+    )
     o = bad.observe()
     assert not o.reachable and "certificate verify failed" in o.error, o.error
     with pytest.raises(InstanceError, match="certificate verify failed"):

@@ -25,14 +25,20 @@ APP_DB = "appdb"  # spec.database: the init step creates it empty on every insta
 def backup(factory, s3server):
     (src,) = factory.create(1, prefix="rsrc")
     writable(src)
-    sql(src, "CREATE DATABASE shop", "CREATE DATABASE appdb",
+    sql(
+        src,
+        "CREATE DATABASE shop",
+        "CREATE DATABASE appdb",
         "CREATE TABLE shop.orders (id INT PRIMARY KEY, total DECIMAL(10,2)) ENGINE=InnoDB",
         "INSERT INTO shop.orders SELECT seq, seq * 1.25 FROM mysql.seq_1_to_3000",
         "CREATE TABLE appdb.t (id INT PRIMARY KEY, note VARCHAR(40)) ENGINE=InnoDB",
-        "INSERT INTO appdb.t VALUES (1, 'before the backup')")
+        "INSERT INTO appdb.t VALUES (1, 'before the backup')",
+    )
     bucket = s3server.create_bucket("bk-restore-adopt")
     s3 = s3cfg(s3server, bucket)
-    m = run_backup(request_for(src, s3, name="nightly", cluster="shop"), creds(s3server), factory.admin_password)
+    m = run_backup(
+        request_for(src, s3, name="nightly", cluster="shop"), creds(s3server), factory.admin_password
+    )
     return src, s3, m
 
 
@@ -41,10 +47,13 @@ def new_instances(factory, prefix):
     servers = factory.create(3, prefix=prefix)
     for k, s in enumerate(servers):
         s.name = f"db-{k}"
-        sql(s, "SET SESSION sql_log_bin = 0",
+        sql(
+            s,
+            "SET SESSION sql_log_bin = 0",
             f"CREATE USER '{REPL.user}'@'%' IDENTIFIED BY '{REPL.password}'",
             f"GRANT REPLICATION SLAVE ON *.* TO '{REPL.user}'@'%'",
-            f"CREATE DATABASE {APP_DB}")
+            f"CREATE DATABASE {APP_DB}",
+        )
         assert s.query("SELECT @@read_only")[0][0] == 1
     return servers
 
@@ -58,7 +67,9 @@ def run_restore(factory, servers, source, s3server):
 def test_every_instance_restored_then_adopted_and_replicating(factory, s3server, backup):
     src, s3, m = backup
     servers = new_instances(factory, "radopt")
-    ok, message, seconds = run_restore(factory, servers, Source(s3, f"s3://{s3.bucket}/{m.data_key.rsplit('/', 1)[0]}"), s3server)
+    ok, message, seconds = run_restore(
+        factory, servers, Source(s3, f"s3://{s3.bucket}/{m.data_key.rsplit('/', 1)[0]}"), s3server
+    )
     assert ok, message
     print(f"\nrestore of {m.uncompressed_size} bytes into 3 instances: {seconds:.2f}s")
     want = checksums(src)
@@ -68,17 +79,31 @@ def test_every_instance_restored_then_adopted_and_replicating(factory, s3server,
         assert s.query("SELECT @@gtid_binlog_pos")[0][0] == m.gtid_position
 
     members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)]
-    engine = ReplicationEngine(members, Credentials(ADMIN_USER, factory.admin_password), REPL,
-                               t.Settings(instances=3), apply_timeout=20)
+    engine = ReplicationEngine(
+        members,
+        Credentials(ADMIN_USER, factory.admin_password),
+        REPL,
+        t.Settings(instances=3),
+        apply_timeout=20,
+    )
     c = Cluster(servers, engine, ClusterState("db-0"))  # restore_gate records the primary on success
     try:
         c.converge(timeout=60)
         assert isinstance(c.decisions[0], t.Promote), c.decisions
-        assert not any(isinstance(d, (t.NeedsSeed, t.Errant, t.Unrecoverable, t.Bootstrap)) for d in c.decisions)
-        sql(servers[0], "INSERT INTO appdb.t VALUES (2, 'after the restore')",
-            "UPDATE shop.orders SET total = total + 1 WHERE id <= 10")
+        assert not any(
+            isinstance(d, (t.NeedsSeed, t.Errant, t.Unrecoverable, t.Bootstrap)) for d in c.decisions
+        )
+        sql(
+            servers[0],
+            "INSERT INTO appdb.t VALUES (2, 'after the restore')",
+            "UPDATE shop.orders SET total = total + 1 WHERE id <= 10",
+        )
         for s in servers[1:]:
-            wait_for(lambda s=s: s.query("SELECT COUNT(*) FROM appdb.t")[0][0] == 2, 20, f"row replicated to {s.name}")
+            wait_for(
+                lambda s=s: s.query("SELECT COUNT(*) FROM appdb.t")[0][0] == 2,
+                20,
+                f"row replicated to {s.name}",
+            )
         after = checksums(servers[0])
         assert after != want
         for s in servers[1:]:
@@ -87,16 +112,21 @@ def test_every_instance_restored_then_adopted_and_replicating(factory, s3server,
         engine.close()
 
 
-def test_a_damaged_backup_fails_for_every_instance_and_leaves_them_fenced_and_empty(factory, s3server, backup):
+def test_a_damaged_backup_fails_for_every_instance_and_leaves_them_fenced_and_empty(
+    factory, s3server, backup
+):
     src, s3, m = backup
     bad = s3server.client()
     body = bad.get_object(Bucket=s3.bucket, Key=m.data_key)["Body"].read()
     folder = m.data_key.rsplit("/", 1)[0]
     copy = folder + "-damaged"
-    bad.put_object(Bucket=s3.bucket, Key=m.data_key.replace(folder, copy), Body=body[:-1] + bytes([body[-1] ^ 1]))
+    bad.put_object(
+        Bucket=s3.bucket, Key=m.data_key.replace(folder, copy), Body=body[:-1] + bytes([body[-1] ^ 1])
+    )
     manifest = bad.get_object(Bucket=s3.bucket, Key=f"{folder}/manifest.json")["Body"].read()
-    bad.put_object(Bucket=s3.bucket, Key=f"{copy}/manifest.json",
-                   Body=manifest.replace(folder.encode(), copy.encode()))
+    bad.put_object(
+        Bucket=s3.bucket, Key=f"{copy}/manifest.json", Body=manifest.replace(folder.encode(), copy.encode())
+    )
     servers = new_instances(factory, "rbad")
     ok, message, _ = run_restore(factory, servers, Source(s3, f"s3://{s3.bucket}/{copy}"), s3server)
     assert not ok

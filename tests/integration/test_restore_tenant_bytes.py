@@ -24,13 +24,27 @@ CANARY = "canary-token-3f9a1c"  # stands in for a ServiceAccount token the clien
 
 def hostile_backup(s3server, bucket: str, folder: str, statements: str) -> str:
     """Store a complete, checksum-valid backup whose dump is `statements`; returns its folder."""
-    data = subprocess.run(["zstd", "-q", "-c"], input=statements.encode(), capture_output=True, check=True).stdout
+    data = subprocess.run(
+        ["zstd", "-q", "-c"], input=statements.encode(), capture_output=True, check=True
+    ).stdout
     key = f"backups/{folder}/backup.sql.zst"
-    m = Manifest(cluster="evil", namespace="tenant", backup=folder, flavor="mariadb", server_version="10.11.0",
-                 gtid_position="0-1-1", source_instance="evil-0", started_at="2026-11-23T00:00:00Z",
-                 completed_at="2026-11-23T00:00:01Z", data_key=key, compression="zstd",
-                 compressed_size=len(data), uncompressed_size=len(statements),
-                 sha256=hashlib.sha256(data).hexdigest(), databases=("loot",))
+    m = Manifest(
+        cluster="evil",
+        namespace="tenant",
+        backup=folder,
+        flavor="mariadb",
+        server_version="10.11.0",
+        gtid_position="0-1-1",
+        source_instance="evil-0",
+        started_at="2026-11-23T00:00:00Z",
+        completed_at="2026-11-23T00:00:01Z",
+        data_key=key,
+        compression="zstd",
+        compressed_size=len(data),
+        uncompressed_size=len(statements),
+        sha256=hashlib.sha256(data).hexdigest(),
+        databases=("loot",),
+    )
     c = s3server.client()
     c.put_object(Bucket=bucket, Key=key, Body=data)
     c.put_object(Bucket=bucket, Key=f"backups/{folder}/manifest.json", Body=m.to_json())
@@ -40,13 +54,34 @@ def hostile_backup(s3server, bucket: str, folder: str, statements: str) -> str:
 def restore_job_command(factory, s3server, s3, servers, folder, tmp_path):
     """What the restore Job runs, with only the secrets the Job gets (no kubeconfig, no token)."""
     log = tmp_path / "termination-log"
-    argv = [sys.executable, "-m", "mysql_operator.cli", "backup", "restore-into",
-            "--bucket", s3.bucket, "--prefix", s3.prefix, "--endpoint", s3.endpoint, "--force-path-style",
-            "--path", folder, "--user", ADMIN_USER, "--termination-log", str(log)]
+    argv = [
+        sys.executable,
+        "-m",
+        "mysql_operator.cli",
+        "backup",
+        "restore-into",
+        "--bucket",
+        s3.bucket,
+        "--prefix",
+        s3.prefix,
+        "--endpoint",
+        s3.endpoint,
+        "--force-path-style",
+        "--path",
+        folder,
+        "--user",
+        ADMIN_USER,
+        "--termination-log",
+        str(log),
+    ]
     for s in servers:
         argv += ["--target", f"{s.name}={s.host}:{s.port}"]
-    env = {"PATH": os.environ["PATH"], ENV_DB_PASSWORD: factory.admin_password,
-           ENV_ACCESS_KEY: s3server.access_key, ENV_SECRET_KEY: s3server.secret_key}
+    env = {
+        "PATH": os.environ["PATH"],
+        ENV_DB_PASSWORD: factory.admin_password,
+        ENV_ACCESS_KEY: s3server.access_key,
+        ENV_SECRET_KEY: s3server.secret_key,
+    }
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     return done.returncode, json.loads(log.read_text())
 
@@ -70,31 +105,56 @@ def test_the_attack_is_real_without_the_guards(factory, canary):
     """Control: the same statements, fed to a client that allows LOCAL INFILE, do read the file."""
     s = new_server(factory, "lctl")
     sql(s, "SET GLOBAL read_only = OFF")
-    stmts = (f"CREATE DATABASE loot; CREATE TABLE loot.t (v TEXT);"
-             f"LOAD DATA LOCAL INFILE '{canary}' INTO TABLE loot.t;")
-    subprocess.run(["mariadb", f"--host={s.host}", f"--port={s.port}", "--protocol=TCP", f"--user={ADMIN_USER}",
-                    f"--password={factory.admin_password}", "--local-infile=1"], input=stmts.encode(), check=True)
+    stmts = (
+        f"CREATE DATABASE loot; CREATE TABLE loot.t (v TEXT);"
+        f"LOAD DATA LOCAL INFILE '{canary}' INTO TABLE loot.t;"
+    )
+    subprocess.run(
+        [
+            "mariadb",
+            f"--host={s.host}",
+            f"--port={s.port}",
+            "--protocol=TCP",
+            f"--user={ADMIN_USER}",
+            f"--password={factory.admin_password}",
+            "--local-infile=1",
+        ],
+        input=stmts.encode(),
+        check=True,
+    )
     assert s.query("SELECT v FROM loot.t")[0][0] == CANARY
 
 
-@pytest.mark.parametrize("path_of", [
-    pytest.param(lambda canary: str(canary), id="a-token-file"),
-    pytest.param(lambda canary: "/proc/self/environ", id="proc-self-environ"),
-])
+@pytest.mark.parametrize(
+    "path_of",
+    [
+        pytest.param(lambda canary: str(canary), id="a-token-file"),
+        pytest.param(lambda canary: "/proc/self/environ", id="proc-self-environ"),
+    ],
+)
 def test_load_data_local_infile_in_a_dump_reads_nothing_and_fails_clearly(
-        factory, s3server, canary, tmp_path, path_of):
+    factory, s3server, canary, tmp_path, path_of
+):
     bucket = s3server.create_bucket(f"bk-hostile-{'env' if 'environ' in path_of(canary) else 'tok'}")
     s3 = s3cfg(s3server, bucket)
-    folder = hostile_backup(s3server, bucket, "evil", (
-        "CREATE DATABASE loot;\nCREATE TABLE loot.t (v LONGTEXT);\n"
-        f"LOAD DATA LOCAL INFILE '{path_of(canary)}' INTO TABLE loot.t;\n"))
+    folder = hostile_backup(
+        s3server,
+        bucket,
+        "evil",
+        (
+            "CREATE DATABASE loot;\nCREATE TABLE loot.t (v LONGTEXT);\n"
+            f"LOAD DATA LOCAL INFILE '{path_of(canary)}' INTO TABLE loot.t;\n"
+        ),
+    )
     servers = [new_server(factory, f"lhost{n}") for n in range(2)]
     rc, result = restore_job_command(factory, s3server, s3, servers, folder, tmp_path)
     assert rc == 1 and result["ok"] is False
     assert "LOAD DATA LOCAL INFILE" in result["message"] and "never allow" in result["message"]
     for s in servers:
         assert s.name in result["message"]
-        rows = s.query("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='loot' AND table_name='t'")
+        rows = s.query(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='loot' AND table_name='t'"
+        )
         if rows[0][0]:
             assert s.query("SELECT COUNT(*) FROM loot.t")[0][0] == 0  # nothing was read into it
         assert s.query("SELECT @@local_infile")[0][0] == 0  # the server refuses it too
@@ -106,11 +166,12 @@ def test_a_shell_escape_in_a_dump_runs_nothing(factory, s3server, tmp_path):
     bucket = s3server.create_bucket("bk-hostile-shell")
     s3 = s3cfg(s3server, bucket)
     marker = tmp_path / "pwned"
-    folder = hostile_backup(s3server, bucket, "shell", (
-        "CREATE DATABASE loot;\n"
-        f"\\! touch {marker}\n"
-        f"system touch {marker}\n"
-        "CREATE TABLE loot.t (v INT);\n"))
+    folder = hostile_backup(
+        s3server,
+        bucket,
+        "shell",
+        (f"CREATE DATABASE loot;\n\\! touch {marker}\nsystem touch {marker}\nCREATE TABLE loot.t (v INT);\n"),
+    )
     servers = [new_server(factory, "lshell")]
     rc, result = restore_job_command(factory, s3server, s3, servers, folder, tmp_path)
     assert not marker.exists()
@@ -119,15 +180,33 @@ def test_a_shell_escape_in_a_dump_runs_nothing(factory, s3server, tmp_path):
 
 def test_the_delete_job_command_deletes_one_backup_folder_only(s3server, tmp_path):
     from tests.integration.test_backup import s3cfg as cfg
+
     bucket = s3server.create_bucket("bk-delete-data")
     s3 = cfg(s3server, bucket)
     keep = hostile_backup(s3server, bucket, "keep", "SELECT 1;\n")
     gone = hostile_backup(s3server, bucket, "gone", "SELECT 1;\n")
     log = tmp_path / "termination-log"
-    env = {"PATH": os.environ["PATH"], ENV_ACCESS_KEY: s3server.access_key, ENV_SECRET_KEY: s3server.secret_key}
-    argv = [sys.executable, "-m", "mysql_operator.cli", "backup", "delete-data", "--bucket", bucket,
-            "--endpoint", s3.endpoint, "--force-path-style", "--folder", f"backups/{gone}",
-            "--termination-log", str(log)]
+    env = {
+        "PATH": os.environ["PATH"],
+        ENV_ACCESS_KEY: s3server.access_key,
+        ENV_SECRET_KEY: s3server.secret_key,
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "mysql_operator.cli",
+        "backup",
+        "delete-data",
+        "--bucket",
+        bucket,
+        "--endpoint",
+        s3.endpoint,
+        "--force-path-style",
+        "--folder",
+        f"backups/{gone}",
+        "--termination-log",
+        str(log),
+    ]
     assert subprocess.run(argv, env=env, capture_output=True, timeout=120).returncode == 0
     assert json.loads(log.read_text())["deleted"] == 2
     keys = [o["Key"] for o in s3server.client().list_objects_v2(Bucket=bucket).get("Contents", [])]

@@ -12,20 +12,35 @@ from mysql_operator.api import parse, parse_backup
 from mysql_operator.manifests.backup_jobs import backup_job, restore_job
 
 IMAGE = "localhost/mysql-operator:0.1.0"
-S3 = {"bucket": "tenant-bucket", "endpoint": "http://minio.tenant:9000", "forcePathStyle": True,
-      "credentialsSecret": {"name": "s3-creds"}}
+S3 = {
+    "bucket": "tenant-bucket",
+    "endpoint": "http://minio.tenant:9000",
+    "forcePathStyle": True,
+    "credentialsSecret": {"name": "s3-creds"},
+}
 
 
 def cluster(namespace: str, **spec):
-    return parse({"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
-                  "metadata": {"name": "shop", "namespace": namespace},
-                  "spec": {"flavor": "mariadb", "instances": 3, "backup": {"storage": {"s3": S3}}, **spec}})
+    return parse(
+        {
+            "apiVersion": "mysql.operator.dev/v1alpha1",
+            "kind": "MySQLCluster",
+            "metadata": {"name": "shop", "namespace": namespace},
+            "spec": {"flavor": "mariadb", "instances": 3, "backup": {"storage": {"s3": S3}}, **spec},
+        }
+    )
 
 
 def tenant_jobs(namespace: str) -> dict[str, dict]:
     c = cluster(namespace, database={"name": "app"})
-    b = parse_backup({"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLBackup",
-                      "metadata": {"name": "nightly", "namespace": namespace}, "spec": {"clusterRef": {"name": "shop"}}})
+    b = parse_backup(
+        {
+            "apiVersion": "mysql.operator.dev/v1alpha1",
+            "kind": "MySQLBackup",
+            "metadata": {"name": "nightly", "namespace": namespace},
+            "spec": {"clusterRef": {"name": "shop"}},
+        }
+    )
     return {
         "backup": backup_job(c, b, c.spec.backup.s3, IMAGE),
         "restore": restore_job(c, c.spec.backup.s3, "s3://tenant-bucket/shop/nightly", IMAGE),
@@ -35,15 +50,28 @@ def tenant_jobs(namespace: str) -> dict[str, dict]:
 @pytest.fixture
 def restricted_namespace(control_plane, namespace):
     core = client.CoreV1Api(control_plane.api_client())
-    core.patch_namespace(namespace, {"metadata": {"labels": {
-        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    core.patch_namespace(
+        namespace,
+        {
+            "metadata": {
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                }
+            }
+        },
+    )
     return namespace
 
 
 def create_pod(control_plane, namespace, spec, dry_run=True):
     core = client.CoreV1Api(control_plane.api_client())
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "tenant-", "namespace": namespace},
-            "spec": spec}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "tenant-", "namespace": namespace},
+        "spec": spec,
+    }
     return core.create_namespaced_pod(namespace, body, dry_run="All" if dry_run else None)
 
 
@@ -55,7 +83,9 @@ def test_the_namespace_really_enforces_restricted(control_plane, restricted_name
 
 
 @pytest.mark.parametrize("kind", ["backup", "restore"])
-def test_tenant_job_pods_are_admitted_as_restricted_and_mount_no_token(control_plane, restricted_namespace, kind):
+def test_tenant_job_pods_are_admitted_as_restricted_and_mount_no_token(
+    control_plane, restricted_namespace, kind
+):
     spec = tenant_jobs(restricted_namespace)[kind]["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is False
     pod = create_pod(control_plane, restricted_namespace, spec)  # the real PodSecurity admission
@@ -67,7 +97,9 @@ def test_tenant_job_pods_are_admitted_as_restricted_and_mount_no_token(control_p
     # the cluster's CA certificate, read-only (a Secret volume is allowed under `restricted`)
     ca = next(v["secret"] for v in volumes if v["name"] == "ca-bundle")
     assert ca["secret_name"] == "shop-ca-bundle" and [i["key"] for i in ca["items"]] == ["ca.crt"], ca
-    assert any(m.mount_path == "/etc/mysql-operator/ca" and m.read_only for m in pod.spec.containers[0].volume_mounts)
+    assert any(
+        m.mount_path == "/etc/mysql-operator/ca" and m.read_only for m in pod.spec.containers[0].volume_mounts
+    )
 
 
 @pytest.mark.parametrize("kind", ["backup", "restore"])
@@ -75,7 +107,10 @@ def test_tenant_job_secrets_are_references_never_arguments(kind):
     container = tenant_jobs("prod")[kind]["spec"]["template"]["spec"]["containers"][0]
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"] if "valueFrom" in e}
     assert set(refs) == {"MYSQL_OPERATOR_DB_PASSWORD", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
-    assert refs["AWS_SECRET_ACCESS_KEY"] == "s3-creds" and refs["MYSQL_OPERATOR_DB_PASSWORD"] == "shop-credentials"
+    assert (
+        refs["AWS_SECRET_ACCESS_KEY"] == "s3-creds"
+        and refs["MYSQL_OPERATOR_DB_PASSWORD"] == "shop-credentials"
+    )
     assert not any("password" in a.lower() for a in container["args"] if not a.startswith("--"))
 
 
@@ -84,12 +119,16 @@ def test_restore_job_targets_every_instance_and_drops_the_empty_app_database():
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[:2] == ["backup", "restore-into"]
     assert [args[i + 1] for i, a in enumerate(args) if a == "--target"] == [
-        f"shop-{n}=shop-{n}.shop-headless.prod.svc:3306" for n in range(3)]
+        f"shop-{n}=shop-{n}.shop-headless.prod.svc:3306" for n in range(3)
+    ]
     assert args[args.index("--path") + 1] == "s3://tenant-bucket/shop/nightly"
     assert args[args.index("--app-database") + 1] == "app"
     # loads as the restore account (only it may load a tenant's dump), which then drops itself
     assert args[args.index("--user") + 1] == "mysql-operator-restore" and "--drop-account" in args
-    env = {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in
-           job["spec"]["template"]["spec"]["containers"][0]["env"] if "valueFrom" in e}
+    env = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
+        for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+        if "valueFrom" in e
+    }
     assert env["MYSQL_OPERATOR_DB_PASSWORD"] == "restore-password"
     assert job["metadata"]["name"] == "shop-restore" and job["spec"]["backoffLimit"] == 0

@@ -55,9 +55,13 @@ def crds() -> list[dict]:
             raise ValueError(f"{path}: expected one CustomResourceDefinition")
         crd = docs[0]
         meta = crd["metadata"]
-        crd["metadata"] = {"name": meta["name"],
-                           "labels": {"app.kubernetes.io/name": "cert-manager",
-                                      "app.kubernetes.io/instance": "cert-manager-test"}}
+        crd["metadata"] = {
+            "name": meta["name"],
+            "labels": {
+                "app.kubernetes.io/name": "cert-manager",
+                "app.kubernetes.io/instance": "cert-manager-test",
+            },
+        }
         if "{{" in json.dumps(crd):
             raise ValueError(f"{path}: a Helm template marker outside comments and labels")
         out.append(crd)
@@ -68,8 +72,14 @@ def install_crds(api: client.ApiClient, timeout: float = 60) -> list[str]:
     """Create (or replace) the CRDs and wait until cert-manager.io/v1 serves them. Returns their names."""
     names = apply_crds(api, crds(), timeout)
     objs = client.CustomObjectsApi(api)
-    wait_for(lambda: {"certificates", "issuers", "clusterissuers"} <= {
-        r.name for r in objs.get_api_resources(GROUP, VERSION).resources}, timeout, "cert-manager.io/v1 served")
+    wait_for(
+        lambda: (
+            {"certificates", "issuers", "clusterissuers"}
+            <= {r.name for r in objs.get_api_resources(GROUP, VERSION).resources}
+        ),
+        timeout,
+        "cert-manager.io/v1 served",
+    )
     return names
 
 
@@ -99,10 +109,17 @@ class CertManager:
     def __init__(self, kubeconfig: Path, workdir: Path, cluster_resource_namespace: str = "cert-manager"):
         self.cluster_resource_namespace = cluster_resource_namespace
         workdir.mkdir(parents=True, exist_ok=True)
-        self.component = Component("cert-manager-controller", [
-            str(controller_binary()), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
-            f"--cluster-resource-namespace={cluster_resource_namespace}", "-v=2"],
-            workdir / "cert-manager-controller.log")
+        self.component = Component(
+            "cert-manager-controller",
+            [
+                str(controller_binary()),
+                f"--kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                f"--cluster-resource-namespace={cluster_resource_namespace}",
+                "-v=2",
+            ],
+            workdir / "cert-manager-controller.log",
+        )
 
     def start(self) -> "CertManager":
         self.component.start()

@@ -158,8 +158,7 @@ class Cluster:
         t0 = time.monotonic()
         self.images = build_images(*NODE_IMAGES)  # quick when the image cache is warm
         self.timings["images"] = time.monotonic() - t0
-        self.containerd = Containerd(self.workdir / "containerd",
-                                     pause_image=self.images["pause"].ref)
+        self.containerd = Containerd(self.workdir / "containerd", pause_image=self.images["pause"].ref)
         self.containerd.start()
         conflist = self.containerd.cni_conf_dir / "10-mysqlop.conflist"
         conflist.write_text(json.dumps(_cni_conflist(self.workdir / "cni-ipam"), indent=2))
@@ -205,20 +204,18 @@ class Cluster:
     def _start_coredns(self) -> None:
         d = self.workdir / "coredns"
         d.mkdir(parents=True, exist_ok=True)
-        kubeconfig = self.cp.user_kubeconfig("system:coredns", "system:coredns-reader",
-                                             rules=COREDNS_RULES)
+        kubeconfig = self.cp.user_kubeconfig("system:coredns", "system:coredns-reader", rules=COREDNS_RULES)
         (d / "Corefile").write_text(corefile(kubeconfig))
-        self.cp.run_component(
-            "coredns", [str(binary("coredns")), "-conf", str(d / "Corefile")]
-        )
+        self.cp.run_component("coredns", [str(binary("coredns")), "-conf", str(d / "Corefile")])
 
     def _start_network_policy(self) -> None:
         """kube-router with only its firewall: enforces NetworkPolicy with iptables + ipset on the
         traffic of this node's Pods (chains of its own, jumped to from the filter table's
         INPUT/FORWARD/OUTPUT, like kube-proxy's). Its routing, service proxy and CNI stay off.
         Needs the Node object (it reads the node address), so it starts once the node is Ready."""
-        kubeconfig = self.cp.user_kubeconfig("system:kube-router", "system:kube-router-netpol",
-                                             rules=NETPOL_RULES)
+        kubeconfig = self.cp.user_kubeconfig(
+            "system:kube-router", "system:kube-router-netpol", rules=NETPOL_RULES
+        )
         self.netpol_health_port = free_port()
         self.cp.run_component(
             "kube-router",
@@ -238,8 +235,9 @@ class Cluster:
                 "--v=1",
             ],
         )
-        self.cp.wait_until(lambda: network_policy_ready(self.netpol_health_port),
-                           "kube-router NetworkPolicy firewall", 60)
+        self.cp.wait_until(
+            lambda: network_policy_ready(self.netpol_health_port), "kube-router NetworkPolicy firewall", 60
+        )
 
     def _start_provisioner(self) -> None:
         d = self.workdir / "local-path"
@@ -248,7 +246,8 @@ class Cluster:
         for obj in local_path_objects(d / "volumes", self.images["busybox"].ref):
             _create(api, obj)
         kubeconfig = self.cp.user_kubeconfig(
-            "system:local-path-provisioner", "system:local-path-provisioner",
+            "system:local-path-provisioner",
+            "system:local-path-provisioner",
             rules=PROVISIONER_RULES,
         )
         self.cp.run_component(
@@ -287,10 +286,15 @@ class Cluster:
             "server": self.cp.server,
             "containerd_socket": str(self.containerd.socket),
             "logs_dir": str(self.cp.logs_dir),
-            "s3": {"endpoint": self.s3.endpoint, "access_key": self.s3.access_key,
-                   "secret_key": self.s3.secret_key},
-            "network_policy": {"enforcer": "kube-router",
-                               "health": f"http://127.0.0.1:{self.netpol_health_port}/healthz"},
+            "s3": {
+                "endpoint": self.s3.endpoint,
+                "access_key": self.s3.access_key,
+                "secret_key": self.s3.secret_key,
+            },
+            "network_policy": {
+                "enforcer": "kube-router",
+                "health": f"http://127.0.0.1:{self.netpol_health_port}/healthz",
+            },
             "timings": self.timings,
             "images": {i.name: str(i.archive) for i in self.images.values()},
         }
@@ -414,8 +418,7 @@ def _cni_conflist(ipam_dir: Path) -> dict:
                 "ipam": {
                     "type": "host-local",
                     "dataDir": str(ipam_dir),
-                    "ranges": [[{"subnet": POD_SUBNET, "rangeStart": POD_RANGE_START,
-                                 "gateway": NODE_IP}]],
+                    "ranges": [[{"subnet": POD_SUBNET, "rangeStart": POD_RANGE_START, "gateway": NODE_IP}]],
                     # no default route: Pods reach the cluster's ranges and nothing else
                     "routes": [{"dst": CLUSTER_CIDR}, {"dst": SERVICE_CIDR}],
                 },
@@ -426,29 +429,35 @@ def _cni_conflist(ipam_dir: Path) -> dict:
 
 
 COREDNS_RULES = [
-    {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
-     "verbs": ["list", "watch"]},
-    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-     "verbs": ["list", "watch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["endpoints", "services", "pods", "namespaces"],
+        "verbs": ["list", "watch"],
+    },
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
 ]
 # kube-router's informers (firewall only): it reads its Node once and watches the rest.
 NETPOL_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods", "namespaces", "services"], "verbs": ["list", "watch"]},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
-    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
-     "verbs": ["list", "watch"]},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["list", "watch"]},
 ]
 PROVISIONER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes", "persistentvolumeclaims", "configmaps",
-                                      "pods", "pods/log"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["persistentvolumes"],
-     "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+    {
+        "apiGroups": [""],
+        "resources": ["nodes", "persistentvolumeclaims", "configmaps", "pods", "pods/log"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["persistentvolumes"],
+        "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"],
+    },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]},
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["update", "patch"]},
-    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
-     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get", "list", "watch"]},
 ]
 
 
@@ -460,16 +469,17 @@ def local_path_objects(volumes_dir: Path, helper_image: str) -> list[dict]:
         "metadata": {"name": "helper-pod"},
         "spec": {
             "priorityClassName": "system-node-critical",
-            "containers": [{"name": "helper-pod", "image": helper_image,
-                            "imagePullPolicy": "Never"}],
+            "containers": [{"name": "helper-pod", "image": helper_image, "imagePullPolicy": "Never"}],
         },
     }
-    config = {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
-                               "paths": [str(volumes_dir)]}]}
+    config = {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [str(volumes_dir)]}]}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-        {"apiVersion": "v1", "kind": "ServiceAccount",
-         "metadata": {"name": "local-path-provisioner", "namespace": ns}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "local-path-provisioner", "namespace": ns},
+        },
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -499,8 +509,14 @@ def local_path_objects(volumes_dir: Path, helper_image: str) -> list[dict]:
 # What kube-router's firewall creates (its chains in the filter table, its ipsets); nothing else
 # on the machine carries these names (one cluster per machine: we hold the lock).
 NETPOL_CHAIN_PREFIXES = ("KUBE-ROUTER-", "KUBE-NWPLCY-", "KUBE-POD-FW-")
-NETPOL_IPSET_PREFIXES = ("KUBE-SRC-", "KUBE-DST-", "kube-router-local-pods",
-                         "inet6:KUBE-SRC-", "inet6:KUBE-DST-", "inet6:kube-router-local-pods")
+NETPOL_IPSET_PREFIXES = (
+    "KUBE-SRC-",
+    "KUBE-DST-",
+    "kube-router-local-pods",
+    "inet6:KUBE-SRC-",
+    "inet6:KUBE-DST-",
+    "inet6:kube-router-local-pods",
+)
 
 
 def network_policy_ready(health_port: int) -> bool:
@@ -522,16 +538,21 @@ def remove_network_policy_rules() -> None:
 
     if shutil.which("iptables") is None:
         return
+
     def ours(chain: str) -> bool:
         return chain.startswith(NETPOL_CHAIN_PREFIXES)
 
     saved = _run("iptables-save", "-t", "filter", check=False).stdout.splitlines()
-    chains = [line[1:].split()[0] for line in saved
-              if line.startswith(":") and ours(line[1:].split()[0])]
+    chains = [line[1:].split()[0] for line in saved if line.startswith(":") and ours(line[1:].split()[0])]
     for line in saved:
         words = shlex.split(line)
-        if (len(words) > 2 and words[0] == "-A" and not ours(words[1])
-                and "-j" in words and ours(words[words.index("-j") + 1])):
+        if (
+            len(words) > 2
+            and words[0] == "-A"
+            and not ours(words[1])
+            and "-j" in words
+            and ours(words[words.index("-j") + 1])
+        ):
             _run("iptables", "-w", "-t", "filter", "-D", *words[1:], check=False)
     for chain in chains:
         _run("iptables", "-w", "-t", "filter", "-F", chain, check=False)
@@ -656,8 +677,11 @@ def main(argv: list[str]) -> int:
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.support.cluster", "serve"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True, cwd=cp_mod.REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=cp_mod.REPO,
             )
         state = state_dir() / "state.json"
         deadline = time.monotonic() + 600
@@ -667,8 +691,7 @@ def main(argv: list[str]) -> int:
                 return 1
             if state.exists() and json.loads(state.read_text())["pid"] == proc.pid:
                 s = json.loads(state.read_text())
-                print(f"cluster ready in {s['timings']['ready']:.1f}s (log: {log})",
-                      file=sys.stderr)
+                print(f"cluster ready in {s['timings']['ready']:.1f}s (log: {log})", file=sys.stderr)
                 print(f"export KUBECONFIG={s['kubeconfig']}")
                 return 0
             time.sleep(0.5)

@@ -250,7 +250,9 @@ class Containerd:
             started = time.monotonic()
             repo = image.ref.rsplit(":", 1)[0]
             # An OCI archive names its image by tag only: --base-name restores the repository.
-            self.ctr("-n", namespace, "images", "import", "--base-name", repo, str(image.archive), timeout=600)
+            self.ctr(
+                "-n", namespace, "images", "import", "--base-name", repo, str(image.archive), timeout=600
+            )
             if image.ref not in self.image_refs(namespace):
                 raise ContainerdError(f"importing {image.archive} did not create {image.ref}")
             self.ctr("-n", namespace, "images", "label", image.ref, PINNED_LABEL)

@@ -362,9 +362,7 @@ class ControlPlane:
         raise ControlPlaneError(f"{what} not ready after {timeout}s:\n{self.logs_report()}")
 
     def logs_report(self, lines: int = 40) -> str:
-        return "\n".join(
-            f"----- {c.name} ({c.log_path}) -----\n{c.log_tail(lines)}" for c in self.components
-        )
+        return "\n".join(f"----- {c.name} ({c.log_path}) -----\n{c.log_tail(lines)}" for c in self.components)
 
     def _kubeadm_pki(self) -> None:
         config = [
@@ -429,9 +427,7 @@ class ControlPlane:
         return ctx
 
     def _apiserver_ready(self) -> bool:
-        with urllib.request.urlopen(
-            f"{self.server}/readyz", context=self._ssl_context(), timeout=2
-        ) as r:
+        with urllib.request.urlopen(f"{self.server}/readyz", context=self._ssl_context(), timeout=2) as r:
             return r.status == 200
 
     def _bootstrap_rbac(self) -> None:
@@ -456,9 +452,7 @@ class ControlPlane:
                     "kind": "ClusterRole",
                     "name": role,
                 },
-                "subjects": [
-                    {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": subject}
-                ],
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": subject}],
             }
             deadline = time.monotonic() + 30
             while True:  # the ClusterRoles are created by the apiserver's post-start hook
@@ -478,17 +472,21 @@ class ControlPlane:
         client.CoreV1Api(self.api_client()).read_namespaced_service_account("default", "default")
         return True
 
-    def user_kubeconfig(
-        self, user: str, cluster_role: str, rules: list[dict] | None = None
-    ) -> Path:
+    def user_kubeconfig(self, user: str, cluster_role: str, rules: list[dict] | None = None) -> Path:
         """A client-certificate kubeconfig for `user`, bound to `cluster_role` (created from
         `rules` when given). For host-process components such as kube-proxy and CoreDNS."""
         from kubernetes import client
 
         r = subprocess.run(
-            [str(binary("kubeadm")), "kubeconfig", "user", f"--client-name={user}",
-             f"--config={self.workdir / 'kubeadm.yaml'}"],
-            capture_output=True, text=True,
+            [
+                str(binary("kubeadm")),
+                "kubeconfig",
+                "user",
+                f"--client-name={user}",
+                f"--config={self.workdir / 'kubeadm.yaml'}",
+            ],
+            capture_output=True,
+            text=True,
         )
         if r.returncode != 0:
             raise ControlPlaneError(f"kubeadm kubeconfig user {user} failed: {r.stderr[-2000:]}")
@@ -498,14 +496,21 @@ class ControlPlane:
         self._point_kubeconfigs_here()
         rbac = client.RbacAuthorizationV1Api(self.api_client())
         if rules is not None:
-            _create_ignoring_conflict(rbac.create_cluster_role,
-                                      {"metadata": {"name": cluster_role}, "rules": rules})
-        _create_ignoring_conflict(rbac.create_cluster_role_binding, {
-            "metadata": {"name": f"{cluster_role}:{user}"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": cluster_role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-        })
+            _create_ignoring_conflict(
+                rbac.create_cluster_role, {"metadata": {"name": cluster_role}, "rules": rules}
+            )
+        _create_ignoring_conflict(
+            rbac.create_cluster_role_binding,
+            {
+                "metadata": {"name": f"{cluster_role}:{user}"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": cluster_role,
+                },
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            },
+        )
         return path
 
     # ---- what tests use
@@ -516,9 +521,7 @@ class ControlPlane:
         path = kubeconfig or (self.super_admin_kubeconfig if super_admin else self.admin_kubeconfig)
         return config.new_client_from_config(config_file=str(path))
 
-    def service_account_kubeconfig(
-        self, namespace: str, name: str, expiration_seconds: int = 3600
-    ) -> Path:
+    def service_account_kubeconfig(self, namespace: str, name: str, expiration_seconds: int = 3600) -> Path:
         """A kubeconfig that authenticates as ServiceAccount namespace/name (TokenRequest)."""
         from kubernetes import client
 

@@ -212,8 +212,13 @@ class MariaDBServer:
         return self.start()
 
     # -- access ----------------------------------------------------------------------------------
-    def connect(self, user: str = ADMIN_USER, password: str | None = None, timeout: float = 5,
-                database: str | None = None) -> pymysql.connections.Connection:
+    def connect(
+        self,
+        user: str = ADMIN_USER,
+        password: str | None = None,
+        timeout: float = 5,
+        database: str | None = None,
+    ) -> pymysql.connections.Connection:
         return pymysql.connect(
             host=self.host,
             port=self.port,
@@ -262,10 +267,18 @@ class MariaDBFactory:
         if self._pristine is None:
             path = self.workdir / "pristine"
             subprocess.run(
-                ["mariadb-install-db", "--no-defaults", "--user=root", f"--datadir={path}",
-                 "--auth-root-authentication-method=normal", "--skip-test-db",
-                 "--skip-name-resolve"],
-                check=True, capture_output=True, timeout=180,
+                [
+                    "mariadb-install-db",
+                    "--no-defaults",
+                    "--user=root",
+                    f"--datadir={path}",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                    "--skip-name-resolve",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=180,
             )
             # the operator's admin account, created without a binary log in bootstrap mode
             sql = (
@@ -275,21 +288,43 @@ class MariaDBFactory:
                 f"CREATE USER '{ADMIN_USER}'@'127.0.0.1' IDENTIFIED BY '{self.admin_password}';\n"
                 f"GRANT ALL PRIVILEGES ON *.* TO '{ADMIN_USER}'@'127.0.0.1' WITH GRANT OPTION;\n"
             )
-            for user, grants in ((OPERATOR_USER, accounts.operator_grants(Flavor.MARIADB, APP_DATABASE)),
-                                 (BACKUP_USER, accounts.backup_grants(Flavor.MARIADB))):
+            for user, grants in (
+                (OPERATOR_USER, accounts.operator_grants(Flavor.MARIADB, APP_DATABASE)),
+                (BACKUP_USER, accounts.backup_grants(Flavor.MARIADB)),
+            ):
                 sql += f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{self.admin_password}';\n"
-                sql += "".join(g.grant_sql().replace("%s@%s", f"'{user}'@'127.0.0.1'") + ";\n" for g in grants)
+                sql += "".join(
+                    g.grant_sql().replace("%s@%s", f"'{user}'@'127.0.0.1'") + ";\n" for g in grants
+                )
             subprocess.run(
-                ["mariadbd", "--no-defaults", "--bootstrap", "--user=root", f"--datadir={path}",
-                 "--skip-log-bin", "--innodb-buffer-pool-size=16M"],
-                input=sql.encode(), check=True, capture_output=True, timeout=120,
+                [
+                    "mariadbd",
+                    "--no-defaults",
+                    "--bootstrap",
+                    "--user=root",
+                    f"--datadir={path}",
+                    "--skip-log-bin",
+                    "--innodb-buffer-pool-size=16M",
+                ],
+                input=sql.encode(),
+                check=True,
+                capture_output=True,
+                timeout=120,
             )
             self._pristine = path
         return self._pristine
 
-    def create(self, n: int = 1, semisync: bool = False, start: bool = True,
-               prefix: str = "db", ssl_ca: Path | None = None, ssl_cert: Path | None = None,
-               ssl_key: Path | None = None, require_secure_transport: bool = False) -> list[MariaDBServer]:
+    def create(
+        self,
+        n: int = 1,
+        semisync: bool = False,
+        start: bool = True,
+        prefix: str = "db",
+        ssl_ca: Path | None = None,
+        ssl_cert: Path | None = None,
+        ssl_key: Path | None = None,
+        require_secure_transport: bool = False,
+    ) -> list[MariaDBServer]:
         """`n` new servers named {prefix}-0.. with fresh data directories (server ids unique).
         `ssl_*`: PEM files of the servers' TLS (see MariaDBServer)."""
         out = []
@@ -300,9 +335,16 @@ class MariaDBFactory:
             root.mkdir(parents=True)
             self.copy_pristine(root / "data")
             server = self.server_class(
-                name=f"{prefix}-{len(out)}", server_id=sid, port=free_port(), root=root,
-                admin_password=self.admin_password, semisync=semisync, ssl_ca=ssl_ca, ssl_cert=ssl_cert,
-                ssl_key=ssl_key, require_secure_transport=require_secure_transport,
+                name=f"{prefix}-{len(out)}",
+                server_id=sid,
+                port=free_port(),
+                root=root,
+                admin_password=self.admin_password,
+                semisync=semisync,
+                ssl_ca=ssl_ca,
+                ssl_cert=ssl_cert,
+                ssl_key=ssl_key,
+                require_secure_transport=require_secure_transport,
                 **self.server_kwargs(),
             )
             self.servers.append(server)

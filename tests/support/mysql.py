@@ -48,8 +48,15 @@ REPO = Path(__file__).resolve().parents[2]
 # the operator's settings that name paths of its Pods (given per server here instead)
 PATH_SETTINGS = {"ssl_ca", "ssl_cert", "ssl_key", "mysqlx_socket"}
 
-__all__ = ["ADMIN_USER", "APP_DATABASE", "BACKUP_USER", "OPERATOR_USER", "MySQLFactory",
-           "MySQLServer", "mysql_unavailable"]
+__all__ = [
+    "ADMIN_USER",
+    "APP_DATABASE",
+    "BACKUP_USER",
+    "OPERATOR_USER",
+    "MySQLFactory",
+    "MySQLServer",
+    "mysql_unavailable",
+]
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,8 +66,9 @@ def _rootfs() -> tuple[Path | None, str | None]:
     cmd = [str(REPO / "hack" / "build-images.sh"), "--rootfs", "mysql"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
-        return None, (f"`hack/build-images.sh --rootfs mysql` failed ({proc.returncode}): "
-                      f"{proc.stderr.strip()[-600:]}")
+        return None, (
+            f"`hack/build-images.sh --rootfs mysql` failed ({proc.returncode}): {proc.stderr.strip()[-600:]}"
+        )
     root = Path(proc.stdout.strip().splitlines()[-1])
     if not (root / "usr/sbin/mysqld").exists():
         return None, f"{root} holds no usr/sbin/mysqld"
@@ -94,8 +102,11 @@ class MySQLServer(MariaDBServer):
         return None if path is None else _in_root(self.rootfs, path)
 
     def options(self) -> dict[str, object]:
-        spec = ClusterSpec(instances=3, flavor="mysql",
-                           replication=Replication(mode="semisync" if self.semisync else "async"))
+        spec = ClusterSpec(
+            instances=3,
+            flavor="mysql",
+            replication=Replication(mode="semisync" if self.semisync else "async"),
+        )
         opts: dict[str, object] = {
             "datadir": self._p(self.datadir),
             "socket": self._p(self.root / "mysqld.sock"),
@@ -128,8 +139,13 @@ class MySQLServer(MariaDBServer):
         if plugins:
             opts["plugin_load_add"] = ";".join(plugins)
         if self.ssl_cert is not None:
-            opts.update({"ssl_ca": self._p(self.ssl_ca), "ssl_cert": self._p(self.ssl_cert),
-                         "ssl_key": self._p(self.ssl_key)})
+            opts.update(
+                {
+                    "ssl_ca": self._p(self.ssl_ca),
+                    "ssl_cert": self._p(self.ssl_cert),
+                    "ssl_key": self._p(self.ssl_key),
+                }
+            )
         if self.require_secure_transport:
             opts["require_secure_transport"] = "ON"
         opts.update(self.extra)
@@ -164,30 +180,45 @@ class MySQLFactory(MariaDBFactory):
         if self._pristine is None:
             path = self.workdir / "pristine"
             pw = self.admin_password
-            sql = ["SET SESSION sql_log_bin = 0;",
-                   "DROP USER IF EXISTS 'root'@'localhost';",
-                   f"CREATE USER '{ADMIN_USER}'@'127.0.0.1' IDENTIFIED BY '{pw}';",
-                   f"GRANT ALL PRIVILEGES ON *.* TO '{ADMIN_USER}'@'127.0.0.1' WITH GRANT OPTION;"]
-            for user, grants in ((OPERATOR_USER, accounts.operator_grants(Flavor.MYSQL, APP_DATABASE)),
-                                 (BACKUP_USER, accounts.backup_grants(Flavor.MYSQL))):
+            sql = [
+                "SET SESSION sql_log_bin = 0;",
+                "DROP USER IF EXISTS 'root'@'localhost';",
+                f"CREATE USER '{ADMIN_USER}'@'127.0.0.1' IDENTIFIED BY '{pw}';",
+                f"GRANT ALL PRIVILEGES ON *.* TO '{ADMIN_USER}'@'127.0.0.1' WITH GRANT OPTION;",
+            ]
+            for user, grants in (
+                (OPERATOR_USER, accounts.operator_grants(Flavor.MYSQL, APP_DATABASE)),
+                (BACKUP_USER, accounts.backup_grants(Flavor.MYSQL)),
+            ):
                 sql.append(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{pw}';")
                 sql += [g.grant_sql().replace("%s@%s", f"'{user}'@'127.0.0.1'") + ";" for g in grants]
             init = self.workdir / "init.sql"
             init.write_text("\n".join(sql) + "\n")
             proc = subprocess.run(
-                ["chroot", str(self.rootfs), "mysqld", "--no-defaults", "--initialize-insecure",
-                 "--user=root", f"--datadir={_in_root(self.rootfs, path)}", "--skip-log-bin",
-                 f"--init-file={_in_root(self.rootfs, init)}", "--innodb-buffer-pool-size=32M",
-                 "--innodb-redo-log-capacity=16M"],
-                capture_output=True, text=True, timeout=300)
+                [
+                    "chroot",
+                    str(self.rootfs),
+                    "mysqld",
+                    "--no-defaults",
+                    "--initialize-insecure",
+                    "--user=root",
+                    f"--datadir={_in_root(self.rootfs, path)}",
+                    "--skip-log-bin",
+                    f"--init-file={_in_root(self.rootfs, init)}",
+                    "--innodb-buffer-pool-size=32M",
+                    "--innodb-redo-log-capacity=16M",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if proc.returncode != 0:
-                raise RuntimeError(f"mysqld --initialize-insecure failed ({proc.returncode}):\n"
-                                   f"{proc.stderr[-3000:]}")
+                raise RuntimeError(
+                    f"mysqld --initialize-insecure failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+                )
             init.unlink()
             self._pristine = path
         return self._pristine
-
-
 
 
 @contextlib.contextmanager
@@ -202,11 +233,17 @@ def client_tools_sidecar(rootfs: Path, shared: Path) -> Iterator[subprocess.Pope
     inside.mkdir(parents=True, exist_ok=True)
     mounts = []
     try:
-        for src, dst, opts in ((shared, inside, "bind"), (Path("/etc/hosts"), rootfs / "etc/hosts", "bind,ro")):
+        for src, dst, opts in (
+            (shared, inside, "bind"),
+            (Path("/etc/hosts"), rootfs / "etc/hosts", "bind,ro"),
+        ):
             subprocess.run(["mount", "-o", opts, str(src), str(dst)], check=True, capture_output=True)
             mounts.append(dst)
-        proc = subprocess.Popen(["chroot", str(rootfs), "/bin/bash", "-c", CLIENT_TOOLS_SH, "client-tools.sh",
-                                 str(shared)], stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            ["chroot", str(rootfs), "/bin/bash", "-c", CLIENT_TOOLS_SH, "client-tools.sh", str(shared)],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             yield proc
         finally:

@@ -66,18 +66,22 @@ def rsa_unavailable() -> str | None:
     try:
         import cryptography  # noqa: F401
     except ImportError:
-        return ("the 'cryptography' package is missing: pymysql needs it to log in with "
-                "caching_sha2_password (MySQL 8.4's default) - pip install -e '.[test]'")
+        return (
+            "the 'cryptography' package is missing: pymysql needs it to log in with "
+            "caching_sha2_password (MySQL 8.4's default) - pip install -e '.[test]'"
+        )
     return None
 
 
 def server_options(server_id: int, report_host: str) -> list[str]:
     """mysqld command-line options: the operator's MySQL settings plus this server's identity."""
     spec = ClusterSpec(instances=3, flavor="mysql")
-    opts = [f"--{k}={v}" for k, v in server_settings(spec)
-            if k not in SKIPPED_SETTINGS and not k.startswith(("plugin_load", "rpl_semi_sync"))]
-    return opts + [f"--server_id={server_id}", f"--report_host={report_host}",
-                   f"--report_port={PORT}"]
+    opts = [
+        f"--{k}={v}"
+        for k, v in server_settings(spec)
+        if k not in SKIPPED_SETTINGS and not k.startswith(("plugin_load", "rpl_semi_sync"))
+    ]
+    return opts + [f"--server_id={server_id}", f"--report_host={report_host}", f"--report_port={PORT}"]
 
 
 @dataclass
@@ -96,13 +100,24 @@ class MySQLNode:
         self.host = wrapped.attrs["NetworkSettings"]["Networks"][self.network_name]["IPAddress"]
         return self.host
 
-    def connect(self, user: str = ADMIN_USER, password: str | None = None, timeout: float = 5,
-                database: str | None = None) -> pymysql.connections.Connection:
+    def connect(
+        self,
+        user: str = ADMIN_USER,
+        password: str | None = None,
+        timeout: float = 5,
+        database: str | None = None,
+    ) -> pymysql.connections.Connection:
         return pymysql.connect(
-            host=self.host, port=self.port, user=user,
+            host=self.host,
+            port=self.port,
+            user=user,
             password=self.admin_password if password is None else password,
-            database=database, connect_timeout=timeout, read_timeout=timeout,
-            write_timeout=timeout, autocommit=True)
+            database=database,
+            connect_timeout=timeout,
+            read_timeout=timeout,
+            write_timeout=timeout,
+            autocommit=True,
+        )
 
     def query(self, sql: str, args=None) -> list[tuple]:
         conn = self.connect()
@@ -117,8 +132,11 @@ class MySQLNode:
         """SIGKILL mysqld (PID 1 of the container: the entrypoint execs it) - a crash."""
         wrapped = self.container.get_wrapped_container()
         wrapped.kill(signal="SIGKILL")
-        wait_for(lambda: (wrapped.reload() or wrapped.status) != "running", 30,
-                 f"{self.name}'s container to stop after SIGKILL")
+        wait_for(
+            lambda: (wrapped.reload() or wrapped.status) != "running",
+            30,
+            f"{self.name}'s container to stop after SIGKILL",
+        )
 
     def logs(self, lines: int = 40) -> str:
         try:
@@ -161,16 +179,21 @@ class MySQLGroup:
             self.nodes.append(node)  # before start: close() removes it even if start fails
             container.start()  # waits for the entrypoint's "ready for connections" (twice)
             node.refresh_address()
-            wait_for(lambda node=node: node.connect(timeout=2).close() or True, 60,
-                     f"{alias} to accept connections at {node.host}:{PORT}")
+            wait_for(
+                lambda node=node: node.connect(timeout=2).close() or True,
+                60,
+                f"{alias} to accept connections at {node.host}:{PORT}",
+            )
             node.query("RESET BINARY LOGS AND GTIDS")  # the image's init is no transaction of ours
             node.query("SET PERSIST super_read_only = ON")
             out.append(node)
         return out
 
     def logs_report(self, lines: int = 30) -> str:
-        return "\n".join(f"--- {n.name} (server-id {n.server_id}, {n.host}:{n.port}) ---\n{n.logs(lines)}"
-                         for n in self.nodes)
+        return "\n".join(
+            f"--- {n.name} (server-id {n.server_id}, {n.host}:{n.port}) ---\n{n.logs(lines)}"
+            for n in self.nodes
+        )
 
     def close(self) -> None:
         for n in self.nodes:

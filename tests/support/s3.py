@@ -29,7 +29,6 @@ from tests.support.controlplane import bin_dir, free_port, versions
 from tests.support.wait import wait_for
 
 
-
 def minio_binary() -> Path:
     return bin_dir() / f"minio-{versions()['MINIO_VERSION']}" / "minio"
 
@@ -69,10 +68,22 @@ class S3Server:
         }
         log = open(self.root / "minio.log", "ab")
         self.proc = subprocess.Popen(
-            [str(minio_binary()), "server", "--quiet", "--address", f"{self.host}:{self.port}",
-             "--console-address", f"127.0.0.1:{self.console_port}", str(self.root / "data")],
-            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
+            [
+                str(minio_binary()),
+                "server",
+                "--quiet",
+                "--address",
+                f"{self.host}:{self.port}",
+                "--console-address",
+                f"127.0.0.1:{self.console_port}",
+                str(self.root / "data"),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         log.close()
         wait_for(self._ready, timeout, f"MinIO to answer on {self.endpoint}")
         return self
@@ -88,10 +99,14 @@ class S3Server:
 
     def client(self, access_key: str | None = None, secret_key: str | None = None):
         return boto3.session.Session().client(
-            "s3", endpoint_url=self.endpoint, aws_access_key_id=access_key or self.access_key,
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=access_key or self.access_key,
             aws_secret_access_key=secret_key or self.secret_key,
-            config=Config(region_name="us-east-1", s3={"addressing_style": "path"},
-                          retries={"max_attempts": 1}))
+            config=Config(
+                region_name="us-east-1", s3={"addressing_style": "path"}, retries={"max_attempts": 1}
+            ),
+        )
 
     def create_bucket(self, name: str) -> str:
         self.client().create_bucket(Bucket=name)

@@ -13,7 +13,10 @@ class Timeout(AssertionError):
 
 
 def wait_for(
-    predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2,
+    predicate: Callable[[], T],
+    timeout: float,
+    what: str,
+    interval: float = 0.2,
     describe: Callable[[], str] | None = None,
 ) -> T:
     """Return predicate()'s first truthy value; raise Timeout naming `what` and the last error,

@@ -26,8 +26,12 @@ def corpus_docs(path: Path) -> tuple[str, list[dict]]:
     return text.splitlines()[0].removeprefix("# expect: ").strip(), [d for d in yaml.safe_load_all(text) if d]
 
 
-CLUSTER_CREATES = [p for p in CORPUS if len(corpus_docs(p)[1]) == 1 and corpus_docs(p)[1][0]["kind"] == "MySQLCluster"]
-RESERVED_FILES = [p for p in CORPUS if re.match(r"database-(name|user)-", p.stem) and p.stem != "database-name-invalid"]
+CLUSTER_CREATES = [
+    p for p in CORPUS if len(corpus_docs(p)[1]) == 1 and corpus_docs(p)[1][0]["kind"] == "MySQLCluster"
+]
+RESERVED_FILES = [
+    p for p in CORPUS if re.match(r"database-(name|user)-", p.stem) and p.stem != "database-name-invalid"
+]
 
 
 # ---------------------------------------------------------------- admission: the parser half
@@ -52,7 +56,9 @@ def _rule(field: str) -> dict:
     return rule
 
 
-@pytest.mark.parametrize("field,spec", [("name", {"name": "mysql"}), ("user", {"name": "app", "user": "root"})])
+@pytest.mark.parametrize(
+    "field,spec", [("name", {"name": "mysql"}), ("user", {"name": "app", "user": "root"})]
+)
 def test_crd_and_parser_give_the_same_message(field, spec):
     with pytest.raises(SpecError) as e:
         parse(body({"instances": 1, "database": spec}))
@@ -74,13 +80,17 @@ def test_every_account_the_operator_creates_is_reserved():
         assert reserved_user(user), f"common.{name} ({user}) must be in spec.RESERVED_USERS and the CRD rule"
 
 
-@pytest.mark.parametrize("user", ["mysql.session", "MySQL.InfoSchema", "MARIADB.SYS", "Root", "Mysql-Operator-Restore"])
+@pytest.mark.parametrize(
+    "user", ["mysql.session", "MySQL.InfoSchema", "MARIADB.SYS", "Root", "Mysql-Operator-Restore"]
+)
 def test_reserved_users_in_any_case(user):
     assert reserved_user(user)
 
 
-@pytest.mark.parametrize("name,user", [("mysql_app", "mysqluser"), ("sysdb", "replicator"), ("shop", "rooty"),
-                                       ("information", "public_user")])
+@pytest.mark.parametrize(
+    "name,user",
+    [("mysql_app", "mysqluser"), ("sysdb", "replicator"), ("shop", "rooty"), ("information", "public_user")],
+)
 def test_names_that_only_look_alike_are_accepted(name, user):
     db = parse(body({"instances": 1, "database": {"name": name, "user": user}})).spec.database
     assert (db.name, db.user) == (name, user)
@@ -89,22 +99,28 @@ def test_names_that_only_look_alike_are_accepted(name, user):
 # ---------------------------------------------------------------- passwords from the user's Secret
 
 
-@pytest.mark.parametrize("key,value", [
-    ("root-password", "r00t'quote\"dq\\bs$dollar ünïcode"),
-    ("replication-password", "x" * 32),
-    ("operator-password", "y" * 200),  # only the replication password is limited
-])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("root-password", "r00t'quote\"dq\\bs$dollar ünïcode"),
+        ("replication-password", "x" * 32),
+        ("operator-password", "y" * 200),  # only the replication password is limited
+    ],
+)
 def test_usable_passwords(key, value):
     assert reconcile.password_problem(key, value) is None
 
 
-@pytest.mark.parametrize("key,value,fragment", [
-    ("root-password", "line1\nline2", "line break"),
-    ("operator-password", "pw\r", "line break"),
-    ("app-password", "nul\0byte", "NUL"),
-    ("replication-password", "z" * 33, "longer than 32 characters"),
-    ("root-password", b"caf\xe9".decode(errors="surrogateescape"), "not valid UTF-8"),
-])
+@pytest.mark.parametrize(
+    "key,value,fragment",
+    [
+        ("root-password", "line1\nline2", "line break"),
+        ("operator-password", "pw\r", "line break"),
+        ("app-password", "nul\0byte", "NUL"),
+        ("replication-password", "z" * 33, "longer than 32 characters"),
+        ("root-password", b"caf\xe9".decode(errors="surrogateescape"), "not valid UTF-8"),
+    ],
+)
 def test_unusable_passwords_are_named_not_shown(key, value, fragment):
     problem = reconcile.password_problem(key, value)
     assert problem is not None and fragment in problem and ":" in problem  # what, then the fix
@@ -117,6 +133,7 @@ CLUSTER = parse(body({"instances": 1, "credentials": {"secretName": "mine"}}, na
 def credentials(monkeypatch, data=None, raw=None):
     """Reconciler._credentials against a Secret holding `data` (decoded) or `raw` (bytes, decoded
     as k8s.objects.read_secret_data does)."""
+
     def read(api, ns, name):
         assert (ns, name) == ("ns", "mine")
         if raw is not None:
@@ -124,7 +141,9 @@ def credentials(monkeypatch, data=None, raw=None):
         return data
 
     monkeypatch.setattr(reconcile.k, "read_secret_data", read)
-    me = SimpleNamespace(api=object(), password_factory=lambda: pytest.fail("never generates for a user's Secret"))
+    me = SimpleNamespace(
+        api=object(), password_factory=lambda: pytest.fail("never generates for a user's Secret")
+    )
     return reconcile.Reconciler._credentials(me, CLUSTER, {})
 
 
@@ -135,11 +154,14 @@ def test_a_usable_secret_gives_its_passwords(monkeypatch):
     assert credentials(monkeypatch, dict(GOOD)) == (GOOD, None)
 
 
-@pytest.mark.parametrize("key,value,fragment", [
-    ("replication-password", "s3cret-" + "9" * 30, "longer than 32 characters"),
-    ("operator-password", "s3cret\nmore", "line break"),
-    ("root-password", "s3cret\0", "NUL"),
-])
+@pytest.mark.parametrize(
+    "key,value,fragment",
+    [
+        ("replication-password", "s3cret-" + "9" * 30, "longer than 32 characters"),
+        ("operator-password", "s3cret\nmore", "line break"),
+        ("root-password", "s3cret\0", "NUL"),
+    ],
+)
 def test_an_unusable_password_is_reported_like_a_missing_key(monkeypatch, key, value, fragment):
     passwords, error = credentials(monkeypatch, {**GOOD, key: value})
     assert passwords == {}
@@ -159,12 +181,13 @@ def test_a_password_that_is_not_utf8_is_reported_without_its_bytes(monkeypatch):
 
 
 def test_option_file_quotes_what_it_can_hold():
-    text = commands.client_option_file("app", 'p"w\\x \'q')
+    text = commands.client_option_file("app", "p\"w\\x 'q")
     assert text == '[client]\nuser="app"\npassword="p\\"w\\\\x \'q"\n'
 
 
-@pytest.mark.parametrize("user,password", [("app", "pw\nhost=evil"), ("app", "pw\r"), ("app", "pw\0"),
-                                           ("app\nx", "pw")])
+@pytest.mark.parametrize(
+    "user,password", [("app", "pw\nhost=evil"), ("app", "pw\r"), ("app", "pw\0"), ("app\nx", "pw")]
+)
 def test_option_file_refuses_line_breaks_and_nul_naming_the_user_not_the_password(user, password):
     with pytest.raises(ValueError) as e:
         commands.client_option_file(user, password)

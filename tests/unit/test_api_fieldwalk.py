@@ -122,8 +122,24 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "storage.storageClassName": ("full", [("storage.storageClassName", "fast")]),
     "resources.limits": ("full", [("resources.limits", {"memory": "2Gi"})]),
     "resources.requests": ("full", [("resources.requests", {"cpu": "1"})]),
-    "affinity": ("full", [("affinity", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"x": "y"}}, "topologyKey": "kubernetes.io/hostname"}]}})]),
+    "affinity": (
+        "full",
+        [
+            (
+                "affinity",
+                {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {"matchLabels": {"x": "y"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
+                        ]
+                    }
+                },
+            )
+        ],
+    ),
     "tolerations": ("full", [("tolerations", [{"key": "other", "operator": "Exists"}])]),
     "nodeSelector": ("full", [("nodeSelector", {"zone": "b"})]),
     "priorityClassName": ("full", [("priorityClassName", "low")]),
@@ -142,7 +158,10 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     # added, never removed (a CEL transition rule refuses that: tests/invalid/update-tls-issuer-removed.yaml)
     "tls.issuerRef.name": ("full", [("tls.issuerRef.name", "ca-issuer")]),
     "tls.issuerRef.kind": ("full", [("tls.issuerRef", {"name": "ca-issuer", "kind": "ClusterIssuer"})]),
-    "tls.issuerRef.group": ("full", [("tls.issuerRef", {"name": "ca-issuer", "group": "issuers.example.com"})]),
+    "tls.issuerRef.group": (
+        "full",
+        [("tls.issuerRef", {"name": "ca-issuer", "group": "issuers.example.com"})],
+    ),
 }
 for _k, _v in _S3_CHANGES.items():
     CHANGES[f"backup.storage.s3.{_k}"] = ("full", [(f"backup.storage.s3.{_k}", _v)])
@@ -156,9 +175,18 @@ IMMUTABLE_ROOTS = ("flavor", "credentials", "database", "storage", "restore")
 # of the operator's decisions, so the reconcile/backup code must test them; listed here so that a
 # new field cannot go unclassified.
 RECONCILE_INPUTS = frozenset(
-    {"primary", "replication.failover.enabled", "replication.failover.delaySeconds",
-     "backup.schedule", "backup.retention.keepLast", "backup.retention.maxAge",
-     "tls.certificateValiditySeconds", "tls.issuerRef.name", "tls.issuerRef.kind", "tls.issuerRef.group"}
+    {
+        "primary",
+        "replication.failover.enabled",
+        "replication.failover.delaySeconds",
+        "backup.schedule",
+        "backup.retention.keepLast",
+        "backup.retention.maxAge",
+        "tls.certificateValiditySeconds",
+        "tls.issuerRef.name",
+        "tls.issuerRef.kind",
+        "tls.issuerRef.group",
+    }
     | {f"backup.storage.s3.{k}" for k in _S3_CHANGES}
 )
 

@@ -99,14 +99,26 @@ BAD = [
     ({"flavor": "mariadb", "image": "mariadb:9.7"}, "spec.image", "not a supported release of spec.flavor"),
     ({"version": "9.7", "image": "mysql:8.4"}, "spec.image", "another server version than spec.version"),
     ({"replication": {"semiSyncAcks": 3}}, "spec.replication.semiSyncAcks", "lower than spec.instances"),
-    ({"flavor": "mariadb", "replication": {"semiSyncAcks": 2}}, "spec.replication.semiSyncAcks", "exactly one"),
+    (
+        {"flavor": "mariadb", "replication": {"semiSyncAcks": 2}},
+        "spec.replication.semiSyncAcks",
+        "exactly one",
+    ),
     ({"replication": {"mode": "async", "semiSyncAcks": 1}}, "spec.replication.semiSyncAcks", "semisync"),
-    ({"replication": {"failover": {"delaySeconds": 0}}}, "spec.replication.failover.delaySeconds", "between 1 and 600"),
+    (
+        {"replication": {"failover": {"delaySeconds": 0}}},
+        "spec.replication.failover.delaySeconds",
+        "between 1 and 600",
+    ),
     ({"storage": {"size": "10GB"}}, "spec.storage.size", "quantity"),
     ({"storage": {"size": "0"}}, "spec.storage.size", "larger than zero"),
     ({"config": {"myCnf": "[mysqld]\nserver-id=7"}}, "spec.config.myCnf", "line 2: server-id"),
     ({"config": {"myCnf": "!includedir /etc/x"}}, "spec.config.myCnf", "!includedir"),
-    ({"podLabels": {"app.kubernetes.io/instance": "x"}}, "spec.podLabels.app.kubernetes.io/instance", "choose another key"),
+    (
+        {"podLabels": {"app.kubernetes.io/instance": "x"}},
+        "spec.podLabels.app.kubernetes.io/instance",
+        "choose another key",
+    ),
     ({"podLabels": {"team": "-bad-"}}, "spec.podLabels.team", "label value"),
     ({"podLabels": {"bad key": "x"}}, "spec.podLabels.bad key", "not a valid label key"),
     ({"podLabels": {"Example.com/x": "x"}}, "spec.podLabels.Example.com/x", "not a valid label key"),
@@ -115,13 +127,28 @@ BAD = [
     ({"resources": {"limits": {"memory": "lots"}}}, "spec.resources.limits.memory", "not a quantity"),
     ({"service": {"type": "ExternalName"}}, "spec.service.type", "one of"),
     ({"backup": {"schedule": "0 3 * * *"}}, "spec.backup.schedule", "needs spec.backup.storage"),
-    ({"backup": {"storage": {"s3": {"bucket": "b-1", "credentialsSecret": {"name": "s"}}}, "schedule": "61 * * * *"}},
-     "spec.backup.schedule", "minute"),
+    (
+        {
+            "backup": {
+                "storage": {"s3": {"bucket": "b-1", "credentialsSecret": {"name": "s"}}},
+                "schedule": "61 * * * *",
+            }
+        },
+        "spec.backup.schedule",
+        "minute",
+    ),
     ({"backup": {"retention": {"maxAge": "30 days"}}}, "spec.backup.retention.maxAge", "30d"),
-    ({"backup": {"storage": {"s3": {"bucket": "Bad_Bucket", "credentialsSecret": {"name": "s"}}}}},
-     "spec.backup.storage.s3.bucket", "lowercase"),
+    (
+        {"backup": {"storage": {"s3": {"bucket": "Bad_Bucket", "credentialsSecret": {"name": "s"}}}}},
+        "spec.backup.storage.s3.bucket",
+        "lowercase",
+    ),
     ({"restore": {}}, "spec.restore", "exactly one"),
-    ({"restore": {"s3": {"bucket": "b-1", "credentialsSecret": {"name": "s"}}}}, "spec.restore.s3.path", "required"),
+    (
+        {"restore": {"s3": {"bucket": "b-1", "credentialsSecret": {"name": "s"}}}},
+        "spec.restore.s3.path",
+        "required",
+    ),
     ({"database": {"name": "my-db"}}, "spec.database.name", "letters, digits and '_'"),
     ({"deletionPolicy": "Orphan"}, "spec.deletionPolicy", "Retain, Delete"),
     ({"replicas": 3}, "spec.replicas", "unknown field"),
@@ -137,8 +164,12 @@ def test_bad_spec_is_refused_naming_the_field(spec, field, fragment):
 
 
 def test_valid_label_keys_are_accepted():
-    c = parse(minimal(podLabels={"team": "a", "example.com/tier": "db", "a.b-c_d": ""},
-                      nodeSelector={"topology.kubernetes.io/zone": "eu-1a"}))
+    c = parse(
+        minimal(
+            podLabels={"team": "a", "example.com/tier": "db", "a.b-c_d": ""},
+            nodeSelector={"topology.kubernetes.io/zone": "eu-1a"},
+        )
+    )
     assert c.spec.pod_labels["example.com/tier"] == "db"
 
 
@@ -172,20 +203,53 @@ def test_parse_backup():
 
 
 OWNED_LINES = [
-    "server_id=3", "server-id = 3", "SERVER_ID=3", "loose-server-id=3", "gtid_mode=OFF",
-    "gtid-strict-mode=0", "log_bin", "log-bin=foo", "skip-log-bin", "disable_log_bin",
-    "log_slave_updates=0", "log-replica-updates=OFF", "read_only=0", "super-read-only=OFF",
-    "port=3307", "datadir=/x", "socket=/tmp/s", "bind-address=127.0.0.1", "report_host=x",
-    "skip-slave-start=0", "skip_replica_start", "binlog_format=STATEMENT", "plugin_load=x.so",
-    "user=root", "rpl_semi_sync_master_enabled=1", "rpl-semi-sync-source-timeout=5",
-    "  gtid_domain_id = 2", "enforce_gtid_consistency=WARN", "pid-file=/x", "relay_log=r",
+    "server_id=3",
+    "server-id = 3",
+    "SERVER_ID=3",
+    "loose-server-id=3",
+    "gtid_mode=OFF",
+    "gtid-strict-mode=0",
+    "log_bin",
+    "log-bin=foo",
+    "skip-log-bin",
+    "disable_log_bin",
+    "log_slave_updates=0",
+    "log-replica-updates=OFF",
+    "read_only=0",
+    "super-read-only=OFF",
+    "port=3307",
+    "datadir=/x",
+    "socket=/tmp/s",
+    "bind-address=127.0.0.1",
+    "report_host=x",
+    "skip-slave-start=0",
+    "skip_replica_start",
+    "binlog_format=STATEMENT",
+    "plugin_load=x.so",
+    "user=root",
+    "rpl_semi_sync_master_enabled=1",
+    "rpl-semi-sync-source-timeout=5",
+    "  gtid_domain_id = 2",
+    "enforce_gtid_consistency=WARN",
+    "pid-file=/x",
+    "relay_log=r",
     "init-rpl-role=MASTER",
 ]
 FREE_LINES = [
-    "max_connections=100", "log_bin_trust_function_creators=1", "port_open_timeout=5",
-    "read_only_compressed=OFF", "innodb_buffer_pool_size=1G", "binlog_expire_logs_seconds=86400",
-    "plugin_load_add=auth_pam.so", "# server_id=1 is a comment", "; port=1", "[mysqld]",
-    "character-set-server=utf8mb4", "userstat=1", "server_audit_logging=ON", "sql_mode=''",
+    "max_connections=100",
+    "log_bin_trust_function_creators=1",
+    "port_open_timeout=5",
+    "read_only_compressed=OFF",
+    "innodb_buffer_pool_size=1G",
+    "binlog_expire_logs_seconds=86400",
+    "plugin_load_add=auth_pam.so",
+    "# server_id=1 is a comment",
+    "; port=1",
+    "[mysqld]",
+    "character-set-server=utf8mb4",
+    "userstat=1",
+    "server_audit_logging=ON",
+    "sql_mode=''",
 ]
 
 
@@ -229,25 +293,47 @@ def test_settings_the_operator_writes_cannot_be_overridden_by_the_user():
 # ---------------------------------------------------------------- cron
 
 
-@pytest.mark.parametrize("expr", ["0 3 * * *", "*/15 * * * *", "0 0 1,15 * MON-FRI", "5 4 * jan sun",
-                                  "@daily", "@hourly", "0 0-6/2 * * 7"])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "0 3 * * *",
+        "*/15 * * * *",
+        "0 0 1,15 * MON-FRI",
+        "5 4 * jan sun",
+        "@daily",
+        "@hourly",
+        "0 0-6/2 * * 7",
+    ],
+)
 def test_cron_accepts(expr):
     check_cron(expr)
 
 
-@pytest.mark.parametrize("expr,fragment", [("0 3 * *", "5 fields"), ("60 * * * *", "minute"),
-                                           ("* 24 * * *", "hour"), ("* * 0 * *", "day of month"),
-                                           ("* * * 13 *", "month"), ("* * * * 8", "day of week"),
-                                           ("*/0 * * * *", "step"), ("5-1 * * * *", "backwards"),
-                                           ("@reboot", "5 fields")])
+@pytest.mark.parametrize(
+    "expr,fragment",
+    [
+        ("0 3 * *", "5 fields"),
+        ("60 * * * *", "minute"),
+        ("* 24 * * *", "hour"),
+        ("* * 0 * *", "day of month"),
+        ("* * * 13 *", "month"),
+        ("* * * * 8", "day of week"),
+        ("*/0 * * * *", "step"),
+        ("5-1 * * * *", "backwards"),
+        ("@reboot", "5 fields"),
+    ],
+)
 def test_cron_refuses(expr, fragment):
     with pytest.raises(ValueError, match=fragment):
         check_cron(expr)
 
 
 def test_examples_parse():
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((REPO / "examples").glob("*.yaml"))
-            if not p.name.startswith("values-")]  # values-*.yaml are Helm values, not resources
+    docs = [
+        yaml.safe_load(p.read_text())
+        for p in sorted((REPO / "examples").glob("*.yaml"))
+        if not p.name.startswith("values-")
+    ]  # values-*.yaml are Helm values, not resources
     kinds = sorted(d["kind"] for d in docs)
     assert kinds.count("MySQLCluster") >= 3 and "MySQLBackup" in kinds
     for d in docs:

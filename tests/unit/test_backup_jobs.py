@@ -11,21 +11,41 @@ import pytest
 from mysql_operator.api import parse
 from mysql_operator.cli_backup import register, restored_cluster, result_of
 from mysql_operator.handlers.backups import job_outcome, storage_for
-from mysql_operator.manifests.backup_jobs import (DELETE_DATA_ANNOTATION, CLIENT_TOOLS_DIR, SCHEDULED_AT_ANNOTATION,
-                                                  backup_job, job_name, restore_job,
-                                                  scheduled_backup)
+from mysql_operator.manifests.backup_jobs import (
+    DELETE_DATA_ANNOTATION,
+    CLIENT_TOOLS_DIR,
+    SCHEDULED_AT_ANNOTATION,
+    backup_job,
+    job_name,
+    restore_job,
+    scheduled_backup,
+)
 from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
 from mysql_operator.api import parse_backup
 
-S3 = {"bucket": "backups", "prefix": "prod", "endpoint": "http://minio.storage:9000", "forcePathStyle": True,
-      "credentialsSecret": {"name": "s3-creds"}}
-CLUSTER = {"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
-           "metadata": {"name": "shop", "namespace": "prod", "uid": "u1"},
-           "spec": {"flavor": "mariadb", "instances": 3, "backup": {"storage": {"s3": S3}, "schedule": "0 3 * * *",
-                                                                    "retention": {"keepLast": 7}}}}
-BACKUP = {"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLBackup",
-          "metadata": {"name": "shop-manual", "namespace": "prod", "uid": "u2"},
-          "spec": {"clusterRef": {"name": "shop"}}}
+S3 = {
+    "bucket": "backups",
+    "prefix": "prod",
+    "endpoint": "http://minio.storage:9000",
+    "forcePathStyle": True,
+    "credentialsSecret": {"name": "s3-creds"},
+}
+CLUSTER = {
+    "apiVersion": "mysql.operator.dev/v1alpha1",
+    "kind": "MySQLCluster",
+    "metadata": {"name": "shop", "namespace": "prod", "uid": "u1"},
+    "spec": {
+        "flavor": "mariadb",
+        "instances": 3,
+        "backup": {"storage": {"s3": S3}, "schedule": "0 3 * * *", "retention": {"keepLast": 7}},
+    },
+}
+BACKUP = {
+    "apiVersion": "mysql.operator.dev/v1alpha1",
+    "kind": "MySQLBackup",
+    "metadata": {"name": "shop-manual", "namespace": "prod", "uid": "u2"},
+    "spec": {"clusterRef": {"name": "shop"}},
+}
 
 
 def _job():
@@ -73,10 +93,13 @@ def test_jobs_mount_the_ca_bundle_read_only_and_verify_the_servers_with_it(kind)
     pod = job["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
     assert args[args.index("--tls-ca") + 1] == "/etc/mysql-operator/ca/ca.crt"
-    assert {"name": "ca-bundle", "mountPath": "/etc/mysql-operator/ca", "readOnly": True} in \
-        pod["containers"][0]["volumeMounts"]
-    assert {"name": "ca-bundle",
-            "secret": {"secretName": "shop-ca-bundle", "items": [{"key": "ca.crt", "path": "ca.crt"}]}} in pod["volumes"]
+    assert {"name": "ca-bundle", "mountPath": "/etc/mysql-operator/ca", "readOnly": True} in pod[
+        "containers"
+    ][0]["volumeMounts"]
+    assert {
+        "name": "ca-bundle",
+        "secret": {"secretName": "shop-ca-bundle", "items": [{"key": "ca.crt", "path": "ca.crt"}]},
+    } in pod["volumes"]
     # /tmp, the CA, the folder shared with the client-tools sidecar
     assert pod["automountServiceAccountToken"] is False and len(pod["volumes"]) == 3
 
@@ -98,7 +121,9 @@ def test_dumps_and_loads_run_in_a_sidecar_of_the_clusters_own_server_image(kind)
     assert args[args.index("--client-tools-dir") + 1] == CLIENT_TOOLS_DIR
     shared = {"name": "client-tools", "mountPath": CLIENT_TOOLS_DIR}
     assert shared in tools["volumeMounts"] and shared in pod["containers"][0]["volumeMounts"]
-    assert {"name": "ca-bundle", "mountPath": "/etc/mysql-operator/ca", "readOnly": True} in tools["volumeMounts"]
+    assert {"name": "ca-bundle", "mountPath": "/etc/mysql-operator/ca", "readOnly": True} in tools[
+        "volumeMounts"
+    ]
 
 
 def test_long_backup_names_give_valid_job_names():
@@ -107,7 +132,9 @@ def test_long_backup_names_give_valid_job_names():
 
 
 def test_scheduled_backup_is_not_owned_by_the_cluster_and_carries_its_fire_time():
-    o = scheduled_backup(parse(CLUSTER), "shop-202501020300", dt.datetime(2025, 1, 2, 3, 0, tzinfo=dt.timezone.utc))
+    o = scheduled_backup(
+        parse(CLUSTER), "shop-202501020300", dt.datetime(2025, 1, 2, 3, 0, tzinfo=dt.timezone.utc)
+    )
     assert "ownerReferences" not in o["metadata"]
     assert o["metadata"]["annotations"][SCHEDULED_AT_ANNOTATION] == "2025-01-02T03:00:00Z"
     assert o["metadata"]["annotations"][DELETE_DATA_ANNOTATION] == "true"
@@ -115,8 +142,13 @@ def test_scheduled_backup_is_not_owned_by_the_cluster_and_carries_its_fire_time(
 
 
 def test_storage_override_wins_over_cluster_storage():
-    own = {**BACKUP, "spec": {"clusterRef": {"name": "shop"},
-                              "storage": {"s3": {"bucket": "other", "credentialsSecret": {"name": "o"}}}}}
+    own = {
+        **BACKUP,
+        "spec": {
+            "clusterRef": {"name": "shop"},
+            "storage": {"s3": {"bucket": "other", "credentialsSecret": {"name": "o"}}},
+        },
+    }
     assert storage_for(own, CLUSTER).bucket == "other"
     assert storage_for(BACKUP, CLUSTER).bucket == "backups"
     assert storage_for(BACKUP, {**CLUSTER, "spec": {"instances": 1}}) is None
@@ -128,14 +160,33 @@ def _pod(message):
 
 def test_job_outcome_running_succeeded_failed():
     assert job_outcome({"status": {"active": 1}}, []) is None
-    ok = {"ok": True, "location": "s3://b/p/c/x", "sizeBytes": 5, "sha256": "ab", "gtidPosition": "0-1-3",
-          "sourceInstance": "shop-1", "startedAt": "s", "completedAt": "e"}
+    ok = {
+        "ok": True,
+        "location": "s3://b/p/c/x",
+        "sizeBytes": 5,
+        "sha256": "ab",
+        "gtidPosition": "0-1-3",
+        "sourceInstance": "shop-1",
+        "startedAt": "s",
+        "completedAt": "e",
+    }
     phase, fields = job_outcome({"status": {"succeeded": 1}}, [_pod(json.dumps(ok))])
     assert phase == "Succeeded" and fields["sha256"] == "ab" and fields["sourceInstance"] == "shop-1"
-    phase, fields = job_outcome({"status": {"failed": 1}}, [_pod(json.dumps({"ok": False, "message": "bucket gone"}))])
+    phase, fields = job_outcome(
+        {"status": {"failed": 1}}, [_pod(json.dumps({"ok": False, "message": "bucket gone"}))]
+    )
     assert (phase, fields["message"]) == ("Failed", "bucket gone")
-    deadline = {"status": {"conditions": [{"type": "Failed", "status": "True",
-                                           "message": "Job was active longer than specified deadline"}]}}
+    deadline = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "message": "Job was active longer than specified deadline",
+                }
+            ]
+        }
+    }
     assert job_outcome(deadline, [])[1]["message"].startswith("Job was active longer")
     assert job_outcome(None, [])[0] == "Failed"
     # a Job that "completed" without the success report is not a success
@@ -155,11 +206,39 @@ def test_restored_cluster_copies_shape_not_schedule_or_credentials():
 def test_cli_registers_backup_and_restore_subcommands():
     p = argparse.ArgumentParser()
     register(p.add_subparsers(dest="command", required=True))
-    a = p.parse_args(["backup", "run", "--namespace", "n", "--cluster", "c", "--backup", "b", "--bucket", "bk",
-                      "--source", "c-0=h:3306"])
+    a = p.parse_args(
+        [
+            "backup",
+            "run",
+            "--namespace",
+            "n",
+            "--cluster",
+            "c",
+            "--backup",
+            "b",
+            "--bucket",
+            "bk",
+            "--source",
+            "c-0=h:3306",
+        ]
+    )
     assert a.func.__name__ == "cmd_run" and a.source == ["c-0=h:3306"] and a.tls_ca is None  # optional
-    a = p.parse_args(["backup", "restore-into", "--bucket", "bk", "--path", "c/b", "--user", "u",
-                      "--target", "c-0=h:3306", "--tls-ca", "/ca.crt"])
+    a = p.parse_args(
+        [
+            "backup",
+            "restore-into",
+            "--bucket",
+            "bk",
+            "--path",
+            "c/b",
+            "--user",
+            "u",
+            "--target",
+            "c-0=h:3306",
+            "--tls-ca",
+            "/ca.crt",
+        ]
+    )
     assert a.func.__name__ == "cmd_restore_into" and a.tls_ca == "/ca.crt"
     assert p.parse_args(["backup", "list", "-n", "x"]).func.__name__ == "cmd_list"
     assert p.parse_args(["restore", "b1", "--into", "c2"]).func.__name__ == "cmd_restore"
@@ -170,9 +249,22 @@ def test_cli_registers_backup_and_restore_subcommands():
 def test_result_location_is_the_backup_folder():
     from mysql_operator.backup.manifest import Manifest
     from mysql_operator.api import S3 as S3T, SecretKeys
-    m = Manifest(cluster="c", namespace="n", backup="b", flavor="mariadb", server_version="10.11.6",
-                 gtid_position="0-1-1", source_instance="c-1", started_at="s", completed_at="e",
-                 data_key="p/c/b/backup.sql.zst", compression="zstd", compressed_size=1,
-                 uncompressed_size=2, sha256="0" * 64)
+
+    m = Manifest(
+        cluster="c",
+        namespace="n",
+        backup="b",
+        flavor="mariadb",
+        server_version="10.11.6",
+        gtid_position="0-1-1",
+        source_instance="c-1",
+        started_at="s",
+        completed_at="e",
+        data_key="p/c/b/backup.sql.zst",
+        compression="zstd",
+        compressed_size=1,
+        uncompressed_size=2,
+        sha256="0" * 64,
+    )
     r = result_of(m, S3T(bucket="bk", credentials_secret=SecretKeys("x")))
     assert r["location"] == "s3://bk/p/c/b" and r["ok"] is True

@@ -24,8 +24,16 @@ def test_mariadb_dump_consistent_snapshot_with_gtid_and_no_password():
     argv = commands.dump_command(MARIADB, EP, "/tmp/x/client.cnf", ["app", "shop"])
     assert argv[0] == "mariadb-dump"
     assert argv[1] == "--defaults-extra-file=/tmp/x/client.cnf"
-    for opt in ("--single-transaction", "--master-data=2", "--gtid", "--routines", "--triggers",
-                "--events", "--hex-blob", "--quick"):
+    for opt in (
+        "--single-transaction",
+        "--master-data=2",
+        "--gtid",
+        "--routines",
+        "--triggers",
+        "--events",
+        "--hex-blob",
+        "--quick",
+    ):
         assert opt in argv
     assert argv[-3:] == ["--databases", "app", "shop"]
     assert not any("password" in a for a in argv)
@@ -46,8 +54,9 @@ def test_dump_refuses_nothing_to_back_up():
 
 
 def test_system_databases_are_not_dumped():
-    assert commands.user_databases(["mysql", "app", "sys", "information_schema",
-                                    "performance_schema", "a"]) == ["a", "app"]
+    assert commands.user_databases(
+        ["mysql", "app", "sys", "information_schema", "performance_schema", "a"]
+    ) == ["a", "app"]
 
 
 def test_client_commands_and_gtid_statements_per_flavor():
@@ -66,8 +75,10 @@ def test_the_client_loading_a_dump_never_reads_a_local_file(version):
     assert "--local-infile=0" in argv
     assert ("--sandbox" in argv) == (argv[0] == "mariadb")  # no \! \. tee: MariaDB's client
     assert commands.after_load_sql(MARIADB, "0-1-42") == [
-        ("RESET MASTER", ()), ("SET GLOBAL gtid_binlog_state = %s", ("0-1-42",)),
-        ("SET GLOBAL gtid_slave_pos = %s", ("0-1-42",))]
+        ("RESET MASTER", ()),
+        ("SET GLOBAL gtid_binlog_state = %s", ("0-1-42",)),
+        ("SET GLOBAL gtid_slave_pos = %s", ("0-1-42",)),
+    ]
     assert commands.after_load_sql(MYSQL84, "uuid:1-5") == []
 
 
@@ -75,17 +86,26 @@ def test_the_client_loading_a_dump_never_reads_a_local_file(version):
 def test_tools_connect_over_tls_verifying_the_ca_and_host_name_when_given_one(version):
     ca = "/etc/mysql-operator/ca/ca.crt"
     mariadb = version.flavor is Flavor.MARIADB
-    verify = (["--ssl", f"--ssl-ca={ca}", "--ssl-verify-server-cert"] if mariadb
-              else ["--ssl-mode=VERIFY_IDENTITY", f"--ssl-ca={ca}"])
+    verify = (
+        ["--ssl", f"--ssl-ca={ca}", "--ssl-verify-server-cert"]
+        if mariadb
+        else ["--ssl-mode=VERIFY_IDENTITY", f"--ssl-ca={ca}"]
+    )
     plain = ["--skip-ssl"] if mariadb else ["--ssl-mode=DISABLED"]  # never the tools' unverified TLS
     assert commands.tls_options(version, ca) == verify and commands.tls_options(version, None) == plain
-    for argv, bare in ((commands.dump_command(version, EP, "/f", ["app"], ca),
-                        commands.dump_command(version, EP, "/f", ["app"])),
-                       (commands.client_command(version, EP, "/f", ca), commands.client_command(version, EP, "/f"))):
+    for argv, bare in (
+        (
+            commands.dump_command(version, EP, "/f", ["app"], ca),
+            commands.dump_command(version, EP, "/f", ["app"]),
+        ),
+        (commands.client_command(version, EP, "/f", ca), commands.client_command(version, EP, "/f")),
+    ):
         i = argv.index("--protocol=TCP") + 1
-        assert argv[i:i + len(verify)] == verify and not any(a.startswith("--ssl") for a in argv[i + len(verify):])
+        assert argv[i : i + len(verify)] == verify and not any(
+            a.startswith("--ssl") for a in argv[i + len(verify) :]
+        )
         assert [a for a in bare if "ssl" in a] == plain
-        assert argv[:i] == bare[:i] and argv[i + len(verify):] == bare[i + len(plain):]
+        assert argv[:i] == bare[:i] and argv[i + len(verify) :] == bare[i + len(plain) :]
 
 
 def test_a_refusal_of_a_connection_without_tls_says_to_give_the_ca():
@@ -109,26 +129,48 @@ def test_compressor_unknown_is_named():
 
 
 def test_gtid_from_mariadb_dump_head_and_11x_tail():
-    head = ("-- MariaDB dump 10.19\n--\n-- Position to start replication or point-in-time recovery from\n"
-            "--\n\n-- CHANGE MASTER TO MASTER_LOG_FILE='mysql-bin.000001', MASTER_LOG_POS=1234;\n\n"
-            "--\n-- GTID to start replication from\n--\n\n-- SET GLOBAL gtid_slave_pos='0-1-17';\n")
+    head = (
+        "-- MariaDB dump 10.19\n--\n-- Position to start replication or point-in-time recovery from\n"
+        "--\n\n-- CHANGE MASTER TO MASTER_LOG_FILE='mysql-bin.000001', MASTER_LOG_POS=1234;\n\n"
+        "--\n-- GTID to start replication from\n--\n\n-- SET GLOBAL gtid_slave_pos='0-1-17';\n"
+    )
     assert commands.gtid_from_dump(Flavor.MARIADB, head) == "0-1-17"
-    assert commands.gtid_from_dump(Flavor.MARIADB, "-- SET GLOBAL gtid_slave_pos='0-1-5,1-2-9';\n") == "0-1-5,1-2-9"
+    assert (
+        commands.gtid_from_dump(Flavor.MARIADB, "-- SET GLOBAL gtid_slave_pos='0-1-5,1-2-9';\n")
+        == "0-1-5,1-2-9"
+    )
     assert commands.gtid_from_dump(Flavor.MARIADB, "INSERT INTO t VALUES (1);\n") is None
 
 
 def test_gtid_from_mysqldump_multiline_set():
-    text = ("SET @@SESSION.SQL_LOG_BIN= 0;\n\n--\n-- GTID state at the beginning of the backup \n--\n\n"
-            "SET @@GLOBAL.GTID_PURGED=/*!80000 '+'*/ '3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,\n"
-            "4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3';\n")
+    text = (
+        "SET @@SESSION.SQL_LOG_BIN= 0;\n\n--\n-- GTID state at the beginning of the backup \n--\n\n"
+        "SET @@GLOBAL.GTID_PURGED=/*!80000 '+'*/ '3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,\n"
+        "4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3';\n"
+    )
     assert commands.gtid_from_dump(Flavor.MYSQL, text) == (
-        "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3")
+        "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3"
+    )
 
 
 def _replica(io="Yes", sql=True, lag=0):
-    return Observation(reachable=True, version=MARIADB, read_only=True, replica=ReplicaStatus(
-        source_host="p", source_port=3306, io_state=io, sql_running=sql, io_errno=0, io_error="",
-        sql_errno=0, sql_error="", seconds_behind=lag, received=MariaDBGtids.parse("")))
+    return Observation(
+        reachable=True,
+        version=MARIADB,
+        read_only=True,
+        replica=ReplicaStatus(
+            source_host="p",
+            source_port=3306,
+            io_state=io,
+            sql_running=sql,
+            io_errno=0,
+            io_error="",
+            sql_errno=0,
+            sql_error="",
+            seconds_behind=lag,
+            received=MariaDBGtids.parse(""),
+        ),
+    )
 
 
 PRIMARY = Observation(reachable=True, version=MARIADB, read_only=False)
@@ -140,8 +182,13 @@ def test_source_prefers_least_lagged_healthy_replica():
 
 
 def test_source_skips_broken_and_lagging_replicas_then_uses_primary():
-    obs = [("db-0", PRIMARY), ("db-1", _replica(io="Connecting")), ("db-2", _replica(lag=900)),
-           ("db-3", _replica(sql=False)), ("db-4", DOWN)]
+    obs = [
+        ("db-0", PRIMARY),
+        ("db-1", _replica(io="Connecting")),
+        ("db-2", _replica(lag=900)),
+        ("db-3", _replica(sql=False)),
+        ("db-4", DOWN),
+    ]
     assert choose_source(obs, max_lag_seconds=300) == "db-0"
 
 
@@ -151,11 +198,23 @@ def test_source_none_is_a_clear_error():
 
 
 def _manifest(**kw):
-    base = dict(cluster="c", namespace="ns", backup="b", flavor="mariadb", server_version="10.11.6",
-                gtid_position="0-1-5", source_instance="c-1", started_at="2025-01-01T00:00:00Z",
-                completed_at="2025-01-01T00:01:00Z", data_key="p/c/b/backup.sql.zst",
-                compression="zstd", compressed_size=10, uncompressed_size=100, sha256="a" * 64,
-                databases=("app",))
+    base = dict(
+        cluster="c",
+        namespace="ns",
+        backup="b",
+        flavor="mariadb",
+        server_version="10.11.6",
+        gtid_position="0-1-5",
+        source_instance="c-1",
+        started_at="2025-01-01T00:00:00Z",
+        completed_at="2025-01-01T00:01:00Z",
+        data_key="p/c/b/backup.sql.zst",
+        compression="zstd",
+        compressed_size=10,
+        uncompressed_size=100,
+        sha256="a" * 64,
+        databases=("app",),
+    )
     base.update(kw)
     return Manifest(**base)
 
@@ -165,14 +224,17 @@ def test_manifest_round_trip():
     assert Manifest.from_json(m.to_json()) == m
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"{not json", "not valid JSON"),
-    (b"[]", "not a JSON object"),
-    (b'{"cluster": "c"}', "lacks"),
-    (_manifest(sha256="xyz").to_json(), "not a hex SHA-256"),
-    (_manifest(compressed_size=0).to_json(), "positive"),
-    (_manifest().to_json().replace(b'"format": 1', b'"format": 9'), "upgrade the operator"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[]", "not a JSON object"),
+        (b'{"cluster": "c"}', "lacks"),
+        (_manifest(sha256="xyz").to_json(), "not a hex SHA-256"),
+        (_manifest(compressed_size=0).to_json(), "positive"),
+        (_manifest().to_json().replace(b'"format": 1', b'"format": 9'), "upgrade the operator"),
+    ],
+)
 def test_damaged_manifest_is_refused_with_reason(data, message):
     with pytest.raises(ManifestError, match=message):
         Manifest.from_json(data, "s3://b/m")
@@ -181,13 +243,16 @@ def test_damaged_manifest_is_refused_with_reason(data, message):
 S3CFG = S3(bucket="bk", credentials_secret=SecretKeys("s"), prefix="/backups/")
 
 
-@pytest.mark.parametrize("path, key", [
-    ("c/b", "backups/c/b/manifest.json"),
-    ("c/b/", "backups/c/b/manifest.json"),
-    ("c/b/manifest.json", "backups/c/b/manifest.json"),
-    ("c/b/backup.sql.zst", "backups/c/b/manifest.json"),
-    ("s3://bk/backups/c/b", "backups/c/b/manifest.json"),
-])
+@pytest.mark.parametrize(
+    "path, key",
+    [
+        ("c/b", "backups/c/b/manifest.json"),
+        ("c/b/", "backups/c/b/manifest.json"),
+        ("c/b/manifest.json", "backups/c/b/manifest.json"),
+        ("c/b/backup.sql.zst", "backups/c/b/manifest.json"),
+        ("s3://bk/backups/c/b", "backups/c/b/manifest.json"),
+    ],
+)
 def test_manifest_key_from_restore_path_or_location(path, key):
     assert manifest_key(Source(S3CFG, path)) == key
 

@@ -17,19 +17,22 @@ def t(s: str) -> dt.datetime:
     return dt.datetime.fromisoformat(s).replace(tzinfo=UTC)
 
 
-@pytest.mark.parametrize("expr, after, expected", [
-    ("0 3 * * *", "2025-01-01T02:59", "2025-01-01T03:00"),
-    ("0 3 * * *", "2025-01-01T03:00", "2025-01-02T03:00"),
-    ("*/15 * * * *", "2025-01-01T10:07", "2025-01-01T10:15"),
-    ("30 2 * * mon", "2025-01-01T00:00", "2025-01-06T02:30"),  # 2025-01-01 is a Wednesday
-    ("0 0 1 jan *", "2025-03-01T00:00", "2026-01-01T00:00"),
-    ("0 12 29 2 *", "2025-01-01T00:00", "2028-02-29T12:00"),
-    ("0 0 13 * 5", "2025-01-01T00:00", "2025-01-03T00:00"),  # Friday OR the 13th
-    ("@hourly", "2025-01-01T10:00", "2025-01-01T11:00"),
-    ("@weekly", "2025-01-01T00:00", "2025-01-05T00:00"),
-    ("0 0 * * 7", "2025-01-01T00:00", "2025-01-05T00:00"),  # 7 is Sunday too
-    ("5-10/5 1 * * *", "2025-01-01T01:05", "2025-01-01T01:10"),
-])
+@pytest.mark.parametrize(
+    "expr, after, expected",
+    [
+        ("0 3 * * *", "2025-01-01T02:59", "2025-01-01T03:00"),
+        ("0 3 * * *", "2025-01-01T03:00", "2025-01-02T03:00"),
+        ("*/15 * * * *", "2025-01-01T10:07", "2025-01-01T10:15"),
+        ("30 2 * * mon", "2025-01-01T00:00", "2025-01-06T02:30"),  # 2025-01-01 is a Wednesday
+        ("0 0 1 jan *", "2025-03-01T00:00", "2026-01-01T00:00"),
+        ("0 12 29 2 *", "2025-01-01T00:00", "2028-02-29T12:00"),
+        ("0 0 13 * 5", "2025-01-01T00:00", "2025-01-03T00:00"),  # Friday OR the 13th
+        ("@hourly", "2025-01-01T10:00", "2025-01-01T11:00"),
+        ("@weekly", "2025-01-01T00:00", "2025-01-05T00:00"),
+        ("0 0 * * 7", "2025-01-01T00:00", "2025-01-05T00:00"),  # 7 is Sunday too
+        ("5-10/5 1 * * *", "2025-01-01T01:05", "2025-01-01T01:10"),
+    ],
+)
 def test_next_after(expr, after, expected):
     assert next_after(parse_cron(expr), t(after)) == t(expected)
 
@@ -81,9 +84,12 @@ def test_names_are_deterministic():
 
 
 @settings(max_examples=200, deadline=None)
-@given(minute=st.integers(0, 59), every=st.integers(1, 59),
-       start=st.datetimes(min_value=dt.datetime(2024, 1, 1), max_value=dt.datetime(2030, 1, 1)),
-       steps=st.integers(1, 200))
+@given(
+    minute=st.integers(0, 59),
+    every=st.integers(1, 59),
+    start=st.datetimes(min_value=dt.datetime(2024, 1, 1), max_value=dt.datetime(2030, 1, 1)),
+    steps=st.integers(1, 200),
+)
 def test_every_tick_creates_each_fire_time_at_most_once(minute, every, start, steps):
     """Simulate a controller ticking every minute: created fire times are strictly increasing,
     every one matches the cron, and none is skipped when nothing else is running."""
@@ -114,20 +120,30 @@ NOW = t("2025-02-01T00:00")
 
 
 def test_keep_last_counts_successful_backups_only():
-    bs = [b("a", "Succeeded", "2025-01-01T00:00"), b("b", "Succeeded", "2025-01-02T00:00"),
-          b("c", "Succeeded", "2025-01-03T00:00"), b("r", "Running", "2024-01-01T00:00")]
+    bs = [
+        b("a", "Succeeded", "2025-01-01T00:00"),
+        b("b", "Succeeded", "2025-01-02T00:00"),
+        b("c", "Succeeded", "2025-01-03T00:00"),
+        b("r", "Running", "2024-01-01T00:00"),
+    ]
     assert expired(bs, NOW, keep_last=2, max_age_seconds=None) == ["a"]
 
 
 def test_max_age_never_removes_the_newest_successful_backup():
-    bs = [b("a", "Succeeded", "2024-01-01T00:00"), b("b", "Succeeded", "2024-02-01T00:00"),
-          b("f", "Failed", "2024-03-01T00:00")]
+    bs = [
+        b("a", "Succeeded", "2024-01-01T00:00"),
+        b("b", "Succeeded", "2024-02-01T00:00"),
+        b("f", "Failed", "2024-03-01T00:00"),
+    ]
     assert expired(bs, NOW, keep_last=None, max_age_seconds=86400) == ["a", "f"]
 
 
 def test_failed_backups_go_once_a_newer_success_exists():
-    bs = [b("f1", "Failed", "2025-01-01T00:00"), b("ok", "Succeeded", "2025-01-02T00:00"),
-          b("f2", "Failed", "2025-01-03T00:00")]
+    bs = [
+        b("f1", "Failed", "2025-01-01T00:00"),
+        b("ok", "Succeeded", "2025-01-02T00:00"),
+        b("f2", "Failed", "2025-01-03T00:00"),
+    ]
     assert expired(bs, NOW, keep_last=5, max_age_seconds=None) == ["f1"]
 
 
@@ -136,9 +152,14 @@ def test_no_policy_removes_nothing():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["Succeeded", "Failed", "Running", None]),
-                          st.integers(0, 10_000)), max_size=20),
-       st.one_of(st.none(), st.integers(1, 10)), st.one_of(st.none(), st.integers(1, 20_000)))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["Succeeded", "Failed", "Running", None]), st.integers(0, 10_000)),
+        max_size=20,
+    ),
+    st.one_of(st.none(), st.integers(1, 10)),
+    st.one_of(st.none(), st.integers(1, 20_000)),
+)
 def test_newest_success_and_running_ones_always_survive(items, keep_last, max_age):
     base = t("2025-01-01T00:00")
     bs = [BackupInfo(f"b{i}", phase, base + dt.timedelta(minutes=m)) for i, (phase, m) in enumerate(items)]

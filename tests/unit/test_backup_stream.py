@@ -24,7 +24,7 @@ def _pumped(data: bytes, pieces: list[int], pause: float) -> tuple[_Stream, byte
         with os.fdopen(a_w, "wb", buffering=0) as w:
             pos = 0
             for n in pieces:
-                w.write(data[pos:pos + n])
+                w.write(data[pos : pos + n])
                 pos += n
             w.write(data[pos:])
 
@@ -65,12 +65,12 @@ def test_fill_reads_into_the_part_buffer_until_full_or_end():
 
     def readinto(view: memoryview) -> int:
         n = min(len(view), 777, len(data) - pos[0])
-        view[:n] = data[pos[0]:pos[0] + n]
+        view[:n] = data[pos[0] : pos[0] + n]
         pos[0] += n
         return n
 
     buf = bytearray(10000)
     assert _fill(readinto, buf) == 10000 and bytes(buf) == data[:10000]
     assert _fill(readinto, buf) == 10000 and bytes(buf) == data[10000:20000]
-    assert _fill(readinto, buf) == len(data) - 20000 and bytes(buf[:len(data) - 20000]) == data[20000:]
+    assert _fill(readinto, buf) == len(data) - 20000 and bytes(buf[: len(data) - 20000]) == data[20000:]
     assert _fill(readinto, buf) == 0

@@ -20,9 +20,14 @@ def cluster(issuer_ref=None, validity=3 * 3600):
     t = {"certificateValiditySeconds": validity}
     if issuer_ref is not None:
         t["issuerRef"] = issuer_ref
-    return parse({"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
-                  "metadata": {"name": "shop", "namespace": "ns"},
-                  "spec": {"flavor": "mariadb", "instances": 3, "tls": t}})
+    return parse(
+        {
+            "apiVersion": "mysql.operator.dev/v1alpha1",
+            "kind": "MySQLCluster",
+            "metadata": {"name": "shop", "namespace": "ns"},
+            "spec": {"flavor": "mariadb", "instances": 3, "tls": t},
+        }
+    )
 
 
 def issued_secret(validity=dt.timedelta(hours=3), now=NOW):
@@ -45,15 +50,28 @@ def test_issuer_ref_defaults_and_kinds():
     assert ref == IssuerRef("ca", "ClusterIssuer", "issuers.example.com")
 
 
-@pytest.mark.parametrize("ref,validity,field,fragment", [
-    ({}, 3600, "spec.tls.issuerRef.name", "is required"),
-    ({"name": "Bad_Name"}, 3600, "spec.tls.issuerRef.name", "name the cert-manager Issuer or ClusterIssuer"),
-    ({"name": "ca", "kind": "Certificate"}, 3600, "spec.tls.issuerRef.kind", "must be one of Issuer, ClusterIssuer"),
-    ({"name": "ca", "group": "Not A Group"}, 3600, "spec.tls.issuerRef.group", "an API group"),
-    ({"name": "ca", "issuer": "x"}, 3600, "spec.tls.issuerRef.issuer", "unknown field"),
-    ("ca", 3600, "spec.tls.issuerRef", "must be an object"),
-    ({"name": "ca"}, 600, "spec.tls.certificateValiditySeconds", "at least 3600 with spec.tls.issuerRef"),
-])
+@pytest.mark.parametrize(
+    "ref,validity,field,fragment",
+    [
+        ({}, 3600, "spec.tls.issuerRef.name", "is required"),
+        (
+            {"name": "Bad_Name"},
+            3600,
+            "spec.tls.issuerRef.name",
+            "name the cert-manager Issuer or ClusterIssuer",
+        ),
+        (
+            {"name": "ca", "kind": "Certificate"},
+            3600,
+            "spec.tls.issuerRef.kind",
+            "must be one of Issuer, ClusterIssuer",
+        ),
+        ({"name": "ca", "group": "Not A Group"}, 3600, "spec.tls.issuerRef.group", "an API group"),
+        ({"name": "ca", "issuer": "x"}, 3600, "spec.tls.issuerRef.issuer", "unknown field"),
+        ("ca", 3600, "spec.tls.issuerRef", "must be an object"),
+        ({"name": "ca"}, 600, "spec.tls.certificateValiditySeconds", "at least 3600 with spec.tls.issuerRef"),
+    ],
+)
 def test_bad_issuer_refs_are_refused_naming_the_field(ref, validity, field, fragment):
     with pytest.raises(SpecError) as e:
         cluster(ref, validity)
@@ -83,21 +101,42 @@ def test_the_certificate_names_the_mounted_secret_and_the_servers_names():
 
 
 def verdict(served=SERVED, issuer=READY, secret=None, cert=None, known=None, ref=None):
-    return certificates.cert_manager_verdict(cluster(ref or {"name": "ca"}), served, issuer, secret, cert, known)
+    return certificates.cert_manager_verdict(
+        cluster(ref or {"name": "ca"}), served, issuer, secret, cert, known
+    )
 
 
-@pytest.mark.parametrize("kwargs,reason,warning", [
-    ({"served": None}, "CertManagerNotInstalled", True),
-    ({"served": {"issuers"}}, "CertManagerNotInstalled", True),
-    ({"issuer": None}, "IssuerNotFound", True),
-    ({"issuer": {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "ErrGetKeyPair",
-                                            "message": "secret root-ca not found"}]}}}, "IssuerNotReady", True),
-    ({"issuer": {}}, "WaitingForIssuer", False),
-    ({"secret": None}, "WaitingForCertificate", False),
-    ({"secret": {"tls.crt": "x"}}, "WaitingForCertificate", False),
-    ({"secret": {**issued_secret(), "ca.crt": ""}}, "IssuerGivesNoCA", True),
-    ({"secret": {"tls.crt": "not pem", "tls.key": "k", "ca.crt": "c"}}, "CertificateUnreadable", True),
-])
+@pytest.mark.parametrize(
+    "kwargs,reason,warning",
+    [
+        ({"served": None}, "CertManagerNotInstalled", True),
+        ({"served": {"issuers"}}, "CertManagerNotInstalled", True),
+        ({"issuer": None}, "IssuerNotFound", True),
+        (
+            {
+                "issuer": {
+                    "status": {
+                        "conditions": [
+                            {
+                                "type": "Ready",
+                                "status": "False",
+                                "reason": "ErrGetKeyPair",
+                                "message": "secret root-ca not found",
+                            }
+                        ]
+                    }
+                }
+            },
+            "IssuerNotReady",
+            True,
+        ),
+        ({"issuer": {}}, "WaitingForIssuer", False),
+        ({"secret": None}, "WaitingForCertificate", False),
+        ({"secret": {"tls.crt": "x"}}, "WaitingForCertificate", False),
+        ({"secret": {**issued_secret(), "ca.crt": ""}}, "IssuerGivesNoCA", True),
+        ({"secret": {"tls.crt": "not pem", "tls.key": "k", "ca.crt": "c"}}, "CertificateUnreadable", True),
+    ],
+)
 def test_problems_name_the_field_and_say_whether_the_user_must_act(kwargs, reason, warning):
     v = verdict(**kwargs)
     assert isinstance(v, certificates.TLSProblem), v
@@ -108,19 +147,43 @@ def test_problems_name_the_field_and_say_whether_the_user_must_act(kwargs, reaso
 def test_problem_messages_say_the_fix():
     assert "install cert-manager" in verdict(served=None).message
     assert "in namespace ns: create it, or correct spec.tls.issuerRef" in verdict(issuer=None).message
-    not_ready = verdict(issuer={"status": {"conditions": [
-        {"type": "Ready", "status": "False", "reason": "ErrGetKeyPair", "message": "secret root-ca not found"}]}})
+    not_ready = verdict(
+        issuer={
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "ErrGetKeyPair",
+                        "message": "secret root-ca not found",
+                    }
+                ]
+            }
+        }
+    )
     assert "ErrGetKeyPair: secret root-ca not found" in not_ready.message
     assert "kubectl describe issuer ca" in not_ready.message
-    cert = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "DoesNotExist",
-                                       "message": "Issuing certificate as Secret does not exist"}]}}
+    cert = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "DoesNotExist",
+                    "message": "Issuing certificate as Secret does not exist",
+                }
+            ]
+        }
+    }
     assert "Certificate shop-tls: DoesNotExist" in verdict(cert=cert).message
 
 
 def test_other_issuer_groups_are_not_read_and_a_cluster_issuer_is_cluster_wide():
     secret = issued_secret()
-    assert isinstance(verdict(issuer=None, secret=secret, ref={"name": "ca", "group": "x.example.com"}),
-                      certificates.TLSState)
+    assert isinstance(
+        verdict(issuer=None, secret=secret, ref={"name": "ca", "group": "x.example.com"}),
+        certificates.TLSState,
+    )
     v = verdict(issuer=None, ref={"name": "ca", "kind": "ClusterIssuer"})
     assert "no ClusterIssuer ca cluster-wide" in v.message
 
@@ -161,8 +224,16 @@ def test_waiting_for_cert_manager_is_progress_not_a_warning():
 
 
 def test_a_problem_of_a_running_cluster_degrades_it_without_stopping_it():
-    s = Summary(instances=1, generation=1, ready=1, primary="shop-0", primary_serving=True,
-                primary_in_service=True, decision="Healthy", tls_problem=verdict(served=None))
+    s = Summary(
+        instances=1,
+        generation=1,
+        ready=1,
+        primary="shop-0",
+        primary_serving=True,
+        primary_in_service=True,
+        decision="Healthy",
+        tls_problem=verdict(served=None),
+    )
     assert phase(s) == "Degraded"
     cond = {c["type"]: c for c in build_status(s, {}, "t")["conditions"]}
     assert cond["Degraded"]["reason"] == "CertManagerNotInstalled"

@@ -13,8 +13,18 @@ import pytest
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP
 from mysql_operator.manifests import backup_jobs
-from tests.unit.test_chart_render import (CHART, KUBE_VERSION, RELEASE, RELEASE_NS, RenderError,
-                                          helm_or_skip, helm_template, of_kind, one, render)
+from tests.unit.test_chart_render import (
+    CHART,
+    KUBE_VERSION,
+    RELEASE,
+    RELEASE_NS,
+    RenderError,
+    helm_or_skip,
+    helm_template,
+    of_kind,
+    one,
+    render,
+)
 from tests.unit.test_manifests_builders import cluster
 
 CLIENT_LABEL = f"{GROUP}/client"
@@ -30,9 +40,12 @@ def matches(selector: dict, labels: dict) -> bool:
         return False
     for e in selector.get("matchExpressions") or []:
         key, op, values = e["key"], e["operator"], e.get("values") or []
-        ok = {"In": key in labels and labels[key] in values,
-              "NotIn": key not in labels or labels[key] not in values,
-              "Exists": key in labels, "DoesNotExist": key not in labels}[op]
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
         if not ok:
             return False
     return True
@@ -62,9 +75,11 @@ def ns_labels(name: str) -> dict:
 # --------------------------------------------------------------------------------- off by default
 
 
-@pytest.mark.parametrize("values", [{}, {"watchNamespaces": ["a", "b"]},
-                                    {"networkPolicy": {"enabled": False, "namespaces": ["a"]}}],
-                         ids=["defaults", "namespaced", "off-with-namespaces"])
+@pytest.mark.parametrize(
+    "values",
+    [{}, {"watchNamespaces": ["a", "b"]}, {"networkPolicy": {"enabled": False, "namespaces": ["a"]}}],
+    ids=["defaults", "namespaced", "off-with-namespaces"],
+)
 def test_nothing_is_rendered_when_off(values):
     assert policies(values) == []
 
@@ -84,16 +99,19 @@ def test_one_policy_per_watched_namespace_selecting_the_database_pods():
         assert p["metadata"]["name"] == f"{RELEASE}-mysql-operator-database"
         assert p["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
         spec = p["spec"]
-        assert spec["podSelector"] == {"matchLabels": {
-            "app.kubernetes.io/component": "database", "app.kubernetes.io/managed-by": "mysql-operator"}}
+        assert spec["podSelector"] == {
+            "matchLabels": {
+                "app.kubernetes.io/component": "database",
+                "app.kubernetes.io/managed-by": "mysql-operator",
+            }
+        }
         assert spec["policyTypes"] == ["Ingress"]  # outgoing traffic (DNS, S3, API) untouched
         (rule,) = spec["ingress"]
         assert rule["ports"] == [{"protocol": "TCP", "port": 3306}]
 
 
 def test_the_namespaces_value_overrides_watch_namespaces():
-    objs = policies({"watchNamespaces": ["a"], "networkPolicy": {"enabled": True,
-                                                                  "namespaces": ["b", "c"]}})
+    objs = policies({"watchNamespaces": ["a"], "networkPolicy": {"enabled": True, "namespaces": ["b", "c"]}})
     assert sorted(p["metadata"]["namespace"] for p in objs) == ["b", "c"]
 
 
@@ -141,25 +159,34 @@ def test_who_is_admitted_to_3306():
     assert not admitted(p, "other", server, other)  # another namespace's servers
     assert not admitted(p, "other", operator, other)  # an operator-looking Pod elsewhere
     assert not admitted(p, RELEASE_NS, {**operator, "app.kubernetes.io/instance": "x"}, ops)
-    assert not admitted(p, "prod", {"app.kubernetes.io/managed-by": "mysql-operator",
-                                    "app.kubernetes.io/component": "exporter"}, prod)
+    assert not admitted(
+        p,
+        "prod",
+        {"app.kubernetes.io/managed-by": "mysql-operator", "app.kubernetes.io/component": "exporter"},
+        prod,
+    )
 
 
 def test_the_operator_peer_follows_the_release_name_and_namespace():
-    objs = render({"networkPolicy": {"enabled": True, "namespaces": ["prod"]}, "fullnameOverride": "dbop"},
-                  namespace="ops-2")
+    objs = render(
+        {"networkPolicy": {"enabled": True, "namespaces": ["prod"]}, "fullnameOverride": "dbop"},
+        namespace="ops-2",
+    )
     (p,) = of_kind(objs, "NetworkPolicy")
     assert p["metadata"]["name"] == "dbop-database"
     operator_peer = p["spec"]["ingress"][0]["from"][0]
     dep = one(objs, "Deployment")
     assert operator_peer == {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops-2"}},
-        "podSelector": {"matchLabels": dep["spec"]["selector"]["matchLabels"]}}
+        "podSelector": {"matchLabels": dep["spec"]["selector"]["matchLabels"]},
+    }
 
 
 def test_extra_from_peers_are_appended():
-    extra = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apps"}},
-             "podSelector": {"matchLabels": {CLIENT_LABEL: "true"}}}
+    extra = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apps"}},
+        "podSelector": {"matchLabels": {CLIENT_LABEL: "true"}},
+    }
     (p,) = policies({"networkPolicy": {"enabled": True, "namespaces": ["prod"], "extraFrom": [extra]}})
     assert p["spec"]["ingress"][0]["from"][-1] == extra
     assert admitted(p, "apps", {CLIENT_LABEL: "true"}, ns_labels("apps"))
@@ -182,8 +209,22 @@ def test_bad_values_are_refused(arg, fragments):
 
 
 def test_helm_lint_strict_is_clean_with_the_policy_on():
-    r = subprocess.run([helm_or_skip(), "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION,
-                        "--set", "networkPolicy.enabled=true", "--set", "watchNamespaces={a}"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            helm_or_skip(),
+            "lint",
+            "--strict",
+            str(CHART),
+            "--kube-version",
+            KUBE_VERSION,
+            "--set",
+            "networkPolicy.enabled=true",
+            "--set",
+            "watchNamespaces={a}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "[WARNING]" not in r.stdout and "[ERROR]" not in r.stdout, r.stdout

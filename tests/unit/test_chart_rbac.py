@@ -38,8 +38,11 @@ def test_all_namespaces_gets_one_cluster_role_and_no_roles():
     objs = render()
     role, binding = one(objs, "ClusterRole"), one(objs, "ClusterRoleBinding")
     assert not of_kind(objs, "Role") and not of_kind(objs, "RoleBinding")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                  "name": role["metadata"]["name"]}
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
     _subject_is_chart_sa(binding)
     granted = triples(role["rules"])
     assert ("mysql.operator.dev", "mysqlclusters", "watch") in granted
@@ -54,8 +57,11 @@ def test_watched_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_sc
     bindings = {b["metadata"]["namespace"]: b for b in of_kind(objs, "RoleBinding")}
     assert set(roles) == set(bindings) == {"team-a", "team-b"}
     for ns, b in bindings.items():
-        assert b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                "name": roles[ns]["metadata"]["name"]}
+        assert b["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": roles[ns]["metadata"]["name"],
+        }
         _subject_is_chart_sa(b)
         granted = triples(roles[ns]["rules"])
         assert ("mysql.operator.dev", "mysqlclusters", "list") in granted
@@ -67,9 +73,16 @@ def test_watched_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_sc
     assert {v for _, _, v in cluster} <= {"get", "list", "watch"}, "cluster-wide: read only"
 
 
-@pytest.mark.parametrize("values", [{}, {"watchNamespaces": ["a"]}, {"peering": {"enabled": False}},
-                                    {"watchNamespaces": ["a", "b"], "peering": {"enabled": False}}],
-                         ids=["all", "namespaced", "all-standalone", "namespaced-standalone"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"watchNamespaces": ["a"]},
+        {"peering": {"enabled": False}},
+        {"watchNamespaces": ["a", "b"], "peering": {"enabled": False}},
+    ],
+    ids=["all", "namespaced", "all-standalone", "namespaced-standalone"],
+)
 def test_no_wildcards_no_secret_deletion_no_privilege_verbs(values):
     objs = render(values)
     for role in of_kind(objs, "ClusterRole") + of_kind(objs, "Role"):
@@ -90,7 +103,8 @@ def test_rules_equal_the_operators_rules_in_every_scope():
 
     objs = render()
     assert triples(one(objs, "ClusterRole")["rules"]) == ops | cluster_scope | triples(
-        rbac.PEERING_RULES_CLUSTER)
+        rbac.PEERING_RULES_CLUSTER
+    )
     objs = render({"peering": {"enabled": False}})
     assert triples(one(objs, "ClusterRole")["rules"]) == ops | cluster_scope
 

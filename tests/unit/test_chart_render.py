@@ -46,9 +46,22 @@ def helm_template(values: dict | None = None, *extra: str, namespace: str = RELE
         yaml.safe_dump(values or {}, f)
         f.flush()
         r = subprocess.run(
-            [helm, "template", RELEASE, str(CHART), "--namespace", namespace,
-             "--kube-version", KUBE_VERSION, "-f", f.name, *extra],
-            capture_output=True, text=True, timeout=60,
+            [
+                helm,
+                "template",
+                RELEASE,
+                str(CHART),
+                "--namespace",
+                namespace,
+                "--kube-version",
+                KUBE_VERSION,
+                "-f",
+                f.name,
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     if r.returncode != 0:
         raise RenderError(r.stderr)
@@ -122,8 +135,9 @@ def test_helm_lint_strict_is_clean(values_file):
 # --------------------------------------------------------------------------------- the Deployment
 
 
-@pytest.mark.parametrize("values", [{}, {"watchNamespaces": ["a", "b"], "replicas": 2}],
-                         ids=["all-namespaces", "namespaced"])
+@pytest.mark.parametrize(
+    "values", [{}, {"watchNamespaces": ["a", "b"], "replicas": 2}], ids=["all-namespaces", "namespaced"]
+)
 def test_pod_runs_restricted(values):
     objs = render(values)
     pod = one(objs, "Deployment")["spec"]["template"]["spec"]
@@ -180,8 +194,17 @@ def test_image_defaults_to_app_version_and_can_be_overridden():
     c = container(render())
     assert c["image"] == f"localhost/mysql-operator:{app}"
     assert c["imagePullPolicy"] == "IfNotPresent"
-    c = container(render({"image": {"repository": "registry.example/ops/mysql-operator", "tag": "9.9.9",
-                                    "pullPolicy": "Always"}}))
+    c = container(
+        render(
+            {
+                "image": {
+                    "repository": "registry.example/ops/mysql-operator",
+                    "tag": "9.9.9",
+                    "pullPolicy": "Always",
+                }
+            }
+        )
+    )
     assert c["image"] == "registry.example/ops/mysql-operator:9.9.9"
     assert c["imagePullPolicy"] == "Always"
     # backup and restore Jobs run the image the operator runs (from the registry it came from)
@@ -200,9 +223,15 @@ def test_scheduling_resources_and_replicas_pass_through():
         "replicas": 3,
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+                    ]
+                }
+            }
+        },
         "priorityClassName": "system-cluster-critical",
         "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
         "imagePullSecrets": [{"name": "regcred"}],
@@ -236,9 +265,17 @@ def test_common_labels_and_annotations_on_every_object_but_selector_labels_win()
         "metrics": {"enabled": True, "serviceMonitor": {"enabled": True, "labels": {"prom": "main"}}},
     }
     objs = [o for o in render(values) if o["kind"] != "CustomResourceDefinition"]
-    assert {o["kind"] for o in objs} >= {"Deployment", "ServiceAccount", "Role", "RoleBinding",
-                                        "ClusterRole", "ClusterRoleBinding", "Service",
-                                        "ServiceMonitor", "KopfPeering"}
+    assert {o["kind"] for o in objs} >= {
+        "Deployment",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Service",
+        "ServiceMonitor",
+        "KopfPeering",
+    }
     for o in objs:
         md = o["metadata"]
         assert md["labels"]["team"] == "db", o["kind"]
@@ -273,16 +310,18 @@ def test_metrics_are_off_by_default():
 
 
 def test_metrics_service_and_service_monitor_select_the_operator():
-    objs = render({"metrics": {"enabled": True, "port": 9191,
-                               "serviceMonitor": {"enabled": True, "interval": "15s"}}})
+    objs = render(
+        {"metrics": {"enabled": True, "port": 9191, "serviceMonitor": {"enabled": True, "interval": "15s"}}}
+    )
     c = container(objs)
     assert {"name": "METRICS_PORT", "value": "9191"} in c["env"]
     assert {"name": "metrics", "containerPort": 9191, "protocol": "TCP"} in c["ports"]
     svc = one(objs, "Service")
     pod_labels = one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["selector"].items() <= pod_labels.items()
-    assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9191, "targetPort": "metrics",
-                                     "protocol": "TCP"}]
+    assert svc["spec"]["ports"] == [
+        {"name": "metrics", "port": 9191, "targetPort": "metrics", "protocol": "TCP"}
+    ]
     sm = one(objs, "ServiceMonitor")
     assert sm["apiVersion"] == "monitoring.coreos.com/v1"
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
@@ -311,7 +350,9 @@ def test_one_namespaced_peering_object_per_watched_namespace():
     objs = render({"watchNamespaces": ["a", "b"], "peering": {"enabled": True, "name": "ops-peers"}})
     peerings = of_kind(objs, "KopfPeering")
     assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in peerings) == [
-        ("a", "ops-peers"), ("b", "ops-peers")]
+        ("a", "ops-peers"),
+        ("b", "ops-peers"),
+    ]
     assert _flag(container(objs)["args"], "peering") == ["ops-peers"]
     assert not of_kind(objs, "ClusterKopfPeering")
 
@@ -325,11 +366,15 @@ def test_standalone_without_peering():
 # --------------------------------------------------------------------------------- the operator's CLI
 
 
-@pytest.mark.parametrize("values", [
-    {},
-    {"watchNamespaces": ["team-a", "team-b"], "logFormat": "text", "replicas": 2},
-    {"peering": {"enabled": False}, "extraArgs": ["--verbose"]},
-], ids=["all-namespaces", "namespaced", "standalone"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"watchNamespaces": ["team-a", "team-b"], "logFormat": "text", "replicas": 2},
+        {"peering": {"enabled": False}, "extraArgs": ["--verbose"]},
+    ],
+    ids=["all-namespaces", "namespaced", "standalone"],
+)
 def test_operator_cli_accepts_the_rendered_arguments(values):
     """The Deployment's args parse with the operator's own argument parser (mysql_operator/cli.py)."""
     from mysql_operator import cli

@@ -46,8 +46,7 @@ def test_bad_value_is_refused_with_a_message_naming_it(arg, fragments):
         assert fragment in message, f"{fragment!r} not in helm's error:\n{message}"
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("values-*.yaml")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("values-*.yaml")), ids=lambda p: p.name)
 def test_example_values_are_accepted(path: Path):
     helm_template(yaml.safe_load(path.read_text()))
 

@@ -15,7 +15,10 @@ from tests.unit.test_api_fieldwalk import body
 
 
 def test_a_user_secret_with_backup_password_gives_it_and_one_without_still_works(monkeypatch):
-    assert credentials(monkeypatch, {**GOOD, "backup-password": "b"}) == ({**GOOD, "backup-password": "b"}, None)
+    assert credentials(monkeypatch, {**GOOD, "backup-password": "b"}) == (
+        {**GOOD, "backup-password": "b"},
+        None,
+    )
     assert credentials(monkeypatch, dict(GOOD)) == (GOOD, None)  # no backup account, no error
     passwords, error = credentials(monkeypatch, {**GOOD, "backup-password": "b\nx"})
     assert passwords == {} and "key backup-password contains a line break" in error
@@ -35,13 +38,26 @@ def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monk
     assert {k: passwords[k] for k in old} == old  # never changes a stored password
     # the Secret gets exactly the new keys, with the passwords the engine is given
     assert {k: base64.b64decode(v).decode() for k, v in added.items()} == {
-        k: passwords[k] for k in (m.BACKUP_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY)}
+        k: passwords[k] for k in (m.BACKUP_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY)
+    }
 
 
 def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(monkeypatch):
-    c = parse(body({"instances": 1, "credentials": {"secretName": "mine"},
-                    "restore": {"fromBackup": {"name": "nightly"}}}, name="db"))
+    c = parse(
+        body(
+            {
+                "instances": 1,
+                "credentials": {"secretName": "mine"},
+                "restore": {"fromBackup": {"name": "nightly"}},
+            },
+            name="db",
+        )
+    )
     monkeypatch.setattr(reconcile.k, "read_secret_data", lambda api, ns, name: dict(GOOD))
     me = SimpleNamespace(api=object(), password_factory=lambda: "never")
     passwords, error = reconcile.Reconciler._credentials(me, c, {})
-    assert passwords == {} and "lacks restore-password" in error and error.startswith("spec.credentials.secretName")
+    assert (
+        passwords == {}
+        and "lacks restore-password" in error
+        and error.startswith("spec.credentials.secretName")
+    )

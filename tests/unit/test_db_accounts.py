@@ -15,10 +15,34 @@ MYSQL = ServerVersion(Flavor.MYSQL, 8, 4, 3)
 MYSQL_OLD = ServerVersion(Flavor.MYSQL, 8, 0, 22)
 ALL_VERSIONS = (MARIADB, MARIADB_11, MYSQL, MYSQL_OLD)
 # what lets an account change data, schemas or accounts, or act as anyone
-WRITES = {"ALL PRIVILEGES", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "INDEX", "CREATE VIEW",
-          "CREATE ROUTINE", "ALTER ROUTINE", "CREATE TEMPORARY TABLES", "DELETE HISTORY", "FILE", "SUPER",
-          "SHUTDOWN", "CREATE USER", "GRANT OPTION", "SET USER", "SET_USER_ID", "SET_ANY_DEFINER",
-          "SYSTEM_USER", "BINLOG ADMIN", "BINLOG_ADMIN", "READ_ONLY ADMIN", "REPLICATION SLAVE ADMIN"}
+WRITES = {
+    "ALL PRIVILEGES",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "CREATE",
+    "DROP",
+    "ALTER",
+    "INDEX",
+    "CREATE VIEW",
+    "CREATE ROUTINE",
+    "ALTER ROUTINE",
+    "CREATE TEMPORARY TABLES",
+    "DELETE HISTORY",
+    "FILE",
+    "SUPER",
+    "SHUTDOWN",
+    "CREATE USER",
+    "GRANT OPTION",
+    "SET USER",
+    "SET_USER_ID",
+    "SET_ANY_DEFINER",
+    "SYSTEM_USER",
+    "BINLOG ADMIN",
+    "BINLOG_ADMIN",
+    "READ_ONLY ADMIN",
+    "REPLICATION SLAVE ADMIN",
+}
 
 
 def _global(grants) -> set[str]:
@@ -29,9 +53,21 @@ def test_operator_mariadb_list_is_exactly_the_documented_one():
     (glob, app) = a.operator_grants(MARIADB, "shop")
     assert glob.target == "*.*" and glob.grant_option
     assert glob.privileges == (
-        "SELECT", "RELOAD", "PROCESS", "REPLICATION SLAVE", "BINLOG MONITOR", "SHOW VIEW", "CREATE USER",
-        "EVENT", "TRIGGER", "CONNECTION ADMIN", "READ_ONLY ADMIN", "REPLICATION SLAVE ADMIN",
-        "REPLICATION MASTER ADMIN", "SLAVE MONITOR")
+        "SELECT",
+        "RELOAD",
+        "PROCESS",
+        "REPLICATION SLAVE",
+        "BINLOG MONITOR",
+        "SHOW VIEW",
+        "CREATE USER",
+        "EVENT",
+        "TRIGGER",
+        "CONNECTION ADMIN",
+        "READ_ONLY ADMIN",
+        "REPLICATION SLAVE ADMIN",
+        "REPLICATION MASTER ADMIN",
+        "SLAVE MONITOR",
+    )
     assert app == a.Grant(("ALL PRIVILEGES",), "shop.*", grant_option=True)
     # the same names from 10.6 to 11.x: the split of SUPER does not matter, SUPER is never granted
     assert a.operator_grants(MARIADB_11, "shop") == a.operator_grants(MARIADB, "shop")
@@ -39,10 +75,25 @@ def test_operator_mariadb_list_is_exactly_the_documented_one():
 
 def test_operator_mysql_list_by_version():
     glob, plugin, app = a.operator_grants(MYSQL, "shop")
-    assert set(glob.privileges) == {
-        "SELECT", "RELOAD", "PROCESS", "REPLICATION SLAVE", "REPLICATION CLIENT", "SHOW VIEW", "CREATE USER",
-        "EVENT", "TRIGGER", "CONNECTION_ADMIN", "REPLICATION_SLAVE_ADMIN", "SYSTEM_VARIABLES_ADMIN",
-        "FLUSH_TABLES"} and glob.grant_option
+    assert (
+        set(glob.privileges)
+        == {
+            "SELECT",
+            "RELOAD",
+            "PROCESS",
+            "REPLICATION SLAVE",
+            "REPLICATION CLIENT",
+            "SHOW VIEW",
+            "CREATE USER",
+            "EVENT",
+            "TRIGGER",
+            "CONNECTION_ADMIN",
+            "REPLICATION_SLAVE_ADMIN",
+            "SYSTEM_VARIABLES_ADMIN",
+            "FLUSH_TABLES",
+        }
+        and glob.grant_option
+    )
     assert plugin == a.Grant(("INSERT",), "mysql.plugin")  # INSTALL PLUGIN, without GRANT OPTION
     assert app.target == "shop.*"
     old = _global(a.operator_grants(MYSQL_OLD))
@@ -52,11 +103,25 @@ def test_operator_mysql_list_by_version():
 
 @pytest.mark.parametrize("v", ALL_VERSIONS, ids=str)
 def test_operator_list_has_no_blanket_privilege_and_a_reason_for_each(v):
-    assert not _global(a.operator_grants(v)) & {"ALL PRIVILEGES", "SUPER", "FILE", "SHUTDOWN", "INSERT", "UPDATE",
-                                               "DELETE", "DROP", "CREATE", "ALTER", "SYSTEM_USER", "BINLOG ADMIN"}
+    assert not _global(a.operator_grants(v)) & {
+        "ALL PRIVILEGES",
+        "SUPER",
+        "FILE",
+        "SHUTDOWN",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "DROP",
+        "CREATE",
+        "ALTER",
+        "SYSTEM_USER",
+        "BINLOG ADMIN",
+    }
     for name, why in a.operator_privileges(v):
         assert why and name in _global(a.operator_grants(v))
-    assert [g.target for g in a.operator_grants(v)] == ["*.*"] + (["mysql.plugin"] if v.flavor is Flavor.MYSQL else [])
+    assert [g.target for g in a.operator_grants(v)] == ["*.*"] + (
+        ["mysql.plugin"] if v.flavor is Flavor.MYSQL else []
+    )
 
 
 @pytest.mark.parametrize("v", ALL_VERSIONS, ids=str)
@@ -66,7 +131,10 @@ def test_operator_can_grant_what_the_other_accounts_get(v):
     for grants in (a.replication_grants(v), a.backup_grants(v)):
         for g in grants:
             assert set(g.privileges) <= held["*.*"][0] and held["*.*"][1]
-    assert a.app_grants(v, "shop")[0].target == "shop.*" and held["shop.*"] == (frozenset({"ALL PRIVILEGES"}), True)
+    assert a.app_grants(v, "shop")[0].target == "shop.*" and held["shop.*"] == (
+        frozenset({"ALL PRIVILEGES"}),
+        True,
+    )
 
 
 @pytest.mark.parametrize("v", ALL_VERSIONS, ids=str)
@@ -98,12 +166,15 @@ def test_grant_lines_are_what_init_sh_turns_into_grants():
     assert lines[0].startswith("SELECT, RELOAD, ") and lines[0].endswith(" ON *.* WITH GRANT OPTION")
     assert lines[1] == "INSERT ON `mysql`.`plugin`"
     assert lines[2] == "ALL PRIVILEGES ON `shop`.* WITH GRANT OPTION"
-    assert all(re.fullmatch(r"[A-Z_ ,]+ ON (\*|`\w+`)\.(\*|`\w+`)( WITH GRANT OPTION)?", line) for line in lines)
+    assert all(
+        re.fullmatch(r"[A-Z_ ,]+ ON (\*|`\w+`)\.(\*|`\w+`)( WITH GRANT OPTION)?", line) for line in lines
+    )
 
 
 def test_grant_lines_with_revokes():
     assert a.grant_lines(a.restore_grants(MYSQL), a.restore_revokes(MYSQL)) == (
-        "ALL PRIVILEGES ON *.*\nREVOKE SYSTEM_USER ON *.*")
+        "ALL PRIVILEGES ON *.*\nREVOKE SYSTEM_USER ON *.*"
+    )
     assert a.grant_lines(a.restore_grants(MARIADB), a.restore_revokes(MARIADB)) == "ALL PRIVILEGES ON *.*"
 
 
@@ -113,10 +184,17 @@ def test_grant_statements_use_placeholders_for_the_account():
     assert a.Grant(("GRANT OPTION",), "shop.*").revoke_sql() == "REVOKE GRANT OPTION ON `shop`.* FROM %s@%s"
 
 
-@pytest.mark.parametrize("privileges,target", [
-    (("SELECT; DROP TABLE x",), "*.*"), (("select",), "*.*"), (("SELECT",), "shop"),
-    (("SELECT",), "sh`op.*"), (("SELECT",), "*.t"), (("SELECT",), "a.b.c"),
-])
+@pytest.mark.parametrize(
+    "privileges,target",
+    [
+        (("SELECT; DROP TABLE x",), "*.*"),
+        (("select",), "*.*"),
+        (("SELECT",), "shop"),
+        (("SELECT",), "sh`op.*"),
+        (("SELECT",), "*.t"),
+        (("SELECT",), "a.b.c"),
+    ],
+)
 def test_grant_refuses_what_is_not_a_privilege_or_a_target(privileges, target):
     with pytest.raises(ValueError):
         a.Grant(privileges, target)
@@ -138,7 +216,8 @@ def test_parse_show_grants_mariadb():
     }
     # aliases read as the names SHOW GRANTS prints
     assert a.parse_show_grants(["GRANT REPLICATION CLIENT, REPLICA MONITOR ON *.* TO `x`@`%`"], MARIADB) == {
-        "*.*": (frozenset({"BINLOG MONITOR", "SLAVE MONITOR"}), False)}
+        "*.*": (frozenset({"BINLOG MONITOR", "SLAVE MONITOR"}), False)
+    }
     assert a.parse_show_grants(["GRANT USAGE ON *.* TO `x`@`%` IDENTIFIED BY PASSWORD '*AB'"], MARIADB) == {}
 
 
@@ -150,8 +229,19 @@ def test_parse_show_grants_mysql_static_and_dynamic_lines():
         "GRANT ALL PRIVILEGES ON `we``ird`.* TO `op`@`%`",
     ]
     assert a.parse_show_grants(lines, MYSQL) == {
-        "*.*": (frozenset({"SELECT", "RELOAD", "PROCESS", "CONNECTION_ADMIN", "REPLICATION_SLAVE_ADMIN",
-                           "SYSTEM_VARIABLES_ADMIN"}), True),
+        "*.*": (
+            frozenset(
+                {
+                    "SELECT",
+                    "RELOAD",
+                    "PROCESS",
+                    "CONNECTION_ADMIN",
+                    "REPLICATION_SLAVE_ADMIN",
+                    "SYSTEM_VARIABLES_ADMIN",
+                }
+            ),
+            True,
+        ),
         "mysql.plugin": (frozenset({"INSERT"}), False),
         "we`ird.*": (frozenset({"ALL PRIVILEGES"}), False),
     }
@@ -165,11 +255,19 @@ def test_plan_for_a_new_account_only_grants():
 
 def test_plan_revokes_what_is_held_beyond_the_list():
     # the replication account of init scripts before the lists: REPLICATION CLIENT too
-    current = a.parse_show_grants(["GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `r`@`%`",
-                                   "GRANT SELECT ON `shop`.* TO `r`@`%` WITH GRANT OPTION"], MARIADB)
+    current = a.parse_show_grants(
+        [
+            "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `r`@`%`",
+            "GRANT SELECT ON `shop`.* TO `r`@`%` WITH GRANT OPTION",
+        ],
+        MARIADB,
+    )
     p = a.plan(current, a.replication_grants(MARIADB))
-    assert p.revoke == (a.Grant(("BINLOG MONITOR",)), a.Grant(("SELECT",), "shop.*"),
-                        a.Grant(("GRANT OPTION",), "shop.*"))
+    assert p.revoke == (
+        a.Grant(("BINLOG MONITOR",)),
+        a.Grant(("SELECT",), "shop.*"),
+        a.Grant(("GRANT OPTION",), "shop.*"),
+    )
     assert p.grant == ()
 
 
@@ -185,8 +283,10 @@ def test_plan_all_privileges():
 
 
 def test_plan_adds_a_missing_grant_option():
-    p = a.plan({"shop.*": (frozenset({"ALL PRIVILEGES"}), False)},
-               [a.Grant(("ALL PRIVILEGES",), "shop.*", grant_option=True)])
+    p = a.plan(
+        {"shop.*": (frozenset({"ALL PRIVILEGES"}), False)},
+        [a.Grant(("ALL PRIVILEGES",), "shop.*", grant_option=True)],
+    )
     assert p == a.Plan((), (a.Grant(("ALL PRIVILEGES",), "shop.*", grant_option=True),))
 
 

@@ -41,8 +41,13 @@ def test_mysql_84_uses_only_new_syntax():
     assert "SOURCE_AUTO_POSITION=1" in sql and "GET_SOURCE_PUBLIC_KEY=1" in sql
     assert "s3cret" not in sql and "s3cret" in args  # the password is a bound value
     assert "MASTER" not in sql.upper() and "SLAVE" not in sql.upper()
-    for stmt in (d.start_replica(), d.stop_replica(), d.stop_io_thread(), d.reset_replica_all(),
-                 d.show_replica_status()):
+    for stmt in (
+        d.start_replica(),
+        d.stop_replica(),
+        d.stop_io_thread(),
+        d.reset_replica_all(),
+        d.show_replica_status(),
+    ):
         assert "SLAVE" not in stmt and "MASTER" not in stmt
     assert d.stop_io_thread() == "STOP REPLICA IO_THREAD"
     assert d.columns.io_running == "Replica_IO_Running"
@@ -110,12 +115,15 @@ def test_mariadb_114_turns_off_tls_verification_of_the_source():
 CA = "/etc/mysql-operator/tls/ca.crt"
 
 
-@pytest.mark.parametrize("version, head, p", [
-    ("8.4.3", "CHANGE REPLICATION SOURCE TO", "SOURCE"),
-    ("8.0.22", "CHANGE MASTER TO", "MASTER"),
-    ("10.11.6-MariaDB", "CHANGE MASTER TO", "MASTER"),
-    ("11.4.2-MariaDB", "CHANGE MASTER TO", "MASTER"),
-])
+@pytest.mark.parametrize(
+    "version, head, p",
+    [
+        ("8.4.3", "CHANGE REPLICATION SOURCE TO", "SOURCE"),
+        ("8.0.22", "CHANGE MASTER TO", "MASTER"),
+        ("10.11.6-MariaDB", "CHANGE MASTER TO", "MASTER"),
+        ("11.4.2-MariaDB", "CHANGE MASTER TO", "MASTER"),
+    ],
+)
 def test_replication_over_tls_verifies_the_source_against_the_ca(version, head, p):
     sql, args = D(version).change_source("db-0.db-headless.ns.svc", 3306, "repl", "s3cret", tls_ca=CA)
     assert sql.startswith(head)
@@ -137,5 +145,7 @@ def test_tls_reload_and_status_columns_per_flavor():
     assert D("10.11.6-MariaDB").columns.ssl_verify == "Master_SSL_Verify_Server_Cert"
     assert D("8.0.21").columns.ssl_allowed == "Master_SSL_Allowed"
     assert (D("8.4.3").columns.ssl_allowed, D("8.4.3").columns.ssl_verify) == (
-        "Source_SSL_Allowed", "Source_SSL_Verify_Server_Cert")
+        "Source_SSL_Allowed",
+        "Source_SSL_Verify_Server_Cert",
+    )
     assert "Ssl_server_not_after" in D("8.4.3").tls_not_after_sql()

@@ -15,8 +15,10 @@ def row(i, user, command="Query"):
 def test_fence_kills_only_application_connections():
     rows = [
         row(1, "admin"),  # our own connection
-        row(2, "app"), row(3, "app", "Sleep"),
-        row(4, "system user", "Slave_IO"), row(5, "system user", "Slave_SQL"),
+        row(2, "app"),
+        row(3, "app", "Sleep"),
+        row(4, "system user", "Slave_IO"),
+        row(5, "system user", "Slave_SQL"),
         row(6, "repl", "Binlog Dump"),  # serving a replica
         row(7, "event_scheduler", "Daemon"),
         row(8, "operator", "Query"),  # another operator account

@@ -64,8 +64,16 @@ def test_generated_secret_holds_every_password_from_the_given_function():
     s = m.credentials_secret(cluster(database={"name": "app", "user": "appuser"}), password_for)
     assert s["type"] == "Opaque"
     decoded = {k: base64.b64decode(v).decode() for k, v in s["data"].items()}
-    assert decoded == {k: f"p'\"\\-{k}" for k in ("root-password", "operator-password", "replication-password",
-                                                  "backup-password", "app-password")}
+    assert decoded == {
+        k: f"p'\"\\-{k}"
+        for k in (
+            "root-password",
+            "operator-password",
+            "replication-password",
+            "backup-password",
+            "app-password",
+        )
+    }
     assert asked == list(decoded)
     # no app user, no app password; no spec.restore, no restore account
     assert "app-password" not in m.credentials_secret(cluster(database={"name": "app"}), pw)["data"]
@@ -79,9 +87,13 @@ def test_user_supplied_secret_means_no_secret_is_built_and_the_servers_read_it()
     assert m.credentials_secret(c, pw) is None
     assert "Secret" not in by_kind(m.build_all(c, pw))
     sts = m.statefulset(c)
-    refs = {e["valueFrom"]["secretKeyRef"]["name"]
-            for ctr in sts["spec"]["template"]["spec"]["initContainers"] + sts["spec"]["template"]["spec"]["containers"]
-            for e in ctr["env"] if "secretKeyRef" in e.get("valueFrom", {})}
+    refs = {
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for ctr in sts["spec"]["template"]["spec"]["initContainers"]
+        + sts["spec"]["template"]["spec"]["containers"]
+        for e in ctr["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
     assert refs == {"mine"}
 
 
@@ -97,15 +109,37 @@ def test_no_password_appears_outside_the_secret():
             assert "secret-" not in repr(o)
 
 
-@pytest.mark.parametrize("flavor,version,expected,absent", [
-    ("mysql", "8.4", ["gtid_mode = ON", "enforce_gtid_consistency = ON", "super_read_only = ON",
-                      "log_replica_updates = ON", "plugin_load_add = semisync_source.so",
-                      "rpl_semi_sync_source_wait_point = AFTER_SYNC",
-                      "rpl_semi_sync_source_wait_for_replica_count = 2"], ["gtid_strict_mode"]),
-    ("mariadb", "10.11", ["log_slave_updates = ON", "gtid_strict_mode = ON", "gtid_domain_id = 0",
-                          "binlog_format = ROW", "rpl_semi_sync_master_wait_point = AFTER_SYNC"],
-     ["gtid_mode", "super_read_only", "plugin_load_add", "server_id"]),
-])
+@pytest.mark.parametrize(
+    "flavor,version,expected,absent",
+    [
+        (
+            "mysql",
+            "8.4",
+            [
+                "gtid_mode = ON",
+                "enforce_gtid_consistency = ON",
+                "super_read_only = ON",
+                "log_replica_updates = ON",
+                "plugin_load_add = semisync_source.so",
+                "rpl_semi_sync_source_wait_point = AFTER_SYNC",
+                "rpl_semi_sync_source_wait_for_replica_count = 2",
+            ],
+            ["gtid_strict_mode"],
+        ),
+        (
+            "mariadb",
+            "10.11",
+            [
+                "log_slave_updates = ON",
+                "gtid_strict_mode = ON",
+                "gtid_domain_id = 0",
+                "binlog_format = ROW",
+                "rpl_semi_sync_master_wait_point = AFTER_SYNC",
+            ],
+            ["gtid_mode", "super_read_only", "plugin_load_add", "server_id"],
+        ),
+    ],
+)
 def test_config_per_flavor(flavor, version, expected, absent):
     acks = {"semiSyncAcks": 2} if flavor == "mysql" else {}
     c = cluster(flavor=flavor, version=version, replication=acks)
@@ -139,15 +173,19 @@ def test_config_map_ships_the_scripts_and_a_config_change_rolls_the_pods():
     assert "initialize-insecure" in cm["data"]["init.sh"] and "mariadb-install-db" in cm["data"]["init.sh"]
     a = m.statefulset(cluster())["spec"]["template"]["metadata"]["annotations"][m.CONFIG_HASH_ANNOTATION]
     b = m.statefulset(cluster(config={"myCnf": "max_connections=9"}))["spec"]["template"]["metadata"][
-        "annotations"][m.CONFIG_HASH_ANNOTATION]
+        "annotations"
+    ][m.CONFIG_HASH_ANNOTATION]
     assert a != b
 
 
 def test_services():
     c = cluster(service={"type": "LoadBalancer", "annotations": {"lb/internal": "true"}})
     hl, rw, ro = m.headless_service(c), m.primary_service(c), m.replica_service(c)
-    sel = {"app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": "db",
-           "app.kubernetes.io/component": "database"}
+    sel = {
+        "app.kubernetes.io/name": "mysql",
+        "app.kubernetes.io/instance": "db",
+        "app.kubernetes.io/component": "database",
+    }
     assert hl["spec"]["clusterIP"] == "None" and hl["spec"]["publishNotReadyAddresses"] is True
     assert hl["spec"]["selector"] == sel
     assert rw["spec"]["selector"] == {**sel, m.ROLE_LABEL: "primary"}
@@ -155,42 +193,63 @@ def test_services():
     for svc in (rw, ro):
         assert svc["spec"]["type"] == "LoadBalancer"
         assert svc["metadata"]["annotations"] == {"lb/internal": "true"}
-        assert svc["spec"]["ports"] == [{"name": "mysql", "port": 3306, "targetPort": "mysql", "protocol": "TCP"}]
+        assert svc["spec"]["ports"] == [
+            {"name": "mysql", "port": 3306, "targetPort": "mysql", "protocol": "TCP"}
+        ]
     assert "annotations" not in hl["metadata"]
 
 
 def test_statefulset_shape():
-    c = cluster(flavor="mariadb", version="11.4", instances=5, database={"name": "shop", "user": "shop"},
-                resources={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
-                storage={"size": "20Gi", "storageClassName": "fast"}, deletionPolicy="Delete")
+    c = cluster(
+        flavor="mariadb",
+        version="11.4",
+        instances=5,
+        database={"name": "shop", "user": "shop"},
+        resources={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+        storage={"size": "20Gi", "storageClassName": "fast"},
+        deletionPolicy="Delete",
+    )
     sts = m.statefulset(c)
     spec = sts["spec"]
     assert spec["replicas"] == 5 and spec["serviceName"] == "db-headless"
     assert spec["selector"]["matchLabels"] == m.selector_labels(c)
     assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Retain"}
     claim = spec["volumeClaimTemplates"][0]["spec"]
-    assert claim == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}},
-                     "storageClassName": "fast"}
+    assert claim == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "20Gi"}},
+        "storageClassName": "fast",
+    }
     pod = spec["template"]["spec"]
     (init,), (server,) = pod["initContainers"], pod["containers"]
     assert init["image"] == server["image"] == "mariadb:11.4"
     assert init["command"] == ["/bin/bash", "/opt/mysql-operator/config/init.sh"]
     assert server["command"] == ["/bin/bash", "/opt/mysql-operator/config/start.sh"]
-    assert server["resources"] == init["resources"] == {
-        "limits": {"memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}}
+    assert (
+        server["resources"]
+        == init["resources"]
+        == {"limits": {"memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}}
+    )
     init_env = {e["name"]: e for e in init["env"]}
     assert init_env["MYSQL_OPERATOR_FLAVOR"]["value"] == "mariadb"
     assert init_env["MYSQL_APP_DATABASE"]["value"] == "shop" and init_env["MYSQL_APP_USER"]["value"] == "shop"
-    assert init_env["MYSQL_ROOT_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "db-credentials", "key": "root-password"}
+    assert init_env["MYSQL_ROOT_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": "db-credentials",
+        "key": "root-password",
+    }
     # every account's privileges, rendered from db/accounts.py for the spec's flavor and version
     assert init_env["MYSQL_OPERATOR_GRANTS"]["value"] == accounts.grant_lines(
-        accounts.operator_grants(ServerVersion(Flavor.MARIADB, 11, 4, 0), "shop"))
+        accounts.operator_grants(ServerVersion(Flavor.MARIADB, 11, 4, 0), "shop")
+    )
     assert init_env["MYSQL_OPERATOR_GRANTS"]["value"].endswith("ALL PRIVILEGES ON `shop`.* WITH GRANT OPTION")
     assert init_env["MYSQL_REPLICATION_GRANTS"]["value"] == "REPLICATION SLAVE ON *.*"
     assert init_env["MYSQL_APP_GRANTS"]["value"] == "ALL PRIVILEGES ON `shop`.*"
     assert init_env["MYSQL_BACKUP_USER"]["value"] == "mysql-operator-backup"
     assert init_env["MYSQL_BACKUP_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "name": "db-credentials", "key": "backup-password", "optional": True}
+        "name": "db-credentials",
+        "key": "backup-password",
+        "optional": True,
+    }
     assert "MYSQL_RESTORE_PASSWORD" not in init_env  # no spec.restore
     server_env = {e["name"] for e in server["env"]}
     assert "MYSQL_ROOT_PASSWORD" not in server_env and {"POD_NAME", "HEADLESS_SERVICE"} <= server_env
@@ -203,7 +262,12 @@ def test_statefulset_shape():
     server = next(ct for ct in pod["containers"] if ct["name"] == "mysqld")
     assert {"name": "tls", "mountPath": "/etc/mysql-operator/tls", "readOnly": True} in server["volumeMounts"]
     assert {vm["mountPath"] for vm in server["volumeMounts"]} == {
-        "/var/lib/mysql", "/opt/mysql-operator/config", "/run/mysql-operator", "/tmp", "/etc/mysql-operator/tls"}
+        "/var/lib/mysql",
+        "/opt/mysql-operator/config",
+        "/run/mysql-operator",
+        "/tmp",
+        "/etc/mysql-operator/tls",
+    }
     assert pod["automountServiceAccountToken"] is False
 
 
@@ -255,12 +319,14 @@ def test_pod_disruption_budget():
 def test_immutable_parts_of_the_statefulset_depend_only_on_immutable_fields():
     """selector, serviceName, volumeClaimTemplates and podManagementPolicy cannot change on a live
     StatefulSet: only the flavor, the name and the storage (all immutable) may feed them."""
+
     def frozen_parts(c):
         s = m.statefulset(c)["spec"]
         return (s["selector"], s["serviceName"], s["volumeClaimTemplates"], s["podManagementPolicy"])
 
     base = frozen_parts(parse(body(FULL)))
     from tests.unit.test_api_fieldwalk import CHANGES, RECONCILE_INPUTS, changed_spec, is_immutable
+
     for path in CHANGES:
         if is_immutable(path) or path in RECONCILE_INPUTS:
             continue
@@ -270,12 +336,22 @@ def test_immutable_parts_of_the_statefulset_depend_only_on_immutable_fields():
 
 def test_owned_adds_a_controller_reference_without_touching_the_input():
     obj = m.config_map(cluster())
-    owner = {"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
-             "metadata": {"name": "db", "uid": "1234"}}
+    owner = {
+        "apiVersion": "mysql.operator.dev/v1alpha1",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "db", "uid": "1234"},
+    }
     out = m.owned(obj, owner)
-    assert out["metadata"]["ownerReferences"] == [{
-        "apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster", "name": "db",
-        "uid": "1234", "controller": True, "blockOwnerDeletion": True}]
+    assert out["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "mysql.operator.dev/v1alpha1",
+            "kind": "MySQLCluster",
+            "name": "db",
+            "uid": "1234",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     assert "ownerReferences" not in obj["metadata"]
     with pytest.raises(ValueError, match="uid"):
         m.owned(obj, {"metadata": {"name": "db"}})

@@ -19,8 +19,18 @@ def sample(name, **labels):
 def test_reconcile_outcomes_phase_and_steps_are_counted():
     ns, c = "m1", "shop"
     metrics.observed(ns, c, lambda: Result(phase="Pending"))
-    metrics.observed(ns, c, lambda: Result(phase="Ready", steps=[
-        Step("shop-0", "promote"), Step("shop-1", "replicate"), Step("shop-2", "replicate", ok=False)]))
+    metrics.observed(
+        ns,
+        c,
+        lambda: Result(
+            phase="Ready",
+            steps=[
+                Step("shop-0", "promote"),
+                Step("shop-1", "replicate"),
+                Step("shop-2", "replicate", ok=False),
+            ],
+        ),
+    )
     with pytest.raises(RuntimeError):
         metrics.observed(ns, c, lambda: (_ for _ in ()).throw(RuntimeError("boom")))
 
@@ -29,10 +39,10 @@ def test_reconcile_outcomes_phase_and_steps_are_counted():
     assert sample("mysql_operator_reconcile_duration_seconds_count", namespace=ns, cluster=c) == 3
     assert sample("mysql_operator_cluster_phase", namespace=ns, cluster=c, phase="Ready") == 1
     assert sample("mysql_operator_cluster_phase", namespace=ns, cluster=c, phase="Pending") is None
-    assert sample("mysql_operator_actions_total", namespace=ns, cluster=c,
-                  action="replicate", ok="true") == 1
-    assert sample("mysql_operator_actions_total", namespace=ns, cluster=c,
-                  action="replicate", ok="false") == 1
+    assert sample("mysql_operator_actions_total", namespace=ns, cluster=c, action="replicate", ok="true") == 1
+    assert (
+        sample("mysql_operator_actions_total", namespace=ns, cluster=c, action="replicate", ok="false") == 1
+    )
 
     metrics.forget(ns, c)
     assert sample("mysql_operator_cluster_phase", namespace=ns, cluster=c, phase="Ready") is None
@@ -40,8 +50,7 @@ def test_reconcile_outcomes_phase_and_steps_are_counted():
 
 def test_a_reconcile_that_waited_for_another_is_not_counted_twice():
     metrics.observed("m2", "shop", lambda: None)
-    assert sample("mysql_operator_reconciles_total", namespace="m2", cluster="shop",
-                  outcome="ok") is None
+    assert sample("mysql_operator_reconciles_total", namespace="m2", cluster="shop", outcome="ok") is None
 
 
 def test_metrics_are_served_over_http():

@@ -24,20 +24,42 @@ def pod(name, phase="Running", ready=True, role=None, ip="10.244.0.7", deleting=
     meta = {"name": name, "labels": {m.ROLE_LABEL: role} if role else {}}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {"metadata": meta, "status": {"phase": phase, "podIP": ip, "conditions": [
-        {"type": "Ready", "status": "True" if ready else "False"}]}}
+    return {
+        "metadata": meta,
+        "status": {
+            "phase": phase,
+            "podIP": ip,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
 
 
 def inst(name, ordinal, reachable=True, read_only=True, source=None, executed="0-1-5", origin=None):
-    return t.InstanceState(name=name, ordinal=ordinal, reachable=reachable, read_only=read_only,
-                           source=source, io_running=bool(source), sql_running=bool(source),
-                           executed=MariaDBGtids.parse(executed), origin=origin or str(ordinal + 1))
+    return t.InstanceState(
+        name=name,
+        ordinal=ordinal,
+        reachable=reachable,
+        read_only=read_only,
+        source=source,
+        io_running=bool(source),
+        sql_running=bool(source),
+        executed=MariaDBGtids.parse(executed),
+        origin=origin or str(ordinal + 1),
+    )
 
 
 # ------------------------------------------------------------------------------------ pods
 def test_pod_views_read_ordinal_readiness_role_and_ignore_foreign_pods():
-    views = r.pod_views("db", [pod("db-0", role=P), pod("db-1", ready=False), pod("db-x"),
-                               pod("other-0"), pod("db-2", phase="Pending", deleting=True)])
+    views = r.pod_views(
+        "db",
+        [
+            pod("db-0", role=P),
+            pod("db-1", ready=False),
+            pod("db-x"),
+            pod("other-0"),
+            pod("db-2", phase="Pending", deleting=True),
+        ],
+    )
     assert sorted(views) == [0, 1, 2]
     assert (views[0].ready, views[0].role, views[0].running) == (True, P, True)
     assert (views[1].ready, views[1].role) == (False, None)
@@ -48,62 +70,122 @@ def _stuck(status):
     return {"metadata": {"name": "db-1"}, "status": {"phase": "Pending", **status}}
 
 
-@pytest.mark.parametrize("status, expected", [
-    ({"containerStatuses": [{"name": "mysqld", "state": {"waiting": {
-        "reason": "ErrImagePull", "message": "failed to pull mysql:8.4: not found"}}}]},
-     "mysqld ErrImagePull: failed to pull mysql:8.4: not found"),
-    ({"initContainerStatuses": [{"name": "init", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
-      "containerStatuses": [{"name": "mysqld", "state": {"waiting": {"reason": "PodInitializing"}}}]},
-     "init CrashLoopBackOff"),
-    ({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                      "message": "0/1 nodes are available: 1 Insufficient memory."}]},
-     "Unschedulable: 0/1 nodes are available: 1 Insufficient memory."),
-    # the normal way to running is not a problem worth reporting
-    ({"containerStatuses": [{"name": "mysqld", "state": {"waiting": {"reason": "ContainerCreating"}}}]}, ""),
-    ({"containerStatuses": [{"name": "mysqld", "state": {"running": {}}}]}, ""),
-])
+@pytest.mark.parametrize(
+    "status, expected",
+    [
+        (
+            {
+                "containerStatuses": [
+                    {
+                        "name": "mysqld",
+                        "state": {
+                            "waiting": {
+                                "reason": "ErrImagePull",
+                                "message": "failed to pull mysql:8.4: not found",
+                            }
+                        },
+                    }
+                ]
+            },
+            "mysqld ErrImagePull: failed to pull mysql:8.4: not found",
+        ),
+        (
+            {
+                "initContainerStatuses": [
+                    {"name": "init", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+                ],
+                "containerStatuses": [
+                    {"name": "mysqld", "state": {"waiting": {"reason": "PodInitializing"}}}
+                ],
+            },
+            "init CrashLoopBackOff",
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/1 nodes are available: 1 Insufficient memory.",
+                    }
+                ]
+            },
+            "Unschedulable: 0/1 nodes are available: 1 Insufficient memory.",
+        ),
+        # the normal way to running is not a problem worth reporting
+        (
+            {
+                "containerStatuses": [
+                    {"name": "mysqld", "state": {"waiting": {"reason": "ContainerCreating"}}}
+                ]
+            },
+            "",
+        ),
+        ({"containerStatuses": [{"name": "mysqld", "state": {"running": {}}}]}, ""),
+    ],
+)
 def test_pod_waiting_says_why_a_pod_does_not_run(status, expected):
     assert r.pod_waiting(_stuck(status)) == expected
 
 
 def test_a_stuck_pod_is_named_in_its_instance_entry_and_the_ready_condition():
-    pull = {"containerStatuses": [{"name": "mysqld", "state": {"waiting": {
-        "reason": "ImagePullBackOff", "message": "Back-off pulling image mysql:8.4"}}}]}
+    pull = {
+        "containerStatuses": [
+            {
+                "name": "mysqld",
+                "state": {
+                    "waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image mysql:8.4"}
+                },
+            }
+        ]
+    }
     pods = r.pod_views("db", [pod("db-0", role=P), _stuck(pull)])
     entries = r.instance_entries([0, 1], {0: "db-0", 1: "db-1"}, pods, {}, {}, {}, None)
     assert entries[1]["waiting"] == "mysqld ImagePullBackOff: Back-off pulling image mysql:8.4"
     ready = r.conditions(r.Summary(instances=2, ready=1, entries=tuple(entries)))[0]
     assert (ready["status"], ready["reason"]) == ("False", "InstancesNotReady")
-    assert ready["message"] == "1/2 instances ready; db-1: mysqld ImagePullBackOff: Back-off pulling image mysql:8.4"
+    assert (
+        ready["message"]
+        == "1/2 instances ready; db-1: mysqld ImagePullBackOff: Back-off pulling image mysql:8.4"
+    )
 
 
-@pytest.mark.parametrize("instances, pods, primary, expected", [
-    (3, [], None, [0, 1, 2]),
-    (3, [0, 1, 2, 3, 4], 0, [0, 1, 2, 3, 4]),  # leaving pods still observed
-    (1, [0], 2, [0, 2]),  # the recorded primary is always observed
-])
+@pytest.mark.parametrize(
+    "instances, pods, primary, expected",
+    [
+        (3, [], None, [0, 1, 2]),
+        (3, [0, 1, 2, 3, 4], 0, [0, 1, 2, 3, 4]),  # leaving pods still observed
+        (1, [0], 2, [0, 2]),  # the recorded primary is always observed
+    ],
+)
 def test_member_ordinals(instances, pods, primary, expected):
     assert r.member_ordinals(instances, pods, primary) == expected
 
 
-@pytest.mark.parametrize("instances, primary, current, expected", [
-    (3, None, None, 3),
-    (3, 0, 5, 3),  # scale down below replicas: fine while the primary stays
-    (2, 4, 5, 5),  # primary 4 is being removed: its Pod stays until a switchover moved it
-    (2, 2, 3, 3),
-    (5, 1, 3, 5),  # scale up
-])
+@pytest.mark.parametrize(
+    "instances, primary, current, expected",
+    [
+        (3, None, None, 3),
+        (3, 0, 5, 3),  # scale down below replicas: fine while the primary stays
+        (2, 4, 5, 5),  # primary 4 is being removed: its Pod stays until a switchover moved it
+        (2, 2, 3, 3),
+        (5, 1, 3, 5),  # scale up
+    ],
+)
 def test_statefulset_replicas_never_remove_the_primary(instances, primary, current, expected):
     assert r.statefulset_replicas(instances, primary, current) == expected
 
 
 # ------------------------------------------------------------------------------------ roles
 def test_roles_primary_replicas_leaving_and_errant():
-    observed = [inst("db-0", 0, read_only=False, executed="0-1-10"),
-                inst("db-1", 1, source="db-0", executed="0-1-10"),
-                inst("db-2", 2, source="db-0", executed="0-1-10,0-3-1"),  # wrote on a replica
-                inst("db-3", 3, source="db-0", executed="0-1-10"),  # leaving (scale down)
-                inst("db-4", 4, reachable=False, executed=None)]
+    observed = [
+        inst("db-0", 0, read_only=False, executed="0-1-10"),
+        inst("db-1", 1, source="db-0", executed="0-1-10"),
+        inst("db-2", 2, source="db-0", executed="0-1-10,0-3-1"),  # wrote on a replica
+        inst("db-3", 3, source="db-0", executed="0-1-10"),  # leaving (scale down)
+        inst("db-4", 4, reachable=False, executed=None),
+    ]
     roles = r.desired_roles(observed, "db-0", 3, SETTINGS, primary_ok=True)
     assert roles == {"db-0": P, "db-1": R, "db-2": None, "db-3": None, "db-4": None}
 
@@ -116,22 +198,29 @@ def test_roles_failed_promotion_labels_no_primary():
 
 def test_roles_before_bootstrap_are_empty():
     observed = [inst("db-0", 0, executed=""), inst("db-1", 1, executed="")]
-    assert r.desired_roles(observed, None, 2, t.Settings(instances=2), primary_ok=False) == \
-        {"db-0": None, "db-1": None}
+    assert r.desired_roles(observed, None, 2, t.Settings(instances=2), primary_ok=False) == {
+        "db-0": None,
+        "db-1": None,
+    }
 
 
-@pytest.mark.parametrize("current, desired, expected", [
-    ({"a": P, "b": R}, {"a": R, "b": P}, [("a", R), ("b", P)]),  # demote before promote
-    ({"a": None, "b": P}, {"a": P, "b": None}, [("b", None), ("a", P)]),
-    ({"a": P, "b": R}, {"a": P, "b": R}, []),  # nothing to do: no writes
-    ({"a": R}, {"a": R, "gone": P}, []),  # Pods that do not exist are not patched
-])
+@pytest.mark.parametrize(
+    "current, desired, expected",
+    [
+        ({"a": P, "b": R}, {"a": R, "b": P}, [("a", R), ("b", P)]),  # demote before promote
+        ({"a": None, "b": P}, {"a": P, "b": None}, [("b", None), ("a", P)]),
+        ({"a": P, "b": R}, {"a": P, "b": R}, []),  # nothing to do: no writes
+        ({"a": R}, {"a": R, "gone": P}, []),  # Pods that do not exist are not patched
+    ],
+)
 def test_label_plan_table(current, desired, expected):
     assert r.label_plan(current, desired) == expected
 
 
-@given(st.dictionaries(st.sampled_from("abcde"), st.sampled_from([P, R, None]), min_size=1),
-       st.dictionaries(st.sampled_from("abcde"), st.sampled_from([P, R, None]), min_size=1))
+@given(
+    st.dictionaries(st.sampled_from("abcde"), st.sampled_from([P, R, None]), min_size=1),
+    st.dictionaries(st.sampled_from("abcde"), st.sampled_from([P, R, None]), min_size=1),
+)
 def test_label_plan_never_has_two_primaries_at_any_moment(current, desired):
     # at most one primary in the wanted state and in the starting state (what the operator keeps)
     if sum(v == P for v in current.values()) > 1 or sum(v == P for v in desired.values()) > 1:
@@ -146,9 +235,11 @@ def test_label_plan_never_has_two_primaries_at_any_moment(current, desired):
 
 # ------------------------------------------------------------------------------------ events
 def test_events_from_steps_redact_secrets_and_type_failures():
-    steps = [Step("db-1", "promote", "writable primary"),
-             Step("db-0", "fence", "could not connect as x with s3cret-pw", ok=False),
-             Step("db-2", "held-out", "errant", ok=False)]
+    steps = [
+        Step("db-1", "promote", "writable primary"),
+        Step("db-0", "fence", "could not connect as x with s3cret-pw", ok=False),
+        Step("db-2", "held-out", "errant", ok=False),
+    ]
     assert r.events_from_steps(steps, ["s3cret-pw"]) == [
         ("Normal", "Promote", "db-1: writable primary"),
         ("Warning", "FenceFailed", "db-0: could not connect as x with ***"),
@@ -156,58 +247,138 @@ def test_events_from_steps_redact_secrets_and_type_failures():
     ]
 
 
-@pytest.mark.parametrize("decision, expected", [
-    (t.Failover("db-0", "db-1", (), (), reason="primary down"), ("Warning", "Failover", "primary down")),
-    (t.Switchover("db-0", "db-2", (), reason="asked"), ("Normal", "Switchover", "asked")),
-    (t.Bootstrap("db-0", ("db-1",), reason="new"), ("Normal", "Bootstrap", "new")),
-    (t.Healthy("db-0"), None),
-    (t.WaitForDelay(3.0, reason="blip"), None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "decision, expected",
+    [
+        (t.Failover("db-0", "db-1", (), (), reason="primary down"), ("Warning", "Failover", "primary down")),
+        (t.Switchover("db-0", "db-2", (), reason="asked"), ("Normal", "Switchover", "asked")),
+        (t.Bootstrap("db-0", ("db-1",), reason="new"), ("Normal", "Bootstrap", "new")),
+        (t.Healthy("db-0"), None),
+        (t.WaitForDelay(3.0, reason="blip"), None),
+        (None, None),
+    ],
+)
 def test_decision_event(decision, expected):
     assert r.decision_event(decision) == expected
 
 
 # ------------------------------------------------------------------------------------ status
 def S(**kw):
-    base = dict(instances=3, generation=4, ready=3, primary="db-0", primary_serving=True,
-                primary_in_service=True, decision="Healthy")
+    base = dict(
+        instances=3,
+        generation=4,
+        ready=3,
+        primary="db-0",
+        primary_serving=True,
+        primary_in_service=True,
+        decision="Healthy",
+    )
     base.update(kw)
     return r.Summary(**base)
 
 
-@pytest.mark.parametrize("summary, phase, ready, available, progressing, degraded", [
-    (r.Summary(instances=3, spec_error="spec.x: bad"), "Invalid",
-     ("False", "InvalidSpec"), ("False", "InvalidSpec"), ("False", "InvalidSpec"), ("True", "InvalidSpec")),
-    (r.Summary(instances=3), "Pending",
-     ("False", "InstancesNotReady"), ("False", "NoPrimary"), ("True", "WaitingForInstances"),
-     ("False", "Bootstrapping")),
-    (r.Summary(instances=3, secret_error="spec.credentials.secretName: missing"), "Failed",
-     ("False", "InstancesNotReady"), ("False", "NoPrimary"), ("False", "CredentialsSecret"),
-     ("True", "CredentialsSecret")),
-    (S(primary=None, decision="Bootstrap", ready=0, primary_serving=False), "Bootstrapping",
-     ("False", "InstancesNotReady"), ("False", "NoPrimary"), ("True", "Bootstrap"), ("False", "Bootstrapping")),
-    (S(), "Ready", ("True", "AllInstancesReady"), ("True", "PrimaryServing"), ("False", "Stable"),
-     ("False", "AsExpected")),
-    # writable and all Pods Ready, but the primary is not yet labelled/Ready behind -rw: not Ready
-    (S(primary_in_service=False), "Unavailable",
-     ("False", "PrimaryNotInService"), ("True", "PrimaryServing"), ("True", "WaitingForService"),
-     ("False", "AsExpected")),
-    (S(decision="Failover", primary="db-1"), "FailingOver",
-     ("False", "FailingOver"), ("True", "PrimaryServing"), ("True", "Failover"), ("False", "AsExpected")),
-    (S(decision="WaitForDelay", ready=2, unreachable=("db-0",), primary_serving=False), "Unavailable",
-     ("False", "InstancesNotReady"), ("False", "PrimaryNotServing"), ("True", "Waiting"),
-     ("True", "PrimaryUnreachable")),
-    (S(ready=2, unreachable=("db-2",)), "Degraded",
-     ("False", "InstancesNotReady"), ("True", "PrimaryServing"), ("True", "WaitingForInstances"),
-     ("True", "InstancesUnreachable")),
-    (S(decision="Errant", held_out=("db-2",)), "Degraded",
-     ("False", "Degraded"), ("True", "PrimaryServing"), ("False", "Stable"), ("True", "InstancesHeldOut")),
-    (S(decision="Unrecoverable", decision_reason="diverged", primary_serving=False), "Failed",
-     ("False", "Failed"), ("False", "PrimaryNotServing"), ("False", "Stable"), ("True", "Unrecoverable")),
-    (S(decision="ConfigureReplica", failed_steps=("db-2 replicate: refused",)), "Degraded",
-     ("False", "Degraded"), ("True", "PrimaryServing"), ("True", "ConfigureReplica"), ("True", "ActionFailed")),
-])
+@pytest.mark.parametrize(
+    "summary, phase, ready, available, progressing, degraded",
+    [
+        (
+            r.Summary(instances=3, spec_error="spec.x: bad"),
+            "Invalid",
+            ("False", "InvalidSpec"),
+            ("False", "InvalidSpec"),
+            ("False", "InvalidSpec"),
+            ("True", "InvalidSpec"),
+        ),
+        (
+            r.Summary(instances=3),
+            "Pending",
+            ("False", "InstancesNotReady"),
+            ("False", "NoPrimary"),
+            ("True", "WaitingForInstances"),
+            ("False", "Bootstrapping"),
+        ),
+        (
+            r.Summary(instances=3, secret_error="spec.credentials.secretName: missing"),
+            "Failed",
+            ("False", "InstancesNotReady"),
+            ("False", "NoPrimary"),
+            ("False", "CredentialsSecret"),
+            ("True", "CredentialsSecret"),
+        ),
+        (
+            S(primary=None, decision="Bootstrap", ready=0, primary_serving=False),
+            "Bootstrapping",
+            ("False", "InstancesNotReady"),
+            ("False", "NoPrimary"),
+            ("True", "Bootstrap"),
+            ("False", "Bootstrapping"),
+        ),
+        (
+            S(),
+            "Ready",
+            ("True", "AllInstancesReady"),
+            ("True", "PrimaryServing"),
+            ("False", "Stable"),
+            ("False", "AsExpected"),
+        ),
+        # writable and all Pods Ready, but the primary is not yet labelled/Ready behind -rw: not Ready
+        (
+            S(primary_in_service=False),
+            "Unavailable",
+            ("False", "PrimaryNotInService"),
+            ("True", "PrimaryServing"),
+            ("True", "WaitingForService"),
+            ("False", "AsExpected"),
+        ),
+        (
+            S(decision="Failover", primary="db-1"),
+            "FailingOver",
+            ("False", "FailingOver"),
+            ("True", "PrimaryServing"),
+            ("True", "Failover"),
+            ("False", "AsExpected"),
+        ),
+        (
+            S(decision="WaitForDelay", ready=2, unreachable=("db-0",), primary_serving=False),
+            "Unavailable",
+            ("False", "InstancesNotReady"),
+            ("False", "PrimaryNotServing"),
+            ("True", "Waiting"),
+            ("True", "PrimaryUnreachable"),
+        ),
+        (
+            S(ready=2, unreachable=("db-2",)),
+            "Degraded",
+            ("False", "InstancesNotReady"),
+            ("True", "PrimaryServing"),
+            ("True", "WaitingForInstances"),
+            ("True", "InstancesUnreachable"),
+        ),
+        (
+            S(decision="Errant", held_out=("db-2",)),
+            "Degraded",
+            ("False", "Degraded"),
+            ("True", "PrimaryServing"),
+            ("False", "Stable"),
+            ("True", "InstancesHeldOut"),
+        ),
+        (
+            S(decision="Unrecoverable", decision_reason="diverged", primary_serving=False),
+            "Failed",
+            ("False", "Failed"),
+            ("False", "PrimaryNotServing"),
+            ("False", "Stable"),
+            ("True", "Unrecoverable"),
+        ),
+        (
+            S(decision="ConfigureReplica", failed_steps=("db-2 replicate: refused",)),
+            "Degraded",
+            ("False", "Degraded"),
+            ("True", "PrimaryServing"),
+            ("True", "ConfigureReplica"),
+            ("True", "ActionFailed"),
+        ),
+    ],
+)
 def test_phase_and_conditions_table(summary, phase, ready, available, progressing, degraded):
     assert r.phase(summary) == phase
     got = {c["type"]: (c["status"], c["reason"]) for c in r.conditions(summary)}
@@ -237,12 +408,15 @@ def test_keys_the_reconciler_does_not_write_never_make_the_status_look_changed()
     assert not r.status_changed(with_others, again)
 
 
-@pytest.mark.parametrize("status, primary, expected", [
-    ({"primarySince": "2026-11-23T10:00:00.250000Z"}, "db-1", ("db-1", 1795428000.25)),
-    ({"primarySince": "not a time"}, "db-1", None),
-    ({}, "db-1", None),
-    ({"primarySince": "2026-11-23T10:00:00Z"}, None, None),
-])
+@pytest.mark.parametrize(
+    "status, primary, expected",
+    [
+        ({"primarySince": "2026-11-23T10:00:00.250000Z"}, "db-1", ("db-1", 1795428000.25)),
+        ({"primarySince": "not a time"}, "db-1", None),
+        ({}, "db-1", None),
+        ({"primarySince": "2026-11-23T10:00:00Z"}, None, None),
+    ],
+)
 def test_primary_since_is_read_from_the_status(status, primary, expected):
     assert r.primary_since(status, primary) == expected
 
@@ -260,15 +434,24 @@ def test_a_degraded_warning_is_posted_once_per_cause():
 
 def test_instance_entries_report_role_readiness_gtid_lag_and_redacted_errors():
     pods = r.pod_views("db", [pod("db-0", role=P), pod("db-1", ready=False)])
-    observed = {"db-0": inst("db-0", 0, read_only=False, executed="0-1-9"),
-                "db-1": t.InstanceState("db-1", 1, reachable=False, last_error="access denied for pw-xyz")}
+    observed = {
+        "db-0": inst("db-0", 0, read_only=False, executed="0-1-9"),
+        "db-1": t.InstanceState("db-1", 1, reachable=False, last_error="access denied for pw-xyz"),
+    }
     roles = {"db-0": P, "db-1": R}
-    entries = r.instance_entries([0, 1, 2], {0: "db-0", 1: "db-1", 2: "db-2"}, pods, observed,
-                                 {"db-1": 4}, roles, "db-0", ["pw-xyz"])
+    entries = r.instance_entries(
+        [0, 1, 2], {0: "db-0", 1: "db-1", 2: "db-2"}, pods, observed, {"db-1": 4}, roles, "db-0", ["pw-xyz"]
+    )
     assert entries == [
         {"name": "db-0", "role": P, "ready": True, "reachable": True, "gtidExecuted": "0-1-9"},
-        {"name": "db-1", "role": R, "ready": False, "reachable": False, "lagSeconds": 4,
-         "error": "access denied for ***"},
+        {
+            "name": "db-1",
+            "role": R,
+            "ready": False,
+            "reachable": False,
+            "lagSeconds": 4,
+            "error": "access denied for ***",
+        },
         {"name": "db-2", "role": "unknown", "ready": False, "reachable": False},
     ]
 
@@ -277,15 +460,18 @@ def test_instance_entries_report_role_readiness_gtid_lag_and_redacted_errors():
 C = parse({"metadata": {"name": "db", "namespace": "prod"}, "spec": {"instances": 3}})
 
 
-@pytest.mark.parametrize("p, mode, expected", [
-    (pod("db-0", ip="10.244.0.9"), "auto", ("10.244.0.9", 3306)),  # in a Pod too: no DNS lookup
-    (pod("db-0", ip="10.244.0.9"), "ip", ("10.244.0.9", 3306)),
-    (pod("db-0", ip="10.244.0.9", deleting=True), "auto", ("10.244.0.9", 3306)),  # still serving
-    (pod("db-0", phase="Pending", ip=None), "auto", (None, 3306)),  # no address: unreachable
-    (None, "ip", (None, 3306)),
-    (pod("db-0", ip="10.244.0.9"), "dns", ("db-0.db-headless.prod.svc", 3306)),
-    (None, "dns", ("db-0.db-headless.prod.svc", 3306)),
-])
+@pytest.mark.parametrize(
+    "p, mode, expected",
+    [
+        (pod("db-0", ip="10.244.0.9"), "auto", ("10.244.0.9", 3306)),  # in a Pod too: no DNS lookup
+        (pod("db-0", ip="10.244.0.9"), "ip", ("10.244.0.9", 3306)),
+        (pod("db-0", ip="10.244.0.9", deleting=True), "auto", ("10.244.0.9", 3306)),  # still serving
+        (pod("db-0", phase="Pending", ip=None), "auto", (None, 3306)),  # no address: unreachable
+        (None, "ip", (None, 3306)),
+        (pod("db-0", ip="10.244.0.9"), "dns", ("db-0.db-headless.prod.svc", 3306)),
+        (None, "dns", ("db-0.db-headless.prod.svc", 3306)),
+    ],
+)
 def test_resolver(p, mode, expected):
     assert resolve(C, 0, p, mode) == expected
 
@@ -302,16 +488,26 @@ def test_kopf_settings_are_explicit():
     assert s.watching.connect_timeout and s.networking.request_timeout
     assert s.peering.standalone
     p = settings_for(OperatorConfig(all_namespaces=True, peering="mysql-operator", priority=5))
-    assert (p.peering.standalone, p.peering.name, p.peering.clusterwide, p.peering.priority) == \
-        (False, "mysql-operator", True, 5)
+    assert (p.peering.standalone, p.peering.name, p.peering.clusterwide, p.peering.priority) == (
+        False,
+        "mysql-operator",
+        True,
+        5,
+    )
 
 
-@pytest.mark.parametrize("cfg, message", [
-    (OperatorConfig(), "choose the scope"),
-    (OperatorConfig(namespaces=("a",), all_namespaces=True), "choose the scope"),
-    (OperatorConfig(namespaces=("a",), log_format="xml"), "--log-format"),
-    (OperatorConfig(namespaces=("a",), watch_server_timeout=300, watch_client_timeout=300), "client timeout"),
-])
+@pytest.mark.parametrize(
+    "cfg, message",
+    [
+        (OperatorConfig(), "choose the scope"),
+        (OperatorConfig(namespaces=("a",), all_namespaces=True), "choose the scope"),
+        (OperatorConfig(namespaces=("a",), log_format="xml"), "--log-format"),
+        (
+            OperatorConfig(namespaces=("a",), watch_server_timeout=300, watch_client_timeout=300),
+            "client timeout",
+        ),
+    ],
+)
 def test_operator_config_errors_name_the_flag(cfg, message):
     with pytest.raises(ValueError, match=message):
         cfg.check()
@@ -326,36 +522,50 @@ def test_cli_parses_run_switchover_and_status():
 
 
 def test_status_text_names_phase_primary_and_instances():
-    body = {"metadata": {"name": "db", "namespace": "p"}, "spec": {"instances": 2},
-            "status": {"phase": "Ready", "currentPrimary": "db-0", "readyInstances": 2,
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "AllInstancesReady"}],
-                       "instances": [{"name": "db-0", "role": P, "ready": True, "gtidExecuted": "0-1-3"},
-                                     {"name": "db-1", "role": "unknown", "ready": False,
-                                      "waiting": "mysqld CrashLoopBackOff"}]}}
+    body = {
+        "metadata": {"name": "db", "namespace": "p"},
+        "spec": {"instances": 2},
+        "status": {
+            "phase": "Ready",
+            "currentPrimary": "db-0",
+            "readyInstances": 2,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "AllInstancesReady"}],
+            "instances": [
+                {"name": "db-0", "role": P, "ready": True, "gtidExecuted": "0-1-3"},
+                {"name": "db-1", "role": "unknown", "ready": False, "waiting": "mysqld CrashLoopBackOff"},
+            ],
+        },
+    }
     text = format_status(body)
     assert "p/db: phase Ready, primary db-0, ready 2/2" in text
     assert "AllInstancesReady" in text and "db-0" in text and "0-1-3" in text
     assert "waiting=mysqld CrashLoopBackOff" in text
 
 
-@pytest.mark.parametrize("status, generation, since, skip", [
-    ({"phase": "Pending", "observedGeneration": 1}, 1, 5.0, True),
-    ({"phase": "Pending", "observedGeneration": 1}, 1, 61.0, False),  # resync due
-    ({"phase": "Pending", "observedGeneration": 1}, 2, 5.0, False),  # spec changed
-    ({"phase": "Pending", "observedGeneration": 1, "currentPrimary": "db-0"}, 1, 5.0, False),
-    ({"phase": "Ready", "observedGeneration": 1}, 1, 5.0, False),  # instances to observe
-    ({}, 1, 5.0, False),  # never reconciled
-])
+@pytest.mark.parametrize(
+    "status, generation, since, skip",
+    [
+        ({"phase": "Pending", "observedGeneration": 1}, 1, 5.0, True),
+        ({"phase": "Pending", "observedGeneration": 1}, 1, 61.0, False),  # resync due
+        ({"phase": "Pending", "observedGeneration": 1}, 2, 5.0, False),  # spec changed
+        ({"phase": "Pending", "observedGeneration": 1, "currentPrimary": "db-0"}, 1, 5.0, False),
+        ({"phase": "Ready", "observedGeneration": 1}, 1, 5.0, False),  # instances to observe
+        ({}, 1, 5.0, False),  # never reconciled
+    ],
+)
 def test_timer_skips_only_clusters_with_nothing_to_observe(status, generation, since, skip):
     assert r.timer_can_skip(status, generation, since, 60.0) is skip
 
 
-@pytest.mark.parametrize("steps, ok", [
-    ([Step("db-1", "promote", "writable")], True),
-    ([Step("db-1", "promote", "writable"), Step("db-2", "replicate", "refused", ok=False)], True),
-    ([Step("db-0", "demote", ""), Step("db-1", "switchover", "did not catch up", ok=False)], False),
-    ([Step("db-1", "fence", "timeout", ok=False)], False),
-])
+@pytest.mark.parametrize(
+    "steps, ok",
+    [
+        ([Step("db-1", "promote", "writable")], True),
+        ([Step("db-1", "promote", "writable"), Step("db-2", "replicate", "refused", ok=False)], True),
+        ([Step("db-0", "demote", ""), Step("db-1", "switchover", "did not catch up", ok=False)], False),
+        ([Step("db-1", "fence", "timeout", ok=False)], False),
+    ],
+)
 def test_promotion_fails_only_with_a_failed_step_on_the_new_primary(steps, ok):
     assert r.promotion_succeeded("db-1", steps) is ok
 
@@ -364,21 +574,25 @@ def _pod(ordinal, ready=True, role="primary", deleting=False):
     return r.PodView(f"db-{ordinal}", ordinal, running=True, ready=ready, role=role, deleting=deleting)
 
 
-@pytest.mark.parametrize("pods, primary, expected", [
-    ({0: _pod(0)}, 0, True),
-    ({0: _pod(0, role=None)}, 0, False),  # label not moved yet: -rw has no endpoint
-    ({0: _pod(0, role="replica")}, 0, False),
-    ({0: _pod(0, ready=False)}, 0, False),  # not Ready: not a ready endpoint
-    ({0: _pod(0, deleting=True)}, 0, False),
-    ({1: _pod(1)}, 0, False),  # no Pod for the primary
-    ({0: _pod(0)}, None, False),
-])
+@pytest.mark.parametrize(
+    "pods, primary, expected",
+    [
+        ({0: _pod(0)}, 0, True),
+        ({0: _pod(0, role=None)}, 0, False),  # label not moved yet: -rw has no endpoint
+        ({0: _pod(0, role="replica")}, 0, False),
+        ({0: _pod(0, ready=False)}, 0, False),  # not Ready: not a ready endpoint
+        ({0: _pod(0, deleting=True)}, 0, False),
+        ({1: _pod(1)}, 0, False),  # no Pod for the primary
+        ({0: _pod(0)}, None, False),
+    ],
+)
 def test_primary_in_service(pods, primary, expected):
     assert r.primary_in_service(pods, primary) is expected
 
 
 def test_replicas_require_tls_only_once_every_server_pod_mounts_its_certificate():
     from mysql_operator.reconcile import serves_tls
+
     new = {"spec": {"volumes": [{"name": "config"}, {"name": "tls", "secret": {"secretName": "db-tls"}}]}}
     old = {"spec": {"volumes": [{"name": "config"}]}}  # from before TLS, not yet rolled
     assert serves_tls([new, new])

@@ -62,13 +62,29 @@ class FakeServer:
             return Observation(reachable=False, error="injected: down")
         replica = None
         if self.source:
-            replica = ReplicaStatus(self.source, 3306, "Yes" if self.io_running else "No", True,
-                                    0, "", 0, "", 0, DIALECT.parse_gtids(""))
-        return Observation(reachable=True, version=DIALECT.version, read_only=self.read_only,
-                           executed=DIALECT.parse_gtids(""), purged=DIALECT.parse_gtids(""),
-                           replica=replica, uptime=100.0,
-                           semisync_source_enabled=self.semisync_source,
-                           semisync_replica_enabled=self.semisync_replica)
+            replica = ReplicaStatus(
+                self.source,
+                3306,
+                "Yes" if self.io_running else "No",
+                True,
+                0,
+                "",
+                0,
+                "",
+                0,
+                DIALECT.parse_gtids(""),
+            )
+        return Observation(
+            reachable=True,
+            version=DIALECT.version,
+            read_only=self.read_only,
+            executed=DIALECT.parse_gtids(""),
+            purged=DIALECT.parse_gtids(""),
+            replica=replica,
+            uptime=100.0,
+            semisync_source_enabled=self.semisync_source,
+            semisync_replica_enabled=self.semisync_replica,
+        )
 
     def close(self) -> None:
         pass
@@ -102,8 +118,7 @@ class FakeServer:
         self._do("reset_replica")
         self.source, self.io_running = None, False
 
-    def point_at(self, source_host, source_port, user, password, start=True, attempts=5,
-                 tls_ca=None) -> None:
+    def point_at(self, source_host, source_port, user, password, start=True, attempts=5, tls_ca=None) -> None:
         self._do(f"point_at({source_host})")
         self.source, self.io_running = source_host, start
 
@@ -136,10 +151,14 @@ def engine(world: World, n: int = 3, semisync: bool = True) -> ReplicationEngine
         world.servers.setdefault(f"db-{i}", FakeServer(f"db-{i}", world))
     members = [Member(f"db-{i}", i, f"db-{i}", 3306) for i in range(n)]
     return ReplicationEngine(
-        members, Credentials("operator", "op-pw"), Credentials("repl", "repl-pw"),
+        members,
+        Credentials("operator", "op-pw"),
+        Credentials("repl", "repl-pw"),
         t.Settings(instances=n, semisync=semisync, failover_delay_seconds=0.0),
-        app=Credentials("app", "app-pw"), app_database="app",
-        connect=lambda m: world.servers[m.name])
+        app=Credentials("app", "app-pw"),
+        app_database="app",
+        connect=lambda m: world.servers[m.name],
+    )
 
 
 def serving(world: World, primary: str, replicas=("db-1", "db-2")) -> None:
@@ -153,8 +172,16 @@ def serving(world: World, primary: str, replicas=("db-1", "db-2")) -> None:
 
 
 def states(world: World) -> list[t.InstanceState]:
-    return [t.InstanceState(name=n, ordinal=int(n.split("-")[1]), reachable=s.reachable,
-                            read_only=s.read_only, source=s.source) for n, s in world.servers.items()]
+    return [
+        t.InstanceState(
+            name=n,
+            ordinal=int(n.split("-")[1]),
+            reachable=s.reachable,
+            read_only=s.read_only,
+            source=s.source,
+        )
+        for n, s in world.servers.items()
+    ]
 
 
 def index(world: World, server: str, op: str) -> int:
@@ -208,10 +235,16 @@ def test_failover_does_not_promote_a_candidate_that_cannot_apply_its_relay_log()
 
 
 FAILOVER_STEPS = [
-    ("db-1", "stop_io_thread"), ("db-1", "replica_status"), ("db-1", "wait_for"),
-    ("db-1", "reset_replica"), ("db-1", "set_semisync_replica(False)"),
-    ("db-1", "set_semisync_source(True)"), ("db-1", "set_read_only(False)"),
-    ("db-2", "stop_io_thread"), ("db-2", "set_read_only(True)"), ("db-2", "point_at(db-1)"),
+    ("db-1", "stop_io_thread"),
+    ("db-1", "replica_status"),
+    ("db-1", "wait_for"),
+    ("db-1", "reset_replica"),
+    ("db-1", "set_semisync_replica(False)"),
+    ("db-1", "set_semisync_source(True)"),
+    ("db-1", "set_read_only(False)"),
+    ("db-2", "stop_io_thread"),
+    ("db-2", "set_read_only(True)"),
+    ("db-2", "point_at(db-1)"),
 ]
 
 
@@ -310,8 +343,11 @@ def test_a_new_primary_is_recorded_before_any_server_is_touched():
     w = World()
     e = engine(w)
     seen = []
-    out = e.reconcile(ClusterState(), record=lambda st: seen.append((st.current_primary, len(w.log))),
-                      announce=lambda d: seen.append((d.kind, len(w.log))))
+    out = e.reconcile(
+        ClusterState(),
+        record=lambda st: seen.append((st.current_primary, len(w.log))),
+        announce=lambda d: seen.append((d.kind, len(w.log))),
+    )
     assert isinstance(out.decision, t.Bootstrap)
     assert seen == [("db-0", 0), ("Bootstrap", 0)]  # recorded, announced, then acted
     assert w.writable() == ["db-0"]
@@ -323,6 +359,7 @@ def test_a_record_that_fails_stops_the_pass_before_it_acts():
 
     def record(st):
         raise RuntimeError("status patch refused")
+
     with pytest.raises(RuntimeError):
         e.reconcile(ClusterState(), record=record)
     assert w.log == [] and w.writable() == []
@@ -338,6 +375,7 @@ def test_steer_sees_the_observations_and_picks_the_wanted_primary():
     def steer(observed, wanted):
         seen.append(([o.name for o in observed], wanted))
         return "db-2"
+
     out = e.reconcile(state, None, steer=steer)
     assert seen == [(["db-0", "db-1", "db-2"], None)]
     assert isinstance(out.decision, t.Switchover) and out.decision.to == "db-2"

@@ -17,38 +17,48 @@ def pods(*specs):
     out = []
     for s in specs:
         ordinal, rev, *flags = s.split(":")
-        out.append(r.RollPod(f"db-{ordinal}", int(ordinal), {"old": OLD, "new": NEW}[rev],
-                             ready="notready" not in flags, deleting="deleting" in flags,
-                             replicating="lagging" not in flags))
+        out.append(
+            r.RollPod(
+                f"db-{ordinal}",
+                int(ordinal),
+                {"old": OLD, "new": NEW}[rev],
+                ready="notready" not in flags,
+                deleting="deleting" in flags,
+                replicating="lagging" not in flags,
+            )
+        )
     return out
 
 
-@pytest.mark.parametrize("specs, primary, instances, expected", [
-    # nothing outdated
-    (("0:new", "1:new", "2:new"), "db-0", 3, r.Done()),
-    # replicas first, highest ordinal first
-    (("0:old", "1:old", "2:old"), "db-0", 3, r.DeletePod("db-2", "")),
-    (("0:old", "1:old", "2:new"), "db-0", 3, r.DeletePod("db-1", "")),
-    # the primary is not deleted while it is primary: switchover to an updated replica (lowest)
-    (("0:old", "1:new", "2:new"), "db-0", 3, r.SwitchTo("db-1", "")),
-    (("0:new", "1:old", "2:new"), "db-1", 3, r.SwitchTo("db-0", "")),
-    # after the switchover the old primary is an outdated replica: deleted
-    (("0:old", "1:new", "2:new"), "db-1", 3, r.DeletePod("db-0", "")),
-    # one at a time: a restarting Pod, a not-Ready Pod, a missing Pod or a lagging replica waits
-    (("0:old", "1:old", "2:new:notready"), "db-0", 3, r.Wait("")),
-    (("0:old", "1:old", "2:new:deleting"), "db-0", 3, r.Wait("")),
-    (("0:old", "1:old"), "db-0", 3, r.Wait("")),
-    (("0:old", "1:old", "2:new:lagging"), "db-0", 3, r.Wait("")),
-    (("0:old", "1:new", "2:new:lagging"), "db-0", 3, r.Wait("")),
-    # a primary that is not replicating is fine (it is the source)
-    (("0:old:lagging", "1:new", "2:old"), "db-0", 3, r.DeletePod("db-2", "")),
-    # no primary known: wait
-    (("0:old", "1:old", "2:old"), None, 3, r.Wait("")),
-    # a single instance restarts in place (nothing to switch to)
-    (("0:old",), "db-0", 1, r.DeletePod("db-0", "")),
-    # Pods beyond spec.instances (leaving after a scale down) are not rolled
-    (("0:new", "1:new", "2:old"), "db-0", 2, r.Done()),
-])
+@pytest.mark.parametrize(
+    "specs, primary, instances, expected",
+    [
+        # nothing outdated
+        (("0:new", "1:new", "2:new"), "db-0", 3, r.Done()),
+        # replicas first, highest ordinal first
+        (("0:old", "1:old", "2:old"), "db-0", 3, r.DeletePod("db-2", "")),
+        (("0:old", "1:old", "2:new"), "db-0", 3, r.DeletePod("db-1", "")),
+        # the primary is not deleted while it is primary: switchover to an updated replica (lowest)
+        (("0:old", "1:new", "2:new"), "db-0", 3, r.SwitchTo("db-1", "")),
+        (("0:new", "1:old", "2:new"), "db-1", 3, r.SwitchTo("db-0", "")),
+        # after the switchover the old primary is an outdated replica: deleted
+        (("0:old", "1:new", "2:new"), "db-1", 3, r.DeletePod("db-0", "")),
+        # one at a time: a restarting Pod, a not-Ready Pod, a missing Pod or a lagging replica waits
+        (("0:old", "1:old", "2:new:notready"), "db-0", 3, r.Wait("")),
+        (("0:old", "1:old", "2:new:deleting"), "db-0", 3, r.Wait("")),
+        (("0:old", "1:old"), "db-0", 3, r.Wait("")),
+        (("0:old", "1:old", "2:new:lagging"), "db-0", 3, r.Wait("")),
+        (("0:old", "1:new", "2:new:lagging"), "db-0", 3, r.Wait("")),
+        # a primary that is not replicating is fine (it is the source)
+        (("0:old:lagging", "1:new", "2:old"), "db-0", 3, r.DeletePod("db-2", "")),
+        # no primary known: wait
+        (("0:old", "1:old", "2:old"), None, 3, r.Wait("")),
+        # a single instance restarts in place (nothing to switch to)
+        (("0:old",), "db-0", 1, r.DeletePod("db-0", "")),
+        # Pods beyond spec.instances (leaving after a scale down) are not rolled
+        (("0:new", "1:new", "2:old"), "db-0", 2, r.Done()),
+    ],
+)
 def test_next_step(specs, primary, instances, expected):
     got = r.next_step(pods(*specs), NEW, primary, instances)
     assert type(got) is type(expected)
@@ -67,8 +77,9 @@ def test_a_full_roll_deletes_replicas_then_switches_then_deletes_the_old_primary
     primary = "db-0"
     trace = []
     for _ in range(10):
-        step = r.next_step([r.RollPod(f"db-{o}", o, rev, True, False, True) for o, rev in state.items()],
-                           NEW, primary, 3)
+        step = r.next_step(
+            [r.RollPod(f"db-{o}", o, rev, True, False, True) for o, rev in state.items()], NEW, primary, 3
+        )
         if isinstance(step, r.Done):
             break
         trace.append((type(step).__name__, step.name))
@@ -76,24 +87,37 @@ def test_a_full_roll_deletes_replicas_then_switches_then_deletes_the_old_primary
             state[int(step.name.split("-")[1])] = NEW
         else:
             primary = step.name
-    assert trace == [("DeletePod", "db-2"), ("DeletePod", "db-1"), ("SwitchTo", "db-1"), ("DeletePod", "db-0")]
+    assert trace == [
+        ("DeletePod", "db-2"),
+        ("DeletePod", "db-1"),
+        ("SwitchTo", "db-1"),
+        ("DeletePod", "db-0"),
+    ]
     assert primary == "db-1"
 
 
-@pytest.mark.parametrize("sts, expected", [
-    (None, None),
-    ({"metadata": {"generation": 3}, "status": {"observedGeneration": 3, "updateRevision": "x"}}, "x"),
-    ({"metadata": {"generation": 4}, "status": {"observedGeneration": 3, "updateRevision": "x"}}, None),
-    ({"metadata": {"generation": 1}, "status": {}}, None),
-])
+@pytest.mark.parametrize(
+    "sts, expected",
+    [
+        (None, None),
+        ({"metadata": {"generation": 3}, "status": {"observedGeneration": 3, "updateRevision": "x"}}, "x"),
+        ({"metadata": {"generation": 4}, "status": {"observedGeneration": 3, "updateRevision": "x"}}, None),
+        ({"metadata": {"generation": 1}, "status": {}}, None),
+    ],
+)
 def test_update_revision_only_once_the_controller_observed_the_template(sts, expected):
     assert r.update_revision(sts) == expected
 
 
 def test_statefulset_is_on_delete_so_the_operator_orders_restarts():
-    c = parse({"apiVersion": "mysql.operator.dev/v1alpha1", "kind": "MySQLCluster",
-               "metadata": {"name": "db", "namespace": "ns", "generation": 1},
-               "spec": {"instances": 3, "flavor": "mariadb"}})
+    c = parse(
+        {
+            "apiVersion": "mysql.operator.dev/v1alpha1",
+            "kind": "MySQLCluster",
+            "metadata": {"name": "db", "namespace": "ns", "generation": 1},
+            "spec": {"instances": 3, "flavor": "mariadb"},
+        }
+    )
     assert m.statefulset(c)["spec"]["updateStrategy"] == {"type": "OnDelete"}
 
 
@@ -103,15 +127,27 @@ from mysql_operator import topology as t  # noqa: E402
 
 
 def raw_pod(name, rev, ready=True):
-    return {"metadata": {"name": name, "labels": {r.REVISION_LABEL: rev}},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+    return {
+        "metadata": {"name": name, "labels": {r.REVISION_LABEL: rev}},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
 
 
 def test_roll_pods_reads_revision_readiness_and_replication_from_the_source_primary():
-    listed = [raw_pod("db-0", OLD), raw_pod("db-1", NEW), raw_pod("db-2", NEW, ready=False), raw_pod("x-0", OLD)]
-    observed = [t.InstanceState("db-0", 0, True, read_only=False),
-                t.InstanceState("db-1", 1, True, source="db-0", io_running=True, sql_running=True),
-                t.InstanceState("db-2", 2, True, source="db-0", io_running=False, sql_running=True)]
+    listed = [
+        raw_pod("db-0", OLD),
+        raw_pod("db-1", NEW),
+        raw_pod("db-2", NEW, ready=False),
+        raw_pod("x-0", OLD),
+    ]
+    observed = [
+        t.InstanceState("db-0", 0, True, read_only=False),
+        t.InstanceState("db-1", 1, True, source="db-0", io_running=True, sql_running=True),
+        t.InstanceState("db-2", 2, True, source="db-0", io_running=False, sql_running=True),
+    ]
     got = {p.name: p for p in rc.roll_pods("db", listed, observed, "db-0")}
     assert set(got) == {"db-0", "db-1", "db-2"}
     assert got["db-0"].revision == OLD and got["db-1"].revision == NEW
@@ -121,15 +157,18 @@ def test_roll_pods_reads_revision_readiness_and_replication_from_the_source_prim
     assert not {p.name: p for p in rc.roll_pods("db", listed, observed, "db-0")}["db-1"].replicating
 
 
-@pytest.mark.parametrize("pinned, roll, pinned_rev, expected", [
-    (None, None, OLD, None),
-    ("db-0", None, OLD, "db-0"),                                  # no roll: the pin stands
-    ("db-0", r.Done(), OLD, "db-0"),
-    (None, r.SwitchTo("db-1", "why"), OLD, "db-1"),               # the roll moves the primary
-    ("db-0", r.SwitchTo("db-1", "why"), OLD, "db-1"),
-    ("db-0", r.DeletePod("db-0", "why"), OLD, None),              # not back to an outdated pin
-    ("db-0", r.Wait("why"), OLD, None),
-    ("db-0", r.DeletePod("db-2", "why"), NEW, "db-0"),            # updated pin: switch back
-])
+@pytest.mark.parametrize(
+    "pinned, roll, pinned_rev, expected",
+    [
+        (None, None, OLD, None),
+        ("db-0", None, OLD, "db-0"),  # no roll: the pin stands
+        ("db-0", r.Done(), OLD, "db-0"),
+        (None, r.SwitchTo("db-1", "why"), OLD, "db-1"),  # the roll moves the primary
+        ("db-0", r.SwitchTo("db-1", "why"), OLD, "db-1"),
+        ("db-0", r.DeletePod("db-0", "why"), OLD, None),  # not back to an outdated pin
+        ("db-0", r.Wait("why"), OLD, None),
+        ("db-0", r.DeletePod("db-2", "why"), NEW, "db-0"),  # updated pin: switch back
+    ],
+)
 def test_roll_desired(pinned, roll, pinned_rev, expected):
     assert rc.roll_desired(pinned, roll, NEW, [raw_pod("db-0", pinned_rev), raw_pod("db-1", NEW)]) == expected

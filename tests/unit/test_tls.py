@@ -22,8 +22,12 @@ def ca():
 def test_server_certificate_verifies_against_the_ca_for_its_names(ca, tmp_path):
     pair = tls.server_certificate(ca, NAMES, NOW, dt.timedelta(hours=1))
     cert = x509.load_pem_x509_certificate(pair.cert_pem.encode())
-    assert cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
-        x509.DNSName) == NAMES
+    assert (
+        cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName
+        )
+        == NAMES
+    )
     cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.cert_pem.encode()))
     # the standard library accepts the chain (what the operator's connections use)
     ctx = ssl.create_default_context(cadata=ca.cert_pem)

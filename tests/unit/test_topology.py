@@ -12,37 +12,76 @@ from hypothesis import strategies as st
 
 from mysql_operator.db.gtid import MariaDBGtids
 from mysql_operator.topology import (
-    Bootstrap, ConfigureReplica, ConfigureSemiSync, Decommission, Errant, Failover, Fence,
-    Healthy, InstanceState, NeedsSeed, Promote, Settings, Switchover, Unrecoverable, WaitForDelay,
-    decide, errant_against_primary, planned_writable,
+    Bootstrap,
+    ConfigureReplica,
+    ConfigureSemiSync,
+    Decommission,
+    Errant,
+    Failover,
+    Fence,
+    Healthy,
+    InstanceState,
+    NeedsSeed,
+    Promote,
+    Settings,
+    Switchover,
+    Unrecoverable,
+    WaitForDelay,
+    decide,
+    errant_against_primary,
+    planned_writable,
 )
 
 G = MariaDBGtids.parse
 
 
 def primary(n=0, gtids="0-1-10", **kw):
-    base = dict(name=f"db-{n}", ordinal=n, reachable=True, origin=str(n + 1), read_only=False,
-                executed=G(gtids), received=G(""))
+    base = dict(
+        name=f"db-{n}",
+        ordinal=n,
+        reachable=True,
+        origin=str(n + 1),
+        read_only=False,
+        executed=G(gtids),
+        received=G(""),
+    )
     base.update(kw)
     return InstanceState(**base)
 
 
 def replica(n, gtids="0-1-10", received="", source="db-0", **kw):
-    base = dict(name=f"db-{n}", ordinal=n, reachable=True, origin=str(n + 1), read_only=True,
-                source=source, io_running=True, sql_running=True, executed=G(gtids),
-                received=G(received or gtids))
+    base = dict(
+        name=f"db-{n}",
+        ordinal=n,
+        reachable=True,
+        origin=str(n + 1),
+        read_only=True,
+        source=source,
+        io_running=True,
+        sql_running=True,
+        executed=G(gtids),
+        received=G(received or gtids),
+    )
     base.update(kw)
     return InstanceState(**base)
 
 
 def down(n, for_s=30.0, **kw):
-    return InstanceState(name=f"db-{n}", ordinal=n, reachable=False, origin=str(n + 1),
-                         unreachable_for=for_s, **kw)
+    return InstanceState(
+        name=f"db-{n}", ordinal=n, reachable=False, origin=str(n + 1), unreachable_for=for_s, **kw
+    )
 
 
 def fresh(n):
-    return InstanceState(name=f"db-{n}", ordinal=n, reachable=True, origin=str(n + 1),
-                         read_only=True, executed=G(""), received=G(""))
+    return InstanceState(
+        name=f"db-{n}",
+        ordinal=n,
+        reachable=True,
+        origin=str(n + 1),
+        read_only=True,
+        executed=G(""),
+        received=G(""),
+    )
 
 
 S3 = Settings(instances=3, failover_delay_seconds=5)
@@ -50,135 +89,376 @@ TLS3 = Settings(instances=3, failover_delay_seconds=5, replication_tls=True)
 
 TABLE = [
     # (situation, instances, settings, recorded primary, desired, expected decision)
-    ("fresh cluster bootstraps instance 0",
-     [fresh(0), fresh(1), fresh(2)], S3, None, None,
-     Bootstrap("db-0", ("db-1", "db-2"))),
-    ("fresh cluster honours spec.primary",
-     [fresh(0), fresh(1), fresh(2)], S3, None, "db-2",
-     Bootstrap("db-2", ("db-0", "db-1"))),
-    ("spec.primary outside the instances is not bootstrapped",
-     [fresh(0), fresh(1)], Settings(instances=1), None, "db-1", Bootstrap("db-0", ())),
-    ("bootstrap waits for every instance",
-     [fresh(0), down(1, 1), fresh(2)], S3, None, None, WaitForDelay),
-    ("no recorded primary: nobody may be writable",
-     [primary(0), replica(1), replica(2)], S3, None, None, Fence(("db-0",))),
-    ("data but no recorded primary needs a person",
-     [primary(0, read_only=True), replica(1), replica(2)], S3, None, None, Unrecoverable),
-    ("all replicating: healthy",
-     [primary(0), replica(1), replica(2)], S3, "db-0", None, Healthy("db-0")),
-    ("lagging replica is healthy, not errant",
-     [primary(0, "0-1-10"), replica(1, "0-1-7"), replica(2)], S3, "db-0", None, Healthy("db-0")),
-    ("replica down: healthy but degraded",
-     [primary(0), down(1), replica(2)], S3, "db-0", None, Healthy("db-0", ("db-1",))),
-    ("new replica gets configured",
-     [primary(0), replica(1), fresh(2)], S3, "db-0", None, ConfigureReplica("db-2", "db-0")),
-    ("replica of the wrong source gets repointed",
-     [primary(0), replica(1), replica(2, source="db-1")], S3, "db-0", None,
-     ConfigureReplica("db-2", "db-0")),
-    ("stopped replica restarted",
-     [primary(0), replica(1, io_running=False), replica(2)], S3, "db-0", None,
-     ConfigureReplica("db-1", "db-0")),
-    ("IO thread still connecting to the right source: left alone (no churn)",
-     [primary(0), replica(1, io_running=False, io_connecting=True), replica(2)], S3, "db-0", None,
-     Healthy("db-0")),
-    ("connecting with a fresh error: left alone until the error persists",
-     [primary(0), replica(1, io_running=False, io_connecting=True, io_errno=2003, error_for=1.0),
-      replica(2)], S3, "db-0", None, Healthy("db-0")),
-    ("replication error that persisted past the grace period: reconfigured",
-     [primary(0), replica(1, io_running=False, io_connecting=True, io_errno=1045, error_for=11.0),
-      replica(2)], S3, "db-0", None, ConfigureReplica("db-1", "db-0")),
-    ("connecting to the wrong source: repointed at once",
-     [primary(0), replica(1, source="db-2", io_running=False, io_connecting=True), replica(2)],
-     S3, "db-0", None, ConfigureReplica("db-1", "db-0")),
-    ("two writable: the non-primary is fenced first",
-     [primary(0), replica(1, read_only=False), replica(2)], S3, "db-0", None, Fence(("db-1",))),
-    ("replica with a local write is held out",
-     [primary(0), replica(1, "0-1-10,0-2-1"), replica(2)], S3, "db-0", None, Errant),
-    ("replica that applied the old primary's tail is errant after failover",
-     [down(0), replica(1, "0-1-10", source="db-2"), primary(2, "0-1-8,0-3-15")],
-     Settings(instances=3), "db-2", None, Errant),
-    ("diverged replication (1950) is errant",
-     [primary(0), replica(1, sql_running=False, sql_errno=1950), replica(2)], S3, "db-0", None,
-     Errant),
-    ("primary down shorter than the delay: wait",
-     [down(0, 2.0), replica(1), replica(2)], S3, "db-0", None, WaitForDelay),
-    ("primary down longer than the delay: most advanced replica wins",
-     [down(0, 6.0), replica(1, "0-1-8"), replica(2, "0-1-8", received="0-1-10")], S3, "db-0",
-     None, Failover("db-0", "db-2", ("db-0", "db-1"), ("db-1",))),
-    ("equal replicas: lowest ordinal",
-     [down(0, 6.0), replica(1), replica(2)], S3, "db-0", None,
-     Failover("db-0", "db-1", ("db-0", "db-2"), ("db-2",))),
-    ("failover never picks a replica with a local write",
-     [down(0, 6.0), replica(1, "0-1-10,0-2-1"), replica(2)], S3, "db-0", None,
-     Failover("db-0", "db-2", ("db-0", "db-1"), ())),
-    ("failover disabled: a person decides",
-     [down(0, 60), replica(1), replica(2)], Settings(instances=3, failover_enabled=False),
-     "db-0", None, Unrecoverable),
-    ("no replica left",
-     [down(0, 60), down(1, 60), down(2, 60)], S3, "db-0", None, Unrecoverable),
-    ("interrupted failover resumes: promote the recorded primary",
-     [down(0, 60), replica(1, io_running=False), replica(2, io_running=False)], S3, "db-1", None,
-     Promote("db-1", ("db-0", "db-2"))),
-    ("primary back from a crash, read-only by config: made writable again",
-     [primary(0, read_only=True), replica(1), replica(2)], S3, "db-0", None,
-     Promote("db-0", ("db-1", "db-2"))),
-    ("primary restarted (crash, new Pod), a replica has all it has: fail over, it rejoins",
-     [primary(0, read_only=True, restarted=True), replica(1), replica(2)], S3, "db-0", None,
-     Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2"))),
-    ("restarted primary holding a commit no replica has: it is kept (nothing dropped)",
-     [primary(0, "0-1-11", read_only=True, restarted=True), replica(1), replica(2)], S3, "db-0",
-     None, Promote("db-0", ("db-1", "db-2"))),
-    ("restarted primary with failover disabled: made writable again",
-     [primary(0, read_only=True, restarted=True), replica(1), replica(2)],
-     Settings(instances=3, failover_enabled=False), "db-0", None, Promote("db-0", ("db-1", "db-2"))),
-    ("spec.primary changed: switchover",
-     [primary(0), replica(1), replica(2)], S3, "db-0", "db-2",
-     Switchover("db-0", "db-2", ("db-0", "db-1"))),
-    ("switchover to an errant target is blocked",
-     [primary(0), replica(1), replica(2, "0-1-10,0-3-1")], S3, "db-0", "db-2", WaitForDelay),
-    ("scale down removing the primary: switchover first",
-     [primary(2), replica(0, source="db-2"), replica(1, source="db-2")], Settings(instances=2),
-     "db-2", None, Switchover("db-2", "db-0", ("db-1",))),
-    ("scale down: removed replicas leave",
-     [primary(0), replica(1), replica(2), replica(3), replica(4)], S3, "db-0", None,
-     Decommission(("db-3", "db-4"))),
-    ("new replica lacking purged binlogs needs a copy",
-     [primary(0, purged=G("0-1-5")), replica(1), fresh(2)], S3, "db-0", None, NeedsSeed("db-2")),
-    ("semi-sync wanted but off",
-     [primary(0), replica(1), replica(2)], Settings(instances=3, semisync=True), "db-0", None,
-     ConfigureSemiSync(True, "db-0", ("db-1", "db-2"))),
+    (
+        "fresh cluster bootstraps instance 0",
+        [fresh(0), fresh(1), fresh(2)],
+        S3,
+        None,
+        None,
+        Bootstrap("db-0", ("db-1", "db-2")),
+    ),
+    (
+        "fresh cluster honours spec.primary",
+        [fresh(0), fresh(1), fresh(2)],
+        S3,
+        None,
+        "db-2",
+        Bootstrap("db-2", ("db-0", "db-1")),
+    ),
+    (
+        "spec.primary outside the instances is not bootstrapped",
+        [fresh(0), fresh(1)],
+        Settings(instances=1),
+        None,
+        "db-1",
+        Bootstrap("db-0", ()),
+    ),
+    ("bootstrap waits for every instance", [fresh(0), down(1, 1), fresh(2)], S3, None, None, WaitForDelay),
+    (
+        "no recorded primary: nobody may be writable",
+        [primary(0), replica(1), replica(2)],
+        S3,
+        None,
+        None,
+        Fence(("db-0",)),
+    ),
+    (
+        "data but no recorded primary needs a person",
+        [primary(0, read_only=True), replica(1), replica(2)],
+        S3,
+        None,
+        None,
+        Unrecoverable,
+    ),
+    ("all replicating: healthy", [primary(0), replica(1), replica(2)], S3, "db-0", None, Healthy("db-0")),
+    (
+        "lagging replica is healthy, not errant",
+        [primary(0, "0-1-10"), replica(1, "0-1-7"), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Healthy("db-0"),
+    ),
+    (
+        "replica down: healthy but degraded",
+        [primary(0), down(1), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Healthy("db-0", ("db-1",)),
+    ),
+    (
+        "new replica gets configured",
+        [primary(0), replica(1), fresh(2)],
+        S3,
+        "db-0",
+        None,
+        ConfigureReplica("db-2", "db-0"),
+    ),
+    (
+        "replica of the wrong source gets repointed",
+        [primary(0), replica(1), replica(2, source="db-1")],
+        S3,
+        "db-0",
+        None,
+        ConfigureReplica("db-2", "db-0"),
+    ),
+    (
+        "stopped replica restarted",
+        [primary(0), replica(1, io_running=False), replica(2)],
+        S3,
+        "db-0",
+        None,
+        ConfigureReplica("db-1", "db-0"),
+    ),
+    (
+        "IO thread still connecting to the right source: left alone (no churn)",
+        [primary(0), replica(1, io_running=False, io_connecting=True), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Healthy("db-0"),
+    ),
+    (
+        "connecting with a fresh error: left alone until the error persists",
+        [
+            primary(0),
+            replica(1, io_running=False, io_connecting=True, io_errno=2003, error_for=1.0),
+            replica(2),
+        ],
+        S3,
+        "db-0",
+        None,
+        Healthy("db-0"),
+    ),
+    (
+        "replication error that persisted past the grace period: reconfigured",
+        [
+            primary(0),
+            replica(1, io_running=False, io_connecting=True, io_errno=1045, error_for=11.0),
+            replica(2),
+        ],
+        S3,
+        "db-0",
+        None,
+        ConfigureReplica("db-1", "db-0"),
+    ),
+    (
+        "connecting to the wrong source: repointed at once",
+        [primary(0), replica(1, source="db-2", io_running=False, io_connecting=True), replica(2)],
+        S3,
+        "db-0",
+        None,
+        ConfigureReplica("db-1", "db-0"),
+    ),
+    (
+        "two writable: the non-primary is fenced first",
+        [primary(0), replica(1, read_only=False), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Fence(("db-1",)),
+    ),
+    (
+        "replica with a local write is held out",
+        [primary(0), replica(1, "0-1-10,0-2-1"), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Errant,
+    ),
+    (
+        "replica that applied the old primary's tail is errant after failover",
+        [down(0), replica(1, "0-1-10", source="db-2"), primary(2, "0-1-8,0-3-15")],
+        Settings(instances=3),
+        "db-2",
+        None,
+        Errant,
+    ),
+    (
+        "diverged replication (1950) is errant",
+        [primary(0), replica(1, sql_running=False, sql_errno=1950), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Errant,
+    ),
+    (
+        "primary down shorter than the delay: wait",
+        [down(0, 2.0), replica(1), replica(2)],
+        S3,
+        "db-0",
+        None,
+        WaitForDelay,
+    ),
+    (
+        "primary down longer than the delay: most advanced replica wins",
+        [down(0, 6.0), replica(1, "0-1-8"), replica(2, "0-1-8", received="0-1-10")],
+        S3,
+        "db-0",
+        None,
+        Failover("db-0", "db-2", ("db-0", "db-1"), ("db-1",)),
+    ),
+    (
+        "equal replicas: lowest ordinal",
+        [down(0, 6.0), replica(1), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-2",)),
+    ),
+    (
+        "failover never picks a replica with a local write",
+        [down(0, 6.0), replica(1, "0-1-10,0-2-1"), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Failover("db-0", "db-2", ("db-0", "db-1"), ()),
+    ),
+    (
+        "failover disabled: a person decides",
+        [down(0, 60), replica(1), replica(2)],
+        Settings(instances=3, failover_enabled=False),
+        "db-0",
+        None,
+        Unrecoverable,
+    ),
+    ("no replica left", [down(0, 60), down(1, 60), down(2, 60)], S3, "db-0", None, Unrecoverable),
+    (
+        "interrupted failover resumes: promote the recorded primary",
+        [down(0, 60), replica(1, io_running=False), replica(2, io_running=False)],
+        S3,
+        "db-1",
+        None,
+        Promote("db-1", ("db-0", "db-2")),
+    ),
+    (
+        "primary back from a crash, read-only by config: made writable again",
+        [primary(0, read_only=True), replica(1), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Promote("db-0", ("db-1", "db-2")),
+    ),
+    (
+        "primary restarted (crash, new Pod), a replica has all it has: fail over, it rejoins",
+        [primary(0, read_only=True, restarted=True), replica(1), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2")),
+    ),
+    (
+        "restarted primary holding a commit no replica has: it is kept (nothing dropped)",
+        [primary(0, "0-1-11", read_only=True, restarted=True), replica(1), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Promote("db-0", ("db-1", "db-2")),
+    ),
+    (
+        "restarted primary with failover disabled: made writable again",
+        [primary(0, read_only=True, restarted=True), replica(1), replica(2)],
+        Settings(instances=3, failover_enabled=False),
+        "db-0",
+        None,
+        Promote("db-0", ("db-1", "db-2")),
+    ),
+    (
+        "spec.primary changed: switchover",
+        [primary(0), replica(1), replica(2)],
+        S3,
+        "db-0",
+        "db-2",
+        Switchover("db-0", "db-2", ("db-0", "db-1")),
+    ),
+    (
+        "switchover to an errant target is blocked",
+        [primary(0), replica(1), replica(2, "0-1-10,0-3-1")],
+        S3,
+        "db-0",
+        "db-2",
+        WaitForDelay,
+    ),
+    (
+        "scale down removing the primary: switchover first",
+        [primary(2), replica(0, source="db-2"), replica(1, source="db-2")],
+        Settings(instances=2),
+        "db-2",
+        None,
+        Switchover("db-2", "db-0", ("db-1",)),
+    ),
+    (
+        "scale down: removed replicas leave",
+        [primary(0), replica(1), replica(2), replica(3), replica(4)],
+        S3,
+        "db-0",
+        None,
+        Decommission(("db-3", "db-4")),
+    ),
+    (
+        "new replica lacking purged binlogs needs a copy",
+        [primary(0, purged=G("0-1-5")), replica(1), fresh(2)],
+        S3,
+        "db-0",
+        None,
+        NeedsSeed("db-2"),
+    ),
+    (
+        "semi-sync wanted but off",
+        [primary(0), replica(1), replica(2)],
+        Settings(instances=3, semisync=True),
+        "db-0",
+        None,
+        ConfigureSemiSync(True, "db-0", ("db-1", "db-2")),
+    ),
     # replication over verified TLS (rule 10)
-    ("replica configured before TLS: reconfigured in a healthy cluster, lowest ordinal first",
-     [primary(0), replica(1), replica(2)], TLS3, "db-0", None, ConfigureReplica("db-1", "db-0")),
-    ("one replica over TLS already: the other is next",
-     [primary(0), replica(1, tls_verified=True), replica(2)], TLS3, "db-0", None,
-     ConfigureReplica("db-2", "db-0")),
-    ("every replica over verified TLS: healthy (never reconfigured again)",
-     [primary(0), replica(1, tls_verified=True), replica(2, tls_verified=True)], TLS3, "db-0", None,
-     Healthy("db-0")),
-    ("TLS not required: replicas without it are left alone",
-     [primary(0), replica(1), replica(2)], S3, "db-0", None, Healthy("db-0")),
-    ("TLS waits while an instance is down (degraded)",
-     [primary(0), down(1), replica(2)], TLS3, "db-0", None, Healthy("db-0", ("db-1",))),
-    ("TLS waits until the replica reconfigured before is connected again (one at a time)",
-     [primary(0), replica(1, tls_verified=True, io_running=False, io_connecting=True), replica(2)],
-     TLS3, "db-0", None, Healthy("db-0")),
-    ("TLS waits while a replica has a fresh error",
-     [primary(0), replica(1, tls_verified=True, io_errno=2003, error_for=1.0), replica(2)],
-     TLS3, "db-0", None, Healthy("db-0")),
-    ("never during a failover",
-     [down(0, 6.0), replica(1), replica(2)], TLS3, "db-0", None,
-     Failover("db-0", "db-1", ("db-0", "db-2"), ("db-2",))),
-    ("semi-sync is configured before TLS",
-     [primary(0), replica(1), replica(2)], dataclasses.replace(TLS3, semisync=True), "db-0", None,
-     ConfigureSemiSync(True, "db-0", ("db-1", "db-2"))),
-    ("a held-out replica holds TLS back too",
-     [primary(0), replica(1, "0-1-10,0-2-1"), replica(2)], TLS3, "db-0", None, Errant),
+    (
+        "replica configured before TLS: reconfigured in a healthy cluster, lowest ordinal first",
+        [primary(0), replica(1), replica(2)],
+        TLS3,
+        "db-0",
+        None,
+        ConfigureReplica("db-1", "db-0"),
+    ),
+    (
+        "one replica over TLS already: the other is next",
+        [primary(0), replica(1, tls_verified=True), replica(2)],
+        TLS3,
+        "db-0",
+        None,
+        ConfigureReplica("db-2", "db-0"),
+    ),
+    (
+        "every replica over verified TLS: healthy (never reconfigured again)",
+        [primary(0), replica(1, tls_verified=True), replica(2, tls_verified=True)],
+        TLS3,
+        "db-0",
+        None,
+        Healthy("db-0"),
+    ),
+    (
+        "TLS not required: replicas without it are left alone",
+        [primary(0), replica(1), replica(2)],
+        S3,
+        "db-0",
+        None,
+        Healthy("db-0"),
+    ),
+    (
+        "TLS waits while an instance is down (degraded)",
+        [primary(0), down(1), replica(2)],
+        TLS3,
+        "db-0",
+        None,
+        Healthy("db-0", ("db-1",)),
+    ),
+    (
+        "TLS waits until the replica reconfigured before is connected again (one at a time)",
+        [primary(0), replica(1, tls_verified=True, io_running=False, io_connecting=True), replica(2)],
+        TLS3,
+        "db-0",
+        None,
+        Healthy("db-0"),
+    ),
+    (
+        "TLS waits while a replica has a fresh error",
+        [primary(0), replica(1, tls_verified=True, io_errno=2003, error_for=1.0), replica(2)],
+        TLS3,
+        "db-0",
+        None,
+        Healthy("db-0"),
+    ),
+    (
+        "never during a failover",
+        [down(0, 6.0), replica(1), replica(2)],
+        TLS3,
+        "db-0",
+        None,
+        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-2",)),
+    ),
+    (
+        "semi-sync is configured before TLS",
+        [primary(0), replica(1), replica(2)],
+        dataclasses.replace(TLS3, semisync=True),
+        "db-0",
+        None,
+        ConfigureSemiSync(True, "db-0", ("db-1", "db-2")),
+    ),
+    (
+        "a held-out replica holds TLS back too",
+        [primary(0), replica(1, "0-1-10,0-2-1"), replica(2)],
+        TLS3,
+        "db-0",
+        None,
+        Errant,
+    ),
 ]
 
 
-@pytest.mark.parametrize("situation, instances, settings, recorded, desired, expected", TABLE,
-                         ids=[row[0] for row in TABLE])
+@pytest.mark.parametrize(
+    "situation, instances, settings, recorded, desired, expected", TABLE, ids=[row[0] for row in TABLE]
+)
 def test_table(situation, instances, settings, recorded, desired, expected):
     d = decide(instances, settings, recorded, desired)
     if isinstance(expected, type):
@@ -220,24 +500,35 @@ def clusters(draw):
         extra = draw(seqs)
         received = MariaDBGtids.of([(0, 1, extra)])
         reachable = draw(st.sampled_from([True, True, False]))
-        insts.append(InstanceState(
-            name=f"db-{k}", ordinal=k, reachable=reachable, origin=str(k + 1),
-            read_only=draw(st.sampled_from([True, True, True, True, False])),
-            source=draw(st.sampled_from([None] + [f"db-{j}" for j in range(n) if j != k])),
-            io_running=draw(st.booleans()), io_connecting=draw(st.booleans()),
-            sql_running=draw(st.booleans()),
-            io_errno=draw(st.sampled_from([0, 0, 0, 2003])),
-            sql_errno=draw(st.sampled_from([0, 0, 0, 1950])),
-            error_for=draw(st.floats(0, 20)),
-            executed=executed if reachable else None, received=received if reachable else None,
-            unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
-            tls_verified=draw(st.booleans()),
-        ))
+        insts.append(
+            InstanceState(
+                name=f"db-{k}",
+                ordinal=k,
+                reachable=reachable,
+                origin=str(k + 1),
+                read_only=draw(st.sampled_from([True, True, True, True, False])),
+                source=draw(st.sampled_from([None] + [f"db-{j}" for j in range(n) if j != k])),
+                io_running=draw(st.booleans()),
+                io_connecting=draw(st.booleans()),
+                sql_running=draw(st.booleans()),
+                io_errno=draw(st.sampled_from([0, 0, 0, 2003])),
+                sql_errno=draw(st.sampled_from([0, 0, 0, 1950])),
+                error_for=draw(st.floats(0, 20)),
+                executed=executed if reachable else None,
+                received=received if reachable else None,
+                unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
+                tls_verified=draw(st.booleans()),
+            )
+        )
     recorded = draw(st.sampled_from([None] + [i.name for i in insts]))
     desired = draw(st.sampled_from([None] + [i.name for i in insts]))
-    cfg = Settings(instances=wanted, failover_enabled=draw(st.booleans()),
-                   failover_delay_seconds=draw(st.floats(0, 15)), semisync=draw(st.booleans()),
-                   replication_tls=draw(st.booleans()))
+    cfg = Settings(
+        instances=wanted,
+        failover_enabled=draw(st.booleans()),
+        failover_delay_seconds=draw(st.floats(0, 15)),
+        semisync=draw(st.booleans()),
+        replication_tls=draw(st.booleans()),
+    )
     return insts, cfg, recorded, desired
 
 
@@ -250,24 +541,35 @@ def serving_clusters(draw):
     insts = [primary(0, "0-1-10", semisync_source=draw(st.sampled_from([semisync, semisync, not semisync])))]
     for k in range(1, n):
         if draw(st.sampled_from([True] * 5 + [False])):
-            insts.append(replica(
-                k, gtids=draw(st.sampled_from(["0-1-10"] * 4 + ["0-1-7", "0-1-10,0-9-1"])),
-                source=draw(st.sampled_from(["db-0"] * 6 + [None, f"db-{(k + 1) % n}"])),
-                io_running=draw(st.sampled_from([True] * 4 + [False])), io_connecting=draw(st.booleans()),
-                sql_running=draw(st.sampled_from([True] * 4 + [False])),
-                io_errno=draw(st.sampled_from([0] * 6 + [2003])), error_for=draw(st.floats(0, 20)),
-                semisync_replica=draw(st.sampled_from([semisync, semisync, not semisync])),
-                tls_verified=draw(st.booleans())))
+            insts.append(
+                replica(
+                    k,
+                    gtids=draw(st.sampled_from(["0-1-10"] * 4 + ["0-1-7", "0-1-10,0-9-1"])),
+                    source=draw(st.sampled_from(["db-0"] * 6 + [None, f"db-{(k + 1) % n}"])),
+                    io_running=draw(st.sampled_from([True] * 4 + [False])),
+                    io_connecting=draw(st.booleans()),
+                    sql_running=draw(st.sampled_from([True] * 4 + [False])),
+                    io_errno=draw(st.sampled_from([0] * 6 + [2003])),
+                    error_for=draw(st.floats(0, 20)),
+                    semisync_replica=draw(st.sampled_from([semisync, semisync, not semisync])),
+                    tls_verified=draw(st.booleans()),
+                )
+            )
         else:
             insts.append(down(k, draw(st.floats(0, 20))))
-    cfg = Settings(instances=draw(st.integers(max(1, n - 1), n)), semisync=semisync,
-                   replication_tls=draw(st.booleans()))
+    cfg = Settings(
+        instances=draw(st.integers(max(1, n - 1), n)), semisync=semisync, replication_tls=draw(st.booleans())
+    )
     return insts, cfg, "db-0", None
 
 
 def serving_target(d):
-    return {Failover: lambda d: d.to, Promote: lambda d: d.name, Switchover: lambda d: d.to,
-            Bootstrap: lambda d: d.primary}.get(type(d), lambda d: None)(d)
+    return {
+        Failover: lambda d: d.to,
+        Promote: lambda d: d.name,
+        Switchover: lambda d: d.to,
+        Bootstrap: lambda d: d.primary,
+    }.get(type(d), lambda d: None)(d)
 
 
 @hsettings(max_examples=600, deadline=None)
@@ -326,12 +628,19 @@ def test_replica_on_its_way_to_the_right_source_is_never_reconfigured(c):
     d = decide(insts, cfg, recorded, desired)
     if isinstance(d, ConfigureReplica):
         i = next(i for i in insts if i.name == d.name)
-        on_its_way = (i.source == d.source and (i.io_running or i.io_connecting) and i.sql_running)
+        on_its_way = i.source == d.source and (i.io_running or i.io_connecting) and i.sql_running
         # a server that replicates from nothing yet ("not a replica") is configured, error or not
-        fresh_error = (i.source == d.source and (i.io_errno or i.sql_errno)
-                       and i.error_for < cfg.replica_error_grace_seconds)
-        tls_move = (cfg.replication_tls and not i.tls_verified and i.source == d.source
-                    and d.reason == f"{i.name}: replicates without verified TLS")
+        fresh_error = (
+            i.source == d.source
+            and (i.io_errno or i.sql_errno)
+            and i.error_for < cfg.replica_error_grace_seconds
+        )
+        tls_move = (
+            cfg.replication_tls
+            and not i.tls_verified
+            and i.source == d.source
+            and d.reason == f"{i.name}: replicates without verified TLS"
+        )
         assert not on_its_way or (i.io_errno or i.sql_errno) or tls_move, d
         assert not fresh_error, d
 
