@@ -16,6 +16,7 @@ import os
 import sys
 from typing import Any
 
+from mysql_operator import clock
 from mysql_operator.api import (
     API_VERSION,
     BACKUP_KIND,
@@ -314,23 +315,16 @@ def _finish(args, result: dict[str, Any]) -> int:
 
 
 def _api(args):
-    from kubernetes import client, config
+    from kubernetes import client
 
-    try:
-        config.load_kube_config(context=args.context)
-        namespace = (
-            args.namespace or config.list_kube_config_contexts()[1]["context"].get("namespace") or "default"
-        )
-    except Exception:  # noqa: BLE001 - fall back to in-cluster
-        config.load_incluster_config()
-        namespace = args.namespace or "default"
-    return client.CustomObjectsApi(), namespace
+    from mysql_operator.k8s.client import api_client, default_namespace
+
+    api = client.CustomObjectsApi(api_client(context=args.context))
+    return api, args.namespace or default_namespace(args.context)
 
 
 def _now_name(cluster: str) -> str:
-    import datetime as dt
-
-    return f"{cluster}-{dt.datetime.now(dt.timezone.utc):%Y%m%d%H%M%S}"
+    return f"{cluster}-{clock.now():%Y%m%d%H%M%S}"
 
 
 def backup_object(cluster: str, name: str, delete_data: bool) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from mysql_operator import clock
 from mysql_operator import manifests as m
 from mysql_operator import certificates, restoring, rolling
 from mysql_operator import topology as t
@@ -498,13 +499,6 @@ def timer_can_skip(
 
 
 # ---------------------------------------------------------------------------------------- effects
-def _now(precise: bool = False) -> str:
-    now = dt.datetime.now(dt.timezone.utc)
-    if precise:
-        return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass
 class Result:
     phase: str
@@ -721,7 +715,10 @@ class Reconciler:
 
         def record(st: ClusterState) -> None:
             k.patch_status(
-                self.api, ns, name, {"currentPrimary": st.current_primary, "primarySince": _now(precise=True)}
+                self.api,
+                ns,
+                name,
+                {"currentPrimary": st.current_primary, "primarySince": clock.stamp(precise=True)},
             )
 
         def announce(decision: t.Decision) -> None:
@@ -805,7 +802,7 @@ class Reconciler:
 
     def _publish(self, body, previous, summary: Summary, events, decision, applied=False) -> Result:
         meta = body["metadata"]
-        status = build_status(summary, previous, _now())
+        status = build_status(summary, previous, clock.stamp())
         events = list(events) + degraded_events(previous, status)
         if status_changed(previous, status):
             k.patch_status(self.api, meta["namespace"], meta["name"], status)
@@ -840,9 +837,7 @@ class Reconciler:
             if c.spec.tls.issuer_ref is not None:
                 state = certificates.ensure_cert_manager(self.api, c, _owner(body), entry.tls)
             else:
-                state = certificates.ensure_secrets(
-                    self.api, c, _owner(body), dt.datetime.now(dt.timezone.utc)
-                )
+                state = certificates.ensure_secrets(self.api, c, _owner(body), clock.now())
         except (ApiException, k.ApplyError) as e:
             state = tls_api_problem(c, getattr(e, "status", None), getattr(e, "reason", None))
         entry.tls_checked = self.clock()
@@ -1234,7 +1229,7 @@ def restore_gate(
     patch: dict[str, Any] = {}
     if isinstance(action, restoring.Start):
         described = restoring.describe_source(c.spec.restore.from_backup, c.spec.restore.s3)
-        started = _now()
+        started = clock.stamp()
         try:
             source = restore_source(rec.api, c)
             record = restoring.record(restoring.RUNNING, described, started, job=restore_job_name(c))
@@ -1252,7 +1247,7 @@ def restore_gate(
             message = redact(
                 str(e) if isinstance(e, ValueError) else f"creating the restore Job: {e.reason}", secrets
             )
-            record = restoring.record(restoring.FAILED, described, started, _now(), message)
+            record = restoring.record(restoring.FAILED, described, started, clock.stamp(), message)
             patch["restore"] = record
             events.append(("Warning", "RestoreFailed", message))
             action = restoring.Failed(message)
@@ -1275,8 +1270,8 @@ def restore_gate(
         record = restoring.record(
             restoring.SUCCEEDED if ok else restoring.FAILED,
             record.get("source", ""),
-            record.get("startedAt", _now()),
-            _now(),
+            record.get("startedAt", clock.stamp()),
+            clock.stamp(),
             message,
             **({"job": record["job"]} if record.get("job") else {}),
             **extra,
@@ -1295,8 +1290,8 @@ def restore_gate(
         record = restoring.record(
             restoring.FAILED,
             (record or {}).get("source", ""),
-            (record or {}).get("startedAt", _now()),
-            _now(),
+            (record or {}).get("startedAt", clock.stamp()),
+            clock.stamp(),
             action.message,
         )
         patch["restore"] = record
@@ -1312,7 +1307,7 @@ def restore_gate(
         ready=ready,
         entries=tuple(instance_entries(ordinals, all_names, pods, {}, {}, {}, None)),
     )
-    now = _now()
+    now = clock.stamp()
     status = restoring.overlay_status(build_status(summary, previous, now), action, record, now)
     if "currentPrimary" in patch:
         status["currentPrimary"] = patch["currentPrimary"]

@@ -11,7 +11,6 @@ no data object appears, and the manifest - written last - never does.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import subprocess
 import threading
@@ -19,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from mysql_operator import clock
 from mysql_operator.api import S3
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
@@ -95,10 +95,6 @@ def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int 
     raise BackupError("no instance to back up from: " + "; ".join(notes or ["no instances given"]))
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass
 class _Stream:
     """Counts the dump's bytes and keeps its head and tail while pumping it to the compressor."""
@@ -158,7 +154,7 @@ def run_backup(
 ) -> Manifest:
     """Take the backup and return its manifest (already stored). Raises BackupError or StorageError
     whose text never contains a password."""
-    started = _now()
+    started = clock.stamp()
     tls = server_tls(req.tls_ca)  # a CA that cannot be used fails before anything else
     client = client or storage.make_client(req.s3, s3_credentials)
     storage.check_bucket(client, req.s3)  # wrong bucket/credentials/endpoint: fail before dumping
@@ -277,7 +273,7 @@ def run_backup(
         gtid_position=gtid,
         source_instance=source_name,
         started_at=started,
-        completed_at=_now(),
+        completed_at=clock.stamp(),
         data_key=data_key,
         compression=req.compression,
         compressed_size=uploaded.size,

@@ -27,6 +27,9 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from mysql_operator import clock
+from mysql_operator.k8s.client import api_client
+from mysql_operator.k8s.objects import post_events
 from mysql_operator.api import (
     BACKUP_PLURAL,
     CLUSTER_PLURAL,
@@ -56,20 +59,6 @@ log = logging.getLogger(__name__)
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 ACTIVE = (None, PENDING, RUNNING)
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def _ts(t: dt.datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_ts(s: str | None) -> dt.datetime | None:
-    if not s:
-        return None
-    return dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
 
 
 def storage_for(backup_body: dict, cluster_body: dict | None) -> S3 | None:
@@ -125,31 +114,11 @@ class BackupController:
 
     # ------------------------------------------------------------------ helpers
     def event(self, obj: dict, kind: str, reason: str, message: str, warning: bool = False) -> None:
-        meta = obj["metadata"]
-        now = _now().isoformat()
-        body = {
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": kind,
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-            },
-            "reason": reason,
-            "message": message[:1000],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": "mysql-operator"},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            self.core.create_namespaced_event(meta["namespace"], body)
-        except ApiException as e:
-            log.warning(
-                "event %s on %s/%s not recorded: %s", reason, meta["namespace"], meta["name"], e.reason
-            )
+        post_events(
+            self.api,
+            {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": obj["metadata"]},
+            [("Warning" if warning else "Normal", reason, message)],
+        )
 
     def _get(self, plural: str, namespace: str, name: str) -> dict | None:
         try:
@@ -208,7 +177,7 @@ class BackupController:
             body,
         )
         jobs.create_job(self.api, job)
-        status = {"phase": RUNNING, "startedAt": _ts(_now()), "message": f"Job {job_name(backup)} started"}
+        status = {"phase": RUNNING, "startedAt": clock.stamp(), "message": f"Job {job_name(backup)} started"}
         self._patch_status(BACKUP_PLURAL, ns, name, status)
         self.event(
             body,
@@ -237,7 +206,7 @@ class BackupController:
 
     def _fail(self, body: dict, message: str) -> dict:
         meta = body["metadata"]
-        status = {"phase": FAILED, "completedAt": _ts(_now()), "message": message}
+        status = {"phase": FAILED, "completedAt": clock.stamp(), "message": message}
         self._patch_status(BACKUP_PLURAL, meta["namespace"], meta["name"], status)
         self.event(body, "MySQLBackup", "BackupFailed", message, warning=True)
         return status
@@ -254,7 +223,7 @@ class BackupController:
         if outcome is None:
             return None
         phase, fields = outcome
-        new = {"phase": phase, "completedAt": fields.pop("completedAt", _ts(_now())), **fields}
+        new = {"phase": phase, "completedAt": fields.pop("completedAt", clock.stamp()), **fields}
         self._patch_status(BACKUP_PLURAL, ns, name, new)
         cluster_body = self._get(CLUSTER_PLURAL, ns, backup.cluster_name)
         if phase == SUCCEEDED:
@@ -289,7 +258,7 @@ class BackupController:
     # ------------------------------------------------------------------ schedule + retention
     def tick(self, cluster_body: dict, now: dt.datetime | None = None) -> dict:
         """One schedule/retention pass for a cluster. Returns what it did (for logs and tests)."""
-        now = now or _now()
+        now = now or clock.now()
         meta = cluster_body["metadata"]
         ns, cname = meta["namespace"], meta["name"]
         cluster = parse(cluster_body)
@@ -300,11 +269,11 @@ class BackupController:
         backups = self.backups_of(ns, cname)
         if bk.schedule:
             scheduled = [
-                _parse_ts((o["metadata"].get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION))
+                clock.parse((o["metadata"].get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION))
                 for o in backups
             ]
             last = max((t for t in scheduled if t), default=None)
-            created_at = _parse_ts(meta.get("creationTimestamp")) or now
+            created_at = clock.parse(meta.get("creationTimestamp")) or now
             active = [
                 o["metadata"]["name"] for o in backups if (o.get("status") or {}).get("phase") in ACTIVE
             ]
@@ -321,7 +290,7 @@ class BackupController:
                     if e.status != 409:
                         raise
             newest = max(((t, o) for t, o in zip(scheduled, backups) if t), default=None, key=lambda x: x[0])
-            status = {"nextScheduledBackup": _ts(d.next_run)}
+            status = {"nextScheduledBackup": clock.stamp(d.next_run)}
             if done["created"]:
                 status["lastScheduledBackup"] = {"name": done["created"], "phase": PENDING}
             elif newest is not None:
@@ -338,8 +307,8 @@ class BackupController:
                 retention.BackupInfo(
                     o["metadata"]["name"],
                     (o.get("status") or {}).get("phase"),
-                    _parse_ts((o.get("status") or {}).get("completedAt"))
-                    or _parse_ts(o["metadata"].get("creationTimestamp"))
+                    clock.parse((o.get("status") or {}).get("completedAt"))
+                    or clock.parse(o["metadata"].get("creationTimestamp"))
                     or now,
                 )
                 for o in backups
@@ -421,13 +390,7 @@ _controller: BackupController | None = None
 def controller() -> BackupController:
     global _controller
     if _controller is None:
-        from kubernetes import config
-
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            config.load_kube_config()
-        _controller = BackupController(k8s.ApiClient())
+        _controller = BackupController(api_client())
     return _controller
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import json
 import logging
 from typing import Any, Iterable, Mapping
@@ -11,6 +10,7 @@ from typing import Any, Iterable, Mapping
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from mysql_operator import clock
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 
 FIELD_MANAGER = "mysql-operator"
@@ -166,7 +166,7 @@ def post_events(
     """core/v1 Events on the cluster object: (type Normal|Warning, reason, message)."""
     meta = involved["metadata"]
     core = client.CoreV1Api(api)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = clock.now()
     for etype, reason, message in events:
         body = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},

@@ -367,3 +367,35 @@ def test_retention_deletes_the_objects_through_a_job_before_the_backup(control_p
         control_plane, namespace, "old-delete", True, {"ok": True, "deleted": 2, "message": "deleted 2"}
     )
     assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleted"] == ["old"]
+
+
+def test_cli_backup_commands_use_the_kubeconfig_context_namespace(
+    control_plane, crds, tmp_path, monkeypatch, capsys
+):
+    """`mysql-operator backup create|list` without -n act in the namespace of the kubeconfig's
+    context: the current one, or the one --context names."""
+    from mysql_operator.cli import main
+
+    core = client.CoreV1Api(control_plane.api_client())
+    for ns in ("cli-current", "cli-named"):
+        core.create_namespace({"metadata": {"name": ns}})
+    kc = yaml.safe_load(control_plane.admin_kubeconfig.read_text())
+    base = next(c for c in kc["contexts"] if c["name"] == kc["current-context"])
+    kc["contexts"] = [
+        {"name": "current", "context": {**base["context"], "namespace": "cli-current"}},
+        {"name": "named", "context": {**base["context"], "namespace": "cli-named"}},
+    ]
+    kc["current-context"] = "current"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kc))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+
+    assert main(["backup", "create", "shop", "--name", "b-current"]) == 0
+    assert main(["backup", "create", "shop", "--name", "b-named", "--context", "named"]) == 0
+    assert "mysqlbackup/b-current created in cli-current" in capsys.readouterr().out
+    for ns, name in (("cli-current", "b-current"), ("cli-named", "b-named")):
+        got = crds.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, name)
+        assert got["spec"]["clusterRef"]["name"] == "shop"
+    assert main(["backup", "list", "--context", "named"]) == 0
+    listed = capsys.readouterr().out
+    assert "b-named" in listed and "b-current" not in listed
