@@ -39,6 +39,7 @@ from mysql_operator.operator import OperatorConfig
 from mysql_operator.replication import ClusterState, Credentials, Member, Outcome, ReplicationEngine
 from tests.support.mariadb import ADMIN_USER, MariaDBFactory, MariaDBServer, missing_binaries
 from tests.support.wait import Timeout, wait_for
+from tests.support.writer import Writer
 
 APP = Credentials("app", "bench-app-pw-5c1e")
 REPL = Credentials("repl", "bench-repl-pw-8d42")
@@ -84,36 +85,6 @@ class OperatorLoop(threading.Thread):
     def stop(self):
         self.stop_event.set()
         self.join(60)
-
-
-class Writer(threading.Thread):
-    """Numbered rows through the published primary; `acked` = (id, server, monotonic ack time)."""
-
-    def __init__(self, servers: dict[str, MariaDBServer], loop: OperatorLoop):
-        super().__init__(daemon=True)
-        self.servers, self.loop = servers, loop
-        self.acked: list[tuple[int, str, float]] = []
-        self.stop_event = threading.Event()
-        self.next_id = 0
-
-    def run(self):
-        conn, conn_to = None, None
-        while not self.stop_event.is_set():
-            target = self.loop.state.current_primary
-            try:
-                if conn is None or conn_to != target:
-                    _close(conn)
-                    conn, conn_to = None, target
-                    conn = app_conn(self.servers[target], timeout=1.0)
-                self.next_id += 1
-                with conn.cursor() as cur:
-                    cur.execute(f"INSERT INTO {DB}.t VALUES (%s, %s)", (self.next_id, target))
-                self.acked.append((self.next_id, target, time.monotonic()))
-            except pymysql.err.MySQLError:
-                _close(conn)
-                conn = None
-                self.stop_event.wait(0.02)
-        _close(conn)
 
 
 class Probe(threading.Thread):
@@ -247,7 +218,11 @@ def main() -> int:
         with app_conn(primary, timeout=5) as conn, conn.cursor() as cur:
             cur.execute("CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40))")
             cur.execute("CREATE TABLE probe (server VARCHAR(20), seq INT, PRIMARY KEY (server, seq))")
-        writer = Writer(by_name, loop)
+        writer = Writer(
+            lambda name: app_conn(by_name[name], timeout=1.0),
+            f"INSERT INTO {DB}.t VALUES (%s, %s)",
+            target=lambda: loop.state.current_primary,
+        )
         writer.start()
         for s in servers:
             probes.append(Probe(s, probe_acks, probe_lock))

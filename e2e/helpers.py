@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from kubernetes import client
 
 from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for
+from tests.support.writer import Writer
 
 GROUP, VERSION = "mysql.operator.dev", "v1alpha1"
 CLUSTERS, BACKUPS = "mysqlclusters", "mysqlbackups"
@@ -80,55 +80,13 @@ def replica_state(host, user, password, table="app.writes"):
         return None
 
 
-class Writer(threading.Thread):
-    """Inserts numbered rows into app.writes through one address; remembers which commits were
-    acknowledged (and when), and when attempts failed."""
-
-    def __init__(self, host, user, password, tls=None):
-        super().__init__(daemon=True)
-        self.host, self.user, self.password, self.tls = host, user, password, tls
-        self.acked: list[int] = []
-        self.ack_times: list[float] = []
-        self.failure_times: list[float] = []
-        self.stop = threading.Event()
-
-    @property
-    def failures(self) -> int:
-        return len(self.failure_times)
-
-    def run(self):
-        n, conn = 0, None
-        while not self.stop.is_set():
-            try:
-                if conn is None:
-                    conn = connect(self.host, self.user, self.password, "app", timeout=1, tls=self.tls)
-                n += 1
-                with conn.cursor() as cur:
-                    cur.execute("INSERT INTO app.writes (id) VALUES (%s)", (n,))
-                self.acked.append(n)
-                self.ack_times.append(time.monotonic())
-            except pymysql.MySQLError:
-                self.failure_times.append(time.monotonic())
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:  # noqa: BLE001 - already broken
-                        pass
-                conn = None
-                self.stop.wait(0.2)
-
-    def finish(self) -> None:
-        self.stop.set()
-        self.join(15)
-
-    def first_ack_after_outage(self, since: float) -> float | None:
-        """Seconds from `since` to the first write acknowledged after the first failed attempt
-        that followed `since` (the outage), None if writes never failed or never came back."""
-        failed = [t for t in self.failure_times if t >= since]
-        if not failed:
-            return None
-        back = [t for t in self.ack_times if t > failed[0]]
-        return back[0] - since if back else None
+def writer_to(host, user, password, tls=None) -> Writer:
+    """Numbered rows into app.writes through one address (a Service); `ids` acknowledged."""
+    return Writer(
+        lambda _: connect(host, user, password, "app", timeout=1, tls=tls),
+        "INSERT INTO app.writes (id) VALUES (%s)",
+        pause=0.2,
+    )
 
 
 # ------------------------------------------------------------------------------------------ cluster
@@ -264,7 +222,7 @@ def create_writes_table(c: Cluster) -> tuple[str, str]:
 
 def lost_rows(rw: str, password: str, writer: Writer, tls=None) -> list[int]:
     rows = {r[0] for r in query(rw, "app", password, "SELECT id FROM app.writes", tls=tls)}
-    return [n for n in writer.acked if n not in rows]
+    return [n for n in writer.ids if n not in rows]
 
 
 def install_crds(api) -> None:

@@ -20,7 +20,7 @@ from kubernetes import client
 
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION
-from e2e.helpers import Writer
+from e2e.helpers import writer_to
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -132,7 +132,7 @@ def test_operator_runs_a_replicated_mariadb_cluster(host_operator, local_cluster
         _query(ro, "app", app_pw, "INSERT INTO app.writes VALUES (-1)")
 
     # failover: delete the primary Pod under write load
-    writer = Writer(rw, "app", app_pw)
+    writer = writer_to(rw, "app", app_pw)
     writer.start()
     wait_for(lambda: len(writer.acked) >= 50, 60, "50 acknowledged writes before the failure")
     old = st["currentPrimary"]
@@ -149,11 +149,10 @@ def test_operator_runs_a_replicated_mariadb_cluster(host_operator, local_cluster
         f"failover: {old} -> {st['currentPrimary']}, writes accepted again "
         f"{time.monotonic() - t1:.1f}s after the delete"
     )
-    writer.stop.set()
-    writer.join(10)
+    writer.stop(10)
     new = st["currentPrimary"]
     rows = {r[0] for r in _query(rw, "app", app_pw, "SELECT id FROM app.writes")}
-    lost = [n for n in writer.acked if n not in rows]
+    lost = [n for n in writer.ids if n not in rows]
     print(f"{len(writer.acked)} writes acknowledged, {writer.failures} failed attempts, {len(lost)} lost")
     assert not lost, f"acknowledged writes lost: {lost[:20]}"
     assert _query(rw, "app", app_pw, "SELECT @@hostname")[0][0] == new

@@ -10,7 +10,7 @@ import pymysql
 import pytest
 from kubernetes import client
 
-from e2e.helpers import Writer, connect
+from e2e.helpers import writer_to, connect
 from e2e.test_operator_e2e import GROUP, NAME, PLURAL, VERSION
 from mysql_operator import manifests as m
 from tests.support.wait import wait_for
@@ -70,7 +70,7 @@ def test_ready_means_rw_accepts_and_no_repoint_churn_under_writes(host_operator)
     secret = core.read_namespaced_secret(f"{NAME}-credentials", ns).data
     op_pw = base64.b64decode(secret[m.OPERATOR_PASSWORD_KEY]).decode()
     replica_ip = core.read_namespaced_pod(f"{NAME}-1", ns).status.pod_ip
-    w = Writer(rw, "app", pw)
+    w = writer_to(rw, "app", pw)
     w.start()
     try:
         for k in range(1, 6):
@@ -80,7 +80,7 @@ def test_ready_means_rw_accepts_and_no_repoint_churn_under_writes(host_operator)
                 cur.execute("START SLAVE IO_THREAD")
             wait_for(lambda k=k: len(w.acked) >= 1000 * k, 120, f"{1000 * k} writes acknowledged")
     finally:
-        w.finish()
+        w.stop()
     assert replicate_lines() == before, log_path.read_text(errors="replace")[-4000:]
     assert w.failures == 0
     assert "Traceback" not in log_path.read_text(errors="replace"), "the operator raised"

@@ -25,7 +25,7 @@ from e2e.conftest import OPERATOR_NAMESPACE
 from e2e.helpers import (
     FLAVORS,
     Cluster,
-    Writer,
+    writer_to,
     cluster_spec,
     create_writes_table,
     lost_rows,
@@ -50,7 +50,7 @@ def _failover_under_load(
     st = c.wait_ready(300, instances=3, primary=f"{c.name}-0")
     old = st["currentPrimary"]
     rw, pw = create_writes_table(c)
-    writer = Writer(rw, "app", pw)
+    writer = writer_to(rw, "app", pw)
     writer.start()
     try:
         wait_for(lambda: len(writer.acked) >= 50, 60, "50 acknowledged writes before the failure")
@@ -88,7 +88,7 @@ def _failover_under_load(
         to_write = writer.first_ack_after_outage(t0)
         to_write_last = writer.first_ack_after_outage(t_last)
     finally:
-        writer.finish()
+        writer.stop()
     assert to_write is not None, "writes never failed: the primary was not disrupted"
     scenario = "2" if "operator" not in label else "6"
     record(f"failover ({label}) to first accepted write", to_write, scenario=scenario)

@@ -13,7 +13,7 @@ import pytest
 from e2e.helpers import (
     FLAVORS,
     Cluster,
-    Writer,
+    writer_to,
     cluster_spec,
     create_writes_table,
     lost_rows,
@@ -51,7 +51,7 @@ def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(
     # the primary moves to the highest ordinal, then the cluster shrinks back to 3 without it
     c.patch_spec({"primary": 4})
     c.wait_ready(120, "switchover to sc-4", instances=5, primary="sc-4")
-    writer = Writer(rw, "app", pw)
+    writer = writer_to(rw, "app", pw)
     writer.start()
     seen: list[tuple[str | None, frozenset]] = []
     try:
@@ -75,7 +75,7 @@ def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(
         at_end = len(writer.acked)
         wait_for(lambda: len(writer.acked) > at_end + 10, 60, "writes accepted after the scale down")
     finally:
-        writer.finish()
+        writer.stop()
     removed_while_primary = [(p, pods) for p, pods in seen if p is not None and p not in pods]
     assert not removed_while_primary, (
         f"the primary's Pod went away while it was primary: {removed_while_primary[:3]}"

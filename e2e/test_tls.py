@@ -15,7 +15,7 @@ import pytest
 from cryptography import x509
 from kubernetes import client
 
-from e2e.helpers import Cluster, Writer, cluster_spec, lost_rows, query, try_query
+from e2e.helpers import Cluster, writer_to, cluster_spec, lost_rows, query, try_query
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -98,7 +98,7 @@ def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_loa
     first = x509.load_pem_x509_certificate(secret_text(api, ns, "tls-tls", "tls.crt").encode())
     uids = {p.metadata.name: (p.metadata.uid, p.status.container_statuses[0].restart_count) for p in c.pods()}
     query(rw, "app", pw, "CREATE TABLE app.writes (id INT PRIMARY KEY)", tls=tls)
-    writer = Writer(rw, "app", pw, tls=tls)
+    writer = writer_to(rw, "app", pw, tls=tls)
     writer.start()
     t0 = time.monotonic()
     try:
@@ -122,7 +122,7 @@ def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_loa
         acked_before = len(writer.acked)  # the writer goes on through the new certificate
         wait_for(lambda: len(writer.acked) > acked_before + 50, 30, "writes after the rotation")
     finally:
-        writer.finish()
+        writer.stop()
     assert second.not_valid_after_utc > first.not_valid_after_utc
     assert served_at < first.not_valid_after_utc, "the old certificate expired before every server reloaded"
     assert lost_rows(rw, pw, writer, tls) == [], "acknowledged writes lost"

@@ -12,16 +12,15 @@ database=, timeout=)` and `query(sql)` - `tests/support/mariadb.MariaDBServer` a
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import pymysql
 
 from mysql_operator import topology as t
 from mysql_operator.replication import ClusterState, Credentials, ReplicationEngine
 from tests.support.wait import wait_for
+from tests.support.writer import Writer
 
 APP = Credentials("app", "app-pw-7f3a9c")
 REPL = Credentials("repl", "repl-pw-91b2e4")
@@ -80,50 +79,11 @@ def wait_replicated(c: Cluster, ids: set[int], servers=None, timeout=20.0):
         wait_for(lambda s=s: ids <= c.rows(s), timeout, f"rows {sorted(ids)[:5]}.. on {s.name}")
 
 
-class Writer(threading.Thread):
-    """Writes numbered rows through the published primary; records acknowledged commits."""
-
-    def __init__(self, c: Cluster):
-        super().__init__(daemon=True)
-        self.c = c
-        self.acked: list[tuple[int, str, float]] = []  # (id, server, monotonic time)
-        self.stop_event = threading.Event()
-        self.next_id = 100_000
-
-    def run(self):
-        conn, conn_to = None, None
-        while not self.stop_event.is_set():
-            target = self.c.state.current_primary
-            try:
-                if conn is None or conn_to != target:
-                    if conn is not None:
-                        conn.close()
-                    conn, conn_to = None, target
-                    conn = self.c.app_conn(self.c.server(target), timeout=1.0)
-                self.next_id += 1
-                n = self.next_id
-                with conn.cursor() as cur:
-                    cur.execute(f"INSERT INTO {DB}.t VALUES (%s, %s)", (n, target))
-                self.acked.append((n, target, time.monotonic()))
-            except pymysql.err.MySQLError:
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:  # noqa: BLE001
-                        pass
-                conn = None
-                self.stop_event.wait(0.02)
-        if conn is not None:
-            conn.close()
-
-    def stop(self):
-        self.stop_event.set()
-        self.join(10)
-
-    def servers_in_order(self) -> list[str]:
-        """Accepting servers in acknowledgement order, consecutive duplicates collapsed."""
-        out: list[str] = []
-        for _, s, _ in self.acked:
-            if not out or out[-1] != s:
-                out.append(s)
-        return out
+def writer_for(c: Cluster) -> Writer:
+    """Numbered rows into app.t through the recorded primary; acked = (id, server, time)."""
+    return Writer(
+        lambda name: c.app_conn(c.server(name), timeout=1.0),
+        f"INSERT INTO {DB}.t VALUES (%s, %s)",
+        target=lambda: c.state.current_primary,
+        first_id=100_000,
+    )

@@ -19,7 +19,7 @@ import pytest
 from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
-from tests.integration.helpers_replication import APP, DB, REPL, Cluster, Writer, wait_replicated
+from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
 from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, missing_binaries
 from tests.support.mysql import MySQLFactory, mysql_unavailable
 from tests.support.wait import wait_for
@@ -144,7 +144,7 @@ def test_semisync_on_then_off(factory):
 
 def _failover_under_writes(factory, how: str):
     c = make_cluster(factory, 3, semisync=True, delay=1.0)
-    writer = Writer(c)
+    writer = writer_for(c)
     writer.start()
     wait_for(lambda: len(writer.acked) >= 50, 20, "50 acknowledged writes")
     old = c.primary
@@ -218,7 +218,7 @@ def test_primary_restarted_within_the_delay_is_replaced_and_rejoins(factory):
     restarted by the kubelet) is not trusted as primary again: the most advanced replica, holding
     everything it has, is promoted and the restarted server rejoins as a read-only replica."""
     c = make_cluster(factory, 3, semisync=True, delay=30.0)
-    writer = Writer(c)
+    writer = writer_for(c)
     writer.start()
     wait_for(lambda: len(writer.acked) >= 50, 20, "50 acknowledged writes")
     old = c.primary

@@ -20,7 +20,7 @@ import pytest
 from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
-from tests.integration.helpers_replication import APP, DB, REPL, Cluster, Writer, wait_replicated
+from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
 from tests.support import mysql_container
 from tests.support.mysql import MySQLFactory, mysql_unavailable
 from tests.support.wait import wait_for
@@ -106,7 +106,7 @@ def test_mysql_failover_after_kill9_under_writes_loses_no_acknowledged_row(group
     assert dict(p.query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_status'")) == {
         "Rpl_semi_sync_source_status": "ON"
     }
-    writer = Writer(c)
+    writer = writer_for(c)
     writer.start()
     try:
         wait_for(lambda: len(writer.acked) >= 50, 30, "50 acknowledged writes")

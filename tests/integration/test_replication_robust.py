@@ -12,7 +12,8 @@ from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.replication import Member, Step
 from tests.integration import test_replication as _replication
-from tests.integration.test_replication import DB, REPL, Writer, make_cluster
+from tests.integration.test_replication import DB, REPL, make_cluster
+from tests.integration.helpers_replication import writer_for
 from tests.support.mariadb import ADMIN_USER, OPERATOR_USER, missing_binaries
 from tests.support.wait import wait_for
 
@@ -80,7 +81,7 @@ def test_healthy_cluster_under_writes_is_never_repointed(factory):
     """Bug 1 under load: restarting a replica's IO thread (it passes through Connecting) while
     rows are written must not make the loop repoint anything."""
     c = make_cluster(factory, 3)
-    w = Writer(c)
+    w = writer_for(c)
     w.start()
     try:
         for k in range(20):

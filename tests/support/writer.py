@@ -1,0 +1,98 @@
+"""The one load writer of the tests, the e2e scenarios and the failover benchmark: numbered rows
+inserted one by one (autocommit) through whatever `target()` names, reconnecting when the target
+changes or a statement fails. It remembers every acknowledged commit (its id, the target that
+acknowledged it, when) and when attempts failed: what "no acknowledged write lost" is checked
+against."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, NamedTuple
+
+import pymysql
+
+
+class Ack(NamedTuple):
+    id: int
+    target: Any  # what target() returned: a server name, an address
+    at: float  # time.monotonic() of the acknowledgement
+
+
+class Writer(threading.Thread):
+    """`connect(target)` opens an autocommit connection; `sql` inserts (id, target) - or only id
+    when it has one placeholder; `target()` is asked before every statement."""
+
+    def __init__(
+        self,
+        connect: Callable[[Any], Any],
+        sql: str,
+        target: Callable[[], Any] = lambda: None,
+        first_id: int = 0,
+        pause: float = 0.02,
+    ):
+        super().__init__(daemon=True)
+        self.connect, self.sql, self.target, self.pause = connect, sql, target, pause
+        self.next_id = first_id
+        self.acked: list[Ack] = []
+        self.failure_times: list[float] = []
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        conn, conn_to = None, None
+        with_target = self.sql.count("%s") == 2
+        while not self.stop_event.is_set():
+            target = self.target()
+            try:
+                if conn is None or conn_to != target:
+                    _close(conn)
+                    conn, conn_to = None, target
+                    conn = self.connect(target)
+                self.next_id += 1
+                n = self.next_id
+                with conn.cursor() as cur:
+                    cur.execute(self.sql, (n, target) if with_target else (n,))
+                self.acked.append(Ack(n, target, time.monotonic()))
+            except pymysql.err.MySQLError:
+                self.failure_times.append(time.monotonic())
+                _close(conn)
+                conn = None
+                self.stop_event.wait(self.pause)
+        _close(conn)
+
+    def stop(self, timeout: float = 15) -> None:
+        self.stop_event.set()
+        self.join(timeout)
+
+    @property
+    def ids(self) -> list[int]:
+        return [a.id for a in self.acked]
+
+    @property
+    def failures(self) -> int:
+        return len(self.failure_times)
+
+    def servers_in_order(self) -> list[Any]:
+        """Acknowledging targets in order, consecutive duplicates collapsed."""
+        out: list[Any] = []
+        for a in self.acked:
+            if not out or out[-1] != a.target:
+                out.append(a.target)
+        return out
+
+    def first_ack_after_outage(self, since: float) -> float | None:
+        """Seconds from `since` to the first write acknowledged after the first failed attempt
+        that followed `since` (the outage), None if writes never failed or never came back."""
+        failed = [t for t in self.failure_times if t >= since]
+        if not failed:
+            return None
+        back = [a.at for a in self.acked if a.at > failed[0]]
+        return back[0] - since if back else None
+
+
+def _close(conn: Any) -> None:
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - a dead connection is closed enough
+            pass
