@@ -193,3 +193,8 @@ def post_events(
             log.warning(
                 "could not post Event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], e.reason
             )
+
+
+def owner_of(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What an owned object's owner reference is made from: apiVersion, kind, metadata."""
+    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": body["metadata"]}

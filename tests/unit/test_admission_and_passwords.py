@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from mysql_operator import credentials as creds
 from mysql_operator import reconcile
 from mysql_operator.api import SpecError, parse
 from mysql_operator.api.spec import RESERVED_USER_PREFIX, RESERVED_USERS, SYSTEM_SCHEMAS, reserved_user
@@ -108,7 +109,7 @@ def test_names_that_only_look_alike_are_accepted(name, user):
     ],
 )
 def test_usable_passwords(key, value):
-    assert reconcile.password_problem(key, value) is None
+    assert creds.password_problem(key, value) is None
 
 
 @pytest.mark.parametrize(
@@ -122,7 +123,7 @@ def test_usable_passwords(key, value):
     ],
 )
 def test_unusable_passwords_are_named_not_shown(key, value, fragment):
-    problem = reconcile.password_problem(key, value)
+    problem = creds.password_problem(key, value)
     assert problem is not None and fragment in problem and ":" in problem  # what, then the fix
     assert value.strip("\n\r\0") not in problem
 

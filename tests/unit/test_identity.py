@@ -1,7 +1,7 @@
 """Who answers at a member's address (pure): the server must be the Pod we think we reach."""
 
 from mysql_operator.db.instance import Observation, identity_mismatch
-from mysql_operator.reconcile import expected_identity
+from mysql_operator.pods import expected_identity
 
 
 def seen(server_id=2, hostname="shop-1", report_host="shop-1.shop-hl.ns.svc"):

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from mysql_operator import metrics
-from mysql_operator.reconcile import Result
+from mysql_operator.status import Result
 from mysql_operator.replication import Step
 
 

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mysql_operator import manifests as m
-from mysql_operator import reconcile as r
+from mysql_operator import pods as podview
+from mysql_operator import status as cstatus
 from mysql_operator import topology as t
 from mysql_operator.api import parse
 from mysql_operator.cli import build_parser, format_status
@@ -50,7 +51,7 @@ def inst(name, ordinal, reachable=True, read_only=True, source=None, executed="0
 
 # ------------------------------------------------------------------------------------ pods
 def test_pod_views_read_ordinal_readiness_role_and_ignore_foreign_pods():
-    views = r.pod_views(
+    views = podview.pod_views(
         "db",
         [
             pod("db-0", role=P),
@@ -126,7 +127,7 @@ def _stuck(status):
     ],
 )
 def test_pod_waiting_says_why_a_pod_does_not_run(status, expected):
-    assert r.pod_waiting(_stuck(status)) == expected
+    assert podview.pod_waiting(_stuck(status)) == expected
 
 
 def test_a_stuck_pod_is_named_in_its_instance_entry_and_the_ready_condition():
@@ -140,10 +141,10 @@ def test_a_stuck_pod_is_named_in_its_instance_entry_and_the_ready_condition():
             }
         ]
     }
-    pods = r.pod_views("db", [pod("db-0", role=P), _stuck(pull)])
-    entries = r.instance_entries([0, 1], {0: "db-0", 1: "db-1"}, pods, {}, {}, {}, None)
+    pods = podview.pod_views("db", [pod("db-0", role=P), _stuck(pull)])
+    entries = cstatus.instance_entries([0, 1], {0: "db-0", 1: "db-1"}, pods, {}, {}, {}, None)
     assert entries[1]["waiting"] == "mysqld ImagePullBackOff: Back-off pulling image mysql:8.4"
-    ready = r.conditions(r.Summary(instances=2, ready=1, entries=tuple(entries)))[0]
+    ready = cstatus.conditions(cstatus.Summary(instances=2, ready=1, entries=tuple(entries)))[0]
     assert (ready["status"], ready["reason"]) == ("False", "InstancesNotReady")
     assert (
         ready["message"]
@@ -160,7 +161,7 @@ def test_a_stuck_pod_is_named_in_its_instance_entry_and_the_ready_condition():
     ],
 )
 def test_member_ordinals(instances, pods, primary, expected):
-    assert r.member_ordinals(instances, pods, primary) == expected
+    assert podview.member_ordinals(instances, pods, primary) == expected
 
 
 @pytest.mark.parametrize(
@@ -174,7 +175,7 @@ def test_member_ordinals(instances, pods, primary, expected):
     ],
 )
 def test_statefulset_replicas_never_remove_the_primary(instances, primary, current, expected):
-    assert r.statefulset_replicas(instances, primary, current) == expected
+    assert podview.statefulset_replicas(instances, primary, current) == expected
 
 
 # ------------------------------------------------------------------------------------ roles
@@ -186,19 +187,19 @@ def test_roles_primary_replicas_leaving_and_errant():
         inst("db-3", 3, source="db-0", executed="0-1-10"),  # leaving (scale down)
         inst("db-4", 4, reachable=False, executed=None),
     ]
-    roles = r.desired_roles(observed, "db-0", 3, SETTINGS, primary_ok=True)
+    roles = podview.desired_roles(observed, "db-0", 3, SETTINGS, primary_ok=True)
     assert roles == {"db-0": P, "db-1": R, "db-2": None, "db-3": None, "db-4": None}
 
 
 def test_roles_failed_promotion_labels_no_primary():
     observed = [inst("db-0", 0), inst("db-1", 1)]
-    roles = r.desired_roles(observed, "db-1", 2, t.Settings(instances=2), primary_ok=False)
+    roles = podview.desired_roles(observed, "db-1", 2, t.Settings(instances=2), primary_ok=False)
     assert roles == {"db-0": R, "db-1": None}
 
 
 def test_roles_before_bootstrap_are_empty():
     observed = [inst("db-0", 0, executed=""), inst("db-1", 1, executed="")]
-    assert r.desired_roles(observed, None, 2, t.Settings(instances=2), primary_ok=False) == {
+    assert podview.desired_roles(observed, None, 2, t.Settings(instances=2), primary_ok=False) == {
         "db-0": None,
         "db-1": None,
     }
@@ -214,7 +215,7 @@ def test_roles_before_bootstrap_are_empty():
     ],
 )
 def test_label_plan_table(current, desired, expected):
-    assert r.label_plan(current, desired) == expected
+    assert podview.label_plan(current, desired) == expected
 
 
 @given(
@@ -226,7 +227,7 @@ def test_label_plan_never_has_two_primaries_at_any_moment(current, desired):
     if sum(v == P for v in current.values()) > 1 or sum(v == P for v in desired.values()) > 1:
         return
     labels = dict(current)
-    for name, value in r.label_plan(current, desired):
+    for name, value in podview.label_plan(current, desired):
         labels[name] = value
         assert sum(v == P for v in labels.values()) <= 1
     assert all(labels[n] == v for n, v in desired.items() if n in current)
@@ -240,7 +241,7 @@ def test_events_from_steps_redact_secrets_and_type_failures():
         Step("db-0", "fence", "could not connect as x with s3cret-pw", ok=False),
         Step("db-2", "held-out", "errant", ok=False),
     ]
-    assert r.events_from_steps(steps, ["s3cret-pw"]) == [
+    assert cstatus.events_from_steps(steps, ["s3cret-pw"]) == [
         ("Normal", "Promote", "db-1: writable primary"),
         ("Warning", "FenceFailed", "db-0: could not connect as x with ***"),
         ("Warning", "HeldOutFailed", "db-2: errant"),
@@ -259,7 +260,7 @@ def test_events_from_steps_redact_secrets_and_type_failures():
     ],
 )
 def test_decision_event(decision, expected):
-    assert r.decision_event(decision) == expected
+    assert cstatus.decision_event(decision) == expected
 
 
 # ------------------------------------------------------------------------------------ status
@@ -274,14 +275,14 @@ def S(**kw):
         decision="Healthy",
     )
     base.update(kw)
-    return r.Summary(**base)
+    return cstatus.Summary(**base)
 
 
 @pytest.mark.parametrize(
     "summary, phase, ready, available, progressing, degraded",
     [
         (
-            r.Summary(instances=3, spec_error="spec.x: bad"),
+            cstatus.Summary(instances=3, spec_error="spec.x: bad"),
             "Invalid",
             ("False", "InvalidSpec"),
             ("False", "InvalidSpec"),
@@ -289,7 +290,7 @@ def S(**kw):
             ("True", "InvalidSpec"),
         ),
         (
-            r.Summary(instances=3),
+            cstatus.Summary(instances=3),
             "Pending",
             ("False", "InstancesNotReady"),
             ("False", "NoPrimary"),
@@ -297,7 +298,7 @@ def S(**kw):
             ("False", "Bootstrapping"),
         ),
         (
-            r.Summary(instances=3, secret_error="spec.credentials.secretName: missing"),
+            cstatus.Summary(instances=3, secret_error="spec.credentials.secretName: missing"),
             "Failed",
             ("False", "InstancesNotReady"),
             ("False", "NoPrimary"),
@@ -380,20 +381,20 @@ def S(**kw):
     ],
 )
 def test_phase_and_conditions_table(summary, phase, ready, available, progressing, degraded):
-    assert r.phase(summary) == phase
-    got = {c["type"]: (c["status"], c["reason"]) for c in r.conditions(summary)}
+    assert cstatus.phase(summary) == phase
+    got = {c["type"]: (c["status"], c["reason"]) for c in cstatus.conditions(summary)}
     assert got == {"Ready": ready, "Available": available, "Progressing": progressing, "Degraded": degraded}
 
 
 def test_conditions_keep_transition_time_until_status_changes():
-    first = r.build_status(S(ready=2, unreachable=("db-2",)), {}, "T1")
-    again = r.build_status(S(ready=2, unreachable=("db-2",)), first, "T2")
-    healed = r.build_status(S(), again, "T3")
+    first = cstatus.build_status(S(ready=2, unreachable=("db-2",)), {}, "T1")
+    again = cstatus.build_status(S(ready=2, unreachable=("db-2",)), first, "T2")
+    healed = cstatus.build_status(S(), again, "T3")
     times = lambda st: {c["type"]: c["lastTransitionTime"] for c in st["conditions"]}  # noqa: E731
     assert set(times(again).values()) == {"T1"}
     assert times(healed) == {"Ready": "T3", "Available": "T1", "Progressing": "T3", "Degraded": "T3"}
-    assert not r.status_changed(first, again)
-    assert r.status_changed(again, healed)
+    assert not cstatus.status_changed(first, again)
+    assert cstatus.status_changed(again, healed)
     assert healed["observedGeneration"] == 4 and healed["currentPrimary"] == "db-0"
     assert all(c["observedGeneration"] == 4 for c in healed["conditions"])
 
@@ -401,11 +402,11 @@ def test_conditions_keep_transition_time_until_status_changes():
 def test_keys_the_reconciler_does_not_write_never_make_the_status_look_changed():
     """lastBackup (backup handlers) and primarySince (written when the primary changes) are left
     to a merge patch: their presence alone must not cause a status patch on every pass."""
-    ok = r.build_status(S(), {}, "T1")
+    ok = cstatus.build_status(S(), {}, "T1")
     with_others = {**ok, "lastBackup": {"name": "b-1"}, "primarySince": "2026-11-23T10:00:00.5Z"}
-    again = r.build_status(S(), with_others, "T2")
+    again = cstatus.build_status(S(), with_others, "T2")
     assert "lastBackup" not in again and "primarySince" not in again
-    assert not r.status_changed(with_others, again)
+    assert not cstatus.status_changed(with_others, again)
 
 
 @pytest.mark.parametrize(
@@ -418,28 +419,28 @@ def test_keys_the_reconciler_does_not_write_never_make_the_status_look_changed()
     ],
 )
 def test_primary_since_is_read_from_the_status(status, primary, expected):
-    assert r.primary_since(status, primary) == expected
+    assert cstatus.primary_since(status, primary) == expected
 
 
 def test_a_degraded_warning_is_posted_once_per_cause():
-    ok = r.build_status(S(), {}, "T1")
-    down = r.build_status(S(ready=2, unreachable=("db-2",)), ok, "T2")
-    still = r.build_status(S(ready=2, unreachable=("db-2",)), down, "T3")
-    other = r.build_status(S(ready=2, unreachable=("db-1",)), still, "T4")
-    assert r.degraded_events(ok, down) == [("Warning", "InstancesUnreachable", "db-2 unreachable")]
-    assert r.degraded_events(down, still) == []
-    assert r.degraded_events(still, other) == [("Warning", "InstancesUnreachable", "db-1 unreachable")]
-    assert r.degraded_events(other, ok) == []
+    ok = cstatus.build_status(S(), {}, "T1")
+    down = cstatus.build_status(S(ready=2, unreachable=("db-2",)), ok, "T2")
+    still = cstatus.build_status(S(ready=2, unreachable=("db-2",)), down, "T3")
+    other = cstatus.build_status(S(ready=2, unreachable=("db-1",)), still, "T4")
+    assert cstatus.degraded_events(ok, down) == [("Warning", "InstancesUnreachable", "db-2 unreachable")]
+    assert cstatus.degraded_events(down, still) == []
+    assert cstatus.degraded_events(still, other) == [("Warning", "InstancesUnreachable", "db-1 unreachable")]
+    assert cstatus.degraded_events(other, ok) == []
 
 
 def test_instance_entries_report_role_readiness_gtid_lag_and_redacted_errors():
-    pods = r.pod_views("db", [pod("db-0", role=P), pod("db-1", ready=False)])
+    pods = podview.pod_views("db", [pod("db-0", role=P), pod("db-1", ready=False)])
     observed = {
         "db-0": inst("db-0", 0, read_only=False, executed="0-1-9"),
         "db-1": t.InstanceState("db-1", 1, reachable=False, last_error="access denied for pw-xyz"),
     }
     roles = {"db-0": P, "db-1": R}
-    entries = r.instance_entries(
+    entries = cstatus.instance_entries(
         [0, 1, 2], {0: "db-0", 1: "db-1", 2: "db-2"}, pods, observed, {"db-1": 4}, roles, "db-0", ["pw-xyz"]
     )
     assert entries == [
@@ -554,7 +555,7 @@ def test_status_text_names_phase_primary_and_instances():
     ],
 )
 def test_timer_skips_only_clusters_with_nothing_to_observe(status, generation, since, skip):
-    assert r.timer_can_skip(status, generation, since, 60.0) is skip
+    assert cstatus.timer_can_skip(status, generation, since, 60.0) is skip
 
 
 @pytest.mark.parametrize(
@@ -567,11 +568,11 @@ def test_timer_skips_only_clusters_with_nothing_to_observe(status, generation, s
     ],
 )
 def test_promotion_fails_only_with_a_failed_step_on_the_new_primary(steps, ok):
-    assert r.promotion_succeeded("db-1", steps) is ok
+    assert cstatus.promotion_succeeded("db-1", steps) is ok
 
 
 def _pod(ordinal, ready=True, role="primary", deleting=False):
-    return r.PodView(f"db-{ordinal}", ordinal, running=True, ready=ready, role=role, deleting=deleting)
+    return podview.PodView(f"db-{ordinal}", ordinal, running=True, ready=ready, role=role, deleting=deleting)
 
 
 @pytest.mark.parametrize(
@@ -587,7 +588,7 @@ def _pod(ordinal, ready=True, role="primary", deleting=False):
     ],
 )
 def test_primary_in_service(pods, primary, expected):
-    assert r.primary_in_service(pods, primary) is expected
+    assert cstatus.primary_in_service(pods, primary) is expected
 
 
 def test_replicas_require_tls_only_once_every_server_pod_mounts_its_certificate():

@@ -122,7 +122,7 @@ def test_statefulset_is_on_delete_so_the_operator_orders_restarts():
 
 
 # ------------------------------------------------------------------ reconcile glue (pure parts)
-from mysql_operator import reconcile as rc  # noqa: E402
+from mysql_operator import rollout as rc  # noqa: E402
 from mysql_operator import topology as t  # noqa: E402
 
 

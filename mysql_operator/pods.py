@@ -1,0 +1,135 @@
+"""A cluster's Pods as the operator sees them (ordinal, readiness, role label, why waiting) and
+the role labels it wants on them. Pure: tables in tests/unit/test_reconcile_decisions.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+
+from mysql_operator import manifests as m
+from mysql_operator import topology as t
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    ordinal: int
+    running: bool = False
+    ready: bool = False
+    role: str | None = None  # the ROLE_LABEL value it carries now
+    deleting: bool = False
+    waiting: str = ""  # why it does not run yet, when that is not a normal step (see pod_waiting)
+
+
+# waiting reasons every Pod passes through on its way to running: not worth a word in the status
+_ROUTINE_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
+
+
+def pod_waiting(pod: Mapping[str, Any]) -> str:
+    """Why a Pod is stuck, in the kubelet's or scheduler's words ("mysqld ErrImagePull: ...",
+    "Unschedulable: 0/3 nodes ..."), or "" when it runs or is on its normal way there."""
+    status = pod.get("status") or {}
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason"):
+            return f"{c['reason']}: {c.get('message') or ''}".strip().rstrip(":")[:256]
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason and reason not in _ROUTINE_WAITING:
+            text = f"{cs.get('name')} {reason}: {waiting.get('message') or ''}"
+            return text.strip().rstrip(":")[:256]
+    return ""
+
+
+def pod_ordinal(name: str, cluster_name: str) -> int | None:
+    prefix = f"{cluster_name}-"
+    rest = name[len(prefix) :] if name.startswith(prefix) else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def pod_views(cluster_name: str, pods: Iterable[Mapping[str, Any]]) -> dict[int, PodView]:
+    out = {}
+    for p in pods:
+        meta, status = p.get("metadata") or {}, p.get("status") or {}
+        ordinal = pod_ordinal(meta.get("name", ""), cluster_name)
+        if ordinal is None:
+            continue
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        )
+        out[ordinal] = PodView(
+            meta["name"],
+            ordinal,
+            running=status.get("phase") == "Running",
+            ready=ready,
+            role=(meta.get("labels") or {}).get(m.ROLE_LABEL),
+            deleting=bool(meta.get("deletionTimestamp")),
+            waiting=pod_waiting(p),
+        )
+    return out
+
+
+def member_ordinals(instances: int, pod_ordinals: Iterable[int], primary_ordinal: int | None) -> list[int]:
+    """Every instance the engine must know: the wanted ones, Pods still present beyond them
+    (leaving after a scale down), and the recorded primary wherever it is."""
+    extra = set(pod_ordinals) | ({primary_ordinal} if primary_ordinal is not None else set())
+    return sorted(set(range(instances)) | extra)
+
+
+def statefulset_replicas(instances: int, primary_ordinal: int | None, current: int | None) -> int:
+    """Scale down never removes the primary's Pod: keep it until a switchover moved the primary."""
+    if primary_ordinal is not None and primary_ordinal >= instances:
+        return max(primary_ordinal + 1, min(current or 0, primary_ordinal + 1))
+    return instances
+
+
+def desired_roles(
+    observed: Sequence[t.InstanceState],
+    primary: str | None,
+    instances: int,
+    settings: t.Settings,
+    primary_ok: bool,
+) -> dict[str, str | None]:
+    """ROLE_LABEL value per instance: the recorded primary (when its promotion did not fail) is
+    `primary`; instances that replicate an errant history or are leaving get no role (neither
+    Service selects them); every other wanted instance is `replica`."""
+    by_name = {i.name: i for i in observed}
+    p = by_name.get(primary) if primary else None
+    roles: dict[str, str | None] = {}
+    for i in observed:
+        if i.name == primary:
+            roles[i.name] = m.ROLE_PRIMARY if primary_ok else None
+        elif i.ordinal >= instances:
+            roles[i.name] = None
+        elif p is not None and p.reachable and i.reachable and t.errant_against_primary(i, p, settings):
+            roles[i.name] = None
+        elif p is None or primary is None:
+            roles[i.name] = None  # not bootstrapped: nothing replicates yet
+        else:
+            roles[i.name] = m.ROLE_REPLICA
+    return roles
+
+
+def label_plan(
+    current: Mapping[str, str | None], desired: Mapping[str, str | None]
+) -> list[tuple[str, str | None]]:
+    """Label patches in a safe order: every removal of `primary` before any new `primary`, so at
+    no moment do two Pods carry role=primary (and the -rw Service never has two endpoints)."""
+    primary = [n for n, v in desired.items() if v == m.ROLE_PRIMARY]
+    changes = [(n, v) for n, v in desired.items() if n in current and current[n] != v]
+    # a Pod labelled primary that is not the wanted primary loses the label, even when the
+    # desired map does not mention it
+    changes += [
+        (n, None) for n, v in current.items() if v == m.ROLE_PRIMARY and n not in desired and n not in primary
+    ]
+    demote = [(n, v) for n, v in changes if current[n] == m.ROLE_PRIMARY]
+    promote = [(n, v) for n, v in changes if v == m.ROLE_PRIMARY]
+    rest = [c for c in changes if c not in demote and c not in promote]
+    return sorted(demote) + sorted(rest) + sorted(promote)
+
+
+def expected_identity(name: str, ordinal: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Who must answer at a member's address: server_id from the ordinal (start.sh), the Pod's
+    name as @@hostname or @@report_host, and the Pod's uid (a recreated Pod gets a new connection)."""
+    return {"server_id": ordinal + 1, "hostname": name, "uid": ((pod or {}).get("metadata") or {}).get("uid")}

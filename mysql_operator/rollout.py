@@ -1,0 +1,114 @@
+"""The rolling update's effects: read the StatefulSet's revisions and the Pods, delete the one
+Pod the plan names. The plan itself (which Pod, when, the primary last) is rolling.py."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Mapping
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from mysql_operator import manifests as m
+from mysql_operator import rolling
+from mysql_operator import topology as t
+from mysql_operator.api import MySQLCluster
+from mysql_operator.k8s import objects as k
+from mysql_operator.pods import pod_ordinal, pod_views
+
+
+log = logging.getLogger(__name__)
+
+
+def roll_pods(
+    cluster_name: str,
+    pods: Iterable[Mapping[str, Any]],
+    observed: Iterable[t.InstanceState],
+    primary: str | None,
+) -> list[rolling.RollPod]:
+    """Pure: what mysql_operator/rolling.py needs from the listed Pods and the observed servers."""
+    by_name = {i.name: i for i in observed}
+    views = pod_views(cluster_name, pods)
+    out = []
+    for p in pods:
+        meta = p.get("metadata") or {}
+        ordinal = pod_ordinal(meta.get("name", ""), cluster_name)
+        if ordinal is None:
+            continue
+        v, i = views[ordinal], by_name.get(meta["name"])
+        replicating = bool(
+            i and i.reachable and primary and i.source == primary and i.io_running and i.sql_running
+        )
+        out.append(
+            rolling.RollPod(
+                v.name,
+                ordinal,
+                (meta.get("labels") or {}).get(rolling.REVISION_LABEL),
+                ready=v.ready,
+                deleting=v.deleting,
+                replicating=replicating,
+            )
+        )
+    return out
+
+
+def roll_desired(
+    pinned: str | None, roll: rolling.RollStep | None, revision: str | None, pods: Iterable[Mapping[str, Any]]
+) -> str | None:
+    """Pure: the primary the engine should aim for during a roll. A SwitchTo moves it; a primary
+    pinned by spec.primary to a Pod still on the old revision is not switched back to until
+    that Pod was updated (else the roll would bounce the primary back before restarting it)."""
+    if isinstance(roll, rolling.SwitchTo):
+        return roll.name
+    if pinned is None or roll is None or isinstance(roll, rolling.Done):
+        return pinned
+    pinned_pod = next((p for p in pods if (p.get("metadata") or {}).get("name") == pinned), None)
+    if pinned_pod is None or revision is None:
+        return pinned
+    current = ((pinned_pod.get("metadata") or {}).get("labels") or {}).get(rolling.REVISION_LABEL)
+    return pinned if current == revision else None
+
+
+def roll_step(api, c: MySQLCluster, listed, observed, primary) -> tuple[rolling.RollStep | None, str | None]:
+    """Effect: read the StatefulSet's update revision; the next roll step (None: no roll)."""
+    if primary is None:
+        return None, None
+    try:
+        sts = client.AppsV1Api(api).read_namespaced_stateful_set(m.statefulset_name(c), c.namespace)
+    except ApiException as e:
+        if e.status == 404:
+            return None, None
+        raise
+    status = sts.status
+    revision = rolling.update_revision(
+        {
+            "metadata": {"generation": sts.metadata.generation},
+            "status": {
+                "observedGeneration": status.observed_generation if status else None,
+                "updateRevision": status.update_revision if status else None,
+            },
+        }
+    )
+    if revision is None:
+        return None, None
+    return rolling.next_step(
+        roll_pods(c.name, listed, observed, primary), revision, primary, c.spec.instances
+    ), revision
+
+
+def roll_delete(api, body, decision, roll) -> None:
+    """Effect: delete the outdated Pod, only when the topology is settled (Healthy): never during
+    a failover, a switchover or while a replica is being configured."""
+    if not isinstance(roll, rolling.DeletePod) or not isinstance(decision, t.Healthy):
+        return
+    meta = body["metadata"]
+    try:
+        client.CoreV1Api(api).delete_namespaced_pod(roll.name, meta["namespace"])
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        return
+    k.post_events(api, body, [("Normal", "RollingUpdate", f"restarting {roll.name}: {roll.reason}")])
+    log.info(
+        "%s/%s RollingUpdate: restarting %s: %s", meta["namespace"], meta["name"], roll.name, roll.reason
+    )

@@ -1,0 +1,325 @@
+"""The MySQLCluster status and its Events, derived from one Summary of a pass: phase,
+conditions (Ready, Available, Progressing, Degraded), per-instance entries, the Events a
+decision or a step posts, and when the periodic pass may skip work. Pure: no I/O here."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+
+from mysql_operator import manifests as m
+from mysql_operator import certificates
+from mysql_operator import topology as t
+from mysql_operator.db.instance import redact
+from mysql_operator.replication import (
+    Step,
+)
+from dataclasses import field
+from mysql_operator.pods import PodView
+from mysql_operator.replication import PRIMARY_CHANGES
+
+
+ACTIONS = PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync)
+
+
+@dataclass
+class Result:
+    phase: str
+    applied: bool = False
+    decision: str | None = None
+    steps: list[Step] = field(default_factory=list)
+    recheck_in: float | None = None  # seconds until the loop should look again, if sooner
+
+
+CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")
+
+
+def _camel(action: str) -> str:
+    return "".join(w[:1].upper() + w[1:] for w in action.replace("_", "-").split("-"))
+
+
+def events_from_steps(steps: Iterable[Step], secrets: Iterable[str] = ()) -> list[tuple[str, str, str]]:
+    secrets = list(secrets)
+    out = []
+    for s in steps:
+        message = redact(f"{s.instance}: {s.detail}" if s.detail else s.instance, secrets)
+        out.append(("Normal" if s.ok else "Warning", _camel(s.action) + ("" if s.ok else "Failed"), message))
+    return out
+
+
+def decision_event(d: t.Decision | None, secrets: Iterable[str] = ()) -> tuple[str, str, str] | None:
+    """The Event announcing a decision that changes the topology (before its steps' Events)."""
+    if isinstance(d, (t.Failover, t.Switchover, t.Bootstrap, t.Promote)):
+        etype = "Warning" if isinstance(d, t.Failover) else "Normal"
+        return etype, d.kind, redact(d.reason or d.kind, list(secrets))
+    return None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything the status is computed from; plain data."""
+
+    instances: int
+    generation: int | None = None
+    spec_error: str | None = None
+    secret_error: str | None = None
+    # why the certificate is missing or cannot be renewed (certificates.TLSProblem); tls_blocking:
+    # the cluster has no certificate yet, so it waits
+    tls_problem: certificates.TLSProblem | None = None
+    tls_blocking: bool = False
+    ready: int = 0
+    primary: str | None = None
+    primary_serving: bool = False
+    # the primary Pod carries role=primary and is Ready, i.e. it is the -rw Service's endpoint
+    # (as listed at the start of the pass: labels moved in this pass count from the next one)
+    primary_in_service: bool = False
+    decision: str | None = None  # kind, None when the engine did not run
+    decision_reason: str = ""
+    held_out: tuple[str, ...] = ()
+    unreachable: tuple[str, ...] = ()
+    failed_steps: tuple[str, ...] = ()
+    entries: tuple[Mapping[str, Any], ...] = ()
+
+
+def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None) -> bool:
+    """The -rw Service routes to the primary: its Pod is labelled role=primary and Ready."""
+    pod = pods.get(primary_ordinal) if primary_ordinal is not None else None
+    return bool(pod and pod.ready and pod.role == m.ROLE_PRIMARY and not pod.deleting)
+
+
+def phase(s: Summary) -> str:
+    if s.spec_error:
+        return "Invalid"
+    if s.secret_error or s.decision == "Unrecoverable":
+        return "Failed"
+    if s.tls_problem is not None and s.tls_blocking and s.tls_problem.warning:
+        return "Failed"  # the user must act (the timer keeps looking: the fix is seen within seconds)
+    if s.primary is None:
+        return "Bootstrapping" if s.decision else "Pending"
+    if s.decision == "Failover":
+        return "FailingOver"
+    if s.decision == "Switchover":
+        return "SwitchingOver"
+    if not s.primary_serving:
+        return "Unavailable"
+    tls_degraded = s.tls_problem is not None and s.tls_problem.warning
+    if (
+        s.ready >= s.instances
+        and not s.held_out
+        and not s.unreachable
+        and not s.failed_steps
+        and not tls_degraded
+    ):
+        # writable is not enough: clients connect through -rw
+        return "Ready" if s.primary_in_service else "Unavailable"
+    return "Degraded"
+
+
+def _cond(ctype: str, ok: bool, reason: str, message: str = "") -> dict[str, Any]:
+    return {"type": ctype, "status": "True" if ok else "False", "reason": reason, "message": message}
+
+
+def conditions(s: Summary) -> list[dict[str, Any]]:
+    if s.spec_error:
+        msg = s.spec_error
+        return [
+            _cond("Ready", False, "InvalidSpec", msg),
+            _cond("Available", False, "InvalidSpec", msg),
+            _cond("Progressing", False, "InvalidSpec", msg),
+            _cond("Degraded", True, "InvalidSpec", msg),
+        ]
+    ph = phase(s)
+    ready_msg = f"{s.ready}/{s.instances} instances ready"
+    stuck = [f"{e['name']}: {e['waiting']}" for e in s.entries if e.get("waiting")]
+    if stuck:
+        ready_msg += "; " + "; ".join(stuck)
+    not_in_service = s.primary_serving and not s.primary_in_service
+    if ph == "Ready":
+        ready = _cond("Ready", True, "AllInstancesReady", ready_msg)
+    elif s.ready < s.instances:
+        ready = _cond("Ready", False, "InstancesNotReady", ready_msg)
+    elif ph == "Unavailable" and not_in_service:
+        ready = _cond(
+            "Ready",
+            False,
+            "PrimaryNotInService",
+            f"{s.primary} accepts writes but is not yet a ready endpoint of the -rw Service",
+        )
+    else:
+        ready = _cond("Ready", False, ph, ready_msg)
+    if s.primary_serving:
+        available = _cond("Available", True, "PrimaryServing", f"{s.primary} accepts writes")
+    elif s.primary is None:
+        available = _cond("Available", False, "NoPrimary", "no primary yet")
+    else:
+        available = _cond("Available", False, "PrimaryNotServing", f"{s.primary} does not accept writes")
+
+    tls_wait = s.tls_problem if s.tls_blocking else None
+    if s.secret_error:
+        progressing = _cond("Progressing", False, "CredentialsSecret", s.secret_error)
+    elif tls_wait is not None:
+        progressing = _cond("Progressing", not tls_wait.warning, tls_wait.reason, tls_wait.message)
+    elif s.decision in {d.__name__ for d in ACTIONS}:
+        progressing = _cond("Progressing", True, s.decision, s.decision_reason)
+    elif s.decision == "WaitForDelay":
+        progressing = _cond("Progressing", True, "Waiting", s.decision_reason)
+    elif s.ready < s.instances:
+        progressing = _cond("Progressing", True, "WaitingForInstances", ready_msg)
+    elif not_in_service:
+        progressing = _cond("Progressing", True, "WaitingForService", f"-rw Service endpoint for {s.primary}")
+    else:
+        progressing = _cond("Progressing", False, "Stable", "nothing to do")
+
+    if s.secret_error:
+        degraded = _cond("Degraded", True, "CredentialsSecret", s.secret_error)
+    elif s.decision == "Unrecoverable":
+        degraded = _cond("Degraded", True, "Unrecoverable", s.decision_reason)
+    elif s.failed_steps:
+        degraded = _cond("Degraded", True, "ActionFailed", "; ".join(s.failed_steps))
+    elif s.primary is not None and s.primary in s.unreachable:
+        # a stable message (no duration): the Warning Event is posted once per outage
+        degraded = _cond("Degraded", True, "PrimaryUnreachable", f"primary {s.primary} unreachable")
+    elif s.held_out:
+        degraded = _cond("Degraded", True, "InstancesHeldOut", ", ".join(s.held_out) + " held out")
+    elif s.primary is not None and s.unreachable:
+        degraded = _cond("Degraded", True, "InstancesUnreachable", ", ".join(s.unreachable) + " unreachable")
+    elif s.tls_problem is not None and s.tls_problem.warning:  # also posted as a Warning Event
+        degraded = _cond("Degraded", True, s.tls_problem.reason, s.tls_problem.message)
+    else:
+        degraded = _cond("Degraded", False, "AsExpected" if s.primary else "Bootstrapping", "")
+    return [ready, available, progressing, degraded]
+
+
+def merge_conditions(
+    old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]], now: str, generation: int | None
+) -> list[dict[str, Any]]:
+    """lastTransitionTime moves only when a condition's status changes."""
+    before = {c.get("type"): c for c in old or []}
+    out = []
+    for c in new:
+        prev = before.get(c["type"])
+        changed = prev is None or prev.get("status") != c["status"]
+        item = dict(c)
+        item["lastTransitionTime"] = now if changed else prev.get("lastTransitionTime", now)
+        if generation is not None:
+            item["observedGeneration"] = generation
+        out.append(item)
+    return out
+
+
+def build_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "phase": phase(s),
+        "conditions": merge_conditions(previous.get("conditions") or [], conditions(s), now, s.generation),
+        "readyInstances": s.ready,
+        "instances": [dict(e) for e in s.entries],
+    }
+    if s.generation is not None:
+        status["observedGeneration"] = s.generation
+    primary = s.primary or previous.get("currentPrimary")
+    if primary:
+        status["currentPrimary"] = primary
+    if previous.get("restore"):  # written by restore_gate; kept as it is
+        status["restore"] = previous["restore"]
+    return status
+
+
+def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """A Warning when Degraded turns True or changes its reason/message (not on every loop)."""
+
+    def degraded(st):
+        return next((c for c in st.get("conditions") or [] if c.get("type") == "Degraded"), {})
+
+    old, new = degraded(previous), degraded(status)
+    if new.get("status") != "True":
+        return []
+    if (old.get("status"), old.get("reason"), old.get("message")) == (
+        "True",
+        new.get("reason"),
+        new.get("message"),
+    ):
+        return []
+    return [("Warning", new.get("reason") or "Degraded", new.get("message") or "")]
+
+
+def status_changed(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether patching `status` would change anything. Only its own keys count: a merge patch
+    leaves the others (lastBackup, written by the backup handlers) as they are."""
+
+    def strip(st):
+        out = {k: st.get(k) for k in status if k != "conditions"}
+        out["conditions"] = [
+            {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in st.get("conditions") or []
+        ]
+        return out
+
+    return strip(previous) != strip(status)
+
+
+def instance_entries(
+    ordinals: Sequence[int],
+    names: Mapping[int, str],
+    pods: Mapping[int, PodView],
+    observed: Mapping[str, t.InstanceState],
+    lags: Mapping[str, int | None],
+    roles: Mapping[str, str | None],
+    primary: str | None,
+    secrets: Iterable[str] = (),
+) -> list[dict[str, Any]]:
+    secrets = list(secrets)
+    out = []
+    for o in ordinals:
+        name = names[o]
+        pod, obs = pods.get(o), observed.get(name)
+        role = roles.get(name)
+        if role is None:
+            role = "held-out" if obs is not None and obs.reachable and name in roles else "unknown"
+        if name == primary and roles.get(name) is None and obs is not None:
+            role = "primary-not-serving"
+        e: dict[str, Any] = {
+            "name": name,
+            "role": role,
+            "ready": bool(pod and pod.ready),
+            "reachable": bool(obs and obs.reachable),
+        }
+        if obs is not None and obs.executed is not None:
+            e["gtidExecuted"] = str(obs.executed)
+        lag = lags.get(name)
+        if lag is not None:
+            e["lagSeconds"] = int(lag)
+        if obs is not None and obs.last_error:
+            e["error"] = redact(obs.last_error, secrets)[:512]
+        if pod and pod.waiting:
+            e["waiting"] = redact(pod.waiting, secrets)
+        out.append(e)
+    return out
+
+
+def primary_since(status: Mapping[str, Any], primary: str | None) -> tuple[str, float] | None:
+    """(primary, when it was made primary as a Unix time) from status.primarySince, if recorded."""
+    raw = status.get("primarySince")
+    if not primary or not raw:
+        return None
+    try:
+        return primary, dt.datetime.fromisoformat(raw).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def promotion_succeeded(primary: str | None, steps: Sequence[Step]) -> bool:
+    """After a Bootstrap/Failover/Switchover/Promote: the new primary serves unless a step on it
+    failed (a replica that could not be repointed does not make the primary unavailable)."""
+    return primary is not None and not any(not s.ok and s.instance == primary for s in steps)
+
+
+def timer_can_skip(
+    status: Mapping[str, Any], generation: int | None, since_apply: float, resync_seconds: float
+) -> bool:
+    return (
+        status.get("phase") == "Pending"
+        and not status.get("currentPrimary")
+        and status.get("observedGeneration") == generation
+        and since_apply < resync_seconds
+    )
