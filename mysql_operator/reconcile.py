@@ -266,6 +266,7 @@ class Reconciler:
             failover_enabled=c.spec.replication.failover.enabled,
             failover_delay_seconds=float(c.spec.replication.failover.delay_seconds),
             semisync=c.spec.replication.mode == "semisync",
+            async_fallback=c.spec.replication.allow_async_fallback,
             # replicas configured before TLS move to it (topology rule 10); as tls_ca_path in _engine
             replication_tls=entry.tls is not None and serves_tls(listed),
         )

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
+from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIMEOUT_MS
 from mysql_operator import topology as t
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
@@ -74,7 +75,7 @@ class DbOps(Protocol):
         tls_ca: str | None = None,
     ) -> None: ...
     def wait_for(self, gtids: Any, timeout: float) -> bool: ...
-    def set_semisync_source(self, on: bool, ack_count: int = 1) -> None: ...
+    def set_semisync_source(self, on: bool, ack_count: int = 1, timeout_ms: int = ...) -> None: ...
     def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None: ...
     def ensure_database(self, name: str) -> None: ...
     def ensure_user(
@@ -139,11 +140,6 @@ class ReplicationError(Exception):
     pass
 
 
-def semisync_acks_default(instances: int) -> int:
-    """Enough acknowledgements that a majority holds every commit: (instances - 1) // 2, >= 1."""
-    return max(1, (instances - 1) // 2)
-
-
 class ReplicationEngine:
     def __init__(
         self,
@@ -174,7 +170,7 @@ class ReplicationEngine:
         self.reduce_admin = reduce_admin
         self.app_database = app_database
         self.settings = settings
-        self.semisync_acks = semisync_acks or semisync_acks_default(settings.instances)
+        self.semisync_acks = t.semisync_acks(settings.instances, semisync_acks)
         self.apply_timeout = apply_timeout
         self.clock = clock
         self.wall_clock = wall_clock
@@ -201,6 +197,13 @@ class ReplicationEngine:
         self.set_members(members)
 
     # -- membership ------------------------------------------------------------------------------
+
+    @property
+    def semisync_timeout_ms(self) -> int:
+        """How long a commit waits for its acknowledgements: for ever, unless the user allowed
+        the fallback to asynchronous replication (spec.replication.allowAsyncFallback)."""
+        return FALLBACK_TIMEOUT_MS if self.settings.async_fallback else NO_FALLBACK_TIMEOUT_MS
+
     def set_members(self, members: Sequence[Member]) -> None:
         """Scale: the members now present (new ones are observed and configured next time)."""
         new = {m.name: m for m in members}
@@ -417,7 +420,9 @@ class ReplicationEngine:
             i.reset_replica()
         i.set_semisync_replica(False)
         if self.settings.semisync and replicas > 0:
-            i.set_semisync_source(True, self.semisync_acks)  # before the first write
+            i.set_semisync_source(
+                True, self.semisync_acks, self.semisync_timeout_ms
+            )  # before the first write
         else:
             i.set_semisync_source(False)
         i.set_read_only(False)
@@ -567,7 +572,7 @@ class ReplicationEngine:
         for n in replicas:
             self.instances[n].set_semisync_replica(on)
         if on:
-            p.set_semisync_source(True, self.semisync_acks)
+            p.set_semisync_source(True, self.semisync_acks, self.semisync_timeout_ms)
         steps.append(
             Step(
                 primary,

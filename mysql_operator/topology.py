@@ -82,6 +82,9 @@ class Settings:
     failover_enabled: bool = True
     failover_delay_seconds: float = 3.0
     semisync: bool = False
+    # spec.replication.allowAsyncFallback: semi-sync may be turned off while no replica can
+    # acknowledge (writes go on, acknowledged by the primary alone)
+    async_fallback: bool = False
     divergence_errnos: frozenset[int] = DIVERGENCE_ERRNOS
     # a replication error must persist this long before the replica is reconfigured: one
     # observation of a thread that is retrying on its own is no reason to repoint it
@@ -89,6 +92,13 @@ class Settings:
     # replicas must replicate over TLS verifying their source: those configured without it
     # (before TLS existed) are reconfigured once, one at a time, in a healthy cluster (rule 10)
     replication_tls: bool = False
+
+
+def semisync_acks(instances: int, explicit: int | None = None) -> int:
+    """Replica acknowledgements a semi-sync commit waits for: `explicit`
+    (spec.replication.semiSyncAcks), else enough that a majority of the instances holds every
+    acknowledged commit: (instances - 1) // 2, at least 1."""
+    return explicit or max(1, (instances - 1) // 2)
 
 
 # -- decisions ---------------------------------------------------------------------------------
@@ -424,9 +434,13 @@ def decide(
         if fix:
             return ConfigureReplica(i.name, p.name, reason=f"{i.name}: {fix}")
 
-    # 8. semi-sync
+    # 8. semi-sync. Without a replica that could acknowledge, semi-sync that is on stays on:
+    #    writes wait for a replica to return. Turning it off would acknowledge writes only the
+    #    primary has - lost if it fails next - unless the user allowed that fallback. (Before a
+    #    first replica exists it is not turned on: nothing could acknowledge the bootstrap.)
     in_range = [i for i in healthy_replicas if i.ordinal < settings.instances]
-    want_sync = settings.semisync and bool(in_range)
+    keep_waiting = p.semisync_source and settings.instances > 1 and not settings.async_fallback
+    want_sync = settings.semisync and (bool(in_range) or keep_waiting)
     if p.semisync_source != want_sync or any(i.semisync_replica != want_sync for i in in_range):
         return ConfigureSemiSync(
             want_sync, p.name, _names(in_range), reason=f"semi-sync {'on' if want_sync else 'off'}"

@@ -123,11 +123,6 @@ class Replication:
     allow_async_fallback: bool = False
     failover: Failover = Failover()
 
-    @property
-    def acks(self) -> int:
-        """Replica acknowledgements a semi-sync commit waits for."""
-        return self.semi_sync_acks or 1
-
 
 @dataclass(frozen=True)
 class Credentials:

@@ -9,6 +9,7 @@ socket, pid file and port are given on start.sh's command line.
 from __future__ import annotations
 
 from ..api import ClusterSpec
+from ..topology import semisync_acks
 from .common import TLS_CA, TLS_CERT, TLS_KEY
 
 # Semi-sync timeout (ms) when no fallback to asynchronous replication is allowed: the largest value
@@ -47,7 +48,10 @@ def server_settings(spec: ClusterSpec) -> list[tuple[str, str]]:
                 ("plugin_load_add", "semisync_source.so"),
                 ("plugin_load_add", "semisync_replica.so"),
                 ("rpl_semi_sync_source_wait_point", "AFTER_SYNC"),
-                ("rpl_semi_sync_source_wait_for_replica_count", str(r.acks)),
+                (
+                    "rpl_semi_sync_source_wait_for_replica_count",
+                    str(semisync_acks(spec.instances, r.semi_sync_acks)),
+                ),
                 ("rpl_semi_sync_source_timeout", timeout),
             ]
         return out

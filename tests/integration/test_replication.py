@@ -339,6 +339,47 @@ def test_fence_ends_a_commit_waiting_for_an_acknowledgement_without_acknowledgin
         assert e.value.args[0] == 1290  # read-only
 
 
+def test_semisync_stays_on_while_no_replica_can_acknowledge(factory):
+    """Both replicas hang: the loop keeps the primary's semi-sync on (no async fallback by
+    default), so a commit waits instead of being acknowledged by the primary alone; it completes
+    once a replica is back, and that replica has it."""
+    c = make_cluster(factory, 3, semisync=True, delay=30.0)
+    p, replicas = c.primary, c.servers[1:]
+    admin = Instance(p.host, p.port, OPERATOR_USER, factory.admin_password)
+    for r in replicas:
+        r.sigstop()
+    outcome: list[str] = []
+    try:
+
+        def both_unreachable():
+            out = c.reconcile()
+            return all(not s.reachable for s in out.observed if s.name != p.name) and out
+
+        out = wait_for(both_unreachable, 30, "the loop to see both replicas unreachable")
+        assert not isinstance(out.decision, t.ConfigureSemiSync), out.decision
+        assert admin.observe().semisync_source_enabled
+
+        def commit():
+            try:
+                with c.app_conn(p, timeout=120) as conn, conn.cursor() as cur:
+                    cur.execute(f"INSERT INTO {DB}.t VALUES (5151, 'waits for a replica')")
+                outcome.append("ok")
+            except pymysql.err.MySQLError as e:
+                outcome.append(f"error {e.args[0]}")
+
+        writer = threading.Thread(target=commit)
+        writer.start()
+        wait_for(lambda: admin.ack_waiters(), 10, "the commit to wait for an acknowledgement")
+        c.reconcile()  # a pass while it waits changes nothing
+        assert admin.observe().semisync_source_enabled and not outcome
+    finally:
+        for r in replicas:
+            r.sigcont()
+    writer.join(60)
+    assert outcome == ["ok"]
+    wait_replicated(c, {5151})
+
+
 def test_short_blip_below_delay_does_not_fail_over(factory):
     c = make_cluster(factory, 3, delay=4.0)
     p = c.primary

@@ -47,7 +47,7 @@ def test_minimal_spec_gets_the_documented_defaults():
     assert s.flavor == "mysql" and s.server_version == "8.4" and s.image_ref == "mysql:8.4"
     assert s.image_pull_policy == "IfNotPresent"
     assert s.primary is None and s.desired_primary == 0
-    assert s.replication.mode == "semisync" and s.replication.acks == 1
+    assert s.replication.mode == "semisync" and s.replication.semi_sync_acks is None
     assert s.replication.allow_async_fallback is False
     assert s.replication.failover.enabled is True and s.replication.failover.delay_seconds == 3
     assert s.credentials is None and s.database is None and s.my_cnf == ""

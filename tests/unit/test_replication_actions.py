@@ -126,9 +126,10 @@ class FakeServer:
         self._do("wait_for")
         return self.applies
 
-    def set_semisync_source(self, on: bool, ack_count: int = 1) -> None:
+    def set_semisync_source(self, on: bool, ack_count: int = 1, timeout_ms: int = 0) -> None:
         self._do(f"set_semisync_source({on})")
         self.semisync_source = on
+        self.semisync_timeout_ms = timeout_ms if on else None
 
     def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None:
         self._do(f"set_semisync_replica({on})")
@@ -146,7 +147,9 @@ class FakeServer:
         return []
 
 
-def engine(world: World, n: int = 3, semisync: bool = True) -> ReplicationEngine:
+def engine(
+    world: World, n: int = 3, semisync: bool = True, async_fallback: bool = False
+) -> ReplicationEngine:
     for i in range(n):
         world.servers.setdefault(f"db-{i}", FakeServer(f"db-{i}", world))
     members = [Member(f"db-{i}", i, f"db-{i}", 3306) for i in range(n)]
@@ -154,7 +157,7 @@ def engine(world: World, n: int = 3, semisync: bool = True) -> ReplicationEngine
         members,
         Credentials("operator", "op-pw"),
         Credentials("repl", "repl-pw"),
-        t.Settings(instances=n, semisync=semisync, failover_delay_seconds=0.0),
+        t.Settings(instances=n, semisync=semisync, failover_delay_seconds=0.0, async_fallback=async_fallback),
         app=Credentials("app", "app-pw"),
         app_database="app",
         connect=lambda m: world.servers[m.name],
@@ -302,6 +305,19 @@ def test_switchover_to_a_lagging_target_leaves_it_read_only():
     steps = e.act(t.Switchover("db-0", "db-1", ("db-1", "db-2")), states(w))
     assert any(not s.ok and "did not catch up" in s.detail for s in steps)
     assert w.writable() == [] and w.servers["db-1"].source == "db-0"
+
+
+@pytest.mark.parametrize("fallback, waits_ms", [(False, 4_294_967_295), (True, 10_000)])
+def test_a_promoted_primary_waits_for_acknowledgements_as_long_as_the_spec_says(fallback, waits_ms):
+    """For ever (no acknowledged write only on the primary), or the fallback's timeout when
+    spec.replication.allowAsyncFallback allows asynchronous replication."""
+    w = World()
+    e = engine(w, async_fallback=fallback)
+    serving(w, "db-0")
+    e.act(FAILOVER, states(w))
+    assert w.servers["db-1"].semisync_timeout_ms == waits_ms
+    e.act(t.ConfigureSemiSync(True, "db-1", ("db-2",)), states(w))
+    assert w.servers["db-1"].semisync_timeout_ms == waits_ms
 
 
 # -- bootstrap, semi-sync, decommission ------------------------------------------------------------
