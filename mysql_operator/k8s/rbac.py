@@ -59,7 +59,7 @@ CLUSTER_SCOPE_RULES: list[dict] = [
     {"apiGroups": ["cert-manager.io"], "resources": ["clusterissuers"], "verbs": ["get"]},
 ]
 
-# What mysql_operator/handlers/backups.py uses (the same operator process runs it): MySQLBackup
+# What mysql_operator/backup/controller.py uses (the same operator process runs it): MySQLBackup
 # objects (scheduled ones created, expired ones deleted), their status, and the backup Jobs.
 BACKUP_RULES: list[dict] = [
     {

@@ -13,7 +13,7 @@ import yaml
 from kubernetes import client
 
 from mysql_operator.api import BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, VERSION
-from mysql_operator.handlers.backups import BackupController
+from mysql_operator.backup.controller import BackupController
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.controlplane
