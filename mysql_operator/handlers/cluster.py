@@ -1,5 +1,6 @@
 """MySQLCluster handlers: create/update/resume, a periodic timer and watches on owned Pods and
-StatefulSets all call the same idempotent `Reconciler.reconcile`."""
+StatefulSets all end in the same idempotent pass, `Reconciler._reconcile` (through `nudge`, which
+never waits behind a running pass, and `tick`, the timer's)."""
 
 from __future__ import annotations
 
@@ -54,10 +55,9 @@ def register(cfg) -> None:
     @kopf.on.create(GROUP, VERSION, CLUSTER_PLURAL)
     @kopf.on.update(GROUP, VERSION, CLUSTER_PLURAL)
     def cluster_changed(body, namespace, name, **_):
-        result = metrics.observed(namespace, name, lambda: reconciler().nudge(namespace, name, apply=True))
-        if result is None:  # a reconcile is running; it runs once more with the new spec
-            return None
-        return {"phase": result.phase}
+        # returns nothing: kopf would store a result in status.cluster_changed, a second phase that
+        # goes stale. A reconcile already running runs once more with the new spec.
+        metrics.observed(namespace, name, lambda: reconciler().nudge(namespace, name, apply=True))
 
     # an unexpected error in one pass is logged by kopf with its traceback and the next pass runs
     # one interval later (kopf's default backoff, 60 s, would pause failover detection that long)
