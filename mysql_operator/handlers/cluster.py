@@ -55,8 +55,8 @@ def register(cfg) -> None:
     @kopf.on.create(GROUP, VERSION, CLUSTER_PLURAL)
     @kopf.on.update(GROUP, VERSION, CLUSTER_PLURAL)
     def cluster_changed(body, namespace, name, **_):
-        # returns nothing: kopf would store a result in status.cluster_changed, a second phase that
-        # goes stale. A reconcile already running runs once more with the new spec.
+        # the status is the reconciler's to publish; a reconcile already running runs once more
+        # with the new spec
         metrics.observed(namespace, name, lambda: reconciler().nudge(namespace, name, apply=True))
 
     # an unexpected error in one pass is logged by kopf with its traceback and the next pass runs
