@@ -2,8 +2,10 @@
 
 Starts a control plane (tests/support/controlplane.py), installs the CRDs, runs
 `mysql-operator run` as a process, creates N clusters and prints a table:
-time until every owned object of every cluster exists, the operator's peak RSS, and its
-steady-state CPU after settling. No node: Pods never run (the replication engine stays idle),
+time until every owned object of every cluster exists, the operator's peak RSS, its
+steady-state CPU after settling, and the API requests per second it causes in steady state (the
+apiserver's own apiserver_request_total, minus the control plane's rate measured over the same
+window length before the operator started). No node: Pods never run (the replication engine stays idle),
 so this measures the Kubernetes side of the reconcile loop.
 
     .venv/bin/python -m benchmarks.operator_scale [--clusters 100] [--settle 30] [--measure 60]
@@ -39,6 +41,24 @@ def _proc_stat(pid: int) -> tuple[float, int, int]:
         line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
     )
     return cpu, int(status["VmRSS"].split()[0]), int(status["VmHWM"].split()[0])
+
+
+def _apiserver_requests(api) -> float:
+    """apiserver_request_total over every verb but WATCH (a watch is one long request)."""
+    resp = api.call_api(
+        "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True
+    )
+    total = 0.0
+    for line in resp.data.decode().splitlines():
+        if line.startswith("apiserver_request_total{") and 'verb="WATCH"' not in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _rate(api, seconds: float) -> float:
+    r0, t0 = _apiserver_requests(api), time.monotonic()
+    time.sleep(seconds)
+    return (_apiserver_requests(api) - r0) / (time.monotonic() - t0)
 
 
 def _count_owned(api, ns: str) -> int:
@@ -87,6 +107,7 @@ def main(argv=None) -> int:
             30,
             "mysqlclusters served",
         )
+        baseline = _rate(api, args.measure)  # the control plane alone
         log = open(Path(cp.workdir) / "operator.log", "wb")  # noqa: SIM115 - lives as long as the process
         env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
         proc = subprocess.Popen(
@@ -143,9 +164,10 @@ def main(argv=None) -> int:
         time.sleep(args.settle)
         cpu0, _, _ = _proc_stat(proc.pid)
         w0 = time.monotonic()
-        time.sleep(args.measure)
+        rate = _rate(api, args.measure)
         cpu1, rss, peak = _proc_stat(proc.pid)
         cpu_pct = 100.0 * (cpu1 - cpu0) / (time.monotonic() - w0)
+        operator_rate = max(0.0, rate - baseline)
 
         rows = [
             ("clusters", f"{args.clusters}"),
@@ -160,6 +182,9 @@ def main(argv=None) -> int:
                 f"steady-state CPU ({args.measure:.0f} s window, loop {args.loop_seconds:g} s)",
                 f"{cpu_pct:.1f} % of one core",
             ),
+            ("API requests/s, steady state (operator's share)", f"{operator_rate:.1f}"),
+            ("API requests/s per cluster", f"{operator_rate / args.clusters:.3f}"),
+            ("API requests/s of the control plane alone", f"{baseline:.1f}"),
             ("machine", f"{os.cpu_count()} cores"),
         ]
         width = max(len(k) for k, _ in rows)
