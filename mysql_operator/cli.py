@@ -52,8 +52,9 @@ def _add_run(sub) -> None:
     p.add_argument(
         "--resync-seconds",
         type=float,
-        default=float(os.environ.get("RESYNC_SECONDS", "60")),
-        help="how often owned objects are re-applied (drift correction)",
+        default=float(os.environ.get("RESYNC_SECONDS", "300")),
+        help="how often owned objects are re-applied (drift correction; a StatefulSet changed by "
+        "hand is re-applied at once from its watch)",
     )
     p.add_argument(
         "--resolver",
