@@ -78,6 +78,24 @@ def make_cluster(
     return c
 
 
+def commit_in_background(c: Cluster, server, row: int, timeout: float) -> tuple[threading.Thread, list[str]]:
+    """One INSERT of `row` through the app account in a thread; its outcome ("ok" or
+    "error <errno>") lands in the list once the statement returns."""
+    outcome: list[str] = []
+
+    def commit():
+        try:
+            with c.app_conn(server, timeout=timeout) as conn, conn.cursor() as cur:
+                cur.execute(f"INSERT INTO {DB}.t VALUES (%s, 'committed in the background')", (row,))
+            outcome.append("ok")
+        except pymysql.err.MySQLError as e:
+            outcome.append(f"error {e.args[0]}")
+
+    writer = threading.Thread(target=commit)
+    writer.start()
+    return writer, outcome
+
+
 # ---- tests ---------------------------------------------------------------------------------------
 def test_bootstrap_one_instance(factory):
     c = make_cluster(factory, 1)
@@ -326,18 +344,7 @@ def test_fence_ends_a_commit_waiting_for_an_acknowledgement_without_acknowledgin
     admin = lambda s: Instance(s.host, s.port, OPERATOR_USER, factory.admin_password)  # noqa: E731
     for r in c.servers[1:]:
         admin(r).stop_io_thread()
-    outcome: list[str] = []
-
-    def commit():
-        try:
-            with c.app_conn(p, timeout=60) as conn, conn.cursor() as cur:
-                cur.execute(f"INSERT INTO {DB}.t VALUES (4242, 'waits for an ack')")
-            outcome.append("ok")
-        except pymysql.err.MySQLError as e:
-            outcome.append(f"error {e.args[0]}")
-
-    writer = threading.Thread(target=commit)
-    writer.start()
+    writer, outcome = commit_in_background(c, p, 4242, timeout=60)
     wait_for(lambda: admin(p).ack_waiters(), 10, "the commit to wait for an acknowledgement")
     fenced = admin(p)
     fenced.slow_timeout = 10  # read_only waiting on the stuck commit would fail the fence
@@ -361,7 +368,6 @@ def test_semisync_stays_on_while_no_replica_can_acknowledge(factory):
     admin = Instance(p.host, p.port, OPERATOR_USER, factory.admin_password)
     for r in replicas:
         r.sigstop()
-    outcome: list[str] = []
     try:
 
         def both_unreachable():
@@ -372,16 +378,7 @@ def test_semisync_stays_on_while_no_replica_can_acknowledge(factory):
         assert not isinstance(out.decision, t.ConfigureSemiSync), out.decision
         assert admin.observe().semisync_source_enabled
 
-        def commit():
-            try:
-                with c.app_conn(p, timeout=120) as conn, conn.cursor() as cur:
-                    cur.execute(f"INSERT INTO {DB}.t VALUES (5151, 'waits for a replica')")
-                outcome.append("ok")
-            except pymysql.err.MySQLError as e:
-                outcome.append(f"error {e.args[0]}")
-
-        writer = threading.Thread(target=commit)
-        writer.start()
+        writer, outcome = commit_in_background(c, p, 5151, timeout=120)
         wait_for(lambda: admin.ack_waiters(), 10, "the commit to wait for an acknowledgement")
         c.reconcile()  # a pass while it waits changes nothing
         assert admin.observe().semisync_source_enabled and not outcome
