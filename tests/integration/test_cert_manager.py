@@ -83,9 +83,8 @@ def cert_manager(control_plane, tmp_path_factory):
 def factory():
     missing = mdb.missing_binaries()
     if missing:
-        pytest.skip(
-            reason=f"MariaDB server binaries missing ({', '.join(missing)}): run hack/install-deps.sh"
-        )
+        why = f"MariaDB server binaries missing ({', '.join(missing)}): run hack/install-deps.sh"
+        pytest.skip(reason=why)
     f = mdb.MariaDBFactory()
     yield f
     f.close()

@@ -35,10 +35,11 @@ def new_factory(flavor: str) -> MariaDBFactory:
             pytest.skip(reason=f"no MySQL 9.7 server: {why}")
         return MySQLFactory()
     if missing_binaries():
-        pytest.skip(
-            reason=f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
+        why = (
+            f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
             "run hack/install-deps.sh (apt: mariadb-server mariadb-client mariadb-backup)"
         )
+        pytest.skip(reason=why)
     return MariaDBFactory()
 
 
