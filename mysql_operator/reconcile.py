@@ -238,7 +238,9 @@ class Reconciler:
         names = {o: m.pod_name(c, o) for o in ordinals}
         ready = sum(1 for o, p in pods.items() if o < c.spec.instances and p.ready)
 
-        held = restore_gate(self, body, c, previous, pods, names, passwords, ready, applied, secret_error)
+        held = restore_gate(
+            self.api, self.job_image, body, c, previous, pods, names, passwords, ready, applied, secret_error
+        )
         if held is not None:
             return held
 

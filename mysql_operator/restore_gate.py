@@ -4,7 +4,6 @@ lifecycle is restoring.py; the Job's manifest manifests/backup_jobs.py."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import logging
 from typing import Any, Mapping
@@ -24,9 +23,6 @@ from mysql_operator.k8s import jobs
 from mysql_operator.manifests.backup_jobs import restore_job, restore_job_name
 from mysql_operator.status import Result, Summary, build_status, instance_entries, status_changed
 
-
-if TYPE_CHECKING:
-    from mysql_operator.reconcile import Reconciler
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +73,8 @@ def restore_source(api, c: MySQLCluster) -> Source:
 
 
 def restore_gate(
-    rec: Reconciler,
+    api,
+    job_image: str,
     body,
     c: MySQLCluster,
     previous,
@@ -99,7 +96,7 @@ def restore_gate(
     ]
     job: Mapping[str, Any] | str | None = None
     if (record or {}).get("phase") == restoring.RUNNING:
-        found, job_pods = jobs.read_job(rec.api, c.namespace, restore_job_name(c))
+        found, job_pods = jobs.read_job(api, c.namespace, restore_job_name(c))
         if found is not None:
             job = (
                 jobs.job_result(found, job_pods, f"the restore Job {restore_job_name(c)}")
@@ -117,14 +114,14 @@ def restore_gate(
         described = restoring.describe_source(c.spec.restore.from_backup, c.spec.restore.s3)
         started = clock.stamp()
         try:
-            source = restore_source(rec.api, c)
+            source = restore_source(api, c)
             record = restoring.record(restoring.RUNNING, described, started, job=restore_job_name(c))
-            k.patch_status(rec.api, c.namespace, c.name, {"restore": record})  # before the Job exists
+            k.patch_status(api, c.namespace, c.name, {"restore": record})  # before the Job exists
             jobs.create_job(
-                rec.api,
+                api,
                 m.owned(
                     restore_job(
-                        c, source.s3, source.path, rec.job_image, image_pull_policy=c.spec.image_pull_policy
+                        c, source.s3, source.path, job_image, image_pull_policy=c.spec.image_pull_policy
                     ),
                     k.owner_of(body),
                 ),
@@ -183,7 +180,7 @@ def restore_gate(
         patch["restore"] = record
         events.append(("Warning", "RestoreFailed", action.message))
     if patch:
-        k.patch_status(rec.api, c.namespace, c.name, patch)
+        k.patch_status(api, c.namespace, c.name, patch)
 
     ordinals = sorted(set(range(c.spec.instances)) | set(pods))
     all_names = {o: m.pod_name(c, o) for o in ordinals}
@@ -198,7 +195,7 @@ def restore_gate(
     if "currentPrimary" in patch:
         status["currentPrimary"] = patch["currentPrimary"]
     if status_changed(previous, status):
-        k.patch_status(rec.api, c.namespace, c.name, status)
+        k.patch_status(api, c.namespace, c.name, status)
     if events:
-        k.post_events(rec.api, body, events)
+        k.post_events(api, body, events)
     return Result(phase=status["phase"], applied=applied)

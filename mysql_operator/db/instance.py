@@ -404,8 +404,9 @@ class Instance:
         still waiting that was not killed stops the fence (raises). offline_mode is lifted
         once the server is read-only."""
         killed = self.kill_client_connections(keep_users)
-        if self.ack_waiters() and self.dialect.offline_mode(True):
-            for sql in self.dialect.offline_mode(True):
+        offline = self.dialect.offline_mode(True)  # none on MariaDB, whose killed waiters stop waiting
+        if offline and self.ack_waiters():
+            for sql in offline:
                 self._run(sql)
             killed += self.kill_client_connections(keep_users)
             alive = [w for w in self.ack_waiters() if w["COMMAND"] != "Killed"]
