@@ -34,6 +34,7 @@ class Cluster:
     state: ClusterState = field(default_factory=ClusterState)
     decisions: list[t.Decision] = field(default_factory=list)
     timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, kind)
+    last: Any = None  # the last pass's Outcome
 
     def server(self, name: str):
         return next(s for s in self.servers if s.name == name)
@@ -45,6 +46,7 @@ class Cluster:
     def reconcile(self, desired: str | None = None):
         started = time.monotonic()
         out = self.engine.reconcile(self.state, desired)
+        self.last = out
         self.decisions.append(out.decision)
         self.timeline.append((started, time.monotonic(), out.decision.kind))
         bad = [s for s in out.steps if not s.ok and s.action != "held-out"]
@@ -60,12 +62,18 @@ class Cluster:
             return d if isinstance(d, until) else None
 
         what = getattr(until, "__name__", None) or "/".join(u.__name__ for u in until)
-        return wait_for(
-            step,
-            timeout,
-            f"the cluster to reach {what} (last: {self.decisions[-1] if self.decisions else None})",
-            interval=0.1,
+        return wait_for(step, timeout, f"the cluster to reach {what}", interval=0.1, describe=self.describe)
+
+    def describe(self) -> str:
+        """The last decisions and the last pass's view of each server, for a timeout's message."""
+        kinds = [d.kind for d in self.decisions[-8:]]
+        last = self.decisions[-1] if self.decisions else None
+        seen = "; ".join(
+            f"{s.name}: reachable={s.reachable} read_only={s.read_only} source={s.source} "
+            f"io={s.io_running} sql={s.sql_running} errno={s.io_errno or s.sql_errno} {s.last_error or ''}"
+            for s in (self.last.observed if self.last is not None else ())
         )
+        return f"decisions {kinds}, last {last!r}\nobserved: {seen}"
 
     def app_conn(self, server, timeout: float = 3.0):
         return server.connect(user=APP.user, password=APP.password, database=DB, timeout=timeout)
