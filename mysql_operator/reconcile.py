@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -68,6 +69,7 @@ from mysql_operator.rollout import roll_delete, roll_desired, roll_step
 from mysql_operator.status import (
     Result,
     Summary,
+    apply_refusal,
     build_status,
     decision_event,
     degraded_events,
@@ -85,6 +87,7 @@ log = logging.getLogger(__name__)
 TLS_ANNOTATION = f"{m.GROUP}/tls-not-after"  # on server Pods: changed when the certificate is renewed
 TLS_RELOAD_RETRY_SECONDS = 5.0
 TLS_PROBLEM_RECHECK_SECONDS = 5.0  # while the certificate is missing or cert-manager reports a problem
+APPLY_RETRY_SECONDS = 10.0  # while an owned object is not applied (and at once on a spec change)
 
 
 def service_routes_to(
@@ -112,6 +115,7 @@ class _Entry:
     engine: ReplicationEngine | None = None
     fingerprint: str = ""
     last_apply: float = 0.0
+    apply_error: str | None = None  # as the last apply found it (status.apply_refusal)
     again: bool = False
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach
     last_decision: str | None = None  # logged when it changes
@@ -225,11 +229,16 @@ class Reconciler:
         primary_ordinal = pod_ordinal(current_primary or "", c.name)
 
         applied = False
-        due = self.clock() - entry.last_apply >= self.resync_seconds
+        every = APPLY_RETRY_SECONDS if entry.apply_error else self.resync_seconds
+        due = self.clock() - entry.last_apply >= every
         if apply or (apply is None and due) or previous.get("observedGeneration") != c.generation:
-            self._apply_objects(c, body, passwords, primary_ordinal)
-            entry.last_apply = self.clock()
-            applied = True
+            error = self._apply_objects(c, body, passwords, primary_ordinal, secrets)
+            if error != entry.apply_error:
+                log.log(
+                    logging.WARNING if error else logging.INFO, "%s/%s apply: %s", ns, name, error or "ok"
+                )
+            entry.apply_error, entry.last_apply = error, self.clock()
+            applied = error is None
 
         listed = k.list_pods(self.api, ns, m.selector_labels(c))
         pods = pod_views(c.name, listed)
@@ -255,6 +264,7 @@ class Reconciler:
                 instances=c.spec.instances,
                 generation=c.generation,
                 secret_error=secret_error,
+                apply_error=entry.apply_error,
                 tls_problem=entry.tls_problem,
                 tls_blocking=entry.tls is None,
                 ready=ready,
@@ -365,6 +375,7 @@ class Reconciler:
             primary=primary,
             primary_serving=serving and primary is not None,
             decision=decision.kind,
+            apply_error=entry.apply_error,
             tls_problem=entry.tls_problem,
             primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, passwords),
             decision_reason=redact(decision.reason, secrets),
@@ -516,16 +527,29 @@ class Reconciler:
             )
         return {key: password_for(key) for key in required_keys(c) + optional_keys(c)}, None
 
-    def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal) -> None:
+    def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal, secrets) -> str | None:
+        """Effect: server-side apply every owned object. One the API server refuses (a spec the
+        CRD admits but the StatefulSet API does not) stops neither the others nor the pass:
+        replication is looked after whatever the spec. Returns why, or None when all applied."""
         owner = k.owner_of(body)
+        refused = []
         for obj in m.build_all(c, lambda key: passwords.get(key) or "unused"):
             if obj["kind"] == "Secret":
                 continue  # created only if missing (see _credentials)
             obj = m.owned(obj, owner)
-            if obj["kind"] == "StatefulSet":
-                current = k.read_statefulset_replicas(self.api, c.namespace, obj["metadata"]["name"])
-                obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
-            k.server_side_apply(self.api, obj)
+            kind, obj_name = obj["kind"], obj["metadata"]["name"]
+            try:
+                if kind == "StatefulSet":
+                    current = k.read_statefulset_replicas(self.api, c.namespace, obj_name)
+                    obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
+                k.server_side_apply(self.api, obj)
+            except k.ApplyError as e:
+                refused.append(apply_refusal(kind, obj_name, e.status, e.message))
+            except ApiException as e:
+                refused.append(apply_refusal(kind, obj_name, e.status, str(e.reason)))
+            except urllib3.exceptions.HTTPError as e:
+                refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
+        return redact("; ".join(refused), secrets) if refused else None
 
     def _engine(
         self,

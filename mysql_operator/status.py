@@ -5,6 +5,7 @@ decision or a step posts, and when the periodic pass may skip work. Pure: no I/O
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -57,6 +58,31 @@ def decision_event(d: t.Decision | None, secrets: Iterable[str] = ()) -> tuple[s
     return None
 
 
+# where a field of an object the operator renders comes from in the MySQLCluster spec
+_SPEC_FIELDS = (
+    (r"spec\.template\.spec\.(?:initContainers|containers)\[\d+\]\.resources", "spec.resources"),
+    (r"spec\.template\.spec\.affinity", "spec.affinity"),
+    (r"spec\.template\.spec\.tolerations", "spec.tolerations"),
+    (r"spec\.template\.spec\.nodeSelector", "spec.nodeSelector"),
+    (r"spec\.template\.spec\.priorityClassName", "spec.priorityClassName"),
+    (r"spec\.template\.metadata\.labels", "spec.podLabels"),
+    (r"spec\.template\.metadata\.annotations", "spec.podAnnotations"),
+    (r"spec\.volumeClaimTemplates\[\d+\]\.spec\.storageClassName", "spec.storage.storageClassName"),
+    (r"spec\.volumeClaimTemplates\[\d+\]\.spec\.resources", "spec.storage.size"),
+)
+
+
+def apply_refusal(kind: str, name: str, status: int | None, message: str) -> str:
+    """Pure: why an object the operator renders was not applied, for the status and an Event:
+    the MySQLCluster fields the API server's message points at (through the rendered object's
+    paths), the object, and the API's own words."""
+    fields = sorted({f for pattern, f in _SPEC_FIELDS if re.search(pattern, message)})
+    answer = f"refused by the API server (HTTP {status}): {message}" if status else f"not applied: {message}"
+    if fields:
+        return f"{', '.join(fields)}: {kind} {name} {answer}: fix {' and '.join(fields)}"
+    return f"{kind} {name} {answer}"
+
+
 @dataclass(frozen=True)
 class Summary:
     """Everything the status is computed from; plain data."""
@@ -65,6 +91,8 @@ class Summary:
     generation: int | None = None
     spec_error: str | None = None
     secret_error: str | None = None
+    # why an owned object (StatefulSet, Service, ...) could not be applied (apply_refusal)
+    apply_error: str | None = None
     # why the certificate is missing or cannot be renewed (certificates.TLSProblem); tls_blocking:
     # the cluster has no certificate yet, so it waits
     tls_problem: certificates.TLSProblem | None = None
@@ -92,7 +120,7 @@ def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None)
 def phase(s: Summary) -> str:
     if s.spec_error:
         return "Invalid"
-    if s.secret_error or s.decision == "Unrecoverable":
+    if s.secret_error or s.decision == "Unrecoverable" or (s.apply_error and s.primary is None):
         return "Failed"
     if s.tls_problem is not None and s.tls_blocking and s.tls_problem.warning:
         return "Failed"  # the user must act (the timer keeps looking: the fix is seen within seconds)
@@ -110,6 +138,7 @@ def phase(s: Summary) -> str:
         and not s.held_out
         and not s.unreachable
         and not s.failed_steps
+        and not s.apply_error
         and not tls_degraded
     ):
         # writable is not enough: clients connect through -rw
@@ -138,6 +167,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     not_in_service = s.primary_serving and not s.primary_in_service
     if ph == "Ready":
         ready = _cond("Ready", True, "AllInstancesReady", ready_msg)
+    elif s.apply_error:
+        ready = _cond("Ready", False, "ApplyFailed", s.apply_error)
     elif s.ready < s.instances:
         ready = _cond("Ready", False, "InstancesNotReady", ready_msg)
     elif ph == "Unavailable" and not_in_service:
@@ -165,6 +196,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         progressing = _cond("Progressing", True, s.decision, s.decision_reason)
     elif s.decision == "WaitForDelay":
         progressing = _cond("Progressing", True, "Waiting", s.decision_reason)
+    elif s.apply_error:  # the user must act: nothing progresses towards the spec until then
+        progressing = _cond("Progressing", False, "ApplyFailed", s.apply_error)
     elif s.ready < s.instances:
         progressing = _cond("Progressing", True, "WaitingForInstances", ready_msg)
     elif not_in_service:
@@ -176,6 +209,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         degraded = _cond("Degraded", True, "CredentialsSecret", s.secret_error)
     elif s.decision == "Unrecoverable":
         degraded = _cond("Degraded", True, "Unrecoverable", s.decision_reason)
+    elif s.apply_error:
+        degraded = _cond("Degraded", True, "ApplyFailed", s.apply_error)
     elif s.failed_steps:
         degraded = _cond("Degraded", True, "ActionFailed", "; ".join(s.failed_steps))
     elif s.primary is not None and s.primary in s.unreachable:

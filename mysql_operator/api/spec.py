@@ -453,7 +453,39 @@ def _resources(value: Any, path: str) -> dict[str, dict[str, str]]:
                 raise SpecError(f"{path}.{kind}.{res}", f"{q!r} is not a quantity (e.g. 500m, 2Gi)") from None
             entries[res] = str(q)
         out[kind] = entries
+    for res, q in out.get("requests", {}).items():
+        limit = out.get("limits", {}).get(res)
+        if limit is not None and parse_quantity(q) > parse_quantity(limit):
+            raise SpecError(
+                f"{path}.requests.{res}",
+                f"{q} exceeds the limit {limit}: requests must not exceed limits for the same "
+                "resource (the API refuses such a Pod): lower the request or raise the limit",
+            )
     return out
+
+
+def _tolerations(value: Any, path: str) -> tuple[Mapping[str, Any], ...]:
+    """The checks the Pod API makes and the CRD repeats (so a bad toleration is refused at admission)."""
+    if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+        raise SpecError(path, "must be a list of core/v1 Tolerations")
+    for n, t in enumerate(value):
+        op, where = t.get("operator", "Equal"), f"{path}[{n}]"
+        if op == "Exists" and t.get("value"):
+            raise SpecError(
+                where,
+                "a toleration with operator Exists matches every value: remove value, or use operator Equal",
+            )
+        if not t.get("key") and op != "Exists":
+            raise SpecError(
+                where,
+                "a toleration without a key must have operator Exists: add a key or set operator Exists",
+            )
+        if t.get("tolerationSeconds") is not None and t.get("effect") != "NoExecute":
+            raise SpecError(
+                where,
+                "tolerationSeconds only applies to effect NoExecute: remove it or set the effect to NoExecute",
+            )
+    return tuple(value)
 
 
 def _labels(d: dict, key: str, path: str) -> dict[str, str]:
@@ -624,14 +656,21 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     )
     if parse_quantity(size) <= 0:
         raise SpecError(f"{spath}.size", "must be larger than zero, e.g. 10Gi")
-    storage = Storage(size=size, storage_class_name=_str(st, "storageClassName", spath))
+    storage = Storage(
+        size=size,
+        storage_class_name=_str(
+            st,
+            "storageClassName",
+            spath,
+            pattern=_DNS_SUBDOMAIN_RE,
+            hint="a StorageClass name has lowercase letters, digits, '-' and '.' (see `kubectl get storageclass`)",
+        ),
+    )
 
     affinity = s.get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
         raise SpecError(f"{path}.affinity", "must be an object (a core/v1 Affinity)")
-    tolerations = s.get("tolerations") or []
-    if not isinstance(tolerations, list) or not all(isinstance(t, dict) for t in tolerations):
-        raise SpecError(f"{path}.tolerations", "must be a list of core/v1 Tolerations")
+    tolerations = _tolerations(s.get("tolerations") or [], f"{path}.tolerations")
 
     svpath = f"{path}.service"
     sv = _object(s.get("service"), svpath, {"type", "annotations"})
@@ -724,9 +763,15 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         storage=storage,
         resources=_resources(s.get("resources"), f"{path}.resources"),
         affinity=affinity,
-        tolerations=tuple(tolerations),
+        tolerations=tolerations,
         node_selector=_node_selector(s, path),
-        priority_class_name=_str(s, "priorityClassName", path),
+        priority_class_name=_str(
+            s,
+            "priorityClassName",
+            path,
+            pattern=_DNS_SUBDOMAIN_RE,
+            hint="a PriorityClass name has lowercase letters, digits, '-' and '.' (see `kubectl get priorityclass`)",
+        ),
         pod_labels=_labels(s, "podLabels", path),
         pod_annotations=_annotations(s, path),
         service=service,

@@ -4,17 +4,39 @@ the kubeconfig (KUBECONFIG, or kubectl's default file) and its context."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from kubernetes import client, config
 
 
-def api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
+# (connect, read) seconds for every call that does not set its own `_request_timeout`: an API
+# server that accepts and never answers fails the call instead of holding a cluster's lock forever
+API_TIMEOUT = (5.0, 30.0)
+
+
+def api_client(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    timeout: tuple[float, float] = API_TIMEOUT,
+) -> client.ApiClient:
     if kubeconfig is None and context is None and in_cluster():
         config.load_incluster_config()
-        return client.ApiClient()
-    return config.new_client_from_config(
+        return bounded(client.ApiClient(), timeout)
+    api = config.new_client_from_config(
         config_file=kubeconfig or os.environ.get("KUBECONFIG"), context=context
     )
+    return bounded(api, timeout)
+
+
+def bounded(api: client.ApiClient, timeout: tuple[float, float]) -> client.ApiClient:
+    """`api` with `timeout` as the default of every request (the client's default is none)."""
+    request = api.rest_client.request
+
+    def with_timeout(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        return request(*args, _request_timeout=_request_timeout or timeout, **kwargs)
+
+    api.rest_client.request = with_timeout
+    return api
 
 
 def default_namespace(context: str | None = None) -> str:

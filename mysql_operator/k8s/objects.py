@@ -57,10 +57,18 @@ def server_side_apply(
 
 
 class ApplyError(Exception):
-    def __init__(self, obj: Mapping[str, Any], status: int, data: bytes):
-        text = data[:1000].decode(errors="replace") if isinstance(data, bytes) else str(data)[:1000]
-        super().__init__(f"apply {obj['kind']} {obj['metadata']['name']}: HTTP {status}: {text}")
-        self.status = status
+    """An apply the API server answered with an error: `message` is its own sentence (from the
+    Status it returned, which names the object's field at fault), at most 1000 characters."""
+
+    def __init__(self, obj: Mapping[str, Any], status: int, data: bytes | str):
+        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
+        try:
+            message = str(json.loads(text).get("message") or text)
+        except (ValueError, AttributeError):
+            message = text
+        self.kind, self.name = obj["kind"], obj["metadata"]["name"]
+        self.status, self.message = status, message[:1000]
+        super().__init__(f"apply {self.kind} {self.name}: HTTP {status}: {self.message}")
 
 
 def read_secret_data(api: client.ApiClient, namespace: str, name: str) -> dict[str, str] | None:

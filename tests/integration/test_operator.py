@@ -501,6 +501,75 @@ def test_a_spec_error_cel_cannot_catch_is_a_condition_and_an_event(control_plane
     )
 
 
+# affinities the CRD admits (it keeps affinity as the user wrote it) but the StatefulSet API refuses
+BAD_AFFINITIES = {
+    "no-node-selector-term": {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    },
+    "wrong-shape": {"nodeAffinity": "zone-a"},
+}
+
+
+def _apply_failed(objs, ns, name):
+    st = _get(objs, ns, name).get("status") or {}
+    degraded = _condition(st, "Degraded")
+    return st if (degraded.get("status"), degraded.get("reason")) == ("True", "ApplyFailed") else None
+
+
+@pytest.mark.parametrize("case", sorted(BAD_AFFINITIES))
+def test_an_object_the_api_refuses_is_a_condition_and_an_event_and_the_rest_is_applied(
+    control_plane, operator, ns, case
+):
+    """A spec the CRD admits but the StatefulSet API refuses: the status says which field and what
+    the API said (a condition and a Warning Event), every other object is applied, and the fix is
+    picked up; the same for a bad edit of a cluster whose objects exist (they keep the last good
+    spec)."""
+    api = control_plane.api_client()
+    objs, apps = client.CustomObjectsApi(api), client.AppsV1Api(api)
+    name = f"refused-{case}"
+    spec = {"flavor": "mariadb", "instances": 1, "affinity": BAD_AFFINITIES[case]}
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body(name, spec))
+
+    st = wait_for(lambda: _apply_failed(objs, ns, name), 60, "Degraded ApplyFailed")
+    message = _condition(st, "Degraded")["message"]
+    assert message.startswith("spec.affinity: StatefulSet " + name), message
+    print(f"\n{case}: {message}")
+    assert st["phase"] == "Failed" and _condition(st, "Ready")["reason"] == "ApplyFailed"
+    wait_for(
+        lambda: any(
+            e.type == "Warning" and e.reason == "ApplyFailed" and e.message == message
+            for e in _events(api, ns, name)
+        ),
+        30,
+        "a Warning Event with the same message",
+    )
+    live = _owned_objects(api, ns, name)
+    assert f"StatefulSet/{name}" not in live
+    assert len(live) == OWNED - 1, sorted(live)  # everything else was applied
+
+    def edit(affinity):
+        def patch():
+            return objs.patch_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, name, {"spec": {"affinity": affinity}}
+            )
+
+        wait_for(patch, 30, "spec edited")
+
+    edit(None)  # remove the bad field: the StatefulSet is created, the condition clears
+    wait_for(lambda: len(_owned_objects(api, ns, name)) == OWNED, 60, "every object once fixed")
+    wait_for(
+        lambda: _condition(_get(objs, ns, name).get("status") or {}, "Degraded").get("status") == "False",
+        60,
+        "Degraded False once fixed",
+    )
+    before = apps.read_namespaced_stateful_set(name, ns).spec.template.spec.affinity
+
+    edit(BAD_AFFINITIES[case])  # a bad edit of a cluster whose objects exist
+    st = wait_for(lambda: _apply_failed(objs, ns, name), 60, "Degraded ApplyFailed after a bad edit")
+    assert _condition(st, "Degraded")["message"].startswith("spec.affinity: StatefulSet " + name)
+    assert apps.read_namespaced_stateful_set(name, ns).spec.template.spec.affinity == before
+
+
 def test_deleting_the_cluster_garbage_collects_generated_objects(control_plane, operator, ns):
     api = control_plane.api_client()
     objs = client.CustomObjectsApi(api)

@@ -378,6 +378,32 @@ def S(**kw):
             ("True", "ConfigureReplica"),
             ("True", "ActionFailed"),
         ),
+        # an owned object the API server refuses: before a primary the cluster cannot come up
+        (
+            cstatus.Summary(instances=3, apply_error="spec.affinity: StatefulSet db refused"),
+            "Failed",
+            ("False", "ApplyFailed"),
+            ("False", "NoPrimary"),
+            ("False", "ApplyFailed"),
+            ("True", "ApplyFailed"),
+        ),
+        # ... a running cluster keeps serving (and failing over: the decision shows), Degraded
+        (
+            S(apply_error="spec.affinity: StatefulSet db refused"),
+            "Degraded",
+            ("False", "ApplyFailed"),
+            ("True", "PrimaryServing"),
+            ("False", "ApplyFailed"),
+            ("True", "ApplyFailed"),
+        ),
+        (
+            S(apply_error="spec.affinity: StatefulSet db refused", decision="Failover", primary="db-1"),
+            "FailingOver",
+            ("False", "ApplyFailed"),
+            ("True", "PrimaryServing"),
+            ("True", "Failover"),
+            ("True", "ApplyFailed"),
+        ),
     ],
 )
 def test_phase_and_conditions_table(summary, phase, ready, available, progressing, degraded):
@@ -598,3 +624,39 @@ def test_replicas_require_tls_only_once_every_server_pod_mounts_its_certificate(
     old = {"spec": {"volumes": [{"name": "config"}]}}  # from before TLS, not yet rolled
     assert serves_tls([new, new])
     assert not serves_tls([new, old]) and not serves_tls([])
+
+
+@pytest.mark.parametrize(
+    "message, fields",
+    [
+        (
+            'StatefulSet.apps "db" is invalid: spec.template.spec.containers[0].resources.requests: '
+            'Invalid value: "4Gi": must be less than or equal to memory limit of 2Gi',
+            ["spec.resources"],
+        ),
+        (
+            'StatefulSet.apps "db" is invalid: spec.template.spec.affinity.nodeAffinity.'
+            "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: Required value",
+            ["spec.affinity"],
+        ),
+        (
+            "spec.template.spec.tolerations[0].operator: Invalid value; "
+            "spec.template.spec.priorityClassName: Invalid value",
+            ["spec.priorityClassName", "spec.tolerations"],
+        ),
+        (
+            "spec.volumeClaimTemplates[0].spec.storageClassName: Invalid value",
+            ["spec.storage.storageClassName"],
+        ),
+        ("etcdserver: request timed out", []),
+    ],
+)
+def test_an_apply_refusal_names_the_cluster_fields_the_api_message_points_at(message, fields):
+    text = cstatus.apply_refusal("StatefulSet", "db", 422, message)
+    assert message in text and "StatefulSet db" in text and "HTTP 422" in text
+    if fields:
+        assert text.startswith(", ".join(fields) + ": ")
+        assert text.endswith("fix " + " and ".join(fields))
+    else:
+        assert text.startswith("StatefulSet db ")
+    assert "not applied" in cstatus.apply_refusal("Service", "db-rw", None, "no answer")
