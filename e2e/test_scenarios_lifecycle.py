@@ -11,7 +11,21 @@ import pytest
 import yaml
 from kubernetes import client
 
-from e2e.helpers import CLUSTERS, GROUP, REPO, VERSION, Cluster, cluster_spec, kubectl
+from e2e.helpers import (
+    CLUSTERS,
+    FLAVORS,
+    GROUP,
+    REPO,
+    VERSION,
+    Cluster,
+    cluster_spec,
+    create_writes_table,
+    kubectl,
+    query,
+    record,
+    stopwatch,
+    try_query,
+)
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -242,3 +256,46 @@ def test_immutable_fields_of_an_applied_example_are_refused(
     r = kubectl(local_cluster.kubeconfig, "apply", "-n", ns, "-f", "-", input=yaml.safe_dump(changed))
     assert r.returncode != 0, f"accepted: {r.stdout}"
     assert message in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_retained_cluster_created_again_comes_back_with_its_data_and_passwords(
+    local_cluster, scenario_namespace, flavor
+):
+    """deletionPolicy Retain (the default) keeps the volumes and the generated credentials Secret:
+    the same MySQLCluster applied again adopts the data (the instance with every transaction is
+    the primary, the other replicates from it) and the app password still works."""
+    api = local_cluster.api_client()
+    ns = scenario_namespace
+    core, objs = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    spec = cluster_spec(2, flavor)
+    c = Cluster(api, ns, "back").create(spec)
+    c.wait_ready(300, instances=2)
+    rw, pw = create_writes_table(c)
+    query(rw, "app", pw, "INSERT INTO app.writes VALUES (1), (2), (3)")
+    first_uid = c.body()["metadata"]["uid"]
+
+    objs.delete_namespaced_custom_object(GROUP, VERSION, ns, CLUSTERS, "back")
+    wait_for(lambda: not _owned_objects(api, ns, first_uid), 180, "the cluster's objects and Pods gone")
+    secret = core.read_namespaced_secret("back-credentials", ns)
+    assert not secret.metadata.owner_references, "the generated Secret outlives a Retain cluster"
+    assert {"data-back-0", "data-back-1"} <= _pvcs(api, ns)
+
+    elapsed = stopwatch()
+    c = Cluster(api, ns, "back").create(spec)
+    st = c.wait_ready(300, instances=2)
+    record(f"retained cluster created again to Ready (2 instances, {flavor})", elapsed(), scenario="8")
+    assert c.password() == pw
+    rw = c.service_ip("rw")
+    rows = wait_for(lambda: try_query(rw, "app", pw, "SELECT id FROM app.writes ORDER BY id"), 60, "-rw")
+    assert [r[0] for r in rows] == [1, 2, 3]
+    query(rw, "app", pw, "INSERT INTO app.writes VALUES (4)")  # writable, replicating again
+    assert [i["role"] for i in st["instances"]] == ["primary", "replica"], st["instances"]
+    replica_ip = c.pod(1 if st["currentPrimary"] == "back-0" else 0).status.pod_ip
+    wait_for(
+        lambda: (r := try_query(replica_ip, "app", pw, "SELECT COUNT(*) FROM app.writes")) and r[0][0] == 4,
+        60,
+        "the replica has the new row",
+    )
+    adopted = [e.message for e in c.events("Bootstrap")]
+    assert any("adopting existing data" in m for m in adopted), adopted

@@ -486,9 +486,13 @@ class Reconciler:
 
     def _credentials(self, c: MySQLCluster, owner: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
         """Passwords by Secret key, and why they are unusable (None if fine). Creates the
-        generated Secret if missing and adds missing keys; never changes a stored password."""
+        generated Secret if missing and adds missing keys; never changes a stored password.
+        The generated Secret is owned by the cluster (deleted with it) only under deletionPolicy
+        Delete: under Retain it outlives the cluster with the volumes, so a cluster created again
+        with the same name logs in to the data they hold."""
         secret = m.credentials_secret_name(c)
-        data = k.read_secret_data(self.api, c.namespace, secret)
+        found = k.read_secret(self.api, c.namespace, secret)
+        data = found[0] if found is not None else None
         if c.spec.credentials is not None:
             if data is None:
                 return {}, (
@@ -515,10 +519,13 @@ class Reconciler:
             return fresh.setdefault(key, self.password_factory())
 
         built = m.credentials_secret(c, password_for)
-        if data is None:
-            if not k.create_secret(self.api, m.owned(built, owner)):  # lost a race: read it back
+        owned = m.owned(built, owner) if c.spec.deletion_policy == "Delete" else None
+        if found is None:
+            if not k.create_secret(self.api, owned or built):  # lost a race: read it back
                 return self._credentials(c, owner)
-        elif fresh:
+        elif found[1] != ((owner["metadata"]["uid"],) if owned else ()):  # policy changed, or adopted
+            k.set_owner(self.api, c.namespace, secret, owned)
+        if found is not None and fresh:
             k.add_secret_keys(
                 self.api,
                 c.namespace,

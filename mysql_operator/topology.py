@@ -8,7 +8,8 @@ target) BEFORE acting on it, so a restart in the middle resumes the same way.
 
 Priorities, first match wins:
   1. a writable instance that is not the recorded primary      -> Fence
-  2. no recorded primary: all fresh and reachable               -> Bootstrap
+  2. no recorded primary, all reachable: all fresh               -> Bootstrap
+     holding data (retained volumes): the one with every transaction -> Bootstrap (adopt) / Unrecoverable
   3. recorded primary unreachable                               -> WaitForDelay / Failover / Unrecoverable
   4. recorded primary reachable but not yet (or no longer) writable or still replicating
                                                                 -> Promote (or Failover to a more advanced one;
@@ -307,10 +308,7 @@ def decide(
                 0.0, reason="bootstrap waits for every instance: " + ", ".join(down) + " not reachable"
             )
         if any(i.has_data or i.is_replica or replication_broken(i, settings) for i in wanted):
-            return Unrecoverable(
-                reason="instances already hold data or replicate but no primary "
-                "is recorded: record the primary to adopt them"
-            )
+            return _adopt(wanted, settings, desired_primary)
         # spec.primary only among the wanted instances (the others are checked for nothing above)
         primary = (
             desired_primary
@@ -497,6 +495,29 @@ def _choose_failover(
         replicas,
         reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s; "
         f"{best.name} is the most advanced replica",
+    )
+
+
+def _adopt(wanted: Sequence[InstanceState], settings: Settings, desired: str | None) -> Decision:
+    """Data but no recorded primary: a cluster created again over the volumes a deleted one
+    retained (deletionPolicy Retain), or one whose status was lost. Every server starts fenced
+    (and rule 1 fenced any that was not), so the one that has every transaction the others have
+    becomes the primary and nothing anyone acknowledged is lost; replicas broken on divergence
+    are not candidates (their extra transactions are errant). Histories that diverged need a
+    person."""
+    if any(i.known is None for i in wanted):
+        return WaitForDelay(0.0, reason="adopting existing data: waiting to read every instance's GTID state")
+    cands = [i for i in wanted if not replication_broken(i, settings)]
+    best = most_advanced(cands, prefer=desired)
+    if best is None:
+        return Unrecoverable(
+            reason="instances already hold data but no primary is recorded, and none has every "
+            "transaction the others have (histories diverged): restore a backup into a new cluster"
+        )
+    return Bootstrap(
+        best.name,
+        tuple(n for n in _names(wanted) if n != best.name),
+        reason=f"adopting existing data: {best.name} has every transaction the others have",
     )
 
 

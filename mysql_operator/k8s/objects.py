@@ -74,13 +74,34 @@ class ApplyError(Exception):
 def read_secret_data(api: client.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
     """The Secret's decoded data, or None if it does not exist. Bytes that are not UTF-8 arrive
     as lone surrogates (never an exception that could quote them): callers that need text check."""
+    found = read_secret(api, namespace, name)
+    return found[0] if found is not None else None
+
+
+def read_secret(
+    api: client.ApiClient, namespace: str, name: str
+) -> tuple[dict[str, str], tuple[str, ...]] | None:
+    """The Secret's decoded data (as read_secret_data) and the uids of its owners; None if absent."""
     try:
         s = client.CoreV1Api(api).read_namespaced_secret(name, namespace)
     except ApiException as e:
         if e.status == 404:
             return None
         raise
-    return {k: base64.b64decode(v).decode(errors="surrogateescape") for k, v in (s.data or {}).items()}
+    data = {k: base64.b64decode(v).decode(errors="surrogateescape") for k, v in (s.data or {}).items()}
+    return data, tuple(r.uid for r in s.metadata.owner_references or [])
+
+
+def set_owner(api: client.ApiClient, namespace: str, name: str, owned_copy: Mapping[str, Any] | None) -> None:
+    """Make the Secret's owner references those of `owned_copy` (a manifest made by
+    manifests.owned), or remove them all (None): it then outlives the cluster."""
+    refs = (owned_copy or {}).get("metadata", {}).get("ownerReferences")
+    client.CoreV1Api(api).patch_namespaced_secret(
+        name,
+        namespace,
+        {"metadata": {"ownerReferences": refs}},
+        _content_type="application/merge-patch+json",  # replaces the list (strategic merge adds)
+    )
 
 
 def create_secret(api: client.ApiClient, secret: Mapping[str, Any]) -> bool:

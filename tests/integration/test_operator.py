@@ -299,9 +299,11 @@ def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, oper
     live = wait_for(
         lambda: (o := _owned_objects(api, ns, "shop")) and expected <= set(o) and o, 60, "every owned object"
     )
-    for key in expected:
+    for key in expected - {"Secret/shop-credentials"}:
         refs = live[key]["metadata"].get("ownerReferences") or []
         assert [(r["uid"], r["controller"]) for r in refs] == [(uid, True)], key
+    # deletionPolicy Retain (the default): the passwords outlive the cluster with its volumes
+    assert not live["Secret/shop-credentials"]["metadata"].get("ownerReferences")
     assert _matches_built(api, ns, created) is None
     assert live["StatefulSet/shop"]["spec"]["replicas"] == 3
 
@@ -573,12 +575,55 @@ def test_an_object_the_api_refuses_is_a_condition_and_an_event_and_the_rest_is_a
 def test_deleting_the_cluster_garbage_collects_generated_objects(control_plane, operator, ns):
     api = control_plane.api_client()
     objs = client.CustomObjectsApi(api)
-    objs.create_namespaced_custom_object(
-        GROUP, VERSION, ns, PLURAL, _body("gone", {"flavor": "mariadb", "instances": 1})
-    )
+    spec = {"flavor": "mariadb", "instances": 1, "deletionPolicy": "Delete"}
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("gone", spec))
     wait_for(lambda: len(_owned_objects(api, ns, "gone")) == OWNED, 60, f"{OWNED} owned objects")
     objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "gone")
     wait_for(lambda: not _owned_objects(api, ns, "gone"), 90, "owned objects garbage-collected")
+
+
+def test_retain_keeps_the_generated_secret_for_a_cluster_created_again_and_delete_adopts_it(
+    control_plane, operator, ns
+):
+    """deletionPolicy Retain keeps the generated credentials Secret with the volumes: a cluster
+    created again with the same name uses the same passwords (it can log in to the retained
+    data). Switching the policy to Delete hands the Secret to the cluster (deleted with it)."""
+    api = control_plane.api_client()
+    objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    spec = {"flavor": "mariadb", "instances": 1}  # deletionPolicy Retain by default
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("back", spec))
+    wait_for(lambda: len(_owned_objects(api, ns, "back")) == OWNED, 60, f"{OWNED} objects")
+    first = core.read_namespaced_secret("back-credentials", ns)
+    objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "back")
+    wait_for(
+        lambda: set(_owned_objects(api, ns, "back")) == {"Secret/back-credentials"}, 90, "all but it gone"
+    )
+
+    created = objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("back", spec))
+    wait_for(lambda: len(_owned_objects(api, ns, "back")) == OWNED, 60, f"{OWNED} objects again")
+    again = core.read_namespaced_secret("back-credentials", ns)
+    assert again.data == first.data, "the same passwords"
+    assert not again.metadata.owner_references
+
+    def switch():
+        return objs.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, "back", {"spec": {"deletionPolicy": "Delete"}}
+        )
+
+    wait_for(switch, 30, "deletionPolicy Delete")
+    wait_for(
+        lambda: (
+            [
+                r.uid
+                for r in core.read_namespaced_secret("back-credentials", ns).metadata.owner_references or []
+            ]
+            == [created["metadata"]["uid"]]
+        ),
+        60,
+        "the Secret owned by the cluster",
+    )
+    objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "back")
+    wait_for(lambda: not _owned_objects(api, ns, "back"), 90, "everything garbage-collected")
 
 
 def test_the_operator_used_no_permission_it_does_not_declare(operator, ns):

@@ -18,7 +18,7 @@ import pytest
 
 from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance, InstanceError
-from mysql_operator.replication import Credentials, Member, ReplicationEngine
+from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
 from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, missing_binaries
 from tests.support.mysql import MySQLFactory, mysql_unavailable
@@ -526,6 +526,44 @@ def test_operator_restart_mid_failover_converges(factory):
     with c.app_conn(new) as conn, conn.cursor() as cur:
         cur.execute(f"INSERT INTO {DB}.t VALUES (31, 'after')")
     wait_replicated(c, set(range(1, 32)), [s for s in c.servers if s.name != "db-0"])
+
+
+def test_servers_holding_data_with_no_recorded_primary_adopt_the_one_with_every_transaction(factory):
+    """A cluster created again over retained volumes: every server starts fenced with replication
+    stopped and nothing is recorded. The instance holding every transaction the others have
+    becomes the primary (here db-1: db-0, the lowest ordinal, lags), the others replicate from
+    it, and every acknowledged row is there."""
+    c = make_cluster(factory, 3)
+    c.converge(until=t.Switchover, desired="db-1")
+    c.converge(desired="db-1")
+    admin = {s.name: Instance(s.host, s.port, OPERATOR_USER, factory.admin_password) for s in c.servers}
+    admin["db-0"].stop_io_thread()  # db-0 falls behind
+    with c.app_conn(c.server("db-1")) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'x')", [(i,) for i in range(1, 21)])
+    wait_replicated(c, set(range(1, 21)), [c.server("db-2")])
+    for i in admin.values():  # as the servers start: fenced, replication stopped
+        i.set_read_only(True)
+        i.stop_replica()
+    c.engine.close()
+    for i in admin.values():
+        i.close()
+    c.engine = ReplicationEngine(  # a new cluster object: fresh engine, nothing recorded
+        c.engine.members.values(),
+        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
+        REPL,
+        c.engine.settings,
+        app=APP,
+        app_database=DB,
+        apply_timeout=20,
+    )
+    c.state, c.decisions = ClusterState(), []
+    c.converge(timeout=30)
+    boot = next(d for d in c.decisions if isinstance(d, t.Bootstrap))
+    assert (boot.primary, "adopting existing data" in boot.reason) == ("db-1", True), boot
+    assert c.state.current_primary == "db-1"
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {DB}.t VALUES (21, 'after')")
+    wait_replicated(c, set(range(1, 22)))  # db-0 caught up from the adopted primary
 
 
 def test_passwords_never_in_errors(factory):

@@ -133,15 +133,15 @@ CLUSTER = parse(body({"instances": 1, "credentials": {"secretName": "mine"}}, na
 
 def credentials(monkeypatch, data=None, raw=None):
     """Reconciler._credentials against a Secret holding `data` (decoded) or `raw` (bytes, decoded
-    as k8s.objects.read_secret_data does)."""
+    as k8s.objects.read_secret does), with no owner."""
 
     def read(api, ns, name):
         assert (ns, name) == ("ns", "mine")
         if raw is not None:
-            return {k: v.decode(errors="surrogateescape") for k, v in raw.items()}
-        return data
+            return {k: v.decode(errors="surrogateescape") for k, v in raw.items()}, ()
+        return (data, ()) if data is not None else None
 
-    monkeypatch.setattr(reconcile.k, "read_secret_data", read)
+    monkeypatch.setattr(reconcile.k, "read_secret", read)
     me = SimpleNamespace(
         api=object(), password_factory=lambda: pytest.fail("never generates for a user's Secret")
     )

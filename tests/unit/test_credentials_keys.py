@@ -27,7 +27,7 @@ def test_a_user_secret_with_backup_password_gives_it_and_one_without_still_works
 def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monkeypatch):
     old = {"root-password": "r", "operator-password": "o", "replication-password": "p"}
     added = {}
-    monkeypatch.setattr(reconcile.k, "read_secret_data", lambda api, ns, name: dict(old))
+    monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(old), ()))
     monkeypatch.setattr(reconcile.k, "add_secret_keys", lambda api, ns, name, data: added.update(data))
     n = itertools.count()
     me = SimpleNamespace(api=object(), password_factory=lambda: f"new-{next(n)}")
@@ -53,7 +53,7 @@ def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(mon
             name="db",
         )
     )
-    monkeypatch.setattr(reconcile.k, "read_secret_data", lambda api, ns, name: dict(GOOD))
+    monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(GOOD), ()))
     me = SimpleNamespace(api=object(), password_factory=lambda: "never")
     passwords, error = reconcile.Reconciler._credentials(me, c, {})
     assert (
