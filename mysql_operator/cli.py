@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 
 from mysql_operator import __version__
@@ -43,6 +44,18 @@ def _add_run(sub) -> None:
         help="kopf peering name (more than one replica); default: standalone",
     )
     p.add_argument("--priority", type=int, default=int(os.environ.get("PEERING_PRIORITY", "0")))
+    p.add_argument(
+        "--leader-elect",
+        metavar="LEASE",
+        default=os.environ.get("LEADER_ELECTION_LEASE"),
+        help="run only while holding this coordination.k8s.io Lease (more than one replica; env "
+        "LEADER_ELECTION_LEASE)",
+    )
+    p.add_argument(
+        "--leader-elect-namespace",
+        default=os.environ.get("POD_NAMESPACE"),
+        help="the Lease's namespace (default: env POD_NAMESPACE, the operator's own)",
+    )
     p.add_argument(
         "--loop-seconds",
         type=float,
@@ -87,6 +100,9 @@ def _run(args) -> int:
         verbose=args.verbose,
         peering=args.peering,
         priority=args.priority,
+        leader_lease=args.leader_elect,
+        leader_namespace=args.leader_elect_namespace,
+        identity=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
         loop_seconds=args.loop_seconds,
         resync_seconds=args.resync_seconds,
         resolver=args.resolver,

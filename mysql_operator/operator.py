@@ -3,17 +3,23 @@
 Every kopf setting that matters in production is set here on purpose:
 - watch timeouts (server and client): kopf has known silent watch freezes without them;
 - a liveness endpoint for the Pod's probe;
-- peering: standalone for one replica; with `peering` set, kopf's namespaced KopfPeering (or
-  ClusterKopfPeering for --all-namespaces) elects one active operator;
+- one active replica: with `leader_lease` set, a coordination.k8s.io Lease (leader.py; the
+  chart's default); or kopf peering with `peering` set (KopfPeering / ClusterKopfPeering);
+  standalone otherwise;
 - progress and diff-base storage in annotations under our API group (no status.kopf clutter);
 - kopf's own Events only for warnings (ours carry the domain actions).
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import logging
 import os
+import threading
+import urllib.parse
 from dataclasses import dataclass
+from typing import Iterator
 
 import kopf
 
@@ -32,6 +38,11 @@ class OperatorConfig:
     verbose: bool = False
     peering: str | None = None  # None: standalone (one replica)
     priority: int = 0
+    # leader election (mysql_operator/leader.py): the Lease's name, and its namespace (the
+    # operator's own); None: this process is the only operator
+    leader_lease: str | None = None
+    leader_namespace: str | None = None
+    identity: str = ""  # this replica in the Lease (the Pod name)
     loop_seconds: float = 1.0  # replication observe/decide/act loop
     # full apply of owned objects (drift correction): at 60 s, 100 idle clusters cost 10.5 % of a
     # core (benchmarks/operator_scale.py); StatefulSet drift is re-applied at once from its watch
@@ -51,6 +62,12 @@ class OperatorConfig:
             raise ValueError("--loop-seconds and --resync-seconds must be positive")
         if self.watch_client_timeout <= self.watch_server_timeout:
             raise ValueError("the watch client timeout must exceed the server timeout")
+        if self.leader_lease and not self.leader_namespace:
+            raise ValueError(
+                "--leader-elect needs the Lease's namespace: --leader-elect-namespace or POD_NAMESPACE"
+            )
+        if self.leader_lease and self.peering:
+            raise ValueError("choose one of --leader-elect and --peering")
 
 
 def settings_for(cfg: OperatorConfig) -> kopf.OperatorSettings:
@@ -88,18 +105,59 @@ def run(cfg: OperatorConfig) -> int:
     from mysql_operator.handlers import backups  # noqa: F401 - registers MySQLBackup handlers
     from mysql_operator.handlers import cluster as cluster_handlers
 
+    elector = None
+    if cfg.leader_lease:  # a standby waits here, answering its liveness probe, until it leads
+        from mysql_operator.k8s.client import api_client
+        from mysql_operator.leader import Elector
+
+        assert cfg.leader_namespace is not None  # cfg.check()
+        elector = Elector(api_client(), cfg.leader_namespace, cfg.leader_lease, cfg.identity)
+        with standby_liveness(cfg.liveness):
+            elector.acquire()
+        elector.keep()
     cluster_handlers.register(cfg)
     if cfg.metrics_port:
         from mysql_operator import metrics
 
         metrics.serve(cfg.metrics_port)
-    kopf.run(
-        clusterwide=cfg.all_namespaces,
-        namespaces=list(cfg.namespaces),
-        liveness_endpoint=cfg.liveness,
-        standalone=cfg.peering is None,
-        peering_name=cfg.peering,
-        priority=cfg.priority,
-        settings=settings_for(cfg),
-    )
+    try:
+        kopf.run(
+            clusterwide=cfg.all_namespaces,
+            namespaces=list(cfg.namespaces),
+            liveness_endpoint=cfg.liveness,
+            standalone=cfg.peering is None,
+            peering_name=cfg.peering,
+            priority=cfg.priority,
+            settings=settings_for(cfg),
+        )
+    finally:
+        if elector is not None:  # stopped cleanly (SIGTERM): a standby takes over at once
+            elector.release()
     return 0
+
+
+@contextlib.contextmanager
+def standby_liveness(url: str | None) -> Iterator[None]:
+    """While a replica waits for the Lease, answer its liveness probe (kopf serves it once it
+    runs): a standby is alive, and the kubelet must not restart it."""
+    if not url:
+        yield
+        return
+    parsed = urllib.parse.urlsplit(url)
+
+    class Alive(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            self.send_response(200 if self.path.split("?")[0] == (parsed.path or "/") else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer((parsed.hostname or "0.0.0.0", parsed.port or 80), Alive)
+    thread = threading.Thread(target=server.serve_forever, name="standby-liveness", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()

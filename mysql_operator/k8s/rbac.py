@@ -33,7 +33,12 @@ OPERATOR_RULES: list[dict] = [
     {"apiGroups": ["cert-manager.io"], "resources": ["issuers"], "verbs": ["get"]},
 ]
 
-# Only when more than one operator replica runs (kopf peering; the chart ships kopf's peering CRDs).
+# Leader election (mysql_operator/leader.py): the operator's own Lease, in its own namespace only.
+LEADER_ELECTION_RULES: list[dict] = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+]
+
+# Only with kopf peering instead of leader election (the chart ships kopf's peering CRDs).
 PEERING_RULES_NAMESPACED: list[dict] = [
     {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": ["get", "list", "watch", "patch"]},
 ]

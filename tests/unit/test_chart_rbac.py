@@ -34,10 +34,32 @@ def _subject_is_chart_sa(binding: dict) -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SA, "namespace": RELEASE_NS}]
 
 
-def test_all_namespaces_gets_one_cluster_role_and_no_roles():
+PEERING = {"peering": {"enabled": True}, "leaderElection": {"enabled": False}}
+STANDALONE = {"leaderElection": {"enabled": False}}
+
+
+def _namespaced(objs: list[dict], kind: str) -> list[dict]:
+    """Roles (or bindings) for watched namespaces: not the leader election's own."""
+    return [o for o in of_kind(objs, kind) if not o["metadata"]["name"].endswith("-leader-election")]
+
+
+def test_leader_election_gets_a_role_for_its_lease_in_the_release_namespace_only():
     objs = render()
+    (role,) = [r for r in of_kind(objs, "Role") if r["metadata"]["name"].endswith("-leader-election")]
+    (binding,) = [
+        b for b in of_kind(objs, "RoleBinding") if b["metadata"]["name"] == role["metadata"]["name"]
+    ]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == RELEASE_NS
+    assert triples(role["rules"]) == triples(operator_rules().LEADER_ELECTION_RULES)
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    _subject_is_chart_sa(binding)
+    assert not [r for r in of_kind(render(STANDALONE), "Role")], "no Lease, no Role"
+
+
+def test_all_namespaces_gets_one_cluster_role_and_no_roles():
+    objs = render(PEERING)
     role, binding = one(objs, "ClusterRole"), one(objs, "ClusterRoleBinding")
-    assert not of_kind(objs, "Role") and not of_kind(objs, "RoleBinding")
+    assert not _namespaced(objs, "Role") and not _namespaced(objs, "RoleBinding")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
@@ -52,9 +74,9 @@ def test_all_namespaces_gets_one_cluster_role_and_no_roles():
 
 
 def test_watched_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_scope():
-    objs = render({"watchNamespaces": ["team-a", "team-b"]})
-    roles = {r["metadata"]["namespace"]: r for r in of_kind(objs, "Role")}
-    bindings = {b["metadata"]["namespace"]: b for b in of_kind(objs, "RoleBinding")}
+    objs = render({"watchNamespaces": ["team-a", "team-b"], **PEERING})
+    roles = {r["metadata"]["namespace"]: r for r in _namespaced(objs, "Role")}
+    bindings = {b["metadata"]["namespace"]: b for b in _namespaced(objs, "RoleBinding")}
     assert set(roles) == set(bindings) == {"team-a", "team-b"}
     for ns, b in bindings.items():
         assert b["roleRef"] == {
@@ -78,10 +100,12 @@ def test_watched_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_sc
     [
         {},
         {"watchNamespaces": ["a"]},
-        {"peering": {"enabled": False}},
-        {"watchNamespaces": ["a", "b"], "peering": {"enabled": False}},
+        PEERING,
+        {"watchNamespaces": ["a"], **PEERING},
+        STANDALONE,
+        {"watchNamespaces": ["a", "b"], **STANDALONE},
     ],
-    ids=["all", "namespaced", "all-standalone", "namespaced-standalone"],
+    ids=["all", "namespaced", "all-peering", "namespaced-peering", "all-standalone", "namespaced-standalone"],
 )
 def test_no_wildcards_no_secret_deletion_no_privilege_verbs(values):
     objs = render(values)
@@ -101,19 +125,19 @@ def test_rules_equal_the_operators_rules_in_every_scope():
     ops = triples(rbac.namespaced_rules())
     cluster_scope = triples(rbac.CLUSTER_SCOPE_RULES)
 
-    objs = render()
+    objs = render(PEERING)
     assert triples(one(objs, "ClusterRole")["rules"]) == ops | cluster_scope | triples(
         rbac.PEERING_RULES_CLUSTER
     )
-    objs = render({"peering": {"enabled": False}})
-    assert triples(one(objs, "ClusterRole")["rules"]) == ops | cluster_scope
+    for values in ({}, STANDALONE):  # the Lease's rules are in their own Role
+        assert triples(one(render(values), "ClusterRole")["rules"]) == ops | cluster_scope
 
-    objs = render({"watchNamespaces": ["a", "b"]})
+    objs = render({"watchNamespaces": ["a", "b"], **PEERING})
     assert triples(one(objs, "ClusterRole")["rules"]) == cluster_scope
     for role in of_kind(objs, "Role"):
         assert triples(role["rules"]) == ops | triples(rbac.PEERING_RULES_NAMESPACED)
-    objs = render({"watchNamespaces": ["a"], "peering": {"enabled": False}})
-    assert triples(one(objs, "Role")["rules"]) == ops
+    objs = render({"watchNamespaces": ["a"]})
+    assert triples(one(_namespaced(objs, "Role"), "Role")["rules"]) == ops
 
 
 def test_rbac_create_false_renders_no_rbac_objects():

@@ -179,7 +179,8 @@ def test_all_namespaces_by_default():
     assert c["args"][0] == "run"
     assert "--all-namespaces" in c["args"] and not _flag(c["args"], "namespace")
     assert _flag(c["args"], "log-format") == ["json"]
-    assert _flag(c["args"], "peering") == [f"{RELEASE}-mysql-operator"]
+    assert _flag(c["args"], "leader-elect") == [f"{RELEASE}-mysql-operator"]
+    assert not _flag(c["args"], "peering")
 
 
 def test_watch_namespaces_become_namespace_flags():
@@ -274,7 +275,6 @@ def test_common_labels_and_annotations_on_every_object_but_selector_labels_win()
         "ClusterRoleBinding",
         "Service",
         "ServiceMonitor",
-        "KopfPeering",
     }
     for o in objs:
         md = o["metadata"]
@@ -338,8 +338,11 @@ def test_metrics_service_alone_without_service_monitor():
 # --------------------------------------------------------------------------------- peering
 
 
+PEERING = {"peering": {"enabled": True}, "leaderElection": {"enabled": False}}
+
+
 def test_cluster_peering_object_when_watching_all_namespaces():
-    objs = render({"replicas": 2})
+    objs = render({"replicas": 2, **PEERING})
     peering = one(objs, "ClusterKopfPeering")
     assert peering["apiVersion"] == "kopf.dev/v1"
     assert _flag(container(objs)["args"], "peering") == [peering["metadata"]["name"]]
@@ -347,7 +350,13 @@ def test_cluster_peering_object_when_watching_all_namespaces():
 
 
 def test_one_namespaced_peering_object_per_watched_namespace():
-    objs = render({"watchNamespaces": ["a", "b"], "peering": {"enabled": True, "name": "ops-peers"}})
+    objs = render(
+        {
+            "watchNamespaces": ["a", "b"],
+            "peering": {"enabled": True, "name": "ops-peers"},
+            "leaderElection": {"enabled": False},
+        }
+    )
     peerings = of_kind(objs, "KopfPeering")
     assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in peerings) == [
         ("a", "ops-peers"),
@@ -357,10 +366,18 @@ def test_one_namespaced_peering_object_per_watched_namespace():
     assert not of_kind(objs, "ClusterKopfPeering")
 
 
-def test_standalone_without_peering():
-    objs = render({"peering": {"enabled": False}})
-    assert not _flag(container(objs)["args"], "peering")  # no --peering: kopf runs standalone
+def test_standalone_without_peering_or_leader_election():
+    objs = render({"leaderElection": {"enabled": False}})
+    args = container(objs)["args"]
+    assert not _flag(args, "peering") and not _flag(args, "leader-elect")  # kopf runs standalone
     assert not of_kind(objs, "ClusterKopfPeering") and not of_kind(objs, "KopfPeering")
+
+
+def test_two_replicas_are_elected_on_a_lease_and_never_both_ways():
+    assert _flag(container(render({"replicas": 2}))["args"], "leader-elect") == [f"{RELEASE}-mysql-operator"]
+    with pytest.raises(RenderError) as e:
+        render({"peering": {"enabled": True}})
+    assert "choose one way to elect the active replica" in str(e.value)
 
 
 # --------------------------------------------------------------------------------- the operator's CLI
@@ -371,9 +388,10 @@ def test_standalone_without_peering():
     [
         {},
         {"watchNamespaces": ["team-a", "team-b"], "logFormat": "text", "replicas": 2},
-        {"peering": {"enabled": False}, "extraArgs": ["--verbose"]},
+        {"leaderElection": {"enabled": False}, "extraArgs": ["--verbose"]},
+        PEERING,
     ],
-    ids=["all-namespaces", "namespaced", "standalone"],
+    ids=["all-namespaces", "namespaced", "standalone", "peering"],
 )
 def test_operator_cli_accepts_the_rendered_arguments(values):
     """The Deployment's args parse with the operator's own argument parser (mysql_operator/cli.py)."""
@@ -385,5 +403,7 @@ def test_operator_cli_accepts_the_rendered_arguments(values):
     assert (args.namespace or []) == values.get("watchNamespaces", [])
     assert args.liveness == "http://0.0.0.0:8080/healthz"
     assert args.log_format == values.get("logFormat", "json")
-    peering = values.get("peering", {}).get("enabled", True)
+    peering = values.get("peering", {}).get("enabled", False)
     assert args.peering == (f"{RELEASE}-mysql-operator" if peering else None)
+    elected = values.get("leaderElection", {}).get("enabled", True)
+    assert args.leader_elect == (f"{RELEASE}-mysql-operator" if elected else None)

@@ -31,7 +31,8 @@ BAD = [
     ("extraArgs={oops}", ["/extraArgs/0", "oops"]),
     ("nodeSelector.zone=1", ["/nodeSelector/zone", "want string"]),
     # checks no schema can express, made by the templates
-    ("replicas=2,peering.enabled=false", ["replicas", "peering.enabled"]),
+    ("replicas=2,leaderElection.enabled=false", ["replicas", "leaderElection.enabled"]),
+    ("peering.enabled=true", ["peering.enabled", "leaderElection.enabled"]),
     ("metrics.serviceMonitor.enabled=true", ["metrics.serviceMonitor.enabled", "metrics.enabled"]),
     ("metrics.enabled=true,metrics.port=8080", ["metrics.port", "livenessProbe.port"]),
 ]

@@ -67,8 +67,11 @@ Call with (dict "root" $ "extra" $map). */}}
 
 {{/* Checks no schema can express. */}}
 {{- define "mysql-operator.validate" -}}
-{{- if and (gt (int .Values.replicas) 1) (not .Values.peering.enabled) -}}
-{{- fail (printf "replicas: %d replicas need peering.enabled=true (otherwise every replica acts on every cluster); set replicas: 1 or peering.enabled: true" (int .Values.replicas)) -}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.peering.enabled) (not .Values.leaderElection.enabled) -}}
+{{- fail (printf "replicas: %d replicas need leaderElection.enabled=true (otherwise every replica acts on every cluster); set replicas: 1 or leaderElection.enabled: true" (int .Values.replicas)) -}}
+{{- end -}}
+{{- if and .Values.peering.enabled .Values.leaderElection.enabled -}}
+{{- fail "peering.enabled and leaderElection.enabled: choose one way to elect the active replica (leaderElection is the default)" -}}
 {{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled: needs metrics.enabled=true (the ServiceMonitor scrapes the metrics Service)" -}}
@@ -80,8 +83,8 @@ Call with (dict "root" $ "extra" $map). */}}
 {{- end -}}
 {{- end -}}
 
-{{/* `mysql-operator run` arguments as a YAML list (see mysql_operator/cli.py). Without --peering
-the operator runs standalone. */}}
+{{/* `mysql-operator run` arguments as a YAML list (see mysql_operator/cli.py). Without
+--leader-elect or --peering the operator runs standalone. */}}
 {{- define "mysql-operator.args" -}}
 - run
 {{- if .Values.watchNamespaces }}
@@ -95,6 +98,9 @@ the operator runs standalone. */}}
 - {{ printf "--log-format=%s" .Values.logFormat | quote }}
 {{- if .Values.peering.enabled }}
 - {{ printf "--peering=%s" (include "mysql-operator.peeringName" .) | quote }}
+{{- end }}
+{{- if .Values.leaderElection.enabled }}
+- {{ printf "--leader-elect=%s" (include "mysql-operator.fullname" .) | quote }}
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}

@@ -107,3 +107,11 @@ the resources it serves and follows the namespaces it is given. */}}
 {{ include "mysql-operator.rules.namespacedPeering" . }}
 {{- end }}
 {{- end -}}
+
+
+{{/* The operator's own Lease, in the release namespace (LEADER_ELECTION_RULES). */}}
+{{- define "mysql-operator.rules.leaderElection" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+{{- end -}}
