@@ -225,6 +225,9 @@ class ClusterSpec:
     version: str | None = None
     image: str | None = None
     image_pull_policy: str = "IfNotPresent"
+    # Secrets (in the cluster's namespace) for pulling the server image and the operator image
+    # its backup and restore Jobs run
+    image_pull_secrets: tuple[str, ...] = ()
     primary: int | None = None
     replication: Replication = Replication()
     credentials: Credentials | None = None
@@ -464,6 +467,23 @@ def _resources(value: Any, path: str) -> dict[str, dict[str, str]]:
     return out
 
 
+def _pull_secrets(value: Any, path: str) -> tuple[str, ...]:
+    """[{name: <Secret>}, ...] (core/v1 LocalObjectReference), as the Pod API takes it."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > 8:
+        raise SpecError(path, "must be a list of at most 8 {name: <Secret>} entries")
+    names = []
+    for n, ref in enumerate(value):
+        if not isinstance(ref, dict) or set(ref) != {"name"}:
+            raise SpecError(f"{path}[{n}]", "must be {name: <Secret>}")
+        name = _str(
+            ref, "name", f"{path}[{n}]", required=True, pattern=_DNS_SUBDOMAIN_RE, hint="a Secret name"
+        )
+        names.append(name)
+    return tuple(n for n in names if n)
+
+
 def _tolerations(value: Any, path: str) -> tuple[Mapping[str, Any], ...]:
     """The checks the Pod API makes and the CRD repeats (so a bad toleration is refused at admission)."""
     if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
@@ -525,6 +545,7 @@ SPEC_FIELDS = {
     "priorityClassName",
     "podLabels",
     "podAnnotations",
+    "imagePullSecrets",
     "service",
     "backup",
     "restore",
@@ -755,6 +776,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         image_pull_policy=_enum(
             s, "imagePullPolicy", path, "IfNotPresent", ("Always", "IfNotPresent", "Never")
         ),
+        image_pull_secrets=_pull_secrets(s.get("imagePullSecrets"), f"{path}.imagePullSecrets"),
         primary=primary,
         replication=replication,
         credentials=credentials,

@@ -209,6 +209,11 @@ def tenant_job(
                     ],
                     **({"nodeSelector": dict(c.spec.node_selector)} if c.spec.node_selector else {}),
                     **({"tolerations": [dict(t) for t in c.spec.tolerations]} if c.spec.tolerations else {}),
+                    **(
+                        {"imagePullSecrets": [{"name": n} for n in c.spec.image_pull_secrets]}
+                        if c.spec.image_pull_secrets
+                        else {}
+                    ),
                 },
             },
         },

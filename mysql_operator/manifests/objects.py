@@ -276,6 +276,8 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
         pod_spec["nodeSelector"] = dict(s.node_selector)
     if s.priority_class_name:
         pod_spec["priorityClassName"] = s.priority_class_name
+    if s.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in s.image_pull_secrets]
 
     claim_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],

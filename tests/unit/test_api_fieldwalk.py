@@ -79,6 +79,7 @@ FULL = {
     "priorityClassName": "high",
     "podLabels": {"team": "a"},
     "podAnnotations": {"note": "a"},
+    "imagePullSecrets": [{"name": "registry-a"}],
     "service": {"type": "ClusterIP", "annotations": {"lb": "a"}},
     "backup": {
         "storage": {"s3": copy.deepcopy(S3)},
@@ -145,6 +146,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "priorityClassName": ("full", [("priorityClassName", "low")]),
     "podLabels": ("full", [("podLabels", {"team": "b"})]),
     "podAnnotations": ("full", [("podAnnotations", {"note": "b"})]),
+    "imagePullSecrets": ("full", [("imagePullSecrets", [{"name": "registry-b"}])]),
     "service.type": ("full", [("service.type", "LoadBalancer")]),
     "service.annotations": ("full", [("service.annotations", {"lb": "b"})]),
     "backup.schedule": ("full", [("backup.schedule", "30 1 * * 0")]),

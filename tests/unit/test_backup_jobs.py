@@ -268,3 +268,23 @@ def test_result_location_is_the_backup_folder():
     )
     r = result_of(m, S3T(bucket="bk", credentials_secret=SecretKeys("x")))
     assert r["location"] == "s3://bk/p/c/b" and r["ok"] is True
+
+
+def test_server_pods_and_every_job_pull_with_the_clusters_pull_secrets():
+    import copy
+
+    from mysql_operator import manifests as m
+
+    body = copy.deepcopy(CLUSTER)
+    body["spec"]["imagePullSecrets"] = [{"name": "registry-a"}, {"name": "registry-b"}]
+    c = parse(body)
+    want = [{"name": "registry-a"}, {"name": "registry-b"}]
+    sts = next(o for o in m.build_all(c, lambda key: "x") if o["kind"] == "StatefulSet")
+    assert sts["spec"]["template"]["spec"]["imagePullSecrets"] == want
+    backup = backup_job(c, parse_backup(BACKUP), c.spec.backup.s3, "registry.example/mysql-operator:0.1.0")
+    restore = restore_job(c, c.spec.backup.s3, "shop/shop-manual", "registry.example/mysql-operator:0.1.0")
+    for job in (backup, restore):
+        pod = job["spec"]["template"]["spec"]
+        assert pod["imagePullSecrets"] == want
+        assert pod["containers"][0]["image"] == "registry.example/mysql-operator:0.1.0"
+    assert "imagePullSecrets" not in _job()["spec"]["template"]["spec"]  # none asked for, none set

@@ -1,0 +1,98 @@
+"""Two operator replicas (the chart's Deployment scaled to 2, leader election on its Lease): the
+primary's container is killed under write load, and once the operator has noticed, the active
+operator's Pod is force-deleted. The standby takes the Lease over, finishes the failover, no
+acknowledged row is lost, and the takeover time is recorded."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from kubernetes import client
+
+from e2e.conftest import OPERATOR_NAMESPACE
+from e2e.helpers import Cluster, record
+from e2e.test_scenarios_failover import _failover_under_load
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.cluster
+
+LEASE = "mysql-operator"  # the chart's full name for release mysql-operator
+
+
+def _ready_pods(core) -> list[str]:
+    return [
+        p.metadata.name
+        for p in core.list_namespaced_pod(OPERATOR_NAMESPACE).items
+        if not p.metadata.deletion_timestamp
+        and p.status.container_statuses
+        and all(s.ready for s in p.status.container_statuses)
+    ]
+
+
+def test_the_active_operator_killed_in_the_middle_of_a_failover_is_replaced_by_the_standby(
+    local_cluster, scenario_namespace
+):
+    api = local_cluster.api_client()
+    core, apps, coord = client.CoreV1Api(api), client.AppsV1Api(api), client.CoordinationV1Api(api)
+    dep = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0]
+    apps.patch_namespaced_deployment_scale(dep.metadata.name, OPERATOR_NAMESPACE, {"spec": {"replicas": 2}})
+    c = Cluster(api, scenario_namespace, "ha")
+    takeover: list[float] = []
+    try:
+        wait_for(lambda: len(_ready_pods(core)) == 2, 180, "two operator Pods running")
+        leader = wait_for(
+            lambda: coord.read_namespaced_lease(LEASE, OPERATOR_NAMESPACE).spec.holder_identity,
+            60,
+            "a Lease holder",
+        )
+        assert leader in _ready_pods(core)
+
+        def kill_primary_then_the_active_operator(name: str) -> float:
+            status = next(s for s in c.pod(name).status.container_statuses if s.name == "mysqld")
+            r = subprocess.run(
+                [
+                    "ctr",
+                    "--address",
+                    local_cluster.containerd_socket,
+                    "-n",
+                    "k8s.io",
+                    "tasks",
+                    "kill",
+                    "-s",
+                    "SIGKILL",
+                    status.container_id.split("://", 1)[1],
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert r.returncode == 0, f"ctr tasks kill: {r.stderr}"
+            t = time.monotonic()
+            wait_for(lambda: c.status().get("phase") != "Ready", 60, "the operator noticed the outage")
+            holder = coord.read_namespaced_lease(LEASE, OPERATOR_NAMESPACE).spec.holder_identity
+            core.delete_namespaced_pod(holder, OPERATOR_NAMESPACE, grace_period_seconds=0)
+            deleted = time.monotonic()
+
+            def taken_over() -> bool:
+                now = coord.read_namespaced_lease(LEASE, OPERATOR_NAMESPACE).spec.holder_identity
+                return bool(now) and now != holder
+
+            wait_for(taken_over, 120, "the standby holds the Lease", interval=0.2)
+            takeover.append(time.monotonic() - deleted)
+            return t
+
+        _failover_under_load(
+            c,
+            kill_primary_then_the_active_operator,
+            "primary container SIGKILLed, then the active operator Pod of 2 force-deleted",
+            flavor="mysql",
+        )
+    finally:
+        apps.patch_namespaced_deployment_scale(
+            dep.metadata.name, OPERATOR_NAMESPACE, {"spec": {"replicas": 1}}
+        )
+        wait_for(lambda: len(_ready_pods(core)) == 1, 180, "back to one operator Pod")
+    assert takeover, "the active operator was deleted"
+    record("operator takeover (active Pod force-deleted to the standby holding the Lease)", takeover[0])
