@@ -197,6 +197,13 @@ def test_init_start_and_probes_on_a_real_mariadb(env):
     assert run(config / "probe.sh", probe_env, user, "alive").returncode == 0
     assert run(config / "probe.sh", probe_env, user, "ready").returncode == 0
     assert run(config / "probe.sh", probe_env, user, "bogus", check=False).returncode == 2
+    # the operator password rotated (ALTER USER) after the container started: still ready
+    op = connect(port, m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+    with op.cursor() as cur:
+        cur.execute("ALTER USER CURRENT_USER() IDENTIFIED BY %s", ("rotated-Op-pw-2",))
+    op.close()
+    assert run(config / "probe.sh", probe_env, user, "ready").returncode == 0
+    assert run(config / "probe.sh", probe_env, user, "alive").returncode == 0
 
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(60)
