@@ -4,8 +4,11 @@ unusable (said at admission time of the Secret, as a condition and an Event)."""
 from __future__ import annotations
 
 
+from typing import Mapping
+
 from mysql_operator import manifests as m
 from mysql_operator.api import MySQLCluster
+from mysql_operator.replication import Credentials
 
 
 # MySQL and MariaDB refuse a longer replication password (error 3056, ER_CHANGE_MASTER_PASSWORD_LENGTH).
@@ -43,3 +46,50 @@ def optional_keys(c: MySQLCluster) -> list[str]:
     from before they existed must keep working): without backup-password the cluster has no
     backup account and its backups fail saying so."""
     return [m.BACKUP_PASSWORD_KEY]
+
+
+def rotation_pending(desired: Mapping[str, str], applied: Mapping[str, str]) -> tuple[str, ...]:
+    """Pure: the keys whose password in the credentials Secret differs from the one the servers
+    have (the applied record). A key the record lacks was never rotated: nothing to do."""
+    return tuple(sorted(k for k, pw in desired.items() if applied.get(k) and applied[k] != pw))
+
+
+def rotation_accounts(
+    c: MySQLCluster, keys: tuple[str, ...], desired: Mapping[str, str]
+) -> dict[str, Credentials]:
+    """Pure: by key, in order, the accounts (user, host, new password) a rotation changes, the
+    operator's own last (its open connections stay valid, its next ones use the new one). The
+    restore account exists only while a restore loads a dump: never rotated."""
+    app_user = c.spec.database.user if c.spec.database else None
+    accounts = {
+        m.ROOT_PASSWORD_KEY: ("root", "localhost"),
+        m.REPLICATION_PASSWORD_KEY: (m.REPLICATION_USER, "%"),
+        m.BACKUP_PASSWORD_KEY: (m.BACKUP_USER, "%"),
+        m.OPERATOR_PASSWORD_KEY: (m.OPERATOR_USER, "%"),
+    }
+    if app_user:
+        accounts[m.APP_PASSWORD_KEY] = (app_user, "%")
+    if not_rotated(c, m.ROOT_PASSWORD_KEY):
+        del accounts[m.ROOT_PASSWORD_KEY]
+    order = [m.ROOT_PASSWORD_KEY, m.REPLICATION_PASSWORD_KEY, m.APP_PASSWORD_KEY, m.BACKUP_PASSWORD_KEY]
+    order.append(m.OPERATOR_PASSWORD_KEY)
+    return {
+        k: Credentials(accounts[k][0], desired[k], accounts[k][1])
+        for k in order
+        if k in keys and k in accounts
+    }
+
+
+def not_rotated(c: MySQLCluster, key: str) -> str | None:
+    """Pure: why the operator does not change the password under `key` on the servers (the
+    record then follows the Secret, and a Warning Event says so); None when it does."""
+    if key == m.ROOT_PASSWORD_KEY and c.spec.flavor == "mysql":
+        return (
+            "root-password: MySQL's root account holds SYSTEM_USER, which the operator's account "
+            "does not (least privilege), so the servers keep the previous root password: change it "
+            "as root (kubectl exec -it <primary Pod> -c mysqld -- mysql -uroot -p, then ALTER USER "
+            "'root'@'localhost' IDENTIFIED BY '<the new password>')"
+        )
+    if key == m.RESTORE_PASSWORD_KEY:
+        return "restore-password: the restore account exists only while a restore loads a dump"
+    return None

@@ -53,7 +53,14 @@ from mysql_operator.replication import (
     Member,
     ReplicationEngine,
 )
-from mysql_operator.credentials import optional_keys, password_problem, required_keys
+from mysql_operator.credentials import (
+    not_rotated,
+    optional_keys,
+    password_problem,
+    required_keys,
+    rotation_accounts,
+    rotation_pending,
+)
 from mysql_operator.pods import (
     PodView,
     desired_roles,
@@ -87,6 +94,8 @@ log = logging.getLogger(__name__)
 TLS_ANNOTATION = f"{m.GROUP}/tls-not-after"  # on server Pods: changed when the certificate is renewed
 TLS_RELOAD_RETRY_SECONDS = 5.0
 TLS_PROBLEM_RECHECK_SECONDS = 5.0  # while the certificate is missing or cert-manager reports a problem
+# on the applied-credentials record: the credentials Secret's resourceVersion it was taken from
+APPLIED_FROM = f"{m.GROUP}/applied-from-version"
 APPLY_RETRY_SECONDS = 10.0  # while an owned object is not applied (and at once on a spec change)
 
 
@@ -223,7 +232,15 @@ class Reconciler:
             )
 
         passwords, secret_error = self._credentials(c, k.owner_of(body))
-        secrets = list(passwords.values())
+        applied: dict[str, str] = {}
+        applied_version = ""
+        pending: tuple[str, ...] = ()
+        if secret_error is None:
+            applied, applied_version = self._applied_credentials(c, k.owner_of(body), passwords)
+            pending = rotation_pending(passwords, applied)
+        # until a rotation is applied the servers have the passwords of the record: log in with them
+        current = {**passwords, **{key: applied[key] for key in pending}}
+        secrets = list(passwords.values()) + [applied[key] for key in pending]
         self._tls(c, body, entry)
         current_primary = previous.get("currentPrimary")
         primary_ordinal = pod_ordinal(current_primary or "", c.name)
@@ -292,7 +309,7 @@ class Reconciler:
             )
             for o in ordinals
         ]
-        engine = self._engine(entry, c, passwords, settings, members)
+        engine = self._engine(entry, c, current, settings, members)
         state = ClusterState(current_primary)
         desired = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
 
@@ -334,6 +351,21 @@ class Reconciler:
                 len(steps),
                 ", ".join(i.name for i in observed if not i.reachable) or "none",
             )
+        if pending and isinstance(decision, t.Healthy) and state.current_primary:
+            # a changed password in the credentials Secret: ALTER USER through the primary, once
+            # nothing else is going on; the next pass's engine logs in with the new passwords
+            accounts = rotation_accounts(c, pending, passwords)
+            done = engine.rotate(state.current_primary, list(accounts.values()), steps)
+            rotated = [key for key, a in accounts.items() if (a.user, a.host) in done]
+            manual = [(key, why) for key in pending if (why := not_rotated(c, key))]
+            if manual:
+                k.post_events(self.api, body, [("Warning", "PasswordNotRotated", why) for _, why in manual])
+                rotated += [key for key, _ in manual]
+            if rotated:
+                self._record_applied(
+                    c, k.owner_of(body), {**applied, **{key: passwords[key] for key in rotated}}
+                )
+                log.info("%s/%s passwords rotated: %s", ns, name, ", ".join(rotated))
         roll_delete(self.api, body, decision, roll[0])
         self._serve_current_certificate(c, entry, engine)
         failed = [s for s in steps if not s.ok]
@@ -377,7 +409,8 @@ class Reconciler:
             decision=decision.kind,
             apply_error=entry.apply_error,
             tls_problem=entry.tls_problem,
-            primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, passwords),
+            primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, current),
+            credentials_version=applied_version,
             decision_reason=redact(decision.reason, secrets),
             held_out=held,
             unreachable=unreachable,
@@ -533,6 +566,29 @@ class Reconciler:
                 {key: base64.b64encode(v.encode()).decode() for key, v in fresh.items()},
             )
         return {key: password_for(key) for key in required_keys(c) + optional_keys(c)}, None
+
+    def _applied_credentials(
+        self, c: MySQLCluster, owner: Mapping[str, Any], passwords: Mapping[str, str]
+    ) -> tuple[dict[str, str], str]:
+        """The passwords the servers have (the operator's record) and the version of the
+        credentials Secret they came from. The first time (a new cluster, or one from before the
+        record existed) they are the Secret's."""
+        name = m.applied_credentials_secret_name(c)
+        found = k.read_secret(self.api, c.namespace, name)
+        if found is not None:
+            return found.data, found.annotations.get(APPLIED_FROM, "")
+        return self._record_applied(c, owner, passwords), ""
+
+    def _record_applied(
+        self, c: MySQLCluster, owner: Mapping[str, Any], passwords: Mapping[str, str]
+    ) -> dict[str, str]:
+        """Effect: the record says the servers have `passwords` (from the credentials Secret's
+        current version)."""
+        source = k.read_secret(self.api, c.namespace, m.credentials_secret_name(c))
+        record = m.owned(m.applied_credentials_secret(c, passwords), owner)
+        record["metadata"].setdefault("annotations", {})[APPLIED_FROM] = source.version if source else ""
+        k.write_secret(self.api, record)
+        return dict(passwords)
 
     def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal, secrets) -> str | None:
         """Effect: server-side apply every owned object. One the API server refuses (a spec the

@@ -82,6 +82,7 @@ class DbOps(Protocol):
         self, user: str, host: str, password: str, grants: Iterable[Grant], local: bool = False
     ) -> list[str]: ...
     def shed_privileges(self, grants: Iterable[Grant], host: str = "%") -> list[str]: ...
+    def set_password(self, user: str, host: str, password: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -485,6 +486,36 @@ class ReplicationEngine:
             steps.append(Step(primary, "user", str(e), ok=False))
             return
         self._accounts_on = primary
+
+    def rotate(
+        self, primary: str, accounts: Sequence[Credentials], steps: list[Step]
+    ) -> set[tuple[str, str]]:
+        """New passwords for `accounts` (user, host), set on the primary with ALTER USER (the
+        statements replicate). Connections already open stay open; the engine keeps using the
+        credentials it was made with until the caller makes one with the new passwords. When the
+        replication account's changes, every replica of the primary is pointed at it again with
+        the new password, one at a time (a replica's IO thread would otherwise fail at its next
+        connect). Returns the (user, host) of the accounts whose password changed."""
+        p = self.instances[primary]
+        done = set()
+        for a in accounts:
+            try:
+                p.set_password(a.user, a.host, a.password)
+                steps.append(Step(primary, "rotate", f"new password for {a.user}@{a.host}"))
+            except InstanceError as e:
+                steps.append(Step(primary, "rotate", f"{a.user}@{a.host}: {e}", ok=False))
+                continue
+            done.add((a.user, a.host))
+            if a.user == self.replication.user and a.host == self.replication.host:
+                self.replication = a
+                for name, obs in sorted(self.last_observations.items()):
+                    if name == primary or obs.replica is None:
+                        continue
+                    try:  # a replica failing here reconnects with the old password: the
+                        self._make_replica(name, primary, steps)  # error repoints it later
+                    except InstanceError as e:
+                        steps.append(Step(name, "replicate", str(e), ok=False))
+        return done
 
     def failover(self, d: t.Failover, reachable: set[str], steps: list[Step]) -> None:
         # 1. fence, all at once (each may wait on an IO thread stuck on a hung source): nobody

@@ -109,6 +109,8 @@ class Summary:
     unreachable: tuple[str, ...] = ()
     failed_steps: tuple[str, ...] = ()
     entries: tuple[Mapping[str, Any], ...] = ()
+    # the version of the credentials Secret whose passwords the servers have
+    credentials_version: str = ""
 
 
 def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None) -> bool:
@@ -256,6 +258,8 @@ def build_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str,
     primary = s.primary or previous.get("currentPrimary")
     if primary:
         status["currentPrimary"] = primary
+    if s.credentials_version:
+        status["appliedCredentialsVersion"] = s.credentials_version
     if previous.get("restore"):  # written by restore_gate; kept as it is
         status["restore"] = previous["restore"]
     return status

@@ -542,6 +542,12 @@ class Instance:
                     raise
         return killed
 
+    def set_password(self, user: str, host: str, password: str) -> None:
+        """ALTER USER ... IDENTIFIED BY (binlogged: it replicates)."""
+        if not _NAME.match(user) or not _HOST.match(host):
+            raise InstanceError(f"account {user!r}@{host!r} is invalid")
+        self._run("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password), secrets=[password])
+
     def ensure_user(
         self, user: str, host: str, password: str, grants: Iterable[Grant], local: bool = False
     ) -> list[str]:

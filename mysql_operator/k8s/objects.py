@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -78,10 +78,15 @@ def read_secret_data(api: client.ApiClient, namespace: str, name: str) -> dict[s
     return found[0] if found is not None else None
 
 
-def read_secret(
-    api: client.ApiClient, namespace: str, name: str
-) -> tuple[dict[str, str], tuple[str, ...]] | None:
-    """The Secret's decoded data (as read_secret_data) and the uids of its owners; None if absent."""
+class SecretRead(NamedTuple):
+    data: dict[str, str]  # decoded (as read_secret_data)
+    owners: tuple[str, ...]  # uids of its owner references
+    version: str  # metadata.resourceVersion
+    annotations: Mapping[str, str] = {}
+
+
+def read_secret(api: client.ApiClient, namespace: str, name: str) -> SecretRead | None:
+    """The Secret's decoded data, its owners and version; None if absent."""
     try:
         s = client.CoreV1Api(api).read_namespaced_secret(name, namespace)
     except ApiException as e:
@@ -89,7 +94,18 @@ def read_secret(
             return None
         raise
     data = {k: base64.b64decode(v).decode(errors="surrogateescape") for k, v in (s.data or {}).items()}
-    return data, tuple(r.uid for r in s.metadata.owner_references or [])
+    owners = tuple(r.uid for r in s.metadata.owner_references or [])
+    return SecretRead(data, owners, s.metadata.resource_version or "", dict(s.metadata.annotations or {}))
+
+
+def write_secret(api: client.ApiClient, secret: Mapping[str, Any]) -> None:
+    """Create the Secret, or patch the one of that name: its data keys and annotations are
+    those of `secret` (keys it does not name stay)."""
+    meta = secret["metadata"]
+    if create_secret(api, secret):
+        return
+    patch = {"metadata": {"annotations": dict(meta.get("annotations") or {})}, "data": dict(secret["data"])}
+    client.CoreV1Api(api).patch_namespaced_secret(meta["name"], meta["namespace"], patch)
 
 
 def set_owner(api: client.ApiClient, namespace: str, name: str, owned_copy: Mapping[str, Any] | None) -> None:

@@ -15,6 +15,7 @@ from .objects import (  # noqa: F401
     build_all,
     config_hash,
     config_map,
+    applied_credentials_secret,
     credentials_secret,
     headless_service,
     pod_disruption_budget,

@@ -69,6 +69,12 @@ def generated_secret_name(c: MySQLCluster) -> str:
     return f"{c.name}-credentials"
 
 
+def applied_credentials_secret_name(c: MySQLCluster) -> str:
+    """The operator's record of the passwords the servers have (a rotation is pending while
+    the credentials Secret holds others): read by the operator only."""
+    return f"{c.name}-credentials-applied"
+
+
 def credentials_secret_name(c: MySQLCluster) -> str:
     """The Secret the servers read passwords from: the user's, or the generated one."""
     creds = c.spec.credentials

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..api import MySQLCluster
 from ..db import accounts
@@ -42,6 +42,18 @@ def credentials_secret(c: MySQLCluster, password_for: PasswordFor) -> dict[str, 
         "metadata": k.metadata(c, k.generated_secret_name(c), "credentials"),
         "type": "Opaque",
         "data": data,
+    }
+
+
+def applied_credentials_secret(c: MySQLCluster, passwords: Mapping[str, str]) -> dict[str, Any]:
+    """The passwords the servers have, as the operator last applied them (see
+    credentials.rotation_pending); the caller adds the owner reference."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": k.metadata(c, k.applied_credentials_secret_name(c), "credentials"),
+        "type": "Opaque",
+        "data": {key: base64.b64encode(pw.encode()).decode() for key, pw in sorted(passwords.items())},
     }
 
 

@@ -195,7 +195,7 @@ def _get(objs, ns, name) -> dict:
     return objs.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
 
 
-OWNED = 10  # credentials, 3 TLS Secrets, ConfigMap, 3 Services, StatefulSet, PDB
+OWNED = 11  # credentials and the applied record, 3 TLS Secrets, ConfigMap, 3 Services, StatefulSet, PDB
 
 
 def _owned_objects(api, ns: str, cluster: str) -> dict[str, dict]:
@@ -286,6 +286,7 @@ def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, oper
 
     expected = {
         "Secret/shop-credentials",
+        "Secret/shop-credentials-applied",
         "ConfigMap/shop-config",
         "Service/shop-headless",
         "Service/shop-rw",
@@ -317,6 +318,13 @@ def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, oper
         m.BACKUP_PASSWORD_KEY,
     }
     assert len(set(passwords.values())) == 5 and all(len(p) >= 24 for p in passwords.values())
+    # the operator's record of the passwords the servers have: the Secret's, at its version
+    record = core.read_namespaced_secret("shop-credentials-applied", ns)
+    assert record.data == secret.data
+    assert (
+        record.metadata.annotations["mysql.operator.dev/applied-from-version"]
+        == secret.metadata.resource_version
+    )
 
     def status_published():
         st = _get(objs, ns, "shop").get("status") or {}

@@ -566,6 +566,47 @@ def test_servers_holding_data_with_no_recorded_primary_adopt_the_one_with_every_
     wait_replicated(c, set(range(1, 22)))  # db-0 caught up from the adopted primary
 
 
+def test_rotated_passwords_reach_every_server_and_replicas_reconnect_with_the_new_one(factory):
+    """ALTER USER on the primary replicates; a new replication password is written into every
+    replica's source configuration, so an IO thread that reconnects (here: forced to) gets in.
+    The old application password is refused everywhere, the new one accepted."""
+    c = make_cluster(factory, 3)
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'before')", [(i,) for i in range(1, 11)])
+    wait_replicated(c, set(range(1, 11)))
+    repl, app = Credentials(REPL.user, "repl-pw-rotated-2"), Credentials(APP.user, "app-pw-rotated-2")
+    steps: list = []
+    done = c.engine.rotate(c.state.current_primary, [repl, app], steps)
+    assert done == {(REPL.user, "%"), (APP.user, "%")} and all(s.ok for s in steps), steps
+    assert [s.instance for s in steps if s.action == "replicate"] == ["db-1", "db-2"]
+    for s in c.servers:
+        if s.name == c.state.current_primary:
+            continue
+        i = Instance(s.host, s.port, OPERATOR_USER, factory.admin_password)
+        i.stop_io_thread()  # the next connect to the source authenticates again
+        i.start_replica()
+        i.close()
+
+    def app_login(server, password):
+        try:
+            server.connect(user=APP.user, password=password, database=DB, timeout=3).close()
+            return True
+        except pymysql.MySQLError:
+            return False
+
+    for s in c.servers:  # the ALTER replicated everywhere
+        wait_for(lambda s=s: app_login(s, app.password), 20, f"the new app password on {s.name}")
+        assert not app_login(s, APP.password), f"the old app password still works on {s.name}"
+    conn = c.primary.connect(user=APP.user, password=app.password, database=DB, timeout=3)
+    with conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'after')", [(i,) for i in range(11, 21)])
+    wait_replicated(c, set(range(1, 21)))  # replicas reconnected with the new password
+    for s in c.servers:
+        if s.name != c.state.current_primary:
+            st = Instance(s.host, s.port, OPERATOR_USER, factory.admin_password).replica_status()
+            assert st.io_running and not st.io_errno, (s.name, st)
+
+
 def test_passwords_never_in_errors(factory):
     s = factory.create(1, prefix=f"pw{len(factory.servers)}")[0]
     i = Instance(s.host, s.port, OPERATOR_USER, factory.admin_password)

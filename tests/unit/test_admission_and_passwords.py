@@ -138,8 +138,8 @@ def credentials(monkeypatch, data=None, raw=None):
     def read(api, ns, name):
         assert (ns, name) == ("ns", "mine")
         if raw is not None:
-            return {k: v.decode(errors="surrogateescape") for k, v in raw.items()}, ()
-        return (data, ()) if data is not None else None
+            return {k: v.decode(errors="surrogateescape") for k, v in raw.items()}, (), "1"
+        return (data, (), "1") if data is not None else None
 
     monkeypatch.setattr(reconcile.k, "read_secret", read)
     me = SimpleNamespace(

@@ -27,7 +27,7 @@ def test_a_user_secret_with_backup_password_gives_it_and_one_without_still_works
 def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monkeypatch):
     old = {"root-password": "r", "operator-password": "o", "replication-password": "p"}
     added = {}
-    monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(old), ()))
+    monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(old), (), "1"))
     monkeypatch.setattr(reconcile.k, "add_secret_keys", lambda api, ns, name, data: added.update(data))
     n = itertools.count()
     me = SimpleNamespace(api=object(), password_factory=lambda: f"new-{next(n)}")
@@ -53,7 +53,7 @@ def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(mon
             name="db",
         )
     )
-    monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(GOOD), ()))
+    monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(GOOD), (), "1"))
     me = SimpleNamespace(api=object(), password_factory=lambda: "never")
     passwords, error = reconcile.Reconciler._credentials(me, c, {})
     assert (
@@ -61,3 +61,45 @@ def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(mon
         and "lacks restore-password" in error
         and error.startswith("spec.credentials.secretName")
     )
+
+
+def test_a_rotation_is_pending_for_changed_passwords_only():
+    from mysql_operator.credentials import rotation_pending
+
+    applied = {"root-password": "r", "operator-password": "o", "replication-password": "p"}
+    assert rotation_pending(dict(applied), applied) == ()
+    desired = {**applied, "operator-password": "o2", "app-password": "new-key"}
+    assert rotation_pending(desired, applied) == ("operator-password",)  # a new key is not a rotation
+
+
+def test_rotation_accounts_change_the_operators_own_last_and_never_the_restore_account():
+    from mysql_operator.credentials import rotation_accounts
+
+    c = parse(
+        body(
+            {"instances": 1, "flavor": "mariadb", "database": {"name": "shop", "user": "shopper"}}, name="db"
+        )
+    )
+    keys = (m.APP_PASSWORD_KEY, m.OPERATOR_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY, m.ROOT_PASSWORD_KEY)
+    desired = {k: f"{k}-2" for k in keys}
+    got = rotation_accounts(c, keys, desired)
+    assert [(k, a.user, a.host) for k, a in got.items()] == [
+        (m.ROOT_PASSWORD_KEY, "root", "localhost"),
+        (m.APP_PASSWORD_KEY, "shopper", "%"),
+        (m.OPERATOR_PASSWORD_KEY, m.OPERATOR_USER, "%"),
+    ]
+    assert all(a.password == desired[k] for k, a in got.items())
+
+
+def test_on_mysql_root_is_not_rotated_by_the_operator_and_the_reason_says_what_to_do():
+    from mysql_operator.credentials import not_rotated, rotation_accounts
+
+    mysql = parse(body({"instances": 1, "flavor": "mysql"}, name="db"))
+    mariadb = parse(body({"instances": 1, "flavor": "mariadb"}, name="db"))
+    keys = (m.ROOT_PASSWORD_KEY,)
+    assert rotation_accounts(mysql, keys, {m.ROOT_PASSWORD_KEY: "r2"}) == {}
+    assert "SYSTEM_USER" in not_rotated(mysql, m.ROOT_PASSWORD_KEY)
+    assert "ALTER USER 'root'@'localhost'" in not_rotated(mysql, m.ROOT_PASSWORD_KEY)
+    assert list(rotation_accounts(mariadb, keys, {m.ROOT_PASSWORD_KEY: "r2"})) == [m.ROOT_PASSWORD_KEY]
+    assert not_rotated(mariadb, m.ROOT_PASSWORD_KEY) is None
+    assert not_rotated(mariadb, m.RESTORE_PASSWORD_KEY)

@@ -121,6 +121,7 @@ class FakeServer:
     def point_at(self, source_host, source_port, user, password, start=True, attempts=5, tls_ca=None) -> None:
         self._do(f"point_at({source_host})")
         self.source, self.io_running = source_host, start
+        self.source_password = password
 
     def wait_for(self, gtids, timeout) -> bool:
         self._do("wait_for")
@@ -145,6 +146,9 @@ class FakeServer:
     def shed_privileges(self, grants, host="%") -> list[str]:
         self._do("shed_privileges")
         return []
+
+    def set_password(self, user, host, password) -> None:
+        self._do(f"set_password({user}@{host})")
 
 
 def engine(
@@ -396,3 +400,41 @@ def test_steer_sees_the_observations_and_picks_the_wanted_primary():
     assert seen == [(["db-0", "db-1", "db-2"], None)]
     assert isinstance(out.decision, t.Switchover) and out.decision.to == "db-2"
     assert state.current_primary == "db-2" and w.writable() == ["db-2"]
+
+
+# -- password rotation -----------------------------------------------------------------------------
+
+
+def test_rotation_alters_on_the_primary_and_repoints_every_replica_with_a_new_replication_password():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].read_only = False
+    e.observe()  # the engine knows which servers replicate
+    accounts = [
+        Credentials("repl", "repl-pw-2"),
+        Credentials("app", "app-pw-2"),
+        Credentials("operator", "op-pw-2"),
+    ]
+    w.fail.add(("db-2", "point_at(db-0)"))  # one replica refuses: reported, the others go on
+    steps: list = []
+    done = e.rotate("db-0", accounts, steps)
+    assert done == {("repl", "%"), ("app", "%"), ("operator", "%")}
+    altered = [op for server, op in w.log if op.startswith("set_password")]
+    assert altered == ["set_password(repl@%)", "set_password(app@%)", "set_password(operator@%)"]
+    assert {server for server, op in w.log if op.startswith("set_password")} == {"db-0"}  # it replicates
+    assert index(w, "db-0", "set_password(repl@%)") < index(w, "db-1", "point_at(db-0)")
+    assert w.servers["db-1"].source_password == "repl-pw-2" and e.replication.password == "repl-pw-2"
+    assert [s.instance for s in steps if not s.ok] == ["db-2"]
+    assert w.writable() == ["db-0"]
+
+
+def test_a_rotation_the_primary_refuses_is_reported_and_not_counted_as_done():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.fail.add(("db-0", "set_password(root@localhost)"))  # e.g. MySQL: root holds SYSTEM_USER
+    steps: list = []
+    done = e.rotate("db-0", [Credentials("root", "r2", "localhost"), Credentials("app", "a2")], steps)
+    assert done == {("app", "%")}
+    assert [(s.action, s.ok) for s in steps] == [("rotate", False), ("rotate", True)]
