@@ -1,4 +1,4 @@
-"""`mysql-operator` command line: run | switchover | status | version (+ backup/restore if present)."""
+"""`mysql-operator` command line: run | switchover | status | rotate-passwords | version (+ backup/restore)."""
 
 from __future__ import annotations
 
@@ -167,6 +167,59 @@ def _switchover(args) -> int:
     return 0
 
 
+ROTATABLE_KEYS = (
+    "root-password",
+    "operator-password",
+    "replication-password",
+    "app-password",
+    "backup-password",
+)
+
+
+def _rotate_passwords(args) -> int:
+    """New random passwords in the generated credentials Secret (the operator applies them)."""
+    import base64
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from mysql_operator import manifests as m
+    from mysql_operator.api import SpecError, parse
+    from mysql_operator.k8s.objects import read_cluster
+
+    api = _client(args)
+    body = read_cluster(api, args.namespace, args.cluster)
+    if body is None:
+        print(f"MySQLCluster {args.namespace}/{args.cluster} not found", file=sys.stderr)
+        return 1
+    try:
+        c = parse(body)
+    except SpecError as e:
+        print(f"rotate-passwords: the cluster's spec is invalid: {e}", file=sys.stderr)
+        return 1
+    if c.spec.credentials is not None:
+        print(
+            f"rotate-passwords: spec.credentials.secretName: Secret {c.spec.credentials.secret_name} is yours: "
+            "change its passwords there (the operator applies them)",
+            file=sys.stderr,
+        )
+        return 1
+    secret = m.generated_secret_name(c)
+    try:
+        present = client.CoreV1Api(api).read_namespaced_secret(secret, args.namespace).data or {}
+        keys = [k for k in (args.key or ROTATABLE_KEYS) if k in present]
+        data = {k: base64.b64encode(m.random_password().encode()).decode() for k in keys}
+        client.CoreV1Api(api).patch_namespaced_secret(secret, args.namespace, {"data": data})
+    except ApiException as e:
+        print(f"rotate-passwords: Secret {args.namespace}/{secret}: {e.reason}", file=sys.stderr)
+        return 1
+    print(
+        f"{args.namespace}/{secret}: new {', '.join(keys)}; the operator applies them "
+        f"(watch status.appliedCredentialsVersion: mysql-operator status {args.cluster} -o json)"
+    )
+    return 0
+
+
 def format_status(body: dict) -> str:
     """Human summary of a MySQLCluster's status (pure)."""
     st = body.get("status") or {}
@@ -215,6 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_args(sw)
     sw.add_argument("--to", type=int, required=True, metavar="N", help="ordinal of the new primary")
     sw.set_defaults(func=_switchover)
+    rp = sub.add_parser(
+        "rotate-passwords", help="new random passwords in a cluster's generated credentials Secret"
+    )
+    _add_cluster_args(rp)
+    rp.add_argument("--key", action="append", choices=ROTATABLE_KEYS, help="only this key (repeatable)")
+    rp.set_defaults(func=_rotate_passwords)
     st = sub.add_parser("status", help="show a cluster's status")
     _add_cluster_args(st)
     st.add_argument("--output", "-o", choices=("text", "json"), default="text")

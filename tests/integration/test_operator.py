@@ -580,6 +580,33 @@ def test_an_object_the_api_refuses_is_a_condition_and_an_event_and_the_rest_is_a
     assert apps.read_namespaced_stateful_set(name, ns).spec.template.spec.affinity == before
 
 
+def test_rotate_passwords_cli_changes_the_generated_secret_only(control_plane, operator, ns, capsys):
+    from mysql_operator import cli
+
+    api = control_plane.api_client()
+    objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    spec = {"flavor": "mariadb", "instances": 1, "database": {"name": "shop", "user": "shopper"}}
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("rot", spec))
+    before = wait_for(lambda: core.read_namespaced_secret("rot-credentials", ns).data, 60, "generated Secret")
+    kc = str(control_plane.admin_kubeconfig)
+    assert cli.main(["rotate-passwords", "rot", "-n", ns, "--kubeconfig", kc, "--key", "app-password"]) == 0
+    after = core.read_namespaced_secret("rot-credentials", ns).data
+    assert after[m.APP_PASSWORD_KEY] != before[m.APP_PASSWORD_KEY]
+    assert {k: v for k, v in after.items() if k != m.APP_PASSWORD_KEY} == {
+        k: v for k, v in before.items() if k != m.APP_PASSWORD_KEY
+    }
+    assert base64.b64decode(after[m.APP_PASSWORD_KEY]).decode() not in capsys.readouterr().out
+    assert cli.main(["rotate-passwords", "rot", "-n", ns, "--kubeconfig", kc]) == 0
+    again = core.read_namespaced_secret("rot-credentials", ns).data
+    assert all(again[k] != after[k] for k in after if k != m.RESTORE_PASSWORD_KEY)
+
+    _user_secret(core, ns, "theirs")
+    spec = {"flavor": "mariadb", "instances": 1, "credentials": {"secretName": "theirs"}}
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("byo-rot", spec))
+    assert cli.main(["rotate-passwords", "byo-rot", "-n", ns, "--kubeconfig", kc]) == 1
+    assert "is yours" in capsys.readouterr().err
+
+
 def test_deleting_the_cluster_garbage_collects_generated_objects(control_plane, operator, ns):
     api = control_plane.api_client()
     objs = client.CustomObjectsApi(api)
