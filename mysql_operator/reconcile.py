@@ -290,15 +290,8 @@ class Reconciler:
             )
             return self._publish(body, previous, summary, [], None, applied=applied)
 
-        settings = t.Settings(
-            instances=c.spec.instances,
-            failover_enabled=c.spec.replication.failover.enabled,
-            failover_delay_seconds=float(c.spec.replication.failover.delay_seconds),
-            semisync=c.spec.replication.mode == "semisync",
-            async_fallback=c.spec.replication.allow_async_fallback,
-            # replicas configured before TLS move to it (topology rule 10); as tls_ca_path in _engine
-            replication_tls=entry.tls is not None and serves_tls(listed),
-        )
+        # replicas configured before TLS move to it (topology rule 10)
+        settings = engine_settings(c, replication_tls=entry.tls is not None and serves_tls(listed))
         members = [
             Member(
                 names[o],
@@ -639,31 +632,8 @@ class Reconciler:
         if entry.engine is None or entry.fingerprint != fp:
             if entry.engine is not None:
                 entry.engine.close()
-            app = (
-                Credentials(app_user, passwords[m.APP_PASSWORD_KEY])
-                if app_user and passwords.get(m.APP_PASSWORD_KEY)
-                else None
-            )
-            backup = (
-                Credentials(m.BACKUP_USER, passwords[m.BACKUP_PASSWORD_KEY])
-                if passwords.get(m.BACKUP_PASSWORD_KEY)
-                else None
-            )
-            entry.engine = ReplicationEngine(
-                members,
-                Credentials(m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY]),
-                Credentials(m.REPLICATION_USER, passwords[m.REPLICATION_PASSWORD_KEY]),
-                settings,
-                app=app,
-                app_database=c.spec.database.name if c.spec.database else None,
-                semisync_acks=c.spec.replication.semi_sync_acks,
-                apply_timeout=self.apply_timeout,
-                backup=backup,
-                reduce_admin=True,
-                # replicas verify their source against the CA mounted in their Pod; the operator
-                # verifies every server against the same CA
-                tls_ca_path=m.TLS_CA if settings.replication_tls else None,
-                tls=_tls_context(entry),
+            entry.engine = build_engine(
+                c, members, passwords, settings, apply_timeout=self.apply_timeout, tls=_tls_context(entry)
             )
             entry.fingerprint = fp
         else:
@@ -714,6 +684,61 @@ class Reconciler:
             entry.routed_to = primary
             return True
         return False
+
+
+def engine_settings(c: MySQLCluster, replication_tls: bool = False) -> t.Settings:
+    """Pure: what the replication decisions and the engine take from the spec."""
+    r = c.spec.replication
+    return t.Settings(
+        instances=c.spec.instances,
+        failover_enabled=r.failover.enabled,
+        failover_delay_seconds=float(r.failover.delay_seconds),
+        semisync=r.mode == "semisync",
+        async_fallback=r.allow_async_fallback,
+        replication_tls=replication_tls,
+    )
+
+
+def build_engine(
+    c: MySQLCluster,
+    members: Sequence[Member],
+    passwords: Mapping[str, str],
+    settings: t.Settings,
+    apply_timeout: float = 30.0,
+    tls: ssl.SSLContext | None = None,
+    connect: Callable[[Member], Any] | None = None,
+) -> ReplicationEngine:
+    """The engine for a cluster, with its accounts and the semi-sync values of its spec: the
+    same values manifests/config.py renders into my.cnf (tests/unit/test_replication_actions.py
+    compares them)."""
+    app_user = c.spec.database.user if c.spec.database else None
+    app = (
+        Credentials(app_user, passwords[m.APP_PASSWORD_KEY])
+        if app_user and passwords.get(m.APP_PASSWORD_KEY)
+        else None
+    )
+    backup = (
+        Credentials(m.BACKUP_USER, passwords[m.BACKUP_PASSWORD_KEY])
+        if passwords.get(m.BACKUP_PASSWORD_KEY)
+        else None
+    )
+    return ReplicationEngine(
+        members,
+        Credentials(m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY]),
+        Credentials(m.REPLICATION_USER, passwords[m.REPLICATION_PASSWORD_KEY]),
+        settings,
+        app=app,
+        app_database=c.spec.database.name if c.spec.database else None,
+        semisync_acks=c.spec.replication.semi_sync_acks,
+        apply_timeout=apply_timeout,
+        backup=backup,
+        reduce_admin=True,
+        # replicas verify their source against the CA mounted in their Pod; the operator
+        # verifies every server against the same CA
+        tls_ca_path=m.TLS_CA if settings.replication_tls else None,
+        tls=tls,
+        connect=connect,
+    )
 
 
 def tls_api_problem(c: MySQLCluster, status: int | None, reason: str | None) -> certificates.TLSProblem:

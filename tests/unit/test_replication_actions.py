@@ -131,6 +131,7 @@ class FakeServer:
         self._do(f"set_semisync_source({on})")
         self.semisync_source = on
         self.semisync_timeout_ms = timeout_ms if on else None
+        self.semisync_acks = ack_count if on else None
 
     def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None:
         self._do(f"set_semisync_replica({on})")
@@ -438,3 +439,53 @@ def test_a_rotation_the_primary_refuses_is_reported_and_not_counted_as_done():
     done = e.rotate("db-0", [Credentials("root", "r2", "localhost"), Credentials("app", "a2")], steps)
     assert done == {("app", "%")}
     assert [(s.action, s.ok) for s in steps] == [("rotate", False), ("rotate", True)]
+
+
+# -- one effective value: my.cnf and the runtime SQL ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flavor, instances, acks, fallback",
+    [
+        ("mysql", 2, None, False),
+        ("mysql", 3, None, True),
+        ("mysql", 5, None, False),
+        ("mysql", 5, 3, False),
+        ("mysql", 3, 1, True),
+        ("mariadb", 2, None, False),
+        ("mariadb", 3, None, True),
+        ("mariadb", 5, 1, False),
+    ],
+)
+def test_the_semisync_values_in_my_cnf_are_the_ones_a_promotion_sets(flavor, instances, acks, fallback):
+    """What a server starts with (my.cnf) and what the engine sets when it makes a primary come
+    from one computation: never a primary that waits for a different number of acknowledgements,
+    or for a different time, after a restart than after a promotion."""
+    from mysql_operator.api import parse
+    from mysql_operator.manifests import server_settings
+    from mysql_operator.reconcile import build_engine, engine_settings
+    from tests.unit.test_api_fieldwalk import body
+
+    replication = {
+        "mode": "semisync",
+        "allowAsyncFallback": fallback,
+        **({"semiSyncAcks": acks} if acks else {}),
+    }
+    c = parse(body({"flavor": flavor, "instances": instances, "replication": replication}, name="db"))
+    cnf = dict(server_settings(c.spec))
+    w = World()
+    for i in range(instances):
+        w.servers[f"db-{i}"] = FakeServer(f"db-{i}", w)
+    members = [Member(f"db-{i}", i, f"db-{i}", 3306) for i in range(instances)]
+    passwords = {"operator-password": "o", "replication-password": "r"}
+    e = build_engine(c, members, passwords, engine_settings(c), connect=lambda mb: w.servers[mb.name])
+    steps: list = []
+    e.act(t.Promote("db-0", tuple(f"db-{i}" for i in range(1, instances))), states(w))
+    primary = w.servers["db-0"]
+    assert primary.semisync_source, steps
+    if flavor == "mysql":
+        assert cnf["rpl_semi_sync_source_timeout"] == str(primary.semisync_timeout_ms)
+        assert cnf["rpl_semi_sync_source_wait_for_replica_count"] == str(primary.semisync_acks)
+    else:  # MariaDB waits for one acknowledgement, always
+        assert cnf["rpl_semi_sync_master_timeout"] == str(primary.semisync_timeout_ms)
+        assert primary.semisync_acks == 1
