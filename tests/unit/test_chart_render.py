@@ -407,3 +407,13 @@ def test_operator_cli_accepts_the_rendered_arguments(values):
     assert args.peering == (f"{RELEASE}-mysql-operator" if peering else None)
     elected = values.get("leaderElection", {}).get("enabled", True)
     assert args.leader_elect == (f"{RELEASE}-mysql-operator" if elected else None)
+
+
+def test_a_standby_comes_with_a_disruption_budget_of_one():
+    assert not of_kind(render(), "PodDisruptionBudget")
+    objs = render({"replicas": 2})
+    pdb = one(objs, "PodDisruptionBudget")
+    dep = one(objs, "Deployment")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert pdb["metadata"]["namespace"] == dep["metadata"]["namespace"]
