@@ -232,15 +232,15 @@ class Reconciler:
             )
 
         passwords, secret_error = self._credentials(c, k.owner_of(body))
-        applied: dict[str, str] = {}
+        on_servers: dict[str, str] = {}  # the passwords the servers have (the applied record)
         applied_version = ""
         pending: tuple[str, ...] = ()
         if secret_error is None:
-            applied, applied_version = self._applied_credentials(c, k.owner_of(body), passwords)
-            pending = rotation_pending(passwords, applied)
+            on_servers, applied_version = self._applied_credentials(c, k.owner_of(body), passwords)
+            pending = rotation_pending(passwords, on_servers)
         # until a rotation is applied the servers have the passwords of the record: log in with them
-        current = {**passwords, **{key: applied[key] for key in pending}}
-        secrets = list(passwords.values()) + [applied[key] for key in pending]
+        current = {**passwords, **{key: on_servers[key] for key in pending}}
+        secrets = list(passwords.values()) + [on_servers[key] for key in pending]
         self._tls(c, body, entry)
         current_primary = previous.get("currentPrimary")
         primary_ordinal = pod_ordinal(current_primary or "", c.name)
@@ -356,7 +356,7 @@ class Reconciler:
                 rotated += [key for key, _ in manual]
             if rotated:
                 self._record_applied(
-                    c, k.owner_of(body), {**applied, **{key: passwords[key] for key in rotated}}
+                    c, k.owner_of(body), {**on_servers, **{key: passwords[key] for key in rotated}}
                 )
                 log.info("%s/%s passwords rotated: %s", ns, name, ", ".join(rotated))
         roll_delete(self.api, body, decision, roll[0])
