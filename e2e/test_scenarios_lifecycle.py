@@ -238,13 +238,13 @@ def applied_namespace(local_cluster, operator_release):
 @pytest.mark.parametrize(
     "path,value,message",
     [
-        ("spec.storage.size", "2Gi", "spec.storage is immutable"),
+        ("spec.storage.size", "10Mi", "spec.storage.size can only grow"),
         ("spec.flavor", "mysql", "spec.flavor is immutable"),
         ("spec.database", {"name": "other", "user": "other"}, "spec.database is immutable"),
         ("spec.restore", {"fromBackup": {"name": "x"}}, "spec.restore is immutable"),
         ("spec.credentials", {"secretName": "mine"}, "spec.credentials is immutable"),
     ],
-    ids=["storage", "flavor", "database", "restore", "credentials"],
+    ids=["storage-shrink", "flavor", "database", "restore", "credentials"],
 )
 def test_immutable_fields_of_an_applied_example_are_refused(
     local_cluster, applied_namespace, path, value, message

@@ -596,8 +596,12 @@ class Reconciler:
             kind, obj_name = obj["kind"], obj["metadata"]["name"]
             try:
                 if kind == "StatefulSet":
-                    current = k.read_statefulset_replicas(self.api, c.namespace, obj_name)
+                    current, claimed = k.read_statefulset_sizing(self.api, c.namespace, obj_name)
                     obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
+                    if claimed is not None:  # immutable in a StatefulSet: the volumes grow instead
+                        obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = (
+                            claimed
+                        )
                 k.server_side_apply(self.api, obj)
             except k.ApplyError as e:
                 refused.append(apply_refusal(kind, obj_name, e.status, e.message))
@@ -605,7 +609,25 @@ class Reconciler:
                 refused.append(apply_refusal(kind, obj_name, e.status, str(e.reason)))
             except urllib3.exceptions.HTTPError as e:
                 refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
+        refused += self._grow_volumes(c)
         return redact("; ".join(refused), secrets) if refused else None
+
+    def _grow_volumes(self, c: MySQLCluster) -> list[str]:
+        """Effect: every server's data volume asks for spec.storage.size (raised: expanded where
+        the StorageClass allows it). Why not, for each claim the API server refused."""
+        refused = []
+        for o in range(c.spec.instances):
+            claim = m.data_claim_name(c, o)
+            try:
+                why = k.grow_claim(self.api, c.namespace, claim, c.spec.storage.size)
+            except urllib3.exceptions.HTTPError as e:
+                why = f"no answer from the API server ({e})"
+            if why:
+                refused.append(
+                    f"spec.storage.size: PersistentVolumeClaim {claim} cannot grow to {c.spec.storage.size}: "
+                    f"{why} (its StorageClass must allow volume expansion)"
+                )
+        return refused
 
     def _engine(
         self,

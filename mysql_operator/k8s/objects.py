@@ -196,13 +196,45 @@ def set_pod_label(api: client.ApiClient, namespace: str, pod: str, key: str, val
     client.CoreV1Api(api).patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {key: value}}})
 
 
-def read_statefulset_replicas(api: client.ApiClient, namespace: str, name: str) -> int | None:
+def read_statefulset_sizing(
+    api: client.ApiClient, namespace: str, name: str
+) -> tuple[int | None, str | None]:
+    """Its replicas and the storage its claim template asks for ((None, None) if absent)."""
     try:
-        return client.AppsV1Api(api).read_namespaced_stateful_set(name, namespace).spec.replicas
+        sts = client.AppsV1Api(api).read_namespaced_stateful_set(name, namespace)
+    except ApiException as e:
+        if e.status == 404:
+            return None, None
+        raise
+    templates = sts.spec.volume_claim_templates or []
+    requests = (
+        (templates[0].spec.resources.requests or {}) if templates and templates[0].spec.resources else {}
+    )
+    return sts.spec.replicas, requests.get("storage")
+
+
+def grow_claim(api: client.ApiClient, namespace: str, name: str, size: str) -> str | None:
+    """Effect: the PersistentVolumeClaim asks for at least `size`. None when it does (or it does
+    not exist yet); else the API server's refusal, in its words."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    core = client.CoreV1Api(api)
+    try:
+        pvc = core.read_namespaced_persistent_volume_claim(name, namespace)
+        current = (pvc.spec.resources.requests or {}).get("storage") if pvc.spec.resources else None
+        if current is not None and parse_quantity(current) >= parse_quantity(size):
+            return None
+        core.patch_namespaced_persistent_volume_claim(
+            name, namespace, {"spec": {"resources": {"requests": {"storage": size}}}}
+        )
+        return None
     except ApiException as e:
         if e.status == 404:
             return None
-        raise
+        try:
+            return str(json.loads(e.body).get("message") or e.reason)[:1000]
+        except (ValueError, TypeError, AttributeError):
+            return str(e.reason)
 
 
 def post_events(

@@ -22,6 +22,8 @@ OPERATOR_RULES: list[dict] = [
         "verbs": ["get", "list", "watch", "create", "patch"],
     },
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "create", "patch"]},
+    # the servers' data volumes, grown when spec.storage.size is raised
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "patch"]},
     # server pods: observed (and watched to re-trigger reconciles), role labels patched, deleted
     # one by one in a rolling update (StatefulSet updateStrategy OnDelete)
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},

@@ -69,6 +69,11 @@ def generated_secret_name(c: MySQLCluster) -> str:
     return f"{c.name}-credentials"
 
 
+def data_claim_name(c: MySQLCluster, ordinal: int) -> str:
+    """The PersistentVolumeClaim the StatefulSet makes for a server (claim template "data")."""
+    return f"data-{pod_name(c, ordinal)}"
+
+
 def applied_credentials_secret_name(c: MySQLCluster) -> str:
     """The operator's record of the passwords the servers have (a rotation is pending while
     the credentials Secret holds others): read by the operator only."""

@@ -13,6 +13,7 @@ import base64
 import copy
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -607,6 +608,91 @@ def test_rotate_passwords_cli_changes_the_generated_secret_only(control_plane, o
     assert "is yours" in capsys.readouterr().err
 
 
+def _bind_static_volume(core, ns: str, claim: str, storage_class: str, size: str) -> None:
+    """A PersistentVolume reserved for `claim` (no provisioner here): the PV controller binds them."""
+    name = f"pv-{ns}-{claim}"[:63]
+    core.create_persistent_volume(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": size},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": storage_class,
+                "hostPath": {"path": f"/tmp/{name}"},
+                "claimRef": {"namespace": ns, "name": claim},
+                "persistentVolumeReclaimPolicy": "Delete",
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize("expandable", [True, False], ids=["expandable", "fixed-size"])
+def test_raising_storage_size_grows_the_claims_or_says_why_not(control_plane, operator, ns, expandable):
+    """spec.storage.size raised: each server's PersistentVolumeClaim asks for the new size (the
+    StatefulSet keeps its immutable claim template); where the StorageClass does not allow
+    expansion the status says so, naming the claim and the API server's reason."""
+    api = control_plane.api_client()
+    objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    storage = client.StorageV1Api(api)
+    sc = f"grow-{ns}" if expandable else f"fixed-{ns}"
+    storage.create_storage_class(
+        {
+            "metadata": {"name": sc},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "allowVolumeExpansion": expandable,
+            "volumeBindingMode": "Immediate",
+        }
+    )
+    name = "grow" if expandable else "fixed"
+    spec = {"flavor": "mariadb", "instances": 1, "storage": {"size": "1Gi", "storageClassName": sc}}
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body(name, spec))
+    claim = f"data-{name}-0"
+    _bind_static_volume(core, ns, claim, sc, "1Gi")
+    wait_for(
+        lambda: core.read_namespaced_persistent_volume_claim(claim, ns).status.phase == "Bound",
+        60,
+        f"{claim} Bound",
+    )
+
+    def grow():
+        return objs.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, name, {"spec": {"storage": {"size": "2Gi"}}}
+        )
+
+    wait_for(grow, 30, "spec.storage.size 2Gi")
+    apps = client.AppsV1Api(api)
+    if expandable:
+        wait_for(
+            lambda: (
+                core.read_namespaced_persistent_volume_claim(claim, ns).spec.resources.requests["storage"]
+                == "2Gi"
+            ),
+            60,
+            f"{claim} asks for 2Gi",
+        )
+        st = wait_for(
+            lambda: (
+                (_get(objs, ns, name).get("status") or {}).get("observedGeneration") == 2
+                and _get(objs, ns, name)["status"]
+            ),
+            60,
+            "generation 2 observed",
+        )
+        assert _condition(st, "Degraded").get("reason") != "ApplyFailed", st
+    else:
+        st = wait_for(lambda: _apply_failed(objs, ns, name), 60, "Degraded ApplyFailed")
+        message = _condition(st, "Degraded")["message"]
+        assert message.startswith(f"spec.storage.size: PersistentVolumeClaim {claim} cannot grow to 2Gi"), (
+            message
+        )
+        assert (
+            core.read_namespaced_persistent_volume_claim(claim, ns).spec.resources.requests["storage"]
+            == "1Gi"
+        )
+    template = apps.read_namespaced_stateful_set(name, ns).spec.volume_claim_templates[0]
+    assert template.spec.resources.requests["storage"] == "1Gi"  # immutable: unchanged, no refusal
+
+
 def test_deleting_the_cluster_garbage_collects_generated_objects(control_plane, operator, ns):
     api = control_plane.api_client()
     objs = client.CustomObjectsApi(api)
@@ -665,7 +751,10 @@ def test_the_operator_used_no_permission_it_does_not_declare(operator, ns):
     """Runs last in this module: the log of everything above has no 403."""
     log = operator.log()
     assert operator.proc.poll() is None, log[-4000:]
-    forbidden = [line for line in log.splitlines() if "orbidden" in line]  # APIForbiddenError, 403 Forbidden
+    # an RBAC denial (APIForbiddenError, 403) says who cannot do what; other 403s are admission
+    # refusals the status reports (a StorageClass that cannot expand a volume)
+    denied = re.compile(r'forbidden: User \\?"[^"\\]+\\?" cannot ')
+    forbidden = [line for line in log.splitlines() if denied.search(line)]
     assert not forbidden, "\n".join(forbidden[:20])
     lines = [line for line in log.splitlines() if line.strip()]
     assert lines and all(line.startswith("{") for line in lines), "--log-format json gives JSON lines"

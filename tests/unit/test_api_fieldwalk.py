@@ -170,7 +170,8 @@ for _k, _v in _S3_CHANGES.items():
     CHANGES[f"restore.s3.{_k}"] = ("restore-s3", [(f"restore.s3.{_k}", _v)])
 
 # Refused on update by a CEL transition rule (proven in tests/integration/test_crds.py).
-IMMUTABLE_ROOTS = ("flavor", "credentials", "database", "storage", "restore")
+IMMUTABLE_ROOTS = ("flavor", "credentials", "database", "restore")
+IMMUTABLE_PATHS = ("storage.storageClassName",)
 
 # Applied by the reconcile loop itself, not through a built object: the desired primary
 # (a switchover), failover policy, and the backup schedule, storage and retention. They are inputs
@@ -179,6 +180,7 @@ IMMUTABLE_ROOTS = ("flavor", "credentials", "database", "storage", "restore")
 RECONCILE_INPUTS = frozenset(
     {
         "primary",
+        "storage.size",  # the PVCs are expanded (the StatefulSet keeps its claim template)
         "replication.failover.enabled",
         "replication.failover.delaySeconds",
         "backup.schedule",
@@ -194,7 +196,12 @@ RECONCILE_INPUTS = frozenset(
 
 
 def is_immutable(path: str) -> bool:
-    return path.split(".")[0] in IMMUTABLE_ROOTS
+    return path.split(".")[0] in IMMUTABLE_ROOTS or path in IMMUTABLE_PATHS
+
+
+def immutable_field(path: str) -> str:
+    """The field an immutability refusal names: the root, or the path itself."""
+    return path if path in IMMUTABLE_PATHS else path.split(".")[0]
 
 
 def set_path(spec: dict, path: str, value: object) -> None:

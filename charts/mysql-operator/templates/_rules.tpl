@@ -28,6 +28,10 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, create, patch]
+# the servers' data volumes, grown when spec.storage.size is raised
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, patch]
 # server pods: observed, watched to re-trigger reconciles, role labels patched, deleted one by
 # one in a rolling update (StatefulSet updateStrategy OnDelete)
 - apiGroups: [""]
