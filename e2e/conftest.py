@@ -102,32 +102,23 @@ OPERATOR_NAMESPACE = "mysql-operator"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "e2e"
 
 
-@pytest.fixture(scope="session")
-def operator_release(local_cluster):
-    """The chart installed with the real helm, the operator running as a Pod from the image built
-    from the project's Dockerfile (examples/values-local.yaml)."""
-    from kubernetes import client
-
-    from tests.support.controlplane import binary
-
-    helm = str(binary("helm"))
-    env = {
+def helm_env(local_cluster) -> dict[str, str]:
+    return {
         **os.environ,
         "KUBECONFIG": local_cluster.kubeconfig,
         "HELM_CACHE_HOME": "/var/tmp/mysqlop-helm/cache",
         "HELM_CONFIG_HOME": "/var/tmp/mysqlop-helm/config",
         "HELM_DATA_HOME": "/var/tmp/mysqlop-helm/data",
     }
-    existed = (
-        subprocess.run(
-            [helm, "status", "mysql-operator", "--namespace", OPERATOR_NAMESPACE],
-            capture_output=True,
-            env=env,
-        ).returncode
-        == 0
-    )
+
+
+def install_operator(local_cluster, *extra: str) -> subprocess.CompletedProcess:
+    """`helm upgrade --install` of the chart from this checkout with examples/values-local.yaml
+    (the release every e2e test uses), plus `extra` arguments (more --set)."""
+    from tests.support.controlplane import binary
+
     argv = [
-        helm,
+        str(binary("helm")),
         "upgrade",
         "--install",
         "mysql-operator",
@@ -139,11 +130,32 @@ def operator_release(local_cluster):
         str(REPO / "examples" / "values-local.yaml"),
         "--set",
         "logFormat=json",
+        *extra,
         "--wait",
         "--timeout",
         "180s",
     ]
-    r = subprocess.run(argv, capture_output=True, text=True, env=env)
+    return subprocess.run(argv, capture_output=True, text=True, env=helm_env(local_cluster))
+
+
+@pytest.fixture(scope="session")
+def operator_release(local_cluster):
+    """The chart installed with the real helm, the operator running as a Pod from the image built
+    from the project's Dockerfile (examples/values-local.yaml)."""
+    from kubernetes import client
+
+    from tests.support.controlplane import binary
+
+    helm, env = str(binary("helm")), helm_env(local_cluster)
+    existed = (
+        subprocess.run(
+            [helm, "status", "mysql-operator", "--namespace", OPERATOR_NAMESPACE],
+            capture_output=True,
+            env=env,
+        ).returncode
+        == 0
+    )
+    r = install_operator(local_cluster)
     if r.returncode != 0:
         _save_namespace_artifacts(local_cluster, OPERATOR_NAMESPACE, "operator-install")
         pytest.fail(f"helm install failed: {r.stderr[-3000:]}")

@@ -1,0 +1,175 @@
+"""The operator installed from an image named as in a registry (not `localhost/`), with a pull
+Secret, as a user installs it: `helm upgrade --set image.repository=... --set
+imagePullSecrets[0].name=...`. Every Pod the operator makes for a cluster that names its pull
+Secret (spec.imagePullSecrets) runs the chart's image with that Secret: an on-demand and a
+scheduled backup succeed. There is no registry here (issue 19 brings one): the image is tagged with
+the registry's name in containerd, so nothing is pulled; what is checked is that no Pod falls back
+to a hard-coded image."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import uuid
+
+import pytest
+from kubernetes import client
+
+from e2e.conftest import OPERATOR_NAMESPACE, install_operator
+from e2e.helpers import BACKUPS, GROUP, VERSION, Cluster, cluster_spec, scenario_namespace
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.cluster
+
+REGISTRY_IMAGE = "registry.example.test/dbteam/mysql-operator"
+TAG = "0.1.0"
+
+
+def _pull_secret(core, ns: str) -> None:
+    auth = base64.b64encode(b"robot:not-used-here").decode()
+    config = {"auths": {"registry.example.test": {"auth": auth}}}
+    core.create_namespaced_secret(
+        ns,
+        {
+            "metadata": {"name": "regcred"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
+        },
+    )
+
+
+def _ready_operator_pods(core) -> list:
+    return [
+        p
+        for p in core.list_namespaced_pod(OPERATOR_NAMESPACE).items
+        if not p.metadata.deletion_timestamp
+        and p.status.container_statuses
+        and all(s.ready for s in p.status.container_statuses)
+    ]
+
+
+def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
+    local_cluster, operator_release, s3_beside_cluster
+):
+    api = local_cluster.api_client()
+    core = client.CoreV1Api(api)
+    r = subprocess.run(
+        [
+            "ctr",
+            "--address",
+            local_cluster.containerd_socket,
+            "-n",
+            "k8s.io",
+            "images",
+            "tag",
+            "--force",
+            f"localhost/mysql-operator:{TAG}",
+            f"{REGISTRY_IMAGE}:{TAG}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    try:
+        core.delete_namespaced_secret("regcred", OPERATOR_NAMESPACE)
+    except client.ApiException as e:
+        if e.status != 404:
+            raise
+    _pull_secret(core, OPERATOR_NAMESPACE)
+    try:
+        r = install_operator(
+            local_cluster,
+            "--set",
+            f"image.repository={REGISTRY_IMAGE}",
+            "--set",
+            "image.pullPolicy=IfNotPresent",
+            "--set",
+            "imagePullSecrets[0].name=regcred",
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        pods = wait_for(
+            lambda: (
+                (p := _ready_operator_pods(core))
+                and all(x.spec.containers[0].image == f"{REGISTRY_IMAGE}:{TAG}" for x in p)
+                and p
+            ),
+            180,
+            "the operator running the registry-named image",
+        )
+        assert [s.name for s in pods[0].spec.image_pull_secrets or []] == ["regcred"]
+
+        with scenario_namespace(api, "e2e-reg") as ns:
+            _pull_secret(core, ns)
+            bucket = f"e2e-{uuid.uuid4().hex[:10]}"
+            s3_beside_cluster.create_bucket(bucket)
+            core.create_namespaced_secret(
+                ns,
+                {
+                    "metadata": {"name": "s3"},
+                    "stringData": {
+                        "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
+                        "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key,
+                    },
+                },
+            )
+            s3 = {
+                "bucket": bucket,
+                "prefix": "reg",
+                "endpoint": s3_beside_cluster.endpoint,
+                "region": "us-east-1",
+                "forcePathStyle": True,
+                "credentialsSecret": {"name": "s3"},
+            }
+            c = Cluster(api, ns, "reg").create(
+                cluster_spec(
+                    1,
+                    "mariadb",
+                    imagePullSecrets=[{"name": "regcred"}],
+                    backup={"storage": {"s3": s3}, "schedule": "* * * * *"},
+                )
+            )
+            c.wait_ready(300, instances=1)
+            assert [s.name for s in c.pod(0).spec.image_pull_secrets or []] == ["regcred"]
+            c.objs.create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                ns,
+                BACKUPS,
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "MySQLBackup",
+                    "metadata": {"name": "manual"},
+                    "spec": {"clusterRef": {"name": "reg"}},
+                },
+            )
+
+            def phases() -> dict[str, str]:
+                items = c.objs.list_namespaced_custom_object(GROUP, VERSION, ns, BACKUPS)["items"]
+                return {b["metadata"]["name"]: (b.get("status") or {}).get("phase") for b in items}
+
+            wait_for(lambda: phases().get("manual") in ("Succeeded", "Failed"), 300, "the on-demand backup")
+            assert phases()["manual"] == "Succeeded", phases()
+            wait_for(
+                lambda: any(n != "manual" and p == "Succeeded" for n, p in phases().items()),
+                200,
+                "a scheduled backup Succeeded",
+            )
+            jobs = client.BatchV1Api(api).list_namespaced_job(ns).items
+            assert jobs, "backup Jobs"
+            for job in jobs:
+                spec = job.spec.template.spec
+                assert spec.containers[0].image == f"{REGISTRY_IMAGE}:{TAG}", job.metadata.name
+                assert [s.name for s in spec.image_pull_secrets or []] == ["regcred"], job.metadata.name
+    finally:
+        r = install_operator(local_cluster)  # back to the release every other test uses
+        assert r.returncode == 0, r.stderr[-3000:]
+        wait_for(
+            lambda: (
+                (p := _ready_operator_pods(core))
+                and all(x.spec.containers[0].image == f"localhost/mysql-operator:{TAG}" for x in p)
+            ),
+            180,
+            "the operator back on its local image",
+        )
