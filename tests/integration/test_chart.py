@@ -163,6 +163,23 @@ def _sa_clients(control_plane, namespace: str, release: str):
     return client.CustomObjectsApi(api), client.CoreV1Api(api)
 
 
+def _sa_leases(control_plane, namespace: str, release: str) -> client.CoordinationV1Api:
+    kubeconfig = control_plane.service_account_kubeconfig(namespace, f"{release}-mysql-operator")
+    return client.CoordinationV1Api(control_plane.api_client(kubeconfig))
+
+
+def _lease_grants_only_in(leases: client.CoordinationV1Api, ns: str, elsewhere: str) -> None:
+    """The operator's ServiceAccount can create, read and update its Lease in the release
+    namespace (leader election), and touch no Lease anywhere else."""
+    body = {"metadata": {"name": "probe-lease"}, "spec": {"holderIdentity": "x", "leaseDurationSeconds": 15}}
+    assert _status(lambda: leases.create_namespaced_lease(ns, body)) == 200
+    lease = leases.read_namespaced_lease("probe-lease", ns)
+    lease.spec.holder_identity = "y"
+    assert _status(lambda: leases.replace_namespaced_lease("probe-lease", ns, lease)) == 200
+    assert _status(lambda: leases.delete_namespaced_lease("probe-lease", ns)) == 403
+    assert _status(lambda: leases.create_namespaced_lease(elsewhere, body)) == 403
+
+
 def test_all_namespaces_install_upgrade_uninstall(control_plane, helm, namespaces):
     api = control_plane.api_client()
     ext, apps = client.ApiextensionsV1Api(api), client.AppsV1Api(api)
@@ -187,8 +204,8 @@ def test_all_namespaces_install_upgrade_uninstall(control_plane, helm, namespace
     assert "--all-namespaces" in pod.containers[0].args
     core.read_namespaced_service_account(full, ns)
     assert rbac.read_cluster_role_binding(full).subjects[0].name == full
-    peering = admin_objs.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", full)
-    assert peering["metadata"]["labels"]["app.kubernetes.io/instance"] == release
+    assert f"--leader-elect={full}" in pod.containers[0].args  # one active replica, on a Lease
+    assert rbac.read_namespaced_role_binding(f"{full}-leader-election", ns).subjects[0].name == full
 
     # the chart's ServiceAccount, with its own token
     objs, sa_core = _sa_clients(control_plane, ns, release)
@@ -207,14 +224,7 @@ def test_all_namespaces_install_upgrade_uninstall(control_plane, helm, namespace
         )
         == 200
     )
-    assert (
-        _status(
-            lambda: objs.patch_cluster_custom_object(
-                "kopf.dev", "v1", "clusterkopfpeerings", full, {"status": {"probe": None}}
-            )
-        )
-        == 200
-    )
+    _lease_grants_only_in(_sa_leases(control_plane, ns, release), ns, anywhere)
     # it never deletes the user's custom resources nor Secrets
     assert (
         _status(lambda: objs.delete_namespaced_custom_object(GROUP, VERSION, anywhere, PLURAL, "c1")) == 403
@@ -233,6 +243,8 @@ def test_all_namespaces_install_upgrade_uninstall(control_plane, helm, namespace
     helm("upgrade", release, str(CHART), "--namespace", ns, "-f", str(path))
     dep = apps.read_namespaced_deployment(full, ns)
     assert dep.spec.replicas == 2
+    pdb = client.PolicyV1Api(api).read_namespaced_pod_disruption_budget(full, ns)  # a standby now
+    assert pdb.spec.max_unavailable == 1
     assert "--log-format=text" in dep.spec.template.spec.containers[0].args
     assert dep.metadata.labels["team"] == "db"
     history = yaml.safe_load(helm("history", release, "--namespace", ns, "-o", "yaml").stdout)
@@ -245,9 +257,10 @@ def test_all_namespaces_install_upgrade_uninstall(control_plane, helm, namespace
         ("ServiceAccount", lambda: core.read_namespaced_service_account(full, ns)),
         ("ClusterRole", lambda: rbac.read_cluster_role(full)),
         ("ClusterRoleBinding", lambda: rbac.read_cluster_role_binding(full)),
+        ("Role", lambda: rbac.read_namespaced_role(f"{full}-leader-election", ns)),
         (
-            "ClusterKopfPeering",
-            lambda: admin_objs.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", full),
+            "PodDisruptionBudget",
+            lambda: client.PolicyV1Api(api).read_namespaced_pod_disruption_budget(full, ns),
         ),
     ]:
         wait_for(lambda: not _exists(read), 60, f"{what} {full} removed by helm uninstall")
@@ -277,7 +290,6 @@ def test_namespaced_install_grants_only_the_watched_namespaces(control_plane, he
     assert [a for a in args if a.startswith("--namespace=")] == [f"--namespace={w}" for w in watched]
     for w in watched:
         assert rbac.read_namespaced_role_binding(full, w).subjects[0].namespace == ns
-        admin_objs.get_namespaced_custom_object("kopf.dev", "v1", w, "kopfpeerings", full)
     for where in (ns, unwatched):
         assert not _exists(lambda: rbac.read_namespaced_role(full, where))
     # the only cluster-wide grants: reading what kopf scans, and ClusterIssuers (spec.tls.issuerRef)
@@ -314,14 +326,6 @@ def test_namespaced_install_grants_only_the_watched_namespaces(control_plane, he
             )
             == 200
         )
-        assert (
-            _status(
-                lambda: objs.patch_namespaced_custom_object(
-                    "kopf.dev", "v1", w, "kopfpeerings", full, {"status": {"probe": None}}
-                )
-            )
-            == 200
-        )
         assert _status(lambda: sa_core.delete_namespaced_secret("user-secret", w)) == 403
         assert _exists(lambda: core.read_namespaced_secret("user-secret", w))
     # outside the watched namespaces: nothing
@@ -339,6 +343,7 @@ def test_namespaced_install_grants_only_the_watched_namespaces(control_plane, he
     assert _status(lambda: sa_core.read_namespaced_secret("user-secret", unwatched)) == 403
     assert _status(lambda: sa_core.delete_namespaced_secret("user-secret", unwatched)) == 403
     assert _status(lambda: sa_core.list_secret_for_all_namespaces()) == 403
+    _lease_grants_only_in(_sa_leases(control_plane, ns, release), ns, watched_ns)  # its own Lease only
     # cluster-wide it may only read what kopf scans
     assert _status(lambda: sa_core.list_namespace()) == 200
     assert _status(lambda: sa_core.delete_namespace(unwatched)) == 403

@@ -55,6 +55,16 @@ def factory(request):
         print("\n" + "\n".join(TIMINGS), file=sys.stderr)
 
 
+@pytest.fixture(autouse=True)
+def stop_the_servers_of_each_test(factory):
+    """A test's servers stop when it ends (their logs stay for the report): the module's ~50
+    servers running at once once starved a starting one past its 60 s on a 2-core machine."""
+    before = len(factory.servers)
+    yield
+    for s in factory.servers[before:]:
+        s.stop(timeout=10)
+
+
 def make_cluster(
     factory: MariaDBFactory, n: int, semisync: bool = False, delay: float = 1.0, prefix: str = "db"
 ) -> Cluster:
