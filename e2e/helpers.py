@@ -212,6 +212,30 @@ class Cluster:
         return {i["name"]: i["role"] for i in self.status().get("instances") or []}
 
 
+def signal_server(local_cluster, c: Cluster, pod: str, sig: str) -> None:
+    """Send `sig` to the mysqld container of one of the cluster's Pods through containerd (what
+    a crash, a kill or a hang does to it; the kubelet sees it as the container's own doing)."""
+    status = next(s for s in c.pod(pod).status.container_statuses if s.name == "mysqld")
+    r = subprocess.run(
+        [
+            "ctr",
+            "--address",
+            local_cluster.containerd_socket,
+            "-n",
+            "k8s.io",
+            "tasks",
+            "kill",
+            "-s",
+            sig,
+            status.container_id.split("://", 1)[1],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 0, f"ctr tasks kill -s {sig}: {r.stderr}"
+
+
 def create_writes_table(c: Cluster) -> tuple[str, str]:
     """The -rw address and app password, with app.writes created through -rw."""
     rw, pw = c.service_ip("rw"), c.password()

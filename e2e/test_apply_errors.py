@@ -7,13 +7,20 @@ corpus in tests/invalid/, applied to a real API server by tests/integration/test
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
 from kubernetes import client
 
-from e2e.helpers import Cluster, cluster_spec, create_writes_table, lost_rows, record, writer_to
+from e2e.helpers import (
+    Cluster,
+    cluster_spec,
+    create_writes_table,
+    lost_rows,
+    record,
+    signal_server,
+    writer_to,
+)
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -65,25 +72,7 @@ def test_a_bad_edit_is_reported_within_seconds_and_the_cluster_still_fails_over(
         )
 
         # the primary dies while the bad spec is in place: failover goes on
-        status = next(s for s in c.pod(old).status.container_statuses if s.name == "mysqld")
-        r = subprocess.run(
-            [
-                "ctr",
-                "--address",
-                local_cluster.containerd_socket,
-                "-n",
-                "k8s.io",
-                "tasks",
-                "kill",
-                "-s",
-                "SIGKILL",
-                status.container_id.split("://", 1)[1],
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        assert r.returncode == 0, r.stderr
+        signal_server(local_cluster, c, old, "SIGKILL")
         killed = time.monotonic()
         new = wait_for(
             lambda: (p := c.status().get("currentPrimary")) not in (None, old) and p,

@@ -5,14 +5,13 @@ acknowledged row is lost, and the takeover time is recorded."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
 from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE
-from e2e.helpers import Cluster, record
+from e2e.helpers import Cluster, record, signal_server
 from e2e.test_scenarios_failover import _failover_under_load
 from tests.support.wait import wait_for
 
@@ -50,25 +49,7 @@ def test_the_active_operator_killed_in_the_middle_of_a_failover_is_replaced_by_t
         assert leader in _ready_pods(core)
 
         def kill_primary_then_the_active_operator(name: str) -> float:
-            status = next(s for s in c.pod(name).status.container_statuses if s.name == "mysqld")
-            r = subprocess.run(
-                [
-                    "ctr",
-                    "--address",
-                    local_cluster.containerd_socket,
-                    "-n",
-                    "k8s.io",
-                    "tasks",
-                    "kill",
-                    "-s",
-                    "SIGKILL",
-                    status.container_id.split("://", 1)[1],
-                ],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
-            assert r.returncode == 0, f"ctr tasks kill: {r.stderr}"
+            signal_server(local_cluster, c, name, "SIGKILL")
             t = time.monotonic()
             wait_for(lambda: c.status().get("phase") != "Ready", 60, "the operator noticed the outage")
             holder = coord.read_namespaced_lease(LEASE, OPERATOR_NAMESPACE).spec.holder_identity

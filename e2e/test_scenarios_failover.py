@@ -13,7 +13,6 @@ rejoins only when re-seeded. Those runs assert that outcome instead of the rejoi
 
 from __future__ import annotations
 
-import subprocess
 import time
 from datetime import datetime
 from typing import Callable
@@ -32,6 +31,7 @@ from e2e.helpers import (
     query,
     record,
     replica_state,
+    signal_server,
 )
 from tests.support.wait import wait_for
 
@@ -174,25 +174,7 @@ def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_n
         return next(s for s in c.pod(name).status.container_statuses if s.name == "mysqld")
 
     def kill(name: str) -> None:
-        container_id = container(name).container_id.split("://", 1)[1]
-        r = subprocess.run(
-            [
-                "ctr",
-                "--address",
-                local_cluster.containerd_socket,
-                "-n",
-                "k8s.io",
-                "tasks",
-                "kill",
-                "-s",
-                "SIGKILL",
-                container_id,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        assert r.returncode == 0, f"ctr tasks kill: {r.stderr}"
+        signal_server(local_cluster, c, name, "SIGKILL")
 
     _failover_under_load(c, kill, "primary container SIGKILLed", flavor=flavor)
     assert container(f"{c.name}-0").restart_count >= 1, "the same Pod was restarted in place (not recreated)"
@@ -213,25 +195,7 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
     deleted: list[str] = []
 
     def signal_container(name: str, sig: str) -> None:
-        status = next(s for s in c.pod(name).status.container_statuses if s.name == "mysqld")
-        r = subprocess.run(
-            [
-                "ctr",
-                "--address",
-                local_cluster.containerd_socket,
-                "-n",
-                "k8s.io",
-                "tasks",
-                "kill",
-                "-s",
-                sig,
-                status.container_id.split("://", 1)[1],
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        assert r.returncode == 0, f"ctr tasks kill -s {sig}: {r.stderr}"
+        signal_server(local_cluster, c, name, sig)
 
     def delete_operator() -> None:
         # the operator noticed the outage (status left Ready) and has not finished the failover
