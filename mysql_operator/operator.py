@@ -44,6 +44,7 @@ class OperatorConfig:
     leader_namespace: str | None = None
     identity: str = ""  # this replica in the Lease (the Pod name)
     loop_seconds: float = 1.0  # replication observe/decide/act loop
+    workers: int = 20  # threads for kopf's sync handlers, and as many for the clusters' passes
     # full apply of owned objects (drift correction): at 60 s, 100 idle clusters cost 10.5 % of a
     # core (benchmarks/operator_scale.py); StatefulSet drift is re-applied at once from its watch
     resync_seconds: float = 300.0
@@ -84,7 +85,7 @@ def settings_for(cfg: OperatorConfig) -> kopf.OperatorSettings:
     s.posting.level = logging.WARNING
     s.posting.reporting_component = "mysql-operator"
     s.posting.reporting_instance = os.environ.get("POD_NAME") or "mysql-operator"
-    s.execution.max_workers = 20
+    s.execution.max_workers = cfg.workers
     s.peering.standalone = cfg.peering is None
     if cfg.peering:
         s.peering.name = cfg.peering
@@ -131,6 +132,7 @@ def run(cfg: OperatorConfig) -> int:
             settings=settings_for(cfg),
         )
     finally:
+        cluster_handlers.drain()
         if elector is not None:  # stopped cleanly (SIGTERM): a standby takes over at once
             elector.release()
     return 0

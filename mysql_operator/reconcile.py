@@ -182,19 +182,23 @@ class Reconciler:
         with entry.lock:
             return self._reconcile(body, entry, apply)
 
-    def tick(self, body: Mapping[str, Any]) -> Result | None:
-        """The periodic timer. A cluster with nothing to observe (no Pod running, no primary:
-        status Pending) only needs the resync; Pod watch events wake it when a Pod starts."""
+    def idle(self, body: Mapping[str, Any]) -> bool:
+        """Cheap, no I/O: a cluster with nothing to observe (no Pod running, no primary: status
+        Pending) only needs the resync; Pod watch events wake it when a Pod starts."""
         meta = body["metadata"]
         entry = self._entry(meta["namespace"], meta["name"])
-        if timer_can_skip(
+        return timer_can_skip(
             body.get("status") or {},
             meta.get("generation"),
             self.clock() - entry.last_apply,
             self.resync_seconds,
-        ):
+        )
+
+    def tick(self, body: Mapping[str, Any]) -> Result | None:
+        """The periodic pass (the per-cluster loop's): nothing when idle, else `nudge`."""
+        if self.idle(body):
             return None
-        return self.nudge(meta["namespace"], meta["name"])
+        return self.nudge(body["metadata"]["namespace"], body["metadata"]["name"])
 
     def nudge(self, namespace: str, name: str, apply: bool | None = None) -> Result | None:
         """From a watch: reconcile unless one is running (then it runs once more at its end)."""

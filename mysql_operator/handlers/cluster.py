@@ -1,10 +1,12 @@
-"""MySQLCluster handlers: create/update/resume, a periodic timer and watches on owned Pods and
+"""MySQLCluster handlers: create/update/resume, a loop per cluster and watches on owned Pods and
 StatefulSets all end in the same idempotent pass, `Reconciler._reconcile` (through `nudge`, which
-never waits behind a running pass, and `tick`, the timer's)."""
+never waits behind a running pass, and `tick`, the per-cluster loop's)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -59,17 +61,33 @@ def register(cfg) -> None:
         # with the new spec
         metrics.observed(namespace, name, lambda: reconciler().nudge(namespace, name, apply=True))
 
-    # an unexpected error in one pass is logged by kopf with its traceback and the next pass runs
-    # one interval later (kopf's default backoff, 60 s, would pause failover detection that long)
-    @kopf.timer(
-        GROUP, VERSION, CLUSTER_PLURAL, interval=cfg.loop_seconds, sharp=False, backoff=cfg.loop_seconds
-    )
-    def cluster_loop(body, namespace, name, stopped, **_):
-        result = metrics.observed(namespace, name, lambda: reconciler().tick(dict(body)))
-        # a failover delay ending before the next tick: look again exactly when it ends
-        wait = result.recheck_in if result is not None else None
-        if wait is not None and wait < cfg.loop_seconds and not stopped.wait(wait):
-            metrics.observed(namespace, name, lambda: reconciler().nudge(namespace, name))
+    # One async daemon per cluster looks at it every loop interval. An idle cluster costs one
+    # asyncio wake-up and a check of the body kopf keeps current (no thread, no kopf handler
+    # machinery: a kopf timer per cluster cost 4.6 % of a core per 100 idle clusters); a pass
+    # runs in the pool. An unexpected error in a pass is logged with its traceback and the next
+    # pass runs one interval later (kopf's default backoff, 60 s, would pause failover detection
+    # that long). kopf stops the daemon when the cluster is deleted or the operator paused, as it
+    # stopped the timer: a running pass is never cancelled, and `drain` waits for the last ones.
+    passes = _state["passes"] = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="cluster-pass")
+
+    @kopf.daemon(GROUP, VERSION, CLUSTER_PLURAL)
+    async def cluster_loop(body, namespace, name, stopped, **_):
+        loop = asyncio.get_running_loop()
+        while not stopped:
+            wait = cfg.loop_seconds
+            if not reconciler().idle(body):
+                try:
+                    result = await loop.run_in_executor(
+                        passes,
+                        lambda: metrics.observed(namespace, name, lambda: reconciler().tick(dict(body))),
+                    )
+                except Exception:
+                    log.exception("%s/%s: the pass failed; the next one runs in %ss", namespace, name, wait)
+                    result = None
+                # a failover delay ending before the next tick: look again exactly when it ends
+                if result is not None and result.recheck_in is not None:
+                    wait = min(wait, max(result.recheck_in, 0.05))
+            await stopped.wait(wait)
 
     @kopf.on.delete(GROUP, VERSION, CLUSTER_PLURAL, optional=True)
     def cluster_deleted(namespace, name, **_):
@@ -94,3 +112,11 @@ def register(cfg) -> None:
             )
 
     _state["registered"] = True
+
+
+def drain() -> None:
+    """Wait for the passes still running (the operator is stopping: before it releases the Lease,
+    so a standby never acts on a cluster this process still acts on)."""
+    passes = _state.get("passes")
+    if passes is not None:
+        passes.shutdown(wait=True)
