@@ -238,3 +238,75 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
     assert deleted, "the operator Pod was deleted"
     dep = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0]
     assert dep.status.ready_replicas == 1
+
+
+def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_forced(
+    local_cluster, scenario_namespace
+):
+    """Semi-sync, 3 instances, one acknowledgement: the primary and one replica hang at once. The
+    replica left cannot be shown to hold every acknowledged commit (the hung one may have
+    acknowledged the last ones alone), so nothing is promoted: Degraded FailoverHeld saying why
+    and how to force it, with a Warning Event. The force-failover annotation then promotes it;
+    status.forcedFailover records who asked, a FailoverForced Event says so, the annotation goes."""
+    c = Cluster(local_cluster.api_client(), scenario_namespace, "fo-held")
+    c.create(cluster_spec(3, "mariadb"))
+    c.wait_ready(300, instances=3, primary="fo-held-0")
+    hung = ["fo-held-0", "fo-held-1"]
+    for pod in hung:
+        signal_server(local_cluster, c, pod, "SIGSTOP")
+    try:
+        stopped = time.monotonic()
+
+        def held():
+            d = next((x for x in c.status().get("conditions") or [] if x["type"] == "Degraded"), {})
+            return d if (d.get("status"), d.get("reason")) == ("True", "FailoverHeld") else None
+
+        degraded = wait_for(held, 60, "Degraded FailoverHeld", interval=0.5, describe=c.describe)
+        record("primary and a replica hung to FailoverHeld in status (mariadb)", time.monotonic() - stopped)
+        assert "only 1 of 2 replicas answer (fo-held-2)" in degraded["message"], degraded["message"]
+        assert "mysql.operator.dev/force-failover" in degraded["message"]
+        assert any(e.type == "Warning" for e in c.events("FailoverHeld"))
+        assert c.status()["currentPrimary"] == "fo-held-0" and c.status()["phase"] == "Unavailable"
+        assert c.roles().get("fo-held-2") != "primary"
+
+        c.objs.patch_namespaced_custom_object(
+            "mysql.operator.dev",
+            "v1alpha1",
+            c.namespace,
+            "mysqlclusters",
+            c.name,
+            {"metadata": {"annotations": {"mysql.operator.dev/force-failover": "e2e: alice, ticket 42"}}},
+        )
+        forced = time.monotonic()
+        st = wait_for(
+            lambda: (s := c.status()).get("forcedFailover") and s,
+            60,
+            "status.forcedFailover",
+            interval=0.5,
+            describe=c.describe,
+        )
+        record(
+            "force-failover annotation to the forced promotion recorded (mariadb)", time.monotonic() - forced
+        )
+        ff = st["forcedFailover"]
+        assert (ff["from"], ff["to"], ff["requestedBy"]) == (
+            "fo-held-0",
+            "fo-held-2",
+            "e2e: alice, ticket 42",
+        )
+        assert st["currentPrimary"] == "fo-held-2"
+        assert any(e.type == "Warning" for e in c.events("FailoverForced"))
+        wait_for(
+            lambda: (
+                "mysql.operator.dev/force-failover" not in (c.body()["metadata"].get("annotations") or {})
+            ),
+            30,
+            "the annotation removed",
+        )
+        rw, pw = c.service_ip("rw"), c.password()
+        wait_for(
+            lambda: query(rw, "app", pw, "SELECT @@hostname")[0][0] == "fo-held-2", 60, "-rw on fo-held-2"
+        )
+    finally:
+        for pod in hung:
+            signal_server(local_cluster, c, pod, "SIGCONT")

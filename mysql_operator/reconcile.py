@@ -23,6 +23,7 @@ into server connections: step texts and errors are redacted before Events, statu
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import hashlib
 import logging
@@ -295,7 +296,10 @@ class Reconciler:
             return self._publish(body, previous, summary, [], None, applied=applied)
 
         # replicas configured before TLS move to it (topology rule 10)
-        settings = engine_settings(c, replication_tls=entry.tls is not None and serves_tls(listed))
+        force = t.FORCE_FAILOVER_ANNOTATION in (meta.get("annotations") or {})
+        settings = engine_settings(
+            c, replication_tls=entry.tls is not None and serves_tls(listed), force_failover=force
+        )
         members = [
             Member(
                 names[o],
@@ -363,6 +367,8 @@ class Reconciler:
                     c, k.owner_of(body), {**on_servers, **{key: passwords[key] for key in rotated}}
                 )
                 log.info("%s/%s passwords rotated: %s", ns, name, ", ".join(rotated))
+        if force:
+            self._force_failover_done(body, decision, steps, secrets)
         roll_delete(self.api, body, decision, roll[0])
         self._serve_current_certificate(c, entry, engine)
         failed = [s for s in steps if not s.ok]
@@ -420,6 +426,47 @@ class Reconciler:
         result.steps = steps
         result.recheck_in = t.next_pass_in(decision, float("inf"))
         return result
+
+    def _force_failover_done(self, body, decision: t.Decision, steps, secrets) -> None:
+        """Effect: a forced failover is recorded (status.forcedFailover, a Warning Event) and its
+        annotation removed; an annotation no failover needed is removed too (it must never force
+        a later one). Kept while the failover may still come (the delay is running)."""
+        meta = body["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        asked = redact(str((meta.get("annotations") or {}).get(t.FORCE_FAILOVER_ANNOTATION, "")), secrets)
+        if isinstance(decision, t.WaitForDelay):
+            return
+        if isinstance(decision, t.Failover) and decision.forced:
+            if not promotion_succeeded(decision.to, steps):
+                return  # tried again next pass, still forced
+            k.patch_status(
+                self.api,
+                ns,
+                name,
+                {
+                    "forcedFailover": {
+                        "at": clock.stamp(),
+                        "from": decision.from_,
+                        "to": decision.to,
+                        "requestedBy": asked[:256],
+                        "reason": redact(decision.reason, secrets)[:1024],
+                    }
+                },
+            )
+            event = (
+                "Warning",
+                "FailoverForced",
+                f"{decision.to} promoted on request ({asked[:256]}): {decision.reason}",
+            )
+        else:
+            event = (
+                "Normal",
+                "ForceFailoverUnused",
+                f"annotation {t.FORCE_FAILOVER_ANNOTATION} removed: no failover needed forcing ({decision.kind})",
+            )
+        k.post_events(self.api, body, [event])
+        k.remove_cluster_annotation(self.api, ns, name, t.FORCE_FAILOVER_ANNOTATION)
+        log.warning("%s/%s %s: %s", ns, name, event[1], event[2])
 
     def _publish(self, body, previous, summary: Summary, events, decision, applied=False) -> Result:
         meta = body["metadata"]
@@ -646,7 +693,7 @@ class Reconciler:
         fp = hashlib.sha256(
             repr(
                 (
-                    settings,
+                    dataclasses.replace(settings, force_failover=False),
                     c.spec.replication.semi_sync_acks,
                     sorted(passwords.items()),
                     app_user,
@@ -664,6 +711,7 @@ class Reconciler:
             entry.fingerprint = fp
         else:
             entry.engine.set_members(members)
+            entry.engine.settings = settings  # the fingerprint leaves out a force-failover request
         return entry.engine
 
     def _move_labels(
@@ -712,7 +760,9 @@ class Reconciler:
         return False
 
 
-def engine_settings(c: MySQLCluster, replication_tls: bool = False) -> t.Settings:
+def engine_settings(
+    c: MySQLCluster, replication_tls: bool = False, force_failover: bool = False
+) -> t.Settings:
     """Pure: what the replication decisions and the engine take from the spec."""
     r = c.spec.replication
     return t.Settings(
@@ -722,6 +772,9 @@ def engine_settings(c: MySQLCluster, replication_tls: bool = False) -> t.Setting
         semisync=r.mode == "semisync",
         async_fallback=r.allow_async_fallback,
         replication_tls=replication_tls,
+        # what the primary waits for: MariaDB's semi-sync waits for one acknowledgement, always
+        semisync_acks=t.semisync_acks(c.spec.instances, r.semi_sync_acks) if c.spec.flavor == "mysql" else 1,
+        force_failover=force_failover,
     )
 
 

@@ -198,6 +198,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         progressing = _cond("Progressing", True, s.decision, s.decision_reason)
     elif s.decision == "WaitForDelay":
         progressing = _cond("Progressing", True, "Waiting", s.decision_reason)
+    elif s.decision == "FailoverHeld":  # nothing moves until replicas return or a person forces it
+        progressing = _cond("Progressing", False, "FailoverHeld", s.decision_reason)
     elif s.apply_error:  # the user must act: nothing progresses towards the spec until then
         progressing = _cond("Progressing", False, "ApplyFailed", s.apply_error)
     elif s.ready < s.instances:
@@ -209,8 +211,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
 
     if s.secret_error:
         degraded = _cond("Degraded", True, "CredentialsSecret", s.secret_error)
-    elif s.decision == "Unrecoverable":
-        degraded = _cond("Degraded", True, "Unrecoverable", s.decision_reason)
+    elif s.decision in ("Unrecoverable", "FailoverHeld"):
+        degraded = _cond("Degraded", True, s.decision, s.decision_reason)
     elif s.apply_error:
         degraded = _cond("Degraded", True, "ApplyFailed", s.apply_error)
     elif s.failed_steps:

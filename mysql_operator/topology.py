@@ -10,7 +10,8 @@ Priorities, first match wins:
   1. a writable instance that is not the recorded primary      -> Fence
   2. no recorded primary, all reachable: all fresh               -> Bootstrap
      holding data (retained volumes): the one with every transaction -> Bootstrap (adopt) / Unrecoverable
-  3. recorded primary unreachable                               -> WaitForDelay / Failover / Unrecoverable
+  3. recorded primary unreachable                               -> WaitForDelay / Failover / Unrecoverable,
+     or FailoverHeld while too few replicas answer to be sure one holds every acknowledged commit
   4. recorded primary reachable but not yet (or no longer) writable or still replicating
                                                                 -> Promote (or Failover to a more advanced one;
                                                                    a restarted primary is replaced by a replica
@@ -33,6 +34,8 @@ from typing import Any, Iterable, Sequence
 from mysql_operator.db.gtid import errant as gtid_errant
 
 DIVERGENCE_ERRNOS = frozenset({1236, 1950, 1951, 13114})
+# set on a MySQLCluster (any value: who and why) to fail over without the replicas' quorum
+FORCE_FAILOVER_ANNOTATION = "mysql.operator.dev/force-failover"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,11 @@ class Settings:
     # replicas must replicate over TLS verifying their source: those configured without it
     # (before TLS existed) are reconfigured once, one at a time, in a healthy cluster (rule 10)
     replication_tls: bool = False
+    # spec.replication.semiSyncAcks (None: the default, see semisync_acks)
+    semisync_acks: int | None = None
+    # a person asked for a failover even without proof that no acknowledged commit is lost
+    # (the cluster's force-failover annotation)
+    force_failover: bool = False
 
 
 def semisync_acks(instances: int, explicit: int | None = None) -> int:
@@ -100,6 +108,17 @@ def semisync_acks(instances: int, explicit: int | None = None) -> int:
     (spec.replication.semiSyncAcks), else enough that a majority of the instances holds every
     acknowledged commit: (instances - 1) // 2, at least 1."""
     return explicit or max(1, (instances - 1) // 2)
+
+
+def failover_quorum(settings: Settings, replicas: int) -> int:
+    """Replicas that must answer before one may replace a lost primary. With semi-sync and no
+    asynchronous fallback every acknowledged commit is on at least A of the N replicas, so any
+    N - A + 1 of them include one holding it (and the most advanced of them holds all). Without
+    that guarantee (asynchronous replication, or a fallback the user allowed) one is enough."""
+    if not settings.semisync or settings.async_fallback or replicas == 0:
+        return min(1, replicas)
+    acks = min(semisync_acks(settings.instances, settings.semisync_acks), replicas)
+    return replicas - acks + 1
 
 
 # -- decisions ---------------------------------------------------------------------------------
@@ -146,6 +165,9 @@ class Failover(Decision):
     to: str
     fence: tuple[str, ...]  # every other instance: stop IO threads; old primary read-only
     replicas: tuple[str, ...]  # to repoint at the new primary afterwards
+    # asked for by a person (Settings.force_failover) while too few replicas answered to prove
+    # that `to` holds every acknowledged commit
+    forced: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,6 +209,17 @@ class WaitForDelay(Decision):
 @dataclass(frozen=True)
 class Unrecoverable(Decision):
     pass  # needs a person; reason says what and why
+
+
+@dataclass(frozen=True)
+class FailoverHeld(Decision):
+    """The primary is lost and too few replicas answer to be sure that the one promoted would
+    hold every acknowledged commit: nothing is promoted until enough come back, or a person
+    forces it (reason says how)."""
+
+    primary: str
+    answering: tuple[str, ...]
+    needed: int
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -480,6 +513,21 @@ def _choose_failover(
     if not cands:
         extra = ("; held out: " + "; ".join(held.values())) if held else ""
         return Unrecoverable(reason=f"primary {p.name} unreachable and no replica can take over{extra}")
+    replicas = [i for i in instances if i.name != p.name]
+    answering = _names(i for i in replicas if i.reachable)
+    needed = failover_quorum(settings, len(replicas))
+    short = len(answering) < needed
+    if short and not settings.force_failover:
+        acks = semisync_acks(settings.instances, settings.semisync_acks)
+        return FailoverHeld(
+            p.name,
+            answering,
+            needed,
+            reason=f"primary {p.name} unreachable and only {len(answering)} of {len(replicas)} replicas "
+            f"answer ({', '.join(answering) or 'none'}): every acknowledged commit is on {acks} of them, so "
+            f"{needed} must answer to promote one without losing any; bring the others back, or force "
+            f"it with the annotation {FORCE_FAILOVER_ANNOTATION} (may lose acknowledged commits)",
+        )
     best = most_advanced(cands, prefer=desired)
     if best is None:
         return Unrecoverable(
@@ -487,14 +535,21 @@ def _choose_failover(
             "the others have: histories diverged"
         )
     fence = tuple(n for n in _names([i for i in instances if i.name != best.name]))
-    replicas = tuple(n for n in _names(cands) if n != best.name)
+    repoint = tuple(n for n in _names(cands) if n != best.name)
+    forced = (
+        f" (forced: only {len(answering)} of the {needed} replicas needed answered; acknowledged "
+        "commits may be lost)"
+        if short
+        else ""
+    )
     return Failover(
         p.name,
         best.name,
         fence,
-        replicas,
+        repoint,
+        forced=short,
         reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s; "
-        f"{best.name} is the most advanced replica",
+        f"{best.name} is the most advanced replica{forced}",
     )
 
 

@@ -185,6 +185,17 @@ def patch_status(api: client.ApiClient, namespace: str, name: str, status: Mappi
             raise
 
 
+def remove_cluster_annotation(api: client.ApiClient, namespace: str, name: str, key: str) -> None:
+    """Remove one annotation of a MySQLCluster (a request that has been carried out)."""
+    try:
+        client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, CLUSTER_PLURAL, name, {"metadata": {"annotations": {key: None}}}
+        )
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
 def list_pods(api: client.ApiClient, namespace: str, selector: Mapping[str, str]) -> list[dict]:
     sel = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
     pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=sel)

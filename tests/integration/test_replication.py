@@ -9,6 +9,7 @@ read-write Service). Each failure prints the servers' error logs.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -629,3 +630,46 @@ def test_passwords_never_in_errors(factory):
     assert factory.admin_password not in str(e.value) and e.value.errno == 1045
     assert not wrong.observe().reachable
     assert factory.admin_password not in (wrong.observe().error or "")
+
+
+def test_primary_and_the_acknowledging_replica_lost_together_hold_the_failover_until_forced(factory):
+    """Semi-sync, 3 instances (one acknowledgement): db-1 stops receiving, so only db-2
+    acknowledges the next commits; then the primary and db-2 hang together. db-1 answers but lacks
+    acknowledged commits: promoting it would lose them, so nothing is promoted (FailoverHeld, saying
+    why) until a person forces it; the forced failover then promotes db-1 and says so."""
+    c = make_cluster(factory, 3, semisync=True, delay=1.0)
+    writer = writer_for(c)
+    writer.start()
+    try:
+        wait_for(lambda: len(writer.acked) >= 20, 20, "20 acknowledged writes")
+        old, lagging, acker = c.primary, c.server("db-1"), c.server("db-2")
+        # db-1 receives nothing more (its IO thread stopped; no pass runs meanwhile to restart it):
+        # db-2 acknowledges alone
+        Instance(lagging.host, lagging.port, OPERATOR_USER, factory.admin_password).stop_io_thread()
+        at = len(writer.acked)
+        wait_for(lambda: len(writer.acked) >= at + 30, 20, "30 writes acknowledged by db-2 alone")
+        old.sigstop()
+        acker.sigstop()
+    finally:
+        writer.stop()
+    acked = {n for n, _, _ in writer.acked}
+    assert not acked <= c.rows(lagging)  # db-1 lacks acknowledged commits: the case that matters
+
+    held = c.converge(until=t.FailoverHeld, timeout=30)
+    assert (held.primary, held.answering, held.needed) == (old.name, ("db-1",), 2)
+    assert "only 1 of 2 replicas answer" in held.reason and t.FORCE_FAILOVER_ANNOTATION in held.reason
+    for _ in range(5):  # it stays held: nothing is promoted while the proof is missing
+        assert isinstance(c.reconcile().decision, t.FailoverHeld)
+    assert c.state.current_primary == old.name
+    assert lagging.query("SELECT @@read_only")[0][0] == 1
+
+    c.engine.settings = dataclasses.replace(c.engine.settings, force_failover=True)
+    forced = c.converge(until=t.Failover, timeout=30)
+    assert forced.forced and forced.to == "db-1" and "forced" in forced.reason
+    wait_for(lambda: lagging.query("SELECT @@read_only")[0][0] == 0, 30, "db-1 writable")
+    lost = acked - c.rows(lagging)
+    TIMINGS.append(
+        f"{factory.flavor}: primary and acknowledging replica lost together: held for 5+ passes; "
+        f"forced failover to db-1 lost {len(lost)} of {len(acked)} acknowledged rows (what the hold protected)"
+    )
+    assert lost

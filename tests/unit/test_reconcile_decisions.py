@@ -370,6 +370,21 @@ def S(**kw):
             ("False", "Stable"),
             ("True", "Unrecoverable"),
         ),
+        # the primary lost with too few replicas answering: held, the reason (and how to force) shown
+        (
+            S(
+                decision="FailoverHeld",
+                decision_reason="only 1 of 2 replicas answer",
+                ready=1,
+                unreachable=("db-0", "db-1"),
+                primary_serving=False,
+            ),
+            "Unavailable",
+            ("False", "InstancesNotReady"),
+            ("False", "PrimaryNotServing"),
+            ("False", "FailoverHeld"),
+            ("True", "FailoverHeld"),
+        ),
         (
             S(decision="ConfigureReplica", failed_steps=("db-2 replicate: refused",)),
             "Degraded",

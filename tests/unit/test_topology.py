@@ -18,6 +18,7 @@ from mysql_operator.topology import (
     Decommission,
     Errant,
     Failover,
+    FailoverHeld,
     Fence,
     Healthy,
     InstanceState,
@@ -29,6 +30,7 @@ from mysql_operator.topology import (
     WaitForDelay,
     decide,
     errant_against_primary,
+    failover_quorum,
     planned_writable,
 )
 
@@ -86,6 +88,7 @@ def fresh(n):
 
 S3 = Settings(instances=3, failover_delay_seconds=5)
 TLS3 = Settings(instances=3, failover_delay_seconds=5, replication_tls=True)
+SEMI3 = Settings(instances=3, failover_delay_seconds=5, semisync=True)
 
 TABLE = [
     # (situation, instances, settings, recorded primary, desired, expected decision)
@@ -526,6 +529,79 @@ TABLE = [
         None,
         Errant,
     ),
+    # semi-sync: with N replicas and A acknowledgements, N - A + 1 must answer before a promotion
+    (
+        "semi-sync, primary and one of 2 replicas lost together: held (the lost one may hold the acked tail)",
+        [down(0, 6.0), down(1, 6.0), replica(2, "0-1-8")],
+        SEMI3,
+        "db-0",
+        None,
+        FailoverHeld("db-0", ("db-2",), 2),
+    ),
+    (
+        "semi-sync, primary and one replica lost, forced by a person: the other is promoted, marked forced",
+        [down(0, 6.0), down(1, 6.0), replica(2, "0-1-8")],
+        dataclasses.replace(SEMI3, force_failover=True),
+        "db-0",
+        None,
+        Failover("db-0", "db-2", ("db-0", "db-1"), (), forced=True),
+    ),
+    (
+        "semi-sync, only the primary lost: not forced",
+        [down(0, 6.0), replica(1), replica(2)],
+        dataclasses.replace(SEMI3, force_failover=True),
+        "db-0",
+        None,
+        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-2",)),
+    ),
+    (
+        "semi-sync with asynchronous fallback: no proof to wait for, the answering replica is promoted",
+        [down(0, 6.0), down(1, 6.0), replica(2, "0-1-8")],
+        dataclasses.replace(SEMI3, async_fallback=True),
+        "db-0",
+        None,
+        Failover("db-0", "db-2", ("db-0", "db-1"), ()),
+    ),
+    (
+        "asynchronous replication: the answering replica is promoted",
+        [down(0, 6.0), down(1, 6.0), replica(2, "0-1-8")],
+        S3,
+        "db-0",
+        None,
+        Failover("db-0", "db-2", ("db-0", "db-1"), ()),
+    ),
+    (
+        "5 instances waiting for 2 acknowledgements: primary and one replica lost, 3 of 4 answer: promoted",
+        [down(0, 6.0), replica(1), down(2, 6.0), replica(3), replica(4)],
+        Settings(instances=5, failover_delay_seconds=5, semisync=True, semisync_acks=2),
+        "db-0",
+        None,
+        Failover("db-0", "db-1", ("db-0", "db-2", "db-3", "db-4"), ("db-3", "db-4")),
+    ),
+    (
+        "5 instances waiting for 2 acknowledgements: primary and two replicas lost: held",
+        [down(0, 6.0), replica(1), down(2, 6.0), down(3, 6.0), replica(4)],
+        Settings(instances=5, failover_delay_seconds=5, semisync=True, semisync_acks=2),
+        "db-0",
+        None,
+        FailoverHeld("db-0", ("db-1", "db-4"), 3),
+    ),
+    (
+        "5 MariaDB instances (one acknowledgement): primary and one replica lost: held",
+        [down(0, 6.0), replica(1), down(2, 6.0), replica(3), replica(4)],
+        Settings(instances=5, failover_delay_seconds=5, semisync=True, semisync_acks=1),
+        "db-0",
+        None,
+        FailoverHeld("db-0", ("db-1", "db-3", "db-4"), 4),
+    ),
+    (
+        "semi-sync, 2 instances: the one replica answers: promoted",
+        [down(0, 6.0), replica(1)],
+        Settings(instances=2, failover_delay_seconds=5, semisync=True),
+        "db-0",
+        None,
+        Failover("db-0", "db-1", ("db-0",), ()),
+    ),
 ]
 
 
@@ -747,3 +823,33 @@ def test_next_pass_comes_when_the_failover_delay_ends():
     assert next_pass_in(WaitForDelay(7.0, reason="primary db-0 unreachable for 3.0s"), 1.0) == 1.0
     assert next_pass_in(WaitForDelay(0.0, reason="bootstrap waits for every instance"), 1.0) == 1.0
     assert next_pass_in(Healthy("db-0"), 1.0) == 1.0
+
+
+@pytest.mark.parametrize(
+    "instances, acks, replicas, fallback, needed",
+    [
+        (3, None, 2, False, 2),  # default acks 1: both replicas
+        (5, None, 4, False, 3),  # default acks 2
+        (5, 1, 4, False, 4),  # MariaDB waits for one
+        (5, 4, 4, False, 1),  # every replica acknowledges: any one
+        (2, None, 1, False, 1),
+        (3, None, 2, True, 1),  # asynchronous fallback: nothing to prove
+        (3, 5, 2, False, 1),  # never more acknowledgements than replicas
+    ],
+)
+def test_failover_quorum(instances, acks, replicas, fallback, needed):
+    cfg = Settings(instances=instances, semisync=True, semisync_acks=acks, async_fallback=fallback)
+    assert failover_quorum(cfg, replicas) == needed
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(clusters())
+def test_an_unforced_semisync_failover_has_the_replicas_that_prove_no_acked_commit_is_lost(c):
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    lost = isinstance(d, Failover) and not next(i for i in insts if i.name == d.from_).reachable
+    if lost and cfg.semisync and not d.forced:  # (a reachable old primary's data is seen, rule 4)
+        replicas = [i for i in insts if i.name != d.from_]
+        assert sum(i.reachable for i in replicas) >= failover_quorum(cfg, len(replicas)), d
+    if isinstance(d, FailoverHeld):
+        assert cfg.semisync and not cfg.force_failover, d
