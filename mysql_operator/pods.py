@@ -92,15 +92,16 @@ def desired_roles(
     primary_ok: bool,
 ) -> dict[str, str | None]:
     """ROLE_LABEL value per instance: the recorded primary (when its promotion did not fail) is
-    `primary`; instances that replicate an errant history or are leaving get no role (neither
-    Service selects them); every other wanted instance is `replica`."""
+    `primary`; instances the operator cannot reach, that replicate an errant history or are
+    leaving get no role (neither Service selects them: an unreachable one may be an old primary
+    still taking writes); every other wanted instance is `replica`."""
     by_name = {i.name: i for i in observed}
     p = by_name.get(primary) if primary else None
     roles: dict[str, str | None] = {}
     for i in observed:
         if i.name == primary:
             roles[i.name] = m.ROLE_PRIMARY if primary_ok else None
-        elif i.ordinal >= instances:
+        elif i.ordinal >= instances or not i.reachable:
             roles[i.name] = None
         elif p is not None and p.reachable and i.reachable and t.errant_against_primary(i, p, settings):
             roles[i.name] = None

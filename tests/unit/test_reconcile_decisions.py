@@ -191,6 +191,18 @@ def test_roles_primary_replicas_leaving_and_errant():
     assert roles == {"db-0": P, "db-1": R, "db-2": None, "db-3": None, "db-4": None}
 
 
+def test_an_instance_the_operator_cannot_reach_loses_its_role_at_once():
+    """An old primary cut off from the operator may still take writes: -ro must not route to it
+    (nor to any replica the operator cannot vouch for)."""
+    observed = [
+        inst("db-0", 0, reachable=False),
+        inst("db-1", 1),
+        inst("db-2", 2, reachable=False),
+    ]
+    roles = podview.desired_roles(observed, "db-1", 3, SETTINGS, primary_ok=True)
+    assert roles == {"db-0": None, "db-1": P, "db-2": None}
+
+
 def test_roles_failed_promotion_labels_no_primary():
     observed = [inst("db-0", 0), inst("db-1", 1)]
     roles = podview.desired_roles(observed, "db-1", 2, t.Settings(instances=2), primary_ok=False)
