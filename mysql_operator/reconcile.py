@@ -44,6 +44,7 @@ from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.db.instance import Instance, InstanceError, tls_context
 from mysql_operator.k8s import jobs
@@ -98,6 +99,9 @@ TLS_PROBLEM_RECHECK_SECONDS = 5.0  # while the certificate is missing or cert-ma
 # on the applied-credentials record: the credentials Secret's resourceVersion it was taken from
 APPLIED_FROM = f"{m.GROUP}/applied-from-version"
 APPLY_RETRY_SECONDS = 10.0  # while an owned object is not applied (and at once on a spec change)
+# the credentials Secret is read again after this long (a changed password is rotated that much
+# later at most): the operator may get Secrets, not watch them
+CREDENTIALS_SECRET_SECONDS = 15.0
 
 
 def service_routes_to(
@@ -150,8 +154,11 @@ class Reconciler:
         password_factory: Callable[[], str] = m.random_password,
         clock: Callable[[], float] = time.monotonic,
         job_image: str | None = None,
+        reads: Reads | None = None,
     ):
         self.api = api
+        # what a pass reads (watched stores in the operator; the API server itself by default)
+        self.reads = reads or Reads(api)
         self.resolver_mode = resolver_mode
         self.resync_seconds = resync_seconds
         self.apply_timeout = apply_timeout
@@ -211,7 +218,7 @@ class Reconciler:
             result = None
             while True:
                 entry.again = False
-                body = k.read_cluster(self.api, namespace, name)
+                body = self.reads.cluster(namespace, name)
                 if body is None or body["metadata"].get("deletionTimestamp"):
                     return None
                 result = self._reconcile(body, entry, apply)
@@ -262,7 +269,7 @@ class Reconciler:
             entry.apply_error, entry.last_apply = error, self.clock()
             applied = error is None
 
-        listed = k.list_pods(self.api, ns, m.selector_labels(c))
+        listed = self.reads.list_pods(ns, m.selector_labels(c))
         pods = pod_views(c.name, listed)
         raw_pods = {pod_ordinal(p["metadata"]["name"], c.name): p for p in listed}
         ordinals = member_ordinals(c.spec.instances, pods, primary_ordinal)
@@ -270,7 +277,18 @@ class Reconciler:
         ready = sum(1 for o, p in pods.items() if o < c.spec.instances and p.ready)
 
         held = restore_gate(
-            self.api, self.job_image, body, c, previous, pods, names, passwords, ready, applied, secret_error
+            self.api,
+            self.job_image,
+            body,
+            c,
+            previous,
+            pods,
+            names,
+            passwords,
+            ready,
+            applied,
+            secret_error,
+            patch_status=self.reads.patch_status,
         )
         if held is not None:
             return held
@@ -318,12 +336,11 @@ class Reconciler:
         roll: list[rolling.RollStep | None] = [None]
 
         def steer(observed: Sequence[t.InstanceState], wanted: str | None) -> str | None:
-            roll[0], revision = roll_step(self.api, c, listed, observed, current_primary)
+            roll[0], revision = roll_step(self.reads, c, listed, observed, current_primary)
             return roll_desired(wanted, roll[0], revision, listed)
 
         def record(st: ClusterState) -> None:
-            k.patch_status(
-                self.api,
+            self.reads.patch_status(
                 ns,
                 name,
                 {"currentPrimary": st.current_primary, "primarySince": clock.stamp(precise=True)},
@@ -439,8 +456,7 @@ class Reconciler:
         if isinstance(decision, t.Failover) and decision.forced:
             if not promotion_succeeded(decision.to, steps):
                 return  # tried again next pass, still forced
-            k.patch_status(
-                self.api,
+            self.reads.patch_status(
                 ns,
                 name,
                 {
@@ -465,7 +481,7 @@ class Reconciler:
                 f"annotation {t.FORCE_FAILOVER_ANNOTATION} removed: no failover needed forcing ({decision.kind})",
             )
         k.post_events(self.api, body, [event])
-        k.remove_cluster_annotation(self.api, ns, name, t.FORCE_FAILOVER_ANNOTATION)
+        self.reads.remove_cluster_annotation(ns, name, t.FORCE_FAILOVER_ANNOTATION)
         log.warning("%s/%s %s: %s", ns, name, event[1], event[2])
 
     def _publish(self, body, previous, summary: Summary, events, decision, applied=False) -> Result:
@@ -473,7 +489,7 @@ class Reconciler:
         status = build_status(summary, previous, clock.stamp())
         events = list(events) + degraded_events(previous, status)
         if status_changed(previous, status):
-            k.patch_status(self.api, meta["namespace"], meta["name"], status)
+            self.reads.patch_status(meta["namespace"], meta["name"], status)
         if events:
             k.post_events(self.api, body, events)
         for etype, reason, message in events:
@@ -568,7 +584,7 @@ class Reconciler:
         Delete: under Retain it outlives the cluster with the volumes, so a cluster created again
         with the same name logs in to the data they hold."""
         secret = m.credentials_secret_name(c)
-        found = k.read_secret(self.api, c.namespace, secret)
+        found = self.reads.secret(c.namespace, secret, CREDENTIALS_SECRET_SECONDS)
         data = found[0] if found is not None else None
         if c.spec.credentials is not None:
             if data is None:
@@ -598,10 +614,13 @@ class Reconciler:
         built = m.credentials_secret(c, password_for)
         owned = m.owned(built, owner) if c.spec.deletion_policy == "Delete" else None
         if found is None:
-            if not k.create_secret(self.api, owned or built):  # lost a race: read it back
+            created = k.create_secret(self.api, owned or built)
+            self.reads.wrote_secret(c.namespace, secret)
+            if not created:  # lost a race: read it back
                 return self._credentials(c, owner)
         elif found[1] != ((owner["metadata"]["uid"],) if owned else ()):  # policy changed, or adopted
             k.set_owner(self.api, c.namespace, secret, owned)
+            self.reads.wrote_secret(c.namespace, secret)
         if found is not None and fresh:
             k.add_secret_keys(
                 self.api,
@@ -609,6 +628,7 @@ class Reconciler:
                 secret,
                 {key: base64.b64encode(v.encode()).decode() for key, v in fresh.items()},
             )
+            self.reads.wrote_secret(c.namespace, secret)
         return {key: password_for(key) for key in required_keys(c) + optional_keys(c)}, None
 
     def _applied_credentials(
@@ -618,7 +638,7 @@ class Reconciler:
         credentials Secret they came from. The first time (a new cluster, or one from before the
         record existed) they are the Secret's."""
         name = m.applied_credentials_secret_name(c)
-        found = k.read_secret(self.api, c.namespace, name)
+        found = self.reads.secret(c.namespace, name, self.resync_seconds)  # only the operator writes it
         if found is not None:
             return found.data, found.annotations.get(APPLIED_FROM, "")
         return self._record_applied(c, owner, passwords), ""
@@ -632,6 +652,7 @@ class Reconciler:
         record = m.owned(m.applied_credentials_secret(c, passwords), owner)
         record["metadata"].setdefault("annotations", {})[APPLIED_FROM] = source.version if source else ""
         k.write_secret(self.api, record)
+        self.reads.wrote_secret(c.namespace, m.applied_credentials_secret_name(c))
         return dict(passwords)
 
     def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal, secrets) -> str | None:
@@ -720,7 +741,7 @@ class Reconciler:
         current = {p.name: p.role for p in pods.values() if not p.deleting}
         for pod, value in label_plan(current, roles):
             try:
-                k.set_pod_label(self.api, ns, pod, m.ROLE_LABEL, value)
+                self.reads.set_pod_label(ns, pod, m.ROLE_LABEL, value)
             except ApiException as e:
                 if e.status != 404:
                     raise

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -84,12 +84,15 @@ def restore_gate(
     ready: int,
     applied: bool,
     secret_error: str | None = None,
+    patch_status: Callable[[str, str, Mapping[str, Any]], Any] | None = None,
 ) -> Result | None:
     """spec.restore at creation: None when the reconcile may go on (no restore, or it succeeded);
     else the Result of a loop that held the cluster (Restoring / RestoreFailed) and published it.
-    The load itself runs in the restore Job (see mysql_operator.restoring)."""
+    The load itself runs in the restore Job (see mysql_operator.restoring). `patch_status`: how
+    the cluster's status is written (the reconciler's, which reads its own writes back)."""
     if c.spec.restore is None:
         return None
+    write = patch_status or (lambda ns, name, status: k.patch_status(api, ns, name, status))
     record = previous.get("restore")
     not_ready = [
         names.get(o, m.pod_name(c, o)) for o in range(c.spec.instances) if not (pods.get(o) and pods[o].ready)
@@ -116,7 +119,7 @@ def restore_gate(
         try:
             source = restore_source(api, c)
             record = restoring.record(restoring.RUNNING, described, started, job=restore_job_name(c))
-            k.patch_status(api, c.namespace, c.name, {"restore": record})  # before the Job exists
+            write(c.namespace, c.name, {"restore": record})  # before the Job exists
             jobs.create_job(
                 api,
                 m.owned(
@@ -180,7 +183,7 @@ def restore_gate(
         patch["restore"] = record
         events.append(("Warning", "RestoreFailed", action.message))
     if patch:
-        k.patch_status(api, c.namespace, c.name, patch)
+        write(c.namespace, c.name, patch)
 
     ordinals = sorted(set(range(c.spec.instances)) | set(pods))
     all_names = {o: m.pod_name(c, o) for o in ordinals}
@@ -195,7 +198,7 @@ def restore_gate(
     if "currentPrimary" in patch:
         status["currentPrimary"] = patch["currentPrimary"]
     if status_changed(previous, status):
-        k.patch_status(api, c.namespace, c.name, status)
+        write(c.namespace, c.name, status)
     if events:
         k.post_events(api, body, events)
     return Result(phase=status["phase"], applied=applied)

@@ -69,26 +69,17 @@ def roll_desired(
     return pinned if current == revision else None
 
 
-def roll_step(api, c: MySQLCluster, listed, observed, primary) -> tuple[rolling.RollStep | None, str | None]:
-    """Effect: read the StatefulSet's update revision; the next roll step (None: no roll)."""
+def roll_step(
+    reads, c: MySQLCluster, listed, observed, primary
+) -> tuple[rolling.RollStep | None, str | None]:
+    """Effect: read the StatefulSet's update revision (`reads.statefulset`); the next roll step
+    (None: no roll)."""
     if primary is None:
         return None, None
-    try:
-        sts = client.AppsV1Api(api).read_namespaced_stateful_set(m.statefulset_name(c), c.namespace)
-    except ApiException as e:
-        if e.status == 404:
-            return None, None
-        raise
-    status = sts.status
-    revision = rolling.update_revision(
-        {
-            "metadata": {"generation": sts.metadata.generation},
-            "status": {
-                "observedGeneration": status.observed_generation if status else None,
-                "updateRevision": status.update_revision if status else None,
-            },
-        }
-    )
+    sts = reads.statefulset(c.namespace, m.statefulset_name(c))
+    if sts is None:
+        return None, None
+    revision = rolling.update_revision(sts)
     if revision is None:
         return None, None
     return rolling.next_step(

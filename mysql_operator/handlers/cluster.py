@@ -13,6 +13,7 @@ import kopf
 
 from mysql_operator import metrics
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
+from mysql_operator.k8s.cache import Reads, start_reflectors
 from mysql_operator.k8s.client import api_client, in_cluster
 from mysql_operator.manifests import MANAGED_BY
 from mysql_operator.reconcile import Reconciler
@@ -30,8 +31,18 @@ def register(cfg) -> None:
     """Register the handlers on kopf's default registry (once), with cfg's intervals."""
     if _state.get("registered"):
         return
+    # what each pass reads comes from watches (their own API client: a watch holds a connection)
+    clusters, pods, statefulsets, _ = start_reflectors(
+        api_client(),
+        () if cfg.all_namespaces else cfg.namespaces,
+        f"app.kubernetes.io/managed-by={MANAGED_BY}",
+    )
+    api = api_client()
     _state["reconciler"] = Reconciler(
-        api_client(), resolver_mode=cfg.resolver, resync_seconds=cfg.resync_seconds
+        api,
+        resolver_mode=cfg.resolver,
+        resync_seconds=cfg.resync_seconds,
+        reads=Reads(api, clusters, pods, statefulsets, cache_secrets=True),
     )
 
     @kopf.on.login()
@@ -59,6 +70,7 @@ def register(cfg) -> None:
     def cluster_changed(body, namespace, name, **_):
         # the status is the reconciler's to publish; a reconcile already running runs once more
         # with the new spec
+        reconciler().reads.seen(body)
         metrics.observed(namespace, name, lambda: reconciler().nudge(namespace, name, apply=True))
 
     # One async daemon per cluster looks at it every loop interval. An idle cluster costs one
@@ -76,6 +88,7 @@ def register(cfg) -> None:
         while not stopped:
             wait = cfg.loop_seconds
             if not reconciler().idle(body):
+                reconciler().reads.seen(body)
                 try:
                     result = await loop.run_in_executor(
                         passes,

@@ -174,26 +174,30 @@ def read_cluster(api: client.ApiClient, namespace: str, name: str) -> dict | Non
         raise
 
 
-def patch_status(api: client.ApiClient, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-    """JSON merge patch of .status (lists such as conditions are replaced whole)."""
+def patch_status(api: client.ApiClient, namespace: str, name: str, status: Mapping[str, Any]) -> dict | None:
+    """JSON merge patch of .status (lists such as conditions are replaced whole). The cluster as
+    the API server stored it (None if it is gone)."""
     try:
-        client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+        return client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, CLUSTER_PLURAL, name, {"status": dict(status)}
         )
     except ApiException as e:
         if e.status != 404:  # deleted meanwhile: nothing to report on
             raise
+        return None
 
 
-def remove_cluster_annotation(api: client.ApiClient, namespace: str, name: str, key: str) -> None:
-    """Remove one annotation of a MySQLCluster (a request that has been carried out)."""
+def remove_cluster_annotation(api: client.ApiClient, namespace: str, name: str, key: str) -> dict | None:
+    """Remove one annotation of a MySQLCluster (a request that has been carried out); the cluster
+    as stored."""
     try:
-        client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        return client.CustomObjectsApi(api).patch_namespaced_custom_object(
             GROUP, VERSION, namespace, CLUSTER_PLURAL, name, {"metadata": {"annotations": {key: None}}}
         )
     except ApiException as e:
         if e.status != 404:
             raise
+        return None
 
 
 def list_pods(api: client.ApiClient, namespace: str, selector: Mapping[str, str]) -> list[dict]:
@@ -202,9 +206,11 @@ def list_pods(api: client.ApiClient, namespace: str, selector: Mapping[str, str]
     return [api.sanitize_for_serialization(p) for p in pods.items]
 
 
-def set_pod_label(api: client.ApiClient, namespace: str, pod: str, key: str, value: str | None) -> None:
-    """Set (or with None remove) one label on a Pod."""
-    client.CoreV1Api(api).patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {key: value}}})
+def set_pod_label(api: client.ApiClient, namespace: str, pod: str, key: str, value: str | None) -> dict:
+    """Set (or with None remove) one label on a Pod; the Pod as stored."""
+    return api.sanitize_for_serialization(
+        client.CoreV1Api(api).patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {key: value}}})
+    )
 
 
 def read_statefulset_sizing(

@@ -12,6 +12,7 @@ import yaml
 
 from mysql_operator import credentials as creds
 from mysql_operator import reconcile
+from mysql_operator.k8s.cache import Reads
 from mysql_operator.api import SpecError, parse
 from mysql_operator.api.spec import RESERVED_USER_PREFIX, RESERVED_USERS, SYSTEM_SCHEMAS, reserved_user
 from mysql_operator.backup import commands
@@ -142,8 +143,9 @@ def credentials(monkeypatch, data=None, raw=None):
         return (data, (), "1") if data is not None else None
 
     monkeypatch.setattr(reconcile.k, "read_secret", read)
+    api = object()
     me = SimpleNamespace(
-        api=object(), password_factory=lambda: pytest.fail("never generates for a user's Secret")
+        api=api, reads=Reads(api), password_factory=lambda: pytest.fail("never generates for a user's Secret")
     )
     return reconcile.Reconciler._credentials(me, CLUSTER, {})
 

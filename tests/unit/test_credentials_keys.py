@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from mysql_operator import manifests as m
 from mysql_operator import reconcile
+from mysql_operator.k8s.cache import Reads
 from mysql_operator.api import parse
 from tests.unit.test_admission_and_passwords import GOOD, credentials
 from tests.unit.test_api_fieldwalk import body
@@ -30,7 +31,7 @@ def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monk
     monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(old), (), "1"))
     monkeypatch.setattr(reconcile.k, "add_secret_keys", lambda api, ns, name, data: added.update(data))
     n = itertools.count()
-    me = SimpleNamespace(api=object(), password_factory=lambda: f"new-{next(n)}")
+    me = SimpleNamespace(api=object(), reads=Reads(object()), password_factory=lambda: f"new-{next(n)}")
     c = parse(body({"instances": 1, "restore": {"fromBackup": {"name": "nightly"}}}, name="db"))
     passwords, error = reconcile.Reconciler._credentials(me, c, {})
     assert error is None
@@ -54,7 +55,7 @@ def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(mon
         )
     )
     monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(GOOD), (), "1"))
-    me = SimpleNamespace(api=object(), password_factory=lambda: "never")
+    me = SimpleNamespace(api=object(), reads=Reads(object()), password_factory=lambda: "never")
     passwords, error = reconcile.Reconciler._credentials(me, c, {})
     assert (
         passwords == {}

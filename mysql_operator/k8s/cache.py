@@ -1,0 +1,320 @@
+"""What the reconcile pass reads every second, served from memory instead of the API server.
+
+A `Store` holds the latest body of each object of one kind, fed by a `Reflector` (LIST, then
+WATCH from the list's resourceVersion, LIST again when the watch expires or the server has
+compacted past it) and by the operator's own writes (`offer` with the API's answer: the pass reads
+what it wrote even before the watch delivers it; the status it records before acting is never
+read back stale). A body is replaced only by one with a newer resourceVersion, so a late watch
+event never undoes a write. Until its first LIST the store is not `synced` and readers go to the
+API server, as they do for what no store holds.
+
+`Reads` is what the pass uses: the MySQLCluster, its Pods and its StatefulSet from the stores, the
+Secrets it reads (the operator may `get` Secrets, never list or watch them) again once they are
+older than the caller allows and at once after it wrote one. Without stores (tests, tools) every
+read goes to the API server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterable, Mapping
+
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
+from mysql_operator.k8s import objects as k
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+def newer(candidate: str | None, current: str | None) -> bool:
+    """Whether resourceVersion `candidate` is at least as new as `current`. Opaque strings in the
+    API's contract, decimal etcd revisions in practice: when either is not, the newcomer wins."""
+    if not current:
+        return True
+    if not candidate:
+        return False
+    if candidate.isdigit() and current.isdigit():
+        return int(candidate) >= int(current)
+    return True
+
+
+def _version(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _key(body: Mapping[str, Any]) -> Key:
+    meta = body.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+class Store:
+    """The latest bodies of one kind, by (namespace, name). Thread-safe. `scopes`: how many
+    reflectors fill it (one for every namespace, or one per watched namespace); it is synced once
+    each has listed."""
+
+    def __init__(self, scopes: Iterable[str] = ("",)) -> None:
+        self._items: dict[Key, dict] = {}
+        self._gone: dict[Key, str] = {}  # deleted objects' last resourceVersion
+        self._lock = threading.Lock()
+        self._unlisted = set(scopes)
+        self.synced = threading.Event()
+
+    def offer(self, body: Mapping[str, Any]) -> None:
+        """Keep `body` unless a newer version (or the object's deletion) is already known."""
+        key, version = _key(body), _version(body)
+        with self._lock:
+            held = self._items.get(key)
+            if held is not None and not newer(version, _version(held)):
+                return
+            gone = self._gone.get(key)
+            if held is None and gone is not None and not newer(version, gone):
+                return
+            self._gone.pop(key, None)
+            self._items[key] = dict(body)
+
+    def remove(self, body: Mapping[str, Any]) -> None:
+        key, version = _key(body), _version(body)
+        with self._lock:
+            held = self._items.get(key)
+            if held is None or newer(version, _version(held)):
+                self._items.pop(key, None)
+                self._gone[key] = version
+
+    def replace(self, bodies: Iterable[Mapping[str, Any]], version: str, scope: str = "") -> None:
+        """A full LIST at `version` of one namespace (`scope`; "" for all): what it lacks was
+        deleted, unless known to be newer."""
+        listed = {_key(b): b for b in bodies}
+        with self._lock:
+            for key in [key for key in self._items if key not in listed and scope in ("", key[0])]:
+                if newer(version, _version(self._items[key])):
+                    del self._items[key]
+            for key in [key for key in self._gone if scope in ("", key[0])]:
+                del self._gone[key]
+        for body in listed.values():
+            self.offer(body)
+        with self._lock:
+            self._unlisted.discard(scope)
+            if not self._unlisted:
+                self.synced.set()
+
+    def get(self, namespace: str, name: str) -> dict | None:
+        with self._lock:
+            return self._items.get((namespace, name))
+
+    def select(self, namespace: str, labels: Mapping[str, str]) -> list[dict]:
+        with self._lock:
+            items = list(self._items.items())
+        return [
+            body
+            for (ns, _), body in items
+            if ns == namespace
+            and all(((body.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items())
+        ]
+
+
+class Reflector(threading.Thread):
+    """Keeps a Store current: LIST, WATCH from there, LIST again when the watch cannot go on."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        store: Store,
+        list_call: Callable[..., Any],
+        label_selector: str = "",
+        scope: str = "",
+        watch_seconds: int = 300,
+        name: str = "reflector",
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.api, self.store, self.list_call = api, store, list_call
+        self.label_selector, self.scope, self.watch_seconds = label_selector, scope, watch_seconds
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _list(self) -> str:
+        # plain JSON, not the client's models: cheaper, and what the pass reads anyway
+        answer = self.list_call(
+            label_selector=self.label_selector, _preload_content=False, _request_timeout=(5, 60)
+        )
+        listed = json.loads(answer.data)
+        version = listed["metadata"]["resourceVersion"]
+        self.store.replace(listed.get("items") or [], version, self.scope)
+        return version
+
+    def run(self) -> None:
+        version: str | None = None
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    version = self._list()
+                w = watch.Watch()
+                for event in w.stream(
+                    self.list_call,
+                    label_selector=self.label_selector,
+                    resource_version=version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=self.watch_seconds,
+                    _request_timeout=(5, self.watch_seconds + 30),
+                ):
+                    if self._stop.is_set():
+                        w.stop()
+                        break
+                    kind, obj = event["type"], event["raw_object"]
+                    if kind == "ERROR":  # 410 Gone: the server compacted past our version
+                        version = None
+                        break
+                    version = _version(obj) or version
+                    if kind == "DELETED":
+                        self.store.remove(obj)
+                    elif kind in ("ADDED", "MODIFIED"):
+                        self.store.offer(obj)
+            except ApiException as e:
+                log.info("%s: %s %s; listing again", self.name, e.status, e.reason)
+                version = None
+                self._stop.wait(1.0)
+            except Exception as e:  # noqa: BLE001 - connection errors: list again shortly
+                log.info("%s: %s; listing again", self.name, type(e).__name__)
+                version = None
+                self._stop.wait(1.0)
+
+
+class Reads:
+    """What a reconcile pass reads, from the stores where there are synced ones."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        clusters: Store | None = None,
+        pods: Store | None = None,
+        statefulsets: Store | None = None,
+        cache_secrets: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.clusters, self.pods, self.statefulsets = clusters, pods, statefulsets
+        self.cache_secrets = cache_secrets
+        self.clock = clock
+        self._secrets: dict[Key, tuple[float, k.SecretRead | None]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _ready(store: Store | None) -> bool:
+        return store is not None and store.synced.is_set()
+
+    def cluster(self, namespace: str, name: str) -> dict | None:
+        if self._ready(self.clusters):
+            assert self.clusters is not None
+            return self.clusters.get(namespace, name)
+        return k.read_cluster(self.api, namespace, name)
+
+    def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict]:
+        if self._ready(self.pods):
+            assert self.pods is not None
+            return sorted(self.pods.select(namespace, selector), key=lambda p: p["metadata"]["name"])
+        return k.list_pods(self.api, namespace, selector)
+
+    def statefulset(self, namespace: str, name: str) -> dict | None:
+        if self._ready(self.statefulsets):
+            assert self.statefulsets is not None
+            return self.statefulsets.get(namespace, name)
+        try:
+            return self.api.sanitize_for_serialization(
+                client.AppsV1Api(self.api).read_namespaced_stateful_set(name, namespace)
+            )
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def secret(self, namespace: str, name: str, max_age: float) -> k.SecretRead | None:
+        """The Secret as read at most `max_age` seconds ago (with cache_secrets; else now)."""
+        now = self.clock()
+        with self._lock:
+            cached = self._secrets.get((namespace, name))
+        if self.cache_secrets and cached is not None and now - cached[0] < max_age:
+            return cached[1]
+        found = k.read_secret(self.api, namespace, name)
+        with self._lock:
+            self._secrets[(namespace, name)] = (now, found)
+        return found
+
+    def seen(self, body: Mapping[str, Any]) -> None:
+        """A MySQLCluster body kopf delivered (never older than what the store holds afterwards)."""
+        self._wrote(self.clusters, body)
+
+    def wrote_secret(self, namespace: str, name: str) -> None:
+        """The operator changed this Secret: read it again next time."""
+        with self._lock:
+            self._secrets.pop((namespace, name), None)
+
+    # the writes whose effect the next pass must see (read your own writes): through here
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self._wrote(self.clusters, k.patch_status(self.api, namespace, name, status))
+
+    def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
+        self._wrote(self.clusters, k.remove_cluster_annotation(self.api, namespace, name, key))
+
+    def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> None:
+        self._wrote(self.pods, k.set_pod_label(self.api, namespace, pod, key, value))
+
+    @staticmethod
+    def _wrote(store: Store | None, body: Mapping[str, Any] | None) -> None:
+        if store is not None and body:
+            store.offer(body)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """A deleted cluster: drop what is cached for its Secrets."""
+        with self._lock:
+            for key in [key for key in self._secrets if key[0] == namespace and key[1].startswith(name)]:
+                del self._secrets[key]
+
+
+def start_reflectors(
+    api: client.ApiClient, namespaces: Iterable[str], selector: str
+) -> tuple[Store, Store, Store, list[Reflector]]:
+    """Stores of MySQLClusters, and of the operator's Pods and StatefulSets (label `selector`), in
+    every namespace (`namespaces` empty: one watch per kind) or in each of `namespaces`."""
+    core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
+    spaces = list(namespaces) or [""]
+
+    def clusters(ns: str) -> Callable[..., Any]:
+        if not ns:
+            return lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, CLUSTER_PLURAL, **kw)
+        return lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, **kw)
+
+    # lambdas, not the client's methods: the watch then yields plain JSON ("raw_object") instead
+    # of also building the client's models for every event
+    def pods(ns: str) -> Callable[..., Any]:
+        if not ns:
+            return lambda **kw: core.list_pod_for_all_namespaces(**kw)
+        return lambda **kw: core.list_namespaced_pod(ns, **kw)
+
+    def statefulsets(ns: str) -> Callable[..., Any]:
+        if not ns:
+            return lambda **kw: apps.list_stateful_set_for_all_namespaces(**kw)
+        return lambda **kw: apps.list_namespaced_stateful_set(ns, **kw)
+
+    stores = Store(spaces), Store(spaces), Store(spaces)
+    reflectors = []
+    for store, call, sel, what in zip(
+        stores,
+        (clusters, pods, statefulsets),
+        ("", selector, selector),
+        ("mysqlclusters", "pods", "statefulsets"),
+    ):
+        for ns in spaces:
+            r = Reflector(
+                api, store, call(ns), label_selector=sel, scope=ns, name=f"reflector-{what}-{ns or 'all'}"
+            )
+            r.start()
+            reflectors.append(r)
+    return stores[0], stores[1], stores[2], reflectors

@@ -1,0 +1,107 @@
+"""The watched stores the reconcile pass reads from: a body is only ever replaced by a newer one
+(a late watch event never undoes the operator's own write), deletions stick, a LIST replaces what
+it covers, and readers go to the API server until the first LIST."""
+
+from __future__ import annotations
+
+from mysql_operator.k8s import cache
+from mysql_operator.k8s.cache import Reads, Store, newer
+
+
+def obj(name, version, ns="ns", **labels):
+    return {"metadata": {"namespace": ns, "name": name, "resourceVersion": str(version), "labels": labels}}
+
+
+def version(store, name, ns="ns"):
+    body = store.get(ns, name)
+    return body and body["metadata"]["resourceVersion"]
+
+
+def test_newer_compares_revisions_as_numbers_and_lets_unknown_formats_win():
+    assert newer("10", "9") and newer("10", "10") and not newer("9", "10")
+    assert newer("5", None) and newer("5", "") and not newer("", "5")
+    assert newer("abc", "12")  # not a number: the newcomer wins
+
+
+def test_an_older_body_never_replaces_a_newer_one():
+    s = Store()
+    s.offer(obj("a", 12))  # the operator's own write, answered by the API server
+    s.offer(obj("a", 11))  # the watch, late
+    assert version(s, "a") == "12"
+    s.offer(obj("a", 13))
+    assert version(s, "a") == "13"
+
+
+def test_a_deletion_sticks_against_late_events_and_a_recreation_is_seen():
+    s = Store()
+    s.offer(obj("a", 5))
+    s.remove(obj("a", 7))
+    assert s.get("ns", "a") is None
+    s.offer(obj("a", 6))  # an event from before the deletion
+    assert s.get("ns", "a") is None
+    s.offer(obj("a", 9))  # created again
+    assert version(s, "a") == "9"
+
+
+def test_an_old_deletion_does_not_remove_a_newer_body():
+    s = Store()
+    s.offer(obj("a", 9))
+    s.remove(obj("a", 7))
+    assert version(s, "a") == "9"
+
+
+def test_a_list_removes_what_it_lacks_unless_it_is_newer_and_only_in_its_namespace():
+    s = Store(scopes=("ns", "other"))
+    s.offer(obj("gone", 3))
+    s.offer(obj("written-after-the-list", 30))
+    s.offer(obj("elsewhere", 4, ns="other"))
+    s.replace([obj("kept", 10)], "20", scope="ns")
+    assert s.get("ns", "gone") is None
+    assert version(s, "written-after-the-list") == "30"
+    assert version(s, "elsewhere", ns="other") == "4"
+    assert version(s, "kept") == "10"
+    assert not s.synced.is_set()  # one namespace listed of two
+    s.replace([], "21", scope="other")
+    assert s.synced.is_set() and s.get("other", "elsewhere") is None
+
+
+def test_select_matches_namespace_and_every_label():
+    s = Store()
+    s.offer(obj("a-0", 1, app="a", role="primary"))
+    s.offer(obj("a-1", 1, app="a"))
+    s.offer(obj("b-0", 1, app="b"))
+    s.offer(obj("a-0", 1, ns="elsewhere", app="a"))
+    assert sorted(b["metadata"]["name"] for b in s.select("ns", {"app": "a"})) == ["a-0", "a-1"]
+    assert [b["metadata"]["name"] for b in s.select("ns", {"app": "a", "role": "primary"})] == ["a-0"]
+
+
+def test_reads_go_to_the_api_server_until_the_store_has_listed(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cache.k, "read_cluster", lambda api, ns, name: calls.append(name) or obj(name, 1))
+    store = Store()
+    reads = Reads(object(), clusters=store)
+    assert reads.cluster("ns", "db")["metadata"]["name"] == "db" and calls == ["db"]
+    store.replace([obj("db", 2)], "2")
+    assert version(store, "db") == "2" and reads.cluster("ns", "db")["metadata"]["resourceVersion"] == "2"
+    assert calls == ["db"]  # from the store now
+    assert reads.cluster("ns", "other") is None  # listed, so absent means absent
+
+
+def test_secrets_are_read_again_when_older_than_allowed_or_written(monkeypatch):
+    reads_of = []
+    monkeypatch.setattr(cache.k, "read_secret", lambda api, ns, name: reads_of.append(name) or name)
+    now = [100.0]
+    reads = Reads(object(), cache_secrets=True, clock=lambda: now[0])
+    reads.secret("ns", "s", 15)
+    reads.secret("ns", "s", 15)
+    assert reads_of == ["s"]
+    now[0] += 15
+    reads.secret("ns", "s", 15)
+    assert reads_of == ["s", "s"]
+    reads.wrote_secret("ns", "s")
+    reads.secret("ns", "s", 15)
+    assert reads_of == ["s", "s", "s"]
+    uncached = Reads(object())
+    uncached.secret("ns", "t", 15)
+    uncached.secret("ns", "t", 15)
+    assert reads_of[-2:] == ["t", "t"]
