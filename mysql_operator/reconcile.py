@@ -173,6 +173,7 @@ class Reconciler:
             return self._entries.setdefault((namespace, name), _Entry())
 
     def forget(self, namespace: str, name: str) -> None:
+        self.reads.forget(namespace, name)
         with self._guard:
             e = self._entries.pop((namespace, name), None)
         if e and e.engine:
