@@ -23,6 +23,7 @@ from tests.support.wait import wait_for
 pytestmark = pytest.mark.cluster
 
 REGISTRY_IMAGE = "registry.example.test/dbteam/mysql-operator"
+LEASE = "mysql-operator"  # the chart's full name for release mysql-operator
 TAG = "0.1.0"
 
 
@@ -37,6 +38,16 @@ def _pull_secret(core, ns: str) -> None:
             "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
         },
     )
+
+
+def _leading_on(api, image: str) -> bool:
+    """The operator that holds the Lease runs `image` (a replaced one may still act until it has
+    stopped and released it: what it creates meanwhile uses its own image, as it should)."""
+    holder = (
+        client.CoordinationV1Api(api).read_namespaced_lease(LEASE, OPERATOR_NAMESPACE).spec.holder_identity
+    )
+    pods = {p.metadata.name: p for p in _ready_operator_pods(client.CoreV1Api(api))}
+    return holder in pods and pods[holder].spec.containers[0].image == image
 
 
 def _ready_operator_pods(core) -> list:
@@ -99,6 +110,7 @@ def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
             "the operator running the registry-named image",
         )
         assert [s.name for s in pods[0].spec.image_pull_secrets or []] == ["regcred"]
+        wait_for(lambda: _leading_on(api, f"{REGISTRY_IMAGE}:{TAG}"), 120, "the new operator holds the Lease")
 
         with scenario_namespace(api, "e2e-reg") as ns:
             _pull_secret(core, ns)
@@ -173,3 +185,4 @@ def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
             180,
             "the operator back on its local image",
         )
+        wait_for(lambda: _leading_on(api, f"localhost/mysql-operator:{TAG}"), 120, "it holds the Lease")
