@@ -35,6 +35,15 @@ REPO = Path(__file__).resolve().parents[1]
 OWNED_PER_CLUSTER = 7  # Secret, ConfigMap, 3 Services, StatefulSet, PDB
 
 
+def print_table(rows: list[tuple[str, str]]) -> None:
+    """The benchmarks' output: one metric per line, its value aligned."""
+    width = max(len(k) for k, _ in rows)
+    print(f"\n{'metric':<{width}}  value")
+    print(f"{'-' * width}  -----")
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+
+
 def _proc_stat(pid: int) -> tuple[float, int, int]:
     """(cpu seconds, RSS kB, peak RSS kB) of one process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -217,11 +226,7 @@ def main(argv=None) -> int:
             ),
             ("machine", f"{os.cpu_count()} cores"),
         ]
-        width = max(len(k) for k, _ in rows)
-        print(f"\n{'metric':<{width}}  value")
-        print(f"{'-' * width}  -----")
-        for k, v in rows:
-            print(f"{k:<{width}}  {v}")
+        print_table(rows)
     finally:
         if proc is not None:
             os.killpg(proc.pid, signal.SIGTERM)

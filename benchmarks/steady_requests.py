@@ -25,7 +25,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from benchmarks.operator_scale import _proc_stat, _rate
+from benchmarks.operator_scale import _proc_stat, _rate, print_table
 from e2e.helpers import Cluster, cluster_spec, install_crds
 from tests.support import cluster as cluster_mod
 from tests.support.wait import wait_for
@@ -118,11 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             ("machine", f"{os.cpu_count()} cores"),
         ]
-        width = max(len(k) for k, _ in rows)
-        print(f"\n{'metric':<{width}}  value")
-        print(f"{'-' * width}  -----")
-        for k, v in rows:
-            print(f"{k:<{width}}  {v}")
+        print_table(rows)
     finally:
         if proc is not None:
             os.killpg(proc.pid, signal.SIGTERM)

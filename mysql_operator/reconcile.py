@@ -649,7 +649,8 @@ class Reconciler:
     ) -> dict[str, str]:
         """Effect: the record says the servers have `passwords` (from the credentials Secret's
         current version)."""
-        source = k.read_secret(self.api, c.namespace, m.credentials_secret_name(c))
+        # the version of the read the passwords came from (the same cached read), not a newer one
+        source = self.reads.secret(c.namespace, m.credentials_secret_name(c), CREDENTIALS_SECRET_SECONDS)
         record = m.owned(m.applied_credentials_secret(c, passwords), owner)
         record["metadata"].setdefault("annotations", {})[APPLIED_FROM] = source.version if source else ""
         k.write_secret(self.api, record)

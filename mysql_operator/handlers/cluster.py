@@ -34,14 +34,17 @@ def register(cfg) -> None:
     # what each pass reads comes from watches (their own API client: a watch holds a connection);
     # namespace patterns (kopf's globs) cannot be listed: those passes read from the API server
     api = api_client()
-    reads = Reads(api, cache_secrets=True)
-    if not any(set(ns) & set("*?[!") for ns in cfg.namespaces):
-        clusters, pods, statefulsets, _ = start_reflectors(
+    listable = not any(set(ns) & set("*?[!") for ns in cfg.namespaces)
+    stores = (
+        start_reflectors(
             api_client(),
             () if cfg.all_namespaces else cfg.namespaces,
             f"app.kubernetes.io/managed-by={MANAGED_BY}",
-        )
-        reads = Reads(api, clusters, pods, statefulsets, cache_secrets=True)
+        )[:3]
+        if listable
+        else ()
+    )
+    reads = Reads(api, *stores, cache_secrets=True)
     _state["reconciler"] = Reconciler(
         api, resolver_mode=cfg.resolver, resync_seconds=cfg.resync_seconds, reads=reads
     )

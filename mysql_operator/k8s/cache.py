@@ -243,8 +243,9 @@ class Reads:
         if self.cache_secrets and cached is not None and now - cached[0] < max_age:
             return cached[1]
         found = k.read_secret(self.api, namespace, name)
-        with self._lock:
-            self._secrets[(namespace, name)] = (now, found)
+        if self.cache_secrets:
+            with self._lock:
+                self._secrets[(namespace, name)] = (now, found)
         return found
 
     def seen(self, body: Mapping[str, Any]) -> None:
