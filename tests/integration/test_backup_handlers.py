@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,32 +13,16 @@ from kubernetes import client
 
 from mysql_operator.api import BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.backup.controller import BackupController
+from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.controlplane
-REPO = Path(__file__).resolve().parents[2]
 UTC = dt.timezone.utc
 
 
 @pytest.fixture(scope="module")
 def crds(control_plane):
-    ext = client.ApiextensionsV1Api(control_plane.api_client())
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        try:
-            ext.create_custom_resource_definition(crd)
-        except client.ApiException as e:
-            if e.status != 409:
-                raise
-
-    def established():
-        for name in ("mysqlclusters.mysql.operator.dev", "mysqlbackups.mysql.operator.dev"):
-            conds = ext.read_custom_resource_definition(name).status.conditions or []
-            if not any(c.type == "Established" and c.status == "True" for c in conds):
-                return False
-        return True
-
-    wait_for(established, 30, "the CRDs to be established")
+    apply_crds(control_plane.api_client(), project_crds())
     objs = client.CustomObjectsApi(control_plane.api_client())
     wait_for(
         lambda: objs.list_cluster_custom_object(GROUP, VERSION, BACKUP_PLURAL) is not None,

@@ -79,8 +79,18 @@ def helm(control_plane, tmp_path_factory):
         except client.ApiException as e:
             return e.status == 404
 
+    def conditions(name):
+        crd = ext.read_custom_resource_definition(name)
+        conds = [(c.type, c.status, c.reason, c.message) for c in crd.status.conditions or []]
+        return f"CRD {name}: finalizers {crd.metadata.finalizers}, conditions {conds}"
+
     for name in _crd_names():
-        wait_for(lambda: absent_or_live(name), 60, f"CRD {name} not terminating")
+        wait_for(
+            lambda: absent_or_live(name),
+            180,
+            f"CRD {name} not terminating",
+            describe=lambda: conditions(name),
+        )
     existing = {c.metadata.name for c in ext.list_custom_resource_definition().items}
     yield h
     for release, ns in list(h.installed):
@@ -91,10 +101,7 @@ def helm(control_plane, tmp_path_factory):
         except client.ApiException as e:
             if e.status != 404:
                 raise
-    for name in set(_crd_names()) - existing:
-        wait_for(
-            lambda: not _exists(lambda: ext.read_custom_resource_definition(name)), 60, f"CRD {name} removed"
-        )
+    # not waited for: the apiserver finishes removing them (the next module's set-up waits)
 
 
 def _exists(read) -> bool:

@@ -22,13 +22,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION, parse
 from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
 from tests.support.controlplane import stop_group
+from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for
 from tests.unit.test_api_fieldwalk import CHANGES, FULL, RECONCILE_INPUTS, changed_spec, is_immutable
 
@@ -53,31 +53,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def crds(control_plane):
     ext = client.ApiextensionsV1Api(control_plane.api_client())
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        name = crd["metadata"]["name"]
-
-        def install():
-            try:
-                ext.create_custom_resource_definition(crd)
-                return True
-            except client.ApiException as e:
-                if e.status != 409:
-                    raise
-            live = ext.read_custom_resource_definition(name)
-            if live.metadata.deletion_timestamp:
-                return False  # another module removed it; wait until it is gone
-            crd["metadata"]["resourceVersion"] = live.metadata.resource_version
-            ext.replace_custom_resource_definition(name, crd)
-            return True
-
-        wait_for(install, 60, f"CRD {name} installed")
-
-        def established():
-            conds = ext.read_custom_resource_definition(name).status.conditions or []
-            return any(c.type == "Established" and c.status == "True" for c in conds)
-
-        wait_for(established, 30, f"CRD {name} established")
+    apply_crds(control_plane.api_client(), project_crds())
     objs = client.CustomObjectsApi(control_plane.api_client())
     wait_for(
         lambda: objs.list_cluster_custom_object(GROUP, VERSION, PLURAL) is not None,
