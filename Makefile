@@ -4,11 +4,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test lint unit integration e2e binaries node-binaries images deps control-plane \
+.PHONY: test lint unit integration e2e binaries node-binaries go-binaries images deps control-plane \
         cluster-up cluster-down demo venv clean
 
-test: deps venv binaries node-binaries images lint ## everything: builds what is missing, lints, runs unit, integration and e2e tests
+test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests
+	$(MAKE) --no-print-directory -j3 --output-sync=line go-binaries images lint
 	$(PY) -m pytest tests e2e
+
+# the Go builds one after the other (they share a work tree); the images and lint beside them
+go-binaries: binaries
+	$(MAKE) --no-print-directory node-binaries
 
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
 lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck
