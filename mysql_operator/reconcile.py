@@ -12,7 +12,8 @@ timer (`tick`) and the watches on owned Pods/StatefulSets (`nudge`) all end ther
   BEFORE acting; move the role labels (demote first, so
   never two Pods carry role=primary); publish status; post Events for what was done.
 
-This module holds the pass and its effects (Kubernetes API, SQL probes, TLS upkeep); what it
+This module holds the pass and its effects (Kubernetes API, SQL probes); passwords.py keeps the
+credentials Secret and the applied-passwords record, tls_upkeep.py the server certificate. What it
 decides with lives in pure modules: pods.py (Pods, roles, labels), status.py (phase,
 conditions, Events), credentials.py (Secret keys, passwords), rolling.py (the rolling update's
 plan; its effects: rollout.py), restoring.py (the restore record; its gate: restore_gate.py),
@@ -22,9 +23,7 @@ into server connections: step texts and errors are redacted before Events, statu
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import datetime as dt
 import hashlib
 import logging
 import ssl
@@ -39,14 +38,14 @@ from kubernetes.client.rest import ApiException
 
 from mysql_operator import clock
 from mysql_operator import manifests as m
-from mysql_operator import certificates, rolling
+from mysql_operator import rolling
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.resolve import resolve
-from mysql_operator.db.instance import Instance, InstanceError, tls_context
+from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.k8s import jobs
 from mysql_operator.replication import (
     PRIMARY_CHANGES,
@@ -57,9 +56,6 @@ from mysql_operator.replication import (
 )
 from mysql_operator.credentials import (
     not_rotated,
-    optional_keys,
-    password_problem,
-    required_keys,
     rotation_accounts,
     rotation_pending,
 )
@@ -73,8 +69,10 @@ from mysql_operator.pods import (
     pod_views,
     statefulset_replicas,
 )
+from mysql_operator.passwords import PasswordStore
 from mysql_operator.restore_gate import restore_gate
 from mysql_operator.rollout import roll_delete, roll_desired, roll_step
+from mysql_operator.tls_upkeep import TLSUpkeep, serves_tls
 from mysql_operator.status import (
     Result,
     Summary,
@@ -93,15 +91,7 @@ from mysql_operator.status import (
 
 log = logging.getLogger(__name__)
 
-TLS_ANNOTATION = f"{m.GROUP}/tls-not-after"  # on server Pods: changed when the certificate is renewed
-TLS_RELOAD_RETRY_SECONDS = 5.0
-TLS_PROBLEM_RECHECK_SECONDS = 5.0  # while the certificate is missing or cert-manager reports a problem
-# on the applied-credentials record: the credentials Secret's resourceVersion it was taken from
-APPLIED_FROM = f"{m.GROUP}/applied-from-version"
 APPLY_RETRY_SECONDS = 10.0  # while an owned object is not applied (and at once on a spec change)
-# the credentials Secret is read again after this long (a changed password is rotated that much
-# later at most): the operator may get Secrets, not watch them
-CREDENTIALS_SECRET_SECONDS = 15.0
 
 
 def service_routes_to(
@@ -133,12 +123,7 @@ class _Entry:
     again: bool = False
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach
     last_decision: str | None = None  # logged when it changes
-    tls: certificates.TLSState | None = None  # the cluster's CA and server certificate, as last ensured
-    tls_checked: float = float("-inf")
-    tls_served: dt.datetime | None = None  # the certificate every server was seen serving
-    tls_reload_tried: float = float("-inf")
-    tls_problem: certificates.TLSProblem | None = None  # as last found by _tls (None: fine)
-    tls_spec: Any = None  # the spec.tls last checked: a change is checked at once
+    tls: TLSUpkeep = field(default_factory=TLSUpkeep)
 
 
 class Reconciler:
@@ -162,7 +147,7 @@ class Reconciler:
         self.resolver_mode = resolver_mode
         self.resync_seconds = resync_seconds
         self.apply_timeout = apply_timeout
-        self.password_factory = password_factory
+        self.passwords = PasswordStore(api, self.reads, password_factory, resync_seconds)
         self.clock = clock
         self._entries: dict[tuple[str, str], _Entry] = {}
         self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
@@ -244,17 +229,17 @@ class Reconciler:
                 None,
             )
 
-        passwords, secret_error = self._credentials(c, k.owner_of(body))
+        passwords, secret_error = self.passwords.current(c, k.owner_of(body))
         on_servers: dict[str, str] = {}  # the passwords the servers have (the applied record)
         applied_version = ""
         pending: tuple[str, ...] = ()
         if secret_error is None:
-            on_servers, applied_version = self._applied_credentials(c, k.owner_of(body), passwords)
+            on_servers, applied_version = self.passwords.applied(c, k.owner_of(body), passwords)
             pending = rotation_pending(passwords, on_servers)
         # until a rotation is applied the servers have the passwords of the record: log in with them
         current = {**passwords, **{key: on_servers[key] for key in pending}}
         secrets = list(passwords.values()) + [on_servers[key] for key in pending]
-        self._tls(c, body, entry)
+        entry.tls.ensure(self.api, c, body, self.resync_seconds, self.clock())
         current_primary = previous.get("currentPrimary")
         primary_ordinal = pod_ordinal(current_primary or "", c.name)
 
@@ -294,10 +279,10 @@ class Reconciler:
         if held is not None:
             return held
 
-        # the operator never talks to the servers without the CA to verify them (entry.tls)
+        # the operator never talks to the servers without the CA to verify them (entry.tls.state)
         run_engine = (
             secret_error is None
-            and entry.tls is not None
+            and entry.tls.state is not None
             and (current_primary is not None or any(p.running for p in pods.values()))
         )
         if not run_engine:
@@ -306,8 +291,8 @@ class Reconciler:
                 generation=c.generation,
                 secret_error=secret_error,
                 apply_error=entry.apply_error,
-                tls_problem=entry.tls_problem,
-                tls_blocking=entry.tls is None,
+                tls_problem=entry.tls.problem,
+                tls_blocking=entry.tls.state is None,
                 ready=ready,
                 primary=current_primary,
                 entries=tuple(instance_entries(ordinals, names, pods, {}, {}, {}, current_primary)),
@@ -317,7 +302,7 @@ class Reconciler:
         # replicas configured before TLS move to it (topology rule 10)
         force = t.FORCE_FAILOVER_ANNOTATION in (meta.get("annotations") or {})
         settings = engine_settings(
-            c, replication_tls=entry.tls is not None and serves_tls(listed), force_failover=force
+            c, replication_tls=entry.tls.state is not None and serves_tls(listed), force_failover=force
         )
         members = [
             Member(
@@ -381,14 +366,14 @@ class Reconciler:
                 k.post_events(self.api, body, [("Warning", "PasswordNotRotated", why) for _, why in manual])
                 rotated += [key for key, _ in manual]
             if rotated:
-                self._record_applied(
+                self.passwords.record_applied(
                     c, k.owner_of(body), {**on_servers, **{key: passwords[key] for key in rotated}}
                 )
                 log.info("%s/%s passwords rotated: %s", ns, name, ", ".join(rotated))
         if force:
             self._force_failover_done(body, decision, steps, secrets)
         roll_delete(self.api, body, decision, roll[0])
-        self._serve_current_certificate(c, entry, engine)
+        entry.tls.serve_current(c, engine.instances, self.clock())
         failed = [s for s in steps if not s.ok]
 
         primary = state.current_primary
@@ -429,7 +414,7 @@ class Reconciler:
             primary_serving=serving and primary is not None,
             decision=decision.kind,
             apply_error=entry.apply_error,
-            tls_problem=entry.tls_problem,
+            tls_problem=entry.tls.problem,
             primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, current),
             credentials_version=applied_version,
             decision_reason=redact(decision.reason, secrets),
@@ -506,157 +491,6 @@ class Reconciler:
             phase=status["phase"], applied=applied, decision=decision.kind if decision is not None else None
         )
 
-    def _tls(self, c: MySQLCluster, body, entry: _Entry) -> None:
-        """Effect: the cluster's server certificate exists and is current (the operator's CA, or
-        cert-manager's with spec.tls.issuerRef), checked every resync and at least ten times per
-        certificate validity; every few seconds while it is missing or a problem is reported. A
-        problem (cert-manager missing, issuer not Ready, an API error) keeps what was known and
-        lands in the status (condition, and a Warning Event when the user must act); failover
-        goes on with the current certificate."""
-        every = min(self.resync_seconds, c.spec.tls.certificate_validity_seconds / 10)
-        if entry.tls is None or entry.tls_problem is not None:
-            every = min(every, TLS_PROBLEM_RECHECK_SECONDS)
-        if entry.tls_spec == c.spec.tls and self.clock() - entry.tls_checked < every:
-            return
-        try:
-            if c.spec.tls.issuer_ref is not None:
-                state = certificates.ensure_cert_manager(self.api, c, k.owner_of(body), entry.tls)
-            else:
-                state = certificates.ensure_secrets(self.api, c, k.owner_of(body), clock.now())
-        except (ApiException, k.ApplyError) as e:
-            state = tls_api_problem(c, getattr(e, "status", None), getattr(e, "reason", None))
-        entry.tls_checked = self.clock()
-        entry.tls_spec = c.spec.tls
-        if isinstance(state, certificates.TLSProblem):
-            if state != entry.tls_problem:
-                log.warning("%s/%s TLS %s: %s", c.namespace, c.name, state.reason, state.message)
-            entry.tls_problem = state
-            return
-        if entry.tls_problem is not None:
-            log.info("%s/%s TLS: the certificate is available again", c.namespace, c.name)
-        entry.tls_problem = None
-        renewed = entry.tls is not None and state.issued is not None
-        entry.tls = state
-        if renewed:
-            message = (
-                f"server certificate renewed ({state.issued}); valid until "
-                f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}: the servers reload it without a restart"
-            )
-            k.post_events(self.api, body, [("Normal", "CertificateRenewed", message)])
-            log.info("%s/%s CertificateRenewed: %s", c.namespace, c.name, message)
-            self._touch_pods(c, state)
-
-    def _touch_pods(self, c: MySQLCluster, state: certificates.TLSState) -> None:
-        """An annotation change makes the kubelet sync the Pods now, which rewrites the mounted
-        Secret (instead of at its next periodic sync, up to a minute or more later)."""
-        for p in k.list_pods(self.api, c.namespace, m.selector_labels(c)):
-            try:
-                client.CoreV1Api(self.api).patch_namespaced_pod(
-                    p["metadata"]["name"],
-                    c.namespace,
-                    {"metadata": {"annotations": {TLS_ANNOTATION: f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}"}}},
-                )
-            except ApiException as e:
-                log.info("%s/%s: annotating %s: %s", c.namespace, c.name, p["metadata"]["name"], e.reason)
-
-    def _serve_current_certificate(self, c: MySQLCluster, entry: _Entry, engine: ReplicationEngine) -> None:
-        """Effect: every server serves the current certificate (reloaded where it serves an older
-        one); retried every few seconds until the kubelet has rewritten the files everywhere."""
-        state = entry.tls
-        if state is None or entry.tls_served == state.not_after:
-            return
-        if self.clock() - entry.tls_reload_tried < TLS_RELOAD_RETRY_SECONDS:
-            return
-        entry.tls_reload_tried = self.clock()
-        pending = certificates.serve_current(engine.instances, state.not_after)
-        if not pending:
-            entry.tls_served = state.not_after
-            log.info(
-                "%s/%s every server serves the certificate valid until %s",
-                c.namespace,
-                c.name,
-                f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}",
-            )
-
-    def _credentials(self, c: MySQLCluster, owner: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
-        """Passwords by Secret key, and why they are unusable (None if fine). Creates the
-        generated Secret if missing and adds missing keys; never changes a stored password.
-        The generated Secret is owned by the cluster (deleted with it) only under deletionPolicy
-        Delete: under Retain it outlives the cluster with the volumes, so a cluster created again
-        with the same name logs in to the data they hold."""
-        secret = m.credentials_secret_name(c)
-        found = self.reads.secret(c.namespace, secret, CREDENTIALS_SECRET_SECONDS)
-        data = found[0] if found is not None else None
-        if c.spec.credentials is not None:
-            if data is None:
-                return {}, (
-                    f"spec.credentials.secretName: Secret {secret} does not exist: create it "
-                    f"with keys {', '.join(required_keys(c))}"
-                )
-            missing = [key for key in required_keys(c) if not data.get(key)]
-            if missing:
-                return {}, (
-                    f"spec.credentials.secretName: Secret {secret} lacks "
-                    f"{', '.join(missing)}: add the missing keys"
-                )
-            present = required_keys(c) + [key for key in optional_keys(c) if data.get(key)]
-            unusable = [f"key {key} {why}" for key in present if (why := password_problem(key, data[key]))]
-            if unusable:
-                return {}, f"spec.credentials.secretName: Secret {secret} " + "; ".join(unusable)
-            return {key: data[key] for key in present}, None
-        existing = data or {}
-        fresh: dict[str, str] = {}
-
-        def password_for(key: str) -> str:
-            if existing.get(key):
-                return existing[key]
-            return fresh.setdefault(key, self.password_factory())
-
-        built = m.credentials_secret(c, password_for)
-        owned = m.owned(built, owner) if c.spec.deletion_policy == "Delete" else None
-        if found is None:
-            created = k.create_secret(self.api, owned or built)
-            self.reads.wrote_secret(c.namespace, secret)
-            if not created:  # lost a race: read it back
-                return self._credentials(c, owner)
-        elif found[1] != ((owner["metadata"]["uid"],) if owned else ()):  # policy changed, or adopted
-            k.set_owner(self.api, c.namespace, secret, owned)
-            self.reads.wrote_secret(c.namespace, secret)
-        if found is not None and fresh:
-            k.add_secret_keys(
-                self.api,
-                c.namespace,
-                secret,
-                {key: base64.b64encode(v.encode()).decode() for key, v in fresh.items()},
-            )
-            self.reads.wrote_secret(c.namespace, secret)
-        return {key: password_for(key) for key in required_keys(c) + optional_keys(c)}, None
-
-    def _applied_credentials(
-        self, c: MySQLCluster, owner: Mapping[str, Any], passwords: Mapping[str, str]
-    ) -> tuple[dict[str, str], str]:
-        """The passwords the servers have (the operator's record) and the version of the
-        credentials Secret they came from. The first time (a new cluster, or one from before the
-        record existed) they are the Secret's."""
-        name = m.applied_credentials_secret_name(c)
-        found = self.reads.secret(c.namespace, name, self.resync_seconds)  # only the operator writes it
-        if found is not None:
-            return found.data, found.annotations.get(APPLIED_FROM, "")
-        return self._record_applied(c, owner, passwords), ""
-
-    def _record_applied(
-        self, c: MySQLCluster, owner: Mapping[str, Any], passwords: Mapping[str, str]
-    ) -> dict[str, str]:
-        """Effect: the record says the servers have `passwords` (from the credentials Secret's
-        current version)."""
-        # the version of the read the passwords came from (the same cached read), not a newer one
-        source = self.reads.secret(c.namespace, m.credentials_secret_name(c), CREDENTIALS_SECRET_SECONDS)
-        record = m.owned(m.applied_credentials_secret(c, passwords), owner)
-        record["metadata"].setdefault("annotations", {})[APPLIED_FROM] = source.version if source else ""
-        k.write_secret(self.api, record)
-        self.reads.wrote_secret(c.namespace, m.applied_credentials_secret_name(c))
-        return dict(passwords)
-
     def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal, secrets) -> str | None:
         """Effect: server-side apply every owned object. One the API server refuses (a spec the
         CRD admits but the StatefulSet API does not) stops neither the others nor the pass:
@@ -712,7 +546,7 @@ class Reconciler:
         members: Sequence[Member],
     ) -> ReplicationEngine:
         app_user = c.spec.database.user if c.spec.database else None
-        ca_pem = entry.tls.ca_pem if entry.tls is not None else None
+        ca_pem = entry.tls.state.ca_pem if entry.tls.state is not None else None
         fp = hashlib.sha256(
             repr(
                 (
@@ -729,7 +563,7 @@ class Reconciler:
             if entry.engine is not None:
                 entry.engine.close()
             entry.engine = build_engine(
-                c, members, passwords, settings, apply_timeout=self.apply_timeout, tls=_tls_context(entry)
+                c, members, passwords, settings, apply_timeout=self.apply_timeout, tls=entry.tls.context()
             )
             entry.fingerprint = fp
         else:
@@ -776,7 +610,7 @@ class Reconciler:
             m.OPERATOR_USER,
             passwords[m.OPERATOR_PASSWORD_KEY],
             primary,
-            _tls_context(entry),
+            entry.tls.context(),
         ):
             entry.routed_to = primary
             return True
@@ -841,40 +675,3 @@ def build_engine(
         tls=tls,
         connect=connect,
     )
-
-
-def tls_api_problem(c: MySQLCluster, status: int | None, reason: str | None) -> certificates.TLSProblem:
-    """Pure: an API error while ensuring the certificate, as a problem the status reports (the
-    servers keep their current certificate meanwhile)."""
-    answer = f"HTTP {status} {reason or ''}".strip() if status else (reason or "no answer")
-    if c.spec.tls.issuer_ref is not None:
-        return certificates.TLSProblem(
-            "CertManagerAPIError",
-            (
-                f"spec.tls.issuerRef: reading or applying cert-manager objects (Certificate "
-                f"{m.tls_secret_name(c)}, the issuer) or Secret {m.tls_secret_name(c)} failed: {answer}: "
-                "check the operator's permissions (the chart's RBAC) and the API server"
-            ),
-        )
-    return certificates.TLSProblem(
-        "TLSSecretsAPIError",
-        (
-            f"TLS Secrets {m.ca_secret_name(c)}, {m.tls_secret_name(c)}, {m.ca_bundle_secret_name(c)}: "
-            f"the API server answered {answer}: check the operator's permissions (the chart's RBAC) "
-            "and the API server"
-        ),
-    )
-
-
-def serves_tls(pods: Sequence[Mapping[str, Any]]) -> bool:
-    """Pure: every server Pod runs with the certificate mounted (and so, from the same template,
-    with ssl_* in its my.cnf). A cluster from before TLS replicates in plaintext until its rolling
-    update is complete: a replica must never require TLS from a source that cannot offer it."""
-    return bool(pods) and all(
-        any(v.get("name") == "tls" for v in (p.get("spec") or {}).get("volumes") or []) for p in pods
-    )
-
-
-def _tls_context(entry: _Entry) -> ssl.SSLContext | None:
-    """Verify servers against the cluster's CA once it is known."""
-    return tls_context(entry.tls.ca_pem) if entry.tls is not None else None

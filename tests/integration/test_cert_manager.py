@@ -358,7 +358,7 @@ def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(
         "the operator to notice the renewal",
         describe=describe(api, namespace, "shop"),
     )
-    state = rec._entry(namespace, "shop").tls
+    state = rec._entry(namespace, "shop").tls.state
     assert state.not_after == second and "cert-manager issued a new certificate" in state.issued
     kubelet_sync()
     assert operator_view.tls_not_after() == first  # the files alone change nothing

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from mysql_operator import credentials as creds
-from mysql_operator import reconcile
+from mysql_operator import passwords as password_store
+from mysql_operator.passwords import PasswordStore
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.api import SpecError, parse
 from mysql_operator.api.spec import RESERVED_USER_PREFIX, RESERVED_USERS, SYSTEM_SCHEMAS, reserved_user
@@ -133,7 +133,7 @@ CLUSTER = parse(body({"instances": 1, "credentials": {"secretName": "mine"}}, na
 
 
 def credentials(monkeypatch, data=None, raw=None):
-    """Reconciler._credentials against a Secret holding `data` (decoded) or `raw` (bytes, decoded
+    """PasswordStore.current against a Secret holding `data` (decoded) or `raw` (bytes, decoded
     as k8s.objects.read_secret does), with no owner."""
 
     def read(api, ns, name):
@@ -142,12 +142,10 @@ def credentials(monkeypatch, data=None, raw=None):
             return {k: v.decode(errors="surrogateescape") for k, v in raw.items()}, (), "1"
         return (data, (), "1") if data is not None else None
 
-    monkeypatch.setattr(reconcile.k, "read_secret", read)
+    monkeypatch.setattr(password_store.k, "read_secret", read)
     api = object()
-    me = SimpleNamespace(
-        api=api, reads=Reads(api), password_factory=lambda: pytest.fail("never generates for a user's Secret")
-    )
-    return reconcile.Reconciler._credentials(me, CLUSTER, {})
+    store = PasswordStore(api, Reads(api), lambda: pytest.fail("never generates for a user's Secret"))
+    return store.current(CLUSTER, {})
 
 
 GOOD = {"root-password": "r", "operator-password": "o", "replication-password": "p"}

@@ -11,7 +11,7 @@ from mysql_operator import certificates, tls
 from mysql_operator import manifests as m
 from mysql_operator.api import SpecError, parse
 from mysql_operator.api.spec import IssuerRef
-from mysql_operator.reconcile import tls_api_problem
+from mysql_operator.tls_upkeep import tls_api_problem
 from mysql_operator.status import Summary, build_status, degraded_events, phase
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)

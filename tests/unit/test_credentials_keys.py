@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import base64
 import itertools
-from types import SimpleNamespace
 
 from mysql_operator import manifests as m
-from mysql_operator import reconcile
+from mysql_operator import passwords as password_store
+from mysql_operator.passwords import PasswordStore
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.api import parse
 from tests.unit.test_admission_and_passwords import GOOD, credentials
@@ -28,12 +28,12 @@ def test_a_user_secret_with_backup_password_gives_it_and_one_without_still_works
 def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monkeypatch):
     old = {"root-password": "r", "operator-password": "o", "replication-password": "p"}
     added = {}
-    monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(old), (), "1"))
-    monkeypatch.setattr(reconcile.k, "add_secret_keys", lambda api, ns, name, data: added.update(data))
+    monkeypatch.setattr(password_store.k, "read_secret", lambda api, ns, name: (dict(old), (), "1"))
+    monkeypatch.setattr(password_store.k, "add_secret_keys", lambda api, ns, name, data: added.update(data))
     n = itertools.count()
-    me = SimpleNamespace(api=object(), reads=Reads(object()), password_factory=lambda: f"new-{next(n)}")
+    store = PasswordStore(object(), Reads(object()), lambda: f"new-{next(n)}")
     c = parse(body({"instances": 1, "restore": {"fromBackup": {"name": "nightly"}}}, name="db"))
-    passwords, error = reconcile.Reconciler._credentials(me, c, {})
+    passwords, error = store.current(c, {})
     assert error is None
     assert set(passwords) == set(old) | {m.BACKUP_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY}
     assert {k: passwords[k] for k in old} == old  # never changes a stored password
@@ -54,9 +54,9 @@ def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(mon
             name="db",
         )
     )
-    monkeypatch.setattr(reconcile.k, "read_secret", lambda api, ns, name: (dict(GOOD), (), "1"))
-    me = SimpleNamespace(api=object(), reads=Reads(object()), password_factory=lambda: "never")
-    passwords, error = reconcile.Reconciler._credentials(me, c, {})
+    monkeypatch.setattr(password_store.k, "read_secret", lambda api, ns, name: (dict(GOOD), (), "1"))
+    store = PasswordStore(object(), Reads(object()), lambda: "never")
+    passwords, error = store.current(c, {})
     assert (
         passwords == {}
         and "lacks restore-password" in error

@@ -645,7 +645,7 @@ def test_primary_in_service(pods, primary, expected):
 
 
 def test_replicas_require_tls_only_once_every_server_pod_mounts_its_certificate():
-    from mysql_operator.reconcile import serves_tls
+    from mysql_operator.tls_upkeep import serves_tls
 
     new = {"spec": {"volumes": [{"name": "config"}, {"name": "tls", "secret": {"secretName": "db-tls"}}]}}
     old = {"spec": {"volumes": [{"name": "config"}]}}  # from before TLS, not yet rolled
