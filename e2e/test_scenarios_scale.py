@@ -73,7 +73,7 @@ def test_scale_3_to_5_to_3_keeps_data_and_never_removes_the_primary(
                 and s
             )
 
-        st = wait_for(shrunk, 300, "back to 3 Pods, Ready, the primary among them")
+        st = wait_for(shrunk, 300, "back to 3 Pods, Ready, the primary among them", describe=c.describe)
         at_end = len(writer.acked)
         wait_for(lambda: len(writer.acked) > at_end + 10, 60, "writes accepted after the scale down")
     finally:

@@ -373,6 +373,10 @@ class Reconciler:
         if force:
             self._force_failover_done(body, decision, steps, secrets)
         roll_delete(self.api, body, decision, roll[0])
+        if state.current_primary != current_primary:
+            # the StatefulSet's size depends on the primary (a scale down keeps the primary's Pod
+            # until it moved away): the next pass applies it again
+            entry.last_apply = float("-inf")
         entry.tls.serve_current(c, engine.instances, self.clock())
         failed = [s for s in steps if not s.ok]
 
