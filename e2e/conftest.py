@@ -144,6 +144,7 @@ def operator_release(local_cluster):
     from the project's Dockerfile (examples/values-local.yaml)."""
     from kubernetes import client
 
+    from e2e.helpers import install_crds
     from tests.support.controlplane import binary
 
     helm, env = str(binary("helm")), helm_env(local_cluster)
@@ -155,6 +156,8 @@ def operator_release(local_cluster):
         ).returncode
         == 0
     )
+    # helm creates missing CRDs but never updates them: a reused cluster gets this checkout's
+    install_crds(local_cluster.api_client())
     r = install_operator(local_cluster)
     if r.returncode != 0:
         _save_namespace_artifacts(local_cluster, OPERATOR_NAMESPACE, "operator-install")

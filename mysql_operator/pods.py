@@ -4,7 +4,7 @@ the role labels it wants on them. Pure: tables in tests/unit/test_reconcile_deci
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 
 from mysql_operator import manifests as m
@@ -84,6 +84,23 @@ def statefulset_replicas(instances: int, primary_ordinal: int | None, current: i
     return instances
 
 
+def lagging_replicas(
+    lags: Mapping[str, int | None], max_lag: int, were_lagging: Iterable[str] = ()
+) -> frozenset[str]:
+    """The replicas too far behind to serve reads: lagging more than `max_lag` seconds, or, for
+    one already out (`were_lagging`), more than half of it (so a replica near the limit does not
+    flap in and out of the -ro Service). `max_lag` 0: none. An unknown lag (replication not
+    running) is judged by the other rules, not this one."""
+    if max_lag <= 0:
+        return frozenset()
+    out = set(were_lagging)
+    return frozenset(
+        n
+        for n, lag in lags.items()
+        if lag is not None and (lag > max_lag or (n in out and lag > max_lag // 2))
+    )
+
+
 def desired_roles(
     observed: Sequence[t.InstanceState],
     primary: str | None,
@@ -110,6 +127,15 @@ def desired_roles(
         else:
             roles[i.name] = m.ROLE_REPLICA
     return roles
+
+
+def without_lagging(
+    roles: Mapping[str, str | None], lagging: Collection[str]
+) -> tuple[dict[str, str | None], frozenset[str]]:
+    """The roles with the lagging replicas out of -ro (no role), and which replicas that took out
+    (one already without a role for another reason keeps that reason)."""
+    out = frozenset(n for n in lagging if roles.get(n) == m.ROLE_REPLICA)
+    return {n: (None if n in out else r) for n, r in roles.items()}, out
 
 
 def label_plan(

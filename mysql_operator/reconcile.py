@@ -64,10 +64,12 @@ from mysql_operator.pods import (
     desired_roles,
     expected_identity,
     label_plan,
+    lagging_replicas,
     member_ordinals,
     pod_ordinal,
     pod_views,
     statefulset_replicas,
+    without_lagging,
 )
 from mysql_operator.passwords import PasswordStore
 from mysql_operator.restore_gate import restore_gate
@@ -87,6 +89,7 @@ from mysql_operator.status import (
     promotion_succeeded,
     status_changed,
     timer_can_skip,
+    were_lagging,
 )
 
 log = logging.getLogger(__name__)
@@ -389,17 +392,24 @@ class Reconciler:
             primary_ok = bool(p and p.reachable and not p.read_only and not p.is_replica) or (
                 isinstance(decision, t.WaitForDelay) and p is not None
             )
-        roles = desired_roles(observed, primary, c.spec.instances, settings, primary_ok)
-        self._move_labels(ns, pods, names, roles)
-
         lags = {
             n: (o.replica.seconds_behind if o.replica else None) for n, o in engine.last_observations.items()
         }
+        lagging = lagging_replicas(
+            {n: lag for n, lag in lags.items() if n != primary},
+            c.spec.replication.max_read_lag_seconds,
+            were_lagging(previous),
+        )
+        roles, lagging = without_lagging(
+            desired_roles(observed, primary, c.spec.instances, settings, primary_ok), lagging
+        )
+        self._move_labels(ns, pods, names, roles)
         held = tuple(
             n
             for n, r in roles.items()
             if r is None
             and n != primary
+            and n not in lagging
             and p is not None
             and by_name[n].reachable
             and by_name[n].ordinal < c.spec.instances
@@ -424,8 +434,12 @@ class Reconciler:
             decision_reason=redact(decision.reason, secrets),
             held_out=held,
             unreachable=unreachable,
+            lagging=tuple(sorted(lagging)),
+            max_read_lag_seconds=c.spec.replication.max_read_lag_seconds,
             failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
-            entries=tuple(instance_entries(ordinals, names, pods, by_name, lags, roles, primary, secrets)),
+            entries=tuple(
+                instance_entries(ordinals, names, pods, by_name, lags, roles, primary, secrets, lagging)
+            ),
         )
         result = self._publish(
             body, previous, summary, events_from_steps(steps, secrets), decision, applied=applied

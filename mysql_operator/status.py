@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 
 from mysql_operator import manifests as m
@@ -35,6 +35,7 @@ class Result:
 
 
 CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")
+LAGGING = "lagging"  # status.instances[].role of a replica out of -ro for its lag
 
 
 def _camel(action: str) -> str:
@@ -107,6 +108,8 @@ class Summary:
     decision_reason: str = ""
     held_out: tuple[str, ...] = ()
     unreachable: tuple[str, ...] = ()
+    lagging: tuple[str, ...] = ()  # replicas out of -ro (spec.replication.maxReadLagSeconds)
+    max_read_lag_seconds: int = 0
     failed_steps: tuple[str, ...] = ()
     entries: tuple[Mapping[str, Any], ...] = ()
     # the version of the credentials Secret whose passwords the servers have
@@ -139,6 +142,7 @@ def phase(s: Summary) -> str:
         s.ready >= s.instances
         and not s.held_out
         and not s.unreachable
+        and not s.lagging
         and not s.failed_steps
         and not s.apply_error
         and not tls_degraded
@@ -224,6 +228,14 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         degraded = _cond("Degraded", True, "InstancesHeldOut", ", ".join(s.held_out) + " held out")
     elif s.primary is not None and s.unreachable:
         degraded = _cond("Degraded", True, "InstancesUnreachable", ", ".join(s.unreachable) + " unreachable")
+    elif s.lagging:
+        degraded = _cond(
+            "Degraded",
+            True,
+            "ReplicasLagging",
+            f"{', '.join(s.lagging)} more than spec.replication.maxReadLagSeconds "
+            f"({s.max_read_lag_seconds} s) behind the primary: out of the -ro Service until caught up",
+        )
     elif s.tls_problem is not None and s.tls_problem.warning:  # also posted as a Warning Event
         degraded = _cond("Degraded", True, s.tls_problem.reason, s.tls_problem.message)
     else:
@@ -308,6 +320,7 @@ def instance_entries(
     roles: Mapping[str, str | None],
     primary: str | None,
     secrets: Iterable[str] = (),
+    lagging: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     secrets = list(secrets)
     out = []
@@ -315,7 +328,9 @@ def instance_entries(
         name = names[o]
         pod, obs = pods.get(o), observed.get(name)
         role = roles.get(name)
-        if role is None:
+        if role is None and name in lagging:
+            role = LAGGING
+        elif role is None:
             role = "held-out" if obs is not None and obs.reachable and name in roles else "unknown"
         if name == primary and roles.get(name) is None and obs is not None:
             role = "primary-not-serving"
@@ -336,6 +351,11 @@ def instance_entries(
             e["waiting"] = redact(pod.waiting, secrets)
         out.append(e)
     return out
+
+
+def were_lagging(status: Mapping[str, Any]) -> frozenset[str]:
+    """The replicas the last published status showed out of -ro for their lag."""
+    return frozenset(e.get("name", "") for e in status.get("instances") or [] if e.get("role") == LAGGING)
 
 
 def primary_since(status: Mapping[str, Any], primary: str | None) -> tuple[str, float] | None:

@@ -122,6 +122,8 @@ class Replication:
     semi_sync_acks: int | None = None
     allow_async_fallback: bool = False
     failover: Failover = Failover()
+    # a replica lagging more is taken out of the -ro Service until it caught up; 0: never
+    max_read_lag_seconds: int = 60
 
 
 @dataclass(frozen=True)
@@ -595,7 +597,11 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         )
 
     rpath = f"{path}.replication"
-    r = _object(s.get("replication"), rpath, {"mode", "semiSyncAcks", "allowAsyncFallback", "failover"})
+    r = _object(
+        s.get("replication"),
+        rpath,
+        {"mode", "semiSyncAcks", "allowAsyncFallback", "failover", "maxReadLagSeconds"},
+    )
     f = _object(r.get("failover"), f"{rpath}.failover", {"enabled", "delaySeconds"})
     mode = _enum(r, "mode", rpath, "semisync", ("semisync", "async"))
     acks = _int(r, "semiSyncAcks", rpath, None, 1, 8)
@@ -622,6 +628,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             enabled=_bool(f, "enabled", f"{rpath}.failover", True),
             delay_seconds=_int(f, "delaySeconds", f"{rpath}.failover", 3, 1, 600),
         ),
+        max_read_lag_seconds=_int(r, "maxReadLagSeconds", rpath, 60, 0, 86400),
     )
 
     credentials = None

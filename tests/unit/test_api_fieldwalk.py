@@ -59,6 +59,7 @@ FULL = {
         "semiSyncAcks": 1,
         "allowAsyncFallback": False,
         "failover": {"enabled": True, "delaySeconds": 10},
+        "maxReadLagSeconds": 60,
     },
     "credentials": {"secretName": "my-credentials"},
     "database": {"name": "app", "user": "app"},
@@ -115,6 +116,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "replication.allowAsyncFallback": ("full", [("replication.allowAsyncFallback", True)]),
     "replication.failover.enabled": ("full", [("replication.failover.enabled", False)]),
     "replication.failover.delaySeconds": ("full", [("replication.failover.delaySeconds", 30)]),
+    "replication.maxReadLagSeconds": ("full", [("replication.maxReadLagSeconds", 0)]),
     "credentials.secretName": ("full", [("credentials.secretName", "other-credentials")]),
     "database.name": ("full", [("database.name", "other")]),
     "database.user": ("full", [("database.user", "other")]),
@@ -183,6 +185,7 @@ RECONCILE_INPUTS = frozenset(
         "storage.size",  # the PVCs are expanded (the StatefulSet keeps its claim template)
         "replication.failover.enabled",
         "replication.failover.delaySeconds",
+        "replication.maxReadLagSeconds",  # the -ro Service's role labels
         "backup.schedule",
         "backup.retention.keepLast",
         "backup.retention.maxAge",

@@ -203,6 +203,44 @@ def test_an_instance_the_operator_cannot_reach_loses_its_role_at_once():
     assert roles == {"db-0": None, "db-1": P, "db-2": None}
 
 
+@pytest.mark.parametrize(
+    "lags, max_lag, were, expected",
+    [
+        ({"db-1": 61, "db-2": 60}, 60, (), {"db-1"}),  # more than the limit: out
+        ({"db-1": 31, "db-2": 31}, 60, ("db-1",), {"db-1"}),  # already out: back only under half
+        ({"db-1": 30}, 60, ("db-1",), set()),
+        ({"db-1": None}, 60, ("db-1",), set()),  # unknown lag: judged by the other rules
+        ({"db-1": 5000}, 0, (), set()),  # 0: every replica serves reads
+    ],
+)
+def test_a_replica_lagging_past_max_read_lag_leaves_ro_until_under_half_of_it(lags, max_lag, were, expected):
+    assert podview.lagging_replicas(lags, max_lag, were) == expected
+
+
+def test_lagging_takes_only_serving_replicas_out_and_keeps_other_reasons():
+    observed = [
+        inst("db-0", 0, read_only=False, executed="0-1-10"),
+        inst("db-1", 1, source="db-0", executed="0-1-10"),
+        inst("db-2", 2, source="db-0", executed="0-1-10,0-3-1"),  # errant: held out, not lagging
+    ]
+    roles = podview.desired_roles(observed, "db-0", 3, SETTINGS, primary_ok=True)
+    roles, out = podview.without_lagging(roles, {"db-1", "db-2"})
+    assert roles == {"db-0": P, "db-1": None, "db-2": None} and out == {"db-1"}
+    entries = cstatus.instance_entries(
+        [0, 1, 2],
+        {0: "db-0", 1: "db-1", 2: "db-2"},
+        {},
+        {i.name: i for i in observed},
+        {},
+        roles,
+        "db-0",
+        (),
+        out,
+    )
+    assert [e["role"] for e in entries] == [P, cstatus.LAGGING, "held-out"]
+    assert cstatus.were_lagging({"instances": entries}) == {"db-1"}
+
+
 def test_roles_failed_promotion_labels_no_primary():
     observed = [inst("db-0", 0), inst("db-1", 1)]
     roles = podview.desired_roles(observed, "db-1", 2, t.Settings(instances=2), primary_ok=False)
@@ -404,6 +442,15 @@ def S(**kw):
             ("True", "PrimaryServing"),
             ("True", "ConfigureReplica"),
             ("True", "ActionFailed"),
+        ),
+        # a replica out of -ro for its lag: Degraded, naming the field that sets the limit
+        (
+            S(lagging=("db-2",), max_read_lag_seconds=60),
+            "Degraded",
+            ("False", "Degraded"),
+            ("True", "PrimaryServing"),
+            ("False", "Stable"),
+            ("True", "ReplicasLagging"),
         ),
         # an owned object the API server refuses: before a primary the cluster cannot come up
         (
