@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
         cluster-up cluster-down demo venv clean
 
 test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests
-	$(MAKE) --no-print-directory -j3 --output-sync=line go-binaries images lint
+	$(MAKE) --no-print-directory -j3 go-binaries images lint
 	$(PY) -m pytest tests e2e
 
 # the Go builds one after the other (they share a work tree); the images and lint beside them
