@@ -130,6 +130,8 @@ def install_operator(local_cluster, *extra: str) -> subprocess.CompletedProcess:
         str(REPO / "examples" / "values-local.yaml"),
         "--set",
         "logFormat=json",
+        "--set",
+        "metrics.enabled=true",
         *extra,
         "--wait",
         "--timeout",

@@ -8,6 +8,7 @@ import base64
 import json
 import subprocess
 import time
+import urllib.request
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -234,6 +235,19 @@ def signal_server(local_cluster, c: Cluster, pod: str, sig: str) -> None:
         timeout=30,
     )
     assert r.returncode == 0, f"ctr tasks kill -s {sig}: {r.stderr}"
+
+
+def operator_metrics(api, namespace: str, release: str = "mysql-operator", port: int = 9090) -> dict:
+    """One scrape of the chart's metrics Service: {(sample name, frozenset of labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    ip = client.CoreV1Api(api).read_namespaced_service(f"{release}-metrics", namespace).spec.cluster_ip
+    text = urllib.request.urlopen(f"http://{ip}:{port}/metrics", timeout=5).read().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def create_writes_table(c: Cluster) -> tuple[str, str]:

@@ -28,6 +28,7 @@ from e2e.helpers import (
     cluster_spec,
     create_writes_table,
     lost_rows,
+    operator_metrics,
     query,
     record,
     replica_state,
@@ -44,7 +45,8 @@ def _failover_under_load(
     label: str,
     during: Callable[[], None] | None = None,
     flavor: str = "mariadb",
-) -> None:
+) -> tuple[str, str]:
+    """Returns (the old primary, the new one)."""
     label = f"{label}, {flavor}"
     c.create(cluster_spec(3, flavor))
     st = c.wait_ready(300, instances=3, primary=f"{c.name}-0")
@@ -110,7 +112,7 @@ def _failover_under_load(
             unit="count",
         )
         c.wait_ready(300, "Ready again with the restarted primary", instances=3, primary=old)
-        return
+        return old, new
     if flavor == "mysql":
         outcome = wait_for(
             lambda: _rejoined_or_held_out(c, old, new),
@@ -123,7 +125,7 @@ def _failover_under_load(
             old_ip = c.pod(old).status.pod_ip
             assert query(old_ip, "app", pw, "SELECT @@super_read_only")[0][0] == 1
             assert c.events("Failover"), "a Failover Event on the MySQLCluster"
-            return
+            return old, new
     # the old primary comes back as a read-only replica with every acknowledged row
     c.wait_ready(300, "Ready again after the failover", instances=3, primary=new)
     roles = c.roles()
@@ -137,6 +139,7 @@ def _failover_under_load(
         f"{old} read-only with all {total} rows",
     )
     assert c.events("Failover"), "a Failover Event on the MySQLCluster"
+    return old, new
 
 
 def _rejoined_or_held_out(c: Cluster, old: str, new: str) -> str | None:
@@ -162,7 +165,26 @@ def test_failover_when_the_primary_pod_is_force_deleted(local_cluster, scenario_
     def delete_pod(name: str) -> None:
         c.core.delete_namespaced_pod(name, c.namespace, grace_period_seconds=0)
 
-    _failover_under_load(c, delete_pod, "primary Pod force-deleted", flavor=flavor)
+    old, new = _failover_under_load(c, delete_pod, "primary Pod force-deleted", flavor=flavor)
+    if new == old:
+        return  # MySQL kept the restarted primary: no failover to count
+    # the operator's metrics say what happened (scraped from the chart's metrics Service)
+    labels = {("namespace", c.namespace), ("cluster", c.name)}
+
+    def metric(name: str, **extra: str) -> float | None:
+        return operator_metrics(c.api, OPERATOR_NAMESPACE).get((name, frozenset(labels | set(extra.items()))))
+
+    wait_for(
+        lambda: metric("mysql_operator_cluster_primary", instance=new) == 1,
+        30,
+        f"the primary metric on {new}",
+    )
+    assert metric("mysql_operator_cluster_primary", instance=old) is None
+    assert (metric("mysql_operator_primary_changes_total", kind="Failover", forced="false") or 0) >= 1
+    seconds = metric("mysql_operator_last_failover_duration_seconds")
+    assert seconds is not None and 0 < seconds < 60, seconds
+    record(f"last_failover_duration_seconds metric (primary Pod force-deleted, {flavor})", seconds)
+    assert metric("mysql_operator_cluster_instances", role="primary") == 1
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)

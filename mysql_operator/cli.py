@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import socket
@@ -220,14 +221,16 @@ def _rotate_passwords(args) -> int:
     return 0
 
 
-def format_status(body: dict) -> str:
-    """Human summary of a MySQLCluster's status (pure)."""
+def format_status(body: dict, now: dt.datetime | None = None) -> str:
+    """Human summary of a MySQLCluster's status (pure but for the clock, which `now` replaces)."""
     st = body.get("status") or {}
     meta = body.get("metadata") or {}
+    lag = st.get("replicaLagSeconds")
     lines = [
         f"{meta.get('namespace')}/{meta.get('name')}: phase {st.get('phase', '-')}, "
         f"primary {st.get('currentPrimary', '-')}, ready {st.get('readyInstances', 0)}/"
-        f"{(body.get('spec') or {}).get('instances', '?')}"
+        f"{(body.get('spec') or {}).get('instances', '?')}, "
+        f"largest replica lag {'-' if lag is None else f'{lag} s'}, last backup {_backup_age(st, now)}"
     ]
     for c in st.get("conditions") or []:
         lines.append(
@@ -242,6 +245,17 @@ def format_status(body: dict) -> str:
             + (f" waiting={i['waiting']}" if i.get("waiting") else "")
         )
     return "\n".join(lines)
+
+
+def _backup_age(status: dict, now: dt.datetime | None) -> str:
+    last = status.get("lastBackup") or {}
+    try:
+        done = dt.datetime.fromisoformat(str(last.get("completedAt")).replace("Z", "+00:00"))
+    except ValueError:
+        return "never"
+    age = int(((now or dt.datetime.now(dt.timezone.utc)) - done).total_seconds())
+    h, rest = divmod(max(age, 0), 3600)
+    return f"{last.get('name', '?')} {h}h{rest // 60:02d}m ago"
 
 
 def _status(args) -> int:

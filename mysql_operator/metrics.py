@@ -1,15 +1,26 @@
 """Prometheus metrics of the operator, served on --metrics-port (env METRICS_PORT) at /metrics.
 
 mysql_operator_reconciles_total{namespace,cluster,outcome}        ok | error
+mysql_operator_reconcile_errors_total{namespace,cluster,cause}    passes that raised, by exception type
 mysql_operator_reconcile_duration_seconds{namespace,cluster}      histogram
 mysql_operator_cluster_phase{namespace,cluster,phase}             1 for the current phase
 mysql_operator_actions_total{namespace,cluster,action,ok}         replication steps taken
+mysql_operator_cluster_primary{namespace,cluster,instance}        1 for the current primary
+mysql_operator_cluster_instances{namespace,cluster,role}          instances by status role
+mysql_operator_replica_lag_seconds{namespace,cluster,instance}    each replica's lag, as last observed
+mysql_operator_primary_changes_total{namespace,cluster,kind,forced}  Failover | Switchover promotions
+mysql_operator_last_failover_duration_seconds{namespace,cluster}  lost primary first seen down -> promoted
+mysql_operator_last_backup_timestamp_seconds{namespace,cluster}   last successful backup (Unix time)
+
+Every label is bounded: namespaces and clusters exist, instances are at most spec.instances,
+roles, kinds and causes come from the code. A deleted cluster's gauges go away.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
-from typing import Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -41,7 +52,85 @@ ACTIONS = Counter(
     ["namespace", "cluster", "action", "ok"],
     registry=REGISTRY,
 )
-_phases: dict[tuple[str, str], str] = {}
+RECONCILE_ERRORS = Counter(
+    "mysql_operator_reconcile_errors",
+    "Passes that raised, by exception type",
+    ["namespace", "cluster", "cause"],
+    registry=REGISTRY,
+)
+PRIMARY = Gauge(
+    "mysql_operator_cluster_primary",
+    "1 for the instance that is the cluster's primary",
+    ["namespace", "cluster", "instance"],
+    registry=REGISTRY,
+)
+INSTANCES = Gauge(
+    "mysql_operator_cluster_instances",
+    "Instances by the role the status reports (primary, replica, lagging, held-out, unknown, ...)",
+    ["namespace", "cluster", "role"],
+    registry=REGISTRY,
+)
+LAG = Gauge(
+    "mysql_operator_replica_lag_seconds",
+    "Seconds a replica is behind its source, as last observed",
+    ["namespace", "cluster", "instance"],
+    registry=REGISTRY,
+)
+PRIMARY_CHANGES = Counter(
+    "mysql_operator_primary_changes",
+    "Failovers and switchovers that promoted a new primary",
+    ["namespace", "cluster", "kind", "forced"],
+    registry=REGISTRY,
+)
+FAILOVER_SECONDS = Gauge(
+    "mysql_operator_last_failover_duration_seconds",
+    "From the first failed observation of the lost primary to the promotion of the new one",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
+LAST_BACKUP = Gauge(
+    "mysql_operator_last_backup_timestamp_seconds",
+    "When the cluster's last successful backup completed (Unix time: alert on time() - this)",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
+_GAUGES = {"phase": PHASE, "primary": PRIMARY, "instances": INSTANCES, "lag": LAG, "last_backup": LAST_BACKUP}
+# per cluster and gauge: the label values (after namespace, cluster) set last time
+_series: dict[tuple[str, str], dict[str, set[tuple[str, ...]]]] = {}
+
+
+def cluster_series(status: Mapping[str, Any]) -> dict[str, dict[tuple[str, ...], float]]:
+    """Pure: each gauge's series (label values after namespace and cluster -> value) from a
+    MySQLCluster's status."""
+    entries = status.get("instances") or []
+    roles: dict[tuple[str, ...], float] = {}
+    for e in entries:
+        roles[(str(e.get("role", "unknown")),)] = roles.get((str(e.get("role", "unknown")),), 0) + 1
+    out: dict[str, dict[tuple[str, ...], float]] = {
+        "phase": {(status["phase"],): 1} if status.get("phase") else {},
+        "primary": {(status["currentPrimary"],): 1} if status.get("currentPrimary") else {},
+        "instances": roles,
+        "lag": {(e["name"],): float(e["lagSeconds"]) for e in entries if e.get("lagSeconds") is not None},
+        "last_backup": {},
+    }
+    completed = (status.get("lastBackup") or {}).get("completedAt")
+    if completed:
+        try:
+            out["last_backup"] = {(): dt.datetime.fromisoformat(completed.replace("Z", "+00:00")).timestamp()}
+        except ValueError:
+            pass
+    return out
+
+
+def _publish(namespace: str, cluster: str, series: Mapping[str, Mapping[tuple[str, ...], float]]) -> None:
+    known = _series.setdefault((namespace, cluster), {})
+    for name, gauge in _GAUGES.items():
+        now = series.get(name, {})
+        for labels in known.get(name, set()) - set(now):
+            gauge.remove(namespace, cluster, *labels)
+        for labels, value in now.items():
+            gauge.labels(namespace, cluster, *labels).set(value)
+        known[name] = set(now)
 
 
 def serve(port: int, addr: str = "0.0.0.0") -> None:
@@ -53,26 +142,40 @@ def observed(namespace: str, cluster: str, reconcile: Callable[[], T]) -> T:
     t0 = time.monotonic()
     try:
         result = reconcile()
-    except Exception:
+    except Exception as e:
         RECONCILES.labels(namespace, cluster, "error").inc()
+        RECONCILE_ERRORS.labels(namespace, cluster, type(e).__name__).inc()
         raise
     finally:
         DURATION.labels(namespace, cluster).observe(time.monotonic() - t0)
     if result is None:  # another reconcile of this cluster was running: it counts itself
         return result
     RECONCILES.labels(namespace, cluster, "ok").inc()
-    previous = _phases.get((namespace, cluster))
-    if previous is not None and previous != result.phase:
-        PHASE.remove(namespace, cluster, previous)
-    _phases[(namespace, cluster)] = result.phase
-    PHASE.labels(namespace, cluster, result.phase).set(1)
+    _publish(namespace, cluster, cluster_series({"phase": result.phase, **result.status}))
     for step in result.steps:
         ACTIONS.labels(namespace, cluster, step.action, str(step.ok).lower()).inc()
+    change = primary_change(result)
+    if change is not None:
+        PRIMARY_CHANGES.labels(namespace, cluster, *change).inc()
+    if result.failover_seconds is not None:
+        FAILOVER_SECONDS.labels(namespace, cluster).set(result.failover_seconds)
     return result
 
 
+def primary_change(result: Any) -> tuple[str, str] | None:
+    """Pure: (kind, forced) when the pass promoted a new primary by failover or switchover."""
+    if result.decision not in ("Failover", "Switchover"):
+        return None
+    if not any(s.action == "promote" and s.ok for s in result.steps):
+        return None
+    return result.decision, str(bool(result.forced)).lower()
+
+
 def forget(namespace: str, cluster: str) -> None:
-    """A deleted cluster's phase series goes away (counters stay, as Prometheus expects)."""
-    phase = _phases.pop((namespace, cluster), None)
-    if phase is not None:
-        PHASE.remove(namespace, cluster, phase)
+    """A deleted cluster's gauges go away (counters stay, as Prometheus expects)."""
+    _publish(namespace, cluster, {})
+    _series.pop((namespace, cluster), None)
+    try:
+        FAILOVER_SECONDS.remove(namespace, cluster)
+    except KeyError:
+        pass  # it never failed over

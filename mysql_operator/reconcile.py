@@ -446,6 +446,9 @@ class Reconciler:
         )
         result.steps = steps
         result.recheck_in = t.next_pass_in(decision, float("inf"))
+        if isinstance(decision, t.Failover) and primary_ok:
+            result.failover_seconds = engine.down_for(decision.from_)
+            result.forced = decision.forced
         return result
 
     def _force_failover_done(self, body, decision: t.Decision, steps, secrets) -> None:
@@ -506,7 +509,10 @@ class Reconciler:
                 message,
             )
         return Result(
-            phase=status["phase"], applied=applied, decision=decision.kind if decision is not None else None
+            phase=status["phase"],
+            applied=applied,
+            decision=decision.kind if decision is not None else None,
+            status={**previous, **status},
         )
 
     def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal, secrets) -> str | None:

@@ -234,6 +234,11 @@ class ReplicationEngine:
             i.close()
 
     # -- observe ---------------------------------------------------------------------------------
+    def down_for(self, name: str) -> float | None:
+        """Seconds since `name` first failed to answer in its current outage (None: it answers)."""
+        since = self._down_since.get(name)
+        return None if since is None else self.clock() - since
+
     def observe(self) -> list[t.InstanceState]:
         names = sorted(self.members, key=lambda n: self.members[n].ordinal)
         started = self.clock()

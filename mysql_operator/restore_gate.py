@@ -201,4 +201,4 @@ def restore_gate(
         write(c.namespace, c.name, status)
     if events:
         k.post_events(api, body, events)
-    return Result(phase=status["phase"], applied=applied)
+    return Result(phase=status["phase"], applied=applied, status={**previous, **status})

@@ -32,6 +32,11 @@ class Result:
     decision: str | None = None
     steps: list[Step] = field(default_factory=list)
     recheck_in: float | None = None  # seconds until the loop should look again, if sooner
+    # the cluster's status after the pass (what the metrics are derived from)
+    status: Mapping[str, Any] = field(default_factory=dict)
+    # a Failover promoted a new primary: seconds since the lost primary was first seen down
+    failover_seconds: float | None = None
+    forced: bool = False  # the promotion was a forced failover (the force-failover annotation)
 
 
 CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")
@@ -266,6 +271,8 @@ def build_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str,
         "conditions": merge_conditions(previous.get("conditions") or [], conditions(s), now, s.generation),
         "readyInstances": s.ready,
         "instances": [dict(e) for e in s.entries],
+        # the largest lag among the replicas (kubectl get -o wide); null when none is known
+        "replicaLagSeconds": max((e["lagSeconds"] for e in s.entries if "lagSeconds" in e), default=None),
     }
     if s.generation is not None:
         status["observedGeneration"] = s.generation

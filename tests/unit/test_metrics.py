@@ -61,3 +61,93 @@ def test_metrics_are_served_over_http():
     metrics.observed("m3", "web", lambda: Result(phase="Ready"))
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'mysql_operator_cluster_phase{cluster="web",namespace="m3",phase="Ready"} 1.0' in body
+
+
+STATUS = {
+    "phase": "Degraded",
+    "currentPrimary": "shop-1",
+    "instances": [
+        {"name": "shop-0", "role": "replica", "lagSeconds": 2},
+        {"name": "shop-1", "role": "primary"},
+        {"name": "shop-2", "role": "lagging", "lagSeconds": 75},
+    ],
+    "lastBackup": {"name": "nightly", "completedAt": "2026-11-25T03:00:00Z"},
+}
+
+
+def test_is_my_cluster_ok_primary_roles_lag_and_last_backup_from_the_status():
+    ns, c = "m4", "shop"
+    metrics.observed(ns, c, lambda: Result(phase="Degraded", status=STATUS))
+    assert sample("mysql_operator_cluster_primary", namespace=ns, cluster=c, instance="shop-1") == 1
+    assert sample("mysql_operator_cluster_instances", namespace=ns, cluster=c, role="replica") == 1
+    assert sample("mysql_operator_cluster_instances", namespace=ns, cluster=c, role="lagging") == 1
+    assert sample("mysql_operator_replica_lag_seconds", namespace=ns, cluster=c, instance="shop-2") == 75
+    assert sample("mysql_operator_replica_lag_seconds", namespace=ns, cluster=c, instance="shop-1") is None
+    assert sample("mysql_operator_last_backup_timestamp_seconds", namespace=ns, cluster=c) == 1795575600
+
+    # the primary moved and shop-2 caught up: the old series go, the new ones come
+    moved = {
+        "phase": "Ready",
+        "currentPrimary": "shop-0",
+        "instances": [
+            {"name": "shop-0", "role": "primary"},
+            {"name": "shop-1", "role": "replica", "lagSeconds": 0},
+            {"name": "shop-2", "role": "replica", "lagSeconds": 0},
+        ],
+    }
+    metrics.observed(ns, c, lambda: Result(phase="Ready", status=moved))
+    assert sample("mysql_operator_cluster_primary", namespace=ns, cluster=c, instance="shop-1") is None
+    assert sample("mysql_operator_cluster_primary", namespace=ns, cluster=c, instance="shop-0") == 1
+    assert sample("mysql_operator_cluster_instances", namespace=ns, cluster=c, role="lagging") is None
+    assert sample("mysql_operator_cluster_instances", namespace=ns, cluster=c, role="replica") == 2
+    assert sample("mysql_operator_replica_lag_seconds", namespace=ns, cluster=c, instance="shop-0") is None
+    assert sample("mysql_operator_last_backup_timestamp_seconds", namespace=ns, cluster=c) is None
+
+    metrics.forget(ns, c)
+    for name, labels in [
+        ("mysql_operator_cluster_primary", {"instance": "shop-0"}),
+        ("mysql_operator_cluster_instances", {"role": "replica"}),
+        ("mysql_operator_replica_lag_seconds", {"instance": "shop-1"}),
+        ("mysql_operator_cluster_phase", {"phase": "Ready"}),
+    ]:
+        assert sample(name, namespace=ns, cluster=c, **labels) is None, name
+
+
+def test_failovers_and_switchovers_are_counted_when_they_promoted_with_the_failover_duration():
+    ns, c = "m5", "shop"
+    promoted = [Step("shop-1", "fence"), Step("shop-1", "promote")]
+    metrics.observed(
+        ns, c, lambda: Result(phase="FailingOver", decision="Failover", steps=promoted, failover_seconds=4.5)
+    )
+    metrics.observed(
+        ns, c, lambda: Result(phase="Ready", decision="Switchover", steps=[Step("shop-2", "promote")])
+    )
+    metrics.observed(ns, c, lambda: Result(phase="Ready", decision="Failover", steps=promoted, forced=True))
+    # a failover whose promotion failed, and a pass that only decided: not counted
+    metrics.observed(
+        ns,
+        c,
+        lambda: Result(phase="Degraded", decision="Failover", steps=[Step("shop-1", "promote", ok=False)]),
+    )
+    metrics.observed(ns, c, lambda: Result(phase="Ready", decision="Healthy"))
+
+    def changes(kind, forced):
+        return sample(
+            "mysql_operator_primary_changes_total", namespace=ns, cluster=c, kind=kind, forced=forced
+        )
+
+    assert (changes("Failover", "false"), changes("Failover", "true"), changes("Switchover", "false")) == (
+        1,
+        1,
+        1,
+    )
+    assert sample("mysql_operator_last_failover_duration_seconds", namespace=ns, cluster=c) == 4.5
+
+
+def test_reconcile_errors_are_counted_by_cause():
+    with pytest.raises(TimeoutError):
+        metrics.observed("m6", "shop", lambda: (_ for _ in ()).throw(TimeoutError("slow")))
+    assert (
+        sample("mysql_operator_reconcile_errors_total", namespace="m6", cluster="shop", cause="TimeoutError")
+        == 1
+    )

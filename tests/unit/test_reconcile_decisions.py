@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -638,9 +640,13 @@ def test_status_text_names_phase_primary_and_instances():
         },
     }
     text = format_status(body)
-    assert "p/db: phase Ready, primary db-0, ready 2/2" in text
+    assert "p/db: phase Ready, primary db-0, ready 2/2, largest replica lag -, last backup never" in text
     assert "AllInstancesReady" in text and "db-0" in text and "0-1-3" in text
     assert "waiting=mysqld CrashLoopBackOff" in text
+    body["status"]["replicaLagSeconds"] = 7
+    body["status"]["lastBackup"] = {"name": "nightly", "completedAt": "2026-11-25T03:00:00Z"}
+    now = dt.datetime(2026, 11, 25, 5, 30, 0, tzinfo=dt.timezone.utc)
+    assert "largest replica lag 7 s, last backup nightly 2h30m ago" in format_status(body, now)
 
 
 @pytest.mark.parametrize(
