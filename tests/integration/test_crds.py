@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -96,7 +97,16 @@ def test_crds_declare_names_status_and_columns(crds):
     assert sorted(cluster.spec.names.short_names) == ["myc", "mysql"]
     (v,) = cluster.spec.versions
     assert v.name == "v1alpha1" and v.subresources.status is not None
-    assert [c.name for c in v.additional_printer_columns] == ["Instances", "Ready", "Primary", "Phase", "Age"]
+    columns = [(c.name, c.priority or 0) for c in v.additional_printer_columns]
+    assert columns == [
+        ("Instances", 0),
+        ("Ready", 0),
+        ("Primary", 0),
+        ("Phase", 0),
+        ("Age", 0),
+        ("Lag", 1),  # -o wide
+        ("Last Backup", 1),
+    ]
     backup = crds.read_custom_resource_definition("mysqlbackups.mysql.operator.dev")
     assert backup.spec.names.short_names == ["mysqlbk"]
     (v,) = backup.spec.versions
@@ -117,6 +127,8 @@ def test_status_subresource_and_printer_columns(control_plane, objs, namespace):
         "phase": "Running",
         "readyInstances": 2,
         "currentPrimary": f"{name}-0",
+        "replicaLagSeconds": 4,
+        "lastBackup": {"name": "nightly", "completedAt": "2026-11-25T03:00:00Z"},
         "kopf": {"progress": {}},
     }  # kopf keeps its state here: it must not be pruned
     objs.patch_namespaced_custom_object_status(
@@ -147,6 +159,8 @@ def test_status_subresource_and_printer_columns(control_plane, objs, namespace):
     row = dict(zip(cols, table["rows"][0]["cells"]))
     assert row["Name"] == name and row["Instances"] == 3 and row["Ready"] == 2
     assert row["Primary"] == f"{name}-0" and row["Phase"] == "Running" and "Age" in row
+    # -o wide: the largest replica lag and when the last backup completed
+    assert row["Lag"] == 4 and re.fullmatch(r"(\d+[smhdy])+", row["Last Backup"]), row  # an age
 
 
 def test_apiserver_defaults_agree_with_the_python_defaults(objs, namespace):
