@@ -258,11 +258,29 @@ def errant_against_primary(i: InstanceState, primary: InstanceState, settings: S
     return None
 
 
-def errant_among_peers(i: InstanceState, peers: Sequence[InstanceState], settings: Settings) -> str | None:
+def source_behind(i: InstanceState, source: InstanceState | None) -> bool:
+    """`i` holds everything its source has: a replication error on its source (MariaDB's 1236,
+    "the GTID is not in the master's binlog") then says the source lost a tail it had sent - a
+    semi-sync primary truncates at restart what it sent but never committed - not that `i`
+    diverged."""
+    return (
+        source is not None
+        and i.source == source.name
+        and not i.sql_errno
+        and i.known is not None
+        and source.known is not None
+        and i.known.contains(source.known)
+    )
+
+
+def errant_among_peers(
+    i: InstanceState, peers: Sequence[InstanceState], settings: Settings, source: InstanceState | None = None
+) -> str | None:
     """With no primary to compare to: `i` is errant if it wrote transactions itself that no peer
-    has (a local write on a replica), or its replication broke on divergence."""
+    has (a local write on a replica), or its replication broke on divergence (unless its
+    `source` is merely behind it: `source_behind`)."""
     broken = replication_broken(i, settings)
-    if broken:
+    if broken and not source_behind(i, source):
         return broken
     if i.executed is None or i.origin is None:
         return None
@@ -377,7 +395,7 @@ def decide(
             i.name
             for i in cands
             if (
-                errant_among_peers(i, cands, settings)
+                errant_among_peers(i, cands, settings, source=p)
                 if i.name != p.name
                 else replication_broken(i, settings)
             )

@@ -353,6 +353,45 @@ TABLE = [
         Promote("db-0", ("db-1", "db-2")),
     ),
     (
+        # MariaDB truncates at restart the tail a crashed semi-sync primary had sent but not
+        # committed; its replicas, holding it, fail to reconnect with error 1236 ("the GTID is not
+        # in the master's binlog"): they are ahead, not diverged, and one of them takes over
+        "restarted primary truncated a tail its replicas hold (error 1236): fail over to a replica",
+        [
+            primary(0, "0-1-340", read_only=True, restarted=True),
+            replica(1, "0-1-341", io_running=False, io_errno=1236, error_for=1.0),
+            replica(2, "0-1-341", io_running=False, io_errno=1236, error_for=1.0),
+        ],
+        S3,
+        "db-0",
+        None,
+        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2")),
+    ),
+    (
+        "... also when the restarted primary is seen read-only but not flagged restarted",
+        [
+            primary(0, "0-1-340", read_only=True),
+            replica(1, "0-1-341", io_running=False, io_errno=1236, error_for=1.0),
+            replica(2, "0-1-340", io_running=False, io_errno=1236, error_for=1.0),
+        ],
+        S3,
+        "db-0",
+        None,
+        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2")),
+    ),
+    (
+        "a replica with error 1236 that lacks what the primary has is diverged: held out",
+        [
+            primary(0, "0-1-340", read_only=True, restarted=True),
+            replica(1, "0-1-339,0-2-5", io_running=False, io_errno=1236, error_for=1.0),
+            replica(2),
+        ],
+        S3,
+        "db-0",
+        None,
+        Promote("db-0", ("db-2",)),
+    ),
+    (
         "restarted primary with failover disabled: made writable again",
         [primary(0, read_only=True, restarted=True), replica(1), replica(2)],
         Settings(instances=3, failover_enabled=False),
