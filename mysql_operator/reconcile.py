@@ -143,8 +143,11 @@ class Reconciler:
         clock: Callable[[], float] = time.monotonic,
         job_image: str | None = None,
         reads: Reads | None = None,
+        observe: Callable[[str, str, Callable[[], Result]], Result] | None = None,
     ):
         self.api = api
+        # wraps every pass (metrics.observed in the operator: outcome, duration, what it did)
+        self._observe = observe or (lambda namespace, name, run: run())
         # what a pass reads (watched stores in the operator; the API server itself by default)
         self.reads = reads or Reads(api)
         self.resolver_mode = resolver_mode
@@ -177,7 +180,7 @@ class Reconciler:
         meta = body["metadata"]
         entry = self._entry(meta["namespace"], meta["name"])
         with entry.lock:
-            return self._reconcile(body, entry, apply)
+            return self._observe(meta["namespace"], meta["name"], lambda: self._reconcile(body, entry, apply))
 
     def idle(self, body: Mapping[str, Any]) -> bool:
         """Cheap, no I/O: a cluster with nothing to observe (no Pod running, no primary: status
@@ -210,7 +213,7 @@ class Reconciler:
                 body = self.reads.cluster(namespace, name)
                 if body is None or body["metadata"].get("deletionTimestamp"):
                     return None
-                result = self._reconcile(body, entry, apply)
+                result = self._observe(namespace, name, lambda: self._reconcile(body, entry, apply))
                 if not entry.again:
                     return result
         finally:

@@ -142,6 +142,8 @@ class ReplicationError(Exception):
 
 
 class ReplicationEngine:
+    RECENT_OUTAGE_SECONDS = 60.0  # an outage that ended this recently still times a failover
+
     def __init__(
         self,
         members: Sequence[Member],
@@ -186,6 +188,8 @@ class ReplicationEngine:
         # measured from when the loop saw it begin, never from an older success (a loop that
         # was idle must not turn a blip into a failover)
         self._down_since: dict[str, float] = {}
+        # per member, (start, end) of its last outage that ended
+        self._recovered: dict[str, tuple[float, float]] = {}
         # first observation of the current replication error streak, per member: (errnos, since)
         self._error_since: dict[str, tuple[tuple[int, int], float]] = {}
         # when each member's server started (clock - Uptime), seen while it served as a writable
@@ -235,9 +239,16 @@ class ReplicationEngine:
 
     # -- observe ---------------------------------------------------------------------------------
     def down_for(self, name: str) -> float | None:
-        """Seconds since `name` first failed to answer in its current outage (None: it answers)."""
+        """Seconds since `name` first failed to answer in its current outage, or in its last one
+        when that ended within RECENT_OUTAGE_SECONDS (a primary that restarted answers again by
+        the time it is replaced); None otherwise."""
         since = self._down_since.get(name)
-        return None if since is None else self.clock() - since
+        if since is None:
+            last = self._recovered.get(name)
+            if last is None or self.clock() - last[1] > self.RECENT_OUTAGE_SECONDS:
+                return None
+            since = last[0]
+        return self.clock() - since
 
     def observe(self) -> list[t.InstanceState]:
         names = sorted(self.members, key=lambda n: self.members[n].ordinal)
@@ -261,7 +272,9 @@ class ReplicationEngine:
             o = observations[name]
             m = self.members[name]
             if o.reachable:
-                self._down_since.pop(name, None)
+                since = self._down_since.pop(name, None)
+                if since is not None:
+                    self._recovered[name] = (since, started)
                 self.last_observations[name] = o
             else:
                 self._down_since.setdefault(name, started)

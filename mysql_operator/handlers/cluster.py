@@ -46,7 +46,11 @@ def register(cfg) -> None:
     )
     reads = Reads(api, *stores, cache_secrets=True)
     _state["reconciler"] = Reconciler(
-        api, resolver_mode=cfg.resolver, resync_seconds=cfg.resync_seconds, reads=reads
+        api,
+        resolver_mode=cfg.resolver,
+        resync_seconds=cfg.resync_seconds,
+        reads=reads,
+        observe=metrics.observed,
     )
 
     @kopf.on.login()
@@ -75,7 +79,7 @@ def register(cfg) -> None:
         # the status is the reconciler's to publish; a reconcile already running runs once more
         # with the new spec
         reconciler().reads.seen(body)
-        metrics.observed(namespace, name, lambda: reconciler().nudge(namespace, name, apply=True))
+        reconciler().nudge(namespace, name, apply=True)
 
     # One async daemon per cluster looks at it every loop interval. An idle cluster costs one
     # asyncio wake-up and a check of the body kopf keeps current (no thread, no kopf handler
@@ -94,10 +98,7 @@ def register(cfg) -> None:
             if not reconciler().idle(body):
                 reconciler().reads.seen(body)
                 try:
-                    result = await loop.run_in_executor(
-                        passes,
-                        lambda: metrics.observed(namespace, name, lambda: reconciler().tick(dict(body))),
-                    )
+                    result = await loop.run_in_executor(passes, lambda: reconciler().tick(dict(body)))
                 except Exception:
                     log.exception("%s/%s: the pass failed; the next one runs in %ss", namespace, name, wait)
                     result = None

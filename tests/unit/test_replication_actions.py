@@ -489,3 +489,26 @@ def test_the_semisync_values_in_my_cnf_are_the_ones_a_promotion_sets(flavor, ins
     else:  # MariaDB waits for one acknowledgement, always
         assert cnf["rpl_semi_sync_master_timeout"] == str(primary.semisync_timeout_ms)
         assert primary.semisync_acks == 1
+
+
+def test_an_outage_is_timed_from_its_first_failed_look_also_once_the_server_answers_again():
+    """down_for (the failover duration metric): a primary that restarted answers again by the
+    time it is replaced; its outage still counts, for a minute."""
+    w = World()
+    e = engine(w)
+    now = [100.0]
+    e.clock = lambda: now[0]
+    serving(w, "db-0")
+    e.observe()
+    assert e.down_for("db-0") is None
+    w.servers["db-0"].reachable = False
+    e.observe()  # first failed look at 100
+    now[0] = 103.0
+    e.observe()
+    assert e.down_for("db-0") == 3.0
+    w.servers["db-0"].reachable = True
+    now[0] = 104.5
+    e.observe()  # answers again (restarted)
+    assert e.down_for("db-0") == 4.5
+    now[0] = 104.5 + e.RECENT_OUTAGE_SECONDS + 1
+    assert e.down_for("db-0") is None  # too long ago to time anything
