@@ -86,6 +86,9 @@ def settings_for(cfg: OperatorConfig) -> kopf.OperatorSettings:
     s.posting.reporting_component = "mysql-operator"
     s.posting.reporting_instance = os.environ.get("POD_NAME") or "mysql-operator"
     s.execution.max_workers = cfg.workers
+    # a deleted cluster's loop that is still in a pass when kopf stops it is looked at again this
+    # often (kopf's default, 60 s, held the finalizer - and `kubectl delete` - that long)
+    s.background.cancellation_polling = 1.0
     s.peering.standalone = cfg.peering is None
     if cfg.peering:
         s.peering.name = cfg.peering

@@ -590,6 +590,7 @@ def test_kopf_settings_are_explicit():
     assert (s.watching.server_timeout, s.watching.client_timeout) == (300, 330)
     assert s.watching.connect_timeout and s.networking.request_timeout
     assert s.peering.standalone
+    assert s.background.cancellation_polling <= 2  # a deleted cluster goes within seconds
     p = settings_for(OperatorConfig(all_namespaces=True, peering="mysql-operator", priority=5))
     assert (p.peering.standalone, p.peering.name, p.peering.clusterwide, p.peering.priority) == (
         False,
