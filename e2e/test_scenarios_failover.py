@@ -147,10 +147,12 @@ def _rejoined_or_held_out(c: Cluster, old: str, new: str) -> str | None:
     if st.get("phase") == "Ready" and st.get("currentPrimary") == new and c.roles().get(old) == "replica":
         return "rejoined"
     degraded = next((x for x in st.get("conditions") or [] if x.get("type") == "Degraded"), {})
+    # held out: its role says so and Degraded names it (reason InstancesHeldOut, or ActionFailed
+    # while the pass reports the hold-out as a step)
     if (
         degraded.get("status") == "True"
-        and degraded.get("reason") == "InstancesHeldOut"
         and old in degraded.get("message", "")
+        and c.roles().get(old) == "held-out"
     ):
         return "held out"
     return None
