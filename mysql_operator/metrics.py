@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections import Counter as Tally
 from typing import Any, Callable, Mapping, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -103,13 +104,11 @@ def cluster_series(status: Mapping[str, Any]) -> dict[str, dict[tuple[str, ...],
     """Pure: each gauge's series (label values after namespace and cluster -> value) from a
     MySQLCluster's status."""
     entries = status.get("instances") or []
-    roles: dict[tuple[str, ...], float] = {}
-    for e in entries:
-        roles[(str(e.get("role", "unknown")),)] = roles.get((str(e.get("role", "unknown")),), 0) + 1
+    roles = Tally((str(e.get("role", "unknown")),) for e in entries)
     out: dict[str, dict[tuple[str, ...], float]] = {
         "phase": {(status["phase"],): 1} if status.get("phase") else {},
         "primary": {(status["currentPrimary"],): 1} if status.get("currentPrimary") else {},
-        "instances": roles,
+        "instances": {labels: float(n) for labels, n in roles.items()},
         "lag": {(e["name"],): float(e["lagSeconds"]) for e in entries if e.get("lagSeconds") is not None},
         "last_backup": {},
     }
