@@ -109,8 +109,8 @@ def desired_roles(
     primary_ok: bool,
 ) -> dict[str, str | None]:
     """ROLE_LABEL value per instance: the recorded primary (when its promotion did not fail) is
-    `primary`; instances the operator cannot reach, that replicate an errant history or are
-    leaving get no role (neither Service selects them: an unreachable one may be an old primary
+    `primary`; instances the operator cannot reach, that replicate an errant history, lack purged
+    transactions, are being re-seeded or are leaving get no role (neither Service selects them: an unreachable one may be an old primary
     still taking writes); every other wanted instance is `replica`."""
     by_name = {i.name: i for i in observed}
     p = by_name.get(primary) if primary else None
@@ -118,8 +118,10 @@ def desired_roles(
     for i in observed:
         if i.name == primary:
             roles[i.name] = m.ROLE_PRIMARY if primary_ok else None
-        elif i.ordinal >= instances or not i.reachable:
+        elif i.ordinal >= instances or not i.reachable or i.reseeding:
             roles[i.name] = None
+        elif p is not None and p.reachable and t.needs_seed(i, p):
+            roles[i.name] = None  # it can never catch up: stale data, no reads
         elif p is not None and p.reachable and i.reachable and t.errant_against_primary(i, p, settings):
             roles[i.name] = None
         elif p is None or primary is None:

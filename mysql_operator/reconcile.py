@@ -87,6 +87,7 @@ from mysql_operator.status import (
     primary_in_service,
     primary_since,
     promotion_succeeded,
+    reseed_progress,
     status_changed,
     timer_can_skip,
     were_lagging,
@@ -348,6 +349,9 @@ class Reconciler:
                 )
                 entry.last_decision = decision.kind
 
+        engine.keep_evidence = lambda instance, gtids, events: self._keep_evidence(
+            body, c, instance, gtids, events
+        )
         started = time.monotonic()
         outcome = engine.reconcile(state, desired, steer=steer, record=record, announce=announce)
         decision, steps, observed = outcome.decision, outcome.steps, outcome.observed
@@ -415,6 +419,7 @@ class Reconciler:
             and n not in lagging
             and p is not None
             and by_name[n].reachable
+            and not by_name[n].reseeding
             and by_name[n].ordinal < c.spec.instances
         )
         unreachable = tuple(i.name for i in observed if not i.reachable and i.ordinal < c.spec.instances)
@@ -436,6 +441,7 @@ class Reconciler:
             credentials_version=applied_version,
             decision_reason=redact(decision.reason, secrets),
             held_out=held,
+            reseeding=tuple(reseed_progress(i) for i in observed if i.reseeding),
             unreachable=unreachable,
             lagging=tuple(sorted(lagging)),
             max_read_lag_seconds=c.spec.replication.max_read_lag_seconds,
@@ -453,6 +459,15 @@ class Reconciler:
             result.failover_seconds = engine.down_for(decision.from_)
             result.forced = decision.forced
         return result
+
+    def _keep_evidence(self, body, c: MySQLCluster, instance: str, gtids: str, events: list[str]) -> str:
+        """Effect: an instance's errant transactions recorded in a ConfigMap before a re-seed
+        discards them (an API error raises: then nothing is discarded). Returns its name."""
+        cm = m.errant_evidence(c, instance, gtids, events, clock.now().strftime("%Y%m%d%H%M%S"))
+        if c.spec.deletion_policy == "Delete":
+            cm = m.owned(cm, k.owner_of(body))
+        k.server_side_apply(self.api, cm)
+        return f"ConfigMap {cm['metadata']['name']}"
 
     def _force_failover_done(self, body, decision: t.Decision, steps, secrets) -> None:
         """Effect: a forced failover is recorded (status.forcedFailover, a Warning Event) and its
@@ -659,6 +674,9 @@ def engine_settings(
         # what the primary waits for: MariaDB's semi-sync waits for one acknowledgement, always
         semisync_acks=t.semisync_acks(c.spec.instances, r.semi_sync_acks) if c.spec.flavor == "mysql" else 1,
         force_failover=force_failover,
+        # a physical copy needs MySQL's CLONE (MariaDB's mariadb-backup stream is not built yet)
+        reseed=c.spec.flavor == "mysql",
+        reseed_errant=r.reseed_errant,
     )
 
 

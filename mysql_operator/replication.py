@@ -83,6 +83,10 @@ class DbOps(Protocol):
     ) -> list[str]: ...
     def shed_privileges(self, grants: Iterable[Grant], host: str = "%") -> list[str]: ...
     def set_password(self, user: str, host: str, password: str) -> None: ...
+    def errant_events(self, gtids: str, limit: int = ...) -> list[str]: ...
+    def ensure_clone_plugin(self) -> None: ...
+    def start_clone(self, host: str, port: int, user: str, password: str, tls_ca: str | None) -> None: ...
+    def restart(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,11 @@ class ReplicationEngine:
         # the primary whose accounts this engine converged, and when to try again after a failure
         self._accounts_on: str | None = None
         self._accounts_retry_at = float("-inf")
+        # per instance: when a re-seed may be started again (a copy that failed is retried later)
+        self._reseed_retry_at: dict[str, float] = {}
+        # keep_evidence(instance, errant GTIDs, their binary log events) -> where they were kept;
+        # called before an instance's errant transactions are discarded (an exception: nothing is)
+        self.keep_evidence: Callable[[str, str, list[str]], str] | None = None
         self.set_members(members)
 
     # -- membership ------------------------------------------------------------------------------
@@ -313,6 +322,9 @@ class ReplicationEngine:
                     semisync_replica=o.semisync_replica_enabled,
                     restarted=restarted,
                     tls_verified=bool(r and r.tls_verified),
+                    clone=o.clone.stage if o.clone else None,
+                    clone_error=o.clone.error if o.clone else "",
+                    clone_bytes=(o.clone.copied, o.clone.total) if o.clone else (0, 0),
                 )
             )
         return states
@@ -382,6 +394,7 @@ class ReplicationEngine:
             t.Decommission: lambda: self.decommission(d.instances, steps),
             t.ConfigureSemiSync: lambda: self.configure_semisync(d.on, d.primary, d.replicas, steps),
             t.Errant: lambda: self.hold_out(d.instances, d.reasons, steps),
+            t.Reseed: lambda: self.reseed(d, observed, steps),
             t.NeedsSeed: lambda: steps.append(Step(d.name, "needs-seed", d.reason, ok=False)),
         }.get(type(d))
         serving = {
@@ -629,6 +642,47 @@ class ReplicationEngine:
                 ("on" if on else "off") + (f", {self.semisync_acks} ack(s)" if on else ""),
             )
         )
+
+    RESEED_RETRY_SECONDS = 60.0
+
+    def reseed(self, d: t.Reseed, observed: Sequence[t.InstanceState], steps: list[Step]) -> None:
+        """Replace `d.name`'s data by a copy of `d.donor`'s (MySQL CLONE), one stage a pass: the
+        copy runs in the server while later passes watch it; once copied, the server is shut down
+        so that its container restarts on the new data (no supervisor restarts mysqld in a Pod);
+        then it is an ordinary replica that lacks a configured source (rule 7). Errant
+        transactions are recorded (keep_evidence) before anything is discarded."""
+        state = next(s for s in observed if s.name == d.name)
+        i = self.instances[d.name]
+        if state.clone == t.CLONE_COPYING:
+            return  # the status shows its progress
+        if state.clone == t.CLONE_COPIED:
+            i.restart()
+            steps.append(Step(d.name, "reseed", "data copied: server restarting on it"))
+            return
+        if d.donor == d.name:
+            raise ReplicationError(f"{d.name}: no other instance to copy from")
+        if self.clock() < self._reseed_retry_at.get(d.name, float("-inf")):
+            return
+        self._reseed_retry_at[d.name] = self.clock() + self.RESEED_RETRY_SECONDS
+        if state.clone == t.CLONE_FAILED:
+            steps.append(
+                Step(d.name, "reseed", f"the last copy failed: {state.clone_error}; again", ok=False)
+            )
+        kept = ""
+        if d.errant:
+            events = i.errant_events(d.errant)
+            if self.keep_evidence is None:
+                raise ReplicationError(f"{d.name}: nowhere to keep its errant transactions; not re-seeded")
+            kept = f"; its errant transactions {d.errant} are discarded, recorded in {self.keep_evidence(d.name, d.errant, events)}"
+        donor = self.members[d.donor]
+        if donor.replication_host is None:
+            raise ReplicationError(f"{d.donor} has no address; {d.name} not re-seeded")
+        self.instances[d.donor].ensure_clone_plugin()
+        i.set_read_only(True)
+        i.start_clone(
+            donor.replication_host, donor.port, self.admin.user, self.admin.password, self.tls_ca_path
+        )
+        steps.append(Step(d.name, "reseed", f"copying the data of {d.donor}{kept}"))
 
     def hold_out(self, names: Sequence[str], reasons: Sequence[str], steps: list[Step]) -> None:
         for n, why in zip(names, reasons):

@@ -22,7 +22,7 @@ from mysql_operator.pods import PodView
 from mysql_operator.replication import PRIMARY_CHANGES
 
 
-ACTIONS = PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync)
+ACTIONS = PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync, t.Reseed)
 
 
 @dataclass
@@ -41,6 +41,7 @@ class Result:
 
 CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")
 LAGGING = "lagging"  # status.instances[].role of a replica out of -ro for its lag
+RESEEDING = "reseeding"  # status.instances[].role of an instance whose data is being replaced
 
 
 def _camel(action: str) -> str:
@@ -112,6 +113,7 @@ class Summary:
     decision: str | None = None  # kind, None when the engine did not run
     decision_reason: str = ""
     held_out: tuple[str, ...] = ()
+    reseeding: tuple[str, ...] = ()  # "<instance>: <progress>" of instances being re-seeded
     unreachable: tuple[str, ...] = ()
     lagging: tuple[str, ...] = ()  # replicas out of -ro (spec.replication.maxReadLagSeconds)
     max_read_lag_seconds: int = 0
@@ -146,6 +148,7 @@ def phase(s: Summary) -> str:
     if (
         s.ready >= s.instances
         and not s.held_out
+        and not s.reseeding
         and not s.unreachable
         and not s.lagging
         and not s.failed_steps
@@ -229,6 +232,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     elif s.primary is not None and s.primary in s.unreachable:
         # a stable message (no duration): the Warning Event is posted once per outage
         degraded = _cond("Degraded", True, "PrimaryUnreachable", f"primary {s.primary} unreachable")
+    elif s.reseeding:
+        degraded = _cond("Degraded", True, "Reseeding", "; ".join(s.reseeding))
     elif s.held_out:
         degraded = _cond("Degraded", True, "InstancesHeldOut", ", ".join(s.held_out) + " held out")
     elif s.primary is not None and s.unreachable:
@@ -337,6 +342,8 @@ def instance_entries(
         role = roles.get(name)
         if role is None and name in lagging:
             role = LAGGING
+        elif obs is not None and obs.reseeding:
+            role = RESEEDING
         elif role is None:
             role = "held-out" if obs is not None and obs.reachable and name in roles else "unknown"
         if name == primary and roles.get(name) is None and obs is not None:
@@ -352,12 +359,34 @@ def instance_entries(
         lag = lags.get(name)
         if lag is not None:
             e["lagSeconds"] = int(lag)
+        if obs is not None and obs.clone is not None:
+            e["reseed"] = reseed_entry(obs)
         if obs is not None and obs.last_error:
             e["error"] = redact(obs.last_error, secrets)[:512]
         if pod and pod.waiting:
             e["waiting"] = redact(pod.waiting, secrets)
         out.append(e)
     return out
+
+
+def reseed_entry(i: t.InstanceState) -> dict[str, Any]:
+    """status.instances[].reseed: the stage of the physical copy onto it and the bytes copied."""
+    done, total = i.clone_bytes
+    out: dict[str, Any] = {"phase": i.clone, "bytesCopied": done, "bytesTotal": total}
+    if i.clone_error:
+        out["error"] = i.clone_error[:512]
+    return out
+
+
+def reseed_progress(i: t.InstanceState) -> str:
+    """For the Degraded condition: which instance is re-seeded, and how far it is."""
+    done, total = i.clone_bytes
+    if i.clone == t.CLONE_COPIED:
+        return f"{i.name} re-seeded: restarting on the copied data"
+    mb = 1024 * 1024
+    return (
+        f"{i.name} re-seeding: {done // mb} of {total // mb} MiB copied" if total else f"{i.name} re-seeding"
+    )
 
 
 def were_lagging(status: Mapping[str, Any]) -> frozenset[str]:

@@ -19,8 +19,11 @@ Priorities, first match wins:
   5. the primary is being removed (scale down) or spec.primary differs -> Switchover
   6. instances being removed                                     -> Decommission
   7. a replica not replicating from the primary                  -> ConfigureReplica / NeedsSeed
+                                                                   (Reseed where a physical copy is possible)
   8. semi-sync not as configured                                 -> ConfigureSemiSync
-  9. replicas with errant transactions or diverged               -> Errant (held out, read-only)
+  9. replicas with errant transactions or diverged               -> Errant (held out, read-only), or
+                                                                   Reseed (errantPolicy Reseed); a copy
+                                                                   under way                -> Reseed
  10. all reachable and replicating, a replica of the primary without verified TLS (replication_tls)
                                                                 -> ConfigureReplica (one at a time)
  11. otherwise                                                   -> Healthy
@@ -61,6 +64,10 @@ class InstanceState:
     semisync_replica: bool = False
     restarted: bool = False  # its server restarted since it last served as the writable primary
     tls_verified: bool = False  # replicates over TLS verifying its source's certificate and name
+    # a physical copy onto it (re-seed): None, or COPYING / COPIED (waits for its restart) / FAILED
+    clone: str | None = None
+    clone_error: str = ""
+    clone_bytes: tuple[int, int] = (0, 0)  # (copied, to copy)
 
     @property
     def known(self) -> Any:
@@ -78,6 +85,15 @@ class InstanceState:
     @property
     def has_data(self) -> bool:
         return self.executed is not None and not self.executed.is_empty()
+
+    @property
+    def reseeding(self) -> bool:
+        """Its data is being replaced (or was, and it has not restarted on it yet): it holds
+        nothing anyone may rely on, serves no reads and is never promoted."""
+        return self.clone in (CLONE_COPYING, CLONE_COPIED)
+
+
+CLONE_COPYING, CLONE_COPIED, CLONE_FAILED = "copying", "copied", "failed"
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,12 @@ class Settings:
     # a person asked for a failover even without proof that no acknowledged commit is lost
     # (the cluster's force-failover annotation)
     force_failover: bool = False
+    # the flavor can replace an instance's data by a physical copy from another (MySQL's CLONE):
+    # a replica that lacks purged transactions is re-seeded instead of only reported
+    reseed: bool = False
+    # spec.replication.errantPolicy Reseed: a replica holding transactions the primary lacks is
+    # re-seeded (its extra transactions discarded, their record kept) instead of held out
+    reseed_errant: bool = False
 
 
 def semisync_acks(instances: int, explicit: int | None = None) -> int:
@@ -157,6 +179,15 @@ class ConfigureReplica(Decision):
 @dataclass(frozen=True)
 class NeedsSeed(Decision):
     name: str  # the source's binary logs no longer hold what it lacks: copy data first
+
+
+@dataclass(frozen=True)
+class Reseed(Decision):
+    """Replace `name`'s data by a physical copy of `donor`'s (or watch the copy under way)."""
+
+    name: str
+    donor: str
+    errant: str = ""  # the transactions discarded with its data (kept as evidence first)
 
 
 @dataclass(frozen=True)
@@ -390,7 +421,7 @@ def decide(
 
     # 4. recorded primary answers but is not serving yet (interrupted promotion, restart)
     if p.read_only or p.is_replica:
-        cands = [i for i in reachable if i.ordinal < settings.instances]
+        cands = [i for i in reachable if i.ordinal < settings.instances and not i.reseeding]
         held = {
             i.name
             for i in cands
@@ -433,12 +464,13 @@ def decide(
 
     # the primary serves. Classify the others.
     errant: dict[str, str] = {}
+    reseeding = [i for i in reachable if i.name != p.name and i.reseeding]
     for i in reachable:
-        if i.name != p.name:
+        if i.name != p.name and not i.reseeding:
             diverged = errant_against_primary(i, p, settings)
             if diverged:
                 errant[i.name] = diverged
-    healthy_replicas = [i for i in reachable if i.name != p.name and i.name not in errant]
+    healthy_replicas = [i for i in reachable if i.name != p.name and i.name not in errant and not i.reseeding]
 
     # 5. switchover: the primary is being removed, or spec.primary asks for another
     target: InstanceState | None = None
@@ -473,7 +505,16 @@ def decide(
     for i in sorted(healthy_replicas, key=lambda i: i.ordinal):
         if i.ordinal >= settings.instances:
             continue
-        if p.purged is not None and i.executed is not None and not i.executed.contains(p.purged):
+        if needs_seed(i, p):
+            if settings.reseed and reseeding:
+                continue  # one copy at a time
+            if settings.reseed:
+                return Reseed(
+                    i.name,
+                    choose_donor(p, healthy_replicas, settings, exclude=i.name),
+                    reason=f"{i.name} lacks transactions already purged from {p.name}'s binary logs: "
+                    "re-seeding it with a copy of the data",
+                )
             return NeedsSeed(
                 i.name,
                 reason=f"{i.name} lacks transactions already purged from "
@@ -495,7 +536,23 @@ def decide(
             want_sync, p.name, _names(in_range), reason=f"semi-sync {'on' if want_sync else 'off'}"
         )
 
-    # 9. held out
+    # 9. held out, or re-seeded (the policy says its extra transactions may go: never
+    #    acknowledged to a client with semi-sync); a copy under way is watched
+    if reseeding:
+        i = min(reseeding, key=lambda i: i.ordinal)
+        donor = choose_donor(p, healthy_replicas, settings, exclude=i.name)
+        return Reseed(i.name, donor, reason=f"{i.name}: re-seeding ({i.clone})")
+    if errant and settings.reseed and settings.reseed_errant:
+        i = min((by_name[n] for n in errant), key=lambda i: i.ordinal)
+        extra = (
+            gtid_errant(i.executed, p.executed) if i.executed is not None and p.executed is not None else None
+        )
+        return Reseed(
+            i.name,
+            choose_donor(p, healthy_replicas, settings, exclude=i.name),
+            errant="" if extra is None or extra.is_empty() else str(extra),
+            reason=f"re-seeding {i.name} (errantPolicy Reseed): {errant[i.name]}",
+        )
     if errant:
         names = tuple(sorted(errant, key=lambda n: by_name[n].ordinal))
         return Errant(
@@ -522,10 +579,36 @@ def decide(
     )
 
 
+def needs_seed(i: InstanceState, primary: InstanceState) -> bool:
+    """`i` lacks transactions the primary no longer has in its binary logs: replication alone
+    can never bring it up to date."""
+    return primary.purged is not None and i.executed is not None and not i.executed.contains(primary.purged)
+
+
+def choose_donor(
+    primary: InstanceState, replicas: Sequence[InstanceState], settings: Settings, exclude: str
+) -> str:
+    """Where a re-seed copies from: the most advanced replica of the primary that replicates
+    without error (the copy loads it, not the primary), else the primary."""
+    cands = [
+        i
+        for i in replicas
+        if i.name != exclude
+        and i.ordinal < settings.instances
+        and i.source == primary.name
+        and i.io_running
+        and i.sql_running
+        and not (i.io_errno or i.sql_errno)
+        and not needs_seed(i, primary)
+    ]
+    best = most_advanced(cands)
+    return best.name if best is not None else primary.name
+
+
 def _choose_failover(
     p: InstanceState, instances: Sequence[InstanceState], settings: Settings, desired: str | None
 ) -> Decision:
-    cands = [i for i in instances if i.reachable and i.ordinal < settings.instances]
+    cands = [i for i in instances if i.reachable and i.ordinal < settings.instances and not i.reseeding]
     held = {i.name: why for i in cands if (why := errant_among_peers(i, cands, settings))}
     cands = [i for i in cands if i.name not in held]
     if not cands:
@@ -620,4 +703,6 @@ def planned_writable(decision: Decision, instances: Sequence[InstanceState]) -> 
         return writable - {decision.name}
     if isinstance(decision, Errant):
         return writable - set(decision.instances)
+    if isinstance(decision, Reseed):
+        return writable - {decision.name}
     return writable

@@ -124,6 +124,17 @@ class Replication:
     failover: Failover = Failover()
     # a replica lagging more is taken out of the -ro Service until it caught up; 0: never
     max_read_lag_seconds: int = 60
+    # Reseed | Hold, None: the default (Reseed only where no acknowledged commit can be errant)
+    errant_policy: str | None = None
+
+    @property
+    def reseed_errant(self) -> bool:
+        """Whether a replica's errant transactions may be discarded by re-seeding it. Without an
+        explicit policy only with semi-sync that never falls back: then a commit only one server
+        has was never acknowledged to a client (AFTER_SYNC)."""
+        if self.errant_policy is not None:
+            return self.errant_policy == "Reseed"
+        return self.mode == "semisync" and not self.allow_async_fallback
 
 
 @dataclass(frozen=True)
@@ -600,7 +611,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     r = _object(
         s.get("replication"),
         rpath,
-        {"mode", "semiSyncAcks", "allowAsyncFallback", "failover", "maxReadLagSeconds"},
+        {"mode", "semiSyncAcks", "allowAsyncFallback", "failover", "maxReadLagSeconds", "errantPolicy"},
     )
     f = _object(r.get("failover"), f"{rpath}.failover", {"enabled", "delaySeconds"})
     mode = _enum(r, "mode", rpath, "semisync", ("semisync", "async"))
@@ -629,6 +640,11 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             delay_seconds=_int(f, "delaySeconds", f"{rpath}.failover", 3, 1, 600),
         ),
         max_read_lag_seconds=_int(r, "maxReadLagSeconds", rpath, 60, 0, 86400),
+        errant_policy=(
+            _enum(r, "errantPolicy", rpath, "Reseed", ("Reseed", "Hold"))
+            if r.get("errantPolicy") is not None
+            else None
+        ),
     )
 
     credentials = None

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import re
 import ssl
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -111,6 +112,7 @@ class Observation:
     semisync_replica_enabled: bool = False
     semisync_replica_active: bool = False
     uptime: float | None = None  # seconds since the server started (status Uptime)
+    clone: "CloneStatus | None" = None  # the last physical copy onto it (MySQL CLONE), if any
 
     @property
     def origin(self) -> str | None:
@@ -120,6 +122,36 @@ class Observation:
         if self.version.flavor.value == "mysql":
             return self.server_uuid
         return None if self.server_id is None else str(self.server_id)
+
+
+ER_CLONE_RESTART = 3707  # "Restart server failed (mysqld is not managed by supervisor process)"
+_GTID_NEXT = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'")
+
+
+@dataclass(frozen=True)
+class CloneStatus:
+    """performance_schema.clone_status/clone_progress of the server a copy went to, as a stage:
+    topology.CLONE_COPYING, CLONE_COPIED (copied, the server must restart on it), CLONE_FAILED,
+    or None (none, or done: the server restarted on the copy)."""
+
+    stage: str | None
+    error: str = ""
+    copied: int = 0  # bytes
+    total: int = 0
+
+
+def clone_stage(state: str, error_no: int, ended: float | None, booted: float | None) -> str | None:
+    """Pure: the stage of a clone from clone_status (STATE, ERROR_NO, END_TIME as a Unix time)
+    and when the server started (Unix time). A copy that ended with ER_CLONE_RESTART is complete
+    but waits for a restart - unless the server started after it ended."""
+    if state == "In Progress":
+        return "copying"
+    if error_no == ER_CLONE_RESTART:
+        restarted = ended is not None and booted is not None and booted > ended
+        return None if restarted else "copied"
+    if state == "Failed":
+        return "failed"
+    return None
 
 
 def identity_mismatch(observed: Observation, server_id: int | None, hostname: str | None) -> str | None:
@@ -206,6 +238,7 @@ class Instance:
     plaintext: bool = False  # True: never TLS, not even the driver's unverified TLS when it can (tls None)
     _conn: pymysql.connections.Connection | None = field(default=None, repr=False)
     _dialect: Dialect | None = field(default=None, repr=False)
+    _has_clone: bool | None = field(default=None, repr=False)  # per connection; None: not checked
 
     def __post_init__(self):
         self.name = self.name or f"{self.host}:{self.port}"
@@ -249,6 +282,7 @@ class Instance:
             except Exception:  # noqa: BLE001 - already broken
                 pass
             self._conn = None
+            self._has_clone = None
 
     def _connection(self) -> pymysql.connections.Connection:
         if self._conn is None:
@@ -345,6 +379,7 @@ class Instance:
                 semisync_replica_enabled=variables.get(d.semisync_replica_enabled) == "ON",
                 semisync_replica_active=status.get(d.semisync_replica_status) == "ON",
                 uptime=float(status["Uptime"]) if status.get("Uptime") is not None else None,
+                clone=self.clone_status() if d.flavor.value == "mysql" else None,
             )
         except InstanceError as e:
             self.close()
@@ -384,6 +419,132 @@ class Instance:
             if row["Event_type"] == "Gtid_list":
                 return d.parse_gtids(row["Info"].strip("[]"))
         return d.parse_gtids("")
+
+    def clone_status(self) -> CloneStatus | None:
+        """The last copy onto this server (MySQL CLONE), or None: no clone plugin, never cloned.
+        One query a pass once the plugin is there (checked once per connection before that)."""
+        if self._has_clone is None:
+            self._has_clone = bool(
+                self._run("SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'clone'")
+            )
+        if not self._has_clone:
+            return None
+        rows = self._run(
+            "SELECT s.STATE, s.ERROR_NO, s.ERROR_MESSAGE, UNIX_TIMESTAMP(s.END_TIME), "
+            "UNIX_TIMESTAMP() - (SELECT VARIABLE_VALUE FROM performance_schema.global_status "
+            "WHERE VARIABLE_NAME = 'Uptime'), "
+            "(SELECT COALESCE(SUM(p.DATA), 0) FROM performance_schema.clone_progress p), "
+            "(SELECT COALESCE(SUM(p.ESTIMATE), 0) FROM performance_schema.clone_progress p) "
+            "FROM performance_schema.clone_status s"
+        )
+        if not rows:
+            return None
+        state, errno, message, ended, booted, copied, total = rows[0]
+        stage = clone_stage(
+            state,
+            int(errno or 0),
+            None if ended is None else float(ended),
+            None if booted is None else float(booted),
+        )
+        if stage is None:
+            return None
+        return CloneStatus(stage, (message or "")[:512] if stage == "failed" else "", int(copied), int(total))
+
+    def errant_events(self, gtids: str, limit: int = 2000) -> list[str]:
+        """The binary log events of the transactions `gtids` (errant ones, about to be discarded),
+        one line each ("file:position type info"), newest binary logs first, at most `limit`
+        events, looking through the last 4 binary logs. SHOW BINLOG EVENTS lists the tables each
+        transaction touched (Table_map) and statement-based events' statements, not row images."""
+        d = self.dialect
+        wanted = d.parse_gtids(gtids)
+        out: list[str] = []
+        logs = [r[0] for r in self._run("SHOW BINARY LOGS")][-4:]
+        conn = self._open(read_timeout=self.slow_timeout)
+        try:
+            for name in reversed(logs):
+                with conn.cursor() as cur:
+                    cur.execute("SHOW BINLOG EVENTS IN %s LIMIT 500000", (name,))
+                    keep = False
+                    for _log, pos, etype, _sid, _end, info in cur.fetchall():
+                        if etype.startswith("Gtid") and etype != "Gtid_list" and etype != "Gtids_log":
+                            m = _GTID_NEXT.search(info or "")
+                            keep = bool(m) and wanted.contains(d.parse_gtids(m.group(1)))
+                        if keep and len(out) < limit:
+                            out.append(f"{name}:{pos} {etype} {info}")
+        except pymysql.err.MySQLError as e:
+            raise self._error(e, "SHOW BINLOG EVENTS failed") from None
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+        return out
+
+    def ensure_clone_plugin(self) -> None:
+        """MySQL's clone plugin (donor and recipient): loaded at start by the operator's
+        my.cnf; installed here on a server started before that, when it is writable."""
+        if not self._run("SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'clone'"):
+            try:
+                self._run("INSTALL PLUGIN clone SONAME 'mysql_clone.so'")
+            except InstanceError as e:
+                raise InstanceError(
+                    f"{self.name}: the clone plugin is not loaded and cannot be installed on a "
+                    f"read-only server ({e}): it is loaded once the server restarts with the "
+                    "operator's configuration",
+                    e.errno,
+                ) from None
+        self._has_clone = True
+
+    CLONE_START_WAIT = 3.0  # seconds a new copy is watched for an early refusal
+
+    def start_clone(self, host: str, port: int, user: str, password: str, tls_ca: str | None) -> None:
+        """Start replacing this server's data by a copy of host:port's (CLONE INSTANCE, as
+        `user`), on a connection of its own in a thread: the copy runs in the server, watched
+        through clone_status. An early refusal (privileges, donor unreachable) raises; the end
+        of a copy (ER_CLONE_RESTART: the server must restart on it) is seen in clone_status."""
+        self.ensure_clone_plugin()
+        # CLONE is refused under super_read_only; read_only stays on (only accounts with
+        # CONNECTION_ADMIN could write, and the copy replaces whatever they would); the server
+        # restarts on the copy with super_read_only on again (my.cnf)
+        self._run_slow("SET GLOBAL super_read_only = OFF")
+        self._run("SET GLOBAL clone_valid_donor_list = %s", (f"{host}:{int(port)}",))
+        if tls_ca:
+            self._run("SET GLOBAL clone_ssl_ca = %s", (tls_ca,))
+        try:
+            conn = self._open(read_timeout=24 * 3600)
+        except pymysql.err.MySQLError as e:
+            raise self._error(e, "cannot connect") from None
+        failure: list[InstanceError] = []
+
+        def run() -> None:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        f"CLONE INSTANCE FROM %s@%s:{int(port)} IDENTIFIED BY %s "
+                        + ("REQUIRE SSL" if tls_ca else "REQUIRE NO SSL"),
+                        (user, host, password),
+                    )
+            except pymysql.err.MySQLError as e:
+                if _errno(e) != ER_CLONE_RESTART:
+                    failure.append(self._error(e, "CLONE INSTANCE failed", [password]))
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+        worker = threading.Thread(target=run, name=f"clone-{self.name}", daemon=True)
+        worker.start()
+        worker.join(self.CLONE_START_WAIT)
+        if failure:
+            raise failure[0]
+
+    def restart(self) -> None:
+        """SHUTDOWN: the server stops and its container starts it again (a Pod restarts a
+        container that exits) - how a cloned server comes up on the copied data."""
+        try:
+            self._run("SHUTDOWN")
+        except InstanceError as e:
+            if e.errno not in TRANSIENT_ERRNOS:
+                raise
+        finally:
+            self.close()
 
     # -- act -------------------------------------------------------------------------------------
     def set_read_only(self, on: bool) -> None:

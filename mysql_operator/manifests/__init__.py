@@ -17,6 +17,7 @@ from .objects import (  # noqa: F401
     config_map,
     applied_credentials_secret,
     credentials_secret,
+    errant_evidence,
     headless_service,
     pod_disruption_budget,
     primary_service,

@@ -42,6 +42,9 @@ def server_settings(spec: ClusterSpec) -> list[tuple[str, str]]:
             ("log_replica_updates", "ON"),
             ("skip_replica_start", "ON"),
             ("mysqlx_socket", "/run/mysql-operator/mysqlx.sock"),  # the root filesystem is read-only
+            # CLONE, the physical copy that re-seeds an instance (donor and recipient); loaded at
+            # start because INSTALL PLUGIN is refused under super_read_only
+            ("plugin_load_add", "mysql_clone.so"),
         ]
         if r.mode == "semisync":
             out += [

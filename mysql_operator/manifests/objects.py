@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ..api import MySQLCluster
 from ..db import accounts
@@ -69,6 +69,34 @@ def config_map(c: MySQLCluster) -> dict[str, Any]:
             "probe.sh": PROBE_SH,
         },
     }
+
+
+EVIDENCE_LIMIT = 512 * 1024  # bytes of binary log events kept (a ConfigMap holds at most 1 MiB)
+
+
+def errant_evidence(
+    c: MySQLCluster, instance: str, gtids: str, events: Sequence[str], stamp: str
+) -> dict[str, Any]:
+    """The record of an instance's errant transactions, made before a re-seed discards them:
+    their GTIDs and their binary log events as the server listed them (SHOW BINLOG EVENTS: the
+    tables each touched, statements of statement-based events; row images are not listed).
+    `stamp` is a UTC time (YYYYmmddHHMMSS) that keeps one record per re-seed. The caller owns it
+    by the cluster only with deletionPolicy Delete (otherwise it outlives the cluster)."""
+    text, kept = "", 0
+    for line in events:
+        if len(text) + len(line) + 1 > EVIDENCE_LIMIT:
+            break
+        text += line + "\n"
+        kept += 1
+    if kept < len(events):
+        text += f"... {len(events) - kept} more events not kept (ConfigMap size)\n"
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": k.metadata(c, f"{c.name}-errant-{instance.rsplit('-', 1)[-1]}-{stamp}", "evidence"),
+        "data": {"instance": instance, "gtids": gtids, "events": text},
+    }
+    return cm
 
 
 def config_hash(c: MySQLCluster) -> str:

@@ -22,7 +22,7 @@ from mysql_operator.db.instance import Instance
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
 from tests.support import mysql_container
-from tests.support.mysql import MySQLFactory, mysql_unavailable
+from tests.support.mysql import OPERATOR_USER, MySQLFactory, mysql_unavailable
 from tests.support.wait import wait_for
 
 
@@ -50,7 +50,9 @@ def group(request):
         g.close()
 
 
-def make_cluster(group, n: int, semisync: bool = False, delay: float = 1.0) -> Cluster:
+def make_cluster(
+    group, n: int, semisync: bool = False, delay: float = 1.0, admin: Credentials | None = None, **settings
+) -> Cluster:
     made = len(getattr(group, "nodes", None) or getattr(group, "servers", []))
     if isinstance(group, MySQLFactory):  # the operator's my.cnf loads the semi-sync plugins
         nodes = group.create(n, prefix=f"c{made}", semisync=semisync)
@@ -61,9 +63,9 @@ def make_cluster(group, n: int, semisync: bool = False, delay: float = 1.0) -> C
     members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(nodes)]
     engine = ReplicationEngine(
         members,
-        Credentials(group.admin_user, group.admin_password),
+        admin or Credentials(group.admin_user, group.admin_password),
         REPL,
-        t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync),
+        t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync, **settings),
         app=APP,
         app_database=DB,
         apply_timeout=30,
@@ -158,3 +160,78 @@ def test_mysql_switchover(group):
     assert old.query("SELECT @@super_read_only")[0][0] == 1
     status = admin(group, old).replica_status()
     assert status.source_host == c.server("db-2").host and status.io_running and status.sql_running
+
+
+def test_mysql_errant_replica_is_reseeded_by_clone_and_rejoins_under_writes(group):
+    """errantPolicy Reseed on real servers, with exactly the operator account's privileges: a
+    replica holding a transaction the primary lacks is recorded (its GTID and binary log events),
+    then replaced by a CLONE of the healthy replica while the primary keeps taking writes; the
+    server is shut down once copied (a Pod's container then restarts it: here the test starts it
+    again) and rejoins as an ordinary replica without the errant row. No acknowledged write is
+    lost and the primary never stops taking writes."""
+    if not isinstance(group, MySQLFactory):
+        pytest.skip(reason="re-seeding restarts a server on its copied data: the host-run servers only")
+    operator = Credentials(OPERATOR_USER, group.admin_password)
+    c = make_cluster(group, 3, semisync=True, admin=operator, reseed=True, reseed_errant=True)
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'before')", [(i,) for i in range(1, 2001)])
+    wait_replicated(c, set(range(1, 2001)), timeout=60)
+    kept: list[tuple[str, str, list[str]]] = []
+
+    def keep(name: str, gtids: str, events: list[str]) -> str:
+        kept.append((name, gtids, events))
+        return "the test's record"
+
+    c.engine.keep_evidence = keep
+    victim = c.server("db-2")
+    victim.query("SET GLOBAL super_read_only = OFF")
+    victim.query(f"INSERT INTO {DB}.t VALUES (999999, 'errant')")
+    victim.query("SET GLOBAL super_read_only = ON")
+    uuid = victim.query("SELECT @@server_uuid")[0][0]
+    writer = writer_for(c)
+    writer.start()
+    restarts = 0
+    try:
+        wait_for(lambda: len(writer.acked) >= 20, 30, "20 acknowledged writes")
+        d = c.converge(until=t.Reseed, timeout=30)
+        assert (d.name, d.donor) == ("db-2", "db-1") and uuid in d.errant, d
+        assert kept and kept[0][0] == "db-2" and uuid in kept[0][1], kept
+        assert any("Table_map" in e and f"{DB}.t" in e for e in kept[0][2]), kept[0][2]
+        reseed_steps = [s for s in c.last.steps if s.action == "reseed"]
+        assert reseed_steps and "copying the data of db-1" in reseed_steps[0].detail, c.last.steps
+
+        def healthy_again():
+            nonlocal restarts
+            if not victim.alive:  # shut down on its copy: the container would restart it
+                victim.start()
+                restarts += 1
+            out = c.reconcile()
+            done = isinstance(out.decision, t.Healthy) and not out.decision.degraded
+            return out if done and restarts else None
+
+        wait_for(
+            healthy_again, 180, "db-2 re-seeded and replicating again", interval=0.2, describe=c.describe
+        )
+        wait_for(
+            lambda: len([1 for a in writer.acked if a.at > time.monotonic() - 1]) > 0, 10, "writes going on"
+        )
+    finally:
+        writer.stop()
+    assert restarts == 1
+    acked = {n for n, _, _ in writer.acked}
+    wait_replicated(c, acked | set(range(1, 2001)), timeout=60)
+    assert 999999 not in c.rows(victim), "the errant row survived the re-seed"
+    assert victim.query("SELECT @@server_uuid")[0][0] == uuid  # the same server, new data
+    assert victim.query("SELECT @@super_read_only")[0][0] == 1
+    status = admin(group, victim).replica_status()
+    assert status.source_host == c.primary.host and status.io_running and status.sql_running
+    assert writer.servers_in_order() == ["db-0"]  # the primary served throughout
+    lost = acked - c.rows(c.primary)
+    assert not lost
+    times = sorted(a.at for a in writer.acked)
+    gap = max((b - a for a, b in zip(times, times[1:])), default=0.0)
+    print(
+        f"mysql re-seed: {len(acked)} writes acknowledged meanwhile, {len(lost)} lost, "
+        f"{writer.failures} failed attempts, longest gap between acknowledgements {gap:.2f}s",
+        file=sys.stderr,
+    )

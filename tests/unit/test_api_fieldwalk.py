@@ -117,6 +117,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "replication.failover.enabled": ("full", [("replication.failover.enabled", False)]),
     "replication.failover.delaySeconds": ("full", [("replication.failover.delaySeconds", 30)]),
     "replication.maxReadLagSeconds": ("full", [("replication.maxReadLagSeconds", 0)]),
+    "replication.errantPolicy": ("full", [("replication.errantPolicy", "Hold")]),
     "credentials.secretName": ("full", [("credentials.secretName", "other-credentials")]),
     "database.name": ("full", [("database.name", "other")]),
     "database.user": ("full", [("database.user", "other")]),
@@ -186,6 +187,7 @@ RECONCILE_INPUTS = frozenset(
         "replication.failover.enabled",
         "replication.failover.delaySeconds",
         "replication.maxReadLagSeconds",  # the -ro Service's role labels
+        "replication.errantPolicy",  # topology: re-seed or hold out an errant replica
         "backup.schedule",
         "backup.retention.keepLast",
         "backup.retention.maxAge",

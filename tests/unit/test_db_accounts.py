@@ -90,6 +90,8 @@ def test_operator_mysql_list_by_version():
             "CONNECTION_ADMIN",
             "REPLICATION_SLAVE_ADMIN",
             "SYSTEM_VARIABLES_ADMIN",
+            "BACKUP_ADMIN",
+            "CLONE_ADMIN",
             "FLUSH_TABLES",
         }
         and glob.grant_option

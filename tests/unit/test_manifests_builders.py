@@ -121,6 +121,7 @@ def test_no_password_appears_outside_the_secret():
                 "super_read_only = ON",
                 "log_replica_updates = ON",
                 "plugin_load_add = semisync_source.so",
+                "plugin_load_add = mysql_clone.so",
                 "rpl_semi_sync_source_wait_point = AFTER_SYNC",
                 "rpl_semi_sync_source_wait_for_replica_count = 2",
             ],

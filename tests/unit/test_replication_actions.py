@@ -9,6 +9,7 @@ statement (a timeout, a lost connection, a refused privilege)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -150,6 +151,19 @@ class FakeServer:
 
     def set_password(self, user, host, password) -> None:
         self._do(f"set_password({user}@{host})")
+
+    def errant_events(self, gtids, limit=2000) -> list[str]:
+        self._do("errant_events")
+        return [f"binlog.000001:4 Gtid SET @@SESSION.GTID_NEXT= '{gtids}'"]
+
+    def ensure_clone_plugin(self) -> None:
+        self._do("ensure_clone_plugin")
+
+    def start_clone(self, host, port, user, password, tls_ca) -> None:
+        self._do(f"start_clone({host})")
+
+    def restart(self) -> None:
+        self._do("restart")
 
 
 def engine(
@@ -512,3 +526,68 @@ def test_an_outage_is_timed_from_its_first_failed_look_also_once_the_server_answ
     assert e.down_for("db-0") == 4.5
     now[0] = 104.5 + e.RECENT_OUTAGE_SECONDS + 1
     assert e.down_for("db-0") is None  # too long ago to time anything
+
+
+# -- re-seed ---------------------------------------------------------------------------------------
+RESEED = t.Reseed("db-2", "db-1", errant="uuid-2:1")
+
+
+def reseed_states(world: World, clone: str | None = None) -> list[t.InstanceState]:
+    return [dataclasses.replace(s, clone=clone) if s.name == "db-2" else s for s in states(world)]
+
+
+def test_reseed_records_the_errant_transactions_before_the_copy_starts():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    kept = []
+    e.keep_evidence = lambda name, gtids, events: (
+        w.log.append((name, "kept")),
+        kept.append(events),
+        "ConfigMap x",
+    )[2]
+    steps = e.act(RESEED, reseed_states(w))
+    assert all(s.ok for s in steps), steps
+    assert (
+        index(w, "db-2", "errant_events") < index(w, "db-2", "kept") < index(w, "db-2", "start_clone(db-1)")
+    )
+    assert index(w, "db-1", "ensure_clone_plugin") < index(w, "db-2", "start_clone(db-1)")
+    assert "uuid-2:1" in kept[0][0]
+    assert "ConfigMap x" in steps[0].detail and "uuid-2:1" in steps[0].detail
+    assert w.writable() == ["db-0"]  # the recipient was made read-only, nothing else changed
+
+
+def test_reseed_discards_nothing_when_the_record_cannot_be_kept():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+
+    def refuse(name, gtids, events):
+        raise InstanceError("ConfigMap refused (injected)")
+
+    e.keep_evidence = refuse
+    steps = e.act(RESEED, reseed_states(w))
+    assert steps and not steps[-1].ok and "refused" in steps[-1].detail
+    assert not any(op.startswith("start_clone") for _, op in w.log)
+    e.keep_evidence = None  # and with no keeper at all
+    e._reseed_retry_at.clear()
+    steps = e.act(RESEED, reseed_states(w))
+    assert not steps[-1].ok and not any(op.startswith("start_clone") for _, op in w.log)
+
+
+def test_reseed_watches_a_copy_under_way_restarts_a_copied_server_and_retries_a_failed_copy_later():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    plain = t.Reseed("db-2", "db-1")  # behind, nothing errant: nothing to record
+    assert e.act(plain, reseed_states(w, t.CLONE_COPYING)) == [] and w.log == []
+    steps = e.act(plain, reseed_states(w, t.CLONE_COPIED))
+    assert w.log == [("db-2", "restart")] and "restarting" in steps[0].detail
+    w.log.clear()
+    e.act(plain, reseed_states(w, t.CLONE_FAILED))
+    assert ("db-2", "start_clone(db-1)") in w.log
+    w.log.clear()
+    assert e.act(plain, reseed_states(w, t.CLONE_FAILED)) == [] and w.log == []  # not before a minute
+    e.clock = lambda: float("inf")
+    steps = e.act(plain, reseed_states(w, t.CLONE_FAILED))
+    assert not steps[0].ok and "failed" in steps[0].detail and ("db-2", "start_clone(db-1)") in w.log

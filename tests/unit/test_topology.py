@@ -22,7 +22,11 @@ from mysql_operator.topology import (
     Fence,
     Healthy,
     InstanceState,
+    CLONE_COPIED,
+    CLONE_COPYING,
+    CLONE_FAILED,
     NeedsSeed,
+    Reseed,
     Promote,
     Settings,
     Switchover,
@@ -89,6 +93,7 @@ def fresh(n):
 S3 = Settings(instances=3, failover_delay_seconds=5)
 TLS3 = Settings(instances=3, failover_delay_seconds=5, replication_tls=True)
 SEMI3 = Settings(instances=3, failover_delay_seconds=5, semisync=True)
+RESEED3 = Settings(instances=3, failover_delay_seconds=5, reseed=True)
 
 TABLE = [
     # (situation, instances, settings, recorded primary, desired, expected decision)
@@ -438,6 +443,91 @@ TABLE = [
         "db-0",
         None,
         NeedsSeed("db-2"),
+    ),
+    (
+        "re-seeding possible: a new replica lacking purged binlogs is copied from the healthy replica",
+        [primary(0, purged=G("0-1-5")), replica(1), fresh(2)],
+        RESEED3,
+        "db-0",
+        None,
+        Reseed("db-2", "db-1"),
+    ),
+    (
+        "re-seeding possible: without a healthy replica the copy comes from the primary",
+        [
+            primary(0, purged=G("0-1-5")),
+            replica(1, io_running=False, io_errno=2003, last_error="x"),
+            fresh(2),
+        ],
+        RESEED3,
+        "db-0",
+        None,
+        Reseed("db-2", "db-0"),
+    ),
+    (
+        "errantPolicy Reseed: an errant replica is re-seeded, its errant GTIDs named for the record",
+        [primary(0), replica(1), replica(2, "0-1-10,0-3-1")],
+        Settings(instances=3, reseed=True, reseed_errant=True),
+        "db-0",
+        None,
+        Reseed("db-2", "db-1", errant="0-3-1"),
+    ),
+    (
+        "errantPolicy Hold: an errant replica is only held out",
+        [primary(0), replica(1), replica(2, "0-1-10,0-3-1")],
+        RESEED3,
+        "db-0",
+        None,
+        Errant(("db-2",), ("db-2 has transactions the primary db-0 lacks: 0-3-1",)),
+    ),
+    (
+        "a copy under way is watched (and the instance is not reconfigured meanwhile)",
+        [primary(0), replica(1), replica(2, "0-1-10,0-3-1", source=None, clone=CLONE_COPYING)],
+        Settings(instances=3, reseed=True, reseed_errant=True),
+        "db-0",
+        None,
+        Reseed("db-2", "db-1"),
+    ),
+    (
+        "a copied instance waits for its restart",
+        [primary(0), replica(1), replica(2, "0-1-5", source=None, clone=CLONE_COPIED)],
+        RESEED3,
+        "db-0",
+        None,
+        Reseed("db-2", "db-1"),
+    ),
+    (
+        "a failed copy is a seed still needed (its data is gone)",
+        [
+            primary(0, purged=G("0-1-5")),
+            replica(1),
+            dataclasses.replace(fresh(2), clone=CLONE_FAILED, clone_error="x"),
+        ],
+        RESEED3,
+        "db-0",
+        None,
+        Reseed("db-2", "db-1"),
+    ),
+    (
+        "one copy at a time: another replica lacking purged binlogs waits",
+        [
+            primary(0, purged=G("0-1-5")),
+            replica(1),
+            fresh(2),
+            replica(3, "0-1-3", source=None, clone=CLONE_COPYING),
+        ],
+        Settings(instances=4, reseed=True),
+        "db-0",
+        None,
+        Reseed("db-3", "db-1"),
+    ),
+    (
+        "a replica being re-seeded is never promoted, even when it looks the most advanced",
+        [down(0), replica(1, "0-1-9"), replica(2, "0-1-10", clone=CLONE_COPYING)],
+        RESEED3,
+        "db-0",
+        None,
+        Failover("db-0", "db-1", ("db-0", "db-2"), ()),
     ),
     (
         "semi-sync wanted but off",
