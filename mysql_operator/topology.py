@@ -468,7 +468,7 @@ def decide(
     for i in reachable:
         if i.name != p.name and not i.reseeding:
             diverged = errant_against_primary(i, p, settings)
-            if diverged:
+            if diverged and not only_behind(i, p):
                 errant[i.name] = diverged
     healthy_replicas = [i for i in reachable if i.name != p.name and i.name not in errant and not i.reseeding]
 
@@ -583,6 +583,14 @@ def needs_seed(i: InstanceState, primary: InstanceState) -> bool:
     """`i` lacks transactions the primary no longer has in its binary logs: replication alone
     can never bring it up to date."""
     return primary.purged is not None and i.executed is not None and not i.executed.contains(primary.purged)
+
+
+def only_behind(i: InstanceState, primary: InstanceState) -> bool:
+    """`i` lacks transactions the primary purged and has none the primary lacks: its replication
+    error (the source purged what it needs) is no divergence, and a copy discards nothing."""
+    if not needs_seed(i, primary) or primary.executed is None:
+        return False
+    return gtid_errant(i.executed, primary.executed).is_empty()
 
 
 def choose_donor(

@@ -162,6 +162,53 @@ def test_mysql_switchover(group):
     assert status.source_host == c.server("db-2").host and status.io_running and status.sql_running
 
 
+def converge_restarting(c: Cluster, server, timeout: float = 180.0) -> int:
+    """Run passes until the cluster is Healthy with every instance replicating, starting
+    `server` again whenever it has exited (a re-seeded server shuts down on its copy; in a Pod
+    its container is restarted). Returns how many times it was started."""
+    starts = 0
+
+    def step():
+        nonlocal starts
+        if not server.alive:
+            server.start()
+            starts += 1
+        out = c.reconcile()
+        return out if isinstance(out.decision, t.Healthy) and not out.decision.degraded and starts else None
+
+    wait_for(
+        step, timeout, f"{server.name} re-seeded and replicating again", interval=0.2, describe=c.describe
+    )
+    return starts
+
+
+def test_mysql_replica_behind_purged_binlogs_is_reseeded(group):
+    """A replica stopped while the primary's binary logs it still needed were purged can never
+    catch up by replication: it is re-seeded by CLONE and then replicates."""
+    if not isinstance(group, MySQLFactory):
+        pytest.skip(reason="re-seeding restarts a server on its copied data: the host-run servers only")
+    c = make_cluster(
+        group, 3, semisync=True, admin=Credentials(OPERATOR_USER, group.admin_password), reseed=True
+    )
+    behind = c.server("db-2")
+    behind.stop()
+    c.converge(timeout=30)  # Healthy, db-2 unreachable
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'while stopped')", [(i,) for i in range(1, 501)])
+    p = c.primary
+    p.query("FLUSH BINARY LOGS")
+    current = p.query("SHOW BINARY LOG STATUS")[0][0]
+    p.query(f"PURGE BINARY LOGS TO '{current}'")
+    assert p.query("SELECT @@gtid_purged")[0][0], "nothing purged"
+    behind.start()
+    d = c.converge(until=t.Reseed, timeout=60)
+    assert (d.name, d.donor, d.errant) == ("db-2", "db-1", ""), d
+    assert converge_restarting(c, behind) == 1
+    wait_replicated(c, set(range(1, 501)), [behind], timeout=30)
+    status = admin(group, behind).replica_status()
+    assert status.source_host == c.primary.host and status.io_running and status.sql_running
+
+
 def test_mysql_errant_replica_is_reseeded_by_clone_and_rejoins_under_writes(group):
     """errantPolicy Reseed on real servers, with exactly the operator account's privileges: a
     replica holding a transaction the primary lacks is recorded (its GTID and binary log events),
@@ -190,7 +237,6 @@ def test_mysql_errant_replica_is_reseeded_by_clone_and_rejoins_under_writes(grou
     uuid = victim.query("SELECT @@server_uuid")[0][0]
     writer = writer_for(c)
     writer.start()
-    restarts = 0
     try:
         wait_for(lambda: len(writer.acked) >= 20, 30, "20 acknowledged writes")
         d = c.converge(until=t.Reseed, timeout=30)
@@ -200,18 +246,7 @@ def test_mysql_errant_replica_is_reseeded_by_clone_and_rejoins_under_writes(grou
         reseed_steps = [s for s in c.last.steps if s.action == "reseed"]
         assert reseed_steps and "copying the data of db-1" in reseed_steps[0].detail, c.last.steps
 
-        def healthy_again():
-            nonlocal restarts
-            if not victim.alive:  # shut down on its copy: the container would restart it
-                victim.start()
-                restarts += 1
-            out = c.reconcile()
-            done = isinstance(out.decision, t.Healthy) and not out.decision.degraded
-            return out if done and restarts else None
-
-        wait_for(
-            healthy_again, 180, "db-2 re-seeded and replicating again", interval=0.2, describe=c.describe
-        )
+        restarts = converge_restarting(c, victim)
         wait_for(
             lambda: len([1 for a in writer.acked if a.at > time.monotonic() - 1]) > 0, 10, "writes going on"
         )

@@ -465,6 +465,18 @@ TABLE = [
         Reseed("db-2", "db-0"),
     ),
     (
+        "a replica whose source purged what it needs is behind, not errant: re-seeded even with Hold",
+        [
+            primary(0, purged=G("0-1-5")),
+            replica(1),
+            replica(2, "0-1-3", io_running=False, io_errno=1236, last_error="purged"),
+        ],
+        RESEED3,
+        "db-0",
+        None,
+        Reseed("db-2", "db-1"),
+    ),
+    (
         "errantPolicy Reseed: an errant replica is re-seeded, its errant GTIDs named for the record",
         [primary(0), replica(1), replica(2, "0-1-10,0-3-1")],
         Settings(instances=3, reseed=True, reseed_errant=True),
