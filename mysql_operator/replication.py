@@ -86,7 +86,6 @@ class DbOps(Protocol):
     def errant_events(self, gtids: str, limit: int = ...) -> list[str]: ...
     def ensure_clone_plugin(self) -> None: ...
     def start_clone(self, host: str, port: int, user: str, password: str, tls_ca: str | None) -> None: ...
-    def restart(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -646,19 +645,15 @@ class ReplicationEngine:
     RESEED_RETRY_SECONDS = 60.0
 
     def reseed(self, d: t.Reseed, observed: Sequence[t.InstanceState], steps: list[Step]) -> None:
-        """Replace `d.name`'s data by a copy of `d.donor`'s (MySQL CLONE), one stage a pass: the
-        copy runs in the server while later passes watch it; once copied, the server is shut down
-        so that its container restarts on the new data (no supervisor restarts mysqld in a Pod);
-        then it is an ordinary replica that lacks a configured source (rule 7). Errant
+        """Replace `d.name`'s data by a copy of `d.donor`'s (MySQL CLONE): the copy runs in the
+        server while later passes watch it; once copied, the server shuts itself down (no
+        supervisor can restart mysqld in a Pod: ER_CLONE_RESTART) and its container starts it on
+        the new data; then it is an ordinary replica without a source (rule 7). Errant
         transactions are recorded (keep_evidence) before anything is discarded."""
         state = next(s for s in observed if s.name == d.name)
         i = self.instances[d.name]
-        if state.clone == t.CLONE_COPYING:
-            return  # the status shows its progress
-        if state.clone == t.CLONE_COPIED:
-            i.restart()
-            steps.append(Step(d.name, "reseed", "data copied: server restarting on it"))
-            return
+        if state.clone in (t.CLONE_COPYING, t.CLONE_COPIED):
+            return  # the status shows its progress; a copied server is stopping to restart on it
         if d.donor == d.name:
             raise ReplicationError(f"{d.name}: no other instance to copy from")
         if self.clock() < self._reseed_retry_at.get(d.name, float("-inf")):

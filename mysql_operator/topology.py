@@ -582,7 +582,9 @@ def decide(
 def needs_seed(i: InstanceState, primary: InstanceState) -> bool:
     """`i` lacks transactions the primary no longer has in its binary logs: replication alone
     can never bring it up to date."""
-    return primary.purged is not None and i.executed is not None and not i.executed.contains(primary.purged)
+    return bool(
+        primary.purged is not None and i.executed is not None and not i.executed.contains(primary.purged)
+    )
 
 
 def only_behind(i: InstanceState, primary: InstanceState) -> bool:
@@ -590,7 +592,7 @@ def only_behind(i: InstanceState, primary: InstanceState) -> bool:
     error (the source purged what it needs) is no divergence, and a copy discards nothing."""
     if not needs_seed(i, primary) or primary.executed is None:
         return False
-    return gtid_errant(i.executed, primary.executed).is_empty()
+    return bool(gtid_errant(i.executed, primary.executed).is_empty())
 
 
 def choose_donor(

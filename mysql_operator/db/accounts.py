@@ -130,10 +130,7 @@ _OPERATOR_MYSQL = (
     ("REPLICATION_SLAVE_ADMIN", "CHANGE REPLICATION SOURCE, START/STOP/RESET REPLICA"),
     ("SYSTEM_VARIABLES_ADMIN", "SET GLOBAL super_read_only/read_only and rpl_semi_sync_*"),
     ("BACKUP_ADMIN", "a re-seed's donor: the recipient's CLONE INSTANCE copies as this account"),
-    (
-        "CLONE_ADMIN",
-        "a re-seed's recipient: CLONE INSTANCE, then SHUTDOWN so that it restarts on the copy",
-    ),
+    ("CLONE_ADMIN", "a re-seed's recipient: CLONE INSTANCE (the server then restarts on the copy)"),
 )
 # MySQL also needs INSERT on mysql.plugin for INSTALL PLUGIN (semi-sync turned on while the
 # server was started without the plugins); FLUSH_TABLES (8.0.23+) only to grant it to backups.

@@ -498,8 +498,11 @@ class Instance:
     def start_clone(self, host: str, port: int, user: str, password: str, tls_ca: str | None) -> None:
         """Start replacing this server's data by a copy of host:port's (CLONE INSTANCE, as
         `user`), on a connection of its own in a thread: the copy runs in the server, watched
-        through clone_status. An early refusal (privileges, donor unreachable) raises; the end
-        of a copy (ER_CLONE_RESTART: the server must restart on it) is seen in clone_status."""
+        through clone_status. An early refusal (privileges, donor unreachable) raises. A copy
+        ends with ER_CLONE_RESTART: no supervisor can restart mysqld, so it shuts itself down
+        and its container starts it on the copy. Killing the CLONE session would abort the copy
+        and leave the server empty: this connection is never killed, only dropped (the copy goes
+        on in the server)."""
         self.ensure_clone_plugin()
         # CLONE is refused under super_read_only; read_only stays on (only accounts with
         # CONNECTION_ADMIN could write, and the copy replaces whatever they would); the server
@@ -534,17 +537,6 @@ class Instance:
         worker.join(self.CLONE_START_WAIT)
         if failure:
             raise failure[0]
-
-    def restart(self) -> None:
-        """SHUTDOWN: the server stops and its container starts it again (a Pod restarts a
-        container that exits) - how a cloned server comes up on the copied data."""
-        try:
-            self._run("SHUTDOWN")
-        except InstanceError as e:
-            if e.errno not in TRANSIENT_ERRNOS:
-                raise
-        finally:
-            self.close()
 
     # -- act -------------------------------------------------------------------------------------
     def set_read_only(self, on: bool) -> None:

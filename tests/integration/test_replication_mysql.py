@@ -213,8 +213,9 @@ def test_mysql_errant_replica_is_reseeded_by_clone_and_rejoins_under_writes(grou
     """errantPolicy Reseed on real servers, with exactly the operator account's privileges: a
     replica holding a transaction the primary lacks is recorded (its GTID and binary log events),
     then replaced by a CLONE of the healthy replica while the primary keeps taking writes; the
-    server is shut down once copied (a Pod's container then restarts it: here the test starts it
-    again) and rejoins as an ordinary replica without the errant row. No acknowledged write is
+    server shuts itself down once copied (a Pod's container then restarts it: here the test starts
+    it again, with a new server_uuid as start.sh does) and rejoins as an ordinary replica without
+    the errant row. No acknowledged write is
     lost and the primary never stops taking writes."""
     if not isinstance(group, MySQLFactory):
         pytest.skip(reason="re-seeding restarts a server on its copied data: the host-run servers only")
@@ -256,7 +257,8 @@ def test_mysql_errant_replica_is_reseeded_by_clone_and_rejoins_under_writes(grou
     acked = {n for n, _, _ in writer.acked}
     wait_replicated(c, acked | set(range(1, 2001)), timeout=60)
     assert 999999 not in c.rows(victim), "the errant row survived the re-seed"
-    assert victim.query("SELECT @@server_uuid")[0][0] == uuid  # the same server, new data
+    # a new server_uuid: what it writes later never reuses the discarded transactions' GTIDs
+    assert victim.query("SELECT @@server_uuid")[0][0] != uuid
     assert victim.query("SELECT @@super_read_only")[0][0] == 1
     status = admin(group, victim).replica_status()
     assert status.source_host == c.primary.host and status.io_running and status.sql_running

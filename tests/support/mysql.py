@@ -101,6 +101,13 @@ class MySQLServer(MariaDBServer):
     def _p(self, path: Path | None) -> str | None:
         return None if path is None else _in_root(self.rootfs, path)
 
+    def start(self, timeout: float = 60.0) -> "MySQLServer":
+        # as the Pods' start.sh: a CLONE waiting to be put in place comes up with a new server_uuid
+        if (self.datadir / "#clone" / "#replace_files").exists():
+            (self.datadir / "auto.cnf").unlink(missing_ok=True)
+        super().start(timeout)
+        return self
+
     def options(self) -> dict[str, object]:
         spec = ClusterSpec(
             instances=3,

@@ -32,6 +32,14 @@ printf '[client]\nuser = "%s"\npassword = "%s"\nsocket = "%s"\n' \
   "${MYSQL_OPERATOR_USER:-mysql-operator}" "$pw" "$RUN_DIR/mysqld.sock" > "$RUN_DIR/client.cnf"
 unset pw MYSQL_OPERATOR_PASSWORD
 
+# A re-seed's CLONE waits in the data directory for this start to put it in place. The copy has
+# the donor's GTIDs, not this server's own history: a new server_uuid (auto.cnf is made again)
+# keeps what it writes later from reusing the GTIDs of the transactions the copy discarded.
+if [ "$FLAVOR" = mysql ] && [ -f "$DATA_ROOT/data/#clone/#replace_files" ]; then
+  echo "start: a CLONE is being put in place: this server gets a new server_uuid" >&2
+  rm -f "$DATA_ROOT/data/auto.cnf"
+fi
+
 case "$FLAVOR" in
   mysql) SERVER=mysqld ;;
   mariadb) SERVER=mariadbd ;;
