@@ -384,10 +384,13 @@ def decide(
     if current_primary is None or current_primary not in by_name:
         if current_primary is not None:
             return Unrecoverable(reason=f"recorded primary {current_primary} is not an instance")
-        down = [i.name for i in wanted if not i.reachable]
+        down = [i.name for i in wanted if not i.reachable or i.reseeding]
         if down:
             return WaitForDelay(
-                0.0, reason="bootstrap waits for every instance: " + ", ".join(down) + " not reachable"
+                0.0,
+                reason="bootstrap waits for every instance: "
+                + ", ".join(down)
+                + " not reachable or re-seeding",
             )
         if any(i.has_data or i.is_replica or replication_broken(i, settings) for i in wanted):
             return _adopt(wanted, settings, desired_primary)
@@ -450,7 +453,9 @@ def decide(
                         f"{p.name} restarted holding transactions no replica has "
                         f"({p.known.subtract(alt.known)}): it stays primary"
                     )
-        others = tuple(n for n in _names(wanted) if n != best.name and n not in held)
+        others = tuple(
+            n for n in _names(wanted) if n != best.name and n not in held and not by_name[n].reseeding
+        )
         if best.name == p.name:
             return Promote(p.name, others, reason=kept)
         why = (
@@ -486,8 +491,10 @@ def decide(
         d = by_name[desired_primary]
         if d.ordinal >= settings.instances:
             return Unrecoverable(reason=f"desired primary {d.name} is not among the instances")
-        if not d.reachable or d.name in errant:
-            why = errant.get(d.name) or f"{d.name} is unreachable"
+        if not d.reachable or d.name in errant or d.reseeding:
+            why = errant.get(d.name) or f"{d.name} is " + (
+                "being re-seeded" if d.reseeding else "unreachable"
+            )
             return WaitForDelay(0.0, reason=f"switchover to {d.name} blocked: {why}")
         target = d
     if target is not None:

@@ -808,6 +808,7 @@ def clusters(draw):
                 received=received if reachable else None,
                 unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
                 tls_verified=draw(st.booleans()),
+                clone=draw(st.sampled_from([None, None, None, CLONE_COPYING, CLONE_COPIED, CLONE_FAILED])),
             )
         )
     recorded = draw(st.sampled_from([None] + [i.name for i in insts]))
@@ -818,6 +819,8 @@ def clusters(draw):
         failover_delay_seconds=draw(st.floats(0, 15)),
         semisync=draw(st.booleans()),
         replication_tls=draw(st.booleans()),
+        reseed=draw(st.booleans()),
+        reseed_errant=draw(st.booleans()),
     )
     return insts, cfg, recorded, desired
 
@@ -881,6 +884,23 @@ def test_promoted_instance_has_everything_reachable_candidates_have(c):
         for other in insts:
             if other.name in getattr(d, "replicas", ()) and other.reachable:
                 assert target.known.contains(other.known), (d, other)
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(clusters())
+def test_an_instance_being_reseeded_never_serves_and_is_never_copied_from(c):
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    by = {i.name: i for i in insts}
+    target = serving_target(d)
+    if target is not None and target != recorded:
+        assert not by[target].reseeding, d  # never promoted while its data is being replaced
+    if isinstance(d, Reseed):
+        assert d.donor != d.name and not by[d.donor].reseeding and by[d.donor].reachable, d
+        assert d.name != recorded, d  # the primary is never re-seeded
+        assert not d.errant or (cfg.reseed and cfg.reseed_errant), d  # Hold discards nothing
+    if isinstance(d, ConfigureReplica):
+        assert not by[d.name].reseeding, d
 
 
 @hsettings(max_examples=600, deadline=None)
