@@ -19,9 +19,10 @@ the primary, measure kill -> first acknowledged write on a new primary, check th
 acknowledged so far is on the new primary, then restart the killed server (read-only, with
 --init-rpl-role=SLAVE so crash recovery truncates what no replica acknowledged) and wait until the
 loop has it replicating again. MySQL has no crash-time truncation: a server killed while a
-commit waited for its acknowledgement comes back holding it and is held out as errant (by
-design); the benchmark then re-seeds it as a person would (an empty data directory, the loop
-makes it a replica again) and counts it. Bounded by --rounds and --deadline.
+commit waited for its acknowledgement comes back holding it: the loop re-seeds it by CLONE
+(errantPolicy Reseed, the spec default with semi-sync); the server shuts itself down on its copy
+and the benchmark starts it again, as its container would be, and counts it. Bounded by --rounds
+and --deadline.
 
     .venv/bin/python -m benchmarks.failover_bench [--flavor mariadb|mysql] [--rounds 20] [--deadline 1500]
 """
@@ -29,7 +30,6 @@ makes it a replica again) and counts it. Bounded by --rounds and --deadline.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import threading
@@ -187,6 +187,8 @@ def main() -> int:
         failover_enabled=spec.failover.enabled,
         failover_delay_seconds=float(spec.failover.delay_seconds),
         semisync=spec.mode == "semisync",
+        reseed=args.flavor == "mysql",  # as reconcile.engine_settings
+        reseed_errant=spec.reseed_errant,
     )
     print(
         f"settings: {args.flavor}, 3 instances, mode {spec.mode}, failover delay {settings.failover_delay_seconds:g}s "
@@ -213,6 +215,7 @@ def main() -> int:
             app=APP,
             app_database=DB,
         )
+        engine.keep_evidence = lambda name, gtids, events: "the benchmark's output (not kept)"
         loop = OperatorLoop(engine, loop_seconds)
         loop.start()
 
@@ -277,6 +280,13 @@ def main() -> int:
             old.restart(**REJOIN_OPTIONS[args.flavor])
 
             def rejoined():
+                if not old.alive:  # re-seeded: it shut down on its copy (its container restarts it)
+                    print(
+                        f"round {number:2d}: {old.name} re-seeded by CLONE: starting it on its copy",
+                        flush=True,
+                    )
+                    old.start()
+                    r.reseeded = True
                 out = loop.last
                 if out is None:
                     return None
@@ -293,21 +303,9 @@ def main() -> int:
                     return "rejoined"
                 return None
 
-            r.rejoined = wait_for(rejoined, 120, f"round {number}: {old.name} to rejoin")
-            if args.flavor == "mysql" and r.rejoined.startswith("held out"):
-                print(f"round {number:2d}: {old.name} {r.rejoined}: re-seeding it", flush=True)
-                old.stop()
-                shutil.rmtree(old.datadir)
-                factory.copy_pristine(old.datadir)
-                old.start()
-                try:  # it replays the whole history from the primary's binary logs
-                    wait_for(rejoined, 300, f"round {number}: the re-seeded {old.name} to replicate")
-                except Timeout:
-                    me = next((s for s in loop.last.observed if s.name == old.name), None)
-                    print(f"round {number}: {loop.last.decision!r}; {old.name}: {me!r}", flush=True)
-                    raise
+            r.rejoined = wait_for(rejoined, 300, f"round {number}: {old.name} to rejoin")
+            if r.reseeded and r.rejoined == "rejoined":
                 r.rejoined = "re-seeded, rejoined"
-                r.reseeded = True
             r.failed_steps = loop.failed_steps[steps_before:]
             r.decided = next(
                 (
@@ -383,7 +381,7 @@ def main() -> int:
     if steps:
         print(f"steps not ok during rounds ({len(steps)}): " + "; ".join(steps[:5]))
     print(
-        f"old primaries held out with their unacknowledged tail and re-seeded: {sum(r.reseeded for r in rounds)}"
+        f"old primaries re-seeded by CLONE (their unacknowledged tail discarded): {sum(r.reseeded for r in rounds)}"
     )
     print(f"wall time {time.monotonic() - started:.0f} s")
     ok = len(done) == args.rounds and not any(r.lost for r in rounds) and not two_at_once

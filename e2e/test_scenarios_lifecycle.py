@@ -119,7 +119,9 @@ def test_a_pod_that_cannot_start_is_named_with_the_kubelets_reason(local_cluster
         entry = next((i for i in st.get("instances") or [] if i.get("name") == "noimg-0"), {})
         return st if "ErrImageNeverPull" in entry.get("waiting", "") else None
 
-    st = wait_for(stuck, 120, "noimg-0 reported waiting with ErrImageNeverPull")
+    # the kubelet tries the container once the new volume is mounted: seen 1 min 52 s after the
+    # Pod was scheduled on a loaded node (its volume manager retries with a growing delay)
+    st = wait_for(stuck, 300, "noimg-0 reported waiting with ErrImageNeverPull", describe=c.describe)
     ready = next(cond for cond in st["conditions"] if cond["type"] == "Ready")
     assert ready["status"] == "False" and ready["reason"] == "InstancesNotReady", ready
     assert "0/1 instances ready; noimg-0: " in ready["message"], ready
