@@ -166,7 +166,6 @@ def one_size(factory: MySQLFactory, gib: float, window: float) -> list[tuple[str
     lost = {a.id for a in writer.acked} - {r[0] for r in primary.query("SELECT id FROM app.w")}
     tar_bytes, tar_s = tar_copy(by["db-1"].datadir)
     clone_rate, tar_rate = int(copied) / MIB / copy_s, tar_bytes / MIB / tar_s
-    factory.close()
     label = f"{gib:g} GiB"
     return [
         (f"{label}: bytes copied (MiB)", f"{int(copied) / MIB:.0f}"),
@@ -195,7 +194,11 @@ def main() -> None:
         sys.exit(f"no MySQL server: {missing}")
     rows: list[tuple[str, str]] = []
     for size in (float(x) for x in args.sizes.split(",")):
-        rows += one_size(MySQLFactory(), size, args.window)
+        factory = MySQLFactory()
+        try:
+            rows += one_size(factory, size, args.window)
+        finally:
+            factory.close()  # its servers stop and their data goes, also after an error
     print_table(rows)
 
 
