@@ -21,6 +21,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
+from mysql_operator.topology import CLONE_COPIED, CLONE_COPYING, CLONE_FAILED
 
 # client errors worth a retry: can't connect, lost connection, gone away, too many connections
 TRANSIENT_ERRNOS = frozenset({1040, 2003, 2006, 2013})
@@ -131,8 +132,8 @@ _GTID_NEXT = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'")
 @dataclass(frozen=True)
 class CloneStatus:
     """performance_schema.clone_status/clone_progress of the server a copy went to, as a stage:
-    topology.CLONE_COPYING, CLONE_COPIED (copied, the server must restart on it), CLONE_FAILED,
-    or None (none, or done: the server restarted on the copy)."""
+    CLONE_COPYING, CLONE_COPIED (copied, the server must restart on it), CLONE_FAILED, or None
+    (none, or done: the server restarted on the copy)."""
 
     stage: str | None
     error: str = ""
@@ -145,12 +146,12 @@ def clone_stage(state: str, error_no: int, ended: float | None, booted: float | 
     and when the server started (Unix time). A copy that ended with ER_CLONE_RESTART is complete
     but waits for a restart - unless the server started after it ended."""
     if state == "In Progress":
-        return "copying"
+        return CLONE_COPYING
     if error_no == ER_CLONE_RESTART:
         restarted = ended is not None and booted is not None and booted > ended
-        return None if restarted else "copied"
+        return None if restarted else CLONE_COPIED
     if state == "Failed":
-        return "failed"
+        return CLONE_FAILED
     return None
 
 
@@ -424,9 +425,7 @@ class Instance:
         """The last copy onto this server (MySQL CLONE), or None: no clone plugin, never cloned.
         One query a pass once the plugin is there (checked once per connection before that)."""
         if self._has_clone is None:
-            self._has_clone = bool(
-                self._run("SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'clone'")
-            )
+            self._has_clone = self._clone_loaded()
         if not self._has_clone:
             return None
         rows = self._run(
@@ -448,7 +447,9 @@ class Instance:
         )
         if stage is None:
             return None
-        return CloneStatus(stage, (message or "")[:512] if stage == "failed" else "", int(copied), int(total))
+        return CloneStatus(
+            stage, (message or "")[:512] if stage == CLONE_FAILED else "", int(copied), int(total)
+        )
 
     def errant_events(self, gtids: str, limit: int = 2000) -> list[str]:
         """The binary log events of the transactions `gtids` (errant ones, about to be discarded),
@@ -478,10 +479,13 @@ class Instance:
                 conn.close()
         return out
 
+    def _clone_loaded(self) -> bool:
+        return bool(self._run("SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'clone'"))
+
     def ensure_clone_plugin(self) -> None:
         """MySQL's clone plugin (donor and recipient): loaded at start by the operator's
         my.cnf; installed here on a server started before that, when it is writable."""
-        if not self._run("SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'clone'"):
+        if not self._clone_loaded():
             try:
                 self._run("INSTALL PLUGIN clone SONAME 'mysql_clone.so'")
             except InstanceError as e:

@@ -886,13 +886,17 @@ def test_promoted_instance_has_everything_reachable_candidates_have(c):
                 assert target.known.contains(other.known), (d, other)
 
 
+def _decided(c):
+    """(settings, recorded primary, decision, instances by name, the instance it makes serve)."""
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    return cfg, recorded, d, {i.name: i for i in insts}, serving_target(d)
+
+
 @hsettings(max_examples=600, deadline=None)
 @given(clusters())
 def test_an_instance_being_reseeded_never_serves_and_is_never_copied_from(c):
-    insts, cfg, recorded, desired = c
-    d = decide(insts, cfg, recorded, desired)
-    by = {i.name: i for i in insts}
-    target = serving_target(d)
+    cfg, recorded, d, by, target = _decided(c)
     if target is not None and target != recorded:
         assert not by[target].reseeding, d  # never promoted while its data is being replaced
     if isinstance(d, Reseed):
@@ -906,10 +910,7 @@ def test_an_instance_being_reseeded_never_serves_and_is_never_copied_from(c):
 @hsettings(max_examples=600, deadline=None)
 @given(clusters())
 def test_errant_instances_never_serve(c):
-    insts, cfg, recorded, desired = c
-    d = decide(insts, cfg, recorded, desired)
-    by = {i.name: i for i in insts}
-    target = serving_target(d)
+    cfg, _, d, by, target = _decided(c)
     if target is not None:
         assert by[target].sql_errno != 1950, d  # a diverged server is never promoted
     if isinstance(d, Switchover):
