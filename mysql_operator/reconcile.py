@@ -40,7 +40,8 @@ from mysql_operator import clock
 from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator import topology as t
-from mysql_operator.api import MySQLCluster, SpecError, parse
+from mysql_operator.api import MySQLCluster, SpecError, binlog_max_bytes, parse
+from mysql_operator.binlogs import Retention
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
@@ -611,6 +612,7 @@ class Reconciler:
         else:
             entry.engine.set_members(members)
             entry.engine.settings = settings  # the fingerprint leaves out a force-failover request
+        entry.engine.binlog_retention = binlog_retention(c)
         return entry.engine
 
     def _move_labels(
@@ -678,6 +680,11 @@ def engine_settings(
         reseed=c.spec.flavor == "mysql",
         reseed_errant=r.reseed_errant,
     )
+
+
+def binlog_retention(c: MySQLCluster) -> Retention:
+    """Pure: spec.replication.binlogRetention as the engine purges by it."""
+    return Retention(c.spec.replication.binlog_retention_hours * 3600, binlog_max_bytes(c.spec))
 
 
 def build_engine(

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIMEOUT_MS
 from mysql_operator import topology as t
+from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention, plan_purge
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect
@@ -34,6 +35,8 @@ from mysql_operator.db.instance import Instance, InstanceError, Observation, Rep
 
 # decisions that make a (possibly new) primary writable: recorded before acting
 PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
+# decisions under which the primary serves as recorded: binary logs may be purged then
+STEADY = (t.Healthy, t.ConfigureReplica, t.ConfigureSemiSync, t.Errant, t.Reseed, t.NeedsSeed)
 
 
 def new_primary(d: t.Decision) -> str | None:
@@ -85,6 +88,8 @@ class DbOps(Protocol):
     def set_password(self, user: str, host: str, password: str) -> None: ...
     def errant_events(self, gtids: str, limit: int = ...) -> list[str]: ...
     def ensure_clone_plugin(self) -> None: ...
+    def binary_logs(self) -> list[BinlogFile]: ...
+    def purge_binary_logs(self, plan: PurgeBefore | PurgeTo) -> list[str]: ...
     def start_clone(self, host: str, port: int, user: str, password: str, tls_ca: str | None) -> None: ...
 
 
@@ -124,6 +129,7 @@ class Step:
     action: str
     detail: str = ""
     ok: bool = True
+    warn: bool = False  # done, but something to look at (a Warning Event)
 
 
 @dataclass
@@ -207,6 +213,11 @@ class ReplicationEngine:
         # keep_evidence(instance, errant GTIDs, their binary log events) -> where they were kept;
         # called before an instance's errant transactions are discarded (an exception: nothing is)
         self.keep_evidence: Callable[[str, str, list[str]], str] | None = None
+        # spec.replication.binlogRetention (None: the operator purges nothing); each instance's
+        # binary logs are looked at every binlog_check_seconds
+        self.binlog_retention: Retention | None = None
+        self.binlog_check_seconds = 300.0
+        self._binlogs_checked_at: dict[str, float] = {}
         self.set_members(members)
 
     # -- membership ------------------------------------------------------------------------------
@@ -378,6 +389,8 @@ class ReplicationEngine:
         if announce is not None:
             announce(decision)
         steps = self.act(decision, observed)
+        if isinstance(decision, STEADY):
+            self.maintain_binlogs(observed, steps)
         return Outcome(decision, steps, observed)
 
     def act(self, d: t.Decision, observed: Sequence[t.InstanceState]) -> list[Step]:
@@ -678,6 +691,56 @@ class ReplicationEngine:
             donor.replication_host, donor.port, self.admin.user, self.admin.password, self.tls_ca_path
         )
         steps.append(Step(d.name, "reseed", f"copying the data of {d.donor}{kept}"))
+
+    def maintain_binlogs(self, observed: Sequence[t.InstanceState], steps: list[Step]) -> None:
+        """Purge binary logs past the retention on every instance that answers, never one another
+        instance still needs unless the size cap forces it (binlogs.plan_purge). An instance that
+        does not answer holds back what it needed when it last answered."""
+        if self.binlog_retention is None:
+            return
+        now = self.clock()
+        holds: dict[str, Any] = {}
+        for s in observed:
+            if s.reseeding:
+                continue  # its data is being replaced: it will need what its donor needed
+            last = self.last_observations.get(s.name)
+            holds[s.name] = s.executed if s.reachable else (last.executed if last else None)
+        for s in observed:
+            if not s.reachable or s.reseeding:
+                continue
+            if now - self._binlogs_checked_at.get(s.name, float("-inf")) < self.binlog_check_seconds:
+                continue
+            self._binlogs_checked_at[s.name] = now
+            others = {n: h for n, h in holds.items() if n != s.name}
+            try:
+                i = self.instances[s.name]
+                plan = plan_purge(i.binary_logs(), others, self.binlog_retention)
+                if plan is None:
+                    continue
+                gone = i.purge_binary_logs(plan)
+            except InstanceError as e:
+                steps.append(Step(s.name, "purge-binlogs", str(e), ok=False))
+                continue
+            if not gone:
+                continue
+            what = f"{len(gone)} binary log(s) {gone[0]}..{gone[-1]}"
+            if isinstance(plan, PurgeBefore):
+                steps.append(Step(s.name, "purge-binlogs", f"{what}: older than the retention"))
+            else:
+                starved = (
+                    f"; {', '.join(plan.starves)} still needed them and can now only be re-seeded"
+                    if plan.starves
+                    else ""
+                )
+                steps.append(
+                    Step(
+                        s.name,
+                        "purge-binlogs",
+                        f"{what}: the binary logs took {plan.total_bytes} bytes, more than "
+                        f"spec.replication.binlogRetention.maxSize ({self.binlog_retention.max_bytes}){starved}",
+                        warn=bool(plan.starves),
+                    )
+                )
 
     def hold_out(self, names: Sequence[str], reasons: Sequence[str], steps: list[Step]) -> None:
         for n, why in zip(names, reasons):

@@ -53,7 +53,8 @@ def events_from_steps(steps: Iterable[Step], secrets: Iterable[str] = ()) -> lis
     out = []
     for s in steps:
         message = redact(f"{s.instance}: {s.detail}" if s.detail else s.instance, secrets)
-        out.append(("Normal" if s.ok else "Warning", _camel(s.action) + ("" if s.ok else "Failed"), message))
+        etype = "Normal" if s.ok and not s.warn else "Warning"
+        out.append((etype, _camel(s.action) + ("" if s.ok else "Failed"), message))
     return out
 
 

@@ -29,4 +29,5 @@ from .spec import (  # noqa: F401
     parse_backup,
     parse_spec,
     storage_bytes,
+    binlog_max_bytes,
 )

@@ -41,6 +41,10 @@ OWNED_KEYS = frozenset(
         "ssl_cert",
         "ssl_key",
         "require_secure_transport",
+        "binlog_expire_logs_seconds",  # spec.replication.binlogRetention
+        "expire_logs_days",
+        "binlog_expire_logs_auto_purge",
+        "max_binlog_total_size",
     }
 )
 OWNED_PREFIXES = ("rpl_semi_sync_",)

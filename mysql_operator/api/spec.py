@@ -126,6 +126,10 @@ class Replication:
     max_read_lag_seconds: int = 60
     # Reseed | Hold, None: the default (Reseed only where no acknowledged commit can be errant)
     errant_policy: str | None = None
+    # spec.replication.binlogRetention: binary logs older go (0: no time limit) unless another
+    # instance still needs them; more than max size (None: half of spec.storage.size) go anyway
+    binlog_retention_hours: int = 168
+    binlog_max_size: str | None = None
 
     @property
     def reseed_errant(self) -> bool:
@@ -611,9 +615,26 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     r = _object(
         s.get("replication"),
         rpath,
-        {"mode", "semiSyncAcks", "allowAsyncFallback", "failover", "maxReadLagSeconds", "errantPolicy"},
+        {
+            "mode",
+            "semiSyncAcks",
+            "allowAsyncFallback",
+            "failover",
+            "maxReadLagSeconds",
+            "errantPolicy",
+            "binlogRetention",
+        },
     )
     f = _object(r.get("failover"), f"{rpath}.failover", {"enabled", "delaySeconds"})
+    bpath = f"{rpath}.binlogRetention"
+    b = _object(r.get("binlogRetention"), bpath, {"hours", "maxSize"})
+    binlog_max_size = _str(
+        b, "maxSize", bpath, max_len=32, pattern=_SIZE_RE, hint="use a Kubernetes quantity such as 5Gi"
+    )
+    if binlog_max_size is not None and parse_quantity(binlog_max_size) <= 0:
+        raise SpecError(
+            f"{bpath}.maxSize", "must be larger than zero, e.g. 5Gi (remove it for half of spec.storage.size)"
+        )
     mode = _enum(r, "mode", rpath, "semisync", ("semisync", "async"))
     acks = _int(r, "semiSyncAcks", rpath, None, 1, 8)
     if acks is not None:
@@ -645,6 +666,8 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             if r.get("errantPolicy") is not None
             else None
         ),
+        binlog_retention_hours=_int(b, "hours", bpath, 168, 0, 24 * 3650),
+        binlog_max_size=binlog_max_size,
     )
 
     credentials = None
@@ -924,3 +947,9 @@ def parse_backup(body: Any) -> MySQLBackup:
 
 def storage_bytes(spec: ClusterSpec) -> int:
     return int(Decimal(parse_quantity(spec.storage.size)))
+
+
+def binlog_max_bytes(spec: ClusterSpec) -> int:
+    """spec.replication.binlogRetention.maxSize in bytes; by default half of the volume."""
+    size = spec.replication.binlog_max_size
+    return int(Decimal(parse_quantity(size))) if size else storage_bytes(spec) // 2

@@ -18,6 +18,7 @@ from typing import Any, Iterable
 import pymysql
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
+from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
@@ -240,6 +241,8 @@ class Instance:
     _conn: pymysql.connections.Connection | None = field(default=None, repr=False)
     _dialect: Dialect | None = field(default=None, repr=False)
     _has_clone: bool | None = field(default=None, repr=False)  # per connection; None: not checked
+    # the GTIDs before each finished binary log, by (file, size): read once, from its header
+    _binlog_headers: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         self.name = self.name or f"{self.host}:{self.port}"
@@ -414,12 +417,44 @@ class Instance:
         if sql is not None:
             return d.parse_gtids(self.scalar(sql))
         logs = self._run("SHOW BINARY LOGS")
-        if not logs:
-            return d.parse_gtids("")
-        for row in self._run("SHOW BINLOG EVENTS IN %s LIMIT 4", (logs[0][0],), dict_rows=True):
-            if row["Event_type"] == "Gtid_list":
-                return d.parse_gtids(row["Info"].strip("[]"))
-        return d.parse_gtids("")
+        return self._gtids_before(logs[0][0]) if logs else d.parse_gtids("")
+
+    def _gtids_before(self, file: str):
+        """The GTIDs written before binary log `file`, from its header event: Previous_gtids
+        (MySQL), Gtid_list (MariaDB). Empty when it has none (a server's very first file)."""
+        for row in self._run("SHOW BINLOG EVENTS IN %s LIMIT 4", (file,), dict_rows=True):
+            if row["Event_type"] in ("Gtid_list", "Previous_gtids"):
+                return self.dialect.parse_gtids(row["Info"].strip("[]"))
+        return self.dialect.parse_gtids("")
+
+    def binary_logs(self) -> list[BinlogFile]:
+        """This server's binary logs, oldest first, each with the GTIDs written before it (the
+        headers of finished files are read once: they never change)."""
+        logs = [(str(r[0]), int(r[1])) for r in self._run("SHOW BINARY LOGS")]
+        out = []
+        for i, (name, size) in enumerate(logs):
+            key = (name, size)
+            previous = self._binlog_headers.get(key)
+            if previous is None:
+                previous = self._gtids_before(name)
+                if i < len(logs) - 1:
+                    self._binlog_headers[key] = previous
+            out.append(BinlogFile(name, size, previous))
+        live = set(logs)
+        for key in [k for k in self._binlog_headers if k not in live]:
+            del self._binlog_headers[key]
+        return out
+
+    def purge_binary_logs(self, plan: PurgeBefore | PurgeTo) -> list[str]:
+        """Carry out a purge plan (binlogs.plan_purge); the files that went. The server keeps a
+        file a connected replica is reading whatever the plan says."""
+        before = [str(r[0]) for r in self._run("SHOW BINARY LOGS")]
+        if isinstance(plan, PurgeTo):
+            self._run("PURGE BINARY LOGS TO %s", (plan.file,))
+        else:
+            self._run("PURGE BINARY LOGS BEFORE NOW() - INTERVAL %s SECOND", (int(plan.seconds),))
+        after = {str(r[0]) for r in self._run("SHOW BINARY LOGS")}
+        return [f for f in before if f not in after]
 
     def clone_status(self) -> CloneStatus | None:
         """The last copy onto this server (MySQL CLONE), or None: no clone plugin, never cloned.

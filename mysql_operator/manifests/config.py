@@ -25,6 +25,9 @@ def server_settings(spec: ClusterSpec) -> list[tuple[str, str]]:
         ("log_bin", "binlog"),
         ("relay_log", "relay-bin"),
         ("read_only", "ON"),
+        # the operator purges binary logs (spec.replication.binlogRetention), never one another
+        # instance still needs; the server's own expiry would not ask
+        ("binlog_expire_logs_seconds", "0"),
         # the cluster's certificate (Secret <name>-tls), reloaded by the operator when renewed
         ("ssl_ca", TLS_CA),
         ("ssl_cert", TLS_CERT),

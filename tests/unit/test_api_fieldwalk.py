@@ -118,6 +118,8 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "replication.failover.delaySeconds": ("full", [("replication.failover.delaySeconds", 30)]),
     "replication.maxReadLagSeconds": ("full", [("replication.maxReadLagSeconds", 0)]),
     "replication.errantPolicy": ("full", [("replication.errantPolicy", "Hold")]),
+    "replication.binlogRetention.hours": ("full", [("replication.binlogRetention.hours", 24)]),
+    "replication.binlogRetention.maxSize": ("full", [("replication.binlogRetention.maxSize", "2Gi")]),
     "credentials.secretName": ("full", [("credentials.secretName", "other-credentials")]),
     "database.name": ("full", [("database.name", "other")]),
     "database.user": ("full", [("database.user", "other")]),
@@ -188,6 +190,8 @@ RECONCILE_INPUTS = frozenset(
         "replication.failover.delaySeconds",
         "replication.maxReadLagSeconds",  # the -ro Service's role labels
         "replication.errantPolicy",  # topology: re-seed or hold out an errant replica
+        "replication.binlogRetention.hours",  # the engine's binary log purges
+        "replication.binlogRetention.maxSize",
         "backup.schedule",
         "backup.retention.keepLast",
         "backup.retention.maxAge",

@@ -234,6 +234,8 @@ OWNED_LINES = [
     "pid-file=/x",
     "relay_log=r",
     "init-rpl-role=MASTER",
+    "binlog_expire_logs_seconds=86400",  # spec.replication.binlogRetention
+    "expire-logs-days=3",
 ]
 FREE_LINES = [
     "max_connections=100",
@@ -241,7 +243,7 @@ FREE_LINES = [
     "port_open_timeout=5",
     "read_only_compressed=OFF",
     "innodb_buffer_pool_size=1G",
-    "binlog_expire_logs_seconds=86400",
+    "binlog_cache_size=1M",
     "plugin_load_add=auth_pam.so",
     "# server_id=1 is a comment",
     "; port=1",

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from mysql_operator import topology as t
+from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
 from mysql_operator.db.instance import InstanceError, Observation, ReplicaStatus
+from mysql_operator.status import events_from_steps
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 
 DIALECT = dialect_for(detect("10.11.9-MariaDB-log", "mariadb.org binary distribution"))
@@ -47,6 +49,8 @@ class FakeServer:
     semisync_replica: bool = False
     applies: bool = True  # wait_for succeeds (its relay log applies in time)
     reachable: bool = True
+    executed: str = ""  # its GTIDs (MariaDB notation)
+    binlogs: list = field(default_factory=list)  # [BinlogFile], oldest first
     dialect = DIALECT
 
     def _do(self, op: str) -> None:
@@ -79,7 +83,7 @@ class FakeServer:
             reachable=True,
             version=DIALECT.version,
             read_only=self.read_only,
-            executed=DIALECT.parse_gtids(""),
+            executed=DIALECT.parse_gtids(self.executed),
             purged=DIALECT.parse_gtids(""),
             replica=replica,
             uptime=100.0,
@@ -161,6 +165,20 @@ class FakeServer:
 
     def start_clone(self, host, port, user, password, tls_ca) -> None:
         self._do(f"start_clone({host})")
+
+    def binary_logs(self) -> list[BinlogFile]:
+        self._do("binary_logs")
+        return list(self.binlogs)
+
+    def purge_binary_logs(self, plan) -> list[str]:
+        self._do(f"purge_binary_logs({plan})")
+        keep = (
+            [f.name for f in self.binlogs].index(plan.file)
+            if isinstance(plan, PurgeTo)
+            else len(self.binlogs) - 1
+        )
+        gone, self.binlogs = self.binlogs[:keep], self.binlogs[keep:]
+        return [f.name for f in gone]
 
 
 def engine(
@@ -586,3 +604,64 @@ def test_reseed_watches_a_copy_under_way_and_retries_a_failed_copy_later():
     e.clock = lambda: float("inf")
     steps = e.act(plain, reseed_states(w, t.CLONE_FAILED))
     assert not steps[0].ok and "failed" in steps[0].detail and ("db-2", "start_clone(db-1)") in w.log
+
+
+# -- binary logs -----------------------------------------------------------------------------------
+def binlog_world(lagging: str) -> tuple[World, ReplicationEngine]:
+    """db-0 primary with three binary logs (1..10 before the second, 1..20 before the third);
+    db-1 has everything, db-2 has 1..`lagging`."""
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].executed = "0-1-30"
+    w.servers["db-1"].executed = "0-1-30"
+    w.servers["db-2"].executed = lagging
+    for s in w.servers.values():
+        s.binlogs = [
+            BinlogFile("binlog.000001", 100, DIALECT.parse_gtids("")),
+            BinlogFile("binlog.000002", 100, DIALECT.parse_gtids("0-1-10")),
+            BinlogFile("binlog.000003", 100, DIALECT.parse_gtids("0-1-20")),
+        ]
+    return w, e
+
+
+def purges(w: World, server: str) -> list[str]:
+    return [op for n, op in w.log if n == server and op.startswith("purge_binary_logs")]
+
+
+def test_binlogs_past_the_retention_are_purged_on_every_instance_once_nobody_needs_them():
+    w, e = binlog_world(lagging="0-1-30")
+    e.binlog_retention = Retention(3600, 0)
+    out = e.reconcile(ClusterState("db-0"))
+    assert isinstance(out.decision, t.Healthy)
+    for n in ("db-0", "db-1", "db-2"):
+        assert purges(w, n) == [f"purge_binary_logs({PurgeBefore(3600)})"]
+    assert [s for s in out.steps if s.action == "purge-binlogs" and s.ok and not s.warn]
+
+
+def test_a_stopped_replica_holds_back_the_logs_it_needs_until_the_size_cap_forces_them_out():
+    w, e = binlog_world(lagging="0-1-15")  # db-2 needs binlog.000002 onwards
+    e.binlog_retention = Retention(3600, 0)
+    e.binlog_check_seconds = 0.0
+    e.reconcile(ClusterState("db-0"))
+    assert not purges(w, "db-0") and not purges(w, "db-1")
+    assert purges(w, "db-2")  # nobody lacks what only db-2 would serve
+    w.servers["db-2"].reachable = False  # it stops: what it had when last seen still counts
+    e.reconcile(ClusterState("db-0"))
+    assert not purges(w, "db-0")
+    e.binlog_retention = Retention(3600, 150)  # 300 bytes of binary logs: over the cap
+    out = e.reconcile(ClusterState("db-0"))
+    assert purges(w, "db-0") == [f"purge_binary_logs({PurgeTo('binlog.000003', 300, ('db-2',))})"]
+    warned = [s for s in out.steps if s.instance == "db-0" and s.action == "purge-binlogs"]
+    assert warned and warned[0].warn and "db-2" in warned[0].detail and "re-seeded" in warned[0].detail
+    assert events_from_steps(warned)[0][:2] == ("Warning", "PurgeBinlogs")
+
+
+def test_binlogs_are_looked_at_once_per_interval_and_never_without_a_retention():
+    w, e = binlog_world(lagging="0-1-30")
+    e.reconcile(ClusterState("db-0"))
+    assert not [op for _, op in w.log if op == "binary_logs"]  # no retention set
+    e.binlog_retention = Retention(3600, 0)
+    e.reconcile(ClusterState("db-0"))
+    e.reconcile(ClusterState("db-0"))
+    assert [op for n, op in w.log if n == "db-0" and op == "binary_logs"] == ["binary_logs"]
