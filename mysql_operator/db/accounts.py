@@ -83,6 +83,7 @@ _OPERATOR_MARIADB = (
     ),
     ("REPLICATION SLAVE", "granted to the replication account"),
     ("BINLOG MONITOR", "SHOW BINARY LOGS and SHOW BINLOG EVENTS (purged GTIDs); alias REPLICATION CLIENT"),
+    ("BINLOG ADMIN", "PURGE BINARY LOGS (spec.replication.binlogRetention)"),
     ("SHOW VIEW", "granted to the backup account"),
     (
         "CREATE USER",
@@ -129,6 +130,7 @@ _OPERATOR_MYSQL = (
     ),
     ("REPLICATION_SLAVE_ADMIN", "CHANGE REPLICATION SOURCE, START/STOP/RESET REPLICA"),
     ("SYSTEM_VARIABLES_ADMIN", "SET GLOBAL super_read_only/read_only and rpl_semi_sync_*"),
+    ("BINLOG_ADMIN", "PURGE BINARY LOGS (spec.replication.binlogRetention)"),
     ("BACKUP_ADMIN", "a re-seed's donor: the recipient's CLONE INSTANCE copies as this account"),
     ("CLONE_ADMIN", "a re-seed's recipient: CLONE INSTANCE (the server then restarts on the copy)"),
 )

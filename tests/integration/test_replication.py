@@ -18,6 +18,7 @@ import pymysql
 import pytest
 
 from mysql_operator import topology as t
+from mysql_operator.binlogs import Retention
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
@@ -673,3 +674,80 @@ def test_primary_and_the_acknowledging_replica_lost_together_hold_the_failover_u
         f"forced failover to db-1 lost {len(lost)} of {len(acked)} acknowledged rows (what the hold protected)"
     )
     assert lost
+
+
+def binlog_files(server) -> list[str]:
+    return [r[0] for r in server.query("SHOW BINARY LOGS")]
+
+
+def rotate(server, times: int = 2) -> None:
+    for _ in range(times):
+        server.query("FLUSH BINARY LOGS")
+
+
+def test_binlog_retention_keeps_what_a_stopped_replica_needs_until_the_size_cap_forces_it(factory):
+    """spec.replication.binlogRetention on real servers: files older than the retention go
+    while every replica has them; a stopped replica holds back the files it still needs, on
+    every instance, long past the retention, and catches up by replication when it returns;
+    only the size cap purges them, with a Warning naming it, and it then needs a re-seed."""
+    c = make_cluster(factory, 3, semisync=True)
+    retention = 1  # second
+    c.engine.binlog_retention = Retention(retention, 0)
+    c.engine.binlog_check_seconds = 0.0
+    primary, behind = c.primary, c.server("db-2")
+    rotate(primary)
+    assert len(binlog_files(primary)) >= 3
+    # everyone has everything: the primary's older files go once older than the retention
+    wait_for(
+        lambda: c.reconcile() and len(binlog_files(primary)) == 1,
+        30,
+        "the primary's binary logs past the retention purged",
+        describe=c.describe,
+    )
+
+    behind.stop()
+    with c.app_conn(primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'while stopped')", [(i,) for i in range(1, 201)])
+    rotate(primary)
+    kept = binlog_files(primary)
+    # the passes keep running for several times the retention: nothing db-2 needs may go
+    started, passes = time.monotonic(), []
+    wait_for(
+        lambda: (
+            passes.append(c.reconcile()) or (len(passes) >= 10 and time.monotonic() - started > 4 * retention)
+        ),
+        30,
+        "passes over four times the retention",
+        describe=c.describe,
+    )
+    assert binlog_files(primary) == kept, "a file the stopped replica needs was purged"
+    assert not [s for p in passes for s in p.steps if s.action == "purge-binlogs" and s.instance != "db-2"]
+    behind.start()
+    c.converge(timeout=60)
+    wait_replicated(c, set(range(1, 201)), [behind], timeout=30)
+    assert not [d for d in c.decisions if isinstance(d, (t.NeedsSeed, t.Reseed))]
+    # caught up: now they go
+    wait_for(
+        lambda: c.reconcile() and len(binlog_files(primary)) == 1,
+        30,
+        "the files the replica needed purged once it has them",
+        describe=c.describe,
+    )
+
+    behind.stop()
+    with c.app_conn(primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'capped')", [(i,) for i in range(201, 401)])
+    rotate(primary)
+    c.engine.binlog_retention = Retention(0, 1)  # a 1-byte cap: all but the file being written
+    # (MariaDB keeps a file until its binlog checkpoint, a moment after the rotation)
+    warned = wait_for(
+        lambda: [s for s in c.reconcile().steps if s.instance == "db-0" and s.action == "purge-binlogs"],
+        30,
+        "the size cap to purge the primary's binary logs",
+        describe=c.describe,
+    )
+    assert warned[0].ok and warned[0].warn and "db-2" in warned[0].detail, warned
+    assert len(binlog_files(primary)) == 1
+    behind.start()
+    d = c.converge(until=t.NeedsSeed, timeout=60)
+    assert d.name == "db-2", d

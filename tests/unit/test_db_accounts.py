@@ -58,6 +58,7 @@ def test_operator_mariadb_list_is_exactly_the_documented_one():
         "PROCESS",
         "REPLICATION SLAVE",
         "BINLOG MONITOR",
+        "BINLOG ADMIN",
         "SHOW VIEW",
         "CREATE USER",
         "EVENT",
@@ -90,6 +91,7 @@ def test_operator_mysql_list_by_version():
             "CONNECTION_ADMIN",
             "REPLICATION_SLAVE_ADMIN",
             "SYSTEM_VARIABLES_ADMIN",
+            "BINLOG_ADMIN",
             "BACKUP_ADMIN",
             "CLONE_ADMIN",
             "FLUSH_TABLES",
@@ -117,7 +119,7 @@ def test_operator_list_has_no_blanket_privilege_and_a_reason_for_each(v):
         "CREATE",
         "ALTER",
         "SYSTEM_USER",
-        "BINLOG ADMIN",
+        "BINLOG REPLAY",  # BINLOG ADMIN is held: PURGE BINARY LOGS (binlogRetention)
     }
     for name, why in a.operator_privileges(v):
         assert why and name in _global(a.operator_grants(v))
