@@ -16,7 +16,7 @@ from ..db import accounts
 from ..db.flavor import Flavor, ServerVersion
 from . import common as k
 from .config import my_cnf
-from .scripts import INIT_SH, PROBE_SH, START_SH
+from .scripts import INIT_SH, PROBE_SH, SEED_SH, START_SH
 
 PasswordFor = Callable[[str], str]  # Secret key -> password (existing one, or a new random one)
 
@@ -67,6 +67,7 @@ def config_map(c: MySQLCluster) -> dict[str, Any]:
             "init.sh": INIT_SH,
             "start.sh": START_SH,
             "probe.sh": PROBE_SH,
+            "seed.sh": SEED_SH,
         },
     }
 

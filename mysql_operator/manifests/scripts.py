@@ -26,6 +26,10 @@ START_SH = _script("start.sh")
 # ready: the operator's account can run a query over the local socket.
 PROBE_SH = _script("probe.sh")
 
+# MariaDB re-seeding by a physical copy: the donor sidecar (serve), the recipient's init container
+# (receive); see the script's header.
+SEED_SH = _script("seed.sh")
+
 
 # The backup and restore Jobs' `client-tools` sidecar (a native sidecar in the cluster's server
 # image): runs the client tools the Job's main container asks for in sub-folders of the shared

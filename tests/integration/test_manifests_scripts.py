@@ -284,3 +284,115 @@ def test_init_refuses_to_run_without_the_privilege_lists(env):
     r = run(config / "init.sh", {**e, "MYSQL_OPERATOR_GRANTS": ""}, user, check=False)
     assert r.returncode == 1 and "MYSQL_OPERATOR_GRANTS is empty" in r.stderr
     assert not (root / "volume" / "data").exists()
+
+
+def _instance(root: Path, e: dict, user, name: str) -> dict:
+    """The environment of another Pod's server: its own volume and run folder."""
+    for p in (root / f"volume-{name}", root / f"run-{name}"):
+        p.mkdir()
+        if user is not None:
+            os.chown(p, user.pw_uid, user.pw_gid)
+    return {
+        **e,
+        "MYSQL_OPERATOR_DATA_ROOT": str(root / f"volume-{name}"),
+        "MYSQL_OPERATOR_RUN_DIR": str(root / f"run-{name}"),
+        "POD_NAME": name,
+    }
+
+
+def _up(config, env, user, procs, pod: str):
+    port = free_port()
+    proc = start(config, env, user, procs, port, pod=pod)
+
+    def up():
+        assert proc.poll() is None, proc.stderr.read().decode(errors="replace")[-3000:]
+        return connect(port, m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+
+    return port, proc, wait_for(up, 90, f"{pod}'s server started by start.sh")
+
+
+def _one(conn, sql):
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchone()[0]
+
+
+@pytest.mark.skipif(
+    any(shutil.which(b) is None for b in ("socat", "mariadb-backup", "mbstream")),
+    reason="needs socat and mariadb-backup (apt-get install socat mariadb-backup)",
+)
+def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_replicates(env):
+    """seed.sh on real servers: the donor's sidecar streams mariadb-backup over TLS to the
+    recipient's init container, which replaces the recipient's data (an errant write included) by
+    the prepared copy; start.sh gives the server the copy's GTID state once; the copy then
+    replicates from the donor from exactly where it was made. A requester without the operator
+    password gets nothing and the recipient keeps its data."""
+    root, config, e, user, procs = env
+    donor = _instance(root, e, user, "db-0")
+    run(config / "init.sh", donor, user)
+    donor_port, _, d = _up(config, donor, user, procs, "db-0")
+    with d.cursor() as cur:
+        cur.execute("SET GLOBAL read_only = OFF")
+        cur.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+        cur.executemany("INSERT INTO shop.t VALUES (%s)", [(i,) for i in range(1, 301)])
+    recipient = _instance(root, e, user, "db-1")
+    run(config / "init.sh", recipient, user)
+    _, proc, r = _up(config, recipient, user, procs, "db-1")
+    with r.cursor() as cur:  # an errant write: the copy discards it
+        cur.execute("SET GLOBAL read_only = OFF")
+        cur.execute("CREATE TABLE shop.errant (id INT PRIMARY KEY)")
+    r.close()
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(60)
+
+    seed_port = free_port()
+    serve_env = {**donor, "MYSQL_OPERATOR_SEED_PORT": str(seed_port), "TMPDIR": str(root / "volume-db-0")}
+    argv = ["/bin/bash", str(config / "seed.sh"), "serve"]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *argv]
+    procs.append(subprocess.Popen(argv, env=serve_env, stderr=subprocess.DEVNULL, start_new_session=True))
+    wait_for(
+        lambda: socket.create_connection(("127.0.0.1", seed_port), 1).close() or True, 30, "the donor sidecar"
+    )
+    (root / "reseed").mkdir()
+    (root / "reseed" / "db-1").write_text("db-0.db-headless.prod.svc 20261125230000\n")
+    receive_env = {
+        **recipient,
+        "MYSQL_OPERATOR_SEED_PORT": str(seed_port),
+        "MYSQL_OPERATOR_SEED_ADDRESS": "127.0.0.1",
+        "MYSQL_OPERATOR_RESEED_DIR": str(root / "reseed"),
+    }
+
+    refused = run(
+        config / "seed.sh", {**receive_env, "MYSQL_OPERATOR_PASSWORD": "not-it"}, user, "receive", check=False
+    )
+    assert refused.returncode == 1 and "refused" in refused.stderr, refused.stderr
+    assert (root / "volume-db-1" / "data" / "shop" / "errant.frm").exists()  # nothing replaced
+
+    state_before = _one(d, "SELECT @@gtid_binlog_state")
+    got = run(config / "seed.sh", receive_env, user, "receive")
+    for pw in PASSWORDS.values():
+        assert pw not in got.stdout + got.stderr
+    again = run(config / "seed.sh", receive_env, user, "receive")
+    assert "in place already" in again.stderr
+    with d.cursor() as cur:  # written after the copy: replication brings them
+        cur.executemany("INSERT INTO shop.t VALUES (%s)", [(i,) for i in range(301, 401)])
+
+    run(config / "init.sh", recipient, user)  # an initialised data directory: untouched
+    _, _, r = _up(config, recipient, user, procs, "db-1")
+    assert _one(r, "SELECT COUNT(*) FROM shop.t") == 300
+    assert _one(r, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'errant'") == 0
+    assert _one(r, "SELECT @@gtid_binlog_state") == state_before
+    assert _one(r, "SELECT @@gtid_slave_pos") == _one(r, "SELECT @@gtid_binlog_pos") == state_before
+    assert not (root / "volume-db-1" / "reseed-init.sql").exists()  # given to one start only
+    with r.cursor() as cur:
+        cur.execute(
+            "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = %s, MASTER_USER = %s, "
+            "MASTER_PASSWORD = %s, MASTER_USE_GTID = slave_pos",
+            (donor_port, m.REPLICATION_USER, PASSWORDS["MYSQL_REPLICATION_PASSWORD"]),
+        )
+        cur.execute("START SLAVE")
+    wait_for(
+        lambda: _one(r, "SELECT COUNT(*) FROM shop.t") == 400, 30, "the copy to replicate from the donor"
+    )
+    assert _one(r, "SELECT @@gtid_binlog_state") == _one(d, "SELECT @@gtid_binlog_state")

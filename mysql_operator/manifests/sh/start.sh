@@ -40,10 +40,19 @@ if [ "$FLAVOR" = mysql ] && [ -f "$DATA_ROOT/data/#clone/#replace_files" ]; then
   rm -f "$DATA_ROOT/data/auto.cnf"
 fi
 
+# A re-seed's copy (seed.sh accept, MariaDB) leaves the GTID state of its data for this start
+# only: the server runs it once (--init-file), from the in-memory run folder.
+EXTRA=()
+if [ "$FLAVOR" = mariadb ] && [ -f "$DATA_ROOT/reseed-init.sql" ]; then
+  echo "start: the data is a re-seed's copy: this start gives the server the copy's GTID state" >&2
+  mv "$DATA_ROOT/reseed-init.sql" "$RUN_DIR/reseed-init.sql"
+  EXTRA=(--init-file="$RUN_DIR/reseed-init.sql")
+fi
+
 case "$FLAVOR" in
   mysql) SERVER=mysqld ;;
   mariadb) SERVER=mariadbd ;;
   *) echo "start: unknown flavor $FLAVOR" >&2; exit 1 ;;
 esac
 exec "$SERVER" --defaults-file="$RUN_DIR/my.cnf" --datadir="$DATA_ROOT/data" \
-  --socket="$RUN_DIR/mysqld.sock" --pid-file="$RUN_DIR/mysqld.pid" --port="$PORT" "$@"
+  --socket="$RUN_DIR/mysqld.sock" --pid-file="$RUN_DIR/mysqld.pid" --port="$PORT" "${EXTRA[@]}" "$@"

@@ -1,0 +1,135 @@
+#!/bin/bash
+# Re-seeding a MariaDB instance: a physical copy (mariadb-backup) of a donor instance replaces its
+# data. MySQL re-seeds with CLONE instead and does not use this script.
+#
+#   seed.sh serve    the donor side, a sidecar of every MariaDB server: listens on $SEED_PORT with
+#                    TLS (the cluster's server certificate) and runs `seed.sh donate` per connection
+#   seed.sh donate   one copy: the requester's first line must be the operator password (both Pods
+#                    hold it); answers "OK <gtid_binlog_state>", then streams
+#                    `mariadb-backup --backup --stream=xbstream` of the running server
+#   seed.sh receive  the recipient side, an init container: when the operator asked for a copy for
+#                    this Pod ($RESEED_DIR/$POD_NAME holds "<donor host> <request id>") that was not
+#                    made yet, connects to the donor (verifying its certificate and its name) and
+#                    runs `seed.sh accept` on the connection; fails unless the copy is in place
+#   seed.sh accept   sends the password, reads the answer, replaces the data directory by the copy
+#                    (prepared) and leaves the copy's GTID state in reseed-init.sql, which start.sh
+#                    hands to the server once (--init-file)
+#
+# The old data directory is removed only once the donor has accepted (its errant transactions, if
+# any, were recorded by the operator before it asked); a copy that fails midway is made again on
+# the next start of the init container. Nothing here prints a password or uses argv for one.
+set -euo pipefail
+DATA_ROOT="${MYSQL_OPERATOR_DATA_ROOT:-/var/lib/mysql}"
+RUN_DIR="${MYSQL_OPERATOR_RUN_DIR:-/run/mysql-operator}"
+TLS_DIR="${MYSQL_OPERATOR_TLS_DIR:-/etc/mysql-operator/tls}"
+RESEED_DIR="${MYSQL_OPERATOR_RESEED_DIR:-/etc/mysql-operator/reseed}"
+SEED_PORT="${MYSQL_OPERATOR_SEED_PORT:-3307}"
+SELF="${BASH_SOURCE[0]}"
+DATADIR="$DATA_ROOT/data"
+NEW="$DATA_ROOT/data.seeding"
+DONE="$DATA_ROOT/seed-done"
+log() { echo "seed: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+serve() {
+  [ -n "${MYSQL_OPERATOR_PASSWORD:-}" ] || die "MYSQL_OPERATOR_PASSWORD is empty: the credentials Secret is missing operator-password"
+  log "serving copies of this instance on port $SEED_PORT"
+  exec socat -T 600 "OPENSSL-LISTEN:$SEED_PORT,reuseaddr,fork,cert=$TLS_DIR/tls.crt,key=$TLS_DIR/tls.key,verify=0" \
+    EXEC:"/bin/bash $SELF donate"
+}
+
+donate() {
+  local token state tmp
+  IFS= read -r -t 30 token || { echo "ERR no request"; exit 1; }
+  if [ -z "${MYSQL_OPERATOR_PASSWORD:-}" ] || [ "$token" != "$MYSQL_OPERATOR_PASSWORD" ]; then
+    echo "ERR refused"
+    log "refused a copy to a requester that does not hold the operator password"
+    exit 1
+  fi
+  # every GTID in this state is in the copy: the copy's consistent point comes later
+  state=$(mariadb --defaults-extra-file="$RUN_DIR/client.cnf" -N -B -e 'SELECT @@GLOBAL.gtid_binlog_state')
+  printf 'OK %s\n' "$state"
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/seed.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  log "copying this instance (mariadb-backup)"
+  mariadb-backup --defaults-extra-file="$RUN_DIR/client.cnf" --backup --stream=xbstream \
+    --datadir="$DATADIR" --target-dir="$tmp" 2> "$tmp/log" || {
+    tail -n 20 "$tmp/log" >&2
+    die "mariadb-backup failed"
+  }
+  log "copy sent"
+}
+
+receive() {
+  local request donor id address
+  request="$RESEED_DIR/${POD_NAME:?POD_NAME is not set}"
+  [ -f "$request" ] || exit 0
+  read -r donor id < "$request" || true
+  [ -n "${donor:-}" ] && [ -n "${id:-}" ] || die "$request is not '<donor host> <request id>'"
+  if [ -f "$DONE" ] && [ "$(cat "$DONE")" = "$id" ]; then
+    log "copy $id is in place already"
+    exit 0
+  fi
+  address="${MYSQL_OPERATOR_SEED_ADDRESS:-$donor}"  # tests connect to a local address
+  log "copy $id: from $donor"
+  SEED_ID="$id" socat -T 600 \
+    "OPENSSL:$address:$SEED_PORT,cafile=$TLS_DIR/ca.crt,commonname=$donor" \
+    EXEC:"/bin/bash $SELF accept" || true
+  [ -f "$DONE" ] && [ "$(cat "$DONE")" = "$id" ] || die "copy $id from $donor failed (see above); it is tried again when this container restarts"
+  log "copy $id is in place"
+}
+
+# union of MariaDB GTID lists: the highest seq_no per (domain, server_id)
+union_gtids() {
+  local g d rest s n out=""
+  declare -A best=()
+  for g in ${1//,/ } ${2//,/ }; do
+    [[ "$g" =~ ^[0-9]+-[0-9]+-[0-9]+$ ]] || die "not a GTID from the donor: $g"
+    d=${g%%-*}; rest=${g#*-}; s=${rest%%-*}; n=${rest#*-}
+    if [ -z "${best[$d-$s]:-}" ] || [ "$n" -gt "${best[$d-$s]}" ]; then best[$d-$s]=$n; fi
+  done
+  for g in "${!best[@]}"; do out="$out${out:+,}$g-${best[$g]}"; done
+  printf '%s' "$out"
+}
+
+accept() {
+  local answer state info pos
+  printf '%s\n' "${MYSQL_OPERATOR_PASSWORD:?MYSQL_OPERATOR_PASSWORD is empty}"
+  IFS= read -r -t 120 answer || die "the donor did not answer"
+  case "$answer" in
+    "OK "*|OK) state=${answer#OK}; state=${state# } ;;
+    *) die "the donor refused the copy: $answer" ;;
+  esac
+  umask 077
+  rm -rf "$NEW" "$DATADIR" "$DATA_ROOT/reseed-init.sql"
+  mkdir -p "$NEW"
+  mbstream -x -C "$NEW" || die "the copy's stream broke off"
+  mariadb-backup --prepare --target-dir="$NEW" 2> "$DATA_ROOT/seed-prepare.log" || {
+    tail -n 20 "$DATA_ROOT/seed-prepare.log" >&2
+    die "mariadb-backup --prepare failed"
+  }
+  info="$NEW/mariadb_backup_binlog_info"
+  [ -f "$info" ] || info="$NEW/xtrabackup_binlog_info"
+  [ -f "$info" ] || die "the copy has no binary log position (is the donor's binary log on?)"
+  pos=$(awk '{print $3}' "$info")
+  [ -n "$pos" ] || die "the copy's binary log position has no GTID"
+  state=$(union_gtids "$state" "$pos")
+  {
+    echo "SET sql_log_bin = 0;"
+    echo "RESET MASTER;"
+    echo "SET GLOBAL gtid_binlog_state = '$state';"
+    echo "SET GLOBAL gtid_slave_pos = '$pos';"
+  } > "$NEW/reseed-init.sql.tmp"
+  mv "$NEW/reseed-init.sql.tmp" "$DATA_ROOT/reseed-init.sql"
+  mv "$NEW" "$DATADIR"
+  printf '%s' "$SEED_ID" > "$DONE"
+  log "copy at $pos prepared (binary log state $state)"
+}
+
+case "${1:-}" in
+  serve) serve ;;
+  donate) donate ;;
+  receive) receive ;;
+  accept) accept ;;
+  *) echo "usage: seed.sh serve|donate|receive|accept" >&2; exit 2 ;;
+esac
