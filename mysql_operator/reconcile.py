@@ -353,6 +353,10 @@ class Reconciler:
         engine.keep_evidence = lambda instance, gtids, events: self._keep_evidence(
             body, c, instance, gtids, events
         )
+        engine.request_seed = lambda instance, donor: self._request_seed(body, c, instance, donor)
+        engine.seed_done = lambda instance: k.server_side_apply(
+            self.api, m.owned(m.reseed_request(c, None), k.owner_of(body))
+        )
         started = time.monotonic()
         outcome = engine.reconcile(state, desired, steer=steer, record=record, announce=announce)
         decision, steps, observed = outcome.decision, outcome.steps, outcome.observed
@@ -469,6 +473,19 @@ class Reconciler:
             cm = m.owned(cm, k.owner_of(body))
         k.server_side_apply(self.api, cm)
         return f"ConfigMap {cm['metadata']['name']}"
+
+    def _request_seed(self, body, c: MySQLCluster, instance: str, donor_host: str) -> None:
+        """Effect (MariaDB re-seed): the request for `instance`'s Pod to start on a copy of the
+        donor's data (ConfigMap <name>-reseed, read by the Pod's `seed` init container), then the
+        Pod deleted so that its StatefulSet starts it again. One request at a time: it replaces
+        any earlier one (those were carried out, or are no longer wanted)."""
+        cm = m.reseed_request(c, instance, donor_host, clock.now().strftime("%Y%m%d%H%M%S"))
+        k.server_side_apply(self.api, m.owned(cm, k.owner_of(body)))
+        try:
+            client.CoreV1Api(self.api).delete_namespaced_pod(instance, c.namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
 
     def _force_failover_done(self, body, decision: t.Decision, steps, secrets) -> None:
         """Effect: a forced failover is recorded (status.forcedFailover, a Warning Event) and its
@@ -676,8 +693,8 @@ def engine_settings(
         # what the primary waits for: MariaDB's semi-sync waits for one acknowledgement, always
         semisync_acks=t.semisync_acks(c.spec.instances, r.semi_sync_acks) if c.spec.flavor == "mysql" else 1,
         force_failover=force_failover,
-        # a physical copy needs MySQL's CLONE (MariaDB's mariadb-backup stream is not built yet)
-        reseed=c.spec.flavor == "mysql",
+        # a physical copy: MySQL's CLONE, MariaDB's mariadb-backup (sh/seed.sh)
+        reseed=True,
         reseed_errant=r.reseed_errant,
     )
 

@@ -30,8 +30,15 @@ from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention, plan_purge
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
-from mysql_operator.db.flavor import Dialect
-from mysql_operator.db.instance import Instance, InstanceError, Observation, ReplicaStatus, identity_mismatch
+from mysql_operator.db.flavor import Dialect, Flavor
+from mysql_operator.db.instance import (
+    CloneStatus,
+    Instance,
+    InstanceError,
+    Observation,
+    ReplicaStatus,
+    identity_mismatch,
+)
 
 # decisions that make a (possibly new) primary writable: recorded before acting
 PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
@@ -213,6 +220,12 @@ class ReplicationEngine:
         # keep_evidence(instance, errant GTIDs, their binary log events) -> where they were kept;
         # called before an instance's errant transactions are discarded (an exception: nothing is)
         self.keep_evidence: Callable[[str, str, list[str]], str] | None = None
+        # MariaDB re-seeds by restarting the recipient on a copy made by its Pod (sh/seed.sh):
+        # request_seed(instance, donor host) asks for it (the request, then the Pod restarted),
+        # seed_done(instance) withdraws it once the instance answers on its copy
+        self.request_seed: Callable[[str, str], None] | None = None
+        self.seed_done: Callable[[str], None] | None = None
+        self._seeding: dict[str, float] = {}  # instance -> wall-clock time its copy was asked for
         # spec.replication.binlogRetention (None: the operator purges nothing); each instance's
         # binary logs are looked at every binlog_check_seconds
         self.binlog_retention: Retention | None = None
@@ -298,6 +311,7 @@ class ReplicationEngine:
             else:
                 self._down_since.setdefault(name, started)
             restarted = self._restarted(name, o, now)
+            clone = self._copy_stage(name, o)
             previous = self.last_observations.get(name)
             r = o.replica
             errnos = (r.io_errno, r.sql_errno) if r else (0, 0)
@@ -332,12 +346,30 @@ class ReplicationEngine:
                     semisync_replica=o.semisync_replica_enabled,
                     restarted=restarted,
                     tls_verified=bool(r and r.tls_verified),
-                    clone=o.clone.stage if o.clone else None,
-                    clone_error=o.clone.error if o.clone else "",
-                    clone_bytes=(o.clone.copied, o.clone.total) if o.clone else (0, 0),
+                    clone=clone.stage if clone else None,
+                    clone_error=clone.error if clone else "",
+                    clone_bytes=(clone.copied, clone.total) if clone else (0, 0),
                 )
             )
         return states
+
+    def _copy_stage(self, name: str, o: Observation) -> CloneStatus | None:
+        """The copy onto `name`: the server's own (MySQL CLONE), or a MariaDB copy this engine
+        asked for, under way until the instance answers from a server started after the request
+        (then the request is withdrawn)."""
+        asked = self._seeding.get(name)
+        if asked is None:
+            return o.clone
+        booted = self.wall_clock() - o.uptime if o.reachable and o.uptime is not None else None
+        if booted is None or booted < asked:
+            return CloneStatus(t.CLONE_COPYING)
+        del self._seeding[name]
+        if self.seed_done is not None:
+            try:
+                self.seed_done(name)
+            except Exception:  # noqa: BLE001 - a request left behind is never carried out twice
+                pass  # (the copy's marker in the volume names the request it carried out)
+        return None
 
     # a server's start time estimated from Uptime (whole seconds, read a moment before `now`)
     # moves by more than this when it restarted
@@ -685,8 +717,21 @@ class ReplicationEngine:
         donor = self.members[d.donor]
         if donor.replication_host is None:
             raise ReplicationError(f"{d.donor} has no address; {d.name} not re-seeded")
-        self.instances[d.donor].ensure_clone_plugin()
         i.set_read_only(True)
+        if i.dialect.flavor is Flavor.MARIADB:
+            if self.request_seed is None:
+                raise ReplicationError(f"{d.name}: no way to restart it on a copy here; not re-seeded")
+            asked = self.wall_clock()
+            try:
+                self.request_seed(d.name, donor.replication_host)
+            except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: retried later
+                raise ReplicationError(f"{d.name}: its copy could not be asked for: {e}") from None
+            self._seeding[d.name] = asked
+            steps.append(
+                Step(d.name, "reseed", f"restarting it on a copy of {d.donor} (mariadb-backup){kept}")
+            )
+            return
+        self.instances[d.donor].ensure_clone_plugin()
         i.start_clone(
             donor.replication_host, donor.port, self.admin.user, self.admin.password, self.tls_ca_path
         )

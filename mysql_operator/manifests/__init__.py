@@ -22,6 +22,7 @@ from .objects import (  # noqa: F401
     pod_disruption_budget,
     primary_service,
     replica_service,
+    reseed_request,
     statefulset,
 )
 

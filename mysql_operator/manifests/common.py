@@ -28,6 +28,12 @@ TLS_DIR = "/etc/mysql-operator/tls"  # Secret <name>-tls in server Pods
 TLS_CA, TLS_CERT, TLS_KEY = f"{TLS_DIR}/ca.crt", f"{TLS_DIR}/tls.crt", f"{TLS_DIR}/tls.key"
 CA_BUNDLE_DIR = "/etc/mysql-operator/ca"  # Secret <name>-ca-bundle (ca.crt) in Job Pods
 CA_BUNDLE = f"{CA_BUNDLE_DIR}/ca.crt"
+# MariaDB re-seeding (sh/seed.sh): the donor sidecar's port, the operator password as a file (the
+# requester's token, renewed in place on rotation), and the operator's request (ConfigMap
+# <name>-reseed: key = Pod name, value = "<donor host> <request id>")
+SEED_PORT = 3307
+SEED_TOKEN_DIR = "/etc/mysql-operator/seed"
+RESEED_DIR = "/etc/mysql-operator/reseed"
 
 # Accounts created when the data directory is initialised; their privileges: db/accounts.py.
 ROOT_USER = "root"
@@ -63,6 +69,10 @@ def replica_service_name(c: MySQLCluster) -> str:
 
 def config_map_name(c: MySQLCluster) -> str:
     return f"{c.name}-config"
+
+
+def reseed_config_map_name(c: MySQLCluster) -> str:
+    return f"{c.name}-reseed"
 
 
 def generated_secret_name(c: MySQLCluster) -> str:

@@ -72,6 +72,18 @@ def config_map(c: MySQLCluster) -> dict[str, Any]:
     }
 
 
+def reseed_request(c: MySQLCluster, instance: str | None, donor_host: str = "", stamp: str = "") -> dict[str, Any]:
+    """The operator's request that `instance`'s Pod replace its data by a copy of the donor's
+    when it starts (MariaDB, sh/seed.sh receive): one key, the Pod's name; `stamp` names the
+    request (a copy carried out once is never made again for it). `instance` None: no request."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": k.metadata(c, k.reseed_config_map_name(c), "reseed"),
+        "data": {instance: f"{donor_host} {stamp}"} if instance else {},
+    }
+
+
 EVIDENCE_LIMIT = 512 * 1024  # bytes of binary log events kept (a ConfigMap holds at most 1 MiB)
 
 
@@ -220,6 +232,44 @@ def _grants_env(
     return {"name": name, "value": accounts.grant_lines(grants, revokes)}
 
 
+def _seed_containers(c: MySQLCluster, resources: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """MariaDB re-seeding by a physical copy (sh/seed.sh): the init container that puts a copy in
+    place when the operator asked for one (before the data directory is initialised), and the
+    sidecar that makes copies of this server for others (mariadb-backup, over TLS)."""
+    s = c.spec
+    tls = {"name": "tls", "mountPath": k.TLS_DIR, "readOnly": True}
+    token = {"name": "seed-token", "mountPath": k.SEED_TOKEN_DIR, "readOnly": True}
+    common = {
+        "image": s.image_ref,
+        "imagePullPolicy": s.image_pull_policy,
+        "securityContext": _container_security(),
+    }
+    receive = {
+        "name": "seed",
+        **common,
+        "command": ["/bin/bash", f"{k.CONFIG_DIR}/seed.sh", "receive"],
+        "env": [_field_env("POD_NAME", "metadata.name")],
+        "resources": {kind: dict(v) for kind, v in resources.items()},  # --prepare: like the server
+        "volumeMounts": _mounts() + [tls, token, {"name": "reseed", "mountPath": k.RESEED_DIR, "readOnly": True}],
+    }
+    donor = {
+        "name": "seed-donor",
+        **common,
+        "command": ["/bin/bash", f"{k.CONFIG_DIR}/seed.sh", "serve"],
+        "ports": [{"name": "seed", "containerPort": k.SEED_PORT, "protocol": "TCP"}],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},  # idle until a copy is asked for
+        "volumeMounts": [
+            {"name": "data", "mountPath": k.DATA_ROOT, "readOnly": True},
+            {"name": "config", "mountPath": k.CONFIG_DIR, "readOnly": True},
+            {"name": "run", "mountPath": k.RUN_DIR},  # the server's socket and client.cnf
+            {"name": "tmp", "mountPath": "/tmp"},
+            tls,
+            token,
+        ],
+    }
+    return receive, donor
+
+
 def statefulset(c: MySQLCluster) -> dict[str, Any]:
     s = c.spec
     secret = k.credentials_secret_name(c)
@@ -288,6 +338,32 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
         "securityContext": _container_security(),
         "volumeMounts": _mounts() + [{"name": "tls", "mountPath": k.TLS_DIR, "readOnly": True}],
     }
+    init_containers, containers = [init], [server]
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": k.config_map_name(c), "defaultMode": 0o444}},
+        # renewed in place: the kubelet updates the files, the operator makes the server reload
+        {"name": "tls", "secret": {"secretName": k.tls_secret_name(c), "defaultMode": 0o440}},
+        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    if s.flavor == "mariadb":
+        receive, donor = _seed_containers(c, resources)
+        init_containers.insert(0, receive)
+        containers.append(donor)
+        volumes += [
+            {
+                "name": "seed-token",
+                "secret": {
+                    "secretName": secret,
+                    "items": [{"key": k.OPERATOR_PASSWORD_KEY, "path": "token"}],
+                    "defaultMode": 0o440,
+                },
+            },
+            {
+                "name": "reseed",
+                "configMap": {"name": k.reseed_config_map_name(c), "optional": True, "defaultMode": 0o444},
+            },
+        ]
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -301,15 +377,9 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "affinity": dict(s.affinity) if s.affinity is not None else _default_affinity(c),
-        "initContainers": [init],
-        "containers": [server],
-        "volumes": [
-            {"name": "config", "configMap": {"name": k.config_map_name(c), "defaultMode": 0o444}},
-            # renewed in place: the kubelet updates the files, the operator makes the server reload
-            {"name": "tls", "secret": {"secretName": k.tls_secret_name(c), "defaultMode": 0o440}},
-            {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
-            {"name": "tmp", "emptyDir": {}},
-        ],
+        "initContainers": init_containers,
+        "containers": containers,
+        "volumes": volumes,
     }
     if s.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in s.tolerations]

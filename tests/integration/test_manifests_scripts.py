@@ -64,7 +64,7 @@ def env(tmp_path_factory):
     )
     cm = m.config_map(c)["data"]
     # the init container's plain values (users, privileges) as the StatefulSet sets them
-    (init,) = m.statefulset(c)["spec"]["template"]["spec"]["initContainers"]
+    init = next(x for x in m.statefulset(c)["spec"]["template"]["spec"]["initContainers"] if x["name"] == "init-datadir")
     plain = {v["name"]: v["value"] for v in init["env"] if "value" in v}
     config = root / "config"
     config.mkdir()
@@ -346,7 +346,18 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     proc.wait(60)
 
     seed_port = free_port()
-    serve_env = {**donor, "MYSQL_OPERATOR_SEED_PORT": str(seed_port), "TMPDIR": str(root / "volume-db-0")}
+    # the credentials Secret's operator-password, mounted as a file in both Pods
+    token, wrong = root / "token", root / "wrong-token"
+    token.write_text(PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+    wrong.write_text("not-it")
+    for f in (token, wrong):
+        f.chmod(0o644)
+    serve_env = {
+        **donor,
+        "MYSQL_OPERATOR_SEED_PORT": str(seed_port),
+        "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(token),
+        "TMPDIR": str(root / "volume-db-0"),
+    }
     argv = ["/bin/bash", str(config / "seed.sh"), "serve"]
     if user is not None:
         argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *argv]
@@ -361,10 +372,11 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
         "MYSQL_OPERATOR_SEED_PORT": str(seed_port),
         "MYSQL_OPERATOR_SEED_ADDRESS": "127.0.0.1",
         "MYSQL_OPERATOR_RESEED_DIR": str(root / "reseed"),
+        "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(token),
     }
 
     refused = run(
-        config / "seed.sh", {**receive_env, "MYSQL_OPERATOR_PASSWORD": "not-it"}, user, "receive", check=False
+        config / "seed.sh", {**receive_env, "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(wrong)}, user, "receive", check=False
     )
     assert refused.returncode == 1 and "refused" in refused.stderr, refused.stderr
     assert (root / "volume-db-1" / "data" / "shop" / "errant.frm").exists()  # nothing replaced

@@ -51,11 +51,11 @@ def matches(selector: dict, labels: dict) -> bool:
     return True
 
 
-def admitted(policy: dict, pod_namespace: str, pod_labels: dict, namespace_labels: dict) -> bool:
-    """Whether a Pod (labels, namespace) may open a connection to 3306 of a selected Pod."""
+def admitted(policy: dict, pod_namespace: str, pod_labels: dict, namespace_labels: dict, port: int = 3306) -> bool:
+    """Whether a Pod (labels, namespace) may open a connection to `port` of a selected Pod."""
     ns = policy["metadata"]["namespace"]
     for rule in policy["spec"]["ingress"]:
-        if not any(p.get("port") == 3306 and p.get("protocol", "TCP") == "TCP" for p in rule["ports"]):
+        if not any(p.get("port") == port and p.get("protocol", "TCP") == "TCP" for p in rule["ports"]):
             continue
         for peer in rule["from"]:
             if "namespaceSelector" in peer:
@@ -106,8 +106,9 @@ def test_one_policy_per_watched_namespace_selecting_the_database_pods():
             }
         }
         assert spec["policyTypes"] == ["Ingress"]  # outgoing traffic (DNS, S3, API) untouched
-        (rule,) = spec["ingress"]
+        rule, seed = spec["ingress"]
         assert rule["ports"] == [{"protocol": "TCP", "port": 3306}]
+        assert seed["ports"] == [{"protocol": "TCP", "port": 3307}]
 
 
 def test_the_namespaces_value_overrides_watch_namespaces():
@@ -165,6 +166,17 @@ def test_who_is_admitted_to_3306():
         {"app.kubernetes.io/managed-by": "mysql-operator", "app.kubernetes.io/component": "exporter"},
         prod,
     )
+
+    # a MariaDB server's copies (re-seeding): only the other servers of the namespace
+    assert admitted(p, "prod", server, prod, port=3307)
+    for who, ns, labels in (
+        ("operator", RELEASE_NS, operator),
+        ("client", "prod", {"app": "shop", CLIENT_LABEL: "true"}),
+        ("other namespace's server", "other", server),
+    ):
+        assert not admitted(p, ns, labels, ns_labels(ns), port=3307), who
+    job = backup_jobs.tenant_job(c, "j", backup_jobs.COMPONENT_RESTORE, "x", "img", [], [])
+    assert not admitted(p, "prod", job["spec"]["template"]["metadata"]["labels"], prod, port=3307)
 
 
 def test_the_operator_peer_follows_the_release_name_and_namespace():

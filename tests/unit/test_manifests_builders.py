@@ -170,7 +170,7 @@ def test_user_config_is_appended_after_the_operators():
 
 def test_config_map_ships_the_scripts_and_a_config_change_rolls_the_pods():
     cm = m.config_map(cluster())
-    assert set(cm["data"]) == {"my.cnf", "init.sh", "start.sh", "probe.sh"}
+    assert set(cm["data"]) == {"my.cnf", "init.sh", "start.sh", "probe.sh", "seed.sh"}
     assert "initialize-insecure" in cm["data"]["init.sh"] and "mariadb-install-db" in cm["data"]["init.sh"]
     a = m.statefulset(cluster())["spec"]["template"]["metadata"]["annotations"][m.CONFIG_HASH_ANNOTATION]
     b = m.statefulset(cluster(config={"myCnf": "max_connections=9"}))["spec"]["template"]["metadata"][
@@ -222,8 +222,8 @@ def test_statefulset_shape():
         "storageClassName": "fast",
     }
     pod = spec["template"]["spec"]
-    (init,), (server,) = pod["initContainers"], pod["containers"]
-    assert init["image"] == server["image"] == "mariadb:11.4"
+    (seed, init), (server, donor) = pod["initContainers"], pod["containers"]
+    assert init["image"] == server["image"] == seed["image"] == donor["image"] == "mariadb:11.4"
     assert init["command"] == ["/bin/bash", "/opt/mysql-operator/config/init.sh"]
     assert server["command"] == ["/bin/bash", "/opt/mysql-operator/config/start.sh"]
     assert (
@@ -257,7 +257,7 @@ def test_statefulset_shape():
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert server[probe]["exec"]["command"][1] == "/opt/mysql-operator/config/probe.sh"
     assert server["readinessProbe"]["exec"]["command"][2] == "ready"
-    assert {v["name"] for v in pod["volumes"]} == {"config", "run", "tmp", "tls"}
+    assert {v["name"] for v in pod["volumes"]} == {"config", "run", "tmp", "tls", "seed-token", "reseed"}
     tls = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
     assert tls == {"secretName": "db-tls", "defaultMode": 0o440}  # the key: the server's group only
     server = next(ct for ct in pod["containers"] if ct["name"] == "mysqld")
@@ -270,6 +270,28 @@ def test_statefulset_shape():
         "/etc/mysql-operator/tls",
     }
     assert pod["automountServiceAccountToken"] is False
+
+
+def test_mariadb_pods_copy_and_receive_copies_and_mysql_pods_do_not():
+    """MariaDB re-seeding (sh/seed.sh): the receiving init container runs before the data
+    directory is initialised, with the operator's request (optional ConfigMap) and the token
+    (the operator password, one key of the credentials Secret, as a file: renewed on rotation,
+    never in the environment); the donor sidecar reads the data volume read-only."""
+    pod = m.statefulset(cluster(flavor="mariadb", version="11.8"))["spec"]["template"]["spec"]
+    seed, init = pod["initContainers"]
+    assert (seed["name"], init["name"]) == ("seed", "init-datadir")
+    assert seed["command"][-2:] == ["/opt/mysql-operator/config/seed.sh", "receive"]
+    donor = next(ct for ct in pod["containers"] if ct["name"] == "seed-donor")
+    assert donor["command"][-1] == "serve" and donor["ports"] == [{"name": "seed", "containerPort": 3307, "protocol": "TCP"}]
+    assert {"name": "data", "mountPath": "/var/lib/mysql", "readOnly": True} in donor["volumeMounts"]
+    for ct in (seed, donor):
+        assert not any("PASSWORD" in e["name"] for e in ct.get("env", []))
+        assert {"name": "seed-token", "mountPath": "/etc/mysql-operator/seed", "readOnly": True} in ct["volumeMounts"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["seed-token"]["secret"]["items"] == [{"key": "operator-password", "path": "token"}]
+    assert volumes["reseed"]["configMap"] == {"name": "db-reseed", "optional": True, "defaultMode": 0o444}
+    mysql = m.statefulset(cluster(flavor="mysql"))["spec"]["template"]["spec"]
+    assert [ct["name"] for ct in mysql["initContainers"] + mysql["containers"]] == ["init-datadir", "mysqld"]
 
 
 def test_restricted_pod_security():

@@ -22,6 +22,7 @@ from mysql_operator.status import events_from_steps
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 
 DIALECT = dialect_for(detect("10.11.9-MariaDB-log", "mariadb.org binary distribution"))
+MYSQL_DIALECT = dialect_for(detect("9.7.4", "MySQL Community Server - GPL"))
 WRITES = {"set_read_only(False)"}  # the one operation that makes a server accept writes
 
 
@@ -51,7 +52,8 @@ class FakeServer:
     reachable: bool = True
     executed: str = ""  # its GTIDs (MariaDB notation)
     binlogs: list = field(default_factory=list)  # [BinlogFile], oldest first
-    dialect = DIALECT
+    uptime: float = 100.0
+    dialect: object = DIALECT
 
     def _do(self, op: str) -> None:
         if not self.reachable or (self.name, op) in self.world.fail:
@@ -86,7 +88,7 @@ class FakeServer:
             executed=DIALECT.parse_gtids(self.executed),
             purged=DIALECT.parse_gtids(""),
             replica=replica,
-            uptime=100.0,
+            uptime=self.uptime,
             semisync_source_enabled=self.semisync_source,
             semisync_replica_enabled=self.semisync_replica,
         )
@@ -551,9 +553,17 @@ def reseed_states(world: World, clone: str | None = None) -> list[t.InstanceStat
     return [dataclasses.replace(s, clone=clone) if s.name == "db-2" else s for s in states(world)]
 
 
+def mysql(world: World) -> World:
+    """MySQL servers: a re-seed is a CLONE run by the recipient."""
+    for s in world.servers.values():
+        s.dialect = MYSQL_DIALECT
+    return world
+
+
 def test_reseed_records_the_errant_transactions_before_the_copy_starts():
     w = World()
     e = engine(w)
+    mysql(w)
     serving(w, "db-0")
     kept = []
     e.keep_evidence = lambda name, gtids, events: (
@@ -575,6 +585,7 @@ def test_reseed_records_the_errant_transactions_before_the_copy_starts():
 def test_reseed_discards_nothing_when_the_record_cannot_be_kept():
     w = World()
     e = engine(w)
+    mysql(w)
     serving(w, "db-0")
 
     def refuse(name, gtids, events):
@@ -593,6 +604,7 @@ def test_reseed_discards_nothing_when_the_record_cannot_be_kept():
 def test_reseed_watches_a_copy_under_way_and_retries_a_failed_copy_later():
     w = World()
     e = engine(w)
+    mysql(w)
     serving(w, "db-0")
     plain = t.Reseed("db-2", "db-1")  # behind, nothing errant: nothing to record
     assert e.act(plain, reseed_states(w, t.CLONE_COPYING)) == [] and w.log == []
@@ -604,6 +616,53 @@ def test_reseed_watches_a_copy_under_way_and_retries_a_failed_copy_later():
     e.clock = lambda: float("inf")
     steps = e.act(plain, reseed_states(w, t.CLONE_FAILED))
     assert not steps[0].ok and "failed" in steps[0].detail and ("db-2", "start_clone(db-1)") in w.log
+
+
+def test_mariadb_reseed_records_then_asks_for_a_copy_and_watches_it_until_the_server_restarted_on_it():
+    """MariaDB: the recipient's Pod makes the copy (sh/seed.sh) when it restarts; the engine keeps
+    the errant record first, asks (request_seed), and counts the instance as re-seeding until it
+    answers from a server started after the request - then withdraws the request (seed_done)."""
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    now = [1000.0]
+    e.wall_clock = lambda: now[0]
+    e.keep_evidence = lambda name, gtids, events: (w.log.append((name, "kept")), "ConfigMap x")[1]
+    done: list[str] = []
+    e.request_seed = lambda name, host: w.log.append((name, f"request_seed({host})"))
+    e.seed_done = done.append
+    steps = e.act(RESEED, reseed_states(w))
+    assert steps[0].ok and "mariadb-backup" in steps[0].detail and "ConfigMap x" in steps[0].detail
+    assert index(w, "db-2", "errant_events") < index(w, "db-2", "kept") < index(w, "db-2", "request_seed(db-1)")
+    assert index(w, "db-2", "set_read_only(True)") < index(w, "db-2", "request_seed(db-1)")
+    assert not any(op.startswith("start_clone") for _, op in w.log)
+
+    def db2() -> t.InstanceState:
+        return next(s for s in e.observe() if s.name == "db-2")
+
+    now[0] = 1005.0
+    assert db2().reseeding  # the old server still answers (its Pod is stopping)
+    w.servers["db-2"].reachable = False
+    assert db2().reseeding and not done  # its Pod copies
+    w.servers["db-2"].reachable, w.servers["db-2"].uptime = True, 3.0  # started at 1002: on the copy
+    assert not db2().reseeding and done == ["db-2"]
+    w.log.clear()
+    assert e.act(t.Reseed("db-2", "db-1"), reseed_states(w, t.CLONE_COPYING)) == [] and w.log == []
+
+
+def test_mariadb_reseed_that_cannot_be_asked_for_is_a_failed_step_and_retried_later():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+
+    def refuse(name, host):
+        raise RuntimeError("configmaps is forbidden (injected)")
+
+    e.request_seed = refuse
+    steps = e.act(t.Reseed("db-2", "db-1"), reseed_states(w))
+    assert not steps[-1].ok and "could not be asked for" in steps[-1].detail and "forbidden" in steps[-1].detail
+    assert not next(s for s in e.observe() if s.name == "db-2").reseeding
+    assert e.act(t.Reseed("db-2", "db-1"), reseed_states(w)) == []  # not before a minute
 
 
 # -- binary logs -----------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
 #   seed.sh serve    the donor side, a sidecar of every MariaDB server: listens on $SEED_PORT with
 #                    TLS (the cluster's server certificate) and runs `seed.sh donate` per connection
 #   seed.sh donate   one copy: the requester's first line must be the operator password (both Pods
-#                    hold it); answers "OK <gtid_binlog_state>", then streams
+#                    mount it from the credentials Secret: $SEED_TOKEN_FILE, renewed in place when
+#                    the password is rotated); answers "OK <gtid_binlog_state>", then streams
 #                    `mariadb-backup --backup --stream=xbstream` of the running server
 #   seed.sh receive  the recipient side, an init container: when the operator asked for a copy for
 #                    this Pod ($RESEED_DIR/$POD_NAME holds "<donor host> <request id>") that was not
@@ -24,6 +25,7 @@ RUN_DIR="${MYSQL_OPERATOR_RUN_DIR:-/run/mysql-operator}"
 TLS_DIR="${MYSQL_OPERATOR_TLS_DIR:-/etc/mysql-operator/tls}"
 RESEED_DIR="${MYSQL_OPERATOR_RESEED_DIR:-/etc/mysql-operator/reseed}"
 SEED_PORT="${MYSQL_OPERATOR_SEED_PORT:-3307}"
+SEED_TOKEN_FILE="${MYSQL_OPERATOR_SEED_TOKEN_FILE:-/etc/mysql-operator/seed/token}"
 SELF="${BASH_SOURCE[0]}"
 DATADIR="$DATA_ROOT/data"
 NEW="$DATA_ROOT/data.seeding"
@@ -31,17 +33,22 @@ DONE="$DATA_ROOT/seed-done"
 log() { echo "seed: $*" >&2; }
 die() { log "$*"; exit 1; }
 
+token() {
+  [ -s "$SEED_TOKEN_FILE" ] || die "$SEED_TOKEN_FILE is missing or empty: the credentials Secret lacks operator-password"
+  cat "$SEED_TOKEN_FILE"
+}
+
 serve() {
-  [ -n "${MYSQL_OPERATOR_PASSWORD:-}" ] || die "MYSQL_OPERATOR_PASSWORD is empty: the credentials Secret is missing operator-password"
+  token > /dev/null
   log "serving copies of this instance on port $SEED_PORT"
   exec socat -T 600 "OPENSSL-LISTEN:$SEED_PORT,reuseaddr,fork,cert=$TLS_DIR/tls.crt,key=$TLS_DIR/tls.key,verify=0" \
     EXEC:"/bin/bash $SELF donate"
 }
 
 donate() {
-  local token state tmp
-  IFS= read -r -t 30 token || { echo "ERR no request"; exit 1; }
-  if [ -z "${MYSQL_OPERATOR_PASSWORD:-}" ] || [ "$token" != "$MYSQL_OPERATOR_PASSWORD" ]; then
+  local offered state tmp
+  IFS= read -r -t 30 offered || { echo "ERR no request"; exit 1; }
+  if [ "$offered" != "$(token)" ]; then
     echo "ERR refused"
     log "refused a copy to a requester that does not hold the operator password"
     exit 1
@@ -94,7 +101,7 @@ union_gtids() {
 
 accept() {
   local answer state info pos
-  printf '%s\n' "${MYSQL_OPERATOR_PASSWORD:?MYSQL_OPERATOR_PASSWORD is empty}"
+  printf '%s\n' "$(token)"
   IFS= read -r -t 120 answer || die "the donor did not answer"
   case "$answer" in
     "OK "*|OK) state=${answer#OK}; state=${state# } ;;
