@@ -127,7 +127,9 @@ class Observation:
 
 
 ER_CLONE_RESTART = 3707  # "Restart server failed (mysqld is not managed by supervisor process)"
-_GTID_NEXT = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'")
+# the GTID of a transaction's first event in SHOW BINLOG EVENTS: MySQL "SET @@SESSION.GTID_NEXT=
+# '<uuid>:<n>'", MariaDB "BEGIN GTID <domain>-<server>-<seq>" (or "GTID ..." for DDL)
+_GTID_NEXT = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'|\bGTID\s+(\d+-\d+-\d+)")
 
 
 @dataclass(frozen=True)
@@ -490,7 +492,9 @@ class Instance:
         """The binary log events of the transactions `gtids` (errant ones, about to be discarded),
         one line each ("file:position type info"), newest binary logs first, at most `limit`
         events, looking through the last 4 binary logs. SHOW BINLOG EVENTS lists the tables each
-        transaction touched (Table_map) and statement-based events' statements, not row images."""
+        transaction touched (Table_map) and statement-based events' statements, not row images.
+        MariaDB's errant set holds the highest sequence number per server: the record may also
+        hold that server's earlier transactions (more than discarded, never less)."""
         d = self.dialect
         wanted = d.parse_gtids(gtids)
         out: list[str] = []
@@ -504,7 +508,7 @@ class Instance:
                     for _log, pos, etype, _sid, _end, info in cur.fetchall():
                         if etype.startswith("Gtid") and etype != "Gtid_list" and etype != "Gtids_log":
                             m = _GTID_NEXT.search(info or "")
-                            keep = bool(m) and wanted.contains(d.parse_gtids(m.group(1)))
+                            keep = bool(m) and wanted.contains(d.parse_gtids(m.group(1) or m.group(2)))
                         if keep and len(out) < limit:
                             out.append(f"{name}:{pos} {etype} {info}")
         except pymysql.err.MySQLError as e:

@@ -72,7 +72,9 @@ def config_map(c: MySQLCluster) -> dict[str, Any]:
     }
 
 
-def reseed_request(c: MySQLCluster, instance: str | None, donor_host: str = "", stamp: str = "") -> dict[str, Any]:
+def reseed_request(
+    c: MySQLCluster, instance: str | None, donor_host: str = "", stamp: str = ""
+) -> dict[str, Any]:
     """The operator's request that `instance`'s Pod replace its data by a copy of the donor's
     when it starts (MariaDB, sh/seed.sh receive): one key, the Pod's name; `stamp` names the
     request (a copy carried out once is never made again for it). `instance` None: no request."""
@@ -250,7 +252,8 @@ def _seed_containers(c: MySQLCluster, resources: Mapping[str, Any]) -> tuple[dic
         "command": ["/bin/bash", f"{k.CONFIG_DIR}/seed.sh", "receive"],
         "env": [_field_env("POD_NAME", "metadata.name")],
         "resources": {kind: dict(v) for kind, v in resources.items()},  # --prepare: like the server
-        "volumeMounts": _mounts() + [tls, token, {"name": "reseed", "mountPath": k.RESEED_DIR, "readOnly": True}],
+        "volumeMounts": _mounts()
+        + [tls, token, {"name": "reseed", "mountPath": k.RESEED_DIR, "readOnly": True}],
     }
     donor = {
         "name": "seed-donor",

@@ -64,7 +64,11 @@ def env(tmp_path_factory):
     )
     cm = m.config_map(c)["data"]
     # the init container's plain values (users, privileges) as the StatefulSet sets them
-    init = next(x for x in m.statefulset(c)["spec"]["template"]["spec"]["initContainers"] if x["name"] == "init-datadir")
+    init = next(
+        x
+        for x in m.statefulset(c)["spec"]["template"]["spec"]["initContainers"]
+        if x["name"] == "init-datadir"
+    )
     plain = {v["name"]: v["value"] for v in init["env"] if "value" in v}
     config = root / "config"
     config.mkdir()
@@ -376,7 +380,11 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     }
 
     refused = run(
-        config / "seed.sh", {**receive_env, "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(wrong)}, user, "receive", check=False
+        config / "seed.sh",
+        {**receive_env, "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(wrong)},
+        user,
+        "receive",
+        check=False,
     )
     assert refused.returncode == 1 and "refused" in refused.stderr, refused.stderr
     assert (root / "volume-db-1" / "data" / "shop" / "errant.frm").exists()  # nothing replaced

@@ -447,6 +447,11 @@ def test_errant_transaction_on_replica_is_held_out(factory):
     assert isinstance(out.decision, t.WaitForDelay) and "db-2" in out.decision.reason
     assert c.state.current_primary == "db-0"
     assert 777 not in c.rows(c.primary)  # nothing was "repaired" into the primary
+    # what a re-seed would keep as evidence: the errant transaction's binary log events
+    errant = t.gtid_errant(c.last.observed[2].executed, c.last.observed[0].executed)
+    events = c.engine.instances["db-2"].errant_events(str(errant))
+    assert events and any(f"{DB}.t" in e or "`t`" in e for e in events), events
+    assert len(events) <= 6, events  # that one transaction's events, none replicated to it
 
 
 def test_switchover(factory):

@@ -51,7 +51,9 @@ def matches(selector: dict, labels: dict) -> bool:
     return True
 
 
-def admitted(policy: dict, pod_namespace: str, pod_labels: dict, namespace_labels: dict, port: int = 3306) -> bool:
+def admitted(
+    policy: dict, pod_namespace: str, pod_labels: dict, namespace_labels: dict, port: int = 3306
+) -> bool:
     """Whether a Pod (labels, namespace) may open a connection to `port` of a selected Pod."""
     ns = policy["metadata"]["namespace"]
     for rule in policy["spec"]["ingress"]:

@@ -282,11 +282,15 @@ def test_mariadb_pods_copy_and_receive_copies_and_mysql_pods_do_not():
     assert (seed["name"], init["name"]) == ("seed", "init-datadir")
     assert seed["command"][-2:] == ["/opt/mysql-operator/config/seed.sh", "receive"]
     donor = next(ct for ct in pod["containers"] if ct["name"] == "seed-donor")
-    assert donor["command"][-1] == "serve" and donor["ports"] == [{"name": "seed", "containerPort": 3307, "protocol": "TCP"}]
+    assert donor["command"][-1] == "serve" and donor["ports"] == [
+        {"name": "seed", "containerPort": 3307, "protocol": "TCP"}
+    ]
     assert {"name": "data", "mountPath": "/var/lib/mysql", "readOnly": True} in donor["volumeMounts"]
     for ct in (seed, donor):
         assert not any("PASSWORD" in e["name"] for e in ct.get("env", []))
-        assert {"name": "seed-token", "mountPath": "/etc/mysql-operator/seed", "readOnly": True} in ct["volumeMounts"]
+        assert {"name": "seed-token", "mountPath": "/etc/mysql-operator/seed", "readOnly": True} in ct[
+            "volumeMounts"
+        ]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["seed-token"]["secret"]["items"] == [{"key": "operator-password", "path": "token"}]
     assert volumes["reseed"]["configMap"] == {"name": "db-reseed", "optional": True, "defaultMode": 0o444}

@@ -633,7 +633,9 @@ def test_mariadb_reseed_records_then_asks_for_a_copy_and_watches_it_until_the_se
     e.seed_done = done.append
     steps = e.act(RESEED, reseed_states(w))
     assert steps[0].ok and "mariadb-backup" in steps[0].detail and "ConfigMap x" in steps[0].detail
-    assert index(w, "db-2", "errant_events") < index(w, "db-2", "kept") < index(w, "db-2", "request_seed(db-1)")
+    assert (
+        index(w, "db-2", "errant_events") < index(w, "db-2", "kept") < index(w, "db-2", "request_seed(db-1)")
+    )
     assert index(w, "db-2", "set_read_only(True)") < index(w, "db-2", "request_seed(db-1)")
     assert not any(op.startswith("start_clone") for _, op in w.log)
 
@@ -660,7 +662,9 @@ def test_mariadb_reseed_that_cannot_be_asked_for_is_a_failed_step_and_retried_la
 
     e.request_seed = refuse
     steps = e.act(t.Reseed("db-2", "db-1"), reseed_states(w))
-    assert not steps[-1].ok and "could not be asked for" in steps[-1].detail and "forbidden" in steps[-1].detail
+    assert (
+        not steps[-1].ok and "could not be asked for" in steps[-1].detail and "forbidden" in steps[-1].detail
+    )
     assert not next(s for s in e.observe() if s.name == "db-2").reseeding
     assert e.act(t.Reseed("db-2", "db-1"), reseed_states(w)) == []  # not before a minute
 
