@@ -353,7 +353,7 @@ class Reconciler:
         engine.keep_evidence = lambda instance, gtids, events: self._keep_evidence(
             body, c, instance, gtids, events
         )
-        engine.request_seed = lambda instance, donor: self._request_seed(body, c, instance, donor)
+        engine.request_seed = lambda instance, _donor, host: self._request_seed(body, c, instance, host)
         engine.seed_done = lambda instance: k.server_side_apply(
             self.api, m.owned(m.reseed_request(c, None), k.owner_of(body))
         )

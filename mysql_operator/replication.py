@@ -221,9 +221,9 @@ class ReplicationEngine:
         # called before an instance's errant transactions are discarded (an exception: nothing is)
         self.keep_evidence: Callable[[str, str, list[str]], str] | None = None
         # MariaDB re-seeds by restarting the recipient on a copy made by its Pod (sh/seed.sh):
-        # request_seed(instance, donor host) asks for it (the request, then the Pod restarted),
-        # seed_done(instance) withdraws it once the instance answers on its copy
-        self.request_seed: Callable[[str, str], None] | None = None
+        # request_seed(instance, donor, donor's host) asks for it (the request, then the Pod
+        # restarted), seed_done(instance) withdraws it once the instance answers on its copy
+        self.request_seed: Callable[[str, str, str], None] | None = None
         self.seed_done: Callable[[str], None] | None = None
         self._seeding: dict[str, float] = {}  # instance -> wall-clock time its copy was asked for
         # spec.replication.binlogRetention (None: the operator purges nothing); each instance's
@@ -723,7 +723,7 @@ class ReplicationEngine:
                 raise ReplicationError(f"{d.name}: no way to restart it on a copy here; not re-seeded")
             asked = self.wall_clock()
             try:
-                self.request_seed(d.name, donor.replication_host)
+                self.request_seed(d.name, d.donor, donor.replication_host)
             except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: retried later
                 raise ReplicationError(f"{d.name}: its copy could not be asked for: {e}") from None
             self._seeding[d.name] = asked

@@ -339,6 +339,14 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
         cur.execute("SET GLOBAL read_only = OFF")
         cur.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
         cur.executemany("INSERT INTO shop.t VALUES (%s)", [(i,) for i in range(1, 301)])
+        # ~40 MiB that does not compress: the copy's extraction and prepare outlast its transfer
+        # (the connection closes before they end, and must not take them with it)
+        cur.execute("CREATE TABLE shop.big (id INT AUTO_INCREMENT PRIMARY KEY, pad VARBINARY(1024))")
+        cur.execute("SET SESSION max_recursive_iterations = 50000")
+        cur.execute(
+            "INSERT INTO shop.big (pad) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+            "WHERE i < 40000) SELECT RANDOM_BYTES(1000) FROM n"
+        )
     recipient = _instance(root, e, user, "db-1")
     run(config / "init.sh", recipient, user)
     _, proc, r = _up(config, recipient, user, procs, "db-1")
@@ -365,7 +373,9 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     argv = ["/bin/bash", str(config / "seed.sh"), "serve"]
     if user is not None:
         argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *argv]
-    procs.append(subprocess.Popen(argv, env=serve_env, stderr=subprocess.DEVNULL, start_new_session=True))
+    serve_log = root / "serve.log"
+    with open(serve_log, "w") as log:
+        procs.append(subprocess.Popen(argv, env=serve_env, stderr=log, start_new_session=True))
     wait_for(
         lambda: socket.create_connection(("127.0.0.1", seed_port), 1).close() or True, 30, "the donor sidecar"
     )
@@ -390,7 +400,8 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     assert (root / "volume-db-1" / "data" / "shop" / "errant.frm").exists()  # nothing replaced
 
     state_before = _one(d, "SELECT @@gtid_binlog_state")
-    got = run(config / "seed.sh", receive_env, user, "receive")
+    got = run(config / "seed.sh", receive_env, user, "receive", check=False)
+    assert got.returncode == 0, f"{got.stderr}\n-- the donor's sidecar:\n{serve_log.read_text()}"
     for pw in PASSWORDS.values():
         assert pw not in got.stdout + got.stderr
     again = run(config / "seed.sh", receive_env, user, "receive")
@@ -401,6 +412,7 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     run(config / "init.sh", recipient, user)  # an initialised data directory: untouched
     _, _, r = _up(config, recipient, user, procs, "db-1")
     assert _one(r, "SELECT COUNT(*) FROM shop.t") == 300
+    assert _one(r, "SELECT COUNT(*) FROM shop.big") == 40000
     assert _one(r, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'errant'") == 0
     assert _one(r, "SELECT @@gtid_binlog_state") == state_before
     assert _one(r, "SELECT @@gtid_slave_pos") == _one(r, "SELECT @@gtid_binlog_pos") == state_before

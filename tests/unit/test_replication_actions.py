@@ -629,14 +629,16 @@ def test_mariadb_reseed_records_then_asks_for_a_copy_and_watches_it_until_the_se
     e.wall_clock = lambda: now[0]
     e.keep_evidence = lambda name, gtids, events: (w.log.append((name, "kept")), "ConfigMap x")[1]
     done: list[str] = []
-    e.request_seed = lambda name, host: w.log.append((name, f"request_seed({host})"))
+    e.request_seed = lambda name, donor, host: w.log.append((name, f"request_seed({donor}@{host})"))
     e.seed_done = done.append
     steps = e.act(RESEED, reseed_states(w))
     assert steps[0].ok and "mariadb-backup" in steps[0].detail and "ConfigMap x" in steps[0].detail
     assert (
-        index(w, "db-2", "errant_events") < index(w, "db-2", "kept") < index(w, "db-2", "request_seed(db-1)")
+        index(w, "db-2", "errant_events")
+        < index(w, "db-2", "kept")
+        < index(w, "db-2", "request_seed(db-1@db-1)")
     )
-    assert index(w, "db-2", "set_read_only(True)") < index(w, "db-2", "request_seed(db-1)")
+    assert index(w, "db-2", "set_read_only(True)") < index(w, "db-2", "request_seed(db-1@db-1)")
     assert not any(op.startswith("start_clone") for _, op in w.log)
 
     def db2() -> t.InstanceState:
@@ -657,7 +659,7 @@ def test_mariadb_reseed_that_cannot_be_asked_for_is_a_failed_step_and_retried_la
     e = engine(w)
     serving(w, "db-0")
 
-    def refuse(name, host):
+    def refuse(name, donor, host):
         raise RuntimeError("configmaps is forbidden (injected)")
 
     e.request_seed = refuse

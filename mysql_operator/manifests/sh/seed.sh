@@ -10,11 +10,12 @@
 #                    `mariadb-backup --backup --stream=xbstream` of the running server
 #   seed.sh receive  the recipient side, an init container: when the operator asked for a copy for
 #                    this Pod ($RESEED_DIR/$POD_NAME holds "<donor host> <request id>") that was not
-#                    made yet, connects to the donor (verifying its certificate and its name) and
-#                    runs `seed.sh accept` on the connection; fails unless the copy is in place
-#   seed.sh accept   sends the password, reads the answer, replaces the data directory by the copy
+#                    made yet, connects to the donor (socat, verifying its certificate and its name),
+#                    sends the password, reads the answer, replaces the data directory by the copy
 #                    (prepared) and leaves the copy's GTID state in reseed-init.sql, which start.sh
-#                    hands to the server once (--init-file)
+#                    hands to the server once (--init-file); fails unless the copy is in place.
+#                    socat only carries bytes: it ends soon after the donor's end of the stream,
+#                    so nothing that takes longer (the extraction's end, the prepare) runs under it.
 #
 # The old data directory is removed only once the donor has accepted (its errant transactions, if
 # any, were recorded by the operator before it asked); a copy that fails midway is made again on
@@ -45,8 +46,12 @@ serve() {
     EXEC:"/bin/bash $SELF donate"
 }
 
+TMP=""
+cleanup() { if [ -n "$TMP" ]; then rm -rf "$TMP"; fi; }
+trap cleanup EXIT
+
 donate() {
-  local offered state tmp
+  local offered state
   IFS= read -r -t 30 offered || { echo "ERR no request"; exit 1; }
   if [ "$offered" != "$(token)" ]; then
     echo "ERR refused"
@@ -56,12 +61,11 @@ donate() {
   # every GTID in this state is in the copy: the copy's consistent point comes later
   state=$(mariadb --defaults-extra-file="$RUN_DIR/client.cnf" -N -B -e 'SELECT @@GLOBAL.gtid_binlog_state')
   printf 'OK %s\n' "$state"
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/seed.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
+  TMP=$(mktemp -d "${TMPDIR:-/tmp}/seed.XXXXXX")
   log "copying this instance (mariadb-backup)"
   mariadb-backup --defaults-extra-file="$RUN_DIR/client.cnf" --backup --stream=xbstream \
-    --datadir="$DATADIR" --target-dir="$tmp" 2> "$tmp/log" || {
-    tail -n 20 "$tmp/log" >&2
+    --datadir="$DATADIR" --target-dir="$TMP" 2> "$TMP/log" || {
+    tail -n 20 "$TMP/log" >&2
     die "mariadb-backup failed"
   }
   log "copy sent"
@@ -79,9 +83,15 @@ receive() {
   fi
   address="${MYSQL_OPERATOR_SEED_ADDRESS:-$donor}"  # tests connect to a local address
   log "copy $id: from $donor"
-  SEED_ID="$id" socat -T 600 \
-    "OPENSSL:$address:$SEED_PORT,cafile=$TLS_DIR/ca.crt,commonname=$donor" \
-    EXEC:"/bin/bash $SELF accept" || true
+  # the request goes through a FIFO held open here: socat never sees the end of its input, so it
+  # ends (0.5 s) after the donor's end of the stream, and `accept` reads what it carried
+  TMP=$(mktemp -d "${TMPDIR:-/tmp}/seed.XXXXXX")
+  mkfifo -m 600 "$TMP/request"
+  exec 3<> "$TMP/request"
+  printf '%s\n' "$(token)" >&3
+  socat -T 600 - "OPENSSL:$address:$SEED_PORT,cafile=$TLS_DIR/ca.crt,commonname=$donor" \
+    < "$TMP/request" | SEED_ID="$id" accept || true
+  exec 3>&-
   [ -f "$DONE" ] && [ "$(cat "$DONE")" = "$id" ] || die "copy $id from $donor failed (see above); it is tried again when this container restarts"
   log "copy $id is in place"
 }
@@ -101,7 +111,6 @@ union_gtids() {
 
 accept() {
   local answer state info pos
-  printf '%s\n' "$(token)"
   IFS= read -r -t 120 answer || die "the donor did not answer"
   case "$answer" in
     "OK "*|OK) state=${answer#OK}; state=${state# } ;;
@@ -137,6 +146,5 @@ case "${1:-}" in
   serve) serve ;;
   donate) donate ;;
   receive) receive ;;
-  accept) accept ;;
-  *) echo "usage: seed.sh serve|donate|receive|accept" >&2; exit 2 ;;
+  *) echo "usage: seed.sh serve|donate|receive" >&2; exit 2 ;;
 esac
