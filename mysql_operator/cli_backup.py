@@ -97,6 +97,16 @@ def register(subparsers) -> None:
     dd.add_argument("--termination-log", default=TERMINATION_LOG)
     dd.set_defaults(func=cmd_delete_data)
 
+    ev = bs.add_parser(
+        "keep-evidence",
+        help="copy a re-seed's record of discarded transactions to the bucket (what its Job runs)",
+    )
+    _s3_arguments(ev)
+    ev.add_argument("--source", required=True, help="the folder holding the record (its ConfigMap)")
+    ev.add_argument("--name", required=True, help="the record's name: it goes to <prefix>/evidence/<name>/")
+    ev.add_argument("--termination-log", default=TERMINATION_LOG)
+    ev.set_defaults(func=cmd_keep_evidence)
+
     ns = argparse.ArgumentParser(add_help=False)
     ns.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
     ns.add_argument("--context", help="kubeconfig context")
@@ -210,6 +220,32 @@ def cmd_delete_data(args) -> int:
             "deleted": deleted,
             "message": f"deleted {deleted} objects under {storage.describe(s3, folder)}",
         },
+    )
+
+
+def cmd_keep_evidence(args) -> int:
+    from pathlib import Path
+
+    from mysql_operator.backup import storage
+    from mysql_operator.db.instance import redact
+
+    env, status = _job_environment(args, (ENV_ACCESS_KEY, ENV_SECRET_KEY))
+    if env is None:
+        return status
+    s3 = _s3_from(args)
+    folder = storage.join_key(s3.prefix, "evidence", args.name)
+    # a mounted ConfigMap: one file per key (the "..data" entries are the kubelet's)
+    files = sorted(f for f in Path(args.source).iterdir() if not f.name.startswith("..") and f.is_file())
+    try:
+        client = storage.make_client(s3, storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY]))
+        for f in files:
+            storage.put_bytes(client, s3, storage.join_key(folder, f.name), f.read_bytes(), "text/plain")
+    except Exception as e:  # noqa: BLE001 - every failure becomes the status message
+        return _finish(
+            args, {"ok": False, "message": redact(str(e) or type(e).__name__, (env[ENV_SECRET_KEY],))}
+        )
+    return _finish(
+        args, {"ok": True, "message": f"kept {len(files)} files at {storage.describe(s3, folder)}"}
     )
 
 

@@ -48,6 +48,8 @@ from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.k8s import jobs
+from mysql_operator.backup import storage
+from mysql_operator.manifests.backup_jobs import evidence_job
 from mysql_operator.replication import (
     PRIMARY_CHANGES,
     ClusterState,
@@ -471,8 +473,19 @@ class Reconciler:
         cm = m.errant_evidence(c, instance, gtids, events, clock.now().strftime("%Y%m%d%H%M%S"))
         if c.spec.deletion_policy == "Delete":
             cm = m.owned(cm, k.owner_of(body))
-        k.server_side_apply(self.api, cm)
-        return f"ConfigMap {cm['metadata']['name']}"
+        kept = k.server_side_apply(self.api, cm)
+        name = cm["metadata"]["name"]
+        s3 = c.spec.backup.s3 if c.spec.backup else None
+        if s3 is None:
+            return f"ConfigMap {name}"
+        # a copy in the backup bucket, made by a tokenless Job (the bucket is the tenant's)
+        job = evidence_job(c, name, s3, self.job_image, image_pull_policy=c.spec.image_pull_policy)
+        job = m.owned(job, k.owner_of({**kept, "apiVersion": "v1", "kind": "ConfigMap"}))
+        # (blocking the record's deletion would need a right on configmaps/finalizers)
+        job["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = False
+        jobs.create_job(self.api, job)
+        where = storage.describe(s3, storage.join_key(s3.prefix, "evidence", name))
+        return f"ConfigMap {name}, copied to {where} by Job {job['metadata']['name']}"
 
     def _request_seed(self, body, c: MySQLCluster, instance: str, donor_host: str) -> None:
         """Effect (MariaDB re-seed): the request for `instance`'s Pod to start on a copy of the

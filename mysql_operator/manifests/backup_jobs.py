@@ -254,6 +254,40 @@ def delete_data_job(
     )
 
 
+EVIDENCE_DIR = "/run/mysql-operator/evidence"  # the record's ConfigMap, in the export Job
+
+
+def evidence_job(
+    c: MySQLCluster, evidence: str, s3: S3, image: str, *, image_pull_policy: str = "IfNotPresent"
+) -> dict[str, Any]:
+    """The Job that copies a re-seed's record of discarded transactions (the ConfigMap
+    `evidence`, mounted read-only) to the backup bucket, under <prefix>/evidence/<evidence>/
+    (`mysql-operator backup keep-evidence`): the bucket is the tenant's, so only this tokenless
+    Pod talks to it. The caller makes the ConfigMap its owner."""
+    cs = s3.credentials_secret
+    name = f"{evidence}-export"
+    return tenant_job(
+        c,
+        name if len(name) <= 63 else name[:63].rstrip("-"),
+        COMPONENT_BACKUP,
+        "keep-evidence",
+        image,
+        ["backup", "keep-evidence", *s3_args(s3), "--source", EVIDENCE_DIR, "--name", evidence],
+        [
+            _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
+            _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+        ],
+        image_pull_policy=image_pull_policy,
+        deadline_seconds=600,
+        volumes=[
+            (
+                {"name": "evidence", "configMap": {"name": evidence, "defaultMode": 0o444}},
+                {"name": "evidence", "mountPath": EVIDENCE_DIR, "readOnly": True},
+            )
+        ],
+    )
+
+
 def restore_job_name(c: MySQLCluster) -> str:
     name = f"{c.name}-restore"
     return name if len(name) <= 63 else name[:63].rstrip("-")

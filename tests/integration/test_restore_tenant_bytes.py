@@ -214,3 +214,54 @@ def test_the_delete_job_command_deletes_one_backup_folder_only(s3server, tmp_pat
     argv[argv.index("--folder") + 1] = "/"
     assert subprocess.run(argv, env=env, capture_output=True, timeout=120).returncode == 1
     assert "refusing to delete a whole bucket" in json.loads(log.read_text())["message"]
+
+
+def test_the_evidence_job_command_copies_a_mounted_record_to_the_bucket(s3server, tmp_path):
+    """What a re-seed's export Job runs: the keys of the mounted evidence ConfigMap (not the
+    kubelet's ..data entries) go to <prefix>/evidence/<name>/ in the backup bucket."""
+    bucket = s3server.create_bucket("bk-evidence")
+    source = tmp_path / "evidence"
+    (source / "..2026_11_26_00_00_00.1").mkdir(parents=True)
+    for key, text in (
+        ("instance", "db-2"),
+        ("gtids", "0-3-207"),
+        ("events", "binlog.000002:4 Gtid BEGIN GTID 0-3-207"),
+    ):
+        (source / "..2026_11_26_00_00_00.1" / key).write_text(text)
+        (source / key).symlink_to(f"..data/{key}")
+    (source / "..data").symlink_to("..2026_11_26_00_00_00.1")
+    log = tmp_path / "termination-log"
+    env = {
+        "PATH": os.environ["PATH"],
+        ENV_ACCESS_KEY: s3server.access_key,
+        ENV_SECRET_KEY: s3server.secret_key,
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "mysql_operator.cli",
+        "backup",
+        "keep-evidence",
+        "--bucket",
+        bucket,
+        "--prefix",
+        "backups",
+        "--endpoint",
+        s3server.endpoint,
+        "--force-path-style",
+        "--source",
+        str(source),
+        "--name",
+        "db-errant-2-20261126000000",
+        "--termination-log",
+        str(log),
+    ]
+    r = subprocess.run(argv, env=env, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "kept 3 files" in json.loads(log.read_text())["message"]
+    c = s3server.client()
+    folder = "backups/evidence/db-errant-2-20261126000000"
+    keys = sorted(o["Key"] for o in c.list_objects_v2(Bucket=bucket).get("Contents", []))
+    assert keys == [f"{folder}/events", f"{folder}/gtids", f"{folder}/instance"]
+    assert c.get_object(Bucket=bucket, Key=f"{folder}/gtids")["Body"].read() == b"0-3-207"
+    assert s3server.secret_key.encode() not in r.stdout + r.stderr

@@ -288,3 +288,24 @@ def test_server_pods_and_every_job_pull_with_the_clusters_pull_secrets():
         assert pod["imagePullSecrets"] == want
         assert pod["containers"][0]["image"] == "registry.example/mysql-operator:0.1.0"
     assert "imagePullSecrets" not in _job()["spec"]["template"]["spec"]  # none asked for, none set
+
+
+def test_the_evidence_export_job_is_tokenless_and_reads_only_the_record():
+    from mysql_operator.manifests.backup_jobs import EVIDENCE_DIR, evidence_job
+
+    c = parse(CLUSTER)
+    job = evidence_job(c, "shop-errant-2-20261126000000", c.spec.backup.s3, "localhost/mysql-operator:0.1.0")
+    assert job["metadata"]["name"] == "shop-errant-2-20261126000000-export"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False and job["spec"]["backoffLimit"] == 0
+    (ctr,) = pod["containers"]
+    assert ctr["args"][:2] == ["backup", "keep-evidence"]
+    assert ctr["args"][-4:] == ["--source", EVIDENCE_DIR, "--name", "shop-errant-2-20261126000000"]
+    assert "--endpoint" in ctr["args"] and "http://minio.storage:9000" in ctr["args"]
+    assert {"name": "evidence", "mountPath": EVIDENCE_DIR, "readOnly": True} in ctr["volumeMounts"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "evidence")
+    assert volume["configMap"]["name"] == "shop-errant-2-20261126000000"
+    secrets = {e["valueFrom"]["secretKeyRef"]["name"] for e in ctr["env"] if "valueFrom" in e}
+    assert secrets == {"s3-creds"}  # the S3 credentials, nothing of the cluster's
+    long = evidence_job(c, "x" * 60, c.spec.backup.s3, "img")
+    assert len(long["metadata"]["name"]) <= 63
