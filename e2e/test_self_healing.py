@@ -16,12 +16,14 @@ acknowledged-row accounting (issue 15). In order:
    and within a minute of resuming every instance is a healthy replica again (re-seeded when it
    held an unacknowledged transaction of its own; that record is kept).
 
-Then: no acknowledged row lost, and every discarded transaction is retrievable.
+Then: no acknowledged row lost, and every discarded transaction is retrievable (its ConfigMap,
+and its copy in the backup bucket, MinIO beside the cluster, made by a tokenless Job).
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -77,7 +79,41 @@ def _reseeded(c: Cluster, pod: str, since: int) -> list:
     return [e for e in c.events("Reseed")[since:] if pod in (e.message or "")]
 
 
-def _errant_case(c: Cluster, flavor: str, pw: str) -> None:
+def _with_bucket(c: Cluster, s3) -> tuple[dict, str]:
+    """spec.backup.storage for a new bucket of the S3 server beside the cluster (no schedule:
+    only the errant records go there), and the bucket."""
+    bucket = f"heal-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(bucket)
+    c.core.create_namespaced_secret(
+        c.namespace,
+        {
+            "metadata": {"name": "heal-s3"},
+            "stringData": {"AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key},
+        },
+    )
+    storage = {
+        "s3": {
+            "bucket": bucket,
+            "prefix": "bk",
+            "endpoint": s3.endpoint,
+            "region": "us-east-1",
+            "forcePathStyle": True,
+            "credentialsSecret": {"name": "heal-s3"},
+        }
+    }
+    return {"storage": storage}, bucket
+
+
+def _in_bucket(s3, bucket: str, record: str) -> dict[str, bytes]:
+    c = s3.client()
+    keys = [
+        o["Key"]
+        for o in c.list_objects_v2(Bucket=bucket, Prefix=f"bk/evidence/{record}/").get("Contents", [])
+    ]
+    return {k.rsplit("/", 1)[1]: c.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
+
+
+def _errant_case(c: Cluster, flavor: str, pw: str, s3, bucket: str) -> None:
     victim = f"{c.name}-2"
     restarts = next(s.restart_count for s in c.pod(victim).status.container_statuses if s.name == "mysqld")
     uid = c.pod(victim).metadata.uid
@@ -98,6 +134,15 @@ def _errant_case(c: Cluster, flavor: str, pw: str) -> None:
     assert len(kept) == 1 and kept[0].metadata.name in event.message, (kept, event.message)
     assert kept[0].data["instance"] == victim and own in kept[0].data["gtids"]
     assert "app.writes" in kept[0].data["events"], kept[0].data["events"]  # the table it touched
+    record_name = kept[0].metadata.name
+    copied = wait_for(
+        lambda: (lambda o: o if len(o) == 3 else None)(_in_bucket(s3, bucket, record_name)),
+        120,
+        f"the record {record_name} in the bucket",
+        describe=c.describe,
+    )
+    assert copied["gtids"].decode() == kept[0].data["gtids"] and b"app.writes" in copied["events"]
+    assert bucket in event.message and f"{record_name}-export" in event.message, event.message
     pod = c.pod(victim)
     ip = pod.status.pod_ip
     if flavor == "mysql":  # the same Pod, its container restarted on the copy, a new identity
@@ -199,16 +244,17 @@ def _hang_primary_round(lc, c: Cluster, flavor: str, n: int) -> None:
 
 
 @pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
-def test_a_cluster_heals_itself_under_writes(local_cluster, scenario_namespace, flavor):
+def test_a_cluster_heals_itself_under_writes(local_cluster, scenario_namespace, s3_beside_cluster, flavor):
     c = Cluster(local_cluster.api_client(), scenario_namespace, "heal")
-    c.create(cluster_spec(3, flavor))
+    backup, bucket = _with_bucket(c, s3_beside_cluster)
+    c.create(cluster_spec(3, flavor, backup=backup))
     c.wait_ready(300, instances=3, primary="heal-0")
     rw, pw = create_writes_table(c)
     writer = writer_to(rw, "app", pw)
     writer.start()
     try:
         wait_for(lambda: len(writer.acked) >= 20, 60, "20 acknowledged writes")
-        _errant_case(c, flavor, pw)
+        _errant_case(c, flavor, pw, s3_beside_cluster, bucket)
         _volume_lost_case(c, flavor)
         _purged_case(local_cluster, c, flavor)
         for n in (1, 2, 3):
