@@ -237,6 +237,35 @@ def signal_server(local_cluster, c: Cluster, pod: str, sig: str) -> None:
     assert r.returncode == 0, f"ctr tasks kill -s {sig}: {r.stderr}"
 
 
+def server_processlist(local_cluster, c: Cluster, pod: str) -> str:
+    """What the server of `pod` is doing, asked from inside its container over the local socket
+    (through containerd: it answers even when the operator's TCP connections time out)."""
+    status = next(s for s in c.pod(pod).status.container_statuses if s.name == "mysqld")
+    client = "mysql" if c.body()["spec"]["flavor"] == "mysql" else "mariadb"
+    r = subprocess.run(
+        [
+            "ctr",
+            "--address",
+            local_cluster.containerd_socket,
+            "-n",
+            "k8s.io",
+            "tasks",
+            "exec",
+            "--exec-id",
+            f"diag-{int(time.time() * 1000)}",
+            status.container_id.split("://", 1)[1],
+            client,
+            "--defaults-extra-file=/run/mysql-operator/client.cnf",
+            "-e",
+            "SELECT ID, USER, COMMAND, TIME, STATE, LEFT(INFO, 100) FROM information_schema.PROCESSLIST",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return r.stdout + r.stderr
+
+
 def operator_metrics(api, namespace: str, release: str = "mysql-operator", port: int = 9090) -> dict:
     """One scrape of the chart's metrics Service: {(sample name, frozenset of labels): value}."""
     from prometheus_client.parser import text_string_to_metric_families

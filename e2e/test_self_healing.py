@@ -35,6 +35,7 @@ from e2e.helpers import (
     query,
     record,
     replica_state,
+    server_processlist,
     signal_server,
     writer_to,
 )
@@ -233,7 +234,12 @@ def _hang_primary_round(lc, c: Cluster, flavor: str, n: int) -> None:
     finally:
         signal_server(lc, c, old, "SIGCONT")
     resumed = time.monotonic()
-    wait_for(lambda: _healthy(c), 300, f"round {n}: every instance healthy again", describe=c.describe)
+    wait_for(
+        lambda: _healthy(c),
+        300,
+        f"round {n}: every instance healthy again",
+        describe=lambda: f"{c.describe()}\n{old}'s threads:\n{server_processlist(lc, c, old)}",
+    )
     took = time.monotonic() - resumed
     outcome = "re-seeded" if _reseeded(c, old, 0) else "rejoined"
     record(
