@@ -46,7 +46,8 @@ APP = Credentials("app", "bench-app-pw-2b7d")
 REPL = Credentials("repl", "bench-repl-pw-61c0")
 DB = "app"
 SEED_SH = Path(__file__).resolve().parents[1] / "mysql_operator" / "manifests" / "sh" / "seed.sh"
-LOGS = ("mysql-bin.", "relay-bin", "mysqld", "error.log", "stdout.log")
+# what the copy does not carry (logs, the preallocated redo log and temporary tablespace)
+LOGS = ("mysql-bin.", "relay-bin", "mysqld", "error.log", "stdout.log", "ib_logfile", "ibtmp")
 
 
 def fill(server, gib: float) -> None:

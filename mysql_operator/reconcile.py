@@ -356,6 +356,7 @@ class Reconciler:
             body, c, instance, gtids, events
         )
         engine.request_seed = lambda instance, _donor, host: self._request_seed(body, c, instance, host)
+        engine.restart_instance = lambda instance: self._delete_pod(c.namespace, instance)
         engine.seed_done = lambda instance: k.server_side_apply(
             self.api, m.owned(m.reseed_request(c, None), k.owner_of(body))
         )
@@ -494,8 +495,12 @@ class Reconciler:
         any earlier one (those were carried out, or are no longer wanted)."""
         cm = m.reseed_request(c, instance, donor_host, clock.now().strftime("%Y%m%d%H%M%S"))
         k.server_side_apply(self.api, m.owned(cm, k.owner_of(body)))
+        self._delete_pod(c.namespace, instance)
+
+    def _delete_pod(self, namespace: str, pod: str) -> None:
+        """Effect: a server's Pod deleted; its StatefulSet starts it again on the same volume."""
         try:
-            client.CoreV1Api(self.api).delete_namespaced_pod(instance, c.namespace)
+            client.CoreV1Api(self.api).delete_namespaced_pod(pod, namespace)
         except ApiException as e:
             if e.status != 404:
                 raise

@@ -40,6 +40,13 @@ from mysql_operator.db.instance import (
     identity_mismatch,
 )
 
+
+def stuck(o: Observation) -> bool:
+    """The server took the login but a statement timed out: alive, yet stuck (a server that is
+    down refuses or never completes the connection: "cannot connect")."""
+    return not o.reachable and " failed: (2013" in (o.error or "") and "cannot connect" not in (o.error or "")
+
+
 # decisions that make a (possibly new) primary writable: recorded before acting
 PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
 # decisions under which the primary serves as recorded: binary logs may be purged then
@@ -212,6 +219,7 @@ class ReplicationEngine:
         # primary: a later, different start means that primary restarted (crash, kill, new Pod)
         self._booted_serving: dict[str, float] = {}
         self.last_observations: dict[str, Observation] = {}
+        self.last_error: dict[str, str] = {}  # per member, why its last observation failed
         # the primary whose accounts this engine converged, and when to try again after a failure
         self._accounts_on: str | None = None
         self._accounts_retry_at = float("-inf")
@@ -226,6 +234,11 @@ class ReplicationEngine:
         self.request_seed: Callable[[str, str, str], None] | None = None
         self.seed_done: Callable[[str], None] | None = None
         self._seeding: dict[str, float] = {}  # instance -> wall-clock time its copy was asked for
+        # restart_instance(instance) restarts a server that takes logins but answers no query
+        # (its Pod deleted); never the primary, at most once per STUCK_RETRY_SECONDS
+        self.restart_instance: Callable[[str], None] | None = None
+        self._stuck_since: dict[str, float] = {}  # instance -> first observation of it stuck
+        self._restarted_at: dict[str, float] = {}
         # spec.replication.binlogRetention (None: the operator purges nothing); each instance's
         # binary logs are looked at every binlog_check_seconds
         self.binlog_retention: Retention | None = None
@@ -303,6 +316,12 @@ class ReplicationEngine:
         for name in names:
             o = observations[name]
             m = self.members[name]
+            if stuck(o):
+                self._stuck_since.setdefault(name, started)
+            else:
+                self._stuck_since.pop(name, None)
+            if o.error:
+                self.last_error[name] = o.error
             if o.reachable:
                 since = self._down_since.pop(name, None)
                 if since is not None:
@@ -423,6 +442,7 @@ class ReplicationEngine:
         steps = self.act(decision, observed)
         if isinstance(decision, STEADY):
             self.maintain_binlogs(observed, steps)
+        self.restart_stuck(state.current_primary, steps)
         return Outcome(decision, steps, observed)
 
     def act(self, d: t.Decision, observed: Sequence[t.InstanceState]) -> list[Step]:
@@ -736,6 +756,40 @@ class ReplicationEngine:
             donor.replication_host, donor.port, self.admin.user, self.admin.password, self.tls_ca_path
         )
         steps.append(Step(d.name, "reseed", f"copying the data of {d.donor}{kept}"))
+
+    STUCK_SECONDS = 60.0  # a server that takes logins but answers no query this long is restarted
+    STUCK_RETRY_SECONDS = 300.0
+
+    def restart_stuck(self, primary: str | None, steps: list[Step]) -> None:
+        """Restart (restart_instance) every instance but the primary that has taken logins but
+        answered no query for STUCK_SECONDS: a server stuck on its own locks (seen on MariaDB, an
+        old primary resumed after a hang with commits still waiting for acknowledgements that
+        will never come) never gets better, and cannot even be fenced. It serves nobody (not
+        reachable: no role), and restarts on its own data: crash recovery, then it rejoins or
+        is re-seeded like any old primary."""
+        if self.restart_instance is None:
+            return
+        now = self.clock()
+        for name, since in list(self._stuck_since.items()):
+            if name == primary or now - since < self.STUCK_SECONDS:
+                continue
+            if now - self._restarted_at.get(name, float("-inf")) < self.STUCK_RETRY_SECONDS:
+                continue
+            self._restarted_at[name] = now
+            last = self.last_error.get(name, "")
+            try:
+                self.restart_instance(name)
+            except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: tried again later
+                steps.append(Step(name, "restart-stuck", f"its restart failed: {e}", ok=False))
+                continue
+            steps.append(
+                Step(
+                    name,
+                    "restart-stuck",
+                    f"took logins but answered no query for {now - since:.0f} s ({last}): restarted",
+                    warn=True,
+                )
+            )
 
     def maintain_binlogs(self, observed: Sequence[t.InstanceState], steps: list[Step]) -> None:
         """Purge binary logs past the retention on every instance that answers, never one another

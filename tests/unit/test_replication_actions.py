@@ -53,6 +53,7 @@ class FakeServer:
     executed: str = ""  # its GTIDs (MariaDB notation)
     binlogs: list = field(default_factory=list)  # [BinlogFile], oldest first
     uptime: float = 100.0
+    error: str = "injected: down"  # why it does not answer (when not reachable)
     dialect: object = DIALECT
 
     def _do(self, op: str) -> None:
@@ -66,7 +67,7 @@ class FakeServer:
     # -- DbOps -----------------------------------------------------------------------------------
     def observe(self) -> Observation:
         if not self.reachable:
-            return Observation(reachable=False, error="injected: down")
+            return Observation(reachable=False, error=self.error)
         replica = None
         if self.source:
             replica = ReplicaStatus(
@@ -730,3 +731,44 @@ def test_binlogs_are_looked_at_once_per_interval_and_never_without_a_retention()
     e.reconcile(ClusterState("db-0"))
     e.reconcile(ClusterState("db-0"))
     assert [op for n, op in w.log if n == "db-0" and op == "binary_logs"] == ["binary_logs"]
+
+
+# -- stuck servers ---------------------------------------------------------------------------------
+def test_a_server_that_takes_logins_but_answers_no_query_is_restarted_unless_it_is_the_primary():
+    """An old primary resumed after a hang may be stuck on its own locks for good: logins work,
+    statements time out. After a minute it is restarted (never the primary, at most every five
+    minutes); a server that is merely down (no login) is not."""
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    now = [0.0]
+    e.clock = lambda: now[0]
+    restarted: list[str] = []
+    e.restart_instance = restarted.append
+    stuck_error = "SHOW failed: (2013, 'Lost connection to MySQL server during query (timed out)')"
+    down_error = 'cannot connect: (2003, "Can\'t connect to MySQL server")'
+    for name, error in (("db-1", stuck_error), ("db-2", down_error), ("db-0", stuck_error)):
+        w.servers[name].reachable = False
+        w.servers[name].error = error
+    state = ClusterState("db-0")
+    e.reconcile(state)
+    now[0] = 59.0
+    assert not [s for s in e.reconcile(state).steps if s.action == "restart-stuck"] and restarted == []
+    now[0] = 61.0
+    steps = [s for s in e.reconcile(state).steps if s.action == "restart-stuck"]
+    assert restarted == ["db-1"]  # not db-0 (the primary), not db-2 (down, not stuck)
+    assert (
+        steps[0].warn and "answered no query for 61 s" in steps[0].detail and "SHOW failed" in steps[0].detail
+    )
+    now[0] = 200.0
+    e.reconcile(state)
+    assert restarted == ["db-1"]  # once per five minutes
+    now[0] = 400.0
+    e.reconcile(state)
+    assert restarted == ["db-1", "db-1"]
+    w.servers["db-1"].reachable = True  # it answers again: the clock starts over
+    e.reconcile(state)
+    w.servers["db-1"].reachable = False
+    now[0] = 800.0
+    e.reconcile(state)
+    assert restarted == ["db-1", "db-1"]
