@@ -76,8 +76,13 @@ def _healthy(c: Cluster) -> bool:
     )
 
 
-def _reseeded(c: Cluster, pod: str, since: int) -> list:
-    return [e for e in c.events("Reseed")[since:] if pod in (e.message or "")]
+def _seen(c: Cluster) -> set[str]:
+    return {e.metadata.name for e in c.events("Reseed")}
+
+
+def _reseeded(c: Cluster, pod: str, seen: set[str] = frozenset()) -> list:
+    """Reseed Events naming `pod`, other than those `seen` before."""
+    return [e for e in c.events("Reseed") if e.metadata.name not in seen and pod in (e.message or "")]
 
 
 def _with_bucket(c: Cluster, s3) -> tuple[dict, str]:
@@ -120,7 +125,7 @@ def _errant_case(c: Cluster, flavor: str, pw: str, s3, bucket: str) -> None:
     uid = c.pod(victim).metadata.uid
     own = _write_errant(c, victim)
     started = time.monotonic()
-    wait_for(lambda: _reseeded(c, victim, 0), 60, f"a Reseed Event naming {victim}", describe=c.describe)
+    wait_for(lambda: _reseeded(c, victim), 60, f"a Reseed Event naming {victim}", describe=c.describe)
     wait_for(lambda: _healthy(c), 300, "every instance healthy after the re-seed", describe=c.describe)
     record(
         f"errant replica written -> re-seeded and healthy ({flavor})",
@@ -192,7 +197,7 @@ def _purged_case(lc, c: Cluster, flavor: str) -> None:
     victim = f"{c.name}-1"
     others = [p.metadata.name for p in c.pods() if p.metadata.name != victim]
     opw, pw = c.password("operator-password"), c.password()
-    before = len(c.events("Reseed"))
+    before = _seen(c)
     signal_server(lc, c, victim, "SIGSTOP")
     try:
         primary_ip = c.pod(c.status()["currentPrimary"]).status.pod_ip
@@ -222,12 +227,14 @@ def _purged_case(lc, c: Cluster, flavor: str) -> None:
 
 def _hang_primary_round(lc, c: Cluster, flavor: str, n: int) -> None:
     old = c.status()["currentPrimary"]
+    reseeds_before = _seen(c)
     stopped = time.monotonic()
     signal_server(lc, c, old, "SIGSTOP")
     try:
         wait_for(
             lambda: c.status().get("currentPrimary") not in (None, old), 60, "a failover", describe=c.describe
         )
+        assert not _healthy(c), c.describe()  # the status owns up to the hung instance
         # the fault lasts HANG_SECONDS whatever the operator does meanwhile (what a long I/O stall
         # or a paused VM does): its duration is the scenario's, not a wait for a condition
         wait_for(lambda: time.monotonic() - stopped >= HANG_SECONDS, 60, f"{HANG_SECONDS:.0f} s of hang")
@@ -241,7 +248,7 @@ def _hang_primary_round(lc, c: Cluster, flavor: str, n: int) -> None:
         describe=lambda: f"{c.describe()}\n{old}'s threads:\n{server_processlist(lc, c, old)}",
     )
     took = time.monotonic() - resumed
-    outcome = "re-seeded" if _reseeded(c, old, 0) else "rejoined"
+    outcome = "re-seeded" if _reseeded(c, old, reseeds_before) else "rejoined"
     record(
         f"primary hung {HANG_SECONDS:.0f} s, round {n}: resumed -> all healthy ({flavor}, {outcome})",
         took,
