@@ -152,6 +152,7 @@ class Seeder:
             )
             if r.returncode != 0:
                 raise RuntimeError(f"seed.sh receive: {r.stderr[-2000:]}")
+            print(r.stderr, file=sys.stderr)  # its own account of the transfer and the prepare
             self.copies.append((started, time.monotonic(), data_bytes(s.datadir)))
             init = s.root / "reseed-init.sql"
             given = s.root / "reseed-init.given.sql"

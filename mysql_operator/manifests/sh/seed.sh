@@ -119,7 +119,10 @@ accept() {
   umask 077
   rm -rf "$NEW" "$DATADIR" "$DATA_ROOT/reseed-init.sql"
   mkdir -p "$NEW"
+  SECONDS=0
   mbstream -x -C "$NEW" || die "the copy's stream broke off"
+  log "copy received in $SECONDS s"
+  SECONDS=0
   mariadb-backup --prepare --target-dir="$NEW" 2> "$DATA_ROOT/seed-prepare.log" || {
     tail -n 20 "$DATA_ROOT/seed-prepare.log" >&2
     die "mariadb-backup --prepare failed"
@@ -129,6 +132,7 @@ accept() {
   [ -f "$info" ] || die "the copy has no binary log position (is the donor's binary log on?)"
   pos=$(awk '{print $3}' "$info")
   [ -n "$pos" ] || die "the copy's binary log position has no GTID"
+  log "copy prepared in $SECONDS s"
   state=$(union_gtids "$state" "$pos")
   {
     echo "SET sql_log_bin = 0;"
