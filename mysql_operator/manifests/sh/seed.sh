@@ -111,7 +111,7 @@ union_gtids() {
 
 accept() {
   local answer state info pos
-  IFS= read -r -t 120 answer || die "the donor did not answer"
+  IFS= read -r -t 120 answer || die "the donor did not answer (its seed-donor log says why: it refuses a requester without the current operator password)"
   case "$answer" in
     "OK "*|OK) state=${answer#OK}; state=${state# } ;;
     *) die "the donor refused the copy: $answer" ;;
