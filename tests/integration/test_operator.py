@@ -433,12 +433,15 @@ def test_user_secret_is_honoured_reported_when_missing_and_survives_deletion(con
     before = core.read_namespaced_secret("mine", ns)
     assert not before.metadata.owner_references  # never adopted
     sts = client.AppsV1Api(api).read_namespaced_stateful_set("byo", ns)
+    init = next(x for x in sts.spec.template.spec.init_containers if x.name == "init-datadir")
     env = {
         e.name: e.value_from.secret_key_ref.name
-        for e in sts.spec.template.spec.init_containers[0].env
+        for e in init.env
         if e.value_from and e.value_from.secret_key_ref
     }
     assert set(env.values()) == {"mine"}
+    token = next(v for v in sts.spec.template.spec.volumes if v.name == "seed-token")  # MariaDB re-seeding
+    assert token.secret.secret_name == "mine"
 
     objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "byo")
     wait_for(lambda: not _owned_objects(api, ns, "byo"), 90, "owned objects garbage-collected")
