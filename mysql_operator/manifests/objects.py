@@ -260,7 +260,10 @@ def _seed_containers(c: MySQLCluster, resources: Mapping[str, Any]) -> tuple[dic
         **common,
         "command": ["/bin/bash", f"{k.CONFIG_DIR}/seed.sh", "serve"],
         "ports": [{"name": "seed", "containerPort": k.SEED_PORT, "protocol": "TCP"}],
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},  # idle until a copy is asked for
+        # idle until a copy is asked for: a small request where the server has resources; none
+        # where it has none (the Pod stays BestEffort: the kubelet 1.34 crashed in its resize
+        # path on a force-deleted and recreated Pod whose containers' resources differed)
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}} if resources else {},
         "volumeMounts": [
             {"name": "data", "mountPath": k.DATA_ROOT, "readOnly": True},
             {"name": "config", "mountPath": k.CONFIG_DIR, "readOnly": True},
