@@ -47,9 +47,10 @@ def rate(acks: list[float], start: float, end: float) -> float:
     return sum(1 for a in acks if start <= a < end) / max(end - start, 1e-9)
 
 
-def fill(server, gib: float) -> None:
-    """Rows of ~1 KiB of random bytes until app.big holds `gib` GiB (InnoDB's own estimate)."""
-    conn = server.connect(user=ADMIN_USER, database=DB, timeout=600)
+def fill(server, gib: float, **connect) -> None:
+    """Rows of ~1 KiB of random bytes until app.big holds `gib` GiB (InnoDB's own estimate);
+    `connect`: how to log in (default: the admin account of tests/support/mysql.py)."""
+    conn = server.connect(**(connect or {"user": ADMIN_USER}), database=DB, timeout=3600)
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE big (id BIGINT AUTO_INCREMENT PRIMARY KEY, pad VARBINARY(1024))")
         cur.execute(

@@ -34,10 +34,11 @@ import time
 from pathlib import Path
 
 from benchmarks.operator_scale import print_table
-from benchmarks.reseed_bench import MIB, rate
+from benchmarks.reseed_bench import MIB, fill, rate
 from mysql_operator import tls
 from mysql_operator import topology as t
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from tests.support.mariadb import ADMIN_USER as MARIADB_ADMIN
 from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, free_port, missing_binaries
 from tests.support.wait import wait_for
 from tests.support.writer import Writer
@@ -48,27 +49,6 @@ DB = "app"
 SEED_SH = Path(__file__).resolve().parents[1] / "mysql_operator" / "manifests" / "sh" / "seed.sh"
 # what the copy does not carry (logs, the preallocated redo log and temporary tablespace)
 LOGS = ("mysql-bin.", "relay-bin", "mysqld", "error.log", "stdout.log", "ib_logfile", "ibtmp")
-
-
-def fill(server, gib: float) -> None:
-    """Rows of ~1 KiB of random bytes until app.big holds `gib` GiB (InnoDB's own estimate)."""
-    conn = server.connect(database=DB, timeout=3600)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE big (id BIGINT AUTO_INCREMENT PRIMARY KEY, pad VARBINARY(1024))")
-        cur.execute(
-            "INSERT INTO big (pad) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
-            "WHERE i < 1000) SELECT RANDOM_BYTES(1000) FROM n"
-        )
-        while True:
-            cur.execute("ANALYZE TABLE big")
-            cur.execute(
-                "SELECT DATA_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'big'",
-                (DB,),
-            )
-            if cur.fetchone()[0] >= gib * 1024 * MIB:
-                break
-            cur.execute("INSERT INTO big (pad) SELECT RANDOM_BYTES(1000) FROM big LIMIT 100000")
-    conn.close()
 
 
 def data_bytes(datadir: Path) -> int:
@@ -212,7 +192,7 @@ def _measure(
     primary = by[state.current_primary]
     primary.query(f"CREATE TABLE {DB}.w (id INT PRIMARY KEY, note VARCHAR(40))")
     print(f"filling {gib} GiB ...", file=sys.stderr)
-    fill(primary, gib)
+    fill(primary, gib, user=MARIADB_ADMIN)
     count = primary.query(f"SELECT COUNT(*) FROM {DB}.big")[0][0]
     for name in ("db-1", "db-2"):
         wait_for(

@@ -213,54 +213,45 @@ class Cluster:
         return {i["name"]: i["role"] for i in self.status().get("instances") or []}
 
 
+def _ctr_task(
+    local_cluster, c: Cluster, pod: str, *args: str, timeout: float = 30
+) -> subprocess.CompletedProcess:
+    """`ctr tasks <args...>` on the mysqld container of one of the cluster's Pods; `{id}` in
+    args stands for that container's id."""
+    status = next(s for s in c.pod(pod).status.container_statuses if s.name == "mysqld")
+    cid = status.container_id.split("://", 1)[1]
+    return subprocess.run(
+        ["ctr", "--address", local_cluster.containerd_socket, "-n", "k8s.io", "tasks"]
+        + [cid if a == "{id}" else a for a in args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def signal_server(local_cluster, c: Cluster, pod: str, sig: str) -> None:
     """Send `sig` to the mysqld container of one of the cluster's Pods through containerd (what
     a crash, a kill or a hang does to it; the kubelet sees it as the container's own doing)."""
-    status = next(s for s in c.pod(pod).status.container_statuses if s.name == "mysqld")
-    r = subprocess.run(
-        [
-            "ctr",
-            "--address",
-            local_cluster.containerd_socket,
-            "-n",
-            "k8s.io",
-            "tasks",
-            "kill",
-            "-s",
-            sig,
-            status.container_id.split("://", 1)[1],
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    r = _ctr_task(local_cluster, c, pod, "kill", "-s", sig, "{id}")
     assert r.returncode == 0, f"ctr tasks kill -s {sig}: {r.stderr}"
 
 
 def server_processlist(local_cluster, c: Cluster, pod: str) -> str:
     """What the server of `pod` is doing, asked from inside its container over the local socket
     (through containerd: it answers even when the operator's TCP connections time out)."""
-    status = next(s for s in c.pod(pod).status.container_statuses if s.name == "mysqld")
     client = "mysql" if c.body()["spec"]["flavor"] == "mysql" else "mariadb"
-    r = subprocess.run(
-        [
-            "ctr",
-            "--address",
-            local_cluster.containerd_socket,
-            "-n",
-            "k8s.io",
-            "tasks",
-            "exec",
-            "--exec-id",
-            f"diag-{int(time.time() * 1000)}",
-            status.container_id.split("://", 1)[1],
-            client,
-            "--defaults-extra-file=/run/mysql-operator/client.cnf",
-            "-e",
-            "SELECT ID, USER, COMMAND, TIME, STATE, LEFT(INFO, 100) FROM information_schema.PROCESSLIST",
-        ],
-        capture_output=True,
-        text=True,
+    r = _ctr_task(
+        local_cluster,
+        c,
+        pod,
+        "exec",
+        "--exec-id",
+        f"diag-{int(time.time() * 1000)}",
+        "{id}",
+        client,
+        "--defaults-extra-file=/run/mysql-operator/client.cnf",
+        "-e",
+        "SELECT ID, USER, COMMAND, TIME, STATE, LEFT(INFO, 100) FROM information_schema.PROCESSLIST",
         timeout=60,
     )
     return r.stdout + r.stderr
