@@ -87,6 +87,7 @@ from mysql_operator.status import (
     degraded_events,
     events_from_steps,
     instance_entries,
+    primary_change_status,
     primary_in_service,
     primary_since,
     promotion_succeeded,
@@ -335,12 +336,17 @@ class Reconciler:
             roll[0], revision = roll_step(self.reads, c, listed, observed, current_primary)
             return roll_desired(wanted, roll[0], revision, listed)
 
-        def record(st: ClusterState) -> None:
-            self.reads.patch_status(
-                ns,
-                name,
-                {"currentPrimary": st.current_primary, "primarySince": clock.stamp(precise=True)},
+        def record(st: ClusterState, decision: t.Decision) -> None:
+            changing = Summary(
+                instances=c.spec.instances,
+                generation=c.generation,
+                ready=ready,
+                primary=st.current_primary,
+                decision=decision.kind,
+                decision_reason=redact(decision.reason, secrets),
             )
+            status = primary_change_status(changing, previous, clock.stamp())
+            self.reads.patch_status(ns, name, {**status, "primarySince": clock.stamp(precise=True)})
 
         def announce(decision: t.Decision) -> None:
             pre = decision_event(decision, secrets)

@@ -421,12 +421,12 @@ class ReplicationEngine:
         desired_primary: str | None = None,
         *,
         steer: Callable[[Sequence[t.InstanceState], str | None], str | None] | None = None,
-        record: Callable[[ClusterState], None] | None = None,
+        record: Callable[[ClusterState, t.Decision], None] | None = None,
         announce: Callable[[t.Decision], None] | None = None,
     ) -> Outcome:
         """One pass. `steer(observed, desired)` may change the wanted primary after observing (a
-        rolling update moves it off the Pod it restarts next); `record(state)` persists a new
-        primary before anything is done to a server (an exception from it stops the pass: nothing
+        rolling update moves it off the Pod it restarts next); `record(state, decision)` persists a
+        new primary before anything is done to a server (an exception from it stops the pass: nothing
         acts on a choice that is not durable); `announce(decision)` sees every decision before
         it acts (Events, logs)."""
         observed = self.observe()
@@ -436,7 +436,7 @@ class ReplicationEngine:
         if isinstance(decision, PRIMARY_CHANGES):
             state.current_primary = new_primary(decision)
             if record is not None:
-                record(state)
+                record(state, decision)
         if announce is not None:
             announce(decision)
         steps = self.act(decision, observed)

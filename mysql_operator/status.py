@@ -143,6 +143,8 @@ def phase(s: Summary) -> str:
         return "FailingOver"
     if s.decision == "Switchover":
         return "SwitchingOver"
+    if s.decision == "Bootstrap" and not s.primary_serving:
+        return "Bootstrapping"
     if not s.primary_serving:
         return "Unavailable"
     tls_degraded = s.tls_problem is not None and s.tls_problem.warning
@@ -290,6 +292,18 @@ def build_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str,
     if previous.get("restore"):  # written by restore_gate; kept as it is
         status["restore"] = previous["restore"]
     return status
+
+
+def primary_change_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """What is written when a new primary is chosen, before any server is touched: the new
+    currentPrimary with the phase and conditions of a primary that does not serve yet, so the
+    status never names the new primary while still calling the cluster Ready (the instances
+    list stays the last pass's until this pass ends)."""
+    return {
+        "currentPrimary": s.primary,
+        "phase": phase(s),
+        "conditions": merge_conditions(previous.get("conditions") or [], conditions(s), now, s.generation),
+    }
 
 
 def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:

@@ -741,3 +741,28 @@ def test_an_apply_refusal_names_the_cluster_fields_the_api_message_points_at(mes
     else:
         assert text.startswith("StatefulSet db ")
     assert "not applied" in cstatus.apply_refusal("Service", "db-rw", None, "no answer")
+
+
+@pytest.mark.parametrize(
+    "decision, phase",
+    [("Failover", "FailingOver"), ("Switchover", "SwitchingOver"), ("Promote", "Unavailable")],
+)
+def test_a_new_primary_is_written_with_a_phase_and_conditions_that_stop_calling_the_cluster_ready(
+    decision, phase
+):
+    """Written before the new primary is promoted: a reader of the status never sees the new
+    primary's name next to Ready=True and "the old primary accepts writes"."""
+    ready = cstatus.build_status(S(), {}, "T1")
+    changing = S(primary="db-1", primary_serving=False, primary_in_service=False, decision=decision)
+    written = cstatus.primary_change_status(changing, ready, "T2")
+    assert written["currentPrimary"] == "db-1" and written["phase"] == phase
+    got = {c["type"]: (c["status"], c["lastTransitionTime"]) for c in written["conditions"]}
+    assert got["Ready"] == ("False", "T2") and got["Available"] == ("False", "T2")
+    assert got["Progressing"] == ("True", "T2")
+    available = next(c for c in written["conditions"] if c["type"] == "Available")
+    assert available["message"] == "db-1 does not accept writes"
+
+
+def test_a_bootstrap_is_bootstrapping_until_its_primary_serves():
+    assert cstatus.phase(S(primary_serving=False, decision="Bootstrap")) == "Bootstrapping"
+    assert cstatus.phase(S(decision="Bootstrap")) == "Ready"

@@ -398,7 +398,7 @@ def test_a_new_primary_is_recorded_before_any_server_is_touched():
     seen = []
     out = e.reconcile(
         ClusterState(),
-        record=lambda st: seen.append((st.current_primary, len(w.log))),
+        record=lambda st, _d: seen.append((st.current_primary, len(w.log))),
         announce=lambda d: seen.append((d.kind, len(w.log))),
     )
     assert isinstance(out.decision, t.Bootstrap)
@@ -410,7 +410,7 @@ def test_a_record_that_fails_stops_the_pass_before_it_acts():
     w = World()
     e = engine(w)
 
-    def record(st):
+    def record(st, decision):
         raise RuntimeError("status patch refused")
 
     with pytest.raises(RuntimeError):
