@@ -44,8 +44,9 @@ def required_keys(c: MySQLCluster) -> list[str]:
 def optional_keys(c: MySQLCluster) -> list[str]:
     """Keys always in the generated Secret, used when present in a Secret of the user's (one
     from before they existed must keep working): without backup-password the cluster has no
-    backup account and its backups fail saying so."""
-    return [m.BACKUP_PASSWORD_KEY]
+    backup account and its backups fail saying so; without sql-password no MySQLDatabase, MySQLUser
+    or MySQLGrant of the cluster is applied, saying so."""
+    return [m.BACKUP_PASSWORD_KEY, m.SQL_PASSWORD_KEY]
 
 
 def rotation_pending(desired: Mapping[str, str], applied: Mapping[str, str]) -> tuple[str, ...]:
@@ -65,13 +66,20 @@ def rotation_accounts(
         m.ROOT_PASSWORD_KEY: ("root", "localhost"),
         m.REPLICATION_PASSWORD_KEY: (m.REPLICATION_USER, "%"),
         m.BACKUP_PASSWORD_KEY: (m.BACKUP_USER, "%"),
+        m.SQL_PASSWORD_KEY: (m.SQL_USER, "%"),
         m.OPERATOR_PASSWORD_KEY: (m.OPERATOR_USER, "%"),
     }
     if app_user:
         accounts[m.APP_PASSWORD_KEY] = (app_user, "%")
     if not_rotated(c, m.ROOT_PASSWORD_KEY):
         del accounts[m.ROOT_PASSWORD_KEY]
-    order = [m.ROOT_PASSWORD_KEY, m.REPLICATION_PASSWORD_KEY, m.APP_PASSWORD_KEY, m.BACKUP_PASSWORD_KEY]
+    order = [
+        m.ROOT_PASSWORD_KEY,
+        m.REPLICATION_PASSWORD_KEY,
+        m.APP_PASSWORD_KEY,
+        m.BACKUP_PASSWORD_KEY,
+        m.SQL_PASSWORD_KEY,
+    ]
     order.append(m.OPERATOR_PASSWORD_KEY)
     return {
         k: Credentials(accounts[k][0], desired[k], accounts[k][1])

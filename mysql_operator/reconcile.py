@@ -52,6 +52,7 @@ from mysql_operator.backup import storage
 from mysql_operator.manifests.backup_jobs import evidence_job
 from mysql_operator.replication import (
     PRIMARY_CHANGES,
+    STEADY,
     ClusterState,
     Credentials,
     Member,
@@ -76,6 +77,8 @@ from mysql_operator.pods import (
 )
 from mysql_operator.passwords import PasswordStore
 from mysql_operator.restore_gate import restore_gate
+from mysql_operator.sql_objects import SqlObjects
+from mysql_operator.db.flavor import Flavor
 from mysql_operator.rollout import roll_delete, roll_desired, roll_step
 from mysql_operator.tls_upkeep import TLSUpkeep, serves_tls
 from mysql_operator.status import (
@@ -159,6 +162,7 @@ class Reconciler:
         self.resync_seconds = resync_seconds
         self.apply_timeout = apply_timeout
         self.passwords = PasswordStore(api, self.reads, password_factory, resync_seconds)
+        self.sql = SqlObjects(api, password_factory)  # MySQLDatabase, MySQLUser, MySQLGrant
         self.clock = clock
         self._entries: dict[tuple[str, str], _Entry] = {}
         self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
@@ -413,6 +417,8 @@ class Reconciler:
             primary_ok = bool(p and p.reachable and not p.read_only and not p.is_replica) or (
                 isinstance(decision, t.WaitForDelay) and p is not None
             )
+        if self.sql.due(ns, name):
+            self._sync_sql(c, entry, decision, primary if primary_ok else None, members, current)
         lags = {
             n: (o.replica.seconds_behind if o.replica else None) for n, o in engine.last_observations.items()
         }
@@ -655,6 +661,48 @@ class Reconciler:
             entry.engine.settings = settings  # the fingerprint leaves out a force-failover request
         entry.engine.binlog_retention = binlog_retention(c)
         return entry.engine
+
+    def _sync_sql(
+        self,
+        c: MySQLCluster,
+        entry: _Entry,
+        decision: t.Decision,
+        primary: str | None,
+        members: Sequence[Member],
+        passwords: Mapping[str, str],
+    ) -> None:
+        """The cluster's MySQLDatabases, MySQLUsers and MySQLGrants, through its primary as the SQL
+        account, once nothing else is going on (sql_objects.py)."""
+        member = next((mb for mb in members if mb.name == primary), None)
+        password = passwords.get(m.SQL_PASSWORD_KEY)
+        connect = None
+        if not isinstance(decision, STEADY) or member is None or member.host is None:
+            unavailable = (
+                f"cluster {c.name} has no primary serving writes ({decision.kind}); retried when it has"
+            )
+        elif not password:
+            unavailable = (
+                f"the credentials Secret of cluster {c.name} has no {m.SQL_PASSWORD_KEY}: add it (README)"
+            )
+        else:
+            unavailable = ""
+            host, port, tls = member.host, member.port, entry.tls.context()
+
+            def connect() -> Instance:
+                return Instance(
+                    host,
+                    port,
+                    m.SQL_USER,
+                    password,
+                    name=f"{member.name} ({m.SQL_USER})",
+                    tls=tls,
+                    read_timeout=10,
+                )
+
+        try:
+            self.sql.sync(c.namespace, c.name, connect, Flavor(c.spec.flavor), unavailable)
+        except Exception:  # noqa: BLE001 - never the cluster's pass: retried at the next sync
+            log.exception("%s/%s: SQL objects", c.namespace, c.name)
 
     def _move_labels(
         self, ns: str, pods: Mapping[int, PodView], names: Mapping[int, str], roles: Mapping[str, str | None]

@@ -86,6 +86,7 @@ RESERVED_USERS = (
     "mysql-operator",
     "mysql-operator-backup",
     "mysql-operator-restore",
+    "mysql-operator-sql",
     "replication",
     "mariadb.sys",
     "public",
@@ -695,7 +696,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             raise SpecError(
                 f"{dpath}.user",
                 "must not be root, mysql-operator, mysql-operator-backup, "
-                "mysql-operator-restore, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
+                "mysql-operator-restore, mysql-operator-sql, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
                 "case): the server and the operator own these accounts; choose another user name",
             )
         database = Database(

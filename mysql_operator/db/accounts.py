@@ -8,6 +8,7 @@ where privileges are listed.
 | `mysql-operator-backup` | % | logical backups (`mariadb-dump`/`mysqldump`): read only |
 | the application user | % | the tenant: everything on its database, nothing else |
 | `mysql-operator-restore` | % | loads a tenant's dump into a new cluster (spec.restore); created by the init step only then |
+| `mysql-operator-sql` | % | MySQLDatabase, MySQLUser, MySQLGrant: creates databases and accounts, grants on databases |
 
 Who uses the lists: `manifests.objects` renders them with `grant_lines` into the init container's
 environment (INIT_SH turns each line into a GRANT), the replication engine converges accounts to
@@ -53,10 +54,15 @@ class Grant:
 
     @property
     def sql_target(self) -> str:
+        """The target as GRANT reads it. A database's '_' is a wildcard in a database-level
+        grant: escaped, `app_db`.* is that one database, not also `appXdb` (a table-level grant
+        names its database literally; names never hold '%', see _IDENT)."""
         db, _, table = self.target.partition(".")
         if db == "*":
             return "*.*"
-        return f"`{db}`." + ("*" if table == "*" else f"`{table}`")
+        if table == "*":
+            return "`" + db.replace("_", "\\_") + "`.*"
+        return f"`{db}`.`{table}`"
 
     def clause(self) -> str:
         """`<privileges> ON <target>`: what goes between GRANT and TO."""
@@ -177,6 +183,41 @@ def operator_privileges(v: ServerVersion | Flavor | str) -> tuple[tuple[str, str
     return _OPERATOR_MYSQL + ((extra, "granted to the backup account"),)
 
 
+# The SQL-objects account (MySQLDatabase, MySQLUser, MySQLGrant; mysql_operator/sql_objects.py):
+# both servers let an account grant only privileges it holds WITH GRANT OPTION, so it holds every
+# privilege a MySQLGrant may list (api/sql.py DATABASE_PRIVILEGES) on *.*, with CREATE/ALTER/DROP
+# of databases and CREATE USER. That is write access to mysql.* too: it is an account of its own,
+# used only for these objects, so the replication engine's account stays without it.
+_SQL_COMMON = (
+    "SELECT",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "CREATE",
+    "DROP",
+    "INDEX",
+    "ALTER",
+    "REFERENCES",
+    "CREATE TEMPORARY TABLES",
+    "LOCK TABLES",
+    "EXECUTE",
+    "CREATE VIEW",
+    "SHOW VIEW",
+    "CREATE ROUTINE",
+    "ALTER ROUTINE",
+    "EVENT",
+    "TRIGGER",
+    "CREATE USER",
+)
+
+
+def sql_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
+    """SELECT also reads mysql.user and SHOW GRANTS FOR other accounts; MariaDB's database-level
+    ALL PRIVILEGES includes DELETE HISTORY (system-versioned tables)."""
+    extra = ("DELETE HISTORY",) if _flavor(v) is Flavor.MARIADB else ()
+    return (Grant(_SQL_COMMON + extra, "*.*", grant_option=True),)
+
+
 def operator_grants(v: ServerVersion | Flavor | str, app_database: str | None = None) -> tuple[Grant, ...]:
     out = [Grant(tuple(p for p, _ in operator_privileges(v)), "*.*", grant_option=True)]
     if _flavor(v) is Flavor.MYSQL:
@@ -251,6 +292,13 @@ def _unquote(part: str) -> str:
     return part if part == "*" else part[1:-1].replace("``", "`")
 
 
+def _database(part: str, database_level: bool) -> str:
+    """A database name as SHOW GRANTS prints it, literal: a database-level grant's escaped
+    wildcards (`app\\_db`) are the characters themselves."""
+    name = _unquote(part)
+    return name.replace("\\_", "_").replace("\\%", "%") if database_level else name
+
+
 def parse_show_grants(lines: Iterable[str], v: ServerVersion | Flavor | str) -> Grants:
     """SHOW GRANTS output as {target: (privileges, grant option)}, targets as in `Grant.target`.
     Only global, database and table grants: roles, PROXY, routine and column grants (which
@@ -261,7 +309,7 @@ def parse_show_grants(lines: Iterable[str], v: ServerVersion | Flavor | str) -> 
         m = _GRANT_LINE.match(line.strip())
         if not m or m["privileges"].startswith("PROXY"):
             continue
-        target = f"{_unquote(m['db'])}.{_unquote(m['table'])}"
+        target = f"{_database(m['db'], m['table'] == '*')}.{_unquote(m['table'])}"
         privileges = {aliases.get(p.strip().upper(), p.strip().upper()) for p in m["privileges"].split(",")}
         privileges.discard("USAGE")
         held, option = out.setdefault(target, (set(), False))

@@ -22,6 +22,7 @@ from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
+from mysql_operator.db.statements import DatabaseState, Statement, UserState
 from mysql_operator.topology import CLONE_COPIED, CLONE_COPYING, CLONE_FAILED
 
 # client errors worth a retry: can't connect, lost connection, gone away, too many connections
@@ -829,6 +830,35 @@ class Instance:
                 self._run(g.grant_sql(), (user, host))
         self._run(accounts.Grant(tuple(extra)).revoke_sql(), (user, host))
         return extra
+
+    # -- SQL objects (MySQLDatabase, MySQLUser, MySQLGrant: db/statements.py) --------------------
+    def database_state(self, name: str) -> DatabaseState | None:
+        rows = self._run(
+            "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA "
+            "WHERE SCHEMA_NAME = %s",
+            (name,),
+        )
+        return DatabaseState(rows[0][0], rows[0][1]) if rows else None
+
+    def user_state(self, user: str, host: str) -> UserState | None:
+        rows = self._run(
+            "SELECT max_user_connections, ssl_type, plugin FROM mysql.user WHERE User = %s AND Host = %s",
+            (user, host),
+        )
+        if not rows:
+            return None
+        limit, ssl_type, plugin = rows[0]
+        return UserState(int(limit), str(ssl_type or ""), str(plugin or ""))
+
+    def run_statements(
+        self, statements: Iterable[Statement], secrets: Iterable[str | None] = ()
+    ) -> list[str]:
+        """Each statement in order (they replicate: run them on the primary); what each did."""
+        done = []
+        for st in statements:
+            self._run(st.sql, st.args, secrets)
+            done.append(st.what)
+        return done
 
     def ensure_database(self, name: str) -> None:
         if not _DATABASE.match(name):

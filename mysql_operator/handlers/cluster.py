@@ -111,6 +111,8 @@ def register(cfg) -> None:
     def cluster_deleted(namespace, name, **_):
         reconciler().forget(namespace, name)  # owned objects go by garbage collection
         metrics.forget(namespace, name)
+        # its MySQLDatabases, MySQLUsers and MySQLGrants: the server is gone with it
+        reconciler().sql.without_cluster(namespace, name, f"MySQLCluster {name} was deleted")
 
     @kopf.on.event("", "v1", "pods", labels=_OWNED)
     def pod_event(body, namespace, labels, **_):
@@ -129,6 +131,9 @@ def register(cfg) -> None:
                 apply=True if meta.get("generation") != status.get("observedGeneration") else None,
             )
 
+    from mysql_operator.handlers import sql
+
+    sql.register()
     _state["registered"] = True
 
 

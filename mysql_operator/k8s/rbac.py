@@ -78,7 +78,23 @@ BACKUP_RULES: list[dict] = [
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "delete"]},
 ]
 
+# What mysql_operator/sql_objects.py uses: MySQLDatabases, MySQLUsers and MySQLGrants are watched
+# and listed, their finalizer added and removed (patch), their status written. The generated
+# password Secrets of MySQLUsers fall under OPERATOR_RULES' secrets (get, create).
+SQL_OBJECT_RULES: list[dict] = [
+    {
+        "apiGroups": [GROUP],
+        "resources": ["mysqldatabases", "mysqlusers", "mysqlgrants"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
+    {
+        "apiGroups": [GROUP],
+        "resources": ["mysqldatabases/status", "mysqlusers/status", "mysqlgrants/status"],
+        "verbs": ["get", "patch"],
+    },
+]
+
 
 def namespaced_rules() -> list[dict]:
     """The Role for each watched namespace (or, with CLUSTER_SCOPE_RULES, the ClusterRole)."""
-    return OPERATOR_RULES + BACKUP_RULES
+    return OPERATOR_RULES + BACKUP_RULES + SQL_OBJECT_RULES

@@ -41,6 +41,7 @@ OPERATOR_USER = "mysql-operator"
 REPLICATION_USER = "replication"
 BACKUP_USER = "mysql-operator-backup"
 RESTORE_USER = "mysql-operator-restore"  # only while spec.restore loads a dump into a new cluster
+SQL_USER = "mysql-operator-sql"  # MySQLDatabase, MySQLUser and MySQLGrant
 
 # Keys of the credentials Secret (generated, or the user's spec.credentials.secretName).
 ROOT_PASSWORD_KEY = "root-password"
@@ -49,6 +50,7 @@ REPLICATION_PASSWORD_KEY = "replication-password"
 APP_PASSWORD_KEY = "app-password"
 BACKUP_PASSWORD_KEY = "backup-password"
 RESTORE_PASSWORD_KEY = "restore-password"
+SQL_PASSWORD_KEY = "sql-password"
 
 
 def statefulset_name(c: MySQLCluster) -> str:

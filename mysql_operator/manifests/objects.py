@@ -25,7 +25,13 @@ def credentials_secret(c: MySQLCluster, password_for: PasswordFor) -> dict[str, 
     """The generated credentials Secret, or None when the user supplied spec.credentials."""
     if c.spec.credentials is not None:
         return None
-    keys = [k.ROOT_PASSWORD_KEY, k.OPERATOR_PASSWORD_KEY, k.REPLICATION_PASSWORD_KEY, k.BACKUP_PASSWORD_KEY]
+    keys = [
+        k.ROOT_PASSWORD_KEY,
+        k.OPERATOR_PASSWORD_KEY,
+        k.REPLICATION_PASSWORD_KEY,
+        k.BACKUP_PASSWORD_KEY,
+        k.SQL_PASSWORD_KEY,
+    ]
     if c.spec.database and c.spec.database.user:
         keys.append(k.APP_PASSWORD_KEY)
     if c.spec.restore:
@@ -289,14 +295,18 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
     init_env = common_env + [
         {"name": "MYSQL_REPLICATION_USER", "value": k.REPLICATION_USER},
         {"name": "MYSQL_BACKUP_USER", "value": k.BACKUP_USER},
+        {"name": "MYSQL_SQL_USER", "value": k.SQL_USER},
         _secret_env("MYSQL_ROOT_PASSWORD", secret, k.ROOT_PASSWORD_KEY),
         _secret_env("MYSQL_OPERATOR_PASSWORD", secret, k.OPERATOR_PASSWORD_KEY),
         _secret_env("MYSQL_REPLICATION_PASSWORD", secret, k.REPLICATION_PASSWORD_KEY),
         # optional: a Secret of the user's from before backup-password existed still starts
         _secret_env("MYSQL_BACKUP_PASSWORD", secret, k.BACKUP_PASSWORD_KEY, optional=True),
+        # optional likewise: without it the cluster has no account for MySQLDatabase/User/Grant
+        _secret_env("MYSQL_SQL_PASSWORD", secret, k.SQL_PASSWORD_KEY, optional=True),
         _grants_env("MYSQL_OPERATOR_GRANTS", accounts.operator_grants(version, app_database)),
         _grants_env("MYSQL_REPLICATION_GRANTS", accounts.replication_grants(version)),
         _grants_env("MYSQL_BACKUP_GRANTS", accounts.backup_grants(version)),
+        _grants_env("MYSQL_SQL_GRANTS", accounts.sql_grants(version)),
     ]
     if s.database:
         init_env.append({"name": "MYSQL_APP_DATABASE", "value": s.database.name})

@@ -14,6 +14,8 @@ import yaml
 from kubernetes import client
 
 from mysql_operator.api import GROUP, VERSION, parse, parse_backup
+from mysql_operator.api.sql import PLURALS as SQL_PLURALS
+from mysql_operator.api.sql import parse_sql_object
 from tests.support.crds import apply_crds
 from tests.support.wait import wait_for
 from tests.unit.test_api_fieldwalk import (
@@ -33,7 +35,7 @@ CRD_FILES = sorted((REPO / "crds").glob("*.yaml"))
 INVALID = sorted((REPO / "tests" / "invalid").glob("*.yaml"))
 # examples/values-*.yaml are Helm values for the chart (tests/integration/test_chart.py)
 EXAMPLES = sorted(p for p in (REPO / "examples").glob("*.yaml") if not p.name.startswith("values-"))
-PLURALS = {"MySQLCluster": "mysqlclusters", "MySQLBackup": "mysqlbackups"}
+PLURALS = {"MySQLCluster": "mysqlclusters", "MySQLBackup": "mysqlbackups", **SQL_PLURALS}
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +44,12 @@ def crds(control_plane):
     ext = client.ApiextensionsV1Api(control_plane.api_client())
     names = apply_crds(control_plane.api_client(), (yaml.safe_load(p.read_text()) for p in CRD_FILES))
     objs = client.CustomObjectsApi(control_plane.api_client())
-    wait_for(
-        lambda: objs.list_cluster_custom_object(GROUP, VERSION, "mysqlclusters") is not None,
-        30,
-        "mysqlclusters to be served",
-    )
+    for plural in PLURALS.values():
+        wait_for(
+            lambda plural=plural: objs.list_cluster_custom_object(GROUP, VERSION, plural) is not None,
+            30,
+            f"{plural} to be served",
+        )
     yield ext
     for name in names:
         ext.delete_custom_resource_definition(name)
@@ -217,6 +220,8 @@ def test_example_is_accepted(objs, namespace, path):
         stored = create(objs, namespace, doc)
         if doc["kind"] == "MySQLCluster":
             assert parse(stored) == parse({**doc, "metadata": stored["metadata"]})
+        elif doc["kind"] in SQL_PLURALS:  # the apiserver's defaults are the parser's
+            assert parse_sql_object(stored).spec == parse_sql_object(doc).spec
         else:
             parse_backup(stored)
 

@@ -42,6 +42,7 @@ ADMIN_USER = "admin"  # 'admin'@'127.0.0.1': ALL PRIVILEGES, for setting tests u
 # helpers_replication.DB) and the backup account's; same password as ADMIN_USER.
 OPERATOR_USER = "operator"
 BACKUP_USER = "backup"
+SQL_USER = "sqlobjects"  # MySQLDatabase/MySQLUser/MySQLGrant (db/accounts.py sql_grants)
 APP_DATABASE = "app"
 
 
@@ -291,6 +292,7 @@ class MariaDBFactory:
             for user, grants in (
                 (OPERATOR_USER, accounts.operator_grants(Flavor.MARIADB, APP_DATABASE)),
                 (BACKUP_USER, accounts.backup_grants(Flavor.MARIADB)),
+                (SQL_USER, accounts.sql_grants(Flavor.MARIADB)),
             ):
                 sql += f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{self.admin_password}';\n"
                 sql += "".join(

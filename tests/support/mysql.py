@@ -37,6 +37,7 @@ from tests.support.mariadb import (
     ADMIN_USER,
     APP_DATABASE,
     BACKUP_USER,
+    SQL_USER,
     OPERATOR_USER,
     MariaDBFactory,
     MariaDBServer,
@@ -52,6 +53,7 @@ __all__ = [
     "ADMIN_USER",
     "APP_DATABASE",
     "BACKUP_USER",
+    "SQL_USER",
     "OPERATOR_USER",
     "MySQLFactory",
     "MySQLServer",
@@ -196,6 +198,7 @@ class MySQLFactory(MariaDBFactory):
             for user, grants in (
                 (OPERATOR_USER, accounts.operator_grants(Flavor.MYSQL, APP_DATABASE)),
                 (BACKUP_USER, accounts.backup_grants(Flavor.MYSQL)),
+                (SQL_USER, accounts.sql_grants(Flavor.MYSQL)),
             ):
                 sql.append(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{pw}';")
                 sql += [g.grant_sql().replace("%s@%s", f"'{user}'@'127.0.0.1'") + ";" for g in grants]

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mysql_operator.api.sql import PLURALS as SQL_PLURALS
+from mysql_operator.api.sql import parse_sql_object
+
 from mysql_operator.api import (
     SpecError,
     check_cron,
@@ -332,11 +335,16 @@ def test_cron_refuses(expr, fragment):
 
 def test_examples_parse():
     docs = [
-        yaml.safe_load(p.read_text())
+        d
         for p in sorted((REPO / "examples").glob("*.yaml"))
         if not p.name.startswith("values-")
+        for d in yaml.safe_load_all(p.read_text())
     ]  # values-*.yaml are Helm values, not resources
     kinds = sorted(d["kind"] for d in docs)
     assert kinds.count("MySQLCluster") >= 3 and "MySQLBackup" in kinds
+    assert {"MySQLDatabase", "MySQLUser", "MySQLGrant"} <= set(kinds)
     for d in docs:
-        (parse if d["kind"] == "MySQLCluster" else parse_backup)(d)
+        if d["kind"] in SQL_PLURALS:
+            parse_sql_object(d)
+        else:
+            (parse if d["kind"] == "MySQLCluster" else parse_backup)(d)

@@ -71,6 +71,7 @@ def test_generated_secret_holds_every_password_from_the_given_function():
             "operator-password",
             "replication-password",
             "backup-password",
+            "sql-password",
             "app-password",
         )
     }

@@ -5,7 +5,7 @@ only the cluster-scoped rules. Keep them equal to mysql_operator/k8s/rbac.py (OP
 CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcards; no delete on Secrets.
 */}}
 
-{{/* Rules on namespaced objects (OPERATOR_RULES + BACKUP_RULES = rbac.namespaced_rules()): granted in every watched namespace. */}}
+{{/* Rules on namespaced objects (OPERATOR_RULES + BACKUP_RULES + SQL_OBJECT_RULES = rbac.namespaced_rules()): granted in every watched namespace. */}}
 {{- define "mysql-operator.rules.namespaced" -}}
 # the custom resources: watched by kopf, annotated by kopf (progress), status written by the operator
 - apiGroups: [mysql.operator.dev]
@@ -62,6 +62,14 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete]
+# SQL objects (SQL_OBJECT_RULES): MySQLDatabases, MySQLUsers and MySQLGrants watched, their
+# finalizer added and removed, their status written
+- apiGroups: [mysql.operator.dev]
+  resources: [mysqldatabases, mysqlusers, mysqlgrants]
+  verbs: [get, list, watch, patch]
+- apiGroups: [mysql.operator.dev]
+  resources: [mysqldatabases/status, mysqlusers/status, mysqlgrants/status]
+  verbs: [get, patch]
 {{- end -}}
 
 {{/* kopf peering inside each watched namespace (PEERING_RULES_NAMESPACED). */}}

@@ -65,6 +65,9 @@ account() {
   if [ -n "${MYSQL_BACKUP_PASSWORD:-}" ]; then  # absent from a Secret of the user's: no backups
     account "$MYSQL_BACKUP_USER" "$MYSQL_BACKUP_PASSWORD" "$MYSQL_BACKUP_GRANTS"
   fi
+  if [ -n "${MYSQL_SQL_PASSWORD:-}" ]; then  # absent from a Secret of the user's: no SQL objects
+    account "$MYSQL_SQL_USER" "$MYSQL_SQL_PASSWORD" "$MYSQL_SQL_GRANTS"
+  fi
   if [ -n "${MYSQL_RESTORE_PASSWORD:-}" ]; then  # spec.restore: loads the dump, then is dropped
     account "$MYSQL_RESTORE_USER" "$MYSQL_RESTORE_PASSWORD" "$MYSQL_RESTORE_GRANTS"
   fi

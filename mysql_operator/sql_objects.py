@@ -1,0 +1,340 @@
+"""MySQLDatabase, MySQLUser and MySQLGrant: converged on their cluster's current primary.
+
+The objects are known from their watch (kopf events feed `SqlObjects.seen`/`gone`: no listing);
+the cluster's pass calls `sync` when one changed and every SYNC_SECONDS (a password Secret's new
+value, a drifted server), with a connection to the primary as the cluster's own SQL account
+(`mysql-operator-sql`, db/accounts.py sql_grants). Per object: observe what the server has, the
+pure statements of db/statements.py, run them, then its status (condition Ready, observedGeneration)
+and an Event for what changed or why nothing could. Creation goes databases, users, grants;
+deletion (our finalizer, cleanupPolicy) grants, users, databases.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from mysql_operator import clock
+from mysql_operator import manifests as m
+from mysql_operator.api import GROUP, VERSION, SpecError
+from mysql_operator.api.sql import (
+    DATABASE_KIND,
+    FINALIZER,
+    GRANT_KIND,
+    PLURALS,
+    USER_KIND,
+    DatabaseSpec,
+    GrantSpec,
+    SqlObject,
+    UserSpec,
+    parse_sql_object,
+)
+from mysql_operator.credentials import password_problem
+from mysql_operator.db import statements
+from mysql_operator.db.flavor import Flavor
+from mysql_operator.db.instance import Instance, InstanceError, redact
+from mysql_operator.k8s import objects as k
+
+log = logging.getLogger(__name__)
+ORDER = (DATABASE_KIND, USER_KIND, GRANT_KIND)
+SYNC_SECONDS = 15.0
+ACCESS_DENIED = {1044, 1045, 1142, 1227, 1410}
+Key = tuple[str, str]  # (namespace, cluster)
+
+
+def password_secret_name(user_object: str) -> str:
+    return f"{user_object}-mysql-password"
+
+
+@dataclass
+class Result:
+    """What one object's pass ends in: its Ready condition and what the status adds."""
+
+    ok: bool
+    reason: str
+    message: str
+    done: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def status_for(
+    result: Result, previous: Mapping[str, Any], generation: int | None, now: str
+) -> dict[str, Any]:
+    """Pure: the object's status (lastTransitionTime moves only when Ready's status changes)."""
+    old = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), {})
+    status = "True" if result.ok else "False"
+    cond = {
+        "type": "Ready",
+        "status": status,
+        "reason": result.reason,
+        "message": result.message,
+        "lastTransitionTime": old.get("lastTransitionTime", now) if old.get("status") == status else now,
+        "observedGeneration": generation,
+    }
+    return {"observedGeneration": generation, "conditions": [cond], **result.extra}
+
+
+def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return any(previous.get(key) != value for key, value in new.items())
+
+
+class SqlObjects:
+    def __init__(self, api: client.ApiClient, password_factory: Callable[[], str] = m.random_password):
+        self.api = api
+        self.password_factory = password_factory
+        self._lock = threading.Lock()
+        self._bodies: dict[Key, dict[tuple[str, str], dict]] = {}
+        self._due: dict[Key, float] = {}
+
+    # -- what the watch says ---------------------------------------------------------------------
+    def seen(self, body: Mapping[str, Any]) -> Key | None:
+        """A created or changed object; returns its cluster (to nudge), None if it names none."""
+        cluster = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
+        meta = body.get("metadata") or {}
+        if not isinstance(cluster, str):
+            return None
+        key = (meta.get("namespace") or "default", cluster)
+        with self._lock:
+            for other in self._bodies.values():  # a clusterRef never changes (CEL), but be sure
+                other.pop((body.get("kind") or "", meta.get("name") or ""), None)
+            self._bodies.setdefault(key, {})[(body.get("kind") or "", meta.get("name") or "")] = dict(body)
+            self._due[key] = 0.0
+        return key
+
+    def gone(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        with self._lock:
+            for objs in self._bodies.values():
+                objs.pop((body.get("kind") or "", meta.get("name") or ""), None)
+
+    def due(self, namespace: str, cluster: str, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            return bool(self._bodies.get((namespace, cluster))) and now >= self._due.get(
+                (namespace, cluster), 0.0
+            )
+
+    def without_cluster(self, namespace: str, cluster: str, why: str) -> None:
+        """The cluster does not exist or is being deleted: objects being deleted let go at once
+        (their server goes with the cluster), the others say why nothing is applied."""
+        with self._lock:
+            bodies = list(self._bodies.get((namespace, cluster), {}).values())
+        for body in bodies:
+            meta = body["metadata"]
+            finalizers = list(meta.get("finalizers") or [])
+            try:
+                if meta.get("deletionTimestamp"):
+                    if FINALIZER in finalizers:
+                        self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
+                else:
+                    self._publish(body, Result(False, "ClusterMissing", why))
+            except ApiException as e:
+                log.warning("%s/%s %s: %s", namespace, meta["name"], body["kind"], e.reason)
+
+    # -- one sync ---------------------------------------------------------------------------------
+    def sync(
+        self,
+        namespace: str,
+        cluster: str,
+        connect: Callable[[], Instance] | None,
+        flavor: Flavor,
+        unavailable: str,
+    ) -> None:
+        """Converge every object of the cluster (`connect`: the primary as the SQL account, None
+        with `unavailable` saying why there is none)."""
+        key = (namespace, cluster)
+        with self._lock:
+            bodies = list(self._bodies.get(key, {}).values())
+            self._due[key] = time.monotonic() + SYNC_SECONDS
+        deleting = sorted(
+            (b for b in bodies if (b.get("metadata") or {}).get("deletionTimestamp")),
+            key=lambda b: -ORDER.index(b["kind"]),
+        )
+        live = sorted(
+            (b for b in bodies if not (b.get("metadata") or {}).get("deletionTimestamp")),
+            key=lambda b: ORDER.index(b["kind"]),
+        )
+        inst = None
+        try:
+            for body in deleting + live:
+                if inst is None and connect is not None:
+                    inst = connect()
+                try:
+                    self._one(body, inst, flavor, unavailable)
+                except ApiException as e:
+                    log.warning("%s/%s %s: %s", namespace, body["metadata"]["name"], body["kind"], e.reason)
+        finally:
+            if inst is not None:
+                inst.close()
+
+    def _one(self, body: dict, inst: Instance | None, flavor: Flavor, unavailable: str) -> None:
+        meta = body["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        try:
+            obj = parse_sql_object(body)
+        except SpecError as e:
+            if meta.get("deletionTimestamp"):  # never applied: nothing to undo
+                self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
+                return
+            self._publish(body, Result(False, "InvalidSpec", str(e)))
+            return
+        if meta.get("deletionTimestamp"):
+            if FINALIZER in finalizers:
+                self._delete(body, obj, inst, unavailable, finalizers)
+            return
+        if FINALIZER not in finalizers:
+            self._set_finalizers(body, finalizers + [FINALIZER])
+        if inst is None:
+            self._publish(body, Result(False, "ClusterUnavailable", unavailable))
+            return
+        secrets: list[str] = []
+        try:
+            result = self._converge(body, obj, inst, flavor, secrets)
+        except InstanceError as e:
+            result = Result(False, "SQLFailed", _why(redact(str(e), secrets), e.errno))
+        self._publish(body, result)
+
+    def _converge(
+        self, body: dict, obj: SqlObject, inst: Instance, flavor: Flavor, secrets: list[str]
+    ) -> Result:
+        spec = obj.spec
+        if isinstance(spec, DatabaseSpec):
+            done = inst.run_statements(statements.database(spec, inst.database_state(spec.name)))
+            return Result(True, "Applied", f"database {spec.name} exists as specified", done)
+        if isinstance(spec, UserSpec):
+            found = self._password(body, spec)
+            if isinstance(found, Result):
+                return found
+            password, version, secret = found
+            secrets.append(password)
+            previous = body.get("status") or {}
+            observed = inst.user_state(spec.name, spec.host)
+            applied = observed is not None and previous.get("passwordVersion") == version
+            plan = statements.user(spec, observed, flavor, password, applied)
+            done = inst.run_statements(plan, secrets)
+            extra = {"passwordSecret": secret, "passwordVersion": version}
+            return Result(
+                True, "Applied", f"account {spec.name}@{spec.host} exists as specified", done, extra
+            )
+        assert isinstance(spec, GrantSpec)
+        held = inst.grants_of(spec.user, spec.host)
+        if held is None:
+            return Result(
+                False,
+                "UserMissing",
+                f"the account {spec.user}@{spec.host} does not exist: create a MySQLUser with spec.name "
+                f"{spec.user} and spec.host {spec.host} (or fix spec.user / spec.host)",
+            )
+        done = inst.run_statements(statements.grant(spec, held))
+        return Result(
+            True, "Applied", f"{spec.user}@{spec.host} holds exactly these privileges on {spec.target}", done
+        )
+
+    def _password(self, body: dict, spec: UserSpec) -> tuple[str, str, str] | Result:
+        """(password, its version, the Secret's name), or why there is none."""
+        meta = body["metadata"]
+        if spec.password is not None:
+            name, key = spec.password.name, spec.password.key
+            found = k.read_secret(self.api, meta["namespace"], name)
+            if found is None:
+                return Result(
+                    False, "SecretMissing", f"spec.passwordSecretKeyRef: Secret {name} does not exist"
+                )
+            if not found.data.get(key):
+                return Result(
+                    False, "SecretMissing", f"spec.passwordSecretKeyRef: Secret {name} has no key {key}"
+                )
+            value = found.data[key]
+            problem = password_problem(key, value)
+            if problem:
+                return Result(False, "PasswordInvalid", f"spec.passwordSecretKeyRef: {name}/{key} {problem}")
+            return value, f"{name}/{key}/{found.version}", name
+        name = password_secret_name(meta["name"])
+        found = k.read_secret(self.api, meta["namespace"], name)
+        if found is None:
+            data = {"username": spec.name, "host": spec.host, "password": self.password_factory()}
+            secret = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": meta["namespace"]},
+                "type": "Opaque",
+                "data": {key: base64.b64encode(v.encode()).decode() for key, v in data.items()},
+            }
+            k.create_secret(self.api, m.owned(secret, k.owner_of(body)))
+            found = k.read_secret(self.api, meta["namespace"], name)
+            assert found is not None
+        return found.data["password"], f"{name}/password/{found.version}", name
+
+    def _delete(
+        self, body: dict, obj: SqlObject, inst: Instance | None, unavailable: str, finalizers: list
+    ) -> None:
+        spec = obj.spec
+        if inst is None:
+            self._publish(body, Result(False, "ClusterUnavailable", f"waiting to clean up: {unavailable}"))
+            return
+        try:
+            if isinstance(spec, DatabaseSpec):
+                done = inst.run_statements(statements.drop_database(spec))
+            elif isinstance(spec, UserSpec):
+                done = inst.run_statements(statements.drop_user(spec))
+            else:
+                done = inst.run_statements(statements.revoke(spec, inst.grants_of(spec.user, spec.host)))
+        except InstanceError as e:
+            self._publish(body, Result(False, "CleanupFailed", _why(str(e), e.errno)))
+            return
+        what = "; ".join(done) or f"kept on the server (cleanupPolicy {spec.cleanup})"
+        k.post_events(self.api, body, [("Normal", "Deleted", what)])
+        self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
+
+    # -- writing back -----------------------------------------------------------------------------
+    def _publish(self, body: dict, result: Result) -> None:
+        meta = body["metadata"]
+        previous = body.get("status") or {}
+        status = status_for(result, previous, meta.get("generation"), clock.stamp())
+        if result.done:
+            k.post_events(self.api, body, [("Normal", "Applied", "; ".join(result.done))])
+        if not status_changed(previous, status):
+            return
+        if not result.ok:
+            k.post_events(self.api, body, [("Warning", result.reason, result.message)])
+        stored = self._patch(body, {"status": status}, status=True)
+        if stored is not None:
+            self.seen(stored)
+        log.info(
+            "%s/%s %s %s: %s", meta["namespace"], meta["name"], body["kind"], result.reason, result.message
+        )
+
+    def _set_finalizers(self, body: dict, finalizers: list[str]) -> None:
+        meta = body["metadata"]
+        # the resourceVersion makes it a compare-and-swap: a list changed meanwhile is not overwritten
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
+        stored = self._patch(body, patch)
+        if stored is not None and not (stored["metadata"].get("deletionTimestamp") and not finalizers):
+            self.seen(stored)
+
+    def _patch(self, body: dict, patch: dict, status: bool = False) -> dict | None:
+        meta = body["metadata"]
+        objs = client.CustomObjectsApi(self.api)
+        call = objs.patch_namespaced_custom_object_status if status else objs.patch_namespaced_custom_object
+        try:
+            return call(GROUP, VERSION, meta["namespace"], PLURALS[body["kind"]], meta["name"], patch)
+        except ApiException as e:
+            if e.status in (404, 409):  # gone, or changed meanwhile: the watch brings the new one
+                return None
+            raise
+
+
+def _why(message: str, errno: int | None) -> str:
+    if errno in ACCESS_DENIED:
+        return (
+            f"{message} - the cluster's {m.SQL_USER} account lacks a privilege: a cluster created "
+            "before SQL objects existed has no such account (README: SQL objects on an older cluster)"
+        )
+    return message

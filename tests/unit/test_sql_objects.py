@@ -1,0 +1,167 @@
+"""MySQLDatabase, MySQLUser, MySQLGrant: the parser's refusals and the statements that converge a
+server (pure; the same statements on real servers: tests/integration/test_sql_objects.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mysql_operator.api import SpecError
+from mysql_operator.api.sql import DatabaseSpec, GrantSpec, UserSpec, parse_sql_object
+from mysql_operator.db import statements as st
+from mysql_operator.db.flavor import Flavor
+from mysql_operator.sql_objects import Result, status_changed, status_for
+
+
+def body(kind, **spec):
+    return {
+        "kind": kind,
+        "metadata": {"name": "x", "namespace": "ns"},
+        "spec": {"clusterRef": {"name": "db"}, **spec},
+    }
+
+
+def test_defaults_when_a_field_is_left_out():
+    assert parse_sql_object(body("MySQLDatabase", name="shop")).spec == DatabaseSpec("db", "shop")
+    user = parse_sql_object(body("MySQLUser", name="reporting")).spec
+    assert user == UserSpec("db", "reporting", "%", None, 0, False, None, "Delete")
+    grant = parse_sql_object(
+        body("MySQLGrant", user="reporting", database="shop", privileges=["SELECT"])
+    ).spec
+    assert grant == GrantSpec("db", "reporting", "shop", ("SELECT",)) and grant.target == "shop.*"
+
+
+@pytest.mark.parametrize(
+    "kind, spec, field",
+    [
+        ("MySQLDatabase", {"name": "mysql"}, "spec.name"),
+        ("MySQLDatabase", {"name": "Information_Schema"}, "spec.name"),
+        ("MySQLDatabase", {"name": "a-b"}, "spec.name"),
+        ("MySQLDatabase", {"name": "a`b"}, "spec.name"),
+        ("MySQLDatabase", {"name": "shop", "collation": "latin1_swedish_ci"}, "spec.collation"),
+        ("MySQLDatabase", {"name": "shop", "cleanupPolicy": "Drop"}, "spec.cleanupPolicy"),
+        ("MySQLUser", {"name": "root"}, "spec.name"),
+        ("MySQLUser", {"name": "mysql-operator-sql"}, "spec.name"),
+        ("MySQLUser", {"name": "a" * 33}, "spec.name"),
+        ("MySQLUser", {"name": "u", "host": "a'b"}, "spec.host"),
+        ("MySQLUser", {"name": "u", "authPlugin": "pam"}, "spec.authPlugin"),
+        ("MySQLUser", {"name": "u", "maxUserConnections": -1}, "spec.maxUserConnections"),
+        ("MySQLUser", {"name": "u", "passwordSecretKeyRef": {"name": "s"}}, "spec.passwordSecretKeyRef.key"),
+        ("MySQLGrant", {"user": "u", "database": "shop", "privileges": ["SUPER"]}, "spec.privileges[0]"),
+        ("MySQLGrant", {"user": "u", "database": "shop", "privileges": []}, "spec.privileges"),
+        (
+            "MySQLGrant",
+            {"user": "u", "database": "shop", "privileges": ["SELECT", "SELECT"]},
+            "spec.privileges",
+        ),
+        (
+            "MySQLGrant",
+            {"user": "u", "database": "shop", "privileges": ["ALL PRIVILEGES", "SELECT"]},
+            "spec.privileges",
+        ),
+        (
+            "MySQLGrant",
+            {"user": "u", "database": "shop", "table": "t", "privileges": ["EXECUTE"]},
+            "spec.privileges[0]",
+        ),
+        ("MySQLGrant", {"user": "u", "database": "sys", "privileges": ["SELECT"]}, "spec.database"),
+        ("MySQLGrant", {"user": "u", "database": "*", "privileges": ["SELECT"]}, "spec.database"),
+        ("MySQLGrant", {"user": "replication", "database": "shop", "privileges": ["SELECT"]}, "spec.user"),
+    ],
+)
+def test_refusals_name_the_field(kind, spec, field):
+    with pytest.raises(SpecError) as e:
+        parse_sql_object(body(kind, **spec))
+    assert e.value.field == field
+
+
+def test_a_database_is_created_then_altered_only_where_it_differs():
+    spec = DatabaseSpec("db", "shop", "utf8mb4", "utf8mb4_bin")
+    (create,) = st.database(spec, None)
+    assert create.sql == "CREATE DATABASE IF NOT EXISTS `shop` CHARACTER SET %s COLLATE %s"
+    assert create.args == ("utf8mb4", "utf8mb4_bin")
+    assert st.database(spec, st.DatabaseState("utf8mb4", "utf8mb4_bin")) == []
+    (alter,) = st.database(spec, st.DatabaseState("utf8mb4", "utf8mb4_general_ci"))
+    assert alter.sql.startswith("ALTER DATABASE `shop`")
+    # no collation asked: the server's default for the character set stays
+    assert st.database(DatabaseSpec("db", "shop"), st.DatabaseState("utf8mb4", "utf8mb4_uca1400_ai_ci")) == []
+    assert st.drop_database(spec) == []  # Skip by default: data is never dropped unless asked
+    assert (
+        st.drop_database(DatabaseSpec("db", "shop", cleanup="Delete"))[0].sql
+        == "DROP DATABASE IF EXISTS `shop`"
+    )
+
+
+def test_a_user_is_created_with_every_value_a_parameter():
+    spec = UserSpec("db", "app", "10.%", None, 5, True, None)
+    (create,) = st.user(spec, None, Flavor.MYSQL, "pw'--", False)
+    assert create.sql == "CREATE USER %s@%s IDENTIFIED BY %s REQUIRE SSL WITH MAX_USER_CONNECTIONS %s"
+    assert create.args == ("app", "10.%", "pw'--", 5) and create.secret and "pw" not in create.what
+
+
+@pytest.mark.parametrize(
+    "flavor, plugin, clause",
+    [
+        (Flavor.MYSQL, "caching_sha2_password", "IDENTIFIED WITH caching_sha2_password BY %s"),
+        (Flavor.MARIADB, "ed25519", "IDENTIFIED VIA ed25519 USING PASSWORD(%s)"),
+        (Flavor.MARIADB, None, "IDENTIFIED BY %s"),
+    ],
+)
+def test_the_password_clause_per_flavor_and_plugin(flavor, plugin, clause):
+    spec = UserSpec("db", "app", auth_plugin=plugin)
+    assert clause in st.user(spec, None, flavor, "pw", False)[0].sql
+
+
+def test_an_existing_user_is_altered_only_where_it_differs():
+    spec = UserSpec("db", "app", max_user_connections=10, require_tls=True)
+    same = st.UserState(10, "ANY", "caching_sha2_password")
+    assert st.user(spec, same, Flavor.MYSQL, "pw", True) == []
+    new_password = st.user(spec, same, Flavor.MYSQL, "pw2", False)
+    assert [s.sql for s in new_password] == ["ALTER USER %s@%s IDENTIFIED BY %s"]
+    drift = st.user(spec, st.UserState(0, "", "caching_sha2_password"), Flavor.MYSQL, "pw", True)
+    assert [s.sql for s in drift] == [
+        "ALTER USER %s@%s REQUIRE SSL",
+        "ALTER USER %s@%s WITH MAX_USER_CONNECTIONS %s",
+    ]
+    # a stronger requirement set by hand (X509) is not lowered to REQUIRE SSL
+    assert st.user(spec, st.UserState(10, "X509", "x"), Flavor.MYSQL, "pw", True) == []
+    assert st.drop_user(spec)[0].args == ("app", "%")
+    assert st.drop_user(UserSpec("db", "app", cleanup="Skip")) == []
+
+
+def test_a_grant_is_exactly_its_privileges_on_its_target_and_leaves_other_targets():
+    spec = GrantSpec("db", "app", "shop_db", ("SELECT", "INSERT"))
+    held = {"shop_db.*": (frozenset({"SELECT", "DELETE"}), False), "other.*": (frozenset({"SELECT"}), False)}
+    sql = [(s.sql, s.args) for s in st.grant(spec, held)]
+    assert sql == [
+        ("REVOKE DELETE ON `shop\\_db`.* FROM %s@%s", ("app", "%")),
+        ("GRANT SELECT, INSERT ON `shop\\_db`.* TO %s@%s", ("app", "%")),
+    ]
+    assert st.grant(spec, {"shop_db.*": (frozenset({"SELECT", "INSERT"}), False)}) == []
+    table = GrantSpec("db", "app", "shop_db", ("SELECT",), table="orders", grant_option=True)
+    assert [s.sql for s in st.grant(table, {})] == [
+        "GRANT SELECT ON `shop_db`.`orders` TO %s@%s WITH GRANT OPTION"
+    ]
+    # deleting: what it holds there, nothing elsewhere; an account that is gone holds nothing
+    assert [s.sql for s in st.revoke(spec, held)] == ["REVOKE DELETE, SELECT ON `shop\\_db`.* FROM %s@%s"]
+    assert st.revoke(spec, None) == []
+
+
+def test_all_privileges_replaces_and_is_replaced_by_a_list():
+    spec = GrantSpec("db", "app", "shop", ("ALL PRIVILEGES",))
+    assert [s.sql for s in st.grant(spec, {"shop.*": (frozenset({"SELECT"}), False)})] == [
+        "GRANT ALL PRIVILEGES ON `shop`.* TO %s@%s"
+    ]
+    narrower = GrantSpec("db", "app", "shop", ("SELECT",))
+    assert [s.sql for s in st.grant(narrower, {"shop.*": (frozenset({"ALL PRIVILEGES"}), False)})] == [
+        "REVOKE ALL PRIVILEGES ON `shop`.* FROM %s@%s",
+        "GRANT SELECT ON `shop`.* TO %s@%s",
+    ]
+
+
+def test_status_moves_its_transition_time_only_when_ready_changes():
+    ok = status_for(Result(True, "Applied", "in sync"), {}, 2, "T1")
+    again = status_for(Result(True, "Applied", "in sync"), ok, 2, "T2")
+    assert not status_changed(ok, again)
+    broken = status_for(Result(False, "SQLFailed", "denied"), again, 3, "T3")
+    assert status_changed(again, broken) and broken["conditions"][0]["lastTransitionTime"] == "T3"
+    assert broken["observedGeneration"] == 3
