@@ -312,6 +312,8 @@ class Reconciler:
                 primary=current_primary,
                 entries=tuple(instance_entries(ordinals, names, pods, {}, {}, {}, current_primary)),
             )
+            if self.sql.due(ns, name):
+                self._sync_sql(c, entry, None, None, [], {})
             return self._publish(body, previous, summary, [], None, applied=applied)
 
         # replicas configured before TLS move to it (topology rule 10)
@@ -666,7 +668,7 @@ class Reconciler:
         self,
         c: MySQLCluster,
         entry: _Entry,
-        decision: t.Decision,
+        decision: t.Decision | None,
         primary: str | None,
         members: Sequence[Member],
         passwords: Mapping[str, str],
@@ -676,9 +678,11 @@ class Reconciler:
         member = next((mb for mb in members if mb.name == primary), None)
         password = passwords.get(m.SQL_PASSWORD_KEY)
         connect = None
-        if not isinstance(decision, STEADY) or member is None or member.host is None:
+        if decision is None:
+            unavailable = f"cluster {c.name} has no server running yet: applied once it has a primary"
+        elif not isinstance(decision, STEADY) or member is None or member.host is None:
             unavailable = (
-                f"cluster {c.name} has no primary serving writes ({decision.kind}); retried when it has"
+                f"cluster {c.name} has no primary serving writes ({decision.kind}): applied once it has"
             )
         elif not password:
             unavailable = (

@@ -39,6 +39,7 @@ PASSWORDS = {
     "MYSQL_APP_PASSWORD": "app pw with spaces",
     "MYSQL_BACKUP_PASSWORD": "backup'pw",
     "MYSQL_RESTORE_PASSWORD": "restore-pw",
+    "MYSQL_SQL_PASSWORD": "sql\\objects'pw",
 }
 
 
@@ -264,18 +265,24 @@ def test_init_gives_every_account_exactly_its_documented_privileges(env):
         m.REPLICATION_USER: accounts.replication_grants(v),
         m.BACKUP_USER: accounts.backup_grants(v),
         m.RESTORE_USER: accounts.restore_grants(v),
+        m.SQL_USER: accounts.sql_grants(v),
         "shopper": accounts.app_grants(v, "shop"),
     }
     for name, grants in want.items():
         assert _show_grants(port, name) == accounts.expected(grants), name
     assert "ALL PRIVILEGES" not in _show_grants(port, m.OPERATOR_USER)["*.*"][0]
-    for name, key in ((m.BACKUP_USER, "MYSQL_BACKUP_PASSWORD"), (m.RESTORE_USER, "MYSQL_RESTORE_PASSWORD")):
+    for name, key in (
+        (m.BACKUP_USER, "MYSQL_BACKUP_PASSWORD"),
+        (m.RESTORE_USER, "MYSQL_RESTORE_PASSWORD"),
+        (m.SQL_USER, "MYSQL_SQL_PASSWORD"),
+    ):
         connect(port, name, PASSWORDS[key]).close()
 
 
-def test_init_skips_the_backup_and_restore_accounts_without_their_passwords(env):
+def test_init_skips_the_backup_restore_and_sql_accounts_without_their_passwords(env):
     root, config, e, user, procs = env
-    e = {k: v for k, v in e.items() if k not in ("MYSQL_BACKUP_PASSWORD", "MYSQL_RESTORE_PASSWORD")}
+    skipped = ("MYSQL_BACKUP_PASSWORD", "MYSQL_RESTORE_PASSWORD", "MYSQL_SQL_PASSWORD")
+    e = {k: v for k, v in e.items() if k not in skipped}
     run(config / "init.sh", e, user)
     conn = connect(_serve(config, e, user, procs), m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
     with conn.cursor() as cur:

@@ -726,6 +726,72 @@ def test_retain_keeps_the_generated_secret_for_a_cluster_created_again_and_delet
     wait_for(lambda: not _owned_objects(api, ns, "back"), 90, "everything garbage-collected")
 
 
+def _sql_object(kind: str, object_name: str, spec: dict) -> dict:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": {"name": object_name}, "spec": spec}
+
+
+def _ready(objs, ns, plural, name) -> dict:
+    body = objs.get_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
+    return next((c for c in (body.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+
+
+def test_sql_objects_say_why_they_are_not_applied_and_never_block_deletion(control_plane, operator, ns):
+    """No server runs here (no node): a MySQLUser of a missing cluster and one of a cluster without
+    a running server each say why in a condition and an Event within seconds; deleting them is
+    not held up by the operator's finalizer once their cluster is gone."""
+    api = control_plane.api_client()
+    objs = client.CustomObjectsApi(api)
+    ref = {"clusterRef": {"name": "nosuch"}, "name": "orphan"}
+    objs.create_namespaced_custom_object(
+        GROUP, VERSION, ns, "mysqlusers", _sql_object("MySQLUser", "orphan", ref)
+    )
+    wait_for(
+        lambda: _ready(objs, ns, "mysqlusers", "orphan").get("reason") == "ClusterMissing",
+        30,
+        "ClusterMissing",
+    )
+    assert "MySQLCluster nosuch does not exist" in _ready(objs, ns, "mysqlusers", "orphan")["message"]
+    assert any(e.reason == "ClusterMissing" for e in _events(api, ns, "orphan"))
+
+    objs.create_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL, _body("sqlc", {"flavor": "mariadb", "instances": 1})
+    )
+    grant = _sql_object(
+        "MySQLGrant",
+        "reader",
+        {"clusterRef": {"name": "sqlc"}, "user": "reader", "database": "shop", "privileges": ["SELECT"]},
+    )
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, "mysqlgrants", grant)
+    wait_for(
+        lambda: _ready(objs, ns, "mysqlgrants", "reader").get("reason") == "ClusterUnavailable",
+        60,
+        "ClusterUnavailable",
+    )
+    stored = objs.get_namespaced_custom_object(GROUP, VERSION, ns, "mysqlgrants", "reader")
+    assert "mysql.operator.dev/sql-cleanup" in stored["metadata"]["finalizers"]
+    assert "has no server running yet" in _ready(objs, ns, "mysqlgrants", "reader")["message"]
+
+    objs.delete_namespaced_custom_object(GROUP, VERSION, ns, "mysqlusers", "orphan")
+    objs.delete_namespaced_custom_object(GROUP, VERSION, ns, "mysqlgrants", "reader")
+
+    def gone(plural, name):
+        try:
+            objs.get_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
+            return False
+        except client.ApiException as e:
+            return e.status == 404
+
+    wait_for(lambda: gone("mysqlusers", "orphan"), 30, "the orphan MySQLUser deleted")
+    # its cluster is there: the grant waits to be revoked on it, and says so
+    wait_for(
+        lambda: "waiting to clean up" in _ready(objs, ns, "mysqlgrants", "reader").get("message", ""),
+        30,
+        "waiting",
+    )
+    objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "sqlc")
+    wait_for(lambda: gone("mysqlgrants", "reader"), 60, "the grant released with its cluster")
+
+
 def test_the_operator_used_no_permission_it_does_not_declare(operator, ns):
     """Runs last in this module: the log of everything above has no 403."""
     log = operator.log()
