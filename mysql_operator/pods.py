@@ -37,7 +37,11 @@ def pod_waiting(pod: Mapping[str, Any]) -> str:
         waiting = (cs.get("state") or {}).get("waiting") or {}
         reason = waiting.get("reason")
         if reason and reason not in _ROUTINE_WAITING:
-            text = f"{cs.get('name')} {reason}: {waiting.get('message') or ''}"
+            # a container that keeps failing: why it failed last (its termination message, or its
+            # last log lines), not the back-off's changing delay
+            last = ((cs.get("lastState") or {}).get("terminated") or {}).get("message") or ""
+            detail = " ".join(last.split()[-40:]) if reason == "CrashLoopBackOff" and last else ""
+            text = f"{cs.get('name')} {reason}: {detail or waiting.get('message') or ''}"
             return text.strip().rstrip(":")[:256]
     return ""
 

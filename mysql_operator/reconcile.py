@@ -450,6 +450,7 @@ class Reconciler:
             and not isinstance(decision, t.WaitForDelay)
             or (isinstance(decision, t.WaitForDelay) and bool(p and p.reachable and not p.read_only))
         )
+        waiting = {p.name: p.waiting for p in pods.values() if p.waiting}
         summary = Summary(
             instances=c.spec.instances,
             generation=c.generation,
@@ -463,7 +464,7 @@ class Reconciler:
             credentials_version=applied_version,
             decision_reason=redact(decision.reason, secrets),
             held_out=held,
-            reseeding=tuple(reseed_progress(i) for i in observed if i.reseeding),
+            reseeding=tuple(reseed_progress(i, waiting.get(i.name, "")) for i in observed if i.reseeding),
             unreachable=unreachable,
             lagging=tuple(sorted(lagging)),
             max_read_lag_seconds=c.spec.replication.max_read_lag_seconds,

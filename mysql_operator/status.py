@@ -393,9 +393,12 @@ def reseed_entry(i: t.InstanceState) -> dict[str, Any]:
     return out
 
 
-def reseed_progress(i: t.InstanceState) -> str:
-    """For the Degraded condition: which instance is re-seeded, and how far it is."""
+def reseed_progress(i: t.InstanceState, waiting: str = "") -> str:
+    """For the Degraded condition: which instance is re-seeded, and how far it is - or why its
+    Pod does not get on with it (`waiting`: pods.pod_waiting, e.g. the seed container failing)."""
     done, total = i.clone_bytes
+    if waiting:
+        return f"{i.name} re-seeding: {waiting}"
     if i.clone == t.CLONE_COPIED:
         return f"{i.name} re-seeded: restarting on the copied data"
     mb = 1024 * 1024

@@ -257,6 +257,8 @@ def _seed_containers(c: MySQLCluster, resources: Mapping[str, Any]) -> tuple[dic
         **common,
         "command": ["/bin/bash", f"{k.CONFIG_DIR}/seed.sh", "receive"],
         "env": [_field_env("POD_NAME", "metadata.name")],
+        # why a copy failed (its last lines) reaches the status and a Warning Event (pods.py)
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "resources": {kind: dict(v) for kind, v in resources.items()},  # --prepare: like the server
         "volumeMounts": _mounts()
         + [tls, token, {"name": "reseed", "mountPath": k.RESEED_DIR, "readOnly": True}],

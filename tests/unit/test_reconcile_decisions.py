@@ -126,6 +126,24 @@ def _stuck(status):
             "",
         ),
         ({"containerStatuses": [{"name": "mysqld", "state": {"running": {}}}]}, ""),
+        # a container that keeps failing: why it failed last, not the back-off's delay
+        (
+            {
+                "initContainerStatuses": [
+                    {
+                        "name": "seed",
+                        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                        "lastState": {
+                            "terminated": {
+                                "exitCode": 1,
+                                "message": "seed: copy 7 from db-1: the donor refused the copy: ERR refused\n",
+                            }
+                        },
+                    }
+                ]
+            },
+            "seed CrashLoopBackOff: seed: copy 7 from db-1: the donor refused the copy: ERR refused",
+        ),
     ],
 )
 def test_pod_waiting_says_why_a_pod_does_not_run(status, expected):
@@ -766,3 +784,10 @@ def test_a_new_primary_is_written_with_a_phase_and_conditions_that_stop_calling_
 def test_a_bootstrap_is_bootstrapping_until_its_primary_serves():
     assert cstatus.phase(S(primary_serving=False, decision="Bootstrap")) == "Bootstrapping"
     assert cstatus.phase(S(decision="Bootstrap")) == "Ready"
+
+
+def test_a_reseed_that_does_not_get_on_says_why_in_its_progress():
+    i = t.InstanceState("db-2", 2, reachable=False, clone=t.CLONE_COPYING)
+    assert cstatus.reseed_progress(i) == "db-2 re-seeding"
+    why = "seed CrashLoopBackOff: seed: the donor did not answer"
+    assert cstatus.reseed_progress(i, why) == f"db-2 re-seeding: {why}"
