@@ -145,6 +145,20 @@ def test_databases_users_and_grants_converge_through_rotation_failover_and_delet
             lambda: outcome(ro_ip, "reader", reader_pw, "SELECT * FROM t WHERE id = 1") is None, 30, "-ro"
         )
 
+        # a spec change: applied within about a second (the watch wakes the cluster's pass)
+        started = time.monotonic()
+        apply(
+            c,
+            "MySQLGrant",
+            "reader",
+            {"user": "reader", "database": "shop", "privileges": ["SELECT", "SHOW VIEW"]},
+        )
+        wait_for(
+            lambda: ready(c, "MySQLGrant", "reader"), 60, "SHOW VIEW granted", describe=lambda: describe(c)
+        )
+        record("MySQLGrant spec changed -> applied (mysql)", time.monotonic() - started, scenario="18")
+        assert outcome(rw_ip, "reader", reader_pw, "INSERT INTO t VALUES (2)") in DENIED
+
         # the read-write password rotated through its Secret, under the write load
         started = time.monotonic()
         put_password(c, "shop-writer", "writer-second-pw")

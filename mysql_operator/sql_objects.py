@@ -270,6 +270,10 @@ class SqlObjects:
             k.create_secret(self.api, m.owned(secret, k.owner_of(body)))
             found = k.read_secret(self.api, meta["namespace"], name)
             assert found is not None
+        if not found.data.get("password"):
+            return Result(
+                False, "SecretMissing", f"the generated Secret {name} has no key password: delete it"
+            )
         return found.data["password"], f"{name}/password/{found.version}", name
 
     def _delete(
