@@ -98,16 +98,23 @@ receive() {
   log "copy $id is in place"
 }
 
-# union of MariaDB GTID lists: the highest seq_no per (domain, server_id)
+# union of MariaDB GTID lists STATE and POS: the highest seq_no per (domain, server_id), POS's
+# (domain, server_id)s last. The order matters: the last GTID of a domain in gtid_binlog_state
+# becomes that domain's gtid_binlog_pos, and the operator repoints an instance that was no replica
+# from its gtid_binlog_pos - it must be the copy's position, not another server's older GTID.
 union_gtids() {
-  local g d rest s n out=""
+  local g d rest s n key out="" last=" "
   declare -A best=()
   for g in ${1//,/ } ${2//,/ }; do
     [[ "$g" =~ ^[0-9]+-[0-9]+-[0-9]+$ ]] || die "not a GTID from the donor: $g"
     d=${g%%-*}; rest=${g#*-}; s=${rest%%-*}; n=${rest#*-}
     if [ -z "${best[$d-$s]:-}" ] || [ "$n" -gt "${best[$d-$s]}" ]; then best[$d-$s]=$n; fi
   done
-  for g in "${!best[@]}"; do out="$out${out:+,}$g-${best[$g]}"; done
+  for g in ${2//,/ }; do rest=${g#*-}; last="$last${g%%-*}-${rest%%-*} "; done
+  for key in "${!best[@]}"; do
+    [[ "$last" == *" $key "* ]] || out="$out${out:+,}$key-${best[$key]}"
+  done
+  for key in $last; do out="$out${out:+,}$key-${best[$key]}"; done
   printf '%s' "$out"
 }
 
