@@ -115,15 +115,19 @@ def register(cfg) -> None:
         reconciler().sql.without_cluster(namespace, name, f"MySQLCluster {name} was deleted")
 
     @kopf.on.event("", "v1", "pods", labels=_OWNED)
-    def pod_event(body, namespace, labels, **_):
+    def pod_event(event, body, namespace, labels, **_):
         owner = labels.get("app.kubernetes.io/instance")
         if owner:
+            if event.get("type") != "DELETED":
+                reconciler().reads.seen_owned("Pod", body)
             reconciler().nudge(namespace, owner)
 
     @kopf.on.event("apps", "v1", "statefulsets", labels=_OWNED)
-    def statefulset_event(body, namespace, labels, **_):
+    def statefulset_event(event, body, namespace, labels, **_):
         owner = labels.get("app.kubernetes.io/instance")
         meta, status = body.get("metadata") or {}, body.get("status") or {}
+        if owner and event.get("type") != "DELETED":
+            reconciler().reads.seen_owned("StatefulSet", body)
         if owner:  # a changed spec (by us or by hand) is re-applied at once
             reconciler().nudge(
                 namespace,

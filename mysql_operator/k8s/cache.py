@@ -252,6 +252,12 @@ class Reads:
         """A MySQLCluster body kopf delivered (never older than what the store holds afterwards)."""
         self._wrote(self.clusters, body)
 
+    def seen_owned(self, kind: str, body: Mapping[str, Any]) -> None:
+        """A Pod or StatefulSet body kopf delivered: kopf's watch and the store's are two, and a
+        pass woken by kopf's event must not read the store's older copy (a cluster with nothing
+        running is not looked at again until its resync)."""
+        self._wrote(self.pods if kind == "Pod" else self.statefulsets, body)
+
     def wrote_secret(self, namespace: str, name: str) -> None:
         """The operator changed this Secret: read it again next time."""
         with self._lock:

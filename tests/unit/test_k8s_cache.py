@@ -105,3 +105,18 @@ def test_secrets_are_read_again_when_older_than_allowed_or_written(monkeypatch):
     uncached.secret("ns", "t", 15)
     uncached.secret("ns", "t", 15)
     assert reads_of[-2:] == ["t", "t"]
+
+
+def test_a_pass_woken_by_kopfs_event_reads_at_least_that_version_of_the_pod():
+    """kopf's watch and the store's are two: the body kopf delivered goes into the store first, so
+    the pass it wakes never computes the status from the store's older copy (a cluster with
+    nothing running is not looked at again until its resync)."""
+    pods, sets = Store(), Store()
+    reads = Reads(object(), pods=pods, statefulsets=sets)
+    pods.replace([obj("db-0", 5, app="x")], "5")
+    reads.seen_owned("Pod", {**obj("db-0", 7, app="x"), "status": {"phase": "Pending"}})
+    assert [p["metadata"]["resourceVersion"] for p in reads.list_pods("ns", {"app": "x"})] == ["7"]
+    reads.seen_owned("Pod", obj("db-0", 6, app="x"))  # an older one changes nothing
+    assert version(pods, "db-0") == "7"
+    reads.seen_owned("StatefulSet", obj("db", 3))
+    assert version(sets, "db") == "3" and version(pods, "db") is None
