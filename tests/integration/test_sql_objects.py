@@ -172,3 +172,17 @@ def test_an_account_the_operator_has_not_made_is_reported_missing(server):
     with pytest.raises(InstanceError) as e:
         apply(inst, st.grant(GrantSpec("c", "nobody_here", "anydb", ("SELECT",)), {}))
     assert e.value.errno is not None
+
+
+def test_an_authentication_plugin_is_used_and_kept(server):
+    s, inst = server, sql_account(server)
+    plugin = "caching_sha2_password" if s.flavor is Flavor.MYSQL else "mysql_native_password"
+    spec = UserSpec("c", "plugged", auth_plugin=plugin)
+    apply(inst, st.user(spec, None, s.flavor, "plug-pw", False))
+    state = inst.user_state("plugged", "%")
+    assert state is not None and state.plugin == plugin
+    assert st.user(spec, state, s.flavor, "plug-pw", True) == []  # nothing to change
+    assert attempt(s, "plugged", "plug-pw", "SELECT 1") is None
+    apply(inst, st.user(spec, state, s.flavor, "plug-pw-2", False))
+    assert inst.user_state("plugged", "%").plugin == plugin
+    assert attempt(s, "plugged", "plug-pw", "SELECT 1") == 1045
