@@ -174,6 +174,7 @@ ROTATABLE_KEYS = (
     "replication-password",
     "app-password",
     "backup-password",
+    "sql-password",
 )
 
 
