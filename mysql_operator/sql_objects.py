@@ -47,6 +47,12 @@ ORDER = (DATABASE_KIND, USER_KIND, GRANT_KIND)
 SYNC_SECONDS = 15.0
 ACCESS_DENIED = {1044, 1045, 1142, 1227, 1410}
 Key = tuple[str, str]  # (namespace, cluster)
+ObjectKey = tuple[str, str, str]  # (namespace, kind, name)
+
+
+def _object_key(body: Mapping[str, Any]) -> ObjectKey:
+    meta = body.get("metadata") or {}
+    return (meta.get("namespace") or "default", body.get("kind") or "", meta.get("name") or "")
 
 
 def password_secret_name(user_object: str) -> str:
@@ -90,29 +96,33 @@ class SqlObjects:
         self.api = api
         self.password_factory = password_factory
         self._lock = threading.Lock()
-        self._bodies: dict[Key, dict[tuple[str, str], dict]] = {}
+        self._bodies: dict[Key, dict[ObjectKey, dict]] = {}  # by cluster
+        self._where: dict[ObjectKey, Key] = {}  # each object's cluster
         self._due: dict[Key, float] = {}
 
     # -- what the watch says ---------------------------------------------------------------------
     def seen(self, body: Mapping[str, Any]) -> Key | None:
         """A created or changed object; returns its cluster (to nudge), None if it names none."""
         cluster = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
-        meta = body.get("metadata") or {}
         if not isinstance(cluster, str):
             return None
-        key = (meta.get("namespace") or "default", cluster)
+        obj = _object_key(body)
+        key = (obj[0], cluster)
         with self._lock:
-            for other in self._bodies.values():  # a clusterRef never changes (CEL), but be sure
-                other.pop((body.get("kind") or "", meta.get("name") or ""), None)
-            self._bodies.setdefault(key, {})[(body.get("kind") or "", meta.get("name") or "")] = dict(body)
+            self._drop(obj)
+            self._bodies.setdefault(key, {})[obj] = dict(body)
+            self._where[obj] = key
             self._due[key] = 0.0
         return key
 
     def gone(self, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
         with self._lock:
-            for objs in self._bodies.values():
-                objs.pop((body.get("kind") or "", meta.get("name") or ""), None)
+            self._drop(_object_key(body))
+
+    def _drop(self, obj: ObjectKey) -> None:
+        where = self._where.pop(obj, None)
+        if where is not None:
+            self._bodies.get(where, {}).pop(obj, None)
 
     def due(self, namespace: str, cluster: str, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now

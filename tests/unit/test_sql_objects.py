@@ -165,3 +165,23 @@ def test_status_moves_its_transition_time_only_when_ready_changes():
     broken = status_for(Result(False, "SQLFailed", "denied"), again, 3, "T3")
     assert status_changed(again, broken) and broken["conditions"][0]["lastTransitionTime"] == "T3"
     assert broken["observedGeneration"] == 3
+
+
+def test_objects_of_the_same_name_in_two_namespaces_are_two_objects():
+    from mysql_operator.sql_objects import SqlObjects
+
+    def user(ns, cluster="db"):
+        return {
+            "kind": "MySQLUser",
+            "metadata": {"name": "writer", "namespace": ns},
+            "spec": {"clusterRef": {"name": cluster}, "name": "writer"},
+        }
+
+    objs = SqlObjects(object())
+    assert objs.seen(user("team-a")) == ("team-a", "db")
+    assert objs.seen(user("team-b")) == ("team-b", "db")
+    assert objs.due("team-a", "db", now=1.0) and objs.due("team-b", "db", now=1.0)
+    objs.gone(user("team-b"))
+    assert objs.due("team-a", "db", now=1.0) and not objs.due("team-b", "db", now=1.0)
+    objs.seen(user("team-a", cluster="other"))  # moved (CEL forbids it; kept in one place anyway)
+    assert not objs.due("team-a", "db", now=1.0) and objs.due("team-a", "other", now=1.0)
