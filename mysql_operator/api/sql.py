@@ -56,21 +56,16 @@ DATABASE_PRIVILEGES = (
     "EVENT",
     "TRIGGER",
 )
-TABLE_PRIVILEGES = (
-    "ALL PRIVILEGES",
-    "SELECT",
-    "INSERT",
-    "UPDATE",
-    "DELETE",
-    "CREATE",
-    "DROP",
-    "INDEX",
-    "ALTER",
-    "REFERENCES",
-    "CREATE VIEW",
-    "SHOW VIEW",
-    "TRIGGER",
+# those that name no table: a MySQLGrant with spec.table refuses them
+DATABASE_ONLY_PRIVILEGES = (
+    "CREATE TEMPORARY TABLES",
+    "LOCK TABLES",
+    "EXECUTE",
+    "CREATE ROUTINE",
+    "ALTER ROUTINE",
+    "EVENT",
 )
+TABLE_PRIVILEGES = tuple(p for p in DATABASE_PRIVILEGES if p not in DATABASE_ONLY_PRIVILEGES)
 
 _CLUSTER_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _IDENT_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from mysql_operator.api.sql import DATABASE_PRIVILEGES
 from mysql_operator.db.flavor import Flavor, ServerVersion
 
 _IDENT = re.compile(r"^[A-Za-z0-9_]{1,64}$")
@@ -188,27 +189,7 @@ def operator_privileges(v: ServerVersion | Flavor | str) -> tuple[tuple[str, str
 # privilege a MySQLGrant may list (api/sql.py DATABASE_PRIVILEGES) on *.*, with CREATE/ALTER/DROP
 # of databases and CREATE USER. That is write access to mysql.* too: it is an account of its own,
 # used only for these objects, so the replication engine's account stays without it.
-_SQL_COMMON = (
-    "SELECT",
-    "INSERT",
-    "UPDATE",
-    "DELETE",
-    "CREATE",
-    "DROP",
-    "INDEX",
-    "ALTER",
-    "REFERENCES",
-    "CREATE TEMPORARY TABLES",
-    "LOCK TABLES",
-    "EXECUTE",
-    "CREATE VIEW",
-    "SHOW VIEW",
-    "CREATE ROUTINE",
-    "ALTER ROUTINE",
-    "EVENT",
-    "TRIGGER",
-    "CREATE USER",
-)
+_SQL_COMMON = tuple(p for p in DATABASE_PRIVILEGES if p != "ALL PRIVILEGES") + ("CREATE USER",)
 
 
 def sql_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
