@@ -9,6 +9,8 @@
 #   hack/build-binaries.sh all
 #   hack/build-binaries.sh s3              # MinIO (test-only)
 #   hack/build-binaries.sh cert-manager    # cert-manager controller + its CRDs (test-only)
+#   hack/build-binaries.sh exporter        # mysqld_exporter (copied into the server images)
+#   hack/build-binaries.sh prometheus      # prometheus + promtool (test-only)
 #
 # Prints nothing but progress on stderr; `hack/build-binaries.sh --print-dir` prints the bin dir.
 set -euo pipefail
@@ -26,6 +28,8 @@ COREDNS_DIR="$BIN_DIR/coredns-$COREDNS_VERSION"
 LPP_DIR="$BIN_DIR/local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION"
 CERT_MANAGER_DIR="$BIN_DIR/cert-manager-$CERT_MANAGER_VERSION"
 KUBE_ROUTER_DIR="$BIN_DIR/kube-router-$KUBE_ROUTER_VERSION"
+EXPORTER_DIR="$BIN_DIR/mysqld-exporter-$MYSQLD_EXPORTER_VERSION"
+PROMETHEUS_DIR="$BIN_DIR/prometheus-$PROMETHEUS_VERSION"
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 log() { echo "[build-binaries] $*" >&2; }
@@ -164,6 +168,32 @@ build_cert_manager() {  # test-only: tests/support/certmanager.py runs it on loo
   rm -rf "$CERT_MANAGER_DIR/crds"; mv "$CERT_MANAGER_DIR/crds.tmp" "$CERT_MANAGER_DIR/crds"
 }
 
+go_build_module() {  # $1: target dir, $2: module@version, rest: packages of that module to build
+  # A wrapper module requiring the module (`go install pkg@version` also asks the proxy for the
+  # module's version list, which it refuses for some modules it serves)
+  local dir="$1" module="$2" name; shift 2
+  local work="$CACHE_ROOT/src/${dir##*/}"
+  mkdir -p "$work" "$dir"
+  printf 'module local/%s\n\ngo 1.24\n' "${dir##*/}" >"$work/go.mod"
+  (cd "$work" && go get "${@/%/@${module#*@}}" >&2 &&
+    go build -trimpath -ldflags "-s -w" -o "$work/out/" "$@")
+  for name in "$@"; do mv "$work/out/${name##*/}" "$dir/${name##*/}"; done
+}
+
+build_exporter() {
+  [[ -x "$EXPORTER_DIR/mysqld_exporter" ]] && return 0
+  log "building mysqld_exporter $MYSQLD_EXPORTER_VERSION"
+  go_build_module "$EXPORTER_DIR" "github.com/prometheus/mysqld_exporter@$MYSQLD_EXPORTER_VERSION" \
+    github.com/prometheus/mysqld_exporter
+}
+
+build_prometheus() {  # test-only: tests/support/prometheus.py runs it on loopback
+  [[ -x "$PROMETHEUS_DIR/prometheus" && -x "$PROMETHEUS_DIR/promtool" ]] && return 0
+  log "building prometheus and promtool $PROMETHEUS_VERSION (cold: several minutes on 2 cores)"
+  go_build_module "$PROMETHEUS_DIR" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
+    github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
+}
+
 go_install() {  # $1: target dir, $2: binary name, $3: module/cmd@version, rest: extra go flags
   local dir="$1" name="$2" pkg="$3"; shift 3
   [[ -x "$dir/$name" ]] && return 0
@@ -186,5 +216,7 @@ case "${1:-control-plane}" in
     build_node_addons ;;
   s3) build_s3 ;;
   cert-manager) build_cert_manager ;;
-  *) echo "usage: $0 [control-plane|node|all|s3|cert-manager|--print-dir]" >&2; exit 2 ;;
+  exporter) build_exporter ;;
+  prometheus) build_prometheus ;;
+  *) echo "usage: $0 [control-plane|node|all|s3|cert-manager|exporter|prometheus|--print-dir]" >&2; exit 2 ;;
 esac

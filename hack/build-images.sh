@@ -40,6 +40,8 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
+# shellcheck source=versions.env
+source "$HERE/versions.env"
 CACHE_ROOT="${MYSQL_OPERATOR_DEV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mysql-operator-dev}"
 IMAGES_DIR="$CACHE_ROOT/images"
 BUILDAH_ROOT="$IMAGES_DIR/buildah/root"
@@ -112,7 +114,8 @@ image_key() {
     mariadb | mariadb-11.8 | mysql)
       local dir="$REPO/images/${name%-11.8}" files
       mapfile -t files < <(cd "$dir" && find . -type f | sed 's|^\./||')
-      { echo "$name $base"; hash_files "$dir" "${files[@]}"; } | hash_stdin ;;
+      # mysqld_exporter (the metrics sidecar) is built from its pinned Go module version
+      { echo "$name $base"; echo "mysqld_exporter $MYSQLD_EXPORTER_VERSION"; hash_files "$dir" "${files[@]}"; } | hash_stdin ;;
     operator)
       # The Dockerfile, .dockerignore and every file the .dockerignore lets into the context.
       local files; mapfile -t files < <(operator_context_files)
@@ -277,10 +280,10 @@ build_dockerfile_image() {  # $1: name, $2: archive
   local name="$1" out="$2" ref context dockerfile args=()
   ref="$(image_ref "$name")"
   case "$name" in
-    mariadb) context="$REPO/images/mariadb"; dockerfile="$context/Dockerfile" ;;
-    mariadb-11.8) context="$REPO/images/mariadb"; dockerfile="$context/Dockerfile"
+    mariadb) context="$(server_context mariadb)"; dockerfile="$context/Dockerfile" ;;
+    mariadb-11.8) context="$(server_context mariadb)"; dockerfile="$context/Dockerfile"
       args+=(--build-arg SUITE=sid --build-arg "APT_OPTIONS=$(apt_update_options sid)") ;;
-    mysql) context="$REPO/images/mysql"; dockerfile="$context/Dockerfile"
+    mysql) context="$(server_context mysql)"; dockerfile="$context/Dockerfile"
       args+=(--build-arg "APT_OPTIONS=$(apt_update_options sid)") ;;
     operator)
       context="$REPO"; dockerfile="$REPO/Dockerfile"
@@ -296,6 +299,18 @@ build_dockerfile_image() {  # $1: name, $2: archive
   export_image "$ref" "$out"
   bah rmi "$ref" >/dev/null 2>&1 || true  # the archive is the cache; storage keeps only the base
   bah rmi --prune >/dev/null 2>&1 || true  # intermediate multi-stage images
+}
+
+# A server image's build context: images/<flavor>/ and the mysqld_exporter binary (a static Go
+# build, hack/build-binaries.sh exporter). Printed; removed with the other work folders.
+server_context() {  # $1: mariadb | mysql
+  local ctx="$IMAGES_DIR/work.context-$1" bin
+  "$HERE/build-binaries.sh" exporter
+  bin="$("$HERE/build-binaries.sh" --print-dir)/mysqld-exporter-$MYSQLD_EXPORTER_VERSION/mysqld_exporter"
+  rm -rf "$ctx"; mkdir -p "$ctx"
+  cp -a "$REPO/images/$1/." "$ctx/"
+  install -m 0755 "$bin" "$ctx/mysqld_exporter"
+  echo "$ctx"
 }
 
 export_image() {  # $1: ref in buildah storage, $2: archive path (written atomically)

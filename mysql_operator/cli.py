@@ -175,6 +175,7 @@ ROTATABLE_KEYS = (
     "app-password",
     "backup-password",
     "sql-password",
+    "monitor-password",
 )
 
 

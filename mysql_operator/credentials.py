@@ -45,8 +45,9 @@ def optional_keys(c: MySQLCluster) -> list[str]:
     """Keys always in the generated Secret, used when present in a Secret of the user's (one
     from before they existed must keep working): without backup-password the cluster has no
     backup account and its backups fail saying so; without sql-password no MySQLDatabase, MySQLUser
-    or MySQLGrant of the cluster is applied, saying so."""
-    return [m.BACKUP_PASSWORD_KEY, m.SQL_PASSWORD_KEY]
+    or MySQLGrant of the cluster is applied, saying so; without monitor-password the metrics
+    sidecars wait for it, saying so in their log (and Prometheus sees no server metrics)."""
+    return [m.BACKUP_PASSWORD_KEY, m.SQL_PASSWORD_KEY, m.MONITOR_PASSWORD_KEY]
 
 
 def rotation_pending(desired: Mapping[str, str], applied: Mapping[str, str]) -> tuple[str, ...]:
@@ -67,6 +68,7 @@ def rotation_accounts(
         m.REPLICATION_PASSWORD_KEY: (m.REPLICATION_USER, "%"),
         m.BACKUP_PASSWORD_KEY: (m.BACKUP_USER, "%"),
         m.SQL_PASSWORD_KEY: (m.SQL_USER, "%"),
+        m.MONITOR_PASSWORD_KEY: (m.MONITOR_USER, "localhost"),
         m.OPERATOR_PASSWORD_KEY: (m.OPERATOR_USER, "%"),
     }
     if app_user:
@@ -79,6 +81,7 @@ def rotation_accounts(
         m.APP_PASSWORD_KEY,
         m.BACKUP_PASSWORD_KEY,
         m.SQL_PASSWORD_KEY,
+        m.MONITOR_PASSWORD_KEY,
     ]
     order.append(m.OPERATOR_PASSWORD_KEY)
     return {

@@ -804,6 +804,11 @@ def build_engine(
         if passwords.get(m.BACKUP_PASSWORD_KEY)
         else None
     )
+    monitor = (
+        Credentials(m.MONITOR_USER, passwords[m.MONITOR_PASSWORD_KEY], "localhost")
+        if passwords.get(m.MONITOR_PASSWORD_KEY)
+        else None
+    )
     return ReplicationEngine(
         members,
         Credentials(m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY]),
@@ -814,6 +819,7 @@ def build_engine(
         semisync_acks=c.spec.replication.semi_sync_acks,
         apply_timeout=apply_timeout,
         backup=backup,
+        monitor=monitor,
         reduce_admin=True,
         # replicas verify their source against the CA mounted in their Pod; the operator
         # verifies every server against the same CA

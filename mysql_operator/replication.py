@@ -182,6 +182,7 @@ class ReplicationEngine:
         read_timeout: float = 2.0,
         wall_clock: Callable[[], float] = time.time,
         backup: Credentials | None = None,
+        monitor: Credentials | None = None,
         reduce_admin: bool = False,
         tls_ca_path: str | None = None,
         tls: ssl.SSLContext | None = None,
@@ -192,6 +193,7 @@ class ReplicationEngine:
             raise ValueError("settings.replication_tls needs tls_ca_path")
         self.tls_ca_path, self.tls = tls_ca_path, tls
         self.admin, self.replication, self.app, self.backup = admin, replication, app, backup
+        self.monitor = monitor  # the metrics sidecar's account (@localhost)
         # `admin` is the operator's own account (not a person's): reduce it to its list
         self.reduce_admin = reduce_admin
         self.app_database = app_database
@@ -540,7 +542,7 @@ class ReplicationEngine:
 
     def converge_accounts(self, primary: str, steps: list[Step]) -> None:
         """The accounts of db/accounts.py, on the primary (the statements replicate): replication,
-        application (and its database) and backup accounts created or converged to exactly their
+        application (and its database), backup and monitoring accounts created or converged to exactly their
         grants, and, with `reduce_admin`, the operator's own account reduced to its list
         (`shed_privileges`: accounts made before the lists existed hold ALL PRIVILEGES). Only on
         a primary that serves (the operator's account may write on a read-only server:
@@ -563,6 +565,8 @@ class ReplicationEngine:
                 )
             if self.backup:
                 wanted.append((self.backup, "backup", accounts.backup_grants(v)))
+            if self.monitor:
+                wanted.append((self.monitor, "monitoring", accounts.monitor_grants(v)))
             for creds, what, grants in wanted:
                 changes = p.ensure_user(creds.user, creds.host, creds.password, grants)
                 if changes:

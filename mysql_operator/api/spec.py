@@ -87,6 +87,7 @@ RESERVED_USERS = (
     "mysql-operator-backup",
     "mysql-operator-restore",
     "mysql-operator-sql",
+    "mysql-operator-monitor",
     "replication",
     "mariadb.sys",
     "public",
@@ -260,6 +261,7 @@ class ClusterSpec:
     pod_labels: Mapping[str, str] = field(default_factory=dict)
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
     service: ServiceSpec = ServiceSpec()
+    monitoring: bool = True  # spec.monitoring.enabled: the mysqld_exporter sidecar
     tls: TLS = TLS()
     backup: Backup | None = None
     restore: Restore | None = None
@@ -565,6 +567,7 @@ SPEC_FIELDS = {
     "podAnnotations",
     "imagePullSecrets",
     "service",
+    "monitoring",
     "backup",
     "restore",
     "deletionPolicy",
@@ -696,7 +699,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             raise SpecError(
                 f"{dpath}.user",
                 "must not be root, mysql-operator, mysql-operator-backup, "
-                "mysql-operator-restore, mysql-operator-sql, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
+                "mysql-operator-restore, mysql-operator-sql, mysql-operator-monitor, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
                 "case): the server and the operator own these accounts; choose another user name",
             )
         database = Database(
@@ -746,6 +749,9 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         type=_enum(sv, "type", svpath, "ClusterIP", ("ClusterIP", "NodePort", "LoadBalancer")),
         annotations=_str_map(sv, "annotations", svpath),
     )
+
+    mopath = f"{path}.monitoring"
+    monitoring = _bool(_object(s.get("monitoring"), mopath, {"enabled"}), "enabled", mopath, True)
 
     backup = None
     if s.get("backup") is not None:
@@ -844,6 +850,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         pod_labels=_labels(s, "podLabels", path),
         pod_annotations=_annotations(s, path),
         service=service,
+        monitoring=monitoring,
         tls=tls,
         backup=backup,
         restore=restore,

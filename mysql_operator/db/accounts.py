@@ -9,6 +9,7 @@ where privileges are listed.
 | the application user | % | the tenant: everything on its database, nothing else |
 | `mysql-operator-restore` | % | loads a tenant's dump into a new cluster (spec.restore); created by the init step only then |
 | `mysql-operator-sql` | % | MySQLDatabase, MySQLUser, MySQLGrant: creates databases and accounts, grants on databases |
+| `mysql-operator-monitor` | localhost | the metrics sidecar (mysqld_exporter) over the server's socket: reads status |
 
 Who uses the lists: `manifests.objects` renders them with `grant_lines` into the init container's
 environment (INIT_SH turns each line into a GRANT), the replication engine converges accounts to
@@ -197,6 +198,17 @@ def sql_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
     ALL PRIVILEGES includes DELETE HISTORY (system-versioned tables)."""
     extra = ("DELETE HISTORY",) if _flavor(v) is Flavor.MARIADB else ()
     return (Grant(_SQL_COMMON + extra, "*.*", grant_option=True),)
+
+
+def monitor_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
+    """mysqld_exporter's collectors (sh/exporter.sh): PROCESS for the process list and InnoDB
+    metrics, REPLICATION CLIENT for SHOW BINARY LOGS (MariaDB: BINLOG MONITOR) and replica status
+    (MariaDB: SLAVE MONITOR), performance_schema for the appliers' state. No data, no writes."""
+    if _flavor(v) is Flavor.MARIADB:
+        status: tuple[str, ...] = ("PROCESS", "BINLOG MONITOR", "SLAVE MONITOR")
+    else:
+        status = ("PROCESS", "REPLICATION CLIENT")
+    return (Grant(status), Grant(("SELECT",), "performance_schema.*"))
 
 
 def operator_grants(v: ServerVersion | Flavor | str, app_database: str | None = None) -> tuple[Grant, ...]:

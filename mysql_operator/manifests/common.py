@@ -34,6 +34,10 @@ CA_BUNDLE = f"{CA_BUNDLE_DIR}/ca.crt"
 SEED_PORT = 3307
 SEED_TOKEN_DIR = "/etc/mysql-operator/seed"
 RESEED_DIR = "/etc/mysql-operator/reseed"
+# The metrics sidecar (sh/exporter.sh): mysqld_exporter's port, named "metrics"; the monitoring
+# account's password as a file (renewed in place on rotation)
+EXPORTER_PORT = 9104
+MONITOR_DIR = "/etc/mysql-operator/monitor"
 
 # Accounts created when the data directory is initialised; their privileges: db/accounts.py.
 ROOT_USER = "root"
@@ -42,6 +46,7 @@ REPLICATION_USER = "replication"
 BACKUP_USER = "mysql-operator-backup"
 RESTORE_USER = "mysql-operator-restore"  # only while spec.restore loads a dump into a new cluster
 SQL_USER = "mysql-operator-sql"  # MySQLDatabase, MySQLUser and MySQLGrant
+MONITOR_USER = "mysql-operator-monitor"  # the metrics sidecar, over the socket only (@localhost)
 
 # Keys of the credentials Secret (generated, or the user's spec.credentials.secretName).
 ROOT_PASSWORD_KEY = "root-password"
@@ -51,6 +56,7 @@ APP_PASSWORD_KEY = "app-password"
 BACKUP_PASSWORD_KEY = "backup-password"
 RESTORE_PASSWORD_KEY = "restore-password"
 SQL_PASSWORD_KEY = "sql-password"
+MONITOR_PASSWORD_KEY = "monitor-password"
 
 
 def statefulset_name(c: MySQLCluster) -> str:

@@ -16,7 +16,7 @@ from ..db import accounts
 from ..db.flavor import Flavor, ServerVersion
 from . import common as k
 from .config import my_cnf
-from .scripts import INIT_SH, PROBE_SH, SEED_SH, START_SH
+from .scripts import EXPORTER_SH, INIT_SH, PROBE_SH, SEED_SH, START_SH
 
 PasswordFor = Callable[[str], str]  # Secret key -> password (existing one, or a new random one)
 
@@ -31,6 +31,7 @@ def credentials_secret(c: MySQLCluster, password_for: PasswordFor) -> dict[str, 
         k.REPLICATION_PASSWORD_KEY,
         k.BACKUP_PASSWORD_KEY,
         k.SQL_PASSWORD_KEY,
+        k.MONITOR_PASSWORD_KEY,
     ]
     if c.spec.database and c.spec.database.user:
         keys.append(k.APP_PASSWORD_KEY)
@@ -74,6 +75,7 @@ def config_map(c: MySQLCluster) -> dict[str, Any]:
             "start.sh": START_SH,
             "probe.sh": PROBE_SH,
             "seed.sh": SEED_SH,
+            "exporter.sh": EXPORTER_SH,
         },
     }
 
@@ -284,6 +286,41 @@ def _seed_containers(c: MySQLCluster, resources: Mapping[str, Any]) -> tuple[dic
     return receive, donor
 
 
+def _exporter(c: MySQLCluster, resources: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The metrics sidecar (sh/exporter.sh: mysqld_exporter as the monitoring account over the
+    server's socket, on the port named "metrics") and the volume with its password."""
+    s = c.spec
+    container = {
+        "name": "exporter",
+        "image": s.image_ref,
+        "imagePullPolicy": s.image_pull_policy,
+        "command": ["/bin/bash", f"{k.CONFIG_DIR}/exporter.sh"],
+        "env": [
+            {"name": "MONITOR_USER", "value": k.MONITOR_USER},
+            {"name": "EXPORTER_PORT", "value": str(k.EXPORTER_PORT)},
+        ],
+        "ports": [{"name": "metrics", "containerPort": k.EXPORTER_PORT, "protocol": "TCP"}],
+        # like the seed donor's: small, and none where the server has none (see _seed_containers)
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}} if resources else {},
+        "securityContext": _container_security(),
+        "volumeMounts": [
+            {"name": "config", "mountPath": k.CONFIG_DIR, "readOnly": True},
+            {"name": "run", "mountPath": k.RUN_DIR},  # the server's socket
+            {"name": "monitor", "mountPath": k.MONITOR_DIR, "readOnly": True},
+        ],
+    }
+    volume = {
+        "name": "monitor",
+        "secret": {
+            "secretName": k.credentials_secret_name(c),
+            "items": [{"key": k.MONITOR_PASSWORD_KEY, "path": "password"}],
+            "defaultMode": 0o440,
+            "optional": True,  # a Secret of the user's from before monitor-password existed
+        },
+    }
+    return container, volume
+
+
 def statefulset(c: MySQLCluster) -> dict[str, Any]:
     s = c.spec
     secret = k.credentials_secret_name(c)
@@ -382,6 +419,10 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
                 "configMap": {"name": k.reseed_config_map_name(c), "optional": True, "defaultMode": 0o444},
             },
         ]
+    if s.monitoring:
+        exporter, monitor_volume = _exporter(c, resources)
+        containers.append(exporter)
+        volumes.append(monitor_volume)
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,

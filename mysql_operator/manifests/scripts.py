@@ -30,6 +30,10 @@ PROBE_SH = _script("probe.sh")
 # (receive); see the script's header.
 SEED_SH = _script("seed.sh")
 
+# The metrics sidecar: mysqld_exporter as the monitoring account, started again when its password
+# is rotated (see the script's header).
+EXPORTER_SH = _script("exporter.sh")
+
 
 # The backup and restore Jobs' `client-tools` sidecar (a native sidecar in the cluster's server
 # image): runs the client tools the Job's main container asks for in sub-folders of the shared

@@ -364,6 +364,7 @@ class TestMariaDB:
             "mbstream",
             "mariadb-install-db",
             "mariadb-admin",
+            "mysqld_exporter",  # the metrics sidecar
         ]
         proc = containerd.ctr(
             "-n",
@@ -518,7 +519,15 @@ class TestMySQL:
         text = mysql_server["log"].read_text(errors="replace")
         assert "Creating user appuser" in text and ROOT_PASSWORD not in text and APP_PASSWORD not in text
         assert mysql_server["datadir"].stat().st_uid == 999
-        tools = ["mysqld", "mysql", "mysqldump", "mysqladmin", "mysqlbinlog", "healthcheck.sh"]
+        tools = [
+            "mysqld",
+            "mysql",
+            "mysqldump",
+            "mysqladmin",
+            "mysqlbinlog",
+            "healthcheck.sh",
+            "mysqld_exporter",
+        ]
         proc = containerd.ctr(
             "-n",
             NAMESPACE,

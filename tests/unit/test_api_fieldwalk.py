@@ -154,6 +154,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "imagePullSecrets": ("full", [("imagePullSecrets", [{"name": "registry-b"}])]),
     "service.type": ("full", [("service.type", "LoadBalancer")]),
     "service.annotations": ("full", [("service.annotations", {"lb": "b"})]),
+    "monitoring.enabled": ("full", [("monitoring.enabled", False)]),
     "backup.schedule": ("full", [("backup.schedule", "30 1 * * 0")]),
     "backup.retention.keepLast": ("full", [("backup.retention.keepLast", 3)]),
     "backup.retention.maxAge": ("full", [("backup.retention.maxAge", "2w")]),

@@ -35,12 +35,11 @@ def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monk
     c = parse(body({"instances": 1, "restore": {"fromBackup": {"name": "nightly"}}}, name="db"))
     passwords, error = store.current(c, {})
     assert error is None
-    assert set(passwords) == set(old) | {m.BACKUP_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY, m.SQL_PASSWORD_KEY}
+    new_keys = (m.BACKUP_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY, m.SQL_PASSWORD_KEY, m.MONITOR_PASSWORD_KEY)
+    assert set(passwords) == set(old) | set(new_keys)
     assert {k: passwords[k] for k in old} == old  # never changes a stored password
     # the Secret gets exactly the new keys, with the passwords the engine is given
-    assert {k: base64.b64decode(v).decode() for k, v in added.items()} == {
-        k: passwords[k] for k in (m.BACKUP_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY, m.SQL_PASSWORD_KEY)
-    }
+    assert {k: base64.b64decode(v).decode() for k, v in added.items()} == {k: passwords[k] for k in new_keys}
 
 
 def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(monkeypatch):

@@ -72,6 +72,7 @@ def test_generated_secret_holds_every_password_from_the_given_function():
             "replication-password",
             "backup-password",
             "sql-password",
+            "monitor-password",
             "app-password",
         )
     }
@@ -171,7 +172,7 @@ def test_user_config_is_appended_after_the_operators():
 
 def test_config_map_ships_the_scripts_and_a_config_change_rolls_the_pods():
     cm = m.config_map(cluster())
-    assert set(cm["data"]) == {"my.cnf", "init.sh", "start.sh", "probe.sh", "seed.sh"}
+    assert set(cm["data"]) == {"my.cnf", "init.sh", "start.sh", "probe.sh", "seed.sh", "exporter.sh"}
     assert "initialize-insecure" in cm["data"]["init.sh"] and "mariadb-install-db" in cm["data"]["init.sh"]
     a = m.statefulset(cluster())["spec"]["template"]["metadata"]["annotations"][m.CONFIG_HASH_ANNOTATION]
     b = m.statefulset(cluster(config={"myCnf": "max_connections=9"}))["spec"]["template"]["metadata"][
@@ -223,8 +224,15 @@ def test_statefulset_shape():
         "storageClassName": "fast",
     }
     pod = spec["template"]["spec"]
-    (seed, init), (server, donor) = pod["initContainers"], pod["containers"]
-    assert init["image"] == server["image"] == seed["image"] == donor["image"] == "mariadb:11.4"
+    (seed, init), (server, donor, exporter) = pod["initContainers"], pod["containers"]
+    assert (
+        init["image"]
+        == server["image"]
+        == seed["image"]
+        == donor["image"]
+        == exporter["image"]
+        == "mariadb:11.4"
+    )
     assert init["command"] == ["/bin/bash", "/opt/mysql-operator/config/init.sh"]
     assert server["command"] == ["/bin/bash", "/opt/mysql-operator/config/start.sh"]
     assert (
@@ -258,7 +266,15 @@ def test_statefulset_shape():
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert server[probe]["exec"]["command"][1] == "/opt/mysql-operator/config/probe.sh"
     assert server["readinessProbe"]["exec"]["command"][2] == "ready"
-    assert {v["name"] for v in pod["volumes"]} == {"config", "run", "tmp", "tls", "seed-token", "reseed"}
+    assert {v["name"] for v in pod["volumes"]} == {
+        "config",
+        "run",
+        "tmp",
+        "tls",
+        "seed-token",
+        "reseed",
+        "monitor",
+    }
     tls = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
     assert tls == {"secretName": "db-tls", "defaultMode": 0o440}  # the key: the server's group only
     server = next(ct for ct in pod["containers"] if ct["name"] == "mysqld")
@@ -296,7 +312,32 @@ def test_mariadb_pods_copy_and_receive_copies_and_mysql_pods_do_not():
     assert volumes["seed-token"]["secret"]["items"] == [{"key": "operator-password", "path": "token"}]
     assert volumes["reseed"]["configMap"] == {"name": "db-reseed", "optional": True, "defaultMode": 0o444}
     mysql = m.statefulset(cluster(flavor="mysql"))["spec"]["template"]["spec"]
-    assert [ct["name"] for ct in mysql["initContainers"] + mysql["containers"]] == ["init-datadir", "mysqld"]
+    assert [ct["name"] for ct in mysql["initContainers"] + mysql["containers"]] == [
+        "init-datadir",
+        "mysqld",
+        "exporter",
+    ]
+
+
+@pytest.mark.parametrize("flavor", ["mysql", "mariadb"])
+def test_the_metrics_sidecar_reads_its_password_from_a_file_and_can_be_turned_off(flavor):
+    """mysqld_exporter on the port named metrics, its password (monitor-password) a file of the
+    credentials Secret renewed in place on rotation - never in its environment or argv."""
+    pod = m.statefulset(cluster(flavor=flavor))["spec"]["template"]["spec"]
+    exporter = next(ct for ct in pod["containers"] if ct["name"] == "exporter")
+    assert exporter["ports"] == [{"name": "metrics", "containerPort": 9104, "protocol": "TCP"}]
+    assert exporter["command"] == ["/bin/bash", "/opt/mysql-operator/config/exporter.sh"]
+    assert not any("PASSWORD" in e["name"] for e in exporter["env"])
+    assert {"name": "monitor", "mountPath": "/etc/mysql-operator/monitor", "readOnly": True} in exporter[
+        "volumeMounts"
+    ]
+    assert {"name": "data", "mountPath": "/var/lib/mysql"} not in exporter["volumeMounts"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["monitor"]["secret"]["items"] == [{"key": "monitor-password", "path": "password"}]
+    assert volumes["monitor"]["secret"]["optional"] is True
+    off = m.statefulset(cluster(flavor=flavor, monitoring={"enabled": False}))["spec"]["template"]["spec"]
+    assert "exporter" not in [ct["name"] for ct in off["containers"]]
+    assert "monitor" not in [v["name"] for v in off["volumes"]]
 
 
 def test_restricted_pod_security():
