@@ -11,6 +11,14 @@ mysql_operator_replica_lag_seconds{namespace,cluster,instance}    each replica's
 mysql_operator_primary_changes_total{namespace,cluster,kind,forced}  Failover | Switchover promotions
 mysql_operator_last_failover_duration_seconds{namespace,cluster}  lost primary first seen down -> promoted
 mysql_operator_last_backup_timestamp_seconds{namespace,cluster}   last successful backup (Unix time)
+mysql_operator_last_backup_size_bytes{namespace,cluster}          its compressed size
+mysql_operator_last_backup_duration_seconds{namespace,cluster}    its Job's start -> stored
+mysql_operator_backups_total{namespace,cluster,outcome}           finished backups: Succeeded | Failed
+mysql_operator_cluster_condition{namespace,cluster,type}          1 when the condition is True, else 0
+                                                                  (Ready, Available, Progressing, Degraded)
+
+A Prometheus scraping this endpoint must keep these labels (`honor_labels: true`; the chart's
+ServiceMonitor sets it): `namespace` and `instance` are the cluster's, not the operator Pod's.
 
 Every label is bounded: namespaces and clusters exist, instances are at most spec.instances,
 roles, kinds and causes come from the code. A deleted cluster's gauges go away.
@@ -95,7 +103,40 @@ LAST_BACKUP = Gauge(
     ["namespace", "cluster"],
     registry=REGISTRY,
 )
-_GAUGES = {"phase": PHASE, "primary": PRIMARY, "instances": INSTANCES, "lag": LAG, "last_backup": LAST_BACKUP}
+LAST_BACKUP_SIZE = Gauge(
+    "mysql_operator_last_backup_size_bytes",
+    "Size of the cluster's last successful backup as stored (compressed)",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
+LAST_BACKUP_DURATION = Gauge(
+    "mysql_operator_last_backup_duration_seconds",
+    "How long the cluster's last successful backup took, from its Job's start to stored",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
+BACKUPS = Counter(
+    "mysql_operator_backups",
+    "Backups that finished, by outcome (Succeeded, Failed)",
+    ["namespace", "cluster", "outcome"],
+    registry=REGISTRY,
+)
+CONDITION = Gauge(
+    "mysql_operator_cluster_condition",
+    "1 when the cluster's condition (Ready, Available, Progressing, Degraded) is True, else 0",
+    ["namespace", "cluster", "type"],
+    registry=REGISTRY,
+)
+_GAUGES = {
+    "phase": PHASE,
+    "primary": PRIMARY,
+    "instances": INSTANCES,
+    "lag": LAG,
+    "last_backup": LAST_BACKUP,
+    "last_backup_size": LAST_BACKUP_SIZE,
+    "last_backup_duration": LAST_BACKUP_DURATION,
+    "condition": CONDITION,
+}
 # per cluster and gauge: the label values (after namespace, cluster) set last time
 _series: dict[tuple[str, str], dict[str, set[tuple[str, ...]]]] = {}
 
@@ -111,14 +152,36 @@ def cluster_series(status: Mapping[str, Any]) -> dict[str, dict[tuple[str, ...],
         "instances": {labels: float(n) for labels, n in roles.items()},
         "lag": {(e["name"],): float(e["lagSeconds"]) for e in entries if e.get("lagSeconds") is not None},
         "last_backup": {},
+        "last_backup_size": {},
+        "last_backup_duration": {},
+        "condition": {
+            (str(c["type"]),): 1.0 if c.get("status") == "True" else 0.0
+            for c in status.get("conditions") or []
+            if c.get("type")
+        },
     }
-    completed = (status.get("lastBackup") or {}).get("completedAt")
-    if completed:
-        try:
-            out["last_backup"] = {(): dt.datetime.fromisoformat(completed.replace("Z", "+00:00")).timestamp()}
-        except ValueError:
-            pass
+    last = status.get("lastBackup") or {}
+    completed, started = _timestamp(last.get("completedAt")), _timestamp(last.get("startedAt"))
+    if completed is not None:
+        out["last_backup"] = {(): completed}
+        if started is not None and started <= completed:
+            out["last_backup_duration"] = {(): completed - started}
+    if isinstance(last.get("sizeBytes"), int):
+        out["last_backup_size"] = {(): float(last["sizeBytes"])}
     return out
+
+
+def _timestamp(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def backup_finished(namespace: str, cluster: str, outcome: str) -> None:
+    BACKUPS.labels(namespace, cluster, outcome).inc()
 
 
 def _publish(namespace: str, cluster: str, series: Mapping[str, Mapping[tuple[str, ...], float]]) -> None:

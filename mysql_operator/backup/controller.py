@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from mysql_operator import clock
+from mysql_operator import clock, metrics
 from mysql_operator.k8s.objects import post_events
 from mysql_operator.api import (
     BACKUP_PLURAL,
@@ -202,6 +202,9 @@ class BackupController:
 
     def _fail(self, body: dict, message: str) -> dict:
         meta = body["metadata"]
+        ref = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
+        if isinstance(ref, str):
+            metrics.backup_finished(meta["namespace"], ref, FAILED)
         status = {"phase": FAILED, "completedAt": clock.stamp(), "message": message}
         self._patch_status(BACKUP_PLURAL, meta["namespace"], meta["name"], status)
         self.event(body, "MySQLBackup", "BackupFailed", message, warning=True)
@@ -219,6 +222,7 @@ class BackupController:
         if outcome is None:
             return None
         phase, fields = outcome
+        metrics.backup_finished(ns, backup.cluster_name, phase)
         new = {"phase": phase, "completedAt": fields.pop("completedAt", clock.stamp()), **fields}
         self._patch_status(BACKUP_PLURAL, ns, name, new)
         cluster_body = self._get(CLUSTER_PLURAL, ns, backup.cluster_name)
@@ -232,7 +236,9 @@ class BackupController:
                     {
                         "lastBackup": {
                             "name": name,
+                            "startedAt": new.get("startedAt"),
                             "completedAt": new["completedAt"],
+                            "sizeBytes": new.get("sizeBytes"),
                             "location": new.get("location"),
                             "sha256": new.get("sha256"),
                             "gtidPosition": new.get("gtidPosition"),

@@ -59,6 +59,8 @@ def admitted(
     for rule in policy["spec"]["ingress"]:
         if not any(p.get("port") == port and p.get("protocol", "TCP") == "TCP" for p in rule["ports"]):
             continue
+        if not rule.get("from"):  # no peers: every source
+            return True
         for peer in rule["from"]:
             if "namespaceSelector" in peer:
                 ns_ok = matches(peer["namespaceSelector"], namespace_labels)
@@ -108,9 +110,10 @@ def test_one_policy_per_watched_namespace_selecting_the_database_pods():
             }
         }
         assert spec["policyTypes"] == ["Ingress"]  # outgoing traffic (DNS, S3, API) untouched
-        rule, seed = spec["ingress"]
+        rule, seed, metrics_port = spec["ingress"]
         assert rule["ports"] == [{"protocol": "TCP", "port": 3306}]
         assert seed["ports"] == [{"protocol": "TCP", "port": 3307}]
+        assert metrics_port["ports"] == [{"protocol": "TCP", "port": 9104}] and "from" not in metrics_port
 
 
 def test_the_namespaces_value_overrides_watch_namespaces():

@@ -151,3 +151,41 @@ def test_reconcile_errors_are_counted_by_cause():
         sample("mysql_operator_reconcile_errors_total", namespace="m6", cluster="shop", cause="TimeoutError")
         == 1
     )
+
+
+def test_conditions_last_backup_size_and_duration_and_finished_backups():
+    ns, c = "m7", "shop"
+    status = {
+        "currentPrimary": "shop-0",
+        "conditions": [
+            {"type": "Ready", "status": "False"},
+            {"type": "Available", "status": "True"},
+            {"type": "Degraded", "status": "True"},
+        ],
+        "lastBackup": {
+            "startedAt": "2026-11-26T01:00:00Z",
+            "completedAt": "2026-11-26T01:02:05Z",
+            "sizeBytes": 123456,
+        },
+    }
+    metrics.observed(ns, c, lambda: Result(phase="Degraded", status=status))
+    assert sample("mysql_operator_cluster_condition", namespace=ns, cluster=c, type="Ready") == 0
+    assert sample("mysql_operator_cluster_condition", namespace=ns, cluster=c, type="Available") == 1
+    assert sample("mysql_operator_cluster_condition", namespace=ns, cluster=c, type="Degraded") == 1
+    assert sample("mysql_operator_last_backup_duration_seconds", namespace=ns, cluster=c) == 125
+    assert sample("mysql_operator_last_backup_size_bytes", namespace=ns, cluster=c) == 123456
+
+    # a status without them (an older backup record has no startedAt): the series go
+    later = {"conditions": [{"type": "Available", "status": "False"}], "lastBackup": {"completedAt": "x"}}
+    metrics.observed(ns, c, lambda: Result(phase="FailingOver", status=later))
+    assert sample("mysql_operator_cluster_condition", namespace=ns, cluster=c, type="Available") == 0
+    assert sample("mysql_operator_cluster_condition", namespace=ns, cluster=c, type="Ready") is None
+    assert sample("mysql_operator_last_backup_duration_seconds", namespace=ns, cluster=c) is None
+    assert sample("mysql_operator_last_backup_size_bytes", namespace=ns, cluster=c) is None
+    assert sample("mysql_operator_last_backup_timestamp_seconds", namespace=ns, cluster=c) is None
+
+    before = sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Failed") or 0
+    metrics.backup_finished(ns, c, "Failed")
+    metrics.backup_finished(ns, c, "Succeeded")
+    assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Failed") == before + 1
+    assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Succeeded") == 1

@@ -1,0 +1,295 @@
+"""Issue 17 on the local cluster: a real Prometheus (built from its Go module, a host process on
+loopback, its configuration generated here with the same relabelling as the chart's PodMonitor and
+ServiceMonitor) scrapes the chart-installed operator and the mysqld_exporter sidecar of every
+server Pod of a 2-instance MySQL cluster and a 1-instance MariaDB cluster. It loads the chart's
+alert rules (MySQLClusterPrimaryDown with a short `for:`). Under a write load the MySQL primary's Pod
+is deleted: PromQL then shows the new primary (operator and exporter agree), failovers +1 and the
+alert having fired; a backup resets the backup age; every query of the chart's dashboard is valid
+PromQL and the ones that must have data have it. Measured: the exporters' scrape time and memory."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+
+import pytest
+import yaml
+
+from e2e.conftest import OPERATOR_NAMESPACE
+from e2e.helpers import (
+    GROUP,
+    VERSION,
+    Cluster,
+    cluster_spec,
+    create_writes_table,
+    lost_rows,
+    record,
+    writer_to,
+)
+from tests.support import prometheus as prom
+from tests.support.wait import wait_for
+from tests.unit.test_chart_render import CHART
+
+pytestmark = pytest.mark.cluster
+RULES = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
+DASHBOARD = json.loads((CHART / "files" / "dashboard.json").read_text())
+# dashboard panels that must return data for a running MySQL cluster that failed over and backed up
+MUST_HAVE_DATA = {
+    "Phase",
+    "Primary",
+    "Accepts writes",
+    "Primary changes (24h)",
+    "Last failover",
+    "Instances by role",
+    "Conditions",
+    "Replica lag (operator)",
+    "Replica lag (server)",
+    "Queries per second",
+    "Connections",
+    "Binary logs on disk",
+    "Exporters up",
+    "Last backup age",
+    "Last backup size",
+    "Last backup duration",
+    "Backups (7d)",
+    "Reconcile duration p99",
+}
+
+
+def config(kubeconfig: str, namespace: str) -> dict:
+    """Prometheus' configuration: the operator's Pods (honor_labels, as the chart's ServiceMonitor)
+    and every database Pod's port named metrics (the labels of the chart's PodMonitor)."""
+
+    def sd(namespaces: list[str]) -> list[dict]:
+        return [{"role": "pod", "kubeconfig_file": kubeconfig, "namespaces": {"names": namespaces}}]
+
+    def label(source: str, target: str) -> dict:
+        return {"source_labels": [source], "target_label": target}
+
+    return {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "scrape_configs": [
+            {
+                "job_name": "mysql-operator",
+                "honor_labels": True,
+                "kubernetes_sd_configs": sd([OPERATOR_NAMESPACE]),
+                "relabel_configs": [
+                    {
+                        "source_labels": [
+                            "__meta_kubernetes_pod_label_app_kubernetes_io_name",
+                            "__meta_kubernetes_pod_container_port_name",
+                        ],
+                        "regex": "mysql-operator;metrics",
+                        "action": "keep",
+                    },
+                    label("__meta_kubernetes_pod_name", "operator_pod"),
+                ],
+            },
+            {
+                "job_name": "mysql-exporters",
+                "kubernetes_sd_configs": sd([namespace]),
+                "relabel_configs": [
+                    {
+                        "source_labels": [
+                            "__meta_kubernetes_pod_label_app_kubernetes_io_component",
+                            "__meta_kubernetes_pod_label_app_kubernetes_io_managed_by",
+                            "__meta_kubernetes_pod_container_port_name",
+                        ],
+                        "regex": "database;mysql-operator;metrics",
+                        "action": "keep",
+                    },
+                    label("__meta_kubernetes_namespace", "namespace"),
+                    label("__meta_kubernetes_pod_name", "pod"),
+                    label("__meta_kubernetes_pod_label_app_kubernetes_io_instance", "cluster"),
+                    label("__meta_kubernetes_pod_label_mysql_operator_dev_role", "role"),
+                ],
+            },
+        ],
+    }
+
+
+def short_rules() -> dict:
+    """The chart's rules, MySQLClusterPrimaryDown without its `for:` (a failover here is seconds)."""
+    rules = copy.deepcopy(RULES)
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == "MySQLClusterPrimaryDown":
+                rule["for"] = "0s"
+    return rules
+
+
+def dashboard_queries(namespace: str, cluster: str) -> list[tuple[str, str]]:
+    """(panel title, PromQL) for every target, with Grafana's variables filled in."""
+    out = []
+    for panel in DASHBOARD["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"].replace("$namespace", namespace).replace("$cluster", cluster)
+            out.append((panel["title"], expr.replace("$__rate_interval", "1m")))
+    return out
+
+
+@pytest.fixture
+def s3_secret(local_cluster, scenario_namespace, s3_beside_cluster):
+    bucket = f"e2e-{uuid.uuid4().hex[:10]}"
+    s3_beside_cluster.create_bucket(bucket)
+    Cluster(local_cluster.api_client(), scenario_namespace, "x").core.create_namespaced_secret(
+        scenario_namespace,
+        {
+            "metadata": {"name": "s3"},
+            "stringData": {
+                "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
+                "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key,
+            },
+        },
+    )
+    return {
+        "bucket": bucket,
+        "prefix": "mon",
+        "endpoint": s3_beside_cluster.endpoint,
+        "region": "us-east-1",
+        "forcePathStyle": True,
+        "credentialsSecret": {"name": "s3"},
+    }
+
+
+def test_prometheus_sees_the_failover_the_alert_and_the_backup(
+    local_cluster, scenario_namespace, s3_secret, tmp_path
+):
+    reason = prom.missing()
+    if reason:
+        pytest.skip(reason=reason)
+    api, ns = local_cluster.api_client(), scenario_namespace
+    c = Cluster(api, ns, "mon")
+    maria = Cluster(api, ns, "mon-maria")
+    c.create(cluster_spec(2, "mysql", backup={"storage": {"s3": s3_secret}}))
+    maria.create(cluster_spec(1, "mariadb"))
+    c.wait_ready(300, instances=2, primary="mon-0")
+    maria.wait_ready(300, instances=1)
+
+    p = prom.Prometheus(tmp_path / "prometheus", config(local_cluster.kubeconfig, ns), short_rules()).start()
+    try:
+        sel = f'namespace="{ns}",cluster="mon"'
+
+        def exporters_up() -> bool:
+            up = {m["pod"]: v for m, v in p.query(f'mysql_up{{namespace="{ns}"}}')}
+            return up == {"mon-0": 1, "mon-1": 1, "mon-maria-0": 1}
+
+        wait_for(exporters_up, 90, "mysql_up 1 on every server", describe=lambda: str(p.api("targets")))
+        wait_for(lambda: p.value(f"mysql_operator_cluster_primary{{{sel}}}") == 1, 60, "the operator scraped")
+        assert p.query(f"mysql_operator_cluster_primary{{{sel}}}")[0][0]["instance"] == "mon-0"
+        assert p.value(f'mysql_global_variables_read_only{{{sel},pod="mon-0"}}') == 0
+        assert p.value(f'mysql_global_variables_read_only{{{sel},pod="mon-1"}}') == 1
+        assert p.value(f'mysql_global_variables_read_only{{namespace="{ns}",pod="mon-maria-0"}}') == 0
+        assert (
+            p.value(f'mysql_operator_cluster_phase{{namespace="{ns}",cluster="mon-maria",phase="Ready"}}')
+            == 1
+        )
+
+        # the chart's alert rules: loaded, evaluated without error
+        groups = p.api("rules")["groups"]
+        loaded = {r["name"]: r for g in groups for r in g["rules"]}
+        expected = {r["alert"] for g in RULES["groups"] for r in g["rules"]}
+        assert set(loaded) == expected
+        wait_for(
+            lambda: all(r["health"] == "ok" for g in p.api("rules")["groups"] for r in g["rules"]),
+            30,
+            "every rule evaluated without error",
+            describe=lambda: str(
+                [(r["name"], r.get("lastError")) for g in p.api("rules")["groups"] for r in g["rules"]]
+            ),
+        )
+        assert p.query(f'ALERTS{{alertname="MySQLClusterPrimaryDown",namespace="{ns}"}}') == []
+
+        failovers = f'mysql_operator_primary_changes_total{{{sel},kind="Failover"}}'
+        before = p.value(f"sum({failovers})") or 0
+        rw, pw = create_writes_table(c)
+        load = writer_to(rw, "app", pw)
+        load.start()
+        try:
+            wait_for(lambda: len(load.acked) >= 20, 60, "20 acknowledged writes")
+            c.core.delete_namespaced_pod("mon-0", ns, grace_period_seconds=0)
+            wait_for(
+                lambda: c.status().get("currentPrimary") == "mon-1",
+                120,
+                "mon-1 promoted",
+                describe=c.describe,
+            )
+            wait_for(
+                lambda: p.value(f'mysql_operator_cluster_primary{{{sel},instance="mon-1"}}') == 1,
+                30,
+                "Prometheus: the new primary",
+            )
+            wait_for(lambda: p.value(f"sum({failovers})") == before + 1, 30, "Prometheus: failovers +1")
+            wait_for(
+                lambda: p.value(f'mysql_global_variables_read_only{{{sel},pod="mon-1"}}') == 0,
+                30,
+                "the exporter: mon-1 writable",
+            )
+            fired = (
+                f'max_over_time(ALERTS{{alertname="MySQLClusterPrimaryDown",alertstate="firing",{sel}}}[10m])'
+            )
+            wait_for(lambda: p.value(fired) == 1, 30, "MySQLClusterPrimaryDown fired during the failover")
+            assert p.value(f"mysql_operator_last_failover_duration_seconds{{{sel}}}") > 0
+            c.wait_ready(300, instances=2, primary="mon-1")
+            wait_for(exporters_up, 90, "mysql_up 1 on every server, mon-0 back as a replica")
+            # resolved once the new primary serves
+            wait_for(
+                lambda: (
+                    p.query(f'ALERTS{{alertname="MySQLClusterPrimaryDown",alertstate="firing",{sel}}}') == []
+                ),
+                30,
+                "MySQLClusterPrimaryDown resolved",
+            )
+        finally:
+            load.stop()
+        assert lost_rows(c.service_ip("rw"), pw, load) == []
+
+        # a backup: the age resets, its size and duration are published
+        started = time.time()
+        c.objs.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            ns,
+            "mysqlbackups",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "MySQLBackup",
+                "metadata": {"name": "now"},
+                "spec": {"clusterRef": {"name": "mon"}},
+            },
+        )
+        wait_for(
+            lambda: (p.value(f"mysql_operator_last_backup_timestamp_seconds{{{sel}}}") or 0) >= started - 1,
+            300,
+            "Prometheus: the backup's completion",
+            describe=c.describe,
+        )
+        assert p.value(f"time() - mysql_operator_last_backup_timestamp_seconds{{{sel}}}") < 300
+        assert p.value(f"mysql_operator_last_backup_size_bytes{{{sel}}}") > 0
+        assert p.value(f"mysql_operator_last_backup_duration_seconds{{{sel}}}") > 0
+        wait_for(
+            lambda: p.value(f'mysql_operator_backups_total{{{sel},outcome="Succeeded"}}') == 1,
+            30,
+            "backups_total{Succeeded} 1",
+        )
+
+        # the dashboard: every query valid; the ones a running cluster has data for return some
+        empty = []
+        for title, expr in dashboard_queries(ns, "mon"):
+            result = p.query(expr)  # raises QueryError on invalid PromQL
+            if title in MUST_HAVE_DATA and not result:
+                empty.append((title, expr))
+        assert empty == [], empty
+
+        # the exporters' cost, for the closing note
+        for pod in ("mon-0", "mon-1", "mon-maria-0"):
+            target = f'job="mysql-exporters",pod="{pod}"'
+            # a Pod recreated by the failover had another address: one series per address
+            seconds = p.value(f"avg(avg_over_time(scrape_duration_seconds{{{target}}}[1m]))")
+            memory = p.value(f"max(process_resident_memory_bytes{{{target}}})")
+            record(f"exporter scrape time ({pod})", round(seconds, 4), scenario="17")
+            record(f"exporter resident memory ({pod})", round(memory / 2**20, 1), unit="MiB", scenario="17")
+    finally:
+        p.stop()

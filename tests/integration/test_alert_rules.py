@@ -1,0 +1,144 @@
+"""The chart's alert rules (charts/mysql-operator/files/prometheus-rules.yaml) checked and unit-tested
+by the real promtool (built from Prometheus' Go module): each alert fires on the series the
+operator and the exporters publish in the situation it names, and not in the look-alike situations
+it must ignore (a new cluster has no primary yet; a lag that recovered)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from tests.support import prometheus as prom
+from tests.unit.test_chart_render import CHART
+
+RULES_FILE = CHART / "files" / "prometheus-rules.yaml"
+RULES = {r["alert"]: r for g in yaml.safe_load(RULES_FILE.read_text())["groups"] for r in g["rules"]}
+
+
+@pytest.fixture(scope="module")
+def promtool():
+    reason = prom.missing()
+    if reason:
+        pytest.skip(reason=reason)
+    return prom.promtool
+
+
+def annotations(alert: str, labels: dict[str, str], value: str) -> dict[str, str]:
+    """The alert's annotations as Prometheus renders them for `labels` and `value`."""
+
+    def render(text: str) -> str:
+        text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m_: labels.get(m_.group(1), ""), text)
+        return text.replace("{{ $value }}", value)
+
+    return {k: render(v) for k, v in RULES[alert]["annotations"].items()}
+
+
+def expect(alert: str, labels: dict[str, str], value: str = "") -> dict:
+    return {
+        "exp_labels": {**labels, **RULES[alert]["labels"]},
+        "exp_annotations": annotations(alert, labels, value),
+    }
+
+
+def test_the_rules_file_is_valid(promtool):
+    r = promtool("check", "rules", str(RULES_FILE))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"SUCCESS: {len(RULES)} rules found" in r.stdout
+
+
+def test_each_alert_fires_in_its_situation_only(promtool, tmp_path):
+    shop = {"namespace": "shop", "cluster": "db"}
+    available = {**shop, "type": "Available"}
+    tests = [
+        {
+            "name": "primary down during a failover, not while a new cluster bootstraps",
+            "interval": "15s",
+            "input_series": [
+                # db: Available 1, then 0 for 90 s (FailingOver), then 1 again
+                {
+                    "series": _series("mysql_operator_cluster_condition", available),
+                    "values": "1 1 0 0 0 0 0 0 1",
+                },
+                {
+                    "series": _series("mysql_operator_cluster_phase", {**shop, "phase": "FailingOver"}),
+                    "values": "0 0 1 1 1 1 1 1 0",
+                },
+                # new: a cluster being created (no primary yet) is not down
+                {
+                    "series": _series(
+                        "mysql_operator_cluster_condition",
+                        {"namespace": "shop", "cluster": "new", "type": "Available"},
+                    ),
+                    "values": "0x8",
+                },
+                {
+                    "series": _series(
+                        "mysql_operator_cluster_phase",
+                        {"namespace": "shop", "cluster": "new", "phase": "Bootstrapping"},
+                    ),
+                    "values": "1x8",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "45s", "alertname": "MySQLClusterPrimaryDown", "exp_alerts": []},  # 15 s < for
+                {
+                    "eval_time": "75s",
+                    "alertname": "MySQLClusterPrimaryDown",
+                    "exp_alerts": [expect("MySQLClusterPrimaryDown", available)],
+                },
+                {"eval_time": "120s", "alertname": "MySQLClusterPrimaryDown", "exp_alerts": []},  # recovered
+            ],
+        },
+        {
+            "name": "a failed backup, a lagging replica, an exporter that cannot connect",
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": _series("mysql_operator_backups_total", {**shop, "outcome": "Failed"}),
+                    "values": "0 0 1 1",
+                },
+                {
+                    "series": _series("mysql_operator_replica_lag_seconds", {**shop, "instance": "db-1"}),
+                    "values": "120x8",
+                },
+                # db-2 lagged for 3 minutes only
+                {
+                    "series": _series("mysql_operator_replica_lag_seconds", {**shop, "instance": "db-2"}),
+                    "values": "120 120 120 0 0 0 0 0 0",
+                },
+                {"series": _series("mysql_up", {**shop, "pod": "db-0"}), "values": "0x8"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "1m", "alertname": "MySQLBackupFailed", "exp_alerts": []},
+                {
+                    "eval_time": "3m",
+                    "alertname": "MySQLBackupFailed",
+                    "exp_alerts": [expect("MySQLBackupFailed", {**shop, "outcome": "Failed"})],
+                },
+                {
+                    "eval_time": "7m",
+                    "alertname": "MySQLReplicaLagging",
+                    "exp_alerts": [expect("MySQLReplicaLagging", {**shop, "instance": "db-1"}, "120")],
+                },
+                {
+                    "eval_time": "6m",
+                    "alertname": "MySQLExporterCannotConnect",
+                    "exp_alerts": [expect("MySQLExporterCannotConnect", {**shop, "pod": "db-0"})],
+                },
+            ],
+        },
+    ]
+    test_file = tmp_path / "rules_test.yaml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {"rule_files": [str(RULES_FILE)], "evaluation_interval": "15s", "tests": tests}, sort_keys=False
+        )
+    )
+    r = promtool("test", "rules", str(test_file))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _series(name: str, labels: dict[str, str]) -> str:
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"

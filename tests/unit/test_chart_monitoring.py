@@ -1,0 +1,95 @@
+"""The chart's monitoring objects rendered by the real `helm template`: the PodMonitor selects the
+Pods the operator's builders make and their port named metrics, the PrometheusRule carries exactly
+files/prometheus-rules.yaml, the dashboard ConfigMap exactly files/dashboard.json; all off by
+default. (A real Prometheus loads the same files in e2e/test_monitoring.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from mysql_operator import manifests as m
+from tests.unit.test_chart_network_policy import admitted, matches, policies
+from tests.unit.test_chart_render import CHART, of_kind, one, render
+from tests.unit.test_manifests_builders import cluster
+
+RULES = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
+DASHBOARD = json.loads((CHART / "files" / "dashboard.json").read_text())
+ALL_ON = {
+    "metrics": {
+        "podMonitor": {"enabled": True, "interval": "15s"},
+        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus"}},
+        "dashboard": {"enabled": True},
+    }
+}
+
+
+def test_monitoring_objects_are_off_by_default():
+    objs = render()
+    assert not of_kind(objs, "PodMonitor") and not of_kind(objs, "PrometheusRule")
+    assert not [o for o in of_kind(objs, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+
+
+def test_the_pod_monitor_scrapes_the_exporter_port_of_every_database_pod():
+    pm = one(render(ALL_ON), "PodMonitor")
+    assert pm["spec"]["namespaceSelector"] == {"any": True}  # watchNamespaces [] = all
+    for flavor in ("mysql", "mariadb"):
+        sts = m.statefulset(cluster(flavor=flavor))
+        pod = sts["spec"]["template"]
+        assert matches(pm["spec"]["selector"], pod["metadata"]["labels"])
+        ports = [p["name"] for ct in pod["spec"]["containers"] for p in ct.get("ports", [])]
+        assert "metrics" in ports
+    (endpoint,) = pm["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["interval"] == "15s"
+    targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+    assert targets["cluster"] == ["__meta_kubernetes_pod_label_app_kubernetes_io_instance"]
+    assert targets["role"] == ["__meta_kubernetes_pod_label_mysql_operator_dev_role"]
+    scoped = one(render({**ALL_ON, "watchNamespaces": ["shop", "blog"]}), "PodMonitor")
+    assert scoped["spec"]["namespaceSelector"] == {"matchNames": ["shop", "blog"]}
+
+
+def test_the_prometheus_rule_is_the_rules_file_and_every_alert_has_a_runbook():
+    rule = one(render(ALL_ON), "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus"
+    assert rule["spec"]["groups"] == RULES["groups"]
+    readme = (CHART.parents[1] / "README.md").read_text().lower()
+    alerts = [r for g in RULES["groups"] for r in g["rules"]]
+    assert {"MySQLClusterPrimaryDown", "MySQLBackupFailed", "MySQLReplicaLagging"} <= {
+        a["alert"] for a in alerts
+    }
+    for a in alerts:
+        anchor = a["annotations"]["runbook"].split("#")[1]
+        assert anchor == a["alert"].lower()
+        assert f"#### {a['alert'].lower()}" in readme, f"README has no runbook for {a['alert']}"
+
+
+def test_the_dashboard_configmap_is_the_dashboard_file_for_grafanas_sidecar():
+    (cm,) = [o for o in of_kind(render(ALL_ON), "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(cm["data"]["mysql-operator-clusters.json"]) == DASHBOARD
+    panels = [p for p in DASHBOARD["panels"] if p["type"] != "row"]
+    assert len({p["id"] for p in DASHBOARD["panels"]}) == len(DASHBOARD["panels"])
+    assert all(p["targets"] and all(t["expr"] for t in p["targets"]) for p in panels)
+    titles = {p["title"] for p in DASHBOARD["panels"] if p["type"] == "row"}
+    assert titles == {"Cluster health", "Replication", "Servers", "Backups", "Operator"}
+
+
+def test_the_network_policy_lets_prometheus_reach_the_metrics_port_only():
+    base = {"networkPolicy": {"enabled": True, "namespaces": ["shop"]}}
+    (policy,) = policies(base)
+    anywhere = ("monitoring", {"app": "prometheus"}, {"kubernetes.io/metadata.name": "monitoring"})
+    assert admitted(policy, *anywhere, port=9104)
+    assert not admitted(policy, *anywhere, port=3306)
+    (narrow,) = policies(
+        {
+            "networkPolicy": {
+                **base["networkPolicy"],
+                "metricsFrom": [
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "obs"}}}
+                ],
+            }
+        }
+    )
+    assert not admitted(narrow, *anywhere, port=9104)
+    assert admitted(narrow, "obs", {"app": "prometheus"}, {"kubernetes.io/metadata.name": "obs"}, port=9104)
