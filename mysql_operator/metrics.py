@@ -185,6 +185,13 @@ def backup_finished(namespace: str, cluster: str, outcome: str) -> None:
 
 
 def _publish(namespace: str, cluster: str, series: Mapping[str, Mapping[tuple[str, ...], float]]) -> None:
+    if (namespace, cluster) not in _series:
+        # counters exist at 0 from the cluster's first pass: increase() over a window then
+        # counts the first failover or backup too (a series born at 1 has no increase)
+        for kind in ("Failover", "Switchover"):
+            PRIMARY_CHANGES.labels(namespace, cluster, kind, "false")
+        for outcome in ("Succeeded", "Failed"):
+            BACKUPS.labels(namespace, cluster, outcome)
     known = _series.setdefault((namespace, cluster), {})
     for name, gauge in _GAUGES.items():
         now = series.get(name, {})

@@ -189,3 +189,16 @@ def test_conditions_last_backup_size_and_duration_and_finished_backups():
     metrics.backup_finished(ns, c, "Succeeded")
     assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Failed") == before + 1
     assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Succeeded") == 1
+
+
+def test_counters_exist_at_zero_from_a_clusters_first_pass():
+    ns, c = "m8", "fresh"
+    metrics.observed(ns, c, lambda: Result(phase="Bootstrapping", status={}))
+    assert (
+        sample(
+            "mysql_operator_primary_changes_total", namespace=ns, cluster=c, kind="Failover", forced="false"
+        )
+        == 0
+    )
+    assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Succeeded") == 0
+    assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Failed") == 0
