@@ -175,11 +175,18 @@ class SqlObjects:
         try:
             for body in deleting + live:
                 if inst is None and connect is not None:
-                    inst = connect()
+                    try:
+                        inst = connect()
+                    except InstanceError as e:  # every object says why, each pass tries again
+                        connect, unavailable = None, f"cannot log in to the primary as {m.SQL_USER}: {e}"
                 try:
                     self._one(body, inst, flavor, unavailable)
                 except ApiException as e:
                     log.warning("%s/%s %s: %s", namespace, body["metadata"]["name"], body["kind"], e.reason)
+                except Exception as e:  # noqa: BLE001 - a bug: said on the object, not only logged
+                    log.exception("%s/%s %s", namespace, body["metadata"]["name"], body["kind"])
+                    why = f"{type(e).__name__} while applying it: the operator's log has the details"
+                    self._publish(body, Result(False, "InternalError", why))
         finally:
             if inst is not None:
                 inst.close()

@@ -9,6 +9,7 @@ from mysql_operator.api import SpecError
 from mysql_operator.api.sql import DatabaseSpec, GrantSpec, UserSpec, parse_sql_object
 from mysql_operator.db import statements as st
 from mysql_operator.db.flavor import Flavor
+from mysql_operator.db.instance import InstanceError
 from mysql_operator.sql_objects import Result, status_changed, status_for
 
 
@@ -185,3 +186,52 @@ def test_objects_of_the_same_name_in_two_namespaces_are_two_objects():
     assert objs.due("team-a", "db", now=1.0) and not objs.due("team-b", "db", now=1.0)
     objs.seen(user("team-a", cluster="other"))  # moved (CEL forbids it; kept in one place anyway)
     assert not objs.due("team-a", "db", now=1.0) and objs.due("team-a", "other", now=1.0)
+
+
+def test_a_login_failure_or_a_bug_is_said_on_every_object_not_only_logged():
+    from mysql_operator.sql_objects import SqlObjects
+
+    published = []
+
+    class Recording(SqlObjects):
+        def _publish(self, body, result):
+            published.append((body["metadata"]["name"], result.reason, result.message))
+
+        def _set_finalizers(self, body, finalizers):
+            body["metadata"]["finalizers"] = finalizers
+
+    def obj(kind, name, spec):
+        return {
+            "kind": kind,
+            "metadata": {"name": name, "namespace": "ns", "finalizers": ["mysql.operator.dev/sql-cleanup"]},
+            "spec": {"clusterRef": {"name": "db"}, **spec},
+        }
+
+    objs = Recording(object())
+    objs.seen(obj("MySQLDatabase", "shop", {"name": "shop"}))
+    objs.seen(obj("MySQLUser", "reader", {"name": "reader"}))
+
+    def refused():
+        raise InstanceError(
+            "db-0: connect failed: (1045, \"Access denied for user 'mysql-operator-sql'\")", 1045
+        )
+
+    objs.sync("ns", "db", refused, Flavor.MYSQL, "")
+    assert [(n, r) for n, r, _ in published] == [
+        ("shop", "ClusterUnavailable"),
+        ("reader", "ClusterUnavailable"),
+    ]
+    assert all("cannot log in to the primary as mysql-operator-sql" in msg for _, _, msg in published)
+
+    published.clear()
+
+    class Broken:  # every call but close() hits a bug
+        def __getattr__(self, name):
+            raise KeyError("a bug")
+
+        def close(self):
+            pass
+
+    objs.sync("ns", "db", Broken, Flavor.MYSQL, "")
+    assert [(n, r) for n, r, _ in published] == [("shop", "InternalError"), ("reader", "InternalError")]
+    assert "KeyError" in published[0][2] and "a bug" not in published[0][2]
