@@ -331,12 +331,14 @@ def delete_clusters(api, namespace: str, timeout: float = 120) -> None:
     """Delete every MySQLCluster and MySQLBackup of the namespace and wait until they are gone
     (the running operator removes kopf's finalizer), so the namespace can go after them."""
     objs = client.CustomObjectsApi(api)
-    for plural in (BACKUPS, CLUSTERS):
-        try:
-            items = objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
-        except client.ApiException:
-            continue
+
+    def delete_all(plural: str) -> bool:
+        """Delete what is listed; True once nothing is (a cluster's schedule may create another
+        MySQLBackup meanwhile: deleted at the next look)."""
+        items = objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
         for item in items:
+            if item["metadata"].get("deletionTimestamp"):
+                continue
             try:
                 objs.delete_namespaced_custom_object(
                     GROUP, VERSION, namespace, plural, item["metadata"]["name"]
@@ -344,11 +346,14 @@ def delete_clusters(api, namespace: str, timeout: float = 120) -> None:
             except client.ApiException as e:
                 if e.status != 404:
                     raise
-        wait_for(
-            lambda: not objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"],
-            timeout,
-            f"{plural} of {namespace} deleted",
-        )
+        return not items
+
+    for plural in (BACKUPS, CLUSTERS):
+        try:
+            objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)
+        except client.ApiException:
+            continue
+        wait_for(lambda: delete_all(plural), timeout, f"{plural} of {namespace} deleted", interval=1.0)
 
 
 @contextmanager
