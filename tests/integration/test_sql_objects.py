@@ -5,7 +5,6 @@ say, and the account can do exactly that."""
 
 from __future__ import annotations
 
-import sys
 
 import pymysql
 import pytest
@@ -15,34 +14,14 @@ from mysql_operator.db import accounts
 from mysql_operator.db import statements as st
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance, InstanceError
-from tests.support import mysql_container
-from tests.support.mariadb import SQL_USER, MariaDBFactory
-from tests.support.mysql import MySQLFactory, mysql_unavailable
+from tests.support.mariadb import SQL_USER
 
 DENIED = {1044, 1045, 1142, 1143, 1227}
 
 
-@pytest.fixture(scope="module", params=["mariadb", "mysql"])
-def server(request):
-    if request.param == "mysql":
-        missing = mysql_container.rsa_unavailable() or mysql_unavailable()
-        if missing:
-            pytest.skip(reason=f"no MySQL server here: {missing}")
-        factory = MySQLFactory()
-    else:
-        factory = MariaDBFactory()
-    failed_before = request.session.testsfailed
-    try:
-        (s,) = factory.create(1, prefix="sqlobj")
-        s.flavor = Flavor(request.param)
-        if s.flavor is Flavor.MYSQL:
-            s.query("SET GLOBAL super_read_only = 0")
-        s.query("SET GLOBAL read_only = 0")
-        yield s
-    finally:
-        if request.session.testsfailed > failed_before:
-            print("\n" + factory.logs_report(40), file=sys.stderr)
-        factory.close()
+@pytest.fixture(scope="module")
+def server(writable_server):
+    return writable_server
 
 
 def sql_account(s) -> Instance:
