@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import sys
@@ -33,6 +34,7 @@ from mysql_operator.manifests.backup_jobs import (
     DELETE_DATA_ANNOTATION,
     ENV_ACCESS_KEY,
     ENV_DB_PASSWORD,
+    ENV_ENCRYPTION_KEY,
     ENV_SECRET_KEY,
     TERMINATION_LOG,
 )
@@ -59,6 +61,7 @@ def register(subparsers) -> None:
     )
     _tls_argument(run)
     _client_tools_argument(run)
+    _encryption_argument(run)
     run.add_argument("--termination-log", default=TERMINATION_LOG)
     run.set_defaults(func=cmd_run)
 
@@ -88,6 +91,7 @@ def register(subparsers) -> None:
     )
     _tls_argument(into)
     _client_tools_argument(into)
+    _encryption_argument(into)
     into.add_argument("--termination-log", default=TERMINATION_LOG)
     into.set_defaults(func=cmd_restore_into)
 
@@ -104,6 +108,7 @@ def register(subparsers) -> None:
     _s3_arguments(ev)
     ev.add_argument("--source", required=True, help="the folder holding the record (its ConfigMap)")
     ev.add_argument("--name", required=True, help="the record's name: it goes to <prefix>/evidence/<name>/")
+    _encryption_argument(ev)
     ev.add_argument("--termination-log", default=TERMINATION_LOG)
     ev.set_defaults(func=cmd_keep_evidence)
 
@@ -171,6 +176,28 @@ def _tls_argument(p) -> None:
     )
 
 
+def _encryption_argument(p) -> None:
+    p.add_argument(
+        "--encryption-key-from",
+        metavar="WHERE",
+        help=f"encrypt (or decrypt) with the key in ${ENV_ENCRYPTION_KEY}; WHERE names its Secret "
+        'in messages (e.g. "Secret backup-key, key encryption-key")',
+    )
+
+
+def _key_from(args):
+    """The encryption key the Job was given (None without --encryption-key-from). CryptoError
+    naming the Secret when the environment lacks it or it is not a 256-bit key."""
+    from mysql_operator.backup.crypto import CryptoError, parse_key
+
+    if not args.encryption_key_from:
+        return None
+    text = os.environ.get(ENV_ENCRYPTION_KEY, "")
+    if not text:
+        raise CryptoError(f"{args.encryption_key_from} is empty: it must hold the encryption key")
+    return parse_key(text, args.encryption_key_from)
+
+
 def _s3_from(args) -> S3:
     return S3(
         bucket=args.bucket,
@@ -227,6 +254,7 @@ def cmd_keep_evidence(args) -> int:
     from pathlib import Path
 
     from mysql_operator.backup import storage
+    from mysql_operator.backup.crypto import seal
     from mysql_operator.db.instance import redact
 
     env, status = _job_environment(args, (ENV_ACCESS_KEY, ENV_SECRET_KEY))
@@ -237,9 +265,15 @@ def cmd_keep_evidence(args) -> int:
     # a mounted ConfigMap: one file per key (the "..data" entries are the kubelet's)
     files = sorted(f for f in Path(args.source).iterdir() if not f.name.startswith("..") and f.is_file())
     try:
+        key = _key_from(args)
         client = storage.make_client(s3, storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY]))
         for f in files:
-            storage.put_bytes(client, s3, storage.join_key(folder, f.name), f.read_bytes(), "text/plain")
+            if key is None:
+                storage.put_bytes(client, s3, storage.join_key(folder, f.name), f.read_bytes(), "text/plain")
+            else:  # the discarded transactions are the tenant's data: encrypted like its backups
+                blob = seal(key, f.read_bytes())
+                name = storage.join_key(folder, f.name + ".enc")
+                storage.put_bytes(client, s3, name, blob, "application/octet-stream")
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         return _finish(
             args, {"ok": False, "message": redact(str(e) or type(e).__name__, (env[ENV_SECRET_KEY],))}
@@ -267,7 +301,7 @@ def cmd_restore_into(args) -> int:
     try:
         result = restore_all(
             targets,
-            Source(_s3_from(args), args.path),
+            Source(_s3_from(args), args.path, _key_from(args)),
             creds,
             args.app_database,
             drop_account=args.drop_account,
@@ -312,6 +346,7 @@ def cmd_run(args) -> int:
     )
     creds = storage.Credentials(os.environ[ENV_ACCESS_KEY], os.environ[ENV_SECRET_KEY])
     try:
+        req = dataclasses.replace(req, key=_key_from(args))
         m = run_backup(req, creds, os.environ[ENV_DB_PASSWORD])
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         from mysql_operator.db.instance import redact
@@ -330,6 +365,7 @@ def result_of(m, s3: S3) -> dict[str, Any]:
         "uncompressedBytes": m.uncompressed_size,
         "sha256": m.sha256,
         "gtidPosition": m.gtid_position or "",
+        **({"encryptionKeyId": m.key_id} if m.key_id else {}),
         "sourceInstance": m.source_instance,
         "startedAt": m.started_at,
         "completedAt": m.completed_at,
@@ -448,8 +484,9 @@ def cmd_delete(args) -> int:
 def restored_cluster(
     source: dict[str, Any], backup_name: str, name: str, instances: int | None = None
 ) -> dict[str, Any]:
-    """Pure: a new MySQLCluster like `source` (same flavor, version, sizes) restored from the backup.
-    Without the source's schedule, primary choice and credentials Secret (the new cluster gets its own)."""
+    """Pure: a new MySQLCluster like `source` (same flavor, version, sizes) restored from the backup,
+    with the key of the source's backup encryption. Without the source's schedule, primary choice
+    and credentials Secret (the new cluster gets its own)."""
     spec = copy.deepcopy(source.get("spec") or {})
     for key in ("restore", "primary", "credentials"):
         spec.pop(key, None)
@@ -458,6 +495,9 @@ def restored_cluster(
     if instances is not None:
         spec["instances"] = instances
     spec["restore"] = {"fromBackup": {"name": backup_name}}
+    encryption = (spec.get("backup") or {}).get("encryption")
+    if encryption:  # the key the source's backups are made with (same namespace)
+        spec["restore"]["encryption"] = copy.deepcopy(encryption)
     return {"apiVersion": API_VERSION, "kind": CLUSTER_KIND, "metadata": {"name": name}, "spec": spec}
 
 

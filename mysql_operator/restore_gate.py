@@ -18,6 +18,7 @@ from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
+from mysql_operator.backup.controller import key_problem
 from mysql_operator.backup.restore import Source
 from mysql_operator.k8s import jobs
 from mysql_operator.manifests.backup_jobs import restore_job, restore_job_name
@@ -108,8 +109,13 @@ def restore_gate(
     action = restoring.decide(True, record, previous.get("currentPrimary"), not_ready, job)
     if isinstance(action, restoring.Proceed):
         return None
-    if isinstance(action, restoring.Start) and secret_error:
-        action = restoring.WaitForInstances(secret_error)  # e.g. the user's Secret lacks restore-password
+    if isinstance(action, restoring.Start):
+        # e.g. the user's Secret lacks restore-password, or the encryption key's Secret is missing
+        waiting = secret_error or key_problem(
+            api, c.namespace, c.spec.restore.encryption, "spec.restore.encryption"
+        )
+        if waiting:
+            action = restoring.WaitForInstances(waiting)
     secrets = list(passwords.values())
     events: list[tuple[str, str, str]] = []
     patch: dict[str, Any] = {}

@@ -13,6 +13,7 @@ from .spec import (  # noqa: F401
     ClusterSpec,
     Credentials,
     Database,
+    Encryption,
     Failover,
     MySQLBackup,
     MySQLCluster,

@@ -225,16 +225,29 @@ class Retention:
 
 
 @dataclass(frozen=True)
+class Encryption:
+    """Client-side encryption of backups with the key in a Secret of the cluster's namespace."""
+
+    secret: str
+    key: str = "encryption-key"
+
+    def describe(self, field_path: str) -> str:
+        return f"Secret {self.secret!r} key {self.key!r} ({field_path}.keySecret)"
+
+
+@dataclass(frozen=True)
 class Backup:
     s3: S3 | None = None
     schedule: str | None = None
     retention: Retention = Retention()
+    encryption: Encryption | None = None
 
 
 @dataclass(frozen=True)
 class Restore:
     from_backup: str | None = None
     s3: S3 | None = None
+    encryption: Encryption | None = None
 
 
 @dataclass(frozen=True)
@@ -457,6 +470,28 @@ def _s3(value: Any, path: str, with_path: bool = False) -> S3:
             secret_access_key_key=_str(cs, "secretAccessKeyKey", cpath, "AWS_SECRET_ACCESS_KEY"),
         ),
         path=_str(d, "path", path, required=True, max_len=1024) if with_path else None,
+    )
+
+
+def _encryption(value: Any, path: str) -> Encryption | None:
+    if value is None:
+        return None
+    d = _object(value, path, {"keySecret"})
+    kpath = f"{path}.keySecret"
+    if d.get("keySecret") is None:
+        raise SpecError(kpath, "is required: the Secret holding the key (32 random bytes, base64)")
+    ks = _object(d["keySecret"], kpath, {"name", "key"})
+    return Encryption(
+        secret=_str(ks, "name", kpath, required=True, pattern=_DNS_SUBDOMAIN_RE, hint="a Secret name"),
+        key=_str(
+            ks,
+            "key",
+            kpath,
+            "encryption-key",
+            max_len=253,
+            pattern=re.compile(r"^[-._a-zA-Z0-9]+$"),
+            hint="a Secret key uses letters, digits, '-', '_' and '.'",
+        ),
     )
 
 
@@ -756,7 +791,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     backup = None
     if s.get("backup") is not None:
         bpath = f"{path}.backup"
-        b = _object(s["backup"], bpath, {"storage", "schedule", "retention"})
+        b = _object(s["backup"], bpath, {"storage", "schedule", "retention", "encryption"})
         bs = None
         if b.get("storage") is not None:
             bst = _object(b["storage"], f"{bpath}.storage", {"s3"})
@@ -777,6 +812,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         backup = Backup(
             s3=bs,
             schedule=schedule,
+            encryption=_encryption(b.get("encryption"), f"{bpath}.encryption"),
             retention=Retention(
                 keep_last=_int(rt, "keepLast", f"{bpath}.retention", None, 1, 1000),
                 max_age=_str(
@@ -809,7 +845,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     restore = None
     if s.get("restore") is not None:
         rpath = f"{path}.restore"
-        rs = _object(s["restore"], rpath, {"fromBackup", "s3"})
+        rs = _object(s["restore"], rpath, {"fromBackup", "s3", "encryption"})
         if (rs.get("fromBackup") is None) == (rs.get("s3") is None):
             raise SpecError(rpath, "needs exactly one of spec.restore.fromBackup or spec.restore.s3")
         from_backup = None
@@ -819,6 +855,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         restore = Restore(
             from_backup=from_backup,
             s3=_s3(rs["s3"], f"{rpath}.s3", with_path=True) if rs.get("s3") is not None else None,
+            encryption=_encryption(rs.get("encryption"), f"{rpath}.encryption"),
         )
 
     return ClusterSpec(

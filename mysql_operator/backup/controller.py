@@ -27,18 +27,20 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from mysql_operator import clock, metrics
-from mysql_operator.k8s.objects import post_events
+from mysql_operator.k8s.objects import post_events, read_secret_data
 from mysql_operator.api import (
     BACKUP_PLURAL,
     CLUSTER_PLURAL,
     GROUP,
     S3,
     VERSION,
+    Encryption,
     SpecError,
     parse,
     parse_backup,
 )
 from mysql_operator.backup import retention, schedule
+from mysql_operator.backup.crypto import CryptoError, parse_key
 from mysql_operator.k8s import jobs
 from mysql_operator.k8s.jobs import job_image, job_result
 from mysql_operator.manifests import BACKUP_PASSWORD_KEY, credentials_secret_name, owned
@@ -81,6 +83,7 @@ def job_outcome(job: dict | None, pods: list[dict]) -> tuple[str, dict[str, Any]
                 "sizeBytes",
                 "sha256",
                 "gtidPosition",
+                "encryptionKeyId",
                 "sourceInstance",
                 "startedAt",
                 "completedAt",
@@ -89,6 +92,27 @@ def job_outcome(job: dict | None, pods: list[dict]) -> tuple[str, dict[str, Any]
         }
         return SUCCEEDED, {**fields, "message": f"backup stored at {result.get('location')}"}
     return FAILED, {"message": result["message"]}
+
+
+def key_problem(api: k8s.ApiClient, namespace: str, enc: Encryption | None, field_path: str) -> str | None:
+    """Why the encryption key `enc` names cannot be used (a missing Secret or key, not a 256-bit
+    key), said before a Job is made: None when it can. The key is read, never kept or quoted."""
+    if enc is None:
+        return None
+    where = enc.describe(field_path)
+    try:
+        data = read_secret_data(api, namespace, enc.secret)
+    except ApiException as e:
+        return f"{where}: cannot be read ({e.reason})"
+    if data is None:
+        return f"{where}: the Secret does not exist: create it with the key (`openssl rand -base64 32`)"
+    if enc.key not in data:
+        return f"{where}: the Secret has no key {enc.key!r}: add it or set keySecret.key"
+    try:
+        parse_key(data[enc.key], where)
+    except CryptoError as e:
+        return str(e)
+    return None
 
 
 @dataclass
@@ -165,7 +189,9 @@ class BackupController:
             self._patch_status(BACKUP_PLURAL, ns, name, status)
             return status
         cluster = parse(cluster_body)
-        lacking = self._lacks_backup_password(cluster)
+        lacking = self._lacks_backup_password(cluster) or key_problem(
+            self.api, ns, cluster.spec.backup and cluster.spec.backup.encryption, "spec.backup.encryption"
+        )
         if lacking:
             return self._fail(body, lacking)
         job = owned(

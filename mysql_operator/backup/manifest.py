@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, fields
 
 FORMAT = 1
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+OPTIONAL = ("databases", "format", "gtid_position", "encryption", "key_id", "sealed")
 
 
 class ManifestError(ValueError):
@@ -31,8 +32,13 @@ class Manifest:
     compressed_size: int
     uncompressed_size: int
     sha256: str  # of the object as stored (compressed)
-    databases: tuple[str, ...] = ()
+    databases: tuple[str, ...] = ()  # empty when encrypted: then inside `sealed`
     format: int = FORMAT
+    # client-side encryption (backup/crypto.py): the algorithm, the id of the key (never the key),
+    # and the sensitive fields (the database names) as a sealed JSON object, base64
+    encryption: str | None = None
+    key_id: str | None = None
+    sealed: str | None = None
 
     def to_json(self) -> bytes:
         d = asdict(self)
@@ -50,7 +56,7 @@ class Manifest:
         if d.get("format", FORMAT) > FORMAT:
             raise ManifestError(f"{where} has format {d['format']}: upgrade the operator to restore it")
         known = {f.name for f in fields(cls)}
-        missing = sorted(n for n in known - set(d) if n not in ("databases", "format", "gtid_position"))
+        missing = sorted(n for n in known - set(d) if n not in OPTIONAL)
         if missing:
             raise ManifestError(f"{where} lacks {', '.join(missing)}: the backup is damaged")
         d = {k: v for k, v in d.items() if k in known}

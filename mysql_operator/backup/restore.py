@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from mysql_operator.api import S3
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.crypto import ALGORITHM, CryptoError, Decryptor, Key, wrong_key
 from mysql_operator.backup.manifest import Manifest, ManifestError
 from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, option_file, server_tls, spawn, stop
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
@@ -63,6 +64,7 @@ class Source:
 
     s3: S3
     path: str
+    key: Key | None = None  # the key of an encrypted backup (backup/crypto.py)
 
 
 @dataclass(frozen=True)
@@ -106,16 +108,57 @@ def read_manifest(client, source: Source) -> Manifest:
         raise RestoreError(str(e)) from None
 
 
-def verify(client, s3: S3, m: Manifest) -> str:
-    """Stream the data object and compare its size and sha256 with the manifest. Returns the ETag
-    of the verified object. Raises RestoreError."""
+def check_key(s3: S3, m: Manifest, key: Key | None) -> None:
+    """Refuse, from the manifest alone, an encrypted backup without its key or with another one."""
+    where = f"the backup {storage.describe(s3, m.data_key.rsplit('/', 1)[0])}"
+    if m.encryption is None:
+        return
+    if m.encryption != ALGORITHM:
+        raise RestoreError(f"{where} is encrypted with {m.encryption}: upgrade the operator to restore it")
+    if key is None:
+        raise RestoreError(
+            f"{where} is encrypted (key id {m.key_id}): set spec.restore.encryption.keySecret to "
+            "the Secret holding the key it was made with"
+        )
+    if key.id != m.key_id:
+        raise RestoreError(wrong_key(where, str(m.key_id), key.id))
+
+
+class _Plain:
+    """The stored object's bytes as they are (an unencrypted backup)."""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        return [chunk]
+
+    def finish(self) -> bytes:
+        return b""
+
+
+def _opener(s3: S3, m: Manifest, key: Key | None) -> _Plain | Decryptor:
+    if m.encryption is None:
+        return _Plain()
+    assert key is not None  # check_key ran first
+    return Decryptor(key, storage.describe(s3, m.data_key))
+
+
+def verify(client, s3: S3, m: Manifest, key: Key | None = None) -> str:
+    """Stream the data object and compare its size and sha256 with the manifest; an encrypted one
+    is decrypted too (and the plaintext dropped), so a wrong key or an altered record is found
+    before anything is loaded. Returns the ETag of the verified object. Raises RestoreError."""
+    check_key(s3, m, key)
     info = storage.head(client, s3, m.data_key)
     etag = info.get("ETag")
     digest, size = hashlib.sha256(), 0
-    for chunk in storage.iter_object(client, s3, m.data_key, etag):
-        digest.update(chunk)
-        size += len(chunk)
-    _check(s3, m, size, digest.hexdigest())
+    opener = _opener(s3, m, key)
+    try:
+        for chunk in storage.iter_object(client, s3, m.data_key, etag):
+            digest.update(chunk)
+            size += len(chunk)
+            opener.feed(chunk)
+        _check(s3, m, size, digest.hexdigest())
+        opener.finish()
+    except CryptoError as e:
+        raise RestoreError(str(e)) from None
     return etag
 
 
@@ -144,7 +187,7 @@ def restore_into(
     RestoreError or StorageError; their text never contains a password."""
     client = client or storage.make_client(source.s3, s3_credentials)
     m = read_manifest(client, source)
-    etag = verify(client, source.s3, m)
+    etag = verify(client, source.s3, m, source.key)
 
     inst = _instance(target, slow_timeout=120)
     try:
@@ -167,7 +210,7 @@ def restore_into(
     finally:
         inst.close()
 
-    loaded = _load(client, source.s3, m, etag, target, version)
+    loaded = _load(client, source.s3, m, etag, target, version, source.key)
 
     inst = _instance(target, slow_timeout=120)
     try:
@@ -182,7 +225,7 @@ def restore_into(
     return RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=loaded)
 
 
-def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> int:
+def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version, key: Key | None) -> int:
     _, decompress_argv, _ = commands.compressor(m.compression)
     secrets = (target.password,)
     ep = Endpoint(target.host, target.port, target.user)
@@ -207,17 +250,21 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
                 dec.stdout.close()  # the client owns the read end now
             readers += [drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
             digest, size = hashlib.sha256(), 0
-            write_error = None
+            write_error: BaseException | None = None
+            crypto_error: CryptoError | None = None
+            opener = _opener(s3, m, key)
             try:
                 fd = dec.stdin.fileno()
                 for chunk in storage.iter_object(client, s3, m.data_key, etag):
                     digest.update(chunk)
                     size += len(chunk)
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    for piece in opener.feed(chunk):
+                        _write_all(fd, piece)
+                _write_all(fd, opener.finish())
             except BrokenPipeError as e:
                 write_error = e
+            except CryptoError as e:  # verified a moment ago (and pinned to its ETag): unlikely
+                crypto_error = e
             finally:
                 try:
                     dec.stdin.close()
@@ -226,6 +273,8 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
             dec_rc, cli_rc = dec.wait(), cli.wait()
             for t in readers:
                 t.join(5)
+            if crypto_error is not None:
+                raise RestoreError(f"{crypto_error} (the load stopped there)")
             if cli_rc != 0:
                 text = cli_err.text(secrets) or "no message"
                 hint = (
@@ -246,6 +295,12 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version) -> in
             return size
         finally:
             stop(dec, cli)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _pass_on(src, dst) -> threading.Thread:

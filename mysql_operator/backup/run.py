@@ -11,6 +11,8 @@ no data object appears, and the manifest - written last - never does.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import threading
@@ -22,6 +24,7 @@ from mysql_operator import clock
 from mysql_operator.api import S3
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key, seal
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.pipeline import (
@@ -64,6 +67,8 @@ class BackupRequest:
     # a folder shared with the Job's `client-tools` sidecar, which runs the dump tool of the
     # cluster's server image (backup/sidecar.py); None: run the dump tool of this image
     tools_dir: str | None = None
+    # client-side encryption of the dump and the manifest's sensitive fields (backup/crypto.py)
+    key: Key | None = None
 
 
 def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int = 300) -> str:
@@ -199,7 +204,7 @@ def run_backup(
 
     compress_argv, _, suffix = commands.compressor(req.compression)
     folder = storage.backup_folder(req.s3, req.cluster, req.backup)
-    data_key = f"{folder}/backup.sql{suffix}"
+    data_key = f"{folder}/backup.sql{suffix}{'.enc' if req.key else ''}"
     secrets = (db_password, s3_credentials.secret_access_key)
 
     with option_file(source.endpoint.user, db_password, req.tools_dir) as options:
@@ -250,11 +255,12 @@ def run_backup(
                 if stream.error:
                     raise BackupError(f"passing the dump to {compress_argv[0]} failed: {stream.error[0]}")
 
+            compressed = _counting(readinto, req.part_size, on_progress)
             uploaded = storage.upload_stream(
                 client,
                 req.s3,
                 data_key,
-                _counting(readinto, req.part_size, on_progress),
+                Encryptor(compressed, req.key).readinto if req.key else compressed,
                 part_size=req.part_size,
                 before_complete=before_complete,
             )
@@ -279,10 +285,18 @@ def run_backup(
         compressed_size=uploaded.size,
         uncompressed_size=stream.size,
         sha256=uploaded.sha256,
-        databases=tuple(databases),
+        **_protected(req.key, {"databases": list(databases)}),
     )
     storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())
     return manifest
+
+
+def _protected(key: Key | None, sensitive: dict) -> dict:
+    """The manifest's sensitive fields: as they are without a key, else sealed with it."""
+    if key is None:
+        return {"databases": tuple(sensitive["databases"])}
+    blob = seal(key, json.dumps(sensitive, sort_keys=True).encode())
+    return {"encryption": ALGORITHM, "key_id": key.id, "sealed": base64.b64encode(blob).decode()}
 
 
 def _counting(readinto: Callable[[memoryview], int], part_size: int, on_part: Callable[[], None]):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Sequence
 
-from ..api import API_VERSION, BACKUP_KIND, GROUP, S3, MySQLBackup, MySQLCluster
+from ..api import API_VERSION, BACKUP_KIND, GROUP, S3, Encryption, MySQLBackup, MySQLCluster
 from . import common as k
 from .scripts import CLIENT_TOOLS_SH
 
@@ -26,6 +26,7 @@ DELETE_DATA_ANNOTATION = f"{GROUP}/delete-data"  # "true": deleting the MySQLBac
 ENV_DB_PASSWORD = "MYSQL_OPERATOR_DB_PASSWORD"
 ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
+ENV_ENCRYPTION_KEY = "MYSQL_OPERATOR_ENCRYPTION_KEY"
 TERMINATION_LOG = "/dev/termination-log"
 RUN_AS = 65532  # the operator image's user
 CLIENT_TOOLS_DIR = "/run/mysql-operator/client-tools"  # shared by a Job's container and its sidecar
@@ -70,6 +71,17 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
+def encryption_parts(e: Encryption | None, field_path: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """The arguments and environment of a Job that encrypts or decrypts with the key of `e`
+    (nothing without encryption). The key reaches the Job only from its Secret, as the others do."""
+    if e is None:
+        return [], []
+    return (
+        ["--encryption-key-from", e.describe(field_path)],
+        [_secret_env(ENV_ENCRYPTION_KEY, e.secret, e.key)],
+    )
+
+
 def ca_bundle_volume(c: MySQLCluster) -> tuple[dict[str, Any], dict[str, Any]]:
     """The volume and mount of the cluster's CA certificate (Secret <name>-ca-bundle, key ca.crt,
     at k.CA_BUNDLE), read-only: the Jobs that talk to the servers verify them with it."""
@@ -94,17 +106,19 @@ def backup_job(
 ) -> dict[str, Any]:
     """The Job for one MySQLBackup (the caller adds the owner reference to the MySQLBackup)."""
     cs = s3.credentials_secret
+    enc_args, enc_env = encryption_parts(c.spec.backup and c.spec.backup.encryption, "spec.backup.encryption")
     return tenant_job(
         c,
         job_name(backup),
         COMPONENT_BACKUP,
         "backup",
         image,
-        backup_args(c, backup, s3, compression=compression, part_size_mib=part_size_mib),
+        backup_args(c, backup, s3, compression=compression, part_size_mib=part_size_mib) + enc_args,
         [
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.BACKUP_PASSWORD_KEY),
             _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
             _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+            *enc_env,
         ],
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,
@@ -266,16 +280,18 @@ def evidence_job(
     Pod talks to it. The caller makes the ConfigMap its owner."""
     cs = s3.credentials_secret
     name = f"{evidence}-export"
+    enc_args, enc_env = encryption_parts(c.spec.backup and c.spec.backup.encryption, "spec.backup.encryption")
     return tenant_job(
         c,
         name if len(name) <= 63 else name[:63].rstrip("-"),
         COMPONENT_BACKUP,
         "keep-evidence",
         image,
-        ["backup", "keep-evidence", *s3_args(s3), "--source", EVIDENCE_DIR, "--name", evidence],
+        ["backup", "keep-evidence", *s3_args(s3), "--source", EVIDENCE_DIR, "--name", evidence, *enc_args],
         [
             _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
             _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+            *enc_env,
         ],
         image_pull_policy=image_pull_policy,
         deadline_seconds=600,
@@ -336,17 +352,21 @@ def restore_job(
         args += ["--target", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
     args += ["--client-tools-dir", CLIENT_TOOLS_DIR]
     cs = s3.credentials_secret
+    enc_args, enc_env = encryption_parts(
+        c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"
+    )
     return tenant_job(
         c,
         restore_job_name(c),
         COMPONENT_RESTORE,
         "restore",
         image,
-        args,
+        args + enc_args,
         [
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.RESTORE_PASSWORD_KEY),
             _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
             _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+            *enc_env,
         ],
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,

@@ -86,8 +86,9 @@ FULL = {
         "storage": {"s3": copy.deepcopy(S3)},
         "schedule": "0 3 * * *",
         "retention": {"keepLast": 7, "maxAge": "30d"},
+        "encryption": {"keySecret": {"name": "backup-key", "key": "k1"}},
     },
-    "restore": {"fromBackup": {"name": "backup-1"}},
+    "restore": {"fromBackup": {"name": "backup-1"}, "encryption": {"keySecret": {"name": "old-key"}}},
     "deletionPolicy": "Retain",
 }
 FULL_RESTORE_S3 = {**copy.deepcopy(FULL), "restore": {"s3": {**copy.deepcopy(S3), "path": "a/b.sql.gz"}}}
@@ -159,6 +160,10 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "backup.retention.keepLast": ("full", [("backup.retention.keepLast", 3)]),
     "backup.retention.maxAge": ("full", [("backup.retention.maxAge", "2w")]),
     "restore.fromBackup.name": ("full", [("restore.fromBackup.name", "backup-2")]),
+    "backup.encryption.keySecret.name": ("full", [("backup.encryption.keySecret.name", "key-two")]),
+    "backup.encryption.keySecret.key": ("full", [("backup.encryption.keySecret.key", "k2")]),
+    "restore.encryption.keySecret.name": ("full", [("restore.encryption.keySecret.name", "key-two")]),
+    "restore.encryption.keySecret.key": ("full", [("restore.encryption.keySecret.key", "k2")]),
     "restore.s3.path": ("restore-s3", [("restore.s3.path", "c/d.sql.gz")]),
     "deletionPolicy": ("full", [("deletionPolicy", "Delete")]),
     "tls.required": ("full", [("tls.required", True)]),
@@ -196,6 +201,8 @@ RECONCILE_INPUTS = frozenset(
         "backup.schedule",
         "backup.retention.keepLast",
         "backup.retention.maxAge",
+        "backup.encryption.keySecret.name",  # read by the next backup Job (and checked before it)
+        "backup.encryption.keySecret.key",
         "tls.certificateValiditySeconds",
         "tls.issuerRef.name",
         "tls.issuerRef.kind",

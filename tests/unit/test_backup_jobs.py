@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 
@@ -309,3 +310,132 @@ def test_the_evidence_export_job_is_tokenless_and_reads_only_the_record():
     assert secrets == {"s3-creds"}  # the S3 credentials, nothing of the cluster's
     long = evidence_job(c, "x" * 60, c.spec.backup.s3, "img")
     assert len(long["metadata"]["name"]) <= 63
+
+
+# ------------------------------------------------------------------ client-side encryption
+
+ENCRYPTED = {
+    **CLUSTER,
+    "spec": {
+        **CLUSTER["spec"],
+        "backup": {**CLUSTER["spec"]["backup"], "encryption": {"keySecret": {"name": "backup-key"}}},
+    },
+}
+
+
+def _env(ctr) -> dict:
+    return {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in ctr["env"]}
+
+
+@pytest.mark.parametrize("kind", ["backup", "restore", "evidence"])
+def test_the_encryption_key_reaches_the_jobs_only_from_its_secret(kind):
+    from mysql_operator.manifests.backup_jobs import evidence_job
+
+    restoring = {
+        **ENCRYPTED,
+        "spec": {
+            **ENCRYPTED["spec"],
+            "restore": {
+                "fromBackup": {"name": "old"},
+                "encryption": {"keySecret": {"name": "old-key", "key": "k"}},
+            },
+        },
+    }
+    c = parse(restoring)
+    job = {
+        "backup": lambda: backup_job(c, parse_backup(BACKUP), c.spec.backup.s3, "img"),
+        "restore": lambda: restore_job(c, c.spec.backup.s3, "shop/old", "img"),
+        "evidence": lambda: evidence_job(c, "rec", c.spec.backup.s3, "img"),
+    }[kind]()
+    (ctr,) = job["spec"]["template"]["spec"]["containers"]
+    want = (
+        {"name": "old-key", "key": "k"}
+        if kind == "restore"
+        else {"name": "backup-key", "key": "encryption-key"}
+    )
+    assert _env(ctr)["MYSQL_OPERATOR_ENCRYPTION_KEY"] == want
+    where = ctr["args"][ctr["args"].index("--encryption-key-from") + 1]
+    field = "spec.restore.encryption" if kind == "restore" else "spec.backup.encryption"
+    assert where == f"Secret {want['name']!r} key {want['key']!r} ({field}.keySecret)"
+
+
+def test_without_encryption_no_key_is_asked_for():
+    for ctr in (
+        _job()["spec"]["template"]["spec"]["containers"][0],
+        restore_job(parse(CLUSTER), parse(CLUSTER).spec.backup.s3, "x", "img")["spec"]["template"]["spec"][
+            "containers"
+        ][0],
+    ):
+        assert "MYSQL_OPERATOR_ENCRYPTION_KEY" not in _env(ctr)
+        assert "--encryption-key-from" not in ctr["args"]
+
+
+@pytest.mark.parametrize(
+    "encryption, field, message",
+    [
+        ({}, "spec.backup.encryption.keySecret", "is required"),
+        ({"keySecret": {}}, "spec.backup.encryption.keySecret.name", ""),
+        ({"keySecret": {"name": "Bad_Name"}}, "spec.backup.encryption.keySecret.name", "a Secret name"),
+        ({"keySecret": {"name": "k", "key": "a/b"}}, "spec.backup.encryption.keySecret.key", "letters"),
+        ({"keySecret": {"name": "k"}, "algorithm": "x"}, "spec.backup.encryption.algorithm", ""),
+    ],
+)
+def test_bad_encryption_settings_name_the_field(encryption, field, message):
+    from mysql_operator.api import SpecError
+
+    body = {
+        **CLUSTER,
+        "spec": {**CLUSTER["spec"], "backup": {**CLUSTER["spec"]["backup"], "encryption": encryption}},
+    }
+    with pytest.raises(SpecError) as e:
+        parse(body)
+    assert str(e.value).startswith(field) and message in str(e.value)
+
+
+def test_restored_cluster_takes_the_key_of_the_source_clusters_backups():
+    new = restored_cluster(ENCRYPTED, "shop-manual", "shop-restored")
+    assert new["spec"]["restore"] == {
+        "fromBackup": {"name": "shop-manual"},
+        "encryption": {"keySecret": {"name": "backup-key"}},
+    }
+    c = parse({**new, "metadata": {"name": "shop-restored", "namespace": "prod"}})
+    assert c.spec.restore.encryption.secret == "backup-key"
+
+
+def test_an_encrypted_backup_reports_its_key_id():
+    from mysql_operator.backup.manifest import Manifest
+
+    m = Manifest(
+        "shop", "prod", "b", "mariadb", "11.8.3", "0-1-5", "shop-1", "t0", "t1",
+        "prod/shop/b/backup.sql.zst.enc", "zstd", 10, 20, "0" * 64,
+        encryption="AES-256-GCM/STREAM-v1", key_id="00112233aabbccdd", sealed="xx",
+    )  # fmt: skip
+    assert Manifest.from_json(m.to_json()) == m
+    result = result_of(m, parse(CLUSTER).spec.backup.s3)
+    assert result["encryptionKeyId"] == "00112233aabbccdd"
+    job = {"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}
+    pod = {"status": {"containerStatuses": [{"state": {"terminated": {"message": json.dumps(result)}}}]}}
+    _, fields = job_outcome(job, [pod])
+    assert fields["encryptionKeyId"] == "00112233aabbccdd"
+
+
+def test_restore_refuses_from_the_manifest_a_missing_or_other_key():
+    from mysql_operator.backup.crypto import Key
+    from mysql_operator.backup.manifest import Manifest
+    from mysql_operator.backup.restore import RestoreError, check_key
+
+    key = Key(bytes(32))
+    m = Manifest(
+        "shop", "prod", "b", "mariadb", "11.8.3", None, "shop-1", "t0", "t1",
+        "prod/shop/b/backup.sql.zst.enc", "zstd", 10, 20, "0" * 64,
+        encryption="AES-256-GCM/STREAM-v1", key_id=key.id,
+    )  # fmt: skip
+    s3 = parse(CLUSTER).spec.backup.s3
+    check_key(s3, m, key)
+    with pytest.raises(RestoreError, match="is encrypted .*set spec.restore.encryption.keySecret"):
+        check_key(s3, m, None)
+    with pytest.raises(RestoreError, match=f"key whose id is {key.id}; the key given has id"):
+        check_key(s3, m, Key(bytes(range(32))))
+    with pytest.raises(RestoreError, match="upgrade the operator"):
+        check_key(s3, dataclasses.replace(m, encryption="AES-512-future"), key)
+    check_key(s3, dataclasses.replace(m, encryption=None, key_id=None), None)  # not encrypted
