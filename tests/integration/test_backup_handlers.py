@@ -4,6 +4,7 @@ Job status by the test (there is no kubelet in the control-plane harness)."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 
@@ -259,6 +260,72 @@ def test_backup_with_a_user_secret_lacking_backup_password_fails_saying_so(
     assert not client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
     core.patch_namespaced_secret("mine", namespace, {"stringData": {"backup-password": "b"}})
     assert ctl.start(get(crds, namespace, BACKUP_PLURAL, "after"))["phase"] == "Running"
+
+
+def test_backup_with_an_unusable_encryption_key_fails_naming_the_field_and_no_job_is_made(
+    control_plane, ctl, crds, namespace
+):
+    """The key Secret is checked before the Job: a missing Secret, a missing key, a value that is
+    not 32 base64 bytes each fail the MySQLBackup at once (with a Warning Event), never quoting the
+    value; a good key gives a Job that reads it from the Secret."""
+    core = client.CoreV1Api(control_plane.api_client())
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "shop"},
+        "spec": {
+            "flavor": "mariadb",
+            "instances": 1,
+            "backup": {
+                "storage": {"s3": {"bucket": "backups", "credentialsSecret": {"name": "s3"}}},
+                "encryption": {"keySecret": {"name": "backup-key"}},
+            },
+        },
+    }
+    crds.create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTER_PLURAL, body)
+    where = "Secret 'backup-key' key 'encryption-key' (spec.backup.encryption.keySecret)"
+
+    def attempt(name: str) -> dict:
+        crds.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            BACKUP_PLURAL,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "MySQLBackup",
+                "metadata": {"name": name},
+                "spec": {"clusterRef": {"name": "shop"}},
+            },
+        )
+        return ctl.start(get(crds, namespace, BACKUP_PLURAL, name))
+
+    status = attempt("no-secret")
+    assert status["phase"] == "Failed" and status["message"].startswith(f"{where}: the Secret does not exist")
+    core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "backup-key"}, "stringData": {"other": "x"}}
+    )
+    status = attempt("no-key")
+    assert (
+        status["message"] == f"{where}: the Secret has no key 'encryption-key': add it or set keySecret.key"
+    )
+    core.patch_namespaced_secret(
+        "backup-key", namespace, {"stringData": {"encryption-key": "hunter2-hunter2"}}
+    )
+    status = attempt("short-key")
+    assert status["phase"] == "Failed" and "openssl rand -base64 32" in status["message"]
+    assert "hunter2" not in status["message"]
+    assert ("BackupFailed", "Warning") in events_for(control_plane, namespace, "short-key")
+    assert not client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
+
+    good = base64.b64encode(bytes(range(32))).decode()
+    core.patch_namespaced_secret("backup-key", namespace, {"stringData": {"encryption-key": good}})
+    assert attempt("good")["phase"] == "Running"
+    (job,) = client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
+    env = {e.name: e.value_from for e in job.spec.template.spec.containers[0].env}
+    ref = env["MYSQL_OPERATOR_ENCRYPTION_KEY"].secret_key_ref
+    assert (ref.name, ref.key) == ("backup-key", "encryption-key")
+    assert good not in json.dumps(client.ApiClient().sanitize_for_serialization(job))
 
 
 def test_retention_removes_old_backups_but_never_the_newest_success(ctl, crds, namespace):
