@@ -44,12 +44,14 @@ import json, os, resource, sys, time
 from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import storage
 from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.crypto import Key
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 a = json.loads(sys.argv[1])
 s3 = S3(bucket=a["bucket"], credentials_secret=SecretKeys("x"), prefix="bench", endpoint=a["endpoint"],
         force_path_style=True)
 req = BackupRequest(cluster="bench", namespace="bench", backup=a["name"], s3=s3, part_size=a["part"],
-                    candidates=(Candidate("src", Endpoint("127.0.0.1", a["port"], a["user"])),))
+                    candidates=(Candidate("src", Endpoint("127.0.0.1", a["port"], a["user"])),),
+                    key=Key(bytes.fromhex(os.environ["KEY"])) if os.environ.get("KEY") else None)
 t = time.monotonic()
 m = run_backup(req, storage.Credentials(a["ak"], os.environ["SK"]), os.environ["PW"])
 print(json.dumps({"inside_s": time.monotonic() - t, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
@@ -99,7 +101,8 @@ def grow_to(server, mb: int) -> int:
     return size()
 
 
-def backup_ours(server, s3srv, bucket, name, password, part) -> tuple[float, dict]:
+def backup_ours(server, s3srv, bucket, name, password, part, key_hex: str = "") -> tuple[float, dict]:
+    """run_backup in a new Python process; with `key_hex`, encrypted with that key."""
     args = {
         "bucket": bucket,
         "endpoint": s3srv.endpoint,
@@ -109,7 +112,7 @@ def backup_ours(server, s3srv, bucket, name, password, part) -> tuple[float, dic
         "user": ADMIN_USER,
         "ak": s3srv.access_key,
     }
-    env = {**os.environ, "SK": s3srv.secret_key, "PW": password}
+    env = {**os.environ, "SK": s3srv.secret_key, "PW": password, "KEY": key_hex}
     t = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(args)], env=env, check=True, capture_output=True, text=True
