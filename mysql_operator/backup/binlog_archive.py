@@ -1,0 +1,229 @@
+"""Continuous archiving of the primary's binary logs to the backup bucket (the base of
+point-in-time recovery).
+
+    archiver = Archiver(instance, binlog_dir, Store(client, s3, cluster, key), max_delay=10)
+    step = archiver.step(now)       # one pass; call it about every second
+
+A pass, on a writable server (the primary) only:
+1. every closed binary log that holds a transaction the archive lacks is uploaded (encrypted with
+   the backup key when there is one), then its index entry, written last: an object without one
+   is an interrupted upload, never used;
+2. the file being written is closed (`FLUSH BINARY LOGS`) once it has held a transaction for
+   `max_delay` seconds: a committed transaction reaches the bucket within about max_delay plus
+   one upload, whatever the write rate.
+
+After a failover the new primary's files also hold what it replicated (log_replica_updates): a
+file whose GTIDs are all archived already is skipped, so the archive goes on from the new primary
+without a gap; the index entries (GTIDs before and after each file, first and last event times)
+let a restore pick the files that lead to a point in time or a GTID.
+
+Layout: <prefix>/<cluster>/binlogs/<server>/<file>-<hash of the GTIDs before it>[.enc] and the
+same name .json beside it (<server>: MySQL's server_uuid, MariaDB's server_id).
+Reading a closed file is safe: the server never writes to it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from mysql_operator.api import S3
+from mysql_operator.backup import storage
+from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key
+
+MAGIC = b"\xfebin"
+HEADER = struct.Struct("<IBIII")  # timestamp, type, server_id, event_size, log_pos (then flags)
+INDEX_SUFFIX = ".json"
+
+
+class ArchiveError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Scan:
+    events: int
+    first_at: int  # unix time of the first event (the file's header: when it was opened)
+    last_at: int  # of the latest event
+
+
+def scan(path: Path) -> Scan:
+    """Walk a closed binary log's events by their headers (no event body is read). ArchiveError
+    when it is not a binary log or its last event is cut short."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if f.read(4) != MAGIC:
+            raise ArchiveError(f"{path} is not a binary log (no magic number)")
+        pos, events, first, last = 4, 0, 0, 0
+        while pos < size:
+            f.seek(pos)
+            head = f.read(HEADER.size)
+            if len(head) < HEADER.size:
+                raise ArchiveError(f"{path}: event header cut short at byte {pos}")
+            ts, _, _, length, _ = HEADER.unpack(head)
+            if length < HEADER.size or pos + length > size:
+                raise ArchiveError(f"{path}: event at byte {pos} claims {length} bytes")
+            if ts:
+                first = first or ts
+                last = max(last, ts)
+            events += 1
+            pos += length
+    return Scan(events, first, last)
+
+
+def segment_name(file: str, gtids_before: str) -> str:
+    """A server that was re-seeded starts its binary logs again from the first file name: the
+    GTIDs written before a file tell two files of one name apart."""
+    return f"{file}-{hashlib.sha256(gtids_before.encode()).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One archived binary log: the index entry written after its object."""
+
+    server: str  # MySQL: @@server_uuid; MariaDB: @@server_id
+    name: str  # segment_name(file, gtids_before)
+    file: str
+    key: str  # the object's key
+    size: int  # as stored
+    sha256: str  # of the object as stored
+    gtids_before: str
+    gtids_after: str
+    first_event_at: int
+    last_event_at: int
+    events: int
+    encryption: str | None = None
+    key_id: str | None = None
+
+    def to_json(self) -> bytes:
+        return (json.dumps(asdict(self), sort_keys=True) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Segment":
+        d = json.loads(data)
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Store:
+    """Where the segments go: the backup bucket's <prefix>/<cluster>/binlogs/."""
+
+    client: Any
+    s3: S3
+    cluster: str
+    key: Key | None = None
+
+    @property
+    def folder(self) -> str:
+        return storage.join_key(self.s3.prefix, self.cluster, "binlogs")
+
+    def segments(self) -> list[Segment]:
+        out = []
+        for k in storage.list_keys(self.client, self.s3, self.folder + "/"):
+            if k.endswith(INDEX_SUFFIX):
+                out.append(Segment.from_json(storage.get_bytes(self.client, self.s3, k)))
+        return out
+
+    def put(self, server: str, name: str, path: Path, before: str, after: str) -> Segment:
+        found = scan(path)
+        base = storage.join_key(self.folder, server, name)
+        key = base + (".enc" if self.key else "")
+        with open(path, "rb") as f:
+            fd = f.fileno()
+
+            def readinto(view: memoryview) -> int:
+                return os.readv(fd, [view])
+
+            source: Callable[[memoryview], int] = (
+                Encryptor(readinto, self.key).readinto if self.key else readinto
+            )
+            uploaded = storage.upload_stream(
+                self.client, self.s3, key, source, part_size=storage.MIN_PART_SIZE
+            )
+        segment = Segment(
+            server=server,
+            name=name,
+            file=path.name,
+            key=key,
+            size=uploaded.size,
+            sha256=uploaded.sha256,
+            gtids_before=before,
+            gtids_after=after,
+            first_event_at=found.first_at,
+            last_event_at=found.last_at,
+            events=found.events,
+            encryption=ALGORITHM if self.key else None,
+            key_id=self.key.id if self.key else None,
+        )
+        storage.put_bytes(self.client, self.s3, base + INDEX_SUFFIX, segment.to_json())
+        return segment
+
+
+@dataclass
+class Step:
+    role: str  # primary | replica: only a primary archives
+    uploaded: list[Segment] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # closed files whose GTIDs are all archived
+    rotated: bool = False
+
+
+@dataclass
+class Archiver:
+    instance: Any  # db.instance.Instance: binary_logs(), execute(), scalar(), dialect
+    binlog_dir: Path
+    store: Store
+    max_delay: float = 10.0
+    archived: Any = None  # GtidSet: what the archive holds (read from its index at the first pass)
+    done: set[tuple[str, str]] = field(default_factory=set)  # (server, segment name) archived or skipped
+    dirty_since: float | None = None  # when the file being written was first seen holding data
+    active: tuple[str, int] | None = None  # (name, size) of the file being written when first seen
+
+    def step(self, now: float) -> Step:
+        inst, d = self.instance, self.instance.dialect
+        if self.archived is None:
+            self.archived = d.parse_gtids("")
+            for s in self.store.segments():
+                self.archived = self.archived.union(d.parse_gtids(s.gtids_after))
+                self.done.add((s.server, s.name))
+        if int(inst.scalar("SELECT @@read_only")):
+            self.dirty_since = self.active = None
+            return Step("replica")
+        server = str(
+            inst.scalar("SELECT @@server_uuid" if d.version.flavor.value == "mysql" else "SELECT @@server_id")
+        )
+        files = inst.binary_logs()
+        step = Step("primary")
+        for f, nxt in zip(files, files[1:]):
+            name = segment_name(f.name, str(f.previous))
+            if (server, name) in self.done:
+                continue
+            if self.archived.contains(nxt.previous):
+                step.skipped.append(f.name)
+            else:
+                seg = self.store.put(
+                    server, name, self.binlog_dir / f.name, str(f.previous), str(nxt.previous)
+                )
+                self.archived = self.archived.union(nxt.previous)
+                step.uploaded.append(seg)
+            self.done.add((server, name))
+        if files:
+            step.rotated = self._rotate_if_due(files[-1], now)
+        return step
+
+    def _rotate_if_due(self, current, now: float) -> bool:
+        """Close the file being written once it has held a transaction for max_delay seconds."""
+        if self.active is None or self.active[0] != current.name:
+            self.active, self.dirty_since = (current.name, current.size), None
+            return False
+        if current.size > self.active[1] and self.dirty_since is None:
+            self.dirty_since = now
+        if self.dirty_since is not None and now - self.dirty_since >= self.max_delay:
+            self.instance.execute("FLUSH BINARY LOGS")
+            self.active = self.dirty_since = None
+            return True
+        return False
