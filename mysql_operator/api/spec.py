@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Mapping
 
+from cronsim import CronSim, CronSimError
 from kubernetes.utils.quantity import parse_quantity
 
 from . import mycnf
@@ -389,46 +391,48 @@ def _str_map(d: dict, key: str, path: str, max_len: int = 4096) -> dict[str, str
 # ---------------------------------------------------------------- cron
 
 
-_CRON_FIELDS = (  # name, low, high, names
-    ("minute", 0, 59, ()),
-    ("hour", 0, 23, ()),
-    ("day of month", 1, 31, ()),
-    ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
-    ("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+# cronsim (the evaluator of healthchecks.io) parses and evaluates; we add the @macros, the 5-field
+# rule and messages that show the bad field's text and its values (cronsim says only "Bad hour").
+CRON_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_CRON_FIELDS = (  # our name, cronsim's name, what the field takes
+    ("minute", "minute", "0-59"),
+    ("hour", "hour", "0-23"),
+    ("day of month", "day-of-month", "1-31, on a day the months have"),
+    ("month", "month", "1-12 or jan-dec"),
+    ("day of week", "day-of-week", "0-7 (0 and 7: Sunday) or sun-sat"),
 )
-CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+# cronsim 2.8 reads a range of one value with a step (5-5/2) as 5/2 (5, 7, ..., 59); cron means 5
+_ONE_VALUE_RANGE = re.compile(r"\b(\w+)-\1/0*[1-9][0-9]*\b", re.IGNORECASE)
 
 
-def check_cron(expr: str) -> None:
-    """Raise ValueError naming the bad part of a 5-field cron expression."""
-    if expr in CRON_MACROS:
-        return
-    parts = expr.split()
+def check_cron(expr: str) -> str:
+    """The 5-field form of a cron expression (a macro expanded); ValueError naming the bad part."""
+    five = _ONE_VALUE_RANGE.sub(r"\1", CRON_MACROS.get(expr, expr))
+    parts = CRON_MACROS.get(expr, expr).split()
     if len(parts) != 5:
         raise ValueError(
             f"{expr!r} must have 5 fields (minute hour day-of-month month day-of-week) or be one of {', '.join(CRON_MACROS)}"
         )
-    for text, (name, lo, hi, names) in zip(parts, _CRON_FIELDS):
-        for item in text.split(","):
-            rng, _, step = item.partition("/")
-            if step and not (step.isdigit() and int(step) > 0):
-                raise ValueError(f"{name} {text!r}: step {step!r} must be a positive integer")
-            if rng == "*":
-                continue
-            bounds = rng.split("-")
-            if len(bounds) > 2:
-                raise ValueError(f"{name} {text!r}: {rng!r} is not a value or a range")
-            vals = []
-            for b in bounds:
-                low = b.lower()
-                if low in names:
-                    vals.append(names.index(low) + (1 if name == "month" else 0))
-                elif b.isdigit() and lo <= int(b) <= hi:
-                    vals.append(int(b))
-                else:
-                    raise ValueError(f"{name} {text!r}: {b!r} is not between {lo} and {hi}")
-            if len(vals) == 2 and vals[0] > vals[1]:
-                raise ValueError(f"{name} {text!r}: range {rng!r} is backwards")
+    try:
+        CronSim(five, datetime(2000, 1, 1, tzinfo=timezone.utc))
+    except CronSimError as e:
+        for text, (name, theirs, values) in zip(parts, _CRON_FIELDS):
+            if str(e) == f"Bad {theirs}":
+                raise ValueError(
+                    f"{name} {text!r} is not valid: {values}, as a value, a list a,b, a range a-b (a <= b) "
+                    "or a step */n, a-b/n (n > 0)"
+                ) from None
+        raise ValueError(f"{expr!r}: {e}") from None
+    return five
 
 
 # ---------------------------------------------------------------- parse

@@ -1,4 +1,4 @@
-"""Pure: cron evaluation and what a schedule should do now.
+"""Pure: cron evaluation (cronsim) and what a schedule should do now.
 
     decide(now, cron, last_scheduled, created_at, active) -> Decision
 
@@ -12,95 +12,24 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from cronsim import CronSim
+
 from mysql_operator.api import check_cron
 
-_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("dom", 1, 31), ("month", 1, 12), ("dow", 0, 7))
-_NAMES = {
-    "month": ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
-    "dow": ("sun", "mon", "tue", "wed", "thu", "fri", "sat"),
-}
-_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
 DEFAULT_STARTING_DEADLINE = dt.timedelta(minutes=30)
 
 
-@dataclass(frozen=True)
-class Cron:
-    minutes: frozenset[int]
-    hours: frozenset[int]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday
-    dom_any: bool
-    dow_any: bool
-
-    def matches_day(self, d: dt.date) -> bool:
-        dom = d.day in self.days
-        dow = (d.isoweekday() % 7) in self.weekdays
-        if self.dom_any or self.dow_any:  # Vixie cron: both restricted -> either may match
-            return dom and dow
-        return dom or dow
+def parse_cron(expr: str) -> str:
+    """The 5-field form of expr; ValueError (the messages admission gives) for a bad expression."""
+    return check_cron(expr)
 
 
-def _value(text: str, name: str) -> int:
-    names = _NAMES.get(name, ())
-    if text.lower() in names:
-        return names.index(text.lower()) + (1 if name == "month" else 0)
-    return int(text)
-
-
-def parse_cron(expr: str) -> Cron:
-    """Raises ValueError (the same messages admission gives) for a bad expression."""
-    check_cron(expr)
-    expr = _MACROS.get(expr, expr)
-    sets = []
-    for text, (name, lo, hi) in zip(expr.split(), _FIELDS):
-        values: set[int] = set()
-        for item in text.split(","):
-            rng, _, step = item.partition("/")
-            if rng == "*":
-                a, b = lo, hi
-            elif "-" in rng:
-                x, y = rng.split("-")
-                a, b = _value(x, name), _value(y, name)
-            else:
-                a = _value(rng, name)
-                b = hi if step else a
-            values.update(range(a, b + 1, int(step) if step else 1))
-        if name == "dow" and 7 in values:
-            values.discard(7)
-            values.add(0)
-        sets.append(frozenset(values))
-    parts = expr.split()
-    return Cron(*sets, dom_any=parts[2].startswith("*"), dow_any=parts[4].startswith("*"))
-
-
-def next_after(cron: Cron, t: dt.datetime) -> dt.datetime:
+def next_after(cron: str, t: dt.datetime) -> dt.datetime:
     """The first fire time strictly after t (UTC, minute resolution)."""
-    t = t.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
-    limit = t + dt.timedelta(days=366 * 5)
-    while t < limit:
-        if t.month not in cron.months:
-            t = (t.replace(day=1, hour=0, minute=0) + dt.timedelta(days=32)).replace(day=1)
-            continue
-        if not cron.matches_day(t.date()):
-            t = t.replace(hour=0, minute=0) + dt.timedelta(days=1)
-            continue
-        if t.hour not in cron.hours:
-            t = t.replace(minute=0) + dt.timedelta(hours=1)
-            continue
-        if t.minute not in cron.minutes:
-            t += dt.timedelta(minutes=1)
-            continue
-        return t
-    raise ValueError("the schedule never fires (e.g. 30 February)")
+    try:
+        return next(CronSim(cron, t.astimezone(dt.timezone.utc)))
+    except StopIteration:  # cronsim looks 50 years ahead
+        raise ValueError("the schedule never fires") from None
 
 
 @dataclass(frozen=True)

@@ -308,6 +308,8 @@ def test_settings_the_operator_writes_cannot_be_overridden_by_the_user():
         "@daily",
         "@hourly",
         "0 0-6/2 * * 7",
+        "0 0 L * *",  # cronsim's extensions: last day of the month, 2nd Monday
+        "0 0 * * mon#2",
     ],
 )
 def test_cron_accepts(expr):
@@ -323,9 +325,11 @@ def test_cron_accepts(expr):
         ("* * 0 * *", "day of month"),
         ("* * * 13 *", "month"),
         ("* * * * 8", "day of week"),
-        ("*/0 * * * *", "step"),
-        ("5-1 * * * *", "backwards"),
+        ("*/0 * * * *", "minute '\\*/0'"),
+        ("5-1 * * * *", "minute '5-1'"),
+        ("0 0 30 2 *", "day of month '30'"),  # never fires: refused when parsed
         ("@reboot", "5 fields"),
+        ("0 0 3 * * *", "5 fields"),  # no seconds field
     ],
 )
 def test_cron_refuses(expr, fragment):
