@@ -118,10 +118,16 @@ def dump_command(
 
 
 def client_command(
-    version: ServerVersion, ep: Endpoint, options_file: str, tls_ca: str | None = None
+    version: ServerVersion,
+    ep: Endpoint,
+    options_file: str,
+    tls_ca: str | None = None,
+    *,
+    binlogged: bool = False,
 ) -> list[str]:
     """The command-line client that loads a dump (dumps use client-side DELIMITER), over TLS
-    verifying the server against the CA file `tls_ca` when given."""
+    verifying the server against the CA file `tls_ca` when given. `binlogged`: what it runs is
+    written to the server's binary log (a binlog replay: the replayed GTIDs become the server's)."""
     tool = "mariadb" if version.flavor is Flavor.MARIADB and version.at_least(10, 5) else "mysql"
     # A dump is a tenant's bytes: the client never reads a local file for it (LOAD DATA LOCAL
     # INFILE) and, MariaDB's client, runs no client command that touches the file system or a
@@ -140,7 +146,7 @@ def client_command(
     ]
     if tool == "mariadb":
         argv.append("--sandbox")
-    if version.flavor is Flavor.MARIADB:
+    if version.flavor is Flavor.MARIADB and not binlogged:
         # the restored rows are not binlogged: replicas are built from the loaded primary, and the
         # server's GTID position is set to the backup's afterwards (see before/after_load_sql)
         argv.append("--init-command=SET SESSION sql_log_bin=0")

@@ -1,0 +1,155 @@
+"""Point-in-time recovery: replay archived binary logs (backup/binlog_archive.py) on top of a
+restored base backup, up to a time or a GTID set.
+
+    chain = plan(segments, base_gtids, base_completed_at, Stop(at=t), parse_gtids)   # pure
+    replay(chain, fetch, target, version, Stop(at=t), applied)                       # effects
+
+`plan` picks, from the base's GTID position on, the segments that lead to the stop: each one
+starts inside what is applied already (else the archive has a gap there: refused, naming it) and
+brings something new (a file a new primary wrote after a failover repeats what it replicated: the
+GTID filter below skips that part). Files holding transactions the newest file's history lacks
+(a failed primary's last, unreplicated ones) are never replayed. A stop after the newest archived transaction, or before the
+base backup completed, is refused: the restore could not be what was asked.
+
+`replay` streams each segment (decrypted) through the flavor's binlog tool into the client:
+MySQL `mysqlbinlog --exclude-gtids=<applied>`, MariaDB `mariadb-binlog --start-position=<GTID
+position>`: a transaction already applied is never applied twice. A time stop is a whole second,
+inclusive (binary log events carry seconds): every transaction whose events are timestamped at or
+before it, `--stop-datetime` one second later, in UTC. A GTID stop includes that GTID set.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from mysql_operator.backup.binlog_archive import Segment
+from mysql_operator.backup.pipeline import TailBuffer, drain
+
+
+class PitrError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Stop:
+    at: int | None = None  # unix seconds, inclusive
+    gtid: str | None = None  # a GTID set (MySQL) or position (MariaDB), inclusive
+
+    def describe(self) -> str:
+        if self.at is not None:
+            return dt.datetime.fromtimestamp(self.at, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"GTID {self.gtid}" if self.gtid else "the newest archived transaction"
+
+
+def _stamp(t: int) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def plan(
+    segments: Iterable[Segment],
+    base: str,
+    base_completed_at: int,
+    stop: Stop,
+    parse: Callable[[str], Any],
+) -> list[Segment]:
+    """Pure: the segments to replay, in order. PitrError when the archive cannot give the stop."""
+    if stop.at is not None and stop.at < base_completed_at:
+        raise PitrError(
+            f"{stop.describe()} is before the base backup completed ({_stamp(base_completed_at)}): "
+            "restore from an older backup"
+        )
+    pool = list(segments)
+    if pool:
+        # the history that survived: the newest file's. A file that holds transactions outside it
+        # is from a primary that failed before its last transactions reached the new one (they
+        # were never acknowledged with semi-sync): it is left out; the new primary's files hold
+        # the rest of it
+        survived = parse(max(pool, key=lambda x: (x.last_event_at, x.first_event_at)).gtids_after)
+        pool = [x for x in pool if survived.contains(parse(x.gtids_after))]
+    applied, reached, chain = parse(base), base_completed_at, []
+    target = parse(stop.gtid) if stop.gtid else None
+    while True:
+        if target is not None and applied.contains(target):
+            break
+        todo = [s for s in pool if not applied.contains(parse(s.gtids_after))]
+        if stop.at is not None:  # a file opened after the stop holds nothing to replay
+            todo = [s for s in todo if s.first_event_at <= stop.at]
+        if not todo:
+            break
+        nexts = [s for s in todo if applied.contains(parse(s.gtids_before))]
+        if not nexts:
+            starts = sorted({s.gtids_before for s in todo})
+            raise PitrError(
+                f"the binary log archive has a gap: it holds nothing that continues from {applied} "
+                f"(the next archived files start at {'; '.join(starts)}), so {stop.describe()} "
+                "cannot be reached"
+            )
+        s = min(nexts, key=lambda x: (x.first_event_at, x.server, x.name))
+        chain.append(s)
+        pool.remove(s)
+        applied = applied.union(parse(s.gtids_after))
+        reached = max(reached, s.last_event_at)
+    if stop.at is not None and reached < stop.at:
+        raise PitrError(
+            f"the binary log archive holds transactions up to {_stamp(reached)}; {stop.describe()} is "
+            "later: wait until the archive reaches it (files are closed every "
+            "spec.backup.binlogs.maxDelaySeconds), or restore to an earlier time"
+        )
+    if target is not None and not applied.contains(target):
+        raise PitrError(f"the binary log archive does not hold {stop.describe()}: it reaches {applied}")
+    return chain
+
+
+def tool_argv(flavor: str, applied: str, stop: Stop) -> list[str]:
+    """The binlog tool reading one segment from stdin, skipping what `applied` holds."""
+    if flavor == "mysql":
+        argv = ["mysqlbinlog"]
+        if applied:
+            argv.append(f"--exclude-gtids={applied}")
+        if stop.gtid:
+            argv.append(f"--include-gtids={stop.gtid}")
+    else:
+        argv = ["mariadb-binlog"]
+        if applied:
+            argv.append(f"--start-position={applied}")
+        if stop.gtid:
+            argv.append(f"--stop-position={stop.gtid}")
+    if stop.at is not None:
+        after = dt.datetime.fromtimestamp(stop.at + 1, dt.timezone.utc)
+        argv.append(f"--stop-datetime={after.strftime('%Y-%m-%d %H:%M:%S')}")
+    return [*argv, "-"]
+
+
+def replay_segment(
+    data: Iterator[bytes],
+    tool: list[str],
+    client: list[str],
+    *,
+    secrets: tuple[str, ...] = (),
+    spawn: Callable[..., Any] = subprocess.Popen,
+) -> None:
+    """One segment's plaintext -> binlog tool -> client. PitrError with either's message."""
+    env = {**os.environ, "TZ": "UTC"}
+    dec = spawn(tool, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    cli = spawn(client, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    dec.stdout.close()
+    dec_err, cli_err = TailBuffer(), TailBuffer()
+    readers = [drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
+    try:
+        for chunk in data:
+            dec.stdin.write(chunk)
+        dec.stdin.close()
+    except BrokenPipeError:
+        pass
+    finally:
+        dec_rc, cli_rc = dec.wait(), cli.wait()
+        for t in readers:
+            t.join(5)
+    if cli_rc != 0:
+        raise PitrError(f"{client[0]} failed replaying: {cli_err.text(secrets) or 'no message'}")
+    if dec_rc != 0:
+        raise PitrError(f"{tool[0]} failed: {dec_err.text(secrets) or 'no message'}")

@@ -1,0 +1,94 @@
+"""Which archived binary logs a point-in-time restore replays (backup/pitr.plan), and how."""
+
+from __future__ import annotations
+
+import pytest
+
+from mysql_operator.backup.binlog_archive import Segment
+from mysql_operator.backup.pitr import PitrError, Stop, plan, tool_argv
+from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
+
+A = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+B = "4e11fa47-71ca-11e1-9e33-c80aa9429562"
+
+
+def seg(server: str, file: str, before: str, after: str, first: int, last: int) -> Segment:
+    return Segment(server, file, file, f"k/{server}/{file}", 1, "0" * 64, before, after, first, last, 3)
+
+
+# primary A wrote 1-10, 11-20, 21-25 then failed; B (which had replicated up to A:22) goes on:
+# its first file repeats A:1-22, then B:1-5, B:6-9
+HISTORY = [
+    seg("a", "bin.1", "", f"{A}:1-10", 100, 110),
+    seg("a", "bin.2", f"{A}:1-10", f"{A}:1-20", 110, 120),
+    seg("a", "bin.3", f"{A}:1-20", f"{A}:1-25", 120, 125),
+    seg("b", "bin.7", f"{A}:1-10", f"{A}:1-22,{B}:1-5", 105, 130),
+    seg("b", "bin.8", f"{A}:1-22,{B}:1-5", f"{A}:1-22,{B}:1-9", 130, 140),
+]
+
+
+def names(chain):
+    return [(s.server, s.file) for s in chain]
+
+
+def test_from_the_base_to_the_newest_across_a_failover_without_the_lost_transactions():
+    chain = plan(HISTORY, f"{A}:1-12", 112, Stop(), MySQLGtidSet.parse)
+    # bin.7 of B holds all of A's bin.2 and A:21-22; A's bin.3 holds A:23-25, which B never had
+    assert names(chain) == [("b", "bin.7"), ("b", "bin.8")]
+
+
+def test_a_time_stop_takes_every_file_opened_by_then_and_no_later_one():
+    assert names(plan(HISTORY, f"{A}:1-12", 112, Stop(at=118), MySQLGtidSet.parse)) == [("b", "bin.7")]
+    assert names(plan(HISTORY[:3], f"{A}:1-12", 112, Stop(at=118), MySQLGtidSet.parse)) == [("a", "bin.2")]
+
+
+def test_a_gtid_stop_ends_with_the_file_holding_it():
+    chain = plan(HISTORY[:3], f"{A}:1-12", 112, Stop(gtid=f"{A}:1-18"), MySQLGtidSet.parse)
+    assert names(chain) == [("a", "bin.2")]
+    with pytest.raises(PitrError, match="does not hold GTID"):
+        plan(HISTORY, f"{A}:1-12", 112, Stop(gtid=f"{A}:1-40"), MySQLGtidSet.parse)
+
+
+def test_a_gap_is_refused_naming_where_it_is_unless_it_is_after_the_stop():
+    x = "5e11fa47-71ca-11e1-9e33-c80aa9429562"
+    holed = [
+        seg("x", "bin.1", "", f"{x}:1-10", 100, 110),
+        seg("x", "bin.3", f"{x}:1-20", f"{x}:1-30", 120, 130),
+    ]
+    with pytest.raises(PitrError, match=f"gap: it holds nothing that continues from {x}:1-10"):
+        plan(holed, f"{x}:1-5", 101, Stop(at=125), MySQLGtidSet.parse)
+    assert names(plan(holed, f"{x}:1-5", 101, Stop(at=105), MySQLGtidSet.parse)) == [("x", "bin.1")]
+
+
+def test_times_outside_the_archive_or_before_the_base_are_refused():
+    with pytest.raises(PitrError, match="up to 1970-01-01T00:02:20Z; 1970-01-01T00:03:20Z is later"):
+        plan(HISTORY, f"{A}:1-12", 112, Stop(at=200), MySQLGtidSet.parse)
+    with pytest.raises(PitrError, match="before the base backup completed"):
+        plan(HISTORY, f"{A}:1-12", 112, Stop(at=111), MySQLGtidSet.parse)
+
+
+def test_mariadb_positions():
+    segs = [
+        seg("1", "b.1", "0-1-4", "0-1-9", 10, 20),
+        seg("1", "b.2", "0-1-9", "0-1-15", 20, 30),
+        # the new primary after a failover at 0-1-12 (0-1-13..15 never reached it); a Gtid_list
+        # holds the binary log state: the last GTID of each domain and server
+        seg("2", "b.1", "0-1-9", "0-1-12,0-2-18", 25, 40),
+    ]
+    chain = plan(segs, "0-1-7", 15, Stop(), MariaDBGtids.parse)
+    assert names(chain) == [("1", "b.1"), ("2", "b.1")]
+
+
+def test_tool_arguments_skip_what_is_applied_and_stop_one_second_after():
+    assert tool_argv("mysql", f"{A}:1-12", Stop(at=118)) == [
+        "mysqlbinlog",
+        f"--exclude-gtids={A}:1-12",
+        "--stop-datetime=1970-01-01 00:01:59",
+        "-",
+    ]
+    assert tool_argv("mariadb", "0-1-7", Stop(gtid="0-1-9")) == [
+        "mariadb-binlog",
+        "--start-position=0-1-7",
+        "--stop-position=0-1-9",
+        "-",
+    ]
