@@ -98,3 +98,27 @@ def stop(*procs: subprocess.Popen | None) -> None:
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def pass_on(src, dst) -> threading.Thread:
+    """Copy `src` to `dst` until the end of `src` (or `dst` is closed: the reader ended), then close
+    `dst` so its reader sees the end of its input."""
+
+    def run() -> None:
+        try:
+            for chunk in iter(lambda: src.read(CHUNK), b""):
+                view = memoryview(chunk)
+                while view:
+                    view = view[dst.write(view) :]
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # the client ended: its exit status says why
+        finally:
+            for f in (dst, src):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+
+    t = threading.Thread(target=run, daemon=True, name="pass-on")
+    t.start()
+    return t

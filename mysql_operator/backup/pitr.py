@@ -24,10 +24,12 @@ import datetime as dt
 import os
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 from mysql_operator.backup.binlog_archive import Segment
-from mysql_operator.backup.pipeline import TailBuffer, drain
+from mysql_operator.backup.pipeline import TailBuffer, drain, pass_on
+from mysql_operator.backup.pipeline import stop as stop_processes
+from mysql_operator.backup.sidecar import SidecarProcess
 
 
 class PitrError(Exception):
@@ -124,31 +126,49 @@ def tool_argv(flavor: str, applied: str, stop: Stop) -> list[str]:
     return [*argv, "-"]
 
 
+def local_launch(argv: list[str]) -> subprocess.Popen:
+    """A tool of this image (what the tests use), its times in UTC."""
+    env = {**os.environ, "TZ": "UTC"}
+    return subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+
+
+def sidecar_launch(folder: str) -> Callable[[list[str]], SidecarProcess]:
+    """A tool of the cluster's server image, in the Job's client-tools sidecar (backup/sidecar.py)."""
+    return lambda argv: SidecarProcess(argv, folder, stdin=True)
+
+
 def replay_segment(
-    data: Iterator[bytes],
+    data: Iterable[bytes],
     tool: list[str],
     client: list[str],
     *,
+    launch: Callable[[list[str]], Any] = local_launch,
     secrets: tuple[str, ...] = (),
-    spawn: Callable[..., Any] = subprocess.Popen,
 ) -> None:
-    """One segment's plaintext -> binlog tool -> client. PitrError with either's message."""
-    env = {**os.environ, "TZ": "UTC"}
-    dec = spawn(tool, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    cli = spawn(client, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    dec.stdout.close()
+    """One segment's plaintext -> binlog tool -> client, the tool's output passed on by this
+    process (so either may run in the sidecar). PitrError with either's message."""
+    dec = cli = None
     dec_err, cli_err = TailBuffer(), TailBuffer()
-    readers = [drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
     try:
-        for chunk in data:
-            dec.stdin.write(chunk)
-        dec.stdin.close()
-    except BrokenPipeError:
-        pass
-    finally:
+        dec = launch(tool)
+        cli = launch(client)
+        readers = [pass_on(dec.stdout, cli.stdin), drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
+        readers.append(drain(cli.stdout, TailBuffer(1)))  # a client replaying prints nothing
+        try:
+            for chunk in data:
+                view = memoryview(chunk)
+                while view:
+                    view = view[dec.stdin.write(view) :]
+            dec.stdin.close()
+        except (BrokenPipeError, ValueError):
+            pass  # the tool ended: its status says why
         dec_rc, cli_rc = dec.wait(), cli.wait()
         for t in readers:
             t.join(5)
+    finally:
+        stop_processes(dec, cli)
     if cli_rc != 0:
         raise PitrError(f"{client[0]} failed replaying: {cli_err.text(secrets) or 'no message'}")
     if dec_rc != 0:

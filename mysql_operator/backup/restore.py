@@ -25,7 +25,6 @@ import concurrent.futures
 import hashlib
 import os
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 
@@ -34,7 +33,7 @@ from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, CryptoError, Decryptor, Key, wrong_key
 from mysql_operator.backup.manifest import Manifest, ManifestError
-from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, option_file, server_tls, spawn, stop
+from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, pass_on, server_tls, spawn, stop
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.db.instance import Instance, InstanceError
 
@@ -243,7 +242,7 @@ def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version, key: 
                     cli = SidecarProcess(client_argv, target.tools_dir, stdin=True)
                 except SidecarError as e:
                     raise RestoreError(str(e)) from None
-                readers.append(_pass_on(dec.stdout, cli.stdin))
+                readers.append(pass_on(dec.stdout, cli.stdin))
                 cli.stdout.close()  # a client loading a dump prints nothing
             else:
                 cli = spawn(client_argv, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -301,30 +300,6 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def _pass_on(src, dst) -> threading.Thread:
-    """Copy `src` to `dst` until the end of `src` (or `dst` is closed: the reader ended), then close
-    `dst` so its reader sees the end of its input."""
-
-    def run() -> None:
-        try:
-            for chunk in iter(lambda: src.read(CHUNK), b""):
-                view = memoryview(chunk)
-                while view:
-                    view = view[dst.write(view) :]
-        except (BrokenPipeError, ValueError, OSError):
-            pass  # the client ended: its exit status says why
-        finally:
-            for f in (dst, src):
-                try:
-                    f.close()
-                except OSError:
-                    pass
-
-    t = threading.Thread(target=run, daemon=True, name="pass-on")
-    t.start()
-    return t
 
 
 def _instance(target: Target, slow_timeout: float = 60) -> Instance:

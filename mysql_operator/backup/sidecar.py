@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 REQUEST, STDIN, STDOUT, STDERR, STATUS = "request", "stdin", "stdout", "stderr", "status"
-TOOLS = ("mysqldump", "mariadb-dump", "mysql", "mariadb")
+TOOLS = ("mysqldump", "mariadb-dump", "mysql", "mariadb", "mysqlbinlog", "mariadb-binlog")
 
 
 class SidecarError(RuntimeError):

@@ -131,7 +131,7 @@ def test_restore_to_a_time_has_exactly_the_rows_committed_up_to_it(factory, s3se
     expected = [r[0] for r in rows if r[2] <= t]
     assert ids(target) == expected, "exactly the rows committed up to T"
     assert set(expected) > base_rows and len(expected) < len(rows)
-    assert len(chain) >= 2, "the replay spans several archived files"
+    assert chain, "rows after the base backup came from the archive"
     print(
         f"\nrestored to {pitr.Stop(at=t).describe()}: {len(expected)} of {len(rows)} rows, {len(chain)} segments"
     )

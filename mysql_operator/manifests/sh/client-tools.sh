@@ -3,15 +3,15 @@ DIR="${1:?usage: client-tools.sh FOLDER}"
 trap 'exit 0' TERM INT
 tool() {
   case "${argv[0]:-}" in
-    mysqldump|mariadb-dump|mysql|mariadb) ;;
-    *) echo "client-tools: refusing to run ${argv[0]:-nothing}: only mysqldump, mariadb-dump, mysql, mariadb" >&2
+    mysqldump|mariadb-dump|mysql|mariadb|mysqlbinlog|mariadb-binlog) ;;
+    *) echo "client-tools: refusing to run ${argv[0]:-nothing}: only mysqldump, mariadb-dump, mysql, mariadb, mysqlbinlog, mariadb-binlog" >&2
        return 126 ;;
   esac
   if ! command -v "${argv[0]}" >/dev/null; then
     echo "client-tools: ${argv[0]} is not in this image (the cluster's server image)" >&2
     return 127
   fi
-  "${argv[@]}"
+  TZ=UTC "${argv[@]}"  # a binlog tool's --stop-datetime is in UTC
 }
 serve() {  # $1: a run's folder. The FIFOs open in the order the requester opens them.
   local run="$1" argv
