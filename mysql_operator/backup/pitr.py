@@ -113,7 +113,15 @@ def tool_argv(flavor: str, applied: str, stop: Stop) -> list[str]:
         if applied:
             argv.append(f"--exclude-gtids={applied}")
         if stop.gtid:
-            argv.append(f"--include-gtids={stop.gtid}")
+            # mysqlbinlog has no GTID stop, only the filter --include-gtids: given a single GTID
+            # uuid:N (as a binary log shows a transaction) it would replay that one transaction and
+            # silently skip the ones before it. Up to and including the stop: each of its sources'
+            # transactions from 1 to the highest it names (what applied holds is excluded above)
+            from mysql_operator.db.gtid import MySQLGtidSet
+
+            named = MySQLGtidSet.parse(stop.gtid)
+            upto = MySQLGtidSet.of({key: [(1, ivs[-1][1])] for key, ivs in named.sets})
+            argv.append(f"--include-gtids={str(upto) or stop.gtid}")
     else:
         argv = ["mariadb-binlog"]
         if applied:

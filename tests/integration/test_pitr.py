@@ -1,12 +1,19 @@
-"""Point-in-time recovery on real MariaDB servers and a real S3 server (MinIO): rows written
-continuously, a base backup, more rows, a destructive statement, more rows; every binary log
-archived (backup/binlog_archive.py); restored to a time T and to a GTID, the target holds exactly
-the rows committed up to that point, nothing after."""
+"""Point-in-time recovery on real servers of both flavors (MariaDB; MySQL 9.7 from its image's
+root) and a real S3 server (MinIO): rows written continuously, a base backup, more rows, a
+destructive statement, more rows; every binary log archived (backup/binlog_archive.py); restored to
+a time T and to a GTID, the target holds exactly the rows committed up to that point, nothing after.
+
+MySQL's tools (mysqldump, mysqlbinlog, mysql) are not on the host (its are MariaDB's): as in the
+backup and restore Jobs, they run in the client-tools sidecar (`tests/support/mysql.py`), which
+reads and writes a shared folder; the option file with the password goes there too."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -16,38 +23,101 @@ from mysql_operator.backup.commands import Endpoint, client_command
 from mysql_operator.backup.pipeline import option_file
 from mysql_operator.backup.restore import Source, Target, restore_into
 from mysql_operator.backup.run import run_backup
+from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.db.instance import Instance
-from tests.integration.test_backup import creds, request_for, s3cfg, sql, writable
+from tests.integration.test_backup import creds, request_for, s3cfg, sql
+from tests.integration.test_binlog_archive import binlog_dir
 from tests.support.mariadb import ADMIN_USER, OPERATOR_USER
+from tests.support.mysql import MySQLFactory, client_tools_sidecar, mysql_unavailable
+from tests.support.mysql_container import rsa_unavailable
 from tests.support.wait import wait_for
 
 
+@dataclasses.dataclass(frozen=True)
+class Flavor:
+    name: str  # "mariadb" or "mysql"
+    factory: Any
+    tools_dir: str | None = None  # the folder the client-tools sidecar serves (MySQL)
+
+    @property
+    def parse(self) -> Callable[[str], Any]:
+        return MySQLGtidSet.parse if self.name == "mysql" else MariaDBGtids.parse
+
+    @property
+    def executed_sql(self) -> str:
+        """The server's GTID history: what a replay must make equal to the source's."""
+        return "SELECT @@gtid_executed" if self.name == "mysql" else "SELECT @@gtid_binlog_pos"
+
+    def executed(self, server):
+        return self.parse(str(sql(server, self.executed_sql)[0][0] or "").replace("\n", ""))
+
+    def writable(self, server):
+        if self.name == "mysql":
+            sql(server, "SET GLOBAL super_read_only=OFF")
+        sql(server, "SET GLOBAL read_only=OFF")
+        return server
+
+    def launch(self):
+        """Where the binlog tool and the client run: MySQL's in the sidecar, MariaDB's here."""
+        return pitr.sidecar_launch(self.tools_dir) if self.tools_dir else pitr.local_launch
+
+
+@pytest.fixture(scope="module", params=["mariadb", "mysql"])
+def flavor(request, tmp_path_factory):
+    if request.param == "mariadb":
+        yield Flavor("mariadb", request.getfixturevalue("factory"))
+        return
+    why = mysql_unavailable() or rsa_unavailable()
+    if why:
+        print(f"\nPITR on MySQL skipped: {why}")
+        pytest.skip(reason=f"no MySQL 9.7 server: {why}")
+    f = MySQLFactory()
+    shared = tmp_path_factory.mktemp("pitr-tools")
+    try:
+        with client_tools_sidecar(f.rootfs, shared):
+            yield Flavor("mysql", f, str(shared))
+    finally:
+        f.close()
+
+
 @pytest.fixture(scope="module")
-def history(factory, s3server):
-    """(source, s3, manifest, segments, rows): rows = [(id, gtid, unix second)] as committed,
-    and the time the table was emptied by a DELETE."""
+def history(flavor, s3server):
+    """(source, s3, manifest, segments, rows, deleted_at): rows = [(id, gtid, unix second)] as
+    committed, and the second before the one the table was emptied in by a DELETE."""
+    factory = flavor.factory
     (source,) = factory.create(1, prefix="pitr")
-    writable(source)
+    flavor.writable(source)
     sql(
         source,
         "CREATE DATABASE app",
         "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(32), at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)",
     )
-    bucket = s3server.create_bucket("bk-pitr")
+    bucket = s3server.create_bucket(f"bk-pitr-{flavor.name}")
     s3 = s3cfg(s3server, bucket)
     inst = Instance(source.host, source.port, OPERATOR_USER, factory.admin_password, name=source.name)
     client = storage.make_client(s3, creds(s3server))
     store = Store(client, s3, "c1")
-    archiver = Archiver(inst, source.datadir, store, max_delay=1.0)
+    logs = Path(source.datadir) if flavor.name == "mariadb" else binlog_dir(source, inst)
+    archiver = Archiver(inst, logs, store, max_delay=1.0)
     rows: list[tuple[int, str, int]] = []
-    stop = threading.Event()
+    stop, delete_now, deleted = threading.Event(), threading.Event(), threading.Event()
 
     def writer() -> None:
-        conn = source.connect(database="app")
+        """The only session that writes from here on, the DELETE included: MySQL has no
+        @@last_gtid, and its @@gtid_executed read right after this session's COMMIT is then
+        exactly the history up to this transaction (no other transaction can commit in between;
+        the archiver's FLUSH BINARY LOGS and the dump add none). That set is this row's GTID stop
+        on MySQL (a GTID set there); MariaDB gives the transaction's own GTID (a position)."""
+        conn = source.connect(database="app", timeout=30)
+        gtid_sql = "SELECT @@gtid_executed" if flavor.name == "mysql" else "SELECT @@last_gtid"
         try:
             with conn.cursor() as cur:
                 n = 0
                 while not stop.is_set():
+                    if delete_now.is_set() and not deleted.is_set():
+                        cur.execute("DELETE FROM t")  # the destructive statement
+                        conn.commit()
+                        deleted.set()
                     n += 1
                     cur.execute("INSERT INTO t (id, v) VALUES (%s, %s)", (n, f"row-{n}"))
                     cur.execute(
@@ -55,8 +125,8 @@ def history(factory, s3server):
                     )  # before the DELETE can
                     (at,) = cur.fetchone()
                     conn.commit()
-                    cur.execute("SELECT @@last_gtid")
-                    rows.append((n, cur.fetchone()[0], int(at)))
+                    cur.execute(gtid_sql)
+                    rows.append((n, str(cur.fetchone()[0]).replace("\n", ""), int(at)))
                     time.sleep(0.02)
         finally:
             conn.close()
@@ -71,17 +141,19 @@ def history(factory, s3server):
     t.start()
     try:
         archive_for(1.5)
-        m = run_backup(request_for(source, s3, name="base"), creds(s3server), factory.admin_password)
+        req = dataclasses.replace(request_for(source, s3, name="base"), tools_dir=flavor.tools_dir)
+        m = run_backup(req, creds(s3server), factory.admin_password)
         archive_for(3)
         deleted_at = int(time.time())
         while int(time.time()) == deleted_at:  # the DELETE in a second of its own... after
             time.sleep(0.05)
-        sql(source, "DELETE FROM app.t")  # the destructive statement
+        delete_now.set()
+        assert deleted.wait(30), "the writer ran the DELETE"
         archive_for(2)
     finally:
         stop.set()
         t.join()
-    everything = inst.dialect.parse_gtids(str(inst.scalar("SELECT @@gtid_binlog_pos")))
+    everything = flavor.executed(source)
     wait_for(
         lambda: archiver.step(time.monotonic()) and archiver.archived.contains(everything),
         30,
@@ -90,31 +162,33 @@ def history(factory, s3server):
     return source, s3, m, store.segments(), rows, deleted_at
 
 
-def restore_to(factory, s3server, history, stop: pitr.Stop, prefix: str):
+def restore_to(flavor, s3server, history, stop: pitr.Stop, prefix: str):
+    factory = flavor.factory
     source, s3, m, segments, _, _ = history
     (target,) = factory.create(1, prefix=prefix)
-    writable(target)
+    flavor.writable(target)
     restore_into(
-        Target(target.host, target.port, ADMIN_USER, factory.admin_password),
+        Target(target.host, target.port, ADMIN_USER, factory.admin_password, tools_dir=flavor.tools_dir),
         Source(s3, "c1/base"),
         creds(s3server),
     )
     inst = Instance(target.host, target.port, ADMIN_USER, factory.admin_password)
     completed = int(time.mktime(time.strptime(m.completed_at[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone)
-    chain = pitr.plan(segments, m.gtid_position or "", completed, stop, inst.dialect.parse_gtids)
+    chain = pitr.plan(segments, m.gtid_position or "", completed, stop, flavor.parse)
     client = storage.make_client(s3, creds(s3server))
     applied = m.gtid_position or ""
-    with option_file(ADMIN_USER, factory.admin_password) as opts:
+    with option_file(ADMIN_USER, factory.admin_password, flavor.tools_dir) as opts:
         cli = client_command(
             inst.dialect.version, Endpoint(target.host, target.port, ADMIN_USER), opts, binlogged=True
         )
         for seg in chain:
             pitr.replay_segment(
                 storage.iter_object(client, s3, seg.key),
-                pitr.tool_argv("mariadb", applied, stop),
+                pitr.tool_argv(flavor.name, applied, stop),
                 cli,
+                launch=flavor.launch(),
             )
-            applied = str(inst.dialect.parse_gtids(applied).union(inst.dialect.parse_gtids(seg.gtids_after)))
+            applied = str(flavor.parse(applied).union(flavor.parse(seg.gtids_after)))
     return target, chain
 
 
@@ -122,44 +196,50 @@ def ids(server) -> list[int]:
     return [r[0] for r in sql(server, "SELECT id FROM app.t ORDER BY id")]
 
 
-def test_restore_to_a_time_has_exactly_the_rows_committed_up_to_it(factory, s3server, history):
+def test_restore_to_a_time_has_exactly_the_rows_committed_up_to_it(flavor, s3server, history):
     _, _, m, segments, rows, deleted_at = history
     assert len(segments) >= 3 and len(rows) > 100
     base_rows = {r[0] for r in rows if r[2] <= deleted_at - 3}
     t = max(r[2] for r in rows if r[2] < deleted_at - 1)  # a second well after the base backup
-    target, chain = restore_to(factory, s3server, history, pitr.Stop(at=t), "pitr-t")
+    target, chain = restore_to(flavor, s3server, history, pitr.Stop(at=t), "pitr-t")
     expected = [r[0] for r in rows if r[2] <= t]
     assert ids(target) == expected, "exactly the rows committed up to T"
     assert set(expected) > base_rows and len(expected) < len(rows)
     assert chain, "rows after the base backup came from the archive"
     print(
-        f"\nrestored to {pitr.Stop(at=t).describe()}: {len(expected)} of {len(rows)} rows, {len(chain)} segments"
+        f"\n{flavor.name} restored to {pitr.Stop(at=t).describe()}: {len(expected)} of {len(rows)} "
+        f"rows, {len(chain)} segments"
     )
 
 
-def test_restore_to_a_gtid_has_exactly_the_rows_up_to_it(factory, s3server, history):
+def test_restore_to_a_gtid_has_exactly_the_rows_up_to_it(flavor, s3server, history):
     _, _, _, _, rows, deleted_at = history
     k = max(i for i, r in enumerate(rows) if r[2] < deleted_at) - 5  # before the DELETE
     n, gtid, _ = rows[k]
-    target, _ = restore_to(factory, s3server, history, pitr.Stop(gtid=gtid), "pitr-g")
+    target, _ = restore_to(flavor, s3server, history, pitr.Stop(gtid=gtid), "pitr-g")
     assert ids(target) == [r[0] for r in rows[: k + 1]]
-    assert sql(target, "SELECT @@gtid_binlog_pos")[0][0] == gtid
+    assert flavor.executed(target) == flavor.parse(gtid)
+    if flavor.name == "mysql":
+        # one GTID, uuid:N (as `SHOW BINLOG EVENTS` shows a transaction): everything up to it
+        ((uuid, _), ivs), *_ = flavor.parse(gtid).sets
+        single = f"{uuid}:{ivs[-1][1]}"
+        target, _ = restore_to(flavor, s3server, history, pitr.Stop(gtid=single), "pitr-g1")
+        assert ids(target) == [r[0] for r in rows[: k + 1]], f"restored to {single}"
+        assert flavor.executed(target) == flavor.parse(gtid)
 
 
-def test_restore_to_the_newest_is_the_source_as_it_is(factory, s3server, history):
+def test_restore_to_the_newest_is_the_source_as_it_is(flavor, s3server, history):
     source, _, _, _, rows, _ = history
-    target, _ = restore_to(factory, s3server, history, pitr.Stop(), "pitr-n")
+    target, _ = restore_to(flavor, s3server, history, pitr.Stop(), "pitr-n")
     now = ids(source)
     assert ids(target) == now and now[0] > 1 and now[-1] == rows[-1][0]  # the DELETE, then more rows
-    assert sql(target, "SELECT @@gtid_binlog_pos") == sql(source, "SELECT @@gtid_binlog_pos")
+    assert flavor.executed(target) == flavor.executed(source)
 
 
-def test_a_time_after_the_archive_or_before_the_base_is_refused(history):
+def test_a_time_after_the_archive_or_before_the_base_is_refused(flavor, history):
     _, _, m, segments, _, _ = history
     newest = max(s.last_event_at for s in segments)
-    from mysql_operator.db.gtid import MariaDBGtids
-
     with pytest.raises(pitr.PitrError, match="holds transactions up to .* is later"):
-        pitr.plan(segments, m.gtid_position, newest - 30, pitr.Stop(at=newest + 60), MariaDBGtids.parse)
+        pitr.plan(segments, m.gtid_position, newest - 30, pitr.Stop(at=newest + 60), flavor.parse)
     with pytest.raises(pitr.PitrError, match="before the base backup completed"):
-        pitr.plan(segments, m.gtid_position, newest, pitr.Stop(at=newest - 60), MariaDBGtids.parse)
+        pitr.plan(segments, m.gtid_position, newest, pitr.Stop(at=newest - 60), flavor.parse)
