@@ -182,14 +182,22 @@ class Archiver:
     done: set[tuple[str, str]] = field(default_factory=set)  # (server, segment name) archived or skipped
     dirty_since: float | None = None  # when the file being written was first seen holding data
     active: tuple[str, int] | None = None  # (name, size) of the file being written when first seen
+    # whether the copy of closed file `file` in binlog_dir is whole, given the server's next file:
+    # always for the server's own files; a streamed copy once the stream began the next one
+    complete: Callable[[str, str], bool] = lambda file, next_file: True
 
-    def step(self, now: float) -> Step:
-        inst, d = self.instance, self.instance.dialect
+    def load(self) -> None:
+        """What the archive holds, from its index (once)."""
         if self.archived is None:
+            d = self.instance.dialect
             self.archived = d.parse_gtids("")
             for s in self.store.segments():
                 self.archived = self.archived.union(d.parse_gtids(s.gtids_after))
                 self.done.add((s.server, s.name))
+
+    def step(self, now: float) -> Step:
+        inst, d = self.instance, self.instance.dialect
+        self.load()
         if int(inst.scalar("SELECT @@read_only")):
             self.dirty_since = self.active = None
             return Step("replica")
@@ -204,6 +212,8 @@ class Archiver:
                 continue
             if self.archived.contains(nxt.previous):
                 step.skipped.append(f.name)
+            elif not self.complete(f.name, nxt.name):
+                break  # not here yet: later files wait for it (the archive never has a hole)
             else:
                 seg = self.store.put(
                     server, name, self.binlog_dir / f.name, str(f.previous), str(nxt.previous)
@@ -212,15 +222,19 @@ class Archiver:
                 step.uploaded.append(seg)
             self.done.add((server, name))
         if files:
-            step.rotated = self._rotate_if_due(files[-1], now)
+            mysql = d.version.flavor.value == "mysql"
+            written = d.parse_gtids(
+                str(inst.scalar("SELECT @@gtid_executed" if mysql else "SELECT @@gtid_binlog_state"))
+            )
+            step.rotated = self._rotate_if_due(files[-1], not files[-1].previous.contains(written), now)
         return step
 
-    def _rotate_if_due(self, current, now: float) -> bool:
-        """Close the file being written once it has held a transaction for max_delay seconds."""
+    def _rotate_if_due(self, current, holds_transactions: bool, now: float) -> bool:
+        """Close the file being written once it has held a transaction for max_delay seconds
+        (counted from when this archiver first saw it holding one)."""
         if self.active is None or self.active[0] != current.name:
             self.active, self.dirty_since = (current.name, current.size), None
-            return False
-        if current.size > self.active[1] and self.dirty_since is None:
+        if holds_transactions and self.dirty_since is None:
             self.dirty_since = now
         if self.dirty_since is not None and now - self.dirty_since >= self.max_delay:
             self.instance.execute("FLUSH BINARY LOGS")
