@@ -30,6 +30,7 @@ from mysql_operator.backup.binlog_archive import Segment
 from mysql_operator.backup.pipeline import TailBuffer, drain, pass_on
 from mysql_operator.backup.pipeline import stop as stop_processes
 from mysql_operator.backup.sidecar import SidecarProcess
+from mysql_operator.db.gtid import MySQLGtidSet
 
 
 class PitrError(Exception):
@@ -74,6 +75,16 @@ def plan(
         pool = [x for x in pool if survived.contains(parse(x.gtids_after))]
     applied, reached, chain = parse(base), base_completed_at, []
     target = parse(stop.gtid) if stop.gtid else None
+    if isinstance(target, MySQLGtidSet):
+        target = mysql_stop(stop.gtid or "")
+        lacking = parse(base).subtract(target)
+        if not lacking.is_empty():
+            # the replay includes only the sources the stop names: after a failover a stop naming
+            # the new primary's source alone would silently leave out the old one's last ones
+            raise PitrError(
+                f"the GTID stop {stop.gtid} names no transaction of {lacking} that the base backup "
+                "holds: give the whole set, as SELECT @@gtid_executed prints it at that point"
+            )
     while True:
         if target is not None and applied.contains(target):
             break
@@ -106,6 +117,13 @@ def plan(
     return chain
 
 
+def mysql_stop(text: str) -> MySQLGtidSet:
+    """A MySQL GTID stop as the set it stands for: each source it names from its first transaction
+    to the highest named (`uuid:N` means everything of uuid up to N)."""
+    named = MySQLGtidSet.parse(text)
+    return MySQLGtidSet.of({key: [(1, ivs[-1][1])] for key, ivs in named.sets})
+
+
 def tool_argv(flavor: str, applied: str, stop: Stop) -> list[str]:
     """The binlog tool reading one segment from stdin, skipping what `applied` holds."""
     if flavor == "mysql":
@@ -117,11 +135,7 @@ def tool_argv(flavor: str, applied: str, stop: Stop) -> list[str]:
             # uuid:N (as a binary log shows a transaction) it would replay that one transaction and
             # silently skip the ones before it. Up to and including the stop: each of its sources'
             # transactions from 1 to the highest it names (what applied holds is excluded above)
-            from mysql_operator.db.gtid import MySQLGtidSet
-
-            named = MySQLGtidSet.parse(stop.gtid)
-            upto = MySQLGtidSet.of({key: [(1, ivs[-1][1])] for key, ivs in named.sets})
-            argv.append(f"--include-gtids={str(upto) or stop.gtid}")
+            argv.append(f"--include-gtids={mysql_stop(stop.gtid) or stop.gtid}")
     else:
         argv = ["mariadb-binlog"]
         if applied:

@@ -92,3 +92,16 @@ def test_tool_arguments_skip_what_is_applied_and_stop_one_second_after():
         "--stop-position=0-1-9",
         "-",
     ]
+
+
+def test_a_mysql_gtid_stop_stands_for_everything_up_to_it_and_must_name_the_bases_sources():
+    # uuid:N means A:1-N
+    chain = plan(HISTORY[:3], f"{A}:1-12", 112, Stop(gtid=f"{A}:18"), MySQLGtidSet.parse)
+    assert names(chain) == [("a", "bin.2")]
+    # after the failover, naming only B's would leave out A's transactions after the base
+    with pytest.raises(PitrError, match=f"names no transaction of {A}:1-12 .*SELECT @@gtid_executed"):
+        plan(HISTORY, f"{A}:1-12", 112, Stop(gtid=f"{B}:1-7"), MySQLGtidSet.parse)
+    assert names(plan(HISTORY, f"{A}:1-12", 112, Stop(gtid=f"{A}:1-22,{B}:1-7"), MySQLGtidSet.parse))[-1] == (
+        "b",
+        "bin.8",
+    )
