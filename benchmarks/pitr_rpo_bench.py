@@ -5,7 +5,7 @@
 Three MariaDB servers in semi-sync on loopback run by the operator's replication engine (as the
 integration tests do), one writer inserting rows through the primary, a MinIO, and the archiver
 that follows the primary (backup/binlog_stream.Follower, stepping every 0.2 s). Each round waits a
-random 2-8 s, kills the primary with SIGKILL, lets the engine fail over, restarts the old primary
+random max_delay+2 .. 2*max_delay+4 s (a random instant of steady state), kills the primary with SIGKILL, lets the engine fail over, restarts the old primary
 (it rejoins as a replica) and goes on. At each kill it notes:
 
 - lag at the kill: the time from the newest transaction the archive held at that instant to the
@@ -87,19 +87,23 @@ def main() -> int:
         threading.Thread(target=follow, daemon=True).start()
         seq0 = top_seq(MariaDBGtids.parse(c.primary.query("SELECT @@gtid_binlog_pos")[0][0]))
         writer = writer_for(c)
+        started = time.monotonic()
         writer.start()
         lags, rows = [], []
         for r in range(a.rounds):
-            time.sleep(rng.uniform(2, 8))
+            # a random instant of steady state: the archive of the previous primary's successor
+            # had max_delay to close its first file since the last failover
+            time.sleep(rng.uniform(a.max_delay + 2, 2 * a.max_delay + 4))
             old = c.primary
             archived = follower.archiver.archived if follower.archiver else MariaDBGtids.parse("")
             killed = time.monotonic()
             old.kill9()
             acked = list(writer.acked)
             newest_acked = max((x.at for x in acked if x.at <= killed), default=killed)
-            n_archived = top_seq(archived) - seq0  # transactions of the writer in the archive
-            newest_archived = acked[n_archived - 1].at if 0 < n_archived <= len(acked) else None
-            lag = newest_acked - newest_archived if newest_archived is not None else float("nan")
+            n_archived = max(0, top_seq(archived) - seq0)  # transactions of the writer in the archive
+            # none of the writer's yet: the archive's newest is from before the writer started
+            newest_archived = acked[n_archived - 1].at if n_archived else started
+            lag = newest_acked - newest_archived
             lags.append(lag)
             c.converge(until=t.Failover, timeout=60)
             c.converge(timeout=60)
@@ -120,7 +124,7 @@ def main() -> int:
         segments = Store(client, s3, "c1").segments()
         chain = pitr.plan(segments, "", 0, pitr.Stop(), MariaDBGtids.parse)
         missing = {x.id for x in writer.acked} - archived_ids(client, s3, chain)
-        ok = [x for x in lags if x == x]
+        ok = lags
         print()
         print(f"{a.rounds} kills of the primary under load; archiver max_delay {a.max_delay:g}s, step 0.2s; "
               f"{len(writer.acked)} acknowledged rows; {len(segments)} archived files")  # fmt: skip
