@@ -677,7 +677,9 @@ def test_primary_and_the_acknowledging_replica_lost_together_hold_the_failover_u
         c.reconcile()
         return lagging.query("SELECT @@read_only")[0][0] == 0
 
-    wait_for(writable, 60, "db-1 writable", interval=0.5)
+    # a pass's STOP REPLICA on db-1 can time out (30 s) on a loaded machine while its receiver
+    # still waits on the hung primary; the next passes try again
+    wait_for(writable, 150, "db-1 writable", interval=0.5, describe=c.describe)
     lost = acked - c.rows(lagging)
     TIMINGS.append(
         f"{factory.flavor}: primary and acknowledging replica lost together: held for 5+ passes; "
@@ -757,7 +759,14 @@ def test_binlog_retention_keeps_what_a_stopped_replica_needs_until_the_size_cap_
         describe=c.describe,
     )
     assert warned[0].ok and warned[0].warn and "db-2" in warned[0].detail, warned
-    assert len(binlog_files(primary)) == 1
+    # the cap goes on purging on the next passes: a file MariaDB kept for its binlog checkpoint
+    # at the first purge goes at a later one
+    wait_for(
+        lambda: c.reconcile() and len(binlog_files(primary)) == 1,
+        30,
+        "all but the file being written purged by the size cap",
+        describe=c.describe,
+    )
     behind.start()
     d = c.converge(until=t.NeedsSeed, timeout=60)
     assert d.name == "db-2", d
