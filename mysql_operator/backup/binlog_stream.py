@@ -24,7 +24,6 @@ from typing import Any, Callable
 
 from mysql_operator.backup import commands
 from mysql_operator.backup.binlog_archive import Archiver, Step, Store
-from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import TailBuffer, drain, option_file
 from mysql_operator.backup.pipeline import stop as stop_processes
 from mysql_operator.db.instance import Instance, InstanceError
@@ -181,4 +180,4 @@ class Follower:
             self._options = None
 
 
-__all__ = ["Follower", "Server", "Endpoint"]
+__all__ = ["Follower", "Server"]

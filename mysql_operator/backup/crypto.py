@@ -36,6 +36,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from mysql_operator.backup.storage import fill
+
 ALGORITHM = "AES-256-GCM/STREAM-v1"  # what manifests say
 MAGIC = b"MOPENC\x00\x01"
 KEY_ID_LABEL = b"mysql-operator backup key id"
@@ -94,16 +96,6 @@ def _nonce(counter: int, last: bool) -> bytes:
     return counter.to_bytes(11, "big") + (b"\x01" if last else b"\x00")
 
 
-def _fill(readinto: Callable[[memoryview], int], buf: bytearray) -> int:
-    view, got = memoryview(buf), 0
-    while got < len(buf):
-        n = readinto(view[got:])
-        if not n:
-            break
-        got += n
-    return got
-
-
 class Encryptor:
     """`readinto` that yields the encrypted form of the stream `source` (a readinto callable)."""
 
@@ -121,7 +113,7 @@ class Encryptor:
         while not self.pending:
             if self.done:
                 return 0
-            n = _fill(self.source, self.plain)
+            n = fill(self.source, self.plain)
             last = n < len(self.plain)  # a stream ending on a record boundary gets an empty last record
             sealed = self.cipher.encrypt(_nonce(self.counter, last), memoryview(self.plain)[:n], self.header)
             self.pending = memoryview(sealed)

@@ -44,7 +44,7 @@ class Stop:
 
     def describe(self) -> str:
         if self.at is not None:
-            return dt.datetime.fromtimestamp(self.at, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return _stamp(self.at)
         return f"GTID {self.gtid}" if self.gtid else "the newest archived transaction"
 
 

@@ -152,7 +152,7 @@ class Uploaded:
     parts: int
 
 
-def _fill(readinto: Callable[[memoryview], int], buf: bytearray) -> int:
+def fill(readinto: Callable[[memoryview], int], buf: bytearray) -> int:
     """Fill `buf` from the stream; fewer bytes than its length only at the end of the stream."""
     view, got = memoryview(buf), 0
     while got < len(buf):
@@ -233,7 +233,7 @@ def upload_stream(
         try:
             while not failure:
                 buf = pool.get()
-                n = _fill(readinto, buf)
+                n = fill(readinto, buf)
                 if n == 0 and number > 0:
                     pool.put(buf)
                     break

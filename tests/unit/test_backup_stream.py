@@ -12,7 +12,7 @@ import pytest
 
 from mysql_operator.backup.pipeline import CHUNK
 from mysql_operator.backup.run import WINDOW, _Stream
-from mysql_operator.backup.storage import _fill
+from mysql_operator.backup.storage import fill
 
 
 def _pumped(data: bytes, pieces: list[int], pause: float) -> tuple[_Stream, bytes]:
@@ -70,7 +70,7 @@ def test_fill_reads_into_the_part_buffer_until_full_or_end():
         return n
 
     buf = bytearray(10000)
-    assert _fill(readinto, buf) == 10000 and bytes(buf) == data[:10000]
-    assert _fill(readinto, buf) == 10000 and bytes(buf) == data[10000:20000]
-    assert _fill(readinto, buf) == len(data) - 20000 and bytes(buf[: len(data) - 20000]) == data[20000:]
-    assert _fill(readinto, buf) == 0
+    assert fill(readinto, buf) == 10000 and bytes(buf) == data[:10000]
+    assert fill(readinto, buf) == 10000 and bytes(buf) == data[10000:20000]
+    assert fill(readinto, buf) == len(data) - 20000 and bytes(buf[: len(data) - 20000]) == data[20000:]
+    assert fill(readinto, buf) == 0
