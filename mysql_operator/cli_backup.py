@@ -268,12 +268,12 @@ def cmd_keep_evidence(args) -> int:
         key = _key_from(args)
         client = storage.make_client(s3, storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY]))
         for f in files:
-            if key is None:
-                storage.put_bytes(client, s3, storage.join_key(folder, f.name), f.read_bytes(), "text/plain")
-            else:  # the discarded transactions are the tenant's data: encrypted like its backups
-                blob = seal(key, f.read_bytes())
-                name = storage.join_key(folder, f.name + ".enc")
-                storage.put_bytes(client, s3, name, blob, "application/octet-stream")
+            name, body, kind = f.name, f.read_bytes(), "text/plain"
+            if (
+                key is not None
+            ):  # the discarded transactions are the tenant's data: encrypted like its backups
+                name, body, kind = f"{name}.enc", seal(key, body), "application/octet-stream"
+            storage.put_bytes(client, s3, storage.join_key(folder, name), body, kind)
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         return _finish(
             args, {"ok": False, "message": redact(str(e) or type(e).__name__, (env[ENV_SECRET_KEY],))}
