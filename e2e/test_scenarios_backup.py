@@ -2,8 +2,8 @@
 10.11; the test id names it): an on-demand MySQLBackup to the MinIO beside the cluster, restored
 into a NEW cluster through spec.restore.fromBackup with CHECKSUM TABLE equal on every table; and a
 scheduled backup (spec.backup.schedule every minute). The dump and the load run with the tools of
-the cluster's own server image (the Jobs' client-tools sidecar). MariaDB's backups are encrypted
-(spec.backup.encryption): the bucket holds no readable byte, the restore names the key, and a
+the cluster's own server image (the Jobs' client-tools sidecar). Backups are encrypted
+(spec.backup.encryption; plain ones run in e2e/test_restore_roll.py): the bucket holds no readable byte, the restore names the key, and a
 restore with another key fails saying so."""
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from e2e.helpers import (
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
-ENCRYPTED = {"mariadb"}  # the flavors whose backups are encrypted here (MySQL's stay plain)
 MAGIC = b"MOPENC\x00\x01"  # the first bytes of an encrypted object (mysql_operator/backup/crypto.py)
 
 TABLES = {
@@ -68,16 +67,14 @@ def backup_source(request, local_cluster, backup_namespace, s3_beside_cluster):
             },
         },
     )
-    encryption = {}
-    if flavor in ENCRYPTED:
-        c.core.create_namespaced_secret(
-            backup_namespace,
-            {
-                "metadata": {"name": f"key-{flavor}"},
-                "stringData": {"encryption-key": base64.b64encode(os.urandom(32)).decode()},
-            },
-        )
-        encryption = {"encryption": {"keySecret": {"name": f"key-{flavor}"}}}
+    c.core.create_namespaced_secret(
+        backup_namespace,
+        {
+            "metadata": {"name": f"key-{flavor}"},
+            "stringData": {"encryption-key": base64.b64encode(os.urandom(32)).decode()},
+        },
+    )
+    encryption = {"encryption": {"keySecret": {"name": f"key-{flavor}"}}}
     c.create(
         cluster_spec(
             2,
@@ -172,20 +169,14 @@ def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup
     assert phase == "Succeeded", st.get("message")
     assert st.get("sizeBytes", 0) > 0 and st.get("location")
     keys = [k for k in _objects(s3_beside_cluster, bucket) if k.startswith(f"bk/{c.name}/{manual}/")]
-    assert sorted(k.rsplit("/", 1)[1] for k in keys) == [
-        "backup.sql.zst.enc" if flavor in ENCRYPTED else "backup.sql.zst",
-        "manifest.json",
-    ]
-    if flavor in ENCRYPTED:
-        assert len(st.get("encryptionKeyId", "")) == 16
-        for key in keys:
-            data = s3_beside_cluster.client().get_object(Bucket=bucket, Key=key)["Body"].read()
-            assert b"name-1" not in data and b"example.test" not in data and b"customers" not in data
-        data_key = next(k for k in keys if k.endswith(".enc"))
-        head = s3_beside_cluster.client().get_object(Bucket=bucket, Key=data_key, Range="bytes=0-7")
-        assert head["Body"].read() == MAGIC
-    else:
-        assert "encryptionKeyId" not in st
+    assert sorted(k.rsplit("/", 1)[1] for k in keys) == ["backup.sql.zst.enc", "manifest.json"]
+    assert len(st.get("encryptionKeyId", "")) == 16
+    for key in keys:
+        data = s3_beside_cluster.client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert b"name-1" not in data and b"example.test" not in data and b"customers" not in data
+    data_key = next(k for k in keys if k.endswith(".enc"))
+    head = s3_beside_cluster.client().get_object(Bucket=bucket, Key=data_key, Range="bytes=0-7")
+    assert head["Body"].read() == MAGIC
 
 
 def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_namespace, backup_source):
@@ -196,9 +187,7 @@ def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_na
     source = checksums(rw, pw)
 
     elapsed = stopwatch()
-    restore = {"fromBackup": {"name": manual}}
-    if flavor in ENCRYPTED:
-        restore["encryption"] = {"keySecret": {"name": f"key-{flavor}"}}
+    restore = {"fromBackup": {"name": manual}, "encryption": {"keySecret": {"name": f"key-{flavor}"}}}
     restored = Cluster(c.api, c.namespace, f"restored-{flavor}").create(
         cluster_spec(2, flavor, restore=restore)
     )
@@ -215,25 +204,33 @@ def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_na
     assert checksums(replica, r_pw) == source
 
 
-def test_a_restore_with_another_key_fails_saying_so(local_cluster, backup_namespace, backup_source):
+def test_a_restore_waits_for_its_key_then_refuses_another_key(local_cluster, backup_namespace, backup_source):
+    """The key's Secret does not exist yet: the restore waits, saying so in the status and a Warning
+    Event; once it exists (with a key the backup was not made with) the restore fails saying so."""
     c, _, flavor = backup_source
-    if flavor not in ENCRYPTED:
-        pytest.skip(f"{flavor}'s backups are not encrypted in this module (ENCRYPTED = {sorted(ENCRYPTED)})")
     manual = f"manual-{flavor}"
     wait_for(lambda: _backup_phase(c, manual) == "Succeeded", 300, f"{manual} Succeeded")
-    c.core.create_namespaced_secret(
-        c.namespace,
-        {
-            "metadata": {"name": "other-key"},
-            "stringData": {"encryption-key": base64.b64encode(os.urandom(32)).decode()},
-        },
-    )
     wrong = Cluster(c.api, c.namespace, f"wrong-key-{flavor}").create(
         cluster_spec(
             1,
             flavor,
-            restore={"fromBackup": {"name": manual}, "encryption": {"keySecret": {"name": "other-key"}}},
+            restore={
+                "fromBackup": {"name": manual},
+                "encryption": {"keySecret": {"name": f"other-key-{flavor}"}},
+            },
         )
+    )
+    where = f"Secret 'other-key-{flavor}' key 'encryption-key' (spec.restore.encryption.keySecret)"
+    events = wait_for(lambda: wrong.events("RestoreWaiting"), 300, "a RestoreWaiting Warning Event")
+    assert events[0].type == "Warning" and events[0].message.startswith(f"{where}: the Secret does not exist")
+    ready = next(x for x in wrong.status().get("conditions") or [] if x["type"] == "Ready")
+    assert ready["status"] == "False" and where in ready["message"]
+    c.core.create_namespaced_secret(
+        c.namespace,
+        {
+            "metadata": {"name": f"other-key-{flavor}"},
+            "stringData": {"encryption-key": base64.b64encode(os.urandom(32)).decode()},
+        },
     )
     record_ = wait_for(
         lambda: (wrong.status().get("restore") or {}).get("phase") == "Failed" and wrong.status()["restore"],

@@ -99,6 +99,7 @@ def restore_gate(
         names.get(o, m.pod_name(c, o)) for o in range(c.spec.instances) if not (pods.get(o) and pods[o].ready)
     ]
     job: Mapping[str, Any] | str | None = None
+    waiting_key: str | None = None
     if (record or {}).get("phase") == restoring.RUNNING:
         found, job_pods = jobs.read_job(api, c.namespace, restore_job_name(c))
         if found is not None:
@@ -111,13 +112,15 @@ def restore_gate(
         return None
     if isinstance(action, restoring.Start):
         # e.g. the user's Secret lacks restore-password, or the encryption key's Secret is missing
-        waiting = secret_error or key_problem(
-            api, c.namespace, c.spec.restore.encryption, "spec.restore.encryption"
-        )
+        waiting_key = key_problem(api, c.namespace, c.spec.restore.encryption, "spec.restore.encryption")
+        waiting = secret_error or waiting_key
         if waiting:
             action = restoring.WaitForInstances(waiting)
     secrets = list(passwords.values())
     events: list[tuple[str, str, str]] = []
+    if isinstance(action, restoring.WaitForInstances) and action.reason in (secret_error, waiting_key):
+        if action.reason not in _condition_messages(previous):  # once per reason, not every pass
+            events.append(("Warning", "RestoreWaiting", redact(action.reason, secrets)))
     patch: dict[str, Any] = {}
     if isinstance(action, restoring.Start):
         described = restoring.describe_source(c.spec.restore.from_backup, c.spec.restore.s3)
@@ -208,3 +211,7 @@ def restore_gate(
     if events:
         k.post_events(api, body, events)
     return Result(phase=status["phase"], applied=applied, status={**previous, **status})
+
+
+def _condition_messages(status: Mapping[str, Any]) -> set[str]:
+    return {str(cond.get("message", "")) for cond in status.get("conditions") or []}
