@@ -532,6 +532,12 @@ class Reconciler:
         if isinstance(decision, t.Failover) and decision.forced:
             if not promotion_succeeded(decision.to, steps):
                 return  # tried again next pass, still forced
+            event = (
+                "Warning",
+                "FailoverForced",
+                f"{decision.to} promoted on request ({asked[:256]}): {decision.reason}",
+            )
+            k.post_events(self.api, body, [event])  # before the status, as in _publish
             self.reads.patch_status(
                 ns,
                 name,
@@ -545,18 +551,13 @@ class Reconciler:
                     }
                 },
             )
-            event = (
-                "Warning",
-                "FailoverForced",
-                f"{decision.to} promoted on request ({asked[:256]}): {decision.reason}",
-            )
         else:
             event = (
                 "Normal",
                 "ForceFailoverUnused",
                 f"annotation {t.FORCE_FAILOVER_ANNOTATION} removed: no failover needed forcing ({decision.kind})",
             )
-        k.post_events(self.api, body, [event])
+            k.post_events(self.api, body, [event])
         self.reads.remove_cluster_annotation(ns, name, t.FORCE_FAILOVER_ANNOTATION)
         log.warning("%s/%s %s: %s", ns, name, event[1], event[2])
 
@@ -564,10 +565,10 @@ class Reconciler:
         meta = body["metadata"]
         status = build_status(summary, previous, clock.stamp())
         events = list(events) + degraded_events(previous, status)
+        if events:  # first: whoever sees the new status can already read the Event that says why
+            k.post_events(self.api, body, events)
         if status_changed(previous, status):
             self.reads.patch_status(meta["namespace"], meta["name"], status)
-        if events:
-            k.post_events(self.api, body, events)
         for etype, reason, message in events:
             log.log(
                 logging.WARNING if etype == "Warning" else logging.INFO,
