@@ -4,7 +4,11 @@ into a NEW cluster through spec.restore.fromBackup with CHECKSUM TABLE equal on 
 scheduled backup (spec.backup.schedule every minute). The dump and the load run with the tools of
 the cluster's own server image (the Jobs' client-tools sidecar). Backups are encrypted
 (spec.backup.encryption; plain ones run in e2e/test_restore_roll.py): the bucket holds no readable byte, the restore names the key, and a
-restore with another key fails saying so."""
+restore with another key fails saying so. The binary logs are archived continuously
+(spec.backup.binlogs, the <cluster>-binlog-archiver Deployment): a commit reaches the bucket
+encrypted within seconds; and, rows written all along, a base backup, a failover, a time T, a
+DELETE of every row: a new cluster restored to T (spec.restore.pointInTime) holds exactly the
+rows committed up to T."""
 
 from __future__ import annotations
 
@@ -22,13 +26,16 @@ from e2e.helpers import (
     VERSION,
     Cluster,
     cluster_spec,
+    connect,
     query,
     record,
     scenario_namespace,
+    signal_server,
     stopwatch,
     try_query,
 )
 from tests.support.wait import wait_for
+from tests.support.writer import Writer
 
 pytestmark = pytest.mark.cluster
 MAGIC = b"MOPENC\x00\x01"  # the first bytes of an encrypted object (mysql_operator/backup/crypto.py)
@@ -92,6 +99,7 @@ def backup_source(request, local_cluster, backup_namespace, s3_beside_cluster):
                     }
                 },
                 "schedule": "* * * * *",
+                "binlogs": {"enabled": True, "maxDelaySeconds": 2},
             },
         )
     )
@@ -138,6 +146,21 @@ def _backup_phase(c: Cluster, name: str) -> str | None:
     return (b.get("status") or {}).get("phase")
 
 
+def _create_backup(c: Cluster, name: str) -> None:
+    c.objs.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        c.namespace,
+        BACKUPS,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLBackup",
+            "metadata": {"name": name},
+            "spec": {"clusterRef": {"name": c.name}},
+        },
+    )
+
+
 def _objects(s3, bucket: str) -> list[str]:
     listed = s3.client().list_objects_v2(Bucket=bucket)
     return [o["Key"] for o in listed.get("Contents") or []]
@@ -147,18 +170,7 @@ def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup
     c, bucket, flavor = backup_source
     manual = f"manual-{flavor}"
     elapsed = stopwatch()
-    c.objs.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        c.namespace,
-        BACKUPS,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "MySQLBackup",
-            "metadata": {"name": manual},
-            "spec": {"clusterRef": {"name": c.name}},
-        },
-    )
+    _create_backup(c, manual)
     phase = wait_for(
         lambda: _backup_phase(c, manual) in ("Succeeded", "Failed") and _backup_phase(c, manual),
         300,
@@ -264,3 +276,162 @@ def test_a_scheduled_backup_runs(local_cluster, backup_namespace, backup_source)
     assert done[0]["spec"]["clusterRef"]["name"] == c.name
     last = c.status().get("lastBackup") or {}
     assert last, "status.lastBackup of the cluster is set"
+
+
+def test_each_commit_reaches_the_binlog_archive_within_seconds(backup_source, s3_beside_cluster):
+    """The archiver Pod (tokenless) streams the primary's binary logs: a commit is in an archived
+    file, encrypted, seconds later (maxDelaySeconds 2, plus the upload). Last in the module: its
+    rows come after every backup the restores compare with."""
+    import json
+
+    from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
+
+    c, bucket, flavor = backup_source
+    parse = MySQLGtidSet.parse if flavor == "mysql" else MariaDBGtids.parse
+    pods = c.core.list_namespaced_pod(
+        c.namespace,
+        label_selector=f"app.kubernetes.io/instance={c.name},app.kubernetes.io/component=binlog-archiver",
+    ).items
+    assert len(pods) == 1 and pods[0].spec.automount_service_account_token is False
+    rw, pw = c.service_ip("rw"), c.password()
+    s3 = s3_beside_cluster.client()
+    folder = f"bk/{c.name}/binlogs/"
+
+    def archived():
+        held = parse("")
+        for key in _objects(s3_beside_cluster, bucket):
+            if key.startswith(folder) and key.endswith(".json"):
+                held = held.union(
+                    parse(json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())["gtids_after"])
+                )
+        return held
+
+    lags = []
+    for i in range(3):
+        query(rw, "app", pw, "INSERT INTO app.empty_one VALUES (%s)", args=(1000 + i,))
+        sql = "SELECT @@gtid_executed" if flavor == "mysql" else "SELECT @@gtid_binlog_pos"
+        committed = parse(str(query(rw, "app", pw, sql)[0][0]).replace("\n", ""))
+        elapsed = stopwatch()
+        wait_for(
+            lambda: archived().contains(committed), 120, "the commit in the binlog archive", interval=0.5
+        )
+        lags.append(elapsed())
+    record(
+        f"commit to its binary log archived, worst of 3 (maxDelaySeconds 2, {flavor})",
+        max(lags),
+        scenario="5",
+    )
+    keys = [
+        k for k in _objects(s3_beside_cluster, bucket) if k.startswith(folder) and not k.endswith(".json")
+    ]
+    assert keys and all(k.endswith(".enc") for k in keys)
+    head = s3.get_object(Bucket=bucket, Key=keys[0], Range="bytes=0-7")
+    assert head["Body"].read() == MAGIC
+
+
+def _archive_index(s3, bucket: str, cluster: str) -> list[dict]:
+    import json
+
+    client = s3.client()
+    return [
+        json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        for key in _objects(s3, bucket)
+        if key.startswith(f"bk/{cluster}/binlogs/") and key.endswith(".json")
+    ]
+
+
+def _stamp(t: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def test_point_in_time_restore_across_a_failover_has_exactly_the_rows_up_to_t(
+    local_cluster, backup_source, s3_beside_cluster
+):
+    """Rows written all along; a base backup; the primary hangs and a replica takes over; T; every
+    row DELETEd; more rows. Restored to T into a new cluster: exactly the rows committed up to T
+    (ids and commit times), on both of its instances. Last in the module: it fails the source over."""
+    c, bucket, flavor = backup_source
+    rw, pw = c.service_ip("rw"), c.password()
+    query(
+        rw,
+        "app",
+        pw,
+        "CREATE TABLE app.pitr (id INT PRIMARY KEY, at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+    )
+    writer = Writer(
+        lambda _: connect(rw, "app", pw, "app", timeout=1),
+        "INSERT INTO app.pitr (id) VALUES (%s)",
+        pause=0.05,
+    )
+    writer.start()
+    base = f"pitr-base-{flavor}"
+    try:
+        wait_for(lambda: len(writer.acked) >= 20, 60, "rows written before the base backup")
+        _create_backup(c, base)
+        wait_for(lambda: _backup_phase(c, base) == "Succeeded", 300, f"{base} Succeeded")
+        old = c.status()["currentPrimary"]
+        signal_server(local_cluster, c, old, "SIGSTOP")  # hung: the replica is promoted
+        try:
+            wait_for(lambda: c.status().get("currentPrimary") not in (None, old), 180, "the failover")
+        finally:
+            signal_server(local_cluster, c, old, "SIGKILL")
+        after_failover = len(writer.acked)
+        wait_for(lambda: len(writer.acked) >= after_failover + 20, 120, "rows written on the new primary")
+        t = int(time.time())
+        wait_for(
+            lambda: time.time() >= t + 2 and len(writer.acked) > after_failover + 30, 60, "writes after T"
+        )
+        snapshot = query(rw, "app", pw, "SELECT id, UNIX_TIMESTAMP(at) FROM app.pitr ORDER BY id")
+        query(rw, "app", pw, "DELETE FROM app.pitr")  # the destructive statement, after T
+        deleted = len(writer.acked)
+        wait_for(lambda: len(writer.acked) >= deleted + 10, 60, "rows written after the DELETE")
+    finally:
+        writer.stop_event.set()
+        writer.join(10)
+    expected = [(i, at) for i, at in snapshot if at <= t]
+    assert len(expected) < len(snapshot) and expected[0][0] == 1, "rows before the base and after T"
+    # the archive reaches past T (the restore would be refused before it, saying so)
+    wait_for(
+        lambda: (
+            max((x["last_event_at"] for x in _archive_index(s3_beside_cluster, bucket, c.name)), default=0)
+            > t
+        ),
+        120,
+        "the binary log archive past T",
+    )
+    elapsed = stopwatch()
+    restored = Cluster(c.api, c.namespace, f"pitr-{flavor}").create(
+        cluster_spec(
+            2,
+            flavor,
+            restore={
+                "fromBackup": {"name": base},
+                "pointInTime": _stamp(t),
+                "encryption": {"keySecret": {"name": f"key-{flavor}"}},
+            },
+        )
+    )
+    restored.wait_ready(400, instances=2)
+    record(
+        f"point-in-time restore (new cluster to Ready, base + binlogs to T, {flavor})",
+        elapsed(),
+        scenario="5",
+    )
+    r_rw, r_pw = restored.service_ip("rw"), restored.password()
+    wait_for(lambda: try_query(r_rw, "app", r_pw, "SELECT 1"), 60, "the restored cluster's -rw answering")
+    sql = "SELECT id, UNIX_TIMESTAMP(at) FROM app.pitr ORDER BY id"
+    got = [tuple(r) for r in query(r_rw, "app", r_pw, sql)]
+    assert got == [tuple(r) for r in expected], f"{len(got)} rows restored, {len(expected)} committed up to T"
+    replica = restored.pod(1).status.pod_ip
+    assert wait_for(
+        lambda: [tuple(r) for r in query(replica, "app", r_pw, sql)] == got and got, 60, "the replica equal"
+    )
+    record(
+        f"rows restored to T, all committed up to T, none after ({flavor}; {len(snapshot)} before the DELETE)",
+        len(got),
+        unit="rows",
+        scenario="5",
+    )
+    st = restored.status()["restore"]
+    assert st["pointInTime"]["target"] == _stamp(t) and st["pointInTime"]["binlogFilesReplayed"] >= 1, st
+    print(f"\n{flavor}: {len(expected)} of {len(snapshot)} rows up to {_stamp(t)}; {st['message']}")

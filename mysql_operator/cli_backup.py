@@ -89,6 +89,12 @@ def register(subparsers) -> None:
         action="store_true",
         help="the --user account drops itself on every instance at the end",
     )
+    stop = into.add_mutually_exclusive_group()
+    stop.add_argument(
+        "--stop-at", metavar="RFC3339", help="then replay the archived binary logs up to this second (UTC)"
+    )
+    stop.add_argument("--stop-gtid", metavar="SET", help="then replay them up to this GTID set (inclusive)")
+    stop.add_argument("--stop-latest", action="store_true", help="then replay every archived binary log")
     _tls_argument(into)
     _client_tools_argument(into)
     _encryption_argument(into)
@@ -111,6 +117,32 @@ def register(subparsers) -> None:
     _encryption_argument(ev)
     ev.add_argument("--termination-log", default=TERMINATION_LOG)
     ev.set_defaults(func=cmd_keep_evidence)
+
+    ab = bs.add_parser(
+        "archive-binlogs",
+        help="stream the primary's binary logs to the bucket, following failovers (what the "
+        "binlog-archiver Deployment runs)",
+    )
+    ab.add_argument("--cluster", required=True, help="the folder in the bucket: <prefix>/<cluster>/binlogs")
+    _s3_arguments(ab)
+    ab.add_argument("--user", default="mysql-operator-binlog")
+    ab.add_argument(
+        "--source", action="append", required=True, metavar="NAME=HOST:PORT", help="a server; repeat for each"
+    )
+    ab.add_argument("--max-delay", type=float, default=10.0, help="seconds a transaction waits at most")
+    ab.add_argument(
+        "--spool", required=True, help="a folder (shared with the sidecar) for the files streamed"
+    )
+    ab.add_argument(
+        "--health-port",
+        type=int,
+        default=0,
+        help="answer GET /healthz on this port: 200 while archiving, 503 otherwise (0: no server)",
+    )
+    _tls_argument(ab)
+    _client_tools_argument(ab)
+    _encryption_argument(ab)
+    ab.set_defaults(func=cmd_archive_binlogs)
 
     ns = argparse.ArgumentParser(add_help=False)
     ns.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
@@ -144,6 +176,13 @@ def register(subparsers) -> None:
     r.add_argument("backup", help="MySQLBackup name")
     r.add_argument("--into", required=True, metavar="CLUSTER", help="name of the new MySQLCluster")
     r.add_argument("--instances", type=int, help="default: as the backed-up cluster")
+    pit = r.add_mutually_exclusive_group()
+    pit.add_argument(
+        "--point-in-time",
+        metavar="RFC3339|latest",
+        help="then replay the source's archived binary logs up to this second (spec.restore.pointInTime)",
+    )
+    pit.add_argument("--gtid", metavar="SET", help="then replay them up to this GTID set (spec.restore.gtid)")
     r.set_defaults(func=cmd_restore)
 
 
@@ -301,7 +340,7 @@ def cmd_restore_into(args) -> int:
     try:
         result = restore_all(
             targets,
-            Source(_s3_from(args), args.path, _key_from(args)),
+            Source(_s3_from(args), args.path, _key_from(args), _stop_from(args)),
             creds,
             args.app_database,
             drop_account=args.drop_account,
@@ -310,6 +349,23 @@ def cmd_restore_into(args) -> int:
         result = {"ok": False, "message": str(e) or type(e).__name__}
     result["message"] = redact(str(result.get("message", "")), (env[ENV_DB_PASSWORD], env[ENV_SECRET_KEY]))
     return _finish(args, result)
+
+
+def _stop_from(args):
+    """The point-in-time recovery stop the restore Job was given (None: the backup as it is)."""
+    from mysql_operator.backup.pitr import Stop
+
+    if args.stop_at:
+        try:
+            when = clock.parse(args.stop_at)
+        except ValueError:
+            when = None
+        if when is None:
+            raise SystemExit(f"--stop-at {args.stop_at!r}: use RFC 3339 in UTC, e.g. 2026-11-26T10:42:17Z")
+        return Stop(at=int(when.timestamp()))
+    if args.stop_gtid:
+        return Stop(gtid=args.stop_gtid)
+    return Stop() if args.stop_latest else None
 
 
 def _parse_source(text: str):
@@ -354,6 +410,93 @@ def cmd_run(args) -> int:
         msg = redact(str(e) or type(e).__name__, (os.environ[ENV_DB_PASSWORD], os.environ[ENV_SECRET_KEY]))
         return _finish(args, {"ok": False, "message": msg})
     return _finish(args, result_of(m, s3))
+
+
+def cmd_archive_binlogs(args) -> int:
+    """Runs until SIGTERM; what happens goes to stdout, one JSON line each (never a secret)."""
+    import signal
+    import threading
+    from pathlib import Path
+
+    from mysql_operator.backup import storage
+    from mysql_operator.backup.binlog_archive import Store
+    from mysql_operator.backup.binlog_stream import Follower, Server, follow
+    from mysql_operator.backup.pitr import local_launch, sidecar_launch
+    from mysql_operator.db.instance import redact
+
+    names = (ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY)
+    missing = [v for v in names if not os.environ.get(v)]
+    if missing:
+        print(json.dumps({"message": f"environment variables missing: {', '.join(missing)}"}), flush=True)
+        return 1
+    s3 = _s3_from(args)
+    client = storage.make_client(
+        s3, storage.Credentials(os.environ[ENV_ACCESS_KEY], os.environ[ENV_SECRET_KEY])
+    )
+    servers = tuple(Server(*_parse_source(text)) for text in args.source)
+    follower = Follower(
+        servers,
+        args.user,
+        os.environ[ENV_DB_PASSWORD],
+        Path(args.spool),
+        Store(client, s3, args.cluster, _key_from(args)),
+        max_delay=args.max_delay,
+        launch=sidecar_launch(args.client_tools_dir, stdin=False) if args.client_tools_dir else local_launch,
+        options_dir=args.client_tools_dir,
+        tls_ca=args.tls_ca,
+    )
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    secrets = (os.environ[ENV_DB_PASSWORD], os.environ[ENV_SECRET_KEY])
+    health = Health(grace=max(30.0, 3 * args.max_delay))
+    if args.health_port:
+        health.serve(args.health_port)
+    follow(
+        follower,
+        stopping,
+        lambda line: print(json.dumps({"message": redact(line, secrets)}), flush=True),
+        passed=health.passed,
+    )
+    return 0
+
+
+class Health:
+    """The archiver's readiness: a pass archived from the primary within `grace` seconds."""
+
+    def __init__(self, grace: float):
+        import time
+
+        self.grace, self.clock = grace, time.monotonic
+        self.ok_at: float | None = None
+
+    def passed(self, ok: bool) -> None:
+        if ok:
+            self.ok_at = self.clock()
+
+    def healthy(self) -> bool:
+        return self.ok_at is not None and self.clock() - self.ok_at <= self.grace
+
+    def serve(self, port: int) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        health = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the library's name
+                ok = self.path == "/healthz" and health.healthy()
+                body = b"archiving\n" if ok else b"not archiving: see this container's log\n"
+                self.send_response(200 if ok else 503)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:  # the probe every few seconds is no news
+                pass
+
+        server = ThreadingHTTPServer(("", port), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True, name="health").start()
 
 
 def result_of(m, s3: S3) -> dict[str, Any]:
@@ -482,7 +625,12 @@ def cmd_delete(args) -> int:
 
 
 def restored_cluster(
-    source: dict[str, Any], backup_name: str, name: str, instances: int | None = None
+    source: dict[str, Any],
+    backup_name: str,
+    name: str,
+    instances: int | None = None,
+    point_in_time: str | None = None,
+    gtid: str | None = None,
 ) -> dict[str, Any]:
     """Pure: a new MySQLCluster like `source` (same flavor, version, sizes) restored from the backup,
     with the key of the source's backup encryption. Without the source's schedule, primary choice
@@ -495,6 +643,10 @@ def restored_cluster(
     if instances is not None:
         spec["instances"] = instances
     spec["restore"] = {"fromBackup": {"name": backup_name}}
+    if point_in_time:
+        spec["restore"]["pointInTime"] = point_in_time
+    if gtid:
+        spec["restore"]["gtid"] = gtid
     encryption = (spec.get("backup") or {}).get("encryption")
     if encryption:  # the key the source's backups are made with (same namespace)
         spec["restore"]["encryption"] = copy.deepcopy(encryption)
@@ -511,7 +663,11 @@ def cmd_restore(args) -> int:
         GROUP, VERSION, ns, CLUSTER_PLURAL, b["spec"]["clusterRef"]["name"]
     )
     api.create_namespaced_custom_object(
-        GROUP, VERSION, ns, CLUSTER_PLURAL, restored_cluster(source, args.backup, args.into, args.instances)
+        GROUP,
+        VERSION,
+        ns,
+        CLUSTER_PLURAL,
+        restored_cluster(source, args.backup, args.into, args.instances, args.point_in_time, args.gtid),
     )
     print(
         f"mysqlcluster/{args.into} created from mysqlbackup/{args.backup}; it becomes Ready after the restore"

@@ -46,8 +46,9 @@ def optional_keys(c: MySQLCluster) -> list[str]:
     from before they existed must keep working): without backup-password the cluster has no
     backup account and its backups fail saying so; without sql-password no MySQLDatabase, MySQLUser
     or MySQLGrant of the cluster is applied, saying so; without monitor-password the metrics
-    sidecars wait for it, saying so in their log (and Prometheus sees no server metrics)."""
-    return [m.BACKUP_PASSWORD_KEY, m.SQL_PASSWORD_KEY, m.MONITOR_PASSWORD_KEY]
+    sidecars wait for it, saying so in their log (and Prometheus sees no server metrics); without
+    binlog-password the binary-log archiver has no account and its Pod waits, saying so."""
+    return [m.BACKUP_PASSWORD_KEY, m.SQL_PASSWORD_KEY, m.MONITOR_PASSWORD_KEY, m.BINLOG_PASSWORD_KEY]
 
 
 def rotation_pending(desired: Mapping[str, str], applied: Mapping[str, str]) -> tuple[str, ...]:
@@ -69,6 +70,7 @@ def rotation_accounts(
         m.BACKUP_PASSWORD_KEY: (m.BACKUP_USER, "%"),
         m.SQL_PASSWORD_KEY: (m.SQL_USER, "%"),
         m.MONITOR_PASSWORD_KEY: (m.MONITOR_USER, "localhost"),
+        m.BINLOG_PASSWORD_KEY: (m.BINLOG_USER, "%"),
         m.OPERATOR_PASSWORD_KEY: (m.OPERATOR_USER, "%"),
     }
     if app_user:
@@ -82,6 +84,7 @@ def rotation_accounts(
         m.BACKUP_PASSWORD_KEY,
         m.SQL_PASSWORD_KEY,
         m.MONITOR_PASSWORD_KEY,
+        m.BINLOG_PASSWORD_KEY,
     ]
     order.append(m.OPERATOR_PASSWORD_KEY)
     return {

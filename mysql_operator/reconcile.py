@@ -611,8 +611,28 @@ class Reconciler:
                 refused.append(apply_refusal(kind, obj_name, e.status, str(e.reason)))
             except urllib3.exceptions.HTTPError as e:
                 refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
+        refused += self._binlog_archiver(c, owner)
         refused += self._grow_volumes(c)
         return redact("; ".join(refused), secrets) if refused else None
+
+    def _binlog_archiver(self, c: MySQLCluster, owner) -> list[str]:
+        """Effect: the binary-log archiver's Deployment applied (spec.backup.binlogs.enabled) or
+        deleted (off). Why the API server refused, if it did."""
+        dep = m.binlog_archiver(c, self.job_image, image_pull_policy=c.spec.image_pull_policy)
+        name = m.binlog_archiver_name(c)
+        try:
+            if dep is not None:
+                k.server_side_apply(self.api, m.owned(dep, owner))
+            else:
+                client.AppsV1Api(self.api).delete_namespaced_deployment(name, c.namespace)
+        except k.ApplyError as e:
+            return [apply_refusal("Deployment", name, e.status, e.message)]
+        except ApiException as e:
+            if e.status != 404:
+                return [apply_refusal("Deployment", name, e.status, str(e.reason))]
+        except urllib3.exceptions.HTTPError as e:
+            return [apply_refusal("Deployment", name, None, f"no answer from the API server ({e})")]
+        return []
 
     def _grow_volumes(self, c: MySQLCluster) -> list[str]:
         """Effect: every server's data volume asks for spec.storage.size (raised: expanded where
@@ -810,6 +830,11 @@ def build_engine(
         if passwords.get(m.MONITOR_PASSWORD_KEY)
         else None
     )
+    binlog = (
+        Credentials(m.BINLOG_USER, passwords[m.BINLOG_PASSWORD_KEY])
+        if passwords.get(m.BINLOG_PASSWORD_KEY)
+        else None
+    )
     return ReplicationEngine(
         members,
         Credentials(m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY]),
@@ -821,6 +846,7 @@ def build_engine(
         apply_timeout=apply_timeout,
         backup=backup,
         monitor=monitor,
+        binlog=binlog,
         reduce_admin=True,
         # replicas verify their source against the CA mounted in their Pod; the operator
         # verifies every server against the same CA

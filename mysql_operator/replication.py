@@ -183,6 +183,7 @@ class ReplicationEngine:
         wall_clock: Callable[[], float] = time.time,
         backup: Credentials | None = None,
         monitor: Credentials | None = None,
+        binlog: Credentials | None = None,
         reduce_admin: bool = False,
         tls_ca_path: str | None = None,
         tls: ssl.SSLContext | None = None,
@@ -194,6 +195,7 @@ class ReplicationEngine:
         self.tls_ca_path, self.tls = tls_ca_path, tls
         self.admin, self.replication, self.app, self.backup = admin, replication, app, backup
         self.monitor = monitor  # the metrics sidecar's account (@localhost)
+        self.binlog = binlog  # the binary-log archiver's account (spec.backup.binlogs)
         # `admin` is the operator's own account (not a person's): reduce it to its list
         self.reduce_admin = reduce_admin
         self.app_database = app_database
@@ -542,7 +544,7 @@ class ReplicationEngine:
 
     def converge_accounts(self, primary: str, steps: list[Step]) -> None:
         """The accounts of db/accounts.py, on the primary (the statements replicate): replication,
-        application (and its database), backup and monitoring accounts created or converged to exactly their
+        application (and its database), backup, monitoring and binlog accounts created or converged to exactly their
         grants, and, with `reduce_admin`, the operator's own account reduced to its list
         (`shed_privileges`: accounts made before the lists existed hold ALL PRIVILEGES). Only on
         a primary that serves (the operator's account may write on a read-only server:
@@ -567,6 +569,8 @@ class ReplicationEngine:
                 wanted.append((self.backup, "backup", accounts.backup_grants(v)))
             if self.monitor:
                 wanted.append((self.monitor, "monitoring", accounts.monitor_grants(v)))
+            if self.binlog:
+                wanted.append((self.binlog, "binlog archiving", accounts.binlog_grants(v)))
             for creds, what, grants in wanted:
                 changes = p.ensure_user(creds.user, creds.host, creds.password, grants)
                 if changes:

@@ -160,7 +160,9 @@ def restore_gate(
         ok = bool(result.get("ok"))
         message = redact(str(result.get("message") or ""), secrets)[:1024]
         extra = {
-            key: result[key] for key in ("durationSeconds", "gtidPosition", "bytesLoaded") if key in result
+            key: result[key]
+            for key in ("durationSeconds", "gtidPosition", "bytesLoaded", "pointInTime")
+            if key in result
         }
         record = restoring.record(
             restoring.SUCCEEDED if ok else restoring.FAILED,

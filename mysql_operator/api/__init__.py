@@ -10,6 +10,7 @@ from .spec import (  # noqa: F401
     GROUP,
     VERSION,
     Backup,
+    Binlogs,
     ClusterSpec,
     Credentials,
     Database,

@@ -90,6 +90,7 @@ RESERVED_USERS = (
     "mysql-operator-restore",
     "mysql-operator-sql",
     "mysql-operator-monitor",
+    "mysql-operator-binlog",
     "replication",
     "mariadb.sys",
     "public",
@@ -238,11 +239,21 @@ class Encryption:
 
 
 @dataclass(frozen=True)
+class Binlogs:
+    """spec.backup.binlogs: continuous archiving of the primary's binary logs to the backup
+    storage (the base of point-in-time recovery), by the cluster's archiver Deployment."""
+
+    enabled: bool = False
+    max_delay_seconds: int = 10
+
+
+@dataclass(frozen=True)
 class Backup:
     s3: S3 | None = None
     schedule: str | None = None
     retention: Retention = Retention()
     encryption: Encryption | None = None
+    binlogs: Binlogs = Binlogs()
 
 
 @dataclass(frozen=True)
@@ -250,6 +261,9 @@ class Restore:
     from_backup: str | None = None
     s3: S3 | None = None
     encryption: Encryption | None = None
+    # point-in-time recovery after the backup: a UTC time (stamp form) or LATEST, or a GTID set
+    point_in_time: str | None = None
+    gtid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -475,6 +489,35 @@ def _s3(value: Any, path: str, with_path: bool = False) -> S3:
         ),
         path=_str(d, "path", path, required=True, max_len=1024) if with_path else None,
     )
+
+
+LATEST = "latest"
+_GTID_RE = re.compile(
+    r"^\s*(([0-9a-fA-F-]{36}(:[0-9]+(-[0-9]+)?)+)|([0-9]+-[0-9]+-[0-9]+))"
+    r"(\s*,\s*(([0-9a-fA-F-]{36}(:[0-9]+(-[0-9]+)?)+)|([0-9]+-[0-9]+-[0-9]+)))*\s*$"
+)
+_GTID_HINT = (
+    "a GTID set as SELECT @@gtid_executed prints it (MySQL, uuid:1-42,...) or a position as "
+    "SELECT @@gtid_binlog_pos does (MariaDB, 0-1-42,...)"
+)
+_RFC3339_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(Z|[+-]\d{2}:\d{2})$")
+
+
+def _point_in_time(value: str | None, path: str) -> str | None:
+    """RFC 3339 to the second (binary log events carry whole seconds), as a UTC stamp; or latest."""
+    if value is None or value == LATEST:
+        return value
+    if not _RFC3339_RE.match(value):
+        raise SpecError(
+            path,
+            f"{value!r} is not a time to the second in RFC 3339 (e.g. 2026-11-26T10:42:17Z or "
+            "2026-11-26T11:42:17+01:00), nor 'latest': binary log events carry whole seconds",
+        )
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(path, f"{value!r} is not a valid date and time") from None
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _encryption(value: Any, path: str) -> Encryption | None:
@@ -738,7 +781,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             raise SpecError(
                 f"{dpath}.user",
                 "must not be root, mysql-operator, mysql-operator-backup, "
-                "mysql-operator-restore, mysql-operator-sql, mysql-operator-monitor, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
+                "mysql-operator-restore, mysql-operator-sql, mysql-operator-monitor, mysql-operator-binlog, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
                 "case): the server and the operator own these accounts; choose another user name",
             )
         database = Database(
@@ -795,7 +838,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     backup = None
     if s.get("backup") is not None:
         bpath = f"{path}.backup"
-        b = _object(s["backup"], bpath, {"storage", "schedule", "retention", "encryption"})
+        b = _object(s["backup"], bpath, {"storage", "schedule", "retention", "encryption", "binlogs"})
         bs = None
         if b.get("storage") is not None:
             bst = _object(b["storage"], f"{bpath}.storage", {"s3"})
@@ -813,9 +856,18 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
                     f"{bpath}.schedule", "needs spec.backup.storage: say where scheduled backups go"
                 )
         rt = _object(b.get("retention"), f"{bpath}.retention", {"keepLast", "maxAge"})
+        blpath = f"{bpath}.binlogs"
+        bl = _object(b.get("binlogs"), blpath, {"enabled", "maxDelaySeconds"})
+        binlogs = Binlogs(
+            enabled=_bool(bl, "enabled", blpath, False),
+            max_delay_seconds=_int(bl, "maxDelaySeconds", blpath, 10, 1, 3600) or 10,
+        )
+        if binlogs.enabled and bs is None:
+            raise SpecError(f"{blpath}.enabled", "needs spec.backup.storage: say where the binary logs go")
         backup = Backup(
             s3=bs,
             schedule=schedule,
+            binlogs=binlogs,
             encryption=_encryption(b.get("encryption"), f"{bpath}.encryption"),
             retention=Retention(
                 keep_last=_int(rt, "keepLast", f"{bpath}.retention", None, 1, 1000),
@@ -849,7 +901,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     restore = None
     if s.get("restore") is not None:
         rpath = f"{path}.restore"
-        rs = _object(s["restore"], rpath, {"fromBackup", "s3", "encryption"})
+        rs = _object(s["restore"], rpath, {"fromBackup", "s3", "encryption", "pointInTime", "gtid"})
         if (rs.get("fromBackup") is None) == (rs.get("s3") is None):
             raise SpecError(rpath, "needs exactly one of spec.restore.fromBackup or spec.restore.s3")
         from_backup = None
@@ -860,7 +912,13 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             from_backup=from_backup,
             s3=_s3(rs["s3"], f"{rpath}.s3", with_path=True) if rs.get("s3") is not None else None,
             encryption=_encryption(rs.get("encryption"), f"{rpath}.encryption"),
+            point_in_time=_point_in_time(_str(rs, "pointInTime", rpath, max_len=64), f"{rpath}.pointInTime"),
+            gtid=_str(rs, "gtid", rpath, max_len=4096, pattern=_GTID_RE, hint=_GTID_HINT),
         )
+        if restore.point_in_time and restore.gtid:
+            raise SpecError(
+                f"{rpath}.gtid", "give either spec.restore.pointInTime or spec.restore.gtid, not both"
+            )
 
     return ClusterSpec(
         instances=instances,

@@ -18,13 +18,15 @@ next pass looks for the primary again; the spool is emptied before a new stream 
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from mysql_operator.backup import commands
 from mysql_operator.backup.binlog_archive import Archiver, Step, Store
-from mysql_operator.backup.pipeline import TailBuffer, drain, option_file
+from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, verified_instance
 from mysql_operator.backup.pipeline import stop as stop_processes
 from mysql_operator.db.instance import Instance, InstanceError
 
@@ -61,7 +63,9 @@ class Follower:
     def _instance(self, s: Server) -> Instance:
         if self.connect is not None:
             return self.connect(s)
-        return Instance(s.host, s.port, self.user, self.password, name=s.name, connect_timeout=3.0)
+        return verified_instance(
+            s.host, s.port, self.user, self.password, self.tls_ca, name=s.name, connect_timeout=3.0
+        )
 
     def find_primary(self) -> tuple[Server, Instance] | None:
         """The one writable server, or None (none, or more than one: wait)."""
@@ -127,9 +131,9 @@ class Follower:
         return files[-1].name
 
     def _start(self, server: Server, inst: Instance, first: str) -> None:
-        if self.spool.exists():
-            shutil.rmtree(self.spool)
-        self.spool.mkdir(parents=True)
+        self.spool.mkdir(parents=True, exist_ok=True)
+        for old in self.spool.iterdir():  # emptied, not removed: in a Pod it is a volume's mount point
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
         version = inst.dialect.version
         if self._options is None:
             self._options = option_file(self.user, self.password, self.options_dir)
@@ -180,4 +184,40 @@ class Follower:
             self._options = None
 
 
-__all__ = ["Follower", "Server"]
+def follow(
+    follower: Follower,
+    stopping: threading.Event,
+    say: Callable[[str], None],
+    every: float = 1.0,
+    passed: Callable[[bool], None] = lambda ok: None,
+) -> None:
+    """`follower.step` about every `every` seconds until `stopping` is set, then close it; what
+    happened (streams started and stopped, files uploaded) goes to `say`, one line each; a line
+    said again at once is not repeated. `passed(ok)` after each pass: ok when it streamed from the
+    primary and archived what was due without an error."""
+    last = None
+
+    def once(line: str) -> None:
+        nonlocal last
+        if line != last:
+            say(line)
+        last = line
+
+    try:
+        while not stopping.is_set():
+            try:
+                step = follower.step(time.monotonic())
+            except Exception as e:  # noqa: BLE001 - a pass that failed is tried again
+                follower.events.append(f"a pass failed: {e}")
+                step = None
+            passed(step is not None and step.role == "primary" and follower.stream is not None)
+            for seg in step.uploaded if step else ():
+                once(f"archived {seg.file} of {seg.server} up to {seg.gtids_after}")
+            while follower.events:
+                once(follower.events.pop(0))
+            stopping.wait(every)
+    finally:
+        follower.close()
+
+
+__all__ = ["Follower", "Server", "follow"]

@@ -174,6 +174,23 @@ def after_load_sql(version: ServerVersion, gtid: str | None) -> list[tuple[str, 
     ]
 
 
+def after_replay_sql(version: ServerVersion) -> list[str]:
+    """After archived binary logs were replayed into a restored server: MariaDB's replicas start
+    from gtid_slave_pos, which the replay left at the backup's position (it moved the binary log
+    state only)."""
+    if version.flavor is Flavor.MARIADB:
+        return ["SET GLOBAL gtid_slave_pos = @@GLOBAL.gtid_binlog_pos"]
+    return []
+
+
+def executed_gtids_sql(version: ServerVersion) -> str:
+    return (
+        "SELECT @@GLOBAL.gtid_executed"
+        if version.flavor is Flavor.MYSQL
+        else "SELECT @@GLOBAL.gtid_binlog_pos"
+    )
+
+
 _MARIADB_GTID = re.compile(r"^-- SET GLOBAL gtid_slave_pos\s*=\s*'([0-9,\- ]*)'", re.M)
 _MYSQL_GTID = re.compile(r"SET @@GLOBAL\.GTID_PURGED\s*=\s*(?:/\*!80000 '\+'\*/\s*)?'([^']*)'", re.S)
 

@@ -10,10 +10,10 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from mysql_operator.backup.commands import CommandError, client_option_file
-from mysql_operator.db.instance import redact, tls_context
+from mysql_operator.db.instance import Instance, redact, tls_context
 
 CHUNK = 1024 * 1024
 PIPE_SIZE = 1024 * 1024  # the default maximum of an unprivileged pipe (/proc/sys/fs/pipe-max-size)
@@ -35,8 +35,11 @@ class TailBuffer:
 
 def drain(stream, into: TailBuffer) -> threading.Thread:
     def run() -> None:
-        for line in iter(lambda: stream.read(4096), b""):
-            into.add(line)
+        try:
+            for line in iter(lambda: stream.read(4096), b""):
+                into.add(line)
+        except (ValueError, OSError):  # closed under it: the process was stopped
+            pass
 
     t = threading.Thread(target=run, daemon=True, name="stderr")
     t.start()
@@ -53,6 +56,12 @@ def option_file(user: str, password: str, directory: str | None = None) -> Itera
         with os.fdopen(fd, "w") as f:
             f.write(client_option_file(user, password))
         yield str(path)
+
+
+def verified_instance(host: str, port: int, user: str, password: str, ca_file: str | None, **kw) -> Instance:
+    """An Instance over TLS verifying the server with the CA in `ca_file` (plaintext without one)."""
+    tls = server_tls(ca_file)
+    return Instance(host, port, user, password, tls=tls, plaintext=tls is None, **kw)
 
 
 def server_tls(ca_file: str | None) -> ssl.SSLContext | None:
@@ -100,16 +109,20 @@ def stop(*procs: subprocess.Popen | None) -> None:
                 pass
 
 
-def pass_on(src, dst) -> threading.Thread:
+def pass_on(src, dst, change: Callable[[bytes], bytes] | None = None) -> threading.Thread:
     """Copy `src` to `dst` until the end of `src` (or `dst` is closed: the reader ended), then close
-    `dst` so its reader sees the end of its input."""
+    `dst` so its reader sees the end of its input. `change`: what each piece read becomes (called
+    with b"" at the end for what it holds back)."""
 
     def run() -> None:
         try:
             for chunk in iter(lambda: src.read(CHUNK), b""):
-                view = memoryview(chunk)
+                view = memoryview(change(chunk) if change else chunk)
                 while view:
                     view = view[dst.write(view) :]
+            view = memoryview(change(b"") if change else b"")
+            while view:
+                view = view[dst.write(view) :]
         except (BrokenPipeError, ValueError, OSError):
             pass  # the client ended: its exit status says why
         finally:

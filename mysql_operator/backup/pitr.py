@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -44,11 +45,11 @@ class Stop:
 
     def describe(self) -> str:
         if self.at is not None:
-            return _stamp(self.at)
+            return stamp(self.at)
         return f"GTID {self.gtid}" if self.gtid else "the newest archived transaction"
 
 
-def _stamp(t: int) -> str:
+def stamp(t: int) -> str:
     return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -62,7 +63,7 @@ def plan(
     """Pure: the segments to replay, in order. PitrError when the archive cannot give the stop."""
     if stop.at is not None and stop.at < base_completed_at:
         raise PitrError(
-            f"{stop.describe()} is before the base backup completed ({_stamp(base_completed_at)}): "
+            f"{stop.describe()} is before the base backup completed ({stamp(base_completed_at)}): "
             "restore from an older backup"
         )
     pool = list(segments)
@@ -108,7 +109,7 @@ def plan(
         reached = max(reached, s.last_event_at)
     if stop.at is not None and reached < stop.at:
         raise PitrError(
-            f"the binary log archive holds transactions up to {_stamp(reached)}; {stop.describe()} is "
+            f"the binary log archive holds transactions up to {stamp(reached)}; {stop.describe()} is "
             "later: wait until the archive reaches it (files are closed every "
             "spec.backup.binlogs.maxDelaySeconds), or restore to an earlier time"
         )
@@ -148,6 +149,49 @@ def tool_argv(flavor: str, applied: str, stop: Stop) -> list[str]:
     return [*argv, "-"]
 
 
+DELIMITER = b"/*!*/;"  # what the binlog tools end each statement of their output with
+_ACCOUNT_STATEMENT = re.compile(
+    rb"^\s*(CREATE\s+(USER|ROLE)|ALTER\s+(USER|ROLE)|DROP\s+(USER|ROLE)|RENAME\s+USER|GRANT|REVOKE"
+    rb"|SET\s+(PASSWORD|DEFAULT\s+ROLE)|FLUSH\s+PRIVILEGES)\b",
+    re.I,
+)
+EMPTY_TRANSACTION = b"BEGIN\n" + DELIMITER + b"\nCOMMIT\n" + DELIMITER + b"\n"
+
+
+class AccountStatements:
+    """Rewrites the binlog tool's output (text) so that no statement about accounts is replayed:
+    CREATE/ALTER/DROP/RENAME USER, GRANT, REVOKE, SET PASSWORD, roles. A restored cluster keeps its
+    own accounts (backups hold databases, never accounts): replayed, the source's ALTER USER of the
+    replication or application account would give them the source's passwords, which the restored
+    cluster's Secret does not hold. Each becomes an empty transaction, so its GTID is still used.
+    Feed pieces of any size; b"" at the end returns what was held back."""
+
+    def __init__(self) -> None:
+        self.partial = b""  # the last line, not complete yet
+        self.in_statement = False  # inside a statement (its first line seen, not its delimiter)
+        self.skipping = False  # inside an account statement
+        self.skipped = 0
+
+    def __call__(self, data: bytes) -> bytes:
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop() if data else b""
+        if not data and lines == [b""]:
+            lines = []
+        out = []
+        for line in lines:
+            if not self.in_statement and not line.startswith(b"#") and line.strip():
+                self.in_statement = True
+                self.skipping = bool(_ACCOUNT_STATEMENT.match(line))
+            if not self.skipping:
+                out.append(line + b"\n")
+            if self.in_statement and line.rstrip().endswith(DELIMITER):
+                if self.skipping:
+                    out.append(EMPTY_TRANSACTION)
+                    self.skipped += 1
+                self.in_statement = self.skipping = False
+        return b"".join(out)
+
+
 def local_launch(argv: list[str]) -> subprocess.Popen:
     """A tool of this image (what the tests use), its times in UTC."""
     env = {**os.environ, "TZ": "UTC"}
@@ -156,9 +200,9 @@ def local_launch(argv: list[str]) -> subprocess.Popen:
     )
 
 
-def sidecar_launch(folder: str) -> Callable[[list[str]], SidecarProcess]:
-    """A tool of the cluster's server image, in the Job's client-tools sidecar (backup/sidecar.py)."""
-    return lambda argv: SidecarProcess(argv, folder, stdin=True)
+def sidecar_launch(folder: str, stdin: bool = True) -> Callable[[list[str]], SidecarProcess]:
+    """A tool of the cluster's server image, in the Pod's client-tools sidecar (backup/sidecar.py)."""
+    return lambda argv: SidecarProcess(argv, folder, stdin=stdin)
 
 
 def replay_segment(
@@ -176,7 +220,12 @@ def replay_segment(
     try:
         dec = launch(tool)
         cli = launch(client)
-        readers = [pass_on(dec.stdout, cli.stdin), drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
+        accounts = AccountStatements()
+        readers = [
+            pass_on(dec.stdout, cli.stdin, accounts),
+            drain(dec.stderr, dec_err),
+            drain(cli.stderr, cli_err),
+        ]
         readers.append(drain(cli.stdout, TailBuffer(1)))  # a client replaying prints nothing
         try:
             for chunk in data:

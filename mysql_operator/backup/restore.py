@@ -26,15 +26,27 @@ import hashlib
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Iterator
 
+from mysql_operator import clock
 from mysql_operator.api import S3
-from mysql_operator.backup import commands, storage
+from mysql_operator.backup import commands, pitr, storage
+from mysql_operator.backup.binlog_archive import Segment, Store
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, CryptoError, Decryptor, Key, wrong_key
 from mysql_operator.backup.manifest import Manifest, ManifestError
-from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, pass_on, server_tls, spawn, stop
+from mysql_operator.backup.pipeline import (
+    TailBuffer,
+    drain,
+    option_file,
+    pass_on,
+    spawn,
+    stop,
+    verified_instance,
+)
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
+from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.db.instance import Instance, InstanceError
 
 
@@ -64,6 +76,8 @@ class Source:
     s3: S3
     path: str
     key: Key | None = None  # the key of an encrypted backup (backup/crypto.py)
+    # point-in-time recovery: after the backup, the archived binary logs are replayed up to here
+    stop: pitr.Stop | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,7 @@ class RestoreResult:
     manifest: Manifest
     gtid_position: str | None
     bytes_loaded: int
+    replayed: tuple[Segment, ...] = ()  # the archived binary logs replayed after the backup
 
 
 def manifest_key(source: Source) -> str:
@@ -303,15 +318,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _instance(target: Target, slow_timeout: float = 60) -> Instance:
-    tls = server_tls(target.tls_ca)
-    return Instance(
-        target.host,
-        target.port,
-        target.user,
-        target.password,
-        slow_timeout=slow_timeout,
-        tls=tls,
-        plaintext=tls is None,
+    return verified_instance(
+        target.host, target.port, target.user, target.password, target.tls_ca, slow_timeout=slow_timeout
     )
 
 
@@ -323,6 +331,7 @@ def load_instance(
     *,
     client=None,
     drop_account: bool = False,
+    chain: list[Segment] | None = None,
 ) -> RestoreResult:
     """Restore into one instance of a new cluster. Its server starts read-only (super_read_only on
     MySQL); the load needs it writable for its duration - no Pod carries a role label during a
@@ -347,7 +356,12 @@ def load_instance(
     finally:
         inst.close()
     try:
-        return restore_into(target, source, creds, client=client)
+        client = client or storage.make_client(source.s3, creds)
+        result = restore_into(target, source, creds, client=client)
+        if chain is None:
+            return result
+        position = roll_forward(client, target, source, result.manifest, chain)
+        return replace(result, gtid_position=position, replayed=tuple(chain))
     finally:
         inst = _instance(target)
         try:
@@ -377,9 +391,20 @@ def restore_all(
     t0 = time.monotonic()
     errors: list[str] = []
     results: list[RestoreResult] = []
+    chain = None
+    if source.stop is not None:  # refused before any instance is touched
+        client = storage.make_client(source.s3, creds)
+        m = read_manifest(client, source)
+        check_key(source.s3, m, source.key)
+        try:
+            chain = replay_plan(client, source, m)
+        except (RestoreError, storage.StorageError) as e:
+            return {"ok": False, "message": str(e), "durationSeconds": round(time.monotonic() - t0, 1)}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
         futures = {
-            pool.submit(load_instance, t, source, creds, app_database, drop_account=drop_account): n
+            pool.submit(
+                load_instance, t, source, creds, app_database, drop_account=drop_account, chain=chain
+            ): n
             for n, t in targets.items()
         }
         for f in concurrent.futures.as_completed(futures):
@@ -394,7 +419,7 @@ def restore_all(
     if errors:
         return {"ok": False, "message": "; ".join(sorted(errors)), "durationSeconds": seconds}
     r = results[0]
-    return {
+    out: dict[str, object] = {
         "ok": True,
         "message": f"restored into {', '.join(targets)} in {seconds}s",
         "gtidPosition": r.gtid_position or "",
@@ -402,6 +427,105 @@ def restore_all(
         "backupCompletedAt": r.manifest.completed_at,
         "durationSeconds": seconds,
     }
+    if source.stop is not None:
+        last = max((s.last_event_at for s in r.replayed), default=None)
+        out["pointInTime"] = {
+            "target": source.stop.describe(),
+            "binlogFilesReplayed": len(r.replayed),
+            **({"lastReplayedEventAt": pitr.stamp(last)} if last is not None else {}),
+        }
+        out["message"] = (
+            f"restored into {', '.join(targets)} in {seconds}s, then {len(r.replayed)} archived "
+            f"binary logs replayed up to {source.stop.describe()}"
+        )
+    return out
+
+
+def _gtids(flavor: str):
+    return MySQLGtidSet.parse if flavor == "mysql" else MariaDBGtids.parse
+
+
+def replay_plan(client, source: Source, m: Manifest) -> list[Segment]:
+    """The archived binary logs (<prefix>/<cluster>/binlogs, written by the cluster's archiver)
+    that lead from the backup `m` to source.stop, in order; RestoreError saying why the archive
+    cannot reach it (a gap, not archived yet, before the backup, another key) - before anything
+    is loaded."""
+    assert source.stop is not None
+    store = Store(client, source.s3, m.cluster, source.key)
+    completed = clock.parse(m.completed_at)
+    assert completed is not None
+    try:
+        chain = pitr.plan(
+            store.segments(), m.gtid_position or "", int(completed.timestamp()), source.stop, _gtids(m.flavor)
+        )
+    except pitr.PitrError as e:
+        raise RestoreError(f"point-in-time recovery to {source.stop.describe()}: {e}") from None
+    for seg in chain:
+        where = f"the archived binary log {storage.describe(source.s3, seg.key)}"
+        if seg.encryption and source.key is None:
+            raise RestoreError(
+                f"{where} is encrypted (key id {seg.key_id}): set spec.restore.encryption.keySecret"
+            )
+        if seg.encryption and source.key is not None and seg.key_id != source.key.id:
+            raise RestoreError(wrong_key(where, str(seg.key_id), source.key.id))
+    return chain
+
+
+def _segment_bytes(client, source: Source, seg: Segment) -> Iterator[bytes]:
+    """A segment's plaintext, checked against its index entry (size, sha256) and, encrypted,
+    authenticated record by record."""
+    where = storage.describe(source.s3, seg.key)
+    opener: _Plain | Decryptor = Decryptor(source.key, where) if seg.encryption and source.key else _Plain()
+    digest, size = hashlib.sha256(), 0
+    try:
+        for chunk in storage.iter_object(client, source.s3, seg.key):
+            digest.update(chunk)
+            size += len(chunk)
+            yield from opener.feed(chunk)
+        if (size, digest.hexdigest()) != (seg.size, seg.sha256):
+            raise RestoreError(f"{where} does not match its index entry (size or sha256): it was altered")
+        yield opener.finish()
+    except CryptoError as e:
+        raise RestoreError(str(e)) from None
+
+
+def roll_forward(client, target: Target, source: Source, m: Manifest, chain: list[Segment]) -> str:
+    """Replay `chain` into `target` after the backup was loaded (each instance replays it: the
+    replayed transactions keep their GTIDs, so the instances end equal). Returns the target's
+    GTID position afterwards."""
+    assert source.stop is not None
+    parse = _gtids(m.flavor)
+    applied = m.gtid_position or ""
+    inst = _instance(target)
+    try:
+        version = inst.dialect.version
+    finally:
+        inst.close()
+    launch = pitr.sidecar_launch(target.tools_dir) if target.tools_dir else pitr.local_launch
+    with option_file(target.user, target.password, target.tools_dir) as options:
+        ep = Endpoint(target.host, target.port, target.user)
+        client_argv = commands.client_command(version, ep, options, target.tls_ca, binlogged=True)
+        for seg in chain:
+            try:
+                pitr.replay_segment(
+                    _segment_bytes(client, source, seg),
+                    pitr.tool_argv(m.flavor, applied, source.stop),
+                    client_argv,
+                    launch=launch,
+                    secrets=(target.password,),
+                )
+            except pitr.PitrError as e:
+                raise RestoreError(f"replaying {seg.file} of server {seg.server}: {e}") from None
+            applied = str(parse(applied).union(parse(seg.gtids_after)))
+    inst = _instance(target)
+    try:
+        for sql in commands.after_replay_sql(version):
+            inst.execute(sql)
+        return str(inst.scalar(commands.executed_gtids_sql(version)) or "").replace("\n", "")
+    except InstanceError as e:
+        raise RestoreError(f"reading the GTID position of {target.host}:{target.port}: {e}") from None
+    finally:
+        inst.close()
 
 
 __all__ = [

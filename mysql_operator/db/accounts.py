@@ -83,7 +83,10 @@ class Grant:
 # and with it the operator can grant any privilege it holds - never more).
 _OPERATOR_MARIADB = (
     ("SELECT", "granted to the backup account; SHOW GRANTS FOR other accounts reads mysql.*"),
-    ("RELOAD", "RESET SLAVE ALL (promote, decommission); FLUSH SSL (a renewed certificate)"),
+    (
+        "RELOAD",
+        "RESET SLAVE ALL (promote, decommission); FLUSH SSL (a renewed certificate); granted to the binlog archiver",
+    ),
     (
         "PROCESS",
         "every account's threads in information_schema.PROCESSLIST: without it a fence "
@@ -115,7 +118,7 @@ _OPERATOR_MARIADB = (
 )
 _OPERATOR_MYSQL = (
     ("SELECT", "granted to the backup account; SHOW GRANTS FOR other accounts reads mysql.*"),
-    ("RELOAD", "RESET REPLICA ALL (promote, decommission)"),
+    ("RELOAD", "RESET REPLICA ALL (promote, decommission); granted to the binlog archiver"),
     (
         "PROCESS",
         "every account's threads in information_schema.PROCESSLIST: without it a fence "
@@ -232,6 +235,15 @@ def backup_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
         # without FLUSH TABLES WITH READ LOCK: no RELOAD, no LOCK TABLES
         return (Grant(_BACKUP_MARIADB),)
     return (Grant(_BACKUP_MYSQL + (_mysql_flush_tables(v),)),)
+
+
+def binlog_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
+    """The binary-log archiver (backup/binlog_stream.py): REPLICATION SLAVE streams the binary logs
+    (mysqlbinlog --read-from-remote-server) and reads their headers (SHOW BINLOG EVENTS),
+    REPLICATION CLIENT (MariaDB: BINLOG MONITOR) lists them, RELOAD closes the file being written
+    (FLUSH BINARY LOGS) once it held a transaction maxDelaySeconds. No data, no writes."""
+    listing = "BINLOG MONITOR" if _flavor(v) is Flavor.MARIADB else "REPLICATION CLIENT"
+    return (Grant(("REPLICATION SLAVE", listing, "RELOAD")),)
 
 
 def app_grants(v: ServerVersion | Flavor | str, database: str) -> tuple[Grant, ...]:

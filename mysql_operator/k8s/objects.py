@@ -22,6 +22,7 @@ _PATHS = {
     ("v1", "ConfigMap"): ("/api/v1", "configmaps"),
     ("v1", "Service"): ("/api/v1", "services"),
     ("apps/v1", "StatefulSet"): ("/apis/apps/v1", "statefulsets"),
+    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),
     ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets"),
     ("cert-manager.io/v1", "Certificate"): ("/apis/cert-manager.io/v1", "certificates"),
 }

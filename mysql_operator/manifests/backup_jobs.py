@@ -135,7 +135,7 @@ def client_tools_volume() -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
 
-def client_tools_sidecar(c: MySQLCluster) -> dict[str, Any]:
+def client_tools_sidecar(c: MySQLCluster, *mounts: dict[str, Any]) -> dict[str, Any]:
     """A Job's `client-tools` container: the cluster's own server image runs the dump tool or the
     client the Job's container asks for (backup/sidecar.py; script CLIENT_TOOLS_SH), so the tools
     always match the servers. A native sidecar (an init container that keeps running): it ends
@@ -150,7 +150,7 @@ def client_tools_sidecar(c: MySQLCluster) -> dict[str, Any]:
         "command": ["/bin/bash", "-c", CLIENT_TOOLS_SH, "client-tools.sh", CLIENT_TOOLS_DIR],
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
         "securityContext": _restricted_container(),
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, ca_mount, shared],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, ca_mount, shared, *mounts],
     }
 
 
@@ -188,6 +188,45 @@ def tenant_job(
     reports its outcome as JSON in its termination message, which the operator reads from the
     Pod's status. Run once (`backoffLimit: 0`), failed after `deadline_seconds`. `volumes`: more
     (volume, mount) pairs besides the in-memory /tmp (read-only Secrets, see ca_bundle_volume)."""
+    labels, template = tenant_pod(
+        c,
+        component,
+        container_name,
+        image,
+        args,
+        env,
+        image_pull_policy=image_pull_policy,
+        volumes=volumes,
+        sidecars=sidecars,
+        restart_policy="Never",
+    )
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": c.namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 0,  # a failure is reported, not silently retried
+            "activeDeadlineSeconds": deadline_seconds,  # a hung run fails, never "succeeds"
+            "template": template,
+        },
+    }
+
+
+def tenant_pod(
+    c: MySQLCluster,
+    component: str,
+    container_name: str,
+    image: str,
+    args: list[str],
+    env: list[dict[str, Any]],
+    *,
+    image_pull_policy: str,
+    volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    sidecars: Sequence[dict[str, Any]],
+    restart_policy: str,
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The labels and Pod template of a Job or Deployment that works on a tenant's bytes (see
+    tenant_job): no ServiceAccount token, restricted Pod Security, the cluster's scheduling."""
     labels = {**k.labels(c, component), CLUSTER_LABEL: c.name}
     container = {
         "name": container_name,
@@ -201,35 +240,26 @@ def tenant_job(
         "securityContext": _restricted_container(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(m for _, m in volumes)],
     }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": c.namespace, "labels": labels},
+    return labels, {
+        "metadata": {"labels": labels},
         "spec": {
-            "backoffLimit": 0,  # a failure is reported, not silently retried
-            "activeDeadlineSeconds": deadline_seconds,  # a hung run fails, never "succeeds"
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                    **({"initContainers": [dict(x) for x in sidecars]} if sidecars else {}),
-                    "containers": [container],
-                    "volumes": [
-                        {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
-                        *(v for v, _ in volumes),
-                    ],
-                    **({"nodeSelector": dict(c.spec.node_selector)} if c.spec.node_selector else {}),
-                    **({"tolerations": [dict(t) for t in c.spec.tolerations]} if c.spec.tolerations else {}),
-                    **(
-                        {"imagePullSecrets": [{"name": n} for n in c.spec.image_pull_secrets]}
-                        if c.spec.image_pull_secrets
-                        else {}
-                    ),
-                },
-            },
+            "restartPolicy": restart_policy,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            **({"initContainers": [dict(x) for x in sidecars]} if sidecars else {}),
+            "containers": [container],
+            "volumes": [
+                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                *(v for v, _ in volumes),
+            ],
+            **({"nodeSelector": dict(c.spec.node_selector)} if c.spec.node_selector else {}),
+            **({"tolerations": [dict(t) for t in c.spec.tolerations]} if c.spec.tolerations else {}),
+            **(
+                {"imagePullSecrets": [{"name": n} for n in c.spec.image_pull_secrets]}
+                if c.spec.image_pull_secrets
+                else {}
+            ),
         },
     }
 
@@ -350,7 +380,7 @@ def restore_job(
         args += ["--app-database", c.spec.database.name]
     for i in range(c.spec.instances):
         args += ["--target", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
-    args += ["--client-tools-dir", CLIENT_TOOLS_DIR]
+    args += ["--client-tools-dir", CLIENT_TOOLS_DIR, *stop_args(c)]
     cs = s3.credentials_secret
     enc_args, enc_env = encryption_parts(
         c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"
@@ -375,6 +405,16 @@ def restore_job(
     )
 
 
+def stop_args(c: MySQLCluster) -> list[str]:
+    """The restore Job's point-in-time recovery stop (spec.restore.pointInTime or gtid), if any."""
+    r = c.spec.restore
+    if r is None or not (r.point_in_time or r.gtid):
+        return []
+    if r.gtid:
+        return ["--stop-gtid", r.gtid]
+    return ["--stop-latest"] if r.point_in_time == "latest" else ["--stop-at", str(r.point_in_time)]
+
+
 def scheduled_backup(c: MySQLCluster, name: str, fire_time: dt.datetime) -> dict[str, Any]:
     """The MySQLBackup a schedule creates for `fire_time` (uses the cluster's storage).
     Deliberately NOT owned by the cluster: deleting a cluster never deletes its backups. Scheduled
@@ -393,4 +433,90 @@ def scheduled_backup(c: MySQLCluster, name: str, fire_time: dt.datetime) -> dict
         "kind": BACKUP_KIND,
         "metadata": meta,
         "spec": {"clusterRef": {"name": c.name}},
+    }
+
+
+COMPONENT_BINLOGS = "binlog-archiver"
+BINLOG_SPOOL = "/var/spool/mysql-operator/binlogs"  # the streamed files, shared with the sidecar
+BINLOG_HEALTH_PORT = 8080  # GET /healthz: 200 while archiving (the Pod's readiness)
+
+
+def binlog_archiver_name(c: MySQLCluster) -> str:
+    return f"{c.name}-binlog-archiver"
+
+
+def binlog_archiver(
+    c: MySQLCluster, image: str, *, image_pull_policy: str = "IfNotPresent"
+) -> dict[str, Any] | None:
+    """The Deployment that archives the primary's binary logs (spec.backup.binlogs), or None
+    when off: `mysql-operator backup archive-binlogs` in the operator image, the cluster's
+    server image beside it running `mysqlbinlog`/`mariadb-binlog --read-from-remote-server
+    --stop-never` into a disk spool both mount. A Pod of its own, so an operator upgrade never
+    restarts a server; tenant bytes, so no token (see tenant_job). One Pod at most, also during
+    an update (Recreate): two streams would upload the same files. The caller adds the owner
+    reference to the MySQLCluster."""
+    b = c.spec.backup
+    if b is None or b.s3 is None or not b.binlogs.enabled:
+        return None
+    s3, cs = b.s3, b.s3.credentials_secret
+    enc_args, enc_env = encryption_parts(b.encryption, "spec.backup.encryption")
+    args = [
+        "backup",
+        "archive-binlogs",
+        "--cluster",
+        c.name,
+        *s3_args(s3),
+        "--user",
+        k.BINLOG_USER,
+        "--max-delay",
+        str(b.binlogs.max_delay_seconds),
+        "--spool",
+        BINLOG_SPOOL,
+        "--health-port",
+        str(BINLOG_HEALTH_PORT),
+        "--tls-ca",
+        k.CA_BUNDLE,
+        "--client-tools-dir",
+        CLIENT_TOOLS_DIR,
+        *enc_args,
+    ]
+    for i in range(c.spec.instances):
+        args += ["--source", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
+    spool = ({"name": "spool", "emptyDir": {}}, {"name": "spool", "mountPath": BINLOG_SPOOL})
+    labels, template = tenant_pod(
+        c,
+        COMPONENT_BINLOGS,
+        "archiver",
+        image,
+        args,
+        [
+            _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.BINLOG_PASSWORD_KEY),
+            _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
+            _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+            *enc_env,
+        ],
+        image_pull_policy=image_pull_policy,
+        volumes=[ca_bundle_volume(c), client_tools_volume(), spool],
+        sidecars=[client_tools_sidecar(c, spool[1])],
+        restart_policy="Always",
+    )
+    (main,) = template["spec"]["containers"]
+    main["ports"] = [{"name": "health", "containerPort": BINLOG_HEALTH_PORT}]
+    # not Ready while it does not archive (no primary, a failing upload): kubectl get deploy shows it
+    main["readinessProbe"] = {
+        "httpGet": {"path": "/healthz", "port": "health"},
+        "periodSeconds": 5,
+        "failureThreshold": 2,
+    }
+    selector = {key: labels[key] for key in ("app.kubernetes.io/instance", "app.kubernetes.io/component")}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": binlog_archiver_name(c), "namespace": c.namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector},
+            "template": template,
+        },
     }

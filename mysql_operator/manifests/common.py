@@ -47,6 +47,7 @@ BACKUP_USER = "mysql-operator-backup"
 RESTORE_USER = "mysql-operator-restore"  # only while spec.restore loads a dump into a new cluster
 SQL_USER = "mysql-operator-sql"  # MySQLDatabase, MySQLUser and MySQLGrant
 MONITOR_USER = "mysql-operator-monitor"  # the metrics sidecar, over the socket only (@localhost)
+BINLOG_USER = "mysql-operator-binlog"  # the binary-log archiver (spec.backup.binlogs)
 
 # Keys of the credentials Secret (generated, or the user's spec.credentials.secretName).
 ROOT_PASSWORD_KEY = "root-password"
@@ -57,6 +58,7 @@ BACKUP_PASSWORD_KEY = "backup-password"
 RESTORE_PASSWORD_KEY = "restore-password"
 SQL_PASSWORD_KEY = "sql-password"
 MONITOR_PASSWORD_KEY = "monitor-password"
+BINLOG_PASSWORD_KEY = "binlog-password"
 
 
 def statefulset_name(c: MySQLCluster) -> str:

@@ -32,6 +32,7 @@ def credentials_secret(c: MySQLCluster, password_for: PasswordFor) -> dict[str, 
         k.BACKUP_PASSWORD_KEY,
         k.SQL_PASSWORD_KEY,
         k.MONITOR_PASSWORD_KEY,
+        k.BINLOG_PASSWORD_KEY,
     ]
     if c.spec.database and c.spec.database.user:
         keys.append(k.APP_PASSWORD_KEY)

@@ -1,23 +1,38 @@
 """Continuous binary log archiving (backup/binlog_archive.py) from a real server of each flavor to
 a real S3 server (MinIO): under continuous writes every committed transaction reaches the bucket,
 in a chain of segments without gap, the file being written is closed after max_delay, a replica
-archives nothing, and a restarted archiver goes on from the index without uploading twice."""
+archives nothing, and a restarted archiver goes on from the index without uploading twice.
+
+Then `mysql-operator backup archive-binlogs` (what the binlog-archiver Deployment runs) as a real
+process, with the account the operator gives it (db/accounts.binlog_grants): every committed
+transaction reaches the bucket, the account reads no data, SIGTERM ends it cleanly, and its output
+never holds a secret. MySQL's mysqlbinlog is not on the host: it runs in the client-tools sidecar
+(as in the Pod), and the spool lies in the folder both share."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import pymysql
 import pytest
 
 from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import crypto, storage
 from mysql_operator.backup.binlog_archive import MAGIC, Archiver, Segment, Store
+from mysql_operator.db import accounts
 from mysql_operator.db.instance import Instance
+from mysql_operator.manifests import BINLOG_USER
+from tests.integration.test_backup import creds, s3cfg
 from tests.support.mariadb import OPERATOR_USER
+from tests.support.mysql import client_tools_sidecar
 from tests.support.wait import wait_for
 
 MAX_DELAY = 1.5
@@ -50,6 +65,24 @@ def executed(inst: Instance):
     return d.parse_gtids(str(inst.scalar(sql) or ""))
 
 
+def rows_into(server, database: str, stop: threading.Event, written: list[int]):
+    """A thread body: rows into <database>.t, one transaction each, until `stop`; written[0] counts."""
+
+    def writer() -> None:
+        conn = server.connect(database=database)
+        try:
+            with conn.cursor() as cur:
+                while not stop.is_set():
+                    cur.execute("INSERT INTO t (v) VALUES (%s)", (f"row-{written[0]}",))
+                    conn.commit()
+                    written[0] += 1
+                    time.sleep(0.01)
+        finally:
+            conn.close()
+
+    return writer
+
+
 def chain_is_whole(segments: list[Segment], d) -> None:
     """Each segment starts where the one before it ended."""
     ordered = sorted(segments, key=lambda s: s.file)
@@ -72,18 +105,7 @@ def test_every_committed_transaction_reaches_the_bucket_in_a_whole_chain(
     server.query("CREATE TABLE IF NOT EXISTS arch.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64))")
 
     stop, written = threading.Event(), [0]
-
-    def writer() -> None:
-        conn = server.connect(database="arch")
-        try:
-            with conn.cursor() as cur:
-                while not stop.is_set():
-                    cur.execute("INSERT INTO t (v) VALUES (%s)", (f"row-{written[0]}",))
-                    conn.commit()
-                    written[0] += 1
-                    time.sleep(0.01)
-        finally:
-            conn.close()
+    writer = rows_into(server, "arch", stop, written)
 
     t = threading.Thread(target=writer)
     t.start()
@@ -144,3 +166,128 @@ def test_every_committed_transaction_reaches_the_bucket_in_a_whole_chain(
 def archiver_server(inst: Instance) -> str:
     mysql = inst.dialect.version.flavor.value == "mysql"
     return str(inst.scalar("SELECT @@server_uuid" if mysql else "SELECT @@server_id"))
+
+
+PASSWORD = "binlog-Pw-" + os.urandom(6).hex()
+HEALTH_PORT = 18437  # loopback only in effect: nothing routes to it from outside the machine
+
+
+def health() -> int | None:
+    """The archiver's /healthz status code, None while it does not answer."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{HEALTH_PORT}/healthz", timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+def test_the_archiver_command_archives_every_commit_with_its_own_narrow_account(
+    writable_server, s3server, tmp_path
+):
+    server = writable_server
+    flavor = server.flavor.value
+    admin = Instance(server.host, server.port, OPERATOR_USER, server.admin_password, name=server.name)
+    admin.ensure_user(BINLOG_USER, "%", PASSWORD, accounts.binlog_grants(admin.dialect.version))
+    server.query("CREATE DATABASE IF NOT EXISTS cmd")
+    server.query("CREATE TABLE IF NOT EXISTS cmd.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64))")
+    with pytest.raises(pymysql.err.OperationalError) as denied:  # streams the logs, reads no table
+        conn = pymysql.connect(host=server.host, port=server.port, user=BINLOG_USER, password=PASSWORD)
+        try:
+            conn.cursor().execute("SELECT * FROM cmd.t")
+        finally:
+            conn.close()
+    assert denied.value.args[0] == 1142, denied.value  # SELECT command denied
+
+    bucket = s3server.create_bucket(f"bk-cmd-{flavor}")
+    s3 = s3cfg(s3server, bucket)
+    shared = tmp_path / "shared"
+    spool = shared / "spool"
+    spool.mkdir(parents=True)
+    shared.chmod(0o777)
+    # in the Pod the spool is a volume's mount point: emptied, never removed
+    subprocess.run(["mount", "--bind", str(spool), str(spool)], check=True)
+    (spool / "left-from-before").write_bytes(b"x")
+    argv = [
+        sys.executable,
+        "-m",
+        "mysql_operator.cli",
+        "backup",
+        "archive-binlogs",
+        "--cluster",
+        "c1",
+        "--bucket",
+        bucket,
+        "--prefix",
+        s3.prefix or "",
+        "--endpoint",
+        s3server.endpoint,
+        "--force-path-style",
+        "--user",
+        BINLOG_USER,
+        "--source",
+        f"{server.name}={server.host}:{server.port}",
+        "--max-delay",
+        "1",
+        "--spool",
+        str(spool),
+        "--health-port",
+        str(HEALTH_PORT),
+    ]
+    env = {
+        **os.environ,
+        "MYSQL_OPERATOR_DB_PASSWORD": PASSWORD,
+        "AWS_ACCESS_KEY_ID": s3server.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3server.secret_key,
+    }
+    stop, written = threading.Event(), [0]
+    writer = rows_into(server, "cmd", stop, written)
+
+    sidecar = None
+    if flavor == "mysql":
+        sidecar = client_tools_sidecar(server.rootfs, shared)
+        sidecar.__enter__()
+        argv += ["--client-tools-dir", str(shared)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    t = threading.Thread(target=writer)
+    t.start()
+    store = Store(storage.make_client(s3, creds(s3server)), s3, "c1")
+    d = admin.dialect
+    try:
+        try:
+            wait_for(lambda: len(store.segments()) >= 2 or proc.poll() is not None, 60, "two files archived")
+        finally:
+            stop.set()
+            t.join()
+        assert proc.poll() is None, proc.stderr.read().decode()
+        target = executed(admin)
+
+        def archived_all():
+            held = d.parse_gtids("")
+            for seg in store.segments():
+                held = held.union(d.parse_gtids(seg.gtids_after))
+            return held.contains(target)
+
+        wait_for(archived_all, 60, "every transaction committed reaches the bucket")
+        assert health() == 200, "ready while it archives"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if sidecar is not None:
+                sidecar.__exit__(None, None, None)
+            subprocess.run(["umount", "-l", str(spool)], check=False)
+    assert proc.returncode == 0, err.decode()
+    assert not (spool / "left-from-before").exists(), "the spool is emptied before a stream starts"
+    chain_is_whole(store.segments(), d)
+    lines = [json.loads(line)["message"] for line in out.decode().splitlines()]
+    assert any(line.startswith(f"streaming the binary logs of {server.name}") for line in lines), lines
+    assert any(line.startswith("archived ") for line in lines), lines
+    for secret in (PASSWORD, s3server.secret_key):
+        assert secret not in out.decode() and secret not in err.decode()
+    print(f"\n{flavor}: {written[0]} transactions, {len(store.segments())} files archived")

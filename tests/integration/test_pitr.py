@@ -19,9 +19,7 @@ import pytest
 
 from mysql_operator.backup import pitr, storage
 from mysql_operator.backup.binlog_archive import Archiver, Store
-from mysql_operator.backup.commands import Endpoint, client_command
-from mysql_operator.backup.pipeline import option_file
-from mysql_operator.backup.restore import Source, Target, restore_into
+from mysql_operator.backup.restore import Source, Target, restore_all
 from mysql_operator.backup.run import run_backup
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.db.instance import Instance
@@ -89,6 +87,7 @@ def history(flavor, s3server):
     flavor.writable(source)
     sql(
         source,
+        "CREATE USER 'acct'@'%' IDENTIFIED BY 'before'",
         "CREATE DATABASE app",
         "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(32), at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)",
     )
@@ -115,6 +114,8 @@ def history(flavor, s3server):
                 n = 0
                 while not stop.is_set():
                     if delete_now.is_set() and not deleted.is_set():
+                        # an account changed on the source: never replayed into a restored cluster
+                        cur.execute("ALTER USER 'acct'@'%' IDENTIFIED BY 'after'")
                         cur.execute("DELETE FROM t")  # the destructive statement
                         conn.commit()
                         deleted.set()
@@ -163,33 +164,26 @@ def history(flavor, s3server):
 
 
 def restore_to(flavor, s3server, history, stop: pitr.Stop, prefix: str):
+    """What the restore Job runs (backup.restore.restore_all): the base backup loaded, then the
+    archived binary logs replayed up to `stop`. Returns the target and the result it reports."""
     factory = flavor.factory
-    source, s3, m, segments, _, _ = history
+    _, s3, _, _, _, _ = history
     (target,) = factory.create(1, prefix=prefix)
     flavor.writable(target)
-    restore_into(
-        Target(target.host, target.port, ADMIN_USER, factory.admin_password, tools_dir=flavor.tools_dir),
-        Source(s3, "c1/base"),
-        creds(s3server),
-    )
-    inst = Instance(target.host, target.port, ADMIN_USER, factory.admin_password)
-    completed = int(time.mktime(time.strptime(m.completed_at[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone)
-    chain = pitr.plan(segments, m.gtid_position or "", completed, stop, flavor.parse)
-    client = storage.make_client(s3, creds(s3server))
-    applied = m.gtid_position or ""
-    with option_file(ADMIN_USER, factory.admin_password, flavor.tools_dir) as opts:
-        cli = client_command(
-            inst.dialect.version, Endpoint(target.host, target.port, ADMIN_USER), opts, binlogged=True
-        )
-        for seg in chain:
-            pitr.replay_segment(
-                storage.iter_object(client, s3, seg.key),
-                pitr.tool_argv(flavor.name, applied, stop),
-                cli,
-                launch=flavor.launch(),
+    result = restore_all(
+        {
+            target.name: Target(
+                target.host, target.port, ADMIN_USER, factory.admin_password, tools_dir=flavor.tools_dir
             )
-            applied = str(flavor.parse(applied).union(flavor.parse(seg.gtids_after)))
-    return target, chain
+        },
+        Source(s3, "c1/base", stop=stop),
+        creds(s3server),
+        None,
+    )
+    assert result["ok"], result["message"]
+    assert result["pointInTime"]["target"] == stop.describe()
+    assert result["gtidPosition"] == str(flavor.executed(target)).replace("\n", "")
+    return target, result
 
 
 def ids(server) -> list[int]:
@@ -201,14 +195,15 @@ def test_restore_to_a_time_has_exactly_the_rows_committed_up_to_it(flavor, s3ser
     assert len(segments) >= 3 and len(rows) > 100
     base_rows = {r[0] for r in rows if r[2] <= deleted_at - 3}
     t = max(r[2] for r in rows if r[2] < deleted_at - 1)  # a second well after the base backup
-    target, chain = restore_to(flavor, s3server, history, pitr.Stop(at=t), "pitr-t")
+    target, result = restore_to(flavor, s3server, history, pitr.Stop(at=t), "pitr-t")
     expected = [r[0] for r in rows if r[2] <= t]
     assert ids(target) == expected, "exactly the rows committed up to T"
     assert set(expected) > base_rows and len(expected) < len(rows)
-    assert chain, "rows after the base backup came from the archive"
+    replayed = result["pointInTime"]["binlogFilesReplayed"]
+    assert replayed, "rows after the base backup came from the archive"
     print(
         f"\n{flavor.name} restored to {pitr.Stop(at=t).describe()}: {len(expected)} of {len(rows)} "
-        f"rows, {len(chain)} segments"
+        f"rows, {replayed} segments"
     )
 
 
@@ -234,6 +229,9 @@ def test_restore_to_the_newest_is_the_source_as_it_is(flavor, s3server, history)
     now = ids(source)
     assert ids(target) == now and now[0] > 1 and now[-1] == rows[-1][0]  # the DELETE, then more rows
     assert flavor.executed(target) == flavor.executed(source)
+    # the source's ALTER USER was not replayed (the target, which never had the account, would
+    # have failed it): a restored cluster keeps its own accounts
+    assert not sql(target, "SELECT 1 FROM mysql.user WHERE user = 'acct'")
 
 
 def test_a_time_after_the_archive_or_before_the_base_is_refused(flavor, history):
@@ -243,3 +241,27 @@ def test_a_time_after_the_archive_or_before_the_base_is_refused(flavor, history)
         pitr.plan(segments, m.gtid_position, newest - 30, pitr.Stop(at=newest + 60), flavor.parse)
     with pytest.raises(pitr.PitrError, match="before the base backup completed"):
         pitr.plan(segments, m.gtid_position, newest, pitr.Stop(at=newest - 60), flavor.parse)
+
+
+def test_a_restore_the_archive_cannot_reach_is_refused_before_the_target_is_touched(
+    flavor, s3server, history
+):
+    _, s3, _, segments, _, _ = history
+    factory = flavor.factory
+    (target,) = factory.create(1, prefix="pitr-r")
+    newest = max(s.last_event_at for s in segments)
+    later = pitr.Stop(at=newest + 3600)
+    result = restore_all(
+        {
+            target.name: Target(
+                target.host, target.port, ADMIN_USER, factory.admin_password, tools_dir=flavor.tools_dir
+            )
+        },
+        Source(s3, "c1/base", stop=later),
+        creds(s3server),
+        None,
+    )
+    assert not result["ok"]
+    assert result["message"].startswith(f"point-in-time recovery to {later.describe()}: "), result["message"]
+    assert "is later: wait until the archive reaches it" in result["message"]
+    assert not sql(target, "SHOW DATABASES LIKE 'app'"), "the target was not touched"

@@ -244,7 +244,7 @@ def client_tools_sidecar(rootfs: Path, shared: Path) -> Iterator[subprocess.Pope
     mounts = []
     try:
         for src, dst, opts in (
-            (shared, inside, "bind"),
+            (shared, inside, "rbind"),  # with what is mounted below it
             (Path("/etc/hosts"), rootfs / "etc/hosts", "bind,ro"),
         ):
             subprocess.run(["mount", "-o", opts, str(src), str(dst)], check=True, capture_output=True)

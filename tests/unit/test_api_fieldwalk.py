@@ -159,7 +159,11 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "backup.schedule": ("full", [("backup.schedule", "30 1 * * 0")]),
     "backup.retention.keepLast": ("full", [("backup.retention.keepLast", 3)]),
     "backup.retention.maxAge": ("full", [("backup.retention.maxAge", "2w")]),
+    "backup.binlogs.enabled": ("full", [("backup.binlogs.enabled", True)]),
+    "backup.binlogs.maxDelaySeconds": ("full", [("backup.binlogs.maxDelaySeconds", 5)]),
     "restore.fromBackup.name": ("full", [("restore.fromBackup.name", "backup-2")]),
+    "restore.pointInTime": ("full", [("restore.pointInTime", "2026-11-26T10:42:17Z")]),
+    "restore.gtid": ("full", [("restore.gtid", "0-1-42")]),
     "backup.encryption.keySecret.name": ("full", [("backup.encryption.keySecret.name", "key-two")]),
     "backup.encryption.keySecret.key": ("full", [("backup.encryption.keySecret.key", "k2")]),
     "restore.encryption.keySecret.name": ("full", [("restore.encryption.keySecret.name", "key-two")]),
@@ -203,6 +207,8 @@ RECONCILE_INPUTS = frozenset(
         "backup.retention.maxAge",
         "backup.encryption.keySecret.name",  # read by the next backup Job (and checked before it)
         "backup.encryption.keySecret.key",
+        "backup.binlogs.enabled",  # the archiver Deployment (manifests.binlog_archiver), applied or deleted
+        "backup.binlogs.maxDelaySeconds",
         "tls.certificateValiditySeconds",
         "tls.issuerRef.name",
         "tls.issuerRef.kind",

@@ -35,7 +35,13 @@ def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monk
     c = parse(body({"instances": 1, "restore": {"fromBackup": {"name": "nightly"}}}, name="db"))
     passwords, error = store.current(c, {})
     assert error is None
-    new_keys = (m.BACKUP_PASSWORD_KEY, m.RESTORE_PASSWORD_KEY, m.SQL_PASSWORD_KEY, m.MONITOR_PASSWORD_KEY)
+    new_keys = (
+        m.BACKUP_PASSWORD_KEY,
+        m.RESTORE_PASSWORD_KEY,
+        m.SQL_PASSWORD_KEY,
+        m.MONITOR_PASSWORD_KEY,
+        m.BINLOG_PASSWORD_KEY,
+    )
     assert set(passwords) == set(old) | set(new_keys)
     assert {k: passwords[k] for k in old} == old  # never changes a stored password
     # the Secret gets exactly the new keys, with the passwords the engine is given

@@ -73,6 +73,7 @@ def test_generated_secret_holds_every_password_from_the_given_function():
             "backup-password",
             "sql-password",
             "monitor-password",
+            "binlog-password",
             "app-password",
         )
     }

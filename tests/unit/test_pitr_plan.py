@@ -105,3 +105,53 @@ def test_a_mysql_gtid_stop_stands_for_everything_up_to_it_and_must_name_the_base
         "b",
         "bin.8",
     )
+
+
+SAMPLE = b"""/*!50530 SET @@SESSION.PSEUDO_SLAVE_MODE=1*/;
+DELIMITER /*!*/;
+# at 4
+#251126 14:04:12 server id 1  end_log_pos 126 CRC32 0x1  Start: binlog v 4
+BINLOG '
+AAAA
+'/*!*/;
+# at 200
+SET @@SESSION.GTID_NEXT= 'aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee:41'/*!*/;
+# at 280
+#251126 14:04:12 server id 1  end_log_pos 400 CRC32 0x2  Query thread_id=9
+SET TIMESTAMP=1764165852/*!*/;
+ALTER USER 'replication'@'%' IDENTIFIED WITH 'caching_sha2_password' AS 0x2441
+/*!*/;
+SET @@SESSION.GTID_NEXT= 'aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee:42'/*!*/;
+SET TIMESTAMP=1764165853/*!*/;
+BEGIN
+/*!*/;
+INSERT INTO t VALUES ('GRANT ALL')
+/*!*/;
+COMMIT/*!*/;
+  grant select on app.* to 'x'@'%'/*!*/;
+CREATE TABLE grants (id INT)
+/*!*/;
+DELIMITER ;
+# End of log file
+"""
+
+
+@pytest.mark.parametrize("piece", [1, 7, 64, len(SAMPLE)])
+def test_account_statements_become_empty_transactions_whatever_the_pieces(piece):
+    from mysql_operator.backup.pitr import EMPTY_TRANSACTION, AccountStatements
+
+    f = AccountStatements()
+    out = b"".join(f(SAMPLE[i : i + piece]) for i in range(0, len(SAMPLE), piece)) + f(b"")
+    assert b"ALTER USER" not in out and b"grant select" not in out and f.skipped == 2
+    assert out.count(EMPTY_TRANSACTION) == 2  # their GTIDs are still used, by empty transactions
+    # everything else as it was: data that merely mentions GRANT, a table named grants, the events
+    for kept in (
+        b"INSERT INTO t VALUES ('GRANT ALL')",
+        b"CREATE TABLE grants (id INT)",
+        b"AAAA\n'/*!*/;",
+        b"COMMIT/*!*/;",
+    ):
+        assert kept in out
+    assert out.replace(EMPTY_TRANSACTION, b"") == SAMPLE.replace(
+        b"ALTER USER 'replication'@'%' IDENTIFIED WITH 'caching_sha2_password' AS 0x2441\n/*!*/;\n", b""
+    ).replace(b"  grant select on app.* to 'x'@'%'/*!*/;\n", b"")

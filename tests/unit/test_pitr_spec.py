@@ -1,0 +1,194 @@
+"""spec.backup.binlogs (parsing, the archiver Deployment, its SQL account) and spec.restore's
+point-in-time recovery (parsing, the restore Job's stop) - pure."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from mysql_operator import credentials as creds
+from mysql_operator import manifests as m
+from mysql_operator.api import SpecError, parse
+from mysql_operator.db import accounts
+from mysql_operator.manifests.backup_jobs import BINLOG_SPOOL, CLIENT_TOOLS_DIR, binlog_archiver, restore_job
+
+S3 = {
+    "bucket": "backups",
+    "prefix": "prod",
+    "endpoint": "http://minio:9000",
+    "credentialsSecret": {"name": "s3"},
+}
+
+
+def cluster(flavor="mariadb", **backup):
+    return {
+        "apiVersion": "mysql.operator.dev/v1alpha1",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "shop", "namespace": "prod", "uid": "u1"},
+        "spec": {"flavor": flavor, "instances": 3, "backup": {"storage": {"s3": S3}, **backup}},
+    }
+
+
+def test_archiving_is_off_unless_asked_and_waits_ten_seconds_by_default():
+    assert binlog_archiver(parse(cluster()), "op:1") is None
+    c = parse(cluster(binlogs={"enabled": True}))
+    assert c.spec.backup.binlogs.enabled and c.spec.backup.binlogs.max_delay_seconds == 10
+
+
+@pytest.mark.parametrize(
+    "binlogs, field",
+    [
+        ({"enabled": True, "maxDelaySeconds": 0}, "spec.backup.binlogs.maxDelaySeconds"),
+        ({"enabled": "yes"}, "spec.backup.binlogs.enabled"),
+        ({"enabled": True, "delay": 3}, "spec.backup.binlogs.delay"),
+    ],
+)
+def test_bad_binlog_settings_name_the_field(binlogs, field):
+    with pytest.raises(SpecError) as e:
+        parse(cluster(binlogs=binlogs))
+    assert str(e.value).startswith(field), str(e.value)
+
+
+def test_archiving_without_storage_is_refused_saying_where_they_would_go():
+    body = cluster(binlogs={"enabled": True})
+    del body["spec"]["backup"]["storage"]
+    with pytest.raises(SpecError) as e:
+        parse(body)
+    assert str(e.value).startswith("spec.backup.binlogs.enabled") and "spec.backup.storage" in str(e.value)
+
+
+def test_the_archiver_is_one_tokenless_restricted_pod_streaming_every_server():
+    c = parse(cluster(binlogs={"enabled": True, "maxDelaySeconds": 3}))
+    dep = binlog_archiver(c, "op:1", image_pull_policy="Never")
+    assert dep["kind"] == "Deployment" and dep["metadata"]["name"] == "shop-binlog-archiver"
+    # never two streams uploading the same files, not even during an update
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False and pod["restartPolicy"] == "Always"
+    (main,) = pod["containers"]
+    assert main["image"] == "op:1" and main["imagePullPolicy"] == "Never"
+    assert main["securityContext"]["readOnlyRootFilesystem"] and main["securityContext"]["runAsNonRoot"]
+    args = main["args"]
+    assert args[:2] == ["backup", "archive-binlogs"]
+    assert args[args.index("--max-delay") + 1] == "3" and args[args.index("--user") + 1] == m.BINLOG_USER
+    sources = [args[i + 1] for i, a in enumerate(args) if a == "--source"]
+    assert sources == [f"shop-{i}={m.pod_host(c, i)}:3306" for i in range(3)]
+    # the password and the S3 keys come from Secrets, never from arguments
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in main["env"] if "valueFrom" in e}
+    assert env["MYSQL_OPERATOR_DB_PASSWORD"] == {"name": "shop-credentials", "key": m.BINLOG_PASSWORD_KEY}
+    assert env["AWS_SECRET_ACCESS_KEY"]["name"] == "s3"
+    # the stream runs in the server image's sidecar and writes into the spool both mount
+    (tools,) = pod["initContainers"]
+    assert tools["image"] == c.spec.image_ref and tools["command"][-1] == CLIENT_TOOLS_DIR
+    spool = {"name": "spool", "mountPath": BINLOG_SPOOL}
+    assert spool in tools["volumeMounts"] and spool in main["volumeMounts"]
+    assert args[args.index("--spool") + 1] == BINLOG_SPOOL
+    # the selector leaves out the version label: a server upgrade must not need a new Deployment
+    assert "app.kubernetes.io/version" not in dep["spec"]["selector"]["matchLabels"]
+
+
+def test_the_archiver_encrypts_with_the_backup_key():
+    c = parse(cluster(binlogs={"enabled": True}, encryption={"keySecret": {"name": "bk"}}))
+    main = binlog_archiver(c, "op:1")["spec"]["template"]["spec"]["containers"][0]
+    assert "--encryption-key-from" in main["args"]
+    assert {
+        "name": "MYSQL_OPERATOR_ENCRYPTION_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "bk", "key": "encryption-key"}},
+    } in main["env"]
+
+
+@pytest.mark.parametrize("flavor, listing", [("mariadb", "BINLOG MONITOR"), ("mysql", "REPLICATION CLIENT")])
+def test_the_binlog_account_streams_lists_and_rotates_and_reads_no_data(flavor, listing):
+    (g,) = accounts.binlog_grants(flavor)
+    assert g.target == "*.*" and set(g.privileges) == {"REPLICATION SLAVE", listing, "RELOAD"}
+    assert not g.grant_option
+    # the operator can give it only what it holds itself
+    held = {p for p, _ in accounts.operator_privileges(flavor)}
+    assert set(g.privileges) <= held
+
+
+def test_the_binlog_password_is_generated_optional_and_rotated():
+    c = parse(cluster(binlogs={"enabled": True}))
+    secret = m.credentials_secret(c, lambda key: f"pw-{key}")
+    assert m.BINLOG_PASSWORD_KEY in secret["data"]
+    assert m.BINLOG_PASSWORD_KEY in creds.optional_keys(c)
+    rotated = creds.rotation_accounts(c, (m.BINLOG_PASSWORD_KEY,), {m.BINLOG_PASSWORD_KEY: "new"})
+    assert rotated[m.BINLOG_PASSWORD_KEY].user == m.BINLOG_USER
+
+
+def test_turning_archiving_off_removes_the_deployment_from_what_is_wanted():
+    body = cluster(binlogs={"enabled": True})
+    assert binlog_archiver(parse(body), "op") is not None
+    off = copy.deepcopy(body)
+    off["spec"]["backup"]["binlogs"]["enabled"] = False
+    assert binlog_archiver(parse(off), "op") is None
+
+
+def restoring(flavor="mysql", **restore):
+    body = cluster(flavor)
+    body["spec"]["restore"] = {"fromBackup": {"name": "nightly"}, **restore}
+    return body
+
+
+@pytest.mark.parametrize(
+    "given, job_args",
+    [
+        ({"pointInTime": "2026-11-26T10:42:17Z"}, ["--stop-at", "2026-11-26T10:42:17Z"]),
+        ({"pointInTime": "2026-11-26T11:42:17+01:00"}, ["--stop-at", "2026-11-26T10:42:17Z"]),
+        ({"pointInTime": "latest"}, ["--stop-latest"]),
+        (
+            {"gtid": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57,\n4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3"},
+            [
+                "--stop-gtid",
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57,\n4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3",
+            ],
+        ),
+        ({"gtid": "0-1-42,1-2-7"}, ["--stop-gtid", "0-1-42,1-2-7"]),
+        ({}, []),
+    ],
+)
+def test_the_restore_job_replays_to_the_point_asked_for_in_utc(given, job_args):
+    c = parse(restoring(**given))
+    args = restore_job(c, c.spec.backup.s3, "shop/nightly", "img")["spec"]["template"]["spec"]["containers"][
+        0
+    ]["args"]
+    stops = [a for a in args if a.startswith("--stop")]
+    assert stops == [a for a in job_args if a.startswith("--stop")]
+    if len(job_args) == 2:
+        assert args[args.index(job_args[0]) + 1] == job_args[1]
+
+
+@pytest.mark.parametrize(
+    "given, field, says",
+    [
+        ({"pointInTime": "2026-11-26T10:42:17.250Z"}, "spec.restore.pointInTime", "whole seconds"),
+        ({"pointInTime": "yesterday"}, "spec.restore.pointInTime", "RFC 3339"),
+        ({"pointInTime": "2026-02-30T10:00:00Z"}, "spec.restore.pointInTime", "not a valid date"),
+        ({"gtid": "not-a-gtid"}, "spec.restore.gtid", "SELECT @@gtid_executed"),
+        ({"gtid": "0-1-42", "pointInTime": "latest"}, "spec.restore.gtid", "not both"),
+    ],
+)
+def test_a_bad_point_in_time_names_the_field_and_the_form(given, field, says):
+    with pytest.raises(SpecError) as e:
+        parse(restoring(**given))
+    assert str(e.value).startswith(field) and says in str(e.value), str(e.value)
+
+
+def test_the_archiver_is_ready_only_while_its_passes_archive_from_the_primary():
+    from mysql_operator.cli_backup import Health
+
+    now = [100.0]
+    h = Health(grace=30)
+    h.clock = lambda: now[0]
+    assert not h.healthy(), "not before its first good pass"
+    h.passed(True)
+    now[0] = 129.0
+    h.passed(False)  # no primary, a failed upload: the last good pass still counts a while
+    assert h.healthy()
+    now[0] = 131.0
+    assert not h.healthy(), "30 s without a good pass: not ready"
+    dep = binlog_archiver(parse(cluster(binlogs={"enabled": True})), "op")
+    (main,) = dep["spec"]["template"]["spec"]["containers"]
+    assert main["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert main["args"][main["args"].index("--health-port") + 1] == str(main["ports"][0]["containerPort"])
