@@ -293,6 +293,13 @@ def test_each_commit_reaches_the_binlog_archive_within_seconds(backup_source, s3
         label_selector=f"app.kubernetes.io/instance={c.name},app.kubernetes.io/component=binlog-archiver",
     ).items
     assert len(pods) == 1 and pods[0].spec.automount_service_account_token is False
+
+    def archiving():
+        cond = next((x for x in c.status().get("conditions") or [] if x["type"] == "BinlogArchiving"), {})
+        return cond.get("status") == "True" and cond
+
+    # the archiver Pod's readiness, as the operator last applied its Deployment (every minute)
+    wait_for(archiving, 150, "status condition BinlogArchiving True", interval=2)
     rw, pw = c.service_ip("rw"), c.password()
     s3 = s3_beside_cluster.client()
     folder = f"bk/{c.name}/binlogs/"

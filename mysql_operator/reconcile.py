@@ -85,9 +85,11 @@ from mysql_operator.status import (
     Result,
     Summary,
     apply_refusal,
+    archiver_state,
     build_status,
     decision_event,
     degraded_events,
+    archiving_events,
     events_from_steps,
     instance_entries,
     primary_change_status,
@@ -135,6 +137,8 @@ class _Entry:
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach
     last_decision: str | None = None  # logged when it changes
     tls: TLSUpkeep = field(default_factory=TLSUpkeep)
+    # the binlog archiver Deployment's status as last seen (its apply, its watch); None: none seen
+    archiver: Mapping[str, Any] | None = None
 
 
 class Reconciler:
@@ -306,6 +310,7 @@ class Reconciler:
                 generation=c.generation,
                 secret_error=secret_error,
                 apply_error=entry.apply_error,
+                binlog_archiver=self._archiver_summary(c, entry),
                 tls_problem=entry.tls.problem,
                 tls_blocking=entry.tls.state is None,
                 ready=ready,
@@ -459,6 +464,7 @@ class Reconciler:
             primary_serving=serving and primary is not None,
             decision=decision.kind,
             apply_error=entry.apply_error,
+            binlog_archiver=self._archiver_summary(c, entry),
             tls_problem=entry.tls.problem,
             primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, current),
             credentials_version=applied_version,
@@ -564,7 +570,7 @@ class Reconciler:
     def _publish(self, body, previous, summary: Summary, events, decision, applied=False) -> Result:
         meta = body["metadata"]
         status = build_status(summary, previous, clock.stamp())
-        events = list(events) + degraded_events(previous, status)
+        events = list(events) + degraded_events(previous, status) + archiving_events(previous, status)
         if events:  # first: whoever sees the new status can already read the Event that says why
             k.post_events(self.api, body, events)
         if status_changed(previous, status):
@@ -611,8 +617,7 @@ class Reconciler:
                 refused.append(apply_refusal(kind, obj_name, e.status, str(e.reason)))
             except urllib3.exceptions.HTTPError as e:
                 refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
-        refused += self._binlog_archiver(c, owner)
-        refused += self._grow_volumes(c)
+        refused += self._binlog_archiver(c, owner) + self._grow_volumes(c)
         return redact("; ".join(refused), secrets) if refused else None
 
     def _binlog_archiver(self, c: MySQLCluster, owner) -> list[str]:
@@ -622,7 +627,8 @@ class Reconciler:
         name = m.binlog_archiver_name(c)
         try:
             if dep is not None:
-                k.server_side_apply(self.api, m.owned(dep, owner))
+                applied = k.server_side_apply(self.api, m.owned(dep, owner))
+                self.archiver_seen(c.namespace, c.name, applied.get("status") or {})
             else:
                 client.AppsV1Api(self.api).delete_namespaced_deployment(name, c.namespace)
         except k.ApplyError as e:
@@ -633,6 +639,18 @@ class Reconciler:
         except urllib3.exceptions.HTTPError as e:
             return [apply_refusal("Deployment", name, None, f"no answer from the API server ({e})")]
         return []
+
+    def archiver_seen(self, namespace: str, name: str, status: Mapping[str, Any] | None) -> None:
+        """From the archiver Deployment's watch (None: deleted) and its apply."""
+        self._entry(namespace, name).archiver = status
+
+    @staticmethod
+    def _archiver_summary(c: MySQLCluster, entry: _Entry) -> str | None:
+        """Summary.binlog_archiver: None while archiving is off."""
+        b = c.spec.backup
+        if b is None or not b.binlogs.enabled:
+            return None
+        return archiver_state(m.binlog_archiver_name(c), entry.archiver)
 
     def _grow_volumes(self, c: MySQLCluster) -> list[str]:
         """Effect: every server's data volume asks for spec.storage.size (raised: expanded where

@@ -122,6 +122,8 @@ class Summary:
     entries: tuple[Mapping[str, Any], ...] = ()
     # the version of the credentials Secret whose passwords the servers have
     credentials_version: str = ""
+    # spec.backup.binlogs: None when off, "" while the archiver archives, else why it does not
+    binlog_archiver: str | None = None
 
 
 def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None) -> bool:
@@ -253,7 +255,41 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         degraded = _cond("Degraded", True, s.tls_problem.reason, s.tls_problem.message)
     else:
         degraded = _cond("Degraded", False, "AsExpected" if s.primary else "Bootstrapping", "")
-    return [ready, available, progressing, degraded]
+    out = [ready, available, progressing, degraded]
+    if s.binlog_archiver is not None:  # spec.backup.binlogs.enabled
+        if s.binlog_archiver:
+            out.append(_cond("BinlogArchiving", False, "ArchiverNotReady", s.binlog_archiver))
+        else:
+            out.append(
+                _cond("BinlogArchiving", True, "Archiving", "the binary logs reach the backup storage")
+            )
+    return out
+
+
+def archiver_state(name: str, deployment_status: Mapping[str, Any] | None) -> str:
+    """Summary.binlog_archiver from the archiver Deployment's status (None: not seen, or
+    deleted): "" when its Pod is ready (it archived from the primary lately: its readiness probe)."""
+    if deployment_status is None:
+        return f"the archiver Deployment {name} does not exist yet: it is made at the operator's next apply"
+    if (deployment_status.get("readyReplicas") or 0) >= 1:
+        return ""
+    return (
+        f"the archiver Pod (Deployment {name}) is not ready: no transaction reaches the backup storage "
+        f"until it is (its log says why: kubectl logs deploy/{name} -c archiver)"
+    )
+
+
+def archiving_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """A Warning when binary-log archiving stops (BinlogArchiving True -> False), not while the
+    archiver starts for the first time."""
+
+    def archiving(st):
+        return next((c for c in st.get("conditions") or [] if c.get("type") == "BinlogArchiving"), {})
+
+    old, new = archiving(previous), archiving(status)
+    if old.get("status") == "True" and new.get("status") == "False":
+        return [("Warning", "BinlogArchivingStopped", new.get("message") or "")]
+    return []
 
 
 def merge_conditions(

@@ -492,6 +492,7 @@ def _s3(value: Any, path: str, with_path: bool = False) -> S3:
 
 
 LATEST = "latest"
+ARCHIVE_FOLDER = "binlogs"  # <prefix>/<cluster>/binlogs: the binary log archive (backup/binlog_archive.py)
 _GTID_RE = re.compile(
     r"^\s*(([0-9a-fA-F-]{36}(:[0-9]+(-[0-9]+)?)+)|([0-9]+-[0-9]+-[0-9]+))"
     r"(\s*,\s*(([0-9a-fA-F-]{36}(:[0-9]+(-[0-9]+)?)+)|([0-9]+-[0-9]+-[0-9]+)))*\s*$"
@@ -1035,6 +1036,11 @@ def parse(body: Any) -> MySQLCluster:
 def parse_backup(body: Any) -> MySQLBackup:
     """A MySQLBackup custom object (dict) -> MySQLBackup. Raises SpecError."""
     meta, name, namespace = _metadata(body, BACKUP_KIND)
+    if name == ARCHIVE_FOLDER:  # its folder would be the archive's: deleting it would delete that
+        raise SpecError(
+            "metadata.name",
+            f"{ARCHIVE_FOLDER} is the folder of the cluster's binary log archive in the bucket: choose another name",
+        )
     s = _object(body.get("spec"), "spec", {"clusterRef", "storage"})
     ref = _object(s.get("clusterRef"), "spec.clusterRef", {"name"})
     s3 = None

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mysql_operator.api import S3
+from mysql_operator.api.spec import ARCHIVE_FOLDER
 from mysql_operator.backup import storage
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key
 
@@ -120,7 +121,7 @@ class Store:
 
     @property
     def folder(self) -> str:
-        return storage.join_key(self.s3.prefix, self.cluster, "binlogs")
+        return storage.join_key(self.s3.prefix, self.cluster, ARCHIVE_FOLDER)
 
     def segments(self) -> list[Segment]:
         out = []
@@ -164,6 +165,75 @@ class Store:
         return segment
 
 
+@dataclass(frozen=True)
+class Base:
+    """What archive retention needs of one complete backup of the cluster (its manifest)."""
+
+    gtid_position: str
+    completed_at: int  # unix seconds
+    manifest: str = ""  # its key
+
+
+def prunable(segments: list[Segment], bases: list[Base], parse: Callable[[str], Any]) -> list[Segment]:
+    """Pure: the archived files no retained backup needs - those whose every transaction the
+    oldest backup already holds, closed before it completed. Nothing without a backup (the
+    archive may be all there is), nothing when a backup has no GTID position. A file outside
+    every history (a failed primary's unreplicated tail) is kept."""
+    oldest = oldest_base(bases)
+    if oldest is None:
+        return []
+    held = parse(oldest.gtid_position)
+    return [
+        s for s in segments if held.contains(parse(s.gtids_after)) and s.last_event_at < oldest.completed_at
+    ]
+
+
+def oldest_base(bases: list[Base]) -> Base | None:
+    """The oldest retained backup; None without one, or when one has no GTID position (then what
+    it holds is not known: nothing may be left out)."""
+    if not bases or any(not b.gtid_position for b in bases):
+        return None
+    return min(bases, key=lambda b: b.completed_at)
+
+
+def backup_bases(client, s3: S3, cluster: str) -> list[Base]:
+    """The complete backups of `cluster` in the bucket (<prefix>/<cluster>/<backup>/manifest.json):
+    retention removes a backup's manifest first, so what is listed here is retained. A manifest
+    that cannot be read counts as a backup whose position is unknown (oldest_base: then nothing
+    is left out of the archive)."""
+    from mysql_operator import clock
+    from mysql_operator.backup.manifest import Manifest, ManifestError
+
+    folder = storage.join_key(s3.prefix, cluster) + "/"
+    out = []
+    for key in storage.list_keys(client, s3, folder):
+        rest = key[len(folder) :].split("/")
+        if len(rest) == 2 and rest[1] == storage.MANIFEST_NAME:
+            try:
+                m = Manifest.from_json(storage.get_bytes(client, s3, key), storage.describe(s3, key))
+                done = clock.parse(m.completed_at)
+            except (ManifestError, ValueError):
+                m, done = None, None
+            if m is None or done is None:
+                out.append(Base("", 0, key))
+            else:
+                out.append(Base(m.gtid_position or "", int(done.timestamp()), key))
+    return out
+
+
+def prune(store: "Store", parse: Callable[[str], Any]) -> list[Segment]:
+    """Effect: delete the archived files no retained backup needs (index entry first: a file
+    without one is never used). Returns them."""
+    gone = prunable(store.segments(), backup_bases(store.client, store.s3, store.cluster), parse)
+    for s in gone:
+        for key in (storage.join_key(store.folder, s.server, s.name) + INDEX_SUFFIX, s.key):
+            try:
+                store.client.delete_object(Bucket=store.s3.bucket, Key=key)
+            except Exception as e:  # noqa: BLE001
+                raise storage.explain(e, store.s3, key) from None
+    return gone
+
+
 @dataclass
 class Step:
     role: str  # primary | replica: only a primary archives
@@ -187,13 +257,17 @@ class Archiver:
     complete: Callable[[str, str], bool] = lambda file, next_file: True
 
     def load(self) -> None:
-        """What the archive holds, from its index (once)."""
+        """What the archive holds, from its index (once), and what the oldest retained backup
+        holds: files before it are needed by no restore (and `prune` deletes them)."""
         if self.archived is None:
             d = self.instance.dialect
             self.archived = d.parse_gtids("")
             for s in self.store.segments():
                 self.archived = self.archived.union(d.parse_gtids(s.gtids_after))
                 self.done.add((s.server, s.name))
+            oldest = oldest_base(backup_bases(self.store.client, self.store.s3, self.store.cluster))
+            if oldest is not None:
+                self.archived = self.archived.union(d.parse_gtids(oldest.gtid_position))
 
     def step(self, now: float) -> Step:
         inst, d = self.instance, self.instance.dialect

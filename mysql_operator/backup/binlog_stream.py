@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mysql_operator.backup import commands
-from mysql_operator.backup.binlog_archive import Archiver, Step, Store
+from mysql_operator.backup.binlog_archive import Archiver, Step, Store, prune
 from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, verified_instance
 from mysql_operator.backup.pipeline import stop as stop_processes
 from mysql_operator.db.instance import Instance, InstanceError
@@ -190,11 +190,14 @@ def follow(
     say: Callable[[str], None],
     every: float = 1.0,
     passed: Callable[[bool], None] = lambda ok: None,
+    prune_every: float = 3600.0,
 ) -> None:
     """`follower.step` about every `every` seconds until `stopping` is set, then close it; what
     happened (streams started and stopped, files uploaded) goes to `say`, one line each; a line
     said again at once is not repeated. `passed(ok)` after each pass: ok when it streamed from the
-    primary and archived what was due without an error."""
+    primary and archived what was due without an error. Every `prune_every` seconds the files no
+    retained backup needs are deleted (binlog_archive.prune)."""
+    pruned_at: float | None = None
     last = None
 
     def once(line: str) -> None:
@@ -211,6 +214,15 @@ def follow(
                 follower.events.append(f"a pass failed: {e}")
                 step = None
             passed(step is not None and step.role == "primary" and follower.stream is not None)
+            due = pruned_at is None or time.monotonic() - pruned_at >= prune_every
+            if follower.archiver is not None and due:
+                pruned_at = time.monotonic()
+                try:
+                    gone = prune(follower.store, follower.archiver.instance.dialect.parse_gtids)
+                    if gone:
+                        once(f"deleted {len(gone)} archived files no retained backup needs")
+                except Exception as e:  # noqa: BLE001 - tried again at the next prune
+                    once(f"deleting archived files no backup needs failed: {e}")
             for seg in step.uploaded if step else ():
                 once(f"archived {seg.file} of {seg.server} up to {seg.gtids_after}")
             while follower.events:

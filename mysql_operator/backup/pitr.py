@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from mysql_operator.backup.binlog_archive import Segment
+from mysql_operator.backup.binlog_archive import Base, Segment
 from mysql_operator.backup.pipeline import TailBuffer, drain, pass_on
 from mysql_operator.backup.pipeline import stop as stop_processes
 from mysql_operator.backup.sidecar import SidecarProcess
@@ -116,6 +116,21 @@ def plan(
     if target is not None and not applied.contains(target):
         raise PitrError(f"the binary log archive does not hold {stop.describe()}: it reaches {applied}")
     return chain
+
+
+def choose_base(bases: Iterable[Base], stop: Stop, parse: Callable[[str], Any]) -> Base | None:
+    """Pure: the newest complete backup a restore to `stop` can start from - completed by the
+    stop's time, or holding nothing beyond its GTIDs, or the newest of all for the newest stop.
+    None when there is none (or none with a GTID position)."""
+    fits = [b for b in bases if b.gtid_position]
+    if stop.at is not None:
+        fits = [b for b in fits if b.completed_at <= stop.at]
+    if stop.gtid:
+        target = parse(stop.gtid)
+        if isinstance(target, MySQLGtidSet):
+            target = mysql_stop(stop.gtid)
+        fits = [b for b in fits if target.contains(parse(b.gtid_position))]
+    return max(fits, key=lambda b: b.completed_at, default=None)
 
 
 def mysql_stop(text: str) -> MySQLGtidSet:

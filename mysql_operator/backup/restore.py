@@ -27,12 +27,12 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from mysql_operator import clock
 from mysql_operator.api import S3
 from mysql_operator.backup import commands, pitr, storage
-from mysql_operator.backup.binlog_archive import Segment, Store
+from mysql_operator.backup.binlog_archive import Segment, Store, backup_bases
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, CryptoError, Decryptor, Key, wrong_key
 from mysql_operator.backup.manifest import Manifest, ManifestError
@@ -394,9 +394,10 @@ def restore_all(
     chain = None
     if source.stop is not None:  # refused before any instance is touched
         client = storage.make_client(source.s3, creds)
-        m = read_manifest(client, source)
-        check_key(source.s3, m, source.key)
         try:
+            source = pick_base(client, source)
+            m = read_manifest(client, source)
+            check_key(source.s3, m, source.key)
             chain = replay_plan(client, source, m)
         except (RestoreError, storage.StorageError) as e:
             return {"ok": False, "message": str(e), "durationSeconds": round(time.monotonic() - t0, 1)}
@@ -431,6 +432,7 @@ def restore_all(
         last = max((s.last_event_at for s in r.replayed), default=None)
         out["pointInTime"] = {
             "target": source.stop.describe(),
+            "base": r.manifest.data_key.rsplit("/", 1)[0],
             "binlogFilesReplayed": len(r.replayed),
             **({"lastReplayedEventAt": pitr.stamp(last)} if last is not None else {}),
         }
@@ -443,6 +445,34 @@ def restore_all(
 
 def _gtids(flavor: str):
     return MySQLGtidSet.parse if flavor == "mysql" else MariaDBGtids.parse
+
+
+def pick_base(client, source: Source) -> Source:
+    """A point-in-time restore from a cluster's folder (<prefix>/<cluster>, not one backup's):
+    the newest complete backup there that the stop can start from. Any other path: as it is."""
+    assert source.stop is not None
+    try:
+        storage.head(client, source.s3, manifest_key(source))
+        return source  # one backup's folder, manifest or data
+    except storage.NotFound:
+        pass
+    folder = source.path.strip("/")
+    bases = backup_bases(client, source.s3, folder)
+    base = pitr.choose_base(bases, source.stop, _gtids_of_bases(client, source, bases))
+    if base is None:
+        raise RestoreError(
+            f"no complete backup in {storage.describe(source.s3, storage.join_key(source.s3.prefix, folder))} "
+            f"that a restore to {source.stop.describe()} can start from (completed by then, with a GTID position)"
+        )
+    return replace(source, path=f"s3://{source.s3.bucket}/{base.manifest}")
+
+
+def _gtids_of_bases(client, source: Source, bases) -> Callable[[str], Any]:
+    """The GTID parser of the flavor the folder's backups are of (their manifests say)."""
+    if not bases:
+        return MySQLGtidSet.parse
+    first = read_manifest(client, replace(source, path=f"s3://{source.s3.bucket}/{bases[0].manifest}"))
+    return _gtids(first.flavor)
 
 
 def replay_plan(client, source: Source, m: Manifest) -> list[Segment]:

@@ -20,6 +20,7 @@ from mysql_operator.reconcile import Reconciler
 
 log = logging.getLogger(__name__)
 _OWNED = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "database"}
+_ARCHIVER = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "binlog-archiver"}
 _state: dict[str, Any] = {}
 
 
@@ -134,6 +135,15 @@ def register(cfg) -> None:
                 owner,
                 apply=True if meta.get("generation") != status.get("observedGeneration") else None,
             )
+
+    @kopf.on.event("apps", "v1", "deployments", labels=_ARCHIVER)
+    def archiver_event(event, body, namespace, labels, **_):
+        """The binlog archiver's readiness: status condition BinlogArchiving at once."""
+        owner = labels.get("app.kubernetes.io/instance")
+        if owner:
+            gone = event.get("type") == "DELETED"
+            reconciler().archiver_seen(namespace, owner, None if gone else body.get("status") or {})
+            reconciler().nudge(namespace, owner)
 
     from mysql_operator.handlers import sql
 

@@ -22,7 +22,11 @@ OPERATOR_RULES: list[dict] = [
         "verbs": ["get", "list", "watch", "create", "patch"],
     },
     # the binary-log archiver (spec.backup.binlogs): deleted when turned off
-    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "create", "patch", "delete"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "create", "patch"]},
     # the servers' data volumes, grown when spec.storage.size is raised
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "patch"]},

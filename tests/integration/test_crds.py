@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from mysql_operator.api import GROUP, VERSION, parse, parse_backup
+from mysql_operator.api import GROUP, VERSION, SpecError, parse, parse_backup
 from mysql_operator.api.sql import PLURALS as SQL_PLURALS
 from mysql_operator.api.sql import parse_sql_object
 from tests.support.crds import apply_crds
@@ -212,6 +212,23 @@ def test_invalid_manifest_is_refused_with_its_message(objs, shared_ns, path):
     assert e.value.status == 422, e.value.body
     message = json.loads(e.value.body)["message"]
     assert expected in message, f"{path.name}: expected {expected!r} in {message}"
+
+
+def test_a_backup_named_like_the_binlog_archive_folder_is_refused(objs, shared_ns):
+    """Its folder would be <cluster>/binlogs, the archive's: deleting it would delete the archive.
+    Outside the corpus, which makes its names unique with a suffix."""
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLBackup",
+        "metadata": {"name": "binlogs"},
+        "spec": {"clusterRef": {"name": "c"}},
+    }
+    with pytest.raises(client.ApiException) as e:
+        create(objs, shared_ns, body)
+    assert e.value.status == 422
+    assert "binlogs is the folder of the cluster's binary log archive" in json.loads(e.value.body)["message"]
+    with pytest.raises(SpecError, match="^metadata.name: binlogs is the folder"):
+        parse_backup({**body, "metadata": {"name": "binlogs", "namespace": shared_ns}})
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import pytest
 
 from mysql_operator.backup import pitr, storage
-from mysql_operator.backup.binlog_archive import Archiver, Store
+from mysql_operator.backup.binlog_archive import Archiver, Store, prune
 from mysql_operator.backup.restore import Source, Target, restore_all
 from mysql_operator.backup.run import run_backup
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
@@ -163,7 +163,7 @@ def history(flavor, s3server):
     return source, s3, m, store.segments(), rows, deleted_at
 
 
-def restore_to(flavor, s3server, history, stop: pitr.Stop, prefix: str):
+def restore_to(flavor, s3server, history, stop: pitr.Stop, prefix: str, path: str = "c1/base"):
     """What the restore Job runs (backup.restore.restore_all): the base backup loaded, then the
     archived binary logs replayed up to `stop`. Returns the target and the result it reports."""
     factory = flavor.factory
@@ -176,7 +176,7 @@ def restore_to(flavor, s3server, history, stop: pitr.Stop, prefix: str):
                 target.host, target.port, ADMIN_USER, factory.admin_password, tools_dir=flavor.tools_dir
             )
         },
-        Source(s3, "c1/base", stop=stop),
+        Source(s3, path, stop=stop),
         creds(s3server),
         None,
     )
@@ -265,3 +265,52 @@ def test_a_restore_the_archive_cannot_reach_is_refused_before_the_target_is_touc
     assert result["message"].startswith(f"point-in-time recovery to {later.describe()}: "), result["message"]
     assert "is later: wait until the archive reaches it" in result["message"]
     assert not sql(target, "SHOW DATABASES LIKE 'app'"), "the target was not touched"
+
+
+def test_from_the_clusters_folder_the_newest_suitable_backup_is_the_base(flavor, s3server, history):
+    """spec.restore.s3.path naming <cluster> (not one backup): the restore picks the base itself."""
+    _, s3, m, _, rows, deleted_at = history
+    t = max(r[2] for r in rows if r[2] < deleted_at - 1)
+    target, result = restore_to(flavor, s3server, history, pitr.Stop(at=t), "pitr-f", path="c1")
+    assert result["pointInTime"]["base"].endswith("c1/base")
+    assert ids(target) == [r[0] for r in rows if r[2] <= t]
+    # before every backup: refused, the target untouched
+    result = restore_all(
+        {
+            target.name: Target(
+                target.host,
+                target.port,
+                ADMIN_USER,
+                flavor.factory.admin_password,
+                tools_dir=flavor.tools_dir,
+            )
+        },
+        Source(s3, "c1", stop=pitr.Stop(at=100)),
+        creds(s3server),
+        None,
+    )
+    assert not result["ok"] and "no complete backup in" in result["message"], result["message"]
+
+
+def test_archive_retention_deletes_only_files_before_the_backup_and_the_restore_still_works(
+    flavor, s3server, history
+):
+    """Last in the module: it deletes from the archive the other tests read."""
+    source, s3, m, segments, _, _ = history
+    client = storage.make_client(s3, creds(s3server))
+    store = Store(client, s3, "c1")
+    # a manifest that cannot be read: what its backup needs is not known, so nothing is deleted
+    broken = storage.join_key(s3.prefix, "c1", "broken", storage.MANIFEST_NAME)
+    storage.put_bytes(client, s3, broken, b"{not json")
+    assert prune(store, flavor.parse) == [] and len(store.segments()) == len(segments)
+    client.delete_object(Bucket=s3.bucket, Key=broken)
+    gone = prune(store, flavor.parse)
+    left = store.segments()
+    assert {s.key for s in left} == {s.key for s in segments} - {s.key for s in gone}
+    keys = set(storage.list_keys(client, s3, store.folder + "/"))
+    for s in gone:  # object and index entry both deleted, and only what the backup holds
+        assert s.key not in keys and not any(k.endswith(s.name + ".json") for k in keys)
+        assert flavor.parse(m.gtid_position).contains(flavor.parse(s.gtids_after))
+    print(f"\n{flavor.name}: {len(gone)} of {len(segments)} archived files deleted as held by the backup")
+    target, _ = restore_to(flavor, s3server, history, pitr.Stop(), "pitr-p")
+    assert ids(target) == ids(source), "the backup and what is left of the archive still reach the newest"

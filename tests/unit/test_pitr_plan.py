@@ -155,3 +155,38 @@ def test_account_statements_become_empty_transactions_whatever_the_pieces(piece)
     assert out.replace(EMPTY_TRANSACTION, b"") == SAMPLE.replace(
         b"ALTER USER 'replication'@'%' IDENTIFIED WITH 'caching_sha2_password' AS 0x2441\n/*!*/;\n", b""
     ).replace(b"  grant select on app.* to 'x'@'%'/*!*/;\n", b"")
+
+
+def test_archive_retention_deletes_only_what_the_oldest_retained_backup_holds():
+    from mysql_operator.backup.binlog_archive import Base, prunable
+
+    parse = MySQLGtidSet.parse
+    # the oldest backup holds A:1-20 and completed at 121: bin.1 and bin.2 are needed by no restore
+    bases = [Base(f"{A}:1-20", 121), Base(f"{A}:1-22,{B}:1-9", 141)]
+    assert names(prunable(HISTORY, bases, parse)) == [("a", "bin.1"), ("a", "bin.2")]
+    # A's bin.3 holds A:23-25, in no history that survived: kept (never contained by a backup)
+    # no backup, or one whose position is unknown: nothing is deleted
+    assert prunable(HISTORY, [], parse) == []
+    assert prunable(HISTORY, [*bases, Base("", 150)], parse) == []
+    # a file still open when the oldest backup completed stays, even if the backup holds it all
+    assert names(prunable(HISTORY, [Base(f"{A}:1-20", 115)], parse)) == [("a", "bin.1")]
+
+
+def test_the_base_is_the_newest_backup_the_stop_can_start_from():
+    from mysql_operator.backup.binlog_archive import Base
+    from mysql_operator.backup.pitr import choose_base
+
+    parse = MySQLGtidSet.parse
+    old, mid, new = (
+        Base(f"{A}:1-10", 110, "old"),
+        Base(f"{A}:1-20", 120, "mid"),
+        Base(f"{A}:1-25", 125, "new"),
+    )
+    bases = [mid, old, new, Base("", 121, "no-gtid")]
+    assert choose_base(bases, Stop(), parse) is new
+    assert choose_base(bases, Stop(at=124), parse) is mid
+    assert choose_base(bases, Stop(at=120), parse) is mid  # completed in the stop's second
+    assert choose_base(bases, Stop(at=109), parse) is None
+    assert choose_base(bases, Stop(gtid=f"{A}:1-22"), parse) is mid
+    assert choose_base(bases, Stop(gtid=f"{A}:15"), parse) is old  # uuid:N means 1-N
+    assert choose_base([], Stop(), parse) is None

@@ -192,3 +192,35 @@ def test_the_archiver_is_ready_only_while_its_passes_archive_from_the_primary():
     (main,) = dep["spec"]["template"]["spec"]["containers"]
     assert main["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert main["args"][main["args"].index("--health-port") + 1] == str(main["ports"][0]["containerPort"])
+
+
+def test_the_status_says_whether_the_binary_logs_are_archived_and_warns_when_it_stops():
+    from mysql_operator.status import Summary, archiver_state, archiving_events, build_status
+
+    def status(archiver, previous=None):
+        s = Summary(
+            instances=2,
+            ready=2,
+            primary="shop-0",
+            primary_serving=True,
+            primary_in_service=True,
+            binlog_archiver=archiver,
+        )
+        return build_status(s, previous or {}, "2026-11-26T10:00:00Z")
+
+    def cond(st):
+        return next((c for c in st["conditions"] if c["type"] == "BinlogArchiving"), None)
+
+    assert cond(status(None)) is None, "no condition while archiving is off"
+    assert archiver_state("shop-binlog-archiver", {"readyReplicas": 1}) == ""
+    assert "does not exist yet" in archiver_state("shop-binlog-archiver", None)
+    up = status(archiver_state("shop-binlog-archiver", {"readyReplicas": 1}))
+    assert (cond(up)["status"], cond(up)["reason"]) == ("True", "Archiving")
+    why = archiver_state("shop-binlog-archiver", {"replicas": 1})
+    down = status(why, up)
+    assert (cond(down)["status"], cond(down)["reason"]) == ("False", "ArchiverNotReady")
+    assert "kubectl logs deploy/shop-binlog-archiver -c archiver" in cond(down)["message"]
+    # a Warning once when it stops; none while it first starts, none while it stays down
+    assert archiving_events(up, down) == [("Warning", "BinlogArchivingStopped", cond(down)["message"])]
+    assert archiving_events({}, status(why)) == [] and archiving_events(down, status(why, down)) == []
+    assert down["phase"] == "Ready", "the databases serve: archiving is reported, not the cluster's phase"

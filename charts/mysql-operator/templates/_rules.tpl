@@ -25,10 +25,10 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 - apiGroups: [apps]
   resources: [statefulsets]
   verbs: [get, list, watch, create, patch]
-# the binary-log archiver (spec.backup.binlogs): deleted when turned off
+# the binary-log archiver (spec.backup.binlogs): watched (its readiness), deleted when turned off
 - apiGroups: [apps]
   resources: [deployments]
-  verbs: [get, create, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, create, patch]
