@@ -176,6 +176,7 @@ ROTATABLE_KEYS = (
     "backup-password",
     "sql-password",
     "monitor-password",
+    "binlog-password",
 )
 
 

@@ -295,8 +295,9 @@ def test_a_cluster_yields_owned_objects_and_an_honest_status(control_plane, oper
         m.BACKUP_PASSWORD_KEY,
         m.SQL_PASSWORD_KEY,
         m.MONITOR_PASSWORD_KEY,
+        m.BINLOG_PASSWORD_KEY,
     }
-    assert len(set(passwords.values())) == 7 and all(len(p) >= 24 for p in passwords.values())
+    assert len(set(passwords.values())) == 8 and all(len(p) >= 24 for p in passwords.values())
     # the operator's record of the passwords the servers have: the Secret's, at its version
     record = core.read_namespaced_secret("shop-credentials-applied", ns)
     assert record.data == secret.data

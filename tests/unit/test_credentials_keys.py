@@ -109,3 +109,20 @@ def test_on_mysql_root_is_not_rotated_by_the_operator_and_the_reason_says_what_t
     assert list(rotation_accounts(mariadb, keys, {m.ROOT_PASSWORD_KEY: "r2"})) == [m.ROOT_PASSWORD_KEY]
     assert not_rotated(mariadb, m.ROOT_PASSWORD_KEY) is None
     assert not_rotated(mariadb, m.RESTORE_PASSWORD_KEY)
+
+
+def test_rotate_passwords_covers_every_generated_key_but_the_restore_accounts():
+    """A key added to the generated Secret must be rotatable by `mysql-operator rotate-passwords`."""
+    from mysql_operator.cli import ROTATABLE_KEYS
+
+    c = parse(
+        body(
+            {
+                "instances": 1,
+                "database": {"name": "app", "user": "app"},
+                "restore": {"fromBackup": {"name": "b"}},
+            }
+        )
+    )
+    generated = set(m.credentials_secret(c, lambda key: "pw")["data"])
+    assert set(ROTATABLE_KEYS) == generated - {m.RESTORE_PASSWORD_KEY}
