@@ -22,6 +22,11 @@ class PodView:
     waiting: str = ""  # why it does not run yet, when that is not a normal step (see pod_waiting)
 
 
+def ready_count(pods: Mapping[int, PodView], instances: int, going_down: str | None = None) -> int:
+    """The wanted instances whose Pod is Ready (not counting `going_down`, deleted just now)."""
+    return sum(1 for o, p in pods.items() if o < instances and p.ready and p.name != going_down)
+
+
 # waiting reasons every Pod passes through on its way to running: not worth a word in the status
 _ROUTINE_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
 

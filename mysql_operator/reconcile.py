@@ -72,6 +72,7 @@ from mysql_operator.pods import (
     member_ordinals,
     pod_ordinal,
     pod_views,
+    ready_count,
     statefulset_replicas,
     without_lagging,
 )
@@ -279,7 +280,7 @@ class Reconciler:
         raw_pods = {pod_ordinal(p["metadata"]["name"], c.name): p for p in listed}
         ordinals = member_ordinals(c.spec.instances, pods, primary_ordinal)
         names = {o: m.pod_name(c, o) for o in ordinals}
-        ready = sum(1 for o, p in pods.items() if o < c.spec.instances and p.ready)
+        ready = ready_count(pods, c.spec.instances)
 
         held = restore_gate(
             self.api,
@@ -407,7 +408,9 @@ class Reconciler:
                 log.info("%s/%s passwords rotated: %s", ns, name, ", ".join(rotated))
         if force:
             self._force_failover_done(body, decision, steps, secrets)
-        roll_delete(self.api, body, decision, roll[0])
+        restarted = roll_delete(self.api, body, decision, roll[0])
+        if restarted:  # the status must not count it ready: it is going down now
+            ready = ready_count(pods, c.spec.instances, restarted)
         if state.current_primary != current_primary:
             # the StatefulSet's size depends on the primary (a scale down keeps the primary's Pod
             # until it moved away): the next pass applies it again
@@ -465,6 +468,7 @@ class Reconciler:
             decision=decision.kind,
             apply_error=entry.apply_error,
             binlog_archiver=self._archiver_summary(c, entry),
+            rolling=rolling.in_progress(roll[0]),
             tls_problem=entry.tls.problem,
             primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, current),
             credentials_version=applied_version,

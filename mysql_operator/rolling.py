@@ -57,6 +57,17 @@ class SwitchTo:
 RollStep = Done | Wait | DeletePod | SwitchTo
 
 
+def in_progress(step: RollStep | None) -> str:
+    """What a rolling update under way does now, for the status ("" when none is)."""
+    if isinstance(step, DeletePod):
+        return f"restarting {step.name}: {step.reason}"
+    if isinstance(step, SwitchTo):
+        return f"switching over to {step.name}: {step.reason}"
+    if isinstance(step, Wait):
+        return f"waiting: {step.reason}"
+    return ""
+
+
 def update_revision(statefulset: Mapping[str, Any] | None) -> str | None:
     """The revision Pods must run, or None while the StatefulSet controller has not yet observed
     the latest template (its updateRevision would be stale)."""

@@ -87,19 +87,21 @@ def roll_step(
     ), revision
 
 
-def roll_delete(api, body, decision, roll) -> None:
+def roll_delete(api, body, decision, roll) -> str | None:
     """Effect: delete the outdated Pod, only when the topology is settled (Healthy): never during
-    a failover, a switchover or while a replica is being configured."""
+    a failover, a switchover or while a replica is being configured. Returns the deleted Pod's
+    name (None: none was)."""
     if not isinstance(roll, rolling.DeletePod) or not isinstance(decision, t.Healthy):
-        return
+        return None
     meta = body["metadata"]
     try:
         client.CoreV1Api(api).delete_namespaced_pod(roll.name, meta["namespace"])
     except ApiException as e:
         if e.status != 404:
             raise
-        return
+        return None
     k.post_events(api, body, [("Normal", "RollingUpdate", f"restarting {roll.name}: {roll.reason}")])
     log.info(
         "%s/%s RollingUpdate: restarting %s: %s", meta["namespace"], meta["name"], roll.name, roll.reason
     )
+    return roll.name

@@ -124,6 +124,8 @@ class Summary:
     credentials_version: str = ""
     # spec.backup.binlogs: None when off, "" while the archiver archives, else why it does not
     binlog_archiver: str | None = None
+    # a rolling update under way (Pods on an older template): what it does now; "" when none
+    rolling: str = ""
 
 
 def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None) -> bool:
@@ -160,8 +162,11 @@ def phase(s: Summary) -> str:
         and not s.apply_error
         and not tls_degraded
     ):
-        # writable is not enough: clients connect through -rw
-        return "Ready" if s.primary_in_service else "Unavailable"
+        # writable is not enough: clients connect through -rw; and Ready means the spec is in
+        # effect: while Pods still run an older template the cluster is Updating
+        if not s.primary_in_service:
+            return "Unavailable"
+        return "Updating" if s.rolling else "Ready"
     return "Degraded"
 
 
@@ -190,6 +195,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         ready = _cond("Ready", False, "ApplyFailed", s.apply_error)
     elif s.ready < s.instances:
         ready = _cond("Ready", False, "InstancesNotReady", ready_msg)
+    elif ph == "Updating":
+        ready = _cond("Ready", False, "Updating", f"rolling update: {s.rolling}")
     elif ph == "Unavailable" and not_in_service:
         ready = _cond(
             "Ready",
@@ -219,6 +226,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         progressing = _cond("Progressing", False, "FailoverHeld", s.decision_reason)
     elif s.apply_error:  # the user must act: nothing progresses towards the spec until then
         progressing = _cond("Progressing", False, "ApplyFailed", s.apply_error)
+    elif s.rolling:
+        progressing = _cond("Progressing", True, "RollingUpdate", s.rolling)
     elif s.ready < s.instances:
         progressing = _cond("Progressing", True, "WaitingForInstances", ready_msg)
     elif not_in_service:

@@ -391,6 +391,25 @@ def S(**kw):
             ("False", "Stable"),
             ("False", "AsExpected"),
         ),
+        # every instance Ready but some Pods still run an older template: the edit is not in
+        # effect yet, so not Ready (a user waiting for Ready after an edit waits for the roll)
+        (
+            S(rolling="restarting db-2: db-2 runs revision db-1, not db-2"),
+            "Updating",
+            ("False", "Updating"),
+            ("True", "PrimaryServing"),
+            ("True", "RollingUpdate"),
+            ("False", "AsExpected"),
+        ),
+        # a Pod of the roll down: Degraded as for any replica down, the roll still in progress
+        (
+            S(ready=2, unreachable=("db-2",), rolling="waiting: db-2 is not Ready"),
+            "Degraded",
+            ("False", "InstancesNotReady"),
+            ("True", "PrimaryServing"),
+            ("True", "RollingUpdate"),
+            ("True", "InstancesUnreachable"),
+        ),
         # writable and all Pods Ready, but the primary is not yet labelled/Ready behind -rw: not Ready
         (
             S(primary_in_service=False),

@@ -96,6 +96,20 @@ def test_a_full_roll_deletes_replicas_then_switches_then_deletes_the_old_primary
     assert primary == "db-1"
 
 
+def test_every_step_of_a_roll_is_in_progress_for_the_status_until_done():
+    """The status says Updating (not Ready) from the first outdated Pod until the last one ran."""
+    steps = [
+        r.next_step(pods("0:old", "1:old", "2:old"), NEW, "db-0", 3),
+        r.next_step(pods("0:old", "1:old", "2:new:notready"), NEW, "db-0", 3),
+        r.next_step(pods("0:old", "1:new", "2:new"), NEW, "db-0", 3),
+    ]
+    assert [type(s).__name__ for s in steps] == ["DeletePod", "Wait", "SwitchTo"]
+    said = [r.in_progress(s) for s in steps]
+    assert said[0].startswith("restarting db-2: ") and "not Ready" in said[1] and "db-1" in said[2]
+    assert r.in_progress(r.next_step(pods("0:new", "1:new", "2:new"), NEW, "db-1", 3)) == ""
+    assert r.in_progress(None) == ""
+
+
 @pytest.mark.parametrize(
     "sts, expected",
     [
