@@ -22,7 +22,7 @@ from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
-from mysql_operator.db.statements import DatabaseState, Statement, UserState
+from mysql_operator.db.statements import DatabaseState, Statement, UserState, identified
 from mysql_operator.topology import CLONE_COPIED, CLONE_COPYING, CLONE_FAILED
 
 # client errors worth a retry: can't connect, lost connection, gone away, too many connections
@@ -740,10 +740,12 @@ class Instance:
         return killed
 
     def set_password(self, user: str, host: str, password: str) -> None:
-        """ALTER USER ... IDENTIFIED BY (binlogged: it replicates)."""
+        """ALTER USER ... IDENTIFIED BY (binlogged: it replicates; on MariaDB by its hash, see
+        db/statements.identified)."""
         if not _NAME.match(user) or not _HOST.match(host):
             raise InstanceError(f"account {user!r}@{host!r} is invalid")
-        self._run("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password), secrets=[password])
+        clause, secret = identified(self.dialect.flavor, None, password)
+        self._run(f"ALTER USER %s@%s {clause}", (user, host, *secret), secrets=[password, *secret])
 
     def ensure_user(
         self, user: str, host: str, password: str, grants: Iterable[Grant], local: bool = False
@@ -762,10 +764,10 @@ class Instance:
         changes = []
         try:
             current = self.grants_of(user, host)
-            self._run(
-                "CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password), secrets=[password]
-            )
-            self._run("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password), secrets=[password])
+            clause, secret = identified(self.dialect.flavor, None, password)
+            hidden = [password, *secret]
+            self._run(f"CREATE USER IF NOT EXISTS %s@%s {clause}", (user, host, *secret), secrets=hidden)
+            self._run(f"ALTER USER %s@%s {clause}", (user, host, *secret), secrets=hidden)
             if current is None:
                 changes.append("created")
             todo = accounts.plan(current or {}, grants)
@@ -855,8 +857,9 @@ class Instance:
     ) -> list[str]:
         """Each statement in order (they replicate: run them on the primary); what each did."""
         done = []
+        secrets = list(secrets)
         for st in statements:
-            self._run(st.sql, st.args, secrets)
+            self._run(st.sql, st.args, secrets + list(st.hide))
             done.append(st.what)
         return done
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mysql_operator.api.sql import DatabaseSpec, GrantSpec, UserSpec
-from mysql_operator.db import accounts
+from mysql_operator.db import accounts, password_hash
 from mysql_operator.db.flavor import Flavor
 
 
@@ -20,7 +20,7 @@ class Statement:
     sql: str
     args: tuple[object, ...] = ()
     what: str = ""  # for status and logs: never holds a password
-    secret: bool = False  # an argument is a password: redact it from errors
+    hide: tuple[str, ...] = ()  # arguments redacted from errors (a password or its hash)
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,20 @@ def drop_database(spec: DatabaseSpec) -> list[Statement]:
     return [Statement(f"DROP DATABASE IF EXISTS {quote(spec.name)}", (), f"dropped {spec.name}")]
 
 
-def _identified(flavor: Flavor, plugin: str | None) -> str:
-    if plugin is None:
-        return "IDENTIFIED BY %s"
+def identified(flavor: Flavor, plugin: str | None, password: str) -> tuple[str, tuple[str]]:
+    """The clause setting an account's password, and its argument. MariaDB writes the clause to
+    its binary log as given, so it gets the hash, never the password (db/password_hash.py);
+    MySQL logs a hash by itself."""
     if flavor is Flavor.MARIADB:
-        return f"IDENTIFIED VIA {plugin} USING PASSWORD(%s)"
-    return f"IDENTIFIED WITH {plugin} BY %s"
+        if plugin in (None, "mysql_native_password"):
+            return "IDENTIFIED VIA mysql_native_password USING %s", (password_hash.native(password),)
+        if plugin == "ed25519":
+            return "IDENTIFIED VIA ed25519 USING %s", (password_hash.ed25519(password),)
+        # no other plugin takes a password on MariaDB: the server refuses it (nothing is logged)
+        return f"IDENTIFIED VIA {plugin} USING PASSWORD(%s)", (password,)
+    if plugin is None:
+        return "IDENTIFIED BY %s", (password,)
+    return f"IDENTIFIED WITH {plugin} BY %s", (password,)
 
 
 def user(
@@ -92,22 +100,24 @@ def user(
     tls = "REQUIRE SSL" if spec.require_tls else "REQUIRE NONE"
     plugin = spec.auth_plugin
     if observed is None:
+        clause, secret = identified(flavor, plugin, password)
         return [
             Statement(
-                f"CREATE USER %s@%s {_identified(flavor, plugin)} {tls} WITH MAX_USER_CONNECTIONS %s",
-                account + (password, spec.max_user_connections),
+                f"CREATE USER %s@%s {clause} {tls} WITH MAX_USER_CONNECTIONS %s",
+                account + secret + (spec.max_user_connections,),
                 f"created {who}",
-                secret=True,
+                hide=secret,
             )
         ]
     out = []
     if not password_applied or (plugin is not None and observed.plugin != plugin):
+        clause, secret = identified(flavor, plugin, password)
         out.append(
             Statement(
-                f"ALTER USER %s@%s {_identified(flavor, plugin)}",
-                account + (password,),
+                f"ALTER USER %s@%s {clause}",
+                account + secret,
                 f"set the password of {who}",
-                secret=True,
+                hide=secret,
             )
         )
     if (observed.ssl_type == "ANY") != spec.require_tls and observed.ssl_type in ("", "ANY"):

@@ -11,7 +11,8 @@ import pymysql
 import pytest
 
 from mysql_operator import topology as t
-from mysql_operator.db import accounts
+from mysql_operator.api.sql import UserSpec
+from mysql_operator.db import accounts, password_hash, statements
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
@@ -69,6 +70,57 @@ def test_engine_gives_each_account_exactly_its_list(factory):
         assert grants(s, BACKUP.user) == accounts.expected(accounts.backup_grants(V))
         # the operator's account of these tests (tests/support/mariadb.py) holds exactly its list
         assert grants(s, OPERATOR_USER, "127.0.0.1") == accounts.expected(accounts.operator_grants(V, DB))
+
+
+def test_no_password_reaches_the_binary_log(factory):
+    """MariaDB logs CREATE/ALTER USER as typed (and replicas and the binlog archive keep it): the
+    operator's accounts, a rotation and a MySQLUser's statements put only hashes there, and each
+    account logs in with its password (so the hash was the right one)."""
+    c = cluster(factory, 2, prefix="nolog")
+    primary, replica = c.primary, next(s for s in c.servers if s is not c.primary)
+    new = Credentials(APP.user, "rotated-Pw-3c81e5")
+    assert c.engine.rotate(primary.name, [new], []) == {(APP.user, "%")}
+    admin = Instance(primary.host, primary.port, OPERATOR_USER, factory.admin_password)
+    for s in (primary, replica):  # not replicated: a replica without it stops at the CREATE USER
+        s.query("INSTALL SONAME 'auth_ed25519'")
+    plugin_user = UserSpec("u", "plug-user", auth_plugin="ed25519")
+    admin.run_statements(statements.user(plugin_user, None, V, "plug-Pw-0e44d2", False))
+    native_user = UserSpec("u", "native-user")
+    admin.run_statements(statements.user(native_user, None, V, "native-Pw-a9f310", False))
+    # the same hashes as the server's own (PASSWORD(), the plugin's USING PASSWORD())
+    assert primary.query("SELECT PASSWORD(%s)", ("pw",))[0][0] == password_hash.native("pw")
+    logged = "\n".join(str(r[-1]) for r in primary.query("SHOW BINLOG EVENTS"))
+    assert "IDENTIFIED VIA ed25519 USING" in logged and "native-user" in logged  # it looked at them
+    for pw in (
+        APP.password,
+        REPL.password,
+        BACKUP.password,
+        new.password,
+        "plug-Pw-0e44d2",
+        "native-Pw-a9f310",
+    ):
+        assert pw not in logged
+    wait_for(
+        lambda: replica.query("SELECT COUNT(*) FROM mysql.user WHERE user = 'native-user'")[0][0],
+        10,
+        "replicated",
+    )
+    for s in (primary, replica):
+        s.connect(user=APP.user, password=new.password).close()
+        s.connect(user="native-user", password="native-Pw-a9f310").close()
+    server_hash = primary.query(
+        "SELECT JSON_VALUE(Priv, '$.authentication_string') FROM mysql.global_priv WHERE User = 'plug-user'"
+    )[0][0]
+    assert server_hash == password_hash.ed25519("plug-Pw-0e44d2")
+    primary.query(
+        "CREATE USER 'plug-check'@'%%' IDENTIFIED VIA ed25519 USING PASSWORD(%s)", ("plug-Pw-0e44d2",)
+    )
+    assert (
+        primary.query(
+            "SELECT JSON_VALUE(Priv, '$.authentication_string') FROM mysql.global_priv WHERE User = 'plug-check'"
+        )[0][0]
+        == server_hash
+    )
 
 
 def test_engine_converges_accounts_made_with_more(factory):
