@@ -124,6 +124,9 @@ def register(subparsers) -> None:
         "binlog-archiver Deployment runs)",
     )
     ab.add_argument("--cluster", required=True, help="the folder in the bucket: <prefix>/<cluster>/binlogs")
+    ab.add_argument(
+        "--cluster-uid", default="", help="the cluster's uid: the folder is refused if another cluster's"
+    )
     _s3_arguments(ab)
     ab.add_argument("--user", default="mysql-operator-binlog")
     ab.add_argument(
@@ -439,7 +442,7 @@ def cmd_archive_binlogs(args) -> int:
         args.user,
         os.environ[ENV_DB_PASSWORD],
         Path(args.spool),
-        Store(client, s3, args.cluster, _key_from(args)),
+        Store(client, s3, args.cluster, _key_from(args), owner=args.cluster_uid),
         max_delay=args.max_delay,
         launch=sidecar_launch(args.client_tools_dir, stdin=False) if args.client_tools_dir else local_launch,
         options_dir=args.client_tools_dir,

@@ -110,18 +110,49 @@ class Segment:
         return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
 
 
+OWNER_NAME = "owner"  # <folder>/owner: the uid of the cluster whose history the folder holds
+
+
 @dataclass
 class Store:
-    """Where the segments go: the backup bucket's <prefix>/<cluster>/binlogs/."""
+    """Where the segments go: the backup bucket's <prefix>/<cluster>/binlogs/, claimed by the
+    cluster's uid (`owner`; "" claims nothing)."""
 
     client: Any
     s3: S3
     cluster: str
     key: Key | None = None
+    owner: str = ""
 
     @property
     def folder(self) -> str:
         return storage.join_key(self.s3.prefix, self.cluster, ARCHIVE_FOLDER)
+
+    def claim(self) -> None:
+        """The folder holds one cluster's history: a cluster re-created (or restored) under the
+        same name is another history - on MariaDB its GTIDs start again and would look archived
+        already, on both its files would mix with the earlier ones. The first archiver writes its
+        cluster's uid there; another cluster's is refused (ArchiveError, nothing written or
+        deleted). A folder from before the claim is claimed as it is."""
+        if not self.owner:
+            return
+        key = storage.join_key(self.folder, OWNER_NAME)
+        try:
+            theirs = json.loads(storage.get_bytes(self.client, self.s3, key, limit=4096)).get("uid")
+        except storage.NotFound:
+            body = {"cluster": self.cluster, "uid": self.owner}
+            storage.put_bytes(self.client, self.s3, key, (json.dumps(body) + "\n").encode())
+            return
+        except ValueError:
+            theirs = None
+        if theirs != self.owner:
+            raise ArchiveError(
+                f"{storage.describe(self.s3, self.folder + '/')} holds the binary logs of another "
+                f"cluster named {self.cluster} (uid {theirs}, this one is {self.owner}): an earlier "
+                "cluster of that name, or the one this cluster was restored from. Nothing is "
+                "archived here, so that history stays whole: set spec.backup.s3.prefix to a new "
+                "prefix for this cluster's backups and binary logs"
+            )
 
     def segments(self) -> list[Segment]:
         out = []
@@ -260,6 +291,7 @@ class Archiver:
         """What the archive holds, from its index (once), and what the oldest retained backup
         holds: files before it are needed by no restore (and `prune` deletes them)."""
         if self.archived is None:
+            self.store.claim()
             d = self.instance.dialect
             self.archived = d.parse_gtids("")
             for s in self.store.segments():

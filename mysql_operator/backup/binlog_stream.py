@@ -215,7 +215,9 @@ def follow(
                 step = None
             passed(step is not None and step.role == "primary" and follower.stream is not None)
             due = pruned_at is None or time.monotonic() - pruned_at >= prune_every
-            if follower.archiver is not None and due:
+            # only an archiver that loaded the archive (and so claimed its folder) prunes it
+            loaded = follower.archiver is not None and follower.archiver.archived is not None
+            if loaded and due:
                 pruned_at = time.monotonic()
                 try:
                     gone = prune(follower.store, follower.archiver.instance.dialect.parse_gtids)

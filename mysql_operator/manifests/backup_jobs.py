@@ -465,6 +465,7 @@ def binlog_archiver(
         "archive-binlogs",
         "--cluster",
         c.name,
+        *(["--cluster-uid", c.uid] if c.uid else []),
         *s3_args(s3),
         "--user",
         k.BINLOG_USER,

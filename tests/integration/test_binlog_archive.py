@@ -26,7 +26,7 @@ import pytest
 
 from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import crypto, storage
-from mysql_operator.backup.binlog_archive import MAGIC, Archiver, Segment, Store
+from mysql_operator.backup.binlog_archive import MAGIC, ArchiveError, Archiver, Segment, Store
 from mysql_operator.db import accounts
 from mysql_operator.db.instance import Instance
 from mysql_operator.manifests import BINLOG_USER
@@ -160,6 +160,35 @@ def test_every_committed_transaction_reaches_the_bucket_in_a_whole_chain(
         inst.execute("SET GLOBAL read_only = 0")
     step = again.step(time.monotonic())
     assert [s.file for s in step.uploaded], "the file closed while a replica is archived once primary"
+    assert again.archived.contains(executed(inst))
+
+
+def test_a_folder_holding_another_clusters_history_is_refused_and_left_whole(writable_server, s3server, s3):
+    """A cluster re-created (or restored) under the name of one whose archive is in the bucket:
+    its archiver neither writes there nor prunes; the earlier cluster's archiver goes on."""
+    server = writable_server
+    inst = Instance(server.host, server.port, OPERATOR_USER, server.admin_password, name=server.name)
+    client = storage.make_client(s3, storage.Credentials(s3server.access_key, s3server.secret_key))
+    server.query("CREATE DATABASE IF NOT EXISTS own")
+    server.query("CREATE TABLE IF NOT EXISTS own.t (id INT PRIMARY KEY)")
+    server.query("INSERT INTO own.t VALUES (1)")
+    inst.execute("FLUSH BINARY LOGS")
+    first = Archiver(inst, binlog_dir(server, inst), Store(client, s3, "c1", owner="uid-a"))
+    assert first.step(time.monotonic()).uploaded, "the first cluster archives"
+    keys = sorted(storage.list_keys(client, s3, "bk/c1/binlogs/"))
+    assert "bk/c1/binlogs/owner" in keys
+
+    server.query("INSERT INTO own.t VALUES (2)")
+    inst.execute("FLUSH BINARY LOGS")
+    other = Archiver(inst, binlog_dir(server, inst), Store(client, s3, "c1", owner="uid-b"))
+    with pytest.raises(ArchiveError) as e:
+        other.step(time.monotonic())
+    assert "uid-a" in str(e.value) and "spec.backup.s3.prefix" in str(e.value)
+    assert other.archived is None  # binlog_stream.follow prunes only with a loaded archive
+    assert sorted(storage.list_keys(client, s3, "bk/c1/binlogs/")) == keys
+
+    again = Archiver(inst, first.binlog_dir, Store(client, s3, "c1", owner="uid-a"))
+    assert again.step(time.monotonic()).uploaded, "its own cluster goes on archiving there"
     assert again.archived.contains(executed(inst))
 
 

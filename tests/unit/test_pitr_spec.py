@@ -72,6 +72,8 @@ def test_the_archiver_is_one_tokenless_restricted_pod_streaming_every_server():
     args = main["args"]
     assert args[:2] == ["backup", "archive-binlogs"]
     assert args[args.index("--max-delay") + 1] == "3" and args[args.index("--user") + 1] == m.BINLOG_USER
+    # the archive's folder is claimed by this cluster: one re-created under its name is refused
+    assert args[args.index("--cluster") + 1] == "shop" and args[args.index("--cluster-uid") + 1] == "u1"
     sources = [args[i + 1] for i, a in enumerate(args) if a == "--source"]
     assert sources == [f"shop-{i}={m.pod_host(c, i)}:3306" for i in range(3)]
     # the password and the S3 keys come from Secrets, never from arguments

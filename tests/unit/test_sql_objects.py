@@ -96,7 +96,9 @@ def test_a_user_is_created_with_every_value_a_parameter():
     spec = UserSpec("db", "app", "10.%", None, 5, True, None)
     (create,) = st.user(spec, None, Flavor.MYSQL, "pw'--", False)
     assert create.sql == "CREATE USER %s@%s IDENTIFIED BY %s REQUIRE SSL WITH MAX_USER_CONNECTIONS %s"
-    assert create.args == ("app", "10.%", "pw'--", 5) and create.hide == ("pw'--",) and "pw" not in create.what
+    assert (
+        create.args == ("app", "10.%", "pw'--", 5) and create.hide == ("pw'--",) and "pw" not in create.what
+    )
 
 
 @pytest.mark.parametrize(
