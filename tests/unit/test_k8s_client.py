@@ -76,12 +76,12 @@ def _call_in_thread(fn):
 
 
 def test_a_call_to_an_api_server_that_never_answers_fails(tmp_path, silent_server):
-    api = api_client(_kubeconfig(tmp_path, silent_server), timeout=(1.0, 0.5))
+    api = api_client(_kubeconfig(tmp_path, silent_server), timeout=(1.0, 0.2))
     outcome = _call_in_thread(lambda: client.CoreV1Api(api).list_namespace())
     assert isinstance(outcome.get("error"), urllib3.exceptions.HTTPError), outcome
 
 
 def test_a_call_that_sets_its_own_timeout_keeps_it(tmp_path, silent_server):
     api = api_client(_kubeconfig(tmp_path, silent_server), timeout=(1.0, 3600.0))
-    outcome = _call_in_thread(lambda: client.CoreV1Api(api).list_namespace(_request_timeout=(1.0, 0.5)))
+    outcome = _call_in_thread(lambda: client.CoreV1Api(api).list_namespace(_request_timeout=(1.0, 0.2)))
     assert isinstance(outcome.get("error"), urllib3.exceptions.HTTPError), outcome
