@@ -328,8 +328,13 @@ def test_each_commit_reaches_the_binlog_archive_within_seconds(backup_source, s3
         max(lags),
         scenario="5",
     )
+    # the folder is claimed by this cluster (its uid: not a secret, so not encrypted)
+    owner = json.loads(s3.get_object(Bucket=bucket, Key=folder + "owner")["Body"].read())
+    assert owner == {"cluster": c.name, "uid": c.body()["metadata"]["uid"]}
     keys = [
-        k for k in _objects(s3_beside_cluster, bucket) if k.startswith(folder) and not k.endswith(".json")
+        k
+        for k in _objects(s3_beside_cluster, bucket)
+        if k.startswith(folder) and not k.endswith(".json") and k != folder + "owner"
     ]
     assert keys and all(k.endswith(".enc") for k in keys)
     head = s3.get_object(Bucket=bucket, Key=keys[0], Range="bytes=0-7")
