@@ -352,7 +352,7 @@ PEERING = {"peering": {"enabled": True}, "leaderElection": {"enabled": False}}
 
 
 def test_cluster_peering_object_when_watching_all_namespaces():
-    objs = render({"replicas": 2, **PEERING})
+    objs = render(PEERING)
     peering = one(objs, "ClusterKopfPeering")
     assert peering["apiVersion"] == "kopf.dev/v1"
     assert _flag(container(objs)["args"], "peering") == [peering["metadata"]["name"]]
@@ -388,6 +388,12 @@ def test_two_replicas_are_elected_on_a_lease_and_never_both_ways():
     with pytest.raises(RenderError) as e:
         render({"peering": {"enabled": True}})
     assert "choose one way to elect the active replica" in str(e.value)
+    # kopf's peering pauses every operator of equal priority, and one Deployment's replicas share it
+    with pytest.raises(RenderError) as e:
+        render({"replicas": 2, **PEERING})
+    assert "kopf then pauses every one of them" in str(e.value) and "leaderElection.enabled: true" in str(
+        e.value
+    )
 
 
 # --------------------------------------------------------------------------------- the operator's CLI

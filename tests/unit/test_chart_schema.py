@@ -33,6 +33,10 @@ BAD = [
     # checks no schema can express, made by the templates
     ("replicas=2,leaderElection.enabled=false", ["replicas", "leaderElection.enabled"]),
     ("peering.enabled=true", ["peering.enabled", "leaderElection.enabled"]),
+    (
+        "replicas=2,peering.enabled=true,leaderElection.enabled=false",
+        ["replicas", "peering.enabled", "leaderElection.enabled: true"],
+    ),
     ("metrics.serviceMonitor.enabled=true", ["metrics.serviceMonitor.enabled", "metrics.enabled"]),
     ("metrics.enabled=true,metrics.port=8080", ["metrics.port", "livenessProbe.port"]),
 ]

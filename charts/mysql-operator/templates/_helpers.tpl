@@ -67,7 +67,10 @@ Call with (dict "root" $ "extra" $map). */}}
 
 {{/* Checks no schema can express. */}}
 {{- define "mysql-operator.validate" -}}
-{{- if and (gt (int .Values.replicas) 1) (not .Values.peering.enabled) (not .Values.leaderElection.enabled) -}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) -}}
+{{- if .Values.peering.enabled -}}
+{{- fail (printf "replicas: %d replicas with peering.enabled all run at one kopf priority, and kopf then pauses every one of them (no cluster is served); set leaderElection.enabled: true and peering.enabled: false, or replicas: 1" (int .Values.replicas)) -}}
+{{- end -}}
 {{- fail (printf "replicas: %d replicas need leaderElection.enabled=true (otherwise every replica acts on every cluster); set replicas: 1 or leaderElection.enabled: true" (int .Values.replicas)) -}}
 {{- end -}}
 {{- if and .Values.peering.enabled .Values.leaderElection.enabled -}}
