@@ -1,8 +1,8 @@
 """Password hashes computed on the operator's side, for MariaDB: it writes `CREATE/ALTER USER ...
 IDENTIFIED BY 'secret'` (and `USING PASSWORD('secret')`) to its binary log as typed, so every
 replica's relay log and every archived binary log (spec.backup.binlogs) would hold the password.
-`IDENTIFIED BY PASSWORD '<hash>'` / `IDENTIFIED VIA <plugin> USING '<hash>'` puts only the hash
-there, as MySQL does by itself (it logs `IDENTIFIED WITH ... AS '<hash>'`).
+`IDENTIFIED VIA <plugin> USING '<hash>'` (db/statements.identified) puts only the hash there,
+as MySQL does by itself (it logs `IDENTIFIED WITH ... AS '<hash>'`).
 
 Pure. Checked against a real server's own hashing in tests/integration/test_accounts.py."""
 
@@ -16,8 +16,7 @@ import hashlib
 # password), and the stored string is the public key in base64 without padding.
 _P = 2**255 - 19
 _D = -121665 * pow(121666, _P - 2, _P) % _P
-_BY = 4 * pow(5, _P - 2, _P) % _P
-_BX = None  # computed below from _BY
+_BY = 4 * pow(5, _P - 2, _P) % _P  # the base point's y; its x is recovered below
 
 
 def _recover_x(y: int, sign: int) -> int:
@@ -28,7 +27,8 @@ def _recover_x(y: int, sign: int) -> int:
     return _P - x if x & 1 != sign else x
 
 
-_B = (_recover_x(_BY, 0), _BY, 1, _recover_x(_BY, 0) * _BY % _P)
+_BX = _recover_x(_BY, 0)
+_B = (_BX, _BY, 1, _BX * _BY % _P)
 
 
 def _add(p, q):
