@@ -43,7 +43,12 @@ from mysql_operator.backup import retention, schedule
 from mysql_operator.backup.crypto import CryptoError, parse_key
 from mysql_operator.k8s import jobs
 from mysql_operator.k8s.jobs import job_image, job_result
-from mysql_operator.manifests import BACKUP_PASSWORD_KEY, credentials_secret_name, owned
+from mysql_operator.manifests import (
+    BACKUP_PASSWORD_KEY,
+    applied_credentials_secret_name,
+    credentials_secret_name,
+    owned,
+)
 from mysql_operator.manifests.backup_jobs import (
     SCHEDULED_AT_ANNOTATION,
     backup_job,
@@ -194,6 +199,11 @@ class BackupController:
         )
         if lacking:
             return self._fail(body, lacking)
+        rotating = self._backup_password_rotating(cluster)
+        if rotating:
+            status = {"phase": PENDING, "message": rotating}
+            self._patch_status(BACKUP_PLURAL, ns, name, status)
+            return status
         job = owned(
             backup_job(cluster, backup, s3, self.image, image_pull_policy=cluster.spec.image_pull_policy),
             body,
@@ -225,6 +235,26 @@ class BackupController:
             f"Secret {name!r} (spec.credentials) has no key {BACKUP_PASSWORD_KEY}: add one; the "
             f"operator then creates the backup account (read-only) that backups use"
         )
+
+    def _backup_password_rotating(self, cluster) -> str | None:
+        """Why the backup waits: backup-password was changed in the credentials Secret and the
+        servers do not have it yet (the operator applies a rotation within seconds, then records
+        it in the applied-credentials Secret); a Job started now would log in with a password
+        the servers refuse."""
+        secrets = (credentials_secret_name(cluster), applied_credentials_secret_name(cluster))
+        desired, applied = (self._secret_value(cluster.namespace, s, BACKUP_PASSWORD_KEY) for s in secrets)
+        if applied is None or desired == applied:
+            return None
+        return f"waiting for the new {BACKUP_PASSWORD_KEY} of Secret {secrets[0]!r} to reach the servers"
+
+    def _secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        try:
+            data = self.core.read_namespaced_secret(name, namespace).data or {}
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise kopf.TemporaryError(f"Secret {name!r}: {e.reason}", delay=30) from None
+        return data.get(key)
 
     def _fail(self, body: dict, message: str) -> dict:
         meta = body["metadata"]

@@ -197,6 +197,42 @@ def test_second_backup_of_a_cluster_waits_for_the_running_one(control_plane, ctl
     assert ctl.track(get(crds, namespace, BACKUP_PLURAL, "two"))["phase"] == "Running"
 
 
+def test_a_backup_waits_while_its_accounts_new_password_is_not_on_the_servers(
+    control_plane, ctl, crds, namespace
+):
+    """backup-password changed in the credentials Secret, not yet applied (the record of what the
+    servers have still holds the old one): a Job now would be refused at login, so the backup
+    waits, saying why, and starts once the rotation is recorded."""
+    core = client.CoreV1Api(control_plane.api_client())
+    make_cluster(crds, namespace)
+    for name, password in (("shop-credentials", "new"), ("shop-credentials-applied", "old")):
+        core.create_namespaced_secret(
+            namespace, {"metadata": {"name": name}, "stringData": {"backup-password": password}}
+        )
+    crds.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        BACKUP_PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLBackup",
+            "metadata": {"name": "during"},
+            "spec": {"clusterRef": {"name": "shop"}},
+        },
+    )
+    status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "during"))
+    assert status == {
+        "phase": "Pending",
+        "message": "waiting for the new backup-password of Secret 'shop-credentials' to reach the servers",
+    }
+    assert not client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
+    core.patch_namespaced_secret(
+        "shop-credentials-applied", namespace, {"stringData": {"backup-password": "new"}}
+    )
+    assert ctl.track(get(crds, namespace, BACKUP_PLURAL, "during"))["phase"] == "Running"
+
+
 def test_backup_of_a_missing_cluster_fails_with_a_clear_message(ctl, crds, namespace):
     crds.create_namespaced_custom_object(
         GROUP,
