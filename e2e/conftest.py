@@ -332,6 +332,11 @@ def s3_beside_cluster(local_cluster):
     return local_cluster.s3()
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """e2e/test_permissions_used.py reads what every other test made the operator do: last."""
+    items.sort(key=lambda item: item.path.name == "test_permissions_used.py")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.support import audit
+
 REPO = Path(__file__).resolve().parents[2]
 SERVICE_CIDR = "10.96.0.0/16"  # virtual only; overlaps nothing the host routes
 CLUSTER_DOMAIN = "cluster.local"
@@ -188,6 +190,11 @@ class ControlPlane:
     def logs_dir(self) -> Path:
         return self.workdir / "logs"
 
+    @property
+    def audit_log(self) -> Path:
+        """What ServiceAccounts asked (tests/support/audit.py)."""
+        return self.logs_dir / "audit.log"
+
     # ---- lifecycle
     def start(self, attempts: int = 3) -> "ControlPlane":
         missing = missing_binaries()
@@ -242,6 +249,8 @@ class ControlPlane:
         self.wait_until(lambda: _http_ok(f"{etcd_url}/health"), "etcd", 20)
 
         pki = self.pki
+        audit_policy = self.workdir / "audit-policy.yaml"
+        audit_policy.write_text(yaml.safe_dump(audit.POLICY))
         self.run_component(
             "kube-apiserver",
             [
@@ -276,9 +285,11 @@ class ControlPlane:
                 # a loopback address cannot be an endpoint of the `kubernetes` Service
                 f"--endpoint-reconciler-type={'none' if self._loopback else 'lease'}",
                 "--v=1",
+                *audit.apiserver_args(audit_policy, self.audit_log),
             ],
         )
         self.wait_until(self._apiserver_ready, "kube-apiserver", 60)
+        audit.STARTED.append(self.audit_log)
         self.timings["apiserver"] = time.monotonic() - t0
 
         self.run_component(

@@ -1,0 +1,58 @@
+"""Every permission the chart grants the operator was used by it during the suite.
+
+The other direction (nothing used that is not declared) is tests/integration/test_operator.py's
+"no 403 in the operator's log". This one reads the audit logs of the API servers of this session
+(the integration control plane and the local cluster, tests/support/audit.py): a verb declared in
+mysql_operator/k8s/rbac.py that the operator never asked for is a grant it does not need, or a
+path no test takes. It runs last (e2e/conftest.py orders it) and only over the whole suite: a
+selection would leave permissions unused that the rest of the suite uses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mysql_operator.k8s import rbac
+from tests.support import audit
+from tests.support import cluster as cluster_mod
+
+pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[1]
+
+# Declared for a configuration the suite runs only to see it refused or rendered: kopf's peering
+# objects (the chart's `peering.enabled`, not the default leader election).
+NOT_EXERCISED = audit.declared(rbac.PEERING_RULES_NAMESPACED + rbac.PEERING_RULES_CLUSTER)
+
+
+def whole_suite(config) -> str | None:
+    """None when this session runs every test of `tests` and `e2e`; else why not."""
+    if {Path(a).resolve() for a in config.args} != {REPO / "tests", REPO / "e2e"}:
+        return f"this session selected {config.args}, not `tests e2e`"
+    if config.option.keyword or config.option.markexpr or config.option.deselect:
+        return "this session runs a selection (-k, -m or --deselect)"
+    return None
+
+
+def test_every_declared_permission_was_used(request):
+    why = whole_suite(request.config)
+    if why:
+        pytest.skip(f"needs the whole suite (`make test`): {why}")
+    if request.session.testsfailed:
+        pytest.skip(f"{request.session.testsfailed} tests failed before: their paths may be the users")
+    logs = set(audit.STARTED)
+    if cluster_mod.running_state() is not None:
+        logs.add(cluster_mod.state_dir() / "control-plane" / "logs" / "audit.log")
+    missing = sorted(str(p) for p in logs if not p.exists())
+    assert len(logs) == 2 and not missing, (
+        f"audit logs expected from the two API servers of the suite, have {sorted(map(str, logs))}, "
+        f"missing {missing}: a local cluster started before audit logging existed? `make cluster-down`"
+    )
+    used = audit.permissions_used(logs)
+    every = rbac.namespaced_rules() + rbac.CLUSTER_SCOPE_RULES + rbac.LEADER_ELECTION_RULES
+    unused = audit.declared(every) - used - NOT_EXERCISED
+    assert not unused, "declared, never used:\n" + "\n".join(
+        f"  {group or 'core'} {resource} {verb}" for group, resource, verb in sorted(unused)
+    )
+    print(f"\n{len(audit.declared(every))} declared permissions, all used ({len(logs)} audit logs)")

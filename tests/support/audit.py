@@ -1,0 +1,78 @@
+"""What the operator's ServiceAccount actually asked the API server, from the server's audit log.
+
+Every control plane the tests start (tests/support/controlplane.py) writes an audit log of the
+requests ServiceAccounts make outside kube-system (metadata only: who, verb, resource; never a
+body, so no Secret value), to `<workdir>/logs/audit.log`. `permissions_used()` turns those logs
+into (apiGroup, resource[/subresource], verb) triples for the operator's ServiceAccount, which
+`tests/test_permissions_used.py` compares with the declared rules of mysql_operator/k8s/rbac.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+OPERATOR_SERVICE_ACCOUNT = "mysql-operator"  # every test and the chart's default release name
+
+POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        # the controllers (use-service-account-credentials) and CoreDNS: not ours, and most of it
+        {"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {"level": "None"},
+    ],
+}
+
+STARTED: list[Path] = []  # the audit logs of the control planes this process started
+
+Permission = tuple[str, str, str]  # (apiGroup, resource or resource/subresource, verb)
+
+
+def apiserver_args(policy_file: Path, log_file: Path) -> list[str]:
+    return [
+        f"--audit-policy-file={policy_file}",
+        f"--audit-log-path={log_file}",
+        "--audit-log-format=json",
+        "--audit-log-mode=blocking",  # written before the response: complete when a test reads it
+    ]
+
+
+def permissions_used(logs: Iterable[Path], account: str = OPERATOR_SERVICE_ACCOUNT) -> set[Permission]:
+    """The permissions ServiceAccounts named `account` (in any namespace) used, as logged. A
+    server-side apply that created its object (a PATCH answered 201) used `create` as well: the
+    API server authorizes both, and logs the patch."""
+    used: set[Permission] = set()
+    suffix = f":{account}"
+    for path in logs:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if f'{suffix}"' not in line:  # most lines are other accounts': skip the parse
+                    continue
+                event = json.loads(line)
+                user = event.get("user", {}).get("username", "")
+                ref = event.get("objectRef")
+                if ref is None or not (user.startswith("system:serviceaccount:") and user.endswith(suffix)):
+                    continue
+                resource = ref.get("resource", "")
+                if ref.get("subresource"):
+                    resource += "/" + ref["subresource"]
+                group, verb = ref.get("apiGroup", ""), event["verb"]
+                used.add((group, resource, verb))
+                if verb == "patch" and event.get("responseStatus", {}).get("code") == 201:
+                    used.add((group, resource, "create"))
+    return used
+
+
+def declared(rules: Iterable[dict]) -> set[Permission]:
+    """The (apiGroup, resource, verb) triples RBAC rules grant."""
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
