@@ -3,8 +3,9 @@
 The binaries are Debian sid's (`mysql-server-core`, `mysql-client-core`), which need sid's libc:
 they never go onto the host. `hack/build-images.sh --rootfs mysql` builds the image the cluster
 runs (images/mysql/Dockerfile) and unpacks its root file system into the image cache; each server
-here runs `chroot ROOT mysqld ...` (root only), with its folder under ROOT/var/tmp so that the
-same paths work inside the root and, prefixed with ROOT, from the tests.
+here runs `chroot ROOT mysqld ...` (root only; in a mount namespace of its own where the host's
+/etc/hosts is bound over the image's empty one, as in a Pod), with its folder under ROOT/var/tmp so
+that the same paths work inside the root and, prefixed with ROOT, from the tests.
 
 Like `tests/support/mariadb.py` (whose `MariaDBServer`/`MariaDBFactory` these extend): ONE pristine
 data directory per factory, initialised with the test accounts (`--initialize-insecure
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -161,7 +163,13 @@ class MySQLServer(MariaDBServer):
         return opts
 
     def command(self) -> list[str]:
-        return ["chroot", str(self.rootfs), "mysqld", f"--defaults-file={self._p(self.option_file)}"]
+        # in a mount namespace of its own with the host's /etc/hosts bound over the image's empty
+        # one, as the kubelet does in a Pod: a replica reaches its source by a name (`localhost`
+        # in tests/integration/test_replication_tls.py), which the image alone cannot resolve
+        bind = shlex.join(["mount", "--bind", "/etc/hosts", str(self.rootfs / "etc/hosts")])
+        defaults = f"--defaults-file={self._p(self.option_file)}"
+        run = shlex.join(["chroot", str(self.rootfs), "mysqld", defaults])
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", f"{bind} && exec {run}"]
 
     def write_options(self) -> None:
         self.option_file.write_text(_option_file(self.options()).replace("[mariadbd]", "[mysqld]", 1))
