@@ -1,5 +1,9 @@
 """S3-compatible storage with boto3: streaming multipart upload at constant memory, verified reads.
 
+boto3 is imported by the functions that call S3, never at import: the operator process imports
+this module (key names, messages) and must not load an S3 client at all - every S3 call runs in
+a Job or the binary-log archiver (README, Security; tests/unit/test_operator_process.py).
+
 Every failure leaves as `StorageError` whose message names the bucket/endpoint and the fix, and
 never contains a secret (boto3 errors do not quote keys; we never format them in).
 """
@@ -11,10 +15,6 @@ import queue
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator
-
-import boto3
-import botocore.exceptions
-from botocore.config import Config
 
 from mysql_operator.api import S3
 
@@ -57,6 +57,9 @@ def describe(s3: S3, key: str = "") -> str:
 def make_client(
     s3: S3, creds: Credentials, connect_timeout: float = 5, read_timeout: float = 60, attempts: int = 3
 ):
+    import boto3
+    from botocore.config import Config
+
     config = Config(
         region_name=s3.region or "us-east-1",
         connect_timeout=connect_timeout,
@@ -79,6 +82,8 @@ def make_client(
 
 def explain(e: BaseException, s3: S3, key: str = "") -> StorageError:
     """A clear StorageError for a boto3/botocore failure."""
+    import botocore.exceptions
+
     where = describe(s3, key)
     if isinstance(e, StorageError):
         return e
@@ -271,6 +276,8 @@ def upload_stream(
 
 
 def _is_boto(e: BaseException) -> bool:
+    import botocore.exceptions
+
     return isinstance(e, (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError))
 
 
