@@ -15,12 +15,22 @@ import pytest
 from cryptography import x509
 from kubernetes import client
 
-from e2e.helpers import Cluster, writer_to, cluster_spec, lost_rows, query, try_query
+from e2e.helpers import FLAVORS, Cluster, writer_to, cluster_spec, lost_rows, query, try_query
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
 VALIDITY = 240  # seconds: renewed when a third is left, i.e. about 160 s after it was issued
+
+
+# MySQL 8.4+ names SHOW REPLICA STATUS's columns for sources and replicas; MariaDB keeps the old names
+REPLICA_STATUS_NAMES = {
+    "Source_SSL_Allowed": "Master_SSL_Allowed",
+    "Source_SSL_Verify_Server_Cert": "Master_SSL_Verify_Server_Cert",
+    "Source_SSL_CA_File": "Master_SSL_CA_File",
+    "Replica_IO_Running": "Slave_IO_Running",
+    "Source_Host": "Master_Host",
+}
 
 
 def secret_text(api, ns, name, key) -> str:
@@ -45,10 +55,11 @@ def verifying(ca_pem: str) -> ssl.SSLContext:
     return ctx
 
 
-def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_load(host_operator):
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_load(host_operator, flavor):
     ns, api, _, _ = host_operator
     c = Cluster(api, ns, "tls").create(
-        cluster_spec(3, tls={"required": True, "certificateValiditySeconds": VALIDITY})
+        cluster_spec(3, flavor, tls={"required": True, "certificateValiditySeconds": VALIDITY})
     )
     c.wait_ready(300, instances=3)
     ca_pem = secret_text(api, ns, "tls-ca-bundle", "ca.crt")
@@ -68,7 +79,7 @@ def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_loa
     wait_for(over_tls, 60, "-rw over TLS only", describe=lambda: f"plaintext, TLS cipher: {seen}")
     with pytest.raises(pymysql.err.OperationalError) as refused:
         query(rw, "app", pw, "SELECT 1")
-    # MariaDB 10.11 answers a plaintext client of a require_secure_transport server with "access
+    # MariaDB answers a plaintext client of a require_secure_transport server with "access
     # denied" (1045); MySQL with "insecure transport" (3159). The same password works over TLS.
     assert refused.value.args[0] in (1045, 3159), refused.value
     assert query(rw, "app", pw, "SELECT 1", tls=tls) == ((1,),)
@@ -88,8 +99,8 @@ def test_required_tls_refuses_plaintext_replicates_verified_and_renews_under_loa
             connect_timeout=3,
         )
         with conn, conn.cursor() as cur:
-            cur.execute("SHOW SLAVE STATUS")
-            st = cur.fetchone()
+            cur.execute("SHOW REPLICA STATUS" if flavor == "mysql" else "SHOW SLAVE STATUS")
+            st = {REPLICA_STATUS_NAMES.get(k, k): v for k, v in cur.fetchone().items()}
         assert (st["Master_SSL_Allowed"], st["Master_SSL_Verify_Server_Cert"]) == ("Yes", "Yes"), st
         assert st["Master_SSL_CA_File"] == "/etc/mysql-operator/tls/ca.crt"
         assert st["Slave_IO_Running"] == "Yes" and st["Master_Host"].endswith(f".tls-headless.{ns}.svc")
