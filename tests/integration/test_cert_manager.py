@@ -28,6 +28,7 @@ from mysql_operator.reconcile import Reconciler
 from tests.support import certmanager
 from tests.support import mariadb as mdb
 from tests.support.crds import apply_crds, project_crds
+from tests.support.operator_account import operator_api
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.controlplane
@@ -170,7 +171,9 @@ def test_without_cert_manager_the_cluster_waits_with_a_condition_and_a_warning(
     assert k.served_resources(api, *CM) is None, "cert-manager's CRDs must be absent for this test"
     create_cluster(api, namespace, "shop", {"name": "ca", "kind": "ClusterIssuer"})
     started = time.monotonic()
-    body = reconcile(Reconciler(api, resync_seconds=2), api, namespace, "shop")
+    body = reconcile(
+        Reconciler(operator_api(control_plane, namespace), resync_seconds=2), api, namespace, "shop"
+    )
     took = time.monotonic() - started
 
     degraded = condition(body, "Degraded")
@@ -194,7 +197,7 @@ def test_a_missing_issuer_is_reported_and_creating_it_lets_the_cluster_go_on(
 ):
     api = control_plane.api_client()
     c_body = create_cluster(api, namespace, "inv", {"name": "later"})  # kind Issuer, group cert-manager.io
-    rec = Reconciler(api, resync_seconds=2)
+    rec = Reconciler(operator_api(control_plane, namespace), resync_seconds=2)  # as the chart grants
     body = reconcile(rec, api, namespace, "inv")
     degraded = condition(body, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "IssuerNotFound"), degraded
@@ -258,7 +261,7 @@ def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(
 
     c_body = create_cluster(api, namespace, "shop", {"name": ca_issuer, "kind": "ClusterIssuer"})
     c = parse(c_body)
-    rec = Reconciler(api, resync_seconds=2)
+    rec = Reconciler(operator_api(control_plane, namespace), resync_seconds=2)  # as the chart grants
     wait_for(
         lambda: reconcile(rec, api, namespace, "shop") and secret_data(api, namespace, "shop-ca-bundle"),
         60,

@@ -26,9 +26,9 @@ from kubernetes import client
 
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION, parse
-from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
 from tests.support.controlplane import stop_group
 from tests.support.crds import apply_crds, project_crds
+from tests.support.operator_account import operator_kubeconfig
 from tests.support.wait import wait_for
 from tests.unit.test_api_fieldwalk import CHANGES, FULL, RECONCILE_INPUTS, changed_spec, is_immutable
 
@@ -79,29 +79,7 @@ def operator(control_plane, crds, tmp_path_factory):
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
     ns = f"op-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": ns}})
-    core.create_namespaced_service_account(ns, {"metadata": {"name": "mysql-operator"}})
-    rbac.create_namespaced_role(ns, {"metadata": {"name": "mysql-operator"}, "rules": namespaced_rules()})
-    rbac.create_namespaced_role_binding(
-        ns,
-        {
-            "metadata": {"name": "mysql-operator"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"},
-            "subjects": [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}],
-        },
-    )
-    rbac.create_cluster_role({"metadata": {"name": f"mysql-operator-{ns}"}, "rules": CLUSTER_SCOPE_RULES})
-    rbac.create_cluster_role_binding(
-        {
-            "metadata": {"name": f"mysql-operator-{ns}"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": f"mysql-operator-{ns}",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "mysql-operator", "namespace": ns}],
-        }
-    )
-    kubeconfig = control_plane.service_account_kubeconfig(ns, "mysql-operator")
+    kubeconfig = operator_kubeconfig(control_plane, ns)
     port = _free_port()
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
     liveness = f"http://127.0.0.1:{port}/healthz"
