@@ -15,6 +15,7 @@ from kubernetes import client
 from mysql_operator.api import BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.backup.controller import BackupController
 from tests.support.crds import apply_crds, project_crds
+from tests.support.operator_account import operator_api
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.controlplane
@@ -34,8 +35,9 @@ def crds(control_plane):
 
 
 @pytest.fixture
-def ctl(control_plane, crds):
-    return BackupController(control_plane.api_client(), image="localhost/mysql-operator:test")
+def ctl(control_plane, crds, namespace):
+    """The controller as the operator's ServiceAccount in the test's namespace (the chart's rules)."""
+    return BackupController(operator_api(control_plane, namespace), image="localhost/mysql-operator:test")
 
 
 def make_cluster(objs, ns, schedule="0 3 * * *", retention=None):
