@@ -1,10 +1,10 @@
-"""Every permission the chart grants the operator was used by it during the suite.
+"""The operator's RBAC is exactly what it uses, over the whole suite, both ways.
 
-The other direction (nothing used that is not declared) is tests/integration/test_operator.py's
-"no 403 in the operator's log". This one reads the audit logs of the API servers of this session
-(the integration control plane and the local cluster, tests/support/audit.py): a verb declared in
-mysql_operator/k8s/rbac.py that the operator never asked for is a grant it does not need, or a
-path no test takes. It runs last (e2e/conftest.py orders it) and only over the whole suite: a
+From the audit logs of the API servers of this session (the integration control plane and the
+local cluster, tests/support/audit.py): no request of the operator's ServiceAccount was refused
+by RBAC (in the integration tests and in every e2e scenario, where the operator runs as that
+account), and every verb declared in mysql_operator/k8s/rbac.py was asked for at least once - a
+declared verb never used is a grant the operator does not need, or a path no test takes. It runs last (e2e/conftest.py orders it) and only over the whole suite: a
 selection would leave permissions unused that the rest of the suite uses.
 """
 
@@ -47,6 +47,8 @@ def test_every_declared_permission_was_used(request):
         f"audit logs expected from the two API servers of the suite, have {sorted(map(str, logs))}, "
         f"missing {missing}: a local cluster started before audit logging existed? `make cluster-down`"
     )
+    denied = audit.permissions_denied(logs)
+    assert not denied, f"RBAC refused the operator: {sorted(denied)}"
     every = audit.declared(rbac.namespaced_rules() + rbac.CLUSTER_SCOPE_RULES + rbac.LEADER_ELECTION_RULES)
     unused = "\n".join(
         f"  {group or 'core'} {resource} {verb}"
@@ -58,4 +60,4 @@ def test_every_declared_permission_was_used(request):
             f"use these, declared and not used:\n{unused}"
         )
     assert not unused, "declared, never used:\n" + unused
-    print(f"\n{len(every)} declared permissions, all used ({len(logs)} audit logs)")
+    print(f"\n{len(every)} declared permissions, all used, none refused ({len(logs)} audit logs)")

@@ -11,9 +11,11 @@ from mysql_operator.api import GROUP
 OPERATOR_RULES: list[dict] = [
     # the custom resources: watched by kopf, annotated by kopf (progress), status written by us
     {"apiGroups": [GROUP], "resources": ["mysqlclusters"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": [GROUP], "resources": ["mysqlclusters/status"], "verbs": ["get", "patch"]},
-    # owned objects, applied with server-side apply (a PATCH that may create)
-    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["get", "create", "patch"]},
+    {"apiGroups": [GROUP], "resources": ["mysqlclusters/status"], "verbs": ["patch"]},
+    # owned objects, applied with server-side apply (a PATCH that may create: create and patch);
+    # a Service is read back to see where it routes
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "patch"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "patch"]},
     # generated credentials: created if missing, missing keys added; user Secrets only read
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch"]},
     {
@@ -25,19 +27,18 @@ OPERATOR_RULES: list[dict] = [
     {
         "apiGroups": ["apps"],
         "resources": ["deployments"],
-        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+        "verbs": ["list", "watch", "create", "patch", "delete"],
     },
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "create", "patch"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create", "patch"]},
     # the servers' data volumes, grown when spec.storage.size is raised
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "patch"]},
     # server pods: observed (and watched to re-trigger reconciles), role labels patched, deleted
     # one by one in a rolling update (StatefulSet updateStrategy OnDelete)
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
-    # Events for every significant action (ours and kopf's)
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "patch", "delete"]},
+    # Events for every significant action (ours and kopf's: both create core v1 Events)
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     # spec.tls.issuerRef: the cert-manager Certificate (server-side apply) and the Issuer it names
-    {"apiGroups": ["cert-manager.io"], "resources": ["certificates"], "verbs": ["get", "create", "patch"]},
+    {"apiGroups": ["cert-manager.io"], "resources": ["certificates"], "verbs": ["create", "patch"]},
     {"apiGroups": ["cert-manager.io"], "resources": ["issuers"], "verbs": ["get"]},
 ]
 
@@ -62,11 +63,11 @@ PEERING_RULES_CLUSTER: list[dict] = [
 # Namespaced install: a Role of OPERATOR_RULES per watched namespace + a ClusterRole of these.
 # All-namespaces install: one ClusterRole of OPERATOR_RULES + these.
 CLUSTER_SCOPE_RULES: list[dict] = [
-    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     {
         "apiGroups": ["apiextensions.k8s.io"],
         "resources": ["customresourcedefinitions"],
-        "verbs": ["get", "list", "watch"],
+        "verbs": ["list", "watch"],
     },
     # spec.tls.issuerRef of kind ClusterIssuer: is it Ready (cluster-scoped, read only)
     {"apiGroups": ["cert-manager.io"], "resources": ["clusterissuers"], "verbs": ["get"]},
@@ -80,8 +81,9 @@ BACKUP_RULES: list[dict] = [
         "resources": ["mysqlbackups"],
         "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
-    {"apiGroups": [GROUP], "resources": ["mysqlbackups/status"], "verbs": ["get", "patch"]},
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "delete"]},
+    {"apiGroups": [GROUP], "resources": ["mysqlbackups/status"], "verbs": ["patch"]},
+    # read back (status of its Pod's outcome), a failed delete Job removed to be run again
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "create", "delete"]},
 ]
 
 # What mysql_operator/sql_objects.py uses: MySQLDatabases, MySQLUsers and MySQLGrants are watched
@@ -91,12 +93,12 @@ SQL_OBJECT_RULES: list[dict] = [
     {
         "apiGroups": [GROUP],
         "resources": ["mysqldatabases", "mysqlusers", "mysqlgrants"],
-        "verbs": ["get", "list", "watch", "patch"],
+        "verbs": ["list", "watch", "patch"],
     },
     {
         "apiGroups": [GROUP],
         "resources": ["mysqldatabases/status", "mysqlusers/status", "mysqlgrants/status"],
-        "verbs": ["get", "patch"],
+        "verbs": ["patch"],
     },
 ]
 

@@ -45,7 +45,17 @@ def permissions_used(logs: Iterable[Path], account: str = OPERATOR_SERVICE_ACCOU
     """The permissions ServiceAccounts named `account` (in any namespace) used, as logged. A
     server-side apply that created its object (a PATCH answered 201) used `create` as well: the
     API server authorizes both, and logs the patch."""
+    return permissions(logs, account)[0]
+
+
+def permissions_denied(logs: Iterable[Path], account: str = OPERATOR_SERVICE_ACCOUNT) -> set[Permission]:
+    """What RBAC refused those accounts (403 "... cannot ..."; other 403s are admission refusals)."""
+    return permissions(logs, account)[1]
+
+
+def permissions(logs: Iterable[Path], account: str) -> tuple[set[Permission], set[Permission]]:
     used: set[Permission] = set()
+    denied: set[Permission] = set()
     suffix = f":{account}"
     for path in logs:
         with open(path, encoding="utf-8") as f:
@@ -62,9 +72,12 @@ def permissions_used(logs: Iterable[Path], account: str = OPERATOR_SERVICE_ACCOU
                     resource += "/" + ref["subresource"]
                 group, verb = ref.get("apiGroup", ""), event["verb"]
                 used.add((group, resource, verb))
-                if verb == "patch" and event.get("responseStatus", {}).get("code") == 201:
+                response = event.get("responseStatus", {})
+                if verb == "patch" and response.get("code") == 201:
                     used.add((group, resource, "create"))
-    return used
+                if response.get("code") == 403 and " cannot " in response.get("message", ""):
+                    denied.add((group, resource, verb))
+    return used, denied
 
 
 def declared(rules: Iterable[dict]) -> set[Permission]:

@@ -13,10 +13,14 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
   verbs: [get, list, watch, patch]
 - apiGroups: [mysql.operator.dev]
   resources: [mysqlclusters/status]
-  verbs: [get, patch]
-# owned objects, applied with server-side apply (a PATCH that may create)
+  verbs: [patch]
+# owned objects, applied with server-side apply (a PATCH that may create: create and patch); a
+# Service is read back to see where it routes
 - apiGroups: [""]
-  resources: [configmaps, services]
+  resources: [configmaps]
+  verbs: [create, patch]
+- apiGroups: [""]
+  resources: [services]
   verbs: [get, create, patch]
 # generated credentials: created if missing; user-supplied Secrets are only read (never deleted)
 - apiGroups: [""]
@@ -28,10 +32,10 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 # the binary-log archiver (spec.backup.binlogs): watched (its readiness), deleted when turned off
 - apiGroups: [apps]
   resources: [deployments]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [list, watch, create, patch, delete]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, create, patch]
+  verbs: [create, patch]
 # the servers' data volumes, grown when spec.storage.size is raised
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
@@ -40,18 +44,15 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 # one in a rolling update (StatefulSet updateStrategy OnDelete)
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, patch, delete]
-# Events for every significant action (the operator's and kopf's)
+  verbs: [list, watch, patch, delete]
+# Events for every significant action (the operator's and kopf's: both create core v1 Events)
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
-- apiGroups: [events.k8s.io]
-  resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 # spec.tls.issuerRef: the cert-manager Certificate (server-side apply) and the Issuer it names
 - apiGroups: [cert-manager.io]
   resources: [certificates]
-  verbs: [get, create, patch]
+  verbs: [create, patch]
 - apiGroups: [cert-manager.io]
   resources: [issuers]
   verbs: [get]
@@ -62,18 +63,19 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [mysql.operator.dev]
   resources: [mysqlbackups/status]
-  verbs: [get, patch]
+  verbs: [patch]
+# read back (their Pod's outcome); a failed delete Job is removed to be run again
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, create, delete]
 # SQL objects (SQL_OBJECT_RULES): MySQLDatabases, MySQLUsers and MySQLGrants watched, their
 # finalizer added and removed, their status written
 - apiGroups: [mysql.operator.dev]
   resources: [mysqldatabases, mysqlusers, mysqlgrants]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch, patch]
 - apiGroups: [mysql.operator.dev]
   resources: [mysqldatabases/status, mysqlusers/status, mysqlgrants/status]
-  verbs: [get, patch]
+  verbs: [patch]
 {{- end -}}
 
 {{/* kopf peering inside each watched namespace (PEERING_RULES_NAMESPACED). */}}
@@ -88,10 +90,10 @@ the resources it serves and follows the namespaces it is given. */}}
 {{- define "mysql-operator.rules.cluster" -}}
 - apiGroups: [""]
   resources: [namespaces]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 # spec.tls.issuerRef of kind ClusterIssuer: is it Ready (read only)
 - apiGroups: [cert-manager.io]
   resources: [clusterissuers]
