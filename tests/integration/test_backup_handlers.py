@@ -63,6 +63,21 @@ def make_cluster(objs, ns, schedule="0 3 * * *", retention=None):
     return objs.create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, body)
 
 
+def make_backup(objs, ns, name, cluster="shop"):
+    return objs.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        BACKUP_PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLBackup",
+            "metadata": {"name": name},
+            "spec": {"clusterRef": {"name": cluster}},
+        },
+    )
+
+
 def get(objs, ns, plural, name):
     return objs.get_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
 
@@ -179,18 +194,7 @@ def test_schedule_keeps_creating_runs_after_failures_and_reports_them(control_pl
 def test_second_backup_of_a_cluster_waits_for_the_running_one(control_plane, ctl, crds, namespace):
     make_cluster(crds, namespace)
     for n in ("one", "two"):
-        crds.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            BACKUP_PLURAL,
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "MySQLBackup",
-                "metadata": {"name": n},
-                "spec": {"clusterRef": {"name": "shop"}},
-            },
-        )
+        make_backup(crds, namespace, n)
     assert ctl.start(get(crds, namespace, BACKUP_PLURAL, "one"))["phase"] == "Running"
     second = ctl.start(get(crds, namespace, BACKUP_PLURAL, "two"))
     assert second["phase"] == "Pending" and "one" in second["message"]
@@ -211,18 +215,7 @@ def test_a_backup_waits_while_its_accounts_new_password_is_not_on_the_servers(
         core.create_namespaced_secret(
             namespace, {"metadata": {"name": name}, "stringData": {"backup-password": password}}
         )
-    crds.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        BACKUP_PLURAL,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "MySQLBackup",
-            "metadata": {"name": "during"},
-            "spec": {"clusterRef": {"name": "shop"}},
-        },
-    )
+    make_backup(crds, namespace, "during")
     status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "during"))
     assert status == {
         "phase": "Pending",
@@ -236,18 +229,7 @@ def test_a_backup_waits_while_its_accounts_new_password_is_not_on_the_servers(
 
 
 def test_backup_of_a_missing_cluster_fails_with_a_clear_message(ctl, crds, namespace):
-    crds.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        BACKUP_PLURAL,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "MySQLBackup",
-            "metadata": {"name": "orphan"},
-            "spec": {"clusterRef": {"name": "nope"}},
-        },
-    )
+    make_backup(crds, namespace, "orphan", "nope")
     status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "orphan"))
     assert (
         status["phase"] == "Failed" and status["message"] == f"MySQLCluster 'nope' not found in {namespace}"
@@ -281,18 +263,7 @@ def test_backup_with_a_user_secret_lacking_backup_password_fails_saying_so(
     }
     crds.create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTER_PLURAL, body)
     for n in ("before", "after"):
-        crds.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            BACKUP_PLURAL,
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "MySQLBackup",
-                "metadata": {"name": n},
-                "spec": {"clusterRef": {"name": "shop"}},
-            },
-        )
+        make_backup(crds, namespace, n)
     status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "before"))
     assert status["phase"] == "Failed" and "has no key backup-password" in status["message"]
     assert not client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
@@ -324,18 +295,7 @@ def test_backup_with_an_unusable_encryption_key_fails_naming_the_field_and_no_jo
     where = "Secret 'backup-key' key 'encryption-key' (spec.backup.encryption.keySecret)"
 
     def attempt(name: str) -> dict:
-        crds.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            BACKUP_PLURAL,
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "MySQLBackup",
-                "metadata": {"name": name},
-                "spec": {"clusterRef": {"name": "shop"}},
-            },
-        )
+        make_backup(crds, namespace, name)
         return ctl.start(get(crds, namespace, BACKUP_PLURAL, name))
 
     status = attempt("no-secret")
@@ -374,18 +334,7 @@ def test_retention_removes_old_backups_but_never_the_newest_success(ctl, crds, n
         ("newer-failed", "Failed", "2025-01-03T00:00:00Z"),
         ("older-failed", "Failed", "2024-12-01T00:00:00Z"),
     ):
-        crds.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            BACKUP_PLURAL,
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "MySQLBackup",
-                "metadata": {"name": n},
-                "spec": {"clusterRef": {"name": "shop"}},
-            },
-        )
+        make_backup(crds, namespace, n)
         crds.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, BACKUP_PLURAL, n, {"status": {"phase": phase, "completedAt": when}}
         )
@@ -404,18 +353,7 @@ def test_retention_deletes_the_objects_through_a_job_before_the_backup(control_p
     delete Job (no API token, S3 credentials only); the MySQLBackup goes once the Job succeeded."""
     make_cluster(crds, namespace, retention={"keepLast": 1})
     for n, when in (("old", "2025-01-01T00:00:00Z"), ("new", "2025-01-02T00:00:00Z")):
-        crds.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            BACKUP_PLURAL,
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "MySQLBackup",
-                "metadata": {"name": n},
-                "spec": {"clusterRef": {"name": "shop"}},
-            },
-        )
+        make_backup(crds, namespace, n)
         crds.patch_namespaced_custom_object_status(
             GROUP,
             VERSION,

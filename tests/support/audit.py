@@ -2,9 +2,9 @@
 
 Every control plane the tests start (tests/support/controlplane.py) writes an audit log of the
 requests ServiceAccounts make outside kube-system (metadata only: who, verb, resource; never a
-body, so no Secret value), to `<workdir>/logs/audit.log`. `permissions_used()` turns those logs
+body, so no Secret value), to `<workdir>/logs/audit.log`. `permissions()` turns those logs
 into (apiGroup, resource[/subresource], verb) triples for the operator's ServiceAccount, which
-`tests/test_permissions_used.py` compares with the declared rules of mysql_operator/k8s/rbac.py.
+`e2e/test_permissions_used.py` compares with the declared rules of mysql_operator/k8s/rbac.py.
 """
 
 from __future__ import annotations
@@ -41,19 +41,13 @@ def apiserver_args(policy_file: Path, log_file: Path) -> list[str]:
     ]
 
 
-def permissions_used(logs: Iterable[Path], account: str = OPERATOR_SERVICE_ACCOUNT) -> set[Permission]:
-    """The permissions ServiceAccounts named `account` (in any namespace) used, as logged. A
-    server-side apply that created its object (a PATCH answered 201) used `create` as well: the
-    API server authorizes both, and logs the patch."""
-    return permissions(logs, account)[0]
-
-
-def permissions_denied(logs: Iterable[Path], account: str = OPERATOR_SERVICE_ACCOUNT) -> set[Permission]:
-    """What RBAC refused those accounts (403 "... cannot ..."; other 403s are admission refusals)."""
-    return permissions(logs, account)[1]
-
-
-def permissions(logs: Iterable[Path], account: str) -> tuple[set[Permission], set[Permission]]:
+def permissions(
+    logs: Iterable[Path], account: str = OPERATOR_SERVICE_ACCOUNT
+) -> tuple[set[Permission], set[Permission]]:
+    """What ServiceAccounts named `account` (in any namespace) asked for, and what RBAC refused
+    them (403 "... cannot ..."; other 403s are admission refusals), as logged. A server-side
+    apply that created its object (a PATCH answered 201) used `create` as well: the API server
+    authorizes both, and logs the patch."""
     used: set[Permission] = set()
     denied: set[Permission] = set()
     suffix = f":{account}"
