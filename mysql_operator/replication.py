@@ -25,11 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
+from mysql_operator.manifests.common import SEED_PROGRESS_PORT
 from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIMEOUT_MS
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention, plan_purge
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
+from mysql_operator.db import seed_progress
 from mysql_operator.db.flavor import Dialect, Flavor
 from mysql_operator.db.instance import (
     CloneStatus,
@@ -237,7 +239,12 @@ class ReplicationEngine:
         # restarted), seed_done(instance) withdraws it once the instance answers on its copy
         self.request_seed: Callable[[str, str, str], None] | None = None
         self.seed_done: Callable[[str], None] | None = None
-        self._seeding: dict[str, float] = {}  # instance -> wall-clock time its copy was asked for
+        # per instance being re-seeded (both flavors): when its copy was asked for, its last
+        # known progress, and (MariaDB) that its request must be withdrawn once done
+        self._seeding: dict[str, float] = {}
+        self._seed_last: dict[str, CloneStatus] = {}
+        self._seed_requested: set[str] = set()
+        self.seed_progress_port = SEED_PROGRESS_PORT  # where a MariaDB recipient tells how far it is
         # restart_instance(instance) restarts a server that takes logins but answers no query
         # (its Pod deleted); never the primary, at most once per STUCK_RETRY_SECONDS
         self.restart_instance: Callable[[str], None] | None = None
@@ -377,16 +384,37 @@ class ReplicationEngine:
         return states
 
     def _copy_stage(self, name: str, o: Observation) -> CloneStatus | None:
-        """The copy onto `name`: the server's own (MySQL CLONE), or a MariaDB copy this engine
-        asked for, under way until the instance answers from a server started after the request
-        (then the request is withdrawn)."""
+        """The copy onto `name` this engine started, under way until the instance answers from a
+        server started after it (then a MariaDB request is withdrawn): MySQL's CLONE as the
+        server reports it, then copied while the server restarts on it; a MariaDB copy as its
+        recipient's progress port tells (sh/seed.sh). Otherwise: what the server reports."""
         asked = self._seeding.get(name)
         if asked is None:
             return o.clone
         booted = self.wall_clock() - o.uptime if o.reachable and o.uptime is not None else None
         if booted is None or booted < asked:
-            return CloneStatus(t.CLONE_COPYING)
-        del self._seeding[name]
+            last = self._seed_last.get(name, CloneStatus(t.CLONE_COPYING))
+            if o.clone is not None:  # MySQL: the server's own account of it
+                if o.clone.stage == t.CLONE_FAILED:
+                    self._seed_done(name)
+                    return o.clone
+                last = o.clone
+            elif name in self._seed_requested and not o.reachable and self.members[name].host:
+                # MariaDB: its Pod's init container receives the copy (MySQL: the server
+                # restarts on its copy, its last account of it stands)
+                got = seed_progress.read(self.members[name].host, self.seed_progress_port)
+                last = CloneStatus(t.CLONE_COPYING, copied=got[0], total=got[1]) if got else last
+            self._seed_last[name] = last
+            return last
+        self._seed_done(name)
+        return o.clone
+
+    def _seed_done(self, name: str) -> None:
+        self._seeding.pop(name, None)
+        self._seed_last.pop(name, None)
+        if name not in self._seed_requested:
+            return
+        self._seed_requested.discard(name)
         if self.seed_done is not None:
             try:
                 self.seed_done(name)
@@ -755,14 +783,19 @@ class ReplicationEngine:
             except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: retried later
                 raise ReplicationError(f"{d.name}: its copy could not be asked for: {e}") from None
             self._seeding[d.name] = asked
+            self._seed_last.pop(d.name, None)
+            self._seed_requested.add(d.name)
             steps.append(
                 Step(d.name, "reseed", f"restarting it on a copy of {d.donor} (mariadb-backup){kept}")
             )
             return
         self.instances[d.donor].ensure_clone_plugin()
+        asked = self.wall_clock()
         i.start_clone(
             donor.replication_host, donor.port, self.admin.user, self.admin.password, self.tls_ca_path
         )
+        self._seeding[d.name] = asked
+        self._seed_last.pop(d.name, None)
         steps.append(Step(d.name, "reseed", f"copying the data of {d.donor}{kept}"))
 
     STUCK_SECONDS = 60.0  # a server that takes logins but answers no query this long is restarted

@@ -32,6 +32,8 @@ CA_BUNDLE = f"{CA_BUNDLE_DIR}/ca.crt"
 # requester's token, renewed in place on rotation), and the operator's request (ConfigMap
 # <name>-reseed: key = Pod name, value = "<donor host> <request id>")
 SEED_PORT = 3307
+# the recipient's `seed` init container answers there how far its copy is (db/seed_progress.py)
+SEED_PROGRESS_PORT = 3308
 SEED_TOKEN_DIR = "/etc/mysql-operator/seed"
 RESEED_DIR = "/etc/mysql-operator/reseed"
 # The metrics sidecar (sh/exporter.sh): mysqld_exporter's port, named "metrics"; the monitoring

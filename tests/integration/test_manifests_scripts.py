@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import pymysql
@@ -23,7 +24,7 @@ import pytest
 from mysql_operator import manifests as m
 from mysql_operator import tls
 from mysql_operator.api import parse
-from mysql_operator.db import accounts
+from mysql_operator.db import accounts, seed_progress
 from mysql_operator.db.flavor import Flavor
 from tests.support.wait import wait_for
 
@@ -336,8 +337,9 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     """seed.sh on real servers: the donor's sidecar streams mariadb-backup over TLS to the
     recipient's init container, which replaces the recipient's data (an errant write included) by
     the prepared copy; start.sh gives the server the copy's GTID state once; the copy then
-    replicates from the donor from exactly where it was made. A requester without the operator
-    password gets nothing and the recipient keeps its data."""
+    replicates from the donor from exactly where it was made. While it works, the recipient's
+    progress port tells the operator's reader how many bytes came of how many. A requester without
+    the operator password gets nothing and the recipient keeps its data."""
     root, config, e, user, procs = env
     donor = _instance(root, e, user, "db-0")
     run(config / "init.sh", donor, user)
@@ -394,6 +396,7 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
         "MYSQL_OPERATOR_SEED_ADDRESS": "127.0.0.1",
         "MYSQL_OPERATOR_RESEED_DIR": str(root / "reseed"),
         "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(token),
+        "MYSQL_OPERATOR_SEED_PROGRESS_PORT": str(free_port()),
     }
 
     refused = run(
@@ -409,8 +412,32 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     assert (root / "volume-db-1" / "data" / "shop" / "errant.frm").exists()  # nothing replaced
 
     state_before = _one(d, "SELECT @@gtid_binlog_state")
-    got = run(config / "seed.sh", receive_env, user, "receive", check=False)
+    progress_port = int(receive_env["MYSQL_OPERATOR_SEED_PROGRESS_PORT"])
+    readings: list[tuple[int, int]] = []
+    receiving = threading.Event()
+
+    def poll() -> None:  # what the operator's pass does each second, here as often as it can
+        while not receiving.is_set():
+            got = seed_progress.read("127.0.0.1", progress_port, 0.2)
+            if got is not None:
+                readings.append(got)
+            receiving.wait(0.05)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        got = run(config / "seed.sh", receive_env, user, "receive", check=False)
+    finally:
+        receiving.set()
+        poller.join()
     assert got.returncode == 0, f"{got.stderr}\n-- the donor's sidecar:\n{serve_log.read_text()}"
+    # the donor's data directory (without its logs) is what was expected: the 40 MiB table and
+    # more; the bytes received grew to about that
+    assert readings, "the recipient's progress port never answered during the copy"
+    totals = {total for _, total in readings}
+    assert len(totals) == 1 and totals.pop() > 40 * 2**20, readings
+    assert max(c for c, _ in readings) > 40 * 2**20, readings
+    assert seed_progress.read("127.0.0.1", progress_port) is None  # closed with the copy done
     for pw in PASSWORDS.values():
         assert pw not in got.stdout + got.stderr
     again = run(config / "seed.sh", receive_env, user, "receive")

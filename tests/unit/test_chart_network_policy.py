@@ -110,9 +110,10 @@ def test_one_policy_per_watched_namespace_selecting_the_database_pods():
             }
         }
         assert spec["policyTypes"] == ["Ingress"]  # outgoing traffic (DNS, S3, API) untouched
-        rule, seed, metrics_port = spec["ingress"]
+        rule, seed, progress, metrics_port = spec["ingress"]
         assert rule["ports"] == [{"protocol": "TCP", "port": 3306}]
         assert seed["ports"] == [{"protocol": "TCP", "port": 3307}]
+        assert progress["ports"] == [{"protocol": "TCP", "port": 3308}]
         assert metrics_port["ports"] == [{"protocol": "TCP", "port": 9104}] and "from" not in metrics_port
 
 
@@ -182,6 +183,15 @@ def test_who_is_admitted_to_3306():
         assert not admitted(p, ns, labels, ns_labels(ns), port=3307), who
     job = backup_jobs.tenant_job(c, "j", backup_jobs.COMPONENT_RESTORE, "x", "img", [], [])
     assert not admitted(p, "prod", job["spec"]["template"]["metadata"]["labels"], prod, port=3307)
+
+    # how far a MariaDB re-seed is (the recipient's seed init container): only the operator
+    assert admitted(p, RELEASE_NS, operator, ops, port=3308)
+    for who, ns, labels in (
+        ("server", "prod", server),
+        ("client", "prod", {"app": "shop", CLIENT_LABEL: "true"}),
+        ("operator-looking Pod elsewhere", "other", operator),
+    ):
+        assert not admitted(p, ns, labels, ns_labels(ns), port=3308), who
 
 
 def test_the_operator_peer_follows_the_release_name_and_namespace():

@@ -10,6 +10,8 @@ statement (a timeout, a lost connection, a refused privilege)."""
 from __future__ import annotations
 
 import dataclasses
+import socket
+import threading
 from dataclasses import dataclass, field
 
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
-from mysql_operator.db.instance import InstanceError, Observation, ReplicaStatus
+from mysql_operator.db.instance import CloneStatus, InstanceError, Observation, ReplicaStatus
 from mysql_operator.status import events_from_steps
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 
@@ -55,6 +57,7 @@ class FakeServer:
     uptime: float = 100.0
     error: str = "injected: down"  # why it does not answer (when not reachable)
     dialect: object = DIALECT
+    clone: CloneStatus | None = None  # MySQL: what clone_status says of the last copy onto it
 
     def _do(self, op: str) -> None:
         if not self.reachable or (self.name, op) in self.world.fail:
@@ -92,6 +95,7 @@ class FakeServer:
             uptime=self.uptime,
             semisync_source_enabled=self.semisync_source,
             semisync_replica_enabled=self.semisync_replica,
+            clone=self.clone,
         )
 
     def close(self) -> None:
@@ -653,6 +657,84 @@ def test_mariadb_reseed_records_then_asks_for_a_copy_and_watches_it_until_the_se
     assert not db2().reseeding and done == ["db-2"]
     w.log.clear()
     assert e.act(t.Reseed("db-2", "db-1"), reseed_states(w, t.CLONE_COPYING)) == [] and w.log == []
+
+
+def test_a_mysql_copy_counts_as_re_seeding_until_the_server_answers_restarted_on_it():
+    """A CLONE is watched through the server's clone_status; once copied the server shuts down
+    and its container starts it on the copy: meanwhile it still counts as re-seeding (its last
+    account of the copy stands), not as a mere unreachable instance."""
+    w = World()
+    e = engine(w)
+    mysql(w)
+    serving(w, "db-0")
+    now = [1000.0]
+    e.wall_clock = lambda: now[0]
+    e.act(t.Reseed("db-2", "db-1"), reseed_states(w))
+    db2 = w.servers["db-2"]
+
+    def seen() -> t.InstanceState:
+        return next(s for s in e.observe() if s.name == "db-2")
+
+    now[0] = 1002.0
+    assert seen().reseeding and seen().clone_bytes == (0, 0)  # not in clone_status yet
+    db2.clone = CloneStatus(t.CLONE_COPYING, copied=300, total=1000)
+    assert (seen().clone, seen().clone_bytes) == (t.CLONE_COPYING, (300, 1000))
+    db2.clone = CloneStatus(t.CLONE_COPIED, copied=1000, total=1000)
+    assert seen().clone == t.CLONE_COPIED
+    db2.reachable, db2.clone = False, None  # shut down on its copy
+    assert (seen().clone, seen().clone_bytes) == (t.CLONE_COPIED, (1000, 1000))
+    now[0] = 1010.0
+    db2.reachable, db2.uptime = True, 2.0  # started at 1008, on the copy
+    assert not seen().reseeding and seen().clone is None
+
+
+def test_a_mysql_copy_that_fails_is_reported_as_failed_at_once():
+    w = World()
+    e = engine(w)
+    mysql(w)
+    serving(w, "db-0")
+    e.act(t.Reseed("db-2", "db-1"), reseed_states(w))
+    w.servers["db-2"].clone = CloneStatus(t.CLONE_FAILED, "donor gone (injected)")
+    got = next(s for s in e.observe() if s.name == "db-2")
+    assert got.clone == t.CLONE_FAILED and not got.reseeding and "donor gone" in got.clone_error
+
+
+def test_a_mariadb_copy_shows_the_bytes_its_recipient_reports_on_its_progress_port():
+    """While the recipient's Pod receives the copy, its seed init container answers on the
+    progress port (sh/seed.sh); the last answer stands when it is gone (the prepare ended, the
+    server starts)."""
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    now = [1000.0]
+    e.wall_clock = lambda: now[0]
+    e.keep_evidence = lambda *_: "ConfigMap x"
+    e.request_seed = lambda *_: None
+    e.act(RESEED, reseed_states(w))
+    listener = socket.create_server(("127.0.0.1", 0))
+    e.members["db-2"] = dataclasses.replace(e.members["db-2"], host="127.0.0.1")
+    e.seed_progress_port = listener.getsockname()[1]
+
+    def answer(line: bytes) -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(line)
+
+    def seen() -> t.InstanceState:
+        return next(s for s in e.observe() if s.name == "db-2")
+
+    w.servers["db-2"].reachable = False  # its Pod restarts and copies
+    for line, want in ((b"receiving 400 1000\n", (400, 1000)), (b"preparing 990 1000\n", (990, 1000))):
+        server = threading.Thread(target=answer, args=(line,))
+        server.start()
+        got = seen()
+        server.join()
+        assert got.reseeding and (got.clone, got.clone_bytes) == (t.CLONE_COPYING, want)
+    listener.close()
+    assert seen().clone_bytes == (990, 1000)  # nothing answers any more: the last answer
+    now[0] = 1010.0
+    w.servers["db-2"].reachable, w.servers["db-2"].uptime = True, 2.0
+    assert not seen().reseeding
 
 
 def test_mariadb_reseed_that_cannot_be_asked_for_is_a_failed_step_and_retried_later():

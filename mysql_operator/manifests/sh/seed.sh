@@ -6,8 +6,9 @@
 #                    TLS (the cluster's server certificate) and runs `seed.sh donate` per connection
 #   seed.sh donate   one copy: the requester's first line must be the operator password (both Pods
 #                    mount it from the credentials Secret: $SEED_TOKEN_FILE, renewed in place when
-#                    the password is rotated); answers "OK <gtid_binlog_state>", then streams
-#                    `mariadb-backup --backup --stream=xbstream` of the running server
+#                    the password is rotated); answers "OK <bytes> <gtid_binlog_state>" (bytes: its
+#                    data directory without binary and relay logs, what the copy holds), then
+#                    streams `mariadb-backup --backup --stream=xbstream` of the running server
 #   seed.sh receive  the recipient side, an init container: when the operator asked for a copy for
 #                    this Pod ($RESEED_DIR/$POD_NAME holds "<donor host> <request id>") that was not
 #                    made yet, connects to the donor (socat, verifying its certificate and its name),
@@ -16,6 +17,10 @@
 #                    hands to the server once (--init-file); fails unless the copy is in place.
 #                    socat only carries bytes: it ends soon after the donor's end of the stream,
 #                    so nothing that takes longer (the extraction's end, the prepare) runs under it.
+#                    While the copy is received and prepared, port $PROGRESS_PORT answers every
+#                    connection with one line "<receiving|preparing> <bytes received> <bytes
+#                    expected>" (numbers only: what the operator shows in status.instances[].reseed)
+#   seed.sh progress that line (run by the progress port per connection)
 #
 # The old data directory is removed only once the donor has accepted (its errant transactions, if
 # any, were recorded by the operator before it asked); a copy that fails midway is made again on
@@ -27,6 +32,7 @@ TLS_DIR="${MYSQL_OPERATOR_TLS_DIR:-/etc/mysql-operator/tls}"
 RESEED_DIR="${MYSQL_OPERATOR_RESEED_DIR:-/etc/mysql-operator/reseed}"
 SEED_PORT="${MYSQL_OPERATOR_SEED_PORT:-3307}"
 SEED_TOKEN_FILE="${MYSQL_OPERATOR_SEED_TOKEN_FILE:-/etc/mysql-operator/seed/token}"
+PROGRESS_PORT="${MYSQL_OPERATOR_SEED_PROGRESS_PORT:-3308}"
 SELF="${BASH_SOURCE[0]}"
 SOCAT_BLOCK=131072
 DATADIR="$DATA_ROOT/data"
@@ -53,7 +59,7 @@ cleanup() { if [ -n "$TMP" ]; then rm -rf "$TMP"; fi; }
 trap cleanup EXIT
 
 donate() {
-  local offered state
+  local offered state size
   IFS= read -r -t 30 offered || { echo "ERR no request"; exit 1; }
   if [ "$offered" != "$(token)" ]; then
     echo "ERR refused"
@@ -62,7 +68,8 @@ donate() {
   fi
   # every GTID in this state is in the copy: the copy's consistent point comes later
   state=$(mariadb --defaults-extra-file="$RUN_DIR/client.cnf" -N -B -e 'SELECT @@GLOBAL.gtid_binlog_state')
-  printf 'OK %s\n' "$state"
+  size=$(du -sb --exclude='binlog.[0-9]*' --exclude='binlog.index' --exclude='relay-bin.*' "$DATADIR" | cut -f1) || size=0
+  printf 'OK %s %s\n' "${size:-0}" "$state"
   TMP=$(mktemp -d "${TMPDIR:-/tmp}/seed.XXXXXX")
   log "copying this instance (mariadb-backup)"
   mariadb-backup --defaults-extra-file="$RUN_DIR/client.cnf" --backup --stream=xbstream \
@@ -118,19 +125,46 @@ union_gtids() {
   printf '%s' "$out"
 }
 
+# one line for the operator: the stage, the bytes received so far and the bytes expected
+progress() {
+  local received
+  received=$(du -sb "${SEED_PROGRESS_DIR:?}" 2> /dev/null | cut -f1) || received=0
+  printf '%s %s %s\n' "$(cat "${SEED_PROGRESS_STAGE:?}" 2> /dev/null || echo receiving)" "${received:-0}" "${SEED_PROGRESS_TOTAL:-0}"
+}
+
+# the progress port, until this (sub)shell ends: a copy goes on without it if it cannot listen
+serve_progress() {
+  printf 'receiving' > "$TMP/stage"
+  SEED_PROGRESS_DIR="$NEW" SEED_PROGRESS_STAGE="$TMP/stage" SEED_PROGRESS_TOTAL="$1" \
+    socat -T 5 "TCP-LISTEN:$PROGRESS_PORT,reuseaddr,fork" EXEC:"/bin/bash $SELF progress" 2> /dev/null &
+  PROGRESS_PID=$!
+  trap 'kill "$PROGRESS_PID" 2> /dev/null || true' EXIT
+}
+
 accept() {
-  local answer state info pos
+  local answer state info pos total=0 first rest
   IFS= read -r -t 120 answer || die "the donor did not answer (its seed-donor log says why: it refuses a requester without the current operator password)"
   case "$answer" in
-    "OK "*|OK) state=${answer#OK}; state=${state# } ;;
+    "OK "*|OK) rest=${answer#OK}; rest=${rest# } ;;
     *) die "the donor refused the copy: $answer" ;;
   esac
+  # "<bytes> <state>"; a donor of an earlier version sends "<state>" only (a GTID list is never
+  # digits alone)
+  first=${rest%% *}
+  if [[ "$first" =~ ^[0-9]+$ ]]; then
+    total=$first
+    state=${rest#"$first"}; state=${state# }
+  else
+    state=$rest
+  fi
   umask 077
   rm -rf "$NEW" "$DATADIR" "$DATA_ROOT/reseed-init.sql"
   mkdir -p "$NEW"
+  serve_progress "$total"
   SECONDS=0
   mbstream -x -p 2 -C "$NEW" || die "the copy's stream broke off"
   log "copy received in $SECONDS s"
+  printf 'preparing' > "$TMP/stage"
   SECONDS=0
   mariadb-backup --prepare --target-dir="$NEW" 2> "$DATA_ROOT/seed-prepare.log" || {
     tail -n 20 "$DATA_ROOT/seed-prepare.log" >&2
@@ -159,5 +193,6 @@ case "${1:-}" in
   serve) serve ;;
   donate) donate ;;
   receive) receive ;;
-  *) echo "usage: seed.sh serve|donate|receive" >&2; exit 2 ;;
+  progress) progress ;;
+  *) echo "usage: seed.sh serve|donate|receive|progress" >&2; exit 2 ;;
 esac
