@@ -246,8 +246,9 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
     assert dep.status.ready_replicas == 1
 
 
+@pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
 def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_forced(
-    local_cluster, scenario_namespace
+    local_cluster, scenario_namespace, flavor
 ):
     """Semi-sync, 3 instances, one acknowledgement: the primary and one replica hang at once. The
     replica left cannot be shown to hold every acknowledged commit (the hung one may have
@@ -255,7 +256,7 @@ def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_force
     and how to force it, with a Warning Event. The force-failover annotation then promotes it;
     status.forcedFailover records who asked, a FailoverForced Event says so, the annotation goes."""
     c = Cluster(local_cluster.api_client(), scenario_namespace, "fo-held")
-    c.create(cluster_spec(3, "mariadb"))
+    c.create(cluster_spec(3, flavor))
     c.wait_ready(300, instances=3, primary="fo-held-0")
     # the replica first: stopped second, it could still be promoted in the seconds between the
     # two signals (each goes through containerd) - a failover to it, not the case tested here
@@ -270,7 +271,7 @@ def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_force
             return d if (d.get("status"), d.get("reason")) == ("True", "FailoverHeld") else None
 
         degraded = wait_for(held, 60, "Degraded FailoverHeld", interval=0.5, describe=c.describe)
-        record("primary and a replica hung to FailoverHeld in status (mariadb)", time.monotonic() - stopped)
+        record(f"primary and a replica hung to FailoverHeld in status ({flavor})", time.monotonic() - stopped)
         assert "only 1 of 2 replicas answer (fo-held-2)" in degraded["message"], degraded["message"]
         assert "mysql.operator.dev/force-failover" in degraded["message"]
         assert any(e.type == "Warning" for e in c.events("FailoverHeld"))
@@ -294,7 +295,8 @@ def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_force
             describe=c.describe,
         )
         record(
-            "force-failover annotation to the forced promotion recorded (mariadb)", time.monotonic() - forced
+            f"force-failover annotation to the forced promotion recorded ({flavor})",
+            time.monotonic() - forced,
         )
         ff = st["forcedFailover"]
         assert (ff["from"], ff["to"], ff["requestedBy"]) == (

@@ -7,7 +7,9 @@ acknowledged-row accounting (issue 15). In order:
    Event naming it) and replaces the replica's data by a physical copy of a healthy replica over
    TLS - MySQL: a CLONE, the server restarts in its container with a new server_uuid; MariaDB: its
    Pod starts again and its `seed` init container receives a mariadb-backup stream from the
-   donor's `seed-donor` sidecar.
+   donor's `seed-donor` sidecar. While it goes on, the status shows it (the instance's role
+   `reseeding` with its copy's phase, the Degraded condition with reason Reseeding) and its
+   Pod carries no role label (the -ro Service does not route to it).
 2. A replica's volume lost: its PVC and Pod deleted; a new, empty volume; it is rebuilt (from the
    binary logs, or by a copy) and Ready.
 3. A replica stopped (SIGSTOP) while the binary logs it needs are purged on every other instance:
@@ -22,6 +24,7 @@ and its copy in the backup bucket, MinIO beside the cluster, made by a tokenless
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -39,6 +42,7 @@ from e2e.helpers import (
     signal_server,
     writer_to,
 )
+from mysql_operator.manifests import ROLE_LABEL
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -110,6 +114,39 @@ def _with_bucket(c: Cluster, s3) -> tuple[dict, str]:
     return {"storage": storage}, bucket
 
 
+class _ReseedWatch:
+    """What a user sees of a re-seed, sampled every quarter second in a thread: the instance's
+    status.instances[] entry, the Degraded condition, then its Pod's role label (read after the
+    status: the operator moves labels before it publishes the status of the same pass)."""
+
+    def __init__(self, c: Cluster, pod: str):
+        self.c, self.pod, self.samples = c, pod, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "_ReseedWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            try:
+                status = self.c.body().get("status") or {}
+                entry = next((i for i in status.get("instances") or [] if i["name"] == self.pod), {})
+                degraded = next((x for x in status.get("conditions") or [] if x["type"] == "Degraded"), {})
+                label = (self.c.pod(self.pod).metadata.labels or {}).get(ROLE_LABEL)
+            except Exception:  # noqa: BLE001 - the Pod is being replaced: sampled again
+                continue
+            self.samples.append((entry, degraded, label))
+
+    def reseeding(self) -> list[tuple[dict, dict, str | None]]:
+        return [x for x in self.samples if x[0].get("role") == "reseeding"]
+
+
 def _in_bucket(s3, bucket: str, record: str) -> dict[str, bytes]:
     c = s3.client()
     keys = [
@@ -125,12 +162,28 @@ def _errant_case(c: Cluster, flavor: str, pw: str, s3, bucket: str) -> None:
     uid = c.pod(victim).metadata.uid
     own = _write_errant(c, victim)
     started = time.monotonic()
-    wait_for(lambda: _reseeded(c, victim), 60, f"a Reseed Event naming {victim}", describe=c.describe)
-    wait_for(lambda: _healthy(c), 300, "every instance healthy after the re-seed", describe=c.describe)
+    with _ReseedWatch(c, victim) as watch:
+        wait_for(lambda: _reseeded(c, victim), 60, f"a Reseed Event naming {victim}", describe=c.describe)
+        wait_for(lambda: _healthy(c), 300, "every instance healthy after the re-seed", describe=c.describe)
     record(
         f"errant replica written -> re-seeded and healthy ({flavor})",
         time.monotonic() - started,
         scenario="15",
+    )
+    shown = watch.reseeding()
+    assert shown, f"{victim} never shown as re-seeding in {len(watch.samples)} samples of the status"
+    assert {e["reseed"]["phase"] for e, _, _ in shown} <= {"copying", "copied"}, shown
+    assert all(label is None for _, _, label in shown), shown  # out of -ro (and -rw) meanwhile
+    assert any(
+        d.get("status") == "True" and d.get("reason") == "Reseeding" and victim in d.get("message", "")
+        for _, d, _ in shown
+    ), shown
+    most = max(shown, key=lambda x: x[0]["reseed"]["bytesCopied"])[0]["reseed"]
+    record(
+        f"re-seed progress seen ({flavor}): {len(shown)} samples, most bytes copied "
+        f"{most['bytesCopied']} of {most['bytesTotal']}",
+        len(shown),
+        unit="count",
     )
     event = next(e for e in c.events("Reseed") if "errant transactions" in (e.message or ""))
     assert own in event.message, event.message  # names the discarded GTIDs
