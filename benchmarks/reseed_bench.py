@@ -15,7 +15,8 @@ into a new folder on the same file system.
 
     .venv/bin/python -m benchmarks.reseed_bench [--sizes 1,5] [--window 10]
 
-Reported per size: bytes copied (clone_progress), copy seconds (its stages DROP DATA -> FILE SYNC), total
+Reported per size: bytes copied (clone_progress), copy seconds (its stages DROP DATA -> FILE SYNC), the
+most bytes the loop's observation showed during the copy (what status.instances[].reseed says), total
 re-seed (decision -> healthy again, including the restart), copy MiB/s, tar MiB/s and their ratio,
 writes/s on the primary before and during the copy and their ratio, rows lost (must be 0).
 """
@@ -107,12 +108,15 @@ def one_size(factory: MySQLFactory, gib: float, window: float) -> list[tuple[str
     engine.keep_evidence = lambda name, gtids, events: "the benchmark's record (dropped)"
     state = ClusterState()
     by = {s.name: s for s in servers}
+    shown = [(0, 0)]  # the most bytes the loop's observation of db-2 reported (its status would)
 
     def passes(until, timeout: float, restart: bool = False):
         def step():
             if restart and not by["db-2"].alive:
                 by["db-2"].start()
-            d = engine.reconcile(state).decision
+            out = engine.reconcile(state)
+            d = out.decision
+            shown[0] = max([shown[0]] + [i.clone_bytes for i in out.observed if i.name == "db-2"])
             time.sleep(1.0)
             return d if until(d) else None
 
@@ -172,6 +176,10 @@ def one_size(factory: MySQLFactory, gib: float, window: float) -> list[tuple[str
     return [
         (f"{label}: bytes copied (MiB)", f"{int(copied) / MIB:.0f}"),
         (f"{label}: copy (clone_progress DROP DATA -> FILE SYNC, s)", f"{copy_s:.1f}"),
+        (
+            f"{label}: most shown by the loop during the copy (MiB copied of MiB)",
+            f"{shown[0][0] / MIB:.0f} of {shown[0][1] / MIB:.0f}",
+        ),
         (f"{label}: re-seed, decision -> healthy again (s)", f"{healthy - decided:.1f}"),
         (f"{label}: copy rate (MiB/s)", f"{clone_rate:.0f}"),
         (
