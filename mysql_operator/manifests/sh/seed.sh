@@ -7,7 +7,8 @@
 #   seed.sh donate   one copy: the requester's first line must be the operator password (both Pods
 #                    mount it from the credentials Secret: $SEED_TOKEN_FILE, renewed in place when
 #                    the password is rotated); answers "OK <bytes> <gtid_binlog_state>" (bytes: its
-#                    data directory without binary and relay logs, what the copy holds), then
+#                    data directory without binary, relay and redo logs nor the temporary
+#                    tablespace: about what the copy holds), then
 #                    streams `mariadb-backup --backup --stream=xbstream` of the running server
 #   seed.sh receive  the recipient side, an init container: when the operator asked for a copy for
 #                    this Pod ($RESEED_DIR/$POD_NAME holds "<donor host> <request id>") that was not
@@ -68,7 +69,8 @@ donate() {
   fi
   # every GTID in this state is in the copy: the copy's consistent point comes later
   state=$(mariadb --defaults-extra-file="$RUN_DIR/client.cnf" -N -B -e 'SELECT @@GLOBAL.gtid_binlog_state')
-  size=$(du -sb --exclude='binlog.[0-9]*' --exclude='binlog.index' --exclude='relay-bin.*' "$DATADIR" | cut -f1) || size=0
+  size=$(du -sb --exclude='binlog.[0-9]*' --exclude='binlog.index' --exclude='relay-bin.*' \
+    --exclude='ib_logfile*' --exclude='ibtmp*' "$DATADIR" | cut -f1) || size=0
   printf 'OK %s %s\n' "${size:-0}" "$state"
   TMP=$(mktemp -d "${TMPDIR:-/tmp}/seed.XXXXXX")
   log "copying this instance (mariadb-backup)"
