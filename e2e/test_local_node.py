@@ -121,11 +121,19 @@ def test_mariadb_statefulset_on_the_local_node(local_cluster, kube_namespace):
     wait_for(lambda: len(_ready_pods(core, ns)) == 3, 300, "3 MariaDB pods Ready")
     print(f"\n3 MariaDB pods Ready {time.monotonic() - t0:.1f}s after the StatefulSet was created")
 
-    # Each Pod reaches the others by their stable DNS names (CoreDNS + headless Service).
+    # Each Pod reaches the others by their stable DNS names (CoreDNS + headless Service). A
+    # name is published once its Pod is Ready, through the EndpointSlice CoreDNS watches: a
+    # moment after the Pod's readiness (CI saw "Unknown server host" for a Pod Ready just now)
     for src in ("db-0", "db-1", "db-2"):
         for dst in ("db-0", "db-1", "db-2"):
             fqdn = f"{dst}.db.{ns}.svc.cluster.local"
-            assert _sql_in_pod(core, ns, src, fqdn, "SELECT @@hostname") == dst
+
+            def resolved(src=src, fqdn=fqdn) -> str | None:
+                answer = _sql_in_pod(core, ns, src, fqdn, "SELECT @@hostname")
+                return None if "Unknown server host" in answer else answer
+
+            answer = wait_for(resolved, 30, f"{fqdn} resolved in {src}")
+            assert answer == dst, (src, fqdn, answer)
 
     # A ClusterIP Service answers from the host (kube-proxy DNAT) and from a Pod.
     def host_query():
