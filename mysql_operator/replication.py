@@ -162,6 +162,16 @@ class Outcome:
     observed: list[t.InstanceState]
 
 
+@dataclass
+class Copy:
+    """A re-seed this engine started: when (wall clock), whether it is a MariaDB request to
+    withdraw once done (MySQL's CLONE needs none), and the last known progress."""
+
+    asked: float
+    requested: bool
+    last: CloneStatus = field(default_factory=lambda: CloneStatus(t.CLONE_COPYING))
+
+
 class ReplicationError(Exception):
     pass
 
@@ -239,11 +249,7 @@ class ReplicationEngine:
         # restarted), seed_done(instance) withdraws it once the instance answers on its copy
         self.request_seed: Callable[[str, str, str], None] | None = None
         self.seed_done: Callable[[str], None] | None = None
-        # per instance being re-seeded (both flavors): when its copy was asked for, its last
-        # known progress, and (MariaDB) that its request must be withdrawn once done
-        self._seeding: dict[str, float] = {}
-        self._seed_last: dict[str, CloneStatus] = {}
-        self._seed_requested: set[str] = set()
+        self._seeding: dict[str, Copy] = {}  # per instance being re-seeded (both flavors)
         self.seed_progress_port = SEED_PROGRESS_PORT  # where a MariaDB recipient tells how far it is
         # restart_instance(instance) restarts a server that takes logins but answers no query
         # (its Pod deleted); never the primary, at most once per STUCK_RETRY_SECONDS
@@ -388,33 +394,30 @@ class ReplicationEngine:
         server started after it (then a MariaDB request is withdrawn): MySQL's CLONE as the
         server reports it, then copied while the server restarts on it; a MariaDB copy as its
         recipient's progress port tells (sh/seed.sh). Otherwise: what the server reports."""
-        asked = self._seeding.get(name)
-        if asked is None:
+        copy = self._seeding.get(name)
+        if copy is None:
             return o.clone
         booted = self.wall_clock() - o.uptime if o.reachable and o.uptime is not None else None
-        if booted is None or booted < asked:
-            last = self._seed_last.get(name, CloneStatus(t.CLONE_COPYING))
+        if booted is None or booted < copy.asked:
             if o.clone is not None:  # MySQL: the server's own account of it
                 if o.clone.stage == t.CLONE_FAILED:
                     self._seed_done(name)
                     return o.clone
-                last = o.clone
-            elif name in self._seed_requested and not o.reachable and self.members[name].host:
+                copy.last = o.clone
+            elif copy.requested and not o.reachable and self.members[name].host:
                 # MariaDB: its Pod's init container receives the copy (MySQL: the server
                 # restarts on its copy, its last account of it stands)
                 got = seed_progress.read(self.members[name].host, self.seed_progress_port)
-                last = CloneStatus(t.CLONE_COPYING, copied=got[0], total=got[1]) if got else last
-            self._seed_last[name] = last
-            return last
+                if got:
+                    copy.last = CloneStatus(t.CLONE_COPYING, copied=got[0], total=got[1])
+            return copy.last
         self._seed_done(name)
         return o.clone
 
     def _seed_done(self, name: str) -> None:
-        self._seeding.pop(name, None)
-        self._seed_last.pop(name, None)
-        if name not in self._seed_requested:
+        copy = self._seeding.pop(name, None)
+        if copy is None or not copy.requested:
             return
-        self._seed_requested.discard(name)
         if self.seed_done is not None:
             try:
                 self.seed_done(name)
@@ -782,9 +785,7 @@ class ReplicationEngine:
                 self.request_seed(d.name, d.donor, donor.replication_host)
             except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: retried later
                 raise ReplicationError(f"{d.name}: its copy could not be asked for: {e}") from None
-            self._seeding[d.name] = asked
-            self._seed_last.pop(d.name, None)
-            self._seed_requested.add(d.name)
+            self._seeding[d.name] = Copy(asked, requested=True)
             steps.append(
                 Step(d.name, "reseed", f"restarting it on a copy of {d.donor} (mariadb-backup){kept}")
             )
@@ -794,8 +795,7 @@ class ReplicationEngine:
         i.start_clone(
             donor.replication_host, donor.port, self.admin.user, self.admin.password, self.tls_ca_path
         )
-        self._seeding[d.name] = asked
-        self._seed_last.pop(d.name, None)
+        self._seeding[d.name] = Copy(asked, requested=False)
         steps.append(Step(d.name, "reseed", f"copying the data of {d.donor}{kept}"))
 
     STUCK_SECONDS = 60.0  # a server that takes logins but answers no query this long is restarted
