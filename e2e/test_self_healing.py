@@ -40,6 +40,7 @@ from e2e.helpers import (
     replica_state,
     server_processlist,
     signal_server,
+    try_query,
     writer_to,
 )
 from mysql_operator.manifests import ROLE_LABEL
@@ -262,13 +263,37 @@ def _purged(ip: str, opw: str) -> bool:
     return query(ip, "mysql-operator", opw, "SHOW BINARY LOGS")[0][0] == last
 
 
+def _streams_to(ip: str, opw: str, victim_ip: str) -> list[int]:
+    """The ids of the binlog dump threads of the server at `ip` that send to `victim_ip`."""
+    rows = query(ip, "mysql-operator", opw, "SELECT ID, HOST, COMMAND FROM information_schema.PROCESSLIST")
+    return [
+        i
+        for i, host, command in rows
+        if command.startswith("Binlog Dump") and host.startswith(f"{victim_ip}:")
+    ]
+
+
+def _cut_streams(ip: str, opw: str, victim_ip: str) -> bool:
+    """Kill what streams binlogs from `ip` to the (stopped) victim; true once none is left."""
+    for thread in _streams_to(ip, opw, victim_ip):
+        try_query(ip, "mysql-operator", opw, f"KILL {int(thread)}")
+    return not _streams_to(ip, opw, victim_ip)
+
+
 def _purged_case(lc, c: Cluster, flavor: str) -> None:
     victim = f"{c.name}-1"
     others = [p.metadata.name for p in c.pods() if p.metadata.name != victim]
     opw, pw = c.password("operator-password"), c.password()
     before = _seen(c)
+    victim_ip = c.pod(victim).status.pod_ip
     signal_server(lc, c, victim, "SIGSTOP")
     try:
+        # A stopped process keeps its TCP connections: a binlog stream left open would carry the
+        # rows below through kernel buffers and the victim would never need a purged file. Cut it
+        # first, as a source restart or a network timeout would.
+        for name in others:
+            ip = c.pod(name).status.pod_ip
+            wait_for(lambda ip=ip: _cut_streams(ip, opw, victim_ip), 30, f"{name}'s stream to {victim} cut")
         primary_ip = c.pod(c.status()["currentPrimary"]).status.pod_ip
 
         def rows() -> int:
