@@ -2,8 +2,7 @@
 credentials Secret (app, replication, operator, root) is changed in the Secret under write load.
 The operator applies it (ALTER USER through the primary, replicas repointed for the replication
 account) with no failed write and no failover; the old password is refused afterwards and the new
-one accepted. On MySQL the root password is left to the user (root holds SYSTEM_USER, which the
-operator's account does not): a Warning Event says so, and the old one keeps working."""
+one accepted, root's included (on MySQL the operator's account holds SYSTEM_USER for it)."""
 
 from __future__ import annotations
 
@@ -105,12 +104,9 @@ def test_each_password_rotated_under_writes_without_a_failed_write_or_a_failover
             elif key == m.REPLICATION_PASSWORD_KEY:
                 assert _logs_in(primary_ip, m.REPLICATION_USER, new)
                 assert not _logs_in(primary_ip, m.REPLICATION_USER, old)
-            elif flavor == "mariadb":
+            else:
                 assert _root_logs_in(local_cluster, c, primary, new, flavor)
                 assert not _root_logs_in(local_cluster, c, primary, old, flavor)
-            else:
-                assert any("SYSTEM_USER" in (e.message or "") for e in c.events("PasswordNotRotated"))
-                assert _root_logs_in(local_cluster, c, primary, old, flavor), "MySQL keeps its root password"
             acked = len(writer.acked)
             wait_for(lambda acked=acked: len(writer.acked) > acked + 20, 60, f"writes go on after {key}")
     finally:

@@ -75,8 +75,6 @@ def rotation_accounts(
     }
     if app_user:
         accounts[m.APP_PASSWORD_KEY] = (app_user, "%")
-    if not_rotated(c, m.ROOT_PASSWORD_KEY):
-        del accounts[m.ROOT_PASSWORD_KEY]
     order = [
         m.ROOT_PASSWORD_KEY,
         m.REPLICATION_PASSWORD_KEY,
@@ -94,16 +92,27 @@ def rotation_accounts(
     }
 
 
+def rotation_denied(c: MySQLCluster, key: str, user: str, host: str) -> str:
+    """Pure: what to do when the primary refused the operator's ALTER USER of `user`@`host` for
+    lack of a privilege (the servers keep the previous password)."""
+    if c.spec.flavor == "mysql":
+        return (
+            f"{key}: the primary refused to change the password of {user}@{host}: MySQL lets only an "
+            f"account holding SYSTEM_USER change one that holds it, and the operator's account of "
+            f"a cluster created before the operator granted it itself lacks it. Grant it once as "
+            f"root (kubectl exec -it <primary Pod> -c mysqld -- mysql -uroot -p, then GRANT "
+            f"SYSTEM_USER ON *.* TO '{m.OPERATOR_USER}'@'%'), then change {key} in the Secret again; "
+            f"until then the servers keep the previous password"
+        )
+    return (
+        f"{key}: the primary refused to change the password of {user}@{host} (access denied); "
+        f"the servers keep the previous password"
+    )
+
+
 def not_rotated(c: MySQLCluster, key: str) -> str | None:
     """Pure: why the operator does not change the password under `key` on the servers (the
     record then follows the Secret, and a Warning Event says so); None when it does."""
-    if key == m.ROOT_PASSWORD_KEY and c.spec.flavor == "mysql":
-        return (
-            "root-password: MySQL's root account holds SYSTEM_USER, which the operator's account "
-            "does not (least privilege), so the servers keep the previous root password: change it "
-            "as root (kubectl exec -it <primary Pod> -c mysqld -- mysql -uroot -p, then ALTER USER "
-            "'root'@'localhost' IDENTIFIED BY '<the new password>')"
-        )
     if key == m.RESTORE_PASSWORD_KEY:
         return "restore-password: the restore account exists only while a restore loads a dump"
     return None

@@ -60,6 +60,7 @@ from mysql_operator.replication import (
 )
 from mysql_operator.credentials import (
     not_rotated,
+    rotation_denied,
     rotation_accounts,
     rotation_pending,
 )
@@ -395,9 +396,13 @@ class Reconciler:
             # a changed password in the credentials Secret: ALTER USER through the primary, once
             # nothing else is going on; the next pass's engine logs in with the new passwords
             accounts = rotation_accounts(c, pending, passwords)
-            done = engine.rotate(state.current_primary, list(accounts.values()), steps)
-            rotated = [key for key, a in accounts.items() if (a.user, a.host) in done]
-            manual = [(key, why) for key in pending if (why := not_rotated(c, key))]
+            rotation = engine.rotate(state.current_primary, list(accounts.values()), steps)
+            rotated = [key for key, a in accounts.items() if (a.user, a.host) in rotation.done]
+            manual = [(key, why) for key in pending if (why := not_rotated(c, key))] + [
+                (key, rotation_denied(c, key, a.user, a.host))
+                for key, a in accounts.items()
+                if (a.user, a.host) in rotation.denied
+            ]
             if manual:
                 k.post_events(self.api, body, [("Warning", "PasswordNotRotated", why) for _, why in manual])
                 rotated += [key for key, _ in manual]

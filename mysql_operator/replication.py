@@ -34,6 +34,7 @@ from mysql_operator.db.accounts import Grant
 from mysql_operator.db import seed_progress
 from mysql_operator.db.flavor import Dialect, Flavor
 from mysql_operator.db.instance import (
+    ACCESS_DENIED,
     CloneStatus,
     Instance,
     InstanceError,
@@ -170,6 +171,15 @@ class Copy:
     asked: float
     requested: bool
     last: CloneStatus = field(default_factory=lambda: CloneStatus(t.CLONE_COPYING))
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """What a rotation did: the accounts (user, host) whose password changed, and those whose
+    ALTER USER the primary refused for a privilege the operator's account lacks."""
+
+    done: frozenset[tuple[str, str]]
+    denied: frozenset[tuple[str, str]] = frozenset()
 
 
 class ReplicationError(Exception):
@@ -621,23 +631,25 @@ class ReplicationEngine:
             return
         self._accounts_on = primary
 
-    def rotate(
-        self, primary: str, accounts: Sequence[Credentials], steps: list[Step]
-    ) -> set[tuple[str, str]]:
+    def rotate(self, primary: str, accounts: Sequence[Credentials], steps: list[Step]) -> Rotation:
         """New passwords for `accounts` (user, host), set on the primary with ALTER USER (the
         statements replicate). Connections already open stay open; the engine keeps using the
         credentials it was made with until the caller makes one with the new passwords. When the
         replication account's changes, every replica of the primary is pointed at it again with
         the new password, one at a time (a replica's IO thread would otherwise fail at its next
-        connect). Returns the (user, host) of the accounts whose password changed."""
+        connect)."""
         p = self.instances[primary]
-        done = set()
+        done, denied = set(), set()
         for a in accounts:
             try:
                 p.set_password(a.user, a.host, a.password)
                 steps.append(Step(primary, "rotate", f"new password for {a.user}@{a.host}"))
             except InstanceError as e:
-                steps.append(Step(primary, "rotate", f"{a.user}@{a.host}: {e}", ok=False))
+                if e.errno in ACCESS_DENIED:  # the caller says what to do: no retry helps
+                    denied.add((a.user, a.host))
+                    steps.append(Step(primary, "rotate", f"{a.user}@{a.host}: {e}", warn=True))
+                else:
+                    steps.append(Step(primary, "rotate", f"{a.user}@{a.host}: {e}", ok=False))
                 continue
             done.add((a.user, a.host))
             if a.user == self.replication.user and a.host == self.replication.host:
@@ -649,7 +661,7 @@ class ReplicationEngine:
                         self._make_replica(name, primary, steps)  # error repoints it later
                     except InstanceError as e:
                         steps.append(Step(name, "replicate", str(e), ok=False))
-        return done
+        return Rotation(frozenset(done), frozenset(denied))
 
     def failover(self, d: t.Failover, reachable: set[str], steps: list[Step]) -> None:
         # 1. fence, all at once (each may wait on an IO thread stuck on a hung source): nobody

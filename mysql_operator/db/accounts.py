@@ -144,6 +144,12 @@ _OPERATOR_MYSQL = (
     ("BINLOG_ADMIN", "PURGE BINARY LOGS (spec.replication.binlogRetention)"),
     ("BACKUP_ADMIN", "a re-seed's donor: the recipient's CLONE INSTANCE copies as this account"),
     ("CLONE_ADMIN", "a re-seed's recipient: CLONE INSTANCE (the server then restarts on the copy)"),
+    (
+        "SYSTEM_USER",
+        "ALTER USER of root (password rotation) and KILL of root's threads (a fence): only an "
+        "account holding SYSTEM_USER may change or kill one that does; it also keeps accounts "
+        "with CREATE USER alone from altering or dropping the operator's",
+    ),
 )
 # MySQL also needs INSERT on mysql.plugin for INSTALL PLUGIN (semi-sync turned on while the
 # server was started without the plugins); FLUSH_TABLES (8.0.23+) only to grant it to backups.
@@ -259,8 +265,8 @@ def restore_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
 
 def restore_revokes(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
     """Taken back from the restore account right after ALL PRIVILEGES: MySQL's ALL includes
-    SYSTEM_USER, and an account holding it can be dropped only by one that holds it too - the
-    operator, which drops the restore account, does not (checked on MySQL 9.7)."""
+    SYSTEM_USER, with which the tenant's dump it loads could alter root's and the operator's
+    accounts and kill their threads."""
     return (Grant(("SYSTEM_USER",)),) if _flavor(v) is Flavor.MYSQL else ()
 
 

@@ -79,7 +79,7 @@ def test_no_password_reaches_the_binary_log(factory):
     c = cluster(factory, 2, prefix="nolog")
     primary, replica = c.primary, next(s for s in c.servers if s is not c.primary)
     new = Credentials(APP.user, "rotated-Pw-3c81e5")
-    assert c.engine.rotate(primary.name, [new], []) == {(APP.user, "%")}
+    assert c.engine.rotate(primary.name, [new], []).done == {(APP.user, "%")}
     admin = Instance(primary.host, primary.port, OPERATOR_USER, factory.admin_password)
     for s in (primary, replica):  # not replicated: a replica without it stops at the CREATE USER
         s.query("INSTALL SONAME 'auth_ed25519'")

@@ -593,7 +593,7 @@ def test_rotated_passwords_reach_every_server_and_replicas_reconnect_with_the_ne
     wait_replicated(c, set(range(1, 11)))
     repl, app = Credentials(REPL.user, "repl-pw-rotated-2"), Credentials(APP.user, "app-pw-rotated-2")
     steps: list = []
-    done = c.engine.rotate(c.state.current_primary, [repl, app], steps)
+    done = c.engine.rotate(c.state.current_primary, [repl, app], steps).done
     assert done == {(REPL.user, "%"), (APP.user, "%")} and all(s.ok for s in steps), steps
     assert [s.instance for s in steps if s.action == "replicate"] == ["db-1", "db-2"]
     for s in c.servers:

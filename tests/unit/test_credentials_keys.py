@@ -97,18 +97,19 @@ def test_rotation_accounts_change_the_operators_own_last_and_never_the_restore_a
     assert all(a.password == desired[k] for k, a in got.items())
 
 
-def test_on_mysql_root_is_not_rotated_by_the_operator_and_the_reason_says_what_to_do():
-    from mysql_operator.credentials import not_rotated, rotation_accounts
+def test_root_is_rotated_on_both_flavors_and_a_refusal_says_what_to_do():
+    from mysql_operator.credentials import not_rotated, rotation_accounts, rotation_denied
 
     mysql = parse(body({"instances": 1, "flavor": "mysql"}, name="db"))
     mariadb = parse(body({"instances": 1, "flavor": "mariadb"}, name="db"))
     keys = (m.ROOT_PASSWORD_KEY,)
-    assert rotation_accounts(mysql, keys, {m.ROOT_PASSWORD_KEY: "r2"}) == {}
-    assert "SYSTEM_USER" in not_rotated(mysql, m.ROOT_PASSWORD_KEY)
-    assert "ALTER USER 'root'@'localhost'" in not_rotated(mysql, m.ROOT_PASSWORD_KEY)
-    assert list(rotation_accounts(mariadb, keys, {m.ROOT_PASSWORD_KEY: "r2"})) == [m.ROOT_PASSWORD_KEY]
-    assert not_rotated(mariadb, m.ROOT_PASSWORD_KEY) is None
-    assert not_rotated(mariadb, m.RESTORE_PASSWORD_KEY)
+    for c in (mysql, mariadb):
+        assert list(rotation_accounts(c, keys, {m.ROOT_PASSWORD_KEY: "r2"})) == [m.ROOT_PASSWORD_KEY]
+        assert not_rotated(c, m.ROOT_PASSWORD_KEY) is None
+        assert not_rotated(c, m.RESTORE_PASSWORD_KEY)
+    why = rotation_denied(mysql, m.ROOT_PASSWORD_KEY, "root", "localhost")
+    assert f"GRANT SYSTEM_USER ON *.* TO '{m.OPERATOR_USER}'@'%'" in why and "root-password" in why
+    assert "previous password" in rotation_denied(mariadb, m.APP_PASSWORD_KEY, "app", "%")
 
 
 def test_rotate_passwords_covers_every_generated_key_but_the_restore_accounts():

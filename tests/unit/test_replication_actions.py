@@ -35,6 +35,7 @@ class World:
     log: list[tuple[str, str]] = field(default_factory=list)
     servers: dict[str, "FakeServer"] = field(default_factory=dict)
     fail: set[tuple[str, str]] = field(default_factory=set)  # (server, operation) that raise
+    denied: set[tuple[str, str]] = field(default_factory=set)  # ... that raise "access denied"
     most_writable: int = 0  # the most servers writable at once, seen after every operation
 
     def writable(self) -> list[str]:
@@ -62,6 +63,8 @@ class FakeServer:
     def _do(self, op: str) -> None:
         if not self.reachable or (self.name, op) in self.world.fail:
             raise InstanceError(f"{self.name}: {op} failed (injected)")
+        if (self.name, op) in self.world.denied:
+            raise InstanceError(f"{self.name}: {op}: access denied (injected)", errno=1227)
         self.world.log.append((self.name, op))
 
     def _after(self) -> None:
@@ -455,7 +458,7 @@ def test_rotation_alters_on_the_primary_and_repoints_every_replica_with_a_new_re
     ]
     w.fail.add(("db-2", "point_at(db-0)"))  # one replica refuses: reported, the others go on
     steps: list = []
-    done = e.rotate("db-0", accounts, steps)
+    done = e.rotate("db-0", accounts, steps).done
     assert done == {("repl", "%"), ("app", "%"), ("operator", "%")}
     altered = [op for server, op in w.log if op.startswith("set_password")]
     assert altered == ["set_password(repl@%)", "set_password(app@%)", "set_password(operator@%)"]
@@ -470,11 +473,24 @@ def test_a_rotation_the_primary_refuses_is_reported_and_not_counted_as_done():
     w = World()
     e = engine(w)
     serving(w, "db-0")
-    w.fail.add(("db-0", "set_password(root@localhost)"))  # e.g. MySQL: root holds SYSTEM_USER
+    w.fail.add(("db-0", "set_password(root@localhost)"))  # e.g. the server went away
     steps: list = []
-    done = e.rotate("db-0", [Credentials("root", "r2", "localhost"), Credentials("app", "a2")], steps)
-    assert done == {("app", "%")}
+    r = e.rotate("db-0", [Credentials("root", "r2", "localhost"), Credentials("app", "a2")], steps)
+    assert r.done == {("app", "%")} and not r.denied
     assert [(s.action, s.ok) for s in steps] == [("rotate", False), ("rotate", True)]
+
+
+def test_a_rotation_refused_for_a_privilege_is_told_apart_from_a_failure():
+    """MySQL: an operator account without SYSTEM_USER (a cluster created before it was granted)
+    may not change root's password: no retry helps, the caller says what to do."""
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.denied.add(("db-0", "set_password(root@localhost)"))
+    steps: list = []
+    r = e.rotate("db-0", [Credentials("root", "r2", "localhost"), Credentials("app", "a2")], steps)
+    assert r.done == {("app", "%")} and r.denied == {("root", "localhost")}
+    assert [(s.action, s.ok, s.warn) for s in steps] == [("rotate", True, True), ("rotate", True, False)]
 
 
 # -- one effective value: my.cnf and the runtime SQL ----------------------------------------------
