@@ -163,7 +163,7 @@ def before_load_sql(version: ServerVersion) -> list[str]:
     return [refuse_local, "RESET BINARY LOGS AND GTIDS" if version.at_least(8, 4) else "RESET MASTER"]
 
 
-def after_load_sql(version: ServerVersion, gtid: str | None) -> list[tuple[str, tuple]]:
+def after_load_sql(version: ServerVersion, gtid: str | None) -> list[tuple[str, tuple[object, ...]]]:
     """Statements that set the GTID position of the restored server to the backup's."""
     if version.flavor is not Flavor.MARIADB or not gtid:
         return []  # MySQL: the dump's SET @@GLOBAL.GTID_PURGED did it

@@ -1,1 +1,2 @@
-"""kopf wiring only: each handler calls into mysql_operator.reconcile."""
+"""kopf wiring only: each handler maps a kopf event to one call (the cluster pass, the backup
+controller, the SQL objects)."""
