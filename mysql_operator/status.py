@@ -429,9 +429,17 @@ def instance_entries(
     return out
 
 
+def _copy_bytes(i: t.InstanceState) -> tuple[int, int]:
+    """(bytes copied, bytes expected). MariaDB's expected bytes are the donor's estimate, made
+    before the copy: the copy also carries the redo log written while it runs, so an estimate
+    passed is raised to what was copied (never more copied than expected in the status)."""
+    done, total = i.clone_bytes
+    return done, max(total, done) if total else total
+
+
 def reseed_entry(i: t.InstanceState) -> dict[str, Any]:
     """status.instances[].reseed: the stage of the physical copy onto it and the bytes copied."""
-    done, total = i.clone_bytes
+    done, total = _copy_bytes(i)
     out: dict[str, Any] = {"phase": i.clone, "bytesCopied": done, "bytesTotal": total}
     if i.clone_error:
         out["error"] = i.clone_error[:512]
@@ -441,7 +449,7 @@ def reseed_entry(i: t.InstanceState) -> dict[str, Any]:
 def reseed_progress(i: t.InstanceState, waiting: str = "") -> str:
     """For the Degraded condition: which instance is re-seeded, and how far it is - or why its
     Pod does not get on with it (`waiting`: pods.pod_waiting, e.g. the seed container failing)."""
-    done, total = i.clone_bytes
+    done, total = _copy_bytes(i)
     if waiting:
         return f"{i.name} re-seeding: {waiting}"
     if i.clone == t.CLONE_COPIED:

@@ -810,3 +810,19 @@ def test_a_reseed_that_does_not_get_on_says_why_in_its_progress():
     assert cstatus.reseed_progress(i) == "db-2 re-seeding"
     why = "seed CrashLoopBackOff: seed: the donor did not answer"
     assert cstatus.reseed_progress(i, why) == f"db-2 re-seeding: {why}"
+
+
+def test_a_copy_past_its_estimate_never_shows_more_copied_than_expected():
+    """MariaDB's expected bytes are the donor's estimate; the copy carries redo written meanwhile."""
+    mib = 1024 * 1024
+    under = t.InstanceState(
+        "db-2", 2, reachable=False, clone=t.CLONE_COPYING, clone_bytes=(5 * mib, 17 * mib)
+    )
+    past = t.InstanceState(
+        "db-2", 2, reachable=False, clone=t.CLONE_COPYING, clone_bytes=(20 * mib, 17 * mib)
+    )
+    unknown = t.InstanceState("db-2", 2, reachable=False, clone=t.CLONE_COPYING, clone_bytes=(20 * mib, 0))
+    assert cstatus.reseed_entry(under)["bytesTotal"] == 17 * mib
+    assert cstatus.reseed_entry(past)["bytesCopied"] == cstatus.reseed_entry(past)["bytesTotal"] == 20 * mib
+    assert cstatus.reseed_progress(past) == "db-2 re-seeding: 20 of 20 MiB copied"
+    assert cstatus.reseed_entry(unknown)["bytesTotal"] == 0
