@@ -94,8 +94,9 @@ def rotation_accounts(
 
 def rotation_denied(c: MySQLCluster, key: str, user: str, host: str) -> str:
     """Pure: what to do when the primary refused the operator's ALTER USER of `user`@`host` for
-    lack of a privilege (the servers keep the previous password)."""
-    if c.spec.flavor == "mysql":
+    lack of a privilege (the servers keep the previous password). Of the accounts it manages, only
+    MySQL's root holds SYSTEM_USER: the one refusal with a known cause and fix."""
+    if c.spec.flavor == "mysql" and key == m.ROOT_PASSWORD_KEY:
         return (
             f"{key}: the primary refused to change the password of {user}@{host}: MySQL lets only an "
             f"account holding SYSTEM_USER change one that holds it, and the operator's account of "
