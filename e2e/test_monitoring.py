@@ -5,7 +5,9 @@ server Pod of a 2-instance MySQL cluster and a 1-instance MariaDB cluster. It lo
 alert rules (MySQLClusterPrimaryDown with a short `for:`). Under a write load the MySQL primary's Pod
 is deleted: PromQL then shows the new primary (operator and exporter agree), failovers +1 and the
 alert having fired; a backup resets the backup age; every query of the chart's dashboard is valid
-PromQL and the ones that must have data have it. Measured: the exporters' scrape time and memory."""
+PromQL and the ones that must have data have it. The MySQL cluster archives its binary logs: the
+archiver's delay metric stays near maxDelaySeconds under writes and falls back once the archive
+has followed the failover. Measured: the exporters' scrape time and memory, the archive delay."""
 
 from __future__ import annotations
 
@@ -54,13 +56,16 @@ MUST_HAVE_DATA = {
     "Last backup size",
     "Last backup duration",
     "Backups (7d)",
+    "Binary log archive delay",
     "Reconcile duration p99",
 }
+MAX_DELAY = 2  # spec.backup.binlogs.maxDelaySeconds of the MySQL cluster
 
 
 def config(kubeconfig: str, namespace: str) -> dict:
     """Prometheus' configuration: the operator's Pods (honor_labels, as the chart's ServiceMonitor)
-    and every database Pod's port named metrics (the labels of the chart's PodMonitor)."""
+    and the port named metrics of every database and binlog archiver Pod (the labels of the
+    chart's PodMonitor)."""
 
     def sd(namespaces: list[str]) -> list[dict]:
         return [{"role": "pod", "kubeconfig_file": kubeconfig, "namespaces": {"names": namespaces}}]
@@ -97,7 +102,7 @@ def config(kubeconfig: str, namespace: str) -> dict:
                             "__meta_kubernetes_pod_label_app_kubernetes_io_managed_by",
                             "__meta_kubernetes_pod_container_port_name",
                         ],
-                        "regex": "database;mysql-operator;metrics",
+                        "regex": "(database|binlog-archiver);mysql-operator;metrics",
                         "action": "keep",
                     },
                     label("__meta_kubernetes_namespace", "namespace"),
@@ -163,7 +168,13 @@ def test_prometheus_sees_the_failover_the_alert_and_the_backup(
     api, ns = local_cluster.api_client(), scenario_namespace
     c = Cluster(api, ns, "mon")
     maria = Cluster(api, ns, "mon-maria")
-    c.create(cluster_spec(2, "mysql", backup={"storage": {"s3": s3_secret}}))
+    c.create(
+        cluster_spec(
+            2,
+            "mysql",
+            backup={"storage": {"s3": s3_secret}, "binlogs": {"enabled": True, "maxDelaySeconds": MAX_DELAY}},
+        )
+    )
     maria.create(cluster_spec(1, "mariadb"))
     c.wait_ready(300, instances=2, primary="mon-0")
     maria.wait_ready(300, instances=1)
@@ -207,8 +218,22 @@ def test_prometheus_sees_the_failover_the_alert_and_the_backup(
         rw, pw = create_writes_table(c)
         load = writer_to(rw, "app", pw)
         load.start()
+        archive = f"mysql_binlog_archive_delay_seconds{{{sel}}}"
         try:
             wait_for(lambda: len(load.acked) >= 20, 60, "20 acknowledged writes")
+            # the archiver keeps up under writes: its delay stays near maxDelaySeconds
+            wait_for(
+                lambda: p.value(f"mysql_binlog_archive_streaming{{{sel}}}") == 1,
+                120,
+                "Prometheus: the binlog archiver streaming",
+                describe=lambda: str(p.api("targets")),
+            )
+            bound = 3 * MAX_DELAY + 5
+            wait_for(lambda: (p.value(archive) or 99) <= bound, 120, "the archive caught up with the writes")
+            caught_up = time.monotonic()
+            wait_for(lambda: time.monotonic() - caught_up >= 20, 30, "20 s of writes archived (the window)")
+            under_load = p.value(f"max_over_time({archive}[20s])")
+            assert under_load <= bound, f"{under_load} s behind under writes"
             c.core.delete_namespaced_pod("mon-0", ns, grace_period_seconds=0)
             wait_for(
                 lambda: c.status().get("currentPrimary") == "mon-1",
@@ -245,6 +270,16 @@ def test_prometheus_sees_the_failover_the_alert_and_the_backup(
         finally:
             load.stop()
         assert lost_rows(c.service_ip("rw"), pw, load) == []
+        # the archiver followed the failover: every write is archived from mon-1, the delay back
+        # to about one pass
+        wait_for(
+            lambda: (p.value(archive) or 99) < 2, 60, "Prometheus: the archive caught up after the failover"
+        )
+        record(
+            "binlog archive delay under writes, max over 20 s", round(under_load, 1), unit="s", scenario="17"
+        )
+        peak = p.value(f"max_over_time({archive}[10m])")
+        record("binlog archive delay, max across the failover", round(peak, 1), unit="s", scenario="17")
 
         # a backup: the age resets, its size and duration are published
         started = time.time()

@@ -1,7 +1,8 @@
 """Issue 18 on the local cluster, with the operator installed by its chart: a MySQLDatabase, a
 read-write and a read-only MySQLUser with their MySQLGrants on a 2-instance MySQL cluster under a
 write load. The read-only account cannot write; the read-write password rotated through its Secret
-(the old one refused, the new one accepted); the primary hung until a replica is promoted, then a
+(the old one refused, the new one accepted) while that account itself writes, without one of its
+writes failing; the primary hung until a replica is promoted, then a
 grant changed and converged through the new primary; the read-write user deleted (it no longer
 logs in) while the database and its rows remain. Measured: apply -> every object Ready, a spec or
 Secret change -> applied on the server."""
@@ -23,11 +24,13 @@ from e2e.helpers import (
     connect,
     create_writes_table,
     lost_rows,
+    query,
     record,
     signal_server,
     writer_to,
 )
 from tests.support.wait import wait_for
+from tests.support.writer import Writer
 
 pytestmark = pytest.mark.cluster
 DENIED = {1044, 1045, 1142, 1227}
@@ -159,20 +162,38 @@ def test_databases_users_and_grants_converge_through_rotation_failover_and_delet
         record("MySQLGrant spec changed -> applied (mysql)", time.monotonic() - started, scenario="18")
         assert outcome(rw_ip, "reader", reader_pw, "INSERT INTO t VALUES (2)") in DENIED
 
-        # the read-write password rotated through its Secret, under the write load
-        started = time.monotonic()
-        put_password(c, "shop-writer", "writer-second-pw")
-        wait_for(
-            lambda: outcome(rw_ip, "writer", "writer-second-pw", "SELECT 1") is None,
-            60,
-            "the new password accepted",
+        # the read-write password rotated through its Secret, under the write load and under the
+        # rotated account's own: an application writing as `writer` with the password its Secret
+        # held when it connected keeps its session (sessions open before ALTER USER stay)
+        assert outcome(rw_ip, "writer", "writer-first-pw", "CREATE TABLE w (id INT PRIMARY KEY)") is None
+        own = Writer(
+            lambda _: connect(rw_ip, "writer", "writer-first-pw", "shop", timeout=1),
+            "INSERT INTO shop.w (id) VALUES (%s)",
+            pause=0.05,
         )
-        record(
-            "password Secret changed -> new password accepted (mysql)",
-            time.monotonic() - started,
-            scenario="18",
-        )
-        assert outcome(rw_ip, "writer", "writer-first-pw", "SELECT 1") == 1045
+        own.start()
+        try:
+            wait_for(lambda: len(own.acked) >= 20, 60, "20 writes as writer")
+            started = time.monotonic()
+            put_password(c, "shop-writer", "writer-second-pw")
+            wait_for(
+                lambda: outcome(rw_ip, "writer", "writer-second-pw", "SELECT 1") is None,
+                60,
+                "the new password accepted",
+            )
+            record(
+                "password Secret changed -> new password accepted (mysql)",
+                time.monotonic() - started,
+                scenario="18",
+            )
+            assert outcome(rw_ip, "writer", "writer-first-pw", "SELECT 1") == 1045
+            rotated_at = len(own.acked)
+            wait_for(lambda: len(own.acked) >= rotated_at + 20, 60, "20 more writes in the open session")
+        finally:
+            own.stop()
+        assert own.failures == 0, f"{own.failures} writes as writer failed across the rotation"
+        kept = {r[0] for r in query(rw_ip, "writer", "writer-second-pw", "SELECT id FROM shop.w")}
+        assert [n for n in own.ids if n not in kept] == [], "a write acknowledged to writer is missing"
 
         # the primary hangs: a replica is promoted; a grant changed meanwhile converges through it
         old = c.status()["currentPrimary"]

@@ -271,6 +271,9 @@ class Step:
     uploaded: list[Segment] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # closed files whose GTIDs are all archived
     rotated: bool = False
+    # when (the `now` of the pass that first saw it) the oldest transaction the server wrote and
+    # the bucket lacks was seen: None when the archive holds all the server wrote
+    behind_since: float | None = None
 
 
 @dataclass
@@ -281,6 +284,7 @@ class Archiver:
     max_delay: float = 10.0
     archived: Any = None  # GtidSet: what the archive holds (read from its index at the first pass)
     done: set[tuple[str, str]] = field(default_factory=set)  # (server, segment name) archived or skipped
+    pending: dict[str, float] = field(default_factory=dict)  # file not archived yet -> first seen so
     dirty_since: float | None = None  # when the file being written was first seen holding data
     active: tuple[str, int] | None = None  # (name, size) of the file being written when first seen
     # whether the copy of closed file `file` in binlog_dir is whole, given the server's next file:
@@ -332,7 +336,14 @@ class Archiver:
             written = d.parse_gtids(
                 str(inst.scalar("SELECT @@gtid_executed" if mysql else "SELECT @@gtid_binlog_state"))
             )
-            step.rotated = self._rotate_if_due(files[-1], not files[-1].previous.contains(written), now)
+            holds = not files[-1].previous.contains(written)
+            step.rotated = self._rotate_if_due(files[-1], holds, now)
+            waiting = [
+                f.name for f in files[:-1] if (server, segment_name(f.name, str(f.previous))) not in self.done
+            ]
+            waiting += [files[-1].name] if holds else []
+            self.pending = {name: self.pending.get(name, now) for name in waiting}
+            step.behind_since = min(self.pending.values(), default=None)
         return step
 
     def _rotate_if_due(self, current, holds_transactions: bool, now: float) -> bool:

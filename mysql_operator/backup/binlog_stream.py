@@ -189,13 +189,13 @@ def follow(
     stopping: threading.Event,
     say: Callable[[str], None],
     every: float = 1.0,
-    passed: Callable[[bool], None] = lambda ok: None,
+    passed: Callable[[bool, Step | None], None] = lambda ok, step: None,
     prune_every: float = 3600.0,
 ) -> None:
     """`follower.step` about every `every` seconds until `stopping` is set, then close it; what
     happened (streams started and stopped, files uploaded) goes to `say`, one line each; a line
-    said again at once is not repeated. `passed(ok)` after each pass: ok when it streamed from the
-    primary and archived what was due without an error. Every `prune_every` seconds the files no
+    said again at once is not repeated. `passed(ok, step)` after each pass: ok when it streamed
+    from the primary and archived what was due without an error. Every `prune_every` seconds the files no
     retained backup needs are deleted (binlog_archive.prune)."""
     pruned_at: float | None = None
     last = None
@@ -213,7 +213,8 @@ def follow(
             except Exception as e:  # noqa: BLE001 - a pass that failed is tried again
                 follower.events.append(f"a pass failed: {e}")
                 step = None
-            passed(step is not None and step.role == "primary" and follower.stream is not None)
+            ok = step is not None and step.role == "primary" and follower.stream is not None
+            passed(ok, step)
             due = pruned_at is None or time.monotonic() - pruned_at >= prune_every
             # only an archiver that loaded the archive (and so claimed its folder) prunes it
             loaded = follower.archiver is not None and follower.archiver.archived is not None

@@ -438,7 +438,7 @@ def scheduled_backup(c: MySQLCluster, name: str, fire_time: dt.datetime) -> dict
 
 COMPONENT_BINLOGS = "binlog-archiver"
 BINLOG_SPOOL = "/var/spool/mysql-operator/binlogs"  # the streamed files, shared with the sidecar
-BINLOG_HEALTH_PORT = 8080  # GET /healthz: 200 while archiving (the Pod's readiness)
+BINLOG_HEALTH_PORT = 8080  # GET /healthz: 200 while archiving (the Pod's readiness); GET /metrics
 
 
 def binlog_archiver_name(c: MySQLCluster) -> str:
@@ -502,10 +502,11 @@ def binlog_archiver(
         restart_policy="Always",
     )
     (main,) = template["spec"]["containers"]
-    main["ports"] = [{"name": "health", "containerPort": BINLOG_HEALTH_PORT}]
+    # named metrics: the chart's PodMonitor scrapes this port of the archiver as of the servers
+    main["ports"] = [{"name": "metrics", "containerPort": BINLOG_HEALTH_PORT}]
     # not Ready while it does not archive (no primary, a failing upload): kubectl get deploy shows it
     main["readinessProbe"] = {
-        "httpGet": {"path": "/healthz", "port": "health"},
+        "httpGet": {"path": "/healthz", "port": "metrics"},
         "periodSeconds": 5,
         "failureThreshold": 2,
     }

@@ -129,6 +129,63 @@ def test_each_alert_fires_in_its_situation_only(promtool, tmp_path):
                 },
             ],
         },
+        {
+            "name": "a binary log archive falling behind; archiving stopped",
+            "interval": "30s",
+            "input_series": [
+                # db (maxDelay 10: the bound is 60 s) falls behind from 1m on; ok keeps its sawtooth
+                {
+                    "series": _series("mysql_binlog_archive_delay_seconds", {**shop, "pod": "db-archiver"}),
+                    "values": "1 12 30 60 90 120 150 180 210",
+                },
+                {
+                    "series": _series(
+                        "mysql_binlog_archive_max_delay_seconds", {**shop, "pod": "db-archiver"}
+                    ),
+                    "values": "10x8",
+                },
+                {
+                    "series": _series(
+                        "mysql_binlog_archive_delay_seconds",
+                        {"namespace": "shop", "cluster": "ok", "pod": "a"},
+                    ),
+                    "values": "1 11 2 11 1 12 1 11 2",
+                },
+                {
+                    "series": _series(
+                        "mysql_binlog_archive_max_delay_seconds",
+                        {"namespace": "shop", "cluster": "ok", "pod": "a"},
+                    ),
+                    "values": "10x8",
+                },
+                {
+                    "series": _series(
+                        "mysql_operator_cluster_condition", {**shop, "type": "BinlogArchiving"}
+                    ),
+                    "values": "1 1 0x12",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "150s", "alertname": "MySQLBinlogArchiveBehind", "exp_alerts": []},  # pending
+                {
+                    "eval_time": "180s",  # above 60 s since 120 s, for 1m
+                    "alertname": "MySQLBinlogArchiveBehind",
+                    "exp_alerts": [expect("MySQLBinlogArchiveBehind", {**shop, "pod": "db-archiver"}, "150")],
+                },
+                {
+                    "eval_time": "5m",
+                    "alertname": "MySQLBinlogArchivingStopped",
+                    "exp_alerts": [],
+                },  # 4 min < for
+                {
+                    "eval_time": "6m",
+                    "alertname": "MySQLBinlogArchivingStopped",
+                    "exp_alerts": [
+                        expect("MySQLBinlogArchivingStopped", {**shop, "type": "BinlogArchiving"})
+                    ],
+                },
+            ],
+        },
     ]
     test_file = tmp_path / "rules_test.yaml"
     test_file.write_text(

@@ -127,6 +127,8 @@ def test_every_committed_transaction_reaches_the_bucket_in_a_whole_chain(
 
     wait_for(archived_all, 30, "the archive holds every transaction committed")
     assert all(s.role == "primary" for s in steps)
+    assert any(s.behind_since is not None for s in steps), "under writes a transaction waited"
+    assert steps[-1].behind_since is None, "all archived: nothing waits"
     assert sum(s.rotated for s in steps) >= 2, "the file being written is closed every max_delay"
 
     segments = store.segments()
@@ -215,6 +217,23 @@ def health() -> int | None:
         return None
 
 
+def archive_metrics() -> dict[str, float]:
+    """The archiver's /metrics: mysql_binlog_archive_<name> -> value."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{HEALTH_PORT}/metrics", timeout=2) as r:
+        text = r.read().decode()
+    prefix = "mysql_binlog_archive_"
+    return {
+        s.name.removeprefix(prefix): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith(prefix)
+    }
+
+
 def test_the_archiver_command_archives_every_commit_with_its_own_narrow_account(
     writable_server, s3server, tmp_path
 ):
@@ -287,8 +306,15 @@ def test_the_archiver_command_archives_every_commit_with_its_own_narrow_account(
     store = Store(storage.make_client(s3, creds(s3server)), s3, "c1")
     d = admin.dialect
     try:
+        delays = []
+
+        def two_files_archived() -> bool:
+            if health() is not None:
+                delays.append(archive_metrics()["delay_seconds"])
+            return len(store.segments()) >= 2 or proc.poll() is not None
+
         try:
-            wait_for(lambda: len(store.segments()) >= 2 or proc.poll() is not None, 60, "two files archived")
+            wait_for(two_files_archived, 60, "two files archived")
         finally:
             stop.set()
             t.join()
@@ -303,6 +329,13 @@ def test_the_archiver_command_archives_every_commit_with_its_own_narrow_account(
 
         wait_for(archived_all, 60, "every transaction committed reaches the bucket")
         assert health() == 200, "ready while it archives"
+        # under writes a transaction waits for its file to be closed (--max-delay 1) and uploaded,
+        # a bounded time; with everything archived nothing waits
+        assert 0 < max(delays) <= 3 * 1 + 5, delays
+        wait_for(lambda: archive_metrics()["delay_seconds"] == 0, 30, "the delay 0 once all is archived")
+        m = archive_metrics()
+        assert m["max_delay_seconds"] == 1 and m["streaming"] == 1, m
+        print(f"\narchive delay under writes: max {max(delays):.1f} s over {len(delays)} scrapes")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -116,6 +116,7 @@ def test_a_database_its_users_and_their_grants_through_every_change(server):
     apply(inst, st.user(rw, state, s.flavor, "second-pw", False))
     assert attempt(s, "app_rw", "first-pw", "SELECT 1") == 1045
     assert attempt(s, "app_rw", "second-pw", "SELECT 1") is None
+    assert show_grants(s, "app_rw") == {"shop_db.*": (frozenset({"SELECT", "UPDATE"}), False)}
     # TLS required and the limit changed: altered in place, grants untouched
     stricter = UserSpec("c", "app_rw", max_user_connections=2, require_tls=True)
     apply(inst, st.user(stricter, inst.user_state(rw.name, rw.host), s.flavor, "second-pw", True))

@@ -192,8 +192,51 @@ def test_the_archiver_is_ready_only_while_its_passes_archive_from_the_primary():
     assert not h.healthy(), "30 s without a good pass: not ready"
     dep = binlog_archiver(parse(cluster(binlogs={"enabled": True})), "op")
     (main,) = dep["spec"]["template"]["spec"]["containers"]
-    assert main["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert main["ports"][0]["name"] == "metrics", "the PodMonitor scrapes the port named metrics"
     assert main["args"][main["args"].index("--health-port") + 1] == str(main["ports"][0]["containerPort"])
+
+
+def test_the_archive_delay_is_the_age_of_the_oldest_transaction_the_bucket_lacks():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from mysql_operator.backup.binlog_archive import Segment, Step
+    from mysql_operator.cli_backup import Health
+
+    now = [100.0]
+    h = Health(grace=30, max_delay=5)
+    h.clock = lambda: now[0]
+    h.oldest = h.carried = now[0]
+    now[0] = 103.0
+    assert h.delay() == 3.0, "from the start while no pass said what is archived"
+    h.passed(True, Step("primary"))
+    assert h.delay() == 0.0, "the bucket holds all the primary wrote"
+    h.passed(True, Step("primary", behind_since=103.0))  # a transaction in the file being written
+    now[0] = 106.0
+    h.passed(True, Step("primary", behind_since=103.0, rotated=True))
+    assert h.delay() == 3.0
+    now[0] = 107.0
+    uploaded = Segment.__new__(Segment)
+    h.passed(True, Step("primary", [uploaded], behind_since=106.5))  # a write after the rotation
+    assert h.delay() == 0.5, "under writes: the oldest pending one counts, not the first ever"
+
+    h.passed(False)  # the primary went away with that transaction pending
+    now[0] = 117.0
+    h.passed(False)
+    assert h.delay() == 10.5, "grows while nothing is archived"
+    h.passed(True, Step("primary", behind_since=117.0))  # the new primary: nothing uploaded yet
+    assert h.delay() == 10.5, "what was pending stays pending until a pass uploads"
+    samples = {
+        s.name: s.value for f in text_string_to_metric_families(h.metrics().decode()) for s in f.samples
+    }
+    assert samples == {
+        "mysql_binlog_archive_delay_seconds": 10.5,
+        "mysql_binlog_archive_max_delay_seconds": 5.0,
+        "mysql_binlog_archive_streaming": 1.0,
+    }
+    now[0] = 119.0
+    h.passed(True, Step("primary", [uploaded], behind_since=118.0))
+    assert h.delay() == 1.0
 
 
 def test_the_status_says_whether_the_binary_logs_are_archived_and_warns_when_it_stops():
