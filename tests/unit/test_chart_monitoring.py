@@ -1,18 +1,23 @@
 """The chart's monitoring objects rendered by the real `helm template`: the PodMonitor selects the
 Pods the operator's builders make and their port named metrics, the PrometheusRule carries exactly
 files/prometheus-rules.yaml, the dashboard ConfigMap exactly files/dashboard.json; all off by
-default. (A real Prometheus loads the same files in e2e/test_monitoring.py.)"""
+default, and refused, naming the value, where the Prometheus Operator's CRDs are missing. (A real
+Prometheus loads the same files in e2e/test_monitoring.py.)"""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from mysql_operator import manifests as m
+from mysql_operator.api import parse
+from mysql_operator.manifests.backup_jobs import binlog_archiver
 from tests.unit.test_chart_network_policy import admitted, matches, policies
-from tests.unit.test_chart_render import CHART, of_kind, one, render
+from tests.unit.test_chart_render import CHART, MONITORING_APIS, RenderError, of_kind, one, render
 from tests.unit.test_manifests_builders import cluster
+from tests.unit.test_pitr_spec import cluster as archiving_cluster
 
 RULES = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
 DASHBOARD = json.loads((CHART / "files" / "dashboard.json").read_text())
@@ -31,8 +36,24 @@ def test_monitoring_objects_are_off_by_default():
     assert not [o for o in of_kind(objs, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
 
 
-def test_the_pod_monitor_scrapes_the_exporter_port_of_every_database_pod():
-    pm = one(render(ALL_ON), "PodMonitor")
+@pytest.mark.parametrize(
+    "value, kind",
+    [
+        ({"podMonitor": {"enabled": True}}, "PodMonitor"),
+        ({"prometheusRule": {"enabled": True}}, "PrometheusRule"),
+        ({"enabled": True, "serviceMonitor": {"enabled": True}}, "ServiceMonitor"),
+    ],
+)
+def test_a_monitor_without_the_prometheus_operators_crd_is_refused_naming_the_value(value, kind):
+    with pytest.raises(RenderError) as e:
+        render({"metrics": value})
+    field = f"metrics.{kind[0].lower() + kind[1:]}.enabled"
+    assert f"{field}: the cluster has no {kind}" in str(e.value), str(e.value)
+    assert f"set {field}=false" in str(e.value)
+
+
+def test_the_pod_monitor_scrapes_every_database_pod_and_binlog_archiver():
+    pm = one(render(ALL_ON, *MONITORING_APIS), "PodMonitor")
     assert pm["spec"]["namespaceSelector"] == {"any": True}  # watchNamespaces [] = all
     for flavor in ("mysql", "mariadb"):
         sts = m.statefulset(cluster(flavor=flavor))
@@ -40,17 +61,21 @@ def test_the_pod_monitor_scrapes_the_exporter_port_of_every_database_pod():
         assert matches(pm["spec"]["selector"], pod["metadata"]["labels"])
         ports = [p["name"] for ct in pod["spec"]["containers"] for p in ct.get("ports", [])]
         assert "metrics" in ports
+    # and the binary log archiver's Pod, its port named metrics (mysql_binlog_archive_*)
+    archiver = binlog_archiver(parse(archiving_cluster(binlogs={"enabled": True})), "op")["spec"]["template"]
+    assert matches(pm["spec"]["selector"], archiver["metadata"]["labels"])
+    assert "metrics" in [p["name"] for ct in archiver["spec"]["containers"] for p in ct.get("ports", [])]
     (endpoint,) = pm["spec"]["podMetricsEndpoints"]
     assert endpoint["port"] == "metrics" and endpoint["interval"] == "15s"
     targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
     assert targets["cluster"] == ["__meta_kubernetes_pod_label_app_kubernetes_io_instance"]
     assert targets["role"] == ["__meta_kubernetes_pod_label_mysql_operator_dev_role"]
-    scoped = one(render({**ALL_ON, "watchNamespaces": ["shop", "blog"]}), "PodMonitor")
+    scoped = one(render({**ALL_ON, "watchNamespaces": ["shop", "blog"]}, *MONITORING_APIS), "PodMonitor")
     assert scoped["spec"]["namespaceSelector"] == {"matchNames": ["shop", "blog"]}
 
 
 def test_the_prometheus_rule_is_the_rules_file_and_every_alert_has_a_runbook():
-    rule = one(render(ALL_ON), "PrometheusRule")
+    rule = one(render(ALL_ON, *MONITORING_APIS), "PrometheusRule")
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus"
     assert rule["spec"]["groups"] == RULES["groups"]
     readme = (CHART.parents[1] / "README.md").read_text().lower()
@@ -65,7 +90,11 @@ def test_the_prometheus_rule_is_the_rules_file_and_every_alert_has_a_runbook():
 
 
 def test_the_dashboard_configmap_is_the_dashboard_file_for_grafanas_sidecar():
-    (cm,) = [o for o in of_kind(render(ALL_ON), "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    (cm,) = [
+        o
+        for o in of_kind(render(ALL_ON, *MONITORING_APIS), "ConfigMap")
+        if o["metadata"]["name"].endswith("-dashboard")
+    ]
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(cm["data"]["mysql-operator-clusters.json"]) == DASHBOARD
     panels = [p for p in DASHBOARD["panels"] if p["type"] != "row"]

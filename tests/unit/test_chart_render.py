@@ -77,6 +77,14 @@ def _helm_template(helm: str, values_json: str, extra: tuple[str, ...], namespac
     return r.stdout
 
 
+# a cluster with the Prometheus Operator's CRDs, as `helm template` is told (it knows no cluster)
+MONITORING_APIS = tuple(
+    arg
+    for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule")
+    for arg in ("--api-versions", f"monitoring.coreos.com/v1/{kind}")
+)
+
+
 def render(values: dict | None = None, *extra: str, namespace: str = RELEASE_NS) -> list[dict]:
     """The rendered objects (CRDs included) as dicts."""
     out = helm_template(values, "--include-crds", *extra, namespace=namespace)
@@ -275,7 +283,7 @@ def test_common_labels_and_annotations_on_every_object_but_selector_labels_win()
         "watchNamespaces": ["a"],
         "metrics": {"enabled": True, "serviceMonitor": {"enabled": True, "labels": {"prom": "main"}}},
     }
-    objs = [o for o in render(values) if o["kind"] != "CustomResourceDefinition"]
+    objs = [o for o in render(values, *MONITORING_APIS) if o["kind"] != "CustomResourceDefinition"]
     assert {o["kind"] for o in objs} >= {
         "Deployment",
         "ServiceAccount",
@@ -321,7 +329,8 @@ def test_metrics_are_off_by_default():
 
 def test_metrics_service_and_service_monitor_select_the_operator():
     objs = render(
-        {"metrics": {"enabled": True, "port": 9191, "serviceMonitor": {"enabled": True, "interval": "15s"}}}
+        {"metrics": {"enabled": True, "port": 9191, "serviceMonitor": {"enabled": True, "interval": "15s"}}},
+        *MONITORING_APIS,
     )
     c = container(objs)
     assert {"name": "METRICS_PORT", "value": "9191"} in c["env"]

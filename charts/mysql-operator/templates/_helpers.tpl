@@ -109,3 +109,14 @@ Call with (dict "root" $ "extra" $map). */}}
 - {{ . | quote }}
 {{- end }}
 {{- end -}}
+
+{{/*
+A Prometheus Operator object (ServiceMonitor, PodMonitor, PrometheusRule) asked for where its
+CRD is not installed: refused with the value to change, instead of an install that fails on an
+unknown kind. `helm template` knows no cluster: give it --api-versions monitoring.coreos.com/v1/<Kind>.
+*/}}
+{{- define "mysql-operator.requireMonitoringKind" -}}
+{{- if not (.root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind)) }}
+{{- fail (printf "%s: the cluster has no %s (monitoring.coreos.com/v1, a CRD of the Prometheus Operator). Install the Prometheus Operator's CRDs first, or set %s=false (without the Prometheus Operator, give Prometheus the files of the chart's files/ folder: README.md, Monitoring)" .value .kind .value) }}
+{{- end }}
+{{- end -}}
