@@ -43,12 +43,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm, MinIO, cert-manager, mysqld_exporter, Prometheus (cached in ~/.cache)
+binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm, MinIO, cert-manager, mysqld_exporter, Prometheus, the registry (cached in ~/.cache)
 	hack/build-binaries.sh control-plane
 	hack/build-binaries.sh s3
 	hack/build-binaries.sh cert-manager
 	hack/build-binaries.sh exporter
 	hack/build-binaries.sh prometheus
+	hack/build-binaries.sh registry
 
 node-binaries: ## kubelet, kube-proxy, CoreDNS, local-path-provisioner, kube-router (cached in ~/.cache)
 	hack/build-binaries.sh node

@@ -26,6 +26,7 @@ class ClusterHandle:
         self.containerd_socket = state["containerd_socket"]
         self.logs_dir = state["logs_dir"]
         self.s3_state = state.get("s3")  # absent in clusters started before it existed
+        self.registry_state = state.get("registry")  # None when the registry binary was not built
 
     def s3(self):
         """The MinIO beside the cluster (tests.support.s3.S3Server, already running)."""
@@ -41,6 +42,14 @@ class ClusterHandle:
             access_key=self.s3_state["access_key"],
             secret_key=self.s3_state["secret_key"],
         )
+
+    def registry(self):
+        """The OCI registry beside the cluster (tests.support.registry.Registry, running), or None."""
+        from tests.support.registry import Registry
+
+        if not self.registry_state:
+            return None
+        return Registry(**{**self.registry_state, "root": Path(self.registry_state["root"])})
 
     def api_client(self):
         from kubernetes import config
@@ -330,6 +339,26 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
 def s3_beside_cluster(local_cluster):
     """The cluster's real S3 server (MinIO) on the node address, reachable from Pods and host."""
     return local_cluster.s3()
+
+
+@pytest.fixture(scope="session")
+def registry_beside_cluster(local_cluster):
+    """The cluster's real OCI registry (TLS, basic auth) on the node address; containerd trusts
+    its CA and pulls with the credentials of a Pod's pull Secret."""
+    from tests.support import registry as reg
+
+    r = local_cluster.registry()
+    if r is None:
+        pytest.skip(reason=reg.missing() or "this cluster was started without a registry: restart it")
+    return r
+
+
+def push_image(registry, name: str, repo: str) -> str:
+    """The image `name` of hack/build-images.sh pushed to the registry as repo:<its tag>; its ref."""
+    from tests.support.containerd import build_images
+
+    (image,) = build_images(name).values()
+    return registry.push(image.archive, repo, image.ref.rsplit(":", 1)[1])
 
 
 def pytest_collection_modifyitems(session, config, items):

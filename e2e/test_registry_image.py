@@ -1,39 +1,36 @@
-"""The operator installed from an image named as in a registry (not `localhost/`), with a pull
-Secret, as a user installs it: `helm upgrade --set image.repository=... --set
-imagePullSecrets[0].name=...`. Every Pod the operator makes for a cluster that names its pull
-Secret (spec.imagePullSecrets) runs the chart's image with that Secret: an on-demand and a
-scheduled backup succeed. There is no registry here (issue 19 brings one): the image is tagged with
-the registry's name in containerd, so nothing is pulled; what is checked is that no Pod falls back
-to a hard-coded image."""
+"""The operator installed from a real registry (the one beside the local cluster: TLS, basic auth)
+with a pull Secret, as a user installs it: `helm upgrade --set image.repository=... --set
+imagePullSecrets[0].name=...`, the image pulled by containerd with the Secret's credentials
+(`image.pullPolicy=Always`: pulled even when containerd has it). Every Pod the operator makes for a
+cluster that names its pull Secret (spec.imagePullSecrets) runs the chart's image with that Secret:
+an on-demand and a scheduled backup succeed, so no Pod falls back to a hard-coded image."""
 
 from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import uuid
 
 import pytest
 from kubernetes import client
 
-from e2e.conftest import OPERATOR_NAMESPACE, install_operator
+from e2e.conftest import OPERATOR_NAMESPACE, install_operator, push_image
 from e2e.helpers import BACKUPS, GROUP, VERSION, Cluster, cluster_spec, scenario_namespace
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
-REGISTRY_IMAGE = "registry.example.test/dbteam/mysql-operator"
 LEASE = "mysql-operator"  # the chart's full name for release mysql-operator
 TAG = "0.1.0"
 
 
-def _pull_secret(core, ns: str) -> None:
-    auth = base64.b64encode(b"robot:not-used-here").decode()
-    config = {"auths": {"registry.example.test": {"auth": auth}}}
+def pull_secret(core, ns: str, registry, name: str = "regcred") -> None:
+    """A kubernetes.io/dockerconfigjson Secret with the registry's credentials."""
+    config = registry.docker_config()
     core.create_namespaced_secret(
         ns,
         {
-            "metadata": {"name": "regcred"},
+            "metadata": {"name": name},
             "type": "kubernetes.io/dockerconfigjson",
             "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
         },
@@ -61,41 +58,26 @@ def _ready_operator_pods(core) -> list:
 
 
 def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
-    local_cluster, operator_release, s3_beside_cluster
+    local_cluster, operator_release, s3_beside_cluster, registry_beside_cluster
 ):
     api = local_cluster.api_client()
     core = client.CoreV1Api(api)
-    r = subprocess.run(
-        [
-            "ctr",
-            "--address",
-            local_cluster.containerd_socket,
-            "-n",
-            "k8s.io",
-            "images",
-            "tag",
-            "--force",
-            f"localhost/mysql-operator:{TAG}",
-            f"{REGISTRY_IMAGE}:{TAG}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, r.stderr
+    pushed = push_image(registry_beside_cluster, "operator", "dbteam/mysql-operator")
+    registry_image = pushed.rsplit(":", 1)[0]
+    assert pushed == f"{registry_image}:{TAG}"
     try:
         core.delete_namespaced_secret("regcred", OPERATOR_NAMESPACE)
     except client.ApiException as e:
         if e.status != 404:
             raise
-    _pull_secret(core, OPERATOR_NAMESPACE)
+    pull_secret(core, OPERATOR_NAMESPACE, registry_beside_cluster)
     try:
         r = install_operator(
             local_cluster,
             "--set",
-            f"image.repository={REGISTRY_IMAGE}",
+            f"image.repository={registry_image}",
             "--set",
-            "image.pullPolicy=IfNotPresent",
+            "image.pullPolicy=Always",
             "--set",
             "imagePullSecrets[0].name=regcred",
         )
@@ -103,17 +85,17 @@ def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
         pods = wait_for(
             lambda: (
                 (p := _ready_operator_pods(core))
-                and all(x.spec.containers[0].image == f"{REGISTRY_IMAGE}:{TAG}" for x in p)
+                and all(x.spec.containers[0].image == f"{registry_image}:{TAG}" for x in p)
                 and p
             ),
             180,
             "the operator running the registry-named image",
         )
         assert [s.name for s in pods[0].spec.image_pull_secrets or []] == ["regcred"]
-        wait_for(lambda: _leading_on(api, f"{REGISTRY_IMAGE}:{TAG}"), 120, "the new operator holds the Lease")
+        wait_for(lambda: _leading_on(api, f"{registry_image}:{TAG}"), 120, "the new operator holds the Lease")
 
         with scenario_namespace(api, "e2e-reg") as ns:
-            _pull_secret(core, ns)
+            pull_secret(core, ns, registry_beside_cluster)
             bucket = f"e2e-{uuid.uuid4().hex[:10]}"
             s3_beside_cluster.create_bucket(bucket)
             core.create_namespaced_secret(
@@ -172,7 +154,7 @@ def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
             assert jobs, "backup Jobs"
             for job in jobs:
                 spec = job.spec.template.spec
-                assert spec.containers[0].image == f"{REGISTRY_IMAGE}:{TAG}", job.metadata.name
+                assert spec.containers[0].image == f"{registry_image}:{TAG}", job.metadata.name
                 assert [s.name for s in spec.image_pull_secrets or []] == ["regcred"], job.metadata.name
     finally:
         r = install_operator(local_cluster)  # back to the release every other test uses

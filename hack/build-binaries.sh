@@ -11,6 +11,7 @@
 #   hack/build-binaries.sh cert-manager    # cert-manager controller + its CRDs (test-only)
 #   hack/build-binaries.sh exporter        # mysqld_exporter (copied into the server images)
 #   hack/build-binaries.sh prometheus      # prometheus + promtool (test-only)
+#   hack/build-binaries.sh registry        # the distribution registry (test-only)
 #
 # Prints nothing but progress on stderr; `hack/build-binaries.sh --print-dir` prints the bin dir.
 set -euo pipefail
@@ -30,6 +31,7 @@ CERT_MANAGER_DIR="$BIN_DIR/cert-manager-$CERT_MANAGER_VERSION"
 KUBE_ROUTER_DIR="$BIN_DIR/kube-router-$KUBE_ROUTER_VERSION"
 EXPORTER_DIR="$BIN_DIR/mysqld-exporter-$MYSQLD_EXPORTER_VERSION"
 PROMETHEUS_DIR="$BIN_DIR/prometheus-$PROMETHEUS_VERSION"
+REGISTRY_DIR="$BIN_DIR/registry-$REGISTRY_VERSION"
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 log() { echo "[build-binaries] $*" >&2; }
@@ -194,6 +196,13 @@ build_prometheus() {  # test-only: tests/support/prometheus.py runs it on loopba
     github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 }
 
+build_registry() {  # test-only: tests/support/registry.py runs it beside the local cluster
+  [[ -x "$REGISTRY_DIR/registry" ]] && return 0
+  log "building the distribution registry $REGISTRY_VERSION"
+  go_build_module "$REGISTRY_DIR" "github.com/distribution/distribution/v3@$REGISTRY_VERSION" \
+    github.com/distribution/distribution/v3/cmd/registry
+}
+
 go_install() {  # $1: target dir, $2: binary name, $3: module/cmd@version, rest: extra go flags
   local dir="$1" name="$2" pkg="$3"; shift 3
   [[ -x "$dir/$name" ]] && return 0
@@ -218,5 +227,6 @@ case "${1:-control-plane}" in
   cert-manager) build_cert_manager ;;
   exporter) build_exporter ;;
   prometheus) build_prometheus ;;
-  *) echo "usage: $0 [control-plane|node|all|s3|cert-manager|exporter|prometheus|--print-dir]" >&2; exit 2 ;;
+  registry) build_registry ;;
+  *) echo "usage: $0 [control-plane|node|all|s3|cert-manager|exporter|prometheus|registry|--print-dir]" >&2; exit 2 ;;
 esac

@@ -81,7 +81,7 @@ from mysql_operator.passwords import PasswordStore
 from mysql_operator.restore_gate import restore_gate
 from mysql_operator.sql_objects import SqlObjects
 from mysql_operator.db.flavor import Flavor
-from mysql_operator.rollout import roll_delete, roll_desired, roll_step
+from mysql_operator.rollout import replace_stuck, roll_delete, roll_desired, roll_step
 from mysql_operator.tls_upkeep import TLSUpkeep, serves_tls
 from mysql_operator.status import (
     Result,
@@ -299,6 +299,9 @@ class Reconciler:
         )
         if held is not None:
             return held
+        replaced = replace_stuck(self.api, self.reads, body, c, listed)
+        if replaced:  # going down now, with the spec's current template coming up
+            ready = ready_count(pods, c.spec.instances, replaced)
 
         # the operator never talks to the servers without the CA to verify them (entry.tls.state)
         run_engine = (

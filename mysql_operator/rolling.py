@@ -11,6 +11,11 @@ config...) makes a new `status.updateRevision` but restarts nothing. Each reconc
   * a single instance                           -> DeletePod (no replica to move the primary to)
   * nothing outdated                            -> Done
 
+Apart from that order, `replace_stuck`: an outdated Pod whose server does not run (an image that
+cannot be pulled, a config error, unschedulable, crashing) serves nothing and is replaced at once,
+so a fix to the spec (a pull Secret, an image, resources) reaches it without waiting for a Ready
+Pod that never comes.
+
 Pure: plain data in, a decision out (table-tested in tests/unit/test_rolling.py).
 """
 
@@ -30,6 +35,7 @@ class RollPod:
     ready: bool = False
     deleting: bool = False
     replicating: bool = False  # a replica whose IO and SQL threads run (ignored for the primary)
+    stuck: str = ""  # why its server does not run, when that is not a normal step (pods.pod_waiting)
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,19 @@ def update_revision(statefulset: Mapping[str, Any] | None) -> str | None:
 
 def outdated(pods: Iterable[RollPod], revision: str) -> list[RollPod]:
     return [p for p in pods if p.revision != revision]
+
+
+def replace_stuck(pods: Iterable[RollPod], revision: str | None) -> DeletePod | None:
+    """The outdated, stuck Pod to delete now (the highest ordinal), or None."""
+    if revision is None:
+        return None
+    stuck = [p for p in pods if p.stuck and not p.deleting and p.revision != revision]
+    if not stuck:
+        return None
+    p = max(stuck, key=lambda p: p.ordinal)
+    return DeletePod(
+        p.name, f"{p.name} does not run ({p.stuck}) and has revision {p.revision}, not {revision}"
+    )
 
 
 def next_step(pods: Iterable[RollPod], revision: str | None, primary: str | None, instances: int) -> RollStep:

@@ -47,6 +47,7 @@ def roll_pods(
                 ready=v.ready,
                 deleting=v.deleting,
                 replicating=replicating,
+                stuck=v.waiting,
             )
         )
     return out
@@ -93,15 +94,28 @@ def roll_delete(api, body, decision, roll) -> str | None:
     name (None: none was)."""
     if not isinstance(roll, rolling.DeletePod) or not isinstance(decision, t.Healthy):
         return None
+    return _restart(api, body, roll, "RollingUpdate", "restarting")
+
+
+def replace_stuck(api, reads, body, c: MySQLCluster, listed) -> str | None:
+    """Effect: delete the outdated Pod that does not run (rolling.replace_stuck), at any point of
+    the cluster's life (a first Pod that cannot pull its image has no primary to wait for).
+    Returns the deleted Pod's name (None: none was)."""
+    sts = reads.statefulset(c.namespace, m.statefulset_name(c))
+    step = rolling.replace_stuck(roll_pods(c.name, listed, (), None), rolling.update_revision(sts))
+    return None if step is None else _restart(api, body, step, "ReplacedStuckPod", "replacing")
+
+
+def _restart(api, body, step: rolling.DeletePod, reason: str, doing: str) -> str | None:
+    """Effect: the Pod deleted (its StatefulSet starts it again with the current template on the
+    same volume), a Normal Event saying why."""
     meta = body["metadata"]
     try:
-        client.CoreV1Api(api).delete_namespaced_pod(roll.name, meta["namespace"])
+        client.CoreV1Api(api).delete_namespaced_pod(step.name, meta["namespace"])
     except ApiException as e:
         if e.status != 404:
             raise
         return None
-    k.post_events(api, body, [("Normal", "RollingUpdate", f"restarting {roll.name}: {roll.reason}")])
-    log.info(
-        "%s/%s RollingUpdate: restarting %s: %s", meta["namespace"], meta["name"], roll.name, roll.reason
-    )
-    return roll.name
+    k.post_events(api, body, [("Normal", reason, f"{doing} {step.name}: {step.reason}")])
+    log.info("%s/%s %s: %s %s: %s", meta["namespace"], meta["name"], reason, doing, step.name, step.reason)
+    return step.name

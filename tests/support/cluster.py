@@ -45,6 +45,7 @@ NODE_NAME = cp_mod.NODE_NAME
 STORAGE_CLASS = "standard"
 NODE_IMAGES = ("pause", "busybox", "mariadb", "mariadb-11.8", "mysql", "operator")
 S3_PORT = 9000
+REGISTRY_PORT = 5000  # the test registry (tests/support/registry.py) on the node address
 LOCK = Path("/run/lock/mysqlop-cluster.lock")
 
 
@@ -67,6 +68,7 @@ class Cluster:
     containerd: object | None = None
     images: dict = field(default_factory=dict)
     s3: object | None = None  # MinIO beside the cluster, on the node address
+    registry: object | None = None  # the OCI registry beside the cluster, on the node address
     netpol_health_port: int = 0  # kube-router's /healthz on 127.0.0.1
     timings: dict[str, float] = field(default_factory=dict)
     _lock_fd: int | None = None
@@ -94,6 +96,7 @@ class Cluster:
             self.timings["network-policy"] = time.monotonic() - t0
             self._start_provisioner()
             self._start_s3()
+            self._start_registry()
             self.timings["ready"] = time.monotonic() - t0
             self._write_state()
             return self
@@ -108,6 +111,8 @@ class Cluster:
                 c.stop()
         if self.s3 is not None:
             self.s3.stop()
+        if self.registry is not None:
+            self.registry.stop()
         if self.containerd is not None:
             self.containerd.stop()
         if self.cp is not None:
@@ -268,6 +273,19 @@ class Cluster:
 
         self.s3 = S3Server(root=self.workdir / "s3", host=NODE_IP, port=S3_PORT).start()
 
+    def _start_registry(self) -> None:
+        """A real OCI registry (TLS, basic auth) that containerd pulls from at the node address,
+        its CA trusted through containerd's certs.d; credentials come from Pods' pull Secrets.
+        Empty: a test pushes what it pulls (tests/support/registry.py)."""
+        from tests.support import registry as reg
+
+        if reg.missing():
+            return  # only the tests that pull from it need it; they skip, saying why
+        self.registry = reg.Registry(self.workdir / "registry", host=NODE_IP, port=REGISTRY_PORT).start()
+        hosts = self.containerd.workdir / "certs.d" / self.registry.address
+        hosts.mkdir(parents=True, exist_ok=True)
+        (hosts / "hosts.toml").write_text(self.registry.hosts_toml())
+
     def _wait_node_ready(self) -> None:
         from kubernetes import client
 
@@ -291,6 +309,17 @@ class Cluster:
                 "access_key": self.s3.access_key,
                 "secret_key": self.s3.secret_key,
             },
+            "registry": (
+                {
+                    "root": str(self.registry.root),
+                    "host": self.registry.host,
+                    "port": self.registry.port,
+                    "username": self.registry.username,
+                    "password": self.registry.password,
+                }
+                if self.registry is not None
+                else None
+            ),
             "network_policy": {
                 "enforcer": "kube-router",
                 "health": f"http://127.0.0.1:{self.netpol_health_port}/healthz",
@@ -299,7 +328,7 @@ class Cluster:
             "images": {i.name: str(i.archive) for i in self.images.values()},
         }
         path = self.workdir / "state.json"
-        path.touch(mode=0o600)  # holds the local S3 server's keys
+        path.touch(mode=0o600)  # holds the local S3 server's keys and the registry's password
         path.write_text(json.dumps(state, indent=2))
 
     def _cleanup_leftovers(self) -> None:

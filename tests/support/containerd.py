@@ -141,6 +141,8 @@ def containerd_config(workdir: Path, pause_image: str = PAUSE_IMAGE) -> dict:
                     },
                 },
                 "cni": {"bin_dir": CNI_BIN_DIR, "conf_dir": str(workdir / "cni" / "net.d")},
+                # per registry: certs.d/<HOST:PORT>/hosts.toml (the test registry's, with its CA)
+                "registry": {"config_path": str(workdir / "certs.d")},
             },
             "io.containerd.internal.v1.opt": {"path": str(workdir / "opt")},
         },

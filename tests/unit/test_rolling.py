@@ -13,7 +13,8 @@ NEW, OLD = "rev-new", "rev-old"
 
 
 def pods(*specs):
-    """'0:old', '1:new:notready', '2:old:lagging', '1:new:deleting' -> RollPods named db-N."""
+    """'0:old', '1:new:notready', '2:old:lagging', '1:new:deleting', '0:old:stuck' -> RollPods
+    named db-N."""
     out = []
     for s in specs:
         ordinal, rev, *flags = s.split(":")
@@ -25,6 +26,7 @@ def pods(*specs):
                 ready="notready" not in flags,
                 deleting="deleting" in flags,
                 replicating="lagging" not in flags,
+                stuck="ImagePullBackOff: 401 Unauthorized" if "stuck" in flags else "",
             )
         )
     return out
@@ -186,3 +188,27 @@ def test_roll_pods_reads_revision_readiness_and_replication_from_the_source_prim
 )
 def test_roll_desired(pinned, roll, pinned_rev, expected):
     assert rc.roll_desired(pinned, roll, NEW, [raw_pod("db-0", pinned_rev), raw_pod("db-1", NEW)]) == expected
+
+
+@pytest.mark.parametrize(
+    "specs, expected",
+    [
+        # the first Pod of a new cluster cannot pull its image; the spec was fixed since
+        (("0:old:notready:stuck",), "db-0"),
+        # any stuck outdated Pod, primary or not, Ready others or not: the highest ordinal first
+        (("0:old:stuck", "1:old:stuck", "2:new"), "db-1"),
+        (("0:old", "1:new:notready", "2:old:notready:stuck"), "db-2"),
+        # stuck on the current template: replacing it would change nothing
+        (("0:new:notready:stuck",), None),
+        # outdated but not stuck (starting, or running): the ordered roll's business
+        (("0:old:notready", "1:old"), None),
+        # already going
+        (("0:old:stuck:deleting",), None),
+    ],
+)
+def test_an_outdated_pod_that_does_not_run_is_replaced_at_once(specs, expected):
+    step = r.replace_stuck(pods(*specs), NEW)
+    assert (step.name if step else None) == expected
+    if step:
+        assert "401 Unauthorized" in step.reason and NEW in step.reason
+    assert r.replace_stuck(pods(*specs), None) is None, "no revision observed yet: nothing to compare"
