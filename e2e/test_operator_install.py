@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from kubernetes import client
 
-from e2e.conftest import OPERATOR_NAMESPACE
+from e2e.conftest import OPERATOR_NAMESPACE, _restart_deployment, helm_env
+from mysql_operator.k8s.crds import DIGEST_ANNOTATION
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -40,3 +43,39 @@ def test_chart_installs_a_running_operator(local_cluster, operator_release):
     assert pod.status.container_statuses[0].ready
     assert pod.status.container_statuses[0].restart_count == 0
     assert container.security_context.run_as_non_root is True
+
+
+def helm_test(local_cluster) -> subprocess.CompletedProcess:
+    from tests.support.controlplane import binary
+
+    argv = [str(binary("helm")), "test", "mysql-operator", "--namespace", OPERATOR_NAMESPACE, "--logs"]
+    return subprocess.run(argv, capture_output=True, text=True, env=helm_env(local_cluster), timeout=300)
+
+
+def test_helm_test_checks_the_operator_and_that_the_crds_are_the_charts(local_cluster, operator_release):
+    """`helm test` passes on the install; a CRD that is not the chart's (here: its digest
+    annotation changed by hand, as an older CRD would have none) fails it, naming the CRD; the
+    operator applies the chart's CRDs at its start: restarted, it makes `helm test` pass again."""
+    api = local_cluster.api_client()
+    apps, ext = client.AppsV1Api(api), client.ApiextensionsV1Api(api)
+    name = "mysqlbackups.mysql.operator.dev"
+
+    def stamped() -> str | None:
+        return (ext.read_custom_resource_definition(name).metadata.annotations or {}).get(DIGEST_ANNOTATION)
+
+    wait_for(stamped, 120, "the operator stamped its CRDs")
+    r = helm_test(local_cluster)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "the 7 CRDs are this chart's" in r.stdout and "holds and renews the Lease" in r.stdout, r.stdout
+
+    digest = stamped()
+    ext.patch_custom_resource_definition(name, {"metadata": {"annotations": {DIGEST_ANNOTATION: "0" * 64}}})
+    r = helm_test(local_cluster)
+    assert r.returncode != 0
+    assert f"CRD {name} is not this chart's" in r.stdout, r.stdout[-3000:]
+
+    dep = apps.read_namespaced_deployment(operator_release, OPERATOR_NAMESPACE)
+    _restart_deployment(apps, dep)
+    wait_for(lambda: stamped() == digest, 120, "the restarted operator applied the chart's CRD")
+    r = helm_test(local_cluster)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

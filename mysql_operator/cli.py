@@ -83,6 +83,13 @@ def _add_run(sub) -> None:
         default=int(os.environ["METRICS_PORT"]) if os.environ.get("METRICS_PORT") else None,
         help="serve Prometheus metrics on this port at /metrics (env METRICS_PORT)",
     )
+    p.add_argument(
+        "--apply-crds",
+        metavar="DIR",
+        default=os.environ.get("APPLY_CRDS"),
+        help="server-side apply the CRDs of DIR/*.yaml at start, never removing a field (the chart "
+        "mounts its crds/ there: helm upgrade delivers new CRD versions; env APPLY_CRDS)",
+    )
     p.add_argument("--verbose", "-v", action="store_true")
     p.set_defaults(func=_run)
 
@@ -108,6 +115,7 @@ def _run(args) -> int:
         resync_seconds=args.resync_seconds,
         resolver=args.resolver,
         metrics_port=args.metrics_port,
+        apply_crds=args.apply_crds,
     )
     try:
         cfg.check()
@@ -275,6 +283,19 @@ def _status(args) -> int:
     return 0
 
 
+def _check_install(args) -> int:
+    from mysql_operator.install_check import check
+    from mysql_operator.k8s.client import api_client
+
+    if args.kubeconfig:
+        _use_kubeconfig(args.kubeconfig)
+    crds = dict(item.split("=", 1) for item in args.crd)
+    problems = check(api_client(), args.namespace, args.lease, crds)
+    for line in problems:
+        print(f"problem: {line}")
+    return 1 if problems else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mysql-operator")
     parser.add_argument("--version", action="version", version=f"mysql-operator {__version__}")
@@ -295,6 +316,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_args(st)
     st.add_argument("--output", "-o", choices=("text", "json"), default="text")
     st.set_defaults(func=_status)
+    ci = sub.add_parser(
+        "check-install",
+        help="the chart's `helm test`: the operator renews its Lease, the CRDs are the chart's",
+    )
+    ci.add_argument("--namespace", "-n", required=True, help="the operator's namespace")
+    ci.add_argument("--lease", default=None, help="the operator's Lease (leader election on)")
+    ci.add_argument("--crd", action="append", default=[], metavar="NAME=SHA256", help="repeatable")
+    ci.add_argument("--kubeconfig", default=None)
+    ci.set_defaults(func=_check_install)
     from mysql_operator import cli_backup
 
     cli_backup.register(sub)  # backup create|list|describe|delete|run, restore

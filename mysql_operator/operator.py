@@ -49,6 +49,7 @@ class OperatorConfig:
     # core (benchmarks/operator_scale.py); StatefulSet drift is re-applied at once from its watch
     resync_seconds: float = 300.0
     resolver: str = "auto"  # auto (= ip) | ip | dns (see k8s/resolve.py)
+    apply_crds: str | None = None  # a folder of the operator's CRDs to apply at start (k8s/crds.py)
     watch_server_timeout: int = 300
     watch_client_timeout: int = 330
     watch_connect_timeout: int = 30
@@ -119,6 +120,11 @@ def run(cfg: OperatorConfig) -> int:
         with standby_liveness(cfg.liveness):
             elector.acquire()
         elector.keep()
+    if cfg.apply_crds:  # the leader only: a standby of an older version must not apply its CRDs
+        from mysql_operator.k8s import crds
+        from mysql_operator.k8s.client import api_client
+
+        crds.apply(api_client(), cfg.apply_crds)
     cluster_handlers.register(cfg)
     if cfg.metrics_port:
         from mysql_operator import metrics

@@ -25,7 +25,13 @@ _PATHS = {
     ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),
     ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets"),
     ("cert-manager.io/v1", "Certificate"): ("/apis/cert-manager.io/v1", "certificates"),
+    # cluster-scoped: the operator's own CRDs (k8s/crds.py)
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): (
+        "/apis/apiextensions.k8s.io/v1",
+        "customresourcedefinitions",
+    ),
 }
+_CLUSTER_SCOPED = {("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
 
 
 def object_path(obj: Mapping[str, Any]) -> str:
@@ -34,6 +40,8 @@ def object_path(obj: Mapping[str, Any]) -> str:
         raise ValueError(f"no API path known for {key}")
     prefix, plural = _PATHS[key]
     meta = obj["metadata"]
+    if key in _CLUSTER_SCOPED:
+        return f"{prefix}/{plural}/{meta['name']}"
     return f"{prefix}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
 
 

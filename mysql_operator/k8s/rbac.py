@@ -62,12 +62,28 @@ PEERING_RULES_CLUSTER: list[dict] = [
 # it watches CRDs to discover resources and lists namespaces to follow its namespace list).
 # Namespaced install: a Role of OPERATOR_RULES per watched namespace + a ClusterRole of these.
 # All-namespaces install: one ClusterRole of OPERATOR_RULES + these.
+# the chart's crds/: ours and kopf's peering CRDs (k8s/crds.py applies what the chart ships)
+OWN_CRDS = [
+    "clusterkopfpeerings.kopf.dev",
+    "kopfpeerings.kopf.dev",
+    *(
+        f"{plural}.{GROUP}"
+        for plural in ("mysqlbackups", "mysqlclusters", "mysqldatabases", "mysqlgrants", "mysqlusers")
+    ),
+]
 CLUSTER_SCOPE_RULES: list[dict] = [
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     {
         "apiGroups": ["apiextensions.k8s.io"],
         "resources": ["customresourcedefinitions"],
         "verbs": ["list", "watch"],
+    },
+    # --apply-crds (k8s/crds.py): its own CRDs only, brought up to date (server-side apply)
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "resourceNames": OWN_CRDS,
+        "verbs": ["patch"],
     },
     # spec.tls.issuerRef of kind ClusterIssuer: is it Ready (cluster-scoped, read only)
     {"apiGroups": ["cert-manager.io"], "resources": ["clusterissuers"], "verbs": ["get"]},

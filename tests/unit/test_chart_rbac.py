@@ -5,8 +5,18 @@ from __future__ import annotations
 
 
 import pytest
+import yaml
 
-from tests.unit.test_chart_render import RELEASE, RELEASE_NS, RenderError, helm_template, of_kind, one, render
+from tests.unit.test_chart_render import (
+    CHART,
+    RELEASE,
+    RELEASE_NS,
+    RenderError,
+    helm_template,
+    of_kind,
+    one,
+    render,
+)
 
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 SA = f"{RELEASE}-mysql-operator"
@@ -92,7 +102,22 @@ def test_watched_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_sc
     namespaced_resources = {res for _, res, _ in triples(roles["team-a"]["rules"])}
     assert not {res for _, res, _ in cluster} & namespaced_resources, "namespaced grants leak cluster-wide"
     assert {res for _, res, _ in cluster} == {"customresourcedefinitions", "namespaces", "clusterissuers"}
-    assert {v for _, _, v in cluster} <= {"get", "list", "watch"}, "cluster-wide: read only"
+    writes = [r for r in one(objs, "ClusterRole")["rules"] if set(r["verbs"]) - {"get", "list", "watch"}]
+    # cluster-wide: read only, but for patching the chart's own CRDs, by name (crds.apply)
+    assert writes == [
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": operator_rules().OWN_CRDS,
+            "verbs": ["patch"],
+        }
+    ]
+    chart_crds = sorted(
+        yaml.safe_load(p.read_text())["metadata"]["name"] for p in (CHART / "crds").glob("*.yaml")
+    )
+    assert sorted(operator_rules().OWN_CRDS) == chart_crds
+    off = render({"watchNamespaces": ["team-a"], "crds": {"apply": False}})
+    assert {v for _, _, v in triples(one(off, "ClusterRole")["rules"])} <= {"get", "list", "watch"}
 
 
 @pytest.mark.parametrize(

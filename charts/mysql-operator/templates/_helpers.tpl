@@ -105,6 +105,9 @@ Call with (dict "root" $ "extra" $map). */}}
 {{- if .Values.leaderElection.enabled }}
 - {{ printf "--leader-elect=%s" (include "mysql-operator.fullname" .) | quote }}
 {{- end }}
+{{- if .Values.crds.apply }}
+- --apply-crds=/etc/mysql-operator/crds
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
 {{- end }}
@@ -119,4 +122,21 @@ unknown kind. `helm template` knows no cluster: give it --api-versions monitorin
 {{- if not (.root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind)) }}
 {{- fail (printf "%s: the cluster has no %s (monitoring.coreos.com/v1, a CRD of the Prometheus Operator). Install the Prometheus Operator's CRDs first, or set %s=false (without the Prometheus Operator, give Prometheus the files of the chart's files/ folder: README.md, Monitoring)" .value .kind .value) }}
 {{- end }}
+{{- end -}}
+
+{{/* The sha256 of each of the chart's CRD files: "name=digest" (what the operator writes into
+mysql.operator.dev/crd-digest when it applies one; `helm test` compares). */}}
+{{- define "mysql-operator.crdDigests" -}}
+{{- range $path, $_ := .Files.Glob "crds/*.yaml" }}
+- {{ printf "--crd=%s=%s" ($.Files.Get $path | fromYaml).metadata.name ($.Files.Get $path | sha256sum) | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The names of the chart's CRDs, comma-separated (the operator's patch right, by name). */}}
+{{- define "mysql-operator.crdNames" -}}
+{{- $names := list }}
+{{- range $path, $_ := .Files.Glob "crds/*.yaml" }}
+{{- $names = append $names ($.Files.Get $path | fromYaml).metadata.name }}
+{{- end }}
+{{- join ", " $names }}
 {{- end -}}

@@ -94,6 +94,13 @@ the resources it serves and follows the namespaces it is given. */}}
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [list, watch]
+{{- if .Values.crds.apply }}
+# crds.apply: its own CRDs only, brought up to date (server-side apply)
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  resourceNames: [{{ include "mysql-operator.crdNames" . }}]
+  verbs: [patch]
+{{- end }}
 # spec.tls.issuerRef of kind ClusterIssuer: is it Ready (read only)
 - apiGroups: [cert-manager.io]
   resources: [clusterissuers]
