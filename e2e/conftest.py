@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -111,27 +112,52 @@ OPERATOR_NAMESPACE = "mysql-operator"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "e2e"
 
 
+HELM_HOMES = {
+    "HELM_CACHE_HOME": "/var/tmp/mysqlop-helm/cache",
+    "HELM_CONFIG_HOME": "/var/tmp/mysqlop-helm/config",  # also the registry login
+    "HELM_DATA_HOME": "/var/tmp/mysqlop-helm/data",
+}
+
+
 def helm_env(local_cluster) -> dict[str, str]:
-    return {
-        **os.environ,
-        "KUBECONFIG": local_cluster.kubeconfig,
-        "HELM_CACHE_HOME": "/var/tmp/mysqlop-helm/cache",
-        "HELM_CONFIG_HOME": "/var/tmp/mysqlop-helm/config",
-        "HELM_DATA_HOME": "/var/tmp/mysqlop-helm/data",
-    }
+    return {**os.environ, "KUBECONFIG": local_cluster.kubeconfig, **HELM_HOMES}
+
+
+@functools.lru_cache(maxsize=1)
+def _published_chart(helm: str, registry_state: str) -> tuple[str, str, tuple[str, ...]]:
+    """This checkout's chart packaged and pushed to the registry beside the cluster, once a session."""
+    from tests.support import chart_oci
+    from tests.support.registry import Registry
+
+    state = json.loads(registry_state)
+    registry = Registry(**{**state, "root": Path(state["root"])})
+    env = {**os.environ, **HELM_HOMES}
+    ref, version, flags = chart_oci.publish(registry, helm, env)
+    return ref, version, tuple(flags)
 
 
 def install_operator(local_cluster, *extra: str) -> subprocess.CompletedProcess:
-    """`helm upgrade --install` of the chart from this checkout with examples/values-local.yaml
-    (the release every e2e test uses), plus `extra` arguments (more --set)."""
+    """`helm upgrade --install` of the chart from this checkout, as users install it: packaged,
+    pushed to the registry beside the cluster and installed from oci://, with
+    examples/values-local.yaml (the release every e2e test uses), plus `extra` arguments."""
+    from tests.support import registry as reg
     from tests.support.controlplane import binary
 
+    helm = str(binary("helm"))
+    if not local_cluster.registry_state:
+        pytest.fail(
+            f"no registry beside the cluster: {reg.missing() or 'restart the cluster (make cluster-up)'}"
+        )
+    ref, version, flags = _published_chart(helm, json.dumps(local_cluster.registry_state, sort_keys=True))
     argv = [
-        str(binary("helm")),
+        helm,
         "upgrade",
         "--install",
         "mysql-operator",
-        str(REPO / "charts" / "mysql-operator"),
+        ref,
+        "--version",
+        version,
+        *flags,
         "--namespace",
         OPERATOR_NAMESPACE,
         "--create-namespace",

@@ -10,13 +10,16 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pymysql
 import yaml
 from kubernetes import client, config
 
+from tests.support import chart_oci
 from tests.support import cluster as cluster_mod
 from tests.support.controlplane import REPO, binary
+from tests.support.registry import Registry
 from tests.support.wait import wait_for
 
 NS = "demo"
@@ -50,13 +53,24 @@ def main() -> int:
     core, objs = client.CoreV1Api(api), client.CustomObjectsApi(api)
     t0 = time.monotonic()
 
-    step("install the operator with its Helm chart (image built from ./Dockerfile)")
+    step("the Helm chart packaged and pushed to the registry beside the cluster (oci://)")
+    if not state.get("registry"):
+        print("no registry beside the local cluster: `make cluster-down cluster-up`", file=sys.stderr)
+        return 1
+    registry = Registry(**{**state["registry"], "root": Path(state["registry"]["root"])})
+    ref, version, ca = chart_oci.publish(registry, helm, env)
+    print(f"pushed {ref}:{version}", flush=True)
+
+    step("install the operator from there (image built from ./Dockerfile)")
     run(
         helm,
         "upgrade",
         "--install",
         "mysql-operator",
-        str(REPO / "charts" / "mysql-operator"),
+        ref,
+        "--version",
+        version,
+        *ca,
         "--namespace",
         "mysql-operator",
         "--create-namespace",

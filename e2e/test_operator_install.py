@@ -30,14 +30,24 @@ def test_chart_installs_a_running_operator(local_cluster, operator_release):
             or st.replicas != 1
         ):
             return None
+        selector = ",".join(f"{k}={v}" for k, v in d.spec.selector.match_labels.items())
         pods = [
             p
-            for p in core.list_namespaced_pod(OPERATOR_NAMESPACE).items
+            for p in core.list_namespaced_pod(OPERATOR_NAMESPACE, label_selector=selector).items
             if p.metadata.deletion_timestamp is None
         ]
         return pods[0] if len(pods) == 1 else None
 
-    pod = wait_for(settled, 180, "the chart's operator Deployment: one available, up-to-date Pod")
+    def describe() -> str:
+        d = apps.read_namespaced_deployment(operator_release, OPERATOR_NAMESPACE)
+        pods = core.list_namespaced_pod(OPERATOR_NAMESPACE).items
+        return f"{d.status}\n" + "\n".join(
+            f"{p.metadata.name} {p.metadata.labels} {p.status.phase}" for p in pods
+        )
+
+    pod = wait_for(
+        settled, 180, "the chart's operator Deployment: one available, up-to-date Pod", describe=describe
+    )
     container = pod.spec.containers[0]
     assert container.image.startswith("localhost/mysql-operator:")
     assert pod.status.container_statuses[0].ready
@@ -64,6 +74,19 @@ def test_helm_test_checks_the_operator_and_that_the_crds_are_the_charts(local_cl
         return (ext.read_custom_resource_definition(name).metadata.annotations or {}).get(DIGEST_ANNOTATION)
 
     wait_for(stamped, 120, "the operator stamped its CRDs")
+    try:
+        _helm_test_runs(local_cluster, apps, ext, operator_release, name, stamped)
+    finally:  # the test Pod is kept for `helm test --logs`; other tests count the namespace's Pods
+        try:
+            client.CoreV1Api(api).delete_namespaced_pod(
+                f"{operator_release}-check-install", OPERATOR_NAMESPACE
+            )
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+
+
+def _helm_test_runs(local_cluster, apps, ext, operator_release, name, stamped) -> None:
     r = helm_test(local_cluster)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "the 7 CRDs are this chart's" in r.stdout and "holds and renews the Lease" in r.stdout, r.stdout
