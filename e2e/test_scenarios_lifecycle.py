@@ -15,6 +15,7 @@ from e2e.helpers import (
     CLUSTERS,
     FLAVORS,
     GROUP,
+    IMAGES,
     REPO,
     VERSION,
     Cluster,
@@ -110,7 +111,8 @@ def test_deleting_a_cluster_removes_owned_objects_keeps_user_secret_and_pvcs(
 
 def test_a_pod_that_cannot_start_is_named_with_the_kubelets_reason(local_cluster, scenario_namespace):
     """An image that is not on the node (pull policy Never: no registry is asked): the status says
-    which instance is stuck and why, instead of only "0/1 instances ready"."""
+    which instance is stuck and why, instead of only "0/1 instances ready"; once the spec names
+    an image that is there, the cluster starts."""
     c = Cluster(local_cluster.api_client(), scenario_namespace, "noimg")
     c.create(cluster_spec(1, image="localhost/mysql-operator-e2e/no-such-image:0"))
 
@@ -126,6 +128,12 @@ def test_a_pod_that_cannot_start_is_named_with_the_kubelets_reason(local_cluster
     assert ready["status"] == "False" and ready["reason"] == "InstancesNotReady", ready
     assert "0/1 instances ready; noimg-0: " in ready["message"], ready
     assert "ErrImageNeverPull" in ready["message"], ready
+
+    # the user fixes the image: the stuck Pod is replaced at once (it never ran), no hand needed
+    c.objs.patch_namespaced_custom_object(
+        GROUP, VERSION, c.namespace, CLUSTERS, "noimg", {"spec": {"image": IMAGES["mariadb"]}}
+    )
+    c.wait_ready(300, instances=1)
 
 
 # ------------------------------------------------------------------------------ invalid CRs
