@@ -1,0 +1,48 @@
+"""`make demo` as a new user runs it (its second half: `make demo` first starts the cluster this
+session already has): `python -m e2e.demo` installs the chart from the registry beside the cluster
+(oci://), creates the 3-instance MySQL 9.7 cluster of examples/local-demo-mysql.yaml, writes and
+reads a row through the Services, backs it up to S3 and shows `kubectl get`; it must exit 0.
+Measured: its duration on a warm machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from kubernetes import client
+
+from e2e.conftest import REPO
+from e2e.helpers import delete_clusters, record
+
+pytestmark = pytest.mark.cluster
+NS = "demo"  # e2e/demo.py's namespace
+
+
+def test_make_demo_runs_to_a_backup(local_cluster, operator_release):
+    api = local_cluster.api_client()
+    core = client.CoreV1Api(api)
+    started = time.monotonic()
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "e2e.demo"],
+            cwd=REPO,
+            env={**os.environ, "FLAVOR": "mysql"},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        record("make demo (cluster up already), warm", time.monotonic() - started, scenario="13")
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+        assert "demo done in" in r.stdout, r.stdout[-2000:]
+        assert "helm upgrade --install mysql-operator oci://" in r.stdout, "installed from the registry"
+        assert "Succeeded" in r.stdout, "the backup"
+    finally:
+        delete_clusters(api, NS)
+        try:
+            core.delete_namespace(NS)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
