@@ -299,14 +299,22 @@ def test_namespaced_install_grants_only_the_watched_namespaces(control_plane, he
         assert rbac.read_namespaced_role_binding(full, w).subjects[0].namespace == ns
     for where in (ns, unwatched):
         assert not _exists(lambda: rbac.read_namespaced_role(full, where))
-    # the only cluster-wide grants: reading what kopf scans, and ClusterIssuers (spec.tls.issuerRef)
+    # the only cluster-wide grants: reading what kopf scans, and ClusterIssuers (spec.tls.issuerRef);
+    # the one write: patching the chart's own CRDs, by name (crds.apply)
     cluster_rules = rbac.read_cluster_role(full).rules
     assert {(g, res) for r in cluster_rules for g in r.api_groups for res in r.resources} == {
         ("apiextensions.k8s.io", "customresourcedefinitions"),
         ("", "namespaces"),
         ("cert-manager.io", "clusterissuers"),
     }
-    assert {v for r in cluster_rules for v in r.verbs} == {"get", "list", "watch"}
+    reads = [r for r in cluster_rules if not r.resource_names]
+    assert {v for r in reads for v in r.verbs} == {"get", "list", "watch"}
+    (own,) = [r for r in cluster_rules if r.resource_names]
+    assert own.verbs == ["patch"] and own.resources == ["customresourcedefinitions"]
+    assert sorted(own.resource_names) == sorted(
+        yaml.safe_load(p.read_text())["metadata"]["name"]
+        for p in (REPO / "charts" / "mysql-operator" / "crds").glob("*.yaml")
+    )
 
     objs, sa_core = _sa_clients(control_plane, ns, release)
     for where in (*watched, unwatched):

@@ -33,7 +33,9 @@ def spec_properties(crd: dict) -> dict:
 def test_the_operator_brings_its_crds_up_to_date_and_never_takes_a_field_away(control_plane, tmp_path):
     admin = control_plane.api_client()
     # what a first `helm install` creates: every file of the chart's crds/
-    apply_crds(admin, [yaml.safe_load(p.read_text()) for p in sorted((CHART / "crds").glob("*.yaml"))])
+    # (an earlier module may have deleted them without waiting: their removal can take minutes)
+    chart_crds = [yaml.safe_load(p.read_text()) for p in sorted((CHART / "crds").glob("*.yaml"))]
+    apply_crds(admin, chart_crds, timeout=300)
     client.CoreV1Api(admin).create_namespace({"metadata": {"name": "crd-upgrade"}})
     operator = operator_api(control_plane, "crd-upgrade")
     folder = tmp_path / "crds"
@@ -70,4 +72,4 @@ def test_the_operator_brings_its_crds_up_to_date_and_never_takes_a_field_away(co
         )
         assert "cleanupPolicy" in spec_properties(live(admin))
     finally:
-        apply_crds(admin, project_crds())  # as the other tests expect them
+        apply_crds(admin, project_crds(), timeout=300)  # as the other tests expect them
