@@ -6,6 +6,7 @@ a user would type for it."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from tests.support.controlplane import REPO, binary
 from tests.support.registry import Registry
 from tests.support.wait import wait_for
 
+# the state.json of a cluster started by a test session (e2e/test_demo.py), not by `make cluster-up`
+STATE_ENV = "MYSQL_OPERATOR_CLUSTER_STATE"
 NS = "demo"
 # FLAVOR=mysql|mariadb (`make demo FLAVOR=...`): the example the demo applies
 EXAMPLES = {"mysql": ("local-demo-mysql.yaml", "MySQL 9.7"), "mariadb": ("local-demo.yaml", "MariaDB 10.11")}
@@ -44,6 +47,8 @@ def main() -> int:
         return 2
     example, server = EXAMPLES[flavor]
     state = cluster_mod.running_state()
+    if state is None and os.environ.get(STATE_ENV):  # a cluster a test session started
+        state = json.loads(Path(os.environ[STATE_ENV]).read_text())
     if state is None:
         print("no local cluster is running: `make cluster-up` first", file=sys.stderr)
         return 1

@@ -15,7 +15,9 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import REPO
+from e2e.demo import STATE_ENV
 from e2e.helpers import delete_clusters, record
+from tests.support import cluster as cluster_mod
 
 pytestmark = pytest.mark.cluster
 NS = "demo"  # e2e/demo.py's namespace
@@ -29,7 +31,8 @@ def test_make_demo_runs_to_a_backup(local_cluster, operator_release):
         r = subprocess.run(
             [sys.executable, "-m", "e2e.demo"],
             cwd=REPO,
-            env={**os.environ, "FLAVOR": "mysql"},
+            # `make demo` finds a cluster `make cluster-up` started; this one may be the session's
+            env={**os.environ, "FLAVOR": "mysql", STATE_ENV: str(cluster_mod.state_dir() / "state.json")},
             capture_output=True,
             text=True,
             timeout=900,
