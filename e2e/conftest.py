@@ -50,7 +50,7 @@ class ClusterHandle:
 
         if not self.registry_state:
             return None
-        return Registry(**{**self.registry_state, "root": Path(self.registry_state["root"])})
+        return Registry.from_state(self.registry_state)
 
     def api_client(self):
         from kubernetes import config
@@ -129,8 +129,7 @@ def _published_chart(helm: str, registry_state: str) -> tuple[str, str, tuple[st
     from tests.support import chart_oci
     from tests.support.registry import Registry
 
-    state = json.loads(registry_state)
-    registry = Registry(**{**state, "root": Path(state["root"])})
+    registry = Registry.from_state(json.loads(registry_state))
     env = {**os.environ, **HELM_HOMES}
     ref, version, flags = chart_oci.publish(registry, helm, env)
     return ref, version, tuple(flags)

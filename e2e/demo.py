@@ -62,7 +62,7 @@ def main() -> int:
     if not state.get("registry"):
         print("no registry beside the local cluster: `make cluster-down cluster-up`", file=sys.stderr)
         return 1
-    registry = Registry(**{**state["registry"], "root": Path(state["registry"]["root"])})
+    registry = Registry.from_state(state["registry"])
     ref, version, ca = chart_oci.publish(registry, helm, env)
     print(f"pushed {ref}:{version}", flush=True)
 

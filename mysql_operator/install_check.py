@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from mysql_operator.k8s.crds import DIGEST_ANNOTATION
+from mysql_operator.leader import observe
 
 
 def crd_problems(expected: Mapping[str, str], live: Mapping[str, Mapping[str, str] | None]) -> list[str]:
@@ -33,16 +34,15 @@ def crd_problems(expected: Mapping[str, str], live: Mapping[str, Mapping[str, st
 
 def lease_renewed(read: Callable[[], Any], wait: float, every: float = 1.0, sleep=time.sleep) -> str | None:
     """Effect: the Lease's holder, once its record changed within `wait` seconds (it renews every
-    2 s); None when nobody renewed it."""
-    first = read()
-    record = (first.spec.holder_identity, str(first.spec.renew_time))
+    2 s; leader.observe tells a changed record); None when nobody renewed it."""
+    first = observe(None, read(), 0.0)
     waited = 0.0
     while waited < wait:
         sleep(every)
         waited += every
-        now = read()
-        if (now.spec.holder_identity, str(now.spec.renew_time)) != record and now.spec.holder_identity:
-            return now.spec.holder_identity
+        seen = observe(first, read(), waited)
+        if seen is not first and seen.holder:
+            return seen.holder
     return None
 
 

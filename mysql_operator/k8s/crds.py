@@ -81,7 +81,6 @@ def removed_properties(live: Mapping[str, Any], new: Mapping[str, Any]) -> list[
 @dataclass(frozen=True)
 class Apply:
     crd: CRDFile
-    reason: str  # "changed"
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ def plan(
         if ((cur.get("metadata") or {}).get("annotations") or {}).get(DIGEST_ANNOTATION) == f.digest:
             continue
         removed = removed_properties(cur, f.body)
-        out.append(Refuse(f, tuple(removed)) if removed else Apply(f, "changed"))
+        out.append(Refuse(f, tuple(removed)) if removed else Apply(f))
     return out
 
 
@@ -150,10 +149,10 @@ def apply(api, folder: Path | str) -> list[str]:
             try:
                 k.server_side_apply(api, body, FIELD_MANAGER)
             except k.ApplyError as e:  # the operator goes on with the live CRD; `helm test` tells
-                line = f"CRD {step.crd.name} not updated ({step.reason}): {e.message}"
+                line = f"CRD {step.crd.name} not updated: {e.message}"
                 log.error(line)
             else:
-                line = f"CRD {step.crd.name} applied ({step.reason}, digest {step.crd.digest[:12]})"
+                line = f"CRD {step.crd.name} applied (digest {step.crd.digest[:12]})"
                 log.info(line)
         said.append(line)
     return said

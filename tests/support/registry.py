@@ -22,7 +22,6 @@ import ipaddress
 import json
 import os
 import secrets
-import signal
 import ssl
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from typing import Any, BinaryIO
 
 import yaml
 
-from tests.support.controlplane import bin_dir, free_port, versions
+from tests.support.controlplane import bin_dir, free_port, stop_group, versions
 from tests.support.wait import wait_for
 
 MANIFEST_TYPES = (
@@ -164,14 +163,14 @@ class Registry:
         except (urllib.error.URLError, OSError):
             return False
 
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Registry":
+        """The running registry a cluster's state.json describes (its "registry" entry)."""
+        return cls(**{**state, "root": Path(state["root"])})
+
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        if self.proc is not None:
+            stop_group(self.proc)
         self.proc = None
 
     def log_tail(self, n: int = 30) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import yaml
 
@@ -36,7 +37,7 @@ def test_plan_applies_changed_crds_refuses_removals_names_missing_ones_and_skips
     assert crds.plan([f], {f.name: None}) == [crds.Missing(f)], "updated, never created"
     older = copy.deepcopy(CLUSTERS)
     del spec_properties(older)["primary"]
-    assert crds.plan([f], {f.name: older}) == [crds.Apply(f, "changed")]
+    assert crds.plan([f], {f.name: older}) == [crds.Apply(f)]
     stamped = {
         **CLUSTERS,
         "metadata": {**CLUSTERS["metadata"], "annotations": {crds.DIGEST_ANNOTATION: "d1"}},
@@ -52,8 +53,6 @@ def test_load_reads_the_charts_crds_with_the_digest_of_their_bytes(tmp_path):
     (tmp_path / "notes.yaml").write_text("kind: ConfigMap\n")
     (loaded,) = crds.load(tmp_path)
     assert loaded.name == "mysqlusers.mysql.operator.dev"
-    import hashlib
-
     assert loaded.digest == hashlib.sha256((tmp_path / "a.yaml").read_bytes()).hexdigest()
 
 
@@ -69,7 +68,9 @@ def test_check_install_names_each_crd_that_is_missing_or_not_the_charts():
 def test_the_lease_counts_as_renewed_only_when_its_record_changes():
     class Lease:
         def __init__(self, holder, renew):
-            self.spec = type("S", (), {"holder_identity": holder, "renew_time": renew})()
+            self.spec = type(
+                "S", (), {"holder_identity": holder, "renew_time": renew, "lease_transitions": 0}
+            )()
 
     reads = iter([Lease("op-1", "t1"), Lease("op-1", "t1"), Lease("op-1", "t2")])
     assert install_check.lease_renewed(lambda: next(reads), wait=5, sleep=lambda s: None) == "op-1"
