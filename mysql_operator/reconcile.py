@@ -81,7 +81,14 @@ from mysql_operator.passwords import PasswordStore
 from mysql_operator.restore_gate import restore_gate
 from mysql_operator.sql_objects import SqlObjects
 from mysql_operator.db.flavor import Flavor
-from mysql_operator.rollout import replace_stuck, roll_delete, roll_desired, roll_step
+from mysql_operator.rollout import (
+    RestartGate,
+    place_template,
+    replace_stuck,
+    roll_delete,
+    roll_desired,
+    roll_step,
+)
 from mysql_operator.tls_upkeep import TLSUpkeep, serves_tls
 from mysql_operator.status import (
     Result,
@@ -141,6 +148,8 @@ class _Entry:
     tls: TLSUpkeep = field(default_factory=TLSUpkeep)
     # the binlog archiver Deployment's status as last seen (its apply, its watch); None: none seen
     archiver: Mapping[str, Any] | None = None
+    # a Pod template a new operator version wants, staged (rolling.template_step); None: none
+    restart_pending: rolling.StageTemplate | None = None
 
 
 class Reconciler:
@@ -171,6 +180,7 @@ class Reconciler:
         self.sql = SqlObjects(api, password_factory)  # MySQLDatabase, MySQLUser, MySQLGrant
         self.clock = clock
         self._entries: dict[tuple[str, str], _Entry] = {}
+        self.restarts = RestartGate(clock)
         self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
         self._guard = threading.Lock()
 
@@ -180,6 +190,7 @@ class Reconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         self.reads.forget(namespace, name)
+        self.restarts.forget(f"{namespace}/{name}")
         with self._guard:
             e = self._entries.pop((namespace, name), None)
         if e and e.engine:
@@ -265,10 +276,12 @@ class Reconciler:
         primary_ordinal = pod_ordinal(current_primary or "", c.name)
 
         applied = False
-        every = APPLY_RETRY_SECONDS if entry.apply_error else self.resync_seconds
+        every = self.resync_seconds
+        if entry.apply_error or entry.restart_pending:  # again soon: it may go through now
+            every = min(APPLY_RETRY_SECONDS, every)
         due = self.clock() - entry.last_apply >= every
         if apply or (apply is None and due) or previous.get("observedGeneration") != c.generation:
-            error = self._apply_objects(c, body, passwords, primary_ordinal, secrets)
+            error = self._apply_objects(c, body, entry, passwords, primary_ordinal, secrets)
             if error != entry.apply_error:
                 log.log(
                     logging.WARNING if error else logging.INFO, "%s/%s apply: %s", ns, name, error or "ok"
@@ -316,6 +329,7 @@ class Reconciler:
                 secret_error=secret_error,
                 apply_error=entry.apply_error,
                 binlog_archiver=self._archiver_summary(c, entry),
+                restart_pending=entry.restart_pending,
                 tls_problem=entry.tls.problem,
                 tls_blocking=entry.tls.state is None,
                 ready=ready,
@@ -385,6 +399,7 @@ class Reconciler:
         started = time.monotonic()
         outcome = engine.reconcile(state, desired, steer=steer, record=record, announce=announce)
         decision, steps, observed = outcome.decision, outcome.steps, outcome.observed
+        self.restarts.seen(f"{ns}/{name}", roll[0])
         if steps or time.monotonic() - started > 1.0:  # acted, or an instance answered slowly
             log.info(
                 "%s/%s %s pass took %.2fs (%d steps; unreachable: %s)",
@@ -476,6 +491,7 @@ class Reconciler:
             decision=decision.kind,
             apply_error=entry.apply_error,
             binlog_archiver=self._archiver_summary(c, entry),
+            restart_pending=entry.restart_pending,
             rolling=rolling.in_progress(roll[0]),
             tls_problem=entry.tls.problem,
             primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, current),
@@ -603,10 +619,14 @@ class Reconciler:
             status={**previous, **status},
         )
 
-    def _apply_objects(self, c: MySQLCluster, body, passwords, primary_ordinal, secrets) -> str | None:
+    def _apply_objects(
+        self, c: MySQLCluster, body, entry: _Entry, passwords, primary_ordinal, secrets
+    ) -> str | None:
         """Effect: server-side apply every owned object. One the API server refuses (a spec the
         CRD admits but the StatefulSet API does not) stops neither the others nor the pass:
-        replication is looked after whatever the spec. Returns why, or None when all applied."""
+        replication is looked after whatever the spec. The StatefulSet's Pod template is the one
+        rollout.place_template chooses (a restart a new operator version needs may be staged).
+        Returns why, or None when all applied."""
         owner = k.owner_of(body)
         refused = []
         for obj in m.build_all(c, lambda key: passwords.get(key) or "unused"):
@@ -615,14 +635,23 @@ class Reconciler:
             obj = m.owned(obj, owner)
             kind, obj_name = obj["kind"], obj["metadata"]["name"]
             try:
+                step = None
                 if kind == "StatefulSet":
-                    current, claimed = k.read_statefulset_sizing(self.api, c.namespace, obj_name)
+                    existing = k.read_statefulset(self.api, c.namespace, obj_name)
+                    current, claimed = k.statefulset_sizing(existing)
                     obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
                     if claimed is not None:  # immutable in a StatefulSet: the volumes grow instead
                         obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = (
                             claimed
                         )
+                    step = place_template(self.api, self.restarts, c, body, obj, existing)
+                    entry.restart_pending = step if isinstance(step, rolling.StageTemplate) else None
                 k.server_side_apply(self.api, obj)
+                approval = rolling.APPROVE_RESTART_ANNOTATION
+                if isinstance(step, rolling.WriteTemplate) and approval in (
+                    body["metadata"].get("annotations") or {}
+                ):
+                    self.reads.remove_cluster_annotation(c.namespace, c.name, approval)  # carried out
             except k.ApplyError as e:
                 refused.append(apply_refusal(kind, obj_name, e.status, e.message))
             except ApiException as e:

@@ -16,6 +16,13 @@ cannot be pulled, a config error, unschedulable, crashing) serves nothing and is
 so a fix to the spec (a pull Secret, an image, resources) reaches it without waiting for a Ready
 Pod that never comes.
 
+Which template is written at all is `template_step`: a template change the user asked for
+(the spec's generation moved) is written at once; one that comes from a new operator version
+(same generation, another template) is staged: the StatefulSet keeps its template, the status
+says a restart is pending (condition RestartPending), and it is written when spec.operatorUpgrades
+is Auto and no other cluster of this operator is rolling (one cluster at a time), or when the
+user approves it (annotation APPROVE_RESTART_ANNOTATION) under Manual.
+
 Pure: plain data in, a decision out (table-tested in tests/unit/test_rolling.py).
 """
 
@@ -25,6 +32,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 REVISION_LABEL = "controller-revision-hash"
+# on the StatefulSet (not its template: they never make a revision)
+APPLIED_TEMPLATE_ANNOTATION = "mysql.operator.dev/template-hash"  # the template it has
+WANTED_TEMPLATE_ANNOTATION = "mysql.operator.dev/template-wanted"  # the one staged (else = applied)
+TEMPLATE_GENERATION_ANNOTATION = "mysql.operator.dev/template-generation"  # the spec's, when written
+# on the MySQLCluster, under operatorUpgrades: Manual: restart for the staged template now
+APPROVE_RESTART_ANNOTATION = "mysql.operator.dev/approve-restart"
 
 
 @dataclass(frozen=True)
@@ -131,3 +144,65 @@ def next_step(pods: Iterable[RollPod], revision: str | None, primary: str | None
     if fresh:
         return SwitchTo(fresh[0].name, f"moving the primary off {primary} before updating it")
     return DeletePod(primary, f"{primary} is the only instance: it restarts with revision {revision}")
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the StatefulSet's annotations say about its template (None: an operator older than
+    these annotations wrote it)."""
+
+    applied: str | None
+    wanted: str | None
+    generation: int | None
+
+
+@dataclass(frozen=True)
+class WriteTemplate:
+    reason: str
+    # the restart it makes comes from the operator, not the spec: it holds the one-at-a-time turn
+    operator_change: bool = False
+
+
+@dataclass(frozen=True)
+class StageTemplate:
+    reason: str  # RestartPending's reason
+    message: str  # what it waits for, and how to go on
+
+
+TemplateStep = WriteTemplate | StageTemplate
+
+
+def template_step(
+    written: Written | None,
+    desired: str,
+    generation: int | None,
+    same_as_applied: bool,
+    policy: str,
+    approved: bool,
+    rolling_elsewhere: str | None,
+) -> TemplateStep:
+    """Write the desired Pod template (hash `desired`) into the StatefulSet now, or stage it.
+    `same_as_applied`: the API server says writing it would not change the template (asked when
+    the applied hash is unknown); `rolling_elsewhere`: another cluster whose Pods are being
+    restarted (namespace/name), or None."""
+    if written is None:
+        return WriteTemplate("a new StatefulSet")
+    if desired == written.applied or same_as_applied:
+        return WriteTemplate("the Pod template is unchanged")
+    if desired != written.wanted and written.generation is not None and generation != written.generation:
+        return WriteTemplate(f"the spec changed (generation {written.generation} -> {generation})")
+    what = "this operator version changes the Pod template (the spec did not change)"
+    if policy == "Manual" and not approved:
+        return StageTemplate(
+            "WaitingForApproval",
+            f"{what}: restarting the Pods waits for you (spec.operatorUpgrades is Manual): annotate "
+            f"the cluster with {APPROVE_RESTART_ANNOTATION}=true to roll them, replicas first and the "
+            "primary last through a switchover",
+        )
+    if rolling_elsewhere is not None:
+        return StageTemplate(
+            "WaitingForOtherCluster",
+            f"{what}: its Pods restart once {rolling_elsewhere} has finished restarting (one cluster "
+            "at a time)",
+        )
+    return WriteTemplate(f"{what}: rolling its Pods now", operator_change=True)

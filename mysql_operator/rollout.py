@@ -1,10 +1,17 @@
 """The rolling update's effects: read the StatefulSet's revisions and the Pods, delete the one
-Pod the plan names. The plan itself (which Pod, when, the primary last) is rolling.py."""
+Pod the plan names; the Pod template written into the StatefulSet, or kept while a restart a new
+operator version needs is staged (RestartGate: one cluster at a time). The plans themselves
+(which Pod, when, the primary last; which template) are rolling.py."""
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import logging
-from typing import Any, Iterable, Mapping
+import threading
+import time
+from typing import Any, Callable, Iterable, Mapping
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -119,3 +126,115 @@ def _restart(api, body, step: rolling.DeletePod, reason: str, doing: str) -> str
     k.post_events(api, body, [("Normal", reason, f"{doing} {step.name}: {step.reason}")])
     log.info("%s/%s %s: %s %s: %s", meta["namespace"], meta["name"], reason, doing, step.name, step.reason)
     return step.name
+
+
+class RestartGate:
+    """The clusters of this operator whose Pods are being restarted (a roll under way): a restart
+    a new operator version needs starts only while no other cluster's is under way. In memory:
+    after the operator restarts, each cluster's first pass tells again whether it rolls.
+
+    A cluster that just took its turn may still see its old StatefulSet (a cache, a controller
+    that has not observed the new template yet): its "nothing outdated" does not end its turn
+    until a pass saw the roll under way, or STARTING_SECONDS passed."""
+
+    STARTING_SECONDS = 120.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._lock = threading.Lock()
+        self._rolling: set[str] = set()
+        self._started: dict[str, float] = {}  # turns taken, the roll not seen under way yet
+        self._clock = clock
+
+    def seen(self, key: str, roll: rolling.RollStep | None) -> None:
+        """A pass's roll step (None: not known in this pass)."""
+        if roll is None:
+            return
+        with self._lock:
+            if not isinstance(roll, rolling.Done):
+                self._rolling.add(key)
+                self._started.pop(key, None)
+            elif self._clock() - self._started.get(key, float("-inf")) >= self.STARTING_SECONDS:
+                self._rolling.discard(key)
+                self._started.pop(key, None)
+
+    def other(self, key: str) -> str | None:
+        with self._lock:
+            return min(self._rolling - {key}, default=None)
+
+    def take(self, key: str) -> str | None:
+        """Start `key`'s restart unless another cluster's is under way (then: that one)."""
+        with self._lock:
+            other = min(self._rolling - {key}, default=None)
+            if other is None:
+                self._rolling.add(key)
+                self._started[key] = self._clock()
+            return other
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._rolling.discard(key)
+            self._started.pop(key, None)
+
+
+def template_hash(sts: Mapping[str, Any]) -> str:
+    """Pure: a digest of the Pod template the operator builds (its canonical JSON)."""
+    text = json.dumps(sts["spec"]["template"], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def written_template(existing: Mapping[str, Any], observed_generation: int | None) -> rolling.Written:
+    """Pure: what the StatefulSet's annotations say about its template. One an older operator
+    wrote has none: it was written from the spec the status had observed."""
+    notes = (existing.get("metadata") or {}).get("annotations") or {}
+    generation = notes.get(rolling.TEMPLATE_GENERATION_ANNOTATION)
+    return rolling.Written(
+        notes.get(rolling.APPLIED_TEMPLATE_ANNOTATION),
+        notes.get(rolling.WANTED_TEMPLATE_ANNOTATION),
+        int(generation) if generation and generation.isdigit() else observed_generation,
+    )
+
+
+def place_template(
+    api, gate: RestartGate, c: MySQLCluster, body, obj: dict, existing: Mapping[str, Any] | None
+) -> rolling.TemplateStep:
+    """Effect: `obj` (the StatefulSet to apply) gets the Pod template rolling.template_step
+    chooses: its own, or the existing one while a restart is staged; and the annotations that
+    record which. Asks the API server (a dry-run apply) whether the template would change when
+    an older operator wrote it. Events: a restart staged, an operator's restart started."""
+    desired = template_hash(obj)
+    key = f"{c.namespace}/{c.name}"
+    written = None
+    if existing is not None:
+        written = written_template(existing, (body.get("status") or {}).get("observedGeneration"))
+    same = False
+    if written is not None and written.applied is None:
+        dry = k.server_side_apply(api, obj, dry_run=True)
+        same = (dry.get("spec") or {}).get("template") == (existing.get("spec") or {}).get("template")
+    approved = rolling.APPROVE_RESTART_ANNOTATION in ((body.get("metadata") or {}).get("annotations") or {})
+
+    def step_for(elsewhere: str | None) -> rolling.TemplateStep:
+        return rolling.template_step(
+            written, desired, c.generation, same, c.spec.operator_upgrades, approved, elsewhere
+        )
+
+    step = step_for(gate.other(key))
+    if isinstance(step, rolling.WriteTemplate) and step.operator_change:
+        taken_by = gate.take(key)
+        if taken_by is not None:  # another cluster started in between
+            step = step_for(taken_by)
+    notes = obj["metadata"].setdefault("annotations", {})
+    notes[rolling.TEMPLATE_GENERATION_ANNOTATION] = str(c.generation)
+    notes[rolling.WANTED_TEMPLATE_ANNOTATION] = desired
+    if isinstance(step, rolling.StageTemplate):
+        assert existing is not None and written is not None
+        obj["spec"]["template"] = copy.deepcopy(existing["spec"]["template"])
+        if written.applied is not None:
+            notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = written.applied
+        if written.wanted != desired:
+            k.post_events(api, body, [("Normal", "RestartPending", step.message)])
+        return step
+    notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = desired
+    if step.operator_change:
+        k.post_events(api, body, [("Normal", "OperatorRestart", step.reason)])
+        log.info("%s OperatorRestart: %s", key, step.reason)
+    return step

@@ -11,7 +11,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 
 from mysql_operator import manifests as m
-from mysql_operator import certificates
+from mysql_operator import certificates, rolling
 from mysql_operator import topology as t
 from mysql_operator.db.instance import redact
 from mysql_operator.replication import (
@@ -126,6 +126,8 @@ class Summary:
     binlog_archiver: str | None = None
     # a rolling update under way (Pods on an older template): what it does now; "" when none
     rolling: str = ""
+    # a Pod template a new operator version wants, staged (rolling.StageTemplate); None: none
+    restart_pending: rolling.StageTemplate | None = None
 
 
 def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None) -> bool:
@@ -265,6 +267,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     else:
         degraded = _cond("Degraded", False, "AsExpected" if s.primary else "Bootstrapping", "")
     out = [ready, available, progressing, degraded]
+    if s.restart_pending is not None:  # present only while one is staged
+        out.append(_cond("RestartPending", True, s.restart_pending.reason, s.restart_pending.message))
     if s.binlog_archiver is not None:  # spec.backup.binlogs.enabled
         if s.binlog_archiver:
             out.append(_cond("BinlogArchiving", False, "ArchiverNotReady", s.binlog_archiver))

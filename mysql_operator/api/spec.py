@@ -295,6 +295,8 @@ class ClusterSpec:
     backup: Backup | None = None
     restore: Restore | None = None
     deletion_policy: str = "Retain"
+    # Pod restarts a new operator version needs: Auto (one cluster at a time) or Manual (approved)
+    operator_upgrades: str = "Auto"
 
     @property
     def server_version(self) -> str:
@@ -654,6 +656,7 @@ SPEC_FIELDS = {
     "backup",
     "restore",
     "deletionPolicy",
+    "operatorUpgrades",
     "tls",
 }
 
@@ -955,6 +958,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         backup=backup,
         restore=restore,
         deletion_policy=_enum(s, "deletionPolicy", path, "Retain", ("Retain", "Delete")),
+        operator_upgrades=_enum(s, "operatorUpgrades", path, "Auto", ("Auto", "Manual")),
     )
 
 

@@ -46,14 +46,16 @@ def object_path(obj: Mapping[str, Any]) -> str:
 
 
 def server_side_apply(
-    api: client.ApiClient, obj: Mapping[str, Any], field_manager: str = FIELD_MANAGER
+    api: client.ApiClient, obj: Mapping[str, Any], field_manager: str = FIELD_MANAGER, dry_run: bool = False
 ) -> dict:
     """PATCH application/apply-patch+yaml (JSON is YAML), forcing ownership of our fields:
-    a hand edit of a field we set is overwritten; fields nobody of us sets are left alone."""
+    a hand edit of a field we set is overwritten; fields nobody of us sets are left alone.
+    `dry_run`: the object as it would be stored, nothing written."""
     request = api.param_serialize(
         method="PATCH",
         resource_path=object_path(obj),
-        query_params=[("fieldManager", field_manager), ("force", "true")],
+        query_params=[("fieldManager", field_manager), ("force", "true")]
+        + ([("dryRun", "All")] if dry_run else []),
         header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
         body=dict(obj),
         auth_settings=["BearerToken"],
@@ -222,21 +224,27 @@ def set_pod_label(api: client.ApiClient, namespace: str, pod: str, key: str, val
     )
 
 
-def read_statefulset_sizing(
-    api: client.ApiClient, namespace: str, name: str
-) -> tuple[int | None, str | None]:
-    """Its replicas and the storage its claim template asks for ((None, None) if absent)."""
+def read_statefulset(api: client.ApiClient, namespace: str, name: str) -> dict | None:
+    """The StatefulSet as stored (camelCase keys, as in a manifest); None if absent."""
     try:
         sts = client.AppsV1Api(api).read_namespaced_stateful_set(name, namespace)
     except ApiException as e:
         if e.status == 404:
-            return None, None
+            return None
         raise
-    templates = sts.spec.volume_claim_templates or []
+    return api.sanitize_for_serialization(sts)
+
+
+def statefulset_sizing(sts: Mapping[str, Any] | None) -> tuple[int | None, str | None]:
+    """Its replicas and the storage its claim template asks for ((None, None) if absent)."""
+    if sts is None:
+        return None, None
+    spec = sts.get("spec") or {}
+    templates = spec.get("volumeClaimTemplates") or []
     requests = (
-        (templates[0].spec.resources.requests or {}) if templates and templates[0].spec.resources else {}
+        ((templates[0].get("spec") or {}).get("resources") or {}).get("requests") or {} if templates else {}
     )
-    return sts.spec.replicas, requests.get("storage")
+    return spec.get("replicas"), requests.get("storage")
 
 
 def grow_claim(api: client.ApiClient, namespace: str, name: str, size: str) -> str | None:

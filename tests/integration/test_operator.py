@@ -25,6 +25,8 @@ import pytest
 from kubernetes import client
 
 from mysql_operator import manifests as m
+from mysql_operator import rolling
+from mysql_operator.manifests.common import CONFIG_HASH_ANNOTATION as CONFIG_HASH
 from mysql_operator.api import GROUP, VERSION, parse
 from tests.support.controlplane import stop_group
 from tests.support.crds import apply_crds, project_crds
@@ -784,3 +786,86 @@ def test_the_operator_used_no_permission_it_does_not_declare(operator, ns):
     assert not forbidden, "\n".join(forbidden[:20])
     lines = [line for line in log.splitlines() if line.strip()]
     assert lines and all(line.startswith("{") for line in lines), "--log-format json gives JSON lines"
+
+
+def test_a_restart_a_new_operator_version_needs_is_staged_one_cluster_at_a_time(control_plane, operator, ns):
+    """An operator upgrade that changes the Pod template, emulated by giving a StatefulSet the
+    record an older operator would have left (another template and its hash, the same spec
+    generation). Manual: the template stays, RestartPending and an Event say how to approve;
+    approved, the operator's template is written and the annotation removed. Auto: one cluster at
+    a time: a second cluster waits, naming the first (no Pod runs here, so that roll never ends),
+    and goes once the first is deleted."""
+    api = control_plane.api_client()
+    objs, apps = client.CustomObjectsApi(api), client.AppsV1Api(api)
+    spec = {"flavor": "mariadb", "instances": 1}
+    a = objs.create_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL, _body("up-a", {**spec, "operatorUpgrades": "Manual"})
+    )
+    b = objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("up-b", spec))
+    for body in (a, b):
+        wait_for(lambda body=body: _matches_built(api, ns, body) is None, 60, "objects built")
+    built = {
+        n: apps.read_namespaced_stateful_set(n, ns).spec.template.metadata.annotations
+        for n in ("up-a", "up-b")
+    }
+
+    def older(name: str) -> None:
+        apps.patch_namespaced_stateful_set(
+            name,
+            ns,
+            {
+                "metadata": {
+                    "annotations": {
+                        rolling.APPLIED_TEMPLATE_ANNOTATION: "older",
+                        rolling.WANTED_TEMPLATE_ANNOTATION: "older",
+                    }
+                },
+                "spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: "older-operator"}}}},
+            },
+        )
+
+    def template_hash(name: str) -> str:
+        return apps.read_namespaced_stateful_set(name, ns).spec.template.metadata.annotations[CONFIG_HASH]
+
+    def pending(name: str) -> dict:
+        return _condition(_get(objs, ns, name).get("status") or {}, "RestartPending")
+
+    def staged_now(name: str) -> dict | None:
+        """The RestartPending condition once staged; meanwhile the older record is put back if a
+        pass that was already applying overwrote it."""
+        found = pending(name)
+        if found.get("status") == "True":
+            return found
+        if template_hash(name) != "older-operator":
+            older(name)
+        return None
+
+    staged = wait_for(lambda: staged_now("up-a"), 30, "up-a staged")
+    assert (
+        staged["reason"] == "WaitingForApproval" and rolling.APPROVE_RESTART_ANNOTATION in staged["message"]
+    )
+    assert template_hash("up-a") == "older-operator", "the Pods' template is kept"
+    assert any(e.reason == "RestartPending" for e in _events(api, ns, "up-a"))
+    assert _get(objs, ns, "up-a")["status"]["phase"] != "Failed"
+
+    objs.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        PLURAL,
+        "up-a",
+        {"metadata": {"annotations": {rolling.APPROVE_RESTART_ANNOTATION: "true"}}},
+    )
+    wait_for(lambda: template_hash("up-a") == built["up-a"][CONFIG_HASH], 30, "up-a's template written")
+    wait_for(lambda: not pending("up-a"), 30, "up-a's RestartPending gone")
+    notes = _get(objs, ns, "up-a")["metadata"].get("annotations") or {}
+    assert rolling.APPROVE_RESTART_ANNOTATION not in notes, "the approval is carried out and removed"
+    assert any(e.reason == "OperatorRestart" for e in _events(api, ns, "up-a"))
+
+    # Auto, while up-a's restart is under way
+    staged = wait_for(lambda: staged_now("up-b"), 30, "up-b staged")
+    assert staged["reason"] == "WaitingForOtherCluster" and f"{ns}/up-a" in staged["message"]
+    assert template_hash("up-b") == "older-operator"
+    objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "up-a")
+    wait_for(lambda: template_hash("up-b") == built["up-b"][CONFIG_HASH], 60, "up-b's template written")
+    wait_for(lambda: not pending("up-b"), 30, "up-b's RestartPending gone")

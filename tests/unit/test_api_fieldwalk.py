@@ -90,6 +90,7 @@ FULL = {
     },
     "restore": {"fromBackup": {"name": "backup-1"}, "encryption": {"keySecret": {"name": "old-key"}}},
     "deletionPolicy": "Retain",
+    "operatorUpgrades": "Auto",
 }
 FULL_RESTORE_S3 = {**copy.deepcopy(FULL), "restore": {"s3": {**copy.deepcopy(S3), "path": "a/b.sql.gz"}}}
 BASES = {"full": FULL, "restore-s3": FULL_RESTORE_S3}
@@ -170,6 +171,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "restore.encryption.keySecret.key": ("full", [("restore.encryption.keySecret.key", "k2")]),
     "restore.s3.path": ("restore-s3", [("restore.s3.path", "c/d.sql.gz")]),
     "deletionPolicy": ("full", [("deletionPolicy", "Delete")]),
+    "operatorUpgrades": ("full", [("operatorUpgrades", "Manual")]),
     "tls.required": ("full", [("tls.required", True)]),
     "tls.certificateValiditySeconds": ("full", [("tls.certificateValiditySeconds", 3600)]),
     # added, never removed (a CEL transition rule refuses that: tests/invalid/update-tls-issuer-removed.yaml)
@@ -210,6 +212,7 @@ RECONCILE_INPUTS = frozenset(
         "backup.binlogs.enabled",  # the archiver Deployment (manifests.binlog_archiver), applied or deleted
         "backup.binlogs.maxDelaySeconds",
         "tls.certificateValiditySeconds",
+        "operatorUpgrades",  # whether a staged Pod template is written (rolling.template_step)
         "tls.issuerRef.name",
         "tls.issuerRef.kind",
         "tls.issuerRef.group",

@@ -154,6 +154,7 @@ BAD = [
     ),
     ({"database": {"name": "my-db"}}, "spec.database.name", "letters, digits and '_'"),
     ({"deletionPolicy": "Orphan"}, "spec.deletionPolicy", "Retain, Delete"),
+    ({"operatorUpgrades": "Never"}, "spec.operatorUpgrades", "Auto, Manual"),
     ({"replicas": 3}, "spec.replicas", "unknown field"),
 ]
 

@@ -212,3 +212,48 @@ def test_an_outdated_pod_that_does_not_run_is_replaced_at_once(specs, expected):
     if step:
         assert "401 Unauthorized" in step.reason and NEW in step.reason
     assert r.replace_stuck(pods(*specs), None) is None, "no revision observed yet: nothing to compare"
+
+
+# -- which Pod template is written: a restart a new operator version needs is staged -------------
+W = r.Written(applied="A", wanted="A", generation=4)
+
+
+@pytest.mark.parametrize(
+    "written, desired, generation, same, policy, approved, elsewhere, expected",
+    [
+        # a new StatefulSet, an unchanged template: written (nothing restarts)
+        (None, "B", 1, False, "Manual", False, None, ("write", False)),
+        (W, "A", 4, False, "Manual", False, "ns/other", ("write", False)),
+        # an older operator's StatefulSet (no hashes) whose template the API server says is the same
+        (r.Written(None, None, 4), "B", 4, True, "Manual", False, "ns/other", ("write", False)),
+        # the user changed the spec: the roll they asked for starts at once, whatever the policy
+        (W, "B", 5, False, "Manual", False, "ns/other", ("write", False)),
+        # the operator changed the template (same generation)
+        (W, "B", 4, False, "Auto", False, None, ("write", True)),
+        (W, "B", 4, False, "Auto", False, "ns/other", ("stage", "WaitingForOtherCluster")),
+        (W, "B", 4, False, "Manual", False, None, ("stage", "WaitingForApproval")),
+        (W, "B", 4, False, "Manual", True, None, ("write", True)),
+        (W, "B", 4, False, "Manual", True, "ns/other", ("stage", "WaitingForOtherCluster")),
+        # an older operator's StatefulSet with another template: the operator's change too
+        (r.Written(None, None, 4), "B", 4, False, "Auto", False, None, ("write", True)),
+        (r.Written(None, None, 4), "B", 4, False, "Manual", False, None, ("stage", "WaitingForApproval")),
+        # staged at generation 4; a spec edit that leaves the template alone does not release it...
+        (r.Written("A", "B", 5), "B", 6, False, "Manual", False, None, ("stage", "WaitingForApproval")),
+        # ...one that changes it again does (the user asked for a restart)
+        (r.Written("A", "B", 5), "C", 6, False, "Manual", False, None, ("write", False)),
+    ],
+)
+def test_template_step(written, desired, generation, same, policy, approved, elsewhere, expected):
+    step = r.template_step(written, desired, generation, same, policy, approved, elsewhere)
+    if expected[0] == "write":
+        assert isinstance(step, r.WriteTemplate) and step.operator_change is expected[1], step
+    else:
+        assert isinstance(step, r.StageTemplate) and step.reason == expected[1], step
+        assert step.message
+
+
+def test_a_staged_restart_says_what_it_waits_for_and_how_to_go_on():
+    manual = r.template_step(W, "B", 4, False, "Manual", False, None)
+    assert r.APPROVE_RESTART_ANNOTATION in manual.message and "spec.operatorUpgrades" in manual.message
+    other = r.template_step(W, "B", 4, False, "Auto", False, "shop/orders")
+    assert "shop/orders" in other.message and "one cluster at a time" in other.message

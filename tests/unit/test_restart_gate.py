@@ -1,0 +1,117 @@
+"""One cluster at a time: the restarts a new operator version needs wait for any other cluster
+whose Pods are being restarted (rollout.RestartGate), and the Pod template's record on the
+StatefulSet (rollout.template_hash, rollout.written_template)."""
+
+from __future__ import annotations
+
+from mysql_operator import manifests as m
+from mysql_operator import rolling as r
+from mysql_operator.api import parse
+from mysql_operator.rollout import RestartGate, template_hash, written_template
+
+ROLLING = r.DeletePod("db-2", "outdated")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_turn_is_taken_by_one_cluster_and_freed_when_its_roll_is_done():
+    clock = Clock()
+    gate = RestartGate(clock)
+    assert gate.take("ns/a") is None
+    assert gate.take("ns/b") == "ns/a" and gate.other("ns/b") == "ns/a"
+    gate.seen("ns/a", ROLLING)
+    gate.seen("ns/a", None)  # a pass that did not look: nothing changes
+    assert gate.other("ns/b") == "ns/a"
+    gate.seen("ns/a", r.Done())
+    assert gate.other("ns/b") is None and gate.take("ns/b") is None
+    assert gate.other("ns/a") == "ns/b"
+
+
+def test_a_roll_the_user_started_holds_the_turn_too():
+    gate = RestartGate(Clock())
+    gate.seen("ns/user-edited", r.Wait("db-1 is not Ready"))
+    assert gate.take("ns/upgraded") == "ns/user-edited"
+    gate.seen("ns/user-edited", r.Done())
+    assert gate.take("ns/upgraded") is None
+
+
+def test_a_fresh_turn_is_not_ended_by_a_pass_that_still_sees_the_old_template():
+    clock = Clock()
+    gate = RestartGate(clock)
+    assert gate.take("ns/a") is None
+    gate.seen("ns/a", r.Done())  # its StatefulSet not yet observed with the new template
+    assert gate.other("ns/b") == "ns/a"
+    clock.now += RestartGate.STARTING_SECONDS  # a write that restarted nothing does not hold forever
+    gate.seen("ns/a", r.Done())
+    assert gate.other("ns/b") is None
+
+
+def test_a_deleted_cluster_frees_its_turn():
+    gate = RestartGate(Clock())
+    gate.seen("ns/a", ROLLING)
+    gate.forget("ns/a")
+    assert gate.take("ns/b") is None
+
+
+def cluster(**spec):
+    return parse(
+        {
+            "apiVersion": "mysql.operator.dev/v1alpha1",
+            "kind": "MySQLCluster",
+            "metadata": {"name": "db", "namespace": "ns", "generation": 3},
+            "spec": {"flavor": "mysql", "instances": 3, **spec},
+        }
+    )
+
+
+def test_the_template_hash_follows_the_pod_template_only():
+    base = m.statefulset(cluster())
+    assert template_hash(base) == template_hash(m.statefulset(cluster()))
+    assert template_hash(base) != template_hash(
+        m.statefulset(cluster(resources={"limits": {"memory": "2Gi"}}))
+    )
+    assert template_hash(base) == template_hash(m.statefulset(cluster(deletionPolicy="Delete")))
+    assert template_hash(base) == template_hash(m.statefulset(cluster(operatorUpgrades="Manual")))
+
+
+def test_the_record_on_the_statefulset_or_the_status_for_an_older_operators():
+    notes = {
+        r.APPLIED_TEMPLATE_ANNOTATION: "A",
+        r.WANTED_TEMPLATE_ANNOTATION: "B",
+        r.TEMPLATE_GENERATION_ANNOTATION: "7",
+    }
+    assert written_template({"metadata": {"annotations": notes}}, 9) == r.Written("A", "B", 7)
+    assert written_template({"metadata": {}}, 9) == r.Written(None, None, 9)
+
+
+def test_a_staged_restart_is_a_condition_while_staged_and_leaves_the_phase_alone():
+    from mysql_operator.status import Summary, build_status
+
+    def status(pending, previous=None):
+        s = Summary(
+            instances=1,
+            generation=3,
+            ready=1,
+            primary="db-0",
+            primary_serving=True,
+            primary_in_service=True,
+            decision="Healthy",
+            restart_pending=pending,
+        )
+        return build_status(s, previous or {}, "2026-11-27T10:00:00Z")
+
+    def cond(st):
+        return next((c for c in st["conditions"] if c["type"] == "RestartPending"), None)
+
+    staged = r.template_step(r.Written("A", "A", 3), "B", 3, False, "Manual", False, None)
+    pending = status(staged)
+    assert (cond(pending)["status"], cond(pending)["reason"]) == ("True", "WaitingForApproval")
+    assert r.APPROVE_RESTART_ANNOTATION in cond(pending)["message"]
+    assert pending["phase"] == "Ready", "the databases serve: a staged restart is reported, not the phase"
+    assert cond(status(None, pending)) is None, "gone once written"
