@@ -1,7 +1,7 @@
 # The mysql-operator image: the package from this checkout in a virtualenv on Debian bookworm,
 # plus the client tools backups need (mariadb-dump from mariadb-client, zstd, gzip).
 #
-#   buildah bud -t localhost/mysql-operator:0.1.0 .        (or docker build; hack/build-images.sh)
+#   buildah bud -t localhost/mysql-operator:0.2.0 .        (or docker build; hack/build-images.sh)
 #
 # Behind a TLS-intercepting proxy, mount the CA bundle for pip without copying it into a layer:
 #   --volume /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro --build-arg PIP_CERT=/run/host-ca.crt

@@ -135,10 +135,16 @@ def _published_chart(helm: str, registry_state: str) -> tuple[str, str, tuple[st
     return ref, version, tuple(flags)
 
 
-def install_operator(local_cluster, *extra: str) -> subprocess.CompletedProcess:
+def install_operator(
+    local_cluster,
+    *extra: str,
+    published: tuple[str, str, tuple[str, ...]] | None = None,
+    values: Path | None = None,
+) -> subprocess.CompletedProcess:
     """`helm upgrade --install` of the chart from this checkout, as users install it: packaged,
     pushed to the registry beside the cluster and installed from oci://, with
-    examples/values-local.yaml (the release every e2e test uses), plus `extra` arguments."""
+    examples/values-local.yaml (the release every e2e test uses), plus `extra` arguments.
+    `published` (ref, version, flags) and `values`: another chart's (the previous release's)."""
     from tests.support import registry as reg
     from tests.support.controlplane import binary
 
@@ -147,7 +153,9 @@ def install_operator(local_cluster, *extra: str) -> subprocess.CompletedProcess:
         pytest.fail(
             f"no registry beside the cluster: {reg.missing() or 'restart the cluster (make cluster-up)'}"
         )
-    ref, version, flags = _published_chart(helm, json.dumps(local_cluster.registry_state, sort_keys=True))
+    ref, version, flags = published or _published_chart(
+        helm, json.dumps(local_cluster.registry_state, sort_keys=True)
+    )
     argv = [
         helm,
         "upgrade",
@@ -161,7 +169,7 @@ def install_operator(local_cluster, *extra: str) -> subprocess.CompletedProcess:
         OPERATOR_NAMESPACE,
         "--create-namespace",
         "-f",
-        str(REPO / "examples" / "values-local.yaml"),
+        str(values or REPO / "examples" / "values-local.yaml"),
         "--set",
         "logFormat=json",
         "--set",

@@ -21,12 +21,18 @@ from tests.support.wait import wait_for
 pytestmark = pytest.mark.cluster
 
 LEASE = "mysql-operator"  # the chart's full name for release mysql-operator
-TAG = "0.1.0"
+TAG = "0.2.0"
 
 
 def pull_secret(core, ns: str, registry, name: str = "regcred") -> None:
-    """A kubernetes.io/dockerconfigjson Secret with the registry's credentials."""
+    """A kubernetes.io/dockerconfigjson Secret with the registry's credentials (replacing one of
+    that name)."""
     config = registry.docker_config()
+    try:
+        core.delete_namespaced_secret(name, ns)
+    except client.ApiException as e:
+        if e.status != 404:
+            raise
     core.create_namespaced_secret(
         ns,
         {
@@ -65,11 +71,6 @@ def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
     pushed = push_image(registry_beside_cluster, "operator", "dbteam/mysql-operator")
     registry_image = pushed.rsplit(":", 1)[0]
     assert pushed == f"{registry_image}:{TAG}"
-    try:
-        core.delete_namespaced_secret("regcred", OPERATOR_NAMESPACE)
-    except client.ApiException as e:
-        if e.status != 404:
-            raise
     pull_secret(core, OPERATOR_NAMESPACE, registry_beside_cluster)
     try:
         r = install_operator(

@@ -794,7 +794,8 @@ def test_a_restart_a_new_operator_version_needs_is_staged_one_cluster_at_a_time(
     generation). Manual: the template stays, RestartPending and an Event say how to approve;
     approved, the operator's template is written and the annotation removed. Auto: one cluster at
     a time: a second cluster waits, naming the first (no Pod runs here, so that roll never ends),
-    and goes once the first is deleted."""
+    and goes once the first is deleted. A StatefulSet without the record whose template is the
+    same is only recorded."""
     api = control_plane.api_client()
     objs, apps = client.CustomObjectsApi(api), client.AppsV1Api(api)
     spec = {"flavor": "mariadb", "instances": 1}
@@ -839,6 +840,29 @@ def test_a_restart_a_new_operator_version_needs_is_staged_one_cluster_at_a_time(
         if template_hash(name) != "older-operator":
             older(name)
         return None
+
+    # an older operator's StatefulSet (no record) with the template this one builds: the API
+    # server's dry run says so; the record is written, the template (its generation) unchanged
+    generation = apps.read_namespaced_stateful_set("up-b", ns).metadata.generation
+    unrecorded = {
+        key: None
+        for key in (
+            rolling.APPLIED_TEMPLATE_ANNOTATION,
+            rolling.WANTED_TEMPLATE_ANNOTATION,
+            rolling.TEMPLATE_GENERATION_ANNOTATION,
+        )
+    }
+    apps.patch_namespaced_stateful_set("up-b", ns, {"metadata": {"annotations": unrecorded}})
+    wait_for(
+        lambda: (
+            rolling.APPLIED_TEMPLATE_ANNOTATION
+            in (apps.read_namespaced_stateful_set("up-b", ns).metadata.annotations or {})
+        ),
+        30,
+        "up-b's record written again",
+    )
+    assert apps.read_namespaced_stateful_set("up-b", ns).metadata.generation == generation
+    assert not pending("up-b")
 
     staged = wait_for(lambda: staged_now("up-a"), 30, "up-a staged")
     assert (

@@ -11,7 +11,7 @@ from kubernetes.client.rest import ApiException
 from mysql_operator.api import parse, parse_backup
 from mysql_operator.manifests.backup_jobs import backup_job, restore_job
 
-IMAGE = "localhost/mysql-operator:0.1.0"
+IMAGE = "localhost/mysql-operator:0.2.0"
 S3 = {
     "bucket": "tenant-bucket",
     "endpoint": "http://minio.tenant:9000",

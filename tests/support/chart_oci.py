@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "mysql-operator"
 
 
-def chart_version() -> str:
-    return str(yaml.safe_load((CHART / "Chart.yaml").read_text())["version"])
+def chart_version(chart: Path = CHART) -> str:
+    return str(yaml.safe_load((chart / "Chart.yaml").read_text())["version"])
 
 
 def _helm(helm: str, env: dict, *args: str, stdin: str | None = None) -> str:
@@ -29,9 +29,9 @@ def _helm(helm: str, env: dict, *args: str, stdin: str | None = None) -> str:
     return r.stdout
 
 
-def publish(registry, helm: str, env: dict) -> tuple[str, str, list[str]]:
-    """Package this checkout's chart and push it; (oci:// reference, version, the flags a helm
-    command that reads it needs: the registry's CA)."""
+def publish(registry, helm: str, env: dict, chart: Path = CHART) -> tuple[str, str, list[str]]:
+    """Package the chart (this checkout's unless told) and push it; (oci:// reference, version,
+    the flags a helm command that reads it needs: the registry's CA)."""
     ca = ["--ca-file", str(registry.ca_file)]
     _helm(
         helm,
@@ -46,7 +46,7 @@ def publish(registry, helm: str, env: dict) -> tuple[str, str, list[str]]:
         stdin=registry.password,
     )
     with tempfile.TemporaryDirectory() as d:
-        _helm(helm, env, "package", str(CHART), "--destination", d)
+        _helm(helm, env, "package", str(chart), "--destination", d)
         (archive,) = Path(d).glob("mysql-operator-*.tgz")
         _helm(helm, env, "push", str(archive), f"oci://{registry.address}/charts", *ca)
-    return f"oci://{registry.address}/charts/mysql-operator", chart_version(), ca
+    return f"oci://{registry.address}/charts/mysql-operator", chart_version(chart), ca
