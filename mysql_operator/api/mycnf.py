@@ -45,6 +45,8 @@ OWNED_KEYS = frozenset(
         "expire_logs_days",
         "binlog_expire_logs_auto_purge",
         "max_binlog_total_size",
+        "rpl_stop_replica_timeout",  # the operator's STOP REPLICA must not wait forever
+        "rpl_stop_slave_timeout",
     }
 )
 OWNED_PREFIXES = ("rpl_semi_sync_",)

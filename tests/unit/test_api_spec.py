@@ -353,3 +353,26 @@ def test_examples_parse():
             parse_sql_object(d)
         else:
             (parse if d["kind"] == "MySQLCluster" else parse_backup)(d)
+
+
+def test_admission_refuses_every_setting_the_operator_owns():
+    """The CRD's CEL rule on spec.config.myCnf and mycnf.OWNED_KEYS name the same settings: a key
+    the operator owns is refused at admission, not only later in the status."""
+    import re
+
+    import yaml
+
+    from tests.unit.test_chart_render import REPO
+
+    crd = yaml.safe_load((REPO / "crds" / "mysqlclusters.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rules = spec["properties"]["config"]["properties"]["myCnf"]["x-kubernetes-validations"]
+    (rule,) = [r["rule"] for r in rules if "server[-_]id" in r["rule"]]
+    pattern = re.compile(
+        rule.removeprefix("!self.matches('").removesuffix("')").replace("[[:blank:]]", "[ \\t]")
+    )
+    for key in sorted(mycnf.OWNED_KEYS):
+        assert pattern.search(f"{key.replace('_', '-')} = 1\n"), (
+            f"{key}: admitted by the CRD, refused by the operator"
+        )
+    assert not pattern.search("max_connections = 100\n")
