@@ -72,6 +72,7 @@ class Timeline(threading.Thread):
         self.clusters, self.stop_event = clusters, threading.Event()
         self.seen: dict[str, float] = {}  # pod name/uid -> when first listed
         self.deleting: dict[str, float] = {}  # -> when first listed with a deletionTimestamp
+        self.ready: dict[str, float] = {}  # -> when first listed Ready
         self.primaries: dict[str, list[tuple[float, str]]] = {c.name: [] for c in clusters}
 
     def run(self) -> None:
@@ -88,6 +89,8 @@ class Timeline(threading.Thread):
                     self.seen.setdefault(key, now)
                     if p.metadata.deletion_timestamp:
                         self.deleting.setdefault(key, now)
+                    elif any(x.type == "Ready" and x.status == "True" for x in p.status.conditions or []):
+                        self.ready.setdefault(key, now)
                 history = self.primaries[c.name]
                 if primary and (not history or history[-1][1] != primary):
                     history.append((now, primary))
@@ -198,13 +201,13 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
             assert lost_rows(rw, pw, w) == [], f"{name}: acknowledged writes lost"
             print(f"\n{name}: {len(w.acked)} writes acknowledged, {w.failures} refused during the upgrade")
 
-        # one cluster at a time: the second's first restart comes after the first's last Pod is back
+        # one cluster at a time: the second's first restart comes after the first's last Pod is Ready
         windows = {}
         for c in clusters:
             alive = {f"{p.metadata.name}/{p.metadata.uid}" for p in _db_pods(c)}
             mine = [k for k in timeline.seen if k.startswith(f"{c.name}-")]
             went = {k.split("/")[0]: timeline.went(k) for k in mine if k not in alive}
-            back = sorted(timeline.seen[k] for k in mine if k in alive)
+            back = sorted(timeline.ready.get(k, float("inf")) for k in mine if k in alive)
             assert len(went) == 2 and len(back) == 2, f"{c.name}: every Pod restarted once ({went}, {back})"
             windows[c.name] = (min(went.values()), back[-1])
             # the primary last, after a switchover: its Pod went after the other one, and after
@@ -214,7 +217,7 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
             moved = [t for t, p in timeline.primaries[c.name] if p != old]
             assert moved and moved[0] < went[old], f"{c.name}: switched over before {old} restarted"
         (a, (a0, a1)), (b, (b0, b1)) = sorted(windows.items(), key=lambda kv: kv[1][0])
-        assert a1 <= b0, f"{b} started restarting ({b0:.1f}) before {a} was back ({a1:.1f})"
+        assert a1 <= b0, f"{b} started restarting ({b0:.1f}) before {a}'s Pods were all Ready ({a1:.1f})"
         assert any(name == b and reason == "WaitingForOtherCluster" for name, reason, _ in staged), staged
         print(f"\nrestarts: {a} {a1 - a0:.1f} s, then {b} {b1 - b0:.1f} s; staged: {sorted(set(staged))}")
     finally:

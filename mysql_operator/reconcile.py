@@ -399,7 +399,7 @@ class Reconciler:
         started = time.monotonic()
         outcome = engine.reconcile(state, desired, steer=steer, record=record, announce=announce)
         decision, steps, observed = outcome.decision, outcome.steps, outcome.observed
-        self.restarts.seen(f"{ns}/{name}", roll[0])
+        self.restarts.seen(f"{ns}/{name}", roll[0], settled=ready >= c.spec.instances)
         if steps or time.monotonic() - started > 1.0:  # acted, or an instance answered slowly
             log.info(
                 "%s/%s %s pass took %.2fs (%d steps; unreachable: %s)",

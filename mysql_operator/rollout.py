@@ -133,6 +133,7 @@ class RestartGate:
     a new operator version needs starts only while no other cluster's is under way. In memory:
     after the operator restarts, each cluster's first pass tells again whether it rolls.
 
+    A turn ends when nothing is outdated and every Pod is Ready (the last restarted one too).
     A cluster that just took its turn may still see its old StatefulSet (a cache, a controller
     that has not observed the new template yet): its "nothing outdated" does not end its turn
     until a pass saw the roll under way, or STARTING_SECONDS passed."""
@@ -145,14 +146,16 @@ class RestartGate:
         self._started: dict[str, float] = {}  # turns taken, the roll not seen under way yet
         self._clock = clock
 
-    def seen(self, key: str, roll: rolling.RollStep | None) -> None:
-        """A pass's roll step (None: not known in this pass)."""
+    def seen(self, key: str, roll: rolling.RollStep | None, settled: bool = True) -> None:
+        """A pass's roll step (None: not known in this pass); `settled`: every Pod is Ready."""
         if roll is None:
             return
         with self._lock:
             if not isinstance(roll, rolling.Done):
                 self._rolling.add(key)
                 self._started.pop(key, None)
+            elif not settled and key in self._rolling:
+                return  # its last restarted Pod is not serving yet
             elif self._clock() - self._started.get(key, float("-inf")) >= self.STARTING_SECONDS:
                 self._rolling.discard(key)
                 self._started.pop(key, None)

@@ -33,6 +33,17 @@ def test_a_turn_is_taken_by_one_cluster_and_freed_when_its_roll_is_done():
     assert gate.other("ns/a") == "ns/b"
 
 
+def test_a_turn_ends_once_the_last_restarted_pod_is_ready():
+    gate = RestartGate(Clock())
+    gate.seen("ns/a", ROLLING)
+    gate.seen("ns/a", r.Done(), settled=False)  # nothing outdated, the old primary's Pod starting
+    assert gate.other("ns/b") == "ns/a"
+    gate.seen("ns/a", r.Done(), settled=True)
+    assert gate.other("ns/b") is None
+    gate.seen("ns/c", r.Done(), settled=False)  # a cluster not rolling, a Pod not Ready: no turn
+    assert gate.other("ns/b") is None
+
+
 def test_a_roll_the_user_started_holds_the_turn_too():
     gate = RestartGate(Clock())
     gate.seen("ns/user-edited", r.Wait("db-1 is not Ready"))
