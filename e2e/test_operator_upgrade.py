@@ -45,9 +45,8 @@ def previous_release() -> tuple[str, str]:
 def checkout(commit: str, into: Path) -> Path:
     """The tree of `commit` (git archive: no worktree left behind)."""
     if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"]).returncode != 0:
-        pytest.skip(
-            reason=f"this clone lacks the previous release's commit {commit} (shallow?): git fetch --unshallow"
-        )
+        why = f"this clone lacks the previous release's commit {commit} (shallow?): git fetch --unshallow"
+        pytest.skip(reason=why)
     into.mkdir(parents=True)
     archive = into.parent / "prev.tar"
     subprocess.run(["git", "-C", str(REPO), "archive", "-o", str(archive), commit], check=True)

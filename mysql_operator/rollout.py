@@ -162,12 +162,15 @@ class RestartGate:
 
     def other(self, key: str) -> str | None:
         with self._lock:
-            return min(self._rolling - {key}, default=None)
+            return self._other(key)
+
+    def _other(self, key: str) -> str | None:  # under the lock
+        return min(self._rolling - {key}, default=None)
 
     def take(self, key: str) -> str | None:
         """Start `key`'s restart unless another cluster's is under way (then: that one)."""
         with self._lock:
-            other = min(self._rolling - {key}, default=None)
+            other = self._other(key)
             if other is None:
                 self._rolling.add(key)
                 self._started[key] = self._clock()
