@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test lint unit integration e2e binaries node-binaries go-binaries images deps control-plane \
+.PHONY: test lint unit integration e2e binaries cluster-binaries node-binaries go-binaries images deps control-plane \
         cluster-up cluster-down demo venv clean
 
 test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests
@@ -43,12 +43,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm, MinIO, cert-manager, mysqld_exporter, Prometheus, the registry (cached in ~/.cache)
+binaries: cluster-binaries ## all of the below, and what only tests use: cert-manager, Prometheus (cached in ~/.cache)
+	hack/build-binaries.sh cert-manager
+	hack/build-binaries.sh prometheus
+
+cluster-binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm, MinIO, mysqld_exporter, the registry: what `make demo` needs
 	hack/build-binaries.sh control-plane
 	hack/build-binaries.sh s3
-	hack/build-binaries.sh cert-manager
 	hack/build-binaries.sh exporter
-	hack/build-binaries.sh prometheus
 	hack/build-binaries.sh registry
 
 node-binaries: ## kubelet, kube-proxy, CoreDNS, local-path-provisioner, kube-router (cached in ~/.cache)
@@ -60,7 +62,7 @@ images: ## base, pause, busybox, MariaDB and operator images (OCI archives cache
 control-plane: venv binaries ## run a local control plane in the foreground; prints KUBECONFIG
 	$(PY) -m tests.support.controlplane
 
-cluster-up: deps venv binaries node-binaries images ## start the local one-node cluster in the background
+cluster-up: deps venv cluster-binaries node-binaries images ## start the local one-node cluster in the background
 	$(PY) -m tests.support.cluster up
 
 FLAVOR ?= mysql

@@ -76,14 +76,17 @@ def test_helm_test_checks_the_operator_and_that_the_crds_are_the_charts(local_cl
     wait_for(stamped, 120, "the operator stamped its CRDs")
     try:
         _helm_test_runs(local_cluster, apps, ext, operator_release, name, stamped)
-    finally:  # the test Pod is kept for `helm test --logs`; other tests count the namespace's Pods
-        try:
-            client.CoreV1Api(api).delete_namespaced_pod(
-                f"{operator_release}-check-install", OPERATOR_NAMESPACE
-            )
-        except client.ApiException as e:
-            if e.status != 404:
-                raise
+    finally:
+        delete_test_pod(api, operator_release)
+
+
+def delete_test_pod(api, operator_release: str) -> None:
+    """`helm test` keeps its Pod (for `--logs`); other tests count the namespace's Pods."""
+    try:
+        client.CoreV1Api(api).delete_namespaced_pod(f"{operator_release}-check-install", OPERATOR_NAMESPACE)
+    except client.ApiException as e:
+        if e.status != 404:
+            raise
 
 
 def _helm_test_runs(local_cluster, apps, ext, operator_release, name, stamped) -> None:

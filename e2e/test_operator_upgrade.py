@@ -1,12 +1,15 @@
 """Issue 19 on the local cluster: an operator upgrade as a user makes it. The previous release
 (hack/versions.env: PREVIOUS_RELEASE_VERSION, built from PREVIOUS_RELEASE_COMMIT: its Dockerfile,
 its chart) is installed from the registry beside the cluster (image pulled with a pull Secret,
-chart from oci://) and runs a MySQL and a MariaDB cluster of 2 instances, each under writes. Then
-`helm upgrade` to this checkout's chart. The previous release's Pod template differs from this
-one's (its config hash covered the scripts), so the databases need a restart: it is staged
-(RestartPending) and rolled one cluster at a time, each replica first and its primary last after
-a switchover; no acknowledged write is lost and both clusters end Ready on the new template.
-Measured: the upgrade's duration and the writes refused during each cluster's roll."""
+chart from oci://) and runs a MySQL cluster of 3 instances and a MariaDB one of 2, each under
+writes. Then `helm upgrade` to this checkout's chart with operatorUpgrades=Manual: the previous
+release's Pod template differs from this one's (its config hash covered the scripts), so each
+cluster's restart is staged (RestartPending, WaitingForApproval) and no database Pod restarts, no
+write is refused, the CRD has the new version's fields and `helm test` passes. Approved (one
+cluster by its annotation, the other by spec.operatorUpgrades: Auto), they roll one cluster at a
+time, each replica first and its primary last after a switchover; no acknowledged write is lost,
+writes are refused only during a cluster's own restart, and both clusters end Ready on the new
+template. Measured: each phase's duration and the bursts of refused writes."""
 
 from __future__ import annotations
 
@@ -21,7 +24,18 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE, REPO, helm_env, install_operator
-from e2e.helpers import Cluster, cluster_spec, create_writes_table, lost_rows, record, writer_to
+from e2e.helpers import (
+    CLUSTERS,
+    GROUP,
+    VERSION,
+    Cluster,
+    cluster_spec,
+    create_writes_table,
+    lost_rows,
+    record,
+    writer_to,
+)
+from e2e.test_operator_install import delete_test_pod, helm_test
 from e2e.test_registry_image import _ready_operator_pods, pull_secret
 from mysql_operator import rolling
 from tests.support import chart_oci
@@ -31,6 +45,7 @@ from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 REPO_IMAGE = "dbteam/mysql-operator"
+INSTANCES = {"up-my": 3, "up-ma": 2}  # MySQL as the issue's 3 instances; MariaDB 2 (a 2-core machine)
 
 
 def previous_release() -> tuple[str, str]:
@@ -153,11 +168,11 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
             f"only the {version} operator runs",
         )
         clusters = [
-            Cluster(api, ns, "up-my").create(cluster_spec(2, "mysql")),
-            Cluster(api, ns, "up-ma").create(cluster_spec(2, "mariadb")),
+            Cluster(api, ns, "up-my").create(cluster_spec(INSTANCES["up-my"], "mysql")),
+            Cluster(api, ns, "up-ma").create(cluster_spec(INSTANCES["up-ma"], "mariadb")),
         ]
         for c in clusters:
-            c.wait_ready(300, instances=2)
+            c.wait_ready(300, instances=INSTANCES[c.name])
         writers = {}
         for c in clusters:
             rw, pw = create_writes_table(c)
@@ -165,21 +180,70 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
             writers[c.name][0].start()
         wait_for(lambda: all(len(w.acked) >= 20 for w, _, _ in writers.values()), 60, "20 writes each")
         primaries = {c.name: c.status()["currentPrimary"] for c in clusters}
+        before = {c.name: _pod_runs(c) for c in clusters}
         timeline = Timeline(clusters)
         timeline.start()
 
+        # 1. this checkout's chart and operator, restarts waiting for approval: nothing restarts
         upgrading = time.monotonic()
-        r = install_operator(local_cluster)  # this checkout's chart and operator
+        r = install_operator(local_cluster, "--set", "operatorUpgrades=Manual")
         assert r.returncode == 0, r.stderr[-3000:]
-        staged = []
+        staged: list[tuple[str, str, str]] = []
+
+        def pending(c: Cluster) -> str | None:
+            cond = next(
+                (x for x in c.status().get("conditions") or [] if x["type"] == "RestartPending"), None
+            )
+            if cond:
+                staged.append((c.name, cond["reason"], cond["message"]))
+            return cond and cond["reason"]
+
+        wait_for(
+            lambda: all(pending(c) == "WaitingForApproval" for c in clusters),
+            180,
+            "both clusters' restarts staged, waiting for approval",
+            describe=lambda: "\n".join(c.describe() for c in clusters),
+        )
+        record(
+            "operator upgrade: helm upgrade to both restarts staged",
+            time.monotonic() - upgrading,
+            scenario="19",
+        )
+        ext = client.ApiextensionsV1Api(api)
+        wait_for(
+            lambda: "operatorUpgrades" in _spec_fields(ext),
+            120,
+            "the new operator applied its CRD (spec.operatorUpgrades is new in this version)",
+        )
+        try:
+            tested = helm_test(local_cluster)
+        finally:
+            delete_test_pod(api, "mysql-operator")
+        assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
+        for c in clusters:
+            assert _pod_runs(c) == before[c.name], f"{c.name}: a database Pod restarted before any approval"
+        approving = time.monotonic()
+        for name, (w, _, _) in writers.items():
+            refused = [t for t in w.failure_times if t >= upgrading]
+            assert refused == [], f"{name}: {len(refused)} writes refused while only the operator changed"
+
+        # 2. approved: one by its annotation, the other by its spec: one cluster at a time
+        objs = client.CustomObjectsApi(api)
+        objs.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            ns,
+            CLUSTERS,
+            "up-my",
+            {"metadata": {"annotations": {rolling.APPROVE_RESTART_ANNOTATION: "true"}}},
+        )
+        objs.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, CLUSTERS, "up-ma", {"spec": {"operatorUpgrades": "Auto"}}
+        )
 
         def rolled() -> bool:
             for c in clusters:
-                pending = next(
-                    (x for x in c.status().get("conditions") or [] if x["type"] == "RestartPending"), None
-                )
-                if pending:
-                    staged.append((c.name, pending["reason"], pending["message"]))
+                pending(c)
             return all(_on_current_template(c) and c.status().get("phase") == "Ready" for c in clusters)
 
         wait_for(
@@ -189,16 +253,18 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
             describe=lambda: "\n".join(c.describe() for c in clusters),
         )
         record(
-            "operator upgrade: helm upgrade to both clusters rolled",
-            time.monotonic() - upgrading,
-            scenario="19",
+            "operator upgrade: approval to both clusters rolled", time.monotonic() - approving, scenario="19"
+        )
+        wait_for(
+            lambda: all(
+                f"{p.metadata.name}/{p.metadata.uid}" in timeline.ready for c in clusters for p in _db_pods(c)
+            ),
+            30,
+            "the timeline saw every Pod Ready",
         )
         timeline.stop()
         for w, _, _ in writers.values():
             w.stop()
-        for name, (w, rw, pw) in writers.items():
-            assert lost_rows(rw, pw, w) == [], f"{name}: acknowledged writes lost"
-            print(f"\n{name}: {len(w.acked)} writes acknowledged, {w.failures} refused during the upgrade")
 
         # one cluster at a time: the second's first restart comes after the first's last Pod is Ready
         windows = {}
@@ -207,9 +273,10 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
             mine = [k for k in timeline.seen if k.startswith(f"{c.name}-")]
             went = {k.split("/")[0]: timeline.went(k) for k in mine if k not in alive}
             back = sorted(timeline.ready.get(k, float("inf")) for k in mine if k in alive)
-            assert len(went) == 2 and len(back) == 2, f"{c.name}: every Pod restarted once ({went}, {back})"
+            n = INSTANCES[c.name]
+            assert len(went) == n and len(back) == n, f"{c.name}: every Pod restarted once ({went}, {back})"
             windows[c.name] = (min(went.values()), back[-1])
-            # the primary last, after a switchover: its Pod went after the other one, and after
+            # the primary last, after a switchover: its Pod went after the others, and after
             # another instance had become the primary
             old = primaries[c.name]
             assert went[old] == max(went.values()), f"{c.name}: the primary {old} restarted last ({went})"
@@ -219,10 +286,56 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
         assert a1 <= b0, f"{b} started restarting ({b0:.1f}) before {a}'s Pods were all Ready ({a1:.1f})"
         assert any(name == b and reason == "WaitingForOtherCluster" for name, reason, _ in staged), staged
         print(f"\nrestarts: {a} {a1 - a0:.1f} s, then {b} {b1 - b0:.1f} s; staged: {sorted(set(staged))}")
+
+        # writes: none lost; refused only while the cluster's own Pods restarted (the switchover)
+        for name, (w, rw, pw) in writers.items():
+            assert lost_rows(rw, pw, w) == [], f"{name}: acknowledged writes lost"
+            start, end = windows[name]
+            outside = [
+                round(t - start, 1) for t in w.failure_times if t >= upgrading and not start <= t <= end + 5
+            ]
+            assert outside == [], f"{name}: writes refused outside its restart (s from its start): {outside}"
+            refused = [t for t in w.failure_times if start <= t]
+            spans = _bursts(refused)
+            print(
+                f"\n{name}: {len(w.acked)} writes acknowledged, {len(refused)} refused during its restart, "
+                f"in {len(spans)} burst(s) of {', '.join(f'{s:.1f} s' for s in spans) or '-'}"
+            )
+            record(
+                f"operator upgrade: {name} longest refused-write burst",
+                max(spans, default=0.0),
+                scenario="19",
+            )
     finally:
         r = install_operator(local_cluster)  # the release every other test uses
         assert r.returncode == 0, r.stderr[-3000:]
         record("operator upgrade test, total", time.monotonic() - started, scenario="19")
+
+
+def _pod_runs(c: Cluster) -> dict[str, tuple[str, int]]:
+    """Each database Pod's uid and its containers' restarts: a restart changes one or the other."""
+    return {
+        p.metadata.name: (p.metadata.uid, sum(s.restart_count for s in p.status.container_statuses or []))
+        for p in _db_pods(c)
+    }
+
+
+def _spec_fields(ext) -> set[str]:
+    """The MySQLCluster CRD's spec fields (its served version)."""
+    crd = ext.read_custom_resource_definition(f"{CLUSTERS}.{GROUP}")
+    (v,) = [v for v in crd.spec.versions if v.name == VERSION]
+    return set(v.schema.open_apiv3_schema.properties["spec"].properties)
+
+
+def _bursts(times: list[float], gap: float = 2.0) -> list[float]:
+    """The length of each run of refused writes (a pause of more than `gap` s ends one)."""
+    spans: list[list[float]] = []
+    for t in sorted(times):
+        if spans and t - spans[-1][1] <= gap:
+            spans[-1][1] = t
+        else:
+            spans.append([t, t])
+    return [b - a for a, b in spans]
 
 
 def _on_current_template(c: Cluster) -> bool:
@@ -237,6 +350,6 @@ def _on_current_template(c: Cluster) -> bool:
     if sts.status.observed_generation != sts.metadata.generation:
         return False
     pods = _db_pods(c)
-    return len(pods) == 2 and all(
+    return len(pods) == INSTANCES[c.name] and all(
         p.metadata.labels.get(rolling.REVISION_LABEL) == sts.status.update_revision for p in pods
     )

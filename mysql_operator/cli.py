@@ -90,6 +90,13 @@ def _add_run(sub) -> None:
         help="server-side apply the CRDs of DIR/*.yaml at start, never removing a field (the chart "
         "mounts its crds/ there: helm upgrade delivers new CRD versions; env APPLY_CRDS)",
     )
+    p.add_argument(
+        "--operator-upgrades",
+        default=os.environ.get("OPERATOR_UPGRADES", "Auto"),
+        help="for clusters without spec.operatorUpgrades: Auto rolls the Pod restarts a new operator "
+        "version needs, one cluster at a time; Manual waits for each cluster's approval "
+        "(env OPERATOR_UPGRADES)",
+    )
     p.add_argument("--verbose", "-v", action="store_true")
     p.set_defaults(func=_run)
 
@@ -116,6 +123,7 @@ def _run(args) -> int:
         resolver=args.resolver,
         metrics_port=args.metrics_port,
         apply_crds=args.apply_crds,
+        operator_upgrades=args.operator_upgrades,
     )
     try:
         cfg.check()

@@ -26,6 +26,7 @@ import kopf
 from mysql_operator.api import GROUP
 
 LOG_FORMATS = ("text", "json")
+UPGRADE_POLICIES = ("Auto", "Manual")  # --operator-upgrades; spec.operatorUpgrades overrides it
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class OperatorConfig:
     resync_seconds: float = 300.0
     resolver: str = "auto"  # auto (= ip) | ip | dns (see k8s/resolve.py)
     apply_crds: str | None = None  # a folder of the operator's CRDs to apply at start (k8s/crds.py)
+    # for clusters whose spec.operatorUpgrades is not set: roll the restarts a new operator
+    # version needs (Auto) or wait for each cluster's approval (Manual)
+    operator_upgrades: str = "Auto"
     watch_server_timeout: int = 300
     watch_client_timeout: int = 330
     watch_connect_timeout: int = 30
@@ -68,6 +72,8 @@ class OperatorConfig:
             raise ValueError(
                 "--leader-elect needs the Lease's namespace: --leader-elect-namespace or POD_NAMESPACE"
             )
+        if self.operator_upgrades not in UPGRADE_POLICIES:
+            raise ValueError(f"--operator-upgrades must be one of {', '.join(UPGRADE_POLICIES)}")
         if self.leader_lease and self.peering:
             raise ValueError("choose one of --leader-elect and --peering")
 

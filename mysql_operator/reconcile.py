@@ -167,6 +167,7 @@ class Reconciler:
         job_image: str | None = None,
         reads: Reads | None = None,
         observe: Callable[[str, str, Callable[[], Result]], Result] | None = None,
+        operator_upgrades: str = "Auto",
     ):
         self.api = api
         # wraps every pass (metrics.observed in the operator: outcome, duration, what it did)
@@ -180,7 +181,7 @@ class Reconciler:
         self.sql = SqlObjects(api, password_factory)  # MySQLDatabase, MySQLUser, MySQLGrant
         self.clock = clock
         self._entries: dict[tuple[str, str], _Entry] = {}
-        self.restarts = RestartGate(clock)
+        self.restarts = RestartGate(clock, operator_upgrades)
         self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
         self._guard = threading.Lock()
 

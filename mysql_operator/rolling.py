@@ -157,6 +157,22 @@ class Written:
 
 
 @dataclass(frozen=True)
+class Policy:
+    """Auto or Manual: the cluster's spec.operatorUpgrades (`from_spec`), else the operator's default."""
+
+    name: str
+    from_spec: bool = True
+
+    @property
+    def source(self) -> str:
+        return (
+            "spec.operatorUpgrades"
+            if self.from_spec
+            else "chart value operatorUpgrades, the operator's default"
+        )
+
+
+@dataclass(frozen=True)
 class WriteTemplate:
     reason: str
     # the restart it makes comes from the operator, not the spec: it holds the one-at-a-time turn
@@ -177,7 +193,7 @@ def template_step(
     desired: str,
     generation: int | None,
     same_as_applied: bool,
-    policy: str,
+    policy: Policy,
     approved: bool,
     rolling_elsewhere: str | None,
 ) -> TemplateStep:
@@ -192,10 +208,10 @@ def template_step(
     if desired != written.wanted and written.generation is not None and generation != written.generation:
         return WriteTemplate(f"the spec changed (generation {written.generation} -> {generation})")
     what = "this operator version changes the Pod template (the spec did not change)"
-    if policy == "Manual" and not approved:
+    if policy.name == "Manual" and not approved:
         return StageTemplate(
             "WaitingForApproval",
-            f"{what}: restarting the Pods waits for you (spec.operatorUpgrades is Manual): annotate "
+            f"{what}: restarting the Pods waits for you ({policy.source}: Manual): annotate "
             f"the cluster with {APPROVE_RESTART_ANNOTATION}=true to roll them, replicas first and the "
             "primary last through a switchover",
         )

@@ -140,7 +140,8 @@ class RestartGate:
 
     STARTING_SECONDS = 120.0
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, default_policy: str = "Auto") -> None:
+        self.default_policy = default_policy  # for a cluster whose spec.operatorUpgrades is not set
         self._lock = threading.Lock()
         self._rolling: set[str] = set()
         self._started: dict[str, float] = {}  # turns taken, the roll not seen under way yet
@@ -218,10 +219,10 @@ def place_template(
         same = (dry.get("spec") or {}).get("template") == (existing.get("spec") or {}).get("template")
     approved = rolling.APPROVE_RESTART_ANNOTATION in ((body.get("metadata") or {}).get("annotations") or {})
 
+    policy = rolling.Policy(c.spec.operator_upgrades or gate.default_policy, bool(c.spec.operator_upgrades))
+
     def step_for(elsewhere: str | None) -> rolling.TemplateStep:
-        return rolling.template_step(
-            written, desired, c.generation, same, c.spec.operator_upgrades, approved, elsewhere
-        )
+        return rolling.template_step(written, desired, c.generation, same, policy, approved, elsewhere)
 
     step = step_for(gate.other(key))
     if isinstance(step, rolling.WriteTemplate) and step.operator_change:

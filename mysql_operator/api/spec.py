@@ -295,8 +295,9 @@ class ClusterSpec:
     backup: Backup | None = None
     restore: Restore | None = None
     deletion_policy: str = "Retain"
-    # Pod restarts a new operator version needs: Auto (one cluster at a time) or Manual (approved)
-    operator_upgrades: str = "Auto"
+    # Pod restarts a new operator version needs: Auto (one cluster at a time) or Manual (approved);
+    # "": not set, the operator's default (--operator-upgrades, chart value operatorUpgrades)
+    operator_upgrades: str = ""
 
     @property
     def server_version(self) -> str:
@@ -958,7 +959,9 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         backup=backup,
         restore=restore,
         deletion_policy=_enum(s, "deletionPolicy", path, "Retain", ("Retain", "Delete")),
-        operator_upgrades=_enum(s, "operatorUpgrades", path, "Auto", ("Auto", "Manual")),
+        operator_upgrades=(
+            _enum(s, "operatorUpgrades", path, "Auto", ("Auto", "Manual")) if "operatorUpgrades" in s else ""
+        ),
     )
 
 

@@ -51,6 +51,7 @@ def register(cfg) -> None:
         resolver_mode=cfg.resolver,
         resync_seconds=cfg.resync_seconds,
         reads=reads,
+        operator_upgrades=cfg.operator_upgrades,
         observe=metrics.observed,
     )
 

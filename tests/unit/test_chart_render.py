@@ -208,6 +208,14 @@ def test_watch_namespaces_become_namespace_flags():
     assert _flag(c["args"], "log-format") == ["text"]
 
 
+def test_operator_upgrades_reaches_the_operator_as_its_default_for_clusters():
+    def env(values: dict | None) -> dict:
+        return {e["name"]: e.get("value") for e in container(render(values)).get("env", [])}
+
+    assert env(None)["OPERATOR_UPGRADES"] == "Auto"
+    assert env({"operatorUpgrades": "Manual"})["OPERATOR_UPGRADES"] == "Manual"
+
+
 def test_image_defaults_to_app_version_and_can_be_overridden():
     app = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
     c = container(render())

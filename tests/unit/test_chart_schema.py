@@ -15,6 +15,7 @@ BAD = [
     ("replicas=abc", ["/replicas", "got string, want integer"]),
     ("replicas=-1", ["/replicas", "minimum"]),
     ("logFormat=xml", ["/logFormat", "json", "text"]),
+    ("operatorUpgrades=Never", ["/operatorUpgrades", "Auto", "Manual"]),
     ("image.pullPolicy=Sometimes", ["/image/pullPolicy", "IfNotPresent"]),
     ("image.repository=", ["/image/repository"]),
     ("watchNamespaces={Team_A}", ["/watchNamespaces/0", "Team_A"]),

@@ -56,6 +56,12 @@ def test_config_needs_the_lease_namespace_and_one_way_to_elect():
     OperatorConfig(**base, leader_namespace="ops").check()
 
 
+def test_config_refuses_an_unknown_default_for_operator_upgrades():
+    OperatorConfig(namespaces=("a",), operator_upgrades="Manual").check()
+    with pytest.raises(ValueError, match="--operator-upgrades must be one of Auto, Manual"):
+        OperatorConfig(namespaces=("a",), operator_upgrades="Never").check()
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

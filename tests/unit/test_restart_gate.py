@@ -120,7 +120,7 @@ def test_a_staged_restart_is_a_condition_while_staged_and_leaves_the_phase_alone
     def cond(st):
         return next((c for c in st["conditions"] if c["type"] == "RestartPending"), None)
 
-    staged = r.template_step(r.Written("A", "A", 3), "B", 3, False, "Manual", False, None)
+    staged = r.template_step(r.Written("A", "A", 3), "B", 3, False, r.Policy("Manual"), False, None)
     pending = status(staged)
     assert (cond(pending)["status"], cond(pending)["reason"]) == ("True", "WaitingForApproval")
     assert r.APPROVE_RESTART_ANNOTATION in cond(pending)["message"]

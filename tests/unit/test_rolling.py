@@ -244,7 +244,7 @@ W = r.Written(applied="A", wanted="A", generation=4)
     ],
 )
 def test_template_step(written, desired, generation, same, policy, approved, elsewhere, expected):
-    step = r.template_step(written, desired, generation, same, policy, approved, elsewhere)
+    step = r.template_step(written, desired, generation, same, r.Policy(policy), approved, elsewhere)
     if expected[0] == "write":
         assert isinstance(step, r.WriteTemplate) and step.operator_change is expected[1], step
     else:
@@ -253,7 +253,9 @@ def test_template_step(written, desired, generation, same, policy, approved, els
 
 
 def test_a_staged_restart_says_what_it_waits_for_and_how_to_go_on():
-    manual = r.template_step(W, "B", 4, False, "Manual", False, None)
+    manual = r.template_step(W, "B", 4, False, r.Policy("Manual"), False, None)
     assert r.APPROVE_RESTART_ANNOTATION in manual.message and "spec.operatorUpgrades" in manual.message
-    other = r.template_step(W, "B", 4, False, "Auto", False, "shop/orders")
+    default = r.template_step(W, "B", 4, False, r.Policy("Manual", from_spec=False), False, None)
+    assert "chart value operatorUpgrades" in default.message, "a Manual the spec did not set names its source"
+    other = r.template_step(W, "B", 4, False, r.Policy("Auto"), False, "shop/orders")
     assert "shop/orders" in other.message and "one cluster at a time" in other.message
