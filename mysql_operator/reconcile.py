@@ -645,7 +645,9 @@ class Reconciler:
                         obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = (
                             claimed
                         )
-                    step = place_template(self.api, self.restarts, c, body, obj, existing)
+                    step = place_template(
+                        self.api, self.restarts, c, body, obj, existing, self.reads.owned_statefulsets
+                    )
                     entry.restart_pending = step if isinstance(step, rolling.StageTemplate) else None
                 k.server_side_apply(self.api, obj)
                 approval = rolling.APPROVE_RESTART_ANNOTATION

@@ -87,6 +87,16 @@ def in_progress(step: RollStep | None) -> str:
     return ""
 
 
+def restarting(statefulset: Mapping[str, Any]) -> bool:
+    """Pure: some of the StatefulSet's Pods are not on its template yet (a roll under way), or its
+    controller has not observed its latest template. Counted from the Pods' revision labels, so it
+    holds across operator restarts (with OnDelete, status.currentRevision never moves)."""
+    meta, status = statefulset.get("metadata") or {}, statefulset.get("status") or {}
+    if status.get("observedGeneration") != meta.get("generation"):
+        return True
+    return (status.get("updatedReplicas") or 0) < ((statefulset.get("spec") or {}).get("replicas") or 0)
+
+
 def update_revision(statefulset: Mapping[str, Any] | None) -> str | None:
     """The revision Pods must run, or None while the StatefulSet controller has not yet observed
     the latest template (its updateRevision would be stale)."""

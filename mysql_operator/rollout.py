@@ -130,8 +130,9 @@ def _restart(api, body, step: rolling.DeletePod, reason: str, doing: str) -> str
 
 class RestartGate:
     """The clusters of this operator whose Pods are being restarted (a roll under way): a restart
-    a new operator version needs starts only while no other cluster's is under way. In memory:
-    after the operator restarts, each cluster's first pass tells again whether it rolls.
+    a new operator version needs starts only while no other cluster's is under way. In memory,
+    and a turn is also refused while another cluster's StatefulSet shows Pods not on its template
+    (`take`'s `restarting`): a roll an operator process started before a restart still holds.
 
     A turn ends when nothing is outdated and every Pod is Ready (the last restarted one too).
     A cluster that just took its turn may still see its old StatefulSet (a cache, a controller
@@ -168,10 +169,12 @@ class RestartGate:
     def _other(self, key: str) -> str | None:  # under the lock
         return min(self._rolling - {key}, default=None)
 
-    def take(self, key: str) -> str | None:
-        """Start `key`'s restart unless another cluster's is under way (then: that one)."""
+    def take(self, key: str, restarting: Iterable[str] = ()) -> str | None:
+        """Start `key`'s restart unless another cluster's is under way (then: that one): one this
+        gate holds, or one of `restarting` (clusters whose StatefulSets show a roll under way: after
+        an operator restart the gate itself has not seen them yet)."""
         with self._lock:
-            other = self._other(key)
+            other = self._other(key) or min(set(restarting) - {key}, default=None)
             if other is None:
                 self._rolling.add(key)
                 self._started[key] = self._clock()
@@ -181,6 +184,16 @@ class RestartGate:
         with self._lock:
             self._rolling.discard(key)
             self._started.pop(key, None)
+
+
+def restarting_clusters(statefulsets: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Pure: namespace/name of the database StatefulSets with a roll under way."""
+    return {
+        f"{s['metadata']['namespace']}/{s['metadata']['name']}"
+        for s in statefulsets
+        if (s["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == m.COMPONENT_DATABASE
+        and rolling.restarting(s)
+    }
 
 
 def template_hash(sts: Mapping[str, Any]) -> str:
@@ -202,7 +215,13 @@ def written_template(existing: Mapping[str, Any], observed_generation: int | Non
 
 
 def place_template(
-    api, gate: RestartGate, c: MySQLCluster, body, obj: dict, existing: Mapping[str, Any] | None
+    api,
+    gate: RestartGate,
+    c: MySQLCluster,
+    body,
+    obj: dict,
+    existing: Mapping[str, Any] | None,
+    statefulsets: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
 ) -> rolling.TemplateStep:
     """Effect: `obj` (the StatefulSet to apply) gets the Pod template rolling.template_step
     chooses: its own, or the existing one while a restart is staged; and the annotations that
@@ -226,7 +245,7 @@ def place_template(
 
     step = step_for(gate.other(key))
     if isinstance(step, rolling.WriteTemplate) and step.operator_change:
-        taken_by = gate.take(key)
+        taken_by = gate.take(key, restarting_clusters(statefulsets()))
         if taken_by is not None:  # another cluster started in between
             step = step_for(taken_by)
     notes = obj["metadata"].setdefault("annotations", {})

@@ -27,6 +27,7 @@ from kubernetes.client.rest import ApiException
 
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.k8s import objects as k
+from mysql_operator.manifests import MANAGED_BY
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,10 @@ class Store:
     def get(self, namespace: str, name: str) -> dict | None:
         with self._lock:
             return self._items.get((namespace, name))
+
+    def items(self) -> list[dict]:
+        with self._lock:
+            return list(self._items.values())
 
     def select(self, namespace: str, labels: Mapping[str, str]) -> list[dict]:
         with self._lock:
@@ -234,6 +239,22 @@ class Reads:
             if e.status == 404:
                 return None
             raise
+
+    def owned_statefulsets(self, sync_wait: float = 10.0) -> list[dict]:
+        """Every StatefulSet of this operator it can see: the store's once it has listed (waiting up
+        to `sync_wait` s for that: an operator just started); without one, the API server's; [] when
+        it may not list them all (a namespaced operator without its stores)."""
+        if self.statefulsets is not None and self.statefulsets.synced.wait(sync_wait):
+            return self.statefulsets.items()
+        try:
+            listed = client.AppsV1Api(self.api).list_stateful_set_for_all_namespaces(
+                label_selector=f"app.kubernetes.io/managed-by={MANAGED_BY}"
+            )
+        except ApiException as e:
+            if e.status == 403:
+                return []
+            raise
+        return [self.api.sanitize_for_serialization(s) for s in listed.items]
 
     def secret(self, namespace: str, name: str, max_age: float) -> k.SecretRead | None:
         """The Secret as read at most `max_age` seconds ago (with cache_secrets; else now)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from mysql_operator import manifests as m
 from mysql_operator import rolling as r
 from mysql_operator.api import parse
-from mysql_operator.rollout import RestartGate, template_hash, written_template
+from mysql_operator.rollout import RestartGate, restarting_clusters, template_hash, written_template
 
 ROLLING = r.DeletePod("db-2", "outdated")
 
@@ -68,6 +68,33 @@ def test_a_deleted_cluster_frees_its_turn():
     gate.seen("ns/a", ROLLING)
     gate.forget("ns/a")
     assert gate.take("ns/b") is None
+
+
+def sts(name, replicas=3, updated=3, generation=2, observed=2, component="database", ns="ns"):
+    labels = {"app.kubernetes.io/component": component}
+    return {
+        "metadata": {"name": name, "namespace": ns, "generation": generation, "labels": labels},
+        "spec": {"replicas": replicas},
+        "status": {"observedGeneration": observed, "updatedReplicas": updated},
+    }
+
+
+def test_a_roll_under_way_is_read_from_the_statefulsets_not_only_remembered():
+    """After an operator restart the gate has not seen a roll that an earlier process started: the
+    StatefulSets show it (Pods not all on the template, or a template not observed yet)."""
+    listed = [
+        sts("settled"),
+        sts("rolling", updated=1),
+        sts("just-written", generation=3),
+        sts("archiver", updated=0, component="binlog-archiver"),
+        sts("scaled-to-zero", replicas=0, updated=0),
+    ]
+    assert restarting_clusters(listed) == {"ns/rolling", "ns/just-written"}
+    gate = RestartGate(Clock())
+    assert gate.take("ns/b", {"ns/rolling"}) == "ns/rolling"
+    assert gate.other("ns/rolling") is None, "refused, not taken"
+    assert gate.take("ns/rolling", {"ns/rolling"}) is None, "its own roll does not hold itself"
+    assert gate.take("ns/b", set()) == "ns/rolling", "taken: held by the gate as before"
 
 
 def cluster(**spec):
