@@ -25,6 +25,7 @@ import kopf
 
 from mysql_operator.api import GROUP
 
+log = logging.getLogger(__name__)
 LOG_FORMATS = ("text", "json")
 UPGRADE_POLICIES = ("Auto", "Manual")  # --operator-upgrades; spec.operatorUpgrades overrides it
 
@@ -130,7 +131,8 @@ def run(cfg: OperatorConfig) -> int:
         from mysql_operator.k8s import crds
         from mysql_operator.k8s.client import api_client
 
-        crds.apply(api_client(), cfg.apply_crds)
+        api = api_client()
+        crds.apply(api, cfg.apply_crds, warn=lambda reason, message: warn_on_own_pod(api, reason, message))
     cluster_handlers.register(cfg)
     if cfg.metrics_port:
         from mysql_operator import metrics
@@ -151,6 +153,29 @@ def run(cfg: OperatorConfig) -> int:
         if elector is not None:  # stopped cleanly (SIGTERM): a standby takes over at once
             elector.release()
     return 0
+
+
+def warn_on_own_pod(api, reason: str, message: str) -> None:
+    """Effect: a Warning Event on the operator's own Pod (POD_NAME, POD_NAMESPACE, POD_UID from the
+    chart), so `kubectl get events -n <its namespace>` shows what it could not do at start. Best
+    effort: the log line is already written; an operator without `create events` in its own
+    namespace (a namespaced install watching others) has only that."""
+    from kubernetes.client.rest import ApiException
+
+    from mysql_operator.k8s import objects as k
+
+    name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    if not (name and namespace):
+        return
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": os.environ.get("POD_UID")},
+    }
+    try:
+        k.post_events(api, pod, [("Warning", reason, message)])
+    except ApiException as e:
+        log.warning("could not post the %s Event on %s/%s: %s", reason, namespace, name, e.reason)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -113,9 +113,12 @@ def plan(
     return out
 
 
-def apply(api, folder: Path | str) -> list[str]:
+def apply(
+    api, folder: Path | str, warn: Callable[[str, str], None] = lambda reason, message: None
+) -> list[str]:
     """Effect: bring the CRDs of `folder` to the cluster (see the module's docstring). Returns
-    what it did or refused, one line each (also logged)."""
+    what it did or refused, one line each (also logged); what it could not do is also given to
+    `warn(reason, message)` (the operator posts it as a Warning Event)."""
     from kubernetes import client
 
     files = load(folder)
@@ -134,12 +137,14 @@ def apply(api, folder: Path | str) -> list[str]:
                 "kubectl apply --server-side -f on the chart's crds/ (a first `helm install` does it)"
             )
             log.error(line)
+            warn("CRDNotInstalled", line)
         elif isinstance(step, Refuse):
             line = (
                 f"CRD {step.crd.name} not updated: this version's file would remove "
                 f"{', '.join(step.removed)}, which existing objects may use"
             )
             log.error(line)
+            warn("CRDNotUpdated", line)
         else:
             body = {**step.crd.body, "metadata": {**step.crd.body["metadata"]}}
             body["metadata"]["annotations"] = {
@@ -151,6 +156,7 @@ def apply(api, folder: Path | str) -> list[str]:
             except k.ApplyError as e:  # the operator goes on with the live CRD; `helm test` tells
                 line = f"CRD {step.crd.name} not updated: {e.message}"
                 log.error(line)
+                warn("CRDNotUpdated", line)
             else:
                 line = f"CRD {step.crd.name} applied (digest {step.crd.digest[:12]})"
                 log.info(line)
