@@ -390,6 +390,7 @@ class ReplicationEngine:
                     error_for=now - self._error_since[name][1] if name in self._error_since else 0.0,
                     semisync_source=o.semisync_source_enabled,
                     semisync_replica=o.semisync_replica_enabled,
+                    semisync_ack_count=o.semisync_ack_count,
                     restarted=restarted,
                     tls_verified=bool(r and r.tls_verified),
                     clone=clone.stage if clone else None,

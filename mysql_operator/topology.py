@@ -62,6 +62,7 @@ class InstanceState:
     unreachable_for: float = 0.0  # seconds since it last answered
     semisync_source: bool = False
     semisync_replica: bool = False
+    semisync_ack_count: int | None = None  # what its semi-sync commits wait for (None: not known)
     restarted: bool = False  # its server restarted since it last served as the writable primary
     tls_verified: bool = False  # replicates over TLS verifying its source's certificate and name
     # a physical copy onto it (re-seed): None, or COPYING / COPIED (waits for its restart) / FAILED
@@ -538,9 +539,12 @@ def decide(
     in_range = [i for i in healthy_replicas if i.ordinal < settings.instances]
     keep_waiting = p.semisync_source and settings.instances > 1 and not settings.async_fallback
     want_sync = settings.semisync and (bool(in_range) or keep_waiting)
-    if p.semisync_source != want_sync or any(i.semisync_replica != want_sync for i in in_range):
+    acks = semisync_acks(settings.instances, settings.semisync_acks)
+    recount = want_sync and p.semisync_ack_count is not None and p.semisync_ack_count != acks
+    if p.semisync_source != want_sync or any(i.semisync_replica != want_sync for i in in_range) or recount:
+        why = f"{p.semisync_ack_count} -> {acks} acknowledgement(s)" if recount and p.semisync_source else ""
         return ConfigureSemiSync(
-            want_sync, p.name, _names(in_range), reason=f"semi-sync {'on' if want_sync else 'off'}"
+            want_sync, p.name, _names(in_range), reason=why or f"semi-sync {'on' if want_sync else 'off'}"
         )
 
     # 9. held out, or re-seeded (the policy says its extra transactions may go: never

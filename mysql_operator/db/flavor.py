@@ -89,6 +89,8 @@ class Dialect:
     semisync_replica_enabled: str
     semisync_source_status: str
     semisync_replica_status: str
+    # the acknowledgements a semi-sync commit waits for; None: the flavor waits for one, always
+    semisync_ack_count: str | None = None
     # errors a replica's IO/SQL thread reports when its history diverged from its source's
     divergence_errnos: frozenset[int] = frozenset()
 
@@ -230,6 +232,7 @@ class MySQLDialect(Dialect):
         self.semisync_replica_enabled = f"rpl_semi_sync_{r}_enabled"
         self.semisync_source_status = f"Rpl_semi_sync_{s}_status"
         self.semisync_replica_status = f"Rpl_semi_sync_{r}_status"
+        self.semisync_ack_count = f"rpl_semi_sync_{s}_wait_for_{r}_count"
         self._semisync_prefix = s
 
     def parse_gtids(self, text):
@@ -299,10 +302,9 @@ class MySQLDialect(Dialect):
 
     def enable_semisync_source(self, ack_count: int, timeout_ms: int) -> list[Statement]:
         s = self._semisync_prefix
-        count = "wait_for_replica_count" if self.new_semisync else "wait_for_slave_count"
         return [
             (f"SET GLOBAL rpl_semi_sync_{s}_wait_point = 'AFTER_SYNC'", ()),
-            (f"SET GLOBAL rpl_semi_sync_{s}_{count} = %s", (max(1, int(ack_count)),)),
+            (f"SET GLOBAL {self.semisync_ack_count} = %s", (max(1, int(ack_count)),)),
             (f"SET GLOBAL rpl_semi_sync_{s}_timeout = %s", (int(timeout_ms),)),
             (f"SET GLOBAL {self.semisync_source_enabled} = ON", ()),
         ]

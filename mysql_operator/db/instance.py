@@ -114,6 +114,7 @@ class Observation:
     semisync_source_active: bool = False  # the status variable: OFF after a silent fallback
     semisync_replica_enabled: bool = False
     semisync_replica_active: bool = False
+    semisync_ack_count: int | None = None  # what a semi-sync commit waits for (MySQL; None: one)
     uptime: float | None = None  # seconds since the server started (status Uptime)
     clone: "CloneStatus | None" = None  # the last physical copy onto it (MySQL CLONE), if any
 
@@ -363,7 +364,13 @@ class Instance:
             hostname, report_host = self._run("SELECT @@hostname, @@report_host")[0]
             executed = d.parse_gtids(self.scalar(d.executed_gtids_sql()))
             replica = self.replica_status()
-            variables = dict(self._run("SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%enabled'"))
+            variables = dict(
+                self._run(
+                    "SHOW GLOBAL VARIABLES WHERE Variable_name LIKE 'rpl_semi_sync%enabled' "
+                    "OR Variable_name LIKE 'rpl_semi_sync%wait_for%count'"
+                )
+            )
+            acks = variables.get(d.semisync_ack_count) if d.semisync_ack_count else None
             status = dict(
                 self._run(
                     "SHOW GLOBAL STATUS WHERE Variable_name = 'Uptime' "
@@ -385,6 +392,7 @@ class Instance:
                 semisync_source_active=status.get(d.semisync_source_status) == "ON",
                 semisync_replica_enabled=variables.get(d.semisync_replica_enabled) == "ON",
                 semisync_replica_active=status.get(d.semisync_replica_status) == "ON",
+                semisync_ack_count=int(acks) if acks is not None else None,
                 uptime=float(status["Uptime"]) if status.get("Uptime") is not None else None,
                 clone=self.clone_status() if d.flavor.value == "mysql" else None,
             )

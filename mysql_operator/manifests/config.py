@@ -9,7 +9,6 @@ socket, pid file and port are given on start.sh's command line.
 from __future__ import annotations
 
 from ..api import ClusterSpec
-from ..topology import semisync_acks
 from .common import TLS_CA, TLS_CERT, TLS_KEY
 
 # Semi-sync timeout (ms) when no fallback to asynchronous replication is allowed: the largest value
@@ -59,10 +58,9 @@ def server_settings(spec: ClusterSpec) -> list[tuple[str, str]]:
                 ("plugin_load_add", "semisync_source.so"),
                 ("plugin_load_add", "semisync_replica.so"),
                 ("rpl_semi_sync_source_wait_point", "AFTER_SYNC"),
-                (
-                    "rpl_semi_sync_source_wait_for_replica_count",
-                    str(semisync_acks(spec.instances, r.semi_sync_acks)),
-                ),
+                # the acknowledgements it waits for are set by the operator when it turns semi-sync
+                # on, and again when spec.instances changes them: not here, so that scaling
+                # (3 -> 5 needs 2) restarts no server
                 ("rpl_semi_sync_source_timeout", timeout),
             ]
         return out

@@ -11,6 +11,7 @@ Servers: MySQL 9.7 from the cluster's MySQL image, run on 127.0.0.1 with chroot 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -160,6 +161,27 @@ def test_mysql_switchover(group):
     assert old.query("SELECT @@super_read_only")[0][0] == 1
     status = admin(group, old).replica_status()
     assert status.source_host == c.server("db-2").host and status.io_running and status.sql_running
+
+
+def test_mysql_semisync_acknowledgements_change_at_runtime_without_a_restart(group):
+    """More instances want more acknowledgements (3 -> 5: 2): the operator's my.cnf does not name
+    them, so scaling restarts no server; the primary's count is set by the next pass (the engine
+    is rebuilt with the new settings, as a changed spec rebuilds it in the operator)."""
+    c = make_cluster(group, 3, semisync=True)
+    primary = admin(group, c.primary)
+    before = primary.observe()
+    assert (before.semisync_source_enabled, before.semisync_ack_count) == (True, 1)
+    members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(c.servers)]
+    settings = dataclasses.replace(c.engine.settings, semisync_acks=2)
+    c.engine = ReplicationEngine(
+        members, c.engine.admin, REPL, settings, app=APP, app_database=DB, semisync_acks=2, apply_timeout=30
+    )
+    d = c.converge(until=t.ConfigureSemiSync, timeout=30)
+    assert d.reason == "1 -> 2 acknowledgement(s)", d
+    c.converge(timeout=30)
+    after = primary.observe()
+    assert (after.semisync_source_enabled, after.semisync_ack_count) == (True, 2)
+    assert after.uptime >= before.uptime, "the same server process, not restarted"
 
 
 def converge_restarting(c: Cluster, server, timeout: float = 180.0) -> int:

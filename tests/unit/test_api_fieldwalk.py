@@ -202,6 +202,7 @@ RECONCILE_INPUTS = frozenset(
         "replication.failover.delaySeconds",
         "replication.maxReadLagSeconds",  # the -ro Service's role labels
         "replication.errantPolicy",  # topology: re-seed or hold out an errant replica
+        "replication.semiSyncAcks",  # set on the primary at runtime (topology: ConfigureSemiSync)
         "replication.binlogRetention.hours",  # the engine's binary log purges
         "replication.binlogRetention.maxSize",
         "backup.schedule",

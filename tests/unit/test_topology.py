@@ -574,6 +574,28 @@ TABLE = [
         ConfigureSemiSync(False, "db-0", ()),
     ),
     (
+        "scaled 3 -> 5 (MySQL): the primary's commits now wait for 2 acknowledgements, set at runtime",
+        [
+            primary(0, semisync_source=True, semisync_ack_count=1),
+            *(replica(n, semisync_replica=True) for n in range(1, 5)),
+        ],
+        Settings(instances=5, semisync=True, semisync_acks=2),
+        "db-0",
+        None,
+        ConfigureSemiSync(True, "db-0", ("db-1", "db-2", "db-3", "db-4")),
+    ),
+    (
+        "the acknowledgements already as wanted (or not known: MariaDB waits for one): nothing to do",
+        [
+            primary(0, semisync_source=True, semisync_ack_count=2),
+            *(replica(n, semisync_replica=True) for n in range(1, 5)),
+        ],
+        Settings(instances=5, semisync=True, semisync_acks=2),
+        "db-0",
+        None,
+        Healthy("db-0", ()),
+    ),
+    (
         "semi-sync is not turned on before a first replica exists",
         [primary(0), down(1), down(2)],
         Settings(instances=3, semisync=True),
