@@ -416,12 +416,21 @@ class ControlPlane:
 
     def _point_kubeconfigs_here(self) -> None:
         """kubeadm writes the advertise address into some kubeconfigs and the port of the first
-        attempt into all: every client must use this attempt's loopback endpoint."""
+        attempt into all: every client must use this attempt's loopback endpoint. Called again
+        for each new user while components already run: a file is replaced whole (a rename), never
+        truncated and rewritten where a starting component may read it (kube-proxy once read an
+        empty kubeconfig: "no configuration has been provided"), and only when it changes."""
         for path in self.kubeconfig_dir.glob("*.conf"):
-            kc = yaml.safe_load(path.read_text())
+            text = path.read_text()
+            kc = yaml.safe_load(text)
             for cluster in kc["clusters"]:
                 cluster["cluster"]["server"] = self.server
-            path.write_text(yaml.safe_dump(kc))
+            new = yaml.safe_dump(kc)
+            if new != text:
+                tmp = path.with_name(f".{path.name}.tmp")
+                tmp.write_text(new)
+                tmp.chmod(path.stat().st_mode & 0o777)
+                os.replace(tmp, path)
 
     def _ssl_context(self, kubeconfig: Path | None = None) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
