@@ -36,7 +36,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from mysql_operator import clock
+from mysql_operator import __version__, clock
 from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator import topology as t
@@ -113,6 +113,7 @@ from mysql_operator.status import (
 
 log = logging.getLogger(__name__)
 
+
 APPLY_RETRY_SECONDS = 10.0  # while an owned object is not applied (and at once on a spec change)
 
 
@@ -142,6 +143,7 @@ class _Entry:
     fingerprint: str = ""
     last_apply: float = 0.0
     apply_error: str | None = None  # as the last apply found it (status.apply_refusal)
+    ignored_said: tuple = ()  # (generation, fields) of the last UnknownFields Event
     again: bool = False
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach
     last_decision: str | None = None  # logged when it changes
@@ -261,6 +263,15 @@ class Reconciler:
                 [],
                 None,
             )
+        if c.ignored and entry.ignored_said != (c.generation, c.ignored):
+            entry.ignored_said = (c.generation, c.ignored)
+            said = (
+                f"{', '.join(c.ignored)}: not known to this operator version ({__version__}), ignored. "
+                "The CRD is newer than the operator (a rollback, or an upgrade under way): upgrade "
+                "the operator, or remove the field"
+            )
+            log.warning("%s/%s %s", ns, name, said)
+            k.post_events(self.api, body, [("Warning", "UnknownFields", said)])
 
         passwords, secret_error = self.passwords.current(c, k.owner_of(body))
         on_servers: dict[str, str] = {}  # the passwords the servers have (the applied record)

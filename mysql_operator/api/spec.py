@@ -8,7 +8,9 @@ raising SpecError(field, message) with the field path and the fix.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -320,6 +322,9 @@ class MySQLCluster:
     spec: ClusterSpec
     uid: str | None = None
     generation: int | None = None
+    # fields of the object this operator version does not know (a newer CRD: after a rollback,
+    # or while an upgrade is under way), ignored; the reconciler says so in a Warning Event
+    ignored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -334,6 +339,10 @@ class MySQLBackup:
 # ---------------------------------------------------------------- reading helpers
 
 
+# while a MySQLCluster is parsed: the unknown fields met, ignored (elsewhere they are refused)
+_IGNORED: ContextVar[list[str] | None] = ContextVar("ignored_fields", default=None)
+
+
 def _object(value: Any, path: str, allowed: set[str]) -> dict:
     if value is None:
         return {}
@@ -341,7 +350,11 @@ def _object(value: Any, path: str, allowed: set[str]) -> dict:
         raise SpecError(path, f"must be an object, not {type(value).__name__}")
     unknown = sorted(set(value) - allowed)
     if unknown:
-        raise SpecError(f"{path}.{unknown[0]}", "unknown field: remove it (see `kubectl explain`)")
+        ignored = _IGNORED.get()
+        if ignored is None:
+            raise SpecError(f"{path}.{unknown[0]}", "unknown field: remove it (see `kubectl explain`)")
+        ignored.extend(f"{path}.{k}" for k in unknown)
+        return {k: v for k, v in value.items() if k in allowed}
     return value
 
 
@@ -1021,7 +1034,20 @@ def _metadata(body: Any, kind: str) -> tuple[dict, str, str]:
 
 
 def parse(body: Any) -> MySQLCluster:
-    """A MySQLCluster custom object (dict) -> MySQLCluster. Raises SpecError."""
+    """A MySQLCluster custom object (dict) -> MySQLCluster. Raises SpecError. A field this version
+    does not know is not refused but ignored and named in `ignored`: the API server prunes what its
+    CRD does not declare, so one reaches the operator only from a newer CRD (an operator rolled
+    back, or not yet upgraded), and refusing the whole object would stop failover for it."""
+    ignored: list[str] = []
+    token = _IGNORED.set(ignored)
+    try:
+        c = _parse_cluster(body)
+    finally:
+        _IGNORED.reset(token)
+    return dataclasses.replace(c, ignored=tuple(ignored)) if ignored else c
+
+
+def _parse_cluster(body: Any) -> MySQLCluster:
     meta, name, namespace = _metadata(body, CLUSTER_KIND)
     if len(name) > MAX_NAME or not _NAME_RE.match(name):
         raise SpecError(

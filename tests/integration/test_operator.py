@@ -489,6 +489,50 @@ def _apply_failed(objs, ns, name):
     return st if (degraded.get("status"), degraded.get("reason")) == ("True", "ApplyFailed") else None
 
 
+def test_a_field_of_a_newer_crd_is_ignored_and_named_and_the_cluster_still_managed(
+    control_plane, operator, ns
+):
+    """A rolled-back operator meets a newer CRD: a cluster using a field this version does not know
+    is still built and managed (refusing it would stop its failover); a Warning Event names the
+    field."""
+    api = control_plane.api_client()
+    ext, objs = client.ApiextensionsV1Api(api), client.CustomObjectsApi(api)
+    name = f"{PLURAL}.{GROUP}"
+    newer = api.sanitize_for_serialization(ext.read_custom_resource_definition(name))
+    schema = newer["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    schema["properties"]["futureSetting"] = {"type": "string"}
+    ext.replace_custom_resource_definition(name, newer)
+    try:
+        spec = {"flavor": "mariadb", "instances": 1, "futureSetting": "on"}
+
+        wait_for(lambda: kept(objs, ns, spec), 30, "the API server serves the newer schema", interval=0.5)
+        objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("newer", spec))
+        assert _get(objs, ns, "newer")["spec"]["futureSetting"] == "on", "kept by the newer CRD"
+        wait_for(lambda: len(_owned_objects(api, ns, "newer")) == OWNED, 60, "objects built all the same")
+        said = wait_for(
+            lambda: [e for e in _events(api, ns, "newer") if e.reason == "UnknownFields"],
+            30,
+            "a Warning Event naming the ignored field",
+        )
+        assert said[0].type == "Warning" and said[0].message.startswith("spec.futureSetting: not known"), said
+        assert (_get(objs, ns, "newer").get("status") or {}).get("phase") != "Invalid"
+    finally:
+        apply_crds(api, project_crds())
+        # the next tests get the project's schema, its storage initialized again
+        wait_for(lambda: kept(objs, ns, spec) is False, 60, "the project's schema served again", interval=0.5)
+
+
+def kept(objs, ns: str, spec: dict) -> bool | None:
+    """Whether the API server keeps spec.futureSetting (a dry run); None while it cannot say."""
+    try:
+        dry = objs.create_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, _body("probe", spec), dry_run="All"
+        )
+    except client.ApiException:
+        return None
+    return "futureSetting" in dry["spec"]
+
+
 @pytest.mark.parametrize("case", sorted(BAD_AFFINITIES))
 def test_an_object_the_api_refuses_is_a_condition_and_an_event_and_the_rest_is_applied(
     control_plane, operator, ns, case

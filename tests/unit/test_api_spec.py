@@ -155,7 +155,6 @@ BAD = [
     ({"database": {"name": "my-db"}}, "spec.database.name", "letters, digits and '_'"),
     ({"deletionPolicy": "Orphan"}, "spec.deletionPolicy", "Retain, Delete"),
     ({"operatorUpgrades": "Never"}, "spec.operatorUpgrades", "Auto, Manual"),
-    ({"replicas": 3}, "spec.replicas", "unknown field"),
 ]
 
 
@@ -165,6 +164,29 @@ def test_bad_spec_is_refused_naming_the_field(spec, field, fragment):
         parse(minimal(**spec))
     assert e.value.field == field
     assert fragment in str(e.value)
+
+
+def test_fields_this_version_does_not_know_are_ignored_and_named_not_refused():
+    """A newer CRD's fields (a rolled-back operator): the cluster keeps being managed (failover
+    goes on); what was ignored is named, for the reconciler's Warning Event."""
+    spec = minimal(
+        replicas=3,
+        tls={"issuerRef": {"name": "ca", "issuer": "x"}, "certificateValiditySeconds": 3600},
+        backup={
+            "storage": {"s3": {"bucket": "b-1", "credentialsSecret": {"name": "s"}}},
+            "encryption": {"keySecret": {"name": "k"}, "algorithm": "x"},
+            "binlogs": {"enabled": True, "delay": 3},
+        },
+    )
+    c = parse(spec)
+    assert sorted(c.ignored) == [
+        "spec.backup.binlogs.delay",
+        "spec.backup.encryption.algorithm",
+        "spec.replicas",
+        "spec.tls.issuerRef.issuer",
+    ]
+    assert c.spec.tls.issuer_ref is not None and c.spec.backup is not None and c.spec.backup.binlogs.enabled
+    assert parse(minimal()).ignored == ()
 
 
 def test_valid_label_keys_are_accepted():

@@ -377,7 +377,6 @@ def test_without_encryption_no_key_is_asked_for():
         ({"keySecret": {}}, "spec.backup.encryption.keySecret.name", ""),
         ({"keySecret": {"name": "Bad_Name"}}, "spec.backup.encryption.keySecret.name", "a Secret name"),
         ({"keySecret": {"name": "k", "key": "a/b"}}, "spec.backup.encryption.keySecret.key", "letters"),
-        ({"keySecret": {"name": "k"}, "algorithm": "x"}, "spec.backup.encryption.algorithm", ""),
     ],
 )
 def test_bad_encryption_settings_name_the_field(encryption, field, message):

@@ -41,7 +41,6 @@ def test_archiving_is_off_unless_asked_and_waits_ten_seconds_by_default():
     [
         ({"enabled": True, "maxDelaySeconds": 0}, "spec.backup.binlogs.maxDelaySeconds"),
         ({"enabled": "yes"}, "spec.backup.binlogs.enabled"),
-        ({"enabled": True, "delay": 3}, "spec.backup.binlogs.delay"),
     ],
 )
 def test_bad_binlog_settings_name_the_field(binlogs, field):
