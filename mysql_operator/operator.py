@@ -23,11 +23,10 @@ from typing import Iterator
 
 import kopf
 
-from mysql_operator.api import GROUP
+from mysql_operator.api.spec import GROUP, UPGRADE_POLICIES
 
 log = logging.getLogger(__name__)
 LOG_FORMATS = ("text", "json")
-UPGRADE_POLICIES = ("Auto", "Manual")  # --operator-upgrades; spec.operatorUpgrades overrides it
 
 
 @dataclass(frozen=True)

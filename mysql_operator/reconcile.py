@@ -113,7 +113,6 @@ from mysql_operator.status import (
 
 log = logging.getLogger(__name__)
 
-
 APPLY_RETRY_SECONDS = 10.0  # while an owned object is not applied (and at once on a spec change)
 
 

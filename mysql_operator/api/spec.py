@@ -28,6 +28,8 @@ CLUSTER_KIND, CLUSTER_PLURAL = "MySQLCluster", "mysqlclusters"
 BACKUP_KIND, BACKUP_PLURAL = "MySQLBackup", "mysqlbackups"
 
 FLAVORS = ("mysql", "mariadb")
+# spec.operatorUpgrades, and the operator's default for it (--operator-upgrades)
+UPGRADE_POLICIES = ("Auto", "Manual")
 DEFAULT_VERSION = {"mysql": "8.4", "mariadb": "10.11"}
 IMAGE_REPOSITORY = {"mysql": "mysql", "mariadb": "mariadb"}
 # the series each flavor's version must belong to, and the supported releases among them
@@ -973,7 +975,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         restore=restore,
         deletion_policy=_enum(s, "deletionPolicy", path, "Retain", ("Retain", "Delete")),
         operator_upgrades=(
-            _enum(s, "operatorUpgrades", path, "Auto", ("Auto", "Manual")) if "operatorUpgrades" in s else ""
+            _enum(s, "operatorUpgrades", path, "Auto", UPGRADE_POLICIES) if "operatorUpgrades" in s else ""
         ),
     )
 
