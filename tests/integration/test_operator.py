@@ -134,9 +134,15 @@ def ns(operator, control_plane):
     print(f"\n----- operator log (tail) -----\n{operator.log()[-6000:]}", file=sys.stderr)
     objs = client.CustomObjectsApi(control_plane.api_client())
     for c in objs.list_namespaced_custom_object(GROUP, VERSION, operator.namespace, PLURAL)["items"]:
-        objs.delete_namespaced_custom_object(
-            GROUP, VERSION, operator.namespace, PLURAL, c["metadata"]["name"]
-        )
+        if c["metadata"].get("deletionTimestamp"):
+            continue  # an earlier test's, its finalizer still running
+        try:
+            objs.delete_namespaced_custom_object(
+                GROUP, VERSION, operator.namespace, PLURAL, c["metadata"]["name"]
+            )
+        except client.ApiException as e:
+            if e.status != 404:  # gone between the list and the delete
+                raise
 
 
 def _body(name: str, spec: dict) -> dict:
