@@ -27,7 +27,13 @@ class ClusterHandle:
         self.containerd_socket = state["containerd_socket"]
         self.logs_dir = state["logs_dir"]
         self.s3_state = state.get("s3")  # absent in clusters started before it existed
-        self.registry_state = state.get("registry")  # None when the registry binary was not built
+        self.registry_state = state.get("registry")  # None in a cluster started by older code
+        self.state = state
+
+    def pull_secret(self, namespace: str) -> str:
+        """The local registry's pull Secret in `namespace` (what every e2e MySQLCluster names); its name."""
+        cluster_mod.ensure_pull_secret(self.api_client(), self.state, namespace)
+        return cluster_mod.PULL_SECRET
 
     def s3(self):
         """The MinIO beside the cluster (tests.support.s3.S3Server, already running)."""
@@ -66,14 +72,20 @@ def local_cluster():
         for b in ("kubelet", "kube-proxy", "coredns", "local-path-provisioner", "kube-router")
         if not _has_binary(b)
     ]
+    from tests.support import registry as reg
+
+    if reg.missing():
+        missing.append("registry")
     if missing:
         pytest.fail(f"cluster binaries missing: {missing}; run `make binaries node-binaries`")
     s = cluster_mod.running_state()
     if s is not None:
         print(f"\nreusing the local cluster of pid {s['pid']}", file=sys.stderr)
-        changed = cluster_mod.import_changed_images(s)
+        if not s.get("registry"):
+            pytest.fail("this cluster was started without a registry: `make cluster-down cluster-up`")
+        changed = cluster_mod.refresh_images(s)
         if changed:
-            print(f"imported rebuilt images into it: {', '.join(changed)}", file=sys.stderr)
+            print(f"rebuilt images imported or pushed: {', '.join(changed)}", file=sys.stderr)
         yield ClusterHandle(s)
         return
     c = cluster_mod.Cluster()
@@ -103,6 +115,7 @@ def kube_namespace(local_cluster):
     core = client.CoreV1Api(local_cluster.api_client())
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": name}})
+    local_cluster.pull_secret(name)
     yield name
     core.delete_namespace(name)
 
@@ -156,6 +169,8 @@ def install_operator(
     ref, version, flags = published or _published_chart(
         helm, json.dumps(local_cluster.registry_state, sort_keys=True)
     )
+    _ensure_namespace(local_cluster, OPERATOR_NAMESPACE)
+    local_cluster.pull_secret(OPERATOR_NAMESPACE)  # examples/values-local.yaml names it
     argv = [
         helm,
         "upgrade",
@@ -180,6 +195,16 @@ def install_operator(
         "180s",
     ]
     return subprocess.run(argv, capture_output=True, text=True, env=helm_env(local_cluster))
+
+
+def _ensure_namespace(local_cluster, name: str) -> None:
+    from kubernetes import client
+
+    try:
+        client.CoreV1Api(local_cluster.api_client()).create_namespace({"metadata": {"name": name}})
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
 
 
 @pytest.fixture(scope="session")
@@ -293,7 +318,7 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
     Yields (namespace, api client, log path, process)."""
     from kubernetes import client
 
-    from e2e.helpers import delete_clusters, install_crds, sa_kubeconfig
+    from e2e.helpers import OPERATOR_IMAGE, delete_clusters, install_crds, sa_kubeconfig
     from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
 
     api = local_cluster.api_client()
@@ -326,6 +351,7 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
     kubeconfig = sa_kubeconfig(api, local_cluster.kubeconfig, ns, "mysql-operator", tmp_path / "sa.conf")
     log_path = tmp_path / "operator.log"
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["MYSQL_OPERATOR_IMAGE"] = OPERATOR_IMAGE  # its backup Jobs' image, as the chart sets it
     with chart_operator_paused(local_cluster):  # one operator per namespace
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(

@@ -66,7 +66,16 @@ def main() -> int:
     ref, version, ca = chart_oci.publish(registry, helm, env)
     print(f"pushed {ref}:{version}", flush=True)
 
-    step("install the operator from there (image built from ./Dockerfile)")
+    step("install the operator from there (its image built from ./Dockerfile, pushed there too)")
+    _apply(
+        [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "mysql-operator"}},
+            cluster_mod.pull_secret(state, "mysql-operator"),
+        ],
+        env,
+        kubectl,
+        f"namespace mysql-operator, secret {cluster_mod.PULL_SECRET}: the registry's credentials",
+    )
     run(
         helm,
         "upgrade",
@@ -87,7 +96,7 @@ def main() -> int:
         env=env,
     )
 
-    step("a namespace, and the S3 credentials for backups (MinIO beside the local cluster)")
+    step("a namespace, its pull Secret, and the S3 credentials for backups (MinIO beside the cluster)")
     s3 = state["s3"]
     manifests = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
@@ -97,16 +106,9 @@ def main() -> int:
             "metadata": {"name": "demo-s3", "namespace": NS},
             "stringData": {"AWS_ACCESS_KEY_ID": s3["access_key"], "AWS_SECRET_ACCESS_KEY": s3["secret_key"]},
         },
+        cluster_mod.pull_secret(state, NS),
     ]
-    print("$ kubectl apply -f - <<< (namespace demo, secret demo-s3)", flush=True)
-    subprocess.run(
-        [kubectl, "apply", "-f", "-"],
-        input=yaml.safe_dump_all(manifests),
-        text=True,
-        check=True,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
+    _apply(manifests, env, kubectl, f"namespace {NS}, secrets demo-s3 and {cluster_mod.PULL_SECRET}")
     _ensure_bucket(s3, "backups")
 
     step(f"create a 3-instance {server} cluster")
@@ -179,6 +181,19 @@ def main() -> int:
     run(kubectl, "get", "-n", NS, "pods,services,pvc", "-L", "mysql.operator.dev/role", env=env)
     print(f"\ndemo done in {time.monotonic() - t0:.0f}s. Try: export KUBECONFIG={state['kubeconfig']}")
     return 0 if phase == "Succeeded" else 1
+
+
+def _apply(manifests: list[dict], env: dict, kubectl: str, what: str) -> None:
+    """`kubectl apply` of manifests whose content (Secrets) the demo does not print."""
+    print(f"$ kubectl apply -f - <<< ({what})", flush=True)
+    subprocess.run(
+        [kubectl, "apply", "-f", "-"],
+        input=yaml.safe_dump_all(manifests),
+        text=True,
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def _ensure_bucket(s3: dict, bucket: str) -> None:

@@ -19,15 +19,21 @@ import pymysql
 import yaml
 from kubernetes import client
 
+from mysql_operator import __version__
+from tests.support.cluster import PULL_SECRET, registry_ref
 from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for
 from tests.support.writer import Writer
 
 GROUP, VERSION = "mysql.operator.dev", "v1alpha1"
 CLUSTERS, BACKUPS = "mysqlclusters", "mysqlbackups"
-IMAGE = "localhost/mariadb:10.11"
-# the server image per flavor (hack/build-images.sh mariadb, mysql), imported into the node
-IMAGES = {"mariadb": IMAGE, "mysql": "localhost/mysql:9.7"}
+# the images of hack/build-images.sh as the registry beside the cluster has them: pulled with
+# the pull Secret every e2e namespace gets (tests/support/cluster.py, PULL_SECRET)
+IMAGE = registry_ref("localhost/mariadb:10.11")
+IMAGES = {"mariadb": IMAGE, "mysql": registry_ref("localhost/mysql:9.7")}
+MARIADB_11_8 = registry_ref("localhost/mariadb:11.8")
+OPERATOR_IMAGE = registry_ref(f"localhost/mysql-operator:{__version__}")
+PULL = {"imagePullPolicy": "Always", "imagePullSecrets": [{"name": PULL_SECRET}]}
 FLAVORS = tuple(IMAGES)
 REPO = Path(__file__).resolve().parents[1]
 TIMINGS_FILE = REPO / "artifacts" / "e2e" / "timings.json"
@@ -95,7 +101,7 @@ def cluster_spec(instances: int = 3, flavor: str = "mariadb", **extra: Any) -> d
     spec = {
         "flavor": flavor,
         "image": IMAGES[flavor],
-        "imagePullPolicy": "Never",
+        **PULL,  # Always: a rebuilt image pushed under the same tag is the one that runs
         "instances": instances,
         "database": {"name": "app", "user": "app"},
         "storage": {"size": "1Gi", "storageClassName": "standard"},
@@ -359,9 +365,12 @@ def delete_clusters(api, namespace: str, timeout: float = 120) -> None:
 @contextmanager
 def scenario_namespace(api, prefix: str = "e2e-sc"):
     """A fresh namespace; on exit its MySQLClusters go first (while the operator runs), then it."""
+    from tests.support import cluster as cluster_mod
+
     core = client.CoreV1Api(api)
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": name}})
+    cluster_mod.ensure_pull_secret(api, cluster_mod.written_state(), name)
     try:
         yield name
     finally:

@@ -2,8 +2,8 @@
 its chart: applied as a user would (kubectl apply), it becomes Ready and serves its application
 database through -rw with the settings it shows (its my.cnf lines, semi-sync, labels).
 
-What this machine cannot give an example is replaced, and only that: the image (no registry: the
-local image of the example's flavor, and its version, MySQL 9.7 for the examples' 8.4), the
+What this machine cannot give an example is replaced, and only that: the image (the registry
+beside the local cluster's image of the example's flavor, and its version, MySQL 9.7 for the examples' 8.4), the
 storage (1Gi of the local StorageClass), memory requests sized for a shared 2-core node, and the
 backup section (its S3 bucket is the user's; backups are exercised in test_scenarios_backup.py)."""
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from e2e.helpers import IMAGES, REPO, Cluster, kubectl, query, record, stopwatch, try_query
+from e2e.helpers import IMAGES, PULL, REPO, Cluster, kubectl, query, record, stopwatch, try_query
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -26,7 +26,7 @@ def runnable_here(doc: dict) -> dict:
     flavor = spec.get("flavor", "mysql")
     spec.update(
         image=IMAGES[flavor],
-        imagePullPolicy="Never",
+        **PULL,
         version=LOCAL_VERSION[flavor],
         storage={"size": "1Gi", "storageClassName": "standard"},
     )

@@ -10,11 +10,12 @@ import pytest
 from kubernetes import client
 from kubernetes.stream import stream
 
+from e2e.helpers import IMAGE, PULL
+
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
-IMAGE = "localhost/mariadb:10.11"
 ROOT_PASSWORD = "e2e-node-test-only"  # a throwaway cluster's; not a secret of anyone's
 
 
@@ -31,11 +32,12 @@ def _statefulset(replicas: int) -> dict:
                 "metadata": {"labels": labels},
                 "spec": {
                     "terminationGracePeriodSeconds": 5,
+                    "imagePullSecrets": PULL["imagePullSecrets"],
                     "containers": [
                         {
                             "name": "mariadb",
                             "image": IMAGE,
-                            "imagePullPolicy": "Never",
+                            "imagePullPolicy": PULL["imagePullPolicy"],
                             "env": [{"name": "MARIADB_ROOT_PASSWORD", "value": ROOT_PASSWORD}],
                             "ports": [{"containerPort": 3306, "name": "mysql"}],
                             "readinessProbe": {  # over TCP: the entrypoint's first server has none

@@ -25,6 +25,7 @@ from e2e.helpers import (
     BACKUPS,
     GROUP,
     IMAGE,
+    PULL,
     VERSION,
     Cluster,
     cluster_spec,
@@ -148,11 +149,12 @@ def _client_pod(api, ns: str, name: str, labelled: bool) -> str:
             },
             "spec": {
                 "terminationGracePeriodSeconds": 0,
+                "imagePullSecrets": PULL["imagePullSecrets"],
                 "containers": [
                     {
                         "name": "client",
                         "image": IMAGE,
-                        "imagePullPolicy": "Never",
+                        "imagePullPolicy": PULL["imagePullPolicy"],
                         "command": ["sleep", "infinity"],
                         "env": [
                             {

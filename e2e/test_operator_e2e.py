@@ -20,7 +20,7 @@ from kubernetes import client
 
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION
-from e2e.helpers import writer_to
+from e2e.helpers import IMAGE, PULL, writer_to
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -65,8 +65,8 @@ def test_operator_runs_a_replicated_mariadb_cluster(host_operator, local_cluster
     objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     spec = {
         "flavor": "mariadb",
-        "image": "localhost/mariadb:10.11",
-        "imagePullPolicy": "Never",
+        "image": IMAGE,
+        **PULL,
         "instances": 3,
         "database": {"name": "app", "user": "app"},
         "storage": {"size": "256Mi", "storageClassName": "standard"},

@@ -1,4 +1,5 @@
-"""The operator installed by its chart runs as a Pod from the image built from the Dockerfile."""
+"""The operator installed by its chart runs as a Pod from the image built from the Dockerfile,
+pulled from the registry beside the cluster."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE, _restart_deployment, helm_env
+from e2e.helpers import OPERATOR_IMAGE
 from mysql_operator.k8s.crds import DIGEST_ANNOTATION
 from tests.support.wait import wait_for
 
@@ -49,7 +51,11 @@ def test_chart_installs_a_running_operator(local_cluster, operator_release):
         settled, 180, "the chart's operator Deployment: one available, up-to-date Pod", describe=describe
     )
     container = pod.spec.containers[0]
-    assert container.image.startswith("localhost/mysql-operator:")
+    assert container.image == OPERATOR_IMAGE  # pulled from the registry beside the cluster
+    # what the node runs is what the registry serves under that tag, by digest
+    repo, tag = OPERATOR_IMAGE.split("/", 1)[1].rsplit(":", 1)
+    digest = local_cluster.registry().manifest_digest(repo, tag)
+    assert pod.status.container_statuses[0].image_id.endswith(f"@{digest}"), pod.status.container_statuses[0]
     assert pod.status.container_statuses[0].ready
     assert pod.status.container_statuses[0].restart_count == 0
     assert container.security_context.run_as_non_root is True

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE, install_operator, push_image
-from e2e.helpers import BACKUPS, GROUP, VERSION, Cluster, cluster_spec, scenario_namespace
+from e2e.helpers import BACKUPS, GROUP, OPERATOR_IMAGE, VERSION, Cluster, cluster_spec, scenario_namespace
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -163,9 +163,9 @@ def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
         wait_for(
             lambda: (
                 (p := _ready_operator_pods(core))
-                and all(x.spec.containers[0].image == f"localhost/mysql-operator:{TAG}" for x in p)
+                and all(x.spec.containers[0].image == OPERATOR_IMAGE for x in p)
             ),
             180,
-            "the operator back on its local image",
+            "the operator back on the release's image",
         )
-        wait_for(lambda: _leading_on(api, f"localhost/mysql-operator:{TAG}"), 120, "it holds the Lease")
+        wait_for(lambda: _leading_on(api, OPERATOR_IMAGE), 120, "it holds the Lease")

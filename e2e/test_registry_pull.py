@@ -32,8 +32,9 @@ def test_a_pull_refused_for_want_of_a_secret_is_reported_and_the_secret_fixes_it
     api, ns = local_cluster.api_client(), scenario_namespace
     image = push_image(registry_beside_cluster, "mariadb", "dbteam/mariadb")
     c = Cluster(api, ns, "priv")
-    # Always: pulled with this Pod's credentials even when containerd holds the image already
-    c.create(cluster_spec(1, "mariadb", image=image, imagePullPolicy="Always"))
+    # Always: pulled with this Pod's credentials even when containerd holds the image already;
+    # no pull Secret (every other e2e cluster names the namespace's PULL_SECRET)
+    c.create(cluster_spec(1, "mariadb", image=image, imagePullPolicy="Always", imagePullSecrets=[]))
     wait_for(
         lambda: "ErrImagePull" in waiting(c) or "ImagePullBackOff" in waiting(c),
         180,

@@ -10,7 +10,7 @@ import pymysql
 import pytest
 from kubernetes import client
 
-from e2e.helpers import writer_to, connect
+from e2e.helpers import IMAGE, PULL, connect, writer_to
 from e2e.test_operator_e2e import GROUP, NAME, PLURAL, VERSION
 from mysql_operator import manifests as m
 from tests.support.wait import wait_for
@@ -28,8 +28,8 @@ def test_ready_means_rw_accepts_and_no_repoint_churn_under_writes(host_operator)
     objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     spec = {
         "flavor": "mariadb",
-        "image": "localhost/mariadb:10.11",
-        "imagePullPolicy": "Never",
+        "image": IMAGE,
+        **PULL,
         "instances": 3,
         "database": {"name": "app", "user": "app"},
         "storage": {"size": "256Mi", "storageClassName": "standard"},

@@ -10,6 +10,7 @@ import pytest
 
 from e2e.helpers import (
     FLAVORS,
+    MARIADB_11_8,
     Cluster,
     cluster_spec,
     create_writes_table,
@@ -63,11 +64,11 @@ def test_three_instances_ready_rw_ro_and_kubectl_columns(local_cluster, scenario
 
 
 def test_mariadb_11_8_smoke(local_cluster, scenario_namespace):
-    """MariaDB 11.8 (the newest LTS; Debian sid's packages, image localhost/mariadb:11.8): a
+    """MariaDB 11.8 (the newest LTS; Debian sid's packages, image mariadb:11.8): a
     2-instance cluster becomes Ready, replicates over TLS, serves -rw and -ro."""
     c = Cluster(local_cluster.api_client(), scenario_namespace, "m118")
     elapsed = stopwatch()
-    c.create(cluster_spec(2, "mariadb", version="11.8", image="localhost/mariadb:11.8"))
+    c.create(cluster_spec(2, "mariadb", version="11.8", image=MARIADB_11_8))
     c.wait_ready(300, instances=2)
     record("cluster creation to Ready (2 instances, mariadb 11.8)", elapsed(), scenario="1")
     rw, pw = create_writes_table(c)

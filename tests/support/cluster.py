@@ -3,8 +3,12 @@
 The control plane of tests/support/controlplane.py, plus a node: a project-configured containerd,
 kubelet and kube-proxy (same Kubernetes version), CNI bridge networking, CoreDNS,
 rancher's local-path-provisioner and kube-router's NetworkPolicy firewall (the bridge plugin
-enforces no NetworkPolicy) as host processes, and images built locally (hack/build-images.sh)
-imported into containerd.
+enforces no NetworkPolicy) as host processes, and a real OCI registry beside it (TLS, basic auth).
+The images built locally (hack/build-images.sh) reach the node as users' images do: the operator's
+and the servers' are pushed to that registry and pulled by containerd with the credentials of a
+pull Secret (PULL_SECRET, in each namespace that runs them); only the node's own images (the Pod
+sandbox, which containerd pulls without any Pod's credentials, and the volume helper) are imported,
+as a kind node image carries them.
 
 Every non-default setting and the reason for it is in NODE_SETTINGS.md beside this file.
 
@@ -43,9 +47,46 @@ CLUSTER_CIDR = "10.244.0.0/16"
 SERVICE_CIDR = cp_mod.SERVICE_CIDR
 NODE_NAME = cp_mod.NODE_NAME
 STORAGE_CLASS = "standard"
-NODE_IMAGES = ("pause", "busybox", "mariadb", "mariadb-11.8", "mysql", "operator")
+NODE_IMAGES = ("pause", "busybox")  # imported into containerd: the node's own
+PRODUCT_IMAGES = ("mariadb", "mariadb-11.8", "mysql", "operator")  # pushed to the registry, pulled
 S3_PORT = 9000
-REGISTRY_PORT = 5000  # the test registry (tests/support/registry.py) on the node address
+REGISTRY_PORT = 5000  # the registry beside the cluster (tests/support/registry.py), node address
+REGISTRY = f"{NODE_IP}:{REGISTRY_PORT}"
+PULL_SECRET = "local-registry"  # the kubernetes.io/dockerconfigjson Secret for REGISTRY
+
+
+def registry_ref(local_ref: str) -> str:
+    """Where a hack/build-images.sh image (localhost/NAME:TAG) is in the registry: REGISTRY/NAME:TAG."""
+    return f"{REGISTRY}/{local_ref.removeprefix('localhost/')}"
+
+
+def pull_secret(state: dict, namespace: str) -> dict:
+    """The PULL_SECRET a namespace needs to run the product's images (a running cluster's state)."""
+    import base64
+
+    from tests.support.registry import Registry
+
+    config = Registry.from_state(state["registry"]).docker_config()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": PULL_SECRET, "namespace": namespace},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
+    }
+
+
+def ensure_pull_secret(api, state: dict, namespace: str) -> None:
+    """Create PULL_SECRET in `namespace` (kept when it is there already)."""
+    from kubernetes import client
+
+    try:
+        client.CoreV1Api(api).create_namespaced_secret(namespace, pull_secret(state, namespace))
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+
+
 LOCK = Path("/run/lock/mysqlop-cluster.lock")
 
 
@@ -161,13 +202,13 @@ class Cluster:
         from tests.support.containerd import Containerd, build_images
 
         t0 = time.monotonic()
-        self.images = build_images(*NODE_IMAGES)  # quick when the image cache is warm
+        self.images = build_images(*NODE_IMAGES, *PRODUCT_IMAGES)  # quick when the cache is warm
         self.timings["images"] = time.monotonic() - t0
         self.containerd = Containerd(self.workdir / "containerd", pause_image=self.images["pause"].ref)
         self.containerd.start()
         conflist = self.containerd.cni_conf_dir / "10-mysqlop.conflist"
         conflist.write_text(json.dumps(_cni_conflist(self.workdir / "cni-ipam"), indent=2))
-        self.containerd.import_images(self.images)
+        self.containerd.import_images({n: self.images[n] for n in NODE_IMAGES})
 
     def _start_kubelet(self) -> None:
         d = self.workdir / "kubelet"
@@ -276,15 +317,18 @@ class Cluster:
     def _start_registry(self) -> None:
         """A real OCI registry (TLS, basic auth) that containerd pulls from at the node address,
         its CA trusted through containerd's certs.d; credentials come from Pods' pull Secrets.
-        Empty: a test pushes what it pulls (tests/support/registry.py)."""
+        The product's images are pushed to it (PRODUCT_IMAGES, as registry_ref names them)."""
         from tests.support import registry as reg
 
         if reg.missing():
-            return  # only the tests that pull from it need it; they skip, saying why
+            raise ClusterError(reg.missing())
         self.registry = reg.Registry(self.workdir / "registry", host=NODE_IP, port=REGISTRY_PORT).start()
         hosts = self.containerd.workdir / "certs.d" / self.registry.address
         hosts.mkdir(parents=True, exist_ok=True)
         (hosts / "hosts.toml").write_text(self.registry.hosts_toml())
+        t0 = time.monotonic()
+        push_images(self.registry, {n: self.images[n] for n in PRODUCT_IMAGES})
+        self.timings["push-images"] = time.monotonic() - t0
 
     def _wait_node_ready(self) -> None:
         from kubernetes import client
@@ -309,17 +353,13 @@ class Cluster:
                 "access_key": self.s3.access_key,
                 "secret_key": self.s3.secret_key,
             },
-            "registry": (
-                {
-                    "root": str(self.registry.root),
-                    "host": self.registry.host,
-                    "port": self.registry.port,
-                    "username": self.registry.username,
-                    "password": self.registry.password,
-                }
-                if self.registry is not None
-                else None
-            ),
+            "registry": {
+                "root": str(self.registry.root),
+                "host": self.registry.host,
+                "port": self.registry.port,
+                "username": self.registry.username,
+                "password": self.registry.password,
+            },
             "network_policy": {
                 "enforcer": "kube-router",
                 "health": f"http://127.0.0.1:{self.netpol_health_port}/healthz",
@@ -646,21 +686,39 @@ def _read(path: Path) -> str:
         return "?"
 
 
-def import_changed_images(state: dict) -> list[str]:
-    """For a reused cluster: build the node's images (quick when cached) and import those whose
-    archive (keyed by content) differs from what the cluster imported. Returns their names."""
-    from tests.support.containerd import Containerd, build_images
+def push_images(registry, images: dict) -> None:
+    """Push hack/build-images.sh images to the registry under registry_ref (a blob it has already
+    is not sent again)."""
+    for image in images.values():
+        ref = registry_ref(image.ref)
+        repo, tag = ref.removeprefix(f"{registry.address}/").rsplit(":", 1)
+        registry.push(image.archive, repo, tag)
 
-    images = build_images(*NODE_IMAGES)
+
+def refresh_images(state: dict) -> list[str]:
+    """For a reused cluster: build the images (quick when cached), import the node's whose archive
+    (keyed by content) differs from what containerd has, push the product's (a few requests each
+    when the registry has them). The names of the images that changed."""
+    from tests.support.containerd import Containerd, build_images
+    from tests.support.registry import Registry
+
+    images = build_images(*NODE_IMAGES, *PRODUCT_IMAGES)
     had = state.get("images", {})
-    changed = {n: i for n, i in images.items() if had.get(n) != str(i.archive)}
+    changed = sorted(n for n, i in images.items() if had.get(n) != str(i.archive))
+    node = {n: images[n] for n in changed if n in NODE_IMAGES}
+    if node:
+        Containerd(Path(state["containerd_socket"]).parent).import_images(node)  # the running one
+    push_images(Registry.from_state(state["registry"]), {n: images[n] for n in PRODUCT_IMAGES})
     if changed:
-        ctd = Containerd(Path(state["containerd_socket"]).parent)  # the running one: import only
-        ctd.import_images(changed)
         state["images"] = {n: str(i.archive) for n, i in images.items()}
-        path = state_dir() / "state.json"
-        path.write_text(json.dumps(state, indent=2))
-    return sorted(changed)
+        (state_dir() / "state.json").write_text(json.dumps(state, indent=2))
+    return changed
+
+
+def written_state() -> dict:
+    """state.json of the cluster on this machine (one at a time), whoever runs it: `make
+    cluster-up`'s supervisor or a test session."""
+    return json.loads((state_dir() / "state.json").read_text())
 
 
 def running_state() -> dict | None:

@@ -238,11 +238,26 @@ def test_image_defaults_to_app_version_and_can_be_overridden():
     assert {"name": "MYSQL_OPERATOR_IMAGE", "value": "registry.example/ops/mysql-operator:9.9.9"} in c["env"]
 
 
-def test_values_local_uses_the_imported_image_and_never_pulls():
+def test_values_local_pulls_the_pushed_image_from_the_registry_beside_the_cluster():
+    from tests.support.cluster import PULL_SECRET, registry_ref
+
     values = yaml.safe_load((REPO / "examples" / "values-local.yaml").read_text())
-    c = container(render(values))
-    assert c["image"].startswith("localhost/mysql-operator:")
-    assert c["imagePullPolicy"] == "Never"
+    rendered = render(values)
+    c = container(rendered)
+    assert c["image"] == registry_ref(f"localhost/mysql-operator:{mysql_operator.__version__}")
+    assert c["imagePullPolicy"] == "Always"  # a rebuilt image is pushed under the same tag
+    pod = next(d for d in rendered if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": PULL_SECRET}]
+
+
+@pytest.mark.parametrize("example", ["local-demo.yaml", "local-demo-mysql.yaml"])
+def test_the_demo_clusters_pull_the_pushed_images_with_the_demos_secret(example):
+    from tests.support.cluster import PULL_SECRET, registry_ref
+
+    spec = yaml.safe_load((REPO / "examples" / example).read_text())["spec"]
+    local = {"mysql": "localhost/mysql:9.7", "mariadb": "localhost/mariadb:10.11"}[spec["flavor"]]
+    assert spec["image"] == registry_ref(local)
+    assert spec["imagePullSecrets"] == [{"name": PULL_SECRET}]
 
 
 def test_scheduling_resources_and_replicas_pass_through():
