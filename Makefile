@@ -4,16 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test lint unit integration e2e binaries cluster-binaries node-binaries go-binaries images deps control-plane \
+.PHONY: test lint unit integration e2e binaries cluster-binaries node-binaries images deps control-plane \
         cluster-up cluster-down demo venv clean
 
 test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests
-	$(MAKE) --no-print-directory -j3 go-binaries images lint
+	$(MAKE) --no-print-directory -j4 binaries node-binaries images lint
 	$(PY) -m pytest tests e2e
-
-# the Go builds one after the other (they share a work tree); the images and lint beside them
-go-binaries: binaries
-	$(MAKE) --no-print-directory node-binaries
 
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
 lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck
@@ -43,18 +39,18 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-binaries: cluster-binaries ## all of the below, and what only tests use: cert-manager, Prometheus (cached in ~/.cache)
-	hack/build-binaries.sh cert-manager
-	hack/build-binaries.sh prometheus
+binaries: cluster-binaries bin-cert-manager bin-prometheus ## all of the below, and what only tests use: cert-manager, Prometheus (cached in ~/.cache)
 
-cluster-binaries: ## etcd, kube-apiserver, controller-manager, scheduler, kubeadm, helm, MinIO, mysqld_exporter, the registry: what `make demo` needs
-	hack/build-binaries.sh control-plane
-	hack/build-binaries.sh s3
-	hack/build-binaries.sh exporter
-	hack/build-binaries.sh registry
+cluster-binaries: bin-control-plane bin-s3 bin-exporter bin-registry ## etcd, Kubernetes, helm, MinIO, mysqld_exporter, the registry: what `make demo` needs
 
-node-binaries: ## kubelet, kube-proxy, CoreDNS, local-path-provisioner, kube-router (cached in ~/.cache)
-	hack/build-binaries.sh node
+node-binaries: bin-node ## kubelet, kube-proxy, CoreDNS, local-path-provisioner, kube-router (cached in ~/.cache)
+
+# one hack/build-binaries.sh target each, so that `make -j` builds them side by side (each binary
+# under its own lock: two runs never build the same one)
+BIN_TARGETS := bin-control-plane bin-node bin-s3 bin-exporter bin-registry bin-cert-manager bin-prometheus
+.PHONY: $(BIN_TARGETS)
+$(BIN_TARGETS): bin-%:
+	hack/build-binaries.sh $*
 
 images: ## base, pause, busybox, MariaDB and operator images (OCI archives cached in ~/.cache)
 	hack/build-images.sh all
@@ -62,7 +58,8 @@ images: ## base, pause, busybox, MariaDB and operator images (OCI archives cache
 control-plane: venv binaries ## run a local control plane in the foreground; prints KUBECONFIG
 	$(PY) -m tests.support.controlplane
 
-cluster-up: deps venv cluster-binaries node-binaries images ## start the local one-node cluster in the background
+cluster-up: deps venv ## build what is missing (side by side), start the local one-node cluster in the background
+	$(MAKE) --no-print-directory -j4 cluster-binaries node-binaries images
 	$(PY) -m tests.support.cluster up
 
 FLAVOR ?= mysql

@@ -13,6 +13,8 @@
 #   hack/build-binaries.sh prometheus      # prometheus + promtool (test-only)
 #   hack/build-binaries.sh registry        # the distribution registry (test-only)
 #
+# Runs side by side are safe (each binary is built under its own lock): `make cluster-up` builds
+# the targets and the images in parallel.
 # Prints nothing but progress on stderr; `hack/build-binaries.sh --print-dir` prints the bin dir.
 set -euo pipefail
 
@@ -211,22 +213,36 @@ go_install() {  # $1: target dir, $2: binary name, $3: module/cmd@version, rest:
   GOBIN="$dir" go install -trimpath "$@" "$pkg"
 }
 
+locked() {  # $1: a lock name, rest: a command run holding it. Runs of this script side by side
+  # (`make -j`, hack/build-images.sh building the exporter) build each binary once: a second run
+  # waits for the first, then finds the binary built. The lock goes with the subshell.
+  local name="$1"; shift
+  mkdir -p "$CACHE_ROOT/locks"
+  ( flock 9; "$@" ) 9>"$CACHE_ROOT/locks/$name.lock"
+}
+
+# every Kubernetes binary in one `go build`: they share most packages (kubelet and kube-proxy
+# cost ~30 s more here), and `node` then finds them built
+K8S_ALL=(kube-apiserver kube-controller-manager kube-scheduler kubeadm kubectl kubelet kube-proxy)
+
 case "${1:-control-plane}" in
   --print-dir) echo "$BIN_DIR" ;;
   control-plane)
-    build_etcd
-    build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubeadm kubectl
-    build_helm ;;
-  node) build_kubernetes kubelet kube-proxy; build_node_addons ;;
+    locked etcd build_etcd
+    locked kubernetes build_kubernetes "${K8S_ALL[@]}"
+    locked helm build_helm ;;
+  node)  # the add-ons first: side by side with control-plane, they need not wait for Kubernetes
+    locked node-addons build_node_addons
+    locked kubernetes build_kubernetes kubelet kube-proxy ;;
   all)
-    build_etcd
-    build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubeadm kubectl kubelet kube-proxy
-    build_helm
-    build_node_addons ;;
-  s3) build_s3 ;;
-  cert-manager) build_cert_manager ;;
-  exporter) build_exporter ;;
-  prometheus) build_prometheus ;;
-  registry) build_registry ;;
+    locked etcd build_etcd
+    locked kubernetes build_kubernetes "${K8S_ALL[@]}"
+    locked helm build_helm
+    locked node-addons build_node_addons ;;
+  s3) locked s3 build_s3 ;;
+  cert-manager) locked cert-manager build_cert_manager ;;
+  exporter) locked exporter build_exporter ;;
+  prometheus) locked prometheus build_prometheus ;;
+  registry) locked registry build_registry ;;
   *) echo "usage: $0 [control-plane|node|all|s3|cert-manager|exporter|prometheus|registry|--print-dir]" >&2; exit 2 ;;
 esac
