@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: test lint unit integration e2e binaries cluster-binaries node-binaries images deps control-plane \
-        cluster-up cluster-down demo venv clean
+        cluster-up cluster-down demo demo-images venv clean
 
 test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests
 	$(MAKE) --no-print-directory -j4 binaries node-binaries images lint
@@ -43,11 +43,11 @@ binaries: cluster-binaries bin-cert-manager bin-prometheus ## all of the below, 
 
 cluster-binaries: bin-control-plane bin-s3 bin-exporter bin-registry ## etcd, Kubernetes, helm, MinIO, mysqld_exporter, the registry: what `make demo` needs
 
-node-binaries: bin-node ## kubelet, kube-proxy, CoreDNS, local-path-provisioner, kube-router (cached in ~/.cache)
+node-binaries: bin-node bin-network-policy ## kubelet, kube-proxy, CoreDNS, local-path-provisioner, kube-router (cached in ~/.cache)
 
 # one hack/build-binaries.sh target each, so that `make -j` builds them side by side (each binary
 # under its own lock: two runs never build the same one)
-BIN_TARGETS := bin-control-plane bin-node bin-s3 bin-exporter bin-registry bin-cert-manager bin-prometheus
+BIN_TARGETS := bin-control-plane bin-node bin-network-policy bin-s3 bin-exporter bin-registry bin-cert-manager bin-prometheus
 .PHONY: $(BIN_TARGETS)
 $(BIN_TARGETS): bin-%:
 	hack/build-binaries.sh $*
@@ -59,12 +59,19 @@ control-plane: venv binaries ## run a local control plane in the foreground; pri
 	$(PY) -m tests.support.controlplane
 
 cluster-up: deps venv ## build what is missing (side by side), start the local one-node cluster in the background
-	$(MAKE) --no-print-directory -j4 cluster-binaries node-binaries images
+	$(MAKE) --no-print-directory -j4 images cluster-binaries node-binaries
 	$(PY) -m tests.support.cluster up
 
 FLAVOR ?= mysql
-demo: cluster-up ## local cluster + chart + a 3-instance cluster (FLAVOR=mysql|mariadb), a row written and read, a backup
+# what the demo's cluster runs: one server image, the operator's; no NetworkPolicy enforcer
+DEMO_IMAGES := $(if $(filter mariadb,$(FLAVOR)),mariadb,mysql) operator
+demo: deps venv ## local cluster + chart + a 3-instance cluster (FLAVOR=mysql|mariadb), a row written and read, a backup
+	$(MAKE) --no-print-directory -j4 demo-images cluster-binaries bin-node
+	MYSQLOP_CLUSTER_IMAGES="$(DEMO_IMAGES)" $(PY) -m tests.support.cluster up
 	FLAVOR=$(FLAVOR) $(PY) -m e2e.demo
+
+demo-images:
+	hack/build-images.sh pause busybox $(DEMO_IMAGES)
 
 cluster-down: venv ## stop it and remove everything it created
 	$(PY) -m tests.support.cluster down

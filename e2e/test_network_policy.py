@@ -57,7 +57,7 @@ def _enforcer() -> str:
     if not netpol:
         why = (
             "the running local cluster was started without a NetworkPolicy enforcer "
-            "(before kube-router was added): `make cluster-down && make cluster-up`"
+            "(by `make demo`, or before kube-router was added): `make cluster-down && make cluster-up`"
         )
     else:
         try:

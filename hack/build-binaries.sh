@@ -4,8 +4,9 @@
 #
 #   hack/build-binaries.sh control-plane   # etcd, kube-apiserver, kube-controller-manager,
 #                                          # kube-scheduler, kubeadm, kubectl, helm
-#   hack/build-binaries.sh node            # kubelet, kube-proxy, coredns, local-path-provisioner,
-#                                          # kube-router (NetworkPolicy enforcement only)
+#   hack/build-binaries.sh node            # kubelet, kube-proxy, coredns, local-path-provisioner
+#   hack/build-binaries.sh network-policy  # kube-router (NetworkPolicy enforcement only; not
+#                                          # needed by `make demo`)
 #   hack/build-binaries.sh all
 #   hack/build-binaries.sh s3              # MinIO (test-only)
 #   hack/build-binaries.sh cert-manager    # cert-manager controller + its CRDs (test-only)
@@ -115,7 +116,6 @@ build_node_addons() {
   go_install "$COREDNS_DIR" coredns "github.com/coredns/coredns@$COREDNS_VERSION" -ldflags "-s -w"
   go_install "$LPP_DIR" local-path-provisioner \
     "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION" -ldflags "-s -w"
-  build_kube_router
 }
 
 build_kube_router() {  # NetworkPolicy enforcement (the CNI bridge plugin enforces none): only its
@@ -238,11 +238,13 @@ case "${1:-control-plane}" in
     locked etcd build_etcd
     locked kubernetes build_kubernetes "${K8S_ALL[@]}"
     locked helm build_helm
-    locked node-addons build_node_addons ;;
+    locked node-addons build_node_addons
+    locked kube-router build_kube_router ;;
+  network-policy) locked kube-router build_kube_router ;;
   s3) locked s3 build_s3 ;;
   cert-manager) locked cert-manager build_cert_manager ;;
   exporter) locked exporter build_exporter ;;
   prometheus) locked prometheus build_prometheus ;;
   registry) locked registry build_registry ;;
-  *) echo "usage: $0 [control-plane|node|all|s3|cert-manager|exporter|prometheus|registry|--print-dir]" >&2; exit 2 ;;
+  *) echo "usage: $0 [control-plane|node|network-policy|all|s3|cert-manager|exporter|prometheus|registry|--print-dir]" >&2; exit 2 ;;
 esac

@@ -49,6 +49,7 @@ NODE_NAME = cp_mod.NODE_NAME
 STORAGE_CLASS = "standard"
 NODE_IMAGES = ("pause", "busybox")  # imported into containerd: the node's own
 PRODUCT_IMAGES = ("mariadb", "mariadb-11.8", "mysql", "operator")  # pushed to the registry, pulled
+IMAGES_ENV = "MYSQLOP_CLUSTER_IMAGES"  # a subset of PRODUCT_IMAGES to build and push (`make demo`)
 S3_PORT = 9000
 REGISTRY_PORT = 5000  # the registry beside the cluster (tests/support/registry.py), node address
 REGISTRY = f"{NODE_IP}:{REGISTRY_PORT}"
@@ -202,7 +203,7 @@ class Cluster:
         from tests.support.containerd import Containerd, build_images
 
         t0 = time.monotonic()
-        self.images = build_images(*NODE_IMAGES, *PRODUCT_IMAGES)  # quick when the cache is warm
+        self.images = build_images(*NODE_IMAGES, *_product_images())  # quick when the cache is warm
         self.timings["images"] = time.monotonic() - t0
         self.containerd = Containerd(self.workdir / "containerd", pause_image=self.images["pause"].ref)
         self.containerd.start()
@@ -258,7 +259,13 @@ class Cluster:
         """kube-router with only its firewall: enforces NetworkPolicy with iptables + ipset on the
         traffic of this node's Pods (chains of its own, jumped to from the filter table's
         INPUT/FORWARD/OUTPUT, like kube-proxy's). Its routing, service proxy and CNI stay off.
-        Needs the Node object (it reads the node address), so it starts once the node is Ready."""
+        Needs the Node object (it reads the node address), so it starts once the node is Ready.
+        Not built (`make demo` does not build it): no enforcer, and the state says so."""
+        try:
+            binary("kube-router")
+        except FileNotFoundError:
+            print("no kube-router built: NetworkPolicy is not enforced on this cluster", file=sys.stderr)
+            return
         kubeconfig = self.cp.user_kubeconfig(
             "system:kube-router", "system:kube-router-netpol", rules=NETPOL_RULES
         )
@@ -327,7 +334,7 @@ class Cluster:
         hosts.mkdir(parents=True, exist_ok=True)
         (hosts / "hosts.toml").write_text(self.registry.hosts_toml())
         t0 = time.monotonic()
-        push_images(self.registry, {n: self.images[n] for n in PRODUCT_IMAGES})
+        push_images(self.registry, {n: self.images[n] for n in _product_images()})
         self.timings["push-images"] = time.monotonic() - t0
 
     def _wait_node_ready(self) -> None:
@@ -360,10 +367,11 @@ class Cluster:
                 "username": self.registry.username,
                 "password": self.registry.password,
             },
-            "network_policy": {
-                "enforcer": "kube-router",
-                "health": f"http://127.0.0.1:{self.netpol_health_port}/healthz",
-            },
+            "network_policy": (
+                {"enforcer": "kube-router", "health": f"http://127.0.0.1:{self.netpol_health_port}/healthz"}
+                if self.netpol_health_port
+                else None
+            ),
             "timings": self.timings,
             "images": {i.name: str(i.archive) for i in self.images.values()},
         }
@@ -684,6 +692,16 @@ def _read(path: Path) -> str:
         return path.read_text().strip()
     except OSError:
         return "?"
+
+
+def _product_images() -> tuple[str, ...]:
+    """PRODUCT_IMAGES, or the ones IMAGES_ENV names (the e2e tests push the others when they reuse
+    such a cluster)."""
+    named = os.environ.get(IMAGES_ENV, "").split()
+    unknown = set(named) - set(PRODUCT_IMAGES)
+    if unknown:
+        raise ClusterError(f"{IMAGES_ENV}: {sorted(unknown)} are not among {PRODUCT_IMAGES}")
+    return tuple(named) or PRODUCT_IMAGES
 
 
 def push_images(registry, images: dict) -> None:
