@@ -36,7 +36,9 @@ EXPORTER_DIR="$BIN_DIR/mysqld-exporter-$MYSQLD_EXPORTER_VERSION"
 PROMETHEUS_DIR="$BIN_DIR/prometheus-$PROMETHEUS_VERSION"
 REGISTRY_DIR="$BIN_DIR/registry-$REGISTRY_VERSION"
 
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+# -dwarf=false: no debug information compiled (-ldflags -w dropped it at link anyway): ~12 % less
+# compile CPU, measured on mysqld_exporter (user 38.1 s -> 33.4 s, 2 runs each)
+export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false" GOTOOLCHAIN=local
 log() { echo "[build-binaries] $*" >&2; }
 
 build_kubernetes() {  # $@: cmd names under k8s.io/kubernetes/cmd
