@@ -1,13 +1,19 @@
-"""Every cluster example in examples/ runs, on the flavor it names, with the operator installed by
-its chart: applied as a user would (kubectl apply), it becomes Ready and serves its application
-database through -rw with the settings it shows (its my.cnf lines, semi-sync, labels).
+"""Every cluster example in examples/, and the one the chart's NOTES.txt prints, runs on the
+flavor it names, with the operator installed by its chart: applied as a user would (kubectl
+apply), it becomes Ready and serves its application database through -rw with the settings it
+shows (its my.cnf lines, semi-sync, labels).
 
 What this machine cannot give an example is replaced, and only that: the image (the registry
-beside the local cluster's image of the example's flavor, and its version, MySQL 9.7 for the examples' 8.4), the
-storage (1Gi of the local StorageClass), memory requests sized for a shared 2-core node, and the
-backup section (its S3 bucket is the user's; backups are exercised in test_scenarios_backup.py)."""
+beside the local cluster has the example's flavor, and its version, MySQL 9.7 for the examples'
+8.4), the storage (1Gi of the local StorageClass), memory requests sized for a shared 2-core node,
+and the backup section (its S3 bucket is the user's; backups are exercised in
+test_scenarios_backup.py)."""
 
 from __future__ import annotations
+
+import copy
+import subprocess
+import textwrap
 
 import pytest
 import yaml
@@ -40,10 +46,30 @@ def runnable_here(doc: dict) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
-def test_an_example_runs_on_the_flavor_it_names(local_cluster, scenario_namespace, example):
-    original = yaml.safe_load((REPO / "examples" / example).read_text())
-    doc = runnable_here(yaml.safe_load((REPO / "examples" / example).read_text()))
+def notes_cluster(local_cluster) -> dict:
+    """The MySQLCluster the chart's NOTES.txt (as `helm install` printed it) asks a new user to
+    apply first."""
+    from e2e.conftest import OPERATOR_NAMESPACE, helm_env
+    from tests.support.controlplane import binary
+
+    r = subprocess.run(
+        [str(binary("helm")), "get", "notes", "mysql-operator", "--namespace", OPERATOR_NAMESPACE],
+        capture_output=True,
+        text=True,
+        env=helm_env(local_cluster),
+    )
+    assert r.returncode == 0, r.stderr
+    body = r.stdout.split("<<'YAML'\n", 1)[1].split("\n     YAML\n", 1)[0]
+    return yaml.safe_load(textwrap.dedent(body))
+
+
+@pytest.mark.parametrize("example", [*EXAMPLES, "NOTES.txt"])
+def test_an_example_runs_on_the_flavor_it_names(local_cluster, operator_release, scenario_namespace, example):
+    if example == "NOTES.txt":
+        original = notes_cluster(local_cluster)
+    else:
+        original = yaml.safe_load((REPO / "examples" / example).read_text())
+    doc = runnable_here(copy.deepcopy(original))
     name, spec = doc["metadata"]["name"], doc["spec"]
     elapsed = stopwatch()
     r = kubectl(
