@@ -169,7 +169,10 @@ def install_operator(
     ref, version, flags = published or _published_chart(
         helm, json.dumps(local_cluster.registry_state, sort_keys=True)
     )
-    _ensure_namespace(local_cluster, OPERATOR_NAMESPACE)
+    cluster_mod.create_or_keep(
+        local_cluster.api_client(),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
+    )
     local_cluster.pull_secret(OPERATOR_NAMESPACE)  # examples/values-local.yaml names it
     argv = [
         helm,
@@ -195,16 +198,6 @@ def install_operator(
         "180s",
     ]
     return subprocess.run(argv, capture_output=True, text=True, env=helm_env(local_cluster))
-
-
-def _ensure_namespace(local_cluster, name: str) -> None:
-    from kubernetes import client
-
-    try:
-        client.CoreV1Api(local_cluster.api_client()).create_namespace({"metadata": {"name": name}})
-    except client.ApiException as e:
-        if e.status != 409:
-            raise
 
 
 @pytest.fixture(scope="session")

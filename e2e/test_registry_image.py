@@ -7,8 +7,6 @@ an on-demand and a scheduled backup succeed, so no Pod falls back to a hard-code
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 
 import pytest
@@ -27,20 +25,12 @@ TAG = "0.2.0"
 def pull_secret(core, ns: str, registry, name: str = "regcred") -> None:
     """A kubernetes.io/dockerconfigjson Secret with the registry's credentials (replacing one of
     that name)."""
-    config = registry.docker_config()
     try:
         core.delete_namespaced_secret(name, ns)
     except client.ApiException as e:
         if e.status != 404:
             raise
-    core.create_namespaced_secret(
-        ns,
-        {
-            "metadata": {"name": name},
-            "type": "kubernetes.io/dockerconfigjson",
-            "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
-        },
-    )
+    core.create_namespaced_secret(ns, registry.pull_secret(name))
 
 
 def _leading_on(api, image: str) -> bool:

@@ -63,29 +63,16 @@ def registry_ref(local_ref: str) -> str:
 
 def pull_secret(state: dict, namespace: str) -> dict:
     """The PULL_SECRET a namespace needs to run the product's images (a running cluster's state)."""
-    import base64
-
     from tests.support.registry import Registry
 
-    config = Registry.from_state(state["registry"]).docker_config()
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": PULL_SECRET, "namespace": namespace},
-        "type": "kubernetes.io/dockerconfigjson",
-        "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
-    }
+    secret = Registry.from_state(state["registry"]).pull_secret(PULL_SECRET)
+    secret["metadata"]["namespace"] = namespace
+    return secret
 
 
 def ensure_pull_secret(api, state: dict, namespace: str) -> None:
     """Create PULL_SECRET in `namespace` (kept when it is there already)."""
-    from kubernetes import client
-
-    try:
-        client.CoreV1Api(api).create_namespaced_secret(namespace, pull_secret(state, namespace))
-    except client.ApiException as e:
-        if e.status != 409:
-            raise
+    create_or_keep(api, pull_secret(state, namespace))
 
 
 LOCK = Path("/run/lock/mysqlop-cluster.lock")
@@ -297,7 +284,7 @@ class Cluster:
         (d / "volumes").mkdir(parents=True, exist_ok=True)
         api = self.cp.api_client()
         for obj in local_path_objects(d / "volumes", self.images["busybox"].ref):
-            _create(api, obj)
+            create_or_keep(api, obj)
         kubeconfig = self.cp.user_kubeconfig(
             "system:local-path-provisioner",
             "system:local-path-provisioner",
@@ -642,7 +629,8 @@ def remove_network_policy_rules() -> None:
             _run("ipset", "destroy", name, check=False)
 
 
-def _create(api, obj: dict) -> None:
+def create_or_keep(api, obj: dict) -> None:
+    """Create one object from its manifest; one that exists already is kept as it is."""
     from kubernetes import client, utils
 
     try:

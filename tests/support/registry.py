@@ -270,6 +270,17 @@ class Registry:
             f'  ca = "{self.ca_file}"\n'
         )
 
+    def pull_secret(self, name: str) -> dict[str, Any]:
+        """A kubernetes.io/dockerconfigjson Secret `name` with this registry's credentials."""
+        config = json.dumps(self.docker_config()).encode()
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": base64.b64encode(config).decode()},
+        }
+
     def docker_config(self, username: str | None = None, password: str | None = None) -> dict[str, Any]:
         """A kubernetes.io/dockerconfigjson Secret's .dockerconfigjson for this registry."""
         user, pw = username or self.username, password or self.password
