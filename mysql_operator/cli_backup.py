@@ -26,7 +26,9 @@ from mysql_operator.api import (
     CLUSTER_PLURAL,
     GROUP,
     S3,
+    SSE_C,
     SecretKeys,
+    ServerSideEncryption,
     VERSION,
 )
 from mysql_operator.manifests.backup_jobs import (
@@ -36,6 +38,7 @@ from mysql_operator.manifests.backup_jobs import (
     ENV_DB_PASSWORD,
     ENV_ENCRYPTION_KEY,
     ENV_SECRET_KEY,
+    ENV_SSE_C_KEY,
     TERMINATION_LOG,
 )
 
@@ -198,6 +201,13 @@ def _s3_arguments(p) -> None:
     p.add_argument("--endpoint")
     p.add_argument("--region")
     p.add_argument("--force-path-style", action="store_true")
+    p.add_argument("--sse", metavar="TYPE", help="s3.serverSideEncryption: SSE-S3, SSE-KMS or SSE-C")
+    p.add_argument("--sse-kms-key-id", metavar="ID", help="the KMS key of SSE-KMS (default: the bucket's)")
+    p.add_argument(
+        "--sse-c-key-from",
+        metavar="WHERE",
+        help=f"SSE-C: the key is in ${ENV_SSE_C_KEY}; WHERE names its Secret in messages",
+    )
 
 
 def _client_tools_argument(p) -> None:
@@ -248,14 +258,33 @@ def _s3_from(args) -> S3:
         endpoint=args.endpoint,
         region=args.region,
         force_path_style=args.force_path_style,
+        sse=ServerSideEncryption(args.sse, args.sse_kms_key_id) if args.sse else None,
     )
+
+
+def _s3_credentials(args, env: dict[str, str]):
+    """The S3 credentials of a Job, with the SSE-C key when --sse SSE-C (CryptoError naming its
+    Secret when that is not a 256-bit key)."""
+    from mysql_operator.backup import storage
+    from mysql_operator.backup.crypto import parse_key
+
+    customer_key = None
+    if args.sse == SSE_C:
+        customer_key = parse_key(env[ENV_SSE_C_KEY], args.sse_c_key_from or "the SSE-C key").secret
+    return storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY], customer_key)
+
+
+def _secrets(env: dict[str, str]) -> list[str]:
+    """What messages must never show of a Job's environment: all but the access key id."""
+    return [v for name, v in env.items() if name != ENV_ACCESS_KEY]
 
 
 def _job_environment(
     args, names=(ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY)
 ) -> tuple[dict[str, str] | None, int]:
-    """The secrets a Job's command reads from its environment, or (None, exit status) once the
-    missing ones were reported."""
+    """The secrets a Job's command reads from its environment (with the SSE-C key when --sse
+    SSE-C), or (None, exit status) once the missing ones were reported."""
+    names = (*names, ENV_SSE_C_KEY) if args.sse == SSE_C else tuple(names)
     missing = [v for v in names if not os.environ.get(v)]
     if missing:
         return None, _finish(
@@ -276,12 +305,10 @@ def cmd_delete_data(args) -> int:
     if not folder:
         return _finish(args, {"ok": False, "message": "--folder is empty: refusing to delete a whole bucket"})
     try:
-        client = storage.make_client(s3, storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY]))
+        client = storage.make_client(s3, _s3_credentials(args, env))
         deleted = storage.delete_folder(client, s3, folder)
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
-        return _finish(
-            args, {"ok": False, "message": redact(str(e) or type(e).__name__, (env[ENV_SECRET_KEY],))}
-        )
+        return _finish(args, {"ok": False, "message": redact(str(e) or type(e).__name__, _secrets(env))})
     return _finish(
         args,
         {
@@ -308,7 +335,7 @@ def cmd_keep_evidence(args) -> int:
     files = sorted(f for f in Path(args.source).iterdir() if not f.name.startswith("..") and f.is_file())
     try:
         key = _key_from(args)
-        client = storage.make_client(s3, storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY]))
+        client = storage.make_client(s3, _s3_credentials(args, env))
         for f in files:
             name, body, kind = f.name, f.read_bytes(), "text/plain"
             if (
@@ -317,16 +344,13 @@ def cmd_keep_evidence(args) -> int:
                 name, body, kind = f"{name}.enc", seal(key, body), "application/octet-stream"
             storage.put_bytes(client, s3, storage.join_key(folder, name), body, kind)
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
-        return _finish(
-            args, {"ok": False, "message": redact(str(e) or type(e).__name__, (env[ENV_SECRET_KEY],))}
-        )
+        return _finish(args, {"ok": False, "message": redact(str(e) or type(e).__name__, _secrets(env))})
     return _finish(
         args, {"ok": True, "message": f"kept {len(files)} files at {storage.describe(s3, folder)}"}
     )
 
 
 def cmd_restore_into(args) -> int:
-    from mysql_operator.backup import storage
     from mysql_operator.backup.restore import Source, Target, restore_all
     from mysql_operator.db.instance import redact
 
@@ -339,18 +363,17 @@ def cmd_restore_into(args) -> int:
         targets[name] = Target(
             host, port, args.user, env[ENV_DB_PASSWORD], tls_ca=args.tls_ca, tools_dir=args.client_tools_dir
         )
-    creds = storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY])
     try:
         result = restore_all(
             targets,
             Source(_s3_from(args), args.path, _key_from(args), _stop_from(args)),
-            creds,
+            _s3_credentials(args, env),
             args.app_database,
             drop_account=args.drop_account,
         )
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         result = {"ok": False, "message": str(e) or type(e).__name__}
-    result["message"] = redact(str(result.get("message", "")), (env[ENV_DB_PASSWORD], env[ENV_SECRET_KEY]))
+    result["message"] = redact(str(result.get("message", "")), _secrets(env))
     return _finish(args, result)
 
 
@@ -380,7 +403,6 @@ def _parse_source(text: str):
 
 
 def cmd_run(args) -> int:
-    from mysql_operator.backup import storage
     from mysql_operator.backup.commands import Endpoint
     from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 
@@ -403,15 +425,13 @@ def cmd_run(args) -> int:
         tls_ca=args.tls_ca,
         tools_dir=args.client_tools_dir,
     )
-    creds = storage.Credentials(os.environ[ENV_ACCESS_KEY], os.environ[ENV_SECRET_KEY])
     try:
         req = dataclasses.replace(req, key=_key_from(args))
-        m = run_backup(req, creds, os.environ[ENV_DB_PASSWORD])
+        m = run_backup(req, _s3_credentials(args, env), env[ENV_DB_PASSWORD])
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         from mysql_operator.db.instance import redact
 
-        msg = redact(str(e) or type(e).__name__, (os.environ[ENV_DB_PASSWORD], os.environ[ENV_SECRET_KEY]))
-        return _finish(args, {"ok": False, "message": msg})
+        return _finish(args, {"ok": False, "message": redact(str(e) or type(e).__name__, _secrets(env))})
     return _finish(args, result_of(m, s3))
 
 
@@ -427,20 +447,24 @@ def cmd_archive_binlogs(args) -> int:
     from mysql_operator.backup.pitr import local_launch, sidecar_launch
     from mysql_operator.db.instance import redact
 
-    names = (ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY)
+    names = (
+        ENV_DB_PASSWORD,
+        ENV_ACCESS_KEY,
+        ENV_SECRET_KEY,
+        *((ENV_SSE_C_KEY,) if args.sse == SSE_C else ()),
+    )
     missing = [v for v in names if not os.environ.get(v)]
     if missing:
         print(json.dumps({"message": f"environment variables missing: {', '.join(missing)}"}), flush=True)
         return 1
+    env = {v: os.environ[v] for v in names}
     s3 = _s3_from(args)
-    client = storage.make_client(
-        s3, storage.Credentials(os.environ[ENV_ACCESS_KEY], os.environ[ENV_SECRET_KEY])
-    )
+    client = storage.make_client(s3, _s3_credentials(args, env))
     servers = tuple(Server(*_parse_source(text)) for text in args.source)
     follower = Follower(
         servers,
         args.user,
-        os.environ[ENV_DB_PASSWORD],
+        env[ENV_DB_PASSWORD],
         Path(args.spool),
         Store(client, s3, args.cluster, _key_from(args), owner=args.cluster_uid),
         max_delay=args.max_delay,
@@ -450,7 +474,7 @@ def cmd_archive_binlogs(args) -> int:
     )
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    secrets = (os.environ[ENV_DB_PASSWORD], os.environ[ENV_SECRET_KEY])
+    secrets = _secrets(env)
     health = Health(grace=max(30.0, 3 * args.max_delay), max_delay=args.max_delay)
     if args.health_port:
         health.serve(args.health_port)

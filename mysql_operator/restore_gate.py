@@ -70,6 +70,9 @@ def restore_source(api, c: MySQLCluster) -> Source:
             f"S3 credentials: Secret {s3.credentials_secret.name} lacks {', '.join(missing)} "
             "(or does not exist): create it with the access key id and secret access key"
         )
+    sse_key_problem = key_problem(api, c.namespace, s3.sse and s3.sse.customer_key, "s3.serverSideEncryption")
+    if sse_key_problem:
+        raise ValueError(sse_key_problem)
     return source
 
 

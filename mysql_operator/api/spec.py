@@ -207,6 +207,32 @@ class SecretKeys:
 
 
 @dataclass(frozen=True)
+class Encryption:
+    """Client-side encryption of backups with the key in a Secret of the cluster's namespace."""
+
+    secret: str
+    key: str = "encryption-key"
+
+    def describe(self, field_path: str) -> str:
+        return f"Secret {self.secret!r} key {self.key!r} ({field_path}.keySecret)"
+
+
+SSE_S3, SSE_KMS, SSE_C = "SSE-S3", "SSE-KMS", "SSE-C"
+SSE_C_KEY = "sse-c-key"  # the default key of serverSideEncryption.keySecret
+
+
+@dataclass(frozen=True)
+class ServerSideEncryption:
+    """s3.serverSideEncryption: what the bucket is asked to encrypt every object written with -
+    its own keys (SSE-S3), a KMS key (SSE-KMS; the bucket's default key without kms_key_id), or
+    the 256-bit key in customer_key's Secret (SSE-C), which every write and read then carries."""
+
+    type: str
+    kms_key_id: str | None = None
+    customer_key: Encryption | None = None  # SSE-C only
+
+
+@dataclass(frozen=True)
 class S3:
     bucket: str
     credentials_secret: SecretKeys
@@ -215,6 +241,7 @@ class S3:
     region: str | None = None
     force_path_style: bool = False
     path: str | None = None  # only in spec.restore.s3
+    sse: ServerSideEncryption | None = None
 
 
 @dataclass(frozen=True)
@@ -229,17 +256,6 @@ class Retention:
         m = _MAX_AGE_RE.match(self.max_age)
         assert m, self.max_age  # checked by parse
         return int(m.group(1)) * {"h": 3600, "d": 86400, "w": 7 * 86400}[m.group(2)]
-
-
-@dataclass(frozen=True)
-class Encryption:
-    """Client-side encryption of backups with the key in a Secret of the cluster's namespace."""
-
-    secret: str
-    key: str = "encryption-key"
-
-    def describe(self, field_path: str) -> str:
-        return f"Secret {self.secret!r} key {self.key!r} ({field_path}.keySecret)"
 
 
 @dataclass(frozen=True)
@@ -471,7 +487,15 @@ def check_cron(expr: str) -> str:
 
 
 def _s3(value: Any, path: str, with_path: bool = False) -> S3:
-    allowed = {"bucket", "prefix", "endpoint", "region", "forcePathStyle", "credentialsSecret"}
+    allowed = {
+        "bucket",
+        "prefix",
+        "endpoint",
+        "region",
+        "forcePathStyle",
+        "credentialsSecret",
+        "serverSideEncryption",
+    }
     d = _object(value, path, allowed | ({"path"} if with_path else set()))
     cs = _object(
         d.get("credentialsSecret"),
@@ -479,7 +503,7 @@ def _s3(value: Any, path: str, with_path: bool = False) -> S3:
         {"name", "accessKeyIdKey", "secretAccessKeyKey"},
     )
     cpath = f"{path}.credentialsSecret"
-    return S3(
+    s3 = S3(
         bucket=_str(
             d,
             "bucket",
@@ -506,6 +530,36 @@ def _s3(value: Any, path: str, with_path: bool = False) -> S3:
             secret_access_key_key=_str(cs, "secretAccessKeyKey", cpath, "AWS_SECRET_ACCESS_KEY"),
         ),
         path=_str(d, "path", path, required=True, max_len=1024) if with_path else None,
+        sse=_sse(d.get("serverSideEncryption"), f"{path}.serverSideEncryption"),
+    )
+    if s3.sse and s3.sse.type == SSE_C and s3.endpoint and not s3.endpoint.startswith("https://"):
+        raise SpecError(
+            f"{path}.endpoint",
+            "serverSideEncryption type SSE-C sends the key with every request: the endpoint must be https://",
+        )
+    return s3
+
+
+def _sse(value: Any, path: str) -> ServerSideEncryption | None:
+    if value is None:
+        return None
+    d = _object(value, path, {"type", "kmsKeyId", "keySecret"})
+    kind = _str(d, "type", path, required=True)
+    if kind not in (SSE_S3, SSE_KMS, SSE_C):
+        raise SpecError(f"{path}.type", f"must be {SSE_S3}, {SSE_KMS} or {SSE_C}, not {kind!r}")
+    if d.get("kmsKeyId") is not None and kind != SSE_KMS:
+        raise SpecError(f"{path}.kmsKeyId", f"is only for type {SSE_KMS}: remove it")
+    if (d.get("keySecret") is None) == (kind == SSE_C):
+        raise SpecError(
+            f"{path}.keySecret",
+            "is required with type SSE-C: the Secret holding the key (32 random bytes, base64)"
+            if kind == SSE_C
+            else "is only for type SSE-C: remove it",
+        )
+    return ServerSideEncryption(
+        type=kind,
+        kms_key_id=_str(d, "kmsKeyId", path, max_len=2048),
+        customer_key=_key_secret(d, path, SSE_C_KEY) if kind == SSE_C else None,
     )
 
 
@@ -542,7 +596,11 @@ def _point_in_time(value: str | None, path: str) -> str | None:
 def _encryption(value: Any, path: str) -> Encryption | None:
     if value is None:
         return None
-    d = _object(value, path, {"keySecret"})
+    return _key_secret(_object(value, path, {"keySecret"}), path, "encryption-key")
+
+
+def _key_secret(d: dict, path: str, default_key: str) -> Encryption:
+    """`<path>.keySecret`: the Secret and key of a 256-bit key."""
     kpath = f"{path}.keySecret"
     if d.get("keySecret") is None:
         raise SpecError(kpath, "is required: the Secret holding the key (32 random bytes, base64)")
@@ -553,7 +611,7 @@ def _encryption(value: Any, path: str) -> Encryption | None:
             ks,
             "key",
             kpath,
-            "encryption-key",
+            default_key,
             max_len=253,
             pattern=re.compile(r"^[-._a-zA-Z0-9]+$"),
             hint="a Secret key uses letters, digits, '-', '_' and '.'",

@@ -194,8 +194,19 @@ class BackupController:
             self._patch_status(BACKUP_PLURAL, ns, name, status)
             return status
         cluster = parse(cluster_body)
-        lacking = self._lacks_backup_password(cluster) or key_problem(
-            self.api, ns, cluster.spec.backup and cluster.spec.backup.encryption, "spec.backup.encryption"
+        lacking = (
+            self._lacks_backup_password(cluster)
+            or key_problem(
+                self.api, ns, cluster.spec.backup and cluster.spec.backup.encryption, "spec.backup.encryption"
+            )
+            or key_problem(
+                self.api,
+                ns,
+                s3.sse and s3.sse.customer_key,
+                "spec.storage.s3.serverSideEncryption"
+                if backup.s3 is not None
+                else f"MySQLCluster {backup.cluster_name} spec.backup.storage.s3.serverSideEncryption",
+            )
         )
         if lacking:
             return self._fail(body, lacking)

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from mysql_operator.api import S3
+from mysql_operator.api import S3, SSE_C, SSE_KMS, ServerSideEncryption
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # the S3 minimum for every part but the last
 DEFAULT_PART_SIZE = 16 * 1024 * 1024
@@ -35,9 +35,35 @@ class NotFound(StorageError):
 class Credentials:
     access_key_id: str
     secret_access_key: str
+    sse_customer_key: bytes | None = None  # the 256-bit key of s3.serverSideEncryption type SSE-C
 
-    def __repr__(self) -> str:  # never print the secret
+    def __repr__(self) -> str:  # never print the secrets
         return f"Credentials(access_key_id={self.access_key_id!r}, secret_access_key='***')"
+
+
+# the S3 operations that write an object's bytes, and those that must carry an SSE-C key
+SSE_WRITES = frozenset({"PutObject", "CreateMultipartUpload"})
+SSE_C_CALLS = SSE_WRITES | {"UploadPart", "GetObject", "HeadObject"}
+
+
+def sse_params(sse: ServerSideEncryption | None, customer_key: bytes | None, operation: str) -> dict:
+    """Pure: the parameters s3.serverSideEncryption adds to one S3 operation (none to listings
+    and deletions). SSE-C's key goes with every read and write of an object's bytes."""
+    if sse is None:
+        return {}
+    if sse.type == SSE_C:
+        if operation not in SSE_C_CALLS:
+            return {}
+        assert customer_key is not None, "SSE-C without its key"
+        return {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": customer_key}
+    if operation not in SSE_WRITES:
+        return {}
+    if sse.type == SSE_KMS:
+        return {
+            "ServerSideEncryption": "aws:kms",
+            **({"SSEKMSKeyId": sse.kms_key_id} if sse.kms_key_id else {}),
+        }
+    return {"ServerSideEncryption": "AES256"}
 
 
 def join_key(*parts: str) -> str:
@@ -71,13 +97,23 @@ def make_client(
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    return boto3.session.Session().client(
+    client = boto3.session.Session().client(
         "s3",
         endpoint_url=s3.endpoint or None,
         aws_access_key_id=creds.access_key_id,
         aws_secret_access_key=creds.secret_access_key,
         config=config,
     )
+    if s3.sse is not None:
+        if s3.sse.type == SSE_C and creds.sse_customer_key is None:
+            raise StorageError("serverSideEncryption type SSE-C: the Job was given no key")
+
+        def add_sse(params: dict, model, **_) -> None:  # before botocore encodes the SSE-C key
+            params.update(sse_params(s3.sse, creds.sse_customer_key, model.name))
+
+        for operation in SSE_C_CALLS:
+            client.meta.events.register(f"provide-client-params.s3.{operation}", add_sse)
+    return client
 
 
 def explain(e: BaseException, s3: S3, key: str = "") -> StorageError:
@@ -91,6 +127,9 @@ def explain(e: BaseException, s3: S3, key: str = "") -> StorageError:
         err = e.response.get("Error", {})
         code = str(err.get("Code", ""))
         status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        sse = _explain_sse(s3, where, code, status, str(err.get("Message", "")))
+        if sse is not None:
+            return sse
         if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"):
             return StorageError(
                 f"S3 refused the credentials for {where} ({code}): check the access "
@@ -132,6 +171,31 @@ def explain(e: BaseException, s3: S3, key: str = "") -> StorageError:
     if isinstance(e, botocore.exceptions.BotoCoreError):
         return StorageError(f"S3 request on {where} failed: {e}")
     return StorageError(f"S3 request on {where} failed: {type(e).__name__}: {e}")
+
+
+def _explain_sse(s3: S3, where: str, code: str, status: int | None, message: str) -> StorageError | None:
+    """A refusal that s3.serverSideEncryption explains, said so; None for any other."""
+    sse = s3.sse
+    if sse is None:
+        return None
+    said = f"{code}: {message}".rstrip(": ")
+    if "kms" in code.lower():
+        return StorageError(
+            f"S3 could not encrypt or decrypt {where} with its KMS key ({said}): check "
+            f"s3.serverSideEncryption.kmsKeyId ({sse.kms_key_id or 'the bucket default'}) and that "
+            "the credentials may use that key"
+        )
+    if sse.type == SSE_C and (status == 403 or code == "AccessDenied"):
+        return StorageError(
+            f"S3 refused {where} with the SSE-C key given ({said}): the object was written with "
+            "another key (s3.serverSideEncryption.keySecret), or the credentials lack access to it"
+        )
+    if code == "InvalidRequest" and ("encryption" in message.lower() or status == 400):
+        return StorageError(
+            f"{where} is not stored as s3.serverSideEncryption (type {sse.type}) says ({said}): "
+            "use the settings it was written with"
+        )
+    return None
 
 
 def check_bucket(client, s3: S3) -> None:

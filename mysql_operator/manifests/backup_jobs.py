@@ -27,6 +27,7 @@ ENV_DB_PASSWORD = "MYSQL_OPERATOR_DB_PASSWORD"
 ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_ENCRYPTION_KEY = "MYSQL_OPERATOR_ENCRYPTION_KEY"
+ENV_SSE_C_KEY = "MYSQL_OPERATOR_SSE_C_KEY"  # s3.serverSideEncryption type SSE-C
 TERMINATION_LOG = "/dev/termination-log"
 RUN_AS = 65532  # the operator image's user
 CLIENT_TOOLS_DIR = "/run/mysql-operator/client-tools"  # shared by a Job's container and its sidecar
@@ -52,7 +53,7 @@ def backup_args(
         c.name,
         "--backup",
         backup.name,
-        *s3_args(s3),
+        *s3_parts(s3)[0],
         "--compression",
         compression,
         "--part-size-mib",
@@ -105,7 +106,6 @@ def backup_job(
     deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
 ) -> dict[str, Any]:
     """The Job for one MySQLBackup (the caller adds the owner reference to the MySQLBackup)."""
-    cs = s3.credentials_secret
     enc_args, enc_env = encryption_parts(c.spec.backup and c.spec.backup.encryption, "spec.backup.encryption")
     return tenant_job(
         c,
@@ -116,8 +116,7 @@ def backup_job(
         backup_args(c, backup, s3, compression=compression, part_size_mib=part_size_mib) + enc_args,
         [
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.BACKUP_PASSWORD_KEY),
-            _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
-            _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+            *s3_parts(s3)[1],
             *enc_env,
         ],
         image_pull_policy=image_pull_policy,
@@ -281,18 +280,15 @@ def delete_data_job(
     """The Job that deletes one backup's objects (`mysql-operator backup delete-data`): retention
     and deleting a MySQLBackup talk to a tenant's S3 endpoint only from here, with the S3
     credentials and nothing else. The caller adds the owner reference to the MySQLBackup."""
-    cs = s3.credentials_secret
+    s3a, s3env = s3_parts(s3)
     return tenant_job(
         c,
         delete_job_name(backup_name),
         COMPONENT_BACKUP,
         "delete",
         image,
-        ["backup", "delete-data", *s3_args(s3), "--folder", folder],
-        [
-            _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
-            _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
-        ],
+        ["backup", "delete-data", *s3a, "--folder", folder],
+        s3env,
         image_pull_policy=image_pull_policy,
         deadline_seconds=3600,
     )
@@ -308,21 +304,17 @@ def evidence_job(
     `evidence`, mounted read-only) to the backup bucket, under <prefix>/evidence/<evidence>/
     (`mysql-operator backup keep-evidence`): the bucket is the tenant's, so only this tokenless
     Pod talks to it. The caller makes the ConfigMap its owner."""
-    cs = s3.credentials_secret
     name = f"{evidence}-export"
     enc_args, enc_env = encryption_parts(c.spec.backup and c.spec.backup.encryption, "spec.backup.encryption")
+    s3a, s3env = s3_parts(s3)
     return tenant_job(
         c,
         name if len(name) <= 63 else name[:63].rstrip("-"),
         COMPONENT_BACKUP,
         "keep-evidence",
         image,
-        ["backup", "keep-evidence", *s3_args(s3), "--source", EVIDENCE_DIR, "--name", evidence, *enc_args],
-        [
-            _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
-            _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
-            *enc_env,
-        ],
+        ["backup", "keep-evidence", *s3a, "--source", EVIDENCE_DIR, "--name", evidence, *enc_args],
+        [*s3env, *enc_env],
         image_pull_policy=image_pull_policy,
         deadline_seconds=600,
         volumes=[
@@ -339,8 +331,10 @@ def restore_job_name(c: MySQLCluster) -> str:
     return name if len(name) <= 63 else name[:63].rstrip("-")
 
 
-def s3_args(s3: S3) -> list[str]:
-    """The S3 location arguments shared by the Jobs' commands (credentials come from env)."""
+def s3_parts(s3: S3) -> tuple[list[str], list[dict[str, Any]]]:
+    """The S3 arguments shared by the Jobs' commands (location, server-side encryption) and the
+    environment holding the secrets they need: the credentials and an SSE-C key, from their
+    Secrets, never in arguments."""
     args = ["--bucket", s3.bucket, "--prefix", s3.prefix or ""]
     if s3.endpoint:
         args += ["--endpoint", s3.endpoint]
@@ -348,7 +342,20 @@ def s3_args(s3: S3) -> list[str]:
         args += ["--region", s3.region]
     if s3.force_path_style:
         args.append("--force-path-style")
-    return args
+    cs = s3.credentials_secret
+    env = [
+        _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
+        _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+    ]
+    sse = s3.sse
+    if sse is not None:
+        args += ["--sse", sse.type]
+        if sse.kms_key_id:
+            args += ["--sse-kms-key-id", sse.kms_key_id]
+        if sse.customer_key is not None:
+            args += ["--sse-c-key-from", sse.customer_key.describe("s3.serverSideEncryption")]
+            env.append(_secret_env(ENV_SSE_C_KEY, sse.customer_key.secret, sse.customer_key.key))
+    return args, env
 
 
 def restore_job(
@@ -367,7 +374,7 @@ def restore_job(
     args = [
         "backup",
         "restore-into",
-        *s3_args(s3),
+        *s3_parts(s3)[0],
         "--path",
         path,
         "--user",
@@ -381,7 +388,6 @@ def restore_job(
     for i in range(c.spec.instances):
         args += ["--target", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
     args += ["--client-tools-dir", CLIENT_TOOLS_DIR, *stop_args(c)]
-    cs = s3.credentials_secret
     enc_args, enc_env = encryption_parts(
         c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"
     )
@@ -394,8 +400,7 @@ def restore_job(
         args + enc_args,
         [
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.RESTORE_PASSWORD_KEY),
-            _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
-            _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+            *s3_parts(s3)[1],
             *enc_env,
         ],
         image_pull_policy=image_pull_policy,
@@ -458,7 +463,7 @@ def binlog_archiver(
     b = c.spec.backup
     if b is None or b.s3 is None or not b.binlogs.enabled:
         return None
-    s3, cs = b.s3, b.s3.credentials_secret
+    s3a, s3env = s3_parts(b.s3)
     enc_args, enc_env = encryption_parts(b.encryption, "spec.backup.encryption")
     args = [
         "backup",
@@ -466,7 +471,7 @@ def binlog_archiver(
         "--cluster",
         c.name,
         *(["--cluster-uid", c.uid] if c.uid else []),
-        *s3_args(s3),
+        *s3a,
         "--user",
         k.BINLOG_USER,
         "--max-delay",
@@ -492,8 +497,7 @@ def binlog_archiver(
         args,
         [
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.BINLOG_PASSWORD_KEY),
-            _secret_env(ENV_ACCESS_KEY, cs.name, cs.access_key_id_key),
-            _secret_env(ENV_SECRET_KEY, cs.name, cs.secret_access_key_key),
+            *s3env,
             *enc_env,
         ],
         image_pull_policy=image_pull_policy,

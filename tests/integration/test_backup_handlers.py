@@ -63,7 +63,7 @@ def make_cluster(objs, ns, schedule="0 3 * * *", retention=None):
     return objs.create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, body)
 
 
-def make_backup(objs, ns, name, cluster="shop"):
+def make_backup(objs, ns, name, cluster="shop", storage=None):
     return objs.create_namespaced_custom_object(
         GROUP,
         VERSION,
@@ -73,7 +73,7 @@ def make_backup(objs, ns, name, cluster="shop"):
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "MySQLBackup",
             "metadata": {"name": name},
-            "spec": {"clusterRef": {"name": cluster}},
+            "spec": {"clusterRef": {"name": cluster}, **({"storage": storage} if storage else {})},
         },
     )
 
@@ -323,6 +323,43 @@ def test_backup_with_an_unusable_encryption_key_fails_naming_the_field_and_no_jo
     env = {e.name: e.value_from for e in job.spec.template.spec.containers[0].env}
     ref = env["MYSQL_OPERATOR_ENCRYPTION_KEY"].secret_key_ref
     assert (ref.name, ref.key) == ("backup-key", "encryption-key")
+    assert good not in json.dumps(client.ApiClient().sanitize_for_serialization(job))
+
+
+def test_a_backup_to_sse_c_storage_without_its_key_fails_naming_it_and_no_job_is_made(
+    control_plane, ctl, crds, namespace
+):
+    """A MySQLBackup's own storage asks for SSE-C: its key Secret is checked before the Job as the
+    client-side key is; once it exists the Job reads it from the Secret, never from its arguments."""
+    make_cluster(crds, namespace)
+    storage = {
+        "s3": {
+            "bucket": "other",
+            "endpoint": "https://s3.example:9000",
+            "credentialsSecret": {"name": "s3"},
+            "serverSideEncryption": {"type": "SSE-C", "keySecret": {"name": "sse-key"}},
+        }
+    }
+    make_backup(crds, namespace, "no-key", storage=storage)
+    status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "no-key"))
+    where = "Secret 'sse-key' key 'sse-c-key' (spec.storage.s3.serverSideEncryption.keySecret)"
+    assert status["phase"] == "Failed" and status["message"].startswith(f"{where}: the Secret does not exist")
+    assert ("BackupFailed", "Warning") in events_for(control_plane, namespace, "no-key")
+    batch = client.BatchV1Api(control_plane.api_client())
+    assert not batch.list_namespaced_job(namespace).items
+
+    good = base64.b64encode(bytes(range(32))).decode()
+    client.CoreV1Api(control_plane.api_client()).create_namespaced_secret(
+        namespace, {"metadata": {"name": "sse-key"}, "stringData": {"sse-c-key": good}}
+    )
+    make_backup(crds, namespace, "with-key", storage=storage)
+    assert ctl.start(get(crds, namespace, BACKUP_PLURAL, "with-key"))["phase"] == "Running"
+    (job,) = batch.list_namespaced_job(namespace).items
+    (main,) = job.spec.template.spec.containers
+    ref = {e.name: e.value_from for e in main.env}["MYSQL_OPERATOR_SSE_C_KEY"].secret_key_ref
+    assert (ref.name, ref.key) == ("sse-key", "sse-c-key") and main.args[
+        main.args.index("--sse") + 1
+    ] == "SSE-C"
     assert good not in json.dumps(client.ApiClient().sanitize_for_serialization(job))
 
 

@@ -9,10 +9,12 @@ its own process group, and `stop()` kills exactly that process group.
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -50,10 +52,22 @@ class S3Server:
     proc: subprocess.Popen | None = field(default=None, repr=False)
     # 127.0.0.1 for host-side tests; the local cluster's node address when Pods must reach it
     host: str = "127.0.0.1"
+    # server-side encryption: a static KMS key of this name (SSE-S3 and SSE-KMS with it)
+    kms_key: str | None = None
+    # https with this folder's public.crt/private.key (SSE-C needs it), for `tls_name`, which
+    # resolves to `host`; clients verify it with `ca_file`
+    certs_dir: Path | None = None
+    tls_name: str = "localhost"
 
     @property
     def endpoint(self) -> str:
+        if self.certs_dir is not None:
+            return f"https://{self.tls_name}:{self.port}"
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def ca_file(self) -> str | None:
+        return str(self.certs_dir / "CAs" / "ca.crt") if self.certs_dir is not None else None
 
     def start(self, timeout: float = 60) -> "S3Server":
         (self.root / "data").mkdir(parents=True, exist_ok=True)
@@ -66,6 +80,9 @@ class S3Server:
             "MINIO_UPDATE": "off",
             "MINIO_CI_CD": "1",
         }
+        if self.kms_key:
+            env["MINIO_KMS_SECRET_KEY"] = f"{self.kms_key}:{base64.b64encode(os.urandom(32)).decode()}"
+        tls = ["--certs-dir", str(self.certs_dir)] if self.certs_dir is not None else []
         log = open(self.root / "minio.log", "ab")
         self.proc = subprocess.Popen(
             [
@@ -76,6 +93,7 @@ class S3Server:
                 f"{self.host}:{self.port}",
                 "--console-address",
                 f"127.0.0.1:{self.console_port}",
+                *tls,
                 str(self.root / "data"),
             ],
             env=env,
@@ -92,7 +110,10 @@ class S3Server:
         if self.proc.poll() is not None:
             raise RuntimeError(f"MinIO exited: {self.log_tail()}")
         try:
-            with urllib.request.urlopen(f"{self.endpoint}/minio/health/ready", timeout=2) as r:
+            context = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
+            with urllib.request.urlopen(
+                f"{self.endpoint}/minio/health/ready", timeout=2, context=context
+            ) as r:
                 return r.status == 200
         except (urllib.error.URLError, OSError):
             return False
@@ -103,6 +124,7 @@ class S3Server:
             endpoint_url=self.endpoint,
             aws_access_key_id=access_key or self.access_key,
             aws_secret_access_key=secret_key or self.secret_key,
+            verify=self.ca_file,
             config=Config(
                 region_name="us-east-1", s3={"addressing_style": "path"}, retries={"max_attempts": 1}
             ),

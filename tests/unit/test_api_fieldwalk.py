@@ -44,6 +44,7 @@ S3 = {
     "region": "r1",
     "forcePathStyle": True,
     "credentialsSecret": {"name": "s3", "accessKeyIdKey": "AK", "secretAccessKeyKey": "SK"},
+    "serverSideEncryption": {"type": "SSE-KMS", "kmsKeyId": "kms-1"},
 }
 
 # Every optional section present, so every field has something to change.
@@ -96,15 +97,33 @@ FULL_RESTORE_S3 = {**copy.deepcopy(FULL), "restore": {"s3": {**copy.deepcopy(S3)
 BASES = {"full": FULL, "restore-s3": FULL_RESTORE_S3}
 
 # path -> (base, edits): edits are (dotted path, new value or None to delete).
-_S3_CHANGES = {
-    "bucket": "bucket-two",
-    "prefix": "p2",
-    "endpoint": "http://s3.other:9000",
-    "region": "r2",
-    "forcePathStyle": False,
-    "credentialsSecret.name": "s3-other",
-    "credentialsSecret.accessKeyIdKey": "AK2",
-    "credentialsSecret.secretAccessKeyKey": "SK2",
+_SSE_C = {"type": "SSE-C", "keySecret": {"name": "sse-key"}}
+# field of an s3 -> its edits, relative to the s3 object
+_S3_CHANGES: dict[str, list[tuple[str, object]]] = {
+    **{
+        key: [(key, value)]
+        for key, value in {
+            "bucket": "bucket-two",
+            "prefix": "p2",
+            "endpoint": "http://s3.other:9000",
+            "region": "r2",
+            "forcePathStyle": False,
+            "credentialsSecret.name": "s3-other",
+            "credentialsSecret.accessKeyIdKey": "AK2",
+            "credentialsSecret.secretAccessKeyKey": "SK2",
+            "serverSideEncryption.kmsKeyId": "kms-2",
+        }.items()
+    },
+    "serverSideEncryption.type": [("serverSideEncryption", {"type": "SSE-S3"})],
+    # SSE-C needs an https endpoint (refused otherwise: tests/invalid)
+    "serverSideEncryption.keySecret.name": [
+        ("endpoint", "https://s3.local:9000"),
+        ("serverSideEncryption", _SSE_C),
+    ],
+    "serverSideEncryption.keySecret.key": [
+        ("endpoint", "https://s3.local:9000"),
+        ("serverSideEncryption", {**_SSE_C, "keySecret": {"name": "sse-key", "key": "k2"}}),
+    ],
 }
 CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "flavor": ("full", [("flavor", "mariadb"), ("version", "10.11")]),
@@ -182,9 +201,9 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
         [("tls.issuerRef", {"name": "ca-issuer", "group": "issuers.example.com"})],
     ),
 }
-for _k, _v in _S3_CHANGES.items():
-    CHANGES[f"backup.storage.s3.{_k}"] = ("full", [(f"backup.storage.s3.{_k}", _v)])
-    CHANGES[f"restore.s3.{_k}"] = ("restore-s3", [(f"restore.s3.{_k}", _v)])
+for _k, _edits in _S3_CHANGES.items():
+    CHANGES[f"backup.storage.s3.{_k}"] = ("full", [(f"backup.storage.s3.{p}", v) for p, v in _edits])
+    CHANGES[f"restore.s3.{_k}"] = ("restore-s3", [(f"restore.s3.{p}", v) for p, v in _edits])
 
 # Refused on update by a CEL transition rule (proven in tests/integration/test_crds.py).
 IMMUTABLE_ROOTS = ("flavor", "credentials", "database", "restore")
