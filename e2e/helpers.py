@@ -236,10 +236,11 @@ def _ctr_task(
 
 
 def signal_server(local_cluster, c: Cluster, pod: str, sig: str) -> None:
-    """Send `sig` to the mysqld container of one of the cluster's Pods through containerd (what
-    a crash, a kill or a hang does to it; the kubelet sees it as the container's own doing)."""
-    r = _ctr_task(local_cluster, c, pod, "kill", "-s", sig, "{id}")
-    assert r.returncode == 0, f"ctr tasks kill -s {sig}: {r.stderr}"
+    """Send `sig` to every process of the mysqld container of one of the cluster's Pods through
+    containerd (what a crash, a kill or a hang does to it; the kubelet sees it as the container's
+    own doing): the server and start.sh, which supervises it."""
+    r = _ctr_task(local_cluster, c, pod, "kill", "--all", "-s", sig, "{id}")
+    assert r.returncode == 0, f"ctr tasks kill --all -s {sig}: {r.stderr}"
 
 
 def server_processlist(local_cluster, c: Cluster, pod: str) -> str:

@@ -763,9 +763,9 @@ class ReplicationEngine:
 
     def reseed(self, d: t.Reseed, observed: Sequence[t.InstanceState], steps: list[Step]) -> None:
         """Replace `d.name`'s data by a copy of `d.donor`'s (MySQL CLONE): the copy runs in the
-        server while later passes watch it; once copied, the server shuts itself down (no
-        supervisor can restart mysqld in a Pod: ER_CLONE_RESTART) and its container starts it on
-        the new data; then it is an ordinary replica without a source (rule 7). Errant
+        server while later passes watch it; once copied, the server restarts on the new data
+        (start.sh supervises it in its container); then it is an ordinary replica without a
+        source (rule 7). Errant
         transactions are recorded (keep_evidence) before anything is discarded."""
         state = next(s for s in observed if s.name == d.name)
         i = self.instances[d.name]

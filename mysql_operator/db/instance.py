@@ -129,6 +129,9 @@ class Observation:
 
 
 ER_CLONE_RESTART = 3707  # "Restart server failed (mysqld is not managed by supervisor process)"
+# A copy's CLONE session ends with these when the server restarts itself on the copy (under a
+# supervisor: start.sh) - or dies; clone_status tells which once it answers again
+CLONE_SESSION_ENDS = frozenset({ER_CLONE_RESTART, 2006, 2013})
 # the GTID of a transaction's first event in SHOW BINLOG EVENTS: MySQL "SET @@SESSION.GTID_NEXT=
 # '<uuid>:<n>'", MariaDB "BEGIN GTID <domain>-<server>-<seq>" (or "GTID ..." for DDL)
 _GTID_NEXT = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'|\bGTID\s+(\d+-\d+-\d+)")
@@ -551,8 +554,10 @@ class Instance:
         """Start replacing this server's data by a copy of host:port's (CLONE INSTANCE, as
         `user`), on a connection of its own in a thread: the copy runs in the server, watched
         through clone_status. An early refusal (privileges, donor unreachable) raises. A copy
-        ends with ER_CLONE_RESTART: no supervisor can restart mysqld, so it shuts itself down
-        and its container starts it on the copy. Killing the CLONE session would abort the copy
+        ends with the server restarting on it: under start.sh, which supervises mysqld
+        (MYSQLD_PARENT_PID), in place, and this session is lost; without a supervisor the
+        statement fails with ER_CLONE_RESTART and the server shuts down, for its container to
+        start it on the copy. Neither is a failure. Killing the CLONE session would abort the copy
         and leave the server empty: this connection is never killed, only dropped (the copy goes
         on in the server)."""
         self.ensure_clone_plugin()
@@ -578,7 +583,7 @@ class Instance:
                         (user, host, password),
                     )
             except pymysql.err.MySQLError as e:
-                if _errno(e) != ER_CLONE_RESTART:
+                if _errno(e) not in CLONE_SESSION_ENDS:
                     failure.append(self._error(e, "CLONE INSTANCE failed", [password]))
             finally:
                 with contextlib.suppress(Exception):

@@ -32,14 +32,6 @@ printf '[client]\nuser = "%s"\npassword = "%s"\nsocket = "%s"\n' \
   "${MYSQL_OPERATOR_USER:-mysql-operator}" "$pw" "$RUN_DIR/mysqld.sock" > "$RUN_DIR/client.cnf"
 unset pw MYSQL_OPERATOR_PASSWORD
 
-# A re-seed's CLONE waits in the data directory for this start to put it in place. The copy has
-# the donor's GTIDs, not this server's own history: a new server_uuid (auto.cnf is made again)
-# keeps what it writes later from reusing the GTIDs of the transactions the copy discarded.
-if [ "$FLAVOR" = mysql ] && [ -f "$DATA_ROOT/data/#clone/#replace_files" ]; then
-  echo "start: a CLONE is being put in place: this server gets a new server_uuid" >&2
-  rm -f "$DATA_ROOT/data/auto.cnf"
-fi
-
 # A re-seed's copy (seed.sh accept, MariaDB) leaves the GTID state of its data for this start
 # only: the server runs it once (--init-file), from the in-memory run folder.
 EXTRA=()
@@ -54,5 +46,38 @@ case "$FLAVOR" in
   mariadb) SERVER=mariadbd ;;
   *) echo "start: unknown flavor $FLAVOR" >&2; exit 1 ;;
 esac
-exec "$SERVER" --defaults-file="$RUN_DIR/my.cnf" --datadir="$DATA_ROOT/data" \
-  --socket="$RUN_DIR/mysqld.sock" --pid-file="$RUN_DIR/mysqld.pid" --port="$PORT" "${EXTRA[@]}" "$@"
+# The server runs as this script's child, not in its place: after a re-seed's CLONE has copied a
+# donor's data, MySQL restarts itself by exiting with status 16 to its supervisor
+# (MYSQLD_PARENT_PID), and this loop starts it again at once, in the same container. Left to the
+# kubelet, that restart would wait out the container's crash back-off, which doubles with every
+# restart minutes apart (10 s, 20 s, 40 s...: a Pod re-seeded a few times waited most of a minute).
+# SIGTERM and SIGINT go to the server; the script ends with the server's exit status.
+export MYSQLD_PARENT_PID=$$
+child=
+stopping=
+trap 'stopping=1; if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; fi' TERM INT
+while [ -z "$stopping" ]; do
+  # A re-seed's CLONE waits in the data directory for this start to put it in place. The copy has
+  # the donor's GTIDs, not this server's own history: a new server_uuid (auto.cnf is made again)
+  # keeps what it writes later from reusing the GTIDs of the transactions the copy discarded.
+  if [ "$FLAVOR" = mysql ] && [ -f "$DATA_ROOT/data/#clone/#replace_files" ]; then
+    echo "start: a CLONE is being put in place: this server gets a new server_uuid" >&2
+    rm -f "$DATA_ROOT/data/auto.cnf"
+  fi
+  "$SERVER" --defaults-file="$RUN_DIR/my.cnf" --datadir="$DATA_ROOT/data" \
+    --socket="$RUN_DIR/mysqld.sock" --pid-file="$RUN_DIR/mysqld.pid" --port="$PORT" "${EXTRA[@]}" "$@" &
+  child=$!
+  status=0
+  wait "$child" || status=$?
+  while kill -0 "$child" 2>/dev/null; do  # a signal ended the wait, not the server: wait again
+    status=0
+    wait "$child" || status=$?
+  done
+  child=
+  if [ "$status" -ne 16 ]; then
+    exit "$status"
+  fi
+  echo "start: the server asked to be restarted (a CLONE copied its data): starting it again" >&2
+  EXTRA=()  # a re-seed's init file runs once
+done
+exit 143
