@@ -111,8 +111,8 @@ def test_deleting_a_cluster_removes_owned_objects_keeps_user_secret_and_pvcs(
 
 def test_a_pod_that_cannot_start_is_named_with_the_kubelets_reason(local_cluster, scenario_namespace):
     """An image the registry does not have (a typo in spec.image): the status says which instance
-    is stuck and why, in the kubelet's words, instead of only "0/1 instances ready"; once the spec
-    names an image that is there, the cluster starts."""
+    is stuck and why, in the kubelet's words, instead of only "0/1 instances ready", and so does
+    one Warning Event; once the spec names an image that is there, the cluster starts."""
     c = Cluster(local_cluster.api_client(), scenario_namespace, "noimg")
     missing = IMAGES["mariadb"].replace("/mariadb:", "/no-such-image:")
     c.create(cluster_spec(1, image=missing))
@@ -130,6 +130,10 @@ def test_a_pod_that_cannot_start_is_named_with_the_kubelets_reason(local_cluster
     assert ready["status"] == "False" and ready["reason"] == "InstancesNotReady", ready
     assert "0/1 instances ready; noimg-0: " in ready["message"], ready
     assert any(r in ready["message"] for r in pulling), ready
+    # and said once as a Warning Event on the MySQLCluster, not only in its status
+    said = wait_for(lambda: c.events("InstanceWaiting"), 30, "the InstanceWaiting Event", describe=c.describe)
+    assert said[0].type == "Warning" and said[0].message.startswith("noimg-0 cannot start: "), said[0]
+    assert any(r in said[0].message for r in pulling), said[0].message
 
     # the user fixes the image: the stuck Pod is replaced at once (it never ran), no hand needed
     c.objs.patch_namespaced_custom_object(

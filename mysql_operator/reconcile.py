@@ -98,6 +98,7 @@ from mysql_operator.status import (
     build_status,
     decision_event,
     degraded_events,
+    waiting_events,
     archiving_events,
     events_from_steps,
     instance_entries,
@@ -609,7 +610,12 @@ class Reconciler:
     def _publish(self, body, previous, summary: Summary, events, decision, applied=False) -> Result:
         meta = body["metadata"]
         status = build_status(summary, previous, clock.stamp())
-        events = list(events) + degraded_events(previous, status) + archiving_events(previous, status)
+        events = [
+            *events,
+            *degraded_events(previous, status),
+            *archiving_events(previous, status),
+            *waiting_events(previous, status),
+        ]
         if events:  # first: whoever sees the new status can already read the Event that says why
             k.post_events(self.api, body, events)
         if status_changed(previous, status):

@@ -305,6 +305,18 @@ def archiving_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> 
     return []
 
 
+def waiting_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """A Warning when an instance's Pod gets stuck (status.instances[].waiting appears: an image
+    that cannot be pulled, a volume that cannot be mounted, a crash loop), once per episode: not
+    again while the kubelet's words change (ErrImagePull, then ImagePullBackOff...)."""
+    before = {e.get("name"): e.get("waiting") for e in previous.get("instances") or []}
+    return [
+        ("Warning", "InstanceWaiting", f"{e['name']} cannot start: {e['waiting']}")
+        for e in status.get("instances") or []
+        if e.get("waiting") and not before.get(e.get("name"))
+    ]
+
+
 def merge_conditions(
     old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]], now: str, generation: int | None
 ) -> list[dict[str, Any]]:

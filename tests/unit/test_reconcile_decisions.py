@@ -572,6 +572,31 @@ def test_a_degraded_warning_is_posted_once_per_cause():
     assert cstatus.degraded_events(other, ok) == []
 
 
+def test_a_stuck_pod_is_a_warning_once_per_episode_whatever_the_kubelet_says_meanwhile():
+    def status(*waiting: str) -> dict:
+        return {
+            "instances": [{"name": f"db-{n}", **({"waiting": w} if w else {})} for n, w in enumerate(waiting)]
+        }
+
+    pulling = status("", "mysqld ErrImagePull: failed to pull registry.local/mysql:typo")
+    backoff = status("", "mysqld ImagePullBackOff: Back-off pulling image registry.local/mysql:typo")
+    both = status("Unschedulable: 0/1 nodes are available", "mysqld ImagePullBackOff: Back-off")
+    assert cstatus.waiting_events(status("", ""), pulling) == [
+        (
+            "Warning",
+            "InstanceWaiting",
+            "db-1 cannot start: mysqld ErrImagePull: failed to pull registry.local/mysql:typo",
+        )
+    ]
+    assert cstatus.waiting_events(pulling, backoff) == []  # the same episode, in other words
+    assert cstatus.waiting_events(backoff, both) == [
+        ("Warning", "InstanceWaiting", "db-0 cannot start: Unschedulable: 0/1 nodes are available")
+    ]
+    assert cstatus.waiting_events(both, status("", "")) == []
+    assert cstatus.waiting_events(status("", ""), pulling) != []  # a new episode: said again
+    assert cstatus.waiting_events({}, pulling) != []  # a new cluster's first status
+
+
 def test_instance_entries_report_role_readiness_gtid_lag_and_redacted_errors():
     pods = podview.pod_views("db", [pod("db-0", role=P), pod("db-1", ready=False)])
     observed = {
