@@ -7,9 +7,9 @@ PY := $(VENV)/bin/python
 .PHONY: test lint unit integration e2e binaries cluster-binaries node-binaries images deps control-plane \
         cluster-up cluster-down demo demo-images venv clean
 
-test: deps venv ## everything: builds what is missing, lints, runs unit + integration beside e2e (hack/test-suites.sh)
+test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests
 	$(MAKE) --no-print-directory -j4 binaries node-binaries images lint
-	PY=$(PY) hack/test-suites.sh
+	$(PY) -m pytest tests e2e
 
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
 lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck

@@ -6,8 +6,6 @@ by RBAC for a permission the chart does not grant (in the integration tests and 
 scenario, where the operator runs as that account), and every verb declared in mysql_operator/k8s/rbac.py was asked for at least once - a
 declared verb never used is a grant the operator does not need, or a path no test takes. It runs last (e2e/conftest.py orders it) and only over the whole suite: a
 selection would leave permissions unused that the rest of the suite uses (it skips, saying so).
-`make test` runs `tests` and `e2e` side by side (hack/test-suites.sh): then this test waits for
-the `tests` session to end and reads the audit log it kept (tests/support/suites.py).
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ import pytest
 from mysql_operator.k8s import rbac
 from tests.support import audit
 from tests.support import cluster as cluster_mod
-from tests.support import suites
-from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[1]
@@ -30,45 +26,20 @@ REPO = Path(__file__).resolve().parents[1]
 NOT_EXERCISED = audit.declared(rbac.PEERING_RULES_NAMESPACED + rbac.PEERING_RULES_CLUSTER)
 
 
-# how long the e2e session's last test waits for the `tests` session run beside it to end
-TESTS_SESSION_TIMEOUT = 45 * 60
-
-
 def whole_suite(config) -> str | None:
-    """None when this session runs every test of `tests` and `e2e`, or every test of `e2e` beside a
-    session that runs every test of `tests` (hack/test-suites.sh); else why not."""
-    wanted = {REPO / "e2e"} if suites.folder() is not None else {REPO / "tests", REPO / "e2e"}
-    if {Path(a).resolve() for a in config.args} != wanted:
-        return f"this session selected {config.args}, not `{' '.join(p.name for p in sorted(wanted))}`"
+    """None when this session runs every test of `tests` and `e2e`; else why not."""
+    if {Path(a).resolve() for a in config.args} != {REPO / "tests", REPO / "e2e"}:
+        return f"this session selected {config.args}, not `tests e2e`"
     if config.option.keyword or config.option.markexpr or config.option.deselect:
         return "this session runs a selection (-k, -m or --deselect)"
     return None
-
-
-def beside() -> tuple[list[Path], int]:
-    """The audit logs and failure count of the `tests` session run beside this one (none when one
-    session runs both), once it has ended. Fails when that session ran less than all of `tests`."""
-    if suites.folder() is None:
-        return [], 0
-    record = wait_for(
-        suites.read_record,
-        TESTS_SESSION_TIMEOUT,
-        f"the `tests` session run beside this one to end (its record in {suites.folder()})",
-        interval=5,
-    )
-    assert record["args"] == [str(REPO / "tests")] and not record["selection"], (
-        f"the session beside this one ran {record['args']} (a selection: {record['selection']}), "
-        "not all of `tests`"
-    )
-    return record["audit_logs"], record["failed"]
 
 
 def test_every_declared_permission_was_used(request):
     why = whole_suite(request.config)
     if why:
         pytest.skip(reason=f"needs the whole suite (`make test`): {why}")
-    kept, failed_beside = beside()
-    logs = set(audit.STARTED) | set(kept)
+    logs = set(audit.STARTED)
     if cluster_mod.running_state() is not None:
         logs.add(cluster_mod.state_dir() / "control-plane" / "logs" / "audit.log")
     missing = sorted(str(p) for p in logs if not p.exists())
@@ -86,7 +57,7 @@ def test_every_declared_permission_was_used(request):
         f"  {group or 'core'} {resource} {verb}"
         for group, resource, verb in sorted(every - used - NOT_EXERCISED)
     )
-    earlier = request.session.testsfailed + failed_beside
+    earlier = request.session.testsfailed
     if unused and earlier:  # still a failure, but say what may explain it
         unused += f"\n({earlier} tests failed before this one: a path they did not finish may use these)"
     assert not unused, "declared, never used:\n" + unused

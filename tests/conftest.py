@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
-from tests.support import suites
 from tests.support.controlplane import ControlPlane, ControlPlaneError, missing_binaries
 
 _FAILED: list[str] = []  # node ids of failed tests: the control plane's logs are printed at teardown
@@ -44,15 +42,7 @@ def control_plane(request):
     yield cp
     if _FAILED:
         print(f"\n{cp.logs_report(80)}", file=sys.stderr)
-    suites.keep_audit_log(cp.audit_log)  # for e2e/test_permissions_used.py, when run side by side
     cp.stop()
-
-
-def pytest_sessionfinish(session, exitstatus):
-    """Side by side with e2e (hack/test-suites.sh): say what this session ran and how it went."""
-    config = session.config
-    selection = bool(config.option.keyword or config.option.markexpr or config.option.deselect)
-    suites.write_record([str(Path(a).resolve()) for a in config.args], selection, session.testsfailed)
 
 
 @pytest.fixture
