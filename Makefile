@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
         cluster-up cluster-down demo demo-images venv clean
 
 test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests
-	$(MAKE) --no-print-directory -j4 binaries node-binaries images lint
+	$(MAKE) --no-print-directory -j4 images lint binaries node-binaries
 	$(PY) -m pytest tests e2e
 
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
