@@ -127,14 +127,14 @@ def explain(e: BaseException, s3: S3, key: str = "") -> StorageError:
         err = e.response.get("Error", {})
         code = str(err.get("Code", ""))
         status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        sse = _explain_sse(s3, where, code, status, str(err.get("Message", "")))
-        if sse is not None:
-            return sse
         if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"):
             return StorageError(
                 f"S3 refused the credentials for {where} ({code}): check the access "
                 "key id and secret access key in the credentials Secret"
             )
+        sse = _explain_sse(s3, where, code, status, str(err.get("Message", "")))
+        if sse is not None:
+            return sse
         if code in ("AccessDenied", "403") or status == 403:
             return StorageError(
                 f"S3 denied access to {where} ({code or status}): grant the "
@@ -179,7 +179,7 @@ def _explain_sse(s3: S3, where: str, code: str, status: int | None, message: str
     if sse is None:
         return None
     said = f"{code}: {message}".rstrip(": ")
-    if "kms" in code.lower():
+    if "kms" in code.lower() and sse.type != SSE_C:
         return StorageError(
             f"S3 could not encrypt or decrypt {where} with its KMS key ({said}): check "
             f"s3.serverSideEncryption.kmsKeyId ({sse.kms_key_id or 'the bucket default'}) and that "
@@ -190,7 +190,7 @@ def _explain_sse(s3: S3, where: str, code: str, status: int | None, message: str
             f"S3 refused {where} with the SSE-C key given ({said}): the object was written with "
             "another key (s3.serverSideEncryption.keySecret), or the credentials lack access to it"
         )
-    if code == "InvalidRequest" and ("encryption" in message.lower() or status == 400):
+    if code == "InvalidRequest" and "encryption" in message.lower():
         return StorageError(
             f"{where} is not stored as s3.serverSideEncryption (type {sse.type}) says ({said}): "
             "use the settings it was written with"

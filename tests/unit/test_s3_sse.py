@@ -188,3 +188,44 @@ def test_sse_c_without_a_key_makes_no_client():
     s3 = storage.S3(bucket="backups", credentials_secret=None, sse=ServerSideEncryption(SSE_C))
     with pytest.raises(storage.StorageError, match="SSE-C"):
         storage.make_client(s3, storage.Credentials("ak", "sk"))
+
+
+@pytest.mark.parametrize(
+    "code, status, message, said",
+    [
+        ("InvalidAccessKeyId", 403, "no such key id", "refused the credentials"),  # not the SSE-C key
+        (
+            "AccessDenied",
+            403,
+            "Access Denied.",
+            "written with another key (s3.serverSideEncryption.keySecret)",
+        ),
+        ("403", 403, "Forbidden", "written with another key"),  # a HEAD: no body, no code
+        (
+            "InvalidRequest",
+            400,
+            "The encryption parameters are not applicable to this object.",
+            "not stored as",
+        ),
+        ("kms:KeyNotFound", 404, "key with given key ID does not exist", None),  # only with SSE-KMS
+        ("NoSuchKey", 404, "", "no object at"),
+    ],
+)
+def test_s3_refusals_name_the_encryption_setting_only_when_it_explains_them(code, status, message, said):
+    import botocore.exceptions
+
+    error = botocore.exceptions.ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        "GetObject",
+    )
+    s3 = storage.S3(bucket="backups", credentials_secret=None, sse=SSE_C_SPEC)
+    text = str(storage.explain(error, s3, "p/c/b/manifest.json"))
+    if said is None:
+        assert "kmsKeyId" not in text
+    else:
+        assert said in text, text
+    kms = storage.S3(bucket="backups", credentials_secret=None, sse=ServerSideEncryption(SSE_KMS, "alias/b"))
+    if code.startswith("kms:"):
+        assert "s3.serverSideEncryption.kmsKeyId (alias/b)" in str(storage.explain(error, kms, "k"))
+    plain = storage.S3(bucket="backups", credentials_secret=None)
+    assert "serverSideEncryption" not in str(storage.explain(error, plain, "k"))
