@@ -274,6 +274,11 @@ def _s3_credentials(args, env: dict[str, str]):
     return storage.Credentials(env[ENV_ACCESS_KEY], env[ENV_SECRET_KEY], customer_key)
 
 
+def _with_sse_key(args, names) -> tuple[str, ...]:
+    """The environment variables a Job needs: `names`, and the SSE-C key with --sse SSE-C."""
+    return (*names, ENV_SSE_C_KEY) if args.sse == SSE_C else tuple(names)
+
+
 def _secrets(env: dict[str, str]) -> list[str]:
     """What messages must never show of a Job's environment: all but the access key id."""
     return [v for name, v in env.items() if name != ENV_ACCESS_KEY]
@@ -284,7 +289,7 @@ def _job_environment(
 ) -> tuple[dict[str, str] | None, int]:
     """The secrets a Job's command reads from its environment (with the SSE-C key when --sse
     SSE-C), or (None, exit status) once the missing ones were reported."""
-    names = (*names, ENV_SSE_C_KEY) if args.sse == SSE_C else tuple(names)
+    names = _with_sse_key(args, names)
     missing = [v for v in names if not os.environ.get(v)]
     if missing:
         return None, _finish(
@@ -447,12 +452,7 @@ def cmd_archive_binlogs(args) -> int:
     from mysql_operator.backup.pitr import local_launch, sidecar_launch
     from mysql_operator.db.instance import redact
 
-    names = (
-        ENV_DB_PASSWORD,
-        ENV_ACCESS_KEY,
-        ENV_SECRET_KEY,
-        *((ENV_SSE_C_KEY,) if args.sse == SSE_C else ()),
-    )
+    names = _with_sse_key(args, (ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY))
     missing = [v for v in names if not os.environ.get(v)]
     if missing:
         print(json.dumps({"message": f"environment variables missing: {', '.join(missing)}"}), flush=True)
