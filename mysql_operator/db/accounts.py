@@ -103,7 +103,11 @@ _OPERATOR_MARIADB = (
     ),
     ("EVENT", "granted to the backup account"),
     ("TRIGGER", "granted to the backup account"),
-    ("CONNECTION ADMIN", "KILL CONNECTION of other accounts' threads (fence, switchover)"),
+    (
+        "CONNECTION ADMIN",
+        "KILL CONNECTION of other accounts' threads (fence, switchover; a re-seed's donor: "
+        "commits waiting for an acknowledgement only the copy can give)",
+    ),
     (
         "READ_ONLY ADMIN",
         "SET GLOBAL read_only (not part of SUPER from 10.11 on); writes on a "

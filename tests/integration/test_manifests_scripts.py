@@ -329,10 +329,49 @@ def _one(conn, sql):
         return cur.fetchone()[0]
 
 
-@pytest.mark.skipif(
+def _seed_sidecar(root: Path, config: Path, donor: dict, recipient: dict, user, procs) -> tuple[dict, Path]:
+    """The donor's seed sidecar (`seed.sh serve`) and a request for a copy for db-1, as the
+    operator makes it: the recipient's init container's environment and the sidecar's log."""
+    seed_port = free_port()
+    # the credentials Secret's operator-password, mounted as a file in both Pods
+    token = root / "token"
+    token.write_text(PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+    token.chmod(0o644)
+    serve_env = {
+        **donor,
+        "MYSQL_OPERATOR_SEED_PORT": str(seed_port),
+        "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(token),
+        "TMPDIR": str(Path(donor["MYSQL_OPERATOR_DATA_ROOT"])),
+    }
+    argv = ["/bin/bash", str(config / "seed.sh"), "serve"]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *argv]
+    serve_log = root / "serve.log"
+    with open(serve_log, "w") as log:
+        procs.append(subprocess.Popen(argv, env=serve_env, stderr=log, start_new_session=True))
+    wait_for(
+        lambda: socket.create_connection(("127.0.0.1", seed_port), 1).close() or True, 30, "the donor sidecar"
+    )
+    (root / "reseed").mkdir()
+    (root / "reseed" / "db-1").write_text("db-0.db-headless.prod.svc 20261125230000\n")
+    receive_env = {
+        **recipient,
+        "MYSQL_OPERATOR_SEED_PORT": str(seed_port),
+        "MYSQL_OPERATOR_SEED_ADDRESS": "127.0.0.1",
+        "MYSQL_OPERATOR_RESEED_DIR": str(root / "reseed"),
+        "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(token),
+        "MYSQL_OPERATOR_SEED_PROGRESS_PORT": str(free_port()),
+    }
+    return receive_env, serve_log
+
+
+needs_seed_tools = pytest.mark.skipif(
     any(shutil.which(b) is None for b in ("socat", "mariadb-backup", "mbstream")),
     reason="needs socat and mariadb-backup (apt-get install socat mariadb-backup)",
 )
+
+
+@needs_seed_tools
 def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_replicates(env):
     """seed.sh on real servers: the donor's sidecar streams mariadb-backup over TLS to the
     recipient's init container, which replaces the recipient's data (an errant write included) by
@@ -366,39 +405,10 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(60)
 
-    seed_port = free_port()
-    # the credentials Secret's operator-password, mounted as a file in both Pods
-    token, wrong = root / "token", root / "wrong-token"
-    token.write_text(PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+    receive_env, serve_log = _seed_sidecar(root, config, donor, recipient, user, procs)
+    wrong = root / "wrong-token"
     wrong.write_text("not-it")
-    for f in (token, wrong):
-        f.chmod(0o644)
-    serve_env = {
-        **donor,
-        "MYSQL_OPERATOR_SEED_PORT": str(seed_port),
-        "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(token),
-        "TMPDIR": str(root / "volume-db-0"),
-    }
-    argv = ["/bin/bash", str(config / "seed.sh"), "serve"]
-    if user is not None:
-        argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *argv]
-    serve_log = root / "serve.log"
-    with open(serve_log, "w") as log:
-        procs.append(subprocess.Popen(argv, env=serve_env, stderr=log, start_new_session=True))
-    wait_for(
-        lambda: socket.create_connection(("127.0.0.1", seed_port), 1).close() or True, 30, "the donor sidecar"
-    )
-    (root / "reseed").mkdir()
-    (root / "reseed" / "db-1").write_text("db-0.db-headless.prod.svc 20261125230000\n")
-    receive_env = {
-        **recipient,
-        "MYSQL_OPERATOR_SEED_PORT": str(seed_port),
-        "MYSQL_OPERATOR_SEED_ADDRESS": "127.0.0.1",
-        "MYSQL_OPERATOR_RESEED_DIR": str(root / "reseed"),
-        "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(token),
-        "MYSQL_OPERATOR_SEED_PROGRESS_PORT": str(free_port()),
-    }
-
+    wrong.chmod(0o644)
     refused = run(
         config / "seed.sh",
         {**receive_env, "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(wrong)},
@@ -464,3 +474,60 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
         lambda: _one(r, "SELECT COUNT(*) FROM shop.t") == 400, 30, "the copy to replicate from the donor"
     )
     assert _one(r, "SELECT @@gtid_binlog_state") == _one(d, "SELECT @@gtid_binlog_state")
+
+
+@needs_seed_tools
+def test_seed_from_a_primary_whose_commits_wait_for_an_acknowledgement_only_the_copy_can_give(env):
+    """A semi-sync primary (never falling back to asynchronous replication) whose replicas are all
+    gone is the only donor left, and its clients' commits wait for an acknowledgement: a copy
+    waits for commits to end, so neither would ever end. The donor closes those connections:
+    each client gets an error, none an acknowledgement; the copy completes, with their rows."""
+    root, config, e, user, procs = env
+    donor = _instance(root, e, user, "db-0")
+    run(config / "init.sh", donor, user)
+    port, _, d = _up(config, donor, user, procs, "db-0")
+    with d.cursor() as cur:
+        cur.execute("SET GLOBAL read_only = OFF")
+        cur.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+        cur.execute("SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'")
+        cur.execute("SET GLOBAL rpl_semi_sync_master_timeout = 4294967295")
+        cur.execute("SET GLOBAL rpl_semi_sync_master_enabled = ON")
+    outcomes: dict[int, str] = {}
+
+    def write(k: int) -> None:
+        conn = connect(port, m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+        try:
+            with conn.cursor() as cur:
+                cur.execute("INSERT INTO shop.t VALUES (%s)", (k,))
+            outcomes[k] = "acknowledged"
+        except pymysql.err.OperationalError as err:
+            outcomes[k] = f"error {err.args[0]}"
+
+    writers = [threading.Thread(target=write, args=(k,)) for k in range(1, 4)]
+    for w in writers:
+        w.start()
+    waiting = (
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for semi-sync ACK%'"
+    )
+    wait_for(lambda: _one(d, waiting) >= 1, 30, "a commit waiting for an acknowledgement")
+    recipient = _instance(root, e, user, "db-1")
+    receive_env, serve_log = _seed_sidecar(root, config, donor, recipient, user, procs)
+
+    got = run(config / "seed.sh", receive_env, user, "receive", check=False)
+    assert got.returncode == 0, f"{got.stderr}\n-- the donor's sidecar:\n{serve_log.read_text()}"
+    for w in writers:
+        w.join(30)
+    assert outcomes and all(o.startswith("error") for o in outcomes.values()), outcomes
+    assert "closed connection" in serve_log.read_text() and "not an acknowledgement" in serve_log.read_text()
+    run(config / "init.sh", recipient, user)
+    _, _, r = _up(config, recipient, user, procs, "db-1")
+    state = _one(d, "SELECT @@gtid_binlog_state")
+    assert _one(r, "SELECT @@gtid_binlog_state") == state  # nothing the donor wrote is missing
+    copied = {row[0] for row in _rows(r, "SELECT id FROM shop.t")}
+    assert copied == {row[0] for row in _rows(d, "SELECT id FROM shop.t")} and copied, copied
+
+
+def _rows(conn, sql):
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall()

@@ -9,7 +9,9 @@
 #                    the password is rotated); answers "OK <bytes> <gtid_binlog_state>" (bytes: its
 #                    data directory without binary, relay and redo logs nor the temporary
 #                    tablespace: about what the copy holds), then
-#                    streams `mariadb-backup --backup --stream=xbstream` of the running server
+#                    streams `mariadb-backup --backup --stream=xbstream` of the running server;
+#                    meanwhile closes the connections whose commit waits for a semi-sync
+#                    acknowledgement that cannot come before the copy ends (release_commits)
 #   seed.sh receive  the recipient side, an init container: when the operator asked for a copy for
 #                    this Pod ($RESEED_DIR/$POD_NAME holds "<donor host> <request id>") that was not
 #                    made yet, connects to the donor (socat, verifying its certificate and its name),
@@ -75,11 +77,44 @@ donate() {
   TMP=$(mktemp -d "${TMPDIR:-/tmp}/seed.XXXXXX")
   log "copying this instance (mariadb-backup)"
   mariadb-backup --defaults-extra-file="$RUN_DIR/client.cnf" --backup --stream=xbstream \
-    --datadir="$DATADIR" --target-dir="$TMP" 2> "$TMP/log" || {
+    --datadir="$DATADIR" --target-dir="$TMP" 2> "$TMP/log" &
+  local backup=$!
+  (trap - EXIT; release_commits "$backup") < /dev/null > /dev/null &
+  wait "$backup" || {
     tail -n 20 "$TMP/log" >&2
     die "mariadb-backup failed"
   }
   log "copy sent"
+}
+
+# Connections whose commit has waited STUCK_SECONDS for a semi-sync acknowledgement while no
+# semi-sync replica is connected, when a copy (BACKUP STAGE) has waited as long for commits to end
+STUCK_SECONDS=5
+STUCK_COMMITS="SELECT ID FROM information_schema.PROCESSLIST
+  WHERE STATE LIKE 'Waiting for semi-sync ACK%' AND TIME >= $STUCK_SECONDS
+  AND EXISTS (SELECT 1 FROM information_schema.PROCESSLIST
+    WHERE STATE = 'Waiting for backup lock' AND INFO LIKE 'BACKUP STAGE%' AND TIME >= $STUCK_SECONDS)
+  AND (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+    WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS') = 0"
+
+# While the copy runs (pid $1). A copy waits for a moment when no commit is under way. On a
+# primary whose replicas are all gone (being re-seeded from it, with semi-sync that never falls
+# back to asynchronous replication), a commit waits for an acknowledgement that only a re-seeded
+# replica can give: neither would ever end. Such connections are closed: their clients get an
+# error, never an acknowledgement (the transactions are in this server's binary log and then in
+# the copy, like any unacknowledged write a failover may keep), and the copy goes on.
+release_commits() {
+  local ids id
+  while kill -0 "$1" 2> /dev/null; do
+    sleep 1
+    ids=$(mariadb --defaults-extra-file="$RUN_DIR/client.cnf" -N -B -e "$STUCK_COMMITS" 2> /dev/null) || continue
+    for id in $ids; do
+      [[ "$id" =~ ^[0-9]+$ ]] || continue
+      if mariadb --defaults-extra-file="$RUN_DIR/client.cnf" -e "KILL CONNECTION $id" 2> /dev/null; then
+        log "closed connection $id: its commit waited for a semi-sync acknowledgement no replica can give before this copy ends (its client gets an error, not an acknowledgement)"
+      fi
+    done
+  done
 }
 
 receive() {
