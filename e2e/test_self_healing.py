@@ -68,16 +68,16 @@ def _write_errant(c: Cluster, pod: str) -> str:
     return uuid
 
 
-def _healthy(c: Cluster) -> bool:
+def _healthy(c: Cluster, instances: int = 3) -> bool:
     """Ready, every instance serving as primary or replica (none held out, re-seeding, lagging)."""
     b = c.body()
     s = b.get("status") or {}
     roles = [i.get("role") for i in s.get("instances") or []]
     return (
         s.get("phase") == "Ready"
-        and s.get("readyInstances") == 3
+        and s.get("readyInstances") == instances
         and s.get("observedGeneration") == b["metadata"].get("generation")
-        and sorted(roles) == ["primary", "replica", "replica"]
+        and sorted(roles) == ["primary"] + ["replica"] * (instances - 1)
     )
 
 
@@ -233,7 +233,7 @@ def _errant_case(c: Cluster, flavor: str, pw: str, s3, bucket: str) -> None:
     assert not query(ip, "app", pw, f"SELECT id FROM app.writes WHERE id = {ERRANT_ID}")
 
 
-def _volume_lost_case(c: Cluster, flavor: str) -> None:
+def _volume_lost_case(c: Cluster, flavor: str, instances: int = 3) -> None:
     victim = f"{c.name}-1"
     old_claim = c.core.read_namespaced_persistent_volume_claim(f"data-{victim}", c.namespace).metadata.uid
     started = time.monotonic()
@@ -248,9 +248,9 @@ def _volume_lost_case(c: Cluster, flavor: str) -> None:
         f"a new volume for {victim}",
         describe=c.describe,
     )
-    wait_for(lambda: _healthy(c), 300, f"{victim} rebuilt on a new volume", describe=c.describe)
+    wait_for(lambda: _healthy(c, instances), 300, f"{victim} rebuilt on a new volume", describe=c.describe)
     record(
-        f"replica volume and Pod deleted -> rebuilt and healthy ({flavor})",
+        f"replica volume and Pod deleted -> rebuilt and healthy ({flavor}, {instances} instances)",
         time.monotonic() - started,
         scenario="15",
     )
@@ -393,3 +393,37 @@ def test_a_cluster_heals_itself_under_writes(local_cluster, scenario_namespace, 
             60,
             f"{name} with all {total} rows",
         )
+
+
+def test_the_only_replica_is_rebuilt_from_the_primary_whose_writes_wait_for_it(
+    local_cluster, scenario_namespace
+):
+    """A 2-instance MariaDB cluster under writes loses its replica's volume, after the primary
+    purged its binary logs: only a copy of the primary can rebuild it, while every write waits
+    for the acknowledgement only that replica can give (semi-sync that never falls back). The
+    primary's seed-donor closes the waiting connections (their clients get errors, not
+    acknowledgements), the copy completes, the replica acknowledges again and no acknowledged
+    write is lost. (MySQL's CLONE would wait: a MySQL server does not end that wait on KILL.)"""
+    c = Cluster(local_cluster.api_client(), scenario_namespace, "duo")
+    c.create(cluster_spec(2, "mariadb"))
+    c.wait_ready(300, instances=2, primary="duo-0")
+    rw, pw = create_writes_table(c)
+    writer = writer_to(rw, "app", pw)
+    writer.start()
+    try:
+        wait_for(lambda: len(writer.acked) >= 20, 60, "20 acknowledged writes")
+        primary_ip, opw = c.pod("duo-0").status.pod_ip, c.password("operator-password")
+        query(primary_ip, "mysql-operator", opw, "FLUSH BINARY LOGS")
+        wait_for(lambda: _purged(primary_ip, opw), 30, "duo-0's binary logs purged")
+        _volume_lost_case(c, "mariadb", instances=2)
+        at = len(writer.acked)
+        wait_for(lambda: len(writer.acked) > at + 20, 60, "writes acknowledged again")
+    finally:
+        writer.stop()
+    donor_log = c.core.read_namespaced_pod_log("duo-0", c.namespace, container="seed-donor")
+    assert "closed connection" in donor_log and "not an acknowledgement" in donor_log, donor_log[-2000:]
+    lost = lost_rows(rw, pw, writer)
+    record(
+        f"rows lost rebuilding the only replica ({len(writer.acked)} acknowledged)", len(lost), unit="count"
+    )
+    assert not lost, lost[:20]

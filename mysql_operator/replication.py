@@ -387,6 +387,8 @@ class ReplicationEngine:
                     received=r.received if r else None,
                     purged=o.purged,
                     unreachable_for=0.0 if o.reachable else now - self._down_since[name],
+                    last_executed=previous.executed if previous else None,
+                    last_purged=previous.purged if previous else None,
                     error_for=now - self._error_since[name][1] if name in self._error_since else 0.0,
                     semisync_source=o.semisync_source_enabled,
                     semisync_replica=o.semisync_replica_enabled,

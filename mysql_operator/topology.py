@@ -60,6 +60,9 @@ class InstanceState:
     received: Any = None  # GtidSet (retrieved into the relay log)
     purged: Any = None  # GtidSet no longer in its binary logs
     unreachable_for: float = 0.0  # seconds since it last answered
+    # executed and purged when it last answered (kept while it is unreachable; None: never)
+    last_executed: Any = None
+    last_purged: Any = None
     semisync_source: bool = False
     semisync_replica: bool = False
     semisync_ack_count: int | None = None  # what its semi-sync commits wait for (None: not known)
@@ -598,6 +601,23 @@ def needs_seed(i: InstanceState, primary: InstanceState) -> bool:
     )
 
 
+def newer_than(i: InstanceState, primary: InstanceState) -> str:
+    """Why `i`'s data cannot hold what was acknowledged on `primary` before it became
+    unreachable (its data directory is newer: a lost volume initialised again), or "": it lacks
+    the transactions the primary had already purged from its binary logs, or it holds none at all
+    while the primary had some. Promoting it would discard the cluster's data."""
+    had, purged = primary.last_executed, primary.last_purged
+    known = i.known
+    if had is not None and not had.is_empty() and (known is None or known.is_empty()):
+        return f"{i.name} holds no transaction (new data) while {primary.name} had {had}"
+    if purged is not None and not purged.is_empty() and known is not None and not known.contains(purged):
+        return (
+            f"{i.name} lacks transactions {primary.name} had already purged from its binary logs "
+            f"({purged}): its data is newer than the cluster's"
+        )
+    return ""
+
+
 def only_behind(i: InstanceState, primary: InstanceState) -> bool:
     """`i` lacks transactions the primary purged and has none the primary lacks: its replication
     error (the source purged what it needs) is no divergence, and a copy discards nothing."""
@@ -630,7 +650,7 @@ def _choose_failover(
     p: InstanceState, instances: Sequence[InstanceState], settings: Settings, desired: str | None
 ) -> Decision:
     cands = [i for i in instances if i.reachable and i.ordinal < settings.instances and not i.reseeding]
-    held = {i.name: why for i in cands if (why := errant_among_peers(i, cands, settings))}
+    held = {i.name: why for i in cands if (why := errant_among_peers(i, cands, settings) or newer_than(i, p))}
     cands = [i for i in cands if i.name not in held]
     if not cands:
         extra = ("; held out: " + "; ".join(held.values())) if held else ""

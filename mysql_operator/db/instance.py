@@ -25,8 +25,9 @@ from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
 from mysql_operator.db.statements import DatabaseState, Statement, UserState, identified
 from mysql_operator.topology import CLONE_COPIED, CLONE_COPYING, CLONE_FAILED
 
+LOST_CONNECTION = 2013  # CR_SERVER_LOST: also a read that timed out
 # client errors worth a retry: can't connect, lost connection, gone away, too many connections
-TRANSIENT_ERRNOS = frozenset({1040, 2003, 2006, 2013})
+TRANSIENT_ERRNOS = frozenset({1040, 2003, 2006, LOST_CONNECTION})
 ER_REPLICA_NOT_CONFIGURED = 1200  # START on a replica with no source: "MASTER_HOST was not set"
 ER_NONEXISTING_GRANT = 1141  # SHOW GRANTS FOR an account that does not exist
 ACCESS_DENIED = frozenset({1044, 1045, 1142, 1227})  # database, user, table, privilege
@@ -250,6 +251,7 @@ class Instance:
     _has_clone: bool | None = field(default=None, repr=False)  # per connection; None: not checked
     # the GTIDs before each finished binary log, by (file, size): read once, from its header
     _binlog_headers: dict = field(default_factory=dict, repr=False)
+    _purged: Any = field(default=None, repr=False)  # the last purged set read (MariaDB), see purged_gtids
 
     def __post_init__(self):
         self.name = self.name or f"{self.host}:{self.port}"
@@ -426,12 +428,21 @@ class Instance:
         )
 
     def purged_gtids(self):
+        """MariaDB has no variable for it: the header of its oldest binary log. SHOW BINARY LOGS
+        waits while a commit waits for a semi-sync acknowledgement (a primary whose replicas are
+        gone): then the last set read stands (it grows only by a purge, which waits too), so
+        that such a primary is not taken for unreachable and failed over."""
         d = self.dialect
         sql = d.purged_gtids_sql()
         if sql is not None:
             return d.parse_gtids(self.scalar(sql))
-        logs = self._run("SHOW BINARY LOGS")
-        return self._gtids_before(logs[0][0]) if logs else d.parse_gtids("")
+        try:
+            logs = self._run("SHOW BINARY LOGS")
+            self._purged = self._gtids_before(logs[0][0]) if logs else d.parse_gtids("")
+        except InstanceError as e:
+            if self._purged is None or e.errno != LOST_CONNECTION:
+                raise
+        return self._purged
 
     def _gtids_before(self, file: str):
         """The GTIDs written before binary log `file`, from its header event: Previous_gtids

@@ -1046,3 +1046,33 @@ PROPERTIES = (
 def test_every_decision_property_holds_on_the_same_drawn_clusters(c):
     for holds in PROPERTIES:
         holds(c)
+
+
+SEMI2 = Settings(instances=2, failover_delay_seconds=5, semisync=True)
+
+
+@pytest.mark.parametrize(
+    "rebuilt, why",
+    [
+        # initialised again on a new volume: its own few GTIDs (errant already), none of the cluster's
+        (replica(1, "0-2-3", source=None, io_running=False, sql_running=False), "no other instance has"),
+        (replica(1, "", source=None, io_running=False, sql_running=False), "holds no transaction"),
+        # replicating again from the start, not yet past what the primary had purged
+        (replica(1, "0-1-20", received="0-1-20"), "already purged"),
+    ],
+)
+def test_a_replica_whose_data_is_newer_than_the_primarys_is_never_promoted(rebuilt, why):
+    """The only replica lost its volume and came back empty while the primary stopped answering
+    (it had commits waiting for that replica's acknowledgement): promoting it would discard every
+    transaction of the cluster. The primary's last answer is what the replica is compared with."""
+    p = down(
+        0, last_executed=G("0-1-100"), last_purged=G("0-1-50") if why != "holds no transaction" else G("")
+    )
+    d = decide([p, rebuilt], SEMI2, "db-0")
+    assert isinstance(d, Unrecoverable) and why in d.reason and "db-1" in d.reason, d
+
+
+def test_a_replica_with_everything_the_primary_had_purged_is_still_promoted():
+    p = down(0, last_executed=G("0-1-100"), last_purged=G("0-1-50"))
+    d = decide([p, replica(1, "0-1-99")], SEMI2, "db-0")
+    assert isinstance(d, Failover) and d.to == "db-1", d
