@@ -323,10 +323,26 @@ def _up(config, env, user, procs, pod: str):
     return port, proc, wait_for(up, 90, f"{pod}'s server started by start.sh")
 
 
-def _one(conn, sql):
+def _rows(conn, sql):
     with conn.cursor() as cur:
         cur.execute(sql)
-        return cur.fetchone()[0]
+        return cur.fetchall()
+
+
+def _one(conn, sql):
+    return _rows(conn, sql)[0][0]
+
+
+def _writable_donor(root: Path, config: Path, e: dict, user, procs):
+    """db-0 started by start.sh, writable, with an empty table shop.t: its environment, port and
+    a connection as the operator account."""
+    donor = _instance(root, e, user, "db-0")
+    run(config / "init.sh", donor, user)
+    port, _, conn = _up(config, donor, user, procs, "db-0")
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL read_only = OFF")
+        cur.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+    return donor, port, conn
 
 
 def _seed_sidecar(root: Path, config: Path, donor: dict, recipient: dict, user, procs) -> tuple[dict, Path]:
@@ -380,12 +396,8 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     progress port tells the operator's reader how many bytes came of how many. A requester without
     the operator password gets nothing and the recipient keeps its data."""
     root, config, e, user, procs = env
-    donor = _instance(root, e, user, "db-0")
-    run(config / "init.sh", donor, user)
-    donor_port, _, d = _up(config, donor, user, procs, "db-0")
+    donor, donor_port, d = _writable_donor(root, config, e, user, procs)
     with d.cursor() as cur:
-        cur.execute("SET GLOBAL read_only = OFF")
-        cur.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
         cur.executemany("INSERT INTO shop.t VALUES (%s)", [(i,) for i in range(1, 301)])
         # ~40 MiB that does not compress: the copy's extraction and prepare outlast its transfer
         # (the connection closes before they end, and must not take them with it)
@@ -483,12 +495,8 @@ def test_seed_from_a_primary_whose_commits_wait_for_an_acknowledgement_only_the_
     waits for commits to end, so neither would ever end. The donor closes those connections:
     each client gets an error, none an acknowledgement; the copy completes, with their rows."""
     root, config, e, user, procs = env
-    donor = _instance(root, e, user, "db-0")
-    run(config / "init.sh", donor, user)
-    port, _, d = _up(config, donor, user, procs, "db-0")
+    donor, port, d = _writable_donor(root, config, e, user, procs)
     with d.cursor() as cur:
-        cur.execute("SET GLOBAL read_only = OFF")
-        cur.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
         cur.execute("SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'")
         cur.execute("SET GLOBAL rpl_semi_sync_master_timeout = 4294967295")
         cur.execute("SET GLOBAL rpl_semi_sync_master_enabled = ON")
@@ -525,9 +533,3 @@ def test_seed_from_a_primary_whose_commits_wait_for_an_acknowledgement_only_the_
     assert _one(r, "SELECT @@gtid_binlog_state") == state  # nothing the donor wrote is missing
     copied = {row[0] for row in _rows(r, "SELECT id FROM shop.t")}
     assert copied == {row[0] for row in _rows(d, "SELECT id FROM shop.t")} and copied, copied
-
-
-def _rows(conn, sql):
-    with conn.cursor() as cur:
-        cur.execute(sql)
-        return cur.fetchall()
