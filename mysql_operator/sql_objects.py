@@ -41,6 +41,7 @@ from mysql_operator.db import statements
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance, InstanceError, redact
 from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.cache import newer
 
 log = logging.getLogger(__name__)
 ORDER = (DATABASE_KIND, USER_KIND, GRANT_KIND)
@@ -99,16 +100,23 @@ class SqlObjects:
         self._bodies: dict[Key, dict[ObjectKey, dict]] = {}  # by cluster
         self._where: dict[ObjectKey, Key] = {}  # each object's cluster
         self._due: dict[Key, float] = {}
+        self._missing = threading.Lock()  # one without_cluster at a time: each Warning posted once
 
     # -- what the watch says ---------------------------------------------------------------------
     def seen(self, body: Mapping[str, Any]) -> Key | None:
-        """A created or changed object; returns its cluster (to nudge), None if it names none."""
+        """A created or changed object; returns its cluster (to nudge), None if it names none. A
+        body older than the one held (a watch event behind the status just written) is not kept:
+        with it, the status written would look unwritten and its Warning be posted again."""
         cluster = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
         if not isinstance(cluster, str):
             return None
         obj = _object_key(body)
         key = (obj[0], cluster)
+        version = (body.get("metadata") or {}).get("resourceVersion")
         with self._lock:
+            held = self._bodies.get(self._where.get(obj, key), {}).get(obj)
+            if held is not None and not newer(version, held["metadata"].get("resourceVersion")):
+                return self._where[obj]
             self._drop(obj)
             self._bodies.setdefault(key, {})[obj] = dict(body)
             self._where[obj] = key
@@ -134,6 +142,10 @@ class SqlObjects:
     def without_cluster(self, namespace: str, cluster: str, why: str) -> None:
         """The cluster does not exist or is being deleted: objects being deleted let go at once
         (their server goes with the cluster), the others say why nothing is applied."""
+        with self._missing:
+            self._without_cluster(namespace, cluster, why)
+
+    def _without_cluster(self, namespace: str, cluster: str, why: str) -> None:
         with self._lock:
             bodies = list(self._bodies.get((namespace, cluster), {}).values())
         for body in bodies:

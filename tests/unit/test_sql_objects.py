@@ -257,3 +257,35 @@ def test_a_login_failure_or_a_bug_is_said_on_every_object_not_only_logged():
     objs.sync("ns", "db", Broken, Flavor.MYSQL, "")
     assert [(n, r) for n, r, _ in published] == [("shop", "InternalError"), ("reader", "InternalError")]
     assert "KeyError" in published[0][2] and "a bug" not in published[0][2]
+
+
+def test_a_watch_event_older_than_the_status_written_does_not_post_its_warning_again(monkeypatch):
+    from mysql_operator import sql_objects
+    from mysql_operator.sql_objects import SqlObjects
+
+    warnings = []
+
+    class Recording(SqlObjects):
+        """The API as the watch sees it: a status patch answers the body at the next version."""
+
+        version = 10
+
+        def _patch(self, body, patch, status=False):
+            Recording.version += 1
+            stored = {**body, "metadata": {**body["metadata"], "resourceVersion": str(Recording.version)}}
+            return {**stored, **patch}
+
+    def created(version):
+        return {
+            "kind": "MySQLUser",
+            "metadata": {"name": "reader", "namespace": "ns", "resourceVersion": str(version)},
+            "spec": {"clusterRef": {"name": "db"}, "name": "reader"},
+        }
+
+    monkeypatch.setattr(sql_objects.k, "post_events", lambda api, body, events: warnings.extend(events))
+    objs = Recording(object())
+    objs.seen(created(10))
+    objs.without_cluster("ns", "db", "MySQLCluster db does not exist")
+    objs.seen(created(10))  # the creation's event, delivered after the status was written
+    objs.without_cluster("ns", "db", "MySQLCluster db does not exist")
+    assert [reason for _, reason, _ in warnings] == ["ClusterMissing"]
