@@ -30,6 +30,7 @@ from e2e.helpers import (
     record,
     writer_to,
 )
+from mysql_operator.topology import FAILOVER_CAUSES
 from tests.support import prometheus as prom
 from tests.support.wait import wait_for
 from tests.unit.test_chart_render import CHART
@@ -247,6 +248,9 @@ def test_prometheus_sees_the_failover_the_alert_and_the_backup(
                 "Prometheus: the new primary",
             )
             wait_for(lambda: p.value(f"sum({failovers})") == before + 1, 30, "Prometheus: failovers +1")
+            # and why: one of the causes a failover has (a bounded label)
+            reasons = {labels["reason"] for labels, _ in p.query(f"{failovers} > 0")}
+            assert len(reasons) == 1 and reasons <= set(FAILOVER_CAUSES), reasons
             wait_for(
                 lambda: p.value(f'mysql_global_variables_read_only{{{sel},pod="mon-1"}}') == 0,
                 30,

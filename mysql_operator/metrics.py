@@ -8,7 +8,10 @@ mysql_operator_actions_total{namespace,cluster,action,ok}         replication st
 mysql_operator_cluster_primary{namespace,cluster,instance}        1 for the current primary
 mysql_operator_cluster_instances{namespace,cluster,role}          instances by status role
 mysql_operator_replica_lag_seconds{namespace,cluster,instance}    each replica's lag, as last observed
-mysql_operator_primary_changes_total{namespace,cluster,kind,forced}  Failover | Switchover promotions
+mysql_operator_primary_changes_total{namespace,cluster,kind,forced,reason}  Failover | Switchover
+                                                                  promotions; reason: PrimaryUnreachable,
+                                                                  PrimaryRestarted, PrimaryNotWritable |
+                                                                  Requested, PrimaryRemoved
 mysql_operator_last_failover_duration_seconds{namespace,cluster}  lost primary first seen down -> promoted
 mysql_operator_last_backup_timestamp_seconds{namespace,cluster}   last successful backup (Unix time)
 mysql_operator_last_backup_size_bytes{namespace,cluster}          its compressed size
@@ -32,6 +35,8 @@ from collections import Counter as Tally
 from typing import Any, Callable, Mapping, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from mysql_operator.topology import FAILOVER_CAUSES, SWITCHOVER_CAUSES
 
 T = TypeVar("T")
 
@@ -88,7 +93,7 @@ LAG = Gauge(
 PRIMARY_CHANGES = Counter(
     "mysql_operator_primary_changes",
     "Failovers and switchovers that promoted a new primary",
-    ["namespace", "cluster", "kind", "forced"],
+    ["namespace", "cluster", "kind", "forced", "reason"],
     registry=REGISTRY,
 )
 FAILOVER_SECONDS = Gauge(
@@ -188,8 +193,9 @@ def _publish(namespace: str, cluster: str, series: Mapping[str, Mapping[tuple[st
     if (namespace, cluster) not in _series:
         # counters exist at 0 from the cluster's first pass: increase() over a window then
         # counts the first failover or backup too (a series born at 1 has no increase)
-        for kind in ("Failover", "Switchover"):
-            PRIMARY_CHANGES.labels(namespace, cluster, kind, "false")
+        for kind, causes in (("Failover", FAILOVER_CAUSES), ("Switchover", SWITCHOVER_CAUSES)):
+            for cause in causes:
+                PRIMARY_CHANGES.labels(namespace, cluster, kind, "false", cause)
         for outcome in ("Succeeded", "Failed"):
             BACKUPS.labels(namespace, cluster, outcome)
     known = _series.setdefault((namespace, cluster), {})
@@ -231,13 +237,14 @@ def observed(namespace: str, cluster: str, reconcile: Callable[[], T]) -> T:
     return result
 
 
-def primary_change(result: Any) -> tuple[str, str] | None:
-    """Pure: (kind, forced) when the pass promoted a new primary by failover or switchover."""
+def primary_change(result: Any) -> tuple[str, str, str] | None:
+    """Pure: (kind, forced, reason) when the pass promoted a new primary by failover or
+    switchover."""
     if result.decision not in ("Failover", "Switchover"):
         return None
     if not any(s.action == "promote" and s.ok for s in result.steps):
         return None
-    return result.decision, str(bool(result.forced)).lower()
+    return result.decision, str(bool(result.forced)).lower(), result.cause
 
 
 def forget(namespace: str, cluster: str) -> None:

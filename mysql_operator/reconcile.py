@@ -524,6 +524,8 @@ class Reconciler:
         )
         result.steps = steps
         result.recheck_in = t.next_pass_in(decision, float("inf"))
+        if isinstance(decision, (t.Failover, t.Switchover)):
+            result.cause = decision.cause
         if isinstance(decision, t.Failover) and primary_ok:
             result.failover_seconds = engine.down_for(decision.from_)
             result.forced = decision.forced

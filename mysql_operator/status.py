@@ -37,6 +37,7 @@ class Result:
     # a Failover promoted a new primary: seconds since the lost primary was first seen down
     failover_seconds: float | None = None
     forced: bool = False  # the promotion was a forced failover (the force-failover annotation)
+    cause: str = ""  # a Failover's or Switchover's cause (topology.FAILOVER_CAUSES, SWITCHOVER_CAUSES)
 
 
 CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")

@@ -203,6 +203,7 @@ class Failover(Decision):
     # asked for by a person (Settings.force_failover) while too few replicas answered to prove
     # that `to` holds every acknowledged commit
     forced: bool = False
+    cause: str = "PrimaryUnreachable"  # one of FAILOVER_CAUSES (a metric label: a fixed set)
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,12 @@ class Switchover(Decision):
     from_: str
     to: str
     replicas: tuple[str, ...]
+    cause: str = "Requested"  # one of SWITCHOVER_CAUSES (a metric label: a fixed set)
+
+
+# why a primary changed, as few words as a metric label can carry
+FAILOVER_CAUSES = ("PrimaryUnreachable", "PrimaryRestarted", "PrimaryNotWritable")
+SWITCHOVER_CAUSES = ("Requested", "PrimaryRemoved")
 
 
 @dataclass(frozen=True)
@@ -468,7 +475,12 @@ def decide(
             else f"{best.name} is ahead of recorded primary {p.name}"
         )
         return Failover(
-            p.name, best.name, tuple(n for n in _names(reachable) if n != best.name), others, reason=why
+            p.name,
+            best.name,
+            tuple(n for n in _names(reachable) if n != best.name),
+            others,
+            cause="PrimaryRestarted" if p.restarted else "PrimaryNotWritable",
+            reason=why,
         )
 
     # the primary serves. Classify the others.
@@ -503,7 +515,13 @@ def decide(
         target = d
     if target is not None:
         others = tuple(n for n in _names(wanted) if n != target.name and n not in errant)
-        return Switchover(p.name, target.name, others, reason=f"switchover from {p.name} to {target.name}")
+        return Switchover(
+            p.name,
+            target.name,
+            others,
+            cause="PrimaryRemoved" if p.ordinal >= settings.instances else "Requested",
+            reason=f"switchover from {p.name} to {target.name}",
+        )
 
     # 6. scale down
     leaving = [

@@ -113,34 +113,54 @@ def test_is_my_cluster_ok_primary_roles_lag_and_last_backup_from_the_status():
         assert sample(name, namespace=ns, cluster=c, **labels) is None, name
 
 
-def test_failovers_and_switchovers_are_counted_when_they_promoted_with_the_failover_duration():
+def test_failovers_and_switchovers_are_counted_by_reason_when_they_promoted_with_the_failover_duration():
     ns, c = "m5", "shop"
     promoted = [Step("shop-1", "fence"), Step("shop-1", "promote")]
+
+    def failover(**kw):
+        return Result(phase="FailingOver", decision="Failover", steps=promoted, **kw)
+
+    metrics.observed(ns, c, lambda: failover(failover_seconds=4.5, cause="PrimaryUnreachable"))
     metrics.observed(
-        ns, c, lambda: Result(phase="FailingOver", decision="Failover", steps=promoted, failover_seconds=4.5)
+        ns,
+        c,
+        lambda: Result(
+            phase="Ready", decision="Switchover", steps=[Step("shop-2", "promote")], cause="PrimaryRemoved"
+        ),
     )
-    metrics.observed(
-        ns, c, lambda: Result(phase="Ready", decision="Switchover", steps=[Step("shop-2", "promote")])
-    )
-    metrics.observed(ns, c, lambda: Result(phase="Ready", decision="Failover", steps=promoted, forced=True))
+    metrics.observed(ns, c, lambda: failover(forced=True, cause="PrimaryUnreachable"))
+    metrics.observed(ns, c, lambda: failover(cause="PrimaryRestarted"))
     # a failover whose promotion failed, and a pass that only decided: not counted
     metrics.observed(
         ns,
         c,
-        lambda: Result(phase="Degraded", decision="Failover", steps=[Step("shop-1", "promote", ok=False)]),
+        lambda: Result(
+            phase="Degraded",
+            decision="Failover",
+            steps=[Step("shop-1", "promote", ok=False)],
+            cause="PrimaryUnreachable",
+        ),
     )
     metrics.observed(ns, c, lambda: Result(phase="Ready", decision="Healthy"))
 
-    def changes(kind, forced):
+    def changes(kind, forced, reason):
         return sample(
-            "mysql_operator_primary_changes_total", namespace=ns, cluster=c, kind=kind, forced=forced
+            "mysql_operator_primary_changes_total",
+            namespace=ns,
+            cluster=c,
+            kind=kind,
+            forced=forced,
+            reason=reason,
         )
 
-    assert (changes("Failover", "false"), changes("Failover", "true"), changes("Switchover", "false")) == (
-        1,
-        1,
-        1,
-    )
+    assert [
+        changes("Failover", "false", "PrimaryUnreachable"),
+        changes("Failover", "true", "PrimaryUnreachable"),
+        changes("Failover", "false", "PrimaryRestarted"),
+        changes("Failover", "false", "PrimaryNotWritable"),
+        changes("Switchover", "false", "PrimaryRemoved"),
+        changes("Switchover", "false", "Requested"),
+    ] == [1, 1, 1, 0, 1, 0]
     assert sample("mysql_operator_last_failover_duration_seconds", namespace=ns, cluster=c) == 4.5
 
 
@@ -194,11 +214,17 @@ def test_conditions_last_backup_size_and_duration_and_finished_backups():
 def test_counters_exist_at_zero_from_a_clusters_first_pass():
     ns, c = "m8", "fresh"
     metrics.observed(ns, c, lambda: Result(phase="Bootstrapping", status={}))
-    assert (
-        sample(
-            "mysql_operator_primary_changes_total", namespace=ns, cluster=c, kind="Failover", forced="false"
+    for kind, reason in (("Failover", "PrimaryUnreachable"), ("Switchover", "Requested")):
+        assert (
+            sample(
+                "mysql_operator_primary_changes_total",
+                namespace=ns,
+                cluster=c,
+                kind=kind,
+                forced="false",
+                reason=reason,
+            )
+            == 0
         )
-        == 0
-    )
     assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Succeeded") == 0
     assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Failed") == 0

@@ -347,7 +347,7 @@ TABLE = [
         S3,
         "db-0",
         None,
-        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2")),
+        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2"), cause="PrimaryRestarted"),
     ),
     (
         "restarted primary holding a commit no replica has: it is kept (nothing dropped)",
@@ -370,7 +370,7 @@ TABLE = [
         S3,
         "db-0",
         None,
-        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2")),
+        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2"), cause="PrimaryRestarted"),
     ),
     (
         "... also when the restarted primary is seen read-only but not flagged restarted",
@@ -382,7 +382,7 @@ TABLE = [
         S3,
         "db-0",
         None,
-        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2")),
+        Failover("db-0", "db-1", ("db-0", "db-2"), ("db-0", "db-2"), cause="PrimaryNotWritable"),
     ),
     (
         "a replica with error 1236 that lacks what the primary has is diverged: held out",
@@ -426,7 +426,7 @@ TABLE = [
         Settings(instances=2),
         "db-2",
         None,
-        Switchover("db-2", "db-0", ("db-1",)),
+        Switchover("db-2", "db-0", ("db-1",), cause="PrimaryRemoved"),
     ),
     (
         "scale down: removed replicas leave",
