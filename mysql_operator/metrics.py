@@ -16,6 +16,8 @@ mysql_operator_last_failover_duration_seconds{namespace,cluster}  lost primary f
 mysql_operator_last_backup_timestamp_seconds{namespace,cluster}   last successful backup (Unix time)
 mysql_operator_last_backup_size_bytes{namespace,cluster}          its compressed size
 mysql_operator_last_backup_duration_seconds{namespace,cluster}    its Job's start -> stored
+mysql_operator_last_scheduled_backup_timestamp_seconds{namespace,cluster}  the schedule's newest run's
+                                                                  fire time (with spec.backup.schedule)
 mysql_operator_backups_total{namespace,cluster,outcome}           finished backups: Succeeded | Failed
 mysql_operator_cluster_condition{namespace,cluster,type}          1 when the condition is True, else 0
                                                                   (Ready, Available, Progressing, Degraded)
@@ -120,6 +122,13 @@ LAST_BACKUP_DURATION = Gauge(
     ["namespace", "cluster"],
     registry=REGISTRY,
 )
+LAST_SCHEDULED = Gauge(
+    "mysql_operator_last_scheduled_backup_timestamp_seconds",
+    "The fire time of the schedule's newest run (Unix time; only with spec.backup.schedule): a "
+    "last successful backup older than this for long is a late backup",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
 BACKUPS = Counter(
     "mysql_operator_backups",
     "Backups that finished, by outcome (Succeeded, Failed)",
@@ -140,6 +149,7 @@ _GAUGES = {
     "last_backup": LAST_BACKUP,
     "last_backup_size": LAST_BACKUP_SIZE,
     "last_backup_duration": LAST_BACKUP_DURATION,
+    "last_scheduled": LAST_SCHEDULED,
     "condition": CONDITION,
 }
 # per cluster and gauge: the label values (after namespace, cluster) set last time
@@ -159,6 +169,7 @@ def cluster_series(status: Mapping[str, Any]) -> dict[str, dict[tuple[str, ...],
         "last_backup": {},
         "last_backup_size": {},
         "last_backup_duration": {},
+        "last_scheduled": {},
         "condition": {
             (str(c["type"]),): 1.0 if c.get("status") == "True" else 0.0
             for c in status.get("conditions") or []
@@ -171,6 +182,9 @@ def cluster_series(status: Mapping[str, Any]) -> dict[str, dict[tuple[str, ...],
         out["last_backup"] = {(): completed}
         if started is not None and started <= completed:
             out["last_backup_duration"] = {(): completed - started}
+    scheduled = _timestamp((status.get("lastScheduledBackup") or {}).get("scheduledAt"))
+    if scheduled is not None:
+        out["last_scheduled"] = {(): scheduled}
     if isinstance(last.get("sizeBytes"), int):
         out["last_backup_size"] = {(): float(last["sizeBytes"])}
     return out

@@ -336,6 +336,9 @@ class BackupController:
         if bk is None:
             return done
         backups = self.backups_of(ns, cname)
+        stale = {"nextScheduledBackup", "lastScheduledBackup"} & set(cluster_body.get("status") or {})
+        if not bk.schedule and stale:  # a schedule removed: no next run to announce
+            self._patch_status(CLUSTER_PLURAL, ns, cname, dict.fromkeys(stale))
         if bk.schedule:
             scheduled = [
                 clock.parse((o["metadata"].get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION))
@@ -360,8 +363,13 @@ class BackupController:
                         raise
             newest = max(((t, o) for t, o in zip(scheduled, backups) if t), default=None, key=lambda x: x[0])
             status = {"nextScheduledBackup": clock.stamp(d.next_run)}
+            # scheduledAt: the fire time it ran for (the metric an alert on a late backup uses)
             if done["created"]:
-                status["lastScheduledBackup"] = {"name": done["created"], "phase": PENDING}
+                status["lastScheduledBackup"] = {
+                    "name": done["created"],
+                    "phase": PENDING,
+                    "scheduledAt": clock.stamp(d.create_for),
+                }
             elif newest is not None:
                 o = newest[1]
                 s = o.get("status") or {}
@@ -369,6 +377,7 @@ class BackupController:
                     "name": o["metadata"]["name"],
                     "phase": s.get("phase", PENDING),
                     "message": s.get("message", ""),
+                    "scheduledAt": clock.stamp(newest[0]),
                 }
             self._patch_status(CLUSTER_PLURAL, ns, cname, status)
         if bk.retention.keep_last is not None or bk.retention.max_age is not None:

@@ -186,6 +186,111 @@ def test_each_alert_fires_in_its_situation_only(promtool, tmp_path):
                 },
             ],
         },
+        {
+            "name": "a late scheduled backup (also a first one), not a working or an unscheduled one",
+            "interval": "1m",
+            "input_series": [
+                # late: the run scheduled at 600 s never succeeded; the last success is at 0 s
+                {
+                    "series": _series("mysql_operator_last_scheduled_backup_timestamp_seconds", shop),
+                    "values": "600x120",
+                },
+                {"series": _series("mysql_operator_last_backup_timestamp_seconds", shop), "values": "0x120"},
+                # first: scheduled, never succeeded (no last-backup series at all)
+                {
+                    "series": _series(
+                        "mysql_operator_last_scheduled_backup_timestamp_seconds", {**shop, "cluster": "first"}
+                    ),
+                    "values": "600x120",
+                },
+                # working: a run every 10 minutes, each stored 2 minutes after it was due
+                {
+                    "series": _series(
+                        "mysql_operator_last_scheduled_backup_timestamp_seconds", {**shop, "cluster": "ok"}
+                    ),
+                    "values": " ".join(str(600 * (m // 10)) for m in range(121)),
+                },
+                {
+                    "series": _series(
+                        "mysql_operator_last_backup_timestamp_seconds", {**shop, "cluster": "ok"}
+                    ),
+                    "values": " ".join(
+                        str(600 * (m // 10) + (120 if m % 10 >= 2 else -480)) for m in range(121)
+                    ),
+                },
+                # unscheduled: backed up once, long ago (no schedule, no alert)
+                {
+                    "series": _series(
+                        "mysql_operator_last_backup_timestamp_seconds", {**shop, "cluster": "manual"}
+                    ),
+                    "values": "0x120",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "50m", "alertname": "MySQLBackupLate", "exp_alerts": []},  # for: 1h
+                {
+                    "eval_time": "90m",
+                    "alertname": "MySQLBackupLate",
+                    "exp_alerts": [
+                        expect("MySQLBackupLate", shop),
+                        expect("MySQLBackupLate", {**shop, "cluster": "first"}),
+                    ],
+                },
+            ],
+        },
+        {
+            "name": "a data volume of a cluster filling, not another application's",
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": _series("mysql_operator_cluster_phase", {**shop, "phase": "Ready"}),
+                    "values": "1x15",
+                },
+                *(
+                    {
+                        "series": _series(
+                            f"kubelet_volume_stats_{what}_bytes",
+                            {"namespace": "shop", "persistentvolumeclaim": pvc},
+                        ),
+                        "values": values,
+                    }
+                    for pvc in ("data-db-1", "data-postgres-0")
+                    for what, values in (("available", "5x15"), ("capacity", "100x15"))
+                ),
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "12m",
+                    "alertname": "MySQLVolumeFilling",
+                    "exp_alerts": [
+                        expect("MySQLVolumeFilling", {**shop, "persistentvolumeclaim": "data-db-1"})
+                    ],
+                },
+            ],
+        },
+        {
+            "name": "no operator metrics",
+            "interval": "1m",
+            "input_series": [{"series": _series("mysql_up", {**shop, "pod": "db-0"}), "values": "1x15"}],
+            "alert_rule_test": [
+                {
+                    "eval_time": "12m",
+                    "alertname": "MySQLOperatorAbsent",
+                    "exp_alerts": [expect("MySQLOperatorAbsent", {})],
+                },
+            ],
+        },
+        {
+            "name": "the operator scraped",
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": _series("mysql_operator_reconciles_total", {**shop, "outcome": "ok"}),
+                    "values": "0+1x15",
+                }
+            ],
+            "alert_rule_test": [{"eval_time": "12m", "alertname": "MySQLOperatorAbsent", "exp_alerts": []}],
+        },
     ]
     test_file = tmp_path / "rules_test.yaml"
     test_file.write_text(

@@ -181,6 +181,17 @@ def test_schedule_keeps_creating_runs_after_failures_and_reports_them(control_pl
     assert ok["location"].startswith("s3://backups/shop/")
     c = get(crds, namespace, CLUSTER_PLURAL, "shop")
     assert c["status"]["lastBackup"]["name"] == runs[2]["metadata"]["name"]
+    # the newest run's fire time (what the late-backup alert compares the last backup with)
+    ctl.tick(c, now=base + dt.timedelta(minutes=35))
+    scheduled = get(crds, namespace, CLUSTER_PLURAL, "shop")["status"]["lastScheduledBackup"]
+    assert scheduled["scheduledAt"] == f"{base + dt.timedelta(minutes=30):%Y-%m-%dT%H:%M:%SZ}", scheduled
+    # the schedule removed: the status announces no next run
+    crds.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, CLUSTER_PLURAL, "shop", {"spec": {"backup": {"schedule": None}}}
+    )
+    ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=base + dt.timedelta(minutes=36))
+    status = get(crds, namespace, CLUSTER_PLURAL, "shop")["status"]
+    assert "nextScheduledBackup" not in status and "lastScheduledBackup" not in status, status
     assert ("BackupFailed", "Warning") in events_for(control_plane, namespace, "shop")
     assert ("BackupFailed", "Warning") in events_for(control_plane, namespace, runs[0]["metadata"]["name"])
     assert ("BackupSucceeded", "Normal") in events_for(control_plane, namespace, runs[2]["metadata"]["name"])

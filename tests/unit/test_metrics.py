@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import socket
 import urllib.request
 
@@ -102,6 +104,7 @@ def test_is_my_cluster_ok_primary_roles_lag_and_last_backup_from_the_status():
     assert sample("mysql_operator_cluster_instances", namespace=ns, cluster=c, role="replica") == 2
     assert sample("mysql_operator_replica_lag_seconds", namespace=ns, cluster=c, instance="shop-0") is None
     assert sample("mysql_operator_last_backup_timestamp_seconds", namespace=ns, cluster=c) is None
+    assert sample("mysql_operator_last_scheduled_backup_timestamp_seconds", namespace=ns, cluster=c) is None
 
     metrics.forget(ns, c)
     for name, labels in [
@@ -187,8 +190,12 @@ def test_conditions_last_backup_size_and_duration_and_finished_backups():
             "completedAt": "2026-11-26T01:02:05Z",
             "sizeBytes": 123456,
         },
+        "lastScheduledBackup": {"name": "shop-202611260100", "scheduledAt": "2026-11-26T01:00:00Z"},
     }
     metrics.observed(ns, c, lambda: Result(phase="Degraded", status=status))
+    assert sample("mysql_operator_last_scheduled_backup_timestamp_seconds", namespace=ns, cluster=c) == (
+        dt.datetime(2026, 11, 26, 1, tzinfo=dt.timezone.utc).timestamp()
+    )
     assert sample("mysql_operator_cluster_condition", namespace=ns, cluster=c, type="Ready") == 0
     assert sample("mysql_operator_cluster_condition", namespace=ns, cluster=c, type="Available") == 1
     assert sample("mysql_operator_cluster_condition", namespace=ns, cluster=c, type="Degraded") == 1
