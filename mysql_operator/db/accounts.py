@@ -216,12 +216,13 @@ def sql_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
 def monitor_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
     """mysqld_exporter's collectors (sh/exporter.sh): PROCESS for the process list and InnoDB
     metrics, REPLICATION CLIENT for SHOW BINARY LOGS (MariaDB: BINLOG MONITOR) and replica status
-    (MariaDB: SLAVE MONITOR), performance_schema for the appliers' state. No data, no writes."""
+    (MariaDB: SLAVE MONITOR); global status and variables need none. No data, no writes, no
+    performance_schema (no perf_schema collector is enabled)."""
     if _flavor(v) is Flavor.MARIADB:
         status: tuple[str, ...] = ("PROCESS", "BINLOG MONITOR", "SLAVE MONITOR")
     else:
         status = ("PROCESS", "REPLICATION CLIENT")
-    return (Grant(status), Grant(("SELECT",), "performance_schema.*"))
+    return (Grant(status),)
 
 
 def operator_grants(v: ServerVersion | Flavor | str, app_database: str | None = None) -> tuple[Grant, ...]:
