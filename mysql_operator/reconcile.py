@@ -79,7 +79,7 @@ from mysql_operator.pods import (
 )
 from mysql_operator.passwords import PasswordStore
 from mysql_operator.restore_gate import restore_gate
-from mysql_operator.sql_objects import SqlObjects
+from mysql_operator.sql_objects import Owned, SqlObjects
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.rollout import (
     RestartGate,
@@ -806,7 +806,9 @@ class Reconciler:
                 )
 
         try:
-            self.sql.sync(c.namespace, c.name, connect, Flavor(c.spec.flavor), unavailable)
+            db = c.spec.database
+            owned = Owned(c.name, db.name if db else None, db.user if db else None)
+            self.sql.sync(c.namespace, c.name, connect, Flavor(c.spec.flavor), unavailable, owned)
         except Exception:  # noqa: BLE001 - never the cluster's pass: retried at the next sync
             log.exception("%s/%s: SQL objects", c.namespace, c.name)
 

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -90,6 +90,69 @@ def status_for(
 
 def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return any(previous.get(key) != value for key, value in new.items())
+
+
+@dataclass(frozen=True)
+class Owned:
+    """What the MySQLCluster itself keeps (spec.database): its application database and account,
+    whose privileges it converges to exactly its own."""
+
+    cluster: str = ""
+    database: str | None = None
+    user: str | None = None
+
+
+def what_it_manages(spec: DatabaseSpec | UserSpec | GrantSpec) -> tuple[str, ...]:
+    """Pure: the server object a spec converges (two objects with one would undo each other)."""
+    if isinstance(spec, DatabaseSpec):
+        return ("database", spec.name)
+    if isinstance(spec, UserSpec):
+        return ("account", spec.name, spec.host.lower())
+    return ("privileges", spec.user, spec.host.lower(), spec.target)
+
+
+def _describe(managed: tuple[str, ...]) -> str:
+    if managed[0] == "database":
+        return f"the database {managed[1]}"
+    if managed[0] == "account":
+        return f"the account {managed[1]}@{managed[2]}"
+    return f"the privileges of {managed[1]}@{managed[2]} on {managed[3]}"
+
+
+def conflicts(objects: Sequence[tuple[Mapping[str, Any], SqlObject]], owned: Owned) -> dict[ObjectKey, str]:
+    """Pure: why each object that must not be applied is not - what the cluster keeps itself, or
+    what an older object (creationTimestamp, then name) of the same kind already manages."""
+    out: dict[ObjectKey, str] = {}
+    first: dict[tuple[str, ...], str] = {}
+    ordered = sorted(
+        objects, key=lambda o: ((o[0].get("metadata") or {}).get("creationTimestamp") or "", o[1].name)
+    )
+    for body, obj in ordered:
+        spec, key = obj.spec, _object_key(body)
+        of_cluster = f"spec.database of MySQLCluster {owned.cluster}"
+        if isinstance(spec, DatabaseSpec) and spec.name == owned.database:
+            out[key] = (
+                f"spec.name: the database {spec.name} is the cluster's own ({of_cluster}): the "
+                "cluster creates and keeps it; delete this object or name another database"
+            )
+            continue
+        user = spec.name if isinstance(spec, UserSpec) else spec.user if isinstance(spec, GrantSpec) else None
+        if user is not None and user == owned.user:
+            out[key] = (
+                f"the account {user} is the cluster's own application account ({of_cluster}): the "
+                "cluster sets its password and keeps its privileges to exactly its own; use another "
+                "account"
+            )
+            continue
+        managed = what_it_manages(spec)
+        if managed in first:
+            out[key] = (
+                f"{obj.kind} {first[managed]} already manages {_describe(managed)}: two objects would "
+                "undo each other, this one is not applied; delete one of them"
+            )
+            continue
+        first[managed] = obj.name
+    return out
 
 
 class SqlObjects:
@@ -168,13 +231,29 @@ class SqlObjects:
         connect: Callable[[], Instance] | None,
         flavor: Flavor,
         unavailable: str,
+        owned: Owned = Owned(),
     ) -> None:
         """Converge every object of the cluster (`connect`: the primary as the SQL account, None
-        with `unavailable` saying why there is none)."""
+        with `unavailable` saying why there is none). An object in conflict (`conflicts`) is not
+        applied, nor undone when deleted."""
         key = (namespace, cluster)
         with self._lock:
             bodies = list(self._bodies.get(key, {}).values())
             self._due[key] = time.monotonic() + SYNC_SECONDS
+        parsed = []
+        for body in bodies:
+            try:
+                parsed.append((body, parse_sql_object(body)))
+            except SpecError:
+                pass  # said on the object by _one
+        live = [(b, o) for b, o in parsed if not (b.get("metadata") or {}).get("deletionTimestamp")]
+        refused = conflicts(live, owned)
+        kept = {what_it_manages(o.spec) for b, o in live if _object_key(b) not in refused}
+        for b, o in parsed:  # one deleted whose target another object or the cluster keeps: not undone
+            managed = what_it_manages(o.spec)
+            deleting = (b.get("metadata") or {}).get("deletionTimestamp")
+            if deleting and (managed in kept or conflicts([(b, o)], owned)):
+                refused[_object_key(b)] = f"{_describe(managed)} is kept by another object or the cluster"
         deleting = sorted(
             (b for b in bodies if (b.get("metadata") or {}).get("deletionTimestamp")),
             key=lambda b: -ORDER.index(b["kind"]),
@@ -192,9 +271,14 @@ class SqlObjects:
                     except InstanceError as e:  # every object says why, each pass tries again
                         connect, unavailable = None, f"cannot log in to the primary as {m.SQL_USER}: {e}"
                 try:
-                    self._one(body, inst, flavor, unavailable)
+                    self._one(body, inst, flavor, unavailable, refused.get(_object_key(body)))
                 except ApiException as e:
                     log.warning("%s/%s %s: %s", namespace, body["metadata"]["name"], body["kind"], e.reason)
+                    why = f"the Kubernetes API answered {e.status} {e.reason} while applying it"
+                    try:  # e.g. its password Secret forbidden or refused: said on the object
+                        self._publish(body, Result(False, "APIError", why))
+                    except ApiException:
+                        pass  # the object itself cannot be written: the log line above is all
                 except Exception as e:  # noqa: BLE001 - a bug: said on the object, not only logged
                     log.exception("%s/%s %s", namespace, body["metadata"]["name"], body["kind"])
                     why = f"{type(e).__name__} while applying it: the operator's log has the details"
@@ -203,7 +287,9 @@ class SqlObjects:
             if inst is not None:
                 inst.close()
 
-    def _one(self, body: dict, inst: Instance | None, flavor: Flavor, unavailable: str) -> None:
+    def _one(
+        self, body: dict, inst: Instance | None, flavor: Flavor, unavailable: str, conflict: str | None = None
+    ) -> None:
         meta = body["metadata"]
         finalizers = list(meta.get("finalizers") or [])
         try:
@@ -216,10 +302,16 @@ class SqlObjects:
             return
         if meta.get("deletionTimestamp"):
             if FINALIZER in finalizers:
-                self._delete(body, obj, inst, unavailable, finalizers)
+                if conflict is not None:  # what it names is another's: left as it is
+                    self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
+                else:
+                    self._delete(body, obj, inst, unavailable, finalizers)
             return
-        if FINALIZER not in finalizers:
-            self._set_finalizers(body, finalizers + [FINALIZER])
+        if conflict is not None:
+            self._publish(body, Result(False, "Conflict", conflict))
+            return
+        if FINALIZER not in finalizers and not self._set_finalizers(body, finalizers + [FINALIZER]):
+            return  # deleted or changed meanwhile: applied from its next watch event, if any
         if inst is None:
             self._publish(body, Result(False, "ClusterUnavailable", unavailable))
             return
@@ -261,7 +353,7 @@ class SqlObjects:
                 f"the account {spec.user}@{spec.host} does not exist: create a MySQLUser with spec.name "
                 f"{spec.user} and spec.host {spec.host} (or fix spec.user / spec.host)",
             )
-        done = inst.run_statements(statements.grant(spec, held))
+        done = inst.run_statements(statements.grant(spec, held, flavor))
         return Result(
             True, "Applied", f"{spec.user}@{spec.host} holds exactly these privileges on {spec.target}", done
         )
@@ -344,13 +436,15 @@ class SqlObjects:
             "%s/%s %s %s: %s", meta["namespace"], meta["name"], body["kind"], result.reason, result.message
         )
 
-    def _set_finalizers(self, body: dict, finalizers: list[str]) -> None:
+    def _set_finalizers(self, body: dict, finalizers: list[str]) -> bool:
+        """Whether the list was stored (not: the object is gone or changed meanwhile)."""
         meta = body["metadata"]
         # the resourceVersion makes it a compare-and-swap: a list changed meanwhile is not overwritten
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
         stored = self._patch(body, patch)
         if stored is not None and not (stored["metadata"].get("deletionTimestamp") and not finalizers):
             self.seen(stored)
+        return stored is not None
 
     def _patch(self, body: dict, patch: dict, status: bool = False) -> dict | None:
         meta = body["metadata"]

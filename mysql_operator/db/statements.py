@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mysql_operator.api.sql import DatabaseSpec, GrantSpec, UserSpec
+from mysql_operator.api.sql import DATABASE_PRIVILEGES, TABLE_PRIVILEGES, DatabaseSpec, GrantSpec, UserSpec
 from mysql_operator.db import accounts, password_hash
 from mysql_operator.db.flavor import Flavor
 
@@ -53,7 +53,9 @@ def database(spec: DatabaseSpec, observed: DatabaseState | None) -> list[Stateme
                 f"CREATE DATABASE IF NOT EXISTS {quote(spec.name)}{options}", args, f"created {spec.name}"
             )
         ]
-    if observed.character_set != spec.character_set or (collation and observed.collation != collation):
+    if _charset(observed.character_set) != _charset(spec.character_set) or (
+        collation and _charset(observed.collation) != _charset(collation)
+    ):
         return [
             Statement(
                 f"ALTER DATABASE {quote(spec.name)}{options}",
@@ -62,6 +64,15 @@ def database(spec: DatabaseSpec, observed: DatabaseState | None) -> list[Stateme
             )
         ]
     return []
+
+
+def _charset(name: str) -> str:
+    """A character set or collation as the server stores it: utf8 is an alias of utf8mb3 (and
+    utf8_* of utf8mb3_*), which both servers report; names compare without letter case."""
+    name = name.lower()
+    if name == "utf8" or name.startswith("utf8_"):
+        return "utf8mb3" + name[4:]
+    return name
 
 
 def drop_database(spec: DatabaseSpec) -> list[Statement]:
@@ -149,12 +160,18 @@ def _statements(spec: GrantSpec, p: accounts.Plan) -> list[Statement]:
     ]
 
 
-def grant(spec: GrantSpec, held: accounts.Grants) -> list[Statement]:
+def grant(spec: GrantSpec, held: accounts.Grants, flavor: Flavor = Flavor.MYSQL) -> list[Statement]:
     """Exactly spec.privileges on spec's database or table: REVOKE what the account holds there
     beyond them, GRANT what it lacks. Other targets (other MySQLGrants, grants by hand) are left
-    as they are. `held`: accounts.parse_show_grants of the account."""
+    as they are. `held`: accounts.parse_show_grants of the account. MySQL shows every privilege
+    of a level as ALL PRIVILEGES: a list of all of them is that (else it would be revoked and
+    granted again on every pass); MariaDB's ALL also holds DELETE HISTORY, which no list has."""
+    privileges = spec.privileges
+    level = TABLE_PRIVILEGES if spec.table else DATABASE_PRIVILEGES
+    if flavor is Flavor.MYSQL and set(privileges) == set(level) - {"ALL PRIVILEGES"}:
+        privileges = ("ALL PRIVILEGES",)
     here = {t: v for t, v in held.items() if t == spec.target}
-    want = accounts.Grant(spec.privileges, spec.target, grant_option=spec.grant_option)
+    want = accounts.Grant(privileges, spec.target, grant_option=spec.grant_option)
     return _statements(spec, accounts.plan(here, [want]))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pymysql
 import pytest
 
-from mysql_operator.api.sql import DatabaseSpec, GrantSpec, UserSpec
+from mysql_operator.api.sql import DATABASE_PRIVILEGES, TABLE_PRIVILEGES, DatabaseSpec, GrantSpec, UserSpec
 from mysql_operator.db import accounts
 from mysql_operator.db import statements as st
 from mysql_operator.db.flavor import Flavor
@@ -67,9 +67,9 @@ def attempt(s, user, password, sql, database=None) -> int | None:
         conn.close()
 
 
-def converge_grant(inst, spec):
-    apply(inst, st.grant(spec, inst.grants_of(spec.user, spec.host)))
-    assert st.grant(spec, inst.grants_of(spec.user, spec.host)) == []  # nothing left to do
+def converge_grant(inst, spec, flavor):
+    apply(inst, st.grant(spec, inst.grants_of(spec.user, spec.host), flavor))
+    assert st.grant(spec, inst.grants_of(spec.user, spec.host), flavor) == []  # nothing left to do
 
 
 def test_a_database_its_users_and_their_grants_through_every_change(server):
@@ -89,10 +89,10 @@ def test_a_database_its_users_and_their_grants_through_every_change(server):
     apply(inst, st.user(ro, None, s.flavor, "ro-pw", False))
 
     grant = GrantSpec("c", "app_rw", "shop_db", ("SELECT", "INSERT"))
-    converge_grant(inst, grant)
+    converge_grant(inst, grant, s.flavor)
     assert show_grants(s, "app_rw") == {"shop_db.*": (frozenset({"SELECT", "INSERT"}), False)}
     read_only = GrantSpec("c", "app_ro", "shop_db", ("SELECT",), table="orders")
-    converge_grant(inst, read_only)
+    converge_grant(inst, read_only, s.flavor)
     assert show_grants(s, "app_ro") == {"shop_db.orders": (frozenset({"SELECT"}), False)}
     assert attempt(s, "app_ro", "ro-pw", "SELECT * FROM shop_db.orders") is None
     assert attempt(s, "app_ro", "ro-pw", "INSERT INTO shop_db.orders VALUES (1)") in DENIED
@@ -100,16 +100,25 @@ def test_a_database_its_users_and_their_grants_through_every_change(server):
     assert attempt(s, "app_rw", "first-pw", "SELECT 1", database="shopXdb") in DENIED  # literal name
 
     # add a privilege, then remove one: exactly the list each time
-    converge_grant(inst, GrantSpec("c", "app_rw", "shop_db", ("SELECT", "INSERT", "UPDATE")))
+    converge_grant(inst, GrantSpec("c", "app_rw", "shop_db", ("SELECT", "INSERT", "UPDATE")), s.flavor)
     assert show_grants(s, "app_rw") == {"shop_db.*": (frozenset({"SELECT", "INSERT", "UPDATE"}), False)}
     narrower = GrantSpec("c", "app_rw", "shop_db", ("SELECT", "UPDATE"))
-    converge_grant(inst, narrower)
+    converge_grant(inst, narrower, s.flavor)
     assert show_grants(s, "app_rw") == {"shop_db.*": (frozenset({"SELECT", "UPDATE"}), False)}
     assert attempt(s, "app_rw", "first-pw", "INSERT INTO shop_db.orders VALUES (2)") in DENIED
-    converge_grant(inst, GrantSpec("c", "app_rw", "shop_db", ("ALL PRIVILEGES",), grant_option=True))
+    converge_grant(
+        inst, GrantSpec("c", "app_rw", "shop_db", ("ALL PRIVILEGES",), grant_option=True), s.flavor
+    )
     assert show_grants(s, "app_rw") == {"shop_db.*": (frozenset({"ALL PRIVILEGES"}), True)}
-    converge_grant(inst, narrower)
+    converge_grant(inst, narrower, s.flavor)
     assert show_grants(s, "app_rw") == {"shop_db.*": (frozenset({"SELECT", "UPDATE"}), False)}
+    # every privilege of a level listed (MySQL shows them as ALL PRIVILEGES): converged once
+    every = tuple(p for p in DATABASE_PRIVILEGES if p != "ALL PRIVILEGES")
+    converge_grant(inst, GrantSpec("c", "app_rw", "shop_db", every), s.flavor)
+    every_table = tuple(p for p in TABLE_PRIVILEGES if p != "ALL PRIVILEGES")
+    converge_grant(inst, GrantSpec("c", "app_ro", "shop_db", every_table, table="orders"), s.flavor)
+    converge_grant(inst, read_only, s.flavor)
+    converge_grant(inst, narrower, s.flavor)
 
     # a new password: the old one is refused, the new one accepted
     state = inst.user_state(rw.name, rw.host)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mysql_operator.api import SpecError
-from mysql_operator.api.sql import DatabaseSpec, GrantSpec, UserSpec, parse_sql_object
+from mysql_operator.api.sql import DATABASE_PRIVILEGES, DatabaseSpec, GrantSpec, UserSpec, parse_sql_object
 from mysql_operator.db import statements as st
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import InstanceError
@@ -221,6 +221,7 @@ def test_a_login_failure_or_a_bug_is_said_on_every_object_not_only_logged():
 
         def _set_finalizers(self, body, finalizers):
             body["metadata"]["finalizers"] = finalizers
+            return True
 
     def obj(kind, name, spec):
         return {
@@ -289,3 +290,100 @@ def test_a_watch_event_older_than_the_status_written_does_not_post_its_warning_a
     objs.seen(created(10))  # the creation's event, delivered after the status was written
     objs.without_cluster("ns", "db", "MySQLCluster db does not exist")
     assert [reason for _, reason, _ in warnings] == ["ClusterMissing"]
+
+
+def _body(kind, name, spec, created="2026-11-28T06:00:00Z", deleting=False):
+    meta = {"name": name, "namespace": "ns", "creationTimestamp": created}
+    if deleting:
+        meta.update(deletionTimestamp="2026-11-28T07:00:00Z", finalizers=["mysql.operator.dev/sql-cleanup"])
+    return {"kind": kind, "metadata": meta, "spec": {"clusterRef": {"name": "db"}, **spec}}
+
+
+def test_two_objects_managing_one_thing_and_what_the_cluster_keeps_are_conflicts():
+    from mysql_operator.api.sql import parse_sql_object
+    from mysql_operator.sql_objects import Owned, conflicts
+
+    bodies = [
+        _body("MySQLGrant", "late", {"user": "rw", "database": "shop", "privileges": ["INSERT"]}, "T2"),
+        _body("MySQLGrant", "early", {"user": "rw", "database": "shop", "privileges": ["SELECT"]}, "T1"),
+        # another target, another host: no conflict
+        _body(
+            "MySQLGrant", "table", {"user": "rw", "database": "shop", "table": "t", "privileges": ["SELECT"]}
+        ),
+        _body(
+            "MySQLGrant",
+            "local",
+            {"user": "rw", "host": "localhost", "database": "shop", "privileges": ["SELECT"]},
+        ),
+        _body("MySQLUser", "rw", {"name": "rw"}, "T1"),
+        _body("MySQLUser", "rw-again", {"name": "rw", "host": "%"}, "T3"),
+        _body("MySQLUser", "app", {"name": "app"}),
+        _body("MySQLGrant", "app-more", {"user": "app", "database": "shop", "privileges": ["SELECT"]}),
+        _body("MySQLDatabase", "appdb", {"name": "appdb", "cleanupPolicy": "Delete"}),
+        _body("MySQLDatabase", "shop", {"name": "shop"}),
+    ]
+    found = conflicts([(b, parse_sql_object(b)) for b in bodies], Owned("db", "appdb", "app"))
+    reasons = {name: why for (_, _, name), why in found.items()}
+    assert set(reasons) == {"late", "rw-again", "app", "app-more", "appdb"}
+    assert "MySQLGrant early already manages the privileges of rw@% on shop.*" in reasons["late"]
+    assert "MySQLUser rw already manages the account rw@%" in reasons["rw-again"]
+    assert "cluster's own application account (spec.database of MySQLCluster db)" in reasons["app"]
+    assert "spec.name: the database appdb is the cluster's own" in reasons["appdb"]
+
+
+def test_an_object_in_conflict_is_not_applied_and_its_deletion_undoes_nothing(monkeypatch):
+    from mysql_operator import sql_objects
+    from mysql_operator.sql_objects import Owned, SqlObjects
+
+    published, ran, released = [], [], []
+
+    class Recording(SqlObjects):
+        def _publish(self, body, result):
+            published.append((body["metadata"]["name"], result.reason))
+
+        def _set_finalizers(self, body, finalizers):
+            if sql_objects.FINALIZER not in finalizers:
+                released.append(body["metadata"]["name"])
+            return True
+
+    class Server:
+        def grants_of(self, user, host):
+            return {}
+
+        def run_statements(self, statements, secrets=()):
+            ran.extend(s.sql for s in statements)
+            return [s.what for s in statements]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sql_objects.k, "post_events", lambda *a: None)
+    objs = Recording(object())
+    grant = {"user": "rw", "database": "shop", "privileges": ["SELECT"], "cleanupPolicy": "Delete"}
+    objs.seen(_body("MySQLGrant", "early", grant, "T1"))
+    objs.seen(_body("MySQLGrant", "late", {**grant, "privileges": ["INSERT"]}, "T2"))
+    objs.sync("ns", "db", Server, Flavor.MARIADB, "", Owned("db"))
+    assert ("late", "Conflict") in published and ("early", "Applied") in published
+    assert ran == ["GRANT SELECT ON `shop`.* TO %s@%s"], ran
+
+    # the loser deleted: its finalizer goes, nothing is revoked from what the other keeps
+    ran.clear()
+    released.clear()
+    objs.seen(_body("MySQLGrant", "late", {**grant, "privileges": ["INSERT"]}, "T2", deleting=True))
+    objs.sync("ns", "db", Server, Flavor.MARIADB, "", Owned("db"))
+    assert released == ["late"] and ran == ["GRANT SELECT ON `shop`.* TO %s@%s"]
+
+
+def test_utf8_is_the_utf8mb3_the_server_reports_and_a_full_list_is_all_privileges_on_mysql():
+    spec = DatabaseSpec("c", "shop", character_set="utf8", collation="utf8_general_ci")
+    assert st.database(spec, st.DatabaseState("utf8mb3", "utf8mb3_general_ci")) == []
+    assert st.database(spec, st.DatabaseState("utf8mb4", "utf8mb4_bin")) != []
+
+    every = tuple(p for p in DATABASE_PRIVILEGES if p != "ALL PRIVILEGES")
+    full = GrantSpec("c", "rw", "shop", every)
+    shown = {"shop.*": (frozenset({"ALL PRIVILEGES"}), False)}  # MySQL's SHOW GRANTS of them
+    assert st.grant(full, shown, Flavor.MYSQL) == []
+    # MariaDB's ALL also holds DELETE HISTORY, which the list has not: it is narrowed
+    assert [s.sql.split(" ON ")[0] for s in st.grant(full, shown, Flavor.MARIADB)][:1] == [
+        "REVOKE ALL PRIVILEGES"
+    ]
