@@ -30,7 +30,8 @@ def annotations(alert: str, labels: dict[str, str], value: str) -> dict[str, str
 
     def render(text: str) -> str:
         text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m_: labels.get(m_.group(1), ""), text)
-        return text.replace("{{ $value }}", value)
+        percent = f"{float(value) * 100:.4g}%" if value else ""
+        return text.replace("{{ $value }}", value).replace("{{ $value | humanizePercentage }}", percent)
 
     return {k: render(v) for k, v in RULES[alert]["annotations"].items()}
 
@@ -290,6 +291,91 @@ def test_each_alert_fires_in_its_situation_only(promtool, tmp_path):
                 }
             ],
             "alert_rule_test": [{"eval_time": "12m", "alertname": "MySQLOperatorAbsent", "exp_alerts": []}],
+        },
+        {
+            "name": "a cluster failed, degraded, with an instance held out or re-seeding; errors; connections",
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": _series("mysql_operator_cluster_phase", {**shop, "phase": "Failed"}),
+                    "values": "0 1x70",
+                },
+                {
+                    "series": _series("mysql_operator_cluster_condition", {**shop, "type": "Degraded"}),
+                    "values": "1x70",
+                },
+                # a second cluster Degraded for 10 minutes only, then recovered
+                {
+                    "series": _series(
+                        "mysql_operator_cluster_condition", {**shop, "cluster": "brief", "type": "Degraded"}
+                    ),
+                    "values": "1x9 0x60",
+                },
+                {
+                    "series": _series("mysql_operator_cluster_instances", {**shop, "role": "held-out"}),
+                    "values": "1x70",
+                },
+                {
+                    "series": _series("mysql_operator_cluster_instances", {**shop, "role": "reseeding"}),
+                    "values": "1x70",
+                },
+                {
+                    "series": _series(
+                        "mysql_operator_reconcile_errors_total", {**shop, "cause": "TimeoutError"}
+                    ),
+                    "values": "0+1x70",
+                },
+                {
+                    "series": _series("mysql_global_status_threads_connected", {**shop, "pod": "db-0"}),
+                    "values": "90x70",
+                },
+                {
+                    "series": _series("mysql_global_variables_max_connections", {**shop, "pod": "db-0"}),
+                    "values": "100x70",
+                },
+                {
+                    "series": _series("mysql_global_status_threads_connected", {**shop, "pod": "db-1"}),
+                    "values": "50x70",
+                },
+                {
+                    "series": _series("mysql_global_variables_max_connections", {**shop, "pod": "db-1"}),
+                    "values": "100x70",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "2m", "alertname": "MySQLClusterFailed", "exp_alerts": []},
+                {
+                    "eval_time": "4m",
+                    "alertname": "MySQLClusterFailed",
+                    "exp_alerts": [expect("MySQLClusterFailed", {**shop, "phase": "Failed"})],
+                },
+                {
+                    "eval_time": "20m",
+                    "alertname": "MySQLClusterDegraded",
+                    "exp_alerts": [expect("MySQLClusterDegraded", {**shop, "type": "Degraded"})],
+                },
+                {
+                    "eval_time": "12m",
+                    "alertname": "MySQLInstanceHeldOut",
+                    "exp_alerts": [expect("MySQLInstanceHeldOut", {**shop, "role": "held-out"}, "1")],
+                },
+                {"eval_time": "50m", "alertname": "MySQLInstanceReseedingTooLong", "exp_alerts": []},
+                {
+                    "eval_time": "65m",
+                    "alertname": "MySQLInstanceReseedingTooLong",
+                    "exp_alerts": [expect("MySQLInstanceReseedingTooLong", {**shop, "role": "reseeding"})],
+                },
+                {
+                    "eval_time": "25m",
+                    "alertname": "MySQLOperatorReconcileErrors",
+                    "exp_alerts": [expect("MySQLOperatorReconcileErrors", {**shop, "cause": "TimeoutError"})],
+                },
+                {
+                    "eval_time": "10m",
+                    "alertname": "MySQLTooManyConnections",
+                    "exp_alerts": [expect("MySQLTooManyConnections", {**shop, "pod": "db-0"}, "0.9")],
+                },
+            ],
         },
     ]
     test_file = tmp_path / "rules_test.yaml"
