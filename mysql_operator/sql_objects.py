@@ -119,39 +119,55 @@ def _describe(managed: tuple[str, ...]) -> str:
     return f"the privileges of {managed[1]}@{managed[2]} on {managed[3]}"
 
 
+def _the_clusters(spec: DatabaseSpec | UserSpec | GrantSpec, owned: Owned) -> str | None:
+    """Why a spec names what the cluster keeps itself (its spec.database), or None."""
+    of_cluster = f"spec.database of MySQLCluster {owned.cluster}"
+    if isinstance(spec, DatabaseSpec):
+        if spec.name != owned.database:
+            return None
+        return (
+            f"spec.name: the database {spec.name} is the cluster's own ({of_cluster}): the "
+            "cluster creates and keeps it; delete this object or name another database"
+        )
+    user = spec.name if isinstance(spec, UserSpec) else spec.user
+    if user != owned.user:
+        return None
+    return (
+        f"the account {user} is the cluster's own application account ({of_cluster}): the "
+        "cluster sets its password and keeps its privileges to exactly its own; use another account"
+    )
+
+
 def conflicts(objects: Sequence[tuple[Mapping[str, Any], SqlObject]], owned: Owned) -> dict[ObjectKey, str]:
     """Pure: why each object that must not be applied is not - what the cluster keeps itself, or
-    what an older object (creationTimestamp, then name) of the same kind already manages."""
+    what an older object (creationTimestamp, then name) of the same kind already manages. An
+    object being deleted whose target the cluster or a live object keeps is listed too: its
+    deletion must not undo it."""
+
+    def deleting(body: Mapping[str, Any]) -> bool:
+        return bool((body.get("metadata") or {}).get("deletionTimestamp"))
+
     out: dict[ObjectKey, str] = {}
     first: dict[tuple[str, ...], str] = {}
-    ordered = sorted(
-        objects, key=lambda o: ((o[0].get("metadata") or {}).get("creationTimestamp") or "", o[1].name)
+    live = sorted(
+        ((b, o) for b, o in objects if not deleting(b)),
+        key=lambda o: ((o[0].get("metadata") or {}).get("creationTimestamp") or "", o[1].name),
     )
-    for body, obj in ordered:
-        spec, key = obj.spec, _object_key(body)
-        of_cluster = f"spec.database of MySQLCluster {owned.cluster}"
-        if isinstance(spec, DatabaseSpec) and spec.name == owned.database:
-            out[key] = (
-                f"spec.name: the database {spec.name} is the cluster's own ({of_cluster}): the "
-                "cluster creates and keeps it; delete this object or name another database"
-            )
-            continue
-        user = spec.name if isinstance(spec, UserSpec) else spec.user if isinstance(spec, GrantSpec) else None
-        if user is not None and user == owned.user:
-            out[key] = (
-                f"the account {user} is the cluster's own application account ({of_cluster}): the "
-                "cluster sets its password and keeps its privileges to exactly its own; use another "
-                "account"
-            )
-            continue
-        managed = what_it_manages(spec)
-        if managed in first:
-            out[key] = (
+    for body, obj in live:
+        managed, why = what_it_manages(obj.spec), _the_clusters(obj.spec, owned)
+        if why is None and managed in first:
+            why = (
                 f"{obj.kind} {first[managed]} already manages {_describe(managed)}: two objects would "
                 "undo each other, this one is not applied; delete one of them"
             )
-            continue
-        first[managed] = obj.name
+        if why is not None:
+            out[_object_key(body)] = why
+        else:
+            first[managed] = obj.name
+    for body, obj in objects:
+        managed = what_it_manages(obj.spec)
+        if deleting(body) and (managed in first or _the_clusters(obj.spec, owned)):
+            out[_object_key(body)] = f"{_describe(managed)} is kept by another object or the cluster"
     return out
 
 
@@ -246,14 +262,7 @@ class SqlObjects:
                 parsed.append((body, parse_sql_object(body)))
             except SpecError:
                 pass  # said on the object by _one
-        live = [(b, o) for b, o in parsed if not (b.get("metadata") or {}).get("deletionTimestamp")]
-        refused = conflicts(live, owned)
-        kept = {what_it_manages(o.spec) for b, o in live if _object_key(b) not in refused}
-        for b, o in parsed:  # one deleted whose target another object or the cluster keeps: not undone
-            managed = what_it_manages(o.spec)
-            deleting = (b.get("metadata") or {}).get("deletionTimestamp")
-            if deleting and (managed in kept or conflicts([(b, o)], owned)):
-                refused[_object_key(b)] = f"{_describe(managed)} is kept by another object or the cluster"
+        refused = conflicts(parsed, owned)
         deleting = sorted(
             (b for b in bodies if (b.get("metadata") or {}).get("deletionTimestamp")),
             key=lambda b: -ORDER.index(b["kind"]),
