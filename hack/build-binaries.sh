@@ -176,13 +176,13 @@ build_cert_manager() {  # test-only: tests/support/certmanager.py runs it on loo
 
 go_build_module() {  # $1: target dir, $2: module@version, rest: packages of that module to build
   # A wrapper module requiring the module (`go install pkg@version` also asks the proxy for the
-  # module's version list, which it refuses for some modules it serves)
+  # module's version list, which it refuses for some modules it serves). GO_BUILD_TAGS: build tags.
   local dir="$1" module="$2" name; shift 2
   local work="$CACHE_ROOT/src/${dir##*/}"
   mkdir -p "$work" "$dir"
   printf 'module local/%s\n\ngo 1.24\n' "${dir##*/}" >"$work/go.mod"
   (cd "$work" && go get "${@/%/@${module#*@}}" >&2 &&
-    go build -trimpath -ldflags "-s -w" -o "$work/out/" "$@")
+    go build -trimpath -tags "${GO_BUILD_TAGS:-}" -ldflags "-s -w" -o "$work/out/" "$@")
   for name in "$@"; do mv "$work/out/${name##*/}" "$dir/${name##*/}"; done
 }
 
@@ -196,7 +196,9 @@ build_exporter() {
 build_prometheus() {  # test-only: tests/support/prometheus.py runs it on loopback
   [[ -x "$PROMETHEUS_DIR/prometheus" && -x "$PROMETHEUS_DIR/promtool" ]] && return 0
   log "building prometheus and promtool $PROMETHEUS_VERSION (cold: several minutes on 2 cores)"
-  go_build_module "$PROMETHEUS_DIR" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
+  # only the Kubernetes service discovery the tests use: the cloud ones' SDKs are most of a cold build
+  GO_BUILD_TAGS=remove_all_sd,enable_kubernetes_sd \
+    go_build_module "$PROMETHEUS_DIR" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
     github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 }
 
