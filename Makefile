@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 
 test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests
 	$(MAKE) --no-print-directory -j4 images lint binaries node-binaries
-	$(PY) -m pytest tests e2e
+	PY=$(PY) hack/test.sh
 
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
 lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck

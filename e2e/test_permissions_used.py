@@ -10,6 +10,7 @@ selection would leave permissions unused that the rest of the suite uses (it ski
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from tests.support import audit
 from tests.support import cluster as cluster_mod
 
 pytestmark = pytest.mark.cluster
+# set by hack/test.sh for this check, after `pytest tests` and `pytest e2e` ran whole: their exit statuses
+SUITE_RAN_VARIABLE = "MYSQLOP_SUITE_RAN"
 REPO = Path(__file__).resolve().parents[1]
 
 # Declared for a configuration the suite runs only to see it refused or rendered: kopf's peering
@@ -27,7 +30,10 @@ NOT_EXERCISED = audit.declared(rbac.PEERING_RULES_NAMESPACED + rbac.PEERING_RULE
 
 
 def whole_suite(config) -> str | None:
-    """None when this session runs every test of `tests` and `e2e`; else why not."""
+    """None when this session runs every test of `tests` and `e2e`, or is the last step of
+    hack/test.sh (which ran both whole, side by side); else why not."""
+    if os.environ.get(SUITE_RAN_VARIABLE):
+        return None
     if {Path(a).resolve() for a in config.args} != {REPO / "tests", REPO / "e2e"}:
         return f"this session selected {config.args}, not `tests e2e`"
     if config.option.keyword or config.option.markexpr or config.option.deselect:
@@ -35,11 +41,20 @@ def whole_suite(config) -> str | None:
     return None
 
 
+def failed_before(in_this_session: int) -> str:
+    """What failed before this check ran: tests of this session, or runs of hack/test.sh (its
+    SUITE_RAN_VARIABLE is each run's exit status, e.g. `tests=0 e2e=1`)."""
+    if in_this_session:
+        return f"{in_this_session} tests"
+    ran = dict(part.split("=", 1) for part in os.environ.get(SUITE_RAN_VARIABLE, "").split())
+    return " and ".join(f"tests of `pytest {run}`" for run, status in ran.items() if status != "0")
+
+
 def test_every_declared_permission_was_used(request):
     why = whole_suite(request.config)
     if why:
         pytest.skip(reason=f"needs the whole suite (`make test`): {why}")
-    logs = set(audit.STARTED)
+    logs = set(audit.STARTED) | set(audit.suite_logs())
     if cluster_mod.running_state() is not None:
         logs.add(cluster_mod.state_dir() / "control-plane" / "logs" / "audit.log")
     missing = sorted(str(p) for p in logs if not p.exists())
@@ -57,8 +72,8 @@ def test_every_declared_permission_was_used(request):
         f"  {group or 'core'} {resource} {verb}"
         for group, resource, verb in sorted(every - used - NOT_EXERCISED)
     )
-    earlier = request.session.testsfailed
+    earlier = failed_before(request.session.testsfailed)
     if unused and earlier:  # still a failure, but say what may explain it
-        unused += f"\n({earlier} tests failed before this one: a path they did not finish may use these)"
+        unused += f"\n({earlier} failed before this one: a path they did not finish may use these)"
     assert not unused, "declared, never used:\n" + unused
     print(f"\n{len(every)} declared permissions, all used, none missing ({len(logs)} audit logs)")

@@ -10,6 +10,7 @@ into (apiGroup, resource[/subresource], verb) triples for the operator's Service
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -28,6 +29,23 @@ POLICY = {
 }
 
 STARTED: list[Path] = []  # the audit logs of the control planes this process started
+
+# hack/test.sh runs `pytest tests` and `pytest e2e` side by side, then the permissions check on
+# its own: each control plane of those runs writes its audit log here, where the check finds it
+SUITE_DIR_VARIABLE = "MYSQLOP_SUITE_AUDIT_DIR"
+
+
+def log_path(logs_dir: Path, name: str) -> Path:
+    """Where a control plane named `name` writes its audit log."""
+    suite = os.environ.get(SUITE_DIR_VARIABLE)
+    return Path(suite) / f"{name}.log" if suite else logs_dir / "audit.log"
+
+
+def suite_logs() -> list[Path]:
+    """The audit logs the runs of this `make test` wrote (none outside it)."""
+    suite = os.environ.get(SUITE_DIR_VARIABLE)
+    return sorted(Path(suite).glob("*.log")) if suite else []
+
 
 Permission = tuple[str, str, str]  # (apiGroup, resource or resource/subresource, verb)
 

@@ -192,8 +192,9 @@ class ControlPlane:
 
     @property
     def audit_log(self) -> Path:
-        """What ServiceAccounts asked (tests/support/audit.py)."""
-        return self.logs_dir / "audit.log"
+        """What ServiceAccounts asked (tests/support/audit.py): in the logs, or in the directory
+        `make test` names for the suite (audit.SUITE_DIR), where it outlives this control plane."""
+        return audit.log_path(self.logs_dir, self.workdir.name)
 
     # ---- lifecycle
     def start(self, attempts: int = 3) -> "ControlPlane":

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `make test`: the unit and integration tests (`pytest tests`) run beside the e2e tests
+# (`pytest e2e`, printed as it goes). Both spend most of their time waiting on servers, so side by
+# side the suite takes about as long as the e2e tests alone. Then the suite's last check,
+# e2e/test_permissions_used.py, reads the API servers' audit logs both runs wrote to one directory.
+# Exits non-zero when any of the three failed; `pytest tests e2e` still runs the same suite serially.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+PY=${PY:-.venv/bin/python}
+PERMISSIONS=e2e/test_permissions_used.py::test_every_declared_permission_was_used
+
+work=$(mktemp -d -t mysqlop-test-XXXXXX)
+export MYSQLOP_SUITE_AUDIT_DIR="$work/audit"
+mkdir -p "$MYSQLOP_SUITE_AUDIT_DIR"
+pytest() { "$PY" -m pytest -p no:cacheprovider "$@"; }
+
+start=$(date +%s)
+pytest tests --basetemp="$work/tests" >"$work/tests.log" 2>&1 &
+tests_pid=$!
+echo "== pytest tests: running beside the e2e tests; its output follows theirs (pid $tests_pid)"
+pytest e2e --basetemp="$work/e2e" --deselect "$PERMISSIONS"
+e2e_rc=$?
+e2e_done=$(date +%s)
+wait "$tests_pid"
+tests_rc=$?
+tests_done=$(date +%s)
+echo
+echo "== pytest tests (ran beside the e2e tests)"
+cat "$work/tests.log"
+echo
+echo "== the permissions the operator used over both runs"
+MYSQLOP_SUITE_RAN="tests=$tests_rc e2e=$e2e_rc" pytest "$PERMISSIONS" --basetemp="$work/permissions"
+permissions_rc=$?
+
+echo
+echo "== make test: pytest tests exit $tests_rc at $((tests_done - start)) s," \
+    "pytest e2e exit $e2e_rc at $((e2e_done - start)) s, permissions exit $permissions_rc," \
+    "$(($(date +%s) - start)) s in all"
+if [ "$tests_rc" = 0 ] && [ "$e2e_rc" = 0 ] && [ "$permissions_rc" = 0 ]; then
+    rm -rf "$work"
+else
+    echo "== kept for a look: $work (the runs' temporary files and audit logs)"
+    exit 1
+fi
