@@ -5,7 +5,10 @@ timings the scenarios measure (printed as a table at the end of the session)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import time
 import urllib.request
@@ -236,11 +239,18 @@ def _ctr_task(
 
 
 def signal_server(local_cluster, c: Cluster, pod: str, sig: str) -> None:
-    """Send `sig` to every process of the mysqld container of one of the cluster's Pods through
-    containerd (what a crash, a kill or a hang does to it; the kubelet sees it as the container's
-    own doing): the server and start.sh, which supervises it."""
-    r = _ctr_task(local_cluster, c, pod, "kill", "--all", "-s", sig, "{id}")
-    assert r.returncode == 0, f"ctr tasks kill --all -s {sig}: {r.stderr}"
+    """Send `sig` to every process of the mysqld container of one of the cluster's Pods (what a
+    crash, a kill or a hang does to it; the kubelet sees it as the container's own doing): the
+    server and start.sh, which supervises it. The processes are listed by containerd and signalled
+    from here: `ctr tasks kill --all` freezes the container's cgroup first, and that once hung
+    past 30 s on a SIGSTOPped server (CI, SIGKILL after a SIGSTOP)."""
+    r = _ctr_task(local_cluster, c, pod, "ps", "{id}")
+    assert r.returncode == 0, f"ctr tasks ps: {r.stderr}"
+    pids = [int(line.split()[0]) for line in r.stdout.splitlines()[1:] if line.split()]
+    assert pids, f"no process in the mysqld container of {pod}: {r.stdout}"
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # gone already: start.sh's child, say
+            os.kill(pid, getattr(signal, sig))
 
 
 def server_processlist(local_cluster, c: Cluster, pod: str) -> str:

@@ -15,7 +15,12 @@ mkdir -p "$MYSQLOP_SUITE_AUDIT_DIR"
 pytest() { "$PY" -m pytest -p no:cacheprovider "$@"; }
 
 start=$(date +%s)
-pytest tests --basetemp="$work/tests" >"$work/tests.log" 2>&1 &
+{
+    pytest tests --basetemp="$work/tests" >"$work/tests.log" 2>&1
+    rc=$?
+    date +%s >"$work/tests.done"
+    exit "$rc"
+} &
 tests_pid=$!
 echo "== pytest tests: running beside the e2e tests; its output follows theirs (pid $tests_pid)"
 pytest e2e --basetemp="$work/e2e" --deselect "$PERMISSIONS"
@@ -23,7 +28,7 @@ e2e_rc=$?
 e2e_done=$(date +%s)
 wait "$tests_pid"
 tests_rc=$?
-tests_done=$(date +%s)
+tests_done=$(cat "$work/tests.done" 2>/dev/null || date +%s)
 echo
 echo "== pytest tests (ran beside the e2e tests)"
 cat "$work/tests.log"
