@@ -184,8 +184,14 @@ def test_without_cert_manager_the_cluster_waits_with_a_condition_and_a_warning(
     )
     assert condition(body, "Progressing")["reason"] == "CertManagerNotInstalled"
     assert body["status"]["phase"] == "Failed"
-    warnings = [e for e in events(api, namespace, "shop") if e[0] == "Warning"]
-    assert [(r, msg) for _, r, msg in warnings] == [("CertManagerNotInstalled", degraded["message"])]
+    # this control plane has no node: once the scheduler has said so (later on a loaded machine),
+    # the Pods' InstanceWaiting is a Warning too, and not this test's concern
+    warnings = [
+        (r, msg)
+        for kind, r, msg in events(api, namespace, "shop")
+        if kind == "Warning" and not (r == "InstanceWaiting" and "no nodes available" in msg)
+    ]
+    assert warnings == [("CertManagerNotInstalled", degraded["message"])]
     assert took < 10, f"the condition and the Event took {took:.1f}s"
     # it waits: no certificate, no CA of the operator's, nothing for applications
     for secret in ("shop-ca", "shop-tls", "shop-ca-bundle"):
