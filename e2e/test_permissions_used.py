@@ -6,6 +6,8 @@ by RBAC for a permission the chart does not grant (in the integration tests and 
 scenario, where the operator runs as that account), and every verb declared in mysql_operator/k8s/rbac.py was asked for at least once - a
 declared verb never used is a grant the operator does not need, or a path no test takes. It runs last (e2e/conftest.py orders it) and only over the whole suite: a
 selection would leave permissions unused that the rest of the suite uses (it skips, saying so).
+`make test` (hack/test.sh) runs it on its own after `pytest tests` and `pytest e2e`, over the
+audit logs both wrote to one directory.
 """
 
 from __future__ import annotations

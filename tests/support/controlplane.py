@@ -193,7 +193,7 @@ class ControlPlane:
     @property
     def audit_log(self) -> Path:
         """What ServiceAccounts asked (tests/support/audit.py): in the logs, or in the directory
-        `make test` names for the suite (audit.SUITE_DIR), where it outlives this control plane."""
+        `make test` names for the suite (audit.SUITE_DIR_VARIABLE), where it outlives this control plane."""
         return audit.log_path(self.logs_dir, self.workdir.name)
 
     # ---- lifecycle
