@@ -7,9 +7,8 @@ PY := $(VENV)/bin/python
 .PHONY: test lint unit integration e2e binaries cluster-binaries node-binaries images deps control-plane \
         cluster-up cluster-down demo demo-images venv clean
 
-test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests
-	$(MAKE) --no-print-directory -j4 images lint binaries node-binaries
-	PY=$(PY) hack/test.sh
+test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests (hack/test.sh)
+	MAKE="$(MAKE)" PY=$(PY) hack/test.sh
 
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
 lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck

@@ -414,7 +414,11 @@ def push_image(registry, name: str, repo: str) -> str:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """e2e/test_permissions_used.py reads what every other test made the operator do: last."""
+    """The tests that need a binary built beside the tests last but one; last
+    e2e/test_permissions_used.py, which reads what every other test made the operator do."""
+    from tests.support.controlplane import late_builds_last
+
+    late_builds_last(items)
     items.sort(key=lambda item: item.path.name == "test_permissions_used.py")
 
 

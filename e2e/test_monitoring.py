@@ -35,7 +35,7 @@ from tests.support import prometheus as prom
 from tests.support.wait import wait_for
 from tests.unit.test_chart_render import CHART
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.late_build]
 RULES = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
 DASHBOARD = json.loads((CHART / "files" / "dashboard.json").read_text())
 # dashboard panels that must return data for a running MySQL cluster that failed over and backed up
@@ -163,9 +163,7 @@ def s3_secret(local_cluster, scenario_namespace, s3_beside_cluster):
 def test_prometheus_sees_the_failover_the_alert_and_the_backup(
     local_cluster, scenario_namespace, s3_secret, tmp_path
 ):
-    reason = prom.missing()
-    if reason:
-        pytest.skip(reason=reason)
+    prom.ensure_built()
     api, ns = local_cluster.api_client(), scenario_namespace
     c = Cluster(api, ns, "mon")
     maria = Cluster(api, ns, "mon-maria")

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# `make test`: the unit and integration tests (`pytest tests`) run beside the e2e tests
-# (`pytest e2e`, printed as it goes). Both spend most of their time waiting on servers, so side by
-# side the suite takes about as long as the e2e tests alone. Then the suite's last check,
-# e2e/test_permissions_used.py, reads the API servers' audit logs both runs wrote to one directory.
-# Exits non-zero when any of the three failed; `pytest tests e2e` still runs the same suite serially.
+# `make test`: builds what is missing, then the unit and integration tests (`pytest tests`) run
+# beside the e2e tests (`pytest e2e`, printed as it goes). Both spend most of their time waiting on
+# servers, so side by side the suite takes about as long as the e2e tests alone. Then the suite's
+# last check, e2e/test_permissions_used.py, reads the API servers' audit logs both runs wrote to one
+# directory. Exits non-zero when any of the three (or a build) failed; `pytest tests e2e` still
+# runs the same suite serially.
+#
+# The binaries only a few tests use (cert-manager, Prometheus) build at the lowest CPU priority
+# beside everything else, from the start: on a cold machine they take the CPU the other builds and
+# then the tests leave idle, instead of delaying the first test. A test that needs one waits for
+# its build (tests/support/controlplane.py build_binaries).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 PY=${PY:-.venv/bin/python}
@@ -15,6 +21,18 @@ mkdir -p "$MYSQLOP_SUITE_AUDIT_DIR"
 pytest() { "$PY" -m pytest -p no:cacheprovider "$@"; }
 
 start=$(date +%s)
+late_builds=(cert-manager prometheus)
+late_pids=()
+for target in "${late_builds[@]}"; do
+    nice -n 19 hack/build-binaries.sh "$target" >"$work/build-$target.log" 2>&1 &
+    late_pids+=($!)
+done
+if ! "${MAKE:-make}" --no-print-directory -j4 images lint cluster-binaries node-binaries; then
+    kill "${late_pids[@]}" 2>/dev/null
+    echo "== make test: a build or the lint failed (above)"
+    exit 1
+fi
+echo "== built in $(($(date +%s) - start)) s; the test-only binaries (${late_builds[*]}) go on building beside the tests"
 {
     pytest tests --basetemp="$work/tests" >"$work/tests.log" 2>&1
     rc=$?
@@ -37,11 +55,20 @@ echo "== the permissions the operator used over both runs"
 MYSQLOP_SUITE_RAN="tests=$tests_rc e2e=$e2e_rc" pytest "$PERMISSIONS" --basetemp="$work/permissions"
 permissions_rc=$?
 
+late_rc=0
+for i in "${!late_builds[@]}"; do
+    if ! wait "${late_pids[$i]}"; then
+        late_rc=1
+        echo "== hack/build-binaries.sh ${late_builds[$i]} failed:"
+        tail -n 30 "$work/build-${late_builds[$i]}.log"
+    fi
+done
+
 echo
 echo "== make test: pytest tests exit $tests_rc at $((tests_done - start)) s," \
     "pytest e2e exit $e2e_rc at $((e2e_done - start)) s, permissions exit $permissions_rc," \
     "$(($(date +%s) - start)) s in all"
-if [ "$tests_rc" = 0 ] && [ "$e2e_rc" = 0 ] && [ "$permissions_rc" = 0 ]; then
+if [ "$tests_rc" = 0 ] && [ "$e2e_rc" = 0 ] && [ "$permissions_rc" = 0 ] && [ "$late_rc" = 0 ]; then
     rm -rf "$work"
 else
     echo "== kept for a look: $work (the runs' temporary files and audit logs)"

@@ -8,9 +8,13 @@ import uuid
 
 import pytest
 
-from tests.support.controlplane import ControlPlane, ControlPlaneError, missing_binaries
+from tests.support.controlplane import ControlPlane, ControlPlaneError, late_builds_last, missing_binaries
 
 _FAILED: list[str] = []  # node ids of failed tests: the control plane's logs are printed at teardown
+
+
+def pytest_collection_modifyitems(session, config, items):
+    late_builds_last(items)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -13,15 +13,15 @@ import yaml
 from tests.support import prometheus as prom
 from tests.unit.test_chart_render import CHART
 
+pytestmark = pytest.mark.late_build
+
 RULES_FILE = CHART / "files" / "prometheus-rules.yaml"
 RULES = {r["alert"]: r for g in yaml.safe_load(RULES_FILE.read_text())["groups"] for r in g["rules"]}
 
 
 @pytest.fixture(scope="module")
 def promtool():
-    reason = prom.missing()
-    if reason:
-        pytest.skip(reason=reason)
+    prom.ensure_built()
     return prom.promtool
 
 

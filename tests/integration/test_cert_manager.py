@@ -31,7 +31,7 @@ from tests.support.crds import apply_crds, project_crds
 from tests.support.operator_account import operator_api
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.controlplane
+pytestmark = [pytest.mark.controlplane, pytest.mark.late_build]
 
 CM = certmanager.GROUP, certmanager.VERSION
 VALIDITY = 3 * 3600  # cert-manager's shortest is one hour
@@ -60,9 +60,7 @@ def cluster_crds(control_plane):
 @pytest.fixture(scope="module")
 def cert_manager(control_plane, tmp_path_factory):
     """cert-manager's CRDs and its controller; both gone after the module."""
-    reason = certmanager.missing()
-    if reason:
-        pytest.skip(reason=f"cert-manager cannot run here: {reason}")
+    certmanager.ensure_built()
     api = control_plane.api_client()
     names = certmanager.install_crds(api)
     try:

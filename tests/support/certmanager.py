@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client, config
 
-from tests.support.controlplane import Component, bin_dir, versions
+from tests.support.controlplane import Component, bin_dir, build_binaries, versions
 from tests.support.crds import apply_crds
 from tests.support.wait import wait_for
 
@@ -39,11 +39,9 @@ def controller_binary() -> Path:
     return home() / "cert-manager-controller"
 
 
-def missing() -> str | None:
-    """Why cert-manager cannot run here, or None."""
-    if not controller_binary().is_file() or not sorted((home() / "crds").glob("crd-*.yaml")):
-        return f"cert-manager is not built ({home()}): run `hack/build-binaries.sh cert-manager`"
-    return None
+def ensure_built() -> None:
+    """The controller and its CRDs, built (or waited for) by `hack/build-binaries.sh cert-manager`."""
+    build_binaries("cert-manager")
 
 
 def crds() -> list[dict]:
@@ -139,10 +137,7 @@ class CertManager:
 
 
 def main() -> int:
-    reason = missing()
-    if reason:
-        print(reason, file=sys.stderr)
-        return 1
+    ensure_built()
     kubeconfig = Path(os.environ["KUBECONFIG"])
     api = config.new_client_from_config(config_file=str(kubeconfig))
     install_crds(api)

@@ -67,6 +67,25 @@ def binary(name: str) -> Path:
     return path
 
 
+def build_binaries(target: str) -> None:
+    """`hack/build-binaries.sh target`: returns at once when its binaries are built. `make test`
+    builds the test-only ones (cert-manager, Prometheus) at low priority beside the other builds and
+    the tests, so a test that needs one may wait here for that build (the script's lock)."""
+    proc = subprocess.run(
+        [str(REPO / "hack" / "build-binaries.sh"), target], capture_output=True, text=True, timeout=3600
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"`hack/build-binaries.sh {target}` failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}"
+        )
+
+
+def late_builds_last(items: list) -> None:
+    """Sort the tests marked `late_build` (they need a binary hack/test.sh builds beside the tests)
+    after the others, so that on a cold machine no test waits for that build."""
+    items.sort(key=lambda item: item.get_closest_marker("late_build") is not None)
+
+
 def missing_binaries() -> list[str]:
     names = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeadm"]
     out = []

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.controlplane import bin_dir, versions
+from tests.support.controlplane import bin_dir, build_binaries, versions
 from tests.support.wait import wait_for
 
 
@@ -24,11 +24,9 @@ def home() -> Path:
     return bin_dir() / f"prometheus-{versions()['PROMETHEUS_VERSION']}"
 
 
-def missing() -> str | None:
-    for name in ("prometheus", "promtool"):
-        if not (home() / name).is_file():
-            return f"{name} is not built ({home()}): run `hack/build-binaries.sh prometheus`"
-    return None
+def ensure_built() -> None:
+    """prometheus and promtool, built (or waited for) by `hack/build-binaries.sh prometheus`."""
+    build_binaries("prometheus")
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess:
