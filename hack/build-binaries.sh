@@ -39,6 +39,10 @@ REGISTRY_DIR="$BIN_DIR/registry-$REGISTRY_VERSION"
 # -dwarf=false: no debug information compiled (-ldflags -w dropped it at link anyway): ~12 % less
 # compile CPU, measured on mysqld_exporter (user 38.1 s -> 33.4 s, 2 runs each)
 export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false" GOTOOLCHAIN=local
+# the compiler collects garbage less often: measured on the Kubernetes binaries with etcd and helm
+# (cold build cache, modules downloaded): 338 s instead of 402 s, CPU 475 s user instead of 618 s,
+# for ~330 MB more peak memory; on the registry 0.82 of the CPU (2 runs each)
+export GOGC="${GOGC:-400}"
 log() { echo "[build-binaries] $*" >&2; }
 
 build_kubernetes() {  # $@: cmd names under k8s.io/kubernetes/cmd
