@@ -200,39 +200,35 @@ def install_operator(
     return subprocess.run(argv, capture_output=True, text=True, env=helm_env(local_cluster))
 
 
+# hack/test.sh runs the e2e tests in more than one pytest session on one cluster it started (those
+# that disturb the chart's operator alone, then the rest side by side): its value names that run
+SUITE_RUN_VARIABLE = "MYSQLOP_SUITE_RUN"
+
+
 @pytest.fixture(scope="session")
 def operator_release(local_cluster):
     """The chart installed with the real helm, the operator running as a Pod from the image built
-    from the project's Dockerfile (examples/values-local.yaml)."""
+    from the project's Dockerfile (examples/values-local.yaml). One session at a time installs it
+    (a lock beside the cluster's state); the later sessions of one hack/test.sh run use the release
+    its first session installed as it is, and none of them uninstalls it (the run stops the cluster)."""
     from kubernetes import client
 
-    from e2e.helpers import install_crds
-    from tests.support.controlplane import binary
-
-    helm, env = str(binary("helm")), helm_env(local_cluster)
-    existed = (
-        subprocess.run(
-            [helm, "status", "mysql-operator", "--namespace", OPERATOR_NAMESPACE],
-            capture_output=True,
-            env=env,
-        ).returncode
-        == 0
-    )
-    # helm creates missing CRDs but never updates them: a reused cluster gets this checkout's
-    install_crds(local_cluster.api_client())
-    r = install_operator(local_cluster)
-    if r.returncode != 0:
-        _save_namespace_artifacts(local_cluster, OPERATOR_NAMESPACE, "operator-install")
-        pytest.fail(f"helm install failed: {r.stderr[-3000:]}")
     apps = client.AppsV1Api(local_cluster.api_client())
-    dep = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0]
-    if existed:  # its Pod may run an operator image imported before this session's: restart it
-        _restart_deployment(apps, dep)
-    yield dep.metadata.name
-    if not existed:  # a release someone else installed (make demo, another session) stays
+    suite_run = os.environ.get(SUITE_RUN_VARIABLE)
+    marker = cluster_mod.state_dir() / "operator-release.json"
+    with _release_lock():
+        installed_by = json.loads(marker.read_text()).get("suite_run") if marker.exists() else None
+        existed = (suite_run and installed_by == suite_run) or _install_release(local_cluster, apps)
+        if suite_run:
+            marker.write_text(json.dumps({"suite_run": suite_run}))
+        name = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0].metadata.name
+    yield name
+    if not existed and not suite_run:  # a release someone else installed (make demo, another session) stays
+        from tests.support.controlplane import binary
+
         subprocess.run(
             [
-                helm,
+                str(binary("helm")),
                 "uninstall",
                 "mysql-operator",
                 "--namespace",
@@ -243,8 +239,47 @@ def operator_release(local_cluster):
             ],
             capture_output=True,
             text=True,
-            env=env,
+            env=helm_env(local_cluster),
         )
+
+
+@contextlib.contextmanager
+def _release_lock():
+    """Held while a session installs or checks the chart's release (xdist workers start together)."""
+    import fcntl
+
+    path = cluster_mod.state_dir() / "operator-release.lock"
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _install_release(local_cluster, apps) -> bool:
+    """`helm upgrade --install` this checkout's chart and CRDs; a release that was there already is
+    restarted (its Pod may run an operator image imported before this session's). Whether it was."""
+    from e2e.helpers import install_crds
+    from tests.support.controlplane import binary
+
+    existed = (
+        subprocess.run(
+            [str(binary("helm")), "status", "mysql-operator", "--namespace", OPERATOR_NAMESPACE],
+            capture_output=True,
+            env=helm_env(local_cluster),
+        ).returncode
+        == 0
+    )
+    # helm creates missing CRDs but never updates them: a reused cluster gets this checkout's
+    install_crds(local_cluster.api_client())
+    r = install_operator(local_cluster)
+    if r.returncode != 0:
+        _save_namespace_artifacts(local_cluster, OPERATOR_NAMESPACE, "operator-install")
+        pytest.fail(f"helm install failed: {r.stderr[-3000:]}")
+    if existed:
+        _restart_deployment(apps, apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0])
+    return existed
 
 
 def _restart_deployment(apps, dep, timeout: float = 180) -> None:
@@ -413,11 +448,17 @@ def push_image(registry, name: str, repo: str) -> str:
     return registry.push(image.archive, repo, image.ref.rsplit(":", 1)[1])
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: the marks it adds count
 def pytest_collection_modifyitems(session, config, items):
-    """The tests that need a binary built beside the tests last but one; last
-    e2e/test_permissions_used.py, which reads what every other test made the operator do."""
+    """A test that runs its own operator (host_operator pauses the chart's) is marked `exclusive`,
+    like the files that stop, scale, replace or upgrade the chart's operator. The tests that need
+    a binary built beside the tests last but one; last e2e/test_permissions_used.py, which reads
+    what every other test made the operator do."""
     from tests.support.controlplane import late_builds_last
 
+    for item in items:
+        if "host_operator" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.exclusive)
     late_builds_last(items)
     items.sort(key=lambda item: item.path.name == "test_permissions_used.py")
 
@@ -515,6 +556,23 @@ def scenario_namespace(local_cluster, operator_release):
 
     with make(local_cluster.api_client()) as ns:
         yield ns
+
+
+def pytest_sessionfinish(session):
+    """In a pytest-xdist worker: hand the timings it recorded to the controller, which prints them."""
+    from e2e.helpers import recorded
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["e2e_timings"] = recorded()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: a worker finished; keep its timings for the table."""
+    from e2e.helpers import add_recorded
+
+    add_recorded(getattr(node, "workeroutput", {}).get("e2e_timings", []))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -406,6 +406,11 @@ def recorded() -> list[dict[str, Any]]:
     return list(_timings)
 
 
+def add_recorded(rows: list[dict[str, Any]]) -> None:
+    """Timings another process recorded (a pytest-xdist worker's), for this one's table."""
+    _timings.extend(rows)
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "(no timings recorded)"

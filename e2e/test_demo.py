@@ -19,7 +19,7 @@ from e2e.demo import STATE_ENV
 from e2e.helpers import delete_clusters, record
 from tests.support import cluster as cluster_mod
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 NS = "demo"  # e2e/demo.py's namespace
 
 

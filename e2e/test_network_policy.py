@@ -38,7 +38,7 @@ from tests.support import cluster as cluster_mod
 from tests.support.controlplane import binary
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 
 RELEASE = "mysql-operator"  # the session's release (e2e/conftest.py operator_release)
 CLIENT_LABEL = "mysql.operator.dev/client"

@@ -15,7 +15,7 @@ from e2e.helpers import Cluster, record, signal_server
 from e2e.test_scenarios_failover import _failover_under_load
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 
 LEASE = "mysql-operator"  # the chart's full name for release mysql-operator
 

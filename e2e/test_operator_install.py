@@ -13,7 +13,7 @@ from e2e.helpers import OPERATOR_IMAGE
 from mysql_operator.k8s.crds import DIGEST_ANNOTATION
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 
 
 def test_chart_installs_a_running_operator(local_cluster, operator_release):

@@ -43,7 +43,7 @@ from tests.support.containerd import parse_build_output
 from tests.support.controlplane import binary
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 REPO_IMAGE = "dbteam/mysql-operator"
 INSTANCES = {"up-my": 3, "up-ma": 2}  # MySQL as the 3 instances; MariaDB 2 (a 2-core machine)
 

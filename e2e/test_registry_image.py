@@ -16,7 +16,7 @@ from e2e.conftest import OPERATOR_NAMESPACE, install_operator, push_image
 from e2e.helpers import BACKUPS, GROUP, OPERATOR_IMAGE, VERSION, Cluster, cluster_spec, scenario_namespace
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 
 LEASE = "mysql-operator"  # the chart's full name for release mysql-operator
 TAG = "0.2.0"

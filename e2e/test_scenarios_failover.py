@@ -192,6 +192,7 @@ def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_n
     assert container(f"{c.name}-0").restart_count >= 1, "the same Pod was restarted in place (not recreated)"
 
 
+@pytest.mark.exclusive  # deletes the chart's operator Pod
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenario_namespace, flavor):
     """The primary hangs (SIGSTOP: it stays down however long the failover takes); once the

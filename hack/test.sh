@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # `make test`: builds what is missing, then the unit and integration tests (`pytest tests`) run
-# beside the e2e tests (`pytest e2e`, printed as it goes). Both spend most of their time waiting on
-# servers, so side by side the suite takes about as long as the e2e tests alone. Then the suite's
-# last check, e2e/test_permissions_used.py, reads the API servers' audit logs both runs wrote to one
-# directory. Exits non-zero when any of the three (or a build) failed; `pytest tests e2e` still
-# runs the same suite serially.
+# beside the e2e tests (`pytest e2e`, printed as it goes), which share one local cluster (a running
+# `make cluster-up` one, else one this script starts and stops). The e2e tests that disturb the
+# chart's operator (marked `exclusive`: they stop, scale, replace, upgrade or pause it) run first,
+# one at a time; then the others, which only share it, in two processes (pytest-xdist, a file per
+# process at a time). Every stream spends much of its time waiting on servers, so the suite takes
+# about as long as the e2e tests' two phases. Then the suite's last check,
+# e2e/test_permissions_used.py, reads the API servers' audit logs all runs wrote to one directory.
+# Exits non-zero when any of them (or a build) failed; `pytest tests e2e` still runs the same suite
+# serially.
 #
 # The binaries only a few tests use (cert-manager, Prometheus) build at the lowest CPU priority
 # beside everything else, from the start: on a cold machine they take the CPU the other builds and
@@ -41,17 +45,46 @@ echo "== built in $(($(date +%s) - start)) s; the test-only binaries (${late_bui
 } &
 tests_pid=$!
 echo "== pytest tests: running beside the e2e tests; its output follows theirs (pid $tests_pid)"
-pytest e2e --basetemp="$work/e2e" --deselect "$PERMISSIONS"
-e2e_rc=$?
+
+export MYSQLOP_SUITE_RUN="$work"  # the e2e sessions of this run share the chart's release (e2e/conftest.py)
+cluster() { "$PY" -m tests.support.cluster "$@"; }
+own_cluster=0
+cluster_rc=0
+if ! "$PY" -c 'import sys; from tests.support.cluster import running_state; sys.exit(running_state() is None)'; then
+    own_cluster=1
+    trap 'cluster down' EXIT
+    cluster up >/dev/null
+    cluster_rc=$?
+fi
+alone_rc=1
+shared_rc=1
+if [ "$cluster_rc" = 0 ]; then
+    echo "== pytest e2e, the tests that disturb the chart's operator, one at a time"
+    pytest e2e -m exclusive --basetemp="$work/e2e-alone" --deselect "$PERMISSIONS"
+    alone_rc=$?
+    alone_done=$(date +%s)
+    echo "== pytest e2e, the others, in ${E2E_PROCESSES:=2} processes"
+    pytest e2e -m "not exclusive" -n "$E2E_PROCESSES" --dist loadfile --basetemp="$work/e2e" \
+        --deselect "$PERMISSIONS"
+    shared_rc=$?
+else
+    echo "== make test: the local cluster did not start (above; its log: /var/tmp/mysqlop-cluster.log)"
+fi
 e2e_done=$(date +%s)
+alone_done=${alone_done:-$e2e_done}
+e2e_rc=$((alone_rc || shared_rc))
 wait "$tests_pid"
 tests_rc=$?
 tests_done=$(cat "$work/tests.done" 2>/dev/null || date +%s)
 echo
 echo "== pytest tests (ran beside the e2e tests)"
 cat "$work/tests.log"
+if [ "$own_cluster" = 1 ]; then
+    cluster down
+    trap - EXIT
+fi
 echo
-echo "== the permissions the operator used over both runs"
+echo "== the permissions the operator used over all runs"
 MYSQLOP_SUITE_RAN="tests=$tests_rc e2e=$e2e_rc" pytest "$PERMISSIONS" --basetemp="$work/permissions"
 permissions_rc=$?
 
@@ -66,7 +99,8 @@ done
 
 echo
 echo "== make test: pytest tests exit $tests_rc at $((tests_done - start)) s," \
-    "pytest e2e exit $e2e_rc at $((e2e_done - start)) s, permissions exit $permissions_rc," \
+    "pytest e2e (exclusive) exit $alone_rc at $((alone_done - start)) s," \
+    "pytest e2e (the others) exit $shared_rc at $((e2e_done - start)) s, permissions exit $permissions_rc," \
     "$(($(date +%s) - start)) s in all"
 if [ "$tests_rc" = 0 ] && [ "$e2e_rc" = 0 ] && [ "$permissions_rc" = 0 ] && [ "$late_rc" = 0 ]; then
     rm -rf "$work"
