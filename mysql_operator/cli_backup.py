@@ -53,6 +53,12 @@ def register(subparsers) -> None:
     run.add_argument("--backup", required=True, help="MySQLBackup name (the folder in the bucket)")
     _s3_arguments(run)
     run.add_argument("--compression", default="zstd", choices=("zstd", "gzip"))
+    run.add_argument(
+        "--method",
+        default="logical",
+        choices=("logical", "physical"),
+        help="logical: the dump tool; physical: MySQL CLONE into the client-tools sidecar, sent as tar",
+    )
     run.add_argument("--part-size-mib", type=int, default=16)
     run.add_argument("--user", default="mysql-operator-backup")
     run.add_argument(
@@ -429,6 +435,7 @@ def cmd_run(args) -> int:
         part_size=args.part_size_mib * 1024 * 1024,
         tls_ca=args.tls_ca,
         tools_dir=args.client_tools_dir,
+        method=args.method,
     )
     try:
         req = dataclasses.replace(req, key=_key_from(args))

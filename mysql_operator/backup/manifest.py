@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 
 FORMAT = 1
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-OPTIONAL = ("databases", "format", "gtid_position", "encryption", "key_id", "sealed")
+OPTIONAL = ("databases", "format", "gtid_position", "encryption", "key_id", "sealed", "method")
 
 
 class ManifestError(ValueError):
@@ -27,7 +27,7 @@ class Manifest:
     source_instance: str
     started_at: str  # RFC 3339 UTC
     completed_at: str
-    data_key: str  # object key of the compressed dump
+    data_key: str  # object key of the compressed dump (logical) or tar of the data directory (physical)
     compression: str  # zstd | gzip
     compressed_size: int
     uncompressed_size: int
@@ -39,6 +39,9 @@ class Manifest:
     encryption: str | None = None
     key_id: str | None = None
     sealed: str | None = None
+    # logical: an SQL dump, loaded by a client; physical: a tar of a MySQL data directory copied by
+    # CLONE (backup/physical.py), started on as is. Manifests written before physical backups: logical
+    method: str = "logical"
 
     def to_json(self) -> bytes:
         d = asdict(self)

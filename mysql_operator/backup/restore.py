@@ -117,9 +117,16 @@ def read_manifest(client, source: Source) -> Manifest:
             "finished)"
         ) from None
     try:
-        return Manifest.from_json(data, storage.describe(source.s3, key))
+        m = Manifest.from_json(data, storage.describe(source.s3, key))
     except ManifestError as e:
         raise RestoreError(str(e)) from None
+    if m.method != "logical":
+        raise RestoreError(
+            f"{storage.describe(source.s3, key)}: a {m.method} backup (a MySQL data directory copied "
+            "by CLONE, as tar): this operator restores logical backups only; start a server on the "
+            "unpacked data by hand, or restore from a logical backup"
+        )
+    return m
 
 
 def check_key(s3: S3, m: Manifest, key: Key | None) -> None:

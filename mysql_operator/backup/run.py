@@ -1,4 +1,5 @@
-"""One logical backup: dump tool -> compressor -> S3 multipart upload, then the manifest.
+"""One backup: dump tool (logical) or tar of a CLONE copy (physical, MySQL: backup/physical.py)
+-> compressor -> S3 multipart upload, then the manifest.
 
     manifest = run_backup(request, s3_credentials, db_password)
 
@@ -12,6 +13,7 @@ no data object appears, and the manifest - written last - never does.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -22,7 +24,7 @@ from typing import Callable
 
 from mysql_operator import clock
 from mysql_operator.api import S3
-from mysql_operator.backup import commands, storage
+from mysql_operator.backup import commands, physical, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key, seal
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
@@ -69,6 +71,7 @@ class BackupRequest:
     tools_dir: str | None = None
     # client-side encryption of the dump and the manifest's sensitive fields (backup/crypto.py)
     key: Key | None = None
+    method: str = physical.METHOD_LOGICAL  # or METHOD_PHYSICAL (MySQL, with tools_dir)
 
 
 def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int = 300) -> str:
@@ -184,6 +187,12 @@ def run_backup(
     source = next(c for c in req.candidates if c.name == source_name)
     observation = dict(observed)[source_name]
     version = observation.version
+    physical_copy = req.method == physical.METHOD_PHYSICAL
+    if physical_copy and (version.flavor.value != "mysql" or not req.tools_dir):
+        raise BackupError(
+            "a physical backup needs MySQL (CLONE) and the Job's client-tools sidecar: "
+            f"{source_name} runs {version.flavor.value}; use spec.backup.method: logical"
+        )
 
     inst = Instance(
         source.endpoint.host,
@@ -197,6 +206,7 @@ def run_backup(
     try:
         full_version = str(inst.scalar("SELECT VERSION()")).split("-")[0]
         databases = commands.user_databases([r[0] for r in inst.execute("SHOW DATABASES")])
+        plugins = physical.donor_libraries(inst) if physical_copy else []
     except Exception as e:  # noqa: BLE001
         raise BackupError(f"reading the databases of {source_name}: {e}") from None
     finally:
@@ -204,16 +214,34 @@ def run_backup(
 
     compress_argv, _, suffix = commands.compressor(req.compression)
     folder = storage.backup_folder(req.s3, req.cluster, req.backup)
-    data_key = f"{folder}/backup.sql{suffix}{'.enc' if req.key else ''}"
+    kind = "tar" if physical_copy else "sql"
+    data_key = f"{folder}/backup.{kind}{suffix}{'.enc' if req.key else ''}"
     secrets = (db_password, s3_credentials.secret_access_key)
 
-    with option_file(source.endpoint.user, db_password, req.tools_dir) as options:
-        argv = commands.dump_command(version, source.endpoint, options, databases, req.tls_ca)
+    with contextlib.ExitStack() as scope:
+        copy = None
+        if physical_copy:
+            try:
+                copy = scope.enter_context(
+                    physical.cloned(
+                        req.tools_dir or "",
+                        source.endpoint,
+                        db_password,
+                        req.tls_ca,
+                        physical.recipient_plugins(plugins),
+                    )
+                )
+            except physical.PhysicalError as e:
+                raise BackupError(f"the physical copy of {source_name}: {e}") from None
+            argv = physical.tar_command(copy.data)
+        else:
+            options = scope.enter_context(option_file(source.endpoint.user, db_password, req.tools_dir))
+            argv = commands.dump_command(version, source.endpoint, options, databases, req.tls_ca)
         dump = comp = None
         dump_err, comp_err = TailBuffer(), TailBuffer()
         stream = _Stream()
         try:
-            if req.tools_dir:
+            if req.tools_dir and not physical_copy:
                 try:
                     dump = SidecarProcess(argv, req.tools_dir)
                 except SidecarError as e:
@@ -267,9 +295,12 @@ def run_backup(
         finally:
             stop(dump, comp)
 
-    gtid = commands.gtid_from_dump(
-        version.flavor, stream.head.decode(errors="replace") + "\n" + stream.tail.decode(errors="replace")
-    )
+    if copy is not None:
+        gtid = copy.gtid_executed or None
+    else:
+        gtid = commands.gtid_from_dump(
+            version.flavor, stream.head.decode(errors="replace") + "\n" + stream.tail.decode(errors="replace")
+        )
     manifest = Manifest(
         cluster=req.cluster,
         namespace=req.namespace,
@@ -285,6 +316,7 @@ def run_backup(
         compressed_size=uploaded.size,
         uncompressed_size=stream.size,
         sha256=uploaded.sha256,
+        method=req.method,
         **_protected(req.key, {"databases": list(databases)}),
     )
     storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 REQUEST, STDIN, STDOUT, STDERR, STATUS = "request", "stdin", "stdout", "stderr", "status"
-TOOLS = ("mysqldump", "mariadb-dump", "mysql", "mariadb", "mysqlbinlog", "mariadb-binlog")
+# mysqld: the throwaway server a physical backup's CLONE copies into (backup/physical.py)
+TOOLS = ("mysqldump", "mariadb-dump", "mysql", "mariadb", "mysqlbinlog", "mariadb-binlog", "mysqld")
 
 
 class SidecarError(RuntimeError):

@@ -5,7 +5,7 @@ where privileges are listed.
 | --- | --- | --- |
 | `mysql-operator` | % | the replication engine: observe, fence, promote, repoint; manages the others |
 | `replication` | % | replicas' IO threads reading the primary's binary log |
-| `mysql-operator-backup` | % | logical backups (`mariadb-dump`/`mysqldump`): read only |
+| `mysql-operator-backup` | % | backups: logical (`mariadb-dump`/`mysqldump`) and physical (MySQL CLONE, BACKUP_ADMIN): read only |
 | the application user | % | the tenant: everything on its database, nothing else |
 | `mysql-operator-restore` | % | loads a tenant's dump into a new cluster (spec.restore); created by the init step only then |
 | `mysql-operator-sql` | % | MySQLDatabase, MySQLUser, MySQLGrant: creates databases and accounts, grants on databases |
@@ -174,8 +174,9 @@ _BACKUP_MYSQL = (
     "SHOW VIEW",
     "EVENT",
     "TRIGGER",
-    "REPLICATION CLIENT",
-)  # SHOW BINARY LOG STATUS / SHOW REPLICA STATUS
+    "REPLICATION CLIENT",  # SHOW BINARY LOG STATUS / SHOW REPLICA STATUS
+    "BACKUP_ADMIN",  # a physical backup's CLONE copies as this account (backup/physical.py)
+)
 
 
 def _flavor(v: ServerVersion | Flavor | str) -> Flavor:

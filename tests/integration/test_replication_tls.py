@@ -26,6 +26,7 @@ from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_r
 from tests.integration.test_replication import new_factory
 from tests.support.mariadb import OPERATOR_USER
 from tests.support.mysql import MySQLServer, _in_root
+from tests.support.pki import write_pki
 from tests.support.wait import wait_for
 
 
@@ -69,16 +70,6 @@ def ca_file(factory, ca) -> str:
 def folder(factory, tmp_path) -> Path:
     """The test's folder for its servers' PEM files, inside the factory's (see `factory`)."""
     return factory.workdir / tmp_path.name
-
-
-def write_pki(folder: Path, ca: tls.KeyPair, cert: tls.KeyPair) -> Path:
-    """ca.crt, tls.crt, tls.key in `folder`, as the `<name>-tls` Secret is mounted in a Pod."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ca.crt").write_text(ca.cert_pem)
-    (folder / "tls.crt").write_text(cert.cert_pem)
-    (folder / "tls.key").write_text(cert.key_pem)
-    (folder / "tls.key").chmod(0o600)
-    return folder
 
 
 def tls_servers(factory, folder, n, prefix, ca, names=(HOST,)):

@@ -1,0 +1,269 @@
+"""A physical backup of a MySQL server: its data copied by CLONE into a folder, then sent as tar.
+
+    with cloned(tools_dir, donor, password, tls_ca, plugins) as copy:
+        tar = spawn(tar_command(copy.data))        # the backup pipeline compresses and uploads it
+
+MySQL's CLONE copies a running server's InnoDB data (every table, the accounts, the GTID state)
+consistently, without blocking its writes, into a data directory a server starts on as is. Only a
+server can receive a clone, so a throwaway mysqld of the cluster's own server image - the backup
+Job's `client-tools` sidecar (backup/sidecar.py) runs it - receives it into a folder of the
+emptyDir both containers share (`CLONE INSTANCE FROM ... DATA DIRECTORY`). That server listens on
+no port, only on a socket in that folder, and accepts only its own root; this process, which
+drives it, connects there. The donor is one of the cluster's servers, reached over TLS verified
+with the cluster's CA. The copy's GTID set is read from the copy itself: a server started on it
+(which also shows that it starts) reports it.
+
+Everything the recipient writes is named clone* in the shared folder and created by the
+recipient itself (so by the sidecar's user); the shared folder needs room for the whole data
+(binary and relay logs are not copied). All of it is removed when the upload is done or failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pymysql
+
+from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.pipeline import TailBuffer, drain
+from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
+
+METHOD_LOGICAL, METHOD_PHYSICAL = "logical", "physical"
+# a plugin library a donor may have loaded (information_schema.PLUGINS.PLUGIN_LIBRARY)
+_LIBRARY = re.compile(r"^[A-Za-z0-9_.-]{1,64}\.so$")
+# started as root the server drops to the image's mysql user; started as another user (the Job's
+# sidecar runs as the Job's), mysqld ignores this with a warning in its log
+AS_MYSQL = "--user=mysql"
+
+
+@dataclass(frozen=True)
+class Paths:
+    """What the recipient writes in the shared folder `base`."""
+
+    base: Path
+
+    @property
+    def recipient(self) -> Path:  # the throwaway server's own data directory
+        return self.base / "clone-recipient"
+
+    @property
+    def data(self) -> Path:  # the copy
+        return self.base / "clone-data"
+
+    @property
+    def socket(self) -> Path:  # a unix socket path has room for ~100 bytes
+        return self.base / "clone.sock"
+
+    @property
+    def init_log(self) -> Path:
+        return self.base / "clone-init.log"
+
+    @property
+    def log(self) -> Path:
+        return self.base / "clone-error.log"
+
+    def remove(self) -> None:
+        for d in (self.recipient, self.data):
+            shutil.rmtree(d, ignore_errors=True)
+        for f in (
+            self.socket,
+            self.init_log,
+            self.log,
+            self.base / "clone.pid",
+            self.base / "clone.sock.lock",
+        ):
+            f.unlink(missing_ok=True)
+
+
+class PhysicalError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Copy:
+    data: Path  # the cloned data directory
+    gtid_executed: str  # the copy's GTID set, in MySQL's format
+
+
+def recipient_plugins(donor_libraries: Sequence[str]) -> list[str]:
+    """Pure: the plugin libraries the recipient loads - those active on the donor (CLONE refuses
+    a recipient lacking one), the clone plugin always. A name that is not a plain library file
+    name is refused (the list comes from a tenant's server)."""
+    out = ["mysql_clone.so"]
+    for lib in donor_libraries:
+        if not _LIBRARY.match(lib):
+            raise PhysicalError(f"the donor's plugin library {lib[:80]!r} is not a library file name")
+        if lib not in out:
+            out.append(lib)
+    return out
+
+
+def init_command(p: Paths) -> list[str]:
+    """Pure: a new, empty data directory for the recipient (root without a password)."""
+    return [
+        "mysqld",
+        "--no-defaults",
+        "--initialize-insecure",
+        AS_MYSQL,
+        f"--datadir={p.recipient}",
+        "--skip-log-bin",
+        "--innodb-buffer-pool-size=32M",
+        "--innodb-redo-log-capacity=16M",
+        f"--log-error={p.init_log}",
+    ]
+
+
+def server_command(p: Paths, plugins: Sequence[str], copy: bool = False) -> list[str]:
+    """Pure: a throwaway server on the recipient's data directory, or on the `copy`, whose accounts
+    are the donor's (so without their checks: its root has a password): no TCP port, a socket in
+    the shared folder, the donor's plugins, no file import or export."""
+    return [
+        "mysqld",
+        "--no-defaults",
+        AS_MYSQL,
+        *([f"--datadir={p.data}", "--skip-grant-tables"] if copy else [f"--datadir={p.recipient}"]),
+        f"--socket={p.socket}",
+        f"--pid-file={p.base / 'clone.pid'}",
+        f"--log-error={p.log}",
+        f"--tmpdir={p.base}",
+        "--skip-networking",
+        "--mysqlx=OFF",
+        "--skip-log-bin",
+        "--secure-file-priv=NULL",
+        "--innodb-buffer-pool-size=32M",
+        "--innodb-redo-log-capacity=16M",
+        f"--plugin-load-add={';'.join(plugins)}",
+    ]
+
+
+def tar_command(data: Path) -> list[str]:
+    """Pure: the cloned data directory as a tar stream on stdout (numeric owners: the restore
+    sets its own)."""
+    return ["tar", "--numeric-owner", "-C", str(data), "-cf", "-", "."]
+
+
+def donor_libraries(inst) -> list[str]:
+    """The shared libraries of the plugins active on the donor (an Instance)."""
+    rows = inst.execute(
+        "SELECT DISTINCT PLUGIN_LIBRARY FROM information_schema.PLUGINS "
+        "WHERE PLUGIN_LIBRARY IS NOT NULL AND PLUGIN_STATUS = 'ACTIVE' ORDER BY PLUGIN_LIBRARY"
+    )
+    return [str(r[0]) for r in rows]
+
+
+@contextlib.contextmanager
+def cloned(
+    tools_dir: str,
+    donor: Endpoint,
+    password: str,
+    tls_ca: str | None,
+    plugins: Sequence[str],
+    *,
+    start_timeout: float = 120.0,
+) -> Iterator[Copy]:
+    """Clone `donor` into `tools_dir` (shared with the client-tools sidecar), start a server on the
+    copy to read its GTID set (and so know it starts), and yield it; it is removed afterwards.
+    Raises PhysicalError, whose text never holds the password."""
+    p = Paths(Path(tools_dir))
+    p.remove()  # a failed attempt's, in a retried Pod
+    try:
+        _run(init_command(p), tools_dir, p.init_log)
+        with _server(p, False, plugins, tools_dir, start_timeout) as conn:
+            _clone(conn, p, donor, password, tls_ca)
+        # clone_status names no GTID set for a copy into a folder: the copy's own, as a server
+        # started on it (a restored one) sees it
+        with _server(p, True, plugins, tools_dir, start_timeout) as conn:
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@GLOBAL.gtid_executed")
+                (gtid,) = cur.fetchone()
+        (p.data / "auto.cnf").unlink(missing_ok=True)  # its server_uuid: every restored server makes its own
+        yield Copy(p.data, re.sub(r"\s+", "", str(gtid or "")))
+    finally:
+        p.remove()
+
+
+@contextlib.contextmanager
+def _server(p: Paths, copy: bool, plugins: Sequence[str], tools_dir: str, timeout: float):
+    """A root session of a server the sidecar runs (server_command); shut down after."""
+    try:
+        server = SidecarProcess(server_command(p, plugins, copy), tools_dir)
+    except SidecarError as e:
+        raise PhysicalError(str(e)) from None
+    try:
+        err = TailBuffer()
+        readers = [drain(server.stdout, err), drain(server.stderr, err)]
+        conn = _connect(p, server, timeout)
+        try:
+            yield conn
+            with conn.cursor() as cur:
+                cur.execute("SHUTDOWN")
+        finally:
+            conn.close()
+        if server.wait(120) != 0:
+            raise PhysicalError(f"a throwaway server ended with status {server.returncode}: {_log(p)}")
+        for t in readers:
+            t.join(5)
+    finally:
+        if server.poll() is None:
+            server.kill()
+
+
+def _run(argv: list[str], tools_dir: str, log: Path) -> None:
+    try:
+        proc = SidecarProcess(argv, tools_dir)
+    except SidecarError as e:
+        raise PhysicalError(str(e)) from None
+    err = TailBuffer()
+    readers = [drain(proc.stdout, err), drain(proc.stderr, err)]
+    rc = proc.wait(600)
+    for t in readers:
+        t.join(5)
+    if rc != 0:
+        text = log.read_text(errors="replace")[-2000:] if log.exists() else err.text()
+        raise PhysicalError(f"{argv[0]} {argv[2]} failed (exit status {rc}): {text.strip() or 'no message'}")
+
+
+def _log(p: Paths) -> str:
+    return p.log.read_text(errors="replace")[-2000:].strip() if p.log.exists() else "no log"
+
+
+def _connect(p: Paths, server: SidecarProcess, timeout: float) -> pymysql.Connection:
+    """The server's root session, once its socket answers."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if server.poll() is not None:
+            raise PhysicalError(f"the server exited at start ({server.returncode}): {_log(p)}")
+        try:
+            return pymysql.connect(unix_socket=str(p.socket), user="root", autocommit=True)
+        except pymysql.err.OperationalError as e:
+            if time.monotonic() > deadline:
+                raise PhysicalError(
+                    f"the server did not answer within {timeout:.0f}s ({e}): {_log(p)}"
+                ) from None
+            time.sleep(0.2)
+
+
+def _clone(conn, p: Paths, donor: Endpoint, password: str, tls_ca: str | None) -> None:
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL clone_valid_donor_list = %s", (f"{donor.host}:{donor.port}",))
+        if tls_ca:  # the donor's certificate must chain to the cluster's CA
+            cur.execute("SET GLOBAL clone_ssl_ca = %s", (tls_ca,))
+        try:
+            cur.execute(
+                "CLONE INSTANCE FROM %s@%s:%s IDENTIFIED BY %s DATA DIRECTORY = %s"
+                + (" REQUIRE SSL" if tls_ca else " REQUIRE NO SSL"),
+                (donor.user, donor.host, donor.port, password, str(p.data)),
+            )
+        except pymysql.MySQLError as e:
+            message = str(e.args[1] if len(e.args) > 1 else e).replace(password, "***")
+            raise PhysicalError(f"CLONE INSTANCE FROM {donor.host}:{donor.port} failed: {message}") from None
+        cur.execute("SELECT STATE, ERROR_NO, ERROR_MESSAGE FROM performance_schema.clone_status")
+        row = cur.fetchone()
+    if row is None or row[0] != "Completed":
+        raise PhysicalError(f"the clone did not complete: {row if row else 'no clone_status'}")
