@@ -2,7 +2,8 @@
 # `make test`: builds what is missing, then the unit and integration tests (`pytest tests`) run
 # beside the e2e tests (`pytest e2e`, printed as it goes), which share one local cluster (a running
 # `make cluster-up` one, else one this script starts and stops). The e2e tests that disturb the
-# chart's operator (marked `exclusive`: they stop, scale, replace, upgrade or pause it) run first,
+# chart's operator (marked `exclusive`: they stop, scale, replace, upgrade or pause it; or measure
+# what others beside them would disturb) run first,
 # one at a time; then the others, which only share it, in two processes (pytest-xdist, a file per
 # process at a time). Every stream spends much of its time waiting on servers, so the suite takes
 # about as long as the e2e tests' two phases. Then the suite's last check,
