@@ -244,10 +244,20 @@ def signal_server(local_cluster, c: Cluster, pod: str, sig: str) -> None:
     server and start.sh, which supervises it. The processes are listed by containerd and signalled
     from here: `ctr tasks kill --all` freezes the container's cgroup first, and that once hung
     past 30 s on a SIGSTOPped server (CI, SIGKILL after a SIGSTOP)."""
-    r = _ctr_task(local_cluster, c, pod, "ps", "{id}")
-    assert r.returncode == 0, f"ctr tasks ps: {r.stderr}"
-    pids = [int(line.split()[0]) for line in r.stdout.splitlines()[1:] if line.split()]
-    assert pids, f"no process in the mysqld container of {pod}: {r.stdout}"
+    signal_servers(local_cluster, c, [pod], sig)
+
+
+def signal_servers(local_cluster, c: Cluster, pods: list[str], sig: str) -> None:
+    """`signal_server` for several Pods at one instant: every process is listed first (a containerd
+    call each), then all are signalled in one loop, so no observation of the operator falls
+    between them (it could see one Pod hung and the other still answering)."""
+    pids = []
+    for pod in pods:
+        r = _ctr_task(local_cluster, c, pod, "ps", "{id}")
+        assert r.returncode == 0, f"ctr tasks ps: {r.stderr}"
+        found = [int(line.split()[0]) for line in r.stdout.splitlines()[1:] if line.split()]
+        assert found, f"no process in the mysqld container of {pod}: {r.stdout}"
+        pids += found
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):  # gone already: start.sh's child, say
             os.kill(pid, getattr(signal, sig))

@@ -35,6 +35,7 @@ from e2e.helpers import (
     record,
     replica_state,
     signal_server,
+    signal_servers,
 )
 from tests.support.wait import wait_for
 
@@ -265,11 +266,8 @@ def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_force
     c = Cluster(local_cluster.api_client(), scenario_namespace, "fo-held")
     c.create(cluster_spec(3, flavor))
     c.wait_ready(300, instances=3, primary="fo-held-0")
-    # the replica first: stopped second, it could still be promoted in the seconds between the
-    # two signals (each goes through containerd) - a failover to it, not the case tested here
     hung = ["fo-held-1", "fo-held-0"]
-    for pod in hung:
-        signal_server(local_cluster, c, pod, "SIGSTOP")
+    signal_servers(local_cluster, c, hung, "SIGSTOP")
     try:
         stopped = time.monotonic()
 
@@ -325,5 +323,4 @@ def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_force
             lambda: query(rw, "app", pw, "SELECT @@hostname")[0][0] == "fo-held-2", 60, "-rw on fo-held-2"
         )
     finally:
-        for pod in hung:
-            signal_server(local_cluster, c, pod, "SIGCONT")
+        signal_servers(local_cluster, c, hung, "SIGCONT")

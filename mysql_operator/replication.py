@@ -19,6 +19,7 @@ Kubernetes-free: the reconcile wiring supplies members through its resolver.
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -481,6 +482,11 @@ class ReplicationEngine:
         if steer is not None:
             desired_primary = steer(observed, desired_primary)
         decision = t.decide(observed, self.settings, state.current_primary, desired_primary)
+        observed, decision = self._confirm_target(
+            observed,
+            decision,
+            lambda seen: t.decide(seen, self.settings, state.current_primary, desired_primary),
+        )
         if isinstance(decision, PRIMARY_CHANGES):
             state.current_primary = new_primary(decision)
             if record is not None:
@@ -492,6 +498,34 @@ class ReplicationEngine:
             self.maintain_binlogs(observed, steps)
         self.restart_stuck(state.current_primary, steps)
         return Outcome(decision, steps, observed)
+
+    def _confirm_target(
+        self,
+        observed: list[t.InstanceState],
+        decision: t.Decision,
+        decide: Callable[[list[t.InstanceState]], t.Decision],
+    ) -> tuple[list[t.InstanceState], t.Decision]:
+        """A failover's target asked again before it is recorded as the primary. A pass observes
+        every server at once and waits for the slowest, and the primary's observation that timed
+        out took seconds: the target's answer may be that old (a replica hung a moment after it
+        answered). One that no longer answers is taken as unreachable and the decision made again
+        (another target, or a held failover), so no hung server is recorded as the primary."""
+        for _ in observed:
+            if not isinstance(decision, t.Failover):
+                break
+            o = self.instances[decision.to].observe()
+            if o.reachable:
+                break
+            self._down_since.setdefault(decision.to, self.clock())
+            self.last_error[decision.to] = o.error or ""
+            observed = [
+                dataclasses.replace(s, reachable=False, executed=None, received=None, purged=None)
+                if s.name == decision.to
+                else s
+                for s in observed
+            ]
+            decision = decide(observed)
+        return observed, decision
 
     def act(self, d: t.Decision, observed: Sequence[t.InstanceState]) -> list[Step]:
         steps: list[Step] = []

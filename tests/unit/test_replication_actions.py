@@ -425,6 +425,41 @@ def test_a_record_that_fails_stops_the_pass_before_it_acts():
     assert w.log == [] and w.writable() == []
 
 
+@pytest.mark.parametrize("semisync", [True, False])
+def test_a_target_that_hangs_after_the_pass_observed_it_is_not_recorded_as_the_primary(semisync):
+    """The pass observes every server at once and waits seconds for the hung primary: the most
+    advanced replica answered at its start and hung since. Asked again before it is recorded, it
+    is taken as down: semi-sync with one acknowledgement holds the failover (the one replica left
+    may miss acknowledged commits), asynchronous replication promotes the other replica."""
+    w = World()
+    e = engine(w, semisync=semisync)
+    serving(w, "db-0")
+    w.servers["db-0"].read_only = False
+    w.servers["db-0"].reachable = False
+    w.servers["db-1"].executed, w.servers["db-2"].executed = "0-1-10", "0-1-9"
+    hangs = w.servers["db-1"]
+    looked = []
+
+    def observe_then_hang():
+        looked.append(1)
+        if len(looked) > 1:
+            hangs.reachable = False
+        return FakeServer.observe(hangs)
+
+    hangs.observe = observe_then_hang
+    recorded = []
+    out = e.reconcile(ClusterState("db-0"), record=lambda st, d: recorded.append(st.current_primary))
+    assert len(looked) == 2
+    assert "db-1" not in recorded and w.servers["db-1"].read_only
+    if semisync:
+        assert isinstance(out.decision, t.FailoverHeld) and recorded == []
+        assert "only 1 of 2 replicas answer (db-2)" in out.decision.reason
+        assert w.writable() == ["db-0"]  # the hung old primary: touched by nothing
+    else:
+        assert isinstance(out.decision, t.Failover) and out.decision.to == "db-2"
+        assert recorded == ["db-2"] and w.writable() == ["db-0", "db-2"]  # db-0 hung: unreachable
+
+
 def test_steer_sees_the_observations_and_picks_the_wanted_primary():
     w = World()
     e = engine(w)
