@@ -13,8 +13,12 @@ round, after a sync, in an order that alternates:
   compressor's options ours uses: the floor for moving those bytes through the compressor (of
   the live directory: not a consistent copy);
 - logical: `run_backup(method=logical)`: mysqldump | zstd -> S3.
+Then, each round, the last backup of each method is restored into a new server (as a new
+cluster's instance: its own accounts, the restore account): `restore_all` of the dump (the image's
+client loads it) and of the copy (unpacked by tar in the sidecar, served by a throwaway server
+there, cloned by the new server, which restarts on it).
 Printed: median seconds and MiB/s (of the data directory's size), the ratios physical/raw (of
-throughput) and logical/physical (of time).
+throughput) and logical/physical (of time, for backups and for restores).
 """
 
 from __future__ import annotations
@@ -33,10 +37,20 @@ from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.physical import METHOD_LOGICAL, METHOD_PHYSICAL
+from mysql_operator.backup.restore import Donor, Source, Target, restore_all
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.db.accounts import restore_grants
+from mysql_operator.db.flavor import Flavor
 from tests.support import s3 as s3support
 from tests.support.pki import new_pki
-from tests.support.mysql import BACKUP_USER, MySQLFactory, client_tools_sidecar, mysql_unavailable
+from tests.support.mariadb import free_port
+from tests.support.mysql import (
+    BACKUP_USER,
+    MySQLFactory,
+    client_tools_sidecar,
+    mysql_unavailable,
+    restarted_when_down,
+)
 
 HOST = "localhost"  # the name in the server's certificate
 MIB = 1024 * 1024
@@ -94,6 +108,45 @@ def raw(datadir: Path) -> float:
     return time.monotonic() - t
 
 
+def restore(factory, keys: Path, shared: Path, s3: S3, creds, backup: str) -> float:
+    """Seconds `restore_all` takes to restore `backup` into a new server (then stopped)."""
+    (target,) = factory.create(
+        1,
+        prefix="restore",
+        ssl_ca=keys / "ca.crt",
+        ssl_cert=keys / "tls.crt",
+        ssl_key=keys / "tls.key",
+        require_secure_transport=True,
+    )
+    pw = factory.admin_password
+    conn = target.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL super_read_only = OFF")
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute("CREATE USER 'restorer'@'%%' IDENTIFIED BY %s", (pw,))
+            for g in restore_grants(Flavor.MYSQL):
+                cur.execute(g.grant_sql(), ("restorer", "%"))
+            cur.execute("SET GLOBAL super_read_only = ON")
+    finally:
+        conn.close()
+    t = time.monotonic()
+    with restarted_when_down([target]):
+        result = restore_all(
+            {target.name: Target(HOST, target.port, "restorer", pw, str(shared / "ca.crt"), str(shared))},
+            Source(s3, f"bench/{backup}"),
+            creds,
+            None,
+            drop_account=True,
+            donor=Donor("127.0.0.1", free_port()),
+        )
+    seconds = time.monotonic() - t
+    assert result["ok"], result["message"]
+    target.stop()
+    shutil.rmtree(target.root, ignore_errors=True)
+    return seconds
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=1024, help="MiB of rows in the server")
@@ -131,9 +184,11 @@ def main() -> int:
         )
         creds = storage.Credentials(s3srv.access_key, s3srv.secret_key)
         n = [0]
+        last: dict[str, str] = {}
 
         def ours(method: str) -> float:
             n[0] += 1
+            last[method] = f"b{n[0]}"
             req = BackupRequest(
                 cluster="bench",
                 namespace="bench",
@@ -160,6 +215,16 @@ def main() -> int:
                 for name in order:
                     os.sync()
                     times[name].append(runs[name]())
+            restores = {
+                "restore physical": lambda: restore(factory, keys, shared, s3, creds, last[METHOD_PHYSICAL]),
+                "restore logical": lambda: restore(factory, keys, shared, s3, creds, last[METHOD_LOGICAL]),
+            }
+            times.update({k: [] for k in restores})
+            for i in range(args.rounds):
+                order = list(restores) if i % 2 == 0 else list(reversed(restores))
+                for name in order:
+                    os.sync()
+                    times[name].append(restores[name]())
         med = {k: statistics.median(v) for k, v in times.items()}
         print(
             f"\nMySQL 9.7: {rows / MIB:.0f} MiB of rows, data directory {size / MIB:.0f} MiB, {args.rounds} rounds"
@@ -170,6 +235,12 @@ def main() -> int:
             table.append((f"{k}: MiB/s of the data directory", f"{size / MIB / med[k]:.0f}"))
         table.append(("physical throughput / raw tar | zstd", f"{med['raw'] / med['physical']:.2f}"))
         table.append(("logical time / physical time", f"{med['logical'] / med['physical']:.2f}"))
+        table.append(
+            (
+                "restore: logical time / physical time",
+                f"{med['restore logical'] / med['restore physical']:.2f}",
+            )
+        )
         print_table(table)
         return 0
     finally:

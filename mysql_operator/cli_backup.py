@@ -36,6 +36,7 @@ from mysql_operator.manifests.backup_jobs import (
     DELETE_DATA_ANNOTATION,
     ENV_ACCESS_KEY,
     ENV_DB_PASSWORD,
+    ENV_POD_IP,
     ENV_ENCRYPTION_KEY,
     ENV_SECRET_KEY,
     ENV_SSE_C_KEY,
@@ -97,6 +98,11 @@ def register(subparsers) -> None:
         "--drop-account",
         action="store_true",
         help="the --user account drops itself on every instance at the end",
+    )
+    into.add_argument(
+        "--donor-port",
+        type=int,
+        help=f"a physical backup: the port the instances clone the copy from, at ${ENV_POD_IP}",
     )
     stop = into.add_mutually_exclusive_group()
     stop.add_argument(
@@ -362,7 +368,7 @@ def cmd_keep_evidence(args) -> int:
 
 
 def cmd_restore_into(args) -> int:
-    from mysql_operator.backup.restore import Source, Target, restore_all
+    from mysql_operator.backup.restore import Donor, Source, Target, restore_all
     from mysql_operator.db.instance import redact
 
     env, status = _job_environment(args)
@@ -381,6 +387,11 @@ def cmd_restore_into(args) -> int:
             _s3_credentials(args, env),
             args.app_database,
             drop_account=args.drop_account,
+            donor=(
+                Donor(os.environ[ENV_POD_IP], args.donor_port)
+                if args.donor_port and os.environ.get(ENV_POD_IP)
+                else None
+            ),
         )
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         result = {"ok": False, "message": str(e) or type(e).__name__}

@@ -1,4 +1,6 @@
-"""A physical backup of a MySQL server: its data copied by CLONE into a folder, then sent as tar.
+"""A physical backup of a MySQL server: its data copied by CLONE into a folder, then sent as tar;
+and the way back: the tar unpacked and served for a new cluster's instances to clone
+(`serving_copy`, driven by backup/restore_physical.py).
 
     with cloned(tools_dir, donor, password, tls_ca, plugins) as copy:
         tar = spawn(tar_command(copy.data))        # the backup pipeline compresses and uploads it
@@ -26,9 +28,10 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import pymysql
+from pymysql.converters import escape_string
 
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import TailBuffer, drain
@@ -119,20 +122,35 @@ def init_command(p: Paths) -> list[str]:
     ]
 
 
-def server_command(p: Paths, plugins: Sequence[str], copy: bool = False) -> list[str]:
+def server_command(
+    p: Paths, plugins: Sequence[str], copy: bool = False, donor_port: int | None = None
+) -> list[str]:
     """Pure: a throwaway server on the recipient's data directory, or on the `copy`, whose accounts
     are the donor's (so without their checks: its root has a password): no TCP port, a socket in
-    the shared folder, the donor's plugins, no file import or export."""
+    the shared folder, the donor's plugins, no file import or export. With `donor_port`: a server
+    on the copy, its accounts checked, that listens on that port for the restored instances to
+    clone it (with GTIDs on, as theirs are)."""
+    if donor_port is not None:
+        where = [
+            f"--datadir={p.data}",
+            f"--port={int(donor_port)}",
+            "--bind-address=*",
+            "--gtid-mode=ON",
+            "--enforce-gtid-consistency=ON",
+        ]
+    elif copy:
+        where = [f"--datadir={p.data}", "--skip-grant-tables", "--skip-networking"]
+    else:
+        where = [f"--datadir={p.recipient}", "--skip-networking"]
     return [
         "mysqld",
         "--no-defaults",
         AS_MYSQL,
-        *([f"--datadir={p.data}", "--skip-grant-tables"] if copy else [f"--datadir={p.recipient}"]),
+        *where,
         f"--socket={p.socket}",
         f"--pid-file={p.base / 'clone.pid'}",
         f"--log-error={p.log}",
         f"--tmpdir={p.base}",
-        "--skip-networking",
         "--mysqlx=OFF",
         "--skip-log-bin",
         "--secure-file-priv=NULL",
@@ -146,6 +164,11 @@ def tar_command(data: Path) -> list[str]:
     """Pure: the cloned data directory as a tar stream on stdout (numeric owners: the restore
     sets its own)."""
     return ["tar", "--numeric-owner", "-C", str(data), "-cf", "-", "."]
+
+
+def untar_command(data: Path) -> list[str]:
+    """Pure: a copy sent as tar_command made it, read on stdin and unpacked into `data`."""
+    return ["tar", "-C", str(data), "-xf", "-"]
 
 
 def donor_libraries(inst) -> list[str]:
@@ -189,16 +212,83 @@ def cloned(
 
 
 @contextlib.contextmanager
-def _server(p: Paths, copy: bool, plugins: Sequence[str], tools_dir: str, timeout: float):
-    """A root session of a server the sidecar runs (server_command); shut down after."""
+def serving_copy(
+    tools_dir: str,
+    unpack: Callable[[Path], None],
+    accounts: Sequence[str],
+    login: tuple[str, str],
+    port: int,
+    *,
+    start_timeout: float = 120.0,
+) -> Iterator[Copy]:
+    """A physical backup served for the instances of a new cluster to clone (its restore).
+    `unpack(folder)` writes the copy into `folder` of `tools_dir` (shared with the client-tools
+    sidecar). A server started on it without account checks, listening on no port, first runs
+    `accounts` (account_statements of the new cluster: its accounts replace the backup's of the
+    same names, so the restored instances keep the new cluster's passwords; the backup's other
+    accounts stay) and reads the copy's GTID set. Then a server on the copy with its accounts
+    checked listens on `port` and is yielded; `login` (one of `accounts`, local logins allowed)
+    shuts it down. All of it is removed afterwards. Raises PhysicalError (never a password)."""
+    p = Paths(Path(tools_dir))
+    p.remove()
+    plugins = recipient_plugins([])  # the copy's mysql.plugin adds what it had installed
     try:
-        server = SidecarProcess(server_command(p, plugins, copy), tools_dir)
+        p.data.mkdir()
+        unpack(p.data)
+        with _server(p, True, plugins, tools_dir, start_timeout) as conn:
+            with conn.cursor() as cur:
+                cur.execute("FLUSH PRIVILEGES")  # account statements work from here on
+                for sql in accounts:
+                    try:
+                        cur.execute(sql)
+                    except pymysql.MySQLError as e:
+                        what = sql.split(" IDENTIFIED ", 1)[0][:200]  # never the password hash
+                        raise PhysicalError(f"the new cluster's account on the copy: {what}: {e}") from None
+                cur.execute("SELECT @@GLOBAL.gtid_executed")
+                (gtid,) = cur.fetchone()
+        with _server(p, False, plugins, tools_dir, start_timeout, donor_port=port, login=login):
+            yield Copy(p.data, re.sub(r"\s+", "", str(gtid or "")))
+    finally:
+        p.remove()
+
+
+def account_statements(execute: Callable[..., list]) -> list[str]:
+    """The statements that make every account of a server (a new cluster's instance; `execute(sql,
+    args)` runs a query in one session of it) on another server: DROP USER IF EXISTS, CREATE USER
+    with its password hash (as hex), its GRANTs. MySQL's own accounts (mysql.*) are left alone."""
+    out = []
+    execute("SET SESSION print_identified_with_as_hex = ON")
+    accounts = execute(
+        "SELECT User, Host FROM mysql.user WHERE User NOT LIKE %s ORDER BY User, Host", ("mysql.%",)
+    )
+    for user, host in accounts:
+        name = f"'{escape_string(str(user))}'@'{escape_string(str(host))}'"
+        ((create,),) = execute(f"SHOW CREATE USER {name}")
+        grants = [str(g) for (g,) in execute(f"SHOW GRANTS FOR {name}") if str(g).startswith("GRANT ")]
+        out += [f"DROP USER IF EXISTS {name}", str(create), *grants]
+    return out
+
+
+@contextlib.contextmanager
+def _server(
+    p: Paths,
+    copy: bool,
+    plugins: Sequence[str],
+    tools_dir: str,
+    timeout: float,
+    donor_port: int | None = None,
+    login: tuple[str, str] = ("root", ""),
+):
+    """A session of a server the sidecar runs (server_command), as `login` (root without a
+    password unless its accounts are checked); shut down after."""
+    try:
+        server = SidecarProcess(server_command(p, plugins, copy, donor_port), tools_dir)
     except SidecarError as e:
         raise PhysicalError(str(e)) from None
     try:
         err = TailBuffer()
         readers = [drain(server.stdout, err), drain(server.stderr, err)]
-        conn = _connect(p, server, timeout)
+        conn = _connect(p, server, timeout, login)
         try:
             yield conn
             with conn.cursor() as cur:
@@ -233,14 +323,16 @@ def _log(p: Paths) -> str:
     return p.log.read_text(errors="replace")[-2000:].strip() if p.log.exists() else "no log"
 
 
-def _connect(p: Paths, server: SidecarProcess, timeout: float) -> pymysql.Connection:
-    """The server's root session, once its socket answers."""
+def _connect(p: Paths, server: SidecarProcess, timeout: float, login: tuple[str, str]) -> pymysql.Connection:
+    """A session of the server's (as `login`), once its socket answers."""
     deadline = time.monotonic() + timeout
     while True:
         if server.poll() is not None:
             raise PhysicalError(f"the server exited at start ({server.returncode}): {_log(p)}")
         try:
-            return pymysql.connect(unix_socket=str(p.socket), user="root", autocommit=True)
+            return pymysql.connect(
+                unix_socket=str(p.socket), user=login[0], password=login[1], autocommit=True
+            )
         except pymysql.err.OperationalError as e:
             if time.monotonic() > deadline:
                 raise PhysicalError(

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 from mysql_operator import clock
 from mysql_operator.api import S3
-from mysql_operator.backup import commands, pitr, storage
+from mysql_operator.backup import commands, physical, pitr, storage
 from mysql_operator.backup.binlog_archive import Segment, Store, backup_bases
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, CryptoError, Decryptor, Key, wrong_key
@@ -81,6 +81,15 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Donor:
+    """Where a new cluster's instances reach the restore Job's server of a physical backup (they
+    clone it): an address of the Job's Pod and the port it listens on."""
+
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
 class RestoreResult:
     manifest: Manifest
     gtid_position: str | None
@@ -106,7 +115,9 @@ def manifest_key(source: Source) -> str:
     return f"{key}/{storage.MANIFEST_NAME}"
 
 
-def read_manifest(client, source: Source) -> Manifest:
+def read_manifest(client, source: Source, physical: bool = False) -> Manifest:
+    """The backup's manifest; a physical backup's only when `physical` (restore_all's path for
+    it), else refused saying so."""
     key = manifest_key(source)
     try:
         data = storage.get_bytes(client, source.s3, key)
@@ -120,11 +131,10 @@ def read_manifest(client, source: Source) -> Manifest:
         m = Manifest.from_json(data, storage.describe(source.s3, key))
     except ManifestError as e:
         raise RestoreError(str(e)) from None
-    if m.method != "logical":
+    if m.method != "logical" and not physical:
         raise RestoreError(
             f"{storage.describe(source.s3, key)}: a {m.method} backup (a MySQL data directory copied "
-            "by CLONE, as tar): this operator restores logical backups only; start a server on the "
-            "unpacked data by hand, or restore from a logical backup"
+            "by CLONE, as tar) is restored by the restore Job's physical path, not into one server"
         )
     return m
 
@@ -210,7 +220,7 @@ def restore_into(
     m = read_manifest(client, source)
     etag = verify(client, source.s3, m, source.key)
 
-    inst = _instance(target, slow_timeout=120)
+    inst = instance_of(target, slow_timeout=120)
     try:
         version = inst.dialect.version
         if version.flavor.value != m.flavor:
@@ -233,7 +243,7 @@ def restore_into(
 
     loaded = _load(client, source.s3, m, etag, target, version, source.key)
 
-    inst = _instance(target, slow_timeout=120)
+    inst = instance_of(target, slow_timeout=120)
     try:
         for sql, args in commands.after_load_sql(version, m.gtid_position):
             inst.execute(sql, args)
@@ -247,75 +257,95 @@ def restore_into(
 
 
 def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version, key: Key | None) -> int:
-    _, decompress_argv, _ = commands.compressor(m.compression)
-    secrets = (target.password,)
     ep = Endpoint(target.host, target.port, target.user)
     with option_file(target.user, target.password, target.tools_dir) as options:
         client_argv = commands.client_command(version, ep, options, target.tls_ca)
-        dec = cli = None
-        dec_err, cli_err = TailBuffer(), TailBuffer()
-        try:
-            dec = spawn(
-                decompress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-            )
-            readers = []
-            if target.tools_dir:  # the sidecar's client reads what this process passes on
-                try:
-                    cli = SidecarProcess(client_argv, target.tools_dir, stdin=True)
-                except SidecarError as e:
-                    raise RestoreError(str(e)) from None
-                readers.append(pass_on(dec.stdout, cli.stdin))
-                cli.stdout.close()  # a client loading a dump prints nothing
-            else:
-                cli = spawn(client_argv, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                dec.stdout.close()  # the client owns the read end now
-            readers += [drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
-            digest, size = hashlib.sha256(), 0
-            write_error: BaseException | None = None
-            crypto_error: CryptoError | None = None
-            opener = _opener(s3, m, key)
+        return stream_into(
+            client, s3, m, etag, key, client_argv, target.tools_dir, (target.password,), _local_infile_hint
+        )
+
+
+def _local_infile_hint(text: str) -> str:
+    if "local infile" in text.lower() or "loading local data" in text.lower():
+        return (
+            " (the dump reads a local file with LOAD DATA LOCAL INFILE: restores never "
+            "allow it; load such data after the restore, from the application)"
+        )
+    return ""
+
+
+def stream_into(
+    client,
+    s3: S3,
+    m: Manifest,
+    etag: str,
+    key: Key | None,
+    argv: list[str],
+    tools_dir: str | None,
+    secrets: tuple[str, ...] = (),
+    hint: Callable[[str], str] = lambda _text: "",
+) -> int:
+    """The backup's data object (pinned to the verified `etag`), decrypted and decompressed, on
+    the standard input of `argv`: a client loading a dump, or tar unpacking a copy; run by the
+    client-tools sidecar when `tools_dir` is set. Returns the bytes read; the size and sha256 are
+    checked again. `hint(its error text)` adds advice to a failure of `argv`."""
+    _, decompress_argv, _ = commands.compressor(m.compression)
+    dec = cli = None
+    dec_err, cli_err = TailBuffer(), TailBuffer()
+    try:
+        dec = spawn(decompress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        readers = []
+        if tools_dir:  # the sidecar's tool reads what this process passes on
             try:
-                fd = dec.stdin.fileno()
-                for chunk in storage.iter_object(client, s3, m.data_key, etag):
-                    digest.update(chunk)
-                    size += len(chunk)
-                    for piece in opener.feed(chunk):
-                        _write_all(fd, piece)
-                _write_all(fd, opener.finish())
-            except BrokenPipeError as e:
-                write_error = e
-            except CryptoError as e:  # verified a moment ago (and pinned to its ETag): unlikely
-                crypto_error = e
-            finally:
-                try:
-                    dec.stdin.close()
-                except BrokenPipeError:
-                    pass
-            dec_rc, cli_rc = dec.wait(), cli.wait()
-            for t in readers:
-                t.join(5)
-            if crypto_error is not None:
-                raise RestoreError(f"{crypto_error} (the load stopped there)")
-            if cli_rc != 0:
-                text = cli_err.text(secrets) or "no message"
-                hint = (
-                    " (the dump reads a local file with LOAD DATA LOCAL INFILE: restores never "
-                    "allow it; load such data after the restore, from the application)"
-                    if "local infile" in text.lower() or "loading local data" in text.lower()
-                    else ""
-                )
-                raise RestoreError(
-                    f"{client_argv[0]} failed loading the backup (exit status {cli_rc}): {text}{hint}"
-                )
-            if dec_rc != 0 or write_error:
-                raise RestoreError(
-                    f"{decompress_argv[0]} failed (exit status {dec_rc}): "
-                    f"{dec_err.text(secrets) or write_error or 'no message'}"
-                )
-            _check(s3, m, size, digest.hexdigest())
-            return size
+                cli = SidecarProcess(argv, tools_dir, stdin=True)
+            except SidecarError as e:
+                raise RestoreError(str(e)) from None
+            readers.append(pass_on(dec.stdout, cli.stdin))
+            cli.stdout.close()  # loading a dump or unpacking prints nothing
+        else:
+            cli = spawn(argv, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            dec.stdout.close()  # the tool owns the read end now
+        readers += [drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
+        digest, size = hashlib.sha256(), 0
+        write_error: BaseException | None = None
+        crypto_error: CryptoError | None = None
+        opener = _opener(s3, m, key)
+        try:
+            fd = dec.stdin.fileno()
+            for chunk in storage.iter_object(client, s3, m.data_key, etag):
+                digest.update(chunk)
+                size += len(chunk)
+                for piece in opener.feed(chunk):
+                    _write_all(fd, piece)
+            _write_all(fd, opener.finish())
+        except BrokenPipeError as e:
+            write_error = e
+        except CryptoError as e:  # verified a moment ago (and pinned to its ETag): unlikely
+            crypto_error = e
         finally:
-            stop(dec, cli)
+            try:
+                dec.stdin.close()
+            except BrokenPipeError:
+                pass
+        dec_rc, cli_rc = dec.wait(), cli.wait()
+        for t in readers:
+            t.join(5)
+        if crypto_error is not None:
+            raise RestoreError(f"{crypto_error} (the load stopped there)")
+        if cli_rc != 0:
+            text = cli_err.text(secrets) or "no message"
+            raise RestoreError(
+                f"{argv[0]} failed loading the backup (exit status {cli_rc}): {text}{hint(text)}"
+            )
+        if dec_rc != 0 or write_error:
+            raise RestoreError(
+                f"{decompress_argv[0]} failed (exit status {dec_rc}): "
+                f"{dec_err.text(secrets) or write_error or 'no message'}"
+            )
+        _check(s3, m, size, digest.hexdigest())
+        return size
+    finally:
+        stop(dec, cli)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -324,7 +354,8 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _instance(target: Target, slow_timeout: float = 60) -> Instance:
+def instance_of(target: Target, slow_timeout: float = 60) -> Instance:
+    """A session of `target` as the restore's account, over TLS verified with its CA when set."""
     return verified_instance(
         target.host, target.port, target.user, target.password, target.tls_ca, slow_timeout=slow_timeout
     )
@@ -347,7 +378,7 @@ def load_instance(
     the binary log) so that restore_into finds the server empty; the dump recreates it.
     `drop_account`: the account that loaded (the restore account, which holds ALL) drops itself
     at the end, outside the binary log, whatever the outcome."""
-    inst = _instance(target)
+    inst = instance_of(target)
     try:
         inst.set_read_only(False)  # first: MySQL's super_read_only refuses the DROP to everyone
         if app_database:
@@ -370,19 +401,48 @@ def load_instance(
         position = roll_forward(client, target, source, result.manifest, chain)
         return replace(result, gtid_position=position, replayed=tuple(chain))
     finally:
-        inst = _instance(target)
-        try:
-            if drop_account:  # before the fence: MySQL's super_read_only refuses DROP USER too
-                inst.execute("SET SESSION sql_log_bin = 0")
-                inst.execute("DROP USER IF EXISTS %s@'%%'", (target.user,))
-                # then fence in this same session, which keeps its privileges: no new connection
-                # of the dropped account could log in
-                for sql in inst.dialect.set_read_only(True):
-                    inst.execute(sql)
-            else:
-                inst.set_read_only(True)
-        finally:
-            inst.close()
+        finish_instance(target, drop_account)
+
+
+def finish_instance(target: Target, drop_account: bool) -> None:
+    """After a restore into `target`, whatever its outcome: read-only again; with `drop_account`
+    the account that restored (the restore account) drops itself first, outside the binary log."""
+    inst = instance_of(target)
+    try:
+        if drop_account:  # before the fence: MySQL's super_read_only refuses DROP USER too
+            for sql in inst.dialect.set_read_only(False):  # a server restarted on a copy is fenced
+                inst.execute(sql)
+            inst.execute("SET SESSION sql_log_bin = 0")
+            inst.execute("DROP USER IF EXISTS %s@'%%'", (target.user,))
+            # then fence in this same session, which keeps its privileges: no new connection
+            # of the dropped account could log in
+            for sql in inst.dialect.set_read_only(True):
+                inst.execute(sql)
+        else:
+            inst.set_read_only(True)
+    finally:
+        inst.close()
+
+
+def new_instance_or_refuse(target: Target, app_database: str | None) -> None:
+    """RestoreError unless `target` holds no user database but `app_database` without a table
+    (the init step creates it): a restore never replaces data."""
+    inst = instance_of(target)
+    try:
+        names = _user_databases(inst)
+        if app_database in names and not inst.scalar(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s", (app_database,)
+        ):
+            names.remove(app_database)
+    except InstanceError as e:
+        raise RestoreError(f"looking at {target.host}:{target.port} before the restore: {e}") from None
+    finally:
+        inst.close()
+    if names:
+        raise RestoreError(
+            f"{target.host}:{target.port} already has databases ({', '.join(names)}): a restore "
+            "only goes into a new, empty cluster and never overwrites data"
+        )
 
 
 def restore_all(
@@ -391,38 +451,36 @@ def restore_all(
     creds: storage.Credentials,
     app_database: str | None,
     drop_account: bool = False,
+    donor: Donor | None = None,
 ) -> dict[str, object]:
-    """Restore the same backup into every instance at once (what the restore Job runs). Returns
-    the result to report: {"ok", "message", "gtidPosition", "bytesLoaded", "durationSeconds"};
-    messages never contain a password (the caller redacts the environment's secrets too)."""
+    """Restore the same backup into every instance at once (what the restore Job runs); a
+    physical one through `donor` (restore_physical). Returns the result to report: {"ok",
+    "message", "gtidPosition", "bytesLoaded", "durationSeconds"}; messages never contain a
+    password (the caller redacts the environment's secrets too)."""
     t0 = time.monotonic()
     errors: list[str] = []
     results: list[RestoreResult] = []
     chain = None
-    if source.stop is not None:  # refused before any instance is touched
-        client = storage.make_client(source.s3, creds)
-        try:
+    client = storage.make_client(source.s3, creds)
+    try:
+        if source.stop is not None:  # refused before any instance is touched
             source = pick_base(client, source)
-            m = read_manifest(client, source)
+            m = read_manifest(client, source, physical=True)
             check_key(source.s3, m, source.key)
             chain = replay_plan(client, source, m)
-        except (RestoreError, storage.StorageError) as e:
-            return {"ok": False, "message": str(e), "durationSeconds": round(time.monotonic() - t0, 1)}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
-        futures = {
-            pool.submit(
-                load_instance, t, source, creds, app_database, drop_account=drop_account, chain=chain
-            ): n
-            for n, t in targets.items()
-        }
-        for f in concurrent.futures.as_completed(futures):
-            try:
-                results.append(f.result())
-            except Exception as e:  # noqa: BLE001 - every failure is reported by instance
-                name = futures[f]
-                errors.append(
-                    f"{name}: {commands.tls_hint(str(e) or type(e).__name__, targets[name].tls_ca)}"
-                )
+            copy = m if m.method == physical.METHOD_PHYSICAL else None
+        else:
+            copy = _physical_manifest(client, source)
+    except (RestoreError, storage.StorageError) as e:
+        return {"ok": False, "message": str(e), "durationSeconds": round(time.monotonic() - t0, 1)}
+    if copy is not None:
+        from mysql_operator.backup import restore_physical  # built on this module
+
+        results, errors = restore_physical.restore(
+            client, targets, source, copy, donor, app_database, drop_account=drop_account, chain=chain
+        )
+    else:
+        _load_all(targets, source, creds, app_database, drop_account, chain, results, errors)
     seconds = round(time.monotonic() - t0, 1)
     if errors:
         return {"ok": False, "message": "; ".join(sorted(errors)), "durationSeconds": seconds}
@@ -448,6 +506,44 @@ def restore_all(
             f"binary logs replayed up to {source.stop.describe()}"
         )
     return out
+
+
+def _physical_manifest(client, source: Source) -> Manifest | None:
+    """The manifest of `source` when it is a physical backup; None otherwise, and when it cannot
+    be read (each instance's load then says why)."""
+    try:
+        m = read_manifest(client, source, physical=True)
+    except (RestoreError, storage.StorageError):
+        return None
+    return m if m.method == physical.METHOD_PHYSICAL else None
+
+
+def _load_all(
+    targets: dict[str, Target],
+    source: Source,
+    creds: storage.Credentials,
+    app_database: str | None,
+    drop_account: bool,
+    chain: list[Segment] | None,
+    results: list[RestoreResult],
+    errors: list[str],
+) -> None:
+    """A dump loaded into every instance at once; appends to `results` and `errors`."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
+        futures = {
+            pool.submit(
+                load_instance, t, source, creds, app_database, drop_account=drop_account, chain=chain
+            ): n
+            for n, t in targets.items()
+        }
+        for f in concurrent.futures.as_completed(futures):
+            try:
+                results.append(f.result())
+            except Exception as e:  # noqa: BLE001 - every failure is reported by instance
+                name = futures[f]
+                errors.append(
+                    f"{name}: {commands.tls_hint(str(e) or type(e).__name__, targets[name].tls_ca)}"
+                )
 
 
 def _gtids(flavor: str):
@@ -478,7 +574,9 @@ def _gtids_of_bases(client, source: Source, bases) -> Callable[[str], Any]:
     """The GTID parser of the flavor the folder's backups are of (their manifests say)."""
     if not bases:
         return MySQLGtidSet.parse
-    first = read_manifest(client, replace(source, path=f"s3://{source.s3.bucket}/{bases[0].manifest}"))
+    first = read_manifest(
+        client, replace(source, path=f"s3://{source.s3.bucket}/{bases[0].manifest}"), physical=True
+    )
     return _gtids(first.flavor)
 
 
@@ -533,7 +631,7 @@ def roll_forward(client, target: Target, source: Source, m: Manifest, chain: lis
     assert source.stop is not None
     parse = _gtids(m.flavor)
     applied = m.gtid_position or ""
-    inst = _instance(target)
+    inst = instance_of(target)
     try:
         version = inst.dialect.version
     finally:
@@ -554,7 +652,7 @@ def roll_forward(client, target: Target, source: Source, m: Manifest, chain: lis
             except pitr.PitrError as e:
                 raise RestoreError(f"replaying {seg.file} of server {seg.server}: {e}") from None
             applied = str(parse(applied).union(parse(seg.gtids_after)))
-    inst = _instance(target)
+    inst = instance_of(target)
     try:
         for sql in commands.after_replay_sql(version):
             inst.execute(sql)

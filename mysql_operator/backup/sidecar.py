@@ -25,7 +25,7 @@ from pathlib import Path
 
 REQUEST, STDIN, STDOUT, STDERR, STATUS = "request", "stdin", "stdout", "stderr", "status"
 # mysqld: the throwaway server a physical backup's CLONE copies into (backup/physical.py)
-TOOLS = ("mysqldump", "mariadb-dump", "mysql", "mariadb", "mysqlbinlog", "mariadb-binlog", "mysqld")
+TOOLS = ("mysqldump", "mariadb-dump", "mysql", "mariadb", "mysqlbinlog", "mariadb-binlog", "mysqld", "tar")
 
 
 class SidecarError(RuntimeError):

@@ -561,7 +561,15 @@ class Instance:
 
     CLONE_START_WAIT = 3.0  # seconds a new copy is watched for an early refusal
 
-    def start_clone(self, host: str, port: int, user: str, password: str, tls_ca: str | None) -> None:
+    def start_clone(
+        self,
+        host: str,
+        port: int,
+        user: str,
+        password: str,
+        tls_ca: str | None,
+        require_ssl: bool | None = None,
+    ) -> None:
         """Start replacing this server's data by a copy of host:port's (CLONE INSTANCE, as
         `user`), on a connection of its own in a thread: the copy runs in the server, watched
         through clone_status. An early refusal (privileges, donor unreachable) raises. A copy
@@ -570,7 +578,9 @@ class Instance:
         statement fails with ER_CLONE_RESTART and the server shuts down, for its container to
         start it on the copy. Neither is a failure. Killing the CLONE session would abort the copy
         and leave the server empty: this connection is never killed, only dropped (the copy goes
-        on in the server)."""
+        on in the server). `require_ssl` (default: with a CA) encrypts the copy; a CA also verifies
+        the donor's certificate."""
+        encrypt = bool(tls_ca) if require_ssl is None else require_ssl
         self.ensure_clone_plugin()
         # CLONE is refused under super_read_only; read_only stays on (only accounts with
         # CONNECTION_ADMIN could write, and the copy replaces whatever they would); the server
@@ -590,7 +600,7 @@ class Instance:
                 with conn.cursor() as cur:
                     cur.execute(
                         f"CLONE INSTANCE FROM %s@%s:{int(port)} IDENTIFIED BY %s "
-                        + ("REQUIRE SSL" if tls_ca else "REQUIRE NO SSL"),
+                        + ("REQUIRE SSL" if encrypt else "REQUIRE NO SSL"),
                         (user, host, password),
                     )
             except pymysql.err.MySQLError as e:

@@ -17,14 +17,25 @@ import pytest
 
 from mysql_operator import tls
 from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.pipeline import verified_instance
 from mysql_operator.backup.restore import RestoreError, Source, Target, restore_all, restore_into
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 from mysql_operator.db.accounts import restore_grants
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.gtid import MySQLGtidSet
+from mysql_operator.db.instance import InstanceError
 from tests.integration.test_backup import checksums, creds, s3cfg, sql
 from tests.support.pki import new_pki
-from tests.support.mysql import ADMIN_USER, BACKUP_USER, MySQLFactory, client_tools_sidecar, mysql_unavailable
+from tests.support.mysql import (
+    ADMIN_USER,
+    BACKUP_USER,
+    OPERATOR_USER,
+    MySQLFactory,
+    client_tools_sidecar,
+    mysql_unavailable,
+    restarted_when_down,
+)
+from tests.support.mariadb import free_port
 
 HOST = "localhost"  # the name the servers' certificate carries (they listen on 127.0.0.1)
 
@@ -67,6 +78,21 @@ def tls_servers(mysql, pki, n, prefix):
     )
 
 
+def backup_request(s3, shared, source, name: str, method: str = "logical") -> BackupRequest:
+    """A backup of `source` as the backup Job makes it: over TLS verified with the CA in the
+    folder shared with the client-tools sidecar, as the backup account."""
+    return BackupRequest(
+        cluster="c1",
+        namespace="ns",
+        backup=name,
+        s3=s3,
+        tls_ca=str(shared / "ca.crt"),
+        tools_dir=str(shared),
+        candidates=(Candidate(source.name, Endpoint(HOST, source.port, BACKUP_USER)),),
+        method=method,
+    )
+
+
 def load(server):
     server.query("SET GLOBAL super_read_only = OFF")
     sql(
@@ -91,15 +117,7 @@ def test_mysql_backup_and_restore_with_the_images_own_tools_over_verified_tls(my
     load(source)
     s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql"))
     ca = str(shared / "ca.crt")
-    req = BackupRequest(
-        cluster="c1",
-        namespace="ns",
-        backup="b1",
-        s3=s3,
-        tls_ca=ca,
-        tools_dir=str(shared),
-        candidates=(Candidate(source.name, Endpoint(HOST, source.port, BACKUP_USER)),),
-    )
+    req = backup_request(s3, shared, source, "b1")
 
     m = run_backup(req, creds(s3server), mysql.admin_password)
 
@@ -235,16 +253,7 @@ def test_a_physical_backup_is_a_clone_a_server_starts_on_with_the_same_data_and_
     load(source)
     s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-physical"))
     shared = shared_as_job_user
-    req = BackupRequest(
-        cluster="c1",
-        namespace="ns",
-        backup="p1",
-        s3=s3,
-        tls_ca=str(shared / "ca.crt"),
-        tools_dir=str(shared),
-        candidates=(Candidate(source.name, Endpoint(HOST, source.port, BACKUP_USER)),),
-        method=METHOD_PHYSICAL,
-    )
+    req = backup_request(s3, shared, source, "p1", METHOD_PHYSICAL)
 
     m = run_backup(req, creds(s3server), mysql.admin_password)
 
@@ -269,8 +278,8 @@ def test_a_physical_backup_is_a_clone_a_server_starts_on_with_the_same_data_and_
         target.query("SELECT @@gtid_executed")[0][0].replace("\n", "")
     ) == MySQLGtidSet.parse(m.gtid_position)
     assert sql(target, "CALL shop.count_orders()") == ((5000,),)
-    # not restorable by the operator yet: refused, saying so, before anything is touched
-    with pytest.raises(RestoreError, match="a physical backup .* restores logical backups only"):
+    # a copy is not loaded into one server: refused, saying so, before anything is touched
+    with pytest.raises(RestoreError, match="a physical backup .* restore Job's physical path"):
         restore_into(
             Target(HOST, target.port, ADMIN_USER, mysql.admin_password), Source(s3, "c1/p1"), creds(s3server)
         )
@@ -305,3 +314,83 @@ def test_a_physical_copy_verifies_the_donor_with_the_clusters_ca(mysql, pki, sha
         str(shared_as_job_user), donor, mysql.admin_password, str(shared_as_job_user / "ca.crt"), plugins
     ) as copy:
         assert (copy.data / "mysql.ibd").exists()
+
+
+def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accounts(
+    mysql, pki, shared_as_job_user, s3server
+):
+    """restore_all of a physical backup: the copy, unpacked by tar in the sidecar, is served by a
+    throwaway server there that each new instance clones in turn (encrypted), then restarts on.
+    Each has the source's rows and exactly the manifest's GTIDs; the accounts the new cluster
+    made keep its passwords (the operator's new one works, the backup's does not), an account
+    only the backup had is there, the restore account is gone, every instance is fenced again,
+    and nothing of the copy is left in the shared folder."""
+    from mysql_operator.backup.physical import METHOD_PHYSICAL
+    from mysql_operator.backup.restore import Donor
+
+    source, *targets = tls_servers(mysql, pki, 3, "physr")
+    load(source)
+    sql(source, "CREATE USER 'reporting'@'%' IDENTIFIED BY 'from-the-backup'")
+    s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-physical-restore"))
+    shared = shared_as_job_user
+    ca = str(shared / "ca.crt")
+    req = backup_request(s3, shared, source, "p2", METHOD_PHYSICAL)
+    m = run_backup(req, creds(s3server), mysql.admin_password)
+    restore_pw, operator_pw = "the-new-clusters-restore-pw", "the-new-clusters-operator-pw"
+    for t in targets:  # as the new cluster's init step leaves them
+        sql(
+            t,
+            "SET GLOBAL super_read_only = OFF",
+            "SET SESSION sql_log_bin = 0",
+            "CREATE DATABASE app",
+            f"ALTER USER '{OPERATOR_USER}'@'127.0.0.1' IDENTIFIED BY '{operator_pw}'",
+            f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{restore_pw}'",
+            *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)),
+            "SET GLOBAL super_read_only = ON",
+        )
+
+    with restarted_when_down(targets) as starts:
+        result = restore_all(
+            {
+                t.name: Target(HOST, t.port, "restorer", restore_pw, tls_ca=ca, tools_dir=str(shared))
+                for t in targets
+            },
+            Source(s3, "c1/p2"),
+            creds(s3server),
+            "app",
+            drop_account=True,
+            donor=Donor("127.0.0.1", free_port()),
+        )
+
+    assert result["ok"], result["message"]
+    assert starts == {t.name: 1 for t in targets}  # each restarted once, on the copy
+    assert result["gtidPosition"] == m.gtid_position
+    for t in targets:
+        assert checksums(t) == checksums(source)
+        assert MySQLGtidSet.parse(
+            t.query("SELECT @@gtid_executed")[0][0].replace("\n", "")
+        ) == MySQLGtidSet.parse(m.gtid_position)
+        assert sql(t, "CALL shop.count_orders()") == ((5000,),)
+        assert t.query("SELECT @@super_read_only")[0][0] == 1
+        users = {u for (u,) in t.query("SELECT user FROM mysql.user")}
+        assert "reporting" in users and "restorer" not in users
+        assert verified_instance(HOST, t.port, OPERATOR_USER, operator_pw, ca).scalar("SELECT 1") == 1
+        with pytest.raises(InstanceError, match="1045"):
+            verified_instance(HOST, t.port, OPERATOR_USER, mysql.admin_password, ca).scalar("SELECT 1")
+    assert sorted(p.name for p in shared.iterdir() if p.name.startswith("clone")) == []
+
+    # again into the same, now restored, instances: refused before anything is replaced
+    t = targets[0]
+    sql(t, "SET GLOBAL super_read_only = OFF", f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{restore_pw}'")
+    sql(t, *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)))
+    sql(t, "SET GLOBAL super_read_only = ON")
+    again = restore_all(
+        {t.name: Target(HOST, t.port, "restorer", restore_pw, tls_ca=ca, tools_dir=str(shared))},
+        Source(s3, "c1/p2"),
+        creds(s3server),
+        "app",
+        drop_account=True,
+        donor=Donor("127.0.0.1", free_port()),
+    )
+    assert not again["ok"] and "already has databases (app, shop)" in again["message"], again
+    assert checksums(t) == checksums(source)

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -270,6 +271,29 @@ def client_tools_sidecar(rootfs: Path, shared: Path) -> Iterator[subprocess.Pope
     finally:
         for m in reversed(mounts):
             subprocess.run(["umount", "-l", str(m)], capture_output=True)
+
+
+@contextlib.contextmanager
+def restarted_when_down(servers):
+    """What a Pod's container does for its server: started again when it stopped (a server
+    clone replaced the data of, without start.sh above it, shuts down)."""
+    done = threading.Event()
+    starts = dict.fromkeys((s.name for s in servers), 0)
+
+    def watch():
+        while not done.wait(0.2):
+            for s in servers:
+                if not s.alive:
+                    s.start()
+                    starts[s.name] += 1
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        yield starts
+    finally:
+        done.set()
+        t.join(30)
 
 
 if __name__ == "__main__":

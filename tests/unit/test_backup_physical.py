@@ -40,6 +40,14 @@ def test_the_throwaway_servers_listen_on_no_port_and_read_or_write_no_file_for_c
     assert f"--datadir={P.data}" in copy and "--skip-grant-tables" in copy  # the donor's accounts
 
 
+def test_the_server_a_restore_serves_checks_accounts_and_listens_only_on_its_port():
+    argv = physical.server_command(P, ["mysql_clone.so"], donor_port=3307)
+    assert f"--datadir={P.data}" in argv and "--port=3307" in argv
+    assert "--skip-grant-tables" not in argv and "--skip-networking" not in argv  # the instances log in
+    assert "--secure-file-priv=NULL" in argv and "--gtid-mode=ON" in argv
+    assert physical.untar_command(P.data) == ["tar", "-C", "/run/tools/clone-data", "-xf", "-"]
+
+
 def test_every_path_of_the_copy_is_in_the_shared_folder_and_removed():
     argv = physical.init_command(P) + physical.server_command(P, ["mysql_clone.so"])
     paths = [a.split("=", 1)[1] for a in argv if a.startswith("--") and "=/" in a]

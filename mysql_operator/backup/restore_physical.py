@@ -1,0 +1,159 @@
+"""Restore a physical backup (MySQL, method physical: backup/physical.py) into a new cluster.
+
+    results, errors = restore(client, targets, source, manifest, donor, ...)   # from restore_all
+
+1. Verify the data object against the manifest (size, sha256, the key), as for a dump.
+2. Check every instance is new: no user database but an empty spec.database.
+3. Read the new cluster's accounts from its first instance (the init step made them; every
+   instance has the same), as statements with their password hashes.
+4. Unpack the copy into the folder shared with the client-tools sidecar (tar runs there: the
+   bucket's bytes never reach a process with API credentials), start a server on it that replaces
+   its accounts of the same names by the new cluster's, then serve it on `donor.port`.
+5. Each instance in turn replaces its data by a CLONE of that server (as the restore account,
+   encrypted) and restarts on it: under start.sh in place, else its container restarts it. Its
+   GTID set must then be the manifest's.
+6. A point-in-time restore replays the archived binary logs into each, as after a dump; the
+   restore account drops itself and the instance is read-only again, as after a dump.
+
+Why CLONE into each instance rather than unpacking into its volume: the instances' volumes are
+mounted by their own Pods only, and a running server replaces its data with CLONE atomically
+(a copy that fails leaves it as it was). The throwaway server runs in the Job's sidecar, of the
+cluster's own image, so the copy and the recipients are of the same server version, as CLONE
+requires. The connection of the copy is encrypted; it is not verified (the Job holds no
+certificate of the cluster), which a later change can add.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Callable
+
+from mysql_operator.backup import physical, storage
+from mysql_operator.backup.manifest import Manifest
+from mysql_operator.backup.restore import (
+    Donor,
+    RestoreError,
+    RestoreResult,
+    Source,
+    Target,
+    finish_instance,
+    instance_of,
+    new_instance_or_refuse,
+    roll_forward,
+    stream_into,
+    verify,
+)
+from mysql_operator.db.gtid import MySQLGtidSet
+from mysql_operator.db.instance import CLONE_FAILED, InstanceError
+
+
+def restore(
+    client,
+    targets: dict[str, Target],
+    source: Source,
+    m: Manifest,
+    donor: Donor | None,
+    app_database: str | None,
+    *,
+    drop_account: bool = False,
+    chain: list | None = None,
+    copy_timeout: float = 6 * 3600,
+) -> tuple[list[RestoreResult], list[str]]:
+    """Restore the physical backup `m` into every target (one at a time). Returns the results and
+    the errors, each naming its instance; never a password."""
+    first = next(iter(targets.values()))
+    if donor is None or not first.tools_dir:
+        return [], [
+            "a physical backup is restored through the restore Job's client-tools sidecar, which "
+            "serves the copy to the instances: this restore was started without it"
+        ]
+    results: list[RestoreResult] = []
+    errors: list[str] = []
+    try:
+        etag = verify(client, source.s3, m, source.key)
+        for t in targets.values():
+            new_instance_or_refuse(t, app_database)
+        inst = instance_of(first)
+        try:
+            flavor = inst.dialect.version.flavor.value
+            if flavor != m.flavor:
+                raise RestoreError(f"the backup is of a {m.flavor} server; the new cluster runs {flavor}")
+            accounts = physical.account_statements(inst.execute)
+        except InstanceError as e:
+            raise RestoreError(f"reading the new cluster's accounts: {e}") from None
+        finally:
+            inst.close()
+
+        def unpack(folder) -> None:
+            argv = physical.untar_command(folder)
+            stream_into(client, source.s3, m, etag, source.key, argv, first.tools_dir)
+
+        with physical.serving_copy(
+            first.tools_dir, unpack, accounts, (first.user, first.password), donor.port
+        ) as copy:
+            if MySQLGtidSet.parse(copy.gtid_executed) != MySQLGtidSet.parse(m.gtid_position or ""):
+                raise RestoreError(
+                    f"the unpacked copy holds GTIDs {copy.gtid_executed}, its manifest says "
+                    f"{m.gtid_position}: refusing to restore from it"
+                )
+            for name, t in targets.items():
+                try:
+                    results.append(_into(client, t, source, m, donor, chain, copy_timeout))
+                except (RestoreError, InstanceError) as e:
+                    errors.append(f"{name}: {e}")
+                    break  # the others stay new and empty
+    except (RestoreError, physical.PhysicalError, storage.StorageError) as e:
+        errors.append(str(e))
+    finally:  # as after a dump, whatever happened: the restore account goes, read-only again
+        for name, t in targets.items():
+            try:
+                finish_instance(t, drop_account)
+            except InstanceError as e:
+                errors.append(f"{name}: after the restore: {e}")
+    return results, errors
+
+
+def _into(
+    client, t: Target, source: Source, m: Manifest, donor: Donor, chain, timeout: float
+) -> RestoreResult:
+    inst = instance_of(t)
+    try:
+        inst.start_clone(donor.host, donor.port, t.user, t.password, None, require_ssl=True)
+    finally:
+        inst.close()
+    wait_restarted_on_copy(lambda: instance_of(t), timeout)
+    inst = instance_of(t)
+    try:
+        executed = str(inst.scalar("SELECT @@GLOBAL.gtid_executed") or "").replace("\n", "")
+    finally:
+        inst.close()
+    if MySQLGtidSet.parse(executed) != MySQLGtidSet.parse(m.gtid_position or ""):
+        raise RestoreError(f"restarted on the copy with GTIDs {executed}, not the backup's {m.gtid_position}")
+    result = RestoreResult(manifest=m, gtid_position=executed, bytes_loaded=m.compressed_size)
+    if chain is None:
+        return result
+    position = roll_forward(client, t, source, m, chain)
+    return replace(result, gtid_position=position, replayed=tuple(chain))
+
+
+def wait_restarted_on_copy(connect: Callable, timeout: float, interval: float = 1.0) -> None:
+    """Until the server answers again restarted on the copy (clone_status says so); RestoreError
+    when the copy failed or `timeout` passed. It does not answer while it restarts."""
+    deadline = time.monotonic() + timeout
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        inst = connect()
+        try:
+            status = inst.clone_status()
+            if status is None:
+                return
+            if status.stage == CLONE_FAILED:
+                raise RestoreError(f"the copy failed: {status.error}")
+            last = f"{status.stage} ({status.copied} of {status.total} bytes)"  # COPYING, COPIED
+        except InstanceError as e:
+            last = str(e)
+        finally:
+            inst.close()
+        time.sleep(interval)
+    raise RestoreError(f"the copy did not end with the server restarted on it within {timeout:.0f}s: {last}")
