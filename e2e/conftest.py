@@ -309,14 +309,22 @@ def _restart_deployment(apps, dep, timeout: float = 180) -> None:
     wait_for(rolled, timeout, f"deployment {ns}/{name} restarted and ready")
 
 
-@contextlib.contextmanager
-def chart_operator_paused(local_cluster):
-    """Scale the chart's operator (if installed) to 0 while a test runs its own operator in a
-    namespace the chart's would also serve; restore its replicas afterwards."""
+# the chart's operator Deployments paused (name: replicas) and the cluster's handle: host_operator
+# tests run one after another (pytest_collection_modifyitems) under one pause, resumed after the last
+_PAUSED: dict[str, int] = {}
+_PAUSED_ON: list = []
+
+
+def pause_chart_operator(local_cluster) -> None:
+    """Scale the chart's operator (if installed) to 0 while tests run their own operator in a
+    namespace the chart's would also serve; resume_chart_operator restores its replicas."""
     from kubernetes import client
 
     from tests.support.wait import wait_for
 
+    if _PAUSED_ON:
+        return
+    _PAUSED_ON.append(local_cluster)
     api = local_cluster.api_client()
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     deps = [
@@ -324,19 +332,33 @@ def chart_operator_paused(local_cluster):
     ]
     for d in deps:
         apps.patch_namespaced_deployment_scale(d.metadata.name, OPERATOR_NAMESPACE, {"spec": {"replicas": 0}})
+        _PAUSED[d.metadata.name] = d.spec.replicas
     if deps:
         wait_for(
             lambda: not core.list_namespaced_pod(OPERATOR_NAMESPACE).items,
             120,
             "the chart's operator Pods to stop",
         )
-    try:
-        yield
-    finally:
-        for d in deps:
-            apps.patch_namespaced_deployment_scale(
-                d.metadata.name, OPERATOR_NAMESPACE, {"spec": {"replicas": d.spec.replicas}}
-            )
+
+
+def resume_chart_operator() -> None:
+    from kubernetes import client
+
+    if not _PAUSED_ON:
+        return
+    apps = client.AppsV1Api(_PAUSED_ON.pop().api_client())
+    for name, replicas in list(_PAUSED.items()):
+        apps.patch_namespaced_deployment_scale(name, OPERATOR_NAMESPACE, {"spec": {"replicas": replicas}})
+        del _PAUSED[name]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """The chart's operator resumes once a test that ran its own is torn down and the next test
+    (if any) does not run one too."""
+    yield
+    if "host_operator" not in getattr(nextitem, "fixturenames", ()):
+        resume_chart_operator()
 
 
 @pytest.fixture
@@ -380,40 +402,40 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
     log_path = tmp_path / "operator.log"
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
     env["MYSQL_OPERATOR_IMAGE"] = OPERATOR_IMAGE  # its backup Jobs' image, as the chart sets it
-    with chart_operator_paused(local_cluster):  # one operator per namespace
-        with open(log_path, "wb") as out:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "mysql_operator.cli",
-                    "run",
-                    "--namespace",
-                    ns,
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--resolver",
-                    "ip",
-                    "--loop-seconds",
-                    "1",
-                    "--resync-seconds",
-                    "30",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=REPO,
-                start_new_session=True,
-            )
-        try:
-            yield ns, api, log_path, proc
-        finally:
-            alive = proc.poll() is None
-            try:  # while the operator runs: it removes kopf's finalizers
-                delete_clusters(api, ns)
-            except Exception as e:  # noqa: BLE001 - teardown: report, go on
-                print(f"clusters not deleted: {e}", file=sys.stderr)
-            stop_group(proc, 20)
+    pause_chart_operator(local_cluster)  # one operator per namespace; resumed after the last such test
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mysql_operator.cli",
+                "run",
+                "--namespace",
+                ns,
+                "--kubeconfig",
+                str(kubeconfig),
+                "--resolver",
+                "ip",
+                "--loop-seconds",
+                "1",
+                "--resync-seconds",
+                "30",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )
+    try:
+        yield ns, api, log_path, proc
+    finally:
+        alive = proc.poll() is None
+        try:  # while the operator runs: it removes kopf's finalizers
+            delete_clusters(api, ns)
+        except Exception as e:  # noqa: BLE001 - teardown: report, go on
+            print(f"clusters not deleted: {e}", file=sys.stderr)
+        stop_group(proc, 20)
     print(
         f"\n----- operator log (tail) -----\n{log_path.read_text(errors='replace')[-8000:]}", file=sys.stderr
     )
@@ -459,6 +481,8 @@ def pytest_collection_modifyitems(session, config, items):
     for item in items:
         if "host_operator" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.exclusive)
+    # those first, one after another: one pause of the chart's operator for all of them
+    items.sort(key=lambda item: "host_operator" not in getattr(item, "fixturenames", ()))
     late_builds_last(items)
     items.sort(key=lambda item: item.path.name == "test_permissions_used.py")
 
