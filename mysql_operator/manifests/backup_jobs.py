@@ -29,8 +29,6 @@ ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_ENCRYPTION_KEY = "MYSQL_OPERATOR_ENCRYPTION_KEY"
 ENV_SSE_C_KEY = "MYSQL_OPERATOR_SSE_C_KEY"  # s3.serverSideEncryption type SSE-C
 ENV_POD_IP = "MYSQL_OPERATOR_POD_IP"  # the restore Job Pod's address: instances clone a copy there
-# where the restore Job's sidecar serves a physical backup to the instances (backup/restore_physical)
-RESTORE_DONOR_PORT = 3306
 TERMINATION_LOG = "/dev/termination-log"
 RUN_AS = 65532  # the operator image's user
 CLIENT_TOOLS_DIR = "/run/mysql-operator/client-tools"  # shared by a Job's container and its sidecar
@@ -390,7 +388,7 @@ def restore_job(
         args += ["--app-database", c.spec.database.name]
     for i in range(c.spec.instances):
         args += ["--target", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
-    args += ["--client-tools-dir", CLIENT_TOOLS_DIR, *stop_args(c), "--donor-port", str(RESTORE_DONOR_PORT)]
+    args += ["--client-tools-dir", CLIENT_TOOLS_DIR, *stop_args(c)]
     enc_args, enc_env = encryption_parts(
         c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"
     )
@@ -405,7 +403,6 @@ def restore_job(
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.RESTORE_PASSWORD_KEY),
             *s3_parts(s3)[1],
             *enc_env,
-            {"name": ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ],
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,
