@@ -108,16 +108,22 @@ def raw(datadir: Path) -> float:
     return time.monotonic() - t
 
 
-def restore(factory, keys: Path, shared: Path, s3: S3, creds, backup: str) -> float:
-    """Seconds `restore_all` takes to restore `backup` into a new server (then stopped)."""
-    (target,) = factory.create(
+def tls_server(factory, keys: Path, prefix: str):
+    """A new server requiring TLS, with the certificate in `keys` (as a cluster's instance)."""
+    (server,) = factory.create(
         1,
-        prefix="restore",
+        prefix=prefix,
         ssl_ca=keys / "ca.crt",
         ssl_cert=keys / "tls.crt",
         ssl_key=keys / "tls.key",
         require_secure_transport=True,
     )
+    return server
+
+
+def restore(factory, keys: Path, shared: Path, s3: S3, creds, backup: str) -> float:
+    """Seconds `restore_all` takes to restore `backup` into a new server (then stopped)."""
+    target = tls_server(factory, keys, "restore")
     pw = factory.admin_password
     conn = target.connect()
     try:
@@ -162,14 +168,7 @@ def main() -> int:
     shared = Path(tempfile.mkdtemp(prefix="physical-bench-", dir="/var/tmp"))
     try:
         keys = new_pki(Path(factory.workdir) / "pki", [HOST], "physical-bench")
-        (source,) = factory.create(
-            1,
-            prefix="src",
-            ssl_ca=keys / "ca.crt",
-            ssl_cert=keys / "tls.crt",
-            ssl_key=keys / "tls.key",
-            require_secure_transport=True,
-        )
+        source = tls_server(factory, keys, "src")
         rows = grow_to(source, args.mb)
         size = data_bytes(source.datadir)
         shutil.copy(keys / "ca.crt", shared / "ca.crt")
