@@ -1,7 +1,9 @@
 """Scenario 5 with the operator installed by its chart (a Pod), per flavor (MySQL 9.7, MariaDB
 10.11; the test id names it): an on-demand MySQLBackup to the MinIO beside the cluster, restored
 into a NEW cluster through spec.restore.fromBackup with CHECKSUM TABLE equal on every table; and a
-scheduled backup (spec.backup.schedule every minute). The dump and the load run with the tools of
+scheduled backup (spec.backup.schedule every minute). MySQL's on-demand and base backups are
+physical (MySQLBackup spec.method: a CLONE copy of a replica, served by the restore Job for the new
+instances to clone); the others are dumps. The dump, the load and the copies run with the tools of
 the cluster's own server image (the Jobs' client-tools sidecar). Backups are encrypted
 (spec.backup.encryption; plain ones run in e2e/test_restore_roll.py): the bucket holds no readable byte, the restore names the key, and a
 restore with another key fails saying so. The binary logs are archived continuously
@@ -146,7 +148,13 @@ def _backup_phase(c: Cluster, name: str) -> str | None:
     return (b.get("status") or {}).get("phase")
 
 
-def _create_backup(c: Cluster, name: str) -> None:
+def method_of(flavor: str) -> str:
+    """The method of the on-demand and base backups (their spec.method; the scheduled ones are
+    the cluster's, logical): MySQL's are physical copies (CLONE), MariaDB's dumps."""
+    return "physical" if flavor == "mysql" else "logical"
+
+
+def _create_backup(c: Cluster, name: str, method: str | None = None) -> None:
     c.objs.create_namespaced_custom_object(
         GROUP,
         VERSION,
@@ -156,7 +164,7 @@ def _create_backup(c: Cluster, name: str) -> None:
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "MySQLBackup",
             "metadata": {"name": name},
-            "spec": {"clusterRef": {"name": c.name}},
+            "spec": {"clusterRef": {"name": c.name}, **({"method": method} if method else {})},
         },
     )
 
@@ -168,20 +176,23 @@ def _objects(s3, bucket: str) -> list[str]:
 
 def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup_source, s3_beside_cluster):
     c, bucket, flavor = backup_source
-    manual = f"manual-{flavor}"
+    manual, method = f"manual-{flavor}", method_of(flavor)
     elapsed = stopwatch()
-    _create_backup(c, manual)
+    _create_backup(c, manual, method)
     phase = wait_for(
         lambda: _backup_phase(c, manual) in ("Succeeded", "Failed") and _backup_phase(c, manual),
         300,
         f"{manual} finished",
     )
-    record(f"on-demand backup (MySQLBackup created to Succeeded, {flavor})", elapsed(), scenario="5")
+    record(
+        f"on-demand backup (MySQLBackup created to Succeeded, {flavor}, {method})", elapsed(), scenario="5"
+    )
     st = c.objs.get_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, manual)["status"]
     assert phase == "Succeeded", st.get("message")
-    assert st.get("sizeBytes", 0) > 0 and st.get("location")
+    assert st.get("sizeBytes", 0) > 0 and st.get("location") and st.get("method") == method
     keys = [k for k in _objects(s3_beside_cluster, bucket) if k.startswith(f"bk/{c.name}/{manual}/")]
-    assert sorted(k.rsplit("/", 1)[1] for k in keys) == ["backup.sql.zst.enc", "manifest.json"]
+    kind = "tar" if method == "physical" else "sql"
+    assert sorted(k.rsplit("/", 1)[1] for k in keys) == [f"backup.{kind}.zst.enc", "manifest.json"]
     assert len(st.get("encryptionKeyId", "")) == 16
     for key in keys:
         data = s3_beside_cluster.client().get_object(Bucket=bucket, Key=key)["Body"].read()
@@ -208,7 +219,9 @@ def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_na
     wait_for(lambda: try_query(r_rw, "app", r_pw, "SELECT 1"), 60, "the restored cluster's -rw answering")
     got = checksums(r_rw, r_pw)
     record(
-        f"restore (new cluster from MySQLBackup to Ready with the data, {flavor})", elapsed(), scenario="5"
+        f"restore (new cluster from MySQLBackup to Ready with the data, {flavor}, {method_of(flavor)})",
+        elapsed(),
+        scenario="5",
     )
     assert got == source
     # the replica of the restored cluster has the data too
@@ -379,7 +392,7 @@ def test_point_in_time_restore_across_a_failover_has_exactly_the_rows_up_to_t(
     base = f"pitr-base-{flavor}"
     try:
         wait_for(lambda: len(writer.acked) >= 20, 60, "rows written before the base backup")
-        _create_backup(c, base)
+        _create_backup(c, base, method_of(flavor))
         wait_for(lambda: _backup_phase(c, base) == "Succeeded", 300, f"{base} Succeeded")
         old = c.status()["currentPrimary"]
         signal_server(local_cluster, c, old, "SIGSTOP")  # hung: the replica is promoted
@@ -425,7 +438,7 @@ def test_point_in_time_restore_across_a_failover_has_exactly_the_rows_up_to_t(
     )
     restored.wait_ready(400, instances=2)
     record(
-        f"point-in-time restore (new cluster to Ready, base + binlogs to T, {flavor})",
+        f"point-in-time restore (new cluster to Ready, {method_of(flavor)} base + binlogs to T, {flavor})",
         elapsed(),
         scenario="5",
     )

@@ -60,6 +60,7 @@ def register(subparsers) -> None:
         choices=("logical", "physical"),
         help="logical: the dump tool; physical: MySQL CLONE into the client-tools sidecar, sent as tar",
     )
+    _scratch_argument(run)
     run.add_argument("--part-size-mib", type=int, default=16)
     run.add_argument("--user", default="mysql-operator-backup")
     run.add_argument(
@@ -104,6 +105,7 @@ def register(subparsers) -> None:
         type=int,
         help=f"a physical backup: the port the instances clone the copy from, at ${ENV_POD_IP}",
     )
+    _scratch_argument(into)
     stop = into.add_mutually_exclusive_group()
     stop.add_argument(
         "--stop-at", metavar="RFC3339", help="then replay the archived binary logs up to this second (UTC)"
@@ -228,6 +230,15 @@ def _client_tools_argument(p) -> None:
         metavar="PATH",
         help="a folder shared with the Job's client-tools sidecar, which runs the dump tool and "
         "the client of the cluster's server image (without it: this image's tools)",
+    )
+
+
+def _scratch_argument(p) -> None:
+    p.add_argument(
+        "--scratch-dir",
+        metavar="PATH",
+        help="a physical backup: the folder (shared with the client-tools sidecar, with room for "
+        "the whole data) its copy is made in or unpacked into; default: --client-tools-dir",
     )
 
 
@@ -388,7 +399,7 @@ def cmd_restore_into(args) -> int:
             args.app_database,
             drop_account=args.drop_account,
             donor=(
-                Donor(os.environ[ENV_POD_IP], args.donor_port)
+                Donor(os.environ[ENV_POD_IP], args.donor_port, args.scratch_dir)
                 if args.donor_port and os.environ.get(ENV_POD_IP)
                 else None
             ),
@@ -447,6 +458,7 @@ def cmd_run(args) -> int:
         tls_ca=args.tls_ca,
         tools_dir=args.client_tools_dir,
         method=args.method,
+        scratch_dir=args.scratch_dir,
     )
     try:
         req = dataclasses.replace(req, key=_key_from(args))
@@ -601,6 +613,7 @@ def result_of(m, s3: S3) -> dict[str, Any]:
         "gtidPosition": m.gtid_position or "",
         **({"encryptionKeyId": m.key_id} if m.key_id else {}),
         "sourceInstance": m.source_instance,
+        "method": m.method,
         "startedAt": m.started_at,
         "completedAt": m.completed_at,
     }

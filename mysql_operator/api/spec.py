@@ -267,6 +267,13 @@ class Binlogs:
     max_delay_seconds: int = 10
 
 
+BACKUP_METHODS = ("logical", "physical")
+PHYSICAL_NEEDS_MYSQL = (
+    "physical backups are made with MySQL's CLONE: a MariaDB cluster's backups are logical "
+    "(mariadb-backup is not supported yet); remove the field or set it to logical"
+)
+
+
 @dataclass(frozen=True)
 class Backup:
     s3: S3 | None = None
@@ -274,6 +281,8 @@ class Backup:
     retention: Retention = Retention()
     encryption: Encryption | None = None
     binlogs: Binlogs = Binlogs()
+    # logical: the dump tool; physical: a CLONE copy of a replica's data, sent as tar (MySQL)
+    method: str = "logical"
 
 
 @dataclass(frozen=True)
@@ -352,6 +361,7 @@ class MySQLBackup:
     cluster_name: str
     s3: S3 | None = None
     uid: str | None = None
+    method: str | None = None  # None: the cluster's spec.backup.method
 
 
 # ---------------------------------------------------------------- reading helpers
@@ -916,7 +926,9 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     backup = None
     if s.get("backup") is not None:
         bpath = f"{path}.backup"
-        b = _object(s["backup"], bpath, {"storage", "schedule", "retention", "encryption", "binlogs"})
+        b = _object(
+            s["backup"], bpath, {"storage", "schedule", "retention", "encryption", "binlogs", "method"}
+        )
         bs = None
         if b.get("storage") is not None:
             bst = _object(b["storage"], f"{bpath}.storage", {"s3"})
@@ -942,8 +954,12 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         )
         if binlogs.enabled and bs is None:
             raise SpecError(f"{blpath}.enabled", "needs spec.backup.storage: say where the binary logs go")
+        method = _enum(b, "method", bpath, "logical", BACKUP_METHODS)
+        if method == "physical" and flavor != "mysql":
+            raise SpecError(f"{bpath}.method", PHYSICAL_NEEDS_MYSQL)
         backup = Backup(
             s3=bs,
+            method=method,
             schedule=schedule,
             binlogs=binlogs,
             encryption=_encryption(b.get("encryption"), f"{bpath}.encryption"),
@@ -1134,7 +1150,7 @@ def parse_backup(body: Any) -> MySQLBackup:
             "metadata.name",
             f"{ARCHIVE_FOLDER} is the folder of the cluster's binary log archive in the bucket: choose another name",
         )
-    s = _object(body.get("spec"), "spec", {"clusterRef", "storage"})
+    s = _object(body.get("spec"), "spec", {"clusterRef", "storage", "method"})
     ref = _object(s.get("clusterRef"), "spec.clusterRef", {"name"})
     s3 = None
     if s.get("storage") is not None:
@@ -1148,6 +1164,7 @@ def parse_backup(body: Any) -> MySQLBackup:
         cluster_name=_str(ref, "name", "spec.clusterRef", required=True),
         s3=s3,
         uid=meta.get("uid"),
+        method=_enum(s, "method", "spec", "logical", BACKUP_METHODS) if "method" in s else None,
     )
 
 

@@ -33,6 +33,7 @@ from mysql_operator.api import (
     CLUSTER_PLURAL,
     GROUP,
     S3,
+    PHYSICAL_NEEDS_MYSQL,
     VERSION,
     Encryption,
     SpecError,
@@ -55,6 +56,7 @@ from mysql_operator.manifests.backup_jobs import (
     delete_data_job,
     delete_job_name,
     job_name,
+    physical,
     scheduled_backup,
 )
 
@@ -90,6 +92,7 @@ def job_outcome(job: dict | None, pods: list[dict]) -> tuple[str, dict[str, Any]
                 "gtidPosition",
                 "encryptionKeyId",
                 "sourceInstance",
+                "method",
                 "startedAt",
                 "completedAt",
             )
@@ -194,6 +197,11 @@ class BackupController:
             self._patch_status(BACKUP_PLURAL, ns, name, status)
             return status
         cluster = parse(cluster_body)
+        if physical(cluster, backup) and cluster.spec.flavor != "mysql":
+            field = (
+                "spec.method" if backup.method else f"MySQLCluster {backup.cluster_name} spec.backup.method"
+            )
+            return self._fail(body, f"{field}: {PHYSICAL_NEEDS_MYSQL}")
         lacking = (
             self._lacks_backup_password(cluster)
             or key_problem(

@@ -9,7 +9,8 @@ MySQL's CLONE copies a running server's InnoDB data (every table, the accounts, 
 consistently, without blocking its writes, into a data directory a server starts on as is. Only a
 server can receive a clone, so a throwaway mysqld of the cluster's own server image - the backup
 Job's `client-tools` sidecar (backup/sidecar.py) runs it - receives it into a folder of the
-emptyDir both containers share (`CLONE INSTANCE FROM ... DATA DIRECTORY`). That server listens on
+disk-backed emptyDir both containers share (the Jobs' `scratch` volume, sized like a data
+volume; `CLONE INSTANCE FROM ... DATA DIRECTORY`). That server listens on
 no port, only on a socket in that folder, and accepts only its own root; this process, which
 drives it, connects there. The donor is one of the cluster's servers, reached over TLS verified
 with the cluster's CA. The copy's GTID set is read from the copy itself: a server started on it
@@ -188,12 +189,13 @@ def cloned(
     tls_ca: str | None,
     plugins: Sequence[str],
     *,
+    scratch: str | None = None,
     start_timeout: float = 120.0,
 ) -> Iterator[Copy]:
-    """Clone `donor` into `tools_dir` (shared with the client-tools sidecar), start a server on the
-    copy to read its GTID set (and so know it starts), and yield it; it is removed afterwards.
-    Raises PhysicalError, whose text never holds the password."""
-    p = Paths(Path(tools_dir))
+    """Clone `donor` into `scratch` (else `tools_dir`; either shared with the client-tools
+    sidecar), start a server on the copy to read its GTID set (and so know it starts), and yield
+    it; it is removed afterwards. Raises PhysicalError, whose text never holds the password."""
+    p = Paths(Path(scratch or tools_dir))
     p.remove()  # a failed attempt's, in a retried Pod
     try:
         _run(init_command(p), tools_dir, p.init_log)
@@ -219,17 +221,18 @@ def serving_copy(
     login: tuple[str, str],
     port: int,
     *,
+    scratch: str | None = None,
     start_timeout: float = 120.0,
 ) -> Iterator[Copy]:
     """A physical backup served for the instances of a new cluster to clone (its restore).
-    `unpack(folder)` writes the copy into `folder` of `tools_dir` (shared with the client-tools
-    sidecar). A server started on it without account checks, listening on no port, first runs
-    `accounts` (account_statements of the new cluster: its accounts replace the backup's of the
-    same names, so the restored instances keep the new cluster's passwords; the backup's other
-    accounts stay) and reads the copy's GTID set. Then a server on the copy with its accounts
+    `unpack(folder)` writes the copy into `folder` of `scratch` (else of `tools_dir`; either shared
+    with the client-tools sidecar). A server started on it without account checks, listening on
+    no port, first runs `accounts` (account_statements of the new cluster: its accounts replace
+    the backup's of the same names, so the restored instances keep the new cluster's passwords;
+    the backup's other accounts stay) and reads the copy's GTID set. Then a server on the copy with its accounts
     checked listens on `port` and is yielded; `login` (one of `accounts`, local logins allowed)
     shuts it down. All of it is removed afterwards. Raises PhysicalError (never a password)."""
-    p = Paths(Path(tools_dir))
+    p = Paths(Path(scratch or tools_dir))
     p.remove()
     plugins = recipient_plugins([])  # the copy's mysql.plugin adds what it had installed
     try:

@@ -87,6 +87,7 @@ class Donor:
 
     host: str
     port: int
+    scratch: str | None = None  # where the copy is unpacked (a disk folder shared with the sidecar)
 
 
 @dataclass(frozen=True)

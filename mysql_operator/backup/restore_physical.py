@@ -65,8 +65,10 @@ def restore(
     first = next(iter(targets.values()))
     if donor is None or not first.tools_dir:
         return [], [
-            "a physical backup is restored through the restore Job's client-tools sidecar, which "
-            "serves the copy to the instances: this restore was started without it"
+            f"{m.backup} is a physical backup of {m.flavor} {m.server_version}: only a MySQL cluster "
+            "can restore it (its restore Job's client-tools sidecar serves the copy to the new "
+            "instances), and this restore Job has no such server; restore it into a MySQL cluster "
+            "of the same series"
         ]
     results: list[RestoreResult] = []
     errors: list[str] = []
@@ -90,7 +92,7 @@ def restore(
             stream_into(client, source.s3, m, etag, source.key, argv, first.tools_dir)
 
         with physical.serving_copy(
-            first.tools_dir, unpack, accounts, (first.user, first.password), donor.port
+            first.tools_dir, unpack, accounts, (first.user, first.password), donor.port, scratch=donor.scratch
         ) as copy:
             if MySQLGtidSet.parse(copy.gtid_executed) != MySQLGtidSet.parse(m.gtid_position or ""):
                 raise RestoreError(

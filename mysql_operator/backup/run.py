@@ -72,6 +72,7 @@ class BackupRequest:
     # client-side encryption of the dump and the manifest's sensitive fields (backup/crypto.py)
     key: Key | None = None
     method: str = physical.METHOD_LOGICAL  # or METHOD_PHYSICAL (MySQL, with tools_dir)
+    scratch_dir: str | None = None  # physical: the disk folder the copy is made in (else tools_dir)
 
 
 def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int = 300) -> str:
@@ -229,6 +230,7 @@ def run_backup(
                         db_password,
                         req.tls_ca,
                         physical.recipient_plugins(plugins),
+                        scratch=req.scratch_dir,
                     )
                 )
             except physical.PhysicalError as e:

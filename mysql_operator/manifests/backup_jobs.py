@@ -32,6 +32,8 @@ ENV_POD_IP = "MYSQL_OPERATOR_POD_IP"  # the restore Job Pod's address: instances
 TERMINATION_LOG = "/dev/termination-log"
 RUN_AS = 65532  # the operator image's user
 CLIENT_TOOLS_DIR = "/run/mysql-operator/client-tools"  # shared by a Job's container and its sidecar
+# a physical copy's data, on the node's disk (shared too): backups and restores of method physical
+SCRATCH_DIR = "/var/lib/mysql-operator/scratch"
 DEFAULT_DEADLINE_SECONDS = 6 * 3600
 
 
@@ -66,7 +68,16 @@ def backup_args(
     ]
     for i in range(c.spec.instances):
         args += ["--source", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
+    if physical(c, backup):
+        args += ["--method", "physical", "--scratch-dir", SCRATCH_DIR]
     return args + ["--client-tools-dir", CLIENT_TOOLS_DIR]
+
+
+def physical(c: MySQLCluster, backup: MySQLBackup) -> bool:
+    """Whether the backup is a physical copy: its spec.method, else the cluster's spec.backup.method."""
+    if backup.method is not None:
+        return backup.method == "physical"
+    return c.spec.backup is not None and c.spec.backup.method == "physical"
 
 
 def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
@@ -108,6 +119,7 @@ def backup_job(
 ) -> dict[str, Any]:
     """The Job for one MySQLBackup (the caller adds the owner reference to the MySQLBackup)."""
     enc_args, enc_env = encryption_parts(c.spec.backup and c.spec.backup.encryption, "spec.backup.encryption")
+    scratch = scratch_volume(c) if physical(c, backup) else []
     return tenant_job(
         c,
         job_name(backup),
@@ -122,9 +134,22 @@ def backup_job(
         ],
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,
-        volumes=[ca_bundle_volume(c), client_tools_volume()],
-        sidecars=[client_tools_sidecar(c)],
+        volumes=[ca_bundle_volume(c), client_tools_volume(), *scratch],
+        sidecars=[client_tools_sidecar(c, *(m for _, m in scratch))],
     )
+
+
+def scratch_volume(c: MySQLCluster) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The folder a physical copy is made in (backup) or unpacked into (restore), shared by the
+    Job's container and its sidecar: on the node's disk, as large as an instance's data volume
+    (a copy of its data fits). Not the in-memory client-tools folder, which holds the option
+    files with passwords."""
+    return [
+        (
+            {"name": "scratch", "emptyDir": {"sizeLimit": c.spec.storage.size}},
+            {"name": "scratch", "mountPath": SCRATCH_DIR},
+        )
+    ]
 
 
 def client_tools_volume() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -392,6 +417,13 @@ def restore_job(
     enc_args, enc_env = encryption_parts(
         c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"
     )
+    # MySQL: the backup may be physical (its manifest says so; the Job reads it): the sidecar then
+    # serves the copy on the Pod's address for the instances to clone
+    scratch, donor_env = [], []
+    if c.spec.flavor == "mysql":
+        scratch = scratch_volume(c)
+        args += ["--donor-port", str(k.PORT), "--scratch-dir", SCRATCH_DIR]
+        donor_env = [{"name": ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
     return tenant_job(
         c,
         restore_job_name(c),
@@ -403,11 +435,12 @@ def restore_job(
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.RESTORE_PASSWORD_KEY),
             *s3_parts(s3)[1],
             *enc_env,
+            *donor_env,
         ],
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,
-        volumes=[ca_bundle_volume(c), client_tools_volume()],
-        sidecars=[client_tools_sidecar(c)],
+        volumes=[ca_bundle_volume(c), client_tools_volume(), *scratch],
+        sidecars=[client_tools_sidecar(c, *(m for _, m in scratch))],
     )
 
 

@@ -63,7 +63,7 @@ def make_cluster(objs, ns, schedule="0 3 * * *", retention=None):
     return objs.create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, body)
 
 
-def make_backup(objs, ns, name, cluster="shop", storage=None):
+def make_backup(objs, ns, name, cluster="shop", storage=None, **spec):
     return objs.create_namespaced_custom_object(
         GROUP,
         VERSION,
@@ -73,7 +73,7 @@ def make_backup(objs, ns, name, cluster="shop", storage=None):
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "MySQLBackup",
             "metadata": {"name": name},
-            "spec": {"clusterRef": {"name": cluster}, **({"storage": storage} if storage else {})},
+            "spec": {"clusterRef": {"name": cluster}, **({"storage": storage} if storage else {}), **spec},
         },
     )
 
@@ -246,6 +246,23 @@ def test_backup_of_a_missing_cluster_fails_with_a_clear_message(ctl, crds, names
         status["phase"] == "Failed" and status["message"] == f"MySQLCluster 'nope' not found in {namespace}"
     )
     assert get(crds, namespace, BACKUP_PLURAL, "orphan")["status"]["phase"] == "Failed"
+
+
+def test_a_physical_backup_of_a_mariadb_cluster_fails_naming_the_field_and_no_job_is_made(
+    control_plane, ctl, crds, namespace
+):
+    """The CRD refuses spec.backup.method physical on a MariaDB cluster; a MySQLBackup's own
+    spec.method cannot know the flavor, so the operator refuses it before any Job, saying so."""
+    make_cluster(crds, namespace)  # MariaDB
+    make_backup(crds, namespace, "copy", method="physical")
+    status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "copy"))
+    assert status["phase"] == "Failed"
+    assert status["message"].startswith("spec.method: physical backups are made with MySQL's CLONE")
+    assert "set it to logical" in status["message"]
+    assert ("BackupFailed", "Warning") in events_for(control_plane, namespace, "copy")
+    assert not client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
+    make_backup(crds, namespace, "dump", method="logical")
+    assert ctl.start(get(crds, namespace, BACKUP_PLURAL, "dump"))["phase"] == "Running"
 
 
 def test_backup_with_a_user_secret_lacking_backup_password_fails_saying_so(

@@ -31,8 +31,18 @@ def cluster(namespace: str, **spec):
     )
 
 
-def tenant_jobs(namespace: str) -> dict[str, dict]:
-    c = cluster(namespace, database={"name": "app"})
+def tenant_jobs(namespace: str, flavor: str = "mariadb") -> dict[str, dict]:
+    """The backup and restore Jobs of a cluster; MySQL's are physical (a scratch folder on disk,
+    the restore Job serving the copy on its Pod's address)."""
+    if flavor == "mysql":
+        c = cluster(
+            namespace,
+            flavor="mysql",
+            database={"name": "app"},
+            backup={"storage": {"s3": S3}, "method": "physical"},
+        )
+    else:
+        c = cluster(namespace, database={"name": "app"})
     b = parse_backup(
         {
             "apiVersion": "mysql.operator.dev/v1alpha1",
@@ -82,11 +92,12 @@ def test_the_namespace_really_enforces_restricted(control_plane, restricted_name
     assert e.value.status == 403 and "restricted" in e.value.body
 
 
+@pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
 @pytest.mark.parametrize("kind", ["backup", "restore"])
 def test_tenant_job_pods_are_admitted_as_restricted_and_mount_no_token(
-    control_plane, restricted_namespace, kind
+    control_plane, restricted_namespace, kind, flavor
 ):
-    spec = tenant_jobs(restricted_namespace)[kind]["spec"]["template"]["spec"]
+    spec = tenant_jobs(restricted_namespace, flavor)[kind]["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is False
     pod = create_pod(control_plane, restricted_namespace, spec)  # the real PodSecurity admission
     # what the apiserver would store: no projected token volume was added to the Pod
@@ -105,7 +116,11 @@ def test_tenant_job_pods_are_admitted_as_restricted_and_mount_no_token(
 @pytest.mark.parametrize("kind", ["backup", "restore"])
 def test_tenant_job_secrets_are_references_never_arguments(kind):
     container = tenant_jobs("prod")[kind]["spec"]["template"]["spec"]["containers"][0]
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"] if "valueFrom" in e}
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["name"]
+        for e in container["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
     assert set(refs) == {"MYSQL_OPERATOR_DB_PASSWORD", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
     assert (
         refs["AWS_SECRET_ACCESS_KEY"] == "s3-creds"
@@ -128,7 +143,7 @@ def test_restore_job_targets_every_instance_and_drops_the_empty_app_database():
     env = {
         e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
         for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
-        if "valueFrom" in e
+        if "secretKeyRef" in e.get("valueFrom", {})
     }
     assert env["MYSQL_OPERATOR_DB_PASSWORD"] == "restore-password"
     assert job["metadata"]["name"] == "shop-restore" and job["spec"]["backoffLimit"] == 0

@@ -177,6 +177,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "service.annotations": ("full", [("service.annotations", {"lb": "b"})]),
     "monitoring.enabled": ("full", [("monitoring.enabled", False)]),
     "backup.schedule": ("full", [("backup.schedule", "30 1 * * 0")]),
+    "backup.method": ("full", [("backup.method", "physical")]),
     "backup.retention.keepLast": ("full", [("backup.retention.keepLast", 3)]),
     "backup.retention.maxAge": ("full", [("backup.retention.maxAge", "2w")]),
     "backup.binlogs.enabled": ("full", [("backup.binlogs.enabled", True)]),
@@ -225,6 +226,7 @@ RECONCILE_INPUTS = frozenset(
         "replication.binlogRetention.hours",  # the engine's binary log purges
         "replication.binlogRetention.maxSize",
         "backup.schedule",
+        "backup.method",  # read by the next backup Job
         "backup.retention.keepLast",
         "backup.retention.maxAge",
         "backup.encryption.keySecret.name",  # read by the next backup Job (and checked before it)

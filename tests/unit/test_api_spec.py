@@ -141,6 +141,8 @@ BAD = [
         "minute",
     ),
     ({"backup": {"retention": {"maxAge": "30 days"}}}, "spec.backup.retention.maxAge", "30d"),
+    ({"backup": {"method": "snapshot"}}, "spec.backup.method", "logical, physical"),
+    ({"flavor": "mariadb", "backup": {"method": "physical"}}, "spec.backup.method", "MySQL's CLONE"),
     (
         {"backup": {"storage": {"s3": {"bucket": "Bad_Bucket", "credentialsSecret": {"name": "s"}}}}},
         "spec.backup.storage.s3.bucket",
@@ -217,12 +219,25 @@ def test_backup_and_restore_are_parsed():
     assert c.spec.restore.from_backup == "backup-1" and c.spec.restore.s3 is None
 
 
+def test_backup_method_is_logical_unless_physical_is_asked_for():
+    assert parse(minimal(backup={})).spec.backup.method == "logical"
+    assert parse(minimal(backup={"method": "physical"})).spec.backup.method == "physical"
+
+
 def test_parse_backup():
     bk = parse_backup({"metadata": {"name": "b1", "namespace": "n"}, "spec": {"clusterRef": {"name": "db"}}})
     assert (bk.name, bk.namespace, bk.cluster_name, bk.s3) == ("b1", "n", "db", None)
     with pytest.raises(SpecError) as e:
         parse_backup({"metadata": {"name": "b1"}, "spec": {}})
     assert e.value.field == "spec.clusterRef.name"
+    assert bk.method is None  # the cluster's
+    ref = {"clusterRef": {"name": "db"}}
+    assert (
+        parse_backup({"metadata": {"name": "b1"}, "spec": {**ref, "method": "physical"}}).method == "physical"
+    )
+    with pytest.raises(SpecError) as e:
+        parse_backup({"metadata": {"name": "b1"}, "spec": {**ref, "method": "snapshot"}})
+    assert e.value.field == "spec.method" and "logical, physical" in str(e.value)
 
 
 # ---------------------------------------------------------------- myCnf

@@ -15,6 +15,7 @@ from mysql_operator.backup.controller import job_outcome, storage_for
 from mysql_operator.manifests.backup_jobs import (
     DELETE_DATA_ANNOTATION,
     CLIENT_TOOLS_DIR,
+    SCRATCH_DIR,
     SCHEDULED_AT_ANNOTATION,
     backup_job,
     job_name,
@@ -127,6 +128,78 @@ def test_dumps_and_loads_run_in_a_sidecar_of_the_clusters_own_server_image(kind)
     ]
 
 
+def _mysql(method: str | None = None, size: str = "20Gi") -> dict:
+    spec = {**CLUSTER["spec"], "flavor": "mysql", "storage": {"size": size}}
+    if method:
+        spec["backup"] = {**spec["backup"], "method": method}
+    return {**CLUSTER, "spec": spec}
+
+
+def _scratch(pod: dict) -> tuple[list, list, list]:
+    """The scratch volume, its mounts in the Job's container and in the sidecar."""
+    (tools,) = pod["initContainers"]
+    return (
+        [v for v in pod["volumes"] if v["name"] == "scratch"],
+        [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "scratch"],
+        [m for m in tools["volumeMounts"] if m["name"] == "scratch"],
+    )
+
+
+def test_a_physical_backup_copies_on_a_disk_folder_as_large_as_an_instances_volume():
+    c, b = parse(_mysql("physical", "20Gi")), parse_backup(BACKUP)
+    pod = backup_job(c, b, c.spec.backup.s3, "img")["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--method") + 1] == "physical"
+    assert args[args.index("--scratch-dir") + 1] == SCRATCH_DIR
+    volumes, main, sidecar = _scratch(pod)
+    # on the node's disk (no medium: not memory), at most the size of the data it copies
+    assert volumes == [{"name": "scratch", "emptyDir": {"sizeLimit": "20Gi"}}]
+    assert main == sidecar == [{"name": "scratch", "mountPath": SCRATCH_DIR}]
+    # the option files with passwords stay in memory, apart from the copy
+    assert {"name": "client-tools", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}} in pod["volumes"]
+
+
+@pytest.mark.parametrize("cluster_method", [None, "logical", "physical"])
+@pytest.mark.parametrize("method", ["logical", "physical"])
+def test_a_backups_own_method_overrides_the_clusters(cluster_method, method):
+    c = parse(_mysql(cluster_method))
+    b = parse_backup({**BACKUP, "spec": {**BACKUP["spec"], "method": method}})
+    args = backup_job(c, b, c.spec.backup.s3, "img")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert ("--method" in args) == (method == "physical")
+    b = parse_backup(BACKUP)  # none of its own: the cluster's
+    args = backup_job(c, b, c.spec.backup.s3, "img")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert ("--method" in args) == (cluster_method == "physical")
+
+
+@pytest.mark.parametrize("method", [None, "logical"])
+def test_a_logical_backup_has_no_scratch_folder(method):
+    c, b = parse(_mysql(method)), parse_backup(BACKUP)
+    pod = backup_job(c, b, c.spec.backup.s3, "img")["spec"]["template"]["spec"]
+    assert "--method" not in pod["containers"][0]["args"] and _scratch(pod) == ([], [], [])
+
+
+def test_a_mysql_restore_job_can_serve_a_physical_copy_from_its_pods_address():
+    """Whether the backup is physical, only its manifest says (the Job reads it): a MySQL
+    restore Job can always serve one, a MariaDB one never (its backups are logical)."""
+    c = parse(_mysql(size="5Gi"))
+    pod = restore_job(c, c.spec.backup.s3, "shop/shop-manual", "img")["spec"]["template"]["spec"]
+    ctr = pod["containers"][0]
+    args = ctr["args"]
+    assert args[args.index("--donor-port") + 1] == "3306"
+    assert args[args.index("--scratch-dir") + 1] == SCRATCH_DIR
+    pod_ip = [e for e in ctr["env"] if e["name"] == "MYSQL_OPERATOR_POD_IP"]
+    assert pod_ip == [
+        {"name": "MYSQL_OPERATOR_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    ]
+    volumes, main, sidecar = _scratch(pod)
+    assert volumes == [{"name": "scratch", "emptyDir": {"sizeLimit": "5Gi"}}] and main == sidecar != []
+
+    c = parse(CLUSTER)  # MariaDB
+    pod = restore_job(c, c.spec.backup.s3, "shop/shop-manual", "img")["spec"]["template"]["spec"]
+    assert "--donor-port" not in pod["containers"][0]["args"] and _scratch(pod) == ([], [], [])
+    assert not any(e["name"] == "MYSQL_OPERATOR_POD_IP" for e in pod["containers"][0]["env"])
+
+
 def test_long_backup_names_give_valid_job_names():
     b = parse_backup({**BACKUP, "metadata": {"name": "x" * 70, "namespace": "prod"}})
     assert len(job_name(b)) <= 63
@@ -168,11 +241,13 @@ def test_job_outcome_running_succeeded_failed():
         "sha256": "ab",
         "gtidPosition": "0-1-3",
         "sourceInstance": "shop-1",
+        "method": "physical",
         "startedAt": "s",
         "completedAt": "e",
     }
     phase, fields = job_outcome({"status": {"succeeded": 1}}, [_pod(json.dumps(ok))])
     assert phase == "Succeeded" and fields["sha256"] == "ab" and fields["sourceInstance"] == "shop-1"
+    assert fields["method"] == "physical"
     phase, fields = job_outcome(
         {"status": {"failed": 1}}, [_pod(json.dumps({"ok": False, "message": "bucket gone"}))]
     )
@@ -268,7 +343,7 @@ def test_result_location_is_the_backup_folder():
         sha256="0" * 64,
     )
     r = result_of(m, S3T(bucket="bk", credentials_secret=SecretKeys("x")))
-    assert r["location"] == "s3://bk/p/c/b" and r["ok"] is True
+    assert r["location"] == "s3://bk/p/c/b" and r["ok"] is True and r["method"] == "logical"
 
 
 def test_server_pods_and_every_job_pull_with_the_clusters_pull_secrets():
