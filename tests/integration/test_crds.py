@@ -119,6 +119,7 @@ def test_crds_declare_names_status_and_columns(crds):
         "Started",
         "Completed",
         "Size",
+        "Method",
     ]
 
 
