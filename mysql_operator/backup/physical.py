@@ -240,6 +240,7 @@ def serving_copy(
         unpack(p.data)
         with _server(p, True, plugins, tools_dir, start_timeout) as conn:
             with conn.cursor() as cur:
+                helpers = _proxy_grantor(cur, accounts)
                 cur.execute("FLUSH PRIVILEGES")  # account statements work from here on
                 for sql in accounts:
                     try:
@@ -247,12 +248,44 @@ def serving_copy(
                     except pymysql.MySQLError as e:
                         what = sql.split(" IDENTIFIED ", 1)[0][:200]  # never the password hash
                         raise PhysicalError(f"the new cluster's account on the copy: {what}: {e}") from None
+                for row in helpers:
+                    cur.execute(f"DELETE FROM mysql.proxies_priv WHERE {_PROXY_ROW}", row)
+                cur.execute("FLUSH PRIVILEGES")
                 cur.execute("SELECT @@GLOBAL.gtid_executed")
                 (gtid,) = cur.fetchone()
         with _server(p, False, plugins, tools_dir, start_timeout, donor_port=port, login=login):
             yield Copy(p.data, re.sub(r"\s+", "", str(gtid or "")))
     finally:
         p.remove()
+
+
+# SHOW GRANTS' form of a proxy grant: GRANT PROXY ON `user`@`host` TO ...
+_GRANT_PROXY = re.compile(r"^GRANT PROXY ON `((?:[^`]|``)*)`@`((?:[^`]|``)*)` TO ")
+_PROXY_ROW = "Host = '' AND User = %s AND Proxied_host = %s AND Proxied_user = %s"
+
+
+def _proxy_grantor(cur, accounts: Sequence[str]) -> list[tuple[str, str, str]]:
+    """A server without account checks runs its statements as a user no grant names
+    ('root'@''), and MySQL lets only a holder of PROXY ... WITH GRANT OPTION on an account grant
+    PROXY on it (root@localhost's own default grant included). So, in the grant table itself,
+    before the accounts are loaded: that right for this session's user on every account the
+    statements grant PROXY on. Returns the rows added, for the caller to delete afterwards."""
+    cur.execute("SELECT SUBSTRING_INDEX(USER(), '@', 1)")
+    (me,) = cur.fetchone()
+    added = []
+    for sql in accounts:
+        m = _GRANT_PROXY.match(sql)
+        if m is None:
+            continue
+        row = (str(me), m.group(2).replace("``", "`"), m.group(1).replace("``", "`"))
+        cur.execute(
+            "INSERT IGNORE INTO mysql.proxies_priv (Host, User, Proxied_host, Proxied_user, "
+            "With_grant, Grantor) VALUES ('', %s, %s, %s, 1, '')",
+            row,
+        )
+        if cur.rowcount and row not in added:
+            added.append(row)
+    return added
 
 
 def account_statements(execute: Callable[..., list]) -> list[str]:

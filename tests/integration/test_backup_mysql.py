@@ -346,6 +346,13 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
             f"ALTER USER '{OPERATOR_USER}'@'127.0.0.1' IDENTIFIED BY '{operator_pw}'",
             f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{restore_pw}'",
             *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)),
+            # a proxy grant (root@localhost has one by default): only a holder of its grant
+            # option may make it, which the copy's unchecked session is not (nor this admin:
+            # written into the grant table)
+            "CREATE USER 'proxier'@'%' IDENTIFIED BY 'proxier-pw'",
+            "INSERT INTO mysql.proxies_priv (Host, User, Proxied_host, Proxied_user, With_grant, Grantor)"
+            " VALUES ('%', 'proxier', '%', 'proxied`x', 0, 'admin@127.0.0.1')",
+            "FLUSH PRIVILEGES",
             "SET GLOBAL super_read_only = ON",
         )
 
@@ -374,6 +381,10 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
         assert t.query("SELECT @@super_read_only")[0][0] == 1
         users = {u for (u,) in t.query("SELECT user FROM mysql.user")}
         assert "reporting" in users and "restorer" not in users
+        assert t.query(
+            "SELECT Host, User, Proxied_host, Proxied_user FROM mysql.proxies_priv WHERE User = 'proxier'"
+        ) == [("%", "proxier", "%", "proxied`x")]
+        assert t.query("SELECT COUNT(*) FROM mysql.proxies_priv WHERE Host = ''")[0][0] == 0  # no helper left
         assert verified_instance(HOST, t.port, OPERATOR_USER, operator_pw, ca).scalar("SELECT 1") == 1
         with pytest.raises(InstanceError, match="1045"):
             verified_instance(HOST, t.port, OPERATOR_USER, mysql.admin_password, ca).scalar("SELECT 1")
