@@ -128,6 +128,8 @@ def _into(
     inst = instance_of(t)
     try:
         executed = str(inst.scalar("SELECT @@GLOBAL.gtid_executed") or "").replace("\n", "")
+        if chain is not None:  # it restarted on the copy fenced (its my.cnf): the replay writes
+            inst.set_read_only(False)
     finally:
         inst.close()
     if MySQLGtidSet.parse(executed) != MySQLGtidSet.parse(m.gtid_position or ""):
