@@ -60,7 +60,6 @@ def register(subparsers) -> None:
         choices=("logical", "physical"),
         help="logical: the dump tool; physical: MySQL CLONE into the client-tools sidecar, sent as tar",
     )
-    _scratch_argument(run)
     run.add_argument("--part-size-mib", type=int, default=16)
     run.add_argument("--user", default="mysql-operator-backup")
     run.add_argument(
@@ -71,7 +70,7 @@ def register(subparsers) -> None:
         help="a server to consider; repeat for each (a healthy replica is preferred)",
     )
     _tls_argument(run)
-    _client_tools_argument(run)
+    _client_tools_argument(run, scratch=True)
     _encryption_argument(run)
     run.add_argument("--termination-log", default=TERMINATION_LOG)
     run.set_defaults(func=cmd_run)
@@ -105,7 +104,6 @@ def register(subparsers) -> None:
         type=int,
         help=f"a physical backup: the port the instances clone the copy from, at ${ENV_POD_IP}",
     )
-    _scratch_argument(into)
     stop = into.add_mutually_exclusive_group()
     stop.add_argument(
         "--stop-at", metavar="RFC3339", help="then replay the archived binary logs up to this second (UTC)"
@@ -113,7 +111,7 @@ def register(subparsers) -> None:
     stop.add_argument("--stop-gtid", metavar="SET", help="then replay them up to this GTID set (inclusive)")
     stop.add_argument("--stop-latest", action="store_true", help="then replay every archived binary log")
     _tls_argument(into)
-    _client_tools_argument(into)
+    _client_tools_argument(into, scratch=True)
     _encryption_argument(into)
     into.add_argument("--termination-log", default=TERMINATION_LOG)
     into.set_defaults(func=cmd_restore_into)
@@ -224,22 +222,21 @@ def _s3_arguments(p) -> None:
     )
 
 
-def _client_tools_argument(p) -> None:
+def _client_tools_argument(p, scratch: bool = False) -> None:
+    """--client-tools-dir; with `scratch`, also the folder a physical copy is made in."""
     p.add_argument(
         "--client-tools-dir",
         metavar="PATH",
         help="a folder shared with the Job's client-tools sidecar, which runs the dump tool and "
         "the client of the cluster's server image (without it: this image's tools)",
     )
-
-
-def _scratch_argument(p) -> None:
-    p.add_argument(
-        "--scratch-dir",
-        metavar="PATH",
-        help="a physical backup: the folder (shared with the client-tools sidecar, with room for "
-        "the whole data) its copy is made in or unpacked into; default: --client-tools-dir",
-    )
+    if scratch:
+        p.add_argument(
+            "--scratch-dir",
+            metavar="PATH",
+            help="a physical backup: the folder (shared with the client-tools sidecar, with room "
+            "for the whole data) its copy is made in or unpacked into; default: --client-tools-dir",
+        )
 
 
 def _tls_argument(p) -> None:

@@ -56,7 +56,6 @@ from mysql_operator.manifests.backup_jobs import (
     delete_data_job,
     delete_job_name,
     job_name,
-    physical,
     scheduled_backup,
 )
 
@@ -197,11 +196,9 @@ class BackupController:
             self._patch_status(BACKUP_PLURAL, ns, name, status)
             return status
         cluster = parse(cluster_body)
-        if physical(cluster, backup) and cluster.spec.flavor != "mysql":
-            field = (
-                "spec.method" if backup.method else f"MySQLCluster {backup.cluster_name} spec.backup.method"
-            )
-            return self._fail(body, f"{field}: {PHYSICAL_NEEDS_MYSQL}")
+        # the cluster's own spec.backup.method: physical is refused for MariaDB when it is parsed
+        if backup.method == "physical" and cluster.spec.flavor != "mysql":
+            return self._fail(body, f"spec.method: {PHYSICAL_NEEDS_MYSQL}")
         lacking = (
             self._lacks_backup_password(cluster)
             or key_problem(

@@ -229,8 +229,8 @@ def serving_copy(
     with the client-tools sidecar). A server started on it without account checks, listening on
     no port, first runs `accounts` (account_statements of the new cluster: its accounts replace
     the backup's of the same names, so the restored instances keep the new cluster's passwords;
-    the backup's other accounts stay) and reads the copy's GTID set. Then a server on the copy with its accounts
-    checked listens on `port` and is yielded; `login` (one of `accounts`, local logins allowed)
+    the backup's other accounts stay) and reads the copy's GTID set. Then a server on the copy
+    with its accounts checked listens on `port` and is yielded; `login` (one of `accounts`, local logins allowed)
     shuts it down. All of it is removed afterwards. Raises PhysicalError (never a password)."""
     p = Paths(Path(scratch or tools_dir))
     p.remove()
@@ -248,9 +248,8 @@ def serving_copy(
                     except pymysql.MySQLError as e:
                         what = sql.split(" IDENTIFIED ", 1)[0][:200]  # never the password hash
                         raise PhysicalError(f"the new cluster's account on the copy: {what}: {e}") from None
-                for row in helpers:
+                for row in helpers:  # gone from the table the serving server starts with
                     cur.execute(f"DELETE FROM mysql.proxies_priv WHERE {_PROXY_ROW}", row)
-                cur.execute("FLUSH PRIVILEGES")
                 cur.execute("SELECT @@GLOBAL.gtid_executed")
                 (gtid,) = cur.fetchone()
         with _server(p, False, plugins, tools_dir, start_timeout, donor_port=port, login=login):
