@@ -37,6 +37,11 @@ from mysql_operator.api import MySQLCluster
 from mysql_operator.api.spec import CERT_MANAGER_GROUP
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.k8s import objects as k
+from mysql_operator.manifests.backup_jobs import (
+    DEFAULT_DEADLINE_SECONDS,
+    restore_dns_names,
+    restore_tls_secret_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -133,20 +138,24 @@ def ensure_secrets(api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datet
     return TLSState(ca.cert_pem, tls.not_after(cert_pem), reason)
 
 
-def certificate(c: MySQLCluster) -> dict[str, Any]:
+def certificate(
+    c: MySQLCluster, secret_name: str | None = None, names: list[str] | None = None
+) -> dict[str, Any]:
     """Pure: the cert-manager Certificate for spec.tls.issuerRef: the Secret the Pods mount, the
-    names of the operator's own certificate, renewed when a third of its validity is left."""
+    names of the operator's own certificate, renewed when a third of its validity is left. With
+    `secret_name` and `names`: another certificate of the same issuer (the restore Job's)."""
     ref = c.spec.tls.issuer_ref
     if ref is None:
         raise ValueError("spec.tls.issuerRef is not set")
     validity = c.spec.tls.certificate_validity_seconds
-    names = m.server_dns_names(c)
+    names = names or m.server_dns_names(c)
+    secret_name = secret_name or m.tls_secret_name(c)
     return {
         "apiVersion": f"{CERT_MANAGER_GROUP}/{CERT_MANAGER_VERSION}",
         "kind": "Certificate",
-        "metadata": m.metadata(c, m.tls_secret_name(c), "tls"),
+        "metadata": m.metadata(c, secret_name, "tls"),
         "spec": {
-            "secretName": m.tls_secret_name(c),
+            "secretName": secret_name,
             "secretTemplate": {"labels": m.labels(c, "tls")},
             "commonName": names[0][:64],
             "dnsNames": names,
@@ -280,6 +289,33 @@ def ensure_cert_manager(
     if isinstance(state, TLSState):
         _publish_bundle(api, c, owner, state.ca_pem)
     return state
+
+
+def ensure_restore_certificate(api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime) -> None:
+    """Effect: the restore Job's certificate (Secret restore_tls_secret_name, for the restore
+    Service's names) exists, issued by the cluster's CA: by the operator with `<name>-ca`, else
+    through a cert-manager Certificate of spec.tls.issuerRef (the Job's Pod waits for its Secret).
+    Only the Job's sidecar mounts it, to serve a physical copy the instances verify."""
+    name, names = restore_tls_secret_name(c), restore_dns_names(c)
+    if c.spec.tls.issuer_ref is not None:
+        k.server_side_apply(api, m.owned(certificate(c, name, names), owner))
+        return
+    stored = k.read_secret_data(api, c.namespace, m.ca_secret_name(c)) or {}
+    ca = tls.KeyPair(stored.get(CA_CERT, ""), stored.get(CA_KEY, ""))
+    if not tls.ca_usable(ca, now):
+        raise ValueError(f"the cluster's CA (Secret {m.ca_secret_name(c)}) is missing or expired")
+    current = k.read_secret_data(api, c.namespace, name)
+    if current is not None and tls.renewal_reason(current.get(TLS_CERT), ca, names, now) is None:
+        return
+    # the Job runs at most its deadline: a certificate left behind is soon of no use
+    validity = dt.timedelta(seconds=DEFAULT_DEADLINE_SECONDS + 3600)
+    pair = tls.server_certificate(ca, names, now, validity)
+    data = {TLS_CERT: pair.cert_pem, TLS_KEY: pair.key_pem, CA_CERT: ca.cert_pem}
+    body = m.owned(secret(c, name, "tls", data, "kubernetes.io/tls"), owner)
+    if current is None:
+        k.create_secret(api, body)
+    else:
+        k.add_secret_keys(api, c.namespace, name, body["data"])
 
 
 def _publish_bundle(api, c: MySQLCluster, owner: Mapping[str, Any], ca_pem: str) -> None:

@@ -36,7 +36,6 @@ from mysql_operator.manifests.backup_jobs import (
     DELETE_DATA_ANNOTATION,
     ENV_ACCESS_KEY,
     ENV_DB_PASSWORD,
-    ENV_POD_IP,
     ENV_ENCRYPTION_KEY,
     ENV_SECRET_KEY,
     ENV_SSE_C_KEY,
@@ -100,9 +99,12 @@ def register(subparsers) -> None:
         help="the --user account drops itself on every instance at the end",
     )
     into.add_argument(
-        "--donor-port",
-        type=int,
-        help=f"a physical backup: the port the instances clone the copy from, at ${ENV_POD_IP}",
+        "--donor-host", help="a physical backup: the name the instances clone the copy from (this Pod's)"
+    )
+    into.add_argument("--donor-port", type=int, help="... and the port the copy is served on")
+    into.add_argument(
+        "--donor-tls-dir",
+        help="... and the folder of its certificate (tls.crt, tls.key, ca.crt), the sidecar's",
     )
     stop = into.add_mutually_exclusive_group()
     stop.add_argument(
@@ -396,8 +398,8 @@ def cmd_restore_into(args) -> int:
             args.app_database,
             drop_account=args.drop_account,
             donor=(
-                Donor(os.environ[ENV_POD_IP], args.donor_port, args.scratch_dir)
-                if args.donor_port and os.environ.get(ENV_POD_IP)
+                Donor(args.donor_host, args.donor_port, args.scratch_dir, args.donor_tls_dir)
+                if args.donor_host and args.donor_port
                 else None
             ),
         )

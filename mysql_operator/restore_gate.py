@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from mysql_operator import clock
+from mysql_operator import certificates, clock
 from mysql_operator import manifests as m
 from mysql_operator import restoring
 from mysql_operator.api import MySQLCluster, SpecError, parse
@@ -21,7 +21,7 @@ from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
 from mysql_operator.backup.controller import key_problem
 from mysql_operator.backup.restore import Source
 from mysql_operator.k8s import jobs
-from mysql_operator.manifests.backup_jobs import restore_job, restore_job_name
+from mysql_operator.manifests.backup_jobs import restore_job, restore_job_name, restore_service
 from mysql_operator.status import Result, Summary, build_status, instance_entries, status_changed
 
 
@@ -132,6 +132,9 @@ def restore_gate(
             source = restore_source(api, c)
             record = restoring.record(restoring.RUNNING, described, started, job=restore_job_name(c))
             write(c.namespace, c.name, {"restore": record})  # before the Job exists
+            if c.spec.flavor == "mysql":  # where it serves a physical copy, and its certificate
+                certificates.ensure_restore_certificate(api, c, k.owner_of(body), clock.now())
+                k.server_side_apply(api, m.owned(restore_service(c), k.owner_of(body)))
             jobs.create_job(
                 api,
                 m.owned(

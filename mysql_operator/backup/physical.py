@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,13 +125,18 @@ def init_command(p: Paths) -> list[str]:
 
 
 def server_command(
-    p: Paths, plugins: Sequence[str], copy: bool = False, donor_port: int | None = None
+    p: Paths,
+    plugins: Sequence[str],
+    copy: bool = False,
+    donor_port: int | None = None,
+    tls_dir: str | None = None,
 ) -> list[str]:
     """Pure: a throwaway server on the recipient's data directory, or on the `copy`, whose accounts
     are the donor's (so without their checks: its root has a password): no TCP port, a socket in
     the shared folder, the donor's plugins, no file import or export. With `donor_port`: a server
     on the copy, its accounts checked, that listens on that port for the restored instances to
-    clone it (with GTIDs on, as theirs are)."""
+    clone it (with GTIDs on, as theirs are), over TLS only, with the certificate in `tls_dir`
+    (tls.crt, tls.key, ca.crt) if given, else one the server makes up."""
     if donor_port is not None:
         where = [
             f"--datadir={p.data}",
@@ -138,7 +144,13 @@ def server_command(
             "--bind-address=*",
             "--gtid-mode=ON",
             "--enforce-gtid-consistency=ON",
+            "--require-secure-transport=ON",
         ]
+        if tls_dir:
+            where += [
+                f"--ssl-{o}={tls_dir}/{f}"
+                for o, f in (("ca", "ca.crt"), ("cert", "tls.crt"), ("key", "tls.key"))
+            ]
     elif copy:
         where = [f"--datadir={p.data}", "--skip-grant-tables", "--skip-networking"]
     else:
@@ -222,9 +234,11 @@ def serving_copy(
     port: int,
     *,
     scratch: str | None = None,
+    tls_dir: str | None = None,
     start_timeout: float = 120.0,
 ) -> Iterator[Copy]:
-    """A physical backup served for the instances of a new cluster to clone (its restore).
+    """A physical backup served for the instances of a new cluster to clone (its restore), with the
+    certificate in `tls_dir` (server_command).
     `unpack(folder)` writes the copy into `folder` of `scratch` (else of `tools_dir`; either shared
     with the client-tools sidecar). A server started on it without account checks, listening on
     no port, first runs `accounts` (account_statements of the new cluster: its accounts replace
@@ -252,7 +266,9 @@ def serving_copy(
                     cur.execute(f"DELETE FROM mysql.proxies_priv WHERE {_PROXY_ROW}", row)
                 cur.execute("SELECT @@GLOBAL.gtid_executed")
                 (gtid,) = cur.fetchone()
-        with _server(p, False, plugins, tools_dir, start_timeout, donor_port=port, login=login):
+        with _server(
+            p, False, plugins, tools_dir, start_timeout, donor_port=port, login=login, tls_dir=tls_dir
+        ):
             yield Copy(p.data, re.sub(r"\s+", "", str(gtid or "")))
     finally:
         p.remove()
@@ -313,11 +329,12 @@ def _server(
     timeout: float,
     donor_port: int | None = None,
     login: tuple[str, str] = ("root", ""),
+    tls_dir: str | None = None,
 ):
     """A session of a server the sidecar runs (server_command), as `login` (root without a
     password unless its accounts are checked); shut down after."""
     try:
-        server = SidecarProcess(server_command(p, plugins, copy, donor_port), tools_dir)
+        server = SidecarProcess(server_command(p, plugins, copy, donor_port, tls_dir), tools_dir)
     except SidecarError as e:
         raise PhysicalError(str(e)) from None
     try:
@@ -326,17 +343,21 @@ def _server(
         conn = _connect(p, server, timeout, login)
         try:
             yield conn
-            with conn.cursor() as cur:
-                cur.execute("SHUTDOWN")
-        finally:
-            conn.close()
+        finally:  # after a failure too: a server left running would write into what is removed
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SHUTDOWN")
+            finally:
+                conn.close()
         if server.wait(120) != 0:
             raise PhysicalError(f"a throwaway server ended with status {server.returncode}: {_log(p)}")
         for t in readers:
             t.join(5)
     finally:
-        if server.poll() is None:
+        if server.poll() is None:  # a failure: it was asked to shut down; gone before its files are
             server.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(30)
 
 
 def _run(argv: list[str], tools_dir: str, log: Path) -> None:

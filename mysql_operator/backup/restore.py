@@ -48,6 +48,7 @@ from mysql_operator.backup.pipeline import (
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.manifests.common import TLS_CA
 
 
 class RestoreError(Exception):
@@ -83,11 +84,15 @@ class Source:
 @dataclass(frozen=True)
 class Donor:
     """Where a new cluster's instances reach the restore Job's server of a physical backup (they
-    clone it): an address of the Job's Pod and the port it listens on."""
+    clone it): the Job Pod's name and the port it listens on; `tls_dir`, the certificate it
+    serves (issued by the cluster's CA for that name: the instances verify it), as the sidecar
+    sees it."""
 
     host: str
     port: int
     scratch: str | None = None  # where the copy is unpacked (a disk folder shared with the sidecar)
+    tls_dir: str | None = None
+    instance_ca: str = TLS_CA  # the CA file the instances verify it with, as they see it
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,11 @@ Why CLONE into each instance rather than unpacking into its volume: the instance
 mounted by their own Pods only, and a running server replaces its data with CLONE atomically
 (a copy that fails leaves it as it was). The throwaway server runs in the Job's sidecar, of the
 cluster's own image, so the copy and the recipients are of the same server version, as CLONE
-requires. The connection of the copy is encrypted; it is not verified (the Job holds no
-certificate of the cluster), which a later change can add.
+requires. The copy travels encrypted; the instances verify the server they clone: its
+certificate, issued by the cluster's CA for the restore Service's name (the name they connect
+to), is mounted in the Job's sidecar only (manifests/backup_jobs.restore_job). CLONE checks
+the certificate's chain to the CA file it is given (clone_ssl_ca), not its name (measured: a
+donor reached by an address its certificate does not name is accepted).
 """
 
 from __future__ import annotations
@@ -92,7 +95,13 @@ def restore(
             stream_into(client, source.s3, m, etag, source.key, argv, first.tools_dir)
 
         with physical.serving_copy(
-            first.tools_dir, unpack, accounts, (first.user, first.password), donor.port, scratch=donor.scratch
+            first.tools_dir,
+            unpack,
+            accounts,
+            (first.user, first.password),
+            donor.port,
+            scratch=donor.scratch,
+            tls_dir=donor.tls_dir,
         ) as copy:
             if MySQLGtidSet.parse(copy.gtid_executed) != MySQLGtidSet.parse(m.gtid_position or ""):
                 raise RestoreError(
@@ -121,7 +130,9 @@ def _into(
 ) -> RestoreResult:
     inst = instance_of(t)
     try:
-        inst.start_clone(donor.host, donor.port, t.user, t.password, None, require_ssl=True)
+        # with a certificate, the instance verifies it against its own CA file (the cluster's)
+        ca = donor.instance_ca if donor.tls_dir else None
+        inst.start_clone(donor.host, donor.port, t.user, t.password, ca, require_ssl=True)
     finally:
         inst.close()
     wait_restarted_on_copy(lambda: instance_of(t), timeout)

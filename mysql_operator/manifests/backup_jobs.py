@@ -28,7 +28,9 @@ ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_ENCRYPTION_KEY = "MYSQL_OPERATOR_ENCRYPTION_KEY"
 ENV_SSE_C_KEY = "MYSQL_OPERATOR_SSE_C_KEY"  # s3.serverSideEncryption type SSE-C
-ENV_POD_IP = "MYSQL_OPERATOR_POD_IP"  # the restore Job Pod's address: instances clone a copy there
+# MySQL: the restore Job's sidecar serves a physical copy for the instances to clone, at the name
+# of the headless Service restore_service makes, with the certificate of Secret restore_tls_secret_name
+RESTORE_TLS_DIR = "/etc/mysql-operator/restore-tls"
 TERMINATION_LOG = "/dev/termination-log"
 RUN_AS = 65532  # the operator image's user
 CLIENT_TOOLS_DIR = "/run/mysql-operator/client-tools"  # shared by a Job's container and its sidecar
@@ -68,8 +70,10 @@ def backup_args(
     ]
     for i in range(c.spec.instances):
         args += ["--source", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
-    if physical(c, backup):
-        args += ["--method", "physical", "--scratch-dir", SCRATCH_DIR]
+    if physical(c, backup):  # MySQL copies into a scratch folder; MariaDB's copy is streamed
+        args += ["--method", "physical"] + (
+            ["--scratch-dir", SCRATCH_DIR] if c.spec.flavor == "mysql" else []
+        )
     return args + ["--client-tools-dir", CLIENT_TOOLS_DIR]
 
 
@@ -119,7 +123,7 @@ def backup_job(
 ) -> dict[str, Any]:
     """The Job for one MySQLBackup (the caller adds the owner reference to the MySQLBackup)."""
     enc_args, enc_env = encryption_parts(c.spec.backup and c.spec.backup.encryption, "spec.backup.encryption")
-    scratch = scratch_volume(c) if physical(c, backup) else []
+    scratch = scratch_volume(c) if physical(c, backup) and c.spec.flavor == "mysql" else []
     return tenant_job(
         c,
         job_name(backup),
@@ -205,6 +209,7 @@ def tenant_job(
     deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
     volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
     sidecars: Sequence[dict[str, Any]] = (),
+    sidecar_volumes: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """A Job that works on a tenant's bytes (dumps, bucket contents) in the cluster's namespace.
 
@@ -212,7 +217,8 @@ def tenant_job(
     (`automountServiceAccountToken: false`), meets the `restricted` Pod Security Standard, and
     reports its outcome as JSON in its termination message, which the operator reads from the
     Pod's status. Run once (`backoffLimit: 0`), failed after `deadline_seconds`. `volumes`: more
-    (volume, mount) pairs besides the in-memory /tmp (read-only Secrets, see ca_bundle_volume)."""
+    (volume, mount) pairs besides the in-memory /tmp (read-only Secrets, see ca_bundle_volume);
+    `sidecar_volumes`: volumes only `sidecars` mount."""
     labels, template = tenant_pod(
         c,
         component,
@@ -223,6 +229,7 @@ def tenant_job(
         image_pull_policy=image_pull_policy,
         volumes=volumes,
         sidecars=sidecars,
+        sidecar_volumes=sidecar_volumes,
         restart_policy="Never",
     )
     return {
@@ -249,6 +256,7 @@ def tenant_pod(
     volumes: Sequence[tuple[dict[str, Any], dict[str, Any]]],
     sidecars: Sequence[dict[str, Any]],
     restart_policy: str,
+    sidecar_volumes: Sequence[dict[str, Any]] = (),
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The labels and Pod template of a Job or Deployment that works on a tenant's bytes (see
     tenant_job): no ServiceAccount token, restricted Pod Security, the cluster's scheduling."""
@@ -277,6 +285,7 @@ def tenant_pod(
             "volumes": [
                 {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
                 *(v for v, _ in volumes),
+                *sidecar_volumes,
             ],
             **({"nodeSelector": dict(c.spec.node_selector)} if c.spec.node_selector else {}),
             **({"tolerations": [dict(t) for t in c.spec.tolerations]} if c.spec.tolerations else {}),
@@ -418,12 +427,13 @@ def restore_job(
         c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"
     )
     # MySQL: the backup may be physical (its manifest says so; the Job reads it): the sidecar then
-    # serves the copy on the Pod's address for the instances to clone
-    scratch, donor_env = [], []
+    # serves the copy, with a certificate of the cluster's CA, at the restore Service's name
+    scratch: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    donor_tls: list[tuple[dict[str, Any], dict[str, Any]]] = []  # the sidecar's only
     if c.spec.flavor == "mysql":
-        scratch = scratch_volume(c)
-        args += ["--donor-port", str(k.PORT), "--scratch-dir", SCRATCH_DIR]
-        donor_env = [{"name": ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+        scratch, donor_tls = scratch_volume(c), [restore_tls_volume(c)]
+        args += ["--donor-host", restore_dns_names(c)[0], "--donor-port", str(k.PORT)]
+        args += ["--donor-tls-dir", RESTORE_TLS_DIR, "--scratch-dir", SCRATCH_DIR]
     return tenant_job(
         c,
         restore_job_name(c),
@@ -435,12 +445,49 @@ def restore_job(
             _secret_env(ENV_DB_PASSWORD, k.credentials_secret_name(c), k.RESTORE_PASSWORD_KEY),
             *s3_parts(s3)[1],
             *enc_env,
-            *donor_env,
         ],
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,
         volumes=[ca_bundle_volume(c), client_tools_volume(), *scratch],
-        sidecars=[client_tools_sidecar(c, *(m for _, m in scratch))],
+        sidecars=[client_tools_sidecar(c, *(m for _, m in scratch + donor_tls))],
+        sidecar_volumes=[v for v, _ in donor_tls],
+    )
+
+
+def restore_tls_secret_name(c: MySQLCluster) -> str:
+    return f"{restore_job_name(c)}-tls"
+
+
+def restore_dns_names(c: MySQLCluster) -> list[str]:
+    """The names of the restore Service (restore_service), the first the one the instances use:
+    what the restore Job's certificate is issued for."""
+    svc = restore_job_name(c)
+    return [f"{svc}.{c.namespace}.svc", svc, f"{svc}.{c.namespace}", f"{svc}.{c.namespace}.svc.cluster.local"]
+
+
+def restore_service(c: MySQLCluster) -> dict[str, Any]:
+    """The headless Service that names the restore Job's Pod (restore_dns_names[0]) from the moment
+    it has an address (not only once Ready): the instances reach the copy it serves there and
+    verify its certificate for that name."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": k.metadata(c, restore_job_name(c), COMPONENT_RESTORE),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {CLUSTER_LABEL: c.name, "app.kubernetes.io/component": COMPONENT_RESTORE},
+            "ports": [{"name": "mysql", "port": k.PORT, "targetPort": k.PORT}],
+        },
+    }
+
+
+def restore_tls_volume(c: MySQLCluster) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The restore Job's certificate and key (Secret restore_tls_secret_name: tls.crt, tls.key,
+    ca.crt), for the server its sidecar runs."""
+    return (
+        {"name": "restore-tls", "secret": {"secretName": restore_tls_secret_name(c)}},
+        {"name": "restore-tls", "mountPath": RESTORE_TLS_DIR, "readOnly": True},
     )
 
 

@@ -316,11 +316,28 @@ def test_a_physical_copy_verifies_the_donor_with_the_clusters_ca(mysql, pki, sha
         assert (copy.data / "mysql.ibd").exists()
 
 
+def donor_with_certificate(mysql, pki, shared, certificate_of=None):
+    """The restore Job's server of a physical copy: reached at `localhost`, serving a certificate
+    for that name (in the folder shared with the sidecar, as the Job's Secret is mounted there) of
+    the cluster's CA, or of the CA of `certificate_of` (a folder as new_pki makes); the instances
+    verify it with the CA file their own TLS uses (a path inside the image's root)."""
+    from mysql_operator.backup.restore import Donor
+
+    folder = shared / "donor-tls"
+    folder.mkdir(exist_ok=True)
+    for f in ("ca.crt", "tls.crt", "tls.key"):
+        shutil.copy((certificate_of or pki) / f, folder / f)
+        (folder / f).chmod(0o644)  # as a Secret volume's files: the server runs as the image's user
+    instance_ca = "/" + str((pki / "ca.crt").relative_to(mysql.rootfs))
+    return Donor(HOST, free_port(), tls_dir=str(folder), instance_ca=instance_ca)
+
+
 def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accounts(
     mysql, pki, shared_as_job_user, s3server
 ):
     """restore_all of a physical backup: the copy, unpacked by tar in the sidecar, is served by a
-    throwaway server there that each new instance clones in turn (encrypted), then restarts on.
+    throwaway server there that each new instance clones in turn (encrypted, the server's
+    certificate verified with the cluster's CA for the name it is reached at), then restarts on.
     Each has the source's rows and exactly the manifest's GTIDs; the accounts the new cluster
     made keep its passwords (the operator's new one works, the backup's does not), an account
     only the backup had is there, the restore account is gone, every instance is fenced again,
@@ -366,7 +383,7 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
             creds(s3server),
             "app",
             drop_account=True,
-            donor=Donor("127.0.0.1", free_port()),
+            donor=donor_with_certificate(mysql, pki, shared),
         )
 
     assert result["ok"], result["message"]
@@ -405,3 +422,48 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
     )
     assert not again["ok"] and "already has databases (app, shop)" in again["message"], again
     assert checksums(t) == checksums(source)
+
+
+def test_a_restore_jobs_server_whose_certificate_another_ca_signed_is_refused_by_the_instances(
+    mysql, pki, shared_as_job_user, s3server, tmp_path
+):
+    """Someone else serving the copy (a certificate the cluster's CA did not sign): every instance
+    refuses to clone it, the restore fails saying so (never a password), and the instance keeps
+    its data."""
+    (source, target) = tls_servers(mysql, pki, 2, "physx")
+    load(source)
+    s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-physical-mitm"))
+    shared = shared_as_job_user
+    ca = str(shared / "ca.crt")
+    run_backup(backup_request(s3, shared, source, "p3", "physical"), creds(s3server), mysql.admin_password)
+    restore_pw = "the-new-clusters-restore-pw"
+    sql(
+        target,
+        "SET GLOBAL super_read_only = OFF",
+        "SET SESSION sql_log_bin = 0",
+        f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{restore_pw}'",
+        *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)),
+        "SET GLOBAL super_read_only = ON",
+    )
+    before = target.query("SELECT @@gtid_executed")
+    impostor = new_pki(tmp_path / "impostor", [HOST], "someone-else")
+
+    with restarted_when_down([target]) as starts:
+        result = restore_all(
+            {
+                target.name: Target(
+                    HOST, target.port, "restorer", restore_pw, tls_ca=ca, tools_dir=str(shared)
+                )
+            },
+            Source(s3, "c1/p3"),
+            creds(s3server),
+            None,
+            drop_account=True,
+            donor=donor_with_certificate(mysql, pki, shared, certificate_of=impostor),
+        )
+
+    assert not result["ok"] and "clone" in result["message"].lower(), result
+    assert "SSL" in result["message"] or "certificate" in result["message"], result
+    assert restore_pw not in result["message"] and mysql.admin_password not in result["message"]
+    assert starts == {target.name: 0} and target.query("SELECT @@gtid_executed") == before
+    assert sorted(p.name for p in shared.iterdir() if p.name.startswith("clone")) == []

@@ -65,3 +65,40 @@ def test_secrets_created_once_renewed_when_due_and_the_ca_kept(control_plane, na
     x509.load_pem_x509_certificate(renewed["tls.crt"].encode()).verify_directly_issued_by(
         x509.load_pem_x509_certificate(ca["ca.crt"].encode())
     )
+
+
+def test_the_restore_jobs_certificate_is_the_clusters_ca_s_for_its_service_name_and_short_lived(
+    control_plane, namespace
+):
+    """What the restore Job's sidecar serves a physical copy with (Secret shop-restore-tls): issued
+    by the cluster's CA for the restore Service's names (what the instances connect to and
+    verify), valid for the Job's deadline plus an hour, made once."""
+    from mysql_operator.manifests.backup_jobs import DEFAULT_DEADLINE_SECONDS, restore_dns_names
+
+    api = control_plane.api_client()
+    core = client.CoreV1Api(api)
+    cm = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner", "uid": cm.metadata.uid}}
+    c = cluster(namespace)
+    certificates.ensure_secrets(api, c, owner, NOW)
+
+    certificates.ensure_restore_certificate(api, c, owner, NOW)
+    got, ca = data(core, namespace, "shop-restore-tls"), data(core, namespace, "shop-ca")
+    assert set(got) == {"tls.crt", "tls.key", "ca.crt"} and got["ca.crt"] == ca["ca.crt"]
+    cert = x509.load_pem_x509_certificate(got["tls.crt"].encode())
+    cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca["ca.crt"].encode()))
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
+    assert names == restore_dns_names(c) and names[0] == f"shop-restore.{namespace}.svc"
+    lifetime = cert.not_valid_after_utc - NOW
+    assert (
+        dt.timedelta(seconds=DEFAULT_DEADLINE_SECONDS)
+        < lifetime
+        <= dt.timedelta(seconds=DEFAULT_DEADLINE_SECONDS + 3600)
+    )
+    assert core.read_namespaced_secret("shop-restore-tls", namespace).metadata.owner_references[0].uid == (
+        cm.metadata.uid
+    )
+    certificates.ensure_restore_certificate(api, c, owner, NOW + dt.timedelta(seconds=60))
+    assert data(core, namespace, "shop-restore-tls") == got  # made once

@@ -15,11 +15,14 @@ from mysql_operator.backup.controller import job_outcome, storage_for
 from mysql_operator.manifests.backup_jobs import (
     DELETE_DATA_ANNOTATION,
     CLIENT_TOOLS_DIR,
+    RESTORE_TLS_DIR,
     SCRATCH_DIR,
     SCHEDULED_AT_ANNOTATION,
     backup_job,
     job_name,
+    restore_dns_names,
     restore_job,
+    restore_service,
     scheduled_backup,
 )
 from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
@@ -171,6 +174,16 @@ def test_a_backups_own_method_overrides_the_clusters(cluster_method, method):
     assert ("--method" in args) == (cluster_method == "physical")
 
 
+def test_a_physical_backup_of_mariadb_is_streamed_without_a_scratch_folder():
+    """MariaDB's copy comes as a stream from the instance Pod's seed-donor sidecar: nothing is
+    copied into the Job's Pod."""
+    c, b = parse(CLUSTER), parse_backup({**BACKUP, "spec": {**BACKUP["spec"], "method": "physical"}})
+    pod = backup_job(c, b, c.spec.backup.s3, "img")["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--method") + 1] == "physical" and "--scratch-dir" not in args
+    assert _scratch(pod) == ([], [], [])
+
+
 @pytest.mark.parametrize("method", [None, "logical"])
 def test_a_logical_backup_has_no_scratch_folder(method):
     c, b = parse(_mysql(method)), parse_backup(BACKUP)
@@ -178,26 +191,38 @@ def test_a_logical_backup_has_no_scratch_folder(method):
     assert "--method" not in pod["containers"][0]["args"] and _scratch(pod) == ([], [], [])
 
 
-def test_a_mysql_restore_job_can_serve_a_physical_copy_from_its_pods_address():
+def test_a_mysql_restore_job_can_serve_a_physical_copy_at_a_name_its_certificate_carries():
     """Whether the backup is physical, only its manifest says (the Job reads it): a MySQL
-    restore Job can always serve one, a MariaDB one never (its backups are logical)."""
+    restore Job can always serve one - at the restore Service's name, with a certificate for that
+    name that only its sidecar (which runs the server) mounts - a MariaDB one never (its backups
+    are logical)."""
     c = parse(_mysql(size="5Gi"))
     pod = restore_job(c, c.spec.backup.s3, "shop/shop-manual", "img")["spec"]["template"]["spec"]
     ctr = pod["containers"][0]
     args = ctr["args"]
+    assert args[args.index("--donor-host") + 1] == "shop-restore.prod.svc" == restore_dns_names(c)[0]
     assert args[args.index("--donor-port") + 1] == "3306"
+    assert args[args.index("--donor-tls-dir") + 1] == RESTORE_TLS_DIR
     assert args[args.index("--scratch-dir") + 1] == SCRATCH_DIR
-    pod_ip = [e for e in ctr["env"] if e["name"] == "MYSQL_OPERATOR_POD_IP"]
-    assert pod_ip == [
-        {"name": "MYSQL_OPERATOR_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
-    ]
     volumes, main, sidecar = _scratch(pod)
     assert volumes == [{"name": "scratch", "emptyDir": {"sizeLimit": "5Gi"}}] and main == sidecar != []
+    (tools,) = pod["initContainers"]
+    assert {"name": "restore-tls", "secret": {"secretName": "shop-restore-tls"}} in pod["volumes"]
+    assert [m["mountPath"] for m in tools["volumeMounts"] if m["name"] == "restore-tls"] == [RESTORE_TLS_DIR]
+    assert not any(m["name"] == "restore-tls" for m in ctr["volumeMounts"])  # the key: the sidecar's only
+
+    svc = restore_service(c)
+    assert svc["metadata"]["name"] == "shop-restore" and svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["publishNotReadyAddresses"] is True  # named before the Pod is Ready
+    pod_labels = restore_job(c, c.spec.backup.s3, "x", "img")["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    other = backup_job(c, parse_backup(BACKUP), c.spec.backup.s3, "img")["spec"]["template"]["metadata"]
+    assert not svc["spec"]["selector"].items() <= other["labels"].items()  # a backup Job is not it
 
     c = parse(CLUSTER)  # MariaDB
     pod = restore_job(c, c.spec.backup.s3, "shop/shop-manual", "img")["spec"]["template"]["spec"]
     assert "--donor-port" not in pod["containers"][0]["args"] and _scratch(pod) == ([], [], [])
-    assert not any(e["name"] == "MYSQL_OPERATOR_POD_IP" for e in pod["containers"][0]["env"])
+    assert not any(v["name"] == "restore-tls" for v in pod["volumes"])
 
 
 def test_long_backup_names_give_valid_job_names():
