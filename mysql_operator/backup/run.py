@@ -1,5 +1,6 @@
-"""One backup: dump tool (logical) or tar of a CLONE copy (physical, MySQL: backup/physical.py)
--> compressor -> S3 multipart upload, then the manifest.
+"""One backup: dump tool (logical), tar of a CLONE copy (physical, MySQL: backup/physical.py) or
+the donor sidecar's mariadb-backup stream (physical, MariaDB: backup/mariadb_copy.py) ->
+compressor -> S3 multipart upload, then the manifest.
 
     manifest = run_backup(request, s3_credentials, db_password)
 
@@ -24,7 +25,7 @@ from typing import Callable
 
 from mysql_operator import clock
 from mysql_operator.api import S3
-from mysql_operator.backup import commands, physical, storage
+from mysql_operator.backup import commands, mariadb_copy, physical, storage, xbstream
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key, seal
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
@@ -40,6 +41,7 @@ from mysql_operator.backup.pipeline import (
     stop,
 )
 from mysql_operator.db.instance import Instance, Observation
+from mysql_operator.manifests.common import SEED_PORT
 
 WINDOW = 64 * 1024  # bytes of the dump's head and tail kept to read the GTID position
 PAUSE = 0.001  # seconds the pump waits after a short read when the dump's pipe holds PIPE_SIZE
@@ -71,7 +73,8 @@ class BackupRequest:
     tools_dir: str | None = None
     # client-side encryption of the dump and the manifest's sensitive fields (backup/crypto.py)
     key: Key | None = None
-    method: str = physical.METHOD_LOGICAL  # or METHOD_PHYSICAL (MySQL, with tools_dir)
+    method: str = physical.METHOD_LOGICAL  # or METHOD_PHYSICAL (MySQL: with tools_dir)
+    seed_port: int = SEED_PORT  # physical, MariaDB: where the Pods' seed-donor sidecar listens
     scratch_dir: str | None = None  # physical: the disk folder the copy is made in (else tools_dir)
 
 
@@ -112,6 +115,25 @@ class _Stream:
     head: bytes = b""
     tail: bytes = b""
     error: list = field(default_factory=list)
+
+    def pump_copy(self, offer: mariadb_copy.Offer, dst, reader: xbstream.Reader) -> None:
+        """Pass a MariaDB copy's stream from the donor to pipe `dst`, read by `reader` on the way
+        (its checksums)."""
+        try:
+            out = dst.fileno()
+            for piece in offer.pieces():
+                reader.feed(piece)
+                self.size += len(piece)
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(out, view) :]
+        except BaseException as e:  # noqa: BLE001 - reported by before_complete
+            self.error.append(e)
+        finally:
+            try:
+                dst.close()
+            except OSError:
+                pass
 
     def pump(self, src, dst, pause: float = 0) -> None:
         """Copy pipe `src` to pipe `dst` through one reused buffer (no allocation per read).
@@ -189,10 +211,12 @@ def run_backup(
     observation = dict(observed)[source_name]
     version = observation.version
     physical_copy = req.method == physical.METHOD_PHYSICAL
-    if physical_copy and (version.flavor.value != "mysql" or not req.tools_dir):
+    donated = physical_copy and version.flavor.value == "mariadb"
+    if physical_copy and not donated and not req.tools_dir:
+        raise BackupError("a physical backup of MySQL needs the Job's client-tools sidecar (CLONE)")
+    if donated and tls is None:
         raise BackupError(
-            "a physical backup needs MySQL (CLONE) and the Job's client-tools sidecar: "
-            f"{source_name} runs {version.flavor.value}; use spec.backup.method: logical"
+            "a physical backup of MariaDB is asked for over TLS: it needs the cluster's CA (--tls-ca)"
         )
 
     inst = Instance(
@@ -207,7 +231,7 @@ def run_backup(
     try:
         full_version = str(inst.scalar("SELECT VERSION()")).split("-")[0]
         databases = commands.user_databases([r[0] for r in inst.execute("SHOW DATABASES")])
-        plugins = physical.donor_libraries(inst) if physical_copy else []
+        plugins = physical.donor_libraries(inst) if physical_copy and not donated else []
     except Exception as e:  # noqa: BLE001
         raise BackupError(f"reading the databases of {source_name}: {e}") from None
     finally:
@@ -215,13 +239,23 @@ def run_backup(
 
     compress_argv, _, suffix = commands.compressor(req.compression)
     folder = storage.backup_folder(req.s3, req.cluster, req.backup)
-    kind = "tar" if physical_copy else "sql"
+    kind = "xbstream" if donated else "tar" if physical_copy else "sql"
     data_key = f"{folder}/backup.{kind}{suffix}{'.enc' if req.key else ''}"
     secrets = (db_password, s3_credentials.secret_access_key)
 
+    reader = xbstream.Reader(keep=xbstream.POSITION_FILES)
     with contextlib.ExitStack() as scope:
-        copy = None
-        if physical_copy:
+        copy = offer = None
+        argv: list[str] = []
+        if donated:
+            assert tls is not None
+            try:
+                offer = scope.enter_context(
+                    mariadb_copy.requested(source.endpoint.host, req.seed_port, db_password, tls)
+                )
+            except mariadb_copy.CopyError as e:
+                raise BackupError(f"the physical copy of {source_name}: {e}") from None
+        elif physical_copy:
             try:
                 copy = scope.enter_context(
                     physical.cloned(
@@ -243,7 +277,9 @@ def run_backup(
         dump_err, comp_err = TailBuffer(), TailBuffer()
         stream = _Stream()
         try:
-            if req.tools_dir and not physical_copy:
+            if offer is not None:
+                pass  # the stream comes from the donor's sidecar, over TLS
+            elif req.tools_dir and not physical_copy:
                 try:
                     dump = SidecarProcess(argv, req.tools_dir)
                 except SidecarError as e:
@@ -251,9 +287,18 @@ def run_backup(
             else:
                 dump = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             comp = spawn(compress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            readers = [drain(dump.stderr, dump_err), drain(comp.stderr, comp_err)]
-            pause = PAUSE if enlarge_pipes(dump.stdout, comp.stdin, comp.stdout) else 0
-            pump = threading.Thread(target=stream.pump, args=(dump.stdout, comp.stdin, pause), daemon=True)
+            readers = [drain(comp.stderr, comp_err)]
+            if dump is not None:
+                readers.append(drain(dump.stderr, dump_err))
+                pause = PAUSE if enlarge_pipes(dump.stdout, comp.stdin, comp.stdout) else 0
+                pump = threading.Thread(
+                    target=stream.pump, args=(dump.stdout, comp.stdin, pause), daemon=True
+                )
+            else:
+                enlarge_pipes(comp.stdin, comp.stdout)
+                pump = threading.Thread(
+                    target=stream.pump_copy, args=(offer, comp.stdin, reader), daemon=True
+                )
             pump.start()
             comp_out = comp.stdout.fileno()
 
@@ -269,9 +314,14 @@ def run_backup(
 
             def before_complete() -> None:
                 pump.join()
-                dump_rc, comp_rc = dump.wait(), comp.wait()
+                dump_rc, comp_rc = dump.wait() if dump else 0, comp.wait()
                 for t in readers:
                     t.join(5)
+                if offer is not None and not stream.error:
+                    try:
+                        reader.finish()
+                    except xbstream.StreamError as e:
+                        raise BackupError(f"the physical copy of {source_name}: {e}") from None
                 if dump_rc != 0:
                     raise BackupError(
                         f"{argv[0]} failed on {source_name} (exit status {dump_rc}) after "
@@ -283,7 +333,8 @@ def run_backup(
                         f"{comp_err.text(secrets) or 'no message'}"
                     )
                 if stream.error:
-                    raise BackupError(f"passing the dump to {compress_argv[0]} failed: {stream.error[0]}")
+                    what = "the physical copy" if offer is not None else "the dump"
+                    raise BackupError(f"passing {what} to {compress_argv[0]} failed: {stream.error[0]}")
 
             compressed = _counting(readinto, req.part_size, on_progress)
             uploaded = storage.upload_stream(
@@ -299,6 +350,8 @@ def run_backup(
 
     if copy is not None:
         gtid = copy.gtid_executed or None
+    elif donated:
+        gtid = xbstream.copy_position(reader.kept)
     else:
         gtid = commands.gtid_from_dump(
             version.flavor, stream.head.decode(errors="replace") + "\n" + stream.tail.decode(errors="replace")

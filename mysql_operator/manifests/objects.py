@@ -410,9 +410,24 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
         volumes += [
             {
                 "name": "seed-token",
-                "secret": {
-                    "secretName": secret,
-                    "items": [{"key": k.OPERATOR_PASSWORD_KEY, "path": "token"}],
+                "projected": {
+                    "sources": [
+                        {
+                            "secret": {
+                                "name": secret,
+                                "items": [{"key": k.OPERATOR_PASSWORD_KEY, "path": "token"}],
+                            }
+                        },
+                        # a physical backup Job asks for a copy with the backup account's
+                        # password (a Secret of the user's may have none: no physical backups)
+                        {
+                            "secret": {
+                                "name": secret,
+                                "items": [{"key": k.BACKUP_PASSWORD_KEY, "path": "backup-token"}],
+                                "optional": True,
+                            }
+                        },
+                    ],
                     "defaultMode": 0o440,
                 },
             },

@@ -78,7 +78,8 @@ def env(tmp_path_factory):
     tls_dir = root / "tls"
     tls_dir.mkdir()
     ca = tls.new_ca("db", dt.datetime.now(dt.timezone.utc))
-    cert = tls.server_certificate(ca, m.server_dns_names(c), dt.datetime.now(dt.timezone.utc))
+    # (and localhost: a backup Job here reaches the servers by that name, verifying it)
+    cert = tls.server_certificate(ca, [*m.server_dns_names(c), "localhost"], dt.datetime.now(dt.timezone.utc))
     for name, text in (("ca.crt", ca.cert_pem), ("tls.crt", cert.cert_pem), ("tls.key", cert.key_pem)):
         (tls_dir / name).write_text(text)
         (tls_dir / name).chmod(0o644)
@@ -350,13 +351,16 @@ def _seed_sidecar(root: Path, config: Path, donor: dict, recipient: dict, user, 
     operator makes it: the recipient's init container's environment and the sidecar's log."""
     seed_port = free_port()
     # the credentials Secret's operator-password, mounted as a file in both Pods
-    token = root / "token"
+    token, backup_token = root / "token", root / "backup-token"
     token.write_text(PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
-    token.chmod(0o644)
+    backup_token.write_text(PASSWORDS["MYSQL_BACKUP_PASSWORD"])  # and its backup-password
+    for f in (token, backup_token):
+        f.chmod(0o644)
     serve_env = {
         **donor,
         "MYSQL_OPERATOR_SEED_PORT": str(seed_port),
         "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(token),
+        "MYSQL_OPERATOR_SEED_BACKUP_TOKEN_FILE": str(backup_token),
         "TMPDIR": str(Path(donor["MYSQL_OPERATOR_DATA_ROOT"])),
     }
     argv = ["/bin/bash", str(config / "seed.sh"), "serve"]
@@ -430,7 +434,7 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     )
     # (the donor's answer may not reach it before the connection ends; the donor says why)
     assert refused.returncode == 1 and "failed" in refused.stderr, refused.stderr
-    assert "refused a copy to a requester that does not hold the operator password" in serve_log.read_text()
+    assert "refused a copy to a requester that holds neither" in serve_log.read_text()
     assert (root / "volume-db-1" / "data" / "shop" / "errant.frm").exists()  # nothing replaced
 
     state_before = _one(d, "SELECT @@gtid_binlog_state")
@@ -533,3 +537,65 @@ def test_seed_from_a_primary_whose_commits_wait_for_an_acknowledgement_only_the_
     assert _one(r, "SELECT @@gtid_binlog_state") == state  # nothing the donor wrote is missing
     copied = {row[0] for row in _rows(r, "SELECT id FROM shop.t")}
     assert copied == {row[0] for row in _rows(d, "SELECT id FROM shop.t")} and copied, copied
+
+
+@needs_seed_tools
+def test_a_physical_backup_of_mariadb_is_the_donor_sidecars_copy_streamed_to_the_bucket(env, s3server):
+    """method physical on MariaDB: the backup Job asks the Pod's seed-donor sidecar for a copy
+    with the backup account's password (over TLS, the certificate verified for the name it
+    connects to), reads its xbstream as it passes (checksums, the copy's binary log position)
+    and uploads it compressed. The object, extracted and prepared, is a data directory a server
+    starts on with the donor's rows; the manifest's GTID position is the copy's. A sidecar
+    that does not hold the backup account's password refuses, and nothing is stored."""
+    from mysql_operator.backup.commands import Endpoint
+    from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
+    from tests.integration.test_backup import creds, s3cfg
+
+    root, config, e, user, procs = env
+    donor, donor_port, d = _writable_donor(root, config, e, user, procs)
+    with d.cursor() as cur:
+        cur.executemany("INSERT INTO shop.t VALUES (%s)", [(i,) for i in range(1, 1001)])
+    receive_env, _ = _seed_sidecar(root, config, donor, _instance(root, e, user, "db-1"), user, procs)
+    s3 = s3cfg(s3server, s3server.create_bucket("bk-mariadb-physical"))
+
+    def request(name: str) -> BackupRequest:
+        return BackupRequest(
+            cluster="db",
+            namespace="prod",
+            backup=name,
+            s3=s3,
+            tls_ca=str(root / "tls" / "ca.crt"),
+            candidates=(Candidate("db-0", Endpoint("localhost", donor_port, m.BACKUP_USER)),),
+            method="physical",
+            seed_port=int(receive_env["MYSQL_OPERATOR_SEED_PORT"]),
+        )
+
+    # a sidecar that does not know this password (a Secret of the user's without backup-password)
+    (root / "backup-token").write_text("")
+    with pytest.raises(BackupError, match="refused the copy"):
+        run_backup(request("refused"), creds(s3server), PASSWORDS["MYSQL_BACKUP_PASSWORD"])
+    assert (
+        s3server.client().list_objects_v2(Bucket=s3.bucket, Prefix="backups/db/refused").get("KeyCount") == 0
+    )
+    (root / "backup-token").write_text(PASSWORDS["MYSQL_BACKUP_PASSWORD"])
+
+    position = _one(d, "SELECT @@gtid_binlog_pos")
+    got = run_backup(request("p1"), creds(s3server), PASSWORDS["MYSQL_BACKUP_PASSWORD"])
+
+    assert got.method == "physical" and got.data_key.endswith("/backup.xbstream.zst")
+    assert got.gtid_position == position and got.flavor == "mariadb"
+    body = s3server.client().get_object(Bucket=s3.bucket, Key=got.data_key)["Body"].read()
+    assert got.compressed_size == len(body)
+    stream = subprocess.run(["zstd", "-dc"], input=body, capture_output=True, check=True).stdout
+    assert got.uncompressed_size == len(stream)
+    copy = root / "copy"
+    copy.mkdir()
+    subprocess.run(["mbstream", "-x", "-C", str(copy)], input=stream, check=True)
+    subprocess.run(["mariadb-backup", "--prepare", f"--target-dir={copy}"], capture_output=True, check=True)
+    if user is not None:
+        subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(copy)], check=True)
+    restored = _instance(root, e, user, "db-2")
+    shutil.rmtree(Path(restored["MYSQL_OPERATOR_DATA_ROOT"]) / "data", ignore_errors=True)
+    shutil.move(str(copy), Path(restored["MYSQL_OPERATOR_DATA_ROOT"]) / "data")
+    _, _, r = _up(config, restored, user, procs, "db-2")
+    assert _rows(r, "SELECT COUNT(*), SUM(id) FROM shop.t") == ((1000, 500500),)

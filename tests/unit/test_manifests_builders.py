@@ -310,7 +310,15 @@ def test_mariadb_pods_copy_and_receive_copies_and_mysql_pods_do_not():
             "volumeMounts"
         ]
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["seed-token"]["secret"]["items"] == [{"key": "operator-password", "path": "token"}]
+    operator, backup = volumes["seed-token"]["projected"]["sources"]
+    assert operator["secret"]["items"] == [{"key": "operator-password", "path": "token"}]
+    assert "optional" not in operator["secret"]  # a Pod without it does not start
+    # a physical backup's Job asks with the backup account's; a Secret of the user's may lack it
+    assert backup["secret"] == {
+        "name": operator["secret"]["name"],
+        "items": [{"key": "backup-password", "path": "backup-token"}],
+        "optional": True,
+    }
     assert volumes["reseed"]["configMap"] == {"name": "db-reseed", "optional": True, "defaultMode": 0o444}
     mysql = m.statefulset(cluster(flavor="mysql"))["spec"]["template"]["spec"]
     assert [ct["name"] for ct in mysql["initContainers"] + mysql["containers"]] == [

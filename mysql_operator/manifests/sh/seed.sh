@@ -6,7 +6,8 @@
 #                    TLS (the cluster's server certificate) and runs `seed.sh donate` per connection
 #   seed.sh donate   one copy: the requester's first line must be the operator password (both Pods
 #                    mount it from the credentials Secret: $SEED_TOKEN_FILE, renewed in place when
-#                    the password is rotated); answers "OK <bytes> <gtid_binlog_state>" (bytes: its
+#                    the password is rotated) or the backup account's ($BACKUP_TOKEN_FILE: a
+#                    physical backup Job asks too); answers "OK <bytes> <gtid_binlog_state>" (bytes: its
 #                    data directory without binary, relay and redo logs nor the temporary
 #                    tablespace: about what the copy holds), then
 #                    streams `mariadb-backup --backup --stream=xbstream` of the running server;
@@ -35,6 +36,7 @@ TLS_DIR="${MYSQL_OPERATOR_TLS_DIR:-/etc/mysql-operator/tls}"
 RESEED_DIR="${MYSQL_OPERATOR_RESEED_DIR:-/etc/mysql-operator/reseed}"
 SEED_PORT="${MYSQL_OPERATOR_SEED_PORT:-3307}"
 SEED_TOKEN_FILE="${MYSQL_OPERATOR_SEED_TOKEN_FILE:-/etc/mysql-operator/seed/token}"
+BACKUP_TOKEN_FILE="${MYSQL_OPERATOR_SEED_BACKUP_TOKEN_FILE:-/etc/mysql-operator/seed/backup-token}"
 PROGRESS_PORT="${MYSQL_OPERATOR_SEED_PROGRESS_PORT:-3308}"
 SELF="${BASH_SOURCE[0]}"
 SOCAT_BLOCK=131072
@@ -64,9 +66,9 @@ trap cleanup EXIT
 donate() {
   local offered state size
   IFS= read -r -t 30 offered || { echo "ERR no request"; exit 1; }
-  if [ "$offered" != "$(token)" ]; then
+  if [ "$offered" != "$(token)" ] && ! { [ -s "$BACKUP_TOKEN_FILE" ] && [ "$offered" = "$(cat "$BACKUP_TOKEN_FILE")" ]; }; then
     echo "ERR refused"
-    log "refused a copy to a requester that does not hold the operator password"
+    log "refused a copy to a requester that holds neither the operator's nor the backup account's password"
     exit 1
   fi
   # every GTID in this state is in the copy: the copy's consistent point comes later
