@@ -150,8 +150,11 @@ def _backup_phase(c: Cluster, name: str) -> str | None:
 
 def method_of(flavor: str) -> str:
     """The method of the on-demand and base backups (their spec.method; the scheduled ones are
-    the cluster's, logical): MySQL's are physical copies (CLONE), MariaDB's dumps."""
-    return "physical" if flavor == "mysql" else "logical"
+    the cluster's, logical): physical copies (MySQL's CLONE, MariaDB's mariadb-backup)."""
+    return "physical"
+
+
+PHYSICAL_KIND = {"mysql": "tar", "mariadb": "xbstream"}  # the data object a physical copy is
 
 
 def _create_backup(c: Cluster, name: str, method: str | None = None) -> None:
@@ -191,7 +194,7 @@ def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup
     assert phase == "Succeeded", st.get("message")
     assert st.get("sizeBytes", 0) > 0 and st.get("location") and st.get("method") == method
     keys = [k for k in _objects(s3_beside_cluster, bucket) if k.startswith(f"bk/{c.name}/{manual}/")]
-    kind = "tar" if method == "physical" else "sql"
+    kind = PHYSICAL_KIND[flavor] if method == "physical" else "sql"
     assert sorted(k.rsplit("/", 1)[1] for k in keys) == [f"backup.{kind}.zst.enc", "manifest.json"]
     assert len(st.get("encryptionKeyId", "")) == 16
     for key in keys:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 import logging
+import re
 from typing import Any, Callable, Mapping
 
 from kubernetes import client
@@ -21,7 +22,12 @@ from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
 from mysql_operator.backup.controller import key_problem
 from mysql_operator.backup.restore import Source
 from mysql_operator.k8s import jobs
-from mysql_operator.manifests.backup_jobs import restore_job, restore_job_name, restore_service
+from mysql_operator.manifests.backup_jobs import (
+    restore_dns_names,
+    restore_job,
+    restore_job_name,
+    restore_service,
+)
 from mysql_operator.status import Result, Summary, build_status, instance_entries, status_changed
 
 
@@ -110,6 +116,8 @@ def restore_gate(
                 jobs.job_result(found, job_pods, f"the restore Job {restore_job_name(c)}")
                 or restoring.JOB_RUNNING
             )
+        if job == restoring.JOB_RUNNING and c.spec.flavor == "mariadb" and serving(job_pods):
+            record = request_restore_copies(api, c, body, record or {}, write)
     action = restoring.decide(True, record, previous.get("currentPrimary"), not_ready, job)
     if isinstance(action, restoring.Proceed):
         return None
@@ -132,9 +140,9 @@ def restore_gate(
             source = restore_source(api, c)
             record = restoring.record(restoring.RUNNING, described, started, job=restore_job_name(c))
             write(c.namespace, c.name, {"restore": record})  # before the Job exists
-            if c.spec.flavor == "mysql":  # where it serves a physical copy, and its certificate
-                certificates.ensure_restore_certificate(api, c, k.owner_of(body), clock.now())
-                k.server_side_apply(api, m.owned(restore_service(c), k.owner_of(body)))
+            # where it serves a physical copy (only its manifest says if it is one), with what
+            certificates.ensure_restore_certificate(api, c, k.owner_of(body), clock.now())
+            k.server_side_apply(api, m.owned(restore_service(c), k.owner_of(body)))
             jobs.create_job(
                 api,
                 m.owned(
@@ -219,6 +227,47 @@ def restore_gate(
     if events:
         k.post_events(api, body, events)
     return Result(phase=status["phase"], applied=applied, status={**previous, **status})
+
+
+def serving(job_pods: list[dict]) -> bool:
+    """Pure: the restore Job serves a physical copy (MariaDB): its container is ready (its port
+    answers: manifests.backup_jobs.restore_job)."""
+    return any(
+        st.get("name") == "restore" and st.get("ready")
+        for p in job_pods
+        for st in (p.get("status") or {}).get("containerStatuses") or []
+    )
+
+
+def request_restore_copies(api, c: MySQLCluster, body, record: Mapping[str, Any], write) -> dict[str, Any]:
+    """Effect (MariaDB, a physical backup's restore): every instance is asked to start on a copy
+    from the restore Job (the re-seed request, marked restore, named after the restore's start;
+    when, recorded in status.restore.copiesRequestedAt), and every Pod that started before that
+    is deleted, for its StatefulSet to start it again: its `seed` init container then receives the
+    copy. Level-triggered: a pass after an operator restart deletes the Pods the last one did not.
+    Returns the record."""
+    requested_at = record.get("copiesRequestedAt")
+    if not requested_at:
+        stamp = re.sub(r"[^0-9]", "", str(record.get("startedAt", ""))) or "0"
+        line = f"{restore_dns_names(c)[0]} {stamp} restore"
+        cm = m.reseed_requests(c, {m.pod_name(c, i): line for i in range(c.spec.instances)})
+        k.server_side_apply(api, m.owned(cm, k.owner_of(body)))
+        requested_at = clock.stamp()
+        record = {**record, "copiesRequestedAt": requested_at}
+        write(c.namespace, c.name, {"restore": record})
+        log.info("%s/%s restore: every instance asked for a copy from the restore Job", c.namespace, c.name)
+    wanted = {m.pod_name(c, i) for i in range(c.spec.instances)}
+    selector = ",".join(f"{key}={value}" for key, value in m.selector_labels(c).items())
+    core = client.CoreV1Api(api)
+    for pod in core.list_namespaced_pod(c.namespace, label_selector=selector).items:
+        started = pod.status.start_time
+        if pod.metadata.name in wanted and started is not None and clock.stamp(started) < requested_at:
+            try:
+                core.delete_namespaced_pod(pod.metadata.name, c.namespace)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+    return dict(record)
 
 
 def _condition_messages(status: Mapping[str, Any]) -> set[str]:

@@ -7,7 +7,6 @@ from .spec import (  # noqa: F401
     CLUSTER_KIND,
     CLUSTER_PLURAL,
     DEFAULT_VERSION,
-    PHYSICAL_NEEDS_MYSQL,
     GROUP,
     VERSION,
     Backup,

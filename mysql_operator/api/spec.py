@@ -268,10 +268,6 @@ class Binlogs:
 
 
 BACKUP_METHODS = ("logical", "physical")
-PHYSICAL_NEEDS_MYSQL = (
-    "physical backups are made with MySQL's CLONE: a MariaDB cluster's backups are logical "
-    "(mariadb-backup is not supported yet); remove the field or set it to logical"
-)
 
 
 @dataclass(frozen=True)
@@ -281,7 +277,8 @@ class Backup:
     retention: Retention = Retention()
     encryption: Encryption | None = None
     binlogs: Binlogs = Binlogs()
-    # logical: the dump tool; physical: a CLONE copy of a replica's data, sent as tar (MySQL)
+    # logical: the dump tool; physical: a copy of a replica's data files (MySQL's CLONE, sent as
+    # tar; MariaDB's mariadb-backup stream)
     method: str = "logical"
 
 
@@ -955,8 +952,6 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         if binlogs.enabled and bs is None:
             raise SpecError(f"{blpath}.enabled", "needs spec.backup.storage: say where the binary logs go")
         method = _enum(b, "method", bpath, "logical", BACKUP_METHODS)
-        if method == "physical" and flavor != "mysql":
-            raise SpecError(f"{bpath}.method", PHYSICAL_NEEDS_MYSQL)
         backup = Backup(
             s3=bs,
             method=method,

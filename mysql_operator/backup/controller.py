@@ -33,7 +33,6 @@ from mysql_operator.api import (
     CLUSTER_PLURAL,
     GROUP,
     S3,
-    PHYSICAL_NEEDS_MYSQL,
     VERSION,
     Encryption,
     SpecError,
@@ -196,9 +195,6 @@ class BackupController:
             self._patch_status(BACKUP_PLURAL, ns, name, status)
             return status
         cluster = parse(cluster_body)
-        # the cluster's own spec.backup.method: physical is refused for MariaDB when it is parsed
-        if backup.method == "physical" and cluster.spec.flavor != "mysql":
-            return self._fail(body, f"spec.method: {PHYSICAL_NEEDS_MYSQL}")
         lacking = (
             self._lacks_backup_password(cluster)
             or key_problem(

@@ -303,20 +303,36 @@ def _proxy_grantor(cur, accounts: Sequence[str]) -> list[tuple[str, str, str]]:
     return added
 
 
-def account_statements(execute: Callable[..., list]) -> list[str]:
+def account_statements(execute: Callable[..., list], mariadb: bool = False) -> list[str]:
     """The statements that make every account of a server (a new cluster's instance; `execute(sql,
     args)` runs a query in one session of it) on another server: DROP USER IF EXISTS, CREATE USER
-    with its password hash (as hex), its GRANTs. MySQL's own accounts (mysql.*) are left alone."""
+    with its password hash (MySQL: as hex), its GRANTs; for MariaDB, CREATE USER IF NOT EXISTS,
+    ALTER USER to the same, the GRANTs but PROXY. The servers' own accounts (mysql.*,
+    mariadb.sys) are left alone, and MariaDB's roles."""
     out = []
-    execute("SET SESSION print_identified_with_as_hex = ON")
-    accounts = execute(
-        "SELECT User, Host FROM mysql.user WHERE User NOT LIKE %s ORDER BY User, Host", ("mysql.%",)
-    )
+    if mariadb:
+        accounts = execute(
+            "SELECT User, Host FROM mysql.user WHERE User <> %s AND is_role = 'N' ORDER BY User, Host",
+            ("mariadb.sys",),
+        )
+    else:
+        execute("SET SESSION print_identified_with_as_hex = ON")
+        accounts = execute(
+            "SELECT User, Host FROM mysql.user WHERE User NOT LIKE %s ORDER BY User, Host", ("mysql.%",)
+        )
     for user, host in accounts:
         name = f"'{escape_string(str(user))}'@'{escape_string(str(host))}'"
         ((create,),) = execute(f"SHOW CREATE USER {name}")
         grants = [str(g) for (g,) in execute(f"SHOW GRANTS FOR {name}") if str(g).startswith("GRANT ")]
-        out += [f"DROP USER IF EXISTS {name}", str(create), *grants]
+        if not mariadb:
+            out += [f"DROP USER IF EXISTS {name}", str(create), *grants]
+            continue
+        # MariaDB runs them from a server's init file, which stops at the first error: an account
+        # the copy has too is altered, not dropped (so its PROXY grant, which only a holder of it
+        # may give, stays and is not given again)
+        rest = str(create).removeprefix("CREATE USER ")
+        out += [f"CREATE USER IF NOT EXISTS {rest}", f"ALTER USER {rest}"]
+        out += [g for g in grants if not g.startswith("GRANT PROXY ")]
     return out
 
 

@@ -479,10 +479,11 @@ def restore_all(
             copy = _physical_manifest(client, source)
     except (RestoreError, storage.StorageError) as e:
         return {"ok": False, "message": str(e), "durationSeconds": round(time.monotonic() - t0, 1)}
-    if copy is not None:
-        from mysql_operator.backup import restore_physical  # built on this module
+    if copy is not None:  # (both built on this module)
+        from mysql_operator.backup import restore_mariadb_physical, restore_physical
 
-        results, errors = restore_physical.restore(
+        how = restore_mariadb_physical if copy.flavor == "mariadb" else restore_physical
+        results, errors = how.restore(
             client, targets, source, copy, donor, app_database, drop_account=drop_account, chain=chain
         )
     else:

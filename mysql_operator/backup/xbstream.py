@@ -134,3 +134,13 @@ def copy_position(kept: dict[str, bytes]) -> str:
                 return fields[2]
             raise StreamError(f"the copy's {name} holds no GTID position (is the binary log on?)")
     raise StreamError("the copy holds no binary log position (is the binary log on?)")
+
+
+def file_chunks(path: str, data: bytes) -> bytes:
+    """Pure: a whole file as xbstream chunks (one piece, then its end), as mariadb-backup writes
+    them: what a stream may carry after the copy's own files."""
+    name = path.encode()
+    head = MAGIC + b"\x00"
+    piece = head + b"P" + struct.pack("<I", len(name)) + name
+    piece += struct.pack("<QQI", len(data), 0, zlib.crc32(data)) + data
+    return piece + head + b"E" + struct.pack("<I", len(name)) + name

@@ -24,6 +24,7 @@ from .objects import (  # noqa: F401
     primary_service,
     replica_service,
     reseed_request,
+    reseed_requests,
     statefulset,
 )
 

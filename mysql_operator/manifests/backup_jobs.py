@@ -426,15 +426,22 @@ def restore_job(
     enc_args, enc_env = encryption_parts(
         c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"
     )
-    # MySQL: the backup may be physical (its manifest says so; the Job reads it): the sidecar then
-    # serves the copy, with a certificate of the cluster's CA, at the restore Service's name
+    # The backup may be physical (its manifest says so; the Job reads it): the copy is then served,
+    # with a certificate of the cluster's CA, at the restore Service's name. MySQL: by a server
+    # the sidecar runs on the copy unpacked into the scratch folder, for the instances to clone
+    # (the certificate is the sidecar's only); MariaDB: by the Job itself, streamed from the
+    # bucket, to the instances' seed init containers (the operator asks them once the port answers)
     scratch: list[tuple[dict[str, Any], dict[str, Any]]] = []
     donor_tls: list[tuple[dict[str, Any], dict[str, Any]]] = []  # the sidecar's only
+    volumes = [ca_bundle_volume(c), client_tools_volume()]
+    args += ["--donor-host", restore_dns_names(c)[0], "--donor-port", str(restore_port(c))]
+    args += ["--donor-tls-dir", RESTORE_TLS_DIR]
     if c.spec.flavor == "mysql":
         scratch, donor_tls = scratch_volume(c), [restore_tls_volume(c)]
-        args += ["--donor-host", restore_dns_names(c)[0], "--donor-port", str(k.PORT)]
-        args += ["--donor-tls-dir", RESTORE_TLS_DIR, "--scratch-dir", SCRATCH_DIR]
-    return tenant_job(
+        args += ["--scratch-dir", SCRATCH_DIR]
+    else:
+        volumes.append(restore_tls_volume(c))
+    job = tenant_job(
         c,
         restore_job_name(c),
         COMPONENT_RESTORE,
@@ -448,10 +455,21 @@ def restore_job(
         ],
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,
-        volumes=[ca_bundle_volume(c), client_tools_volume(), *scratch],
+        volumes=[*volumes, *scratch],
         sidecars=[client_tools_sidecar(c, *(m for _, m in scratch + donor_tls))],
         sidecar_volumes=[v for v, _ in donor_tls],
     )
+    if c.spec.flavor == "mariadb":  # ready while it serves a copy: what the operator waits for
+        (ctr,) = job["spec"]["template"]["spec"]["containers"]
+        ctr["ports"] = [{"name": "copy", "containerPort": k.SEED_PORT, "protocol": "TCP"}]
+        ctr["readinessProbe"] = {"tcpSocket": {"port": k.SEED_PORT}, "periodSeconds": 2}
+    return job
+
+
+def restore_port(c: MySQLCluster) -> int:
+    """Where the restore Job serves a physical copy: MySQL's server port (CLONE), MariaDB's
+    re-seed port (sh/seed.sh receive)."""
+    return k.PORT if c.spec.flavor == "mysql" else k.SEED_PORT
 
 
 def restore_tls_secret_name(c: MySQLCluster) -> str:
@@ -477,7 +495,7 @@ def restore_service(c: MySQLCluster) -> dict[str, Any]:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": {CLUSTER_LABEL: c.name, "app.kubernetes.io/component": COMPONENT_RESTORE},
-            "ports": [{"name": "mysql", "port": k.PORT, "targetPort": k.PORT}],
+            "ports": [{"name": "copy", "port": restore_port(c), "targetPort": restore_port(c)}],
         },
     }
 

@@ -86,11 +86,18 @@ def reseed_request(
     """The operator's request that `instance`'s Pod replace its data by a copy of the donor's
     when it starts (MariaDB, sh/seed.sh receive): one key, the Pod's name; `stamp` names the
     request (a copy carried out once is never made again for it). `instance` None: no request."""
+    return reseed_requests(c, {instance: f"{donor_host} {stamp}"} if instance else {})
+
+
+def reseed_requests(
+    c: MySQLCluster, requests: Mapping[str, str], annotations: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The re-seed requests, by Pod name ("<donor host> <stamp>[ restore]": see reseed_request)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": k.metadata(c, k.reseed_config_map_name(c), "reseed"),
-        "data": {instance: f"{donor_host} {stamp}"} if instance else {},
+        "metadata": k.metadata(c, k.reseed_config_map_name(c), "reseed", annotations),
+        "data": dict(requests),
     }
 
 

@@ -248,21 +248,17 @@ def test_backup_of_a_missing_cluster_fails_with_a_clear_message(ctl, crds, names
     assert get(crds, namespace, BACKUP_PLURAL, "orphan")["status"]["phase"] == "Failed"
 
 
-def test_a_physical_backup_of_a_mariadb_cluster_fails_naming_the_field_and_no_job_is_made(
+def test_a_physical_backup_of_a_mariadb_cluster_runs_a_job_that_streams_the_copy(
     control_plane, ctl, crds, namespace
 ):
-    """The CRD refuses spec.backup.method physical on a MariaDB cluster; a MySQLBackup's own
-    spec.method cannot know the flavor, so the operator refuses it before any Job, saying so."""
+    """A MySQLBackup's own spec.method physical on a MariaDB cluster: its Job asks an instance's
+    seed-donor sidecar for the copy (--method physical), with no scratch folder."""
     make_cluster(crds, namespace)  # MariaDB
     make_backup(crds, namespace, "copy", method="physical")
-    status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "copy"))
-    assert status["phase"] == "Failed"
-    assert status["message"].startswith("spec.method: physical backups are made with MySQL's CLONE")
-    assert "set it to logical" in status["message"]
-    assert ("BackupFailed", "Warning") in events_for(control_plane, namespace, "copy")
-    assert not client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
-    make_backup(crds, namespace, "dump", method="logical")
-    assert ctl.start(get(crds, namespace, BACKUP_PLURAL, "dump"))["phase"] == "Running"
+    assert ctl.start(get(crds, namespace, BACKUP_PLURAL, "copy"))["phase"] == "Running"
+    (job,) = client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
+    args = job.spec.template.spec.containers[0].args
+    assert args[args.index("--method") + 1] == "physical" and "--scratch-dir" not in args
 
 
 def test_backup_with_a_user_secret_lacking_backup_password_fails_saying_so(

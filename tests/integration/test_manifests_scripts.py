@@ -13,6 +13,7 @@ import pwd
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -80,6 +81,7 @@ def env(tmp_path_factory):
     ca = tls.new_ca("db", dt.datetime.now(dt.timezone.utc))
     # (and localhost: a backup Job here reaches the servers by that name, verifying it)
     cert = tls.server_certificate(ca, [*m.server_dns_names(c), "localhost"], dt.datetime.now(dt.timezone.utc))
+    (root / "ca.key").write_text(ca.key_pem)  # (a test issues the restore Job's certificate)
     for name, text in (("ca.crt", ca.cert_pem), ("tls.crt", cert.cert_pem), ("tls.key", cert.key_pem)):
         (tls_dir / name).write_text(text)
         (tls_dir / name).chmod(0o644)
@@ -599,3 +601,122 @@ def test_a_physical_backup_of_mariadb_is_the_donor_sidecars_copy_streamed_to_the
     shutil.move(str(copy), Path(restored["MYSQL_OPERATOR_DATA_ROOT"]) / "data")
     _, _, r = _up(config, restored, user, procs, "db-2")
     assert _rows(r, "SELECT COUNT(*), SUM(id) FROM shop.t") == ((1000, 500500),)
+
+
+@needs_seed_tools
+def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(env, s3server):
+    """restore_all of a MariaDB physical backup: the restore Job serves the copy (TLS with its own
+    certificate of the cluster's CA, only to clients presenting one) and each new instance's
+    `seed` init container, asked for a "restore" copy, receives it, prepares it, and its server
+    starts on it: the backup's rows, the backup's GTID position, the new cluster's accounts
+    (an account only it had is there), the restore account gone, read-only again. A client
+    without a certificate of the cluster gets nothing."""
+    from mysql_operator.backup.commands import Endpoint
+    from mysql_operator.backup.restore import Donor, Source, Target, restore_all
+    from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+    from tests.integration.test_backup import creds, s3cfg
+
+    root, config, e, user, procs = env
+    donor, donor_port, d = _writable_donor(root, config, e, user, procs)
+    with d.cursor() as cur:
+        cur.executemany("INSERT INTO shop.t VALUES (%s)", [(i,) for i in range(1, 501)])
+        cur.execute("CREATE USER 'reporting'@'%' IDENTIFIED BY 'from-the-backup'")
+    receive_env, _ = _seed_sidecar(root, config, donor, _instance(root, e, user, "db-1"), user, procs)
+    s3 = s3cfg(s3server, s3server.create_bucket("bk-mariadb-physical-restore"))
+    ca = str(root / "tls" / "ca.crt")
+    m_ = run_backup(
+        BackupRequest(
+            cluster="db",
+            namespace="prod",
+            backup="p1",
+            s3=s3,
+            tls_ca=ca,
+            candidates=(Candidate("db-0", Endpoint("localhost", donor_port, m.BACKUP_USER)),),
+            method="physical",
+            seed_port=int(receive_env["MYSQL_OPERATOR_SEED_PORT"]),
+        ),
+        creds(s3server),
+        PASSWORDS["MYSQL_BACKUP_PASSWORD"],
+    )
+    with d.cursor() as cur:  # after the backup: not restored
+        cur.execute("INSERT INTO shop.t VALUES (9999)")
+
+    # the new cluster's instance, as its init step leaves it (with an account the backup lacks)
+    new = _instance(root, e, user, "db-2")
+    run(config / "init.sh", new, user)
+    new_port, new_proc, n = _up(config, new, user, procs, "db-2")
+    with n.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        cur.execute("CREATE USER 'newonly'@'%' IDENTIFIED BY 'new-cluster'")
+    n.close()
+    # the restore Job's certificate: the cluster's CA, for the name the instances reach it at
+    job_tls = root / "restore-tls"
+    job_tls.mkdir()
+    pair = tls.server_certificate(
+        tls.KeyPair((root / "tls" / "ca.crt").read_text(), (root / "ca.key").read_text()),
+        ["localhost"],
+        dt.datetime.now(dt.timezone.utc),
+    )
+    for name, text in (
+        ("ca.crt", (root / "tls" / "ca.crt").read_text()),
+        ("tls.crt", pair.cert_pem),
+        ("tls.key", pair.key_pem),
+    ):
+        (job_tls / name).write_text(text)
+    job_port = free_port()
+    restore_pw = PASSWORDS["MYSQL_RESTORE_PASSWORD"]
+    result: dict = {}
+    job = threading.Thread(
+        target=lambda: result.update(
+            restore_all(
+                {"db-2": Target("localhost", new_port, m.RESTORE_USER, restore_pw, tls_ca=ca)},
+                Source(s3, "db/p1"),
+                creds(s3server),
+                "shop",
+                drop_account=True,
+                donor=Donor("localhost", job_port, tls_dir=str(job_tls)),
+            )
+        )
+    )
+    job.start()
+    wait_for(
+        lambda: socket.create_connection(("127.0.0.1", job_port), 1).close() or True, 60, "the Job's port"
+    )
+    # someone without a certificate of the cluster: refused at the handshake
+    plain = ssl.create_default_context(cafile=ca)
+    with socket.create_connection(("127.0.0.1", job_port), 5) as raw:
+        try:
+            with plain.wrap_socket(raw, server_hostname="localhost") as c:
+                c.sendall(b"x\n")
+                answer = c.recv(100)
+        except (ssl.SSLError, ConnectionError):
+            answer = b""
+    assert answer == b""
+
+    # what the operator does: the request, then the Pod started again (its init container first)
+    (root / "reseed" / "db-2").write_text("localhost 20261129000000 restore\n")
+    os.killpg(new_proc.pid, signal.SIGTERM)
+    new_proc.wait(60)
+    got = run(
+        config / "seed.sh",
+        {
+            **new,
+            **{k: v for k, v in receive_env.items() if "SEED" in k or "RESEED" in k},
+            "MYSQL_OPERATOR_SEED_PORT": str(job_port),
+        },
+        user,
+        "receive",
+        check=False,
+    )
+    assert got.returncode == 0, got.stderr
+    proc = start(config, new, user, procs, new_port, pod="db-2")  # where the Job reaches it
+    job.join(300)
+    assert proc.poll() is None
+    r = connect(new_port, m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
+
+    assert result.get("ok"), result
+    assert _rows(r, "SELECT COUNT(*), MAX(id) FROM shop.t") == ((500, 500),)
+    assert _one(r, "SELECT @@gtid_binlog_pos") == m_.gtid_position == result["gtidPosition"]
+    users = {u for (u,) in _rows(r, "SELECT User FROM mysql.user")}
+    assert {"reporting", "newonly"} <= users and m.RESTORE_USER not in users
+    assert _one(r, "SELECT @@read_only") == 1

@@ -142,7 +142,6 @@ BAD = [
     ),
     ({"backup": {"retention": {"maxAge": "30 days"}}}, "spec.backup.retention.maxAge", "30d"),
     ({"backup": {"method": "snapshot"}}, "spec.backup.method", "logical, physical"),
-    ({"flavor": "mariadb", "backup": {"method": "physical"}}, "spec.backup.method", "MySQL's CLONE"),
     (
         {"backup": {"storage": {"s3": {"bucket": "Bad_Bucket", "credentialsSecret": {"name": "s"}}}}},
         "spec.backup.storage.s3.bucket",

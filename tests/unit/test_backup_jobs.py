@@ -105,8 +105,10 @@ def test_jobs_mount_the_ca_bundle_read_only_and_verify_the_servers_with_it(kind)
         "name": "ca-bundle",
         "secret": {"secretName": "shop-ca-bundle", "items": [{"key": "ca.crt", "path": "ca.crt"}]},
     } in pod["volumes"]
-    # /tmp, the CA, the folder shared with the client-tools sidecar
-    assert pod["automountServiceAccountToken"] is False and len(pod["volumes"]) == 3
+    # /tmp, the CA, the folder shared with the client-tools sidecar (a restore Job: and the
+    # certificate it serves a physical copy with)
+    assert pod["automountServiceAccountToken"] is False
+    assert len(pod["volumes"]) == (3 if kind == "backup" else 4)
 
 
 @pytest.mark.parametrize("kind", ["backup", "restore"])
@@ -219,10 +221,21 @@ def test_a_mysql_restore_job_can_serve_a_physical_copy_at_a_name_its_certificate
     other = backup_job(c, parse_backup(BACKUP), c.spec.backup.s3, "img")["spec"]["template"]["metadata"]
     assert not svc["spec"]["selector"].items() <= other["labels"].items()  # a backup Job is not it
 
-    c = parse(CLUSTER)  # MariaDB
+
+def test_a_mariadb_restore_job_serves_a_physical_copy_itself_and_is_ready_while_it_does():
+    """MariaDB: the Job streams the copy from the bucket to the instances' seed init containers,
+    on the re-seed port, with its certificate (in its own container: no scratch folder, no
+    server in the sidecar); its port answering makes it ready, which the operator waits for."""
+    c = parse(CLUSTER)
     pod = restore_job(c, c.spec.backup.s3, "shop/shop-manual", "img")["spec"]["template"]["spec"]
-    assert "--donor-port" not in pod["containers"][0]["args"] and _scratch(pod) == ([], [], [])
-    assert not any(v["name"] == "restore-tls" for v in pod["volumes"])
+    ctr = pod["containers"][0]
+    args = ctr["args"]
+    assert args[args.index("--donor-host") + 1] == "shop-restore.prod.svc"
+    assert args[args.index("--donor-port") + 1] == "3307" and "--scratch-dir" not in args
+    assert _scratch(pod) == ([], [], [])
+    assert {"name": "restore-tls", "mountPath": RESTORE_TLS_DIR, "readOnly": True} in ctr["volumeMounts"]
+    assert ctr["readinessProbe"]["tcpSocket"] == {"port": 3307}
+    assert restore_service(c)["spec"]["ports"] == [{"name": "copy", "port": 3307, "targetPort": 3307}]
 
 
 def test_long_backup_names_give_valid_job_names():

@@ -102,3 +102,13 @@ def test_the_position_comes_from_either_files_name_and_must_be_a_gtid_list():
         copy_position({"xtrabackup_binlog_info": b"binlog.000001\t4\t0-1-1'; DROP\n"})
     with pytest.raises(StreamError, match="holds no binary log position"):
         copy_position({})
+
+
+def test_a_file_added_to_a_stream_reads_back_as_that_file():
+    from mysql_operator.backup.xbstream import file_chunks
+
+    assert file_chunks("ibdata1", b"y" * 10) == piece("ibdata1", b"y" * 10) + end("ibdata1")
+    r = Reader(keep=["mysql-operator-restore.sql"])
+    r.feed(STREAM + file_chunks("mysql-operator-restore.sql", b"DROP USER IF EXISTS 'a'@'%';\n"))
+    assert r.kept["mysql-operator-restore.sql"] == b"DROP USER IF EXISTS 'a'@'%';\n"
+    assert r.last_file == "mysql-operator-restore.sql"

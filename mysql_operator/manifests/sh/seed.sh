@@ -14,11 +14,15 @@
 #                    meanwhile closes the connections whose commit waits for a semi-sync
 #                    acknowledgement that cannot come before the copy ends (release_commits)
 #   seed.sh receive  the recipient side, an init container: when the operator asked for a copy for
-#                    this Pod ($RESEED_DIR/$POD_NAME holds "<donor host> <request id>") that was not
-#                    made yet, connects to the donor (socat, verifying its certificate and its name),
-#                    sends the password, reads the answer, replaces the data directory by the copy
-#                    (prepared) and leaves the copy's GTID state in reseed-init.sql, which start.sh
-#                    hands to the server once (--init-file); fails unless the copy is in place.
+#                    this Pod ($RESEED_DIR/$POD_NAME holds "<donor host> <request id> [restore]")
+#                    that was not made yet, connects to the donor (socat, verifying its certificate
+#                    and its name, presenting this server's), sends the password, reads the answer,
+#                    replaces the data directory by the copy (prepared) and leaves the copy's GTID
+#                    state in reseed-init.sql, which start.sh hands to the server once
+#                    (--init-file); fails unless the copy is in place. "restore": the donor is a
+#                    restore Job serving a physical backup, which ends the copy with
+#                    $RESTORE_SQL (the new cluster's accounts) once it verified the whole backup:
+#                    without it the copy is refused; its statements join reseed-init.sql.
 #                    socat only carries bytes: it ends soon after the donor's end of the stream,
 #                    so nothing that takes longer (the extraction's end, the prepare) runs under it.
 #                    While the copy is received and prepared, port $PROGRESS_PORT answers every
@@ -43,6 +47,7 @@ SOCAT_BLOCK=131072
 DATADIR="$DATA_ROOT/data"
 NEW="$DATA_ROOT/data.seeding"
 DONE="$DATA_ROOT/seed-done"
+RESTORE_SQL="mysql-operator-restore.sql"
 log() { echo "seed: $*" >&2; }
 die() { log "$*"; exit 1; }
 
@@ -120,10 +125,10 @@ release_commits() {
 }
 
 receive() {
-  local request donor id address
+  local request donor id kind address
   request="$RESEED_DIR/${POD_NAME:?POD_NAME is not set}"
   [ -f "$request" ] || exit 0
-  read -r donor id < "$request" || true
+  read -r donor id kind < "$request" || true
   [ -n "${donor:-}" ] && [ -n "${id:-}" ] || die "$request is not '<donor host> <request id>'"
   if [ -f "$DONE" ] && [ "$(cat "$DONE")" = "$id" ]; then
     log "copy $id is in place already"
@@ -137,8 +142,9 @@ receive() {
   mkfifo -m 600 "$TMP/request"
   exec 3<> "$TMP/request"
   printf '%s\n' "$(token)" >&3
-  socat -b "$SOCAT_BLOCK" -T 600 - "OPENSSL:$address:$SEED_PORT,cafile=$TLS_DIR/ca.crt,commonname=$donor" \
-    < "$TMP/request" | SEED_ID="$id" accept || true
+  socat -b "$SOCAT_BLOCK" -T 600 - \
+    "OPENSSL:$address:$SEED_PORT,cafile=$TLS_DIR/ca.crt,commonname=$donor,cert=$TLS_DIR/tls.crt,key=$TLS_DIR/tls.key" \
+    < "$TMP/request" | SEED_ID="$id" SEED_KIND="${kind:-}" accept || true
   exec 3>&-
   [ -f "$DONE" ] && [ "$(cat "$DONE")" = "$id" ] || die "copy $id from $donor failed (see above); it is tried again when this container restarts"
   log "copy $id is in place"
@@ -216,13 +222,19 @@ accept() {
   [ -n "$pos" ] || die "the copy's binary log position has no GTID"
   log "copy prepared in $SECONDS s"
   state=$(union_gtids "$state" "$pos")
+  if [ "${SEED_KIND:-}" = restore ] && [ ! -s "$NEW/$RESTORE_SQL" ]; then
+    die "the restore Job's copy ended before it verified the backup (no $RESTORE_SQL)"
+  fi
   {
     echo "SET sql_log_bin = 0;"
     echo "RESET MASTER;"
     echo "SET GLOBAL gtid_binlog_state = '$state';"
     echo "SET GLOBAL gtid_slave_pos = '$pos';"
+    # last: the server stops reading its init file at an error (the restore Job then cannot log in)
+    if [ "${SEED_KIND:-}" = restore ]; then cat "$NEW/$RESTORE_SQL"; fi
   } > "$NEW/reseed-init.sql.tmp"
   mv "$NEW/reseed-init.sql.tmp" "$DATA_ROOT/reseed-init.sql"
+  rm -f "$NEW/$RESTORE_SQL"
   mv "$NEW" "$DATADIR"
   printf '%s' "$SEED_ID" > "$DONE"
   log "copy at $pos prepared (binary log state $state)"

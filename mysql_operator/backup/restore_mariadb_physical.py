@@ -1,0 +1,295 @@
+"""Restore a physical backup of MariaDB (backup/mariadb_copy.py: mariadb-backup's xbstream) into a
+new cluster.
+
+    results, errors = restore(client, targets, source, manifest, donor, ...)   # from restore_all
+
+1. Verify the data object against the manifest (size, sha256, the key), as for a dump; check every
+   instance is new; read the new cluster's accounts from its first instance (statements with
+   their password hashes).
+2. Serve the copy on `donor.port` as a re-seed donor does (sh/seed.sh donate): TLS with the
+   Job's certificate (the cluster CA's, for the restore Service's name), and only to a client
+   presenting a certificate of the cluster's CA (the instances' own). Each connection gets
+   "OK <bytes> <position>", the backup's xbstream (downloaded, decrypted and decompressed again
+   for each: nothing is kept on disk), its chunks checked as they pass, and - only once the
+   whole object matched its manifest - one more file, the new cluster's accounts as SQL. A copy
+   without that file is refused by the instance.
+3. The operator sees the Job ready (its port answers) and asks every instance to start on a copy
+   from the restore Service (the re-seed request, marked "restore"): each Pod's `seed` init
+   container receives it, prepares it, and the server starts on it with the copy's GTID state
+   and the new cluster's accounts (start.sh's init file).
+4. Wait until every instance answers at the backup's GTID position; a point-in-time restore then
+   replays the archived binary logs into each, as after a dump; the restore account drops itself
+   and the instances are read-only again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from dataclasses import replace
+from typing import Callable, Iterator
+
+from mysql_operator.backup import commands, physical, storage, xbstream
+from mysql_operator.backup.crypto import CryptoError
+from mysql_operator.backup.manifest import Manifest
+from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, pass_on, spawn, stop
+from mysql_operator.backup.restore import (
+    Donor,
+    RestoreError,
+    RestoreResult,
+    Source,
+    Target,
+    _opener,
+    finish_instance,
+    instance_of,
+    new_instance_or_refuse,
+    roll_forward,
+    verify,
+)
+from mysql_operator.db.gtid import MariaDBGtids
+from mysql_operator.db.instance import InstanceError
+
+RESTORE_SQL = "mysql-operator-restore.sql"  # what sh/seed.sh receive looks for (RESTORE_SQL)
+
+
+def restore(
+    client,
+    targets: dict[str, Target],
+    source: Source,
+    m: Manifest,
+    donor: Donor | None,
+    app_database: str | None,
+    *,
+    drop_account: bool = False,
+    chain: list | None = None,
+    copy_timeout: float = 6 * 3600,
+) -> tuple[list[RestoreResult], list[str]]:
+    """Restore the MariaDB physical backup `m` into every target. Returns the results and the
+    errors, each naming its instance; never a password."""
+    if donor is None or not donor.tls_dir:
+        return [], [f"{m.backup} is a physical backup of MariaDB: this restore Job cannot serve it"]
+    results: list[RestoreResult] = []
+    errors: list[str] = []
+    first = next(iter(targets.values()))
+    try:
+        etag = verify(client, source.s3, m, source.key)
+        for t in targets.values():
+            new_instance_or_refuse(t, app_database)
+        inst = instance_of(first)
+        try:
+            if inst.dialect.version.flavor.value != m.flavor:
+                raise RestoreError(f"the backup is of a {m.flavor} server; the new cluster runs MySQL")
+            accounts = physical.account_statements(inst.execute, mariadb=True)
+        except InstanceError as e:
+            raise RestoreError(f"reading the new cluster's accounts: {e}") from None
+        finally:
+            inst.close()
+        init_sql = init_file(accounts)
+        answer = f"OK {m.uncompressed_size} {m.gtid_position or ''}\n"
+        with CopyServer(donor, lambda: decompressed(client, source, m, etag), answer, init_sql) as server:
+            wait_restored(targets, m.gtid_position or "", server, copy_timeout)
+        for name, t in targets.items():
+            try:
+                results.append(_finish_one(client, t, source, m, chain))
+            except (RestoreError, InstanceError) as e:
+                errors.append(f"{name}: {e}")
+                break
+    except (RestoreError, storage.StorageError) as e:
+        errors.append(str(e))
+    finally:
+        for name, t in targets.items():
+            try:
+                finish_instance(t, drop_account)
+            except InstanceError as e:
+                errors.append(f"{name}: after the restore: {e}")
+    return results, errors
+
+
+def init_file(accounts: list[str]) -> bytes:
+    """Pure: the account statements as a server's init file reads them (one a line)."""
+    lines = []
+    for sql in accounts:
+        if "\n" in sql or "\r" in sql:
+            raise RestoreError(f"an account statement spans lines: {sql.split(' IDENTIFIED ', 1)[0][:200]}")
+        lines.append(sql.rstrip(";") + ";\n")
+    return "".join(lines).encode()
+
+
+def _finish_one(client, t: Target, source: Source, m: Manifest, chain) -> RestoreResult:
+    result = RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=m.compressed_size)
+    if chain is None:
+        return result
+    inst = instance_of(t)
+    try:
+        inst.set_read_only(False)  # it started on the copy fenced (its my.cnf): the replay writes
+    finally:
+        inst.close()
+    position = roll_forward(client, t, source, m, chain)
+    return replace(result, gtid_position=position, replayed=tuple(chain))
+
+
+def wait_restored(
+    targets: dict[str, Target], position: str, server: "CopyServer", timeout: float, interval: float = 2.0
+) -> None:
+    """Until every target answers at `position` (it started on the copy); RestoreError when the
+    time is up, or when the copy server failed in a way no retry mends (the backup's object does
+    not match its manifest)."""
+    want = MariaDBGtids.parse(position)
+    deadline = time.monotonic() + timeout
+    waiting = dict(targets)
+    last: dict[str, str] = {}
+    while waiting:
+        if server.fatal:
+            raise RestoreError(server.fatal)
+        for name, t in list(waiting.items()):
+            try:
+                inst = instance_of(t, slow_timeout=10)
+                try:
+                    at = str(inst.scalar("SELECT @@GLOBAL.gtid_binlog_pos") or "")
+                finally:
+                    inst.close()
+            except InstanceError as e:
+                last[name] = f"not answering ({e})"
+                continue
+            if MariaDBGtids.parse(at) == want:
+                del waiting[name]
+            else:
+                last[name] = f"at {at or 'no position'}, waiting for it to start on the copy"
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            said = "; ".join(f"{n}: {last.get(n, 'no answer')}" for n in waiting)
+            raise RestoreError(
+                f"the instances did not start on the copy within {timeout:.0f}s ({said}); served "
+                f"{server.served} copies{', last error: ' + server.last_error if server.last_error else ''}"
+            )
+        time.sleep(interval)
+
+
+def decompressed(client, source: Source, m: Manifest, etag: str) -> Iterator[bytes]:
+    """The backup's data object (pinned to `etag`), decrypted and decompressed; RestoreError at the
+    end when it does not match its manifest (size, sha256)."""
+    _, decompress_argv, _ = commands.compressor(m.compression)
+    dec = spawn(decompress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = TailBuffer()
+    readers = [drain(dec.stderr, err)]
+    digest, size = hashlib.sha256(), 0
+    failed: list[BaseException] = []
+
+    def feed() -> Iterator[bytes]:
+        nonlocal size
+        opener = _opener(source.s3, m, source.key)
+        for chunk in storage.iter_object(client, source.s3, m.data_key, etag):
+            digest.update(chunk)
+            size += len(chunk)
+            yield from opener.feed(chunk)
+        yield opener.finish()
+
+    class _Src:  # pass_on reads a file-like object
+        def __init__(self) -> None:
+            self.it = feed()
+
+        def read(self, _n: int) -> bytes:
+            try:
+                return next(self.it, b"")
+            except (CryptoError, storage.StorageError, OSError) as e:
+                failed.append(e)
+                return b""
+
+        def close(self) -> None:
+            pass
+
+    try:
+        readers.append(pass_on(_Src(), dec.stdin))
+        for piece in iter(lambda: dec.stdout.read(CHUNK), b""):
+            yield piece
+        rc = dec.wait()
+        for t in readers:
+            t.join(30)
+        if failed:
+            raise RestoreError(f"reading the backup's object: {failed[0]}")
+        if rc != 0:
+            raise RestoreError(
+                f"{decompress_argv[0]} failed (exit status {rc}): {err.text() or 'no message'}"
+            )
+        if (size, digest.hexdigest()) != (m.compressed_size, m.sha256):
+            raise RestoreError(
+                "the backup's object does not match its manifest (size or sha256): it was altered"
+            )
+    finally:
+        stop(dec)
+
+
+class CopyServer:
+    """Serves the copy to every client with a certificate of the cluster's CA (sh/seed.sh receive
+    of a new instance), each connection in a thread, until closed."""
+
+    def __init__(self, donor: Donor, pieces: Callable[[], Iterator[bytes]], answer: str, init_sql: bytes):
+        self.pieces, self.answer, self.init_sql = pieces, answer.encode(), init_sql
+        d = donor.tls_dir
+        self.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=f"{d}/ca.crt")
+        self.tls.load_cert_chain(f"{d}/tls.crt", f"{d}/tls.key")
+        self.tls.verify_mode = ssl.CERT_REQUIRED
+        self.listener = socket.create_server(("", donor.port), family=socket.AF_INET, reuse_port=False)
+        self.served = 0
+        self.last_error = ""
+        self.fatal = ""  # the backup itself is bad: no instance can ever be served
+        self._closed = threading.Event()
+
+    def __enter__(self) -> "CopyServer":
+        threading.Thread(target=self._accept, daemon=True, name="copy-server").start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._closed.set()
+        with contextlib.suppress(OSError):
+            self.listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="copy").start()
+
+    def _serve(self, raw: socket.socket) -> None:
+        """One copy. A connection that is no TLS client of the cluster (the kubelet's readiness
+        check, anyone else) ends at the handshake."""
+        try:
+            raw.settimeout(30)
+            with self.tls.wrap_socket(raw, server_side=True) as conn:
+                conn.settimeout(600)
+                _read_line(conn)  # the requester's password line: its certificate is what counts
+                conn.sendall(self.answer)
+                reader = xbstream.Reader()
+                for piece in self.pieces():
+                    reader.feed(piece)
+                    conn.sendall(piece)
+                reader.finish()  # (and the object matched its manifest: pieces raised otherwise)
+                conn.sendall(xbstream.file_chunks(RESTORE_SQL, self.init_sql))
+                self.served += 1
+        except (ssl.SSLError, ConnectionError, socket.timeout):
+            pass  # not a client of the cluster, or it went away: it asks again
+        except (RestoreError, xbstream.StreamError) as e:
+            self.fatal = self.last_error = str(e)
+        except OSError as e:
+            self.last_error = str(e)
+        finally:
+            with contextlib.suppress(OSError):
+                raw.close()
+
+
+def _read_line(conn, limit: int = 4096) -> bytes:
+    got = b""
+    while not got.endswith(b"\n") and len(got) < limit:
+        piece = conn.recv(1)
+        if not piece:
+            break
+        got += piece
+    return got
