@@ -82,8 +82,12 @@ def restore(
             new_instance_or_refuse(t, app_database)
         inst = instance_of(first)
         try:
-            if inst.dialect.version.flavor.value != m.flavor:
+            version = inst.dialect.version
+            if version.flavor.value != m.flavor:
                 raise RestoreError(f"the backup is of a {m.flavor} server; the new cluster runs MySQL")
+            refusal = series_refusal(m.server_version, version.major, version.minor)
+            if refusal:
+                raise RestoreError(refusal)
             accounts = physical.account_statements(inst.execute, mariadb=True)
         except InstanceError as e:
             raise RestoreError(f"reading the new cluster's accounts: {e}") from None
@@ -108,6 +112,19 @@ def restore(
             except InstanceError as e:
                 errors.append(f"{name}: after the restore: {e}")
     return results, errors
+
+
+def series_refusal(backup_version: str, major: int, minor: int) -> str | None:
+    """Pure: why a copy made by MariaDB `backup_version` cannot start a server of series
+    major.minor (its data files and redo log are that series'), or None."""
+    series = ".".join(backup_version.split(".")[:2])
+    if series == f"{major}.{minor}":
+        return None
+    return (
+        f"the backup is a physical copy of MariaDB {backup_version}; the new cluster runs {major}.{minor}: "
+        f"a copy starts only a server of its own series: restore it into a {series} cluster (then "
+        "upgrade), or restore a logical backup"
+    )
 
 
 def init_file(accounts: list[str]) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mysql_operator.backup.restore import RestoreError
-from mysql_operator.backup.restore_mariadb_physical import init_file
+from mysql_operator.backup.restore_mariadb_physical import init_file, series_refusal
 from mysql_operator.restore_gate import serving
 
 
@@ -34,3 +34,9 @@ def test_account_statements_become_one_line_each_and_a_statement_spanning_lines_
     )
     with pytest.raises(RestoreError, match="spans lines: CREATE USER `x\\nDROP`@`%`"):
         init_file(["CREATE USER `x\nDROP`@`%` IDENTIFIED BY PASSWORD '*AB'"])
+
+
+def test_a_copy_restores_only_into_its_own_series():
+    assert series_refusal("10.11.14", 10, 11) is None
+    why = series_refusal("10.11.14", 11, 8)
+    assert why and "MariaDB 10.11.14" in why and "runs 11.8" in why and "into a 10.11 cluster" in why
