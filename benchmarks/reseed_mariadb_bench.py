@@ -72,16 +72,25 @@ class Seeder:
     (`seed.sh serve` for each server, on its own port), and on request the recipient's restart:
     stopped, `seed.sh receive`, started on the copy with the copy's GTID state."""
 
-    def __init__(self, root: Path, servers, admin_password: str):
+    def __init__(self, root: Path, servers, admin_password: str, tls_dir: Path | None = None):
+        """`tls_dir`: the sidecars' certificate (ca.crt, tls.crt, tls.key); by default one for
+        *.bench of a new CA."""
+        root.mkdir(parents=True, exist_ok=True)
         self.root, self.by = root, {s.name: s for s in servers}
         self.procs: list[subprocess.Popen] = []
-        now = dt.datetime.now(dt.timezone.utc)
-        ca = tls.new_ca("bench", now)
-        cert = tls.server_certificate(ca, ["*.bench"], now)
-        self.tls_dir = root / "tls"
-        self.tls_dir.mkdir()
-        for name, text in (("ca.crt", ca.cert_pem), ("tls.crt", cert.cert_pem), ("tls.key", cert.key_pem)):
-            (self.tls_dir / name).write_text(text)
+        if tls_dir is None:
+            now = dt.datetime.now(dt.timezone.utc)
+            ca = tls.new_ca("bench", now)
+            cert = tls.server_certificate(ca, ["*.bench"], now)
+            tls_dir = root / "tls"
+            tls_dir.mkdir()
+            for name, text in (
+                ("ca.crt", ca.cert_pem),
+                ("tls.crt", cert.cert_pem),
+                ("tls.key", cert.key_pem),
+            ):
+                (tls_dir / name).write_text(text)
+        self.tls_dir = tls_dir
         self.token = root / "token"
         self.token.write_text(admin_password)
         (root / "reseed").mkdir()
