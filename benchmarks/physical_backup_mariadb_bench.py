@@ -112,6 +112,16 @@ def restore_physical(seeder: Seeder, target, s3: S3, creds, password: str, tls_d
     return result
 
 
+def count(server) -> int:
+    conn = server.connect(timeout=3600)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {DB}.big")
+            return int(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+
 def _answers(port: int) -> bool:
     import socket
 
@@ -176,7 +186,7 @@ def main() -> None:
 
         fresh(factory, target)
         target.name = "pb-new"
-        _, r_logical = timed(
+        loaded, r_logical = timed(
             lambda: restore_all(
                 {
                     target.name: Target(
@@ -188,12 +198,14 @@ def main() -> None:
                 DB,
             )
         )
-        rows = target.query(f"SELECT COUNT(*) FROM {DB}.big")[0][0]
+        if not loaded.get("ok"):
+            raise RuntimeError(f"the logical restore failed: {loaded.get('message')}")
+        rows = count(target)
         fresh(factory, target)
         _, r_physical = timed(
             lambda: restore_physical(seeder, target, s3, creds, factory.admin_password, pki)
         )
-        assert target.query(f"SELECT COUNT(*) FROM {DB}.big")[0][0] == rows, "the copy lacks rows"
+        assert count(target) == rows == count(source), "the restored servers lack rows"
         mib = size / MIB
         print_table(
             [
