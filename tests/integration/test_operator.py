@@ -430,7 +430,7 @@ def test_user_secret_is_honoured_reported_when_missing_and_survives_deletion(con
     }
     assert set(env.values()) == {"mine"}
     token = next(v for v in sts.spec.template.spec.volumes if v.name == "seed-token")  # MariaDB re-seeding
-    assert token.secret.secret_name == "mine"
+    assert {src.secret.name for src in token.projected.sources} == {"mine"}
 
     objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "byo")
     wait_for(lambda: not _owned_objects(api, ns, "byo"), 90, "owned objects garbage-collected")
