@@ -47,6 +47,7 @@ from mysql_operator.backup.pipeline import (
 )
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
+from mysql_operator.db.flavor import ServerVersion
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.manifests.common import TLS_CA
 
@@ -629,6 +630,48 @@ def _segment_bytes(client, source: Source, seg: Segment) -> Iterator[bytes]:
         yield opener.finish()
     except CryptoError as e:
         raise RestoreError(str(e)) from None
+
+
+def new_cluster_accounts(
+    client,
+    targets: dict[str, Target],
+    source: Source,
+    m: Manifest,
+    app_database: str | None,
+    refuse: Callable[[ServerVersion], str | None] = lambda _v: None,
+) -> tuple[str, list[str]]:
+    """Before a physical backup is copied into a new cluster: the object verified (its pinned
+    ETag), every instance new, the first of the flavor of the backup (and not refused by
+    `refuse(its version)`), and the new cluster's accounts read from it (account_statements).
+    Raises RestoreError."""
+    etag = verify(client, source.s3, m, source.key)
+    for t in targets.values():
+        new_instance_or_refuse(t, app_database)
+    inst = instance_of(next(iter(targets.values())))
+    try:
+        version = inst.dialect.version
+        if version.flavor.value != m.flavor:
+            raise RestoreError(
+                f"the backup is of a {m.flavor} server; the new cluster runs {version.flavor.value}"
+            )
+        refusal = refuse(version)
+        if refusal:
+            raise RestoreError(refusal)
+        return etag, physical.account_statements(inst.execute, mariadb=m.flavor == "mariadb")
+    except InstanceError as e:
+        raise RestoreError(f"reading the new cluster's accounts: {e}") from None
+    finally:
+        inst.close()
+
+
+def finish_all(targets: dict[str, Target], drop_account: bool, errors: list[str]) -> None:
+    """After a restore, whatever happened: the restore account goes, read-only again (errors
+    added to `errors`, naming the instance)."""
+    for name, t in targets.items():
+        try:
+            finish_instance(t, drop_account)
+        except InstanceError as e:
+            errors.append(f"{name}: after the restore: {e}")
 
 
 def roll_forward(client, target: Target, source: Source, m: Manifest, chain: list[Segment]) -> str:

@@ -34,7 +34,7 @@ import time
 from dataclasses import replace
 from typing import Callable, Iterator
 
-from mysql_operator.backup import commands, physical, storage, xbstream
+from mysql_operator.backup import commands, storage, xbstream
 from mysql_operator.backup.crypto import CryptoError
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, pass_on, spawn, stop
@@ -45,11 +45,10 @@ from mysql_operator.backup.restore import (
     Source,
     Target,
     _opener,
-    finish_instance,
+    finish_all,
     instance_of,
-    new_instance_or_refuse,
+    new_cluster_accounts,
     roll_forward,
-    verify,
 )
 from mysql_operator.db.gtid import MariaDBGtids
 from mysql_operator.db.instance import InstanceError
@@ -75,24 +74,15 @@ def restore(
         return [], [f"{m.backup} is a physical backup of MariaDB: this restore Job cannot serve it"]
     results: list[RestoreResult] = []
     errors: list[str] = []
-    first = next(iter(targets.values()))
     try:
-        etag = verify(client, source.s3, m, source.key)
-        for t in targets.values():
-            new_instance_or_refuse(t, app_database)
-        inst = instance_of(first)
-        try:
-            version = inst.dialect.version
-            if version.flavor.value != m.flavor:
-                raise RestoreError(f"the backup is of a {m.flavor} server; the new cluster runs MySQL")
-            refusal = series_refusal(m.server_version, version.major, version.minor)
-            if refusal:
-                raise RestoreError(refusal)
-            accounts = physical.account_statements(inst.execute, mariadb=True)
-        except InstanceError as e:
-            raise RestoreError(f"reading the new cluster's accounts: {e}") from None
-        finally:
-            inst.close()
+        etag, accounts = new_cluster_accounts(
+            client,
+            targets,
+            source,
+            m,
+            app_database,
+            lambda v: series_refusal(m.server_version, v.major, v.minor),
+        )
         init_sql = init_file(accounts)
         answer = f"OK {m.uncompressed_size} {m.gtid_position or ''}\n"
         with CopyServer(donor, lambda: decompressed(client, source, m, etag), answer, init_sql) as server:
@@ -106,11 +96,7 @@ def restore(
     except (RestoreError, storage.StorageError) as e:
         errors.append(str(e))
     finally:
-        for name, t in targets.items():
-            try:
-                finish_instance(t, drop_account)
-            except InstanceError as e:
-                errors.append(f"{name}: after the restore: {e}")
+        finish_all(targets, drop_account, errors)
     return results, errors
 
 

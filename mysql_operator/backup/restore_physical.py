@@ -40,12 +40,11 @@ from mysql_operator.backup.restore import (
     RestoreResult,
     Source,
     Target,
-    finish_instance,
+    finish_all,
     instance_of,
-    new_instance_or_refuse,
+    new_cluster_accounts,
     roll_forward,
     stream_into,
-    verify,
 )
 from mysql_operator.db.gtid import MySQLGtidSet
 from mysql_operator.db.instance import CLONE_FAILED, InstanceError
@@ -76,19 +75,7 @@ def restore(
     results: list[RestoreResult] = []
     errors: list[str] = []
     try:
-        etag = verify(client, source.s3, m, source.key)
-        for t in targets.values():
-            new_instance_or_refuse(t, app_database)
-        inst = instance_of(first)
-        try:
-            flavor = inst.dialect.version.flavor.value
-            if flavor != m.flavor:
-                raise RestoreError(f"the backup is of a {m.flavor} server; the new cluster runs {flavor}")
-            accounts = physical.account_statements(inst.execute)
-        except InstanceError as e:
-            raise RestoreError(f"reading the new cluster's accounts: {e}") from None
-        finally:
-            inst.close()
+        etag, accounts = new_cluster_accounts(client, targets, source, m, app_database)
 
         def unpack(folder) -> None:
             argv = physical.untar_command(folder)
@@ -116,12 +103,8 @@ def restore(
                     break  # the others stay new and empty
     except (RestoreError, physical.PhysicalError, storage.StorageError) as e:
         errors.append(str(e))
-    finally:  # as after a dump, whatever happened: the restore account goes, read-only again
-        for name, t in targets.items():
-            try:
-                finish_instance(t, drop_account)
-            except InstanceError as e:
-                errors.append(f"{name}: after the restore: {e}")
+    finally:  # as after a dump, whatever happened
+        finish_all(targets, drop_account, errors)
     return results, errors
 
 

@@ -130,10 +130,8 @@ class _Stream:
         except BaseException as e:  # noqa: BLE001 - reported by before_complete
             self.error.append(e)
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 dst.close()
-            except OSError:
-                pass
 
     def pump(self, src, dst, pause: float = 0) -> None:
         """Copy pipe `src` to pipe `dst` through one reused buffer (no allocation per read).
@@ -169,10 +167,8 @@ class _Stream:
         except BaseException as e:  # noqa: BLE001 - reported by before_complete
             self.error.append(e)
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 dst.close()
-            except OSError:
-                pass
 
 
 def run_backup(
