@@ -31,7 +31,7 @@ from mysql_operator.backup.binlog_archive import Base, Segment
 from mysql_operator.backup.pipeline import TailBuffer, drain, pass_on
 from mysql_operator.backup.pipeline import stop as stop_processes
 from mysql_operator.backup.sidecar import SidecarProcess
-from mysql_operator.db.gtid import MySQLGtidSet
+from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 
 
 class PitrError(Exception):
@@ -153,11 +153,13 @@ def tool_argv(flavor: str, applied: str, stop: Stop) -> list[str]:
             # transactions from 1 to the highest it names (what applied holds is excluded above)
             argv.append(f"--include-gtids={mysql_stop(stop.gtid) or stop.gtid}")
     else:
+        # the tool takes one GTID per domain; a binary log state holds one per domain and server
+        # (after a failover: the old primary's last and the new one's), seq_no ordering them
         argv = ["mariadb-binlog"]
         if applied:
-            argv.append(f"--start-position={applied}")
+            argv.append(f"--start-position={MariaDBGtids.parse(applied).position()}")
         if stop.gtid:
-            argv.append(f"--stop-position={stop.gtid}")
+            argv.append(f"--stop-position={MariaDBGtids.parse(stop.gtid).position()}")
     if stop.at is not None:
         after = dt.datetime.fromtimestamp(stop.at + 1, dt.timezone.utc)
         argv.append(f"--stop-datetime={after.strftime('%Y-%m-%d %H:%M:%S')}")

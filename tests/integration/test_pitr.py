@@ -100,6 +100,7 @@ def history(flavor, s3server):
     archiver = Archiver(inst, logs, store, max_delay=1.0)
     rows: list[tuple[int, str, int]] = []
     stop, delete_now, deleted = threading.Event(), threading.Event(), threading.Event()
+    new_origin = threading.Event()
 
     def writer() -> None:
         """The only session that writes from here on, the DELETE included: MySQL has no
@@ -113,6 +114,10 @@ def history(flavor, s3server):
             with conn.cursor() as cur:
                 n = 0
                 while not stop.is_set():
+                    if new_origin.is_set() and flavor.name == "mariadb":
+                        # MariaDB: what a failover does to the binary logs, a new origin (server
+                        # id) in the domain; the binary log state then names both, one GTID each
+                        cur.execute("SET SESSION server_id = 2")
                     if delete_now.is_set() and not deleted.is_set():
                         # an account changed on the source: never replayed into a restored cluster
                         cur.execute("ALTER USER 'acct'@'%' IDENTIFIED BY 'after'")
@@ -144,7 +149,9 @@ def history(flavor, s3server):
         archive_for(1.5)
         req = dataclasses.replace(request_for(source, s3, name="base"), tools_dir=flavor.tools_dir)
         m = run_backup(req, creds(s3server), factory.admin_password)
-        archive_for(3)
+        archive_for(1.5)
+        new_origin.set()
+        archive_for(1.5)
         deleted_at = int(time.time())
         while int(time.time()) == deleted_at:  # the DELETE in a second of its own... after
             time.sleep(0.05)

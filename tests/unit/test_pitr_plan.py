@@ -92,6 +92,13 @@ def test_tool_arguments_skip_what_is_applied_and_stop_one_second_after():
         "--stop-position=0-1-9",
         "-",
     ]
+    # after a failover the state applied holds the old primary's last GTID and the new one's: the
+    # tool takes one per domain (it refuses a domain named twice), the highest seq_no
+    assert tool_argv("mariadb", "0-1-11203,0-2-11285,1-3-4", Stop()) == [
+        "mariadb-binlog",
+        "--start-position=0-2-11285,1-3-4",
+        "-",
+    ]
 
 
 def test_a_mysql_gtid_stop_stands_for_everything_up_to_it_and_must_name_the_bases_sources():
