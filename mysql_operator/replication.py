@@ -109,6 +109,7 @@ class DbOps(Protocol):
     def binary_logs(self) -> list[BinlogFile]: ...
     def purge_binary_logs(self, plan: PurgeBefore | PurgeTo) -> list[str]: ...
     def start_clone(self, host: str, port: int, user: str, password: str, tls_ca: str | None) -> None: ...
+    def release_stuck_commits(self, keep_users: Iterable[str] = ()) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,7 @@ class Copy:
 
     asked: float
     requested: bool
+    donor: str = ""
     last: CloneStatus = field(default_factory=lambda: CloneStatus(t.CLONE_COPYING))
 
 
@@ -806,7 +808,10 @@ class ReplicationEngine:
         state = next(s for s in observed if s.name == d.name)
         i = self.instances[d.name]
         if state.clone in (t.CLONE_COPYING, t.CLONE_COPIED):
-            return  # the status shows its progress; a copied server is stopping to restart on it
+            # the status shows its progress; a copied server is stopping to restart on it
+            if state.clone == t.CLONE_COPYING:
+                self.release_stuck_commits(d, observed, steps)
+            return
         if d.donor == d.name:
             raise ReplicationError(f"{d.name}: no other instance to copy from")
         if self.clock() < self._reseed_retry_at.get(d.name, float("-inf")):
@@ -834,7 +839,7 @@ class ReplicationEngine:
                 self.request_seed(d.name, d.donor, donor.replication_host)
             except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: retried later
                 raise ReplicationError(f"{d.name}: its copy could not be asked for: {e}") from None
-            self._seeding[d.name] = Copy(asked, requested=True)
+            self._seeding[d.name] = Copy(asked, requested=True, donor=d.donor)
             steps.append(
                 Step(d.name, "reseed", f"restarting it on a copy of {d.donor} (mariadb-backup){kept}")
             )
@@ -844,8 +849,32 @@ class ReplicationEngine:
         i.start_clone(
             donor.replication_host, donor.port, self.admin.user, self.admin.password, self.tls_ca_path
         )
-        self._seeding[d.name] = Copy(asked, requested=False)
+        self._seeding[d.name] = Copy(asked, requested=False, donor=d.donor)
         steps.append(Step(d.name, "reseed", f"copying the data of {d.donor}{kept}"))
+
+    def release_stuck_commits(
+        self, d: t.Reseed, observed: Sequence[t.InstanceState], steps: list[Step]
+    ) -> None:
+        """A copy from the primary (MySQL CLONE) waits for its commits to end, and they wait for an
+        acknowledgement only the copy's recipient will give once copied: the primary ends those
+        waits when no replica can acknowledge them (Instance.release_stuck_commits)."""
+        copy = self._seeding.get(d.name)
+        donor = copy.donor if copy is not None and copy.donor else d.donor
+        seen = next((s for s in observed if s.name == donor), None)
+        if seen is None or not seen.reachable or seen.read_only or donor == d.name:
+            return  # a replica's copy waits for nobody's commits
+        killed = self.instances[donor].release_stuck_commits()
+        if killed:
+            steps.append(
+                Step(
+                    donor,
+                    "release",
+                    f"{killed} connection(s) closed: their commits waited for a semi-sync "
+                    f"acknowledgement no replica can give before {d.name}'s copy of {donor} ends "
+                    "(their clients got an error, not an acknowledgement)",
+                    warn=True,
+                )
+            )
 
     STUCK_SECONDS = 60.0  # a server that takes logins but answers no query this long is restarted
     STUCK_RETRY_SECONDS = 300.0

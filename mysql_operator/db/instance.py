@@ -12,6 +12,7 @@ import datetime as dt
 import re
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -637,29 +638,70 @@ class Instance:
         killed = self.kill_client_connections(keep_users)
         offline = self.dialect.offline_mode(True)  # none on MariaDB, whose killed waiters stop waiting
         if offline and self.ack_waiters():
-            for sql in offline:
-                self._run(sql)
-            killed += self.kill_client_connections(keep_users)
-            alive = [w for w in self.ack_waiters() if w["COMMAND"] != "Killed"]
-            if alive:
-                raise InstanceError(
-                    "sessions of "
-                    + ", ".join(sorted({str(w["USER"]) for w in alive}))
-                    + " wait for a semi-sync acknowledgement and were not killed: the semi-sync "
-                    "source stays on (turning it off would acknowledge their commits)"
-                )
-            for sql, args in self.dialect.disable_semisync_source():
-                self._run(sql, args)
+            killed += self._end_ack_waits(keep_users)
         self.set_read_only(True)
         for sql in self.dialect.offline_mode(False):  # read-only now: clients may read again
             self._run(sql)
         return len(killed)
 
+    def _end_ack_waits(self, keep_users: Iterable[str]) -> list[int]:
+        """MySQL: offline_mode on (the caller lifts it), every client connection killed, then the
+        semi-sync source off, which ends the killed sessions' waits; raises, leaving the source
+        on, when a session still waiting was not killed. Returns the connections killed."""
+        for sql in self.dialect.offline_mode(True):
+            self._run(sql)
+        killed = self.kill_client_connections(keep_users)
+        alive = [w for w in self.ack_waiters() if w["COMMAND"] != "Killed"]
+        if alive:
+            raise InstanceError(
+                "sessions of "
+                + ", ".join(sorted({str(w["USER"]) for w in alive}))
+                + " wait for a semi-sync acknowledgement and were not killed: the semi-sync "
+                "source stays on (turning it off would acknowledge their commits)"
+            )
+        for sql, args in self.dialect.disable_semisync_source():
+            self._run(sql, args)
+        return killed
+
+    STUCK_COMMIT_SECONDS = 5
+
+    def release_stuck_commits(self, keep_users: Iterable[str] = ()) -> int:
+        """MySQL, a primary a copy is made from while no semi-sync replica is connected (its only
+        replicas are being re-seeded): CLONE waits for every transaction prepared in the binary
+        log to end, and such a commit waits for an acknowledgement only a copied replica can
+        give - neither ever ends, and KILL does not end a MySQL acknowledgement wait. Once a
+        commit has waited STUCK_COMMIT_SECONDS with no semi-sync replica connected, the waits
+        are ended as fence() ends them, without making the server read-only: clients dropped and
+        refused (offline_mode), their clients get an error, never an acknowledgement (the
+        transactions are in the binary log, and then in the copy, like any unacknowledged write
+        a failover may keep); the semi-sync source off until no session waits, on again, then
+        clients are let in. Returns the connections killed; 0 when there was nothing to do (and
+        always on MariaDB, whose donor does this itself: sh/seed.sh release_commits)."""
+        d = self.dialect
+        if not d.offline_mode(True):
+            return 0
+        stuck = [w for w in self.ack_waiters() if int(w["TIME"] or 0) >= self.STUCK_COMMIT_SECONDS]
+        if not stuck:
+            return 0
+        clients = self._run("SHOW GLOBAL STATUS WHERE Variable_name LIKE 'Rpl_semi_sync%clients'")
+        if any(int(value or 0) > 0 for _, value in clients):
+            return 0  # a replica may still acknowledge them
+        try:
+            killed = self._end_ack_waits(keep_users)
+            deadline = time.monotonic() + 10
+            while self.ack_waiters() and time.monotonic() < deadline:
+                time.sleep(0.05)  # the released sessions commit; switched on before, they wait again
+        finally:
+            self._run(f"SET GLOBAL {d.semisync_source_enabled} = ON")
+            for sql in d.offline_mode(False):
+                self._run(sql)
+        return len(killed)
+
     def ack_waiters(self) -> list[dict]:
-        """PROCESSLIST rows (ID, USER, COMMAND) of sessions waiting for a semi-sync
+        """PROCESSLIST rows (ID, USER, COMMAND, TIME) of sessions waiting for a semi-sync
         acknowledgement; COMMAND is 'Killed' for those killed while waiting."""
         return self._run(
-            "SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST "
+            "SELECT ID, USER, COMMAND, TIME FROM information_schema.PROCESSLIST "
             "WHERE STATE LIKE 'Waiting for semi-sync ACK%'",
             dict_rows=True,
         )

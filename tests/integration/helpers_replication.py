@@ -35,6 +35,7 @@ class Cluster:
     decisions: list[t.Decision] = field(default_factory=list)
     timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, kind)
     last: Any = None  # the last pass's Outcome
+    steps: list[Any] = field(default_factory=list)  # every pass's steps, in order
 
     def server(self, name: str):
         return next(s for s in self.servers if s.name == name)
@@ -48,6 +49,7 @@ class Cluster:
         out = self.engine.reconcile(self.state, desired)
         self.last = out
         self.decisions.append(out.decision)
+        self.steps.extend(out.steps)
         self.timeline.append((started, time.monotonic(), out.decision.kind))
         bad = [s for s in out.steps if not s.ok and s.action != "held-out"]
         if bad:

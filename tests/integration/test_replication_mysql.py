@@ -294,3 +294,59 @@ def test_mysql_errant_replica_is_reseeded_by_clone_and_rejoins_under_writes(grou
         f"{writer.failures} failed attempts, longest gap between acknowledgements {gap:.2f}s",
         file=sys.stderr,
     )
+
+
+def test_mysql_the_only_replica_is_reseeded_from_a_primary_whose_commits_wait_for_it(group):
+    """Two instances, semi-sync that never falls back: the only replica is lost (stopped, the
+    primary's binary logs it needs purged) while writers go on. Their commits wait for an
+    acknowledgement only that replica can give, and its copy (CLONE from the primary, the only
+    donor) waits for every transaction prepared in the binary log to end: without the operator's
+    release neither ever ends (measured: CLONE at PAGE COPY for minutes; KILL does not end a MySQL
+    acknowledgement wait). Released, the waiting clients get an error, never an acknowledgement;
+    the replica is copied, rejoins, and commits are acknowledged again; no acknowledged row lost."""
+    if not isinstance(group, MySQLFactory):
+        pytest.skip(reason="re-seeding restarts a server on its copied data: the host-run servers only")
+    c = make_cluster(
+        group, 2, semisync=True, admin=Credentials(OPERATOR_USER, group.admin_password), reseed=True
+    )
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'before')", [(i,) for i in range(1, 501)])
+    wait_replicated(c, set(range(1, 501)), timeout=60)
+    replica = c.server("db-1")
+    replica.stop()
+    c.converge(timeout=30)  # the primary keeps its role; the replica is unreachable
+    p = c.primary
+    # binary logs the replica needs, then purged (semi-sync off for the test's own rows only)
+    p.query("SET GLOBAL rpl_semi_sync_source_enabled = OFF")
+    p.query(f"INSERT INTO {DB}.t VALUES (501, 'while stopped')")
+    p.query("FLUSH BINARY LOGS")
+    current = p.query("SHOW BINARY LOG STATUS")[0][0]
+    p.query(f"PURGE BINARY LOGS TO '{current}'")
+    p.query("SET GLOBAL rpl_semi_sync_source_enabled = ON")
+    writer = writer_for(c)
+    writer.start()
+    try:
+        wait_for(lambda: admin(group, p).ack_waiters(), 30, "a commit waiting for an acknowledgement")
+        assert not writer.acked, "a commit acknowledged with no replica connected"
+        replica.start()
+        d = c.converge(until=t.Reseed, timeout=60)
+        assert (d.name, d.donor) == ("db-1", "db-0"), d
+        restarts = converge_restarting(c, replica, timeout=240)
+        wait_for(lambda: len(writer.acked) >= 20, 60, "commits acknowledged again by the re-seeded replica")
+    finally:
+        writer.stop()
+    assert restarts == 1
+    released = [s.detail for s in c.steps if s.action == "release"]
+    assert released and "not an acknowledgement" in released[0], released
+    assert writer.failures > 0, "the waiting clients got an error"
+    acked = {a.id for a in writer.acked}
+    lost = acked - c.rows(c.primary)
+    assert not lost
+    wait_replicated(c, acked | set(range(1, 502)), [replica], timeout=60)
+    status = admin(group, replica).replica_status()
+    assert status.source_host == c.primary.host and status.io_running and status.sql_running
+    print(
+        f"mysql re-seed from a waiting primary: {len(released)} release(s), {writer.failures} failed "
+        f"attempts, {len(acked)} acknowledged after the copy, {len(lost)} lost",
+        file=sys.stderr,
+    )

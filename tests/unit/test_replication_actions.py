@@ -59,6 +59,7 @@ class FakeServer:
     error: str = "injected: down"  # why it does not answer (when not reachable)
     dialect: object = DIALECT
     clone: CloneStatus | None = None  # MySQL: what clone_status says of the last copy onto it
+    stuck_commits: int = 0  # sessions release_stuck_commits would end
 
     def _do(self, op: str) -> None:
         if not self.reachable or (self.name, op) in self.world.fail:
@@ -175,6 +176,10 @@ class FakeServer:
 
     def start_clone(self, host, port, user, password, tls_ca) -> None:
         self._do(f"start_clone({host})")
+
+    def release_stuck_commits(self, keep_users=()) -> int:
+        self._do("release_stuck_commits")
+        return self.stuck_commits
 
     def binary_logs(self) -> list[BinlogFile]:
         self._do("binary_logs")
@@ -674,6 +679,37 @@ def test_reseed_watches_a_copy_under_way_and_retries_a_failed_copy_later():
     e.clock = lambda: float("inf")
     steps = e.act(plain, reseed_states(w, t.CLONE_FAILED))
     assert not steps[0].ok and "failed" in steps[0].detail and ("db-2", "start_clone(db-1)") in w.log
+
+
+def test_a_copy_from_the_primary_has_its_stuck_commits_released_and_a_replicas_copy_never():
+    """The primary's commits wait for an acknowledgement only the copy's recipient can give, and
+    the copy (CLONE) waits for them: the primary ends those waits, every pass the copy is under
+    way (Instance.release_stuck_commits decides whether any is stuck). A copy from a replica
+    waits for no commit: the primary is left alone."""
+    w = World()
+    e = engine(w, n=2)
+    mysql(w)
+    serving(w, "db-0")
+    from_primary = t.Reseed("db-1", "db-0")
+    copying = [dataclasses.replace(s, clone=t.CLONE_COPYING) if s.name == "db-1" else s for s in states(w)]
+    assert e.act(from_primary, copying) == [] and w.log == [("db-0", "release_stuck_commits")]
+    w.log.clear()
+    w.servers["db-0"].stuck_commits = 3
+    steps = e.act(from_primary, copying)
+    assert [(s.instance, s.action, s.ok) for s in steps] == [("db-0", "release", True)], steps
+    assert "3 connection(s) closed" in steps[0].detail and "not an acknowledgement" in steps[0].detail
+    assert w.log == [("db-0", "release_stuck_commits")] and w.writable() == ["db-0"]
+    # copied: the server restarts on it, nothing is released any more
+    w.log.clear()
+    copied = [dataclasses.replace(s, clone=t.CLONE_COPIED) if s.name == "db-1" else s for s in states(w)]
+    assert e.act(from_primary, copied) == [] and w.log == []
+
+    w = World()
+    e = engine(w)
+    mysql(w)
+    serving(w, "db-0")
+    w.servers["db-0"].stuck_commits = 3
+    assert e.act(t.Reseed("db-2", "db-1"), reseed_states(w, t.CLONE_COPYING)) == [] and w.log == []
 
 
 def test_mariadb_reseed_records_then_asks_for_a_copy_and_watches_it_until_the_server_restarted_on_it():
