@@ -672,6 +672,7 @@ def test_primary_and_the_acknowledging_replica_lost_together_hold_the_failover_u
     assert lagging.query("SELECT @@read_only")[0][0] == 1
 
     c.engine.settings = dataclasses.replace(c.engine.settings, force_failover=True)
+    forced_at = time.monotonic()
     forced = c.converge(until=t.Failover, timeout=30)
     assert forced.forced and forced.to == "db-1" and "forced" in forced.reason
 
@@ -682,10 +683,15 @@ def test_primary_and_the_acknowledging_replica_lost_together_hold_the_failover_u
     # a pass's STOP REPLICA on db-1 can time out (30 s) on a loaded machine while its receiver
     # still waits on the hung primary; the next passes try again
     wait_for(writable, 150, "db-1 writable", interval=0.5, describe=c.describe)
+    took = time.monotonic() - forced_at
     lost = acked - c.rows(lagging)
+    slowest = max(
+        ((end - start, kind) for start, end, kind in c.timeline if start >= forced_at), default=(0.0, "")
+    )
     TIMINGS.append(
         f"{factory.flavor}: primary and acknowledging replica lost together: held for 5+ passes; "
-        f"forced failover to db-1 lost {len(lost)} of {len(acked)} acknowledged rows (what the hold protected)"
+        f"forced failover to db-1 writable {took:.1f}s after forcing (slowest pass {slowest[0]:.1f}s, "
+        f"{slowest[1]}), lost {len(lost)} of {len(acked)} acknowledged rows (what the hold protected)"
     )
     assert lost
 
