@@ -17,7 +17,6 @@ import argparse
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -28,6 +27,7 @@ from kubernetes import client
 
 from mysql_operator.api import GROUP, VERSION
 from mysql_operator.operator import OperatorConfig
+from tests.support import host_operator
 from tests.support.controlplane import ControlPlane
 from tests.support.wait import wait_for
 
@@ -137,28 +137,10 @@ def main(argv=None) -> int:
             "mysqlclusters served",
         )
         baseline, _ = _rate(api, 30.0)  # the control plane alone
-        log = open(Path(cp.workdir) / "operator.log", "wb")  # noqa: SIM115 - lives as long as the process
-        env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mysql_operator.cli",
-                "run",
-                "--namespace",
-                ns,
-                "--kubeconfig",
-                str(cp.admin_kubeconfig),
-                "--loop-seconds",
-                str(args.loop_seconds),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=REPO,
-            start_new_session=True,
-        )
         log_path = Path(cp.workdir) / "operator.log"
+        proc = host_operator.start(
+            ns, cp.admin_kubeconfig, log_path, "--loop-seconds", str(args.loop_seconds), cwd=REPO
+        )
         wait_for(
             lambda: b"Initial authentication has finished" in log_path.read_bytes(), 60, "operator started"
         )

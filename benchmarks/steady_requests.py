@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from kubernetes import client
 from benchmarks.operator_scale import _proc_stat, _rate, print_table
 from e2e.helpers import Cluster, cluster_spec, install_crds
 from tests.support import cluster as cluster_mod
+from tests.support import host_operator
 from tests.support.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,27 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         install_crds(api)
         core.create_namespace({"metadata": {"name": NAMESPACE}})
-        log = open(Path(f"/tmp/steady-requests-{os.getpid()}.log"), "wb")  # noqa: SIM115
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mysql_operator.cli",
-                "run",
-                "--namespace",
-                NAMESPACE,
-                "--kubeconfig",
-                kubeconfig,
-                "--resolver",
-                "ip",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=args.repo,
-            start_new_session=True,
-        )
+        log_path = Path(f"/tmp/steady-requests-{os.getpid()}.log")
+        proc = host_operator.start(NAMESPACE, kubeconfig, log_path, "--resolver", "ip", cwd=args.repo)
         clusters = [Cluster(api, NAMESPACE, f"steady{n}") for n in range(args.clusters)]
         t0 = time.monotonic()
         for c in clusters:

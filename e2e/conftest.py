@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import cluster as cluster_mod
+from tests.support import host_operator as operator_process
 from tests.support.controlplane import missing_binaries, stop_group
 
 REPO = Path(__file__).resolve().parents[1]
@@ -400,33 +401,14 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
     )
     kubeconfig = sa_kubeconfig(api, local_cluster.kubeconfig, ns, "mysql-operator", tmp_path / "sa.conf")
     log_path = tmp_path / "operator.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
-    env["MYSQL_OPERATOR_IMAGE"] = OPERATOR_IMAGE  # its backup Jobs' image, as the chart sets it
     pause_chart_operator(local_cluster)  # one operator per namespace; resumed after the last such test
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mysql_operator.cli",
-                "run",
-                "--namespace",
-                ns,
-                "--kubeconfig",
-                str(kubeconfig),
-                "--resolver",
-                "ip",
-                "--loop-seconds",
-                "1",
-                "--resync-seconds",
-                "30",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=REPO,
-            start_new_session=True,
-        )
+    proc = operator_process.start(
+        ns,
+        kubeconfig,
+        log_path,
+        *("--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"),
+        env={"MYSQL_OPERATOR_IMAGE": OPERATOR_IMAGE},  # its backup Jobs' image, as the chart sets it
+    )
     try:
         yield ns, api, log_path, proc
     finally:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
 import re
 import socket
 import subprocess
@@ -28,6 +27,7 @@ from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator.manifests.common import CONFIG_HASH_ANNOTATION as CONFIG_HASH
 from mysql_operator.api import GROUP, VERSION, parse
+from tests.support import host_operator
 from tests.support.controlplane import stop_group
 from tests.support.crds import apply_crds, project_crds
 from tests.support.operator_account import operator_kubeconfig
@@ -85,33 +85,12 @@ def operator(control_plane, crds, tmp_path_factory):
     port = _free_port()
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
     liveness = f"http://127.0.0.1:{port}/healthz"
-    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mysql_operator.cli",
-                "run",
-                "--namespace",
-                ns,
-                "--kubeconfig",
-                str(kubeconfig),
-                "--liveness",
-                liveness,
-                "--log-format",
-                "json",
-                "--loop-seconds",
-                "2",
-                "--resync-seconds",
-                "5",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=REPO,
-            start_new_session=True,
-        )
+    proc = host_operator.start(
+        ns,
+        kubeconfig,
+        log_path,
+        *("--liveness", liveness, "--log-format", "json", "--loop-seconds", "2", "--resync-seconds", "5"),
+    )
     op = Operator(proc, log_path, liveness, ns)
 
     def live():
