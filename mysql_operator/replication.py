@@ -168,11 +168,11 @@ class Outcome:
 @dataclass
 class Copy:
     """A re-seed this engine started: when (wall clock), whether it is a MariaDB request to
-    withdraw once done (MySQL's CLONE needs none), and the last known progress."""
+    withdraw once done (MySQL's CLONE needs none), the donor, and the last known progress."""
 
     asked: float
     requested: bool
-    donor: str = ""
+    donor: str  # the instance copied from
     last: CloneStatus = field(default_factory=lambda: CloneStatus(t.CLONE_COPYING))
 
 
@@ -859,7 +859,7 @@ class ReplicationEngine:
         acknowledgement only the copy's recipient will give once copied: the primary ends those
         waits when no replica can acknowledge them (Instance.release_stuck_commits)."""
         copy = self._seeding.get(d.name)
-        donor = copy.donor if copy is not None and copy.donor else d.donor
+        donor = copy.donor if copy is not None else d.donor  # an earlier process's copy: the decision's
         seen = next((s for s in observed if s.name == donor), None)
         if seen is None or not seen.reachable or seen.read_only or donor == d.name:
             return  # a replica's copy waits for nobody's commits
