@@ -6,9 +6,13 @@ time until every owned object of every cluster exists, the operator's peak RSS, 
 steady-state CPU after settling, and the API requests per second it causes in steady state (the
 apiserver's own apiserver_request_total, minus the control plane's rate measured over the same
 window length before the operator started). No node: Pods never run (the replication engine stays idle),
-so this measures the Kubernetes side of the reconcile loop.
+so this measures the Kubernetes side of the reconcile loop. The steady state is measured once the
+control plane is done too: every Pod and claim of every cluster created (the controller manager's
+own request rate limit makes that take minutes at 300 clusters, and each Pod it creates wakes the
+cluster's pass).
 
     .venv/bin/python -m benchmarks.operator_scale [--clusters 100] [--settle 30] [--measure 60]
+        [--profile FILE]   (py-spy's samples of the operator over the window, if py-spy is installed)
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -97,6 +103,14 @@ def _count_owned(api, ns: str) -> int:
     )
 
 
+def _count_created(api, ns: str) -> tuple[int, int]:
+    """(Pods, StatefulSets whose status counts all their replicas) of the benchmark's clusters."""
+    sel = "app.kubernetes.io/managed-by=mysql-operator"
+    pods = client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=sel).items
+    sets = client.AppsV1Api(api).list_namespaced_stateful_set(ns, label_selector=sel).items
+    return len(pods), sum(1 for s in sets if (s.status.replicas or 0) == s.spec.replicas)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clusters", type=int, default=100)
@@ -108,7 +122,11 @@ def main(argv=None) -> int:
         help="measurement window, seconds (default: one resync period of the operator and then some)",
     )
     ap.add_argument("--loop-seconds", type=float, default=1.0, help="the operator's default")
+    ap.add_argument("--profile", type=Path, help="write py-spy's samples of the window here (raw format)")
     args = ap.parse_args(argv)
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if args.profile and not spy:
+        ap.error("--profile needs py-spy (pip install py-spy)")
 
     cp = ControlPlane()
     cp.start()
@@ -171,12 +189,30 @@ def main(argv=None) -> int:
 
         wait_for(lambda: statuses() == args.clusters, 900, "every status published", interval=1.0)
         all_status = time.monotonic() - t0
+        pods = args.clusters * 3
+        wait_for(
+            lambda: _count_created(api, ns) == (pods, args.clusters),
+            1800,
+            f"{pods} Pods created by the control plane",
+            interval=2.0,
+        )
+        all_pods = time.monotonic() - t0
 
         time.sleep(args.settle)
+        profiler = None
+        if args.profile:
+            profiler = subprocess.Popen(
+                [spy, "record", "-p", str(proc.pid), "-d", str(int(args.measure)), "-r", "50"]
+                + ["-f", "raw", "-o", str(args.profile), "--nonblocking"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+            )
         cpu0, _, _ = _proc_stat(proc.pid)
         w0 = time.monotonic()
         rate, by_kind = _rate(api, args.measure)
         cpu1, rss, peak = _proc_stat(proc.pid)
+        if profiler is not None:
+            profiler.wait(60)
         cpu_pct = 100.0 * (cpu1 - cpu0) / (time.monotonic() - w0)
         # Pods of these clusters never schedule (no node): the scheduler and the StatefulSet
         # controller keep updating their Events (PATCH events). The operator only creates Events.
@@ -188,6 +224,7 @@ def main(argv=None) -> int:
             ("create calls for all clusters", f"{created:.1f} s"),
             ("all owned objects exist", f"{all_owned:.1f} s"),
             ("all statuses published", f"{all_status:.1f} s"),
+            ("all Pods created (control plane; then settle and measure)", f"{all_pods:.1f} s"),
             ("operator RSS idle (0 clusters)", f"{rss_idle / 1024:.0f} MiB"),
             ("operator RSS after settling", f"{rss / 1024:.0f} MiB"),
             ("operator peak RSS", f"{peak / 1024:.0f} MiB"),

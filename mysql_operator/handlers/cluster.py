@@ -89,10 +89,13 @@ def register(cfg) -> None:
     # runs in the pool. An unexpected error in a pass is logged with its traceback and the next
     # pass runs one interval later (kopf's default backoff, 60 s, would pause failover detection
     # that long). kopf stops the daemon when the cluster is deleted or the operator paused, as it
-    # stopped the timer: a running pass is never cancelled, and `drain` waits for the last ones.
+    # stopped the timer: it cancels the task (cancellation_timeout), which ends its sleep or its
+    # wait for a pass; the pass itself runs on in its thread, and `drain` waits for the last ones.
+    # The wait between passes is asyncio.sleep, not `stopped.wait`: that one costs a task and a
+    # timer per wake-up (at 300 idle clusters about half of the operator's CPU).
     passes = _state["passes"] = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="cluster-pass")
 
-    @kopf.daemon(GROUP, VERSION, CLUSTER_PLURAL)
+    @kopf.daemon(GROUP, VERSION, CLUSTER_PLURAL, cancellation_timeout=10.0)
     async def cluster_loop(body, namespace, name, stopped, **_):
         loop = asyncio.get_running_loop()
         while not stopped:
@@ -107,7 +110,7 @@ def register(cfg) -> None:
                 # a failover delay ending before the next tick: look again exactly when it ends
                 if result is not None and result.recheck_in is not None:
                     wait = min(wait, max(result.recheck_in, 0.05))
-            await stopped.wait(wait)
+            await asyncio.sleep(wait)
 
     @kopf.on.delete(GROUP, VERSION, CLUSTER_PLURAL, optional=True)
     def cluster_deleted(namespace, name, **_):

@@ -55,6 +55,20 @@ def _key(body: Mapping[str, Any]) -> Key:
     return meta.get("namespace") or "", meta.get("name") or ""
 
 
+def _labels(body: Mapping[str, Any]) -> Mapping[str, str]:
+    return (body.get("metadata") or {}).get("labels") or {}
+
+
+# the label every owned object carries: its cluster's name. A pass selects its cluster's Pods by
+# it, so the store keeps them grouped and a selection costs the cluster's objects, not all of them
+INDEX_LABEL = "app.kubernetes.io/instance"
+Group = tuple[str, str | None]  # (namespace, INDEX_LABEL's value)
+
+
+def _group(key: Key, body: Mapping[str, Any]) -> Group:
+    return key[0], _labels(body).get(INDEX_LABEL)
+
+
 class Store:
     """The latest bodies of one kind, by (namespace, name). Thread-safe. `scopes`: how many
     reflectors fill it (one for every namespace, or one per watched namespace); it is synced once
@@ -62,6 +76,7 @@ class Store:
 
     def __init__(self, scopes: Iterable[str] = ("",)) -> None:
         self._items: dict[Key, dict] = {}
+        self._groups: dict[Group, set[Key]] = {}
         self._gone: dict[Key, str] = {}  # deleted objects' last resourceVersion
         self._lock = threading.Lock()
         self._unlisted = set(scopes)
@@ -78,14 +93,27 @@ class Store:
             if held is None and gone is not None and not newer(version, gone):
                 return
             self._gone.pop(key, None)
+            self._drop(key)
             self._items[key] = dict(body)
+            self._groups.setdefault(_group(key, body), set()).add(key)
+
+    def _drop(self, key: Key) -> None:
+        """Under the lock: `key` out of the items and its group."""
+        held = self._items.pop(key, None)
+        if held is not None:
+            group = _group(key, held)
+            members = self._groups.get(group)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._groups[group]
 
     def remove(self, body: Mapping[str, Any]) -> None:
         key, version = _key(body), _version(body)
         with self._lock:
             held = self._items.get(key)
             if held is None or newer(version, _version(held)):
-                self._items.pop(key, None)
+                self._drop(key)
                 self._gone[key] = version
 
     def replace(self, bodies: Iterable[Mapping[str, Any]], version: str, scope: str = "") -> None:
@@ -95,7 +123,7 @@ class Store:
         with self._lock:
             for key in [key for key in self._items if key not in listed and scope in ("", key[0])]:
                 if newer(version, _version(self._items[key])):
-                    del self._items[key]
+                    self._drop(key)
             for key in [key for key in self._gone if scope in ("", key[0])]:
                 del self._gone[key]
         for body in listed.values():
@@ -114,14 +142,15 @@ class Store:
             return list(self._items.values())
 
     def select(self, namespace: str, labels: Mapping[str, str]) -> list[dict]:
+        """The objects of `namespace` that carry all of `labels` (only their group's, when
+        `labels` name INDEX_LABEL)."""
         with self._lock:
-            items = list(self._items.items())
-        return [
-            body
-            for (ns, _), body in items
-            if ns == namespace
-            and all(((body.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items())
-        ]
+            if INDEX_LABEL in labels:
+                keys = self._groups.get((namespace, labels[INDEX_LABEL]), ())
+                items = [self._items[key] for key in keys]
+            else:
+                items = [body for (ns, _), body in self._items.items() if ns == namespace]
+        return [body for body in items if all(_labels(body).get(k) == v for k, v in labels.items())]
 
 
 class Reflector(threading.Thread):

@@ -75,6 +75,33 @@ def test_select_matches_namespace_and_every_label():
     assert [b["metadata"]["name"] for b in s.select("ns", {"app": "a", "role": "primary"})] == ["a-0"]
 
 
+def test_select_by_cluster_follows_label_changes_deletions_and_lists():
+    """The store groups objects by their cluster's label (INDEX_LABEL): a selection naming it sees
+    exactly what a scan of every object would, whatever happened to them since."""
+    c = cache.INDEX_LABEL
+    s = Store()
+
+    def names(ns="ns", **labels):
+        return sorted(b["metadata"]["name"] for b in s.select(ns, labels))
+
+    s.offer(obj("x-0", 1, **{c: "x", "role": "primary"}))
+    s.offer(obj("x-1", 1, **{c: "x"}))
+    s.offer(obj("y-0", 1, **{c: "y"}))
+    s.offer(obj("x-0", 1, ns="elsewhere", **{c: "x"}))
+    assert names(**{c: "x"}) == ["x-0", "x-1"]
+    assert names(**{c: "x", "role": "primary"}) == ["x-0"]
+    s.offer(obj("x-1", 2, **{c: "y"}))  # relabelled: it moves to the other cluster's group
+    assert names(**{c: "x"}) == ["x-0"] and names(**{c: "y"}) == ["x-1", "y-0"]
+    s.offer(obj("x-1", 1, **{c: "x"}))  # a late event does not move it back
+    assert names(**{c: "y"}) == ["x-1", "y-0"]
+    s.remove(obj("y-0", 3))
+    assert names(**{c: "y"}) == ["x-1"]
+    s.replace([obj("x-1", 2, **{c: "y"})], "10", scope="")  # x-0 is gone from the list
+    assert names(**{c: "x"}) == [] and names(**{c: "y"}) == ["x-1"]
+    assert names("elsewhere", **{c: "x"}) == []  # the list covered every namespace
+    assert names(**{c: "none"}) == []
+
+
 def test_reads_go_to_the_api_server_until_the_store_has_listed(monkeypatch):
     calls = []
     monkeypatch.setattr(cache.k, "read_cluster", lambda api, ns, name: calls.append(name) or obj(name, 1))
