@@ -466,6 +466,9 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     assert len(totals) == 1 and totals.pop() > 40 * 2**20, readings
     assert max(c for c, _ in readings) > 40 * 2**20, readings
     assert seed_progress.read("127.0.0.1", progress_port) is None  # closed with the copy done
+    # the old data was set aside and removed while the copy arrived: none of it is left
+    assert sorted(p.name for p in (root / "volume-db-1").iterdir() if p.name.startswith("data")) == ["data"]
+    assert not (root / "volume-db-1" / "data" / "shop" / "errant.frm").exists()
     for pw in PASSWORDS.values():
         assert pw not in got.stdout + got.stderr
     again = run(config / "seed.sh", receive_env, user, "receive")

@@ -31,8 +31,8 @@
 #   seed.sh progress that line (run by the progress port per connection)
 #
 # The old data directory is removed only once the donor has accepted (its errant transactions, if
-# any, were recorded by the operator before it asked); a copy that fails midway is made again on
-# the next start of the init container. Nothing here prints a password or uses argv for one.
+# any, were recorded by the operator before it asked): set aside by a rename and removed while the
+# copy arrives; a copy that fails midway is made again on the next start of the init container. Nothing here prints a password or uses argv for one.
 set -euo pipefail
 DATA_ROOT="${MYSQL_OPERATOR_DATA_ROOT:-/var/lib/mysql}"
 RUN_DIR="${MYSQL_OPERATOR_RUN_DIR:-/run/mysql-operator}"
@@ -46,6 +46,7 @@ SELF="${BASH_SOURCE[0]}"
 SOCAT_BLOCK=131072
 DATADIR="$DATA_ROOT/data"
 NEW="$DATA_ROOT/data.seeding"
+DISCARDED="$DATA_ROOT/data.discarded"
 DONE="$DATA_ROOT/seed-done"
 RESTORE_SQL="mysql-operator-restore.sql"
 log() { echo "seed: $*" >&2; }
@@ -186,8 +187,14 @@ serve_progress() {
   trap 'kill "$PROGRESS_PID" 2> /dev/null || true' EXIT
 }
 
+# seconds since $1 (an $EPOCHREALTIME), to the tenth
+since() {
+  local us=$(( ${EPOCHREALTIME/[.,]/} - ${1/[.,]/} ))
+  printf '%d.%d' $(( us / 1000000 )) $(( us / 100000 % 10 ))
+}
+
 accept() {
-  local answer state info pos total=0 first rest
+  local answer state info pos total=0 first rest started prepared discarding
   IFS= read -r -t 120 answer || die "the donor did not answer (its seed-donor log says why: it refuses a requester without the current operator password)"
   case "$answer" in
     "OK "*|OK) rest=${answer#OK}; rest=${rest# } ;;
@@ -203,14 +210,21 @@ accept() {
     state=$rest
   fi
   umask 077
-  rm -rf "$NEW" "$DATADIR" "$DATA_ROOT/reseed-init.sql"
+  started=$EPOCHREALTIME
+  # the old data is set aside (a rename) and removed while the copy arrives, not before it
+  rm -rf "$NEW" "$DATA_ROOT/reseed-init.sql"
+  if [ -e "$DATADIR" ]; then
+    rm -rf "$DISCARDED"  # what a copy that failed midway had set aside
+    mv "$DATADIR" "$DISCARDED"
+  fi
+  rm -rf "$DISCARDED" &
+  discarding=$!
   mkdir -p "$NEW"
   serve_progress "$total"
-  SECONDS=0
   mbstream -x -p 2 -C "$NEW" || die "the copy's stream broke off"
-  log "copy received in $SECONDS s"
+  log "copy received in $(since "$started") s"
   printf 'preparing' > "$TMP/stage"
-  SECONDS=0
+  prepared=$EPOCHREALTIME
   mariadb-backup --prepare --target-dir="$NEW" 2> "$DATA_ROOT/seed-prepare.log" || {
     tail -n 20 "$DATA_ROOT/seed-prepare.log" >&2
     die "mariadb-backup --prepare failed"
@@ -220,7 +234,7 @@ accept() {
   [ -f "$info" ] || die "the copy has no binary log position (is the donor's binary log on?)"
   pos=$(awk '{print $3}' "$info")
   [ -n "$pos" ] || die "the copy's binary log position has no GTID"
-  log "copy prepared in $SECONDS s"
+  log "copy prepared in $(since "$prepared") s"
   state=$(union_gtids "$state" "$pos")
   if [ "${SEED_KIND:-}" = restore ] && [ ! -s "$NEW/$RESTORE_SQL" ]; then
     die "the restore Job's copy ended before it verified the backup (no $RESTORE_SQL)"
@@ -235,6 +249,7 @@ accept() {
   } > "$NEW/reseed-init.sql.tmp"
   mv "$NEW/reseed-init.sql.tmp" "$DATA_ROOT/reseed-init.sql"
   rm -f "$NEW/$RESTORE_SQL"
+  wait "$discarding" || die "could not remove the old data ($DISCARDED)"
   mv "$NEW" "$DATADIR"
   printf '%s' "$SEED_ID" > "$DONE"
   log "copy at $pos prepared (binary log state $state)"
