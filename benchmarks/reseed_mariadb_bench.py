@@ -123,6 +123,7 @@ class Seeder:
             "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(self.token),
             "MYSQL_OPERATOR_RESEED_DIR": str(self.root / "reseed"),
             "POD_NAME": s.name,
+            **{k: v for k, v in os.environ.items() if k == "MYSQL_OPERATOR_SEED_COPY_THREADS"},
             **extra,
         }
 
