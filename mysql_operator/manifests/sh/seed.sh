@@ -44,7 +44,7 @@ BACKUP_TOKEN_FILE="${MYSQL_OPERATOR_SEED_BACKUP_TOKEN_FILE:-/etc/mysql-operator/
 PROGRESS_PORT="${MYSQL_OPERATOR_SEED_PROGRESS_PORT:-3308}"
 SELF="${BASH_SOURCE[0]}"
 SOCAT_BLOCK=131072
-# files read at once by the donor's mariadb-backup: 2 copied 1 GiB idle at 1.27x the rate of 1
+# files read at once by the donor's mariadb-backup: 2 copied 1 GiB idle at 1.27x the rate of 1,
 # under write load at 1.1x (benchmarks/reseed_mariadb_bench.py, one run each)
 COPY_THREADS="${MYSQL_OPERATOR_SEED_COPY_THREADS:-2}"
 DATADIR="$DATA_ROOT/data"
