@@ -38,6 +38,7 @@ from tests.support.controlplane import ControlPlane
 from tests.support.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
+OWNED = "app.kubernetes.io/managed-by=mysql-operator"  # the label selector of what the operator made
 OWNED_PER_CLUSTER = 7  # Secret, ConfigMap, 3 Services, StatefulSet, PDB
 
 
@@ -92,7 +93,7 @@ def _rate(api, seconds: float) -> tuple[float, Counter]:
 
 
 def _count_owned(api, ns: str) -> int:
-    sel = "app.kubernetes.io/managed-by=mysql-operator"
+    sel = OWNED
     core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
     return (
         len(core.list_namespaced_secret(ns, label_selector=sel).items)
@@ -105,7 +106,7 @@ def _count_owned(api, ns: str) -> int:
 
 def _count_created(api, ns: str) -> tuple[int, int]:
     """(Pods, StatefulSets whose status counts all their replicas) of the benchmark's clusters."""
-    sel = "app.kubernetes.io/managed-by=mysql-operator"
+    sel = OWNED
     pods = client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=sel).items
     sets = client.AppsV1Api(api).list_namespaced_stateful_set(ns, label_selector=sel).items
     return len(pods), sum(1 for s in sets if (s.status.replicas or 0) == s.spec.replicas)

@@ -32,7 +32,8 @@
 #
 # The old data directory is removed only once the donor has accepted (its errant transactions, if
 # any, were recorded by the operator before it asked): set aside by a rename and removed while the
-# copy arrives; a copy that fails midway is made again on the next start of the init container. Nothing here prints a password or uses argv for one.
+# copy arrives; a copy that fails midway is made again on the next start of the init container.
+# Nothing here prints a password or uses argv for one.
 set -euo pipefail
 DATA_ROOT="${MYSQL_OPERATOR_DATA_ROOT:-/var/lib/mysql}"
 RUN_DIR="${MYSQL_OPERATOR_RUN_DIR:-/run/mysql-operator}"
@@ -216,10 +217,8 @@ accept() {
   started=$EPOCHREALTIME
   # the old data is set aside (a rename) and removed while the copy arrives, not before it
   rm -rf "$NEW" "$DATA_ROOT/reseed-init.sql"
-  if [ -e "$DATADIR" ]; then
-    rm -rf "$DISCARDED"  # what a copy that failed midway had set aside
-    mv "$DATADIR" "$DISCARDED"
-  fi
+  mkdir -p "$DISCARDED"  # it may still hold what a copy that failed midway had set aside
+  if [ -e "$DATADIR" ]; then mv "$DATADIR" "$(mktemp -d "$DISCARDED/data.XXXXXX")"; fi
   rm -rf "$DISCARDED" &
   discarding=$!
   mkdir -p "$NEW"
