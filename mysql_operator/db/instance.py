@@ -14,7 +14,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pymysql
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
@@ -232,6 +232,27 @@ def tls_context(ca_pem: str, check_hostname: bool = False) -> ssl.SSLContext:
     return ctx
 
 
+# What changes only by a statement - the server's identity, its semi-sync settings, its purged
+# GTIDs: read by `observe` again once this old, at once after this Instance ran anything but a read
+# (the operator's own changes), and on every new connection (a restarted server). Someone else's
+# change (a user's SET GLOBAL, the server's own binary log expiry) is seen within this many seconds;
+# what failover depends on (reachable, read_only, GTIDs executed, the replication threads, semi-sync
+# status) is read on every pass.
+FACTS_SECONDS = 10.0
+_READS = ("SELECT", "SHOW")
+
+
+@dataclass(frozen=True)
+class _Facts:
+    server_id: int
+    server_uuid: str | None
+    hostname: str
+    report_host: str | None
+    variables: dict
+    purged: Any
+    read_at: float
+
+
 @dataclass
 class Instance:
     """Operations on one server. Not thread-safe: one Instance per thread."""
@@ -253,6 +274,8 @@ class Instance:
     # the GTIDs before each finished binary log, by (file, size): read once, from its header
     _binlog_headers: dict = field(default_factory=dict, repr=False)
     _purged: Any = field(default=None, repr=False)  # the last purged set read (MariaDB), see purged_gtids
+    _facts: _Facts | None = field(default=None, repr=False)  # see FACTS_SECONDS
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def __post_init__(self):
         self.name = self.name or f"{self.host}:{self.port}"
@@ -297,6 +320,7 @@ class Instance:
                 pass
             self._conn = None
             self._has_clone = None
+        self._facts = None
 
     def _connection(self) -> pymysql.connections.Connection:
         if self._conn is None:
@@ -310,6 +334,8 @@ class Instance:
         self, sql: str, args: tuple = (), secrets: Iterable[str | None] = (), dict_rows: bool = False
     ) -> list:
         conn = self._connection()
+        if not sql.lstrip().upper().startswith(_READS):
+            self._facts = None  # it may change them (see FACTS_SECONDS)
         try:
             cur_class = pymysql.cursors.DictCursor if dict_rows else pymysql.cursors.Cursor
             with conn.cursor(cur_class) as cur:
@@ -327,6 +353,7 @@ class Instance:
     def _run_slow(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> None:
         """A statement that may legitimately wait (STOP REPLICA while the IO thread reconnects to a
         hung source, read_only waiting for commits): its own connection, a longer read timeout."""
+        self._facts = None
         try:
             conn = self._open(read_timeout=self.slow_timeout)
         except pymysql.err.MySQLError as e:
@@ -361,21 +388,12 @@ class Instance:
         """Everything the decision needs; `reachable=False` (never an exception) when it is down."""
         try:
             d = self.dialect
-            server_id, uuid, read_only = self._run(
-                f"SELECT @@server_id, @@server_uuid, @@{d.read_only_variable}"
-                if d.flavor.value == "mysql"
-                else "SELECT @@server_id, NULL, @@read_only"
-            )[0]
+            facts = self._current_facts()
             # server variables are read in queries of their own, never alongside a table
-            hostname, report_host = self._run("SELECT @@hostname, @@report_host")[0]
+            read_only = self.scalar(f"SELECT @@{d.read_only_variable}")
             executed = d.parse_gtids(self.scalar(d.executed_gtids_sql()))
             replica = self.replica_status()
-            variables = dict(
-                self._run(
-                    "SHOW GLOBAL VARIABLES WHERE Variable_name LIKE 'rpl_semi_sync%enabled' "
-                    "OR Variable_name LIKE 'rpl_semi_sync%wait_for%count'"
-                )
-            )
+            variables = facts.variables
             acks = variables.get(d.semisync_ack_count) if d.semisync_ack_count else None
             status = dict(
                 self._run(
@@ -386,13 +404,13 @@ class Instance:
             return Observation(
                 reachable=True,
                 version=d.version,
-                server_id=int(server_id),
-                server_uuid=uuid,
-                hostname=hostname,
-                report_host=report_host,
+                server_id=facts.server_id,
+                server_uuid=facts.server_uuid,
+                hostname=facts.hostname,
+                report_host=facts.report_host,
                 read_only=bool(int(read_only)),
                 executed=executed,
-                purged=self.purged_gtids(),
+                purged=facts.purged,
                 replica=replica,
                 semisync_source_enabled=variables.get(d.semisync_source_enabled) == "ON",
                 semisync_source_active=status.get(d.semisync_source_status) == "ON",
@@ -405,6 +423,25 @@ class Instance:
         except InstanceError as e:
             self.close()
             return Observation(reachable=False, error=str(e))
+
+    def _current_facts(self) -> _Facts:
+        """The server's slow-changing facts, read again when FACTS_SECONDS old or invalidated."""
+        now = self.clock()
+        if self._facts is not None and now - self._facts.read_at < FACTS_SECONDS:
+            return self._facts
+        d = self.dialect
+        server_id, uuid = self._run(
+            "SELECT @@server_id, @@server_uuid" if d.flavor.value == "mysql" else "SELECT @@server_id, NULL"
+        )[0]
+        hostname, report_host = self._run("SELECT @@hostname, @@report_host")[0]
+        variables = dict(
+            self._run(
+                "SHOW GLOBAL VARIABLES WHERE Variable_name LIKE 'rpl_semi_sync%enabled' "
+                "OR Variable_name LIKE 'rpl_semi_sync%wait_for%count'"
+            )
+        )
+        self._facts = _Facts(int(server_id), uuid, hostname, report_host, variables, self.purged_gtids(), now)
+        return self._facts
 
     def replica_status(self) -> ReplicaStatus | None:
         d = self.dialect

@@ -19,7 +19,7 @@ import pytest
 
 from mysql_operator import topology as t
 from mysql_operator.binlogs import Retention
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import FACTS_SECONDS, Instance, InstanceError
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
 from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, missing_binaries
@@ -136,6 +136,45 @@ def test_bootstrap_three_instances_replicas_read_only(factory):
                 cur.execute(f"INSERT INTO {DB}.t VALUES (99, 'refused')")
             assert e.value.args[0] == 1290  # --read-only
     assert 99 not in c.rows(c.server("db-1"))
+
+
+def test_a_pass_reads_what_only_a_statement_changes_every_few_seconds_and_after_its_own_writes(factory):
+    """observe() on a healthy replica: what failover depends on is read every time; the server's
+    identity, semi-sync settings and purged GTIDs once FACTS_SECONDS old, or at once after a
+    statement of this Instance's own."""
+    c = make_cluster(factory, 2, semisync=True)
+    r = c.server("db-1")
+    now = [1000.0]
+    inst = Instance(r.host, r.port, OPERATOR_USER, factory.admin_password, name="db-1", clock=lambda: now[0])
+
+    def questions() -> int:  # statements of this connection so far (this one included)
+        return int(inst.execute("SHOW SESSION STATUS LIKE 'Questions'")[0][1])
+
+    def counted():
+        before = questions()
+        seen = inst.observe()
+        return seen, questions() - before - 1
+
+    first, full = counted()
+    second, cached = counted()
+    per_pass = 5 if factory.flavor.value == "mysql" else 4  # read_only, executed, replica, status (+ clone)
+    print(f"\n{factory.flavor.value}: statements per observe: {full} then {cached}")
+    assert first.reachable and second.reachable and cached == per_pass < full
+    assert (second.server_id, second.semisync_replica_enabled, second.purged, second.read_only) == (
+        first.server_id,
+        True,
+        first.purged,
+        True,
+    )
+    variable = inst.dialect.semisync_replica_enabled
+    r.query(f"SET GLOBAL {variable} = OFF")  # someone else's change
+    assert inst.observe().semisync_replica_enabled  # not read again yet
+    now[0] += FACTS_SECONDS
+    assert not inst.observe().semisync_replica_enabled
+    inst.execute(f"SET GLOBAL {variable} = ON")  # its own: read again at the next pass
+    again, statements = counted()
+    assert again.semisync_replica_enabled and statements > per_pass
+    inst.close()
 
 
 def test_semisync_on_then_off(factory):
