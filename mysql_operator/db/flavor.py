@@ -115,6 +115,28 @@ class Dialect:
     def wait_for_gtids(self, gtids, timeout: float) -> Statement:
         raise NotImplementedError
 
+    # observe(): a few statements, whatever the flavor, and no user table in any of them
+    def server_state_sql(self) -> str:
+        """One row: server_id, server_uuid (NULL where there is none), read-only, hostname,
+        report_host, executed GTIDs, purged GTIDs (NULL where the binary logs must be read)."""
+        raise NotImplementedError
+
+    # the global settings and counters semi-sync decisions read, as (name, value) rows
+    SETTINGS_WHERE = (
+        "VARIABLE_NAME LIKE 'rpl_semi_sync%enabled' OR VARIABLE_NAME LIKE 'rpl_semi_sync%wait_for%count'"
+    )
+    COUNTERS_WHERE = "VARIABLE_NAME = 'Uptime' OR VARIABLE_NAME LIKE 'Rpl_semi_sync%status'"
+    settings_schema = "performance_schema"
+
+    def semisync_state_sql(self) -> str:
+        """(name, value) rows: the semi-sync variables, their status counters, and Uptime; names
+        as the server spells them (compare them lower-cased)."""
+        schema = self.settings_schema
+        return (
+            f"SELECT VARIABLE_NAME, VARIABLE_VALUE FROM {schema}.global_variables WHERE {self.SETTINGS_WHERE} "
+            f"UNION ALL SELECT VARIABLE_NAME, VARIABLE_VALUE FROM {schema}.global_status WHERE {self.COUNTERS_WHERE}"
+        )
+
     def wait_succeeded(self, result: Any) -> bool:
         raise NotImplementedError
 
@@ -244,6 +266,12 @@ class MySQLDialect(Dialect):
     def purged_gtids_sql(self) -> str | None:
         return "SELECT @@GLOBAL.gtid_purged"
 
+    def server_state_sql(self) -> str:
+        return (
+            "SELECT @@server_id, @@server_uuid, @@super_read_only, @@hostname, @@report_host, "
+            "@@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged"
+        )
+
     def wait_for_gtids(self, gtids, timeout: float) -> Statement:
         return "SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)", (str(gtids), max(1, int(timeout)))
 
@@ -336,6 +364,11 @@ class MariaDBDialect(Dialect):
 
     def purged_gtids_sql(self) -> str | None:
         return None  # the Gtid_list event at the start of the oldest binlog file says
+
+    settings_schema = "information_schema"
+
+    def server_state_sql(self) -> str:
+        return "SELECT @@server_id, NULL, @@read_only, @@hostname, @@report_host, @@GLOBAL.gtid_binlog_state, NULL"
 
     def wait_for_gtids(self, gtids, timeout: float) -> Statement:
         pos = gtids.position() if isinstance(gtids, MariaDBGtids) else str(gtids)

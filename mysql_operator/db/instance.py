@@ -14,7 +14,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import pymysql
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
@@ -232,27 +232,6 @@ def tls_context(ca_pem: str, check_hostname: bool = False) -> ssl.SSLContext:
     return ctx
 
 
-# What changes only by a statement - the server's identity, its semi-sync settings, its purged
-# GTIDs: read by `observe` again once this old, at once after this Instance ran anything but a read
-# (the operator's own changes), and on every new connection (a restarted server). Someone else's
-# change (a user's SET GLOBAL, the server's own binary log expiry) is seen within this many seconds;
-# what failover depends on (reachable, read_only, GTIDs executed, the replication threads, semi-sync
-# status) is read on every pass.
-FACTS_SECONDS = 10.0
-_READS = ("SELECT", "SHOW")
-
-
-@dataclass(frozen=True)
-class _Facts:
-    server_id: int
-    server_uuid: str | None
-    hostname: str
-    report_host: str | None
-    variables: dict
-    purged: Any
-    read_at: float
-
-
 @dataclass
 class Instance:
     """Operations on one server. Not thread-safe: one Instance per thread."""
@@ -274,8 +253,6 @@ class Instance:
     # the GTIDs before each finished binary log, by (file, size): read once, from its header
     _binlog_headers: dict = field(default_factory=dict, repr=False)
     _purged: Any = field(default=None, repr=False)  # the last purged set read (MariaDB), see purged_gtids
-    _facts: _Facts | None = field(default=None, repr=False)  # see FACTS_SECONDS
-    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def __post_init__(self):
         self.name = self.name or f"{self.host}:{self.port}"
@@ -320,7 +297,7 @@ class Instance:
                 pass
             self._conn = None
             self._has_clone = None
-        self._facts = None
+            self._binlog_headers.clear()  # the next connection may reach another server's files
 
     def _connection(self) -> pymysql.connections.Connection:
         if self._conn is None:
@@ -334,8 +311,6 @@ class Instance:
         self, sql: str, args: tuple = (), secrets: Iterable[str | None] = (), dict_rows: bool = False
     ) -> list:
         conn = self._connection()
-        if not sql.lstrip().upper().startswith(_READS):
-            self._facts = None  # it may change them (see FACTS_SECONDS)
         try:
             cur_class = pymysql.cursors.DictCursor if dict_rows else pymysql.cursors.Cursor
             with conn.cursor(cur_class) as cur:
@@ -353,7 +328,6 @@ class Instance:
     def _run_slow(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> None:
         """A statement that may legitimately wait (STOP REPLICA while the IO thread reconnects to a
         hung source, read_only waiting for commits): its own connection, a longer read timeout."""
-        self._facts = None
         try:
             conn = self._open(read_timeout=self.slow_timeout)
         except pymysql.err.MySQLError as e:
@@ -388,60 +362,41 @@ class Instance:
         """Everything the decision needs; `reachable=False` (never an exception) when it is down."""
         try:
             d = self.dialect
-            facts = self._current_facts()
-            # server variables are read in queries of their own, never alongside a table
-            read_only = self.scalar(f"SELECT @@{d.read_only_variable}")
-            executed = d.parse_gtids(self.scalar(d.executed_gtids_sql()))
+            # five statements a pass at most (MySQL: four and the copy's state), none stale: a
+            # change made through any connection is seen at the next pass
+            server_id, uuid, read_only, hostname, report_host, executed, purged = self._run(
+                d.server_state_sql()
+            )[0]
             replica = self.replica_status()
-            variables = facts.variables
-            acks = variables.get(d.semisync_ack_count) if d.semisync_ack_count else None
-            status = dict(
-                self._run(
-                    "SHOW GLOBAL STATUS WHERE Variable_name = 'Uptime' "
-                    "OR Variable_name LIKE 'Rpl_semi_sync%status'"
-                )
-            )
+            state = {str(k).lower(): v for k, v in self._run(d.semisync_state_sql())}
+            acks = state.get(d.semisync_ack_count.lower()) if d.semisync_ack_count else None
+            uptime = state.get("uptime")
+
+            def on(name: str) -> bool:
+                return str(state.get(name.lower(), "")).upper() == "ON"
+
             return Observation(
                 reachable=True,
                 version=d.version,
-                server_id=facts.server_id,
-                server_uuid=facts.server_uuid,
-                hostname=facts.hostname,
-                report_host=facts.report_host,
+                server_id=int(server_id),
+                server_uuid=uuid,
+                hostname=hostname,
+                report_host=report_host,
                 read_only=bool(int(read_only)),
-                executed=executed,
-                purged=facts.purged,
+                executed=d.parse_gtids(executed),
+                purged=d.parse_gtids(purged) if purged is not None else self.purged_gtids(),
                 replica=replica,
-                semisync_source_enabled=variables.get(d.semisync_source_enabled) == "ON",
-                semisync_source_active=status.get(d.semisync_source_status) == "ON",
-                semisync_replica_enabled=variables.get(d.semisync_replica_enabled) == "ON",
-                semisync_replica_active=status.get(d.semisync_replica_status) == "ON",
+                semisync_source_enabled=on(d.semisync_source_enabled),
+                semisync_source_active=on(d.semisync_source_status),
+                semisync_replica_enabled=on(d.semisync_replica_enabled),
+                semisync_replica_active=on(d.semisync_replica_status),
                 semisync_ack_count=int(acks) if acks is not None else None,
-                uptime=float(status["Uptime"]) if status.get("Uptime") is not None else None,
+                uptime=float(uptime) if uptime is not None else None,
                 clone=self.clone_status() if d.flavor.value == "mysql" else None,
             )
         except InstanceError as e:
             self.close()
             return Observation(reachable=False, error=str(e))
-
-    def _current_facts(self) -> _Facts:
-        """The server's slow-changing facts, read again when FACTS_SECONDS old or invalidated."""
-        now = self.clock()
-        if self._facts is not None and now - self._facts.read_at < FACTS_SECONDS:
-            return self._facts
-        d = self.dialect
-        server_id, uuid = self._run(
-            "SELECT @@server_id, @@server_uuid" if d.flavor.value == "mysql" else "SELECT @@server_id, NULL"
-        )[0]
-        hostname, report_host = self._run("SELECT @@hostname, @@report_host")[0]
-        variables = dict(
-            self._run(
-                "SHOW GLOBAL VARIABLES WHERE Variable_name LIKE 'rpl_semi_sync%enabled' "
-                "OR Variable_name LIKE 'rpl_semi_sync%wait_for%count'"
-            )
-        )
-        self._facts = _Facts(int(server_id), uuid, hostname, report_host, variables, self.purged_gtids(), now)
-        return self._facts
 
     def replica_status(self) -> ReplicaStatus | None:
         d = self.dialect
@@ -475,12 +430,21 @@ class Instance:
         if sql is not None:
             return d.parse_gtids(self.scalar(sql))
         try:
-            logs = self._run("SHOW BINARY LOGS")
-            self._purged = self._gtids_before(logs[0][0]) if logs else d.parse_gtids("")
+            logs = [(str(r[0]), int(r[1])) for r in self._run("SHOW BINARY LOGS")]
+            self._purged = self._header(logs[0], finished=len(logs) > 1) if logs else d.parse_gtids("")
         except InstanceError as e:
             if self._purged is None or e.errno != LOST_CONNECTION:
                 raise
         return self._purged
+
+    def _header(self, log: tuple[str, int], finished: bool):
+        """The GTIDs before binary log `log` (file, size); a finished file's are read once."""
+        previous = self._binlog_headers.get(log)
+        if previous is None:
+            previous = self._gtids_before(log[0])
+            if finished:  # it never changes again
+                self._binlog_headers[log] = previous
+        return previous
 
     def _gtids_before(self, file: str):
         """The GTIDs written before binary log `file`, from its header event: Previous_gtids
@@ -494,15 +458,10 @@ class Instance:
         """This server's binary logs, oldest first, each with the GTIDs written before it (the
         headers of finished files are read once: they never change)."""
         logs = [(str(r[0]), int(r[1])) for r in self._run("SHOW BINARY LOGS")]
-        out = []
-        for i, (name, size) in enumerate(logs):
-            key = (name, size)
-            previous = self._binlog_headers.get(key)
-            if previous is None:
-                previous = self._gtids_before(name)
-                if i < len(logs) - 1:
-                    self._binlog_headers[key] = previous
-            out.append(BinlogFile(name, size, previous))
+        out = [
+            BinlogFile(name, size, self._header((name, size), finished=i < len(logs) - 1))
+            for i, (name, size) in enumerate(logs)
+        ]
         live = set(logs)
         for key in [k for k in self._binlog_headers if k not in live]:
             del self._binlog_headers[key]
