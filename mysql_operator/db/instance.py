@@ -362,8 +362,8 @@ class Instance:
         """Everything the decision needs; `reachable=False` (never an exception) when it is down."""
         try:
             d = self.dialect
-            # five statements a pass at most (MySQL: four and the copy's state), none stale: a
-            # change made through any connection is seen at the next pass
+            # four statements (MariaDB: five while its one binary log is the active file), none
+            # remembered: a change made through any connection is seen at the next pass
             server_id, uuid, read_only, hostname, report_host, executed, purged = self._run(
                 d.server_state_sql()
             )[0]
