@@ -290,8 +290,9 @@ def test_a_scheduled_backup_runs(local_cluster, backup_namespace, backup_source)
         f"{time.monotonic() - t0:.0f}s after this test started"
     )
     assert done[0]["spec"]["clusterRef"]["name"] == c.name
-    last = c.status().get("lastBackup") or {}
-    assert last, "status.lastBackup of the cluster is set"
+    # published by the cluster's next pass (its status's one writer), a second or so later
+    last = wait_for(lambda: c.status().get("lastBackup"), 30, "status.lastBackup of the cluster set")
+    assert last.get("name") and last.get("completedAt"), last
 
 
 def test_each_commit_reaches_the_binlog_archive_within_seconds(backup_source, s3_beside_cluster):

@@ -1,14 +1,18 @@
-"""A cluster's Pods as the operator sees them (ordinal, readiness, role label, why waiting) and
-the role labels it wants on them. Pure: tables in tests/unit/test_reconcile_decisions.py."""
+"""A cluster's Pods as the operator sees them (ordinal, readiness, role label, why waiting), and
+who serves after a pass: the role labels it wants on them and what the status says of the
+instances left without one (`serving`). Pure: tables in tests/unit/test_reconcile_decisions.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 
 from mysql_operator import manifests as m
 from mysql_operator import topology as t
+
+if TYPE_CHECKING:
+    from mysql_operator.replication import Step
 
 
 @dataclass(frozen=True)
@@ -171,3 +175,64 @@ def expected_identity(name: str, ordinal: int, pod: Mapping[str, Any] | None) ->
     """Who must answer at a member's address: server_id from the ordinal (start.sh), the Pod's
     name as @@hostname or @@report_host, and the Pod's uid (a recreated Pod gets a new connection)."""
     return {"server_id": ordinal + 1, "hostname": name, "uid": ((pod or {}).get("metadata") or {}).get("uid")}
+
+
+def promotion_succeeded(primary: str | None, steps: Sequence[Step]) -> bool:
+    """After a Bootstrap/Failover/Switchover/Promote: the new primary serves unless a step on it
+    failed (a replica that could not be repointed does not make the primary unavailable)."""
+    return primary is not None and not any(not s.ok and s.instance == primary for s in steps)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """Who serves after a pass: the role label each instance gets, and what the status says of
+    those left without one."""
+
+    primary_ok: bool  # the recorded primary is one (and its promotion, if any, went through)
+    writes: bool  # the status may call the primary serving writes
+    roles: dict[str, str | None]
+    lagging: frozenset[str]  # replicas out of -ro for their lag
+    held: tuple[str, ...]  # answering and wanted, yet no role (errant, lacking purged GTIDs)
+    unreachable: tuple[str, ...]
+
+
+def serving(
+    decision: t.Decision,
+    steps: Sequence[Step],
+    observed: Sequence[t.InstanceState],
+    primary: str | None,
+    settings: t.Settings,
+    lags: Mapping[str, int | None],
+    max_lag: int,
+    were_lagging: Iterable[str] = (),
+) -> Serving:
+    """What a pass concludes from what the engine saw (`observed`), decided and did (`steps`),
+    `primary` being the recorded primary after it."""
+    instances = settings.instances
+    by_name = {i.name: i for i in observed}
+    p = by_name.get(primary) if primary else None
+    waiting = isinstance(decision, t.WaitForDelay)  # the primary is lost; its failover waits
+    if isinstance(decision, t.PRIMARY_CHANGES):
+        primary_ok = promotion_succeeded(primary, steps)
+    else:
+        primary_ok = bool(p and p.reachable and not p.read_only and not p.is_replica) or (
+            waiting and p is not None
+        )
+    lagging = lagging_replicas({n: lag for n, lag in lags.items() if n != primary}, max_lag, were_lagging)
+    roles, lagging = without_lagging(
+        desired_roles(observed, primary, instances, settings, primary_ok), lagging
+    )
+    held = tuple(
+        n
+        for n, r in roles.items()
+        if r is None
+        and n != primary
+        and n not in lagging
+        and p is not None
+        and by_name[n].reachable
+        and not by_name[n].reseeding
+        and by_name[n].ordinal < instances
+    )
+    unreachable = tuple(i.name for i in observed if not i.reachable and i.ordinal < instances)
+    writes = (primary_ok and not waiting) or (waiting and bool(p and p.reachable and not p.read_only))
+    return Serving(primary_ok, writes and primary is not None, roles, lagging, held, unreachable)

@@ -45,14 +45,13 @@ from mysql_operator.binlogs import Retention
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.k8s import jobs
 from mysql_operator.backup import storage
 from mysql_operator.manifests.backup_jobs import evidence_job
 from mysql_operator.replication import (
-    PRIMARY_CHANGES,
-    STEADY,
     ClusterState,
     Credentials,
     Member,
@@ -66,16 +65,15 @@ from mysql_operator.credentials import (
 )
 from mysql_operator.pods import (
     PodView,
-    desired_roles,
     expected_identity,
     label_plan,
-    lagging_replicas,
     member_ordinals,
     pod_ordinal,
     pod_views,
     ready_count,
+    promotion_succeeded,
+    serving,
     statefulset_replicas,
-    without_lagging,
 )
 from mysql_operator.passwords import PasswordStore
 from mysql_operator.restore_gate import restore_gate
@@ -105,7 +103,6 @@ from mysql_operator.status import (
     primary_change_status,
     primary_in_service,
     primary_since,
-    promotion_succeeded,
     reseed_progress,
     status_changed,
     timer_can_skip,
@@ -152,6 +149,9 @@ class _Entry:
     archiver: Mapping[str, Any] | None = None
     # a Pod template a new operator version wants, staged (rolling.template_step); None: none
     restart_pending: rolling.StageTemplate | None = None
+    # status fields others report (the backup controller's lastBackup, schedule), published by
+    # the pass with its own; None removes one
+    reported: dict[str, Any] = field(default_factory=dict)
 
 
 class Reconciler:
@@ -170,12 +170,14 @@ class Reconciler:
         reads: Reads | None = None,
         observe: Callable[[str, str, Callable[[], Result]], Result] | None = None,
         operator_upgrades: str = "Auto",
+        kube: KubeOps | None = None,
     ):
         self.api = api
         # wraps every pass (metrics.observed in the operator: outcome, duration, what it did)
         self._observe = observe or (lambda namespace, name, run: run())
         # what a pass reads (watched stores in the operator; the API server itself by default)
         self.reads = reads or Reads(api)
+        self.kube: KubeOps = kube or self.reads  # what the pass writes
         self.resolver_mode = resolver_mode
         self.resync_seconds = resync_seconds
         self.apply_timeout = apply_timeout
@@ -271,7 +273,7 @@ class Reconciler:
                 "the operator, or remove the field"
             )
             log.warning("%s/%s %s", ns, name, said)
-            k.post_events(self.api, body, [("Warning", "UnknownFields", said)])
+            self.kube.post_events(body, [("Warning", "UnknownFields", said)])
 
         passwords, secret_error = self.passwords.current(c, k.owner_of(body))
         on_servers: dict[str, str] = {}  # the passwords the servers have (the applied record)
@@ -320,7 +322,7 @@ class Reconciler:
             ready,
             applied,
             secret_error,
-            patch_status=self.reads.patch_status,
+            patch_status=self.kube.patch_status,
         )
         if held is not None:
             return held
@@ -388,12 +390,12 @@ class Reconciler:
                 decision_reason=redact(decision.reason, secrets),
             )
             status = primary_change_status(changing, previous, clock.stamp())
-            self.reads.patch_status(ns, name, {**status, "primarySince": clock.stamp(precise=True)})
+            self.kube.patch_status(ns, name, {**status, "primarySince": clock.stamp(precise=True)})
 
         def announce(decision: t.Decision) -> None:
             pre = decision_event(decision, secrets)
             if pre:
-                k.post_events(self.api, body, [pre])
+                self.kube.post_events(body, [pre])
             if decision.kind != entry.last_decision:  # what the loop thinks, once per change
                 log.info(
                     "%s/%s decision %s: %s", ns, name, decision.kind, redact(decision.reason or "-", secrets)
@@ -404,9 +406,9 @@ class Reconciler:
             body, c, instance, gtids, events
         )
         engine.request_seed = lambda instance, _donor, host: self._request_seed(body, c, instance, host)
-        engine.restart_instance = lambda instance: self._delete_pod(c.namespace, instance)
-        engine.seed_done = lambda instance: k.server_side_apply(
-            self.api, m.owned(m.reseed_request(c, None), k.owner_of(body))
+        engine.restart_instance = lambda instance: self.kube.delete_pod(c.namespace, instance)
+        engine.seed_done = lambda instance: self.kube.apply(
+            m.owned(m.reseed_request(c, None), k.owner_of(body))
         )
         started = time.monotonic()
         outcome = engine.reconcile(state, desired, steer=steer, record=record, announce=announce)
@@ -434,7 +436,7 @@ class Reconciler:
                 if (a.user, a.host) in rotation.denied
             ]
             if manual:
-                k.post_events(self.api, body, [("Warning", "PasswordNotRotated", why) for _, why in manual])
+                self.kube.post_events(body, [("Warning", "PasswordNotRotated", why) for _, why in manual])
                 rotated += [key for key, _ in manual]
             if rotated:
                 self.passwords.record_applied(
@@ -454,69 +456,56 @@ class Reconciler:
         failed = [s for s in steps if not s.ok]
 
         primary = state.current_primary
-        by_name = {i.name: i for i in observed}
-        p = by_name.get(primary) if primary else None
-        if isinstance(decision, PRIMARY_CHANGES):
-            primary_ok = promotion_succeeded(primary, steps)
-        else:
-            primary_ok = bool(p and p.reachable and not p.read_only and not p.is_replica) or (
-                isinstance(decision, t.WaitForDelay) and p is not None
-            )
-        if self.sql.due(ns, name):
-            self._sync_sql(c, entry, decision, primary if primary_ok else None, members, current)
         lags = {
             n: (o.replica.seconds_behind if o.replica else None) for n, o in engine.last_observations.items()
         }
-        lagging = lagging_replicas(
-            {n: lag for n, lag in lags.items() if n != primary},
+        served = serving(
+            decision,
+            steps,
+            observed,
+            primary,
+            settings,
+            lags,
             c.spec.replication.max_read_lag_seconds,
             were_lagging(previous),
         )
-        roles, lagging = without_lagging(
-            desired_roles(observed, primary, c.spec.instances, settings, primary_ok), lagging
-        )
-        self._move_labels(ns, pods, names, roles)
-        held = tuple(
-            n
-            for n, r in roles.items()
-            if r is None
-            and n != primary
-            and n not in lagging
-            and p is not None
-            and by_name[n].reachable
-            and not by_name[n].reseeding
-            and by_name[n].ordinal < c.spec.instances
-        )
-        unreachable = tuple(i.name for i in observed if not i.reachable and i.ordinal < c.spec.instances)
-        serving = (
-            primary_ok
-            and not isinstance(decision, t.WaitForDelay)
-            or (isinstance(decision, t.WaitForDelay) and bool(p and p.reachable and not p.read_only))
-        )
+        if self.sql.due(ns, name):
+            self._sync_sql(c, entry, decision, primary if served.primary_ok else None, members, current)
+        self._move_labels(ns, pods, names, served.roles)
         waiting = {p.name: p.waiting for p in pods.values() if p.waiting}
         summary = Summary(
             instances=c.spec.instances,
             generation=c.generation,
             ready=ready,
             primary=primary,
-            primary_serving=serving and primary is not None,
+            primary_serving=served.writes,
             decision=decision.kind,
             apply_error=entry.apply_error,
             binlog_archiver=self._archiver_summary(c, entry),
             restart_pending=entry.restart_pending,
             rolling=rolling.in_progress(roll[0]),
             tls_problem=entry.tls.problem,
-            primary_in_service=self._primary_in_service(c, pods, primary, serving, entry, current),
+            primary_in_service=self._primary_in_service(c, pods, primary, served.writes, entry, current),
             credentials_version=applied_version,
             decision_reason=redact(decision.reason, secrets),
-            held_out=held,
+            held_out=served.held,
             reseeding=tuple(reseed_progress(i, waiting.get(i.name, "")) for i in observed if i.reseeding),
-            unreachable=unreachable,
-            lagging=tuple(sorted(lagging)),
+            unreachable=served.unreachable,
+            lagging=tuple(sorted(served.lagging)),
             max_read_lag_seconds=c.spec.replication.max_read_lag_seconds,
             failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
             entries=tuple(
-                instance_entries(ordinals, names, pods, by_name, lags, roles, primary, secrets, lagging)
+                instance_entries(
+                    ordinals,
+                    names,
+                    pods,
+                    {i.name: i for i in observed},
+                    lags,
+                    served.roles,
+                    primary,
+                    secrets,
+                    served.lagging,
+                )
             ),
         )
         result = self._publish(
@@ -526,7 +515,7 @@ class Reconciler:
         result.recheck_in = t.next_pass_in(decision, float("inf"))
         if isinstance(decision, (t.Failover, t.Switchover)):
             result.cause = decision.cause
-        if isinstance(decision, t.Failover) and primary_ok:
+        if isinstance(decision, t.Failover) and served.primary_ok:
             result.failover_seconds = engine.down_for(decision.from_)
             result.forced = decision.forced
         return result
@@ -537,7 +526,7 @@ class Reconciler:
         cm = m.errant_evidence(c, instance, gtids, events, clock.now().strftime("%Y%m%d%H%M%S"))
         if c.spec.deletion_policy == "Delete":
             cm = m.owned(cm, k.owner_of(body))
-        kept = k.server_side_apply(self.api, cm)
+        kept = self.kube.apply(cm)
         name = cm["metadata"]["name"]
         s3 = c.spec.backup.s3 if c.spec.backup else None
         if s3 is None:
@@ -557,16 +546,8 @@ class Reconciler:
         Pod deleted so that its StatefulSet starts it again. One request at a time: it replaces
         any earlier one (those were carried out, or are no longer wanted)."""
         cm = m.reseed_request(c, instance, donor_host, clock.now().strftime("%Y%m%d%H%M%S"))
-        k.server_side_apply(self.api, m.owned(cm, k.owner_of(body)))
-        self._delete_pod(c.namespace, instance)
-
-    def _delete_pod(self, namespace: str, pod: str) -> None:
-        """Effect: a server's Pod deleted; its StatefulSet starts it again on the same volume."""
-        try:
-            client.CoreV1Api(self.api).delete_namespaced_pod(pod, namespace)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        self.kube.apply(m.owned(cm, k.owner_of(body)))
+        self.kube.delete_pod(c.namespace, instance)
 
     def _force_failover_done(self, body, decision: t.Decision, steps, secrets) -> None:
         """Effect: a forced failover is recorded (status.forcedFailover, a Warning Event) and its
@@ -585,8 +566,8 @@ class Reconciler:
                 "FailoverForced",
                 f"{decision.to} promoted on request ({asked[:256]}): {decision.reason}",
             )
-            k.post_events(self.api, body, [event])  # before the status, as in _publish
-            self.reads.patch_status(
+            self.kube.post_events(body, [event])  # before the status, as in _publish
+            self.kube.patch_status(
                 ns,
                 name,
                 {
@@ -605,13 +586,16 @@ class Reconciler:
                 "ForceFailoverUnused",
                 f"annotation {t.FORCE_FAILOVER_ANNOTATION} removed: no failover needed forcing ({decision.kind})",
             )
-            k.post_events(self.api, body, [event])
-        self.reads.remove_cluster_annotation(ns, name, t.FORCE_FAILOVER_ANNOTATION)
+            self.kube.post_events(body, [event])
+        self.kube.remove_cluster_annotation(ns, name, t.FORCE_FAILOVER_ANNOTATION)
         log.warning("%s/%s %s: %s", ns, name, event[1], event[2])
 
     def _publish(self, body, previous, summary: Summary, events, decision, applied=False) -> Result:
         meta = body["metadata"]
-        status = build_status(summary, previous, clock.stamp())
+        entry = self._entry(meta["namespace"], meta["name"])
+        with self._guard:
+            reported = dict(entry.reported)
+        status = {**reported, **build_status(summary, previous, clock.stamp())}
         events = [
             *events,
             *degraded_events(previous, status),
@@ -619,9 +603,9 @@ class Reconciler:
             *waiting_events(previous, status),
         ]
         if events:  # first: whoever sees the new status can already read the Event that says why
-            k.post_events(self.api, body, events)
+            self.kube.post_events(body, events)
         if status_changed(previous, status):
-            self.reads.patch_status(meta["namespace"], meta["name"], status)
+            self.kube.patch_status(meta["namespace"], meta["name"], status)
         for etype, reason, message in events:
             log.log(
                 logging.WARNING if etype == "Warning" else logging.INFO,
@@ -667,12 +651,12 @@ class Reconciler:
                         self.api, self.restarts, c, body, obj, existing, self.reads.owned_statefulsets
                     )
                     entry.restart_pending = step if isinstance(step, rolling.StageTemplate) else None
-                k.server_side_apply(self.api, obj)
+                self.kube.apply(obj)
                 approval = rolling.APPROVE_RESTART_ANNOTATION
                 if isinstance(step, rolling.WriteTemplate) and approval in (
                     body["metadata"].get("annotations") or {}
                 ):
-                    self.reads.remove_cluster_annotation(c.namespace, c.name, approval)  # carried out
+                    self.kube.remove_cluster_annotation(c.namespace, c.name, approval)  # carried out
             except k.ApplyError as e:
                 refused.append(apply_refusal(kind, obj_name, e.status, e.message))
             except ApiException as e:
@@ -689,7 +673,7 @@ class Reconciler:
         name = m.binlog_archiver_name(c)
         try:
             if dep is not None:
-                applied = k.server_side_apply(self.api, m.owned(dep, owner))
+                applied = self.kube.apply(m.owned(dep, owner))
                 self.archiver_seen(c.namespace, c.name, applied.get("status") or {})
             else:
                 client.AppsV1Api(self.api).delete_namespaced_deployment(name, c.namespace)
@@ -701,6 +685,13 @@ class Reconciler:
         except urllib3.exceptions.HTTPError as e:
             return [apply_refusal("Deployment", name, None, f"no answer from the API server ({e})")]
         return []
+
+    def report(self, namespace: str, name: str, fields: Mapping[str, Any]) -> None:
+        """Status fields another controller owns (backup/controller.py: lastBackup, the
+        schedule's runs): the cluster's next pass publishes them (this operator's passes are
+        the cluster status's one writer)."""
+        with self._guard:
+            self._entries.setdefault((namespace, name), _Entry()).reported.update(fields)
 
     def archiver_seen(self, namespace: str, name: str, status: Mapping[str, Any] | None) -> None:
         """From the archiver Deployment's watch (None: deleted) and its apply."""
@@ -782,7 +773,7 @@ class Reconciler:
         connect = None
         if decision is None:
             unavailable = f"cluster {c.name} has no server running yet: applied once it has a primary"
-        elif not isinstance(decision, STEADY) or member is None or member.host is None:
+        elif not isinstance(decision, t.STEADY) or member is None or member.host is None:
             unavailable = (
                 f"cluster {c.name} has no primary serving writes ({decision.kind}): applied once it has"
             )
@@ -817,13 +808,8 @@ class Reconciler:
     ) -> None:
         current = {p.name: p.role for p in pods.values() if not p.deleting}
         for pod, value in label_plan(current, roles):
-            try:
-                self.reads.set_pod_label(ns, pod, m.ROLE_LABEL, value)
-            except ApiException as e:
-                if e.status != 404:
-                    raise
-                if value == m.ROLE_PRIMARY:
-                    return
+            if not self.kube.set_pod_label(ns, pod, m.ROLE_LABEL, value) and value == m.ROLE_PRIMARY:
+                return  # gone: no other Pod is given the role in its place
 
     def _primary_in_service(
         self,

@@ -51,12 +51,6 @@ def stuck(o: Observation) -> bool:
     return not o.reachable and " failed: (2013" in (o.error or "") and "cannot connect" not in (o.error or "")
 
 
-# decisions that make a (possibly new) primary writable: recorded before acting
-PRIMARY_CHANGES = (t.Bootstrap, t.Failover, t.Promote, t.Switchover)
-# decisions under which the primary serves as recorded: binary logs may be purged then
-STEADY = (t.Healthy, t.ConfigureReplica, t.ConfigureSemiSync, t.Errant, t.Reseed, t.NeedsSeed)
-
-
 def new_primary(d: t.Decision) -> str | None:
     """The primary a decision makes writable; None for decisions that keep the current one."""
     if isinstance(d, t.Bootstrap):
@@ -489,14 +483,14 @@ class ReplicationEngine:
             decision,
             lambda seen: t.decide(seen, self.settings, state.current_primary, desired_primary),
         )
-        if isinstance(decision, PRIMARY_CHANGES):
+        if isinstance(decision, t.PRIMARY_CHANGES):
             state.current_primary = new_primary(decision)
             if record is not None:
                 record(state, decision)
         if announce is not None:
             announce(decision)
         steps = self.act(decision, observed)
-        if isinstance(decision, STEADY):
+        if isinstance(decision, t.STEADY):
             self.maintain_binlogs(observed, steps)
         self.restart_stuck(state.current_primary, steps)
         return Outcome(decision, steps, observed)

@@ -18,11 +18,10 @@ from mysql_operator.replication import (
     Step,
 )
 from dataclasses import field
-from mysql_operator.pods import PodView
-from mysql_operator.replication import PRIMARY_CHANGES
+from mysql_operator.pods import PodView, promotion_succeeded  # noqa: F401 - the status's own word
 
 
-ACTIONS = PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync, t.Reseed)
+ACTIONS = t.PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync, t.Reseed)
 
 
 @dataclass
@@ -388,7 +387,7 @@ def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> l
 
 def status_changed(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     """Whether patching `status` would change anything. Only its own keys count: a merge patch
-    leaves the others (lastBackup, written by the backup handlers) as they are."""
+    leaves the others as they are."""
 
     def strip(st):
         out = {k: st.get(k) for k in status if k != "conditions"}
@@ -491,12 +490,6 @@ def primary_since(status: Mapping[str, Any], primary: str | None) -> tuple[str, 
         return primary, dt.datetime.fromisoformat(raw).timestamp()
     except (TypeError, ValueError):
         return None
-
-
-def promotion_succeeded(primary: str | None, steps: Sequence[Step]) -> bool:
-    """After a Bootstrap/Failover/Switchover/Promote: the new primary serves unless a step on it
-    failed (a replica that could not be repointed does not make the primary unavailable)."""
-    return primary is not None and not any(not s.ok and s.instance == primary for s in steps)
 
 
 def timer_can_skip(

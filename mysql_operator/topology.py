@@ -264,6 +264,12 @@ class FailoverHeld(Decision):
     needed: int
 
 
+# decisions that make a (possibly new) primary writable: recorded before acting
+PRIMARY_CHANGES = (Bootstrap, Failover, Promote, Switchover)
+# decisions under which the primary serves as recorded: binary logs may be purged then
+STEADY = (Healthy, ConfigureReplica, ConfigureSemiSync, Errant, Reseed, NeedsSeed)
+
+
 # -- helpers -----------------------------------------------------------------------------------
 def _union(sets: Iterable[Any]) -> Any:
     out = None

@@ -21,7 +21,7 @@ import logging
 
 import kopf
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -125,6 +125,10 @@ def key_problem(api: k8s.ApiClient, namespace: str, enc: Encryption | None, fiel
 class BackupController:
     api: k8s.ApiClient
     image: str = field(default_factory=job_image)
+    # where what a cluster's status says of its backups goes (lastBackup, the schedule's runs):
+    # in the operator the cluster's pass publishes it (Reconciler.report), its status's one
+    # writer; None: patched here (tools, tests that run the controller alone)
+    report: Callable[[str, str, dict], None] | None = None
 
     @property
     def custom(self):
@@ -153,6 +157,12 @@ class BackupController:
             if e.status == 404:
                 return None
             raise
+
+    def _cluster_status(self, namespace: str, name: str, fields: dict) -> None:
+        if self.report is not None:
+            self.report(namespace, name, fields)
+        else:
+            self._patch_status(CLUSTER_PLURAL, namespace, name, fields)
 
     def _patch_status(self, plural: str, namespace: str, name: str, status: dict) -> None:
         self.custom.patch_namespaced_custom_object_status(
@@ -297,8 +307,7 @@ class BackupController:
         if phase == SUCCEEDED:
             self.event(body, "MySQLBackup", "BackupSucceeded", new["message"])
             if cluster_body is not None:
-                self._patch_status(
-                    CLUSTER_PLURAL,
+                self._cluster_status(
                     ns,
                     backup.cluster_name,
                     {
@@ -339,7 +348,7 @@ class BackupController:
         backups = self.backups_of(ns, cname)
         stale = {"nextScheduledBackup", "lastScheduledBackup"} & set(cluster_body.get("status") or {})
         if not bk.schedule and stale:  # a schedule removed: no next run to announce
-            self._patch_status(CLUSTER_PLURAL, ns, cname, dict.fromkeys(stale))
+            self._cluster_status(ns, cname, dict.fromkeys(stale))
         if bk.schedule:
             scheduled = [
                 clock.parse((o["metadata"].get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION))
@@ -380,7 +389,7 @@ class BackupController:
                     "message": s.get("message", ""),
                     "scheduledAt": clock.stamp(newest[0]),
                 }
-            self._patch_status(CLUSTER_PLURAL, ns, cname, status)
+            self._cluster_status(ns, cname, status)
         if bk.retention.keep_last is not None or bk.retention.max_age is not None:
             infos = [
                 retention.BackupInfo(

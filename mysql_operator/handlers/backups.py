@@ -8,6 +8,7 @@ import kopf
 
 from mysql_operator.api import BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.backup.controller import PENDING, RUNNING, BackupController
+from mysql_operator.handlers.cluster import reconciler
 from mysql_operator.k8s.client import api_client
 from mysql_operator.manifests.backup_jobs import DELETE_DATA_ANNOTATION
 
@@ -17,7 +18,10 @@ _controller: BackupController | None = None
 def controller() -> BackupController:
     global _controller
     if _controller is None:
-        _controller = BackupController(api_client())
+        # what the cluster's status says of its backups goes out with the cluster's next pass
+        _controller = BackupController(
+            api_client(), report=lambda ns, name, fields: reconciler().report(ns, name, fields)
+        )
     return _controller
 
 

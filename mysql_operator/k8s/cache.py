@@ -10,7 +10,7 @@ API server, as they do for what no store holds.
 
 `Reads` is what the pass uses: the MySQLCluster, its Pods and its StatefulSet from the stores, the
 Secrets it reads (the operator may `get` Secrets, never list or watch them) again once they are
-older than the caller allows and at once after it wrote one. Without stores (tests, tools) every
+older than the caller allows and at once after it wrote one; and its writes (k8s/ops.py: KubeOps). Without stores (tests, tools) every
 read goes to the API server.
 """
 
@@ -320,8 +320,27 @@ class Reads:
     def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
         self._wrote(self.clusters, k.remove_cluster_annotation(self.api, namespace, name, key))
 
-    def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> None:
-        self._wrote(self.pods, k.set_pod_label(self.api, namespace, pod, key, value))
+    def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
+        try:
+            self._wrote(self.pods, k.set_pod_label(self.api, namespace, pod, key, value))
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return False
+        return True
+
+    def apply(self, obj: Mapping[str, Any]) -> dict:
+        return k.server_side_apply(self.api, obj)
+
+    def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
+        k.post_events(self.api, involved, events)
+
+    def delete_pod(self, namespace: str, pod: str) -> None:
+        try:
+            client.CoreV1Api(self.api).delete_namespaced_pod(pod, namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
 
     @staticmethod
     def _wrote(store: Store | None, body: Mapping[str, Any] | None) -> None:

@@ -261,6 +261,64 @@ def test_lagging_takes_only_serving_replicas_out_and_keeps_other_reasons():
     assert cstatus.were_lagging({"instances": entries}) == {"db-1"}
 
 
+# ------------------------------------------------------------------------ who serves after a pass
+@pytest.mark.parametrize(
+    "promote_ok, writes, new_primary_role",
+    [
+        (False, False, None),  # its promotion failed: no writes, no Pod labelled primary
+        (True, True, P),  # went through (the old primary, unreachable, could not be repointed)
+    ],
+)
+def test_after_a_failover_the_new_primary_serves_only_if_its_promotion_went_through(
+    promote_ok, writes, new_primary_role
+):
+    observed = [
+        inst("db-0", 0, reachable=False),
+        inst("db-1", 1, read_only=True),
+        inst("db-2", 2, source="db-1"),
+    ]
+    d = t.Failover("db-0", "db-1", fence=("db-2",), replicas=("db-2",))
+    steps = [
+        Step("db-2", "fence"),
+        Step("db-1", "promote", "" if promote_ok else "read_only stays on", ok=promote_ok),
+        Step("db-0", "repoint", "unreachable", ok=False),
+    ]
+    out = podview.serving(d, steps, observed, "db-1", SETTINGS, {"db-2": 0}, 60)
+    assert (out.primary_ok, out.writes) == (promote_ok, writes)
+    assert out.roles == {"db-0": None, "db-1": new_primary_role, "db-2": R}
+    assert out.unreachable == ("db-0",) and out.held == ()
+
+
+@pytest.mark.parametrize("reachable, writes", [(False, False), (True, True)])
+def test_while_a_failover_waits_for_its_delay_the_primary_keeps_its_label(reachable, writes):
+    """The operator lost the primary, not necessarily the clients: it keeps the primary label
+    until the failover happens; the status says it serves writes only when it answers."""
+    observed = [inst("db-0", 0, reachable=reachable, read_only=False), inst("db-1", 1, source="db-0")]
+    out = podview.serving(t.WaitForDelay(2.0), [], observed, "db-0", t.Settings(instances=2), {}, 60)
+    assert (out.primary_ok, out.writes) == (True, writes)
+    assert out.roles == {"db-0": P, "db-1": R}
+
+
+def test_a_healthy_pass_takes_a_lagging_replica_out_of_ro_and_holds_an_errant_one():
+    observed = [
+        inst("db-0", 0, read_only=False, executed="0-1-10"),
+        inst("db-1", 1, source="db-0", executed="0-1-10"),
+        inst("db-2", 2, source="db-0", executed="0-1-10,0-3-1"),  # wrote on a replica
+    ]
+    out = podview.serving(
+        t.Healthy("db-0"), [], observed, "db-0", SETTINGS, {"db-0": None, "db-1": 90, "db-2": 0}, 60
+    )
+    assert (out.primary_ok, out.writes) == (True, True)
+    assert out.roles == {"db-0": P, "db-1": None, "db-2": None}
+    assert (out.lagging, out.held, out.unreachable) == ({"db-1"}, ("db-2",), ())
+
+
+def test_a_primary_found_read_only_serves_no_writes():
+    observed = [inst("db-0", 0, read_only=True), inst("db-1", 1, source="db-0")]
+    out = podview.serving(t.Healthy("db-0"), [], observed, "db-0", t.Settings(instances=2), {}, 60)
+    assert (out.primary_ok, out.writes, out.roles["db-0"]) == (False, False, None)
+
+
 def test_roles_failed_promotion_labels_no_primary():
     observed = [inst("db-0", 0), inst("db-1", 1)]
     roles = podview.desired_roles(observed, "db-1", 2, t.Settings(instances=2), primary_ok=False)

@@ -1,0 +1,28 @@
+"""KubeOps: what one cluster's pass writes to Kubernetes - the objects it owns, its status, its Events, the role labels
+of its Pods, a Pod restarted, a carried-out request's annotation removed - behind one small
+interface. `k8s/cache.py: Reads` is the real one (every write also updates its store, so the pass
+reads what it wrote); tests/unit/test_pass_effects.py records the calls to check their order."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Protocol
+
+
+class KubeOps(Protocol):
+    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Server-side apply of one object (k8s/objects.py: ApplyError when refused); as stored."""
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """JSON merge patch of the MySQLCluster's .status (nothing if it is gone)."""
+
+    def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
+        """Events (type, reason, message) on `involved` (a MySQLCluster's body)."""
+
+    def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
+        """Set (None: remove) one label of a Pod; False when there is no such Pod."""
+
+    def delete_pod(self, namespace: str, pod: str) -> None:
+        """A server's Pod deleted (its StatefulSet starts it again on the same volume)."""
+
+    def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
+        """One annotation of the MySQLCluster removed (a request carried out)."""

@@ -1,0 +1,150 @@
+"""The order of a cluster pass's Kubernetes writes, against a recording KubeOps (k8s/ops.py): what
+someone reading the cluster sees between two of them must never be wrong - the Event that says
+why before the status that says what, never two Pods labelled primary, a forced failover
+recorded before its request is removed."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from mysql_operator import manifests as m
+from mysql_operator import pods as podview
+from mysql_operator import topology as t
+from mysql_operator.reconcile import Reconciler
+from mysql_operator.replication import Step
+from mysql_operator.status import Summary
+
+P, R = m.ROLE_PRIMARY, m.ROLE_REPLICA
+BODY = {
+    "apiVersion": "mysql.operator.dev/v1alpha1",
+    "kind": "MySQLCluster",
+    "metadata": {"namespace": "ns", "name": "db", "uid": "u-1", "annotations": {}},
+}
+
+
+class RecordingKube:
+    """KubeOps that records every call; `gone` Pods answer as deleted."""
+
+    def __init__(self, gone: Iterable[str] = ()):
+        self.calls: list[tuple[Any, ...]] = []
+        self.gone = set(gone)
+
+    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.calls.append(("apply", obj["kind"], obj["metadata"]["name"]))
+        return dict(obj)
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.calls.append(("status", dict(status)))
+
+    def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
+        self.calls.append(("events", [reason for _, reason, _ in events]))
+
+    def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
+        self.calls.append(("label", pod, value))
+        return pod not in self.gone
+
+    def delete_pod(self, namespace: str, pod: str) -> None:
+        self.calls.append(("delete", pod))
+
+    def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
+        self.calls.append(("unannotate", key))
+
+
+def reconciler(kube: RecordingKube) -> Reconciler:
+    return Reconciler(None, job_image="operator:test", kube=kube)
+
+
+def pod(name: str, role: str | None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {m.ROLE_LABEL: role} if role else {}},
+        "status": {
+            "phase": "Running",
+            "podIP": "10.1.0.1",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def test_the_event_that_says_why_is_posted_before_the_status_and_an_unchanged_status_is_not_written():
+    kube = RecordingKube()
+    r = reconciler(kube)
+    summary = Summary(
+        instances=2, generation=1, ready=2, primary="db-0", primary_serving=True, decision="Healthy"
+    )
+    result = r._publish(BODY, {}, summary, [("Normal", "Promoted", "db-0 serves writes")], t.Healthy("db-0"))
+    assert [c[0] for c in kube.calls] == ["events", "status"]
+    assert kube.calls[1][1]["currentPrimary"] == "db-0"
+    kube.calls.clear()
+    r._publish(BODY, result.status, summary, [], t.Healthy("db-0"))
+    assert kube.calls == []
+
+
+def test_what_the_backup_controller_reports_goes_out_with_the_next_pass_and_only_once():
+    """The cluster's status has one writer, its pass: lastBackup and the schedule's runs are
+    reported to it and published with its own fields."""
+    kube = RecordingKube()
+    r = reconciler(kube)
+    summary = Summary(
+        instances=1, generation=1, ready=1, primary="db-0", primary_serving=True, decision="Healthy"
+    )
+    first = r._publish(BODY, {}, summary, [], t.Healthy("db-0"))
+    r.report("ns", "db", {"lastBackup": {"name": "db-1"}, "nextScheduledBackup": "2026-11-30T00:00:00Z"})
+    assert kube.calls[-1][0] == "status" and "lastBackup" not in kube.calls[-1][1]
+    second = r._publish(BODY, first.status, summary, [], t.Healthy("db-0"))
+    assert kube.calls[-1][1]["lastBackup"] == {"name": "db-1"}
+    assert kube.calls[-1][1]["nextScheduledBackup"] == "2026-11-30T00:00:00Z"
+    calls = len(kube.calls)
+    third = r._publish(BODY, second.status, summary, [], t.Healthy("db-0"))
+    assert len(kube.calls) == calls  # nothing changed: nothing written
+    r.report("ns", "db", {"nextScheduledBackup": None})  # the schedule was removed
+    r._publish(BODY, third.status, summary, [], t.Healthy("db-0"))
+    assert kube.calls[-1][1]["nextScheduledBackup"] is None
+
+
+def test_a_switchover_removes_the_old_primary_label_before_it_gives_the_new_one():
+    kube = RecordingKube()
+    pods = podview.pod_views("db", [pod("db-0", P), pod("db-1", R), pod("db-2", R)])
+    names = {0: "db-0", 1: "db-1", 2: "db-2"}
+    reconciler(kube)._move_labels("ns", pods, names, {"db-0": R, "db-1": P, "db-2": None})
+    assert kube.calls == [("label", "db-0", R), ("label", "db-2", None), ("label", "db-1", P)]
+
+
+def test_a_new_primary_whose_pod_is_gone_gets_no_label_and_nobody_gets_it_instead():
+    kube = RecordingKube(gone={"db-1"})
+    pods = podview.pod_views("db", [pod("db-0", P), pod("db-1", R)])
+    reconciler(kube)._move_labels("ns", pods, {0: "db-0", 1: "db-1"}, {"db-0": None, "db-1": P})
+    assert kube.calls == [("label", "db-0", None), ("label", "db-1", P)]
+    assert not any(c[0] == "label" and c[2] == P and c[1] != "db-1" for c in kube.calls)
+
+
+def forced_body() -> dict[str, Any]:
+    meta = {**BODY["metadata"], "annotations": {t.FORCE_FAILOVER_ANNOTATION: "alice: db-0 is gone for good"}}
+    return {**BODY, "metadata": meta}
+
+
+def test_a_forced_failover_is_recorded_event_then_status_before_its_request_is_removed():
+    kube = RecordingKube()
+    d = t.Failover("db-0", "db-1", fence=(), replicas=(), forced=True, reason="2 of 3 answer")
+    reconciler(kube)._force_failover_done(forced_body(), d, [Step("db-1", "promote")], ["s3cret"])
+    assert [c[0] for c in kube.calls] == ["events", "status", "unannotate"]
+    record = kube.calls[1][1]["forcedFailover"]
+    assert (record["from"], record["to"], record["requestedBy"]) == (
+        "db-0",
+        "db-1",
+        "alice: db-0 is gone for good",
+    )
+
+
+def test_a_forced_failover_that_failed_or_still_waits_keeps_its_request():
+    kube = RecordingKube()
+    r = reconciler(kube)
+    d = t.Failover("db-0", "db-1", fence=(), replicas=(), forced=True)
+    r._force_failover_done(forced_body(), d, [Step("db-1", "promote", "refused", ok=False)], [])
+    r._force_failover_done(forced_body(), t.WaitForDelay(2.0), [], [])
+    assert kube.calls == []
+
+
+def test_a_force_request_no_failover_needed_is_removed_and_said_so():
+    kube = RecordingKube()
+    reconciler(kube)._force_failover_done(forced_body(), t.Healthy("db-0"), [], [])
+    assert kube.calls == [("events", ["ForceFailoverUnused"]), ("unannotate", t.FORCE_FAILOVER_ANNOTATION)]
