@@ -4,8 +4,10 @@ Three real servers, MariaDB (tests/support/mariadb.py) or MySQL (--flavor mysql,
 tests/support/mysql.py), 127.0.0.1 only. The operator's own pass
 (`ReplicationEngine.reconcile`, which reconcile.Reconciler calls with its Kubernetes hooks) runs in
 a thread as the operator's timer runs it: observe -> decide -> record -> act, then wait the operator's default loop interval (`OperatorConfig.loop_seconds`) before the next
-pass. Settings are the spec defaults (`api.spec.Replication()`: mode semisync, failover enabled,
-delaySeconds as the CRD defaults it), semi-sync acknowledgements the engine's default.
+pass. Settings are the operator's for a 3-instance cluster of the spec defaults
+(`engine_config.engine_settings` of the parsed spec: mode semisync, failover enabled, delaySeconds
+as the CRD defaults it), except that a host-run MariaDB server is never re-seeded (it has no Pod
+to restart on a copy).
 
 Load:
 - one application writer inserts numbered rows through the primary the loop publishes (as a client
@@ -30,6 +32,7 @@ and --deadline.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import threading
@@ -39,7 +42,8 @@ from dataclasses import dataclass, field
 import pymysql
 
 from mysql_operator import topology as t
-from mysql_operator.api.spec import Replication
+from mysql_operator.api import GROUP, VERSION, parse
+from mysql_operator.engine_config import engine_settings
 from mysql_operator.operator import OperatorConfig
 from mysql_operator.replication import ClusterState, Credentials, Member, Outcome, ReplicationEngine
 from tests.support.mariadb import ADMIN_USER, MariaDBFactory, MariaDBServer, missing_binaries
@@ -180,16 +184,19 @@ def main() -> int:
         print(f"cannot run {args.flavor} servers: {why}", file=sys.stderr)
         return 2
 
-    spec = Replication()  # the spec defaults, as the CRD fills them in
-    loop_seconds = OperatorConfig().loop_seconds
-    settings = t.Settings(
-        instances=3,
-        failover_enabled=spec.failover.enabled,
-        failover_delay_seconds=float(spec.failover.delay_seconds),
-        semisync=spec.mode == "semisync",
-        reseed=args.flavor == "mysql",  # as reconcile.engine_settings
-        reseed_errant=spec.reseed_errant,
+    # the operator's own settings for a 3-instance cluster of the spec defaults
+    cluster = parse(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLCluster",
+            "metadata": {"name": "db", "namespace": "bench", "generation": 1},
+            "spec": {"instances": 3, "flavor": args.flavor},
+        }
     )
+    spec = cluster.spec.replication
+    loop_seconds = OperatorConfig().loop_seconds
+    # a host-run MariaDB server has no Pod to restart on a copy (sh/seed.sh): no re-seed there
+    settings = dataclasses.replace(engine_settings(cluster), reseed=args.flavor == "mysql")
     print(
         f"settings: {args.flavor}, 3 instances, mode {spec.mode}, failover delay {settings.failover_delay_seconds:g}s "
         f"(spec default), operator loop every {loop_seconds:g}s (OperatorConfig default)"

@@ -1,24 +1,31 @@
-"""Level-triggered reconcile of one MySQLCluster: observe -> decide -> act, then publish status.
+"""Level-triggered reconcile of one MySQLCluster: one pass observes, decides, acts, then
+publishes one status.
 
 `Reconciler._reconcile(body)` is the one pass: kopf's create/update/resume handlers, the periodic
-timer (`tick`) and the watches on owned Pods/StatefulSets (`nudge`) all end there. It is idempotent:
+timer (`tick`) and the watches on owned Pods/StatefulSets (`nudge`) all end there. It is
+idempotent, in this order:
 
-  parse spec (SpecError -> condition + Event, nothing touched)
-  ensure the generated Secret (created only if missing; never regenerated; missing keys added)
-  server-side apply every owned object (owner references; hand-made drift is overwritten)
-  observe Pods; run the ReplicationEngine's pass (observe -> decide -> act; the same code the
-  benchmarks and integration tests drive) when there is something to observe, with this module's
-  hooks: the rolling update steers the wanted primary, a new primary is recorded in status
-  BEFORE acting; move the role labels (demote first, so
-  never two Pods carry role=primary); publish status; post Events for what was done.
+  parse the spec (SpecError -> condition + Event, nothing touched)
+  observe: the credentials (`Logins`: the Secret, created only if missing, and the record of what
+    the servers have), then - after the upkeep - the Pods: one `Observed` value
+  upkeep of what needs no server: the certificate (tls_upkeep.py), every owned object applied
+    when due (owned.py)
+  the restore gate (restore_gate.py): a cluster being restored goes no further
+  replicate: the ReplicationEngine's pass (observe the servers -> decide -> record -> act; the
+    same code the benchmarks and integration tests drive) with this module's hooks: the rolling
+    update steers the wanted primary, a new primary is recorded in the status BEFORE acting
+  after it: a pending password rotation, a forced failover's record, a rolling restart
+  conclude: who serves (pods.serving, pure), the SQL objects, the role labels (demote first:
+    never two Pods carry role=primary), then the Events and one status
 
-This module holds the pass and its effects (Kubernetes API, SQL probes); passwords.py keeps the
-credentials Secret and the applied-passwords record, tls_upkeep.py the server certificate. What it
-decides with lives in pure modules: pods.py (Pods, roles, labels), status.py (phase,
-conditions, Events), credentials.py (Secret keys, passwords), rolling.py (the rolling update's
-plan; its effects: rollout.py), restoring.py (the restore record; its gate: restore_gate.py),
-topology.py (replication decisions; replication.py acts on them). Secrets never leave it except
-into server connections: step texts and errors are redacted before Events, status or logs.
+Every Kubernetes write of the pass goes through `KubeOps` (k8s/ops.py); the cluster's status has
+no other writer (the backup controller reports its fields: `report`). What the pass decides with
+lives in pure modules: pods.py (Pods, roles, who serves), status.py (phase, conditions, Events),
+credentials.py (Secret keys, passwords), rolling.py (the rolling update's plan; its effects:
+rollout.py), restoring.py (the restore record), topology.py (replication decisions;
+replication.py acts on them, engine_config.py builds its engine from the spec). Secrets never
+leave it except into server connections: step texts and errors are redacted before Events,
+status or logs.
 """
 
 from __future__ import annotations
@@ -32,7 +39,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -40,8 +46,7 @@ from mysql_operator import __version__, clock
 from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator import topology as t
-from mysql_operator.api import MySQLCluster, SpecError, binlog_max_bytes, parse
-from mysql_operator.binlogs import Retention
+from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
@@ -53,7 +58,8 @@ from mysql_operator.backup import storage
 from mysql_operator.manifests.backup_jobs import evidence_job
 from mysql_operator.replication import (
     ClusterState,
-    Credentials,
+    Outcome,
+    Step,
     Member,
     ReplicationEngine,
 )
@@ -73,15 +79,15 @@ from mysql_operator.pods import (
     ready_count,
     promotion_succeeded,
     serving,
-    statefulset_replicas,
 )
+from mysql_operator.engine_config import binlog_retention, build_engine, engine_settings
+from mysql_operator.owned import apply_owned
 from mysql_operator.passwords import PasswordStore
 from mysql_operator.restore_gate import restore_gate
 from mysql_operator.sql_objects import Owned, SqlObjects
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.rollout import (
     RestartGate,
-    place_template,
     replace_stuck,
     roll_delete,
     roll_desired,
@@ -91,7 +97,6 @@ from mysql_operator.tls_upkeep import TLSUpkeep, serves_tls
 from mysql_operator.status import (
     Result,
     Summary,
-    apply_refusal,
     archiver_state,
     build_status,
     decision_event,
@@ -152,6 +157,74 @@ class _Entry:
     # status fields others report (the backup controller's lastBackup, schedule), published by
     # the pass with its own; None removes one
     reported: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Logins:
+    """The credentials a pass logs in with (passwords.py: the Secret, the record of what the
+    servers have)."""
+
+    passwords: dict[str, str]  # the credentials Secret's
+    error: str | None = None  # why the Secret cannot be used: then no server is talked to
+    on_servers: dict[str, str] = field(default_factory=dict)  # the applied record
+    version: str = ""  # of the Secret whose passwords the servers have
+    pending: tuple[str, ...] = ()  # changed in the Secret, not yet on the servers
+
+    @property
+    def current(self) -> dict[str, str]:
+        """What logs in: until a rotation is applied, the servers have the record's passwords."""
+        return {**self.passwords, **{key: self.on_servers[key] for key in self.pending}}
+
+    @property
+    def secrets(self) -> list[str]:
+        """Every password either side may hold: redacted from step texts, Events, status, logs."""
+        return list(self.passwords.values()) + [self.on_servers[key] for key in self.pending]
+
+
+@dataclass
+class Observed:
+    """What one pass starts from, read once: the cluster (its spec, its status as last
+    published), its credentials, its Pods (from the stores)."""
+
+    body: Mapping[str, Any]
+    c: MySQLCluster
+    previous: dict[str, Any]
+    logins: Logins
+    listed: list[dict]  # the cluster's Pods
+    pods: dict[int, PodView] = field(init=False)
+    raw_pods: dict[int | None, dict] = field(init=False)
+    ordinals: list[int] = field(init=False)  # of the instances the pass looks after
+    names: dict[int, str] = field(init=False)
+    ready: int = field(init=False)  # less any Pod this pass restarts
+
+    def __post_init__(self) -> None:
+        c = self.c
+        self.pods = pod_views(c.name, self.listed)
+        self.raw_pods = {pod_ordinal(p["metadata"]["name"], c.name): p for p in self.listed}
+        self.ordinals = member_ordinals(c.spec.instances, self.pods, self.primary_ordinal)
+        self.names = {o: m.pod_name(c, o) for o in self.ordinals}
+        self.ready = ready_count(self.pods, c.spec.instances)
+
+    @property
+    def current_primary(self) -> str | None:
+        return self.previous.get("currentPrimary")
+
+    @property
+    def primary_ordinal(self) -> int | None:
+        return pod_ordinal(self.current_primary or "", self.c.name)
+
+
+@dataclass
+class Replicated:
+    """The replication pass of one Reconciler pass: its engine and settings, and what it did."""
+
+    engine: ReplicationEngine
+    settings: t.Settings
+    members: list[Member]
+    force: bool  # a forced failover was asked for (FORCE_FAILOVER_ANNOTATION)
+    state: ClusterState  # the recorded primary, as the engine left it
+    outcome: Outcome  # what it saw, decided and did
+    roll: rolling.RollStep | None  # the rolling update's step (it steered the wanted primary)
 
 
 class Reconciler:
@@ -252,63 +325,20 @@ class Reconciler:
 
     # -- the reconcile -----------------------------------------------------------------------------
     def _reconcile(self, body: Mapping[str, Any], entry: _Entry, apply: bool | None) -> Result:
+        """One pass: observe (the cluster, its credentials, its Pods) -> upkeep of what needs no
+        server (TLS, owned objects) -> the restore gate -> the replication pass (observe the
+        servers, decide, record, act) -> conclude (who serves, role labels, one status)."""
         meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
         previous = dict(body.get("status") or {})
         try:
             c = parse(body)
         except SpecError as e:
-            return self._publish(
-                body,
-                previous,
-                Summary(instances=0, generation=meta.get("generation"), spec_error=str(e)),
-                [],
-                None,
-            )
-        if c.ignored and entry.ignored_said != (c.generation, c.ignored):
-            entry.ignored_said = (c.generation, c.ignored)
-            said = (
-                f"{', '.join(c.ignored)}: not known to this operator version ({__version__}), ignored. "
-                "The CRD is newer than the operator (a rollback, or an upgrade under way): upgrade "
-                "the operator, or remove the field"
-            )
-            log.warning("%s/%s %s", ns, name, said)
-            self.kube.post_events(body, [("Warning", "UnknownFields", said)])
-
-        passwords, secret_error = self.passwords.current(c, k.owner_of(body))
-        on_servers: dict[str, str] = {}  # the passwords the servers have (the applied record)
-        applied_version = ""
-        pending: tuple[str, ...] = ()
-        if secret_error is None:
-            on_servers, applied_version = self.passwords.applied(c, k.owner_of(body), passwords)
-            pending = rotation_pending(passwords, on_servers)
-        # until a rotation is applied the servers have the passwords of the record: log in with them
-        current = {**passwords, **{key: on_servers[key] for key in pending}}
-        secrets = list(passwords.values()) + [on_servers[key] for key in pending]
-        entry.tls.ensure(self.api, c, body, self.resync_seconds, self.clock())
-        current_primary = previous.get("currentPrimary")
-        primary_ordinal = pod_ordinal(current_primary or "", c.name)
-
-        applied = False
-        every = self.resync_seconds
-        if entry.apply_error or entry.restart_pending:  # again soon: it may go through now
-            every = min(APPLY_RETRY_SECONDS, every)
-        due = self.clock() - entry.last_apply >= every
-        if apply or (apply is None and due) or previous.get("observedGeneration") != c.generation:
-            error = self._apply_objects(c, body, entry, passwords, primary_ordinal, secrets)
-            if error != entry.apply_error:
-                log.log(
-                    logging.WARNING if error else logging.INFO, "%s/%s apply: %s", ns, name, error or "ok"
-                )
-            entry.apply_error, entry.last_apply = error, self.clock()
-            applied = error is None
-
-        listed = self.reads.list_pods(ns, m.selector_labels(c))
-        pods = pod_views(c.name, listed)
-        raw_pods = {pod_ordinal(p["metadata"]["name"], c.name): p for p in listed}
-        ordinals = member_ordinals(c.spec.instances, pods, primary_ordinal)
-        names = {o: m.pod_name(c, o) for o in ordinals}
-        ready = ready_count(pods, c.spec.instances)
+            summary = Summary(instances=0, generation=meta.get("generation"), spec_error=str(e))
+            return self._publish(body, previous, summary, [], None)
+        self._unknown_fields(body, c, entry)
+        logins = self._logins(c, body)
+        applied = self._upkeep(body, c, entry, logins, previous, apply)
+        seen = Observed(body, c, previous, logins, self.reads.list_pods(c.namespace, m.selector_labels(c)))
 
         held = restore_gate(
             self.api,
@@ -316,75 +346,157 @@ class Reconciler:
             body,
             c,
             previous,
-            pods,
-            names,
-            passwords,
-            ready,
+            seen.pods,
+            seen.names,
+            logins.passwords,
+            seen.ready,
             applied,
-            secret_error,
+            logins.error,
             patch_status=self.kube.patch_status,
         )
         if held is not None:
             return held
-        replaced = replace_stuck(self.api, self.reads, body, c, listed)
+        replaced = replace_stuck(self.api, self.reads, body, c, seen.listed)
         if replaced:  # going down now, with the spec's current template coming up
-            ready = ready_count(pods, c.spec.instances, replaced)
+            seen.ready = ready_count(seen.pods, c.spec.instances, replaced)
 
         # the operator never talks to the servers without the CA to verify them (entry.tls.state)
-        run_engine = (
-            secret_error is None
-            and entry.tls.state is not None
-            and (current_primary is not None or any(p.running for p in pods.values()))
-        )
-        if not run_engine:
-            summary = Summary(
-                instances=c.spec.instances,
-                generation=c.generation,
-                secret_error=secret_error,
-                apply_error=entry.apply_error,
-                binlog_archiver=self._archiver_summary(c, entry),
-                restart_pending=entry.restart_pending,
-                tls_problem=entry.tls.problem,
-                tls_blocking=entry.tls.state is None,
-                ready=ready,
-                primary=current_primary,
-                entries=tuple(instance_entries(ordinals, names, pods, {}, {}, {}, current_primary)),
-            )
-            if self.sql.due(ns, name):
-                self._sync_sql(c, entry, None, None, [], {})
-            return self._publish(body, previous, summary, [], None, applied=applied)
+        if (
+            logins.error is not None
+            or entry.tls.state is None
+            or (seen.current_primary is None and not any(p.running for p in seen.pods.values()))
+        ):
+            return self._without_servers(seen, entry, applied)
+        run = self._replicate(seen, entry)
+        self._after(seen, entry, run)
+        return self._conclude(seen, entry, run, applied)
 
+    def _unknown_fields(self, body: Mapping[str, Any], c: MySQLCluster, entry: _Entry) -> None:
+        """Effect: a Warning, once per generation, naming the spec fields this version ignores."""
+        if not c.ignored or entry.ignored_said == (c.generation, c.ignored):
+            return
+        entry.ignored_said = (c.generation, c.ignored)
+        said = (
+            f"{', '.join(c.ignored)}: not known to this operator version ({__version__}), ignored. "
+            "The CRD is newer than the operator (a rollback, or an upgrade under way): upgrade "
+            "the operator, or remove the field"
+        )
+        log.warning("%s/%s %s", c.namespace, c.name, said)
+        self.kube.post_events(body, [("Warning", "UnknownFields", said)])
+
+    def _logins(self, c: MySQLCluster, body: Mapping[str, Any]) -> Logins:
+        """The credentials Secret (created if missing) and the record of what the servers have."""
+        passwords, error = self.passwords.current(c, k.owner_of(body))
+        if error is not None:
+            return Logins(passwords, error)
+        on_servers, version = self.passwords.applied(c, k.owner_of(body), passwords)
+        return Logins(passwords, None, on_servers, version, rotation_pending(passwords, on_servers))
+
+    def _upkeep(
+        self,
+        body: Mapping[str, Any],
+        c: MySQLCluster,
+        entry: _Entry,
+        logins: Logins,
+        previous: Mapping[str, Any],
+        apply: bool | None,
+    ) -> bool:
+        """Effects that need no server: the certificate, and every owned object applied when due
+        (`apply` True: now; None: at the resync, sooner while one is refused, and on a new
+        generation). Whether everything applied in this pass."""
+        entry.tls.ensure(self.api, c, body, self.resync_seconds, self.clock())
+        every = self.resync_seconds
+        if entry.apply_error or entry.restart_pending:  # again soon: it may go through now
+            every = min(APPLY_RETRY_SECONDS, every)
+        due = self.clock() - entry.last_apply >= every
+        if not (apply or (apply is None and due) or previous.get("observedGeneration") != c.generation):
+            return False
+        done = apply_owned(
+            self.api,
+            self.kube,
+            self.restarts,
+            self.reads.owned_statefulsets,
+            self.job_image,
+            c,
+            body,
+            logins.passwords,
+            pod_ordinal(previous.get("currentPrimary") or "", c.name),
+            logins.secrets,
+        )
+        if done.placed:
+            entry.restart_pending = done.staged
+        if done.archiver is not None:
+            entry.archiver = done.archiver
+        error = done.refused
+        if error != entry.apply_error:
+            log.log(
+                logging.WARNING if error else logging.INFO,
+                "%s/%s apply: %s",
+                c.namespace,
+                c.name,
+                error or "ok",
+            )
+        entry.apply_error, entry.last_apply = error, self.clock()
+        return error is None
+
+    def _without_servers(self, seen: Observed, entry: _Entry, applied: bool) -> Result:
+        """The status of a cluster with no server to talk to yet (or no credentials, no CA)."""
+        c = seen.c
+        summary = Summary(
+            instances=c.spec.instances,
+            generation=c.generation,
+            secret_error=seen.logins.error,
+            apply_error=entry.apply_error,
+            binlog_archiver=self._archiver_summary(c, entry),
+            restart_pending=entry.restart_pending,
+            tls_problem=entry.tls.problem,
+            tls_blocking=entry.tls.state is None,
+            ready=seen.ready,
+            primary=seen.current_primary,
+            entries=tuple(
+                instance_entries(seen.ordinals, seen.names, seen.pods, {}, {}, {}, seen.current_primary)
+            ),
+        )
+        if self.sql.due(c.namespace, c.name):
+            self._sync_sql(c, entry, None, None, [], {})
+        return self._publish(seen.body, seen.previous, summary, [], None, applied=applied)
+
+    def _replicate(self, seen: Observed, entry: _Entry) -> Replicated:
+        """The replication pass (ReplicationEngine.reconcile: observe the servers, decide, record
+        a new primary BEFORE acting, act) with this operator's hooks: the rolling update steers
+        the wanted primary; the record and the decision's Event go through KubeOps."""
+        c, body, previous, secrets = seen.c, seen.body, seen.previous, seen.logins.secrets
+        ns, name = c.namespace, c.name
+        force = t.FORCE_FAILOVER_ANNOTATION in (body["metadata"].get("annotations") or {})
         # replicas configured before TLS move to it (topology rule 10)
-        force = t.FORCE_FAILOVER_ANNOTATION in (meta.get("annotations") or {})
         settings = engine_settings(
-            c, replication_tls=entry.tls.state is not None and serves_tls(listed), force_failover=force
+            c, replication_tls=entry.tls.state is not None and serves_tls(seen.listed), force_failover=force
         )
         members = [
             Member(
-                names[o],
+                seen.names[o],
                 o,
-                *resolve(c, o, raw_pods.get(o), self.resolver_mode),
-                **expected_identity(names[o], o, raw_pods.get(o)),
+                *resolve(c, o, seen.raw_pods.get(o), self.resolver_mode),
+                **expected_identity(seen.names[o], o, seen.raw_pods.get(o)),
                 source_host=m.pod_host(c, o),
             )
-            for o in ordinals
+            for o in seen.ordinals
         ]
-        engine = self._engine(entry, c, current, settings, members)
-        state = ClusterState(current_primary)
-        desired = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
-
-        engine.primary_since = primary_since(previous, current_primary)
+        engine = self._engine(entry, c, seen.logins.current, settings, members)
+        state = ClusterState(seen.current_primary)
         roll: list[rolling.RollStep | None] = [None]
+        desired = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
+        engine.primary_since = primary_since(previous, seen.current_primary)
 
         def steer(observed: Sequence[t.InstanceState], wanted: str | None) -> str | None:
-            roll[0], revision = roll_step(self.reads, c, listed, observed, current_primary)
-            return roll_desired(wanted, roll[0], revision, listed)
+            roll[0], revision = roll_step(self.reads, c, seen.listed, observed, seen.current_primary)
+            return roll_desired(wanted, roll[0], revision, seen.listed)
 
         def record(st: ClusterState, decision: t.Decision) -> None:
             changing = Summary(
                 instances=c.spec.instances,
                 generation=c.generation,
-                ready=ready,
+                ready=seen.ready,
                 primary=st.current_primary,
                 decision=decision.kind,
                 decision_reason=redact(decision.reason, secrets),
@@ -406,14 +518,14 @@ class Reconciler:
             body, c, instance, gtids, events
         )
         engine.request_seed = lambda instance, _donor, host: self._request_seed(body, c, instance, host)
-        engine.restart_instance = lambda instance: self.kube.delete_pod(c.namespace, instance)
+        engine.restart_instance = lambda instance: self.kube.delete_pod(ns, instance)
         engine.seed_done = lambda instance: self.kube.apply(
             m.owned(m.reseed_request(c, None), k.owner_of(body))
         )
         started = time.monotonic()
         outcome = engine.reconcile(state, desired, steer=steer, record=record, announce=announce)
         decision, steps, observed = outcome.decision, outcome.steps, outcome.observed
-        self.restarts.seen(f"{ns}/{name}", roll[0], settled=ready >= c.spec.instances)
+        self.restarts.seen(f"{ns}/{name}", roll[0], settled=seen.ready >= c.spec.instances)
         if steps or time.monotonic() - started > 1.0:  # acted, or an instance answered slowly
             log.info(
                 "%s/%s %s pass took %.2fs (%d steps; unreachable: %s)",
@@ -424,69 +536,91 @@ class Reconciler:
                 len(steps),
                 ", ".join(i.name for i in observed if not i.reachable) or "none",
             )
-        if pending and isinstance(decision, t.Healthy) and state.current_primary:
-            # a changed password in the credentials Secret: ALTER USER through the primary, once
-            # nothing else is going on; the next pass's engine logs in with the new passwords
-            accounts = rotation_accounts(c, pending, passwords)
-            rotation = engine.rotate(state.current_primary, list(accounts.values()), steps)
-            rotated = [key for key, a in accounts.items() if (a.user, a.host) in rotation.done]
-            manual = [(key, why) for key in pending if (why := not_rotated(c, key))] + [
-                (key, rotation_denied(c, key, a.user, a.host))
-                for key, a in accounts.items()
-                if (a.user, a.host) in rotation.denied
-            ]
-            if manual:
-                self.kube.post_events(body, [("Warning", "PasswordNotRotated", why) for _, why in manual])
-                rotated += [key for key, _ in manual]
-            if rotated:
-                self.passwords.record_applied(
-                    c, k.owner_of(body), {**on_servers, **{key: passwords[key] for key in rotated}}
-                )
-                log.info("%s/%s passwords rotated: %s", ns, name, ", ".join(rotated))
-        if force:
-            self._force_failover_done(body, decision, steps, secrets)
-        restarted = roll_delete(self.api, body, decision, roll[0])
+        return Replicated(engine, settings, members, force, state, outcome, roll[0])
+
+    def _after(self, seen: Observed, entry: _Entry, run: Replicated) -> None:
+        """What follows the replication pass: a pending password rotation, a forced failover's
+        record, a rolling update's next Pod restart, the certificate each server serves."""
+        c, body, logins = seen.c, seen.body, seen.logins
+        decision, steps = run.outcome.decision, run.outcome.steps
+        primary = run.state.current_primary
+        if logins.pending and isinstance(decision, t.Healthy) and primary:
+            self._rotate(seen, run.engine, primary, steps)
+        if run.force:
+            self._force_failover_done(body, decision, steps, logins.secrets)
+        restarted = roll_delete(self.api, body, decision, run.roll)
         if restarted:  # the status must not count it ready: it is going down now
-            ready = ready_count(pods, c.spec.instances, restarted)
-        if state.current_primary != current_primary:
+            seen.ready = ready_count(seen.pods, c.spec.instances, restarted)
+        if primary != seen.current_primary:
             # the StatefulSet's size depends on the primary (a scale down keeps the primary's Pod
             # until it moved away): the next pass applies it again
             entry.last_apply = float("-inf")
-        entry.tls.serve_current(c, engine.instances, self.clock())
-        failed = [s for s in steps if not s.ok]
+        entry.tls.serve_current(c, run.engine.instances, self.clock())
 
-        primary = state.current_primary
+    def _rotate(self, seen: Observed, engine: ReplicationEngine, primary: str, steps: list[Step]) -> None:
+        """A changed password in the credentials Secret: ALTER USER through the primary, once
+        nothing else is going on; the next pass's engine logs in with the new passwords."""
+        c, body, logins = seen.c, seen.body, seen.logins
+        accounts = rotation_accounts(c, logins.pending, logins.passwords)
+        rotation = engine.rotate(primary, list(accounts.values()), steps)
+        rotated = [key for key, a in accounts.items() if (a.user, a.host) in rotation.done]
+        manual = [(key, why) for key in logins.pending if (why := not_rotated(c, key))] + [
+            (key, rotation_denied(c, key, a.user, a.host))
+            for key, a in accounts.items()
+            if (a.user, a.host) in rotation.denied
+        ]
+        if manual:
+            self.kube.post_events(body, [("Warning", "PasswordNotRotated", why) for _, why in manual])
+            rotated += [key for key, _ in manual]
+        if rotated:
+            self.passwords.record_applied(
+                c, k.owner_of(body), {**logins.on_servers, **{key: logins.passwords[key] for key in rotated}}
+            )
+            log.info("%s/%s passwords rotated: %s", c.namespace, c.name, ", ".join(rotated))
+
+    def _conclude(self, seen: Observed, entry: _Entry, run: Replicated, applied: bool) -> Result:
+        """Who serves (pods.serving, pure), then the SQL objects through a serving primary, the
+        role labels, and the one status with its Events."""
+        c, secrets = seen.c, seen.logins.secrets
+        decision, steps, observed = run.outcome.decision, run.outcome.steps, run.outcome.observed
+        primary = run.state.current_primary
         lags = {
-            n: (o.replica.seconds_behind if o.replica else None) for n, o in engine.last_observations.items()
+            n: (o.replica.seconds_behind if o.replica else None)
+            for n, o in run.engine.last_observations.items()
         }
         served = serving(
             decision,
             steps,
             observed,
             primary,
-            settings,
+            run.settings,
             lags,
             c.spec.replication.max_read_lag_seconds,
-            were_lagging(previous),
+            were_lagging(seen.previous),
         )
-        if self.sql.due(ns, name):
-            self._sync_sql(c, entry, decision, primary if served.primary_ok else None, members, current)
-        self._move_labels(ns, pods, names, served.roles)
-        waiting = {p.name: p.waiting for p in pods.values() if p.waiting}
+        if self.sql.due(c.namespace, c.name):
+            self._sync_sql(
+                c, entry, decision, primary if served.primary_ok else None, run.members, seen.logins.current
+            )
+        self._move_labels(c.namespace, seen.pods, seen.names, served.roles)
+        waiting = {p.name: p.waiting for p in seen.pods.values() if p.waiting}
+        failed = [s for s in steps if not s.ok]
         summary = Summary(
             instances=c.spec.instances,
             generation=c.generation,
-            ready=ready,
+            ready=seen.ready,
             primary=primary,
             primary_serving=served.writes,
             decision=decision.kind,
             apply_error=entry.apply_error,
             binlog_archiver=self._archiver_summary(c, entry),
             restart_pending=entry.restart_pending,
-            rolling=rolling.in_progress(roll[0]),
+            rolling=rolling.in_progress(run.roll),
             tls_problem=entry.tls.problem,
-            primary_in_service=self._primary_in_service(c, pods, primary, served.writes, entry, current),
-            credentials_version=applied_version,
+            primary_in_service=self._primary_in_service(
+                c, seen.pods, primary, served.writes, entry, seen.logins.current
+            ),
+            credentials_version=seen.logins.version,
             decision_reason=redact(decision.reason, secrets),
             held_out=served.held,
             reseeding=tuple(reseed_progress(i, waiting.get(i.name, "")) for i in observed if i.reseeding),
@@ -496,9 +630,9 @@ class Reconciler:
             failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
             entries=tuple(
                 instance_entries(
-                    ordinals,
-                    names,
-                    pods,
+                    seen.ordinals,
+                    seen.names,
+                    seen.pods,
                     {i.name: i for i in observed},
                     lags,
                     served.roles,
@@ -509,14 +643,14 @@ class Reconciler:
             ),
         )
         result = self._publish(
-            body, previous, summary, events_from_steps(steps, secrets), decision, applied=applied
+            seen.body, seen.previous, summary, events_from_steps(steps, secrets), decision, applied=applied
         )
         result.steps = steps
         result.recheck_in = t.next_pass_in(decision, float("inf"))
         if isinstance(decision, (t.Failover, t.Switchover)):
             result.cause = decision.cause
         if isinstance(decision, t.Failover) and served.primary_ok:
-            result.failover_seconds = engine.down_for(decision.from_)
+            result.failover_seconds = run.engine.down_for(decision.from_)
             result.forced = decision.forced
         return result
 
@@ -622,70 +756,6 @@ class Reconciler:
             status={**previous, **status},
         )
 
-    def _apply_objects(
-        self, c: MySQLCluster, body, entry: _Entry, passwords, primary_ordinal, secrets
-    ) -> str | None:
-        """Effect: server-side apply every owned object. One the API server refuses (a spec the
-        CRD admits but the StatefulSet API does not) stops neither the others nor the pass:
-        replication is looked after whatever the spec. The StatefulSet's Pod template is the one
-        rollout.place_template chooses (a restart a new operator version needs may be staged).
-        Returns why, or None when all applied."""
-        owner = k.owner_of(body)
-        refused = []
-        for obj in m.build_all(c, lambda key: passwords.get(key) or "unused"):
-            if obj["kind"] == "Secret":
-                continue  # created only if missing (see _credentials)
-            obj = m.owned(obj, owner)
-            kind, obj_name = obj["kind"], obj["metadata"]["name"]
-            try:
-                step = None
-                if kind == "StatefulSet":
-                    existing = k.read_statefulset(self.api, c.namespace, obj_name)
-                    current, claimed = k.statefulset_sizing(existing)
-                    obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
-                    if claimed is not None:  # immutable in a StatefulSet: the volumes grow instead
-                        obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = (
-                            claimed
-                        )
-                    step = place_template(
-                        self.api, self.restarts, c, body, obj, existing, self.reads.owned_statefulsets
-                    )
-                    entry.restart_pending = step if isinstance(step, rolling.StageTemplate) else None
-                self.kube.apply(obj)
-                approval = rolling.APPROVE_RESTART_ANNOTATION
-                if isinstance(step, rolling.WriteTemplate) and approval in (
-                    body["metadata"].get("annotations") or {}
-                ):
-                    self.kube.remove_cluster_annotation(c.namespace, c.name, approval)  # carried out
-            except k.ApplyError as e:
-                refused.append(apply_refusal(kind, obj_name, e.status, e.message))
-            except ApiException as e:
-                refused.append(apply_refusal(kind, obj_name, e.status, str(e.reason)))
-            except urllib3.exceptions.HTTPError as e:
-                refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
-        refused += self._binlog_archiver(c, owner) + self._grow_volumes(c)
-        return redact("; ".join(refused), secrets) if refused else None
-
-    def _binlog_archiver(self, c: MySQLCluster, owner) -> list[str]:
-        """Effect: the binary-log archiver's Deployment applied (spec.backup.binlogs.enabled) or
-        deleted (off). Why the API server refused, if it did."""
-        dep = m.binlog_archiver(c, self.job_image, image_pull_policy=c.spec.image_pull_policy)
-        name = m.binlog_archiver_name(c)
-        try:
-            if dep is not None:
-                applied = self.kube.apply(m.owned(dep, owner))
-                self.archiver_seen(c.namespace, c.name, applied.get("status") or {})
-            else:
-                client.AppsV1Api(self.api).delete_namespaced_deployment(name, c.namespace)
-        except k.ApplyError as e:
-            return [apply_refusal("Deployment", name, e.status, e.message)]
-        except ApiException as e:
-            if e.status != 404:
-                return [apply_refusal("Deployment", name, e.status, str(e.reason))]
-        except urllib3.exceptions.HTTPError as e:
-            return [apply_refusal("Deployment", name, None, f"no answer from the API server ({e})")]
-        return []
-
     def report(self, namespace: str, name: str, fields: Mapping[str, Any]) -> None:
         """Status fields another controller owns (backup/controller.py: lastBackup, the
         schedule's runs): the cluster's next pass publishes them (this operator's passes are
@@ -704,23 +774,6 @@ class Reconciler:
         if b is None or not b.binlogs.enabled:
             return None
         return archiver_state(m.binlog_archiver_name(c), entry.archiver)
-
-    def _grow_volumes(self, c: MySQLCluster) -> list[str]:
-        """Effect: every server's data volume asks for spec.storage.size (raised: expanded where
-        the StorageClass allows it). Why not, for each claim the API server refused."""
-        refused = []
-        for o in range(c.spec.instances):
-            claim = m.data_claim_name(c, o)
-            try:
-                why = k.grow_claim(self.api, c.namespace, claim, c.spec.storage.size)
-            except urllib3.exceptions.HTTPError as e:
-                why = f"no answer from the API server ({e})"
-            if why:
-                refused.append(
-                    f"spec.storage.size: PersistentVolumeClaim {claim} cannot grow to {c.spec.storage.size}: "
-                    f"{why} (its StorageClass must allow volume expansion)"
-                )
-        return refused
 
     def _engine(
         self,
@@ -842,83 +895,3 @@ class Reconciler:
             entry.routed_to = primary
             return True
         return False
-
-
-def engine_settings(
-    c: MySQLCluster, replication_tls: bool = False, force_failover: bool = False
-) -> t.Settings:
-    """Pure: what the replication decisions and the engine take from the spec."""
-    r = c.spec.replication
-    return t.Settings(
-        instances=c.spec.instances,
-        failover_enabled=r.failover.enabled,
-        failover_delay_seconds=float(r.failover.delay_seconds),
-        semisync=r.mode == "semisync",
-        async_fallback=r.allow_async_fallback,
-        replication_tls=replication_tls,
-        # what the primary waits for: MariaDB's semi-sync waits for one acknowledgement, always
-        semisync_acks=t.semisync_acks(c.spec.instances, r.semi_sync_acks) if c.spec.flavor == "mysql" else 1,
-        force_failover=force_failover,
-        # a physical copy: MySQL's CLONE, MariaDB's mariadb-backup (sh/seed.sh)
-        reseed=True,
-        reseed_errant=r.reseed_errant,
-    )
-
-
-def binlog_retention(c: MySQLCluster) -> Retention:
-    """Pure: spec.replication.binlogRetention as the engine purges by it."""
-    return Retention(c.spec.replication.binlog_retention_hours * 3600, binlog_max_bytes(c.spec))
-
-
-def build_engine(
-    c: MySQLCluster,
-    members: Sequence[Member],
-    passwords: Mapping[str, str],
-    settings: t.Settings,
-    apply_timeout: float = 30.0,
-    tls: ssl.SSLContext | None = None,
-    connect: Callable[[Member], Any] | None = None,
-) -> ReplicationEngine:
-    """The engine for a cluster, with its accounts and the semi-sync values of its spec: the
-    same values manifests/config.py renders into my.cnf (tests/unit/test_replication_actions.py
-    compares them)."""
-    app_user = c.spec.database.user if c.spec.database else None
-    app = (
-        Credentials(app_user, passwords[m.APP_PASSWORD_KEY])
-        if app_user and passwords.get(m.APP_PASSWORD_KEY)
-        else None
-    )
-    backup = (
-        Credentials(m.BACKUP_USER, passwords[m.BACKUP_PASSWORD_KEY])
-        if passwords.get(m.BACKUP_PASSWORD_KEY)
-        else None
-    )
-    monitor = (
-        Credentials(m.MONITOR_USER, passwords[m.MONITOR_PASSWORD_KEY], "localhost")
-        if passwords.get(m.MONITOR_PASSWORD_KEY)
-        else None
-    )
-    binlog = (
-        Credentials(m.BINLOG_USER, passwords[m.BINLOG_PASSWORD_KEY])
-        if passwords.get(m.BINLOG_PASSWORD_KEY)
-        else None
-    )
-    return ReplicationEngine(
-        members,
-        Credentials(m.OPERATOR_USER, passwords[m.OPERATOR_PASSWORD_KEY]),
-        Credentials(m.REPLICATION_USER, passwords[m.REPLICATION_PASSWORD_KEY]),
-        settings,
-        app=app,
-        app_database=c.spec.database.name if c.spec.database else None,
-        semisync_acks=c.spec.replication.semi_sync_acks,
-        apply_timeout=apply_timeout,
-        backup=backup,
-        monitor=monitor,
-        binlog=binlog,
-        reduce_admin=True,
-        # replicas verify their source against the CA mounted in their Pod; the operator
-        # verifies every server against the same CA
-        tls_ca_path=m.TLS_CA if settings.replication_tls else None,
-        tls=tls,
-        connect=connect,
-    )

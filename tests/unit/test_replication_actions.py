@@ -556,7 +556,7 @@ def test_the_semisync_values_in_my_cnf_are_the_ones_a_promotion_sets(flavor, ins
     name them: a change of spec.instances then restarts no server)."""
     from mysql_operator.api import parse
     from mysql_operator.manifests import server_settings
-    from mysql_operator.reconcile import build_engine, engine_settings
+    from mysql_operator.engine_config import build_engine, engine_settings
     from tests.unit.test_api_fieldwalk import body
 
     replication = {

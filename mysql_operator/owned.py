@@ -1,0 +1,121 @@
+"""Effects: a cluster's owned objects brought to its spec - every object server-side applied (the
+StatefulSet's size and Pod template as rollout.place_template chooses), the binary log archiver's
+Deployment applied or deleted, the data volumes grown. One the API server refuses stops neither
+the others nor the pass (replication is looked after whatever the spec): why is returned, for the
+status. The credentials Secret is not applied here: it is created only if missing
+(passwords.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from mysql_operator import manifests as m
+from mysql_operator import rolling
+from mysql_operator.api import MySQLCluster
+from mysql_operator.db.instance import redact
+from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.ops import KubeOps
+from mysql_operator.pods import statefulset_replicas
+from mysql_operator.rollout import RestartGate, place_template
+from mysql_operator.status import apply_refusal
+
+
+@dataclass(frozen=True)
+class Applied:
+    refused: str | None  # why some object was not applied (redacted); None: all were
+    placed: bool  # the StatefulSet's template was chosen (then `staged` says whether it waits)
+    staged: rolling.StageTemplate | None  # a Pod template a new operator version wants, staged
+    archiver: Mapping[str, Any] | None  # the archiver Deployment's status as applied; None: not
+
+
+def apply_owned(
+    api: client.ApiClient,
+    kube: KubeOps,
+    restarts: RestartGate,
+    owned_statefulsets: Callable[[], list[dict]],
+    job_image: str,
+    c: MySQLCluster,
+    body: Mapping[str, Any],
+    passwords: Mapping[str, str],
+    primary_ordinal: int | None,
+    secrets: Sequence[str],
+) -> Applied:
+    owner = k.owner_of(body)
+    refused = []
+    placed, staged = False, None
+    for obj in m.build_all(c, lambda key: passwords.get(key) or "unused"):
+        if obj["kind"] == "Secret":
+            continue  # created only if missing (passwords.py)
+        obj = m.owned(obj, owner)
+        kind, obj_name = obj["kind"], obj["metadata"]["name"]
+        try:
+            step = None
+            if kind == "StatefulSet":
+                existing = k.read_statefulset(api, c.namespace, obj_name)
+                current, claimed = k.statefulset_sizing(existing)
+                obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
+                if claimed is not None:  # immutable in a StatefulSet: the volumes grow instead
+                    obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = (
+                        claimed
+                    )
+                step = place_template(api, restarts, c, body, obj, existing, owned_statefulsets)
+                placed, staged = True, step if isinstance(step, rolling.StageTemplate) else None
+            kube.apply(obj)
+            approval = rolling.APPROVE_RESTART_ANNOTATION
+            if isinstance(step, rolling.WriteTemplate) and approval in (
+                body["metadata"].get("annotations") or {}
+            ):
+                kube.remove_cluster_annotation(c.namespace, c.name, approval)  # carried out
+        except k.ApplyError as e:
+            refused.append(apply_refusal(kind, obj_name, e.status, e.message))
+        except ApiException as e:
+            refused.append(apply_refusal(kind, obj_name, e.status, str(e.reason)))
+        except urllib3.exceptions.HTTPError as e:
+            refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
+    archiver_refused, archiver = binlog_archiver(api, kube, job_image, c, owner)
+    refused += archiver_refused + grow_volumes(api, c)
+    return Applied(redact("; ".join(refused), secrets) if refused else None, placed, staged, archiver)
+
+
+def binlog_archiver(
+    api: client.ApiClient, kube: KubeOps, job_image: str, c: MySQLCluster, owner: Mapping[str, Any]
+) -> tuple[list[str], Mapping[str, Any] | None]:
+    """The binary-log archiver's Deployment applied (spec.backup.binlogs.enabled) or deleted
+    (off): why the API server refused, if it did, and the status of the one applied."""
+    dep = m.binlog_archiver(c, job_image, image_pull_policy=c.spec.image_pull_policy)
+    name = m.binlog_archiver_name(c)
+    try:
+        if dep is not None:
+            return [], kube.apply(m.owned(dep, owner)).get("status") or {}
+        client.AppsV1Api(api).delete_namespaced_deployment(name, c.namespace)
+    except k.ApplyError as e:
+        return [apply_refusal("Deployment", name, e.status, e.message)], None
+    except ApiException as e:
+        if e.status != 404:
+            return [apply_refusal("Deployment", name, e.status, str(e.reason))], None
+    except urllib3.exceptions.HTTPError as e:
+        return [apply_refusal("Deployment", name, None, f"no answer from the API server ({e})")], None
+    return [], None
+
+
+def grow_volumes(api: client.ApiClient, c: MySQLCluster) -> list[str]:
+    """Every server's data volume asks for spec.storage.size (raised: expanded where the
+    StorageClass allows it). Why not, for each claim the API server refused."""
+    refused = []
+    for o in range(c.spec.instances):
+        claim = m.data_claim_name(c, o)
+        try:
+            why = k.grow_claim(api, c.namespace, claim, c.spec.storage.size)
+        except urllib3.exceptions.HTTPError as e:
+            why = f"no answer from the API server ({e})"
+        if why:
+            refused.append(
+                f"spec.storage.size: PersistentVolumeClaim {claim} cannot grow to {c.spec.storage.size}: "
+                f"{why} (its StorageClass must allow volume expansion)"
+            )
+    return refused
