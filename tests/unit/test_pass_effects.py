@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping
 from mysql_operator import manifests as m
 from mysql_operator import pods as podview
 from mysql_operator import topology as t
-from mysql_operator.reconcile import Reconciler
+from mysql_operator.reconcile import Logins, Reconciler
 from mysql_operator.replication import Step
 from mysql_operator.status import Summary
 
@@ -148,3 +148,15 @@ def test_a_force_request_no_failover_needed_is_removed_and_said_so():
     kube = RecordingKube()
     reconciler(kube)._force_failover_done(forced_body(), t.Healthy("db-0"), [], [])
     assert kube.calls == [("events", ["ForceFailoverUnused"]), ("unannotate", t.FORCE_FAILOVER_ANNOTATION)]
+
+
+def test_while_a_rotation_is_pending_the_pass_logs_in_with_what_the_servers_have_and_hides_both():
+    logins = Logins(
+        {"operator-password": "new-op", "replication-password": "same"},
+        None,
+        {"operator-password": "old-op", "replication-password": "same"},
+        "v1",
+        ("operator-password",),
+    )
+    assert logins.current == {"operator-password": "old-op", "replication-password": "same"}
+    assert {"new-op", "old-op", "same"} <= set(logins.secrets)
