@@ -21,7 +21,9 @@ from dataclasses import field
 from mysql_operator.pods import PodView, promotion_succeeded  # noqa: F401 - the status's own word
 
 
-ACTIONS = t.PRIMARY_CHANGES + (t.Fence, t.ConfigureReplica, t.Decommission, t.ConfigureSemiSync, t.Reseed)
+T = t.Transition
+# transitions that act: condition Progressing True, its reason the decision's kind
+ACTING = (T.REPAIRING, T.BOOTSTRAPPING, T.FAILING_OVER, T.SWITCHING_OVER, T.PROMOTING)
 
 
 @dataclass
@@ -139,17 +141,18 @@ def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None)
 def phase(s: Summary) -> str:
     if s.spec_error:
         return "Invalid"
-    if s.secret_error or s.decision == "Unrecoverable" or (s.apply_error and s.primary is None):
+    now = t.transition(s.decision)
+    if s.secret_error or now is T.LOST or (s.apply_error and s.primary is None):
         return "Failed"
     if s.tls_problem is not None and s.tls_blocking and s.tls_problem.warning:
         return "Failed"  # the user must act (the timer keeps looking: the fix is seen within seconds)
     if s.primary is None:
-        return "Bootstrapping" if s.decision else "Pending"
-    if s.decision == "Failover":
+        return "Bootstrapping" if now is not None else "Pending"
+    if now is T.FAILING_OVER:
         return "FailingOver"
-    if s.decision == "Switchover":
+    if now is T.SWITCHING_OVER:
         return "SwitchingOver"
-    if s.decision == "Bootstrap" and not s.primary_serving:
+    if now is T.BOOTSTRAPPING and not s.primary_serving:
         return "Bootstrapping"
     if not s.primary_serving:
         return "Unavailable"
@@ -177,6 +180,7 @@ def _cond(ctype: str, ok: bool, reason: str, message: str = "") -> dict[str, Any
 
 
 def conditions(s: Summary) -> list[dict[str, Any]]:
+    now = t.transition(s.decision)
     if s.spec_error:
         msg = s.spec_error
         return [
@@ -220,11 +224,11 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         progressing = _cond("Progressing", False, "CredentialsSecret", s.secret_error)
     elif tls_wait is not None:
         progressing = _cond("Progressing", not tls_wait.warning, tls_wait.reason, tls_wait.message)
-    elif s.decision in {d.__name__ for d in ACTIONS}:
-        progressing = _cond("Progressing", True, s.decision, s.decision_reason)
-    elif s.decision == "WaitForDelay":
+    elif now in ACTING:
+        progressing = _cond("Progressing", True, str(s.decision), s.decision_reason)
+    elif now is T.WAITING:
         progressing = _cond("Progressing", True, "Waiting", s.decision_reason)
-    elif s.decision == "FailoverHeld":  # nothing moves until replicas return or a person forces it
+    elif now is T.HELD:  # nothing moves until replicas return or a person forces it
         progressing = _cond("Progressing", False, "FailoverHeld", s.decision_reason)
     elif s.apply_error:  # the user must act: nothing progresses towards the spec until then
         progressing = _cond("Progressing", False, "ApplyFailed", s.apply_error)
@@ -239,8 +243,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
 
     if s.secret_error:
         degraded = _cond("Degraded", True, "CredentialsSecret", s.secret_error)
-    elif s.decision in ("Unrecoverable", "FailoverHeld"):
-        degraded = _cond("Degraded", True, s.decision, s.decision_reason)
+    elif now in (T.LOST, T.HELD):
+        degraded = _cond("Degraded", True, str(s.decision), s.decision_reason)
     elif s.apply_error:
         degraded = _cond("Degraded", True, "ApplyFailed", s.apply_error)
     elif s.failed_steps:

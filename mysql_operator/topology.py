@@ -31,6 +31,7 @@ Priorities, first match wins:
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -262,6 +263,46 @@ class FailoverHeld(Decision):
     primary: str
     answering: tuple[str, ...]
     needed: int
+
+
+class Transition(enum.Enum):
+    """What a decision does to the cluster's primary: the state the status's phase and
+    conditions derive from (status.py), whatever the decision's name."""
+
+    STEADY = "steady"  # the primary serves; nothing to change (or only instances held out)
+    REPAIRING = "repairing"  # the primary stays; instances around it are put right
+    BOOTSTRAPPING = "bootstrapping"
+    FAILING_OVER = "failing-over"
+    SWITCHING_OVER = "switching-over"
+    PROMOTING = "promoting"  # the recorded primary made writable (again)
+    WAITING = "waiting"  # the primary is lost; its failover waits for the delay
+    HELD = "held"  # lost, and too few replicas answer to promote safely: a person may force it
+    LOST = "lost"  # lost, and nothing the operator may do brings it back: a person must act
+
+
+TRANSITIONS: dict[type[Decision], Transition] = {
+    Healthy: Transition.STEADY,
+    Errant: Transition.STEADY,
+    NeedsSeed: Transition.STEADY,
+    Fence: Transition.REPAIRING,
+    ConfigureReplica: Transition.REPAIRING,
+    Decommission: Transition.REPAIRING,
+    ConfigureSemiSync: Transition.REPAIRING,
+    Reseed: Transition.REPAIRING,
+    Bootstrap: Transition.BOOTSTRAPPING,
+    Failover: Transition.FAILING_OVER,
+    Switchover: Transition.SWITCHING_OVER,
+    Promote: Transition.PROMOTING,
+    WaitForDelay: Transition.WAITING,
+    FailoverHeld: Transition.HELD,
+    Unrecoverable: Transition.LOST,
+}
+_BY_KIND = {d.__name__: tr for d, tr in TRANSITIONS.items()}
+
+
+def transition(kind: str | None) -> Transition | None:
+    """The transition of a decision, by its kind (Decision.kind); None when none was made."""
+    return _BY_KIND[kind] if kind is not None else None
 
 
 # decisions that make a (possibly new) primary writable: recorded before acting

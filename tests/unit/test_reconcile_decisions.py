@@ -909,3 +909,16 @@ def test_a_copy_past_its_estimate_never_shows_more_copied_than_expected():
     assert cstatus.reseed_entry(past)["bytesCopied"] == cstatus.reseed_entry(past)["bytesTotal"] == 20 * mib
     assert cstatus.reseed_progress(past) == "db-2 re-seeding: 20 of 20 MiB copied"
     assert cstatus.reseed_entry(unknown)["bytesTotal"] == 0
+
+
+def test_every_decision_says_what_it_does_to_the_primary_so_the_phase_never_guesses():
+    """The phase and conditions derive from a decision's Transition: a new decision without one
+    fails here rather than showing a phase picked by its name."""
+    decisions = {d for d in vars(t).values() if isinstance(d, type) and issubclass(d, t.Decision)} - {
+        t.Decision
+    }
+    assert decisions == set(t.TRANSITIONS)
+    assert t.transition(None) is None
+    failing_over = cstatus.phase(cstatus.Summary(instances=3, ready=3, primary="db-1", decision="Failover"))
+    lost = cstatus.phase(cstatus.Summary(instances=3, ready=2, primary="db-0", decision="Unrecoverable"))
+    assert (failing_over, lost) == ("FailingOver", "Failed")
