@@ -95,21 +95,18 @@ from mysql_operator.rollout import (
 )
 from mysql_operator.tls_upkeep import TLSUpkeep, serves_tls
 from mysql_operator.status import (
+    Plan,
     Result,
     Summary,
     archiver_state,
-    build_status,
     decision_event,
-    degraded_events,
-    waiting_events,
-    archiving_events,
     events_from_steps,
     instance_entries,
+    plan,
     primary_change_status,
     primary_in_service,
     primary_since,
     reseed_progress,
-    status_changed,
     timer_can_skip,
     were_lagging,
 )
@@ -602,7 +599,6 @@ class Reconciler:
             self._sync_sql(
                 c, entry, decision, primary if served.primary_ok else None, run.members, seen.logins.current
             )
-        self._move_labels(c.namespace, seen.pods, seen.names, served.roles)
         waiting = {p.name: p.waiting for p in seen.pods.values() if p.waiting}
         failed = [s for s in steps if not s.ok]
         summary = Summary(
@@ -642,8 +638,15 @@ class Reconciler:
                 )
             ),
         )
+        labelled = {p.name: p.role for p in seen.pods.values() if not p.deleting}
         result = self._publish(
-            seen.body, seen.previous, summary, events_from_steps(steps, secrets), decision, applied=applied
+            seen.body,
+            seen.previous,
+            summary,
+            events_from_steps(steps, secrets),
+            decision,
+            applied=applied,
+            labels=label_plan(labelled, served.roles),
         )
         result.steps = steps
         result.recheck_in = t.next_pass_in(decision, float("inf"))
@@ -724,37 +727,42 @@ class Reconciler:
         self.kube.remove_cluster_annotation(ns, name, t.FORCE_FAILOVER_ANNOTATION)
         log.warning("%s/%s %s: %s", ns, name, event[1], event[2])
 
-    def _publish(self, body, previous, summary: Summary, events, decision, applied=False) -> Result:
+    def _publish(
+        self, body, previous, summary: Summary, events, decision, applied=False, labels=()
+    ) -> Result:
+        """The end of the pass: its Plan (status.plan, pure) carried out."""
         meta = body["metadata"]
         entry = self._entry(meta["namespace"], meta["name"])
         with self._guard:
             reported = dict(entry.reported)
-        status = {**reported, **build_status(summary, previous, clock.stamp())}
-        events = [
-            *events,
-            *degraded_events(previous, status),
-            *archiving_events(previous, status),
-            *waiting_events(previous, status),
-        ]
-        if events:  # first: whoever sees the new status can already read the Event that says why
-            self.kube.post_events(body, events)
-        if status_changed(previous, status):
-            self.kube.patch_status(meta["namespace"], meta["name"], status)
-        for etype, reason, message in events:
+        todo = plan(summary, previous, events, clock.stamp(), labels, reported)
+        self._act(body, todo)
+        return Result(
+            phase=todo.status["phase"],
+            applied=applied,
+            decision=decision.kind if decision is not None else None,
+            status={**previous, **todo.status},
+        )
+
+    def _act(self, body: Mapping[str, Any], todo: Plan) -> None:
+        """Effect: a Plan written through KubeOps, in its order."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        for pod, value in todo.labels:
+            if not self.kube.set_pod_label(ns, pod, m.ROLE_LABEL, value) and value == m.ROLE_PRIMARY:
+                break  # gone: no other Pod is given the role in its place
+        if todo.events:
+            self.kube.post_events(body, todo.events)
+        if todo.changed:
+            self.kube.patch_status(ns, name, todo.status)
+        for etype, reason, message in todo.events:
             log.log(
                 logging.WARNING if etype == "Warning" else logging.INFO,
                 "%s/%s %s: %s",
-                meta["namespace"],
-                meta["name"],
+                ns,
+                name,
                 reason,
                 message,
             )
-        return Result(
-            phase=status["phase"],
-            applied=applied,
-            decision=decision.kind if decision is not None else None,
-            status={**previous, **status},
-        )
 
     def report(self, namespace: str, name: str, fields: Mapping[str, Any]) -> None:
         """Status fields another controller owns (backup/controller.py: lastBackup, the
@@ -855,14 +863,6 @@ class Reconciler:
             self.sql.sync(c.namespace, c.name, connect, Flavor(c.spec.flavor), unavailable, owned)
         except Exception:  # noqa: BLE001 - never the cluster's pass: retried at the next sync
             log.exception("%s/%s: SQL objects", c.namespace, c.name)
-
-    def _move_labels(
-        self, ns: str, pods: Mapping[int, PodView], names: Mapping[int, str], roles: Mapping[str, str | None]
-    ) -> None:
-        current = {p.name: p.role for p in pods.values() if not p.deleting}
-        for pod, value in label_plan(current, roles):
-            if not self.kube.set_pod_label(ns, pod, m.ROLE_LABEL, value) and value == m.ROLE_PRIMARY:
-                return  # gone: no other Pod is given the role in its place
 
     def _primary_in_service(
         self,

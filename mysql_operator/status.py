@@ -403,6 +403,41 @@ def status_changed(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bo
     return strip(previous) != strip(status)
 
 
+Event = tuple[str, str, str]  # (Normal|Warning, reason, message)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a pass writes to Kubernetes at its end, in this order: the role labels (demotions
+    first: pods.label_plan), the Events (before the status, so that whoever reads the status can
+    already read why), the status (only when it changes)."""
+
+    labels: tuple[tuple[str, str | None], ...]
+    events: tuple[Event, ...]
+    status: dict[str, Any]  # the pass's own fields, and those reported to it
+    changed: bool  # patching `status` would change something
+
+
+def plan(
+    s: Summary,
+    previous: Mapping[str, Any],
+    events: Iterable[Event],
+    now: str,
+    labels: Iterable[tuple[str, str | None]] = (),
+    reported: Mapping[str, Any] | None = None,
+) -> Plan:
+    """The end of a pass as a value: its status (`build_status` and the fields others reported:
+    Reconciler.report), the Events of its steps and of what changed, and the label moves."""
+    status = {**(reported or {}), **build_status(s, previous, now)}
+    said = (
+        *events,
+        *degraded_events(previous, status),
+        *archiving_events(previous, status),
+        *waiting_events(previous, status),
+    )
+    return Plan(tuple(labels), said, status, status_changed(previous, status))
+
+
 def instance_entries(
     ordinals: Sequence[int],
     names: Mapping[int, str],

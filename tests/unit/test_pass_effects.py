@@ -101,20 +101,41 @@ def test_what_the_backup_controller_reports_goes_out_with_the_next_pass_and_only
     assert kube.calls[-1][1]["nextScheduledBackup"] is None
 
 
-def test_a_switchover_removes_the_old_primary_label_before_it_gives_the_new_one():
+def labels_for(pods: list[dict[str, Any]], roles: dict[str, str | None]) -> list[tuple[str, str | None]]:
+    views = podview.pod_views("db", pods)
+    return podview.label_plan({p.name: p.role for p in views.values()}, roles)
+
+
+def test_a_switchover_moves_the_labels_old_primary_first_then_says_why_then_the_status():
     kube = RecordingKube()
-    pods = podview.pod_views("db", [pod("db-0", P), pod("db-1", R), pod("db-2", R)])
-    names = {0: "db-0", 1: "db-1", 2: "db-2"}
-    reconciler(kube)._move_labels("ns", pods, names, {"db-0": R, "db-1": P, "db-2": None})
-    assert kube.calls == [("label", "db-0", R), ("label", "db-2", None), ("label", "db-1", P)]
+    summary = Summary(
+        instances=3, generation=1, ready=3, primary="db-1", primary_serving=True, decision="Switchover"
+    )
+    labels = labels_for(
+        [pod("db-0", P), pod("db-1", R), pod("db-2", R)], {"db-0": R, "db-1": P, "db-2": None}
+    )
+    event = ("Normal", "Switchover", "db-1 serves writes")
+    reconciler(kube)._publish(
+        BODY, {}, summary, [event], t.Switchover("db-0", "db-1", ("db-0", "db-2")), labels=labels
+    )
+    assert [c[:3] if c[0] == "label" else c[0] for c in kube.calls] == [
+        ("label", "db-0", R),
+        ("label", "db-2", None),
+        ("label", "db-1", P),
+        "events",
+        "status",
+    ]
 
 
 def test_a_new_primary_whose_pod_is_gone_gets_no_label_and_nobody_gets_it_instead():
     kube = RecordingKube(gone={"db-1"})
-    pods = podview.pod_views("db", [pod("db-0", P), pod("db-1", R)])
-    reconciler(kube)._move_labels("ns", pods, {0: "db-0", 1: "db-1"}, {"db-0": None, "db-1": P})
-    assert kube.calls == [("label", "db-0", None), ("label", "db-1", P)]
-    assert not any(c[0] == "label" and c[2] == P and c[1] != "db-1" for c in kube.calls)
+    summary = Summary(instances=2, generation=1, ready=1, primary="db-1", decision="Failover")
+    labels = labels_for(
+        [pod("db-0", P), pod("db-1", R), pod("db-2", R)], {"db-0": None, "db-1": P, "db-2": R}
+    )
+    reconciler(kube)._publish(BODY, {}, summary, [], t.Failover("db-0", "db-1", (), ()), labels=labels)
+    assert [c for c in kube.calls if c[0] == "label"] == [("label", "db-0", None), ("label", "db-1", P)]
+    assert kube.calls[-1][0] == "status", "the status is written all the same"
 
 
 def forced_body() -> dict[str, Any]:
