@@ -18,8 +18,10 @@ idempotent, in this order:
   conclude: who serves (pods.serving, pure), the SQL objects, the role labels (demote first:
     never two Pods carry role=primary), then the Events and one status
 
-Every Kubernetes write of the pass goes through `KubeOps` (k8s/ops.py); the cluster's status has
-no other writer (the backup controller reports its fields: `report`). What the pass decides with
+The pass's own Kubernetes writes - owned objects, status records, Events, role labels, Pod
+restarts - go through `KubeOps` (k8s/ops.py); the TLS upkeep, the credentials Secret, the restore
+gate and the volume growth still take the API client. The cluster's status has no other writer
+(the backup controller reports its fields: `report`). What the pass decides with
 lives in pure modules: pods.py (Pods, roles, who serves), status.py (phase, conditions, Events),
 credentials.py (Secret keys, passwords), rolling.py (the rolling update's plan; its effects:
 rollout.py), restoring.py (the restore record), topology.py (replication decisions;
@@ -353,7 +355,7 @@ class Reconciler:
         )
         if held is not None:
             return held
-        replaced = replace_stuck(self.api, self.reads, body, c, seen.listed)
+        replaced = replace_stuck(self.kube, self.reads, body, c, seen.listed)
         if replaced:  # going down now, with the spec's current template coming up
             seen.ready = ready_count(seen.pods, c.spec.instances, replaced)
 
@@ -545,7 +547,7 @@ class Reconciler:
             self._rotate(seen, run.engine, primary, steps)
         if run.force:
             self._force_failover_done(body, decision, steps, logins.secrets)
-        restarted = roll_delete(self.api, body, decision, run.roll)
+        restarted = roll_delete(self.kube, body, decision, run.roll)
         if restarted:  # the status must not count it ready: it is going down now
             seen.ready = ready_count(seen.pods, c.spec.instances, restarted)
         if primary != seen.current_primary:

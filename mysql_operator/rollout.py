@@ -13,14 +13,13 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster
 from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.pods import pod_ordinal, pod_views
 
 
@@ -95,35 +94,31 @@ def roll_step(
     ), revision
 
 
-def roll_delete(api, body, decision, roll) -> str | None:
+def roll_delete(kube: KubeOps, body, decision, roll) -> str | None:
     """Effect: delete the outdated Pod, only when the topology is settled (Healthy): never during
     a failover, a switchover or while a replica is being configured. Returns the deleted Pod's
     name (None: none was)."""
     if not isinstance(roll, rolling.DeletePod) or not isinstance(decision, t.Healthy):
         return None
-    return _restart(api, body, roll, "RollingUpdate", "restarting")
+    return _restart(kube, body, roll, "RollingUpdate", "restarting")
 
 
-def replace_stuck(api, reads, body, c: MySQLCluster, listed) -> str | None:
+def replace_stuck(kube: KubeOps, reads, body, c: MySQLCluster, listed) -> str | None:
     """Effect: delete the outdated Pod that does not run (rolling.replace_stuck), at any point of
     the cluster's life (a first Pod that cannot pull its image has no primary to wait for).
     Returns the deleted Pod's name (None: none was)."""
     sts = reads.statefulset(c.namespace, m.statefulset_name(c))
     step = rolling.replace_stuck(roll_pods(c.name, listed, (), None), rolling.update_revision(sts))
-    return None if step is None else _restart(api, body, step, "ReplacedStuckPod", "replacing")
+    return None if step is None else _restart(kube, body, step, "ReplacedStuckPod", "replacing")
 
 
-def _restart(api, body, step: rolling.DeletePod, reason: str, doing: str) -> str | None:
+def _restart(kube: KubeOps, body, step: rolling.DeletePod, reason: str, doing: str) -> str | None:
     """Effect: the Pod deleted (its StatefulSet starts it again with the current template on the
     same volume), a Normal Event saying why."""
     meta = body["metadata"]
-    try:
-        client.CoreV1Api(api).delete_namespaced_pod(step.name, meta["namespace"])
-    except ApiException as e:
-        if e.status != 404:
-            raise
+    if not kube.delete_pod(meta["namespace"], step.name):
         return None
-    k.post_events(api, body, [("Normal", reason, f"{doing} {step.name}: {step.reason}")])
+    kube.post_events(body, [("Normal", reason, f"{doing} {step.name}: {step.reason}")])
     log.info("%s/%s %s: %s %s: %s", meta["namespace"], meta["name"], reason, doing, step.name, step.reason)
     return step.name
 

@@ -18,7 +18,7 @@ from mysql_operator.replication import (
     Step,
 )
 from dataclasses import field
-from mysql_operator.pods import PodView, promotion_succeeded  # noqa: F401 - the status's own word
+from mysql_operator.pods import PodView
 
 
 T = t.Transition

@@ -105,12 +105,16 @@ class Dialect:
     def parse_gtids(self, text: str | None):
         raise NotImplementedError
 
+    executed_gtids_variable: str  # the server's executed GTID set, as a global variable
+    purged_gtids_variable: str | None = None  # None: the binary logs must be read
+    server_uuid_variable: str | None = None  # the origin of its own GTIDs, where it has one
+
     def executed_gtids_sql(self) -> str:
-        raise NotImplementedError
+        return f"SELECT @@GLOBAL.{self.executed_gtids_variable}"
 
     def purged_gtids_sql(self) -> str | None:
         """SQL whose single value is the purged GTID set, or None if the binlogs must be read."""
-        raise NotImplementedError
+        return f"SELECT @@GLOBAL.{self.purged_gtids_variable}" if self.purged_gtids_variable else None
 
     def wait_for_gtids(self, gtids, timeout: float) -> Statement:
         raise NotImplementedError
@@ -119,7 +123,14 @@ class Dialect:
     def server_state_sql(self) -> str:
         """One row: server_id, server_uuid (NULL where there is none), read-only, hostname,
         report_host, executed GTIDs, purged GTIDs (NULL where the binary logs must be read)."""
-        raise NotImplementedError
+
+        def var(name: str | None) -> str:
+            return f"@@GLOBAL.{name}" if name else "NULL"
+
+        return (
+            f"SELECT @@server_id, {var(self.server_uuid_variable)}, @@{self.read_only_variable}, "
+            f"@@hostname, @@report_host, {var(self.executed_gtids_variable)}, {var(self.purged_gtids_variable)}"
+        )
 
     # the global settings and counters semi-sync decisions read, as (name, value) rows
     SETTINGS_WHERE = (
@@ -223,6 +234,9 @@ class Dialect:
 class MySQLDialect(Dialect):
     divergence_errnos = frozenset({1236, 13114})  # source purged/lacks GTIDs the replica has
     read_only_variable = "super_read_only"
+    executed_gtids_variable = "gtid_executed"
+    purged_gtids_variable = "gtid_purged"
+    server_uuid_variable = "server_uuid"
 
     def __init__(self, version: ServerVersion):
         super().__init__(version)
@@ -259,18 +273,6 @@ class MySQLDialect(Dialect):
 
     def parse_gtids(self, text):
         return MySQLGtidSet.parse(text)
-
-    def executed_gtids_sql(self) -> str:
-        return "SELECT @@GLOBAL.gtid_executed"
-
-    def purged_gtids_sql(self) -> str | None:
-        return "SELECT @@GLOBAL.gtid_purged"
-
-    def server_state_sql(self) -> str:
-        return (
-            "SELECT @@server_id, @@server_uuid, @@super_read_only, @@hostname, @@report_host, "
-            "@@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged"
-        )
 
     def wait_for_gtids(self, gtids, timeout: float) -> Statement:
         return "SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)", (str(gtids), max(1, int(timeout)))
@@ -358,17 +360,10 @@ class MariaDBDialect(Dialect):
     def parse_gtids(self, text):
         return MariaDBGtids.parse(text)
 
-    def executed_gtids_sql(self) -> str:
-        # the last GTID per (domain, server_id) ever binlogged; needs log_slave_updates=ON
-        return "SELECT @@GLOBAL.gtid_binlog_state"
-
-    def purged_gtids_sql(self) -> str | None:
-        return None  # the Gtid_list event at the start of the oldest binlog file says
-
+    # the last GTID per (domain, server_id) ever binlogged; needs log_slave_updates=ON
+    executed_gtids_variable = "gtid_binlog_state"
+    # no purged set: the Gtid_list event at the start of the oldest binlog file says
     settings_schema = "information_schema"
-
-    def server_state_sql(self) -> str:
-        return "SELECT @@server_id, NULL, @@read_only, @@hostname, @@report_host, @@GLOBAL.gtid_binlog_state, NULL"
 
     def wait_for_gtids(self, gtids, timeout: float) -> Statement:
         pos = gtids.position() if isinstance(gtids, MariaDBGtids) else str(gtids)

@@ -10,8 +10,8 @@ API server, as they do for what no store holds.
 
 `Reads` is what the pass uses: the MySQLCluster, its Pods and its StatefulSet from the stores, the
 Secrets it reads (the operator may `get` Secrets, never list or watch them) again once they are
-older than the caller allows and at once after it wrote one; and its writes (k8s/ops.py: KubeOps). Without stores (tests, tools) every
-read goes to the API server.
+older than the caller allows and at once after it wrote one; and its writes (k8s/ops.py:
+KubeOps). Without stores (tests, tools) every read goes to the API server.
 """
 
 from __future__ import annotations
@@ -335,12 +335,14 @@ class Reads:
     def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
         k.post_events(self.api, involved, events)
 
-    def delete_pod(self, namespace: str, pod: str) -> None:
+    def delete_pod(self, namespace: str, pod: str) -> bool:
         try:
             client.CoreV1Api(self.api).delete_namespaced_pod(pod, namespace)
         except ApiException as e:
             if e.status != 404:
                 raise
+            return False
+        return True
 
     @staticmethod
     def _wrote(store: Store | None, body: Mapping[str, Any] | None) -> None:

@@ -21,8 +21,9 @@ class KubeOps(Protocol):
     def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
         """Set (None: remove) one label of a Pod; False when there is no such Pod."""
 
-    def delete_pod(self, namespace: str, pod: str) -> None:
-        """A server's Pod deleted (its StatefulSet starts it again on the same volume)."""
+    def delete_pod(self, namespace: str, pod: str) -> bool:
+        """A server's Pod deleted (its StatefulSet starts it again on the same volume); False
+        when there was no such Pod."""
 
     def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
         """One annotation of the MySQLCluster removed (a request carried out)."""

@@ -43,8 +43,9 @@ class RecordingKube:
         self.calls.append(("label", pod, value))
         return pod not in self.gone
 
-    def delete_pod(self, namespace: str, pod: str) -> None:
+    def delete_pod(self, namespace: str, pod: str) -> bool:
         self.calls.append(("delete", pod))
+        return pod not in self.gone
 
     def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
         self.calls.append(("unannotate", key))

@@ -795,7 +795,7 @@ def test_timer_skips_only_clusters_with_nothing_to_observe(status, generation, s
     ],
 )
 def test_promotion_fails_only_with_a_failed_step_on_the_new_primary(steps, ok):
-    assert cstatus.promotion_succeeded("db-1", steps) is ok
+    assert podview.promotion_succeeded("db-1", steps) is ok
 
 
 def _pod(ordinal, ready=True, role="primary", deleting=False):
