@@ -13,6 +13,7 @@ template. Measured: each phase's duration and the bursts of refused writes."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import subprocess
 import tarfile
@@ -37,7 +38,7 @@ from e2e.helpers import (
 )
 from e2e.test_operator_install import delete_test_pod, helm_test
 from e2e.test_registry_image import _ready_operator_pods, pull_secret
-from mysql_operator import rolling
+from mysql_operator import clock, rolling
 from tests.support import chart_oci
 from tests.support.containerd import parse_build_output
 from tests.support.controlplane import binary
@@ -87,7 +88,9 @@ class Timeline(threading.Thread):
         self.seen: dict[str, float] = {}  # pod name/uid -> when first listed
         self.deleting: dict[str, float] = {}  # -> when first listed with a deletionTimestamp
         self.ready: dict[str, float] = {}  # -> when first listed Ready
-        self.primaries: dict[str, list[tuple[float, str]]] = {c.name: [] for c in clusters}
+        self.asked: dict[str, dt.datetime] = {}  # -> when its deletion was asked (API server, to the second)
+        # each cluster's currentPrimary when it changed, with its primarySince (operator, microseconds)
+        self.primaries: dict[str, list[tuple[float, str, str | None]]] = {c.name: [] for c in clusters}
 
     def run(self) -> None:
         while not self.stop_event.wait(0.5):
@@ -95,7 +98,8 @@ class Timeline(threading.Thread):
             for c in self.clusters:
                 try:
                     pods = _db_pods(c)
-                    primary = c.status().get("currentPrimary")
+                    status = c.status()
+                    primary = status.get("currentPrimary")
                 except Exception:  # noqa: BLE001 - an API hiccup: the next round sees it
                     continue
                 for p in pods:
@@ -103,11 +107,13 @@ class Timeline(threading.Thread):
                     self.seen.setdefault(key, now)
                     if p.metadata.deletion_timestamp:
                         self.deleting.setdefault(key, now)
+                        grace = dt.timedelta(seconds=p.metadata.deletion_grace_period_seconds or 0)
+                        self.asked.setdefault(key, p.metadata.deletion_timestamp - grace)
                     elif any(x.type == "Ready" and x.status == "True" for x in p.status.conditions or []):
                         self.ready.setdefault(key, now)
                 history = self.primaries[c.name]
                 if primary and (not history or history[-1][1] != primary):
-                    history.append((now, primary))
+                    history.append((now, primary, status.get("primarySince")))
 
     def went(self, key: str) -> float:
         """When the Pod began to go: listed as deleting, else (deleted between two rounds) when
@@ -280,8 +286,18 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
             # another instance had become the primary
             old = primaries[c.name]
             assert went[old] == max(went.values()), f"{c.name}: the primary {old} restarted last ({went})"
-            moved = [t for t, p in timeline.primaries[c.name] if p != old]
-            assert moved and moved[0] < went[old], f"{c.name}: switched over before {old} restarted"
+            moved = [(t, since) for t, p, since in timeline.primaries[c.name] if p != old]
+            assert moved, f"{c.name}: never switched over from {old}"
+            if moved[0][0] == went[old]:
+                # one round of the timeline saw both (they can come tenths of a second apart): the
+                # switchover's record (microseconds) is not after the second the deletion was asked in
+                key = next(k for k in mine if k.split("/")[0] == old and k not in alive)
+                since = clock.parse(moved[0][1][:19] + "Z") if moved[0][1] else None
+                assert since is not None and key in timeline.asked and since <= timeline.asked[key], (
+                    f"{c.name}: switched over ({moved[0][1]}) before {old} restarted ({timeline.asked.get(key)})"
+                )
+            else:
+                assert moved[0][0] < went[old], f"{c.name}: switched over before {old} restarted"
         (a, (a0, a1)), (b, (b0, b1)) = sorted(windows.items(), key=lambda kv: kv[1][0])
         assert a1 <= b0, f"{b} started restarting ({b0:.1f}) before {a}'s Pods were all Ready ({a1:.1f})"
         assert any(name == b and reason == "WaitingForOtherCluster" for name, reason, _ in staged), staged
