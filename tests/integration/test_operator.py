@@ -920,5 +920,10 @@ def test_a_restart_a_new_operator_version_needs_is_staged_one_cluster_at_a_time(
     assert staged["reason"] == "WaitingForOtherCluster" and f"{ns}/up-a" in staged["message"]
     assert template_hash("up-b") == "older-operator"
     objs.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "up-a")
-    wait_for(lambda: template_hash("up-b") == built["up-b"][CONFIG_HASH], 60, "up-b's template written")
+    wait_for(
+        lambda: template_hash("up-b") == built["up-b"][CONFIG_HASH],
+        60,
+        "up-b's template written",
+        describe=lambda: f"up-b's RestartPending: {pending('up-b')}",
+    )
     wait_for(lambda: not pending("up-b"), 30, "up-b's RestartPending gone")
