@@ -11,9 +11,10 @@ idempotent, in this order:
   upkeep of what needs no server: the certificate (tls_upkeep.py), every owned object applied
     when due (owned.py)
   the restore gate (restore_gate.py): a cluster being restored goes no further
-  replicate: the ReplicationEngine's pass (observe the servers -> decide -> record -> act; the
-    same code the benchmarks and integration tests drive) with this module's hooks: the rolling
-    update steers the wanted primary, a new primary is recorded in the status BEFORE acting
+  replicate: the servers observed, the wanted primary (the rolling update moves it), then the
+    ReplicationEngine's pass (decide -> record -> act; the same code the benchmarks and
+    integration tests drive) with this module's hooks: a new primary is recorded in the status
+    BEFORE acting
   after it: a pending password rotation, a forced failover's record, a rolling restart
   conclude: who serves (pods.serving, pure), the SQL objects, the role labels (demote first:
     never two Pods carry role=primary), then the Events and one status
@@ -85,7 +86,7 @@ from mysql_operator.pods import (
 from mysql_operator.engine_config import binlog_retention, build_engine, engine_settings
 from mysql_operator.owned import apply_owned
 from mysql_operator.passwords import PasswordStore
-from mysql_operator.restore_gate import restore_gate
+from mysql_operator import restore_gate as gate
 from mysql_operator.sql_objects import Owned, SqlObjects
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.rollout import (
@@ -190,11 +191,13 @@ class Observed:
     previous: dict[str, Any]
     logins: Logins
     listed: list[dict]  # the cluster's Pods
+    statefulset: dict | None  # its StatefulSet (the rolling update's revisions)
     pods: dict[int, PodView] = field(init=False)
     raw_pods: dict[int | None, dict] = field(init=False)
     ordinals: list[int] = field(init=False)  # of the instances the pass looks after
     names: dict[int, str] = field(init=False)
     ready: int = field(init=False)  # less any Pod this pass restarts
+    instances: list[t.InstanceState] = field(default_factory=list)  # the servers, once observed
 
     def __post_init__(self) -> None:
         c = self.c
@@ -223,7 +226,7 @@ class Replicated:
     force: bool  # a forced failover was asked for (FORCE_FAILOVER_ANNOTATION)
     state: ClusterState  # the recorded primary, as the engine left it
     outcome: Outcome  # what it saw, decided and did
-    roll: rolling.RollStep | None  # the rolling update's step (it steered the wanted primary)
+    roll: rolling.RollStep | None  # the rolling update's step (it moved the wanted primary)
 
 
 class Reconciler:
@@ -337,25 +340,19 @@ class Reconciler:
         self._unknown_fields(body, c, entry)
         logins = self._logins(c, body)
         applied = self._upkeep(body, c, entry, logins, previous, apply)
-        seen = Observed(body, c, previous, logins, self.reads.list_pods(c.namespace, m.selector_labels(c)))
-
-        held = restore_gate(
-            self.api,
-            self.job_image,
+        seen = Observed(
             body,
             c,
             previous,
-            seen.pods,
-            seen.names,
-            logins.passwords,
-            seen.ready,
-            applied,
-            logins.error,
-            patch_status=self.kube.patch_status,
+            logins,
+            self.reads.list_pods(c.namespace, m.selector_labels(c)),
+            self.reads.statefulset(c.namespace, m.statefulset_name(c)),
         )
+
+        held = self._restore(seen, applied)
         if held is not None:
             return held
-        replaced = replace_stuck(self.kube, self.reads, body, c, seen.listed)
+        replaced = replace_stuck(self.kube, body, c, seen.listed, seen.statefulset)
         if replaced:  # going down now, with the spec's current template coming up
             seen.ready = ready_count(seen.pods, c.spec.instances, replaced)
 
@@ -438,6 +435,43 @@ class Reconciler:
         entry.apply_error, entry.last_apply = error, self.clock()
         return error is None
 
+    def _restore(self, seen: Observed, applied: bool) -> Result | None:
+        """The restore gate (restore_gate.py: observe, plan, carry out): the Result of a pass held
+        by a restore (it is starting, running, or failed), None when the pass may go on."""
+        c, body, logins = seen.c, seen.body, seen.logins
+        if c.spec.restore is None:
+            return None
+        owner = k.owner_of(body)
+        found = gate.observe_restore(self.api, c, seen.previous, gate.not_ready(c, seen.pods, seen.names))
+        now = clock.stamp()
+
+        def plan_(start_error: str | None = None) -> gate.RestorePlan:
+            return gate.plan_restore(
+                c,
+                owner,
+                found,
+                seen.previous,
+                seen.pods,
+                seen.listed,
+                seen.ready,
+                logins.secrets,
+                logins.error,
+                self.job_image,
+                now,
+                start_error,
+            )
+
+        todo = plan_()
+        gate.carry_out(self.api, self.kube, c, owner, todo.writes)
+        if not todo.held:
+            return None
+        refused = gate.start(self.api, self.kube, c, owner, todo.start)
+        if refused is not None:
+            todo = plan_(refused)
+        assert todo.status is not None
+        self._act(body, Plan((), todo.events, todo.status, todo.changed))
+        return Result(phase=todo.status["phase"], applied=applied, status={**seen.previous, **todo.status})
+
     def _without_servers(self, seen: Observed, entry: _Entry, applied: bool) -> Result:
         """The status of a cluster with no server to talk to yet (or no credentials, no CA)."""
         c = seen.c
@@ -461,9 +495,10 @@ class Reconciler:
         return self._publish(seen.body, seen.previous, summary, [], None, applied=applied)
 
     def _replicate(self, seen: Observed, entry: _Entry) -> Replicated:
-        """The replication pass (ReplicationEngine.reconcile: observe the servers, decide, record
-        a new primary BEFORE acting, act) with this operator's hooks: the rolling update steers
-        the wanted primary; the record and the decision's Event go through KubeOps."""
+        """The replication pass: the servers observed (into `seen.instances`), the wanted primary
+        (spec.primary, moved by the rolling update's next step), then ReplicationEngine.reconcile
+        (decide, record a new primary BEFORE acting, act) with this operator's hooks: the record
+        and the decision's Event go through KubeOps."""
         c, body, previous, secrets = seen.c, seen.body, seen.previous, seen.logins.secrets
         ns, name = c.namespace, c.name
         force = t.FORCE_FAILOVER_ANNOTATION in (body["metadata"].get("annotations") or {})
@@ -483,13 +518,12 @@ class Reconciler:
         ]
         engine = self._engine(entry, c, seen.logins.current, settings, members)
         state = ClusterState(seen.current_primary)
-        roll: list[rolling.RollStep | None] = [None]
-        desired = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
         engine.primary_since = primary_since(previous, seen.current_primary)
-
-        def steer(observed: Sequence[t.InstanceState], wanted: str | None) -> str | None:
-            roll[0], revision = roll_step(self.reads, c, seen.listed, observed, seen.current_primary)
-            return roll_desired(wanted, roll[0], revision, seen.listed)
+        seen.instances = engine.observe()
+        # the rolling update moves the wanted primary off the Pod it restarts next
+        pinned = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
+        roll, revision = roll_step(seen.statefulset, c, seen.listed, seen.instances, seen.current_primary)
+        desired = roll_desired(pinned, roll, revision, seen.listed)
 
         def record(st: ClusterState, decision: t.Decision) -> None:
             changing = Summary(
@@ -522,9 +556,9 @@ class Reconciler:
             m.owned(m.reseed_request(c, None), k.owner_of(body))
         )
         started = time.monotonic()
-        outcome = engine.reconcile(state, desired, steer=steer, record=record, announce=announce)
+        outcome = engine.reconcile(state, desired, record=record, announce=announce, observed=seen.instances)
         decision, steps, observed = outcome.decision, outcome.steps, outcome.observed
-        self.restarts.seen(f"{ns}/{name}", roll[0], settled=seen.ready >= c.spec.instances)
+        self.restarts.seen(f"{ns}/{name}", roll, settled=seen.ready >= c.spec.instances)
         if steps or time.monotonic() - started > 1.0:  # acted, or an instance answered slowly
             log.info(
                 "%s/%s %s pass took %.2fs (%d steps; unreachable: %s)",
@@ -535,7 +569,7 @@ class Reconciler:
                 len(steps),
                 ", ".join(i.name for i in observed if not i.reachable) or "none",
             )
-        return Replicated(engine, settings, members, force, state, outcome, roll[0])
+        return Replicated(engine, settings, members, force, state, outcome, roll)
 
     def _after(self, seen: Observed, entry: _Entry, run: Replicated) -> None:
         """What follows the replication pass: a pending password rotation, a forced failover's
@@ -675,7 +709,7 @@ class Reconciler:
         job = m.owned(job, k.owner_of({**kept, "apiVersion": "v1", "kind": "ConfigMap"}))
         # (blocking the record's deletion would need a right on configmaps/finalizers)
         job["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = False
-        jobs.create_job(self.api, job)
+        self.kube.create_job(job)
         where = storage.describe(s3, storage.join_key(s3.prefix, "evidence", name))
         return f"ConfigMap {name}, copied to {where} by Job {job['metadata']['name']}"
 

@@ -465,18 +465,16 @@ class ReplicationEngine:
         state: ClusterState,
         desired_primary: str | None = None,
         *,
-        steer: Callable[[Sequence[t.InstanceState], str | None], str | None] | None = None,
         record: Callable[[ClusterState, t.Decision], None] | None = None,
         announce: Callable[[t.Decision], None] | None = None,
+        observed: list[t.InstanceState] | None = None,
     ) -> Outcome:
-        """One pass. `steer(observed, desired)` may change the wanted primary after observing (a
-        rolling update moves it off the Pod it restarts next); `record(state, decision)` persists a
+        """One pass. `record(state, decision)` persists a
         new primary before anything is done to a server (an exception from it stops the pass: nothing
         acts on a choice that is not durable); `announce(decision)` sees every decision before
-        it acts (Events, logs)."""
-        observed = self.observe()
-        if steer is not None:
-            desired_primary = steer(observed, desired_primary)
+        it acts (Events, logs). `observed`: this pass's `observe()`, when the caller made it."""
+        if observed is None:
+            observed = self.observe()
         decision = t.decide(observed, self.settings, state.current_primary, desired_primary)
         observed, decision = self._confirm_target(
             observed,

@@ -1,13 +1,17 @@
-"""The restore gate of a new cluster with spec.restore: find the backup to restore, start the
-restore Job, follow it, and hold replication off until every instance is loaded. The record's
-lifecycle is restoring.py; the Job's manifest manifests/backup_jobs.py."""
+"""The restore gate of a new cluster with spec.restore, in three parts: `observe_restore` reads
+what it needs (the restore Job and its result, where spec.restore points), `plan_restore` (pure)
+decides - start the restore Job, follow it, ask every MariaDB instance for the Job's physical
+copy, record the outcome - and gives the ordered writes, the Events and the status of a held
+cluster, `carry_out` makes the writes. Replication stays held off until every instance is
+loaded. The record's lifecycle is restoring.py; the Job's manifest manifests/backup_jobs.py."""
 
 from __future__ import annotations
 
 
 import logging
 import re
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -18,6 +22,7 @@ from mysql_operator import restoring
 from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
 from mysql_operator.backup.controller import key_problem
 from mysql_operator.backup.restore import Source
@@ -28,10 +33,24 @@ from mysql_operator.manifests.backup_jobs import (
     restore_job_name,
     restore_service,
 )
-from mysql_operator.status import Result, Summary, build_status, instance_entries, status_changed
+from mysql_operator.pods import PodView
+from mysql_operator.status import Event, Summary, build_status, instance_entries, status_changed
 
 
 log = logging.getLogger(__name__)
+
+
+# -- observe ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RestoreSeen:
+    """What the gate reads before it decides."""
+
+    record: Mapping[str, Any] | None  # status.restore
+    job: Mapping[str, Any] | str | None  # the Job's result, restoring.JOB_RUNNING, None: no Job
+    job_serving: bool = False  # the Job serves a physical copy (MariaDB): its container is ready
+    source: Source | None = None  # where spec.restore points (read once every instance is Ready)
+    source_error: str | None = None  # why it cannot be used, naming the field and the fix
+    key_problem: str | None = None  # the restore's encryption key Secret is missing or incomplete
 
 
 def restore_source(api, c: MySQLCluster) -> Source:
@@ -82,151 +101,27 @@ def restore_source(api, c: MySQLCluster) -> Source:
     return source
 
 
-def restore_gate(
-    api,
-    job_image: str,
-    body,
-    c: MySQLCluster,
-    previous,
-    pods,
-    names,
-    passwords,
-    ready: int,
-    applied: bool,
-    secret_error: str | None = None,
-    patch_status: Callable[[str, str, Mapping[str, Any]], Any] | None = None,
-) -> Result | None:
-    """spec.restore at creation: None when the reconcile may go on (no restore, or it succeeded);
-    else the Result of a loop that held the cluster (Restoring / RestoreFailed) and published it.
-    The load itself runs in the restore Job (see mysql_operator.restoring). `patch_status`: how
-    the cluster's status is written (the reconciler's, which reads its own writes back)."""
-    if c.spec.restore is None:
-        return None
-    write = patch_status or (lambda ns, name, status: k.patch_status(api, ns, name, status))
+def observe_restore(
+    api, c: MySQLCluster, previous: Mapping[str, Any], not_ready: Sequence[str]
+) -> RestoreSeen:
+    """Effect (reads only): the restore Job while one runs; where spec.restore points and its key
+    once a restore could start (no record yet, no primary, every instance Ready)."""
+    assert c.spec.restore is not None
     record = previous.get("restore")
-    not_ready = [
-        names.get(o, m.pod_name(c, o)) for o in range(c.spec.instances) if not (pods.get(o) and pods[o].ready)
-    ]
-    job: Mapping[str, Any] | str | None = None
-    waiting_key: str | None = None
-    if (record or {}).get("phase") == restoring.RUNNING:
+    phase = (record or {}).get("phase")
+    if phase == restoring.RUNNING:
         found, job_pods = jobs.read_job(api, c.namespace, restore_job_name(c))
-        if found is not None:
-            job = (
-                jobs.job_result(found, job_pods, f"the restore Job {restore_job_name(c)}")
-                or restoring.JOB_RUNNING
-            )
-        if job == restoring.JOB_RUNNING and c.spec.flavor == "mariadb" and serving(job_pods):
-            record = request_restore_copies(api, c, body, record or {}, write)
-    action = restoring.decide(True, record, previous.get("currentPrimary"), not_ready, job)
-    if isinstance(action, restoring.Proceed):
-        return None
-    if isinstance(action, restoring.Start):
-        # e.g. the user's Secret lacks restore-password, or the encryption key's Secret is missing
-        waiting_key = key_problem(api, c.namespace, c.spec.restore.encryption, "spec.restore.encryption")
-        waiting = secret_error or waiting_key
-        if waiting:
-            action = restoring.WaitForInstances(waiting)
-    secrets = list(passwords.values())
-    events: list[tuple[str, str, str]] = []
-    if isinstance(action, restoring.WaitForInstances) and action.reason in (secret_error, waiting_key):
-        if action.reason not in _condition_messages(previous):  # once per reason, not every pass
-            events.append(("Warning", "RestoreWaiting", redact(action.reason, secrets)))
-    patch: dict[str, Any] = {}
-    if isinstance(action, restoring.Start):
-        described = restoring.describe_source(c.spec.restore.from_backup, c.spec.restore.s3)
-        started = clock.stamp()
-        try:
-            source = restore_source(api, c)
-            record = restoring.record(restoring.RUNNING, described, started, job=restore_job_name(c))
-            write(c.namespace, c.name, {"restore": record})  # before the Job exists
-            # where it serves a physical copy (only its manifest says if it is one), with what
-            certificates.ensure_restore_certificate(api, c, k.owner_of(body), clock.now())
-            k.server_side_apply(api, m.owned(restore_service(c), k.owner_of(body)))
-            jobs.create_job(
-                api,
-                m.owned(
-                    restore_job(
-                        c, source.s3, source.path, job_image, image_pull_policy=c.spec.image_pull_policy
-                    ),
-                    k.owner_of(body),
-                ),
-            )
-        except (ValueError, ApiException) as e:
-            message = redact(
-                str(e) if isinstance(e, ValueError) else f"creating the restore Job: {e.reason}", secrets
-            )
-            record = restoring.record(restoring.FAILED, described, started, clock.stamp(), message)
-            patch["restore"] = record
-            events.append(("Warning", "RestoreFailed", message))
-            action = restoring.Failed(message)
-        else:
-            events.append(
-                (
-                    "Normal",
-                    "RestoreStarted",
-                    f"restoring {described} into every instance (Job {restore_job_name(c)})",
-                )
-            )
-            action = restoring.InProgress()
-    elif isinstance(action, restoring.Finished):
-        result = action.result
-        ok = bool(result.get("ok"))
-        message = redact(str(result.get("message") or ""), secrets)[:1024]
-        extra = {
-            key: result[key]
-            for key in ("durationSeconds", "gtidPosition", "bytesLoaded", "pointInTime")
-            if key in result
-        }
-        record = restoring.record(
-            restoring.SUCCEEDED if ok else restoring.FAILED,
-            record.get("source", ""),
-            record.get("startedAt", clock.stamp()),
-            clock.stamp(),
-            message,
-            **({"job": record["job"]} if record.get("job") else {}),
-            **extra,
-        )
-        patch["restore"] = record
-        if ok:
-            primary = m.pod_name(c, c.spec.primary if c.spec.primary is not None else 0)
-            patch["currentPrimary"] = primary  # the engine adopts: promote it, attach the others
-        events.append(
-            ("Normal", "RestoreSucceeded", message) if ok else ("Warning", "RestoreFailed", message)
-        )
-        log.log(logging.INFO if ok else logging.WARNING, "%s/%s restore: %s", c.namespace, c.name, message)
-        action = restoring.InProgress() if ok else restoring.Failed(message)
-    elif isinstance(action, restoring.Failed) and (record or {}).get("phase") != restoring.FAILED:
-        # the Job is gone, or a primary without a record: recorded once, with its Event
-        record = restoring.record(
-            restoring.FAILED,
-            (record or {}).get("source", ""),
-            (record or {}).get("startedAt", clock.stamp()),
-            clock.stamp(),
-            action.message,
-        )
-        patch["restore"] = record
-        events.append(("Warning", "RestoreFailed", action.message))
-    if patch:
-        write(c.namespace, c.name, patch)
-
-    ordinals = sorted(set(range(c.spec.instances)) | set(pods))
-    all_names = {o: m.pod_name(c, o) for o in ordinals}
-    summary = Summary(
-        instances=c.spec.instances,
-        generation=c.generation,
-        ready=ready,
-        entries=tuple(instance_entries(ordinals, all_names, pods, {}, {}, {}, None)),
-    )
-    now = clock.stamp()
-    status = restoring.overlay_status(build_status(summary, previous, now), action, record, now)
-    if "currentPrimary" in patch:
-        status["currentPrimary"] = patch["currentPrimary"]
-    if status_changed(previous, status):
-        write(c.namespace, c.name, status)
-    if events:
-        k.post_events(api, body, events)
-    return Result(phase=status["phase"], applied=applied, status={**previous, **status})
+        if found is None:
+            return RestoreSeen(record, None)
+        job = jobs.job_result(found, job_pods, f"the restore Job {restore_job_name(c)}")
+        return RestoreSeen(record, job or restoring.JOB_RUNNING, serving(job_pods))
+    if phase is not None or previous.get("currentPrimary") is not None or not_ready:
+        return RestoreSeen(record, None)
+    key = key_problem(api, c.namespace, c.spec.restore.encryption, "spec.restore.encryption")
+    try:
+        return RestoreSeen(record, None, source=restore_source(api, c), key_problem=key)
+    except ValueError as e:
+        return RestoreSeen(record, None, source_error=str(e), key_problem=key)
 
 
 def serving(job_pods: list[dict]) -> bool:
@@ -239,36 +134,252 @@ def serving(job_pods: list[dict]) -> bool:
     )
 
 
-def request_restore_copies(api, c: MySQLCluster, body, record: Mapping[str, Any], write) -> dict[str, Any]:
-    """Effect (MariaDB, a physical backup's restore): every instance is asked to start on a copy
-    from the restore Job (the re-seed request, marked restore, named after the restore's start;
-    when, recorded in status.restore.copiesRequestedAt), and every Pod that started before that
-    is deleted, for its StatefulSet to start it again: its `seed` init container then receives the
-    copy. Level-triggered: a pass after an operator restart deletes the Pods the last one did not.
-    Returns the record."""
+def not_ready(c: MySQLCluster, pods: Mapping[int, PodView], names: Mapping[int, str]) -> list[str]:
+    """Pure: the wanted instances whose Pod is not Ready."""
+    return [
+        names.get(o, m.pod_name(c, o)) for o in range(c.spec.instances) if not (pods.get(o) and pods[o].ready)
+    ]
+
+
+# -- decide ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Record:
+    """Status fields written before the writes that follow (a restore's record before its Job)."""
+
+    fields: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Apply:
+    obj: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class CreateJob:
+    obj: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RestoreCertificate:
+    """The restore Job's serving certificate (certificates.ensure_restore_certificate)."""
+
+
+@dataclass(frozen=True)
+class Restart:
+    pod: str
+    uid: str  # that Pod, not the one its StatefulSet starts in its place
+
+
+Write = Record | Apply | CreateJob | RestoreCertificate | Restart
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    """What the gate does in one pass. `held` False: the restore is done (or none was asked for),
+    the pass goes on. Otherwise `writes` in order (an error stops the pass), then `start` - the
+    restore Job's creation, in order; when it is refused the pass plans again with the error -
+    then the Events and the status (written when `changed`)."""
+
+    held: bool
+    writes: tuple[Write, ...] = ()
+    start: tuple[Write, ...] = ()
+    events: tuple[Event, ...] = ()
+    status: dict[str, Any] | None = None
+    changed: bool = False
+
+
+def plan_restore(
+    c: MySQLCluster,
+    owner: Mapping[str, Any],
+    seen: RestoreSeen,
+    previous: Mapping[str, Any],
+    pods: Mapping[int, PodView],
+    listed: Sequence[Mapping[str, Any]],
+    ready: int,
+    secrets: Sequence[str],
+    secret_error: str | None,
+    job_image: str,
+    now: str,
+    start_error: str | None = None,
+) -> RestorePlan:
+    """Pure: the gate's pass (see RestorePlan). `listed`: the cluster's Pods; `secrets`: redacted
+    from every message; `start_error`: why the restore Job could not be created (a second plan)."""
+    assert c.spec.restore is not None
+    names = {o: m.pod_name(c, o) for o in range(c.spec.instances)}
+    record = seen.record
+    writes: list[Write] = []
+    events: list[Event] = []
+    if seen.job == restoring.JOB_RUNNING and c.spec.flavor == "mariadb" and seen.job_serving:
+        asked = bool((record or {}).get("copiesRequestedAt"))
+        record, writes = copies(c, owner, record or {}, listed, now)
+        if not asked:
+            events.append(
+                (
+                    "Normal",
+                    "RestoreCopying",
+                    "every instance restarts to receive the restore Job's physical copy",
+                )
+            )
+    action = restoring.decide(
+        True, record, previous.get("currentPrimary"), not_ready(c, pods, names), seen.job
+    )
+    if isinstance(action, restoring.Proceed):
+        return RestorePlan(held=False, writes=tuple(writes))
+    if isinstance(action, restoring.Start):
+        # e.g. the user's Secret lacks restore-password, or the encryption key's Secret is missing
+        waiting = secret_error or seen.key_problem
+        if waiting:
+            action = restoring.WaitForInstances(waiting)
+    if isinstance(action, restoring.WaitForInstances) and action.reason in (secret_error, seen.key_problem):
+        if action.reason not in _condition_messages(previous):  # once per reason, not every pass
+            events.append(("Warning", "RestoreWaiting", redact(action.reason, secrets)))
+    start: list[Write] = []
+    primary: str | None = None
+    if isinstance(action, restoring.Start):
+        described = restoring.describe_source(c.spec.restore.from_backup, c.spec.restore.s3)
+        error = seen.source_error or start_error
+        if error is None and seen.source is not None:
+            record = restoring.record(restoring.RUNNING, described, now, job=restore_job_name(c))
+            job = restore_job(
+                c, seen.source.s3, seen.source.path, job_image, image_pull_policy=c.spec.image_pull_policy
+            )
+            start = [
+                Record({"restore": record}),  # before the Job exists
+                # where it serves a physical copy (only its manifest says if it is one), with what
+                RestoreCertificate(),
+                Apply(m.owned(restore_service(c), owner)),
+                CreateJob(m.owned(job, owner)),
+            ]
+            events.append(
+                (
+                    "Normal",
+                    "RestoreStarted",
+                    f"restoring {described} into every instance (Job {restore_job_name(c)})",
+                )
+            )
+            action = restoring.InProgress()
+        else:
+            message = redact(error or "spec.restore: no source", secrets)
+            record = restoring.record(restoring.FAILED, described, now, now, message)
+            events.append(("Warning", "RestoreFailed", message))
+            action = restoring.Failed(message)
+    elif isinstance(action, restoring.Finished):
+        assert record is not None
+        result = action.result
+        ok = bool(result.get("ok"))
+        message = redact(str(result.get("message") or ""), secrets)[:1024]
+        extra = {
+            key: result[key]
+            for key in ("durationSeconds", "gtidPosition", "bytesLoaded", "pointInTime")
+            if key in result
+        }
+        record = restoring.record(
+            restoring.SUCCEEDED if ok else restoring.FAILED,
+            record.get("source", ""),
+            record.get("startedAt", now),
+            now,
+            message,
+            **({"job": record["job"]} if record.get("job") else {}),
+            **extra,
+        )
+        if ok:  # the engine adopts: promote it, attach the others
+            primary = m.pod_name(c, c.spec.primary if c.spec.primary is not None else 0)
+        events.append(
+            ("Normal", "RestoreSucceeded", message) if ok else ("Warning", "RestoreFailed", message)
+        )
+        action = restoring.InProgress() if ok else restoring.Failed(message)
+    elif isinstance(action, restoring.Failed) and (record or {}).get("phase") != restoring.FAILED:
+        # the Job is gone, or a primary without a record: recorded once, with its Event
+        record = restoring.record(
+            restoring.FAILED,
+            (record or {}).get("source", ""),
+            (record or {}).get("startedAt", now),
+            now,
+            action.message,
+        )
+        events.append(("Warning", "RestoreFailed", action.message))
+
+    ordinals = sorted(set(range(c.spec.instances)) | set(pods))
+    summary = Summary(
+        instances=c.spec.instances,
+        generation=c.generation,
+        ready=ready,
+        entries=tuple(
+            instance_entries(ordinals, {o: m.pod_name(c, o) for o in ordinals}, pods, {}, {}, {}, None)
+        ),
+    )
+    status = restoring.overlay_status(build_status(summary, previous, now), action, record, now)
+    if primary is not None:
+        status["currentPrimary"] = primary
+    return RestorePlan(
+        True, tuple(writes), tuple(start), tuple(events), status, status_changed(previous, status)
+    )
+
+
+def copies(
+    c: MySQLCluster,
+    owner: Mapping[str, Any],
+    record: Mapping[str, Any],
+    listed: Sequence[Mapping[str, Any]],
+    now: str,
+) -> tuple[dict[str, Any], list[Write]]:
+    """Pure (MariaDB, a physical backup's restore, once the Job serves its copy): every instance
+    is asked to start on a copy from the restore Job (the re-seed request, marked restore, named
+    after the restore's start; when, recorded in status.restore.copiesRequestedAt), and every Pod
+    that started before that is restarted, for its `seed` init container to receive the copy.
+    Level-triggered: a pass after an operator restart restarts the Pods the last one did not.
+    The record and the writes."""
+    writes: list[Write] = []
     requested_at = record.get("copiesRequestedAt")
     if not requested_at:
         stamp = re.sub(r"[^0-9]", "", str(record.get("startedAt", ""))) or "0"
         line = f"{restore_dns_names(c)[0]} {stamp} restore"
         cm = m.reseed_requests(c, {m.pod_name(c, i): line for i in range(c.spec.instances)})
-        k.server_side_apply(api, m.owned(cm, k.owner_of(body)))
-        requested_at = clock.stamp()
+        requested_at = now
         record = {**record, "copiesRequestedAt": requested_at}
-        write(c.namespace, c.name, {"restore": record})
-        log.info("%s/%s restore: every instance asked for a copy from the restore Job", c.namespace, c.name)
+        writes += [Apply(m.owned(cm, owner)), Record({"restore": record})]
     wanted = {m.pod_name(c, i) for i in range(c.spec.instances)}
-    selector = ",".join(f"{key}={value}" for key, value in m.selector_labels(c).items())
-    core = client.CoreV1Api(api)
-    for pod in core.list_namespaced_pod(c.namespace, label_selector=selector).items:
-        started = pod.status.start_time
-        if pod.metadata.name in wanted and started is not None and clock.stamp(started) < requested_at:
-            try:
-                core.delete_namespaced_pod(pod.metadata.name, c.namespace)
-            except ApiException as e:
-                if e.status != 404:
-                    raise
-    return dict(record)
+    for pod in listed:
+        started = (pod.get("status") or {}).get("startTime")
+        name = pod["metadata"]["name"]
+        if (
+            name in wanted
+            and started
+            and not pod["metadata"].get("deletionTimestamp")
+            and started[:19] < requested_at[:19]  # to the second, in any ISO form
+        ):
+            writes.append(Restart(name, pod["metadata"].get("uid", "")))
+    return dict(record), writes
 
 
 def _condition_messages(status: Mapping[str, Any]) -> set[str]:
     return {str(cond.get("message", "")) for cond in status.get("conditions") or []}
+
+
+# -- act -------------------------------------------------------------------------------------------
+def carry_out(api, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], writes: Sequence[Write]) -> None:
+    """Effect: the writes, in order (an API error raises and stops the rest)."""
+    for w in writes:
+        if isinstance(w, Record):
+            kube.patch_status(c.namespace, c.name, w.fields)
+        elif isinstance(w, Apply):
+            kube.apply(w.obj)
+        elif isinstance(w, CreateJob):
+            kube.create_job(w.obj)
+        elif isinstance(w, RestoreCertificate):
+            certificates.ensure_restore_certificate(api, c, owner, clock.now())
+        else:
+            kube.delete_pod(c.namespace, w.pod, uid=w.uid)
+
+
+def start(
+    api, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], writes: Sequence[Write]
+) -> str | None:
+    """Effect: the restore Job's creation carried out; why it was refused, or None."""
+    try:
+        carry_out(api, kube, c, owner, writes)
+    except k.ApplyError as e:
+        return f"creating the restore Job: {e.message}"
+    except ApiException as e:
+        return f"creating the restore Job: {e.reason}"
+    return None

@@ -21,7 +21,7 @@ Never a half-restored Ready cluster: while a restore runs the phase is Restoring
 False (reason Restoring); a failure (any instance) is phase Failed, Ready False reason
 RestoreFailed, a Warning Event, and the engine stays held off.
 
-Pure functions (table-tested in tests/unit/test_restoring.py); the effects are in restore_gate.py.
+Pure functions (table-tested in tests/unit/test_restoring.py); the gate's pass is restore_gate.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The rolling update's effects: read the StatefulSet's revisions and the Pods, delete the one
-Pod the plan names; the Pod template written into the StatefulSet, or kept while a restart a new
+"""The rolling update's glue: its next step from the StatefulSet's revision and the Pods, the one
+Pod the plan names deleted; the Pod template written into the StatefulSet, or kept while a restart a new
 operator version needs is staged (RestartGate: one cluster at a time). The plans themselves
 (which Pod, when, the primary last; which template) are rolling.py."""
 
@@ -77,14 +77,10 @@ def roll_desired(
 
 
 def roll_step(
-    reads, c: MySQLCluster, listed, observed, primary
+    sts: Mapping[str, Any] | None, c: MySQLCluster, listed, observed, primary
 ) -> tuple[rolling.RollStep | None, str | None]:
-    """Effect: read the StatefulSet's update revision (`reads.statefulset`); the next roll step
-    (None: no roll)."""
-    if primary is None:
-        return None, None
-    sts = reads.statefulset(c.namespace, m.statefulset_name(c))
-    if sts is None:
+    """Pure: the next roll step (None: no roll) and the StatefulSet's update revision."""
+    if primary is None or sts is None:
         return None, None
     revision = rolling.update_revision(sts)
     if revision is None:
@@ -103,11 +99,10 @@ def roll_delete(kube: KubeOps, body, decision, roll) -> str | None:
     return _restart(kube, body, roll, "RollingUpdate", "restarting")
 
 
-def replace_stuck(kube: KubeOps, reads, body, c: MySQLCluster, listed) -> str | None:
+def replace_stuck(kube: KubeOps, body, c: MySQLCluster, listed, sts: Mapping[str, Any] | None) -> str | None:
     """Effect: delete the outdated Pod that does not run (rolling.replace_stuck), at any point of
     the cluster's life (a first Pod that cannot pull its image has no primary to wait for).
     Returns the deleted Pod's name (None: none was)."""
-    sts = reads.statefulset(c.namespace, m.statefulset_name(c))
     step = rolling.replace_stuck(roll_pods(c.name, listed, (), None), rolling.update_revision(sts))
     return None if step is None else _restart(kube, body, step, "ReplacedStuckPod", "replacing")
 

@@ -26,6 +26,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
+from mysql_operator.k8s import jobs
 from mysql_operator.k8s import objects as k
 from mysql_operator.manifests import MANAGED_BY
 
@@ -335,14 +336,18 @@ class Reads:
     def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
         k.post_events(self.api, involved, events)
 
-    def delete_pod(self, namespace: str, pod: str) -> bool:
+    def delete_pod(self, namespace: str, pod: str, uid: str | None = None) -> bool:
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
         try:
-            client.CoreV1Api(self.api).delete_namespaced_pod(pod, namespace)
+            client.CoreV1Api(self.api).delete_namespaced_pod(pod, namespace, body=options)
         except ApiException as e:
-            if e.status != 404:
+            if e.status not in (404, 409):  # 409: the uid differs, another Pod of that name
                 raise
             return False
         return True
+
+    def create_job(self, job: Mapping[str, Any]) -> None:
+        jobs.create_job(self.api, job)
 
     @staticmethod
     def _wrote(store: Store | None, body: Mapping[str, Any] | None) -> None:

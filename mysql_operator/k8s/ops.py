@@ -21,9 +21,12 @@ class KubeOps(Protocol):
     def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
         """Set (None: remove) one label of a Pod; False when there is no such Pod."""
 
-    def delete_pod(self, namespace: str, pod: str) -> bool:
+    def delete_pod(self, namespace: str, pod: str, uid: str | None = None) -> bool:
         """A server's Pod deleted (its StatefulSet starts it again on the same volume); False
-        when there was no such Pod."""
+        when there was no such Pod (with `uid`: no Pod of that name with that uid)."""
+
+    def create_job(self, job: Mapping[str, Any]) -> None:
+        """A Job created; one that exists already (an earlier pass made it) is fine."""
 
     def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
         """One annotation of the MySQLCluster removed (a request carried out)."""

@@ -1,7 +1,7 @@
 """The operator's part of a MariaDB physical restore, on the real kube-apiserver: once the restore
 Job serves the copy, every instance is asked for one (the re-seed ConfigMap, marked restore) and
-the Pods that started before the request are deleted, once; a later pass (an operator restart)
-deletes only what still predates it."""
+the Pods that started before the request are deleted; a later pass (an operator restart, a
+lagging watch) deletes only the Pod it saw, never the one its StatefulSet started in its place."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from kubernetes import client
 
 from mysql_operator import manifests as m
 from mysql_operator.api import parse
-from mysql_operator.restore_gate import request_restore_copies
+from mysql_operator import restore_gate as gate
+from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.cache import Reads
 
 
 def test_every_instance_is_asked_for_the_copy_and_pods_older_than_the_request_restart(
@@ -31,32 +33,46 @@ def test_every_instance_is_asked_for_the_copy_and_pods_older_than_the_request_re
     )
     started = {"shop-0": "2020-01-01T00:00:00Z", "shop-1": "2999-01-01T00:00:00Z", "shop-2": None}
     for name, at in started.items():
-        core.create_namespaced_pod(
-            namespace,
-            {
-                "metadata": {"name": name, "labels": m.selector_labels(c)},
-                "spec": {"containers": [{"name": "x", "image": "pause"}]},
-            },
-        )
+        core.create_namespaced_pod(namespace, pod_body(c, name))
         if at:  # what the kubelet reports once the Pod runs
             core.patch_namespaced_pod_status(name, namespace, {"status": {"startTime": at}})
-    writes = []
+    listed = k.list_pods(api, namespace, m.selector_labels(c))
+    record = {"phase": "Running", "startedAt": "2026-11-29T05:00:01Z"}
+    now = "2026-11-29T05:00:09Z"
 
-    record = request_restore_copies(
-        api, c, body, {"phase": "Running", "startedAt": "2026-11-29T05:00:01Z"}, lambda *a: writes.append(a)
-    )
+    record, writes = gate.copies(c, body, record, listed, now)
+    gate.carry_out(api, Reads(api), c, body, writes)
 
     data = core.read_namespaced_config_map("shop-reseed", namespace).data
     line = f"shop-restore.{namespace}.svc 20261129050001 restore"
     assert data == {"shop-0": line, "shop-1": line, "shop-2": line}
-    assert record["copiesRequestedAt"] and writes == [(namespace, "shop", {"restore": record})]
-    left = {
+    assert record["copiesRequestedAt"] == now
+    assert gate.Record({"restore": record}) in writes
+    assert live(core, namespace) == {
+        "shop-1",
+        "shop-2",
+    }  # shop-0 started before the request; the others after, or not yet
+
+    # a later pass that still sees the old shop-0 (a lagging watch): its StatefulSet's new Pod of
+    # that name is not deleted
+    core.create_namespaced_pod(namespace, {**pod_body(c, "shop-0")})
+    again, writes = gate.copies(c, body, record, listed, now)
+    old = next(p["metadata"]["uid"] for p in listed if p["metadata"]["name"] == "shop-0")
+    assert again == record and writes == [gate.Restart("shop-0", old)]
+    gate.carry_out(api, Reads(api), c, body, writes)
+    assert live(core, namespace) == {"shop-0", "shop-1", "shop-2"}
+
+
+def pod_body(c, name: str) -> dict:
+    return {
+        "metadata": {"name": name, "labels": m.selector_labels(c)},
+        "spec": {"containers": [{"name": "x", "image": "pause"}]},
+    }
+
+
+def live(core, namespace: str) -> set[str]:
+    return {
         p.metadata.name
         for p in core.list_namespaced_pod(namespace).items
         if not p.metadata.deletion_timestamp
     }
-    assert left == {"shop-1", "shop-2"}  # shop-0 started before the request; the others after, or not yet
-
-    # the next pass (or another operator): the request stands, nothing is written again
-    again = request_restore_copies(api, c, body, record, lambda *a: writes.append(a))
-    assert again == record and len(writes) == 1

@@ -43,9 +43,12 @@ class RecordingKube:
         self.calls.append(("label", pod, value))
         return pod not in self.gone
 
-    def delete_pod(self, namespace: str, pod: str) -> bool:
+    def delete_pod(self, namespace: str, pod: str, uid: str | None = None) -> bool:
         self.calls.append(("delete", pod))
         return pod not in self.gone
+
+    def create_job(self, job: Mapping[str, Any]) -> None:
+        self.calls.append(("job", job["metadata"]["name"]))
 
     def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
         self.calls.append(("unannotate", key))

@@ -465,21 +465,23 @@ def test_a_target_that_hangs_after_the_pass_observed_it_is_not_recorded_as_the_p
         assert recorded == ["db-2"] and w.writable() == ["db-0", "db-2"]  # db-0 hung: unreachable
 
 
-def test_steer_sees_the_observations_and_picks_the_wanted_primary():
+def test_a_pass_decides_on_the_observations_it_is_given_and_does_not_look_again():
+    """The Reconciler observes the servers first (they are part of its Observed, the rolling
+    update's step reads them) and hands them to the engine's pass."""
     w = World()
     e = engine(w)
     serving(w, "db-0")
     state = ClusterState("db-0")
-    seen = []
+    observed = e.observe()
+    w.servers["db-0"].reachable = False  # after the observation: this pass does not see it
 
-    def steer(observed, wanted):
-        seen.append(([o.name for o in observed], wanted))
-        return "db-2"
-
-    out = e.reconcile(state, None, steer=steer)
-    assert seen == [(["db-0", "db-1", "db-2"], None)]
+    out = e.reconcile(state, "db-2", observed=observed)
+    assert out.observed is observed
     assert isinstance(out.decision, t.Switchover) and out.decision.to == "db-2"
-    assert state.current_primary == "db-2" and w.writable() == ["db-2"]
+    # a second look would have seen the primary gone and failed over instead
+    assert isinstance(
+        e.reconcile(ClusterState("db-0")).decision, (t.Failover, t.WaitForDelay, t.FailoverHeld)
+    )
 
 
 # -- password rotation -----------------------------------------------------------------------------

@@ -1,0 +1,180 @@
+"""The restore gate's pass (restore_gate.plan_restore, pure): what it writes and in which order,
+its Events and the status of a held cluster; and its writes carried out through a recording
+KubeOps (the record before the Job, a refused Job recorded as the restore's failure)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from mysql_operator import restore_gate as g
+from mysql_operator import restoring
+from mysql_operator.api import parse
+from mysql_operator.api.spec import S3, SecretKeys
+from mysql_operator.backup.restore import Source
+from mysql_operator.pods import pod_views
+
+from tests.unit.test_pass_effects import RecordingKube
+
+OWNER = {"apiVersion": "x/v1", "kind": "MySQLCluster", "metadata": {"name": "shop", "uid": "u-1"}}
+NOW = "2026-12-01T10:00:00Z"
+RUNNING = {"phase": "Running", "source": "mysqlbackup/nightly", "startedAt": "2026-12-01T09:59:00Z"}
+PASSWORD = "s3cr3t-pw"
+
+
+def cluster(flavor: str = "mariadb", primary: int | None = None):
+    spec: dict[str, Any] = {"flavor": flavor, "instances": 3, "restore": {"fromBackup": {"name": "nightly"}}}
+    if primary is not None:
+        spec["primary"] = primary
+    return parse({"metadata": {"name": "shop", "namespace": "ns", "generation": 1}, "spec": spec})
+
+
+def pod(name: str, ready: bool = True, started: str | None = "2026-12-01T09:00:00Z", uid: str = "") -> dict:
+    return {
+        "metadata": {"name": name, "uid": uid or f"uid-{name}"},
+        "status": {
+            "phase": "Running",
+            **({"startTime": started} if started else {}),
+            "containerStatuses": [{"name": "mysql", "ready": ready}],
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def plan(seen: g.RestoreSeen, listed=None, previous=None, c=None, **kw) -> g.RestorePlan:
+    c = c or cluster()
+    listed = [pod(f"shop-{i}") for i in range(3)] if listed is None else listed
+    views = pod_views("shop", listed)
+    return g.plan_restore(
+        c,
+        OWNER,
+        seen,
+        previous or {},
+        views,
+        listed,
+        sum(1 for v in views.values() if v.ready),
+        [PASSWORD],
+        kw.pop("secret_error", None),
+        "operator:test",
+        NOW,
+        **kw,
+    )
+
+
+def source() -> Source:
+    return Source(S3(bucket="b", credentials_secret=SecretKeys("s3")), "shop/2026")
+
+
+def kinds(writes) -> list[str]:
+    return [type(w).__name__ for w in writes]
+
+
+def test_a_restore_starts_with_its_record_written_before_the_job_exists():
+    p = plan(g.RestoreSeen(None, None, source=source()))
+    assert p.held and not p.writes
+    assert kinds(p.start) == ["Record", "RestoreCertificate", "Apply", "CreateJob"]
+    assert p.start[0].fields["restore"]["phase"] == "Running"
+    assert p.start[0].fields["restore"]["startedAt"] == NOW
+    assert p.start[3].obj["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert [e[1] for e in p.events] == ["RestoreStarted"]
+    assert p.status["phase"] == "Restoring" and p.status["restore"]["phase"] == "Running" and p.changed
+
+
+def test_a_refused_job_fails_the_restore_with_the_reason_and_nothing_else_is_written():
+    p = plan(
+        g.RestoreSeen(None, None, source=source()),
+        start_error=f"creating the restore Job: {PASSWORD} Forbidden",
+    )
+    assert not p.start and not p.writes
+    assert p.status["phase"] == "Failed" and p.status["restore"]["phase"] == "Failed"
+    assert [e[1] for e in p.events] == ["RestoreFailed"]
+    assert PASSWORD not in str(p.status) and PASSWORD not in str(p.events)
+
+
+def test_a_source_that_cannot_be_used_fails_at_once_naming_the_field():
+    why = "spec.restore.fromBackup.name: MySQLBackup nightly does not exist in this namespace"
+    p = plan(g.RestoreSeen(None, None, source_error=why))
+    assert not p.start and p.status["phase"] == "Failed"
+    assert p.status["restore"]["message"] == why
+    ready = {c["type"]: c for c in p.status["conditions"]}["Ready"]
+    assert ready["status"] == "False" and ready["reason"] == "RestoreFailed"
+
+
+def test_a_missing_key_waits_and_says_so_once():
+    why = "spec.restore.encryption: Secret k lacks key"
+    first = plan(g.RestoreSeen(None, None, source=source(), key_problem=why))
+    assert not first.start and first.status["phase"] == "Restoring"
+    assert first.events == (("Warning", "RestoreWaiting", why),)
+    again = plan(g.RestoreSeen(None, None, source=source(), key_problem=why), previous=first.status)
+    assert not again.events and not again.changed
+
+
+def test_it_waits_for_every_instance_before_it_reads_or_starts_anything():
+    listed = [pod("shop-0"), pod("shop-1", ready=False)]
+    p = plan(g.RestoreSeen(None, None), listed=listed)
+    assert p.held and not p.start and not p.events
+    assert "shop-1, shop-2 not Ready" in {c["type"]: c for c in p.status["conditions"]}["Ready"]["message"]
+
+
+@pytest.mark.parametrize("primary, recorded", [(None, "shop-0"), (2, "shop-2")])
+def test_a_finished_restore_records_the_primary_the_engine_adopts(primary, recorded):
+    done = {"ok": True, "message": "restored into 3 instances", "gtidPosition": "0-1-9"}
+    p = plan(g.RestoreSeen(RUNNING, done), previous={"restore": RUNNING}, c=cluster(primary=primary))
+    assert p.status["currentPrimary"] == recorded
+    assert p.status["restore"] | {"completedAt": NOW} == p.status["restore"]
+    assert p.status["restore"]["phase"] == "Succeeded" and p.status["restore"]["gtidPosition"] == "0-1-9"
+    assert [e[1] for e in p.events] == ["RestoreSucceeded"]
+    # the next pass finds it Succeeded: the gate lets the pass go on
+    assert not plan(g.RestoreSeen(p.status["restore"], None), previous=p.status).held
+
+
+def test_a_job_gone_while_running_is_recorded_failed_once():
+    p = plan(g.RestoreSeen(RUNNING, None), previous={"restore": RUNNING})
+    assert p.status["restore"]["phase"] == "Failed" and "disappeared" in p.status["restore"]["message"]
+    assert [e[1] for e in p.events] == ["RestoreFailed"]
+    again = plan(g.RestoreSeen(p.status["restore"], None), previous=p.status)
+    assert again.held and not again.events and not again.changed
+
+
+def test_mariadb_instances_are_asked_for_the_copy_once_and_only_older_pods_restart():
+    listed = [
+        pod("shop-0", started="2026-12-01T09:00:00Z"),
+        pod("shop-1", started="2026-12-01T11:00:00Z"),  # started after the request
+        pod("shop-2", started=None),  # not running yet
+    ]
+    first = plan(g.RestoreSeen(RUNNING, restoring.JOB_RUNNING, job_serving=True), listed=listed)
+    assert kinds(first.writes) == ["Apply", "Record", "Restart"]
+    cm = first.writes[0].obj
+    assert cm["kind"] == "ConfigMap" and set(cm["data"]) == {"shop-0", "shop-1", "shop-2"}
+    assert first.writes[1].fields["restore"]["copiesRequestedAt"] == NOW
+    assert first.writes[2] == g.Restart("shop-0", "uid-shop-0")
+    assert [e[1] for e in first.events] == ["RestoreCopying"]
+    # the next pass (or an operator restart): the request stands; a Pod still older restarts
+    record = first.writes[1].fields["restore"]
+    again = plan(g.RestoreSeen(record, restoring.JOB_RUNNING, job_serving=True), listed=listed)
+    assert kinds(again.writes) == ["Restart"] and not again.events
+
+
+@pytest.mark.parametrize("flavor, serving", [("mysql", True), ("mariadb", False)])
+def test_no_copy_is_asked_for_before_the_job_serves_one_or_for_mysql(flavor, serving):
+    seen = g.RestoreSeen(RUNNING, restoring.JOB_RUNNING, job_serving=serving)
+    p = plan(seen, c=cluster(flavor), previous={"restore": RUNNING})
+    assert p.held and not p.writes and p.status["phase"] == "Restoring"
+
+
+class Refusing(RecordingKube):
+    def create_job(self, job: Mapping[str, Any]) -> None:
+        super().create_job(job)
+        raise ApiException(status=403, reason="Forbidden")
+
+
+def test_the_writes_are_carried_out_in_order_and_a_refused_job_is_reported():
+    p = plan(g.RestoreSeen(None, None, source=source()))
+    writes = [w for w in p.start if not isinstance(w, g.RestoreCertificate)]  # that one needs the API
+    kube = Refusing()
+    assert g.start(None, kube, cluster(), OWNER, writes) == "creating the restore Job: Forbidden"
+    assert [c[0] for c in kube.calls] == ["status", "apply", "job"]
+    kube = RecordingKube()
+    assert g.start(None, kube, cluster(), OWNER, writes) is None
