@@ -19,9 +19,10 @@ idempotent, in this order:
   conclude: who serves (pods.serving, pure), the SQL objects, the role labels (demote first:
     never two Pods carry role=primary), then the Events and one status
 
-The pass's own Kubernetes writes - owned objects, status records, Events, role labels, Pod
-restarts - go through `KubeOps` (k8s/ops.py); the TLS upkeep, the credentials Secret, the restore
-gate and the volume growth still take the API client. The cluster's status has no other writer
+The pass's own Kubernetes writes - owned objects, status records, Events, Pod labels and
+annotations, Pod restarts, Jobs - go through `KubeOps` (k8s/ops.py); what holds key material (the
+certificates' Secrets and cert-manager objects, the credentials Secret and its record) and the
+volume growth still take the API client. The cluster's status has no other writer
 (the backup controller reports its fields: `report`). What the pass decides with
 lives in pure modules: pods.py (Pods, roles, who serves), status.py (phase, conditions, Events),
 credentials.py (Secret keys, passwords), rolling.py (the rolling update's plan; its effects:
@@ -97,6 +98,7 @@ from mysql_operator.rollout import (
     roll_step,
 )
 from mysql_operator.tls_upkeep import TLSUpkeep, serves_tls
+from mysql_operator.tls_upkeep import renewed as tls_renewed
 from mysql_operator.status import (
     Plan,
     Result,
@@ -400,7 +402,9 @@ class Reconciler:
         """Effects that need no server: the certificate, and every owned object applied when due
         (`apply` True: now; None: at the resync, sooner while one is refused, and on a new
         generation). Whether everything applied in this pass."""
-        entry.tls.ensure(self.api, c, body, self.resync_seconds, self.clock())
+        renewal = entry.tls.ensure(self.api, c, body, self.resync_seconds, self.clock())
+        if renewal is not None:
+            tls_renewed(self.kube, body, self.reads.list_pods(c.namespace, m.selector_labels(c)), renewal)
         every = self.resync_seconds
         if entry.apply_error or entry.restart_pending:  # again soon: it may go through now
             every = min(APPLY_RETRY_SECONDS, every)

@@ -3,7 +3,8 @@ with spec.tls.issuerRef) on a schedule, a renewal announced and pushed to the Po
 made to serve the current certificate, and the problem to report while it cannot be ensured.
 
     upkeep = TLSUpkeep()                       # one per cluster, kept between passes
-    upkeep.ensure(api, cluster, body, resync, now)
+    renewed = upkeep.ensure(api, cluster, body, resync, now)  # the certificate, when renewed now
+    if renewed: tls_upkeep.renewed(kube, body, pods, renewed)  # Event, Pods annotated (KubeOps)
     upkeep.context()                           # verifies the servers (None until the CA is known)
     upkeep.serve_current(cluster, instances, now)
 
@@ -19,7 +20,6 @@ import ssl
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import certificates, clock
@@ -27,6 +27,7 @@ from mysql_operator import manifests as m
 from mysql_operator.api import MySQLCluster
 from mysql_operator.db.instance import tls_context
 from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.ops import KubeOps
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +51,19 @@ class TLSUpkeep:
 
     def ensure(
         self, api, c: MySQLCluster, body: Mapping[str, Any], resync_seconds: float, now: float
-    ) -> None:
-        """Effect: the cluster's server certificate exists and is current, checked every resync
-        and at least ten times per certificate validity; every few seconds while it is missing
-        or a problem is reported. A problem (cert-manager missing, issuer not Ready, an API
-        error) keeps what was known and lands in the status (condition, and a Warning Event when
-        the user must act); failover goes on with the current certificate."""
+    ) -> certificates.TLSState | None:
+        """Effect (the certificate's Secrets, cert-manager's objects): the cluster's server
+        certificate exists and is current, checked every resync and at least ten times per
+        certificate validity; every few seconds while it is missing or a problem is reported. A
+        problem (cert-manager missing, issuer not Ready, an API error) keeps what was known and
+        lands in the status (condition, and a Warning Event when the user must act); failover
+        goes on with the current certificate. Returns the certificate when it was renewed just
+        now (then: `renewed`), else None."""
         every = min(resync_seconds, c.spec.tls.certificate_validity_seconds / 10)
         if self.state is None or self.problem is not None:
             every = min(every, TLS_PROBLEM_RECHECK_SECONDS)
         if self.spec == c.spec.tls and now - self.checked < every:
-            return
+            return None
         try:
             if c.spec.tls.issuer_ref is not None:
                 state = certificates.ensure_cert_manager(api, c, k.owner_of(body), self.state)
@@ -73,20 +76,13 @@ class TLSUpkeep:
             if state != self.problem:
                 log.warning("%s/%s TLS %s: %s", c.namespace, c.name, state.reason, state.message)
             self.problem = state
-            return
+            return None
         if self.problem is not None:
             log.info("%s/%s TLS: the certificate is available again", c.namespace, c.name)
         self.problem = None
         renewed = self.state is not None and state.issued is not None
         self.state = state
-        if renewed:
-            message = (
-                f"server certificate renewed ({state.issued}); valid until "
-                f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}: the servers reload it without a restart"
-            )
-            k.post_events(api, body, [("Normal", "CertificateRenewed", message)])
-            log.info("%s/%s CertificateRenewed: %s", c.namespace, c.name, message)
-            touch_pods(api, c, state)
+        return state if renewed else None
 
     def serve_current(self, c: MySQLCluster, instances, now: float) -> None:
         """Effect: every server serves the current certificate (reloaded where it serves an older
@@ -107,18 +103,17 @@ class TLSUpkeep:
             )
 
 
-def touch_pods(api, c: MySQLCluster, state: certificates.TLSState) -> None:
-    """Effect: an annotation change makes the kubelet sync the Pods now, which rewrites the
-    mounted Secret (instead of at its next periodic sync, up to a minute or more later)."""
-    for p in k.list_pods(api, c.namespace, m.selector_labels(c)):
-        try:
-            client.CoreV1Api(api).patch_namespaced_pod(
-                p["metadata"]["name"],
-                c.namespace,
-                {"metadata": {"annotations": {TLS_ANNOTATION: f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}"}}},
-            )
-        except ApiException as e:
-            log.info("%s/%s: annotating %s: %s", c.namespace, c.name, p["metadata"]["name"], e.reason)
+def renewed(kube: KubeOps, body: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], state) -> None:
+    """Effect: a renewal announced (a Normal Event), and the Pods annotated: an annotation change
+    makes the kubelet sync them now, which rewrites the mounted Secret (instead of at its next
+    periodic sync, up to a minute or more later)."""
+    meta = body["metadata"]
+    until = f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}"
+    message = f"server certificate renewed ({state.issued}); valid until {until}: the servers reload it without a restart"
+    kube.post_events(body, [("Normal", "CertificateRenewed", message)])
+    log.info("%s/%s CertificateRenewed: %s", meta["namespace"], meta["name"], message)
+    for p in pods:
+        kube.annotate_pod(meta["namespace"], p["metadata"]["name"], TLS_ANNOTATION, until)
 
 
 def tls_api_problem(c: MySQLCluster, status: int | None, reason: str | None) -> certificates.TLSProblem:

@@ -322,8 +322,14 @@ class Reads:
         self._wrote(self.clusters, k.remove_cluster_annotation(self.api, namespace, name, key))
 
     def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
+        return self._set_pod_meta(namespace, pod, key, value, "labels")
+
+    def annotate_pod(self, namespace: str, pod: str, key: str, value: str) -> bool:
+        return self._set_pod_meta(namespace, pod, key, value, "annotations")
+
+    def _set_pod_meta(self, namespace: str, pod: str, key: str, value: str | None, field: str) -> bool:
         try:
-            self._wrote(self.pods, k.set_pod_label(self.api, namespace, pod, key, value))
+            self._wrote(self.pods, k.set_pod_label(self.api, namespace, pod, key, value, field))
         except ApiException as e:
             if e.status != 404:
                 raise

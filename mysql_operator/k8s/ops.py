@@ -1,5 +1,5 @@
-"""KubeOps: what one cluster's pass writes to Kubernetes - the objects it owns, its status, its Events, the role labels
-of its Pods, a Pod restarted, a carried-out request's annotation removed - behind one small
+"""KubeOps: what one cluster's pass writes to Kubernetes - the objects it owns, its status, its
+Events, the role labels and annotations of its Pods, a Pod restarted, a Job started, a carried-out request's annotation removed - behind one small
 interface. `k8s/cache.py: Reads` is the real one (every write also updates its store, so the pass
 reads what it wrote); tests/unit/test_pass_effects.py records the calls to check their order."""
 
@@ -20,6 +20,9 @@ class KubeOps(Protocol):
 
     def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
         """Set (None: remove) one label of a Pod; False when there is no such Pod."""
+
+    def annotate_pod(self, namespace: str, pod: str, key: str, value: str) -> bool:
+        """Set one annotation of a Pod; False when there is no such Pod."""
 
     def delete_pod(self, namespace: str, pod: str, uid: str | None = None) -> bool:
         """A server's Pod deleted (its StatefulSet starts it again on the same volume); False

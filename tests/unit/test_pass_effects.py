@@ -5,11 +5,14 @@ recorded before its request is removed."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Iterable, Mapping
 
 from mysql_operator import manifests as m
 from mysql_operator import pods as podview
+from mysql_operator import tls_upkeep
 from mysql_operator import topology as t
+from mysql_operator.certificates import TLSState
 from mysql_operator.reconcile import Logins, Reconciler
 from mysql_operator.replication import Step
 from mysql_operator.status import Summary
@@ -41,6 +44,10 @@ class RecordingKube:
 
     def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
         self.calls.append(("label", pod, value))
+        return pod not in self.gone
+
+    def annotate_pod(self, namespace: str, pod: str, key: str, value: str) -> bool:
+        self.calls.append(("annotate", pod, key))
         return pod not in self.gone
 
     def delete_pod(self, namespace: str, pod: str, uid: str | None = None) -> bool:
@@ -185,3 +192,15 @@ def test_while_a_rotation_is_pending_the_pass_logs_in_with_what_the_servers_have
     )
     assert logins.current == {"operator-password": "old-op", "replication-password": "same"}
     assert {"new-op", "old-op", "same"} <= set(logins.secrets)
+
+
+def test_a_renewed_certificate_is_announced_then_every_pod_is_annotated_for_the_kubelet():
+    kube = RecordingKube(gone=["db-1"])
+    until = dt.datetime(2027, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    state = TLSState("CA", until, "expires within a third of its validity")
+    tls_upkeep.renewed(kube, BODY, [pod("db-0", P), pod("db-1", R)], state)
+    assert kube.calls == [
+        ("events", ["CertificateRenewed"]),
+        ("annotate", "db-0", tls_upkeep.TLS_ANNOTATION),
+        ("annotate", "db-1", tls_upkeep.TLS_ANNOTATION),  # gone meanwhile: the others still are
+    ]
