@@ -24,6 +24,8 @@ from pathlib import Path
 
 from kubernetes import client
 
+from mysql_operator.k8s.client import api_client
+
 from benchmarks.operator_scale import _proc_stat, _rate, print_table
 from e2e.helpers import Cluster, cluster_spec, install_crds
 from tests.support import cluster as cluster_mod
@@ -52,9 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         state = cluster_mod.running_state()
     assert state is not None
     kubeconfig = state["kubeconfig"]
-    from kubernetes import config
-
-    api = config.new_client_from_config(config_file=kubeconfig)
+    api = api_client(kubeconfig)
     core = client.CoreV1Api(api)
     proc = None
     try:

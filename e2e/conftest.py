@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from mysql_operator.k8s.client import api_client
 from tests.support import cluster as cluster_mod
 from tests.support import host_operator as operator_process
 from tests.support.controlplane import missing_binaries, stop_group
@@ -60,9 +61,7 @@ class ClusterHandle:
         return Registry.from_state(self.registry_state)
 
     def api_client(self):
-        from kubernetes import config
-
-        return config.new_client_from_config(config_file=self.kubeconfig)
+        return api_client(self.kubeconfig)
 
 
 @pytest.fixture(scope="session")

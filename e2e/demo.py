@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pymysql
 import yaml
-from kubernetes import client, config
+from kubernetes import client
+
+from mysql_operator.k8s.client import api_client
 
 from tests.support import chart_oci
 from tests.support import cluster as cluster_mod
@@ -54,7 +56,7 @@ def main() -> int:
         return 1
     env = {"KUBECONFIG": state["kubeconfig"], "PATH": "/usr/bin:/bin", "HOME": "/var/tmp/mysqlop-helm"}
     kubectl, helm = str(binary("kubectl")), str(binary("helm"))
-    api = config.new_client_from_config(config_file=state["kubeconfig"])
+    api = api_client(state["kubeconfig"])
     core, objs = client.CoreV1Api(api), client.CustomObjectsApi(api)
     t0 = time.monotonic()
 

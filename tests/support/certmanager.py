@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 
 import yaml
-from kubernetes import client, config
+from kubernetes import client
+
+from mysql_operator.k8s.client import api_client
 
 from tests.support.controlplane import Component, bin_dir, build_binaries, versions
 from tests.support.crds import apply_crds
@@ -139,7 +141,7 @@ class CertManager:
 def main() -> int:
     ensure_built()
     kubeconfig = Path(os.environ["KUBECONFIG"])
-    api = config.new_client_from_config(config_file=str(kubeconfig))
+    api = api_client(str(kubeconfig))
     install_crds(api)
     try:
         client.CoreV1Api(api).create_namespace({"metadata": {"name": "cert-manager"}})

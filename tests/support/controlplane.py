@@ -556,10 +556,10 @@ class ControlPlane:
     # ---- what tests use
     def api_client(self, kubeconfig: Path | None = None, super_admin: bool = False):
         """A kubernetes.client.ApiClient for a kubeconfig (default: the admin's)."""
-        from kubernetes import config
+        from mysql_operator.k8s.client import api_client
 
         path = kubeconfig or (self.super_admin_kubeconfig if super_admin else self.admin_kubeconfig)
-        return config.new_client_from_config(config_file=str(path))
+        return api_client(str(path))
 
     def service_account_kubeconfig(self, namespace: str, name: str, expiration_seconds: int = 3600) -> Path:
         """A kubeconfig that authenticates as ServiceAccount namespace/name (TokenRequest)."""

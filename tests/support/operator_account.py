@@ -43,6 +43,6 @@ def operator_kubeconfig(control_plane, ns: str) -> Path:
 
 def operator_api(control_plane, ns: str):
     """An API client that is the operator's ServiceAccount in `ns` (see operator_kubeconfig)."""
-    from kubernetes import config
+    from mysql_operator.k8s.client import api_client
 
-    return config.new_client_from_config(config_file=str(operator_kubeconfig(control_plane, ns)))
+    return api_client(str(operator_kubeconfig(control_plane, ns)))
