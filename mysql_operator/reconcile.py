@@ -523,6 +523,7 @@ class Reconciler:
         engine = self._engine(entry, c, seen.logins.current, settings, members)
         state = ClusterState(seen.current_primary)
         engine.primary_since = primary_since(previous, seen.current_primary)
+        started = time.monotonic()
         seen.instances = engine.observe()
         # the rolling update moves the wanted primary off the Pod it restarts next
         pinned = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
@@ -559,7 +560,6 @@ class Reconciler:
         engine.seed_done = lambda instance: self.kube.apply(
             m.owned(m.reseed_request(c, None), k.owner_of(body))
         )
-        started = time.monotonic()
         outcome = engine.reconcile(state, desired, record=record, announce=announce, observed=seen.instances)
         decision, steps, observed = outcome.decision, outcome.steps, outcome.observed
         self.restarts.seen(f"{ns}/{name}", roll, settled=seen.ready >= c.spec.instances)
