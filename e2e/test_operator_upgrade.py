@@ -128,6 +128,29 @@ class Timeline(threading.Thread):
         self.join(10)
 
 
+def _upgrade_state(api, clusters: list[Cluster]) -> str:
+    """What decides whether a restart is staged: each StatefulSet's template records and who
+    wrote it last (managedFields), and which operator Pods run which image."""
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    lines = []
+    for c in clusters:
+        sts = apps.read_namespaced_stateful_set(c.name, c.namespace)
+        notes = {
+            k: v for k, v in (sts.metadata.annotations or {}).items() if k.startswith("mysql.operator.dev/")
+        }
+        lines.append(f"{c.name} StatefulSet generation {sts.metadata.generation}: {notes}")
+        lines += [
+            f"  managed by {f.manager} {f.operation} at {f.time}" for f in sts.metadata.managed_fields or []
+        ]
+    for p in core.list_namespaced_pod(OPERATOR_NAMESPACE).items:
+        statuses = p.status.container_statuses or []
+        lines.append(
+            f"operator Pod {p.metadata.name}: {[s.image_id for s in statuses]} started "
+            f"{p.status.start_time} deleting {p.metadata.deletion_timestamp}"
+        )
+    return "\n".join(lines)
+
+
 def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and_loses_nothing(
     local_cluster, operator_release, registry_beside_cluster, scenario_namespace, tmp_path
 ):
@@ -168,7 +191,14 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
         assert r.returncode == 0, r.stderr[-3000:]
         wait_for(
             lambda: (
-                (p := _ready_operator_pods(core)) and all(x.spec.containers[0].image == pushed for x in p)
+                _ready_operator_pods(core)
+                # and no other operator left, not even one still stopping (it could take the
+                # clusters created next before it lets go of its Lease)
+                and all(
+                    x.spec.containers[0].image == pushed
+                    for x in core.list_namespaced_pod(OPERATOR_NAMESPACE).items
+                    if any(o.kind == "ReplicaSet" for o in x.metadata.owner_references or [])
+                )
             ),
             180,
             f"only the {version} operator runs",
@@ -208,7 +238,7 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
             lambda: all(pending(c) == "WaitingForApproval" for c in clusters),
             180,
             "both clusters' restarts staged, waiting for approval",
-            describe=lambda: "\n".join(c.describe() for c in clusters),
+            describe=lambda: "\n".join([*(c.describe() for c in clusters), _upgrade_state(api, clusters)]),
         )
         record(
             "operator upgrade: helm upgrade to both restarts staged",
