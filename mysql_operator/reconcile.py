@@ -262,13 +262,20 @@ class Reconciler:
         self.sql = SqlObjects(api, password_factory)  # MySQLDatabase, MySQLUser, MySQLGrant
         self.clock = clock
         self._entries: dict[tuple[str, str], _Entry] = {}
-        self.restarts = RestartGate(clock, operator_upgrades)
+        self.restarts = RestartGate(clock, operator_upgrades, alive=self._exists)
         self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
         self._guard = threading.Lock()
 
     def _entry(self, namespace: str, name: str) -> _Entry:
         with self._guard:
             return self._entries.setdefault((namespace, name), _Entry())
+
+    def _exists(self, key: str) -> bool:
+        """Whether the cluster `namespace/name` exists (true when that cannot be read now)."""
+        try:
+            return self.reads.cluster(*key.split("/", 1)) is not None
+        except ApiException:
+            return True
 
     def forget(self, namespace: str, name: str) -> None:
         self.reads.forget(namespace, name)

@@ -127,16 +127,26 @@ class RestartGate:
     A turn ends when nothing is outdated and every Pod is Ready (the last restarted one too).
     A cluster that just took its turn may still see its old StatefulSet (a cache, a controller
     that has not observed the new template yet): its "nothing outdated" does not end its turn
-    until a pass saw the roll under way, or STARTING_SECONDS passed."""
+    until a pass saw the roll under way, or STARTING_SECONDS passed.
+
+    A deleted cluster holds no turn: `forget` frees it, and a pass of it still running when it
+    was deleted may mark it rolling again afterwards, so a turn is only held while `alive` says
+    the cluster exists (asked outside the lock, of the other clusters only)."""
 
     STARTING_SECONDS = 120.0
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, default_policy: str = "Auto") -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        default_policy: str = "Auto",
+        alive: Callable[[str], bool] = lambda key: True,
+    ) -> None:
         self.default_policy = default_policy  # for a cluster whose spec.operatorUpgrades is not set
         self._lock = threading.Lock()
         self._rolling: set[str] = set()
         self._started: dict[str, float] = {}  # turns taken, the roll not seen under way yet
         self._clock = clock
+        self._alive = alive
 
     def seen(self, key: str, roll: rolling.RollStep | None, settled: bool = True) -> None:
         """A pass's roll step (None: not known in this pass); `settled`: every Pod is Ready."""
@@ -153,8 +163,16 @@ class RestartGate:
                 self._started.pop(key, None)
 
     def other(self, key: str) -> str | None:
+        self._prune(key)
         with self._lock:
             return self._other(key)
+
+    def _prune(self, key: str) -> None:
+        """The turns of other clusters that no longer exist freed."""
+        with self._lock:
+            others = self._rolling - {key}
+        for gone in [other for other in others if not self._alive(other)]:
+            self.forget(gone)
 
     def _other(self, key: str) -> str | None:  # under the lock
         return min(self._rolling - {key}, default=None)
@@ -163,6 +181,7 @@ class RestartGate:
         """Start `key`'s restart unless another cluster's is under way (then: that one): one this
         gate holds, or one of `restarting` (clusters whose StatefulSets show a roll under way: after
         an operator restart the gate itself has not seen them yet)."""
+        self._prune(key)
         with self._lock:
             other = self._other(key) or min(set(restarting) - {key}, default=None)
             if other is None:

@@ -70,6 +70,18 @@ def test_a_deleted_cluster_frees_its_turn():
     assert gate.take("ns/b") is None
 
 
+def test_a_pass_still_running_when_its_cluster_was_deleted_does_not_keep_the_turn():
+    existing = {"ns/a", "ns/b"}
+    gate = RestartGate(Clock(), alive=lambda key: key in existing)
+    assert gate.take("ns/a") is None
+    existing.discard("ns/a")
+    gate.forget("ns/a")  # the delete handler
+    gate.seen("ns/a", ROLLING)  # then the end of a pass that began before the deletion
+    assert gate.other("ns/b") is None
+    assert gate.take("ns/b") is None
+    assert gate.other("ns/c") == "ns/b"  # a cluster that exists keeps its turn
+
+
 def sts(name, replicas=3, updated=3, generation=2, observed=2, component="database", ns="ns"):
     labels = {"app.kubernetes.io/component": component}
     return {
