@@ -50,10 +50,19 @@ def missing_binaries() -> list[str]:
     return [b for b in ("mariadbd", "mariadb-install-db") if shutil.which(b) is None]
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now on 127.0.0.1, never one this process handed out before (two servers of
+    one test given the same port: the second's readiness check reached the first)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def _option_file(values: dict[str, object]) -> str:
@@ -165,10 +174,18 @@ class MariaDBServer:
         if self.proc is None or self.proc.poll() is not None:
             raise RuntimeError(f"{self.name} exited:\n{self.log_tail()}")
         try:
-            self.connect(timeout=2).close()
-            return True
+            conn = self.connect(timeout=2)
         except pymysql.err.OperationalError:
             return False
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@server_id")
+                (answered,) = cur.fetchone()
+        finally:
+            conn.close()
+        if answered != self.server_id:  # another process took the port first
+            raise RuntimeError(f"port {self.port} is answered by server-id {answered}, not {self.name}'s")
+        return True
 
     @property
     def alive(self) -> bool:
