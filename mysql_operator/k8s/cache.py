@@ -329,7 +329,7 @@ class Reads:
 
     def _set_pod_meta(self, namespace: str, pod: str, key: str, value: str | None, field: str) -> bool:
         try:
-            self._wrote(self.pods, k.set_pod_label(self.api, namespace, pod, key, value, field))
+            self._wrote(self.pods, k.set_pod_meta(self.api, namespace, pod, field, key, value))
         except ApiException as e:
             if e.status != 404:
                 raise

@@ -217,11 +217,11 @@ def list_pods(api: client.ApiClient, namespace: str, selector: Mapping[str, str]
     return [api.sanitize_for_serialization(p) for p in pods.items]
 
 
-def set_pod_label(
-    api: client.ApiClient, namespace: str, pod: str, key: str, value: str | None, field: str = "labels"
+def set_pod_meta(
+    api: client.ApiClient, namespace: str, pod: str, field: str, key: str, value: str | None
 ) -> dict:
-    """Set (or with None remove) one label (`field` "annotations": annotation) on a Pod; the Pod
-    as stored."""
+    """Set (or with None remove) one entry of a Pod's metadata `field` ("labels" or
+    "annotations"); the Pod as stored."""
     return api.sanitize_for_serialization(
         client.CoreV1Api(api).patch_namespaced_pod(pod, namespace, {"metadata": {field: {key: value}}})
     )
