@@ -671,13 +671,15 @@ class Instance:
         refused (offline_mode), their clients get an error, never an acknowledgement (the
         transactions are in the binary log, and then in the copy, like any unacknowledged write
         a failover may keep); the semi-sync source off until no session waits, on again, then
-        clients are let in. Returns the connections killed; 0 when there was nothing to do (and
-        always on MariaDB, whose donor does this itself: sh/seed.sh release_commits)."""
+        clients are let in. Returns the sessions whose waits were ended - those waiting when it
+        began and those killed (offline_mode may drop a waiting session before the KILL reaches
+        it); 0 when there was nothing to do (and always on MariaDB, whose donor does this
+        itself: sh/seed.sh release_commits)."""
         d = self.dialect
         if not d.offline_mode(True):
             return 0
-        stuck = [w for w in self.ack_waiters() if int(w["TIME"] or 0) >= self.STUCK_COMMIT_SECONDS]
-        if not stuck:
+        waiting = self.ack_waiters()
+        if not any(int(w["TIME"] or 0) >= self.STUCK_COMMIT_SECONDS for w in waiting):
             return 0
         clients = self._run("SHOW GLOBAL STATUS WHERE Variable_name LIKE 'Rpl_semi_sync%clients'")
         if any(int(value or 0) > 0 for _, value in clients):
@@ -691,7 +693,7 @@ class Instance:
             self._run(f"SET GLOBAL {d.semisync_source_enabled} = ON")
             for sql in d.offline_mode(False):
                 self._run(sql)
-        return len(killed)
+        return len({int(w["ID"]) for w in waiting} | set(killed))
 
     def ack_waiters(self) -> list[dict]:
         """PROCESSLIST rows (ID, USER, COMMAND, TIME) of sessions waiting for a semi-sync
