@@ -180,14 +180,23 @@ def test_busybox_image_has_the_shell_tools_the_provisioner_helper_uses(images, c
 def test_pause_image_runs_catatonit_as_a_pause_process(images, containerd):
     cid = f"pause-{uuid.uuid4().hex[:8]}"
     containerd.ctr("-n", NAMESPACE, "run", "-d", images["pause"].ref, cid)
+    seen: list[list[bytes]] = []
+
+    def argv() -> list[bytes] | None:
+        """The task's argv once it runs. RUNNING can be reported while its process is still
+        between runc's init and the exec of the image's entrypoint: /proc/PID/cmdline reads
+        empty then (seen once in CI), so the argv is read until it is the entrypoint's."""
+        t = task(containerd, cid)
+        if t is None or t[1] != "RUNNING":
+            return None
+        seen.append(Path(f"/proc/{t[0]}/cmdline").read_bytes().split(b"\0"))
+        return seen[-1] if seen[-1] != [b""] else None
+
     try:
-        pid, _ = wait_for(
-            lambda: (t := task(containerd, cid)) and t[1] == "RUNNING" and t,
-            20,
-            "the pause container to be RUNNING",
+        running = wait_for(
+            argv, 20, "the pause container to run its entrypoint", describe=lambda: f"argv seen: {seen[-3:]}"
         )
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        assert argv[:2] == [b"/catatonit", b"-P"]
+        assert running[:2] == [b"/catatonit", b"-P"]
     finally:
         remove_container(containerd, cid)
 
