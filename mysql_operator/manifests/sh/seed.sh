@@ -53,12 +53,12 @@ COPY_THREADS="${MYSQL_OPERATOR_SEED_COPY_THREADS:-2}"
 # write load (benchmarks/reseed_mariadb_bench.py, MariaDB 10.11): 1 GiB in 5.3-5.4 / 11.8-13.1 s
 # instead of 6.4-6.5 / 15.0-16.2 (two runs each), 5 GiB in 26.0 / 46.1 s instead of 46.0 / 58.5.
 # MariaDB 11 names this its own option and ignores the old one.
+# (the whole help read first: `| grep -q` under pipefail would fail when grep stops reading early)
 read_cached() {
-  if mariadb-backup --help 2> /dev/null | grep -q -- '--innodb-data-file-buffering'; then
-    echo --innodb-data-file-buffering=ON
-  else
-    echo --innodb-flush-method=fsync
-  fi
+  case "$(mariadb-backup --help 2> /dev/null)" in
+    *--innodb-data-file-buffering*) echo --innodb-data-file-buffering=ON ;;
+    *) echo --innodb-flush-method=fsync ;;
+  esac
 }
 DATADIR="$DATA_ROOT/data"
 NEW="$DATA_ROOT/data.seeding"
