@@ -1,8 +1,8 @@
 """What the reconcile pass reads every second, served from memory instead of the API server.
 
 A `Store` holds the latest body of each object of one kind, fed by a `Reflector` (LIST, then
-WATCH from the list's resourceVersion, LIST again when the watch expires or the server has
-compacted past it) and by the operator's own writes (`offer` with the API's answer: the pass reads
+WATCH from the list's resourceVersion, LIST again whenever the watch ends: its timeout, the server
+compacted past it, or closed it because the kind's schema changed) and by the operator's own writes (`offer` with the API's answer: the pass reads
 what it wrote even before the watch delivers it; the status it records before acting is never
 read back stale). A body is replaced only by one with a newer resourceVersion, so a late watch
 event never undoes a write. Until its first LIST the store is not `synced` and readers go to the
@@ -212,6 +212,12 @@ class Reflector(threading.Thread):
                         self.store.remove(obj)
                     elif kind in ("ADDED", "MODIFIED"):
                         self.store.offer(obj)
+                else:
+                    # the watch ended (its timeout, or the server closed it): LIST again, not WATCH
+                    # on. The server closes the watches of a kind whose storage it replaced (a CRD
+                    # updated): what they sent was decoded with the old schema, a field it did not
+                    # know pruned, and no event follows for an object that did not change
+                    version = None
             except ApiException as e:
                 log.info("%s: %s %s; listing again", self.name, e.status, e.reason)
                 version = None

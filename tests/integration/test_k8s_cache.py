@@ -90,3 +90,81 @@ def test_the_stores_follow_the_api_server_and_read_the_operators_own_writes(cont
     finally:
         for r in reflectors:
             r.stop()
+
+
+def _with_setting(api, served: bool) -> None:
+    """The project's CRDs, with spec.futureSetting in the MySQLCluster schema when `served`."""
+    crds = project_crds()
+    if served:
+        for crd in crds:
+            if crd["spec"]["names"]["plural"] == "mysqlclusters":
+                props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+                props["properties"]["futureSetting"] = {"type": "string"}
+    apply_crds(api, crds)
+
+
+def _served(objs, ns: str) -> bool | None:
+    """Whether the API server keeps spec.futureSetting now (a dry run); None while it cannot say."""
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "probe"},
+        "spec": {"flavor": "mariadb", "instances": 1, "futureSetting": "on"},
+    }
+    try:
+        dry = objs.create_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters", body, dry_run="All")
+    except client.ApiException:
+        return None
+    return "futureSetting" in dry["spec"]
+
+
+def test_a_schema_change_is_read_again_without_any_change_to_the_objects(control_plane, spaces):
+    """A CRD update that starts serving a field an object already holds in storage sends no watch
+    event for that object; the API server closes the kind's watches instead. The store reads the
+    objects again then: the pass sees the field (and names it, if this version does not know it)."""
+    watched, _ = spaces
+    api = control_plane.api_client()
+    objs = client.CustomObjectsApi(api)
+    spec = {"flavor": "mariadb", "instances": 1, "futureSetting": "on"}
+    try:
+        _with_setting(api, served=True)
+        wait_for(lambda: _served(objs, watched), 30, "the field served", interval=0.5)
+        objs.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            watched,
+            "mysqlclusters",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "MySQLCluster",
+                "metadata": {"name": "db"},
+                "spec": spec,
+            },
+        )
+        _with_setting(api, served=False)  # stored with the field, read without it
+        wait_for(lambda: _served(objs, watched) is False, 30, "the field pruned", interval=0.5)
+        clusters, _, _, reflectors = start_reflectors(api, [watched], SELECTOR)
+        try:
+            wait_for(lambda: clusters.get(watched, "db"), 30, "the cluster listed")
+            assert "futureSetting" not in clusters.get(watched, "db")["spec"]
+            _with_setting(api, served=True)
+            wait_for(lambda: _served(objs, watched), 30, "the field served again", interval=0.2)
+            # a change the watch opened under the old schema delivers (pruned), while the API server
+            # has not closed it yet: the watch's resourceVersion is then as new as the new schema's
+            objs.patch_namespaced_custom_object(
+                GROUP, VERSION, watched, "mysqlclusters", "db", {"metadata": {"labels": {"touched": "1"}}}
+            )
+            wait_for(
+                lambda: "futureSetting" in clusters.get(watched, "db")["spec"],
+                60,
+                "the stored field read once the schema serves it",
+                describe=lambda: str(clusters.get(watched, "db")["spec"]),
+            )
+        finally:
+            for r in reflectors:
+                r.stop()
+    finally:
+        _with_setting(api, served=False)
+        wait_for(
+            lambda: _served(objs, watched) is False, 60, "the project's schema served again", interval=0.5
+        )
