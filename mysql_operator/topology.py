@@ -367,13 +367,14 @@ def errant_among_peers(
 ) -> str | None:
     """With no primary to compare to: `i` is errant if it wrote transactions itself that no peer
     has (a local write on a replica), or its replication broke on divergence (unless its
-    `source` is merely behind it: `source_behind`)."""
+    `source` is merely behind it: `source_behind`). A peer that does not answer counts with what
+    it had when it last answered: the old primary had what `i` wrote as an earlier primary."""
     broken = replication_broken(i, settings)
     if broken and not source_behind(i, source):
         return broken
     if i.executed is None or i.origin is None:
         return None
-    others = _union(p.known for p in peers if p.name != i.name)
+    others = _union(p.known if p.reachable else p.last_executed for p in peers if p.name != i.name)
     own_only = i.executed.subtract(others) if others is not None else i.executed
     own_only = own_only.subtract(own_only.without_origins([i.origin]))  # keep only its own origin
     if not own_only.is_empty():
@@ -715,7 +716,8 @@ def _choose_failover(
     p: InstanceState, instances: Sequence[InstanceState], settings: Settings, desired: str | None
 ) -> Decision:
     cands = [i for i in instances if i.reachable and i.ordinal < settings.instances and not i.reseeding]
-    held = {i.name: why for i in cands if (why := errant_among_peers(i, cands, settings) or newer_than(i, p))}
+    peers = [i for i in instances if not i.reseeding]  # the unreachable ones with their last answer
+    held = {i.name: why for i in cands if (why := errant_among_peers(i, peers, settings) or newer_than(i, p))}
     cands = [i for i in cands if i.name not in held]
     if not cands:
         extra = ("; held out: " + "; ".join(held.values())) if held else ""

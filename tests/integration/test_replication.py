@@ -521,6 +521,30 @@ def test_switchover(factory):
     assert status.source_port == c.server("db-2").port and status.io_running and status.sql_running
 
 
+def test_a_two_instance_cluster_fails_over_to_its_former_primary_under_writes(factory):
+    """db-0, the first primary, hands over to db-1 and replicates from it; db-1 is killed under
+    semi-sync writes. db-0 is the only candidate and holds transactions of its own (from when it
+    was the primary) that only db-1, now silent, also has: it is promoted, not held out as errant,
+    and no acknowledged row is lost. A 2-instance cluster's second failover."""
+    c = make_cluster(factory, 2, semisync=True, delay=1.0)
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'written by db-0')", [(i,) for i in range(1, 21)])
+    c.converge(until=t.Switchover, desired="db-1")
+    c.converge(desired="db-1")
+    assert c.state.current_primary == "db-1"
+    writer = writer_for(c)
+    writer.start()
+    wait_for(lambda: len(writer.acked) >= 30, 20, "30 acknowledged writes on db-1")
+    c.server("db-1").kill9()
+    d = c.converge(until=(t.Failover, t.Unrecoverable), timeout=30)
+    assert isinstance(d, t.Failover) and d.to == "db-0", d
+    writer.stop()  # db-0's commits wait for an acknowledgement no replica can give now
+    assert c.state.current_primary == "db-0" and c.server("db-0").query("SELECT @@read_only")[0][0] == 0
+    acked = {n for n, _, _ in writer.acked}
+    lost = acked - c.rows(c.server("db-0"))
+    assert not lost, f"acknowledged rows missing on db-0: {sorted(lost)[:10]}"
+
+
 def test_scale_3_to_5_to_3(factory):
     c = make_cluster(factory, 3)
     with c.app_conn(c.primary) as conn, conn.cursor() as cur:

@@ -1076,3 +1076,29 @@ def test_a_replica_with_everything_the_primary_had_purged_is_still_promoted():
     p = down(0, last_executed=G("0-1-100"), last_purged=G("0-1-50"))
     d = decide([p, replica(1, "0-1-99")], SEMI2, "db-0")
     assert isinstance(d, Failover) and d.to == "db-1", d
+
+
+@pytest.mark.parametrize("cluster_settings", [SEMI2, Settings(instances=2, failover_delay_seconds=5)])
+def test_a_former_primary_takes_over_again_when_the_primary_it_handed_over_to_fails(cluster_settings):
+    """db-0 was the primary (its own GTIDs, 0-1-*), handed over to db-1 and replicates from it;
+    db-1 stops answering. db-0 is the only candidate: what it wrote itself as the primary is not
+    errant, db-1 had it when it last answered. A second failover of a 2-instance cluster."""
+    p = down(1, last_executed=G("0-1-317,0-2-400"), last_purged=G(""))
+    former = replica(0, "0-1-317,0-2-398", received="0-1-317,0-2-400", source="db-1")
+    d = decide([former, p], cluster_settings, "db-1")
+    assert isinstance(d, Failover) and d.to == "db-0", d
+
+
+def test_what_a_replica_wrote_past_the_primarys_last_answer_still_holds_it_out():
+    """The same, but db-0 also wrote a transaction of its own that db-1 never had: errant."""
+    p = down(1, last_executed=G("0-1-317,0-2-400"), last_purged=G(""))
+    former = replica(0, "0-1-318,0-2-400", source="db-1")
+    d = decide([former, p], SEMI2, "db-1")
+    assert isinstance(d, Unrecoverable) and "db-0 wrote transactions no other instance has" in d.reason, d
+
+
+def test_an_instance_never_seen_answering_proves_nothing_for_a_former_primary():
+    """The operator never saw db-1 answer (it started after db-1 stopped): nothing shows that
+    db-0's own transactions reached anyone, and it is held out as before."""
+    d = decide([replica(0, "0-1-317,0-2-400", source="db-1"), down(1)], SEMI2, "db-1")
+    assert isinstance(d, Unrecoverable) and "no other instance has" in d.reason, d
