@@ -111,6 +111,7 @@ from mysql_operator.status import (
     primary_change_status,
     primary_in_service,
     primary_since,
+    recorded_executed,
     reseed_progress,
     timer_can_skip,
     were_lagging,
@@ -530,6 +531,7 @@ class Reconciler:
         engine = self._engine(entry, c, seen.logins.current, settings, members)
         state = ClusterState(seen.current_primary)
         engine.primary_since = primary_since(previous, seen.current_primary)
+        engine.recorded_executed = recorded_executed(previous, c.spec.flavor)
         started = time.monotonic()
         seen.instances = engine.observe()
         # the rolling update moves the wanted primary off the Pod it restarts next

@@ -24,7 +24,7 @@ import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from mysql_operator.manifests.common import SEED_PROGRESS_PORT
 from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIMEOUT_MS
@@ -226,6 +226,10 @@ class ReplicationEngine:
         # (name, wall-clock time it was made primary), from the cluster status: it outlives the
         # operator process, so a primary that restarted since is known as such after a restart
         self.primary_since: tuple[str, float] | None = None
+        # per member, its executed GTIDs as the cluster status recorded them: what it had when
+        # the operator last saw it answer, for a member this engine has not seen answer (the
+        # status outlives the operator process: a failover after a restart still knows it)
+        self.recorded_executed: Mapping[str, Any] = {}
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.members: dict[str, Member] = {}
         self.connect = connect or self._instance
@@ -384,7 +388,7 @@ class ReplicationEngine:
                     received=r.received if r else None,
                     purged=o.purged,
                     unreachable_for=0.0 if o.reachable else now - self._down_since[name],
-                    last_executed=previous.executed if previous else None,
+                    last_executed=previous.executed if previous else self.recorded_executed.get(name),
                     last_purged=previous.purged if previous else None,
                     error_for=now - self._error_since[name][1] if name in self._error_since else 0.0,
                     semisync_source=o.semisync_source_enabled,

@@ -13,6 +13,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from mysql_operator import manifests as m
 from mysql_operator import certificates, rolling
 from mysql_operator import topology as t
+from mysql_operator.db.gtid import GtidParseError, MariaDBGtids, MySQLGtidSet
 from mysql_operator.db.instance import redact
 from mysql_operator.replication import (
     Step,
@@ -469,8 +470,10 @@ def instance_entries(
             "ready": bool(pod and pod.ready),
             "reachable": bool(obs and obs.reachable),
         }
-        if obs is not None and obs.executed is not None:
-            e["gtidExecuted"] = str(obs.executed)
+        # unreachable: what it had when it last answered (what a failover compares with)
+        executed = None if obs is None else obs.executed if obs.reachable else obs.last_executed
+        if executed is not None:
+            e["gtidExecuted"] = str(executed)
         lag = lags.get(name)
         if lag is not None:
             e["lagSeconds"] = int(lag)
@@ -518,6 +521,23 @@ def reseed_progress(i: t.InstanceState, waiting: str = "") -> str:
 def were_lagging(status: Mapping[str, Any]) -> frozenset[str]:
     """The replicas the last published status showed out of -ro for their lag."""
     return frozenset(e.get("name", "") for e in status.get("instances") or [] if e.get("role") == LAGGING)
+
+
+def recorded_executed(status: Mapping[str, Any], flavor: str) -> dict[str, Any]:
+    """status.instances[].gtidExecuted by instance name, parsed (`flavor`'s GTIDs); an entry that
+    does not parse is left out."""
+    parse = MySQLGtidSet.parse if flavor == "mysql" else MariaDBGtids.parse
+    out: dict[str, Any] = {}
+    for e in status.get("instances") or []:
+        if not isinstance(e, Mapping) or not isinstance(e.get("name"), str):
+            continue
+        raw = e.get("gtidExecuted")
+        if isinstance(raw, str):
+            try:
+                out[e["name"]] = parse(raw)
+            except GtidParseError:
+                continue
+    return out
 
 
 def primary_since(status: Mapping[str, Any], primary: str | None) -> tuple[str, float] | None:

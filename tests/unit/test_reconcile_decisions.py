@@ -14,7 +14,7 @@ from mysql_operator import status as cstatus
 from mysql_operator import topology as t
 from mysql_operator.api import parse
 from mysql_operator.cli import build_parser, format_status
-from mysql_operator.db.gtid import MariaDBGtids
+from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.operator import OperatorConfig, settings_for
 from mysql_operator.replication import Step
@@ -677,6 +677,22 @@ def test_instance_entries_report_role_readiness_gtid_lag_and_redacted_errors():
         },
         {"name": "db-2", "role": "unknown", "ready": False, "reachable": False},
     ]
+
+
+@pytest.mark.parametrize(
+    "flavor, gtids",
+    [("mariadb", "0-1-317,0-2-400"), ("mysql", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-77")],
+)
+def test_a_silent_instances_last_gtids_stay_in_the_status_and_are_read_back(flavor, gtids):
+    """An instance that stops answering keeps, in status.instances[].gtidExecuted, what it had
+    when it last answered: a restarted operator reads it back (an entry that does not parse is
+    left out)."""
+    parse = MySQLGtidSet.parse if flavor == "mysql" else MariaDBGtids.parse
+    silent = t.InstanceState("db-1", 1, reachable=False, last_executed=parse(gtids))
+    entries = cstatus.instance_entries([1], {1: "db-1"}, {}, {"db-1": silent}, {}, {}, "db-1")
+    assert entries[0]["gtidExecuted"] == str(parse(gtids)) and entries[0]["reachable"] is False
+    status = {"instances": [*entries, {"name": "db-2", "gtidExecuted": "not gtids"}, {"gtidExecuted": gtids}]}
+    assert cstatus.recorded_executed(status, flavor) == {"db-1": parse(gtids)}
 
 
 # ------------------------------------------------------------------------------------ resolver

@@ -945,3 +945,21 @@ def test_a_server_that_takes_logins_but_answers_no_query_is_restarted_unless_it_
     now[0] = 800.0
     e.reconcile(state)
     assert restarted == ["db-1", "db-1"]
+
+
+def test_a_member_never_seen_answering_has_the_executed_gtids_the_status_recorded():
+    """After an operator restart the engine has seen no server answer: what a silent member had
+    comes from the cluster status (a failover compares the candidates with it); once the engine
+    has seen it answer, its own last observation counts."""
+    w = World()
+    e = engine(w, n=2)
+    serving(w, "db-1", replicas=("db-0",))
+    w.servers["db-1"].reachable = False
+    e.recorded_executed = {"db-1": DIALECT.parse_gtids("0-1-317,0-2-400")}
+    silent = next(i for i in e.observe() if i.name == "db-1")
+    assert silent.last_executed == DIALECT.parse_gtids("0-1-317,0-2-400")
+    w.servers["db-1"].reachable, w.servers["db-1"].executed = True, "0-1-317,0-2-401"
+    e.observe()
+    w.servers["db-1"].reachable = False
+    silent = next(i for i in e.observe() if i.name == "db-1")
+    assert silent.last_executed == DIALECT.parse_gtids("0-1-317,0-2-401")
