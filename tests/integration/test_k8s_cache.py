@@ -27,6 +27,15 @@ def pod(name: str, **labels: str) -> dict:
     }
 
 
+def cluster(name: str, spec: dict) -> dict:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MySQLCluster",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 @pytest.fixture
 def spaces(control_plane):
     apply_crds(control_plane.api_client(), project_crds())
@@ -69,12 +78,7 @@ def test_the_stores_follow_the_api_server_and_read_the_operators_own_writes(cont
             VERSION,
             watched,
             "mysqlclusters",
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "MySQLCluster",
-                "metadata": {"name": "db"},
-                "spec": {"flavor": "mariadb", "instances": 1, "storage": {"size": "1Gi"}},
-            },
+            cluster("db", {"flavor": "mariadb", "instances": 1, "storage": {"size": "1Gi"}}),
         )
         created = wait_for(lambda: reads.cluster(watched, "db"), 30, "the cluster seen")
         # the status recorded before acting is what the next pass reads, before any watch event
@@ -105,12 +109,7 @@ def _with_setting(api, served: bool) -> None:
 
 def _served(objs, ns: str) -> bool | None:
     """Whether the API server keeps spec.futureSetting now (a dry run); None while it cannot say."""
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "MySQLCluster",
-        "metadata": {"name": "probe"},
-        "spec": {"flavor": "mariadb", "instances": 1, "futureSetting": "on"},
-    }
+    body = cluster("probe", {"flavor": "mariadb", "instances": 1, "futureSetting": "on"})
     try:
         dry = objs.create_namespaced_custom_object(GROUP, VERSION, ns, "mysqlclusters", body, dry_run="All")
     except client.ApiException:
@@ -129,18 +128,7 @@ def test_a_schema_change_is_read_again_without_any_change_to_the_objects(control
     try:
         _with_setting(api, served=True)
         wait_for(lambda: _served(objs, watched), 30, "the field served", interval=0.5)
-        objs.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            watched,
-            "mysqlclusters",
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "MySQLCluster",
-                "metadata": {"name": "db"},
-                "spec": spec,
-            },
-        )
+        objs.create_namespaced_custom_object(GROUP, VERSION, watched, "mysqlclusters", cluster("db", spec))
         _with_setting(api, served=False)  # stored with the field, read without it
         wait_for(lambda: _served(objs, watched) is False, 30, "the field pruned", interval=0.5)
         clusters, _, _, reflectors = start_reflectors(api, [watched], SELECTOR)
