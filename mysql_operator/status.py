@@ -13,7 +13,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from mysql_operator import manifests as m
 from mysql_operator import certificates, rolling
 from mysql_operator import topology as t
-from mysql_operator.db.gtid import GtidParseError, MariaDBGtids, MySQLGtidSet
+from mysql_operator.db.gtid import GtidParseError, parser_for
 from mysql_operator.db.instance import redact
 from mysql_operator.replication import (
     Step,
@@ -526,7 +526,7 @@ def were_lagging(status: Mapping[str, Any]) -> frozenset[str]:
 def recorded_executed(status: Mapping[str, Any], flavor: str) -> dict[str, Any]:
     """status.instances[].gtidExecuted by instance name, parsed (`flavor`'s GTIDs); an entry that
     does not parse is left out."""
-    parse = MySQLGtidSet.parse if flavor == "mysql" else MariaDBGtids.parse
+    parse = parser_for(flavor)
     out: dict[str, Any] = {}
     for e in status.get("instances") or []:
         if not isinstance(e, Mapping) or not isinstance(e.get("name"), str):

@@ -46,7 +46,7 @@ from mysql_operator.backup.pipeline import (
     verified_instance,
 )
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
-from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
+from mysql_operator.db.gtid import MySQLGtidSet, parser_for
 from mysql_operator.db.flavor import ServerVersion
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.manifests.common import TLS_CA
@@ -554,10 +554,6 @@ def _load_all(
                 )
 
 
-def _gtids(flavor: str):
-    return MySQLGtidSet.parse if flavor == "mysql" else MariaDBGtids.parse
-
-
 def pick_base(client, source: Source) -> Source:
     """A point-in-time restore from a cluster's folder (<prefix>/<cluster>, not one backup's):
     the newest complete backup there that the stop can start from. Any other path: as it is."""
@@ -585,7 +581,7 @@ def _gtids_of_bases(client, source: Source, bases) -> Callable[[str], Any]:
     first = read_manifest(
         client, replace(source, path=f"s3://{source.s3.bucket}/{bases[0].manifest}"), physical=True
     )
-    return _gtids(first.flavor)
+    return parser_for(first.flavor)
 
 
 def replay_plan(client, source: Source, m: Manifest) -> list[Segment]:
@@ -599,7 +595,11 @@ def replay_plan(client, source: Source, m: Manifest) -> list[Segment]:
     assert completed is not None
     try:
         chain = pitr.plan(
-            store.segments(), m.gtid_position or "", int(completed.timestamp()), source.stop, _gtids(m.flavor)
+            store.segments(),
+            m.gtid_position or "",
+            int(completed.timestamp()),
+            source.stop,
+            parser_for(m.flavor),
         )
     except pitr.PitrError as e:
         raise RestoreError(f"point-in-time recovery to {source.stop.describe()}: {e}") from None
@@ -679,7 +679,7 @@ def roll_forward(client, target: Target, source: Source, m: Manifest, chain: lis
     replayed transactions keep their GTIDs, so the instances end equal). Returns the target's
     GTID position afterwards."""
     assert source.stop is not None
-    parse = _gtids(m.flavor)
+    parse = parser_for(m.flavor)
     applied = m.gtid_position or ""
     inst = instance_of(target)
     try:

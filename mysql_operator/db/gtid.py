@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Protocol, TypeVar
+from typing import Callable, Iterable, Mapping, Protocol, TypeVar
 
 G = TypeVar("G", bound="GtidSet")
 
@@ -247,3 +247,8 @@ class MySQLGtidSet:
             text = ":".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ivs)
             by_uuid.setdefault(uuid, []).append(f"{tag}:{text}" if tag else text)
         return ",".join(f"{u}:" + ":".join(parts) for u, parts in sorted(by_uuid.items()))
+
+
+def parser_for(flavor: str) -> Callable[[str | None], MariaDBGtids | MySQLGtidSet]:
+    """The GTID text parser of `flavor` ("mysql" or "mariadb")."""
+    return MySQLGtidSet.parse if flavor == "mysql" else MariaDBGtids.parse

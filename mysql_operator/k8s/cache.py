@@ -2,9 +2,9 @@
 
 A `Store` holds the latest body of each object of one kind, fed by a `Reflector` (LIST, then
 WATCH from the list's resourceVersion, LIST again whenever the watch ends: its timeout, the server
-compacted past it, or closed it because the kind's schema changed) and by the operator's own writes (`offer` with the API's answer: the pass reads
-what it wrote even before the watch delivers it; the status it records before acting is never
-read back stale). A body is replaced only by one with a newer resourceVersion, so a late watch
+compacted past it, or closed it because the kind's schema changed) and by the operator's own
+writes (`offer` with the API's answer: the pass reads what it wrote even before the watch delivers
+it; the status it records before acting is never read back stale). A body is replaced only by one with a newer resourceVersion, so a late watch
 event never undoes a write. Until its first LIST the store is not `synced` and readers go to the
 API server, as they do for what no store holds.
 
