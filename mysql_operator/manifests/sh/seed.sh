@@ -154,12 +154,14 @@ receive() {
   address="${MYSQL_OPERATOR_SEED_ADDRESS:-$donor}"  # tests connect to a local address
   log "copy $id: from $donor"
   # the request goes through a FIFO held open here: socat never sees the end of its input, so it
-  # ends (0.5 s) after the donor's end of the stream, and `accept` reads what it carried
+  # ends after the donor's end of the stream, and `accept` reads what it carried. -t: how long
+  # socat waits after that end (0.5 s by default) for the other direction, which never ends here;
+  # what the donor sent is written out before. 1 MB copied: 0.03 s instead of 0.53-0.57 (3 each)
   TMP=$(mktemp -d "${TMPDIR:-/tmp}/seed.XXXXXX")
   mkfifo -m 600 "$TMP/request"
   exec 3<> "$TMP/request"
   printf '%s\n' "$(token)" >&3
-  socat -b "$SOCAT_BLOCK" -T 600 - \
+  socat -b "$SOCAT_BLOCK" -T 600 -t 0.01 - \
     "OPENSSL:$address:$SEED_PORT,cafile=$TLS_DIR/ca.crt,commonname=$donor,cert=$TLS_DIR/tls.crt,key=$TLS_DIR/tls.key" \
     < "$TMP/request" | SEED_ID="$id" SEED_KIND="${kind:-}" accept || true
   exec 3>&-
