@@ -20,7 +20,10 @@ Reported per size: bytes of the copy, copy seconds (receive: stream + prepare), 
 tar runs with the writer going on and the page cache dropped, as the copy does (root only: it
 writes /proc/sys/vm/drop_caches); then, the writer stopped, one more copy and one more tar, each
 from a dropped cache (the transport alone, without the competition for the cores); writes/s on
-the primary before and during the copy and their ratio, rows lost (must be 0).
+the primary before and during the copy and their ratio, rows lost (must be 0). The stream alone
+(seed.sh's "copy received in": from the donor's answer to the last file written, without the
+prepare) is the counterpart of what reseed_bench times for CLONE (its file stages, without the
+recovery); its rate is reported against the same tar rates.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -112,6 +116,7 @@ class Seeder:
                 )
             )
         self.copies: list[tuple[float, float, int]] = []  # (start, end, bytes) on time.monotonic()
+        self.streamed: list[float] = []  # per copy: seconds of the stream alone (seed.sh's own count)
         self.error: BaseException | None = None
 
     def env(self, s, **extra: str) -> dict[str, str]:
@@ -153,6 +158,7 @@ class Seeder:
             if r.returncode != 0:
                 raise RuntimeError(f"seed.sh receive: {r.stderr[-2000:]}")
             print(r.stderr, file=sys.stderr)  # its own account of the transfer and the prepare
+            self.streamed.append(float(re.search(r"copy received in ([0-9.]+) s", r.stderr)[1]))
             self.copies.append((started, time.monotonic(), data_bytes(s.datadir)))
             init = s.root / "reseed-init.sql"
             given = s.root / "reseed-init.given.sql"
@@ -257,7 +263,7 @@ def _measure(
     (idle_start, idle_end, idle_copied) = seeder.copies[-1]
     drop_caches()
     tar_bytes, tar_s = tar_copy(by["db-1"].datadir)
-    copy_s = end - start
+    copy_s, (stream_s, idle_stream_s) = end - start, seeder.streamed[-2:]
     copy_rate, tar_rate = copied / MIB / copy_s, tar_bytes / MIB / tar_s
     idle_rate = idle_copied / MIB / (idle_end - idle_start)
     loaded_rate = loaded_bytes / MIB / loaded_s
@@ -276,12 +282,18 @@ def _measure(
             f"{loaded_rate:.0f}",
         ),
         (f"{label}: copy rate / that tar rate (goal >= 0.7)", f"{copy_rate / loaded_rate:.2f}"),
+        (f"{label}: stream alone (its part of the copy, s)", f"{stream_s:.1f}"),
+        (f"{label}: stream alone rate / that tar rate", f"{copied / MIB / stream_s / loaded_rate:.2f}"),
         (f"{label}: copy rate idle after, cache dropped (MiB/s)", f"{idle_rate:.0f}"),
         (
             f"{label}: tar | tar of the donor's data, idle after, cache dropped ({tar_bytes / MIB:.0f} MiB, MiB/s)",
             f"{tar_rate:.0f}",
         ),
         (f"{label}: idle copy rate / idle tar rate", f"{idle_rate / tar_rate:.2f}"),
+        (
+            f"{label}: idle stream alone rate / idle tar rate",
+            f"{idle_copied / MIB / idle_stream_s / tar_rate:.2f}",
+        ),
         (f"{label}: primary writes/s before", f"{before:.0f}"),
         (f"{label}: primary writes/s during the copy", f"{during:.0f}"),
         (f"{label}: during / before", f"{during / before:.2f}" if before else "-"),
