@@ -19,6 +19,7 @@ Kubernetes-free: the reconcile wiring supplies members through its resolver.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import ssl
 import time
@@ -323,8 +324,10 @@ class ReplicationEngine:
             since = last[0]
         return self.clock() - since
 
-    def observe(self) -> list[t.InstanceState]:
-        names = sorted(self.members, key=lambda n: self.members[n].ordinal)
+    def observe(self, only: Iterable[str] | None = None) -> list[t.InstanceState]:
+        """Every member's state, or only those of `only`."""
+        wanted = set(self.members if only is None else only)
+        names = sorted(wanted & set(self.members), key=lambda n: self.members[n].ordinal)
         started = self.clock()
         with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
             observations = dict(zip(names, pool.map(lambda n: self.instances[n].observe(), names)))
@@ -480,11 +483,12 @@ class ReplicationEngine:
         if observed is None:
             observed = self.observe()
         decision = t.decide(observed, self.settings, state.current_primary, desired_primary)
-        observed, decision = self._confirm_target(
-            observed,
-            decision,
-            lambda seen: t.decide(seen, self.settings, state.current_primary, desired_primary),
-        )
+
+        def decide(seen: list[t.InstanceState]) -> t.Decision:
+            return t.decide(seen, self.settings, state.current_primary, desired_primary)
+
+        observed, decision = self._confirm_target(observed, decision, decide)
+        observed, decision = self._settle_received(observed, decision, decide)
         if isinstance(decision, t.PRIMARY_CHANGES):
             state.current_primary = new_primary(decision)
             if record is not None:
@@ -524,6 +528,36 @@ class ReplicationEngine:
             ]
             decision = decide(observed)
         return observed, decision
+
+    def _settle_received(
+        self,
+        observed: list[t.InstanceState],
+        decision: t.Decision,
+        decide: Callable[[list[t.InstanceState]], t.Decision],
+    ) -> tuple[list[t.InstanceState], t.Decision]:
+        """A failover's target chosen again once no replica can receive more, before it is
+        recorded. A primary that only this operator cannot reach (a partition, or too slow to
+        answer in time) still sends transactions after the pass observed the replicas, and a
+        client has them acknowledged on one replica's word: promoting the replica that was the
+        most advanced when observed would discard them. So every replica that answers stops
+        receiving first (what the failover's fence does anyway), is observed again, and the
+        decision is made on what they hold then. A replica whose IO thread could not be stopped
+        is taken as observed again, and the failover's fence tries again."""
+        if not isinstance(decision, t.Failover):
+            return observed, decision
+        names = [
+            s.name for s in observed if s.reachable and s.source is not None and s.name != decision.from_
+        ]
+
+        def stop(name: str) -> None:
+            with contextlib.suppress(InstanceError):
+                self.instances[name].stop_io_thread()
+
+        with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+            list(pool.map(stop, names))
+        again = {s.name: s for s in self.observe(names)}
+        observed = [again.get(s.name, s) for s in observed]
+        return observed, decide(observed)
 
     def act(self, d: t.Decision, observed: Sequence[t.InstanceState]) -> list[Step]:
         steps: list[Step] = []

@@ -545,6 +545,42 @@ def test_a_two_instance_cluster_fails_over_to_its_former_primary_under_writes(fa
     assert not lost, f"acknowledged rows missing on db-0: {sorted(lost)[:10]}"
 
 
+def test_a_failover_promotes_the_replica_holding_the_most_once_no_replica_can_receive_more(factory):
+    """The operator loses its way to a primary that still serves its clients and its replicas (a
+    partition between them, or a primary too slow to answer it in time). A pass decides from what
+    it observed, and such a primary still sends transactions afterwards, acknowledged on a
+    replica's word. Here the pass's observation saw db-1 and db-2 equal (db-1 would be promoted:
+    the lower ordinal); then db-1 stops receiving and rows are acknowledged by db-2 alone. Every
+    replica stops receiving before the target is chosen again: db-2 is promoted, no row lost."""
+    c = make_cluster(factory, 3, semisync=True, delay=1.0)
+    old = c.server("db-0")
+    cut = dataclasses.replace(c.engine.members["db-0"], host=None, source_host=old.host)
+    c.engine.set_members([cut, c.engine.members["db-1"], c.engine.members["db-2"]])
+
+    def long_enough():  # the operator's passes look at db-0 and fail; the replicas still receive
+        seen = c.engine.observe()
+        return seen if next(s for s in seen if s.name == "db-0").unreachable_for >= 1.0 else None
+
+    observed = wait_for(long_enough, 20, "db-0 unreachable for the failover delay")
+    assert all(s.io_running for s in observed if s.name != "db-0")
+    Instance(
+        c.server("db-1").host, c.server("db-1").port, OPERATOR_USER, factory.admin_password
+    ).stop_io_thread()
+    with c.app_conn(old) as conn, conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {DB}.t VALUES (%s, 'acknowledged by db-2')", [(i,) for i in range(1, 11)]
+        )
+    acked = set(range(1, 11))
+    assert acked <= c.rows(c.server("db-2")) and not acked & c.rows(c.server("db-1"))
+
+    out = c.engine.reconcile(c.state, observed=observed)
+    assert isinstance(out.decision, t.Failover) and out.decision.to == "db-2", out.decision
+    assert c.state.current_primary == "db-2"
+    assert c.server("db-2").query("SELECT @@read_only")[0][0] == 0
+    c.converge()
+    wait_replicated(c, acked, [c.server("db-1"), c.server("db-2")])
+
+
 def test_scale_3_to_5_to_3(factory):
     c = make_cluster(factory, 3)
     with c.app_conn(c.primary) as conn, conn.cursor() as cur:
