@@ -382,6 +382,26 @@ def errant_among_peers(
     return None
 
 
+def _held(i: InstanceState) -> Any:
+    """What `i` holds: its known set when it answers, else what it had when it last answered."""
+    return i.known if i.reachable else i.last_executed
+
+
+def may_be_acknowledged(i: InstanceState, peers: Sequence[InstanceState]) -> Any:
+    """What `i` holds (or held when it last answered) that may have been acknowledged to a
+    client: everything but what it wrote itself that no peer has (errant: a local write, or a
+    commit of a primary that nobody received). A replica acknowledged what it received; a
+    former primary's own writes were acknowledged on a replica's word, and that replica (a
+    peer, maybe the lost primary with its last answer) has them too. None: nothing known."""
+    mine = _held(i)
+    if mine is None or i.origin is None:
+        return mine
+    others = _union(_held(q) for q in peers if q.name != i.name)
+    theirs = mine.without_origins([i.origin])
+    own = mine.subtract(theirs)
+    return theirs if others is None else theirs.union(own.intersect(others))
+
+
 def replica_needs_configuring(i: InstanceState, source: str, settings: Settings) -> str | None:
     """Why replica `i` must be (re)pointed at `source`, or None when it is on its way.
 
@@ -723,7 +743,9 @@ def _choose_failover(
         extra = ("; held out: " + "; ".join(held.values())) if held else ""
         return Unrecoverable(reason=f"primary {p.name} unreachable and no replica can take over{extra}")
     replicas = [i for i in instances if i.name != p.name]
-    answering = _names(i for i in replicas if i.reachable)
+    # an instance counts toward the quorum only with the data it acknowledged with: not one whose
+    # data is being replaced, nor one whose data is newer than the cluster's (a lost volume)
+    answering = _names(i for i in replicas if i.reachable and not i.reseeding and not newer_than(i, p))
     needed = failover_quorum(settings, len(replicas))
     short = len(answering) < needed
     if short and not settings.force_failover:
@@ -743,20 +765,46 @@ def _choose_failover(
             reason="primary unreachable and no replica has every transaction "
             "the others have: histories diverged"
         )
+    # with semi-sync's promise (no asynchronous fallback), every transaction another instance
+    # holds and may have acknowledged - held-out and silent ones too: the quorum counted them -
+    # must be on the one promoted
+    promised = settings.semisync and not settings.async_fallback
+    lacking = {
+        q.name: gap
+        for q in peers
+        if promised
+        and q.name not in (p.name, best.name)
+        and (need := may_be_acknowledged(q, peers)) is not None
+        and best.known is not None
+        and not (gap := need.subtract(best.known)).is_empty()
+    }
+    if lacking and not settings.force_failover:
+        return FailoverHeld(
+            p.name,
+            answering,
+            needed,
+            reason=f"primary {p.name} unreachable; {best.name}, the most advanced instance that may be "
+            f"promoted, lacks transactions that "
+            + "; ".join(f"{n} holds ({gap})" for n, gap in lacking.items())
+            + f": they may have been acknowledged, so nothing is promoted until {p.name} answers again or "
+            f"an instance holding them may be promoted; force it with the annotation "
+            f"{FORCE_FAILOVER_ANNOTATION} (loses them)",
+        )
     fence = tuple(n for n in _names([i for i in instances if i.name != best.name]))
     repoint = tuple(n for n in _names(cands) if n != best.name)
-    forced = (
-        f" (forced: only {len(answering)} of the {needed} replicas needed answered; acknowledged "
-        "commits may be lost)"
-        if short
-        else ""
-    )
+    forced = ""
+    if short:
+        forced = f" (forced: only {len(answering)} of the {needed} replicas needed answered; acknowledged commits may be lost)"
+    elif lacking:
+        forced = (
+            f" (forced: {', '.join(lacking)} hold transactions it lacks; acknowledged commits may be lost)"
+        )
     return Failover(
         p.name,
         best.name,
         fence,
         repoint,
-        forced=short,
+        forced=short or bool(lacking),
         reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s; "
         f"{best.name} is the most advanced replica{forced}",
     )

@@ -35,6 +35,7 @@ class GtidSet(Protocol):
     def contains(self: G, other: G) -> bool: ...
     def subtract(self: G, other: G) -> G: ...
     def union(self: G, other: G) -> G: ...
+    def intersect(self: G, other: G) -> G: ...
     def is_empty(self) -> bool: ...
     def origins(self) -> frozenset[str]: ...
     def without_origins(self: G, origins: Iterable[str]) -> G: ...
@@ -100,6 +101,11 @@ class MariaDBGtids:
 
     def union(self, other: "MariaDBGtids") -> "MariaDBGtids":
         return MariaDBGtids.of(self.entries + other.entries)
+
+    def intersect(self, other: "MariaDBGtids") -> "MariaDBGtids":
+        """Per (domain, server_id), the lower of the two highest seq_nos: what both hold."""
+        theirs = other._map()
+        return MariaDBGtids.of((d, s, min(n, theirs[(d, s)])) for d, s, n in self.entries if (d, s) in theirs)
 
     def is_empty(self) -> bool:
         return all(n == 0 for _, _, n in self.entries)
@@ -224,6 +230,9 @@ class MySQLGtidSet:
     def subtract(self, other: "MySQLGtidSet") -> "MySQLGtidSet":
         theirs = other._map()
         return MySQLGtidSet.of({key: _subtract_intervals(ivs, theirs.get(key, ())) for key, ivs in self.sets})
+
+    def intersect(self, other: "MySQLGtidSet") -> "MySQLGtidSet":
+        return self.subtract(self.subtract(other))
 
     def contains(self, other: "MySQLGtidSet") -> bool:
         return other.subtract(self).is_empty()

@@ -581,6 +581,65 @@ def test_a_failover_promotes_the_replica_holding_the_most_once_no_replica_can_re
     wait_replicated(c, acked, [c.server("db-1"), c.server("db-2")])
 
 
+def test_a_second_failover_waits_rather_than_promote_a_replica_lacking_acknowledged_commits(factory):
+    """The CI failure of issue 45 (e2e, a hung primary's second round): db-0 hung as the primary
+    with a commit nobody received; db-1, holding every acknowledged commit, replaced it; db-2
+    lagged and could not be repointed. Then db-1 stopped answering and db-0 came back, held out
+    for its own commit. db-0 and db-2 answer - the quorum - but db-2, the only candidate, lacks
+    commits acknowledged under db-0 (on db-0 and db-1 only): nothing is promoted until db-1
+    answers again, and then every acknowledged row reaches every instance."""
+    c = make_cluster(factory, 3, semisync=True, delay=1.0)
+    d0, d1, d2 = (c.server(f"db-{k}") for k in range(3))
+    admin = lambda s: Instance(s.host, s.port, OPERATOR_USER, factory.admin_password)  # noqa: E731
+    admin(d2).stop_io_thread()  # db-2 lags
+    with c.app_conn(d0) as conn, conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {DB}.t VALUES (%s, 'acknowledged by db-1')", [(i,) for i in range(1, 11)]
+        )
+    acked = set(range(1, 11))
+    assert acked <= c.rows(d1) and not acked & c.rows(d2)
+    admin(d1).stop_io_thread()  # nobody receives: the next commit waits for an acknowledgement
+    writer, outcome = commit_in_background(c, d0, 99, timeout=120)
+    wait_for(lambda: admin(d0).ack_waiters(), 10, "a commit waiting for an acknowledgement on db-0")
+    d0.sigstop()
+    stopped = [d0]
+    try:
+
+        def lagging_replica_hangs(state, decision):  # before the failover acts: db-2 not repointed
+            if isinstance(decision, t.Failover):
+                d2.sigstop()
+                stopped.append(d2)
+
+        def first_failover():
+            out = c.engine.reconcile(c.state, record=lagging_replica_hangs)
+            c.decisions.append(out.decision)
+            c.last = out
+            return out if isinstance(out.decision, t.Failover) else None
+
+        out = wait_for(first_failover, 30, "a failover from the hung db-0", interval=0.1, describe=c.describe)
+        assert out.decision.to == "db-1", out.decision
+        assert any(s.instance == "db-2" and not s.ok for s in out.steps), out.steps
+        d1.sigstop()  # the new primary stops answering too
+        stopped.append(d1)
+        for s in (d0, d2):
+            s.sigcont()
+            stopped.remove(s)
+        held = c.converge(until=(t.FailoverHeld, t.Failover, t.Unrecoverable), timeout=60)
+        assert isinstance(held, t.FailoverHeld), held
+        assert "db-2, the most advanced instance that may be promoted, lacks" in held.reason, held.reason
+        assert c.state.current_primary == "db-1"
+        assert not acked <= c.rows(d2)  # (what promoting it would have lost)
+    finally:
+        for s in stopped:
+            s.sigcont()
+    c.converge(until=(t.Healthy, t.Errant), timeout=90)
+    assert c.state.current_primary == "db-1"
+    wait_replicated(c, acked, [d1, d2], timeout=30)
+    writer.join(60)
+    if outcome == ["ok"]:  # acknowledged: it must be on the primary too
+        assert 99 in c.rows(d1), "an acknowledged commit is missing"
+
+
 def test_scale_3_to_5_to_3(factory):
     c = make_cluster(factory, 3)
     with c.app_conn(c.primary) as conn, conn.cursor() as cur:

@@ -169,3 +169,18 @@ def test_mariadb_matches_prefix_model(a, b):
     assert A.union(B).contains(A) and A.union(B).contains(B)
     assert is_ahead_of(A, B) == (expand(b) < expand(a))
     assert MariaDBGtids.parse(str(A)) == A
+
+
+@pytest.mark.parametrize(
+    "parse, a, b, both",
+    [
+        (MariaDBGtids.parse, "0-1-10,0-2-5,1-1-3", "0-1-7,0-2-9", "0-1-7,0-2-5"),
+        (MariaDBGtids.parse, "0-1-10", "0-2-9", ""),
+        (MySQLGtidSet.parse, f"{U1}:1-10:20-30", f"{U1}:5-25", f"{U1}:5-10:20-25"),
+        (MySQLGtidSet.parse, f"{U1}:1-10", f"{U2}:1-10", ""),
+    ],
+)
+def test_intersect_is_what_both_hold(parse, a, b, both):
+    x, y = parse(a), parse(b)
+    assert str(x.intersect(y)) == str(parse(both)) == str(y.intersect(x))
+    assert x.contains(x.intersect(y)) and y.contains(x.intersect(y))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings as hsettings
 from hypothesis import strategies as st
 
-from mysql_operator.db.gtid import MariaDBGtids
+from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.topology import (
     Bootstrap,
     ConfigureReplica,
@@ -35,6 +35,7 @@ from mysql_operator.topology import (
     decide,
     errant_against_primary,
     failover_quorum,
+    may_be_acknowledged,
     planned_writable,
 )
 
@@ -828,6 +829,8 @@ def clusters(draw):
                 error_for=draw(st.floats(0, 20)),
                 executed=executed if reachable else None,
                 received=received if reachable else None,
+                # what a silent instance had when it last answered (or never seen answering)
+                last_executed=None if reachable else draw(st.sampled_from([None, executed])),
                 unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
                 tls_verified=draw(st.booleans()),
                 clone=draw(st.sampled_from([None, None, None, CLONE_COPYING, CLONE_COPIED, CLONE_FAILED])),
@@ -1026,6 +1029,23 @@ def holds_an_unforced_semisync_failover_has_the_replicas_that_prove_no_acked_com
         assert cfg.semisync and not cfg.force_failover, d
 
 
+def holds_an_unforced_semisync_failover_keeps_what_any_other_instance_may_have_acknowledged(c):
+    """Held-out and silent instances included: the quorum counts them, so what they hold (but for
+    what they wrote that nobody else has) is on the one promoted."""
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    if not (isinstance(d, Failover) and cfg.semisync and not cfg.async_fallback and not d.forced):
+        return
+    by = {i.name: i for i in insts}
+    if by[d.from_].reachable:
+        return  # (rule 4: the old primary's data is seen and compared)
+    peers = [i for i in insts if not i.reseeding]
+    for q in peers:
+        need = may_be_acknowledged(q, peers)
+        if q.name not in (d.from_, d.to) and need is not None:
+            assert by[d.to].known.contains(need), (d, q)
+
+
 # Every property above on the same drawn clusters: drawing them is what costs (about 10 ms
 # each), so each property sees 600 clusters (as many as when each drew its own) for the price of
 # one property's draws.
@@ -1038,6 +1058,7 @@ PROPERTIES = (
     holds_replica_on_its_way_to_the_right_source_is_never_reconfigured,
     holds_replicas_move_to_verified_tls_only_in_an_otherwise_healthy_cluster_and_once,
     holds_an_unforced_semisync_failover_has_the_replicas_that_prove_no_acked_commit_is_lost,
+    holds_an_unforced_semisync_failover_keeps_what_any_other_instance_may_have_acknowledged,
 )
 
 
@@ -1102,3 +1123,71 @@ def test_an_instance_never_seen_answering_proves_nothing_for_a_former_primary():
     db-0's own transactions reached anyone, and it is held out as before."""
     d = decide([replica(0, "0-1-317,0-2-400", source="db-1"), down(1)], SEMI2, "db-1")
     assert isinstance(d, Unrecoverable) and "no other instance has" in d.reason, d
+
+
+SEMI3 = Settings(instances=3, failover_delay_seconds=5, semisync=True)
+M = MySQLGtidSet.parse
+U0, U1, U2 = ("00000000-0000-0000-0000-00000000000" + str(k) for k in (1, 2, 3))
+
+
+@pytest.mark.parametrize(
+    "parse, base, acked, unacked, own1",
+    [
+        # MariaDB: domain-server_id-seq; db-0 is server 1, db-1 server 2
+        (G, "0-1-100", "0-1-110", "0-1-111", "0-2-1"),
+        # MySQL: server_uuid:interval
+        (M, f"{U0}:1-100", f"{U0}:1-110", f"{U0}:1-111", f"{U1}:1"),
+    ],
+    ids=["mariadb", "mysql"],
+)
+def test_a_second_failover_never_promotes_a_replica_lacking_what_a_held_out_former_primary_acknowledged(
+    parse, base, acked, unacked, own1
+):
+    """The CI failure of issue 45. db-0 hung as the primary; db-1 (every acknowledged commit,
+    up to `acked`) replaced it; db-2 lagged (up to `base`) and was never repointed. db-0
+    resumed holding one commit nobody received (`unacked`): held out as errant. Then db-1 stops
+    answering. db-0 and db-2 answer: enough for the quorum, but db-2, the only candidate, lacks
+    what db-0 and db-1 hold and may have been acknowledged: nothing is promoted."""
+    origins = {"db-0": "1", "db-1": "2", "db-2": "3"} if parse is G else {"db-0": U0, "db-1": U1, "db-2": U2}
+    former = replica(0, source=None, io_running=False, sql_running=False, origin=origins["db-0"])
+    former = dataclasses.replace(former, executed=parse(unacked), received=parse(""))
+    lost = dataclasses.replace(down(1, last_executed=parse(acked + "," + own1)), origin=origins["db-1"])
+    lagging = replica(2, source="db-0", io_running=False, origin=origins["db-2"])
+    lagging = dataclasses.replace(lagging, executed=parse(base), received=parse(base))
+    d = decide([former, lost, lagging], SEMI3, "db-1")
+    assert isinstance(d, FailoverHeld), d
+    assert "db-2, the most advanced instance that may be promoted, lacks" in d.reason, d.reason
+    assert "db-0 holds" in d.reason, d.reason
+    # what db-0 wrote that nobody has is not what holds it: db-2 with everything else is promoted
+    caught_up = dataclasses.replace(lagging, executed=parse(acked), received=parse(acked))
+    d = decide([former, lost, caught_up], SEMI3, "db-1")
+    assert isinstance(d, Failover) and d.to == "db-2" and not d.forced, d
+    # a person may still force it, and the Failover says what it may lose
+    forced = dataclasses.replace(SEMI3, force_failover=True)
+    d = decide([former, lost, lagging], forced, "db-1")
+    assert isinstance(d, Failover) and d.to == "db-2" and d.forced and "db-0 hold" in d.reason, d
+
+
+def test_a_silent_replica_with_more_than_the_candidates_holds_a_semisync_failover():
+    """db-3 last answered holding 0-1-12; the others that answer (enough for the quorum of a
+    5-instance cluster) have up to 0-1-10: what only db-3 received may have been acknowledged."""
+    insts = [
+        down(0, last_executed=G("0-1-12")),
+        replica(1, "0-1-10"),
+        replica(2, "0-1-10"),
+        down(3, last_executed=G("0-1-12")),
+        replica(4, "0-1-9"),
+    ]
+    d = decide(insts, Settings(instances=5, failover_delay_seconds=5, semisync=True), "db-0")
+    assert isinstance(d, FailoverHeld) and "db-3 holds (0-1-12)" in d.reason, d
+    # asynchronous replication promises nothing of the kind: the most advanced is promoted
+    d = decide(insts, Settings(instances=5, failover_delay_seconds=5), "db-0")
+    assert isinstance(d, Failover) and d.to == "db-1", d
+
+
+def test_an_instance_on_new_data_does_not_count_toward_the_quorum():
+    """db-2 lost its volume (it holds nothing, the primary had 0-1-100): it answers, but it
+    cannot hold what it acknowledged, so only db-1 counts: one of the two needed."""
+    insts = [down(0, last_executed=G("0-1-100"), last_purged=G("")), replica(1, "0-1-100"), replica(2, "")]
+    d = decide(insts, SEMI3, "db-0")
+    assert isinstance(d, FailoverHeld) and d.answering == ("db-1",), d
