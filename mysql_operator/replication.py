@@ -52,6 +52,20 @@ def stuck(o: Observation) -> bool:
     return not o.reachable and " failed: (2013" in (o.error or "") and "cannot connect" not in (o.error or "")
 
 
+def acknowledged_now(o: Observation | None) -> bool:
+    """A commit on this server would be acknowledged now: semi-sync is off there (or fell back to
+    asynchronous), or as many replicas that acknowledge are connected as a commit waits for (not
+    known: taken as yes). The operator's own writes on a primary (accounts, passwords) wait for
+    this: a statement waiting for an acknowledgement that cannot come holds the server's account
+    lock - no one logs in (MySQL), the next observation waits behind it (MariaDB) - and the
+    primary would be taken for lost and failed over."""
+    if o is None or not (o.semisync_source_enabled and o.semisync_source_active):
+        return True
+    if o.semisync_clients is None:
+        return True
+    return o.semisync_clients >= (o.semisync_ack_count or 1)
+
+
 def new_primary(d: t.Decision) -> str | None:
     """The primary a decision makes writable; None for decisions that keep the current one."""
     if isinstance(d, t.Bootstrap):
@@ -659,9 +673,12 @@ class ReplicationEngine:
         (`shed_privileges`: accounts made before the lists existed hold ALL PRIVILEGES). Only on
         a primary that serves (the operator's account may write on a read-only server:
         elsewhere it would make errant transactions). Once per primary and engine (new passwords
-        make a new engine); after a failure, again ACCOUNTS_RETRY_SECONDS later."""
+        make a new engine); after a failure, again ACCOUNTS_RETRY_SECONDS later. Never while
+        no replica could acknowledge the statements (`acknowledged_now`)."""
         if self._accounts_on == primary or self.clock() < self._accounts_retry_at:
             return
+        if not acknowledged_now(self.last_observations.get(primary)):
+            return  # at a pass that sees a replica acknowledging (repointed after a failover)
         p = self.instances[primary]
         try:
             v = p.dialect.version
@@ -709,6 +726,8 @@ class ReplicationEngine:
         connect)."""
         p = self.instances[primary]
         done, denied = set(), set()
+        if not acknowledged_now(self.last_observations.get(primary)):
+            return Rotation(frozenset())  # at a pass that sees a replica acknowledging
         for a in accounts:
             try:
                 p.set_password(a.user, a.host, a.password)

@@ -89,6 +89,7 @@ class Dialect:
     semisync_replica_enabled: str
     semisync_source_status: str
     semisync_replica_status: str
+    semisync_source_clients: str  # status: replicas connected that acknowledge
     # the acknowledgements a semi-sync commit waits for; None: the flavor waits for one, always
     semisync_ack_count: str | None = None
     # errors a replica's IO/SQL thread reports when its history diverged from its source's
@@ -136,7 +137,10 @@ class Dialect:
     SETTINGS_WHERE = (
         "VARIABLE_NAME LIKE 'rpl_semi_sync%enabled' OR VARIABLE_NAME LIKE 'rpl_semi_sync%wait_for%count'"
     )
-    COUNTERS_WHERE = "VARIABLE_NAME = 'Uptime' OR VARIABLE_NAME LIKE 'Rpl_semi_sync%status'"
+    COUNTERS_WHERE = (
+        "VARIABLE_NAME = 'Uptime' OR VARIABLE_NAME LIKE 'Rpl_semi_sync%status' "
+        "OR VARIABLE_NAME LIKE 'Rpl_semi_sync%clients'"
+    )
     settings_schema = "performance_schema"
 
     def semisync_state_sql(self) -> str:
@@ -268,6 +272,7 @@ class MySQLDialect(Dialect):
         self.semisync_replica_enabled = f"rpl_semi_sync_{r}_enabled"
         self.semisync_source_status = f"Rpl_semi_sync_{s}_status"
         self.semisync_replica_status = f"Rpl_semi_sync_{r}_status"
+        self.semisync_source_clients = f"Rpl_semi_sync_{s}_clients"
         self.semisync_ack_count = f"rpl_semi_sync_{s}_wait_for_{r}_count"
         self._semisync_prefix = s
 
@@ -348,6 +353,7 @@ class MariaDBDialect(Dialect):
     semisync_replica_enabled = "rpl_semi_sync_slave_enabled"
     semisync_source_status = "Rpl_semi_sync_master_status"
     semisync_replica_status = "Rpl_semi_sync_slave_status"
+    semisync_source_clients = "Rpl_semi_sync_master_clients"
     columns = ReplicaColumns(
         io_running="Slave_IO_Running",
         sql_running="Slave_SQL_Running",

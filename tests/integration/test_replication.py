@@ -75,22 +75,27 @@ def make_cluster(
     servers = factory.create(n, semisync=semisync, prefix=f"{prefix}{len(factory.servers)}")
     for k, s in enumerate(servers):
         s.name = f"db-{k}"
-    members = [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)]
-    engine = ReplicationEngine(
-        members,
-        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
-        REPL,
-        t.Settings(instances=n, failover_delay_seconds=delay, semisync=semisync),
-        app=APP,
-        app_database=DB,
-        apply_timeout=20,
-    )
-    c = Cluster(servers, engine)
+    c = Cluster(servers, new_engine(factory, servers, semisync, delay))
     c.converge()
     with c.app_conn(c.primary) as conn, conn.cursor() as cur:
         cur.execute("CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40))")
     c.converge()
     return c
+
+
+def new_engine(
+    factory: MariaDBFactory, servers, semisync: bool = False, delay: float = 1.0
+) -> ReplicationEngine:
+    """The operator's engine over `servers` (named db-0, db-1, ...), as a new operator process has it."""
+    return ReplicationEngine(
+        [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)],
+        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
+        REPL,
+        t.Settings(instances=len(servers), failover_delay_seconds=delay, semisync=semisync),
+        app=APP,
+        app_database=DB,
+        apply_timeout=20,
+    )
 
 
 def commit_in_background(c: Cluster, server, row: int, timeout: float) -> tuple[threading.Thread, list[str]]:
@@ -638,6 +643,43 @@ def test_a_second_failover_waits_rather_than_promote_a_replica_lacking_acknowled
     writer.join(60)
     if outcome == ["ok"]:  # acknowledged: it must be on the primary too
         assert 99 in c.rows(d1), "an acknowledged commit is missing"
+
+
+def test_the_operators_own_statements_never_wait_for_an_acknowledgement_that_cannot_come(factory):
+    """A semi-sync primary that no replica acknowledges yet: the moment after a failover, before
+    the replicas are repointed (here db-1, promoted by hand). An account statement run then
+    waits for ever, holding the server's account lock: no one logs in (MySQL), the pass's next
+    observation waits behind it (MariaDB), and the primary was taken for lost and failed over
+    (issue 45's CI failure). A new operator's engine converges the accounts, and a password
+    rotation comes, only once a replica acknowledges: no statement waits, no failover."""
+    c = make_cluster(factory, 3, semisync=True)
+    d0, d1 = c.server("db-0"), c.server("db-1")
+    admin = lambda s: Instance(s.host, s.port, OPERATOR_USER, factory.admin_password)  # noqa: E731
+    d0.query(f"REVOKE INSERT ON {DB}.* FROM '{APP.user}'@'{APP.host}'")  # drift the engine repairs
+    assert admin(d1).wait_for(admin(d0).observe().executed, 20)
+    new = admin(d1)
+    new.reset_replica()
+    new.set_semisync_replica(False)
+    new.set_semisync_source(True, 1)
+    new.set_read_only(False)
+    admin(d0).fence()
+    c.state.current_primary = "db-1"
+    engine = new_engine(factory, c.servers, semisync=True)
+    seen = engine.observe()
+    assert next(s for s in seen if s.name == "db-1").semisync_source
+    steps = []
+    assert engine.rotate("db-1", [APP], steps).done == frozenset() and steps == []
+    first = engine.reconcile(c.state)
+    assert isinstance(first.decision, t.ConfigureReplica), first.decision
+    assert not [s for s in first.steps if s.action == "user"], first.steps  # not tried: nothing waits
+    assert admin(d1).ack_waiters() == []
+    c.engine = engine
+    c.converge(timeout=30)
+    users = [s for s in c.steps if s.action == "user"]
+    assert users and all(s.ok for s in users), users
+    assert any("application" in s.detail and "granted" in s.detail for s in users), users
+    assert all(d.kind != "Failover" for d in c.decisions) and c.state.current_primary == "db-1"
+    assert admin(d1).ack_waiters() == []
 
 
 def test_scale_3_to_5_to_3(factory):

@@ -21,7 +21,7 @@ from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
 from mysql_operator.db.instance import CloneStatus, InstanceError, Observation, ReplicaStatus
 from mysql_operator.status import events_from_steps
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine, acknowledged_now
 
 DIALECT = dialect_for(detect("10.11.9-MariaDB-log", "mariadb.org binary distribution"))
 MYSQL_DIALECT = dialect_for(detect("9.7.4", "MySQL Community Server - GPL"))
@@ -963,3 +963,37 @@ def test_a_member_never_seen_answering_has_the_executed_gtids_the_status_recorde
     w.servers["db-1"].reachable = False
     silent = next(i for i in e.observe() if i.name == "db-1")
     assert silent.last_executed == DIALECT.parse_gtids("0-1-317,0-2-401")
+
+
+@pytest.mark.parametrize(
+    "seen, now",
+    [
+        (None, True),  # never observed: not known
+        (Observation(reachable=True), True),  # semi-sync off
+        (
+            Observation(True, semisync_source_enabled=True, semisync_source_active=False, semisync_clients=0),
+            True,
+        ),
+        (
+            Observation(True, semisync_source_enabled=True, semisync_source_active=True, semisync_clients=0),
+            False,
+        ),
+        (
+            Observation(True, semisync_source_enabled=True, semisync_source_active=True, semisync_clients=1),
+            True,
+        ),
+        (
+            Observation(
+                True,
+                semisync_source_enabled=True,
+                semisync_source_active=True,
+                semisync_clients=1,
+                semisync_ack_count=2,
+            ),
+            False,
+        ),
+        (Observation(True, semisync_source_enabled=True, semisync_source_active=True), True),  # count unknown
+    ],
+)
+def test_the_operator_writes_on_a_primary_only_when_a_commit_would_be_acknowledged(seen, now):
+    assert acknowledged_now(seen) is now
