@@ -58,6 +58,22 @@ def _write_errant(c: Cluster, pod: str) -> str:
     the MariaDB server's "<domain>-<server_id>-" prefix."""
     ip = c.pod(pod).status.pod_ip
     pw = c.password("operator-password")
+    # the table was created through -rw: it reaches the replica a moment later
+    wait_for(
+        lambda: (
+            query(
+                ip,
+                "mysql-operator",
+                pw,
+                "SELECT COUNT(*) FROM information_schema.TABLES "
+                "WHERE TABLE_SCHEMA = 'app' AND TABLE_NAME = 'writes'",
+            )[0][0]
+            == 1
+        ),
+        60,
+        f"app.writes replicated to {pod}",
+        describe=c.describe,
+    )
     if c.body()["spec"]["flavor"] != "mysql":
         server_id = query(ip, "mysql-operator", pw, "SELECT @@server_id")[0][0]
         query(ip, "mysql-operator", pw, f"INSERT INTO app.writes (id) VALUES ({ERRANT_ID})")
