@@ -5,7 +5,9 @@ publishes one status.
 timer (`tick`) and the watches on owned Pods/StatefulSets (`nudge`) all end there. It is
 idempotent, in this order:
 
-  parse the spec (SpecError -> condition + Event, nothing touched)
+  parse the spec; one refused (SpecError) -> condition SpecValid False + a Warning Event, and the
+    pass acts on the last spec that parsed (status.lastValidSpec, recorded by the status patch of
+    the pass that first acts on a generation); with none recorded: phase Invalid, nothing touched
   observe: the credentials (`Logins`: the Secret, created only if missing, and the record of what
     the servers have), then - after the upkeep - the Pods: one `Observed` value
   upkeep of what needs no server: the certificate (tls_upkeep.py), every owned object applied
@@ -50,7 +52,7 @@ from mysql_operator import __version__, clock
 from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator import topology as t
-from mysql_operator.api import MySQLCluster, SpecError, parse
+from mysql_operator.api import MySQLCluster
 from mysql_operator.db.instance import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
@@ -113,6 +115,7 @@ from mysql_operator.status import (
     primary_since,
     recorded_executed,
     reseed_progress,
+    spec_in_effect,
     timer_can_skip,
     were_lagging,
 )
@@ -189,12 +192,15 @@ class Observed:
     """What one pass starts from, read once: the cluster (its spec, its status as last
     published), its credentials, its Pods (from the stores)."""
 
-    body: Mapping[str, Any]
+    body: Mapping[str, Any]  # the cluster with the spec in effect (`c`'s)
     c: MySQLCluster
     previous: dict[str, Any]
     logins: Logins
     listed: list[dict]  # the cluster's Pods
     statefulset: dict | None  # its StatefulSet (the rolling update's revisions)
+    # the cluster's own spec, refused: why, and its generation (`body` is the last that parsed)
+    spec_error: str | None = None
+    refused_generation: int | None = None
     pods: dict[int, PodView] = field(init=False)
     raw_pods: dict[int | None, dict] = field(init=False)
     ordinals: list[int] = field(init=False)  # of the instances the pass looks after
@@ -209,6 +215,14 @@ class Observed:
         self.ordinals = member_ordinals(c.spec.instances, self.pods, self.primary_ordinal)
         self.names = {o: m.pod_name(c, o) for o in self.ordinals}
         self.ready = ready_count(self.pods, c.spec.instances)
+
+    def spec_fields(self) -> dict[str, Any]:
+        """The Summary's spec fields: the spec in effect, and why the cluster's own is refused."""
+        return {
+            "spec": self.body["spec"],
+            "spec_error": self.spec_error,
+            "refused_generation": self.refused_generation,
+        }
 
     @property
     def current_primary(self) -> str | None:
@@ -337,16 +351,19 @@ class Reconciler:
 
     # -- the reconcile -----------------------------------------------------------------------------
     def _reconcile(self, body: Mapping[str, Any], entry: _Entry, apply: bool | None) -> Result:
-        """One pass: observe (the cluster, its credentials, its Pods) -> upkeep of what needs no
-        server (TLS, owned objects) -> the restore gate -> the replication pass (observe the
-        servers, decide, record, act) -> conclude (who serves, role labels, one status)."""
-        meta = body["metadata"]
+        """One pass: the spec in effect (status.spec_in_effect) -> observe (the cluster, its
+        credentials, its Pods) -> upkeep of what needs no server (TLS, owned objects) -> the
+        restore gate -> the replication pass (observe the servers, decide, record, act) ->
+        conclude (who serves, role labels, one status)."""
+        generation = body["metadata"].get("generation")
         previous = dict(body.get("status") or {})
-        try:
-            c = parse(body)
-        except SpecError as e:
-            summary = Summary(instances=0, generation=meta.get("generation"), spec_error=str(e))
+        body, c, spec_error = spec_in_effect(body)
+        if c is None:  # refused, and no spec that parsed before: nothing to act on
+            summary = Summary(
+                instances=0, generation=generation, spec_error=spec_error, refused_generation=generation
+            )
             return self._publish(body, previous, summary, [], None)
+        refused_generation = generation if spec_error else None
         self._unknown_fields(body, c, entry)
         logins = self._logins(c, body)
         applied = self._upkeep(body, c, entry, logins, previous, apply)
@@ -357,6 +374,8 @@ class Reconciler:
             logins,
             self.reads.list_pods(c.namespace, m.selector_labels(c)),
             self.reads.statefulset(c.namespace, m.statefulset_name(c)),
+            spec_error,
+            refused_generation,
         )
 
         held = self._restore(seen, applied)
@@ -490,6 +509,7 @@ class Reconciler:
         summary = Summary(
             instances=c.spec.instances,
             generation=c.generation,
+            **seen.spec_fields(),
             secret_error=seen.logins.error,
             apply_error=entry.apply_error,
             binlog_archiver=self._archiver_summary(c, entry),
@@ -543,6 +563,7 @@ class Reconciler:
             changing = Summary(
                 instances=c.spec.instances,
                 generation=c.generation,
+                **seen.spec_fields(),
                 ready=seen.ready,
                 primary=st.current_primary,
                 decision=decision.kind,
@@ -653,6 +674,7 @@ class Reconciler:
         summary = Summary(
             instances=c.spec.instances,
             generation=c.generation,
+            **seen.spec_fields(),
             ready=seen.ready,
             primary=primary,
             primary_serving=served.writes,

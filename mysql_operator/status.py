@@ -1,6 +1,8 @@
 """The MySQLCluster status and its Events, derived from one Summary of a pass: phase,
-conditions (Ready, Available, Progressing, Degraded), per-instance entries, the Events a
-decision or a step posts, and when the periodic pass may skip work. Pure: no I/O here."""
+conditions (Ready, Available, Progressing, Degraded, SpecValid), per-instance entries, the Events a
+decision or a step posts, and when the periodic pass may skip work. Also the spec a pass acts on:
+the cluster's own, or while that is refused the last that parsed (status.lastValidSpec, recorded
+here). Pure: no I/O here."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from mysql_operator import manifests as m
 from mysql_operator import certificates, rolling
 from mysql_operator import topology as t
+from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.gtid import GtidParseError, parser_for
 from mysql_operator.db.instance import redact
 from mysql_operator.replication import (
@@ -42,7 +45,9 @@ class Result:
     cause: str = ""  # a Failover's or Switchover's cause (topology.FAILOVER_CAUSES, SWITCHOVER_CAUSES)
 
 
-CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded")
+CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded", "SpecValid")
+INVALID_SPEC = "InvalidSpec"  # the reason of a refused spec's conditions and of its Warning Event
+LAST_VALID_SPEC = "lastValidSpec"  # status: {generation, spec} of the last spec that parsed
 LAGGING = "lagging"  # status.instances[].role of a replica out of -ro for its lag
 RESEEDING = "reseeding"  # status.instances[].role of an instance whose data is being replaced
 
@@ -99,8 +104,15 @@ class Summary:
     """Everything the status is computed from; plain data."""
 
     instances: int
-    generation: int | None = None
+    generation: int | None = None  # of the spec in effect (status.observedGeneration)
+    # the spec in effect, as the MySQLCluster had it at `generation`: recorded as
+    # status.lastValidSpec; None: no spec is in effect
+    spec: Mapping[str, Any] | None = None
+    # why the cluster's current spec (of `refused_generation`) is refused: with `spec` the pass
+    # acted on the last spec that parsed (the cluster runs on, condition SpecValid False), without
+    # it on nothing (phase Invalid)
     spec_error: str | None = None
+    refused_generation: int | None = None
     secret_error: str | None = None
     # why an owned object (StatefulSet, Service, ...) could not be applied (apply_refusal)
     apply_error: str | None = None
@@ -140,7 +152,7 @@ def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None)
 
 
 def phase(s: Summary) -> str:
-    if s.spec_error:
+    if s.spec_error and s.spec is None:
         return "Invalid"
     now = t.transition(s.decision)
     if s.secret_error or now is T.LOST or (s.apply_error and s.primary is None):
@@ -180,15 +192,33 @@ def _cond(ctype: str, ok: bool, reason: str, message: str = "") -> dict[str, Any
     return {"type": ctype, "status": "True" if ok else "False", "reason": reason, "message": message}
 
 
+def spec_valid(s: Summary) -> dict[str, Any]:
+    """Condition SpecValid: False while the cluster's current spec is refused (observedGeneration:
+    the refused generation), saying whether the last spec that parsed stays in effect."""
+    if not s.spec_error:
+        return _cond("SpecValid", True, "Valid", "")
+    message = s.spec_error
+    if s.spec is not None:
+        message += (
+            f"; generation {s.refused_generation} is not applied: the cluster runs on the spec of "
+            f"generation {s.generation} (status.{LAST_VALID_SPEC}), failover included, until it is fixed"
+        )
+    out = _cond("SpecValid", False, INVALID_SPEC, message)
+    if s.refused_generation is not None:
+        out["observedGeneration"] = s.refused_generation
+    return out
+
+
 def conditions(s: Summary) -> list[dict[str, Any]]:
     now = t.transition(s.decision)
-    if s.spec_error:
+    if s.spec_error and s.spec is None:  # nothing in effect: nothing is touched
         msg = s.spec_error
         return [
-            _cond("Ready", False, "InvalidSpec", msg),
-            _cond("Available", False, "InvalidSpec", msg),
-            _cond("Progressing", False, "InvalidSpec", msg),
-            _cond("Degraded", True, "InvalidSpec", msg),
+            _cond("Ready", False, INVALID_SPEC, msg),
+            _cond("Available", False, INVALID_SPEC, msg),
+            _cond("Progressing", False, INVALID_SPEC, msg),
+            _cond("Degraded", True, INVALID_SPEC, msg),
+            spec_valid(s),
         ]
     ph = phase(s)
     ready_msg = f"{s.ready}/{s.instances} instances ready"
@@ -271,7 +301,7 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         degraded = _cond("Degraded", True, s.tls_problem.reason, s.tls_problem.message)
     else:
         degraded = _cond("Degraded", False, "AsExpected" if s.primary else "Bootstrapping", "")
-    out = [ready, available, progressing, degraded]
+    out = [ready, available, progressing, degraded, spec_valid(s)]
     if s.restart_pending is not None:  # present only while one is staged
         out.append(_cond("RestartPending", True, s.restart_pending.reason, s.restart_pending.message))
     if s.binlog_archiver is not None:  # spec.backup.binlogs.enabled
@@ -325,7 +355,8 @@ def waiting_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> li
 def merge_conditions(
     old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]], now: str, generation: int | None
 ) -> list[dict[str, Any]]:
-    """lastTransitionTime moves only when a condition's status changes."""
+    """lastTransitionTime moves only when a condition's status changes; observedGeneration is
+    `generation` unless the condition names its own (SpecValid: the refused one)."""
     before = {c.get("type"): c for c in old or []}
     out = []
     for c in new:
@@ -334,7 +365,7 @@ def merge_conditions(
         item = dict(c)
         item["lastTransitionTime"] = now if changed else prev.get("lastTransitionTime", now)
         if generation is not None:
-            item["observedGeneration"] = generation
+            item.setdefault("observedGeneration", generation)
         out.append(item)
     return out
 
@@ -372,14 +403,15 @@ def primary_change_status(s: Summary, previous: Mapping[str, Any], now: str) -> 
     }
 
 
+def _condition(status: Mapping[str, Any], ctype: str) -> Mapping[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), {})
+
+
 def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """A Warning when Degraded turns True or changes its reason/message (not on every loop)."""
-
-    def degraded(st):
-        return next((c for c in st.get("conditions") or [] if c.get("type") == "Degraded"), {})
-
-    old, new = degraded(previous), degraded(status)
-    if new.get("status") != "True":
+    """A Warning when Degraded turns True or changes its reason/message (not on every loop); not
+    for a refused spec (spec_events says that)."""
+    old, new = _condition(previous, "Degraded"), _condition(status, "Degraded")
+    if new.get("status") != "True" or new.get("reason") == INVALID_SPEC:
         return []
     if (old.get("status"), old.get("reason"), old.get("message")) == (
         "True",
@@ -388,6 +420,75 @@ def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> l
     ):
         return []
     return [("Warning", new.get("reason") or "Degraded", new.get("message") or "")]
+
+
+def spec_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """A Warning InvalidSpec naming the refused field and the fix, once per refused generation
+    (SpecValid False with another observedGeneration or message than before), not every pass."""
+    old, new = _condition(previous, "SpecValid"), _condition(status, "SpecValid")
+    if new.get("status") != "False":
+        return []
+    key = ("status", "observedGeneration", "message")
+    if [old.get(k) for k in key] == [new.get(k) for k in key]:
+        return []
+    return [("Warning", INVALID_SPEC, new.get("message") or "")]
+
+
+def replacing(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`: `new`, with null for every
+    key of a nested object that only `old` has (a merge patch of `new` alone would keep those)."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return new
+    return {**{k: None for k in old if k not in new}, **{k: replacing(old.get(k), v) for k, v in new.items()}}
+
+
+def _without_nulls(value: Any) -> Any:
+    """A JSON value as a merge patch stores it: no null member in an object (a list is a value)."""
+    if not isinstance(value, Mapping):
+        return value
+    return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+
+
+def spec_record(s: Summary, previous: Mapping[str, Any]) -> dict[str, Any]:
+    """status.lastValidSpec for a status patch: the spec in effect and its generation, when they
+    are not what is recorded already ({} then: no write for it). Only the spec: it names Secrets,
+    it holds no secret value."""
+    if s.spec is None:
+        return {}
+    old = previous.get(LAST_VALID_SPEC)
+    new = {"generation": s.generation, "spec": _without_nulls(s.spec)}
+    if isinstance(old, Mapping) and all(old.get(k) == v for k, v in new.items()):
+        return {}
+    return {LAST_VALID_SPEC: replacing(old, new)}
+
+
+def last_valid_body(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The MySQLCluster as status.lastValidSpec recorded it: its metadata with the recorded
+    generation, and the recorded spec; None when none is recorded (a cluster whose first spec was
+    refused, or one an earlier operator version made, until a spec of it parses)."""
+    recorded = (body.get("status") or {}).get(LAST_VALID_SPEC)
+    if not isinstance(recorded, Mapping) or not isinstance(recorded.get("spec"), Mapping):
+        return None
+    meta = {**body.get("metadata", {}), "generation": recorded.get("generation")}
+    return {**body, "metadata": meta, "spec": dict(recorded["spec"])}
+
+
+def spec_in_effect(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], MySQLCluster | None, str | None]:
+    """What a pass acts on: (body, parsed, why the cluster's own spec is refused). The cluster's
+    own spec when it parses; else the last that parsed (`last_valid_body`), so that a spec the
+    CRD admits but the parser refuses never stops failover; else nothing (None: phase Invalid).
+    A recorded spec this operator version refuses counts as none."""
+    try:
+        return body, parse(body), None
+    except SpecError as e:
+        refused = str(e)
+    last = last_valid_body(body)
+    if last is not None:
+        try:
+            return last, parse(last), refused
+        except SpecError:
+            pass
+    return body, None, refused
 
 
 def status_changed(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
@@ -427,11 +528,14 @@ def plan(
     labels: Iterable[tuple[str, str | None]] = (),
     reported: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """The end of a pass as a value: its status (`build_status` and the fields others reported:
-    Reconciler.report), the Events of its steps and of what changed, and the label moves."""
-    status = {**(reported or {}), **build_status(s, previous, now)}
+    """The end of a pass as a value: its status (`build_status`, the fields others reported:
+    Reconciler.report, and status.lastValidSpec when the spec in effect is not the one recorded:
+    `spec_record`, a merge patch), the Events of its steps and of what changed, and the label
+    moves."""
+    status = {**(reported or {}), **build_status(s, previous, now), **spec_record(s, previous)}
     said = (
         *events,
+        *spec_events(previous, status),
         *degraded_events(previous, status),
         *archiving_events(previous, status),
         *waiting_events(previous, status),

@@ -35,11 +35,13 @@ from mysql_operator.api import (
     S3,
     VERSION,
     Encryption,
+    MySQLCluster,
     SpecError,
     parse,
     parse_backup,
 )
 from mysql_operator.backup import retention, schedule
+from mysql_operator.status import spec_in_effect
 from mysql_operator.backup.crypto import CryptoError, parse_key
 from mysql_operator.k8s import jobs
 from mysql_operator.k8s.jobs import job_image, job_result
@@ -64,6 +66,13 @@ PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed
 ACTIVE = (None, PENDING, RUNNING)
 
 
+def cluster_in_effect(body: dict) -> MySQLCluster:
+    """The cluster as the last spec of it that parsed has it (status.spec_in_effect), so an edit
+    the parser refuses stops no scheduled backup; with none ever parsed, parse's SpecError."""
+    _, c, _ = spec_in_effect(body)
+    return c if c is not None else parse(body)
+
+
 def storage_for(backup_body: dict, cluster_body: dict | None) -> S3 | None:
     """Pure: the backup's own storage, else its cluster's spec.backup.storage."""
     b = parse_backup(backup_body)
@@ -71,7 +80,7 @@ def storage_for(backup_body: dict, cluster_body: dict | None) -> S3 | None:
         return b.s3
     if cluster_body is None:
         return None
-    c = parse(cluster_body)
+    c = cluster_in_effect(cluster_body)
     return c.spec.backup.s3 if c.spec.backup else None
 
 
@@ -204,7 +213,7 @@ class BackupController:
             }
             self._patch_status(BACKUP_PLURAL, ns, name, status)
             return status
-        cluster = parse(cluster_body)
+        cluster = cluster_in_effect(cluster_body)
         lacking = (
             self._lacks_backup_password(cluster)
             or key_problem(
@@ -340,7 +349,7 @@ class BackupController:
         now = now or clock.now()
         meta = cluster_body["metadata"]
         ns, cname = meta["namespace"], meta["name"]
-        cluster = parse(cluster_body)
+        cluster = cluster_in_effect(cluster_body)
         bk = cluster.spec.backup
         done: dict[str, Any] = {"created": None, "deleted": []}
         if bk is None:
@@ -440,7 +449,7 @@ class BackupController:
                     warning=True,
                 )
                 return True
-            cluster = parse(cluster_body)
+            cluster = cluster_in_effect(cluster_body)
             jobs.create_job(
                 self.api,
                 owned(

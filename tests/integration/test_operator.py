@@ -19,6 +19,7 @@ import sys
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from kubernetes import client
@@ -66,11 +67,23 @@ def crds(control_plane):
 
 
 class Operator:
-    def __init__(self, proc: subprocess.Popen, log_path: Path, liveness: str, namespace: str):
-        self.proc, self.log_path, self.liveness, self.namespace = proc, log_path, liveness, namespace
+    def __init__(self, start: Callable[[], subprocess.Popen], log_path: Path, liveness: str, namespace: str):
+        self.start, self.log_path, self.liveness, self.namespace = start, log_path, liveness, namespace
+        self.proc = start()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def live(self) -> bool:
+        assert self.proc.poll() is None, f"operator exited {self.proc.returncode}:\n{self.log()[-4000:]}"
+        with urllib.request.urlopen(self.liveness, timeout=2) as r:
+            return r.status == 200
+
+    def restart(self) -> None:
+        """A new operator process (nothing kept in memory), as after a crash or a rollout."""
+        stop_group(self.proc, 20)
+        self.proc = self.start()
+        wait_for(self.live, 60, "the restarted operator's liveness endpoint")
 
 
 @pytest.fixture(scope="module")
@@ -85,22 +98,11 @@ def operator(control_plane, crds, tmp_path_factory):
     port = _free_port()
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
     liveness = f"http://127.0.0.1:{port}/healthz"
-    proc = host_operator.start(
-        ns,
-        kubeconfig,
-        log_path,
-        *("--liveness", liveness, "--log-format", "json", "--loop-seconds", "2", "--resync-seconds", "5"),
-    )
-    op = Operator(proc, log_path, liveness, ns)
-
-    def live():
-        assert proc.poll() is None, f"operator exited {proc.returncode}:\n{op.log()[-4000:]}"
-        with urllib.request.urlopen(liveness, timeout=2) as r:
-            return r.status == 200
-
-    wait_for(live, 60, "the operator's liveness endpoint")
+    options = ("--liveness", liveness, "--log-format", "json", "--loop-seconds", "2", "--resync-seconds", "5")
+    op = Operator(lambda: host_operator.start(ns, kubeconfig, log_path, *options), log_path, liveness, ns)
+    wait_for(op.live, 60, "the operator's liveness endpoint")
     yield op
-    stop_group(proc, 20)
+    stop_group(op.proc, 20)
     core.delete_namespace(ns)
     rbac.delete_cluster_role_binding(f"mysql-operator-{ns}")
     rbac.delete_cluster_role(f"mysql-operator-{ns}")
@@ -457,6 +459,98 @@ def test_a_spec_error_cel_cannot_catch_is_a_condition_and_an_event(control_plane
         60,
         "phase Pending after the fix",
     )
+
+
+def test_a_refused_edit_keeps_the_cluster_on_its_last_accepted_spec_across_a_restart(
+    control_plane, operator, ns
+):
+    """Issue 45: an edit the CRD admits but the parser refuses (a cron hour 25) must never stop
+    failover. The cluster runs on the last spec that parsed, recorded in status.lastValidSpec: its
+    objects stay as they were (the valid part of the same edit is not applied either), the phase
+    is not Invalid, observedGeneration stays the accepted generation, SpecValid False and a Warning
+    Event name the field. A restarted operator (nothing in memory) still runs on the record; the
+    fix is applied and clears the condition."""
+    api = control_plane.api_client()
+    objs, apps, core = client.CustomObjectsApi(api), client.AppsV1Api(api), client.CoreV1Api(api)
+    spec = {"flavor": "mariadb", "instances": 2, "podAnnotations": {"team": "db"}}
+    created = objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("keep", spec))
+    accepted = created["metadata"]["generation"]
+    wait_for(lambda: _matches_built(api, ns, created) is None, 60, "objects built")
+
+    def recorded():
+        st = _get(objs, ns, "keep").get("status") or {}
+        return st if (st.get("lastValidSpec") or {}).get("generation") == accepted else None
+
+    st = wait_for(recorded, 60, "the accepted spec recorded in the status")
+    assert st["lastValidSpec"]["spec"] == created["spec"] and st["observedGeneration"] == accepted
+    assert _condition(st, "SpecValid")["status"] == "True"
+    before = apps.read_namespaced_stateful_set("keep", ns).metadata.generation
+    my_cnf = core.read_namespaced_config_map("keep-config", ns).data
+
+    def edit(patch: dict) -> int:
+        done = wait_for(
+            lambda: objs.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "keep", {"spec": patch}),
+            30,
+            "spec edited",
+        )
+        return done["metadata"]["generation"]
+
+    def refused(generation: int):
+        st = _get(objs, ns, "keep").get("status") or {}
+        said = _condition(st, "SpecValid")
+        return st if (said.get("status"), said.get("observedGeneration")) == ("False", generation) else None
+
+    def warned(generation: int) -> None:
+        wait_for(
+            lambda: any(
+                e.type == "Warning"
+                and e.reason == "InvalidSpec"
+                and e.message.startswith("spec.backup.schedule: hour")
+                and f"generation {generation} is not applied" in e.message
+                for e in _events(api, ns, "keep")
+            ),
+            30,
+            f"a Warning Event naming the field, for generation {generation}",
+        )
+
+    def kept_as_accepted(st: dict) -> None:
+        assert st["phase"] not in ("Invalid", "Failed"), st["phase"]
+        assert st["observedGeneration"] == accepted, "a refused generation is never reported as applied"
+        assert st["lastValidSpec"] == {"generation": accepted, "spec": created["spec"]}
+        assert _matches_built(api, ns, created) is None
+        assert apps.read_namespaced_stateful_set("keep", ns).metadata.generation == before
+        assert core.read_namespaced_config_map("keep-config", ns).data == my_cnf
+
+    backup = {
+        "schedule": "0 25 * * *",
+        "storage": {"s3": {"bucket": "backups", "credentialsSecret": {"name": "s3"}}},
+    }
+    bad = edit({"config": {"myCnf": "[mysqld]\nmax_connections = 77\n"}, "backup": backup})
+    st = wait_for(lambda: refused(bad), 60, "SpecValid False for the refused generation")
+    said = _condition(st, "SpecValid")
+    assert said["reason"] == "InvalidSpec" and said["message"].startswith("spec.backup.schedule: hour '25'")
+    warned(bad)
+    kept_as_accepted(st)
+
+    operator.restart()
+    again = edit({"backup": {**backup, "schedule": "0 26 * * *"}})  # refused as well
+    st = wait_for(lambda: refused(again), 60, "the restarted operator: SpecValid False")
+    warned(again)
+    kept_as_accepted(st)
+
+    fixed = edit({"backup": None, "podAnnotations": None})
+
+    def valid():
+        live = _get(objs, ns, "keep")
+        st = live.get("status") or {}
+        return live if _condition(st, "SpecValid").get("status") == "True" else None
+
+    live = wait_for(valid, 60, "SpecValid True after the fix")
+    assert live["status"]["observedGeneration"] == fixed
+    # recorded with a merge patch: the fields the fix removed are gone from the record too
+    assert live["status"]["lastValidSpec"] == {"generation": fixed, "spec": live["spec"]}
+    wait_for(lambda: _matches_built(api, ns, live) is None, 60, "the fixed spec applied")
+    assert "max_connections = 77" in core.read_namespaced_config_map("keep-config", ns).data["my.cnf"]
 
 
 # affinities the CRD admits (it keeps affinity as the user wrote it) but the StatefulSet API refuses

@@ -204,3 +204,17 @@ def test_a_renewed_certificate_is_announced_then_every_pod_is_annotated_for_the_
         ("annotate", "db-0", tls_upkeep.TLS_ANNOTATION),
         ("annotate", "db-1", tls_upkeep.TLS_ANNOTATION),  # gone meanwhile: the others still are
     ]
+
+
+def test_a_first_spec_refused_touches_nothing_and_is_said_once():
+    """No spec that parsed before (status.lastValidSpec): phase Invalid, nothing applied, no
+    server touched, nothing recorded; the Warning goes out before the status."""
+    kube = RecordingKube()
+    r = reconciler(kube)
+    refused = {**BODY, "metadata": {**BODY["metadata"], "generation": 1}}
+    refused["spec"] = {"instances": 1, "config": {"myCnf": "[mysqld]\n= 50\n"}}
+    result = r._reconcile(refused, r._entry("ns", "db"), None)
+    assert result.phase == "Invalid"
+    assert [c[0] for c in kube.calls] == ["events", "status"]
+    assert kube.calls[0][1] == ["InvalidSpec"]
+    assert "lastValidSpec" not in kube.calls[1][1] and kube.calls[1][1]["observedGeneration"] == 1

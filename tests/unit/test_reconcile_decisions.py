@@ -417,6 +417,31 @@ def S(**kw):
             ("False", "InvalidSpec"),
             ("True", "InvalidSpec"),
         ),
+        # a refused spec with the last spec that parsed in effect: the cluster runs on it
+        (
+            S(spec={"instances": 3}, spec_error="spec.backup.schedule: bad", refused_generation=5),
+            "Ready",
+            ("True", "AllInstancesReady"),
+            ("True", "PrimaryServing"),
+            ("False", "Stable"),
+            ("False", "AsExpected"),
+        ),
+        (
+            S(spec={"instances": 3}, spec_error="spec.x: bad", ready=2, unreachable=("db-2",)),
+            "Degraded",
+            ("False", "InstancesNotReady"),
+            ("True", "PrimaryServing"),
+            ("True", "WaitingForInstances"),
+            ("True", "InstancesUnreachable"),
+        ),
+        (
+            S(spec={"instances": 3}, spec_error="spec.x: bad", decision="Failover", primary="db-1"),
+            "FailingOver",
+            ("False", "FailingOver"),
+            ("True", "PrimaryServing"),
+            ("True", "Failover"),
+            ("False", "AsExpected"),
+        ),
         (
             cstatus.Summary(instances=3),
             "Pending",
@@ -580,7 +605,14 @@ def S(**kw):
 def test_phase_and_conditions_table(summary, phase, ready, available, progressing, degraded):
     assert cstatus.phase(summary) == phase
     got = {c["type"]: (c["status"], c["reason"]) for c in cstatus.conditions(summary)}
-    assert got == {"Ready": ready, "Available": available, "Progressing": progressing, "Degraded": degraded}
+    spec_valid = ("False", "InvalidSpec") if summary.spec_error else ("True", "Valid")
+    assert got == {
+        "Ready": ready,
+        "Available": available,
+        "Progressing": progressing,
+        "Degraded": degraded,
+        "SpecValid": spec_valid,
+    }
 
 
 def test_conditions_keep_transition_time_until_status_changes():
@@ -589,7 +621,13 @@ def test_conditions_keep_transition_time_until_status_changes():
     healed = cstatus.build_status(S(), again, "T3")
     times = lambda st: {c["type"]: c["lastTransitionTime"] for c in st["conditions"]}  # noqa: E731
     assert set(times(again).values()) == {"T1"}
-    assert times(healed) == {"Ready": "T3", "Available": "T1", "Progressing": "T3", "Degraded": "T3"}
+    assert times(healed) == {
+        "Ready": "T3",
+        "Available": "T1",
+        "Progressing": "T3",
+        "Degraded": "T3",
+        "SpecValid": "T1",
+    }
     assert not cstatus.status_changed(first, again)
     assert cstatus.status_changed(again, healed)
     assert healed["observedGeneration"] == 4 and healed["currentPrimary"] == "db-0"
