@@ -257,6 +257,9 @@ class ReplicationEngine:
         self._recovered: dict[str, tuple[float, float]] = {}
         # first observation of the current replication error streak, per member: (errnos, since)
         self._error_since: dict[str, tuple[tuple[int, int], float]] = {}
+        # per replica, what it had received from its source when last observed (heartbeats,
+        # GTIDs): a change since says the source is alive as the replica sees it
+        self._received_mark: dict[str, tuple[int | None, str]] = {}
         # when each member's server started (clock - Uptime), seen while it served as a writable
         # primary: a later, different start means that primary restarted (crash, kill, new Pod)
         self._booted_serving: dict[str, float] = {}
@@ -375,6 +378,7 @@ class ReplicationEngine:
             else:
                 self._down_since.setdefault(name, started)
             restarted = self._restarted(name, o, now)
+            heard = self._heard(name, o)
             clone = self._copy_stage(name, o)
             previous = self.last_observations.get(name)
             r = o.replica
@@ -413,12 +417,26 @@ class ReplicationEngine:
                     semisync_ack_count=o.semisync_ack_count,
                     restarted=restarted,
                     tls_verified=bool(r and r.tls_verified),
+                    source_heard=heard,
                     clone=clone.stage if clone else None,
                     clone_error=clone.error if clone else "",
                     clone_bytes=(clone.copied, clone.total) if clone else (0, 0),
                 )
             )
         return states
+
+    def _heard(self, name: str, o: Observation) -> bool:
+        """Whether replica `name`'s IO thread received anything (a heartbeat, transactions) from
+        its source since this engine's previous observation of it."""
+        if not o.reachable:
+            return False
+        r = o.replica
+        mark = (o.heartbeats, str(r.received)) if r is not None else None
+        before = self._received_mark.pop(name, None)
+        if mark is None:
+            return False
+        self._received_mark[name] = mark
+        return r is not None and r.io_running and before is not None and before != mark
 
     def _copy_stage(self, name: str, o: Observation) -> CloneStatus | None:
         """The copy onto `name` this engine started, under way until the instance answers from a

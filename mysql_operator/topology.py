@@ -12,6 +12,8 @@ Priorities, first match wins:
      holding data (retained volumes): the one with every transaction -> Bootstrap (adopt) / Unrecoverable
   3. recorded primary unreachable                               -> WaitForDelay / Failover / Unrecoverable,
      or FailoverHeld while too few replicas answer to be sure one holds every acknowledged commit
+     (or one that may be promoted lacks what another instance holds); WaitForDelay up to the
+     partition grace while a replica still receives from it (only the operator lost it)
   4. recorded primary reachable but not yet (or no longer) writable or still replicating
                                                                 -> Promote (or Failover to a more advanced one;
                                                                    a restarted primary is replaced by a replica
@@ -69,6 +71,9 @@ class InstanceState:
     semisync_ack_count: int | None = None  # what its semi-sync commits wait for (None: not known)
     restarted: bool = False  # its server restarted since it last served as the writable primary
     tls_verified: bool = False  # replicates over TLS verifying its source's certificate and name
+    # its IO thread received something from its source (a heartbeat, transactions) since the
+    # operator's previous observation of it: the source is alive as its replicas see it
+    source_heard: bool = False
     # a physical copy onto it (re-seed): None, or COPYING / COPIED (waits for its restart) / FAILED
     clone: str | None = None
     clone_error: str = ""
@@ -128,6 +133,11 @@ class Settings:
     # spec.replication.errantPolicy Reseed: a replica holding transactions the primary lacks is
     # re-seeded (its extra transactions discarded, their record kept) instead of held out
     reseed_errant: bool = False
+    # a primary that does not answer the operator while a replica still hears from it (a
+    # partition between the operator and the primary) is failed over only after this long:
+    # its replicas cannot tell a serving primary from one stuck behind a stalled disk (0: never
+    # waits on what the replicas hear)
+    partition_grace_seconds: float = 30.0
 
 
 def semisync_acks(instances: int, explicit: int | None = None) -> int:
@@ -498,6 +508,15 @@ def decide(
             return WaitForDelay(
                 settings.failover_delay_seconds - p.unreachable_for,
                 reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s",
+            )
+        hearing = [i.name for i in reachable if i.source == p.name and i.source_heard]
+        if hearing and not settings.force_failover and p.unreachable_for < settings.partition_grace_seconds:
+            return WaitForDelay(
+                settings.partition_grace_seconds - p.unreachable_for,
+                reason=f"primary {p.name} does not answer the operator for {p.unreachable_for:.1f}s, "
+                f"but {', '.join(hearing)} still receive from it: a partition between the operator "
+                f"and the primary, not a failure; its failover waits up to "
+                f"{settings.partition_grace_seconds:.0f}s",
             )
         return _choose_failover(p, instances, settings, desired_primary)
 

@@ -142,14 +142,22 @@ class Dialect:
         "OR VARIABLE_NAME LIKE 'Rpl_semi_sync%clients'"
     )
     settings_schema = "performance_schema"
+    # the row (its name lower-cased) counting the heartbeats a replica received from its source
+    HEARTBEATS = "count_received_heartbeats"
+    HEARTBEATS_SQL = (
+        " UNION ALL SELECT 'count_received_heartbeats', COUNT_RECEIVED_HEARTBEATS "
+        "FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''"
+    )
 
     def semisync_state_sql(self) -> str:
-        """(name, value) rows: the semi-sync variables, their status counters, and Uptime; names
-        as the server spells them (compare them lower-cased)."""
+        """(name, value) rows: the semi-sync variables, their status counters, Uptime, and the
+        heartbeats received as a replica (`HEARTBEATS`); names as the server spells them
+        (compare them lower-cased)."""
         schema = self.settings_schema
         return (
             f"SELECT VARIABLE_NAME, VARIABLE_VALUE FROM {schema}.global_variables WHERE {self.SETTINGS_WHERE} "
             f"UNION ALL SELECT VARIABLE_NAME, VARIABLE_VALUE FROM {schema}.global_status WHERE {self.COUNTERS_WHERE}"
+            + self.HEARTBEATS_SQL
         )
 
     def wait_succeeded(self, result: Any) -> bool:
@@ -370,6 +378,9 @@ class MariaDBDialect(Dialect):
     executed_gtids_variable = "gtid_binlog_state"
     # no purged set: the Gtid_list event at the start of the oldest binlog file says
     settings_schema = "information_schema"
+    HEARTBEATS = "slave_received_heartbeats"  # a status counter of the default connection
+    COUNTERS_WHERE = Dialect.COUNTERS_WHERE + " OR VARIABLE_NAME = 'Slave_received_heartbeats'"
+    HEARTBEATS_SQL = ""
 
     def wait_for_gtids(self, gtids, timeout: float) -> Statement:
         pos = gtids.position() if isinstance(gtids, MariaDBGtids) else str(gtids)

@@ -118,6 +118,7 @@ class Observation:
     semisync_replica_active: bool = False
     semisync_ack_count: int | None = None  # what a semi-sync commit waits for (MySQL; None: one)
     semisync_clients: int | None = None  # replicas connected that acknowledge (None: not known)
+    heartbeats: int | None = None  # heartbeats received from its source so far (None: not known)
     uptime: float | None = None  # seconds since the server started (status Uptime)
     clone: "CloneStatus | None" = None  # the last physical copy onto it (MySQL CLONE), if any
 
@@ -373,6 +374,7 @@ class Instance:
             acks = state.get(d.semisync_ack_count.lower()) if d.semisync_ack_count else None
             uptime = state.get("uptime")
             clients = state.get(d.semisync_source_clients.lower())
+            heartbeats = state.get(d.HEARTBEATS)
 
             def on(name: str) -> bool:
                 return str(state.get(name.lower(), "")).upper() == "ON"
@@ -394,6 +396,7 @@ class Instance:
                 semisync_replica_active=on(d.semisync_replica_status),
                 semisync_ack_count=int(acks) if acks is not None else None,
                 semisync_clients=int(clients) if clients is not None else None,
+                heartbeats=int(heartbeats) if heartbeats is not None else None,
                 uptime=float(uptime) if uptime is not None else None,
                 clone=self.clone_status() if d.flavor.value == "mysql" else None,
             )

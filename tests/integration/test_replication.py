@@ -556,8 +556,11 @@ def test_a_failover_promotes_the_replica_holding_the_most_once_no_replica_can_re
     it observed, and such a primary still sends transactions afterwards, acknowledged on a
     replica's word. Here the pass's observation saw db-1 and db-2 equal (db-1 would be promoted:
     the lower ordinal); then db-1 stops receiving and rows are acknowledged by db-2 alone. Every
-    replica stops receiving before the target is chosen again: db-2 is promoted, no row lost."""
+    replica stops receiving before the target is chosen again: db-2 is promoted, no row lost.
+    (The replicas still hear db-0: without a partition grace of 0 the failover would wait for it,
+    test_a_primary_only_the_operator_cannot_reach_keeps_serving_until_the_partition_grace.)"""
     c = make_cluster(factory, 3, semisync=True, delay=1.0)
+    c.engine.settings = dataclasses.replace(c.engine.settings, partition_grace_seconds=0.0)
     old = c.server("db-0")
     cut = dataclasses.replace(c.engine.members["db-0"], host=None, source_host=old.host)
     c.engine.set_members([cut, c.engine.members["db-1"], c.engine.members["db-2"]])
@@ -680,6 +683,49 @@ def test_the_operators_own_statements_never_wait_for_an_acknowledgement_that_can
     assert any("application" in s.detail and "granted" in s.detail for s in users), users
     assert all(d.kind != "Failover" for d in c.decisions) and c.state.current_primary == "db-1"
     assert admin(d1).ack_waiters() == []
+
+
+def test_a_primary_only_the_operator_cannot_reach_keeps_serving_until_the_partition_grace(factory):
+    """Issue 45: the operator loses its way to db-0, its clients and replicas do not. The replicas
+    still hear db-0 (heartbeats, transactions): no failover while the grace lasts, and db-0 keeps
+    acknowledging writes. A primary stuck behind a stalled disk looks the same to its replicas,
+    so once the grace is over it is failed over, losing no acknowledged row."""
+    c = make_cluster(factory, 3, semisync=True, delay=1.0)
+    grace = 8.0
+    c.engine.settings = dataclasses.replace(c.engine.settings, partition_grace_seconds=grace)
+    old = c.server("db-0")
+    writer = writer_for(c)
+    writer.start()
+    try:
+        wait_for(lambda: len(writer.acked) >= 20, 20, "20 acknowledged writes")
+        members = c.engine.members
+        cut = dataclasses.replace(members["db-0"], host=None, source_host=old.host)
+        c.engine.set_members([cut, members["db-1"], members["db-2"]])
+
+        def past_the_delay():
+            out = c.reconcile()
+            seen = next(s for s in out.observed if s.name == "db-0")
+            return out if seen.unreachable_for >= 3.0 else None
+
+        out = wait_for(past_the_delay, 30, "db-0 unreachable for 3s", interval=0.1, describe=c.describe)
+        assert isinstance(out.decision, t.WaitForDelay), out.decision
+        assert "partition between the operator and the primary" in out.decision.reason, out.decision
+        assert not any(isinstance(d, t.Failover) for d in c.decisions), c.decisions
+        during = len(writer.acked)
+        wait_for(
+            lambda: len(writer.acked) > during + 20, 20, "db-0 acknowledging writes during the partition"
+        )
+        failover = c.converge(until=t.Failover, timeout=30)
+        seen = next(s for s in c.last.observed if s.name == "db-0")
+        assert seen.unreachable_for >= grace, (seen.unreachable_for, failover)
+        at = len(writer.acked)
+        wait_for(lambda: len(writer.acked) > at + 20, 30, "writes on the new primary")
+    finally:
+        writer.stop()
+    c.engine.set_members([members["db-0"], members["db-1"], members["db-2"]])
+    c.converge(until=(t.Healthy, t.Errant), timeout=90)
+    lost = set(writer.ids) - c.rows(c.primary)
+    assert not lost, f"acknowledged rows missing on {c.primary.name}: {sorted(lost)[:10]}"
 
 
 def test_scale_3_to_5_to_3(factory):

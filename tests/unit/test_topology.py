@@ -833,6 +833,7 @@ def clusters(draw):
                 last_executed=None if reachable else draw(st.sampled_from([None, executed])),
                 unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
                 tls_verified=draw(st.booleans()),
+                source_heard=reachable and draw(st.booleans()),
                 clone=draw(st.sampled_from([None, None, None, CLONE_COPYING, CLONE_COPIED, CLONE_FAILED])),
             )
         )
@@ -842,6 +843,7 @@ def clusters(draw):
         instances=wanted,
         failover_enabled=draw(st.booleans()),
         failover_delay_seconds=draw(st.floats(0, 15)),
+        partition_grace_seconds=draw(st.sampled_from([0.0, 5.0, 30.0])),
         semisync=draw(st.booleans()),
         replication_tls=draw(st.booleans()),
         reseed=draw(st.booleans()),
@@ -1046,6 +1048,15 @@ def holds_an_unforced_semisync_failover_keeps_what_any_other_instance_may_have_a
             assert by[d.to].known.contains(need), (d, q)
 
 
+def holds_a_primary_its_replicas_still_hear_is_failed_over_only_after_the_grace(c):
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    by = {i.name: i for i in insts}
+    if isinstance(d, (Failover, FailoverHeld)) and not cfg.force_failover and not by[recorded].reachable:
+        if any(i.reachable and i.source == recorded and i.source_heard for i in insts):
+            assert by[recorded].unreachable_for >= cfg.partition_grace_seconds, d
+
+
 # Every property above on the same drawn clusters: drawing them is what costs (about 10 ms
 # each), so each property sees 600 clusters (as many as when each drew its own) for the price of
 # one property's draws.
@@ -1059,6 +1070,7 @@ PROPERTIES = (
     holds_replicas_move_to_verified_tls_only_in_an_otherwise_healthy_cluster_and_once,
     holds_an_unforced_semisync_failover_has_the_replicas_that_prove_no_acked_commit_is_lost,
     holds_an_unforced_semisync_failover_keeps_what_any_other_instance_may_have_acknowledged,
+    holds_a_primary_its_replicas_still_hear_is_failed_over_only_after_the_grace,
 )
 
 
@@ -1191,3 +1203,25 @@ def test_an_instance_on_new_data_does_not_count_toward_the_quorum():
     insts = [down(0, last_executed=G("0-1-100"), last_purged=G("")), replica(1, "0-1-100"), replica(2, "")]
     d = decide(insts, SEMI3, "db-0")
     assert isinstance(d, FailoverHeld) and d.answering == ("db-1",), d
+
+
+def test_a_primary_only_the_operator_lost_is_failed_over_only_after_the_partition_grace():
+    """db-0 does not answer the operator, but db-1 still receives from it (heartbeats or
+    transactions since the last pass): the operator is the one cut off. The failover waits up to
+    the grace (a stalled primary looks the same to its replicas), then goes ahead."""
+    cfg = Settings(instances=3, failover_delay_seconds=3, semisync=True, partition_grace_seconds=30)
+    hearing = replica(1, source_heard=True)
+    d = decide([down(0, for_s=10.0), hearing, replica(2)], cfg, "db-0")
+    assert isinstance(d, WaitForDelay) and d.remaining_seconds == 20.0, d
+    assert "partition between the operator and the primary" in d.reason and "db-1" in d.reason, d
+    d = decide([down(0, for_s=31.0), hearing, replica(2)], cfg, "db-0")
+    assert isinstance(d, Failover), d
+    # nobody hears it (killed, hung): no wait beyond the delay; a person's force skips the wait
+    assert isinstance(decide([down(0, for_s=10.0), replica(1), replica(2)], cfg, "db-0"), Failover)
+    forced = dataclasses.replace(cfg, force_failover=True)
+    assert isinstance(decide([down(0, for_s=10.0), hearing, replica(2)], forced, "db-0"), Failover)
+    # a replica hearing another source says nothing of the primary; grace 0 never waits
+    other = replica(1, source="db-2", source_heard=True)
+    assert isinstance(decide([down(0, for_s=10.0), other, replica(2)], cfg, "db-0"), Failover)
+    no_grace = dataclasses.replace(cfg, partition_grace_seconds=0)
+    assert isinstance(decide([down(0, for_s=10.0), hearing, replica(2)], no_grace, "db-0"), Failover)
