@@ -1,0 +1,107 @@
+"""Fault campaign (a benchmark, not a test): seeded schedules of one to three overlapping faults
+on three real servers run by the operator's own engine; see tests/support/campaign.py for the
+faults, the writer, the monitor and the checker.
+
+Each schedule runs on new servers and prints one line; its result is appended, as one JSON
+line, to benchmarks/campaign/<flavor>.jsonl (kept in the repository: seeds and outcomes). The
+table at the end sums the runs of this invocation: schedules, how many with three faults,
+acknowledged writes lost, two-writable samples, -rw misrouted samples, schedules that did not
+reach full strength, and write unavailability p50/p99 per fault kind (over the schedules that
+had that kind). Exit 1 if any schedule failed a check. Replay one schedule: --seed N --count 1.
+
+    .venv/bin/python -m benchmarks.fault_campaign [--flavor mariadb|mysql] [--seed 1] [--count 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+from tests.support.campaign import KINDS, Run, schedule
+from tests.support.mariadb import MariaDBFactory, missing_binaries
+from tests.support.mysql import MySQLFactory, mysql_unavailable
+
+OUT = Path(__file__).resolve().parent / "campaign"
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100)."""
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, -(-len(s) * p // 100) - 1))
+    return s[int(k)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--flavor", choices=("mariadb", "mysql"), default="mariadb")
+    ap.add_argument("--seed", type=int, default=1, help="the first schedule's seed")
+    ap.add_argument("--count", type=int, default=20, help="schedules: seeds seed .. seed+count-1")
+    ap.add_argument(
+        "--converge", type=float, default=180.0, help="seconds to full strength after the last fault"
+    )
+    ap.add_argument("--no-record", action="store_true", help="do not append to benchmarks/campaign/")
+    args = ap.parse_args()
+    why = mysql_unavailable() if args.flavor == "mysql" else None
+    if args.flavor == "mariadb" and missing_binaries():
+        why = f"MariaDB server binaries missing ({', '.join(missing_binaries())}): run hack/install-deps.sh"
+    if why:
+        print(f"cannot run {args.flavor} servers: {why}", file=sys.stderr)
+        return 2
+    factory = MySQLFactory() if args.flavor == "mysql" else MariaDBFactory()
+    results = []
+    started = time.monotonic()
+    try:
+        for seed in range(args.seed, args.seed + args.count):
+            r = Run(factory, args.flavor, seed, args.converge).execute()
+            results.append(r)
+            outcome = "ok" if r.ok else f"FAILED: {r.error or 'see the counts'}"
+            print(
+                f"seed {seed}: {' + '.join(r.faults)} -> lost {r.lost}/{r.acked}, two writable {r.two_writable}, "
+                f"misrouted {r.misrouted}, full strength "
+                + (f"in {r.converge_seconds:.1f}s" if r.converge_seconds is not None else "never")
+                + (f" ({r.held_out})" if r.held_out else "")
+                + f", longest write gap {r.unavailable_seconds:.1f}s, failovers {r.failovers}: {outcome}",
+                flush=True,
+            )
+            print("  applied: " + "; ".join(r.applied), flush=True)
+            if not r.ok:
+                print(factory.logs_report(15), file=sys.stderr)
+            if not args.no_record:
+                OUT.mkdir(exist_ok=True)
+                with open(OUT / f"{args.flavor}.jsonl", "a") as f:
+                    f.write(
+                        json.dumps({**dataclasses.asdict(r), "ok": r.ok, "at": time.strftime("%Y-%m-%d")})
+                        + "\n"
+                    )
+    finally:
+        factory.close()
+
+    print()
+    print(
+        "| flavor | schedules | with 3 faults | acknowledged writes | lost | two-writable samples | "
+        "misrouted samples | not at full strength | held out (no re-seed on this host) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"| {args.flavor} | {len(results)} | {sum(len(schedule(r.seed)) == 3 for r in results)} "
+        f"| {sum(r.acked for r in results)} | {sum(r.lost for r in results)} "
+        f"| {sum(r.two_writable for r in results)} | {sum(r.misrouted for r in results)} "
+        f"| {sum(not r.converged and not r.held_out for r in results)} | {sum(bool(r.held_out) for r in results)} |"
+    )
+    print()
+    print("| fault kind | schedules with it | longest write gap p50 | p99 |")
+    print("|---|---:|---:|---:|")
+    for kind in KINDS:
+        gaps = [r.unavailable_seconds for r in results if any(f.kind == kind for f in schedule(r.seed))]
+        if gaps:
+            print(f"| {kind} | {len(gaps)} | {percentile(gaps, 50):.1f} s | {percentile(gaps, 99):.1f} s |")
+    print(f"\nwall time {time.monotonic() - started:.0f} s")
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
