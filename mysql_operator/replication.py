@@ -37,7 +37,10 @@ from mysql_operator.db import seed_progress
 from mysql_operator.db.flavor import Dialect, Flavor
 from mysql_operator.db.instance import (
     ACCESS_DENIED,
+    REPLICA_SIDE_DISABLED,
+    SPECIFIC_ACCESS_DENIED,
     CloneStatus,
+    Event,
     Instance,
     InstanceError,
     Observation,
@@ -119,6 +122,8 @@ class DbOps(Protocol):
     def purge_binary_logs(self, plan: PurgeBefore | PurgeTo) -> list[str]: ...
     def start_clone(self, host: str, port: int, user: str, password: str, tls_ca: str | None) -> None: ...
     def release_stuck_commits(self, keep_users: Iterable[str] = ()) -> int: ...
+    def events(self) -> list[Event]: ...
+    def enable_event(self, event: Event, as_user: Credentials | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -268,6 +273,14 @@ class ReplicationEngine:
         # the primary whose accounts this engine converged, and when to try again after a failure
         self._accounts_on: str | None = None
         self._accounts_retry_at = float("-inf")
+        # the primary whose events this engine carried over (carry_over_events), when to try
+        # again after a failure, and the events ENABLED on the primary at its last serving pass
+        self._events_on: str | None = None
+        self._events_retry_at = float("-inf")
+        self._enabled_events: frozenset[tuple[str, str]] | None = None
+        # (primary, events) the server refused to enable as their definers (warned once): left
+        # alone while the others are retried there
+        self._events_refused: tuple[str, frozenset[tuple[str, str]]] | None = None
         # per instance: when a re-seed may be started again (a copy that failed is retried later)
         self._reseed_retry_at: dict[str, float] = {}
         # keep_evidence(instance, errant GTIDs, their binary log events) -> where they were kept;
@@ -614,6 +627,7 @@ class ReplicationEngine:
         }.get(type(d))  # a primary that serves
         if serving:
             self.converge_accounts(serving(), steps)
+            self.carry_over_events(serving(), steps)
         if handler is None:
             return steps  # Healthy, WaitForDelay, Unrecoverable: nothing else to do here
         try:
@@ -734,6 +748,105 @@ class ReplicationEngine:
             steps.append(Step(primary, "user", str(e), ok=False))
             return
         self._accounts_on = primary
+
+    EVENTS_RETRY_SECONDS = 30.0
+
+    def carry_over_events(self, primary: str, steps: list[Step]) -> None:
+        """Scheduled events keep running across a change of primary. A server marks every event it
+        gets by replication replica-side disabled (MariaDB SLAVESIDE_DISABLED, MySQL
+        REPLICA_SIDE_DISABLED) - one ENABLED on its source and one the user DISABLEd alike - and
+        a promoted replica keeps them so: its scheduler skips them. The status alone cannot say
+        which ran: the engine remembers the events ENABLED on the primary at each pass where it
+        serves, and on a new primary enables those of them it holds replica-side disabled; the
+        others are left as they are. A plain ALTER EVENT makes whoever runs it the definer, so
+        each is enabled as its definer: an event of the application account with that
+        account's login (ALTER EVENT ... ENABLE); any other with the operator's, naming the
+        definer (ALTER DEFINER = ... EVENT ... ENABLE), which the server allows only where a
+        person granted the operator's account SET USER (MariaDB) / SET_ANY_DEFINER (MySQL) - it
+        does not hold it: that would make it root-equivalent. Those the server refuses (1227)
+        are left replica-side disabled, named in one warning per primary with the two ways to
+        enable them, and not tried again there.
+        The statements replicate: the replicas, the old primary too once it replicates, hold
+        them replica-side disabled again. Once per primary, never while no replica could
+        acknowledge the statements (`acknowledged_now`), again EVENTS_RETRY_SECONDS after another
+        failure. An event created or changed on the old primary after its last serving pass is
+        not known; an engine that never saw a primary serve (a new operator process) knows
+        nothing to enable, and names the primary's replica-side disabled events in a warning."""
+        p = self.instances[primary]
+        if self._events_on != primary:
+            if self.clock() < self._events_retry_at:
+                return
+            if not acknowledged_now(self.last_observations.get(primary)):
+                return  # at a pass that sees a replica acknowledging (repointed after a failover)
+            try:
+                held = [e for e in p.events() if e.status in REPLICA_SIDE_DISABLED]
+            except InstanceError as e:
+                self._events_retry_at = self.clock() + self.EVENTS_RETRY_SECONDS
+                steps.append(Step(primary, "events", str(e), ok=False))
+                return
+            if self._enabled_events is None:
+                if held:
+                    steps.append(
+                        Step(
+                            primary,
+                            "events",
+                            f"{len(held)} event(s) replicated from a former primary do not run here: "
+                            f"{', '.join(map(str, held))}; not known whether they ran there "
+                            "(ALTER EVENT ... ENABLE those that should)",
+                            warn=True,
+                        )
+                    )
+            elif not self._enable_events(primary, held, self._enabled_events, steps):
+                self._events_retry_at = self.clock() + self.EVENTS_RETRY_SECONDS
+                return
+            self._events_on, self._events_refused = primary, None
+        with contextlib.suppress(InstanceError):  # the next pass looks again
+            self._enabled_events = frozenset(e.key for e in p.events() if e.status == "ENABLED")
+
+    def _enable_events(
+        self, primary: str, held: list[Event], ran: frozenset[tuple[str, str]], steps: list[Step]
+    ) -> bool:
+        """carry_over_events on a new primary: enable the `held` events that `ran` on the old one,
+        each as its definer. False when one failed other than by the server's refusal to let the
+        operator's account name its definer (those are warned about once, then left alone)."""
+        p = self.instances[primary]
+        app = f"{self.app.user}@{self.app.host}" if self.app else None
+        on, refused_before = self._events_refused or (None, frozenset())
+        if on != primary:
+            refused_before = frozenset()
+        enabled, refused, failed = [], [], []
+        for e in held:
+            if e.key not in ran or e.key in refused_before:
+                continue
+            try:
+                p.enable_event(e, self.app if e.definer == app else None)
+                enabled.append(str(e))
+            except InstanceError as err:
+                if e.definer != app and err.errno == SPECIFIC_ACCESS_DENIED:
+                    refused.append(e)
+                else:
+                    failed.append(f"{e}: {err}")
+        if enabled:
+            steps.append(Step(primary, "events", f"enabled {len(enabled)} events: {', '.join(enabled)}"))
+        if refused:
+            self._events_refused = (primary, refused_before | {e.key for e in refused})
+            steps.append(
+                Step(
+                    primary,
+                    "events",
+                    f"{len(refused)} event(s) that ran on the former primary left replica-side "
+                    f"disabled here: {', '.join(f'{e} (definer {e.definer})' for e in refused)}; the "
+                    f"operator's account {self.admin.user}@{self.admin.host} may not enable an event "
+                    "as another account. Enable each as its definer (ALTER EVENT ... ENABLE), or "
+                    "grant the operator's account SET USER (MariaDB) / SET_ANY_DEFINER (MySQL) as "
+                    "root for it to do so at the next change of primary",
+                    warn=True,
+                )
+            )
+        if failed:
+            steps.append(Step(primary, "events", "; ".join(failed), ok=False))
+            return False
+        return True
 
     def rotate(self, primary: str, accounts: Sequence[Credentials], steps: list[Step]) -> Rotation:
         """New passwords for `accounts` (user, host), set on the primary with ALTER USER (the

@@ -14,7 +14,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 import pymysql
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
@@ -23,7 +23,7 @@ from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
-from mysql_operator.db.statements import DatabaseState, Statement, UserState, identified
+from mysql_operator.db.statements import DatabaseState, Statement, UserState, identified, quote
 from mysql_operator.topology import CLONE_COPIED, CLONE_COPYING, CLONE_FAILED
 
 LOST_CONNECTION = 2013  # CR_SERVER_LOST: also a read that timed out
@@ -32,6 +32,7 @@ TRANSIENT_ERRNOS = frozenset({1040, 2003, 2006, LOST_CONNECTION})
 ER_REPLICA_NOT_CONFIGURED = 1200  # START on a replica with no source: "MASTER_HOST was not set"
 ER_NONEXISTING_GRANT = 1141  # SHOW GRANTS FOR an account that does not exist
 ACCESS_DENIED = frozenset({1044, 1045, 1142, 1227})  # database, user, table, privilege
+SPECIFIC_ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a privilege such as SET USER missing
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
 _DATABASE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 _HOST = re.compile(r"^[A-Za-z0-9_.:%-]{1,255}$")
@@ -130,6 +131,42 @@ class Observation:
         if self.version.flavor.value == "mysql":
             return self.server_uuid
         return None if self.server_id is None else str(self.server_id)
+
+
+# Not on the operator's list (it would make the operator's account root's equal) but never shed
+# when a person granted it alone: it lets the operator enable events of other definers on a new
+# primary (ReplicationEngine.carry_over_events; MySQL's SET_ANY_DEFINER is never shed: MariaDB only)
+KEPT_IF_GRANTED = frozenset({"SET USER"})
+
+# what a server makes of every event it receives by replication, ENABLED or DISABLED on its source
+# alike: its scheduler skips it (MariaDB and MySQL before 8.0.22: SLAVESIDE_DISABLED)
+REPLICA_SIDE_DISABLED = frozenset({"SLAVESIDE_DISABLED", "REPLICA_SIDE_DISABLED"})
+
+
+class Login(Protocol):
+    """An account's user name and password (replication.Credentials is one)."""
+
+    @property
+    def user(self) -> str: ...
+    @property
+    def password(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Event:
+    """A scheduled event (information_schema.EVENTS); its names are a user's: quote them."""
+
+    schema: str
+    name: str
+    status: str  # ENABLED, DISABLED, or one of REPLICA_SIDE_DISABLED
+    definer: str  # user@host
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.schema, self.name)
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.name}"
 
 
 ER_CLONE_RESTART = 3707  # "Restart server failed (mysqld is not managed by supervisor process)"
@@ -846,10 +883,12 @@ class Instance:
             current = self.grants_of(user, host)
             clause, secret = identified(self.dialect.flavor, None, password)
             hidden = [password, *secret]
-            self._run(f"CREATE USER IF NOT EXISTS %s@%s {clause}", (user, host, *secret), secrets=hidden)
-            self._run(f"ALTER USER %s@%s {clause}", (user, host, *secret), secrets=hidden)
             if current is None:
+                # only then: MySQL refuses even CREATE USER IF NOT EXISTS of an account that exists
+                # and is the definer of a stored object (error 4006)
+                self._run(f"CREATE USER IF NOT EXISTS %s@%s {clause}", (user, host, *secret), secrets=hidden)
                 changes.append("created")
+            self._run(f"ALTER USER %s@%s {clause}", (user, host, *secret), secrets=hidden)
             todo = accounts.plan(current or {}, grants)
             try:
                 for g in todo.revoke:
@@ -885,9 +924,10 @@ class Instance:
         """Reduce this connection's account, `self.user`@`host` (an operator account from before
         privileges were listed: ALL PRIVILEGES WITH GRANT OPTION) to exactly `grants`, in one
         REVOKE of what it holds beyond them on *.*, after granting itself what `grants` adds
-        elsewhere (the app database). Never revokes a listed privilege or GRANT OPTION, so it cannot lock itself
-        out; does nothing unless it holds every listed global privilege with GRANT OPTION (a
-        narrower account was made by someone else: left alone). MariaDB only (checked on
+        elsewhere (the app database). Never revokes a listed privilege or GRANT OPTION, so it
+        cannot lock itself out, nor SET USER a person granted an account without ALL
+        (KEPT_IF_GRANTED); does nothing unless it holds every listed global privilege with GRANT
+        OPTION (a narrower account was made by someone else: left alone). MariaDB only (checked on
         10.11 and 11.8); returns the privileges revoked. Connections already open keep what
         they had (servers check global privileges at login)."""
         grants = tuple(grants)
@@ -896,7 +936,9 @@ class Instance:
         user = self.user
         listed, _ = accounts.expected(grants).get("*.*", (frozenset(), True))
         held, option = (self.grants_of(user, host) or {}).get("*.*", (frozenset(), False))
+        kept = KEPT_IF_GRANTED  # a person's own grant, outside the list on purpose
         if "ALL PRIVILEGES" in held:
+            kept = frozenset()  # an account from before the lists: it goes with the rest
             held = (
                 frozenset(r[0].upper() for r in self._run("SHOW PRIVILEGES"))
                 - {"USAGE", "GRANT OPTION", "PROXY"}
@@ -904,7 +946,7 @@ class Instance:
             )
         if not option or not listed <= held:
             return []
-        extra = sorted(held - listed)
+        extra = sorted(held - listed - kept)
         if not extra:
             return []
         for g in grants:
@@ -942,6 +984,45 @@ class Instance:
             self._run(st.sql, st.args, secrets + list(st.hide))
             done.append(st.what)
         return done
+
+    def events(self) -> list[Event]:
+        """Every scheduled event on this server (the operator's account holds EVENT on *.*)."""
+        rows = self._run("SELECT EVENT_SCHEMA, EVENT_NAME, STATUS, DEFINER FROM information_schema.EVENTS")
+        return [
+            Event(str(schema), str(name), str(status), str(definer)) for schema, name, status, definer in rows
+        ]
+
+    def enable_event(self, event: Event, as_user: Login | None) -> None:
+        """ALTER EVENT ... ENABLE, keeping its definer (binlogged: it replicates). A plain ALTER
+        EVENT makes whoever runs it the event's definer, and the event then runs with that
+        account's privileges. With `as_user`, the login of the event's definer, the statement
+        runs as that account on a short-lived connection (the same server, TLS context and
+        timeouts): the definer stays. Without, it runs on the operator's connection naming the
+        definer (ALTER DEFINER = ...), which needs SET USER (MariaDB) / SET_ANY_DEFINER (MySQL):
+        the operator's account is not granted it (it would let it define a stored program that
+        runs as root), so unless a person granted it the server refuses with 1227."""
+        target = f"{quote(event.schema)}.{quote(event.name)}"
+        if as_user is None:
+            user, _, host = event.definer.rpartition("@")
+            # % in a user's identifiers is no placeholder
+            self._run(f"ALTER DEFINER = %s@%s EVENT {target.replace('%', '%%')} ENABLE", (user, host))
+            return
+        definer = Instance(
+            self.host,
+            self.port,
+            as_user.user,
+            as_user.password,
+            name=self.name,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            connect_attempts=self.connect_attempts,
+            tls=self.tls,
+            plaintext=self.plaintext,
+        )
+        try:
+            definer._run(f"ALTER EVENT {target} ENABLE")  # no args: nothing taken for a placeholder
+        finally:
+            definer.close()
 
     def ensure_database(self, name: str) -> None:
         if not _DATABASE.match(name):

@@ -22,7 +22,7 @@ from mysql_operator.binlogs import Retention
 from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
-from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, missing_binaries
+from tests.support.mariadb import ADMIN_USER, OPERATOR_USER, MariaDBFactory, missing_binaries
 from tests.support.mysql import MySQLFactory, mysql_unavailable
 from tests.support.wait import wait_for
 
@@ -524,6 +524,126 @@ def test_switchover(factory):
     assert old.query("SELECT @@read_only")[0][0] == 1
     status = Instance(old.host, old.port, OPERATOR_USER, factory.admin_password).replica_status()
     assert status.source_port == c.server("db-2").port and status.io_running and status.sql_running
+
+
+TICK = "tick`s"  # a user's name: the operator quotes it
+
+
+def schedule_ticks(c: Cluster) -> None:
+    """The application's scheduled jobs, created on the primary through the app account: TICK
+    inserts a row naming the server it runs on every second; `off`, DISABLEd by the user, would
+    too. The event scheduler runs on every server, as `event_scheduler = ON` in
+    spec.config.myCnf has it (MariaDB's default is OFF, MySQL's ON)."""
+    for s in c.servers:
+        s.query("SET GLOBAL event_scheduler = ON")
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {DB}.ticks (id INT AUTO_INCREMENT PRIMARY KEY, server_id INT)")
+        for name, state in ((TICK, "ENABLE"), ("off", "DISABLE")):
+            cur.execute(
+                f"CREATE EVENT {DB}.`{name.replace('`', '``')}` ON SCHEDULE EVERY 1 SECOND {state} "
+                f"DO INSERT INTO {DB}.ticks (server_id) VALUES (@@server_id)"
+            )
+
+
+def ticks_from(server) -> int:
+    """Rows the event wrote on `server` itself."""
+    return server.query(f"SELECT COUNT(*) FROM {DB}.ticks WHERE server_id = @@server_id")[0][0]
+
+
+def events_of(server) -> dict[str, tuple[str, int, str]]:
+    """name -> (STATUS, ORIGINATOR, DEFINER)"""
+    rows = server.query("SELECT EVENT_NAME, STATUS, ORIGINATOR, DEFINER FROM information_schema.EVENTS")
+    return {name: (status, int(originator), definer) for name, status, originator, definer in rows}
+
+
+def replica_side_disabled(factory) -> str:
+    return "SLAVESIDE_DISABLED" if factory.flavor.value == "mariadb" else "REPLICA_SIDE_DISABLED"
+
+
+ADMIN_JOB = "admin_job"  # an event of an account other than the app's
+ADMIN_DEFINER = f"{ADMIN_USER}@127.0.0.1"
+
+
+def schedule_an_admin_job(c: Cluster) -> None:
+    """A scheduled job a person created as the test servers' admin (ALL PRIVILEGES, root's
+    equal): the operator's account may not enable it as that account."""
+    c.primary.query(f"CREATE EVENT {DB}.{ADMIN_JOB} ON SCHEDULE EVERY 1 SECOND ENABLE DO SET @x = 1")
+
+
+def events_carried_over(factory, c: Cluster, old, new, admin_job: bool = False) -> None:
+    """After a change of primary: TICK runs on `new` (ENABLED as the app account: its definer
+    stays) and nowhere else; `off` stays disabled; the replicas hold TICK replica-side disabled
+    from `new`'s ALTER. With `admin_job`: ADMIN_JOB, which ran on `old`, is left replica-side
+    disabled on `new`, named in one Warning (the operator's account has no SET USER /
+    SET_ANY_DEFINER), and the cluster stays Healthy."""
+    off = replica_side_disabled(factory)
+
+    def enabled_on_new():
+        c.reconcile()  # the operator's passes go on: the carry-over waits for an acknowledging replica
+        return events_of(new)[TICK][0] == "ENABLED"
+
+    wait_for(enabled_on_new, 30, f"{TICK} enabled on {new.name}", describe=c.describe)
+    done = [s for s in c.steps if s.action == "events"]
+    assert [(s.instance, s.detail, s.ok, s.warn) for s in done[:1]] == [
+        (new.name, f"enabled 1 events: {DB}.{TICK}", True, False)
+    ]
+    expected = {TICK: ("ENABLED", new.server_id, "app@%"), "off": (off, old.server_id, "app@%")}
+    if admin_job:
+        (warning,) = done[1:]
+        assert warning.instance == new.name and warning.ok and warning.warn, warning
+        assert f"{DB}.{ADMIN_JOB} (definer {ADMIN_DEFINER})" in warning.detail, warning
+        assert TICK not in warning.detail
+        expected[ADMIN_JOB] = (off, old.server_id, ADMIN_DEFINER)
+        for _ in range(3):  # Healthy, and not tried again
+            assert isinstance(c.reconcile().decision, t.Healthy), c.describe()
+        assert [s for s in c.steps if s.action == "events"] == done
+    else:
+        assert done[1:] == []
+    assert events_of(new) == expected
+    wait_for(lambda: ticks_from(new) >= 3, 20, f"rows written by {TICK} on {new.name}")
+    for r in c.servers:
+        if r is not new and r.alive:
+            wait_for(
+                lambda r=r: events_of(r)[TICK] == (off, new.server_id, "app@%"),
+                20,
+                f"{TICK} replica-side disabled on {r.name} by {new.name}'s ALTER EVENT",
+            )
+            assert events_of(r)["off"][0] in ("DISABLED", off)
+    # MySQL refuses CREATE USER IF NOT EXISTS of an existing account that defines an event: the
+    # accounts converge on the new primary all the same
+    assert all(s.ok for s in c.steps if s.action == "user")
+    TIMINGS.append(f"{factory.flavor.value}: {TICK} runs on {new.name}: {events_of(new)}")
+
+
+def test_scheduled_events_keep_running_after_a_failover(factory):
+    c = make_cluster(factory, 3, semisync=True)
+    old = c.primary
+    schedule_ticks(c)
+    schedule_an_admin_job(c)
+    wait_for(lambda: ticks_from(old) >= 2, 20, f"rows written by {TICK} on {old.name}")
+    c.converge()  # a pass that sees the primary serve: it knows which events run there
+    old.kill9()
+    d = c.converge(until=t.Failover, timeout=30)
+    c.converge(timeout=30)
+    new = c.server(d.to)
+    events_carried_over(factory, c, old, new, admin_job=True)
+
+
+def test_scheduled_events_keep_running_after_a_switchover(factory):
+    c = make_cluster(factory, 3, semisync=True)
+    old = c.primary
+    schedule_ticks(c)
+    wait_for(lambda: ticks_from(old) >= 2, 20, f"rows written by {TICK} on {old.name}")
+    c.converge()
+    c.converge(until=t.Switchover, desired="db-2")
+    c.converge(desired="db-2")
+    new = c.server("db-2")
+    events_carried_over(factory, c, old, new)
+    # the old primary ran TICK until its ALTER EVENT arrived, read-only: no row it wrote since,
+    # no transaction of its own
+    c.converge(desired="db-2")
+    assert not any(isinstance(d, t.Errant) for d in c.decisions)
+    assert c.primary is new
 
 
 def test_a_two_instance_cluster_fails_over_to_its_former_primary_under_writes(factory):

@@ -19,7 +19,7 @@ import pytest
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
-from mysql_operator.db.instance import CloneStatus, InstanceError, Observation, ReplicaStatus
+from mysql_operator.db.instance import CloneStatus, Event, InstanceError, Observation, ReplicaStatus
 from mysql_operator.status import events_from_steps
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine, acknowledged_now
 
@@ -60,6 +60,9 @@ class FakeServer:
     dialect: object = DIALECT
     clone: CloneStatus | None = None  # MySQL: what clone_status says of the last copy onto it
     stuck_commits: int = 0  # sessions release_stuck_commits would end
+    scheduled: dict[str, str] = field(default_factory=dict)  # its events: name (in app) -> status
+    definers: dict[str, str] = field(default_factory=dict)  # event name -> definer (default app@%)
+    set_any_definer: bool = False  # the operator's account may name another definer (granted by a person)
 
     def _do(self, op: str) -> None:
         if not self.reachable or (self.name, op) in self.world.fail:
@@ -180,6 +183,24 @@ class FakeServer:
     def release_stuck_commits(self, keep_users=()) -> int:
         self._do("release_stuck_commits")
         return self.stuck_commits
+
+    def events(self) -> list[Event]:
+        self._do("events")
+        return [
+            Event("app", n, status, self.definers.get(n, "app@%")) for n, status in self.scheduled.items()
+        ]
+
+    def enable_event(self, event: Event, as_user: Credentials | None) -> None:
+        login = None if as_user is None else f"{as_user.user}@{as_user.host}"
+        self._do(f"enable_event({event} as {login or 'operator'})")
+        if login is None and not self.set_any_definer:
+            raise InstanceError(f"{self.name}: ALTER failed: you need the SET USER privilege", errno=1227)
+        # as the server has it: a plain ALTER EVENT makes whoever runs it the definer
+        self.definers[event.name] = login or event.definer
+        self.scheduled[event.name] = "ENABLED"
+        for other in self.world.servers.values():  # it replicates
+            if other is not self and event.name in other.scheduled:
+                other.scheduled[event.name] = "REPLICA_SIDE_DISABLED"
 
     def binary_logs(self) -> list[BinlogFile]:
         self._do("binary_logs")
@@ -997,3 +1018,149 @@ def test_a_member_never_seen_answering_has_the_executed_gtids_the_status_recorde
 )
 def test_the_operator_writes_on_a_primary_only_when_a_commit_would_be_acknowledged(seen, now):
     assert acknowledged_now(seen) is now
+
+
+# -- scheduled events ------------------------------------------------------------------------------
+def with_events(world: World) -> None:
+    """db-0 serves with app.tick ENABLED and app.off DISABLED; its replicas hold both replica-side
+    disabled, as both servers mark every event they replicate."""
+    world.servers["db-0"].scheduled = {"tick": "ENABLED", "off": "DISABLED"}
+    for r in ("db-1", "db-2"):
+        world.servers[r].scheduled = {"tick": "REPLICA_SIDE_DISABLED", "off": "REPLICA_SIDE_DISABLED"}
+
+
+def test_a_new_primary_enables_the_events_that_ran_on_the_old_one_and_only_those():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].read_only = False
+    with_events(w)
+    assert [s for s in e.act(t.Healthy("db-0"), states(w)) if s.action == "events"] == []  # learns
+    e.act(FAILOVER, states(w))
+    assert not [op for _, op in w.log if op.startswith("enable_event")]  # not while promoting
+    steps = e.act(t.Healthy("db-1"), states(w))
+    assert [(s.instance, s.detail, s.ok) for s in steps if s.action == "events"] == [
+        ("db-1", "enabled 1 events: app.tick", True)
+    ]
+    assert w.servers["db-1"].scheduled == {"tick": "ENABLED", "off": "REPLICA_SIDE_DISABLED"}
+    assert w.servers["db-2"].scheduled["tick"] == "REPLICA_SIDE_DISABLED"
+    e.act(t.Healthy("db-1"), states(w))  # once per primary
+    assert [op for _, op in w.log if op.startswith("enable_event")] == ["enable_event(app.tick as app@%)"]
+    assert w.servers["db-1"].definers["tick"] == "app@%"  # enabled as its definer: it stays
+
+
+def test_events_are_enabled_only_once_a_commit_would_be_acknowledged_and_retried_after_a_failure():
+    w = World()
+    e = engine(w)
+    now = [0.0]
+    e.clock = lambda: now[0]
+    serving(w, "db-0")
+    w.servers["db-0"].read_only = False
+    with_events(w)
+    e.act(t.Healthy("db-0"), states(w))
+    e.act(FAILOVER, states(w))
+    e.last_observations["db-1"] = Observation(
+        True, semisync_source_enabled=True, semisync_source_active=True, semisync_clients=0
+    )
+    assert [s for s in e.act(t.ConfigureReplica("db-2", "db-1"), states(w)) if s.action == "events"] == []
+    assert w.servers["db-1"].scheduled["tick"] == "REPLICA_SIDE_DISABLED"  # nothing would acknowledge
+    e.last_observations["db-1"] = w.servers["db-1"].observe()
+    w.fail.add(("db-1", "enable_event(app.tick as app@%)"))
+    steps = e.act(t.Healthy("db-1"), states(w))
+    assert [(s.action, s.ok) for s in steps if s.action == "events"] == [("events", False)]
+    w.fail.clear()
+    now[0] += e.EVENTS_RETRY_SECONDS - 1
+    e.act(t.Healthy("db-1"), states(w))
+    assert w.servers["db-1"].scheduled["tick"] == "REPLICA_SIDE_DISABLED"  # not yet
+    now[0] += 1
+    steps = e.act(t.Healthy("db-1"), states(w))
+    assert [s.detail for s in steps if s.action == "events"] == ["enabled 1 events: app.tick"]
+
+
+def test_an_engine_that_never_saw_the_old_primary_serve_enables_nothing_and_says_so():
+    w = World()
+    e = engine(w)
+    serving(w, "db-1")
+    w.servers["db-1"].read_only = False
+    w.servers["db-1"].scheduled = {"tick": "REPLICA_SIDE_DISABLED", "mine": "ENABLED"}
+    (warning,) = [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"]
+    assert warning.warn and warning.ok and "app.tick" in warning.detail and "mine" not in warning.detail
+    assert not [op for _, op in w.log if op.startswith("enable_event")]
+    assert [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"] == []  # said once
+
+
+def failed_over_with_events(definers: dict[str, str], set_any_definer: bool = False):
+    """db-0 served with app.tick and app.cron ENABLED (defined by `definers`, app@% otherwise),
+    then failed over to db-1: (world, engine, clock)."""
+    w = World()
+    e = engine(w)
+    now = [0.0]
+    e.clock = lambda: now[0]
+    serving(w, "db-0")
+    w.servers["db-0"].read_only = False
+    for name, s in w.servers.items():
+        status = "ENABLED" if name == "db-0" else "REPLICA_SIDE_DISABLED"
+        s.scheduled = {"tick": status, "cron": status}
+        s.definers = dict(definers)
+    w.servers["db-1"].set_any_definer = set_any_definer
+    e.act(t.Healthy("db-0"), states(w))
+    e.act(FAILOVER, states(w))
+    return w, e, now
+
+
+def test_an_event_of_the_app_account_is_enabled_as_that_account_and_keeps_its_definer():
+    w, e, _ = failed_over_with_events({})
+    steps = e.act(t.Healthy("db-1"), states(w))
+    assert [(s.detail, s.ok, s.warn) for s in steps if s.action == "events"] == [
+        ("enabled 2 events: app.tick, app.cron", True, False)
+    ]
+    assert sorted(op for _, op in w.log if op.startswith("enable_event")) == [
+        "enable_event(app.cron as app@%)",
+        "enable_event(app.tick as app@%)",
+    ]
+    assert w.servers["db-1"].definers == {"tick": "app@%", "cron": "app@%"}
+
+
+def test_an_event_of_another_account_the_server_refuses_to_enable_is_warned_about_once_and_left():
+    w, e, now = failed_over_with_events({"cron": "root@localhost"})
+    steps = e.act(t.Healthy("db-1"), states(w))
+    done = [s for s in steps if s.action == "events"]
+    assert all(s.ok for s in steps), steps  # nothing that would make the cluster Degraded
+    assert [(s.detail, s.warn) for s in done[:1]] == [("enabled 1 events: app.tick", False)]
+    (warning,) = done[1:]
+    assert warning.warn and warning.ok
+    assert "app.cron (definer root@localhost)" in warning.detail and "app.tick" not in warning.detail
+    assert "ALTER EVENT ... ENABLE" in warning.detail
+    assert "SET USER (MariaDB) / SET_ANY_DEFINER (MySQL)" in warning.detail
+    assert w.servers["db-1"].scheduled == {"tick": "ENABLED", "cron": "REPLICA_SIDE_DISABLED"}
+    assert w.servers["db-1"].definers == {"tick": "app@%", "cron": "root@localhost"}
+    for _ in range(3):  # no retry: later passes, past the retry delay, try nothing
+        now[0] += e.EVENTS_RETRY_SECONDS + 1
+        assert [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"] == []
+    assert [op for _, op in w.log if op.startswith("enable_event")] == [
+        "enable_event(app.tick as app@%)",
+        "enable_event(app.cron as operator)",
+    ]
+
+
+def test_a_refused_event_is_not_tried_again_while_another_failure_is_retried():
+    w, e, now = failed_over_with_events({"cron": "root@localhost"})
+    w.fail.add(("db-1", "enable_event(app.tick as app@%)"))
+    steps = [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"]
+    assert [(s.ok, s.warn) for s in steps] == [(True, True), (False, False)]  # refused; failed
+    w.fail.clear()
+    now[0] += e.EVENTS_RETRY_SECONDS
+    steps = [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"]
+    assert [(s.detail, s.ok, s.warn) for s in steps] == [("enabled 1 events: app.tick", True, False)]
+    assert [op for _, op in w.log if op == "enable_event(app.cron as operator)"] == [
+        "enable_event(app.cron as operator)"
+    ]
+
+
+def test_an_event_of_another_account_is_enabled_by_the_operator_where_a_person_granted_set_user():
+    w, e, _ = failed_over_with_events({"cron": "root@localhost"}, set_any_definer=True)
+    steps = e.act(t.Healthy("db-1"), states(w))
+    assert [(s.detail, s.warn) for s in steps if s.action == "events"] == [
+        ("enabled 2 events: app.tick, app.cron", False)
+    ]
+    assert w.servers["db-1"].definers == {"tick": "app@%", "cron": "root@localhost"}
