@@ -162,26 +162,79 @@ def _client(args):
     return api_client(args.kubeconfig)
 
 
+def _caller(kubeconfig: str | None) -> str:
+    """Who asks: the kubeconfig's current user, else the local login name ("" when neither)."""
+    import getpass
+
+    from kubernetes import config
+
+    try:
+        _, ctx = config.list_kube_config_contexts(config_file=kubeconfig)
+        user = (ctx.get("context") or {}).get("user")
+        if user:
+            return str(user)
+    except config.ConfigException:
+        pass
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
+
+
 def _switchover(args) -> int:
+    """Annotate the cluster with a switchover request (switchover.py); with --wait, follow
+    status.switchover until the operator says it is done or refused."""
+    import time
+
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
+    from mysql_operator import switchover as sw
     from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 
     api = client.CustomObjectsApi(_client(args))
+    where = f"{args.namespace}/{args.cluster}"
+    value = sw.annotation_value(args.to, _caller(args.kubeconfig), args.reason or "")
+    to, by, _ = sw.parse_value(value, args.cluster)
+
+    def record() -> dict | None:
+        body = api.get_namespaced_custom_object(GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster)
+        return (body.get("status") or {}).get(sw.STATUS_KEY)
+
     try:
+        before = record()
         api.patch_namespaced_custom_object(
-            GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster, {"spec": {"primary": args.to}}
+            GROUP,
+            VERSION,
+            args.namespace,
+            CLUSTER_PLURAL,
+            args.cluster,
+            {"metadata": {"annotations": {sw.ANNOTATION: value}}},
         )
     except ApiException as e:
-        detail = e.body if e.status == 422 else e.reason
-        print(f"switchover refused: {detail}", file=sys.stderr)
+        print(f"switchover: MySQLCluster {where}: {e.reason}", file=sys.stderr)
         return 1
+    print(f"{where}: switchover to {to} requested ({sw.ANNOTATION}: {value})")
+    if not args.wait:
+        print(f"the operator records the outcome in status.switchover (mysql-operator status {args.cluster})")
+        return 0
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        time.sleep(2)
+        try:
+            now = record()
+        except ApiException as e:
+            print(f"switchover: MySQLCluster {where}: {e.reason}", file=sys.stderr)
+            return 1
+        if sw.finished(now, before, to, by):
+            assert now is not None
+            print(f"{now['result']}: {now.get('message', '')}")
+            return 0 if now["result"] == sw.DONE else 1
     print(
-        f"{args.namespace}/{args.cluster}: spec.primary set to {args.to}; the operator switches over "
-        f"to {args.cluster}-{args.to} (watch: mysql-operator status {args.cluster})"
+        f"switchover: no outcome within {args.timeout:.0f} s: the request stays (status.switchover)",
+        file=sys.stderr,
     )
-    return 0
+    return 2
 
 
 ROTATABLE_KEYS = (
@@ -256,6 +309,13 @@ def format_status(body: dict, now: dt.datetime | None = None) -> str:
             f"  {c.get('type'):<12} {c.get('status'):<6} {c.get('reason', '')}"
             + (f": {c['message']}" if c.get("message") else "")
         )
+    sw, pr = st.get("switchover") or {}, st.get("primaryRequest") or {}
+    if sw:
+        lines.append(
+            f"  switchover to {sw.get('to')} ({sw.get('requestedBy') or '-'}): {sw.get('result')}: {sw.get('message', '')}"
+        )
+    if pr:
+        lines.append(f"  spec.primary {pr.get('value')}: {pr.get('result')}: {pr.get('message', '')}")
     for i in st.get("instances") or []:
         lines.append(
             f"  {i.get('name'):<20} {i.get('role', ''):<10} ready={i.get('ready')} "
@@ -310,9 +370,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the version").set_defaults(func=lambda a: print(__version__) or 0)
     _add_run(sub)
-    sw = sub.add_parser("switchover", help="make instance N the primary (patches spec.primary)")
+    sw = sub.add_parser(
+        "switchover", help="ask once for another primary (annotation mysql.operator.dev/switchover-to)"
+    )
     _add_cluster_args(sw)
-    sw.add_argument("--to", type=int, required=True, metavar="N", help="ordinal of the new primary")
+    sw.add_argument(
+        "--to", required=True, metavar="INSTANCE", help="the new primary: its name (db-1) or ordinal (1)"
+    )
+    sw.add_argument("--reason", default="", help="why (recorded with your kubeconfig user name)")
+    sw.add_argument("--wait", action="store_true", help="wait until the operator says Done or Refused")
+    sw.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits (default 600)")
     sw.set_defaults(func=_switchover)
     rp = sub.add_parser(
         "rotate-passwords", help="new random passwords in a cluster's generated credentials Secret"

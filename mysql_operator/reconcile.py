@@ -13,13 +13,14 @@ idempotent, in this order:
   upkeep of what needs no server: the certificate (tls_upkeep.py), every owned object applied
     when due (owned.py)
   the restore gate (restore_gate.py): a cluster being restored goes no further
-  replicate: the servers observed, the wanted primary (the rolling update moves it), then the
-    ReplicationEngine's pass (decide -> record -> act; the same code the benchmarks and
-    integration tests drive) with this module's hooks: a new primary is recorded in the status
-    BEFORE acting
+  replicate: the servers observed, the wanted primary (a switchover request: switchover.py; the
+    rolling update moves it), then the ReplicationEngine's pass (decide -> record -> act; the
+    same code the benchmarks and integration tests drive) with this module's hooks: a new
+    primary is recorded in the status BEFORE acting
   after it: a pending password rotation, a forced failover's record, a rolling restart
   conclude: who serves (pods.serving, pure), the SQL objects, the role labels (demote first:
-    never two Pods carry role=primary), then the Events and one status
+    never two Pods carry role=primary), then the Events and one status (with the switchover
+    request's record: a finished one's annotation is removed after it)
 
 The pass's own Kubernetes writes - owned objects, status records, Events, Pod labels and
 annotations, Pod restarts, Jobs - go through `KubeOps` (k8s/ops.py); what holds key material (the
@@ -51,6 +52,7 @@ from kubernetes.client.rest import ApiException
 from mysql_operator import __version__, clock
 from mysql_operator import manifests as m
 from mysql_operator import rolling
+from mysql_operator import switchover as sw
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster
 from mysql_operator.db.instance import redact
@@ -207,6 +209,8 @@ class Observed:
     names: dict[int, str] = field(init=False)
     ready: int = field(init=False)  # less any Pod this pass restarts
     instances: list[t.InstanceState] = field(default_factory=list)  # the servers, once observed
+    # switchover requests not finished, the one acted on first (switchover.pending)
+    requests: list[sw.Request] = field(init=False)
 
     def __post_init__(self) -> None:
         c = self.c
@@ -215,6 +219,15 @@ class Observed:
         self.ordinals = member_ordinals(c.spec.instances, self.pods, self.primary_ordinal)
         self.names = {o: m.pod_name(c, o) for o in self.ordinals}
         self.ready = ready_count(self.pods, c.spec.instances)
+        self.requests = sw.pending(
+            self.body["metadata"].get("annotations") or {},
+            c.name,
+            c.spec.instances,
+            c.spec.primary,
+            c.generation,
+            self.previous,
+            clock.stamp(),
+        )
 
     def spec_fields(self) -> dict[str, Any]:
         """The Summary's spec fields: the spec in effect, and why the cluster's own is refused."""
@@ -244,6 +257,7 @@ class Replicated:
     state: ClusterState  # the recorded primary, as the engine left it
     outcome: Outcome  # what it saw, decided and did
     roll: rolling.RollStep | None  # the rolling update's step (it moved the wanted primary)
+    desired: str | None  # the primary the engine was asked for (a request's, or the roll's)
 
 
 class Reconciler:
@@ -524,13 +538,18 @@ class Reconciler:
         )
         if self.sql.due(c.namespace, c.name):
             self._sync_sql(c, entry, None, None, [], {})
-        return self._publish(seen.body, seen.previous, summary, [], None, applied=applied)
+        asked = seen.requests[0] if seen.requests else None
+        settled = self._settle(seen, sw.no_servers(asked) if asked else None)
+        summary = dataclasses.replace(summary, requests=settled.fields)
+        result = self._publish(seen.body, seen.previous, summary, list(settled.events), None, applied=applied)
+        self._request_done(seen, settled)
+        return result
 
     def _replicate(self, seen: Observed, entry: _Entry) -> Replicated:
         """The replication pass: the servers observed (into `seen.instances`), the wanted primary
-        (spec.primary, moved by the rolling update's next step), then ReplicationEngine.reconcile
-        (decide, record a new primary BEFORE acting, act) with this operator's hooks: the record
-        and the decision's Event go through KubeOps."""
+        (a switchover request's target, moved by the rolling update's next step), then
+        ReplicationEngine.reconcile (decide, record a new primary BEFORE acting, act) with this
+        operator's hooks: the record and the decision's Event go through KubeOps."""
         c, body, previous, secrets = seen.c, seen.body, seen.previous, seen.logins.secrets
         ns, name = c.namespace, c.name
         force = t.FORCE_FAILOVER_ANNOTATION in (body["metadata"].get("annotations") or {})
@@ -554,10 +573,11 @@ class Reconciler:
         engine.recorded_executed = recorded_executed(previous, c.spec.flavor)
         started = time.monotonic()
         seen.instances = engine.observe()
-        # the rolling update moves the wanted primary off the Pod it restarts next
-        pinned = m.pod_name(c, c.spec.primary) if c.spec.primary is not None else None
+        # a switchover asked for (switchover.py); the rolling update moves the wanted primary off
+        # the Pod it restarts next
+        asked = seen.requests[0].target if seen.requests else None
         roll, revision = roll_step(seen.statefulset, c, seen.listed, seen.instances, seen.current_primary)
-        desired = roll_desired(pinned, roll, revision, seen.listed)
+        desired = roll_desired(asked, roll, revision, seen.listed)
 
         def record(st: ClusterState, decision: t.Decision) -> None:
             changing = Summary(
@@ -603,7 +623,7 @@ class Reconciler:
                 len(steps),
                 ", ".join(i.name for i in observed if not i.reachable) or "none",
             )
-        return Replicated(engine, settings, members, force, state, outcome, roll)
+        return Replicated(engine, settings, members, force, state, outcome, roll, desired)
 
     def _after(self, seen: Observed, entry: _Entry, run: Replicated) -> None:
         """What follows the replication pass: a pending password rotation, a forced failover's
@@ -709,16 +729,19 @@ class Reconciler:
                 )
             ),
         )
+        settled = self._settle(seen, self._judge(seen, run))
+        summary = dataclasses.replace(summary, requests=settled.fields)
         labelled = {p.name: p.role for p in seen.pods.values() if not p.deleting}
         result = self._publish(
             seen.body,
             seen.previous,
             summary,
-            events_from_steps(steps, secrets),
+            [*events_from_steps(steps, secrets), *settled.events],
             decision,
             applied=applied,
             labels=label_plan(labelled, served.roles),
         )
+        self._request_done(seen, settled)
         result.steps = steps
         result.recheck_in = t.next_pass_in(decision, float("inf"))
         if isinstance(decision, (t.Failover, t.Switchover)):
@@ -727,6 +750,39 @@ class Reconciler:
             result.failover_seconds = run.engine.down_for(decision.from_)
             result.forced = decision.forced
         return result
+
+    @staticmethod
+    def _judge(seen: Observed, run: Replicated) -> sw.Verdict | None:
+        """The switchover request acted on (switchover.judge, pure), after the replication pass."""
+        if not seen.requests:
+            return None
+        asked, decision = seen.requests[0], run.outcome.decision
+        primary = run.state.current_primary
+        promoted = not isinstance(decision, t.PRIMARY_CHANGES) or promotion_succeeded(
+            primary, run.outcome.steps
+        )
+        return sw.judge(
+            asked,
+            run.outcome.observed,
+            run.settings,
+            seen.current_primary,
+            primary,
+            promoted,
+            sw.waiting(decision, run.desired, asked.to),
+        )
+
+    @staticmethod
+    def _settle(seen: Observed, verdict: sw.Verdict | None) -> sw.Settled:
+        """The requests' status records and Events (switchover.settle, pure)."""
+        return sw.settle(
+            seen.requests, verdict, seen.previous, seen.c.spec.primary, clock.stamp(), seen.logins.secrets
+        )
+
+    def _request_done(self, seen: Observed, settled: sw.Settled) -> None:
+        """Effect: a finished request's annotation removed, once its record is in the status (an
+        operator stopped before this resumes it: the record then says it again)."""
+        if settled.remove_annotation:
+            self.kube.remove_cluster_annotation(seen.c.namespace, seen.c.name, sw.ANNOTATION)
 
     def _keep_evidence(self, body, c: MySQLCluster, instance: str, gtids: str, events: list[str]) -> str:
         """Effect: an instance's errant transactions recorded in a ConfigMap before a re-seed

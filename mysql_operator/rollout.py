@@ -62,9 +62,10 @@ def roll_pods(
 def roll_desired(
     pinned: str | None, roll: rolling.RollStep | None, revision: str | None, pods: Iterable[Mapping[str, Any]]
 ) -> str | None:
-    """Pure: the primary the engine should aim for during a roll. A SwitchTo moves it; a primary
-    pinned by spec.primary to a Pod still on the old revision is not switched back to until
-    that Pod was updated (else the roll would bounce the primary back before restarting it)."""
+    """Pure: the primary the engine should aim for during a roll. A SwitchTo moves it; the
+    target of a switchover request not done yet (`pinned`: switchover.py) on a Pod still on the old
+    revision is not switched to until that Pod was updated (else the roll would bounce the
+    primary back before restarting it): the request waits for the roll."""
     if isinstance(roll, rolling.SwitchTo):
         return roll.name
     if pinned is None or roll is None or isinstance(roll, rolling.Done):

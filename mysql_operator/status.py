@@ -143,6 +143,9 @@ class Summary:
     rolling: str = ""
     # a Pod template a new operator version wants, staged (rolling.StageTemplate); None: none
     restart_pending: rolling.StageTemplate | None = None
+    # switchover requests' records (switchover.settle: status.switchover, status.primaryRequest;
+    # None removes one); a key left out stays as it is
+    requests: Mapping[str, Any] = field(default_factory=dict)
 
 
 def primary_in_service(pods: Mapping[int, PodView], primary_ordinal: int | None) -> bool:
@@ -388,6 +391,8 @@ def build_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str,
         status["appliedCredentialsVersion"] = s.credentials_version
     if previous.get("restore"):  # written by restore_gate; kept as it is
         status["restore"] = previous["restore"]
+    for key, record in s.requests.items():  # a merge patch: a key the new record drops goes
+        status[key] = replacing(previous.get(key), record)
     return status
 
 

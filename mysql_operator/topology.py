@@ -1,7 +1,8 @@
 """Pure decisions over observed instances: what should happen next to a replicated cluster.
 
 Input: plain `InstanceState`s (one per instance, from observation), `Settings`, the primary the
-operator recorded (status.currentPrimary) and the desired primary (spec.primary, for switchover).
+operator recorded (status.currentPrimary) and the desired primary (a switchover request not done
+yet, switchover.py, or the rolling update's move: rollout.roll_desired).
 Output: ONE `Decision`, the most urgent; the caller acts on it, observes again and decides again
 (level-triggered). The caller records a decision's new primary (Bootstrap/Failover/Switchover
 target) BEFORE acting on it, so a restart in the middle resumes the same way.
@@ -18,7 +19,9 @@ Priorities, first match wins:
                                                                 -> Promote (or Failover to a more advanced one;
                                                                    a restarted primary is replaced by a replica
                                                                    holding everything it has)
-  5. the primary is being removed (scale down) or spec.primary differs -> Switchover
+  5. the primary is being removed (scale down) or another is desired -> Switchover
+     (a desired primary that cannot take over now - `switchover_blocker` - does not stop the
+     rules below: the cluster is repaired while the switchover waits)
   6. instances being removed                                     -> Decommission
   7. a replica not replicating from the primary                  -> ConfigureReplica / NeedsSeed
                                                                    (Reseed where a physical copy is possible)
@@ -453,6 +456,28 @@ def _names(xs: Iterable[InstanceState]) -> tuple[str, ...]:
     return tuple(x.name for x in sorted(xs, key=lambda i: i.ordinal))
 
 
+def switchover_blocker(
+    instances: Sequence[InstanceState], settings: Settings, current_primary: str | None, desired: str
+) -> str:
+    """Why `desired` cannot take over from the serving recorded primary now ("" when it can): it
+    is no instance among `settings.instances`, does not answer, is being re-seeded, or is held
+    out (errant against the primary). Rule 5's test; the reconciler says it of a waiting request."""
+    by_name = _by_name(instances)
+    d = by_name.get(desired)
+    if d is None or d.ordinal >= settings.instances:
+        return f"{desired} is not among the {settings.instances} instances"
+    if not d.reachable:
+        return f"{d.name} is unreachable"
+    if d.reseeding:
+        return f"{d.name} is being re-seeded"
+    p = by_name.get(current_primary or "")
+    if p is not None and p.name != d.name and p.reachable and not p.read_only and not p.is_replica:
+        diverged = errant_against_primary(d, p, settings)  # only against a primary that serves
+        if diverged and not only_behind(d, p):
+            return f"held out: {diverged}"
+    return ""
+
+
 # -- the decision ------------------------------------------------------------------------------
 def decide(
     instances: Sequence[InstanceState],
@@ -580,7 +605,8 @@ def decide(
                 errant[i.name] = diverged
     healthy_replicas = [i for i in reachable if i.name != p.name and i.name not in errant and not i.reseeding]
 
-    # 5. switchover: the primary is being removed, or spec.primary asks for another
+    # 5. switchover: the primary is being removed, or another is desired (and can take over now:
+    #    else the rules below go on, and the caller says why the switchover waits)
     target: InstanceState | None = None
     if p.ordinal >= settings.instances:
         cands = [i for i in healthy_replicas if i.ordinal < settings.instances]
@@ -590,16 +616,12 @@ def decide(
             return Unrecoverable(
                 reason=f"primary {p.name} is being removed but no healthy replica can take over"
             )
-    elif desired_primary and desired_primary != p.name and desired_primary in by_name:
-        d = by_name[desired_primary]
-        if d.ordinal >= settings.instances:
-            return Unrecoverable(reason=f"desired primary {d.name} is not among the instances")
-        if not d.reachable or d.name in errant or d.reseeding:
-            why = errant.get(d.name) or f"{d.name} is " + (
-                "being re-seeded" if d.reseeding else "unreachable"
-            )
-            return WaitForDelay(0.0, reason=f"switchover to {d.name} blocked: {why}")
-        target = d
+    elif (
+        desired_primary
+        and desired_primary != p.name
+        and not switchover_blocker(instances, settings, p.name, desired_primary)
+    ):
+        target = by_name[desired_primary]
     if target is not None:
         others = tuple(n for n in _names(wanted) if n != target.name and n not in errant)
         return Switchover(

@@ -302,6 +302,7 @@ class ClusterSpec:
     # Secrets (in the cluster's namespace) for pulling the server image and the operator image
     # its backup and restore Jobs run
     image_pull_secrets: tuple[str, ...] = ()
+    # deprecated: a one-time switchover request (switchover.py; status.primaryRequest)
     primary: int | None = None
     replication: Replication = Replication()
     credentials: Credentials | None = None

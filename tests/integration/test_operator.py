@@ -666,6 +666,66 @@ def test_an_object_the_api_refuses_is_a_condition_and_an_event_and_the_rest_is_a
     assert apps.read_namespaced_stateful_set(name, ns).spec.template.spec.affinity == before
 
 
+def test_a_switchover_request_waits_while_nothing_runs_and_one_naming_no_instance_is_refused(
+    control_plane, operator, ns
+):
+    """Issue 45: a switchover is a request. No server runs here, so a request to an instance waits:
+    status.switchover Pending saying why, the annotation kept, across an operator restart. One
+    naming no instance is refused (the record, a Warning Event, the annotation removed), as the
+    CLI's --wait reports. spec.primary set on creation (deprecated) waits the same way, in
+    status.primaryRequest."""
+    from mysql_operator import cli
+    from mysql_operator import switchover as sw
+
+    api = control_plane.api_client()
+    objs = client.CustomObjectsApi(api)
+    spec = {"flavor": "mariadb", "instances": 2, "primary": 1}
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("swo", spec))
+    kc = str(control_plane.admin_kubeconfig)
+    switchover = ["switchover", "swo", "-n", ns, "--kubeconfig", kc, "--reason", "test"]
+
+    def spec_request():
+        return (_get(objs, ns, "swo").get("status") or {}).get("primaryRequest")
+
+    asked = wait_for(spec_request, 60, "spec.primary recorded as a request")
+    assert (asked["value"], asked["result"]) == (1, "Pending"), asked
+    assert asked["message"] == "waits for swo-1: no server observed yet"
+
+    assert cli.main([*switchover, "--to", "5", "--wait", "--timeout", "60"]) == 1
+    body = _get(objs, ns, "swo")
+    record = body["status"]["switchover"]
+    assert (record["to"], record["result"]) == ("swo-5", "Refused"), record
+    assert "not among the 2 instances" in record["message"] and record["requestedBy"].endswith(": test")
+    assert sw.ANNOTATION not in (body["metadata"].get("annotations") or {})
+    refusals = [e for e in _events(api, ns, "swo") if e.reason == "SwitchoverRefused"]
+    assert refusals and refusals[0].type == "Warning" and "swo-5" in refusals[0].message
+    # the annotation goes first: the spec.primary request still waiting is superseded, for good
+    asked = body["status"]["primaryRequest"]
+    assert (asked["value"], asked["result"]) == (1, "Refused") and "superseded" in asked["message"], asked
+
+    assert cli.main([*switchover, "--to", "0"]) == 0
+
+    def waiting():
+        st = _get(objs, ns, "swo").get("status") or {}
+        rec = st.get("switchover") or {}
+        return rec if (rec.get("to"), rec.get("result")) == ("swo-0", "Pending") else None
+
+    first = wait_for(waiting, 60, "the request to swo-0 waiting in the status")
+    assert first["message"] == "waits for swo-0: no server observed yet"
+    assert spec_request() == asked  # acted on: not asked again
+    operator.restart()
+    edited = objs.patch_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL, "swo", {"spec": {"podAnnotations": {"team": "db"}}}
+    )["metadata"]["generation"]
+    body = wait_for(
+        lambda: (b := _get(objs, ns, "swo")).get("status", {}).get("observedGeneration") == edited and b,
+        60,
+        "a pass of the restarted operator",
+    )
+    assert body["metadata"]["annotations"][sw.ANNOTATION] == "0; " + first["requestedBy"]
+    assert waiting() == first  # the restarted operator resumes the same request
+
+
 def test_rotate_passwords_cli_changes_the_generated_secret_only(control_plane, operator, ns, capsys):
     from mysql_operator import cli
 

@@ -493,9 +493,11 @@ def test_errant_transaction_on_replica_is_held_out(factory):
     assert d.instances == ("db-2",)
     assert "db-2" in d.reasons[0] and marker in d.reasons[0]
     assert r.query("SELECT @@read_only")[0][0] == 1
-    # a later switchover request to it is refused, and it is never promoted
+    # a later switchover request to it does not switch over (the reconciler refuses it as held
+    # out); it stays held out meanwhile, and is never promoted
     out = c.reconcile(desired="db-2")
-    assert isinstance(out.decision, t.WaitForDelay) and "db-2" in out.decision.reason
+    assert isinstance(out.decision, t.Errant) and out.decision.instances == ("db-2",), out.decision
+    assert t.switchover_blocker(out.observed, c.engine.settings, "db-0", "db-2").startswith("held out")
     assert c.state.current_primary == "db-0"
     assert 777 not in c.rows(c.primary)  # nothing was "repaired" into the primary
     # what a re-seed would keep as evidence: the errant transaction's binary log events

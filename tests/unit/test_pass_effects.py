@@ -10,11 +10,13 @@ from typing import Any, Iterable, Mapping
 
 from mysql_operator import manifests as m
 from mysql_operator import pods as podview
+from mysql_operator import switchover as sw
 from mysql_operator import tls_upkeep
 from mysql_operator import topology as t
+from mysql_operator.api import parse
 from mysql_operator.certificates import TLSState
-from mysql_operator.reconcile import Logins, Reconciler
-from mysql_operator.replication import Step
+from mysql_operator.reconcile import Logins, Observed, Reconciler, Replicated
+from mysql_operator.replication import ClusterState, Outcome, Step
 from mysql_operator.status import Summary
 
 P, R = m.ROLE_PRIMARY, m.ROLE_REPLICA
@@ -218,3 +220,58 @@ def test_a_first_spec_refused_touches_nothing_and_is_said_once():
     assert [c[0] for c in kube.calls] == ["events", "status"]
     assert kube.calls[0][1] == ["InvalidSpec"]
     assert "lastValidSpec" not in kube.calls[1][1] and kube.calls[1][1]["observedGeneration"] == 1
+
+
+def switchover_pass(annotation: str, previous: dict[str, Any] | None = None) -> RecordingKube:
+    """A pass that reaches no server (none runs yet) of a 3-instance cluster asked to switch over."""
+    kube = RecordingKube()
+    r = reconciler(kube)
+    meta = {**BODY["metadata"], "generation": 1, "annotations": {sw.ANNOTATION: annotation}}
+    body = {**BODY, "metadata": meta, "spec": {"instances": 3}}
+    seen = Observed(body, parse(body), previous or {}, Logins({}), [], None)
+    r._without_servers(seen, r._entry("ns", "db"), False)
+    return kube
+
+
+def test_a_refused_switchover_request_is_said_then_recorded_then_its_annotation_removed():
+    kube = switchover_pass("7; alice: why not")
+    assert [c[0] for c in kube.calls] == ["events", "status", "unannotate"]
+    assert kube.calls[0][1] == ["SwitchoverRefused"] and kube.calls[2][1] == sw.ANNOTATION
+    record = kube.calls[1][1]["switchover"]
+    assert (record["to"], record["requestedBy"], record["result"]) == ("db-7", "alice: why not", "Refused")
+    assert "not among the 3 instances" in record["message"]
+
+
+def test_a_waiting_switchover_request_is_in_the_status_and_keeps_its_annotation():
+    kube = switchover_pass("db-1; alice")
+    assert [c[0] for c in kube.calls] == ["status"]
+    record = kube.calls[0][1]["switchover"]
+    assert (record["result"], record["message"]) == ("Pending", "waits for db-1: no server observed yet")
+    # the next pass (or the next operator) finds it waiting: unchanged, nothing written
+    assert switchover_pass("db-1; alice", {**kube.calls[0][1]}).calls == []
+
+
+def judged(decision: t.Decision, steps: list[Step], after: str, desired: str | None = "db-1", spec=None):
+    """Reconciler._judge after a replication pass that began with db-0 the primary."""
+    annotations = {} if spec else {sw.ANNOTATION: "db-1"}
+    meta = {**BODY["metadata"], "generation": 1, "annotations": annotations}
+    body = {**BODY, "metadata": meta, "spec": {"instances": 3, **(spec or {})}}
+    seen = Observed(body, parse(body), {"currentPrimary": "db-0"}, Logins({}), [], None)
+    observed = [t.InstanceState(f"db-{n}", n, reachable=True, read_only=n != 1) for n in range(3)]
+    outcome = Outcome(decision, steps, observed)
+    run = Replicated(None, t.Settings(instances=3), [], False, ClusterState(after), outcome, None, desired)  # type: ignore[arg-type]
+    return Reconciler._judge(seen, run)
+
+
+def test_a_requested_switchover_is_done_once_its_promotion_went_through():
+    d = t.Switchover("db-0", "db-1", ("db-0", "db-2"))
+    assert judged(d, [Step("db-1", "promote")], "db-1") == sw.Verdict(sw.DONE, "db-1 is the primary")
+    failed = judged(d, [Step("db-1", "promote", "refused", ok=False)], "db-1")
+    assert failed == sw.Verdict(sw.PENDING, "waits: switching over to db-1")
+    # spec.primary: 1 (deprecated) is the same request
+    assert judged(d, [], "db-1", spec={"primary": 1}).result == sw.DONE
+
+
+def test_a_requested_switchover_waits_for_the_rolling_update_that_moves_the_primary_elsewhere():
+    v = judged(t.Healthy("db-0"), [], "db-0", desired="db-2")
+    assert v.result == sw.PENDING and "rolling update" in v.message

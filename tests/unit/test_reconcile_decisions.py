@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from hypothesis import given
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from mysql_operator import manifests as m
 from mysql_operator import pods as podview
 from mysql_operator import status as cstatus
+from mysql_operator import switchover as sw
 from mysql_operator import topology as t
 from mysql_operator.api import parse
 from mysql_operator.cli import build_parser, format_status
@@ -794,9 +796,68 @@ def test_operator_config_errors_name_the_flag(cfg, message):
 def test_cli_parses_run_switchover_and_status():
     a = build_parser().parse_args(["run", "-n", "a", "-n", "b", "--log-format", "json"])
     assert (a.namespace, a.log_format, a.all_namespaces) == (["a", "b"], "json", False)
-    assert build_parser().parse_args(["switchover", "db", "--to", "2", "-n", "x"]).to == 2
+    a = build_parser().parse_args(["switchover", "db", "--to", "2", "-n", "x"])
+    assert (a.to, a.reason, a.wait) == ("2", "", False)
+    a = build_parser().parse_args(["switchover", "db", "--to", "db-1", "--reason", "disk", "--wait"])
+    assert (a.to, a.reason, a.wait, a.namespace) == ("db-1", "disk", True, None)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "-n", "a", "--all-namespaces"])
+
+
+class FakeClusters:
+    """CustomObjectsApi of one MySQLCluster whose operator carries an annotated request out at
+    once (status.switchover says `result`)."""
+
+    def __init__(self, result: str):
+        self.result, self.patches = result, []
+        # an earlier request in the same words, done: not the outcome of this one
+        self.status = {
+            "switchover": {"to": "db-1", "requestedBy": "alice: disk", "requestedAt": "t1", "result": "Done"}
+        }
+
+    def __call__(self, api_client=None):  # stands in for the CustomObjectsApi class
+        return self
+
+    def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body):
+        self.patches.append((namespace, name, body))
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
+        if self.patches:
+            to, by, _ = sw.parse_value(self.patches[0][2]["metadata"]["annotations"][sw.ANNOTATION], name)
+            record = {"to": to, "requestedBy": by, "requestedAt": "t2", "result": self.result}
+            self.status = {"switchover": record}
+        return {"metadata": {"name": name}, "status": self.status}
+
+
+@pytest.mark.parametrize("result, code", [("Done", 0), ("Refused", 1)])
+def test_cli_switchover_annotates_with_the_callers_name_and_waits_for_the_outcome(
+    result, code, monkeypatch, tmp_path, capsys
+):
+    from kubernetes import client
+
+    from mysql_operator import cli
+
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "alice", "namespace": "p"}}],
+                "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "alice", "user": {"token": "x"}}],
+            }
+        )
+    )
+    fake = FakeClusters(result)
+    monkeypatch.setattr(client, "CustomObjectsApi", fake)
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    argv = ["switchover", "db", "--to", "1", "--reason", "disk", "--wait", "--kubeconfig", str(kubeconfig)]
+    assert cli.main(argv) == code
+    assert fake.patches[0] == ("p", "db", {"metadata": {"annotations": {sw.ANNOTATION: "1; alice: disk"}}})
+    out = capsys.readouterr().out
+    assert "switchover to db-1 requested" in out and out.rstrip().endswith(f"{result}:")
 
 
 def test_status_text_names_phase_primary_and_instances():
@@ -818,6 +879,13 @@ def test_status_text_names_phase_primary_and_instances():
     assert "p/db: phase Ready, primary db-0, ready 2/2, largest replica lag -, last backup never" in text
     assert "AllInstancesReady" in text and "db-0" in text and "0-1-3" in text
     assert "waiting=mysqld CrashLoopBackOff" in text
+    body["status"]["switchover"] = {
+        "to": "db-1",
+        "requestedBy": "alice",
+        "result": "Pending",
+        "message": "waits",
+    }
+    assert "  switchover to db-1 (alice): Pending: waits" in format_status(body)
     body["status"]["replicaLagSeconds"] = 7
     body["status"]["lastBackup"] = {"name": "nightly", "completedAt": "2026-11-25T03:00:00Z"}
     now = dt.datetime(2026, 11, 25, 5, 30, 0, tzinfo=dt.timezone.utc)

@@ -37,6 +37,7 @@ from mysql_operator.topology import (
     failover_quorum,
     may_be_acknowledged,
     planned_writable,
+    switchover_blocker,
 )
 
 G = MariaDBGtids.parse
@@ -414,12 +415,52 @@ TABLE = [
         Switchover("db-0", "db-2", ("db-0", "db-1")),
     ),
     (
-        "switchover to an errant target is blocked",
+        "switchover to an errant target waits: the target is held out meanwhile",
         [primary(0), replica(1), replica(2, "0-1-10,0-3-1")],
         S3,
         "db-0",
         "db-2",
-        WaitForDelay,
+        Errant(("db-2",), ("db-2 has transactions the primary db-0 lacks: 0-3-1",)),
+    ),
+    (
+        "switchover to an unreachable target waits: a broken replica is repaired meanwhile",
+        [primary(0), replica(1, source=None, io_running=False, sql_running=False), down(2)],
+        S3,
+        "db-0",
+        "db-2",
+        ConfigureReplica("db-1", "db-0"),
+    ),
+    (
+        "switchover to an unreachable target waits: otherwise healthy, degraded",
+        [primary(0), replica(1), down(2)],
+        S3,
+        "db-0",
+        "db-2",
+        Healthy("db-0", ("db-2",)),
+    ),
+    (
+        "switchover to a target being re-seeded waits: the copy is watched",
+        [primary(0), replica(1), replica(2, "", source=None, clone=CLONE_COPYING)],
+        S3,
+        "db-0",
+        "db-2",
+        Reseed("db-2", "db-1"),
+    ),
+    (
+        "switchover to an instance beyond spec.instances: the scale down goes on",
+        [primary(0), replica(1), replica(2), replica(3)],
+        S3,
+        "db-0",
+        "db-3",
+        Decommission(("db-3",)),
+    ),
+    (
+        "switchover waiting for its target: semi-sync is still configured",
+        [primary(0), replica(1), down(2)],
+        SEMI3,
+        "db-0",
+        "db-2",
+        ConfigureSemiSync(True, "db-0", ("db-1",)),
     ),
     (
         "scale down removing the primary: switchover first",
@@ -783,6 +824,25 @@ def test_table(situation, instances, settings, recorded, desired, expected):
     assert d.reason or isinstance(d, Healthy)  # every action can be explained in an Event
 
 
+@pytest.mark.parametrize(
+    "instances, desired, why",
+    [
+        ([primary(0), replica(1)], "db-1", ""),
+        ([primary(0), replica(1)], "db-0", ""),  # the primary itself: nothing to do
+        ([primary(0), down(1)], "db-1", "db-1 is unreachable"),
+        ([primary(0), replica(1, clone=CLONE_COPYING)], "db-1", "db-1 is being re-seeded"),
+        ([primary(0), replica(1, "0-1-10,0-2-4")], "db-1", "held out: db-1 has transactions"),
+        ([primary(0), replica(1)], "db-7", "db-7 is not among the 3 instances"),
+        ([primary(0), replica(1), replica(3)], "db-3", "db-3 is not among the 3 instances"),
+        # a primary that does not serve is compared with nobody: the failover rules decide
+        ([primary(0, read_only=True), replica(1, "0-1-10,0-2-4")], "db-1", ""),
+    ],
+)
+def test_switchover_blocker_says_why_a_target_cannot_take_over_now(instances, desired, why):
+    got = switchover_blocker(instances, S3, "db-0", desired)
+    assert got.startswith(why) and bool(got) == bool(why), got
+
+
 def test_a_restarted_primary_kept_for_its_extra_commits_says_which():
     d = decide([primary(0, "0-1-11", read_only=True, restarted=True), replica(1), replica(2)], S3, "db-0")
     assert isinstance(d, Promote) and "restarted" in d.reason and "0-1-11" in d.reason, d
@@ -1057,6 +1117,20 @@ def holds_a_primary_its_replicas_still_hear_is_failed_over_only_after_the_grace(
             assert by[recorded].unreachable_for >= cfg.partition_grace_seconds, d
 
 
+def holds_a_desired_primary_that_cannot_take_over_changes_nothing(c):
+    """A switchover waiting for its target (unreachable, re-seeding, held out, not an instance)
+    never stops the repairs: with a serving primary that stays, the decision is the one made
+    without the request."""
+    insts, cfg, recorded, desired = c
+    by = {i.name: i for i in insts}
+    p = by.get(recorded or "")
+    if p is None or desired is None or not p.reachable or p.read_only or p.is_replica:
+        return
+    if p.ordinal >= cfg.instances or not switchover_blocker(insts, cfg, recorded, desired):
+        return
+    assert decide(insts, cfg, recorded, desired) == decide(insts, cfg, recorded, None)
+
+
 # Every property above on the same drawn clusters: drawing them is what costs (about 10 ms
 # each), so each property sees 600 clusters (as many as when each drew its own) for the price of
 # one property's draws.
@@ -1071,7 +1145,15 @@ PROPERTIES = (
     holds_an_unforced_semisync_failover_has_the_replicas_that_prove_no_acked_commit_is_lost,
     holds_an_unforced_semisync_failover_keeps_what_any_other_instance_may_have_acknowledged,
     holds_a_primary_its_replicas_still_hear_is_failed_over_only_after_the_grace,
+    holds_a_desired_primary_that_cannot_take_over_changes_nothing,
 )
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(serving_clusters(), st.integers(0, 5))
+def test_a_switchover_waiting_for_its_target_never_stops_the_repairs(c, k):
+    insts, cfg, recorded, _ = c
+    holds_a_desired_primary_that_cannot_take_over_changes_nothing((insts, cfg, recorded, f"db-{k}"))
 
 
 @hsettings(max_examples=600, deadline=None)
