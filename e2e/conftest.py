@@ -86,7 +86,9 @@ def local_cluster():
         changed = cluster_mod.refresh_images(s)
         if changed:
             print(f"rebuilt images imported or pushed: {', '.join(changed)}", file=sys.stderr)
-        yield ClusterHandle(s)
+        handle = ClusterHandle(s)
+        _remove_leftovers(handle)
+        yield handle
         return
     c = cluster_mod.Cluster()
     try:
@@ -94,8 +96,26 @@ def local_cluster():
     except Exception as e:  # noqa: BLE001 - the message carries the component logs
         pytest.fail(f"local cluster failed to start: {e}")
     print(f"\nlocal cluster up: {json.dumps(c.timings)}", file=sys.stderr)
-    yield ClusterHandle(json.loads((c.workdir / "state.json").read_text()))
+    handle = ClusterHandle(json.loads((c.workdir / "state.json").read_text()))
+    _remove_leftovers(handle)
+    yield handle
     c.down()
+
+
+def _remove_leftovers(handle: ClusterHandle) -> None:
+    """What sessions that were killed left on a reused cluster (e2e/helpers.py remove_leftovers),
+    and evidence bundles past their time (e2e/evidence.py prune)."""
+    from e2e import evidence
+    from e2e.helpers import remove_leftovers
+
+    try:
+        removed = remove_leftovers(handle.api_client())
+    except Exception as e:  # noqa: BLE001 - housekeeping: never the session's failure
+        print(f"leftovers of earlier sessions not removed: {e}", file=sys.stderr)
+        removed = []
+    if removed:
+        print(f"removed what earlier e2e sessions left: {', '.join(removed)}", file=sys.stderr)
+    evidence.prune()
 
 
 def _has_binary(name: str) -> bool:
@@ -110,19 +130,21 @@ def _has_binary(name: str) -> bool:
 
 @pytest.fixture
 def kube_namespace(local_cluster):
-    from kubernetes import client
+    """A fresh namespace (labelled as this session's, e2e/helpers.py create_namespace), deleted
+    after the test (at once, finalizers dropped, when the session is interrupted)."""
+    from e2e.helpers import create_namespace, delete_namespace, interrupted
 
-    core = client.CoreV1Api(local_cluster.api_client())
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    local_cluster.pull_secret(name)
-    yield name
-    core.delete_namespace(name)
+    api = local_cluster.api_client()
+    name = create_namespace(api, f"e2e-{uuid.uuid4().hex[:8]}")
+    try:
+        local_cluster.pull_secret(name)
+        yield name
+    finally:
+        delete_namespace(api, name, fast=interrupted())
 
 
 # ------------------------------------------------------------------ the product on the cluster
 OPERATOR_NAMESPACE = "mysql-operator"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "e2e"
 
 
 HELM_HOMES = {
@@ -275,8 +297,17 @@ def _install_release(local_cluster, apps) -> bool:
     install_crds(local_cluster.api_client())
     r = install_operator(local_cluster)
     if r.returncode != 0:
-        _save_namespace_artifacts(local_cluster, OPERATOR_NAMESPACE, "operator-install")
-        pytest.fail(f"helm install failed: {r.stderr[-3000:]}")
+        from e2e import evidence
+
+        saved = evidence.save_bundle(
+            local_cluster,
+            "operator-install",
+            [],
+            None,
+            operator_namespace=OPERATOR_NAMESPACE,
+            failure=r.stderr,
+        )
+        pytest.fail(f"helm install failed (evidence: {saved}): {r.stderr[-3000:]}")
     if existed:
         _restart_deployment(apps, apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0])
     return existed
@@ -352,13 +383,26 @@ def resume_chart_operator() -> None:
         del _PAUSED[name]
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    """The chart's operator resumes once a test that ran its own is torn down and the next test
-    (if any) does not run one too."""
-    yield
-    if "host_operator" not in getattr(nextitem, "fixturenames", ()):
-        resume_chart_operator()
+    """Before the test's fixtures are torn down (its namespaces still there): the Failover,
+    Switchover and Reseed Events of its namespaces since it began, listed in its report; one of a
+    kind it did not declare (`@pytest.mark.causes`) fails it, after its teardown. After: the
+    chart's operator resumes once a test that ran its own is torn down and the next test (if any)
+    does not run one too."""
+    try:
+        unexpected = _check_disruptions(item)
+    except Exception as e:  # noqa: BLE001 - the API server not answering: the teardown still runs
+        print(f"\n{item.nodeid}: Events not checked: {type(e).__name__}: {e}", file=sys.stderr)
+        unexpected = ""
+    try:
+        result = yield
+    finally:
+        if "host_operator" not in getattr(nextitem, "fixturenames", ()):
+            resume_chart_operator()
+    if unexpected:  # (a teardown that failed by itself raised above: its own error first)
+        pytest.fail(unexpected, pytrace=False)
+    return result
 
 
 @pytest.fixture
@@ -368,7 +412,15 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
     Yields (namespace, api client, log path, process)."""
     from kubernetes import client
 
-    from e2e.helpers import OPERATOR_IMAGE, delete_clusters, install_crds, sa_kubeconfig
+    from e2e.helpers import (
+        OPERATOR_IMAGE,
+        RUN_LABEL,
+        delete_clusters,
+        install_crds,
+        interrupted,
+        run_id,
+        sa_kubeconfig,
+    )
     from mysql_operator.k8s.rbac import CLUSTER_SCOPE_RULES, namespaced_rules
 
     api = local_cluster.api_client()
@@ -386,10 +438,14 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mysql-operator"},
         },
     )
-    rbac.create_cluster_role({"metadata": {"name": f"mysql-operator-{ns}"}, "rules": CLUSTER_SCOPE_RULES})
+    # labelled as this session's: a killed session's are removed by a later one (remove_leftovers)
+    labels = {RUN_LABEL: run_id()}
+    rbac.create_cluster_role(
+        {"metadata": {"name": f"mysql-operator-{ns}", "labels": labels}, "rules": CLUSTER_SCOPE_RULES}
+    )
     rbac.create_cluster_role_binding(
         {
-            "metadata": {"name": f"mysql-operator-{ns}"},
+            "metadata": {"name": f"mysql-operator-{ns}", "labels": labels},
             "subjects": subject,
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
@@ -412,11 +468,13 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
         yield ns, api, log_path, proc
     finally:
         alive = proc.poll() is None
-        try:  # while the operator runs: it removes kopf's finalizers
-            delete_clusters(api, ns)
+        try:  # while the operator runs: it removes kopf's finalizers (interrupted: kube_namespace does)
+            if not interrupted():
+                delete_clusters(api, ns)
         except Exception as e:  # noqa: BLE001 - teardown: report, go on
             print(f"clusters not deleted: {e}", file=sys.stderr)
-        stop_group(proc, 20)
+        finally:
+            stop_group(proc, 20)
     print(
         f"\n----- operator log (tail) -----\n{log_path.read_text(errors='replace')[-8000:]}", file=sys.stderr
     )
@@ -462,42 +520,173 @@ def pytest_collection_modifyitems(session, config, items):
     for item in items:
         if "host_operator" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.exclusive)
+        try:
+            _declared(item)
+        except ValueError as e:
+            raise pytest.UsageError(f"{item.nodeid}: {e}") from None
     # those first, one after another: one pause of the chart's operator for all of them
     items.sort(key=lambda item: "host_operator" not in getattr(item, "fixturenames", ()))
     late_builds_last(items)
     items.sort(key=lambda item: item.path.name == "test_permissions_used.py")
 
 
+# ------------------------------------------------------------------ evidence and disruptions (e2e/evidence.py)
+STARTED = pytest.StashKey[float]()  # time.time() at the test's setup
+FAILED = pytest.StashKey[bool]()  # a phase of the test failed (its evidence saved then)
+BUNDLE = pytest.StashKey[str]()  # where its evidence went
+FOUND = pytest.StashKey[list]()  # the disruptions the test saw (e2e/evidence.py Disruption)
+DISRUPTIONS = pytest.StashKey[str]()  # the report section listing them
+SHOWN = pytest.StashKey[bool]()  # that section is in a report of the test already
+
+
+def _namespaces(item) -> list[str]:
+    """The namespaces of the test: fixtures' values named *namespace, and those this process
+    created since the test began (a test may make its own), the chart operator's aside."""
+    from e2e.helpers import created_since
+
+    names = [
+        v for k, v in getattr(item, "funcargs", {}).items() if k.endswith("namespace") and isinstance(v, str)
+    ]
+    names += created_since(item.stash.get(STARTED, float("inf")))
+    return [n for n in dict.fromkeys(names) if n != OPERATOR_NAMESPACE]
+
+
+def _since(item):
+    import datetime as dt
+
+    started = item.stash.get(STARTED, None)
+    return dt.datetime.fromtimestamp(started, dt.timezone.utc) if started is not None else None
+
+
+def _declared(item) -> set[str]:
+    from e2e import evidence
+
+    return evidence.declared_kinds(m.args for m in item.iter_markers("causes"))
+
+
+def _save_evidence(item, failure: str = "", disruption_report: str = "") -> str | None:
+    """The test's evidence bundle (once per test); its path."""
+    from e2e import evidence
+
+    if BUNDLE in item.stash:
+        return item.stash[BUNDLE]
+    handle = getattr(item, "funcargs", {}).get("local_cluster")
+    if handle is None:
+        return None
+    host = item.funcargs.get("host_operator")
+    if not disruption_report:  # (the Events were read at the end of the call, or at a failed setup)
+        disruption_report = item.stash.get(DISRUPTIONS) or evidence.report(
+            item.stash.get(FOUND, []), _declared(item)
+        )
+    try:
+        path = evidence.save_bundle(
+            handle,
+            item.nodeid,
+            _namespaces(item),
+            _since(item),
+            operator_namespace=OPERATOR_NAMESPACE,
+            failure=failure,
+            disruption_report=disruption_report,
+            operator_log=host[2] if isinstance(host, tuple) and len(host) > 2 else None,
+        )
+    except Exception as e:  # noqa: BLE001 - a report that cannot be saved must not hide the failure
+        print(f"\n{item.nodeid}: evidence not saved: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+    item.stash[BUNDLE] = str(path)
+    return str(path)
+
+
+def _disruptions(item) -> list:
+    """The Failover/Switchover/Reseed Events of the test's namespaces since it began (its report
+    section kept), read once: at the end of its call, or at its teardown when it had none."""
+    from e2e import evidence
+
+    if FOUND in item.stash:
+        return item.stash[FOUND]
+    namespaces = _namespaces(item)
+    handle = getattr(item, "funcargs", {}).get("local_cluster")
+    if not namespaces or handle is None:
+        return []
+    since = _since(item)
+    found = evidence.list_disruptions(handle.api_client(), namespaces, since)
+    seen = {(d.namespace, d.reason, d.first, d.message) for d in found}
+    found += [
+        d
+        for d in evidence.snapshots(namespaces, since)
+        if (d.namespace, d.reason, d.first, d.message) not in seen
+    ]
+    item.stash[FOUND] = found
+    if found:
+        item.stash[DISRUPTIONS] = evidence.report(found, _declared(item))
+    return found
+
+
+def _check_disruptions(item) -> str:
+    """A failure message when the test saw a disruption of a kind it did not declare and did not
+    fail already (its evidence then saved)."""
+    from e2e import evidence
+
+    bad = evidence.undeclared(_disruptions(item), _declared(item))
+    if not bad or item.stash.get(FAILED, False):
+        return ""
+    message = (
+        f"{len(bad)} Event(s) of a kind this test does not declare "
+        f"(@pytest.mark.causes({', '.join(repr(k) for k in sorted({d.kind for d in bad}))}) if it causes them):\n"
+        + "\n".join(d.line() for d in bad)
+    )
+    path = _save_evidence(item, failure=message, disruption_report=item.stash.get(DISRUPTIONS, ""))
+    return message + (f"\nevidence: {path}" if path else "")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures are set up
+def pytest_runtest_setup(item):
+    import time
+
+    item.stash[STARTED] = time.time()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    """A failed phase of a test on the local cluster (or an xfail that failed) leaves its evidence
+    (e2e/evidence.py save_bundle) outside the clone; the report says where, with the operator's
+    log lines about the test's namespaces and the Failover/Switchover/Reseed Events it saw."""
     outcome = yield
     rep = outcome.get_result()
+    if "local_cluster" not in getattr(item, "fixturenames", ()):
+        return
     known_bug = rep.when == "call" and hasattr(rep, "wasxfail") and rep.skipped  # an xfail that failed
-    if (rep.failed or known_bug) and "local_cluster" in getattr(item, "fixturenames", ()):
-        handle = item.funcargs.get("local_cluster")
-        if handle is None:
-            return
-        name = item.nodeid.replace("/", "_").replace("::", "__")
-        namespaces = [OPERATOR_NAMESPACE] + [
-            v for k, v in item.funcargs.items() if k.endswith("namespace") and isinstance(v, str)
-        ]
-        for ns in namespaces:
-            _save_namespace_artifacts(handle, ns, name)
-        if known_bug and call.excinfo is not None:  # pytest prints no traceback for an xfail
-            (ARTIFACTS / name / "failure.txt").write_text(str(call.excinfo.getrepr(style="short")))
-            print(f"\n{item.nodeid} (xfail) failed: {call.excinfo.exconly()[:2000]}", file=sys.stderr)
-        rep.sections.append(("artifacts", f"pod logs and events saved under {ARTIFACTS / name}"))
-        mine = [ns for ns in namespaces if ns != OPERATOR_NAMESPACE]
-        tail = _operator_log_lines(ARTIFACTS / name / OPERATOR_NAMESPACE, mine, 80)
-        if tail:  # CI shows only the report: what the operator did about this test's clusters
-            rep.sections.append(("operator log (this test's namespaces, tail)", tail))
+    if rep.when == "call" or rep.failed:  # (before the teardown: the test's namespaces are still there)
+        try:
+            _disruptions(item)
+        except Exception as e:  # noqa: BLE001 - the API server not answering: said, not raised
+            print(f"\n{item.nodeid}: Events not read: {type(e).__name__}: {e}", file=sys.stderr)
+    if DISRUPTIONS in item.stash and not item.stash.get(SHOWN, False) and (rep.when != "setup" or rep.failed):
+        rep.sections.append(("Failover/Switchover/Reseed Events", item.stash[DISRUPTIONS]))
+        item.stash[SHOWN] = True
+    if not (rep.failed or known_bug):
+        if rep.when == "teardown" and BUNDLE in item.stash:
+            rep.sections.append(("evidence", f"saved under {item.stash[BUNDLE]}"))
+        return
+    fresh = BUNDLE not in item.stash
+    item.stash[FAILED] = True
+    failure = str(call.excinfo.getrepr(style="short")) if call.excinfo is not None else rep.longreprtext
+    path = _save_evidence(item, failure=f"{rep.when}: {failure}")
+    if known_bug and call.excinfo is not None:  # pytest prints no traceback for an xfail
+        print(f"\n{item.nodeid} (xfail) failed: {call.excinfo.exconly()[:2000]}", file=sys.stderr)
+    if path is None:
+        return
+    rep.sections.append(("evidence", f"saved under {path} (INDEX.txt says what each file is)"))
+    mine = _namespaces(item)
+    tail = _operator_log_lines(Path(path) / OPERATOR_NAMESPACE / "logs", mine, 80) if fresh else ""
+    if tail:  # CI shows only the report: what the operator did about this test's clusters
+        rep.sections.append(("operator log (this test's namespaces, tail)", tail))
 
 
 def _operator_log_lines(folder: Path, namespaces: list[str], count: int) -> str:
     lines: list[str] = []
     logs = (
         sorted(folder.glob("*.log"), key=lambda f: (".previous." not in f.name, f.name))
-        if folder.is_dir()
+        if folder.is_dir() and namespaces
         else []
     )
     for log in logs:  # a restarted container's earlier log first
@@ -509,47 +698,80 @@ def _operator_log_lines(folder: Path, namespaces: list[str], count: int) -> str:
     return "\n".join(line[:600] for line in lines[-count:])
 
 
-def _save_namespace_artifacts(handle, namespace: str, test_name: str) -> None:
-    """Logs of every Pod (current and previous containers), events and object states."""
-    from kubernetes import client
+# ------------------------------------------------------------------ interruption (SIGINT, SIGTERM, SIGHUP)
+_last_signal: list[float] = []
 
-    api = handle.api_client()
-    core = client.CoreV1Api(api)
-    out = ARTIFACTS / test_name / namespace
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        pods = core.list_namespaced_pod(namespace).items
-    except client.ApiException:
+
+def _on_signal(signum, frame):
+    """A stop asked for: namespaces go at once from now on (e2e/helpers.py interrupt), the
+    pytest-xdist workers of this controller are asked to stop too, and KeyboardInterrupt unwinds
+    the test, so that context managers and fixtures clean up. The same stop asked again within
+    seconds (the terminal's SIGINT, then hack/test.sh's SIGTERM) is not a second interruption:
+    the cleanup goes on."""
+    import signal
+    import time
+
+    from e2e.helpers import interrupt
+
+    now = time.monotonic()
+    if _last_signal and now - _last_signal[0] < 5:
         return
-    for pod in pods:
-        for c in pod.spec.containers + (pod.spec.init_containers or []):
-            for previous in (False, True):
-                try:
-                    text = core.read_namespaced_pod_log(
-                        pod.metadata.name, namespace, container=c.name, previous=previous
-                    )
-                except client.ApiException:
-                    continue
-                suffix = ".previous" if previous else ""
-                (out / f"{pod.metadata.name}.{c.name}{suffix}.log").write_text(text or "")
-    events = core.list_namespaced_event(namespace).items
-    (out / "events.txt").write_text(
-        "\n".join(
-            f"{e.last_timestamp} {e.type} {e.reason} {e.involved_object.kind}/"
-            f"{e.involved_object.name}: {e.message}"
-            for e in events
-        )
+    _last_signal[:] = [now]
+    name = signal.Signals(signum).name
+    interrupt(name)
+    for child in _xdist_workers():
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGTERM)
+    raise KeyboardInterrupt(name)
+
+
+_CONTROLLER: list[bool] = []  # this process is a pytest-xdist controller (its workers get our signals)
+
+
+def _xdist_workers() -> list[int]:
+    """This controller's child processes that run Python (its pytest-xdist workers)."""
+    if not _CONTROLLER:
+        return []
+    pids = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            pids += [int(x) for x in (task / "children").read_text().split()]
+    out = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if b"python" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(pid)
+    return out
+
+
+def pytest_configure(config):
+    import atexit
+    import signal
+    import threading
+
+    from e2e import evidence
+    from e2e.helpers import delete_created_namespaces, run_id
+
+    config.addinivalue_line(
+        "markers",
+        "causes(*kinds): the primary changes or data replacements the test causes on purpose, of "
+        f"{', '.join(sorted(evidence.KINDS))}; an Event of another kind during it fails it",
     )
-    (out / "pods.txt").write_text(
-        "\n".join(f"{p.metadata.name} {p.status.phase} {p.metadata.labels}" for p in pods)
-    )
-    try:
-        objs = client.CustomObjectsApi(api).list_namespaced_custom_object(
-            "mysql.operator.dev", "v1alpha1", namespace, "mysqlclusters"
-        )
-        (out / "mysqlclusters.json").write_text(json.dumps(objs["items"], indent=2, default=str))
-    except client.ApiException:
-        pass
+    worker = hasattr(config, "workerinput")
+    if not worker:
+        run_id(new=True)  # this session's label on its namespaces; xdist workers inherit it
+        if getattr(config.option, "numprocesses", None):
+            _CONTROLLER.append(True)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _on_signal)
+    atexit.register(delete_created_namespaces)
+
+
+def pytest_keyboard_interrupt(excinfo):
+    from e2e.helpers import interrupt
+
+    interrupt("KeyboardInterrupt")
 
 
 # ------------------------------------------------------------------ scenarios (e2e/test_scenarios_*.py)

@@ -383,22 +383,224 @@ def delete_clusters(api, namespace: str, timeout: float = 120) -> None:
         wait_for(lambda: delete_all(plural), timeout, f"{plural} of {namespace} deleted", interval=1.0)
 
 
+# Every namespace an e2e fixture creates carries RUN_LABEL: the session that made it (the
+# pytest-xdist controller's, which its workers inherit through RUN_VARIABLE), so that an interrupted
+# session removes its own at exit and a later one removes what a killed session left.
+RUN_LABEL = "mysqlop-e2e-run"
+RUN_VARIABLE = "MYSQLOP_E2E_RUN"
+LEFTOVER_SECONDS = 3600  # a namespace of a session no longer running, this old: removed at session start
+# the custom objects the operator puts a finalizer on (removed by hand when it cannot run any more)
+FINALIZED = (BACKUPS, CLUSTERS, "mysqldatabases", "mysqlusers", "mysqlgrants")
+
+_created: dict[str, Any] = {}  # namespaces this process created and has not deleted: name -> api
+_history: list[tuple[str, float]] = []  # every namespace this process created, with when (time.time())
+_interrupted: list[str] = []  # set by a signal or a KeyboardInterrupt: clean up fast, then stop
+
+
+def _host() -> str:
+    import re
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", socket.gethostname())[:40].strip(".-") or "host"
+
+
+def run_id(new: bool = False) -> str:
+    """This session's RUN_LABEL value: "<host>-<pid>" of the process that started the session
+    (`new`: this process starts one)."""
+    value = os.environ.get(RUN_VARIABLE)
+    if new or not value:
+        value = os.environ[RUN_VARIABLE] = f"{_host()}-{os.getpid()}"
+    return value
+
+
+def interrupt(why: str) -> None:
+    """The session is stopping early: namespaces are deleted at once from now on, without waiting
+    for the operator to delete their clusters first."""
+    if not _interrupted:
+        _interrupted.append(why)
+
+
+def interrupted() -> bool:
+    return bool(_interrupted)
+
+
+def create_namespace(api, name: str) -> str:
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name, "labels": {RUN_LABEL: run_id()}}})
+    _created[name] = api
+    _history.append((name, time.time()))
+    return name
+
+
+def created_since(t: float) -> list[str]:
+    """The namespaces this process created at or after `t` (time.time()), deleted since or not."""
+    return [name for name, at in _history if at >= t]
+
+
+def delete_namespace(api, name: str, *, fast: bool = False) -> None:
+    """Delete a namespace this process made (404: gone already). `fast` (an interrupted session):
+    the finalizers of the operator's objects in it removed first, so it goes even when no operator
+    runs any more to remove them."""
+    core = client.CoreV1Api(api)
+    try:
+        if fast:
+            _drop_finalizers(api, name)
+        core.delete_namespace(name, _request_timeout=15)
+    except client.ApiException as e:
+        if e.status != 404:
+            raise
+    finally:
+        _created.pop(name, None)
+
+
+def _drop_finalizers(api, namespace: str) -> None:
+    """The operator's objects in the namespace deleted, then their finalizers removed (in that
+    order: a running operator puts its finalizer back on an object not being deleted)."""
+    objs = client.CustomObjectsApi(api)
+    for plural in FINALIZED:
+        try:
+            items = objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural, _request_timeout=10)
+        except client.ApiException:
+            continue
+        for item in items["items"]:
+            name = item["metadata"]["name"]
+            with contextlib.suppress(client.ApiException):
+                objs.delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, name, _request_timeout=10
+                )
+            with contextlib.suppress(client.ApiException):
+                objs.patch_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    plural,
+                    name,
+                    {"metadata": {"finalizers": None}},
+                    _request_timeout=10,
+                )
+
+
+def cleanup_namespace(api, name: str) -> None:
+    """The end of a namespace a test used: its MySQLClusters deleted while the operator runs
+    (it removes kopf's finalizer), then the namespace; at once when the session is interrupted."""
+    from e2e import evidence
+
+    if interrupted():
+        delete_namespace(api, name, fast=True)
+        return
+    try:
+        with contextlib.suppress(Exception):  # what the test did to it, for its disruption check
+            evidence.snapshot(api, name)
+        delete_clusters(api, name)
+    except KeyboardInterrupt:
+        interrupt("KeyboardInterrupt")
+        raise
+    finally:
+        delete_namespace(api, name, fast=interrupted())
+
+
+def delete_created_namespaces() -> list[str]:
+    """atexit: the namespaces this process created and did not delete (an interrupted session),
+    deleted at once; and, in the process that started the session (the pytest-xdist controller
+    too), every namespace labelled with its run (a worker killed before its own cleanup).
+    Never raises."""
+    done = []
+    for name, api in list(_created.items()):
+        try:
+            delete_namespace(api, name, fast=True)
+            done.append(name)
+        except Exception:  # noqa: BLE001 - exiting: the next session removes what is left
+            continue
+    if _own_run_id():
+        try:
+            from tests.support import cluster as cluster_mod
+            from mysql_operator.k8s.client import api_client
+
+            state = cluster_mod.running_state()
+            if state is not None:
+                api = api_client(state["kubeconfig"])
+                for ns in (
+                    client.CoreV1Api(api)
+                    .list_namespace(label_selector=f"{RUN_LABEL}={run_id()}", _request_timeout=10)
+                    .items
+                ):
+                    if ns.metadata.deletion_timestamp is None:
+                        delete_namespace(api, ns.metadata.name, fast=True)
+                        done.append(ns.metadata.name)
+        except Exception:  # noqa: BLE001
+            pass
+    if done:
+        import sys
+
+        print(f"e2e: deleted at exit (interrupted session): {', '.join(done)}", file=sys.stderr)
+    return done
+
+
+def _own_run_id() -> str | None:
+    value = os.environ.get(RUN_VARIABLE, "")
+    return value if value.rsplit("-", 1)[-1] == str(os.getpid()) else None
+
+
+def _run_alive(value: str) -> bool:
+    """Whether the session of a RUN_LABEL value still runs on this machine (another machine's:
+    assumed to)."""
+    host, _, pid = value.rpartition("-")
+    if not pid.isdigit():
+        return False
+    if host != _host():
+        return True
+    try:
+        return b"pytest" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def remove_leftovers(api, older_than: float = LEFTOVER_SECONDS) -> list[str]:
+    """Namespaces (and host_operator's ClusterRoles and their bindings) an earlier session made
+    and left, older than `older_than` seconds, whose session no longer runs: deleted (at once:
+    its operator may be gone). Their names."""
+    import datetime as dt
+
+    now = dt.datetime.now(dt.timezone.utc)
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+
+    def left(obj) -> bool:
+        run = (obj.metadata.labels or {}).get(RUN_LABEL, "")
+        age = (now - obj.metadata.creation_timestamp).total_seconds()
+        return obj.metadata.deletion_timestamp is None and age > older_than and not _run_alive(run)
+
+    removed = []
+    for ns in core.list_namespace(label_selector=RUN_LABEL, _request_timeout=20).items:
+        if left(ns):
+            delete_namespace(api, ns.metadata.name, fast=True)
+            removed.append(ns.metadata.name)
+    for kind, lister, deleter in (
+        ("ClusterRoleBinding", rbac.list_cluster_role_binding, rbac.delete_cluster_role_binding),
+        ("ClusterRole", rbac.list_cluster_role, rbac.delete_cluster_role),
+    ):
+        for obj in lister(label_selector=RUN_LABEL, _request_timeout=20).items:
+            if left(obj):
+                with contextlib.suppress(client.ApiException):
+                    deleter(obj.metadata.name)
+                    removed.append(f"{kind}/{obj.metadata.name}")
+    return removed
+
+
 @contextmanager
 def scenario_namespace(api, prefix: str = "e2e-sc"):
-    """A fresh namespace; on exit its MySQLClusters go first (while the operator runs), then it."""
+    """A fresh namespace; on exit its MySQLClusters go first (while the operator runs), then it
+    (at once when the session is interrupted: cleanup_namespace)."""
     from tests.support import cluster as cluster_mod
 
-    core = client.CoreV1Api(api)
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": name}})
-    cluster_mod.ensure_pull_secret(api, cluster_mod.written_state(), name)
+    name = create_namespace(api, f"{prefix}-{uuid.uuid4().hex[:6]}")
     try:
+        cluster_mod.ensure_pull_secret(api, cluster_mod.written_state(), name)
         yield name
+    except KeyboardInterrupt:
+        interrupt("KeyboardInterrupt")
+        raise
     finally:
-        try:
-            delete_clusters(api, name)
-        finally:
-            core.delete_namespace(name)
+        cleanup_namespace(api, name)
 
 
 # ------------------------------------------------------------------------------------------ timings

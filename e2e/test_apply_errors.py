@@ -34,6 +34,7 @@ def _apply_failed(c: Cluster) -> dict | None:
     return degraded if (degraded.get("status"), degraded.get("reason")) == ("True", "ApplyFailed") else None
 
 
+@pytest.mark.causes("Failover", "Reseed")  # the primary SIGKILLed under writes
 def test_a_bad_edit_is_reported_within_seconds_and_the_cluster_still_fails_over(
     local_cluster, scenario_namespace
 ):

@@ -162,6 +162,7 @@ def s3_secret(local_cluster, scenario_namespace, s3_beside_cluster):
     }
 
 
+@pytest.mark.causes("Failover", "Reseed")  # the primary Pod force-deleted under writes
 def test_prometheus_sees_the_failover_the_alert_and_the_backup(
     local_cluster, scenario_namespace, s3_secret, tmp_path
 ):

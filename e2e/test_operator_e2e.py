@@ -60,6 +60,7 @@ def _query(host, user, password, sql, database=None):
         return cur.fetchall()
 
 
+@pytest.mark.causes("Failover", "Reseed", "Switchover")  # primary Pod deleted under writes; CLI switchover
 def test_operator_runs_a_replicated_mariadb_cluster(host_operator, local_cluster):
     ns, api, log_path, proc = host_operator
     objs, core = client.CustomObjectsApi(api), client.CoreV1Api(api)

@@ -30,6 +30,7 @@ def _ready_pods(core) -> list[str]:
     ]
 
 
+@pytest.mark.causes("Failover", "Reseed")  # the primary SIGKILLed under writes
 def test_the_active_operator_killed_in_the_middle_of_a_failover_is_replaced_by_the_standby(
     local_cluster, scenario_namespace
 ):

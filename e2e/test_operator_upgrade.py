@@ -151,6 +151,7 @@ def _upgrade_state(api, clusters: list[Cluster]) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.causes("Switchover")  # each cluster's roll moves its primary before restarting it
 def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and_loses_nothing(
     local_cluster, operator_release, registry_beside_cluster, scenario_namespace, tmp_path
 ):

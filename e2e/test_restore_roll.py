@@ -86,6 +86,7 @@ def checksums(host: str, password: str) -> dict[str, int]:
     }
 
 
+@pytest.mark.causes("Switchover")  # the roll moves the primary before restarting it
 def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_beside_cluster):
     ns, api, _, _ = host_operator
     bucket = f"e2e-rr-{uuid.uuid4().hex[:8]}"

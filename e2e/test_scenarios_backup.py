@@ -373,6 +373,7 @@ def _stamp(t: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+@pytest.mark.causes("Failover", "Reseed")  # the source's primary hung, then SIGKILLed
 def test_point_in_time_restore_across_a_failover_has_exactly_the_rows_up_to_t(
     local_cluster, backup_source, s3_beside_cluster
 ):

@@ -82,6 +82,7 @@ def test_mariadb_11_8_smoke(local_cluster, scenario_namespace):
     assert c.roles() == {"m118-0": "primary", "m118-1": "replica"}
 
 
+@pytest.mark.causes("Switchover")
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_switchover_by_editing_spec_primary(local_cluster, scenario_namespace, flavor):
     api = local_cluster.api_client()

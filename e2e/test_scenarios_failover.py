@@ -39,7 +39,9 @@ from e2e.helpers import (
 )
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.cluster
+# every test here takes the primary away (an old primary holding an unacknowledged commit of its own is
+# re-seeded when it comes back)
+pytestmark = [pytest.mark.cluster, pytest.mark.causes("Failover", "Reseed")]
 
 
 def _failover_under_load(

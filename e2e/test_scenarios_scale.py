@@ -24,7 +24,8 @@ from e2e.helpers import (
 )
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.cluster
+# both move the primary: by spec.primary and away from a removed instance; before a roll restarts it
+pytestmark = [pytest.mark.cluster, pytest.mark.causes("Switchover")]
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)

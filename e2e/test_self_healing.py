@@ -370,6 +370,7 @@ def _hang_primary_round(lc, c: Cluster, flavor: str, n: int) -> None:
     )
 
 
+@pytest.mark.causes("Failover", "Reseed")  # the primary hung three times; errant, lost, behind: re-seeded
 @pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
 def test_a_cluster_heals_itself_under_writes(local_cluster, scenario_namespace, s3_beside_cluster, flavor):
     c = Cluster(local_cluster.api_client(), scenario_namespace, "heal")
@@ -411,6 +412,7 @@ def test_a_cluster_heals_itself_under_writes(local_cluster, scenario_namespace, 
         )
 
 
+@pytest.mark.causes("Reseed")  # the only replica's volume lost: rebuilt by a copy of the primary
 @pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
 def test_the_only_replica_is_rebuilt_from_the_primary_whose_writes_wait_for_it(
     local_cluster, scenario_namespace, flavor

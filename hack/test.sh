@@ -23,7 +23,29 @@ PERMISSIONS=e2e/test_permissions_used.py::test_every_declared_permission_was_use
 work=$(mktemp -d -t mysqlop-test-XXXXXX)
 export MYSQLOP_SUITE_AUDIT_DIR="$work/audit"
 mkdir -p "$MYSQLOP_SUITE_AUDIT_DIR"
+# each failed e2e test leaves its evidence there (e2e/evidence.py), outside the clone and $work
+export MYSQLOP_E2E_EVIDENCE="${MYSQLOP_E2E_EVIDENCE:-/var/tmp/mysqlop-e2e-evidence/$(basename "$work")}"
 pytest() { "$PY" -m pytest -p no:cacheprovider "$@"; }
+# An e2e session runs in the background while this script waits for it: a SIGINT or SIGTERM to the
+# script reaches it as SIGTERM (bash runs a trap only once its foreground command has ended), and it
+# deletes its namespaces before it stops (e2e/conftest.py); then the EXIT trap stops the cluster.
+e2e_pid=
+e2e() {
+    pytest e2e "$@" &
+    e2e_pid=$!
+    wait "$e2e_pid"
+    local rc=$?
+    e2e_pid=
+    return "$rc"
+}
+stop_e2e() {
+    echo "== make test: interrupted; the e2e session cleans up its namespaces"
+    if [ -n "$e2e_pid" ]; then
+        kill -TERM "$e2e_pid" 2>/dev/null
+        wait "$e2e_pid"
+    fi
+    exit 130
+}
 
 start=$(date +%s)
 late_builds=(cert-manager prometheus)
@@ -48,6 +70,7 @@ tests_pid=$!
 echo "== pytest tests: running beside the e2e tests; its output follows theirs (pid $tests_pid)"
 
 export MYSQLOP_SUITE_RUN="$work"  # the e2e sessions of this run share the chart's release (e2e/conftest.py)
+trap stop_e2e INT TERM
 cluster() { "$PY" -m tests.support.cluster "$@"; }
 own_cluster=0
 cluster_rc=0
@@ -61,11 +84,11 @@ alone_rc=1
 shared_rc=1
 if [ "$cluster_rc" = 0 ]; then
     echo "== pytest e2e, the tests that disturb the chart's operator, one at a time"
-    pytest e2e -m exclusive --basetemp="$work/e2e-alone" --deselect "$PERMISSIONS"
+    e2e -m exclusive --basetemp="$work/e2e-alone" --deselect "$PERMISSIONS"
     alone_rc=$?
     alone_done=$(date +%s)
     echo "== pytest e2e, the others, in ${E2E_PROCESSES:=2} processes"
-    pytest e2e -m "not exclusive" -n "$E2E_PROCESSES" --dist loadfile --basetemp="$work/e2e" \
+    e2e -m "not exclusive" -n "$E2E_PROCESSES" --dist loadfile --basetemp="$work/e2e" \
         --deselect "$PERMISSIONS"
     shared_rc=$?
 else
@@ -83,6 +106,12 @@ cat "$work/tests.log"
 if [ "$own_cluster" = 1 ]; then
     cluster down
     trap - EXIT
+fi
+trap - INT TERM
+if [ -d "$MYSQLOP_E2E_EVIDENCE" ] && [ -n "$(ls -A "$MYSQLOP_E2E_EVIDENCE")" ]; then
+    echo
+    echo "== the evidence of the failed e2e tests (each folder's INDEX.txt says what is in it):"
+    ls -1d "$MYSQLOP_E2E_EVIDENCE"/*
 fi
 echo
 echo "== the permissions the operator used over all runs"

@@ -1,10 +1,15 @@
 """What the operator's ServiceAccount actually asked the API server, from the server's audit log.
 
 Every control plane the tests start (tests/support/controlplane.py) writes an audit log of the
-requests ServiceAccounts make outside kube-system (metadata only: who, verb, resource; never a
-body, so no Secret value), to `<workdir>/logs/audit.log`. `permissions()` turns those logs
-into (apiGroup, resource[/subresource], verb) triples for the operator's ServiceAccount, which
-`e2e/test_permissions_used.py` compares with the declared rules of mysql_operator/k8s/rbac.py.
+requests ServiceAccounts make outside kube-system to `<workdir>/logs/audit.log` (POLICY): their
+creates, updates and patches with their bodies (what the operator wrote, readable back after the
+namespace is gone; on its custom resources and Events the answer's too: the status each patch
+left), except on Secrets and ServiceAccount tokens (metadata only: who, verb, resource; never a
+Secret's value or a token in a log); every other request of theirs as metadata.
+`permissions()` turns those logs into (apiGroup, resource[/subresource], verb) triples for the
+operator's ServiceAccount, which `e2e/test_permissions_used.py` compares with the declared rules of
+mysql_operator/k8s/rbac.py; `operator_requests()` reads its requests on some namespaces back (the
+evidence of a failed e2e test, e2e/evidence.py).
 """
 
 from __future__ import annotations
@@ -16,6 +21,17 @@ from typing import Iterable
 
 OPERATOR_SERVICE_ACCOUNT = "mysql-operator"  # every test and the chart's default release name
 
+# the operator's writes are the ones worth reading back; their verbs
+WRITES = ["create", "update", "patch"]
+# never a body: a Secret's values, a token (a TokenRequest's answer), a review's credentials;
+# the Lease a leader renews every 2 s says nothing a test needs and would be most of the log
+BODILESS = [
+    {"group": "", "resources": ["secrets", "serviceaccounts/token"]},
+    {"group": "authentication.k8s.io", "resources": ["tokenreviews"]},
+    {"group": "authorization.k8s.io"},
+    {"group": "coordination.k8s.io", "resources": ["leases"]},
+]
+
 POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -23,6 +39,29 @@ POLICY = {
     "rules": [
         # the controllers (use-service-account-credentials) and CoreDNS: not ours, and most of it
         {"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"], "resources": BODILESS},
+        # The writes of ServiceAccounts with their bodies. An audit policy names users exactly,
+        # and the operator's account is `mysql-operator` in namespaces no policy can list in advance
+        # (the chart's, each host_operator test's, each integration test's): the rules name the
+        # group. In the clusters the tests start, the operator's are the only ServiceAccounts
+        # outside kube-system that write (its Jobs and the servers run without a token; the node's
+        # helpers, cert-manager and Prometheus authenticate with certificates, not as accounts).
+        # Its custom resources and Events with the answer too (the status a patch left, the name
+        # an Event got); its other writes with the request alone (the answer repeats the object:
+        # a ConfigMap of scripts, a StatefulSet, tens of KB each).
+        {
+            "level": "RequestResponse",
+            "userGroups": ["system:serviceaccounts"],
+            "verbs": WRITES,
+            "resources": [{"group": "mysql.operator.dev"}, {"group": "", "resources": ["events"]}],
+            "omitManagedFields": True,
+        },
+        {
+            "level": "Request",
+            "userGroups": ["system:serviceaccounts"],
+            "verbs": WRITES,
+            "omitManagedFields": True,
+        },
         {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
         {"level": "None"},
     ],

@@ -342,6 +342,7 @@ class Cluster:
             "server": self.cp.server,
             "containerd_socket": str(self.containerd.socket),
             "logs_dir": str(self.cp.logs_dir),
+            "audit_log": str(self.cp.audit_log),  # e2e/evidence.py reads the operator's writes there
             "s3": {
                 "endpoint": self.s3.endpoint,
                 "access_key": self.s3.access_key,
