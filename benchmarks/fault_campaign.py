@@ -7,9 +7,11 @@ line, to benchmarks/campaign/<flavor>.jsonl (kept in the repository: seeds and o
 table at the end sums the runs of this invocation: schedules, how many with three faults,
 acknowledged writes lost, two-writable samples, -rw misrouted samples, schedules that did not
 reach full strength, and write unavailability p50/p99 per fault kind (over the schedules that
-had that kind). Exit 1 if any schedule failed a check. Replay one schedule: --seed N --count 1.
+had that kind). Exit 1 if any schedule failed a check. Replay one schedule: --seed N --count 1. --summary prints
+the tables over every result kept in benchmarks/campaign/.
 
     .venv/bin/python -m benchmarks.fault_campaign [--flavor mariadb|mysql] [--seed 1] [--count 20]
+    .venv/bin/python -m benchmarks.fault_campaign --summary
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.campaign import KINDS, Run, schedule
+from tests.support.campaign import KINDS, Run
 from tests.support.mariadb import MariaDBFactory, missing_binaries
 from tests.support.mysql import MySQLFactory, mysql_unavailable
 
@@ -35,6 +37,38 @@ def percentile(values: list[float], p: float) -> float:
     return s[int(k)]
 
 
+def table(rows: list[dict]) -> None:
+    """The campaign's tables over result rows (Result as dicts: a run's, or benchmarks/campaign/)."""
+    print(
+        "| flavor | schedules | with 3 faults | acknowledged writes | lost | two-writable samples | "
+        "misrouted samples | not at full strength | held out (no re-seed on this host) | failed a check |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for flavor in sorted({r["flavor"] for r in rows}):
+        mine = [r for r in rows if r["flavor"] == flavor]
+        print(
+            f"| {flavor} | {len(mine)} | {sum(len(r['faults']) == 3 for r in mine)} "
+            f"| {sum(r['acked'] for r in mine)} | {sum(r['lost'] for r in mine)} "
+            f"| {sum(r['two_writable'] for r in mine)} | {sum(r['misrouted'] for r in mine)} "
+            f"| {sum(not r['converged'] and not r['held_out'] for r in mine)} "
+            f"| {sum(bool(r['held_out']) for r in mine)} | {sum(not r['ok'] for r in mine)} |"
+        )
+    print()
+    print("| flavor | fault kind | schedules with it | longest write gap p50 | p99 |")
+    print("|---|---|---:|---:|---:|")
+    for flavor in sorted({r["flavor"] for r in rows}):
+        for kind in KINDS:
+            gaps = [
+                r["unavailable_seconds"]
+                for r in rows
+                if r["flavor"] == flavor and any(f.startswith(kind + "(") for f in r["faults"])
+            ]
+            if gaps:
+                print(
+                    f"| {flavor} | {kind} | {len(gaps)} | {percentile(gaps, 50):.1f} s | {percentile(gaps, 99):.1f} s |"
+                )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flavor", choices=("mariadb", "mysql"), default="mariadb")
@@ -44,7 +78,11 @@ def main() -> int:
         "--converge", type=float, default=180.0, help="seconds to full strength after the last fault"
     )
     ap.add_argument("--no-record", action="store_true", help="do not append to benchmarks/campaign/")
+    ap.add_argument("--summary", action="store_true", help="only the tables over benchmarks/campaign/*.jsonl")
     args = ap.parse_args()
+    if args.summary:
+        table([json.loads(line) for f in sorted(OUT.glob("*.jsonl")) for line in f.read_text().splitlines()])
+        return 0
     why = mysql_unavailable() if args.flavor == "mysql" else None
     if args.flavor == "mariadb" and missing_binaries():
         why = f"MariaDB server binaries missing ({', '.join(missing_binaries())}): run hack/install-deps.sh"
@@ -81,24 +119,7 @@ def main() -> int:
         factory.close()
 
     print()
-    print(
-        "| flavor | schedules | with 3 faults | acknowledged writes | lost | two-writable samples | "
-        "misrouted samples | not at full strength | held out (no re-seed on this host) |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(
-        f"| {args.flavor} | {len(results)} | {sum(len(schedule(r.seed)) == 3 for r in results)} "
-        f"| {sum(r.acked for r in results)} | {sum(r.lost for r in results)} "
-        f"| {sum(r.two_writable for r in results)} | {sum(r.misrouted for r in results)} "
-        f"| {sum(not r.converged and not r.held_out for r in results)} | {sum(bool(r.held_out) for r in results)} |"
-    )
-    print()
-    print("| fault kind | schedules with it | longest write gap p50 | p99 |")
-    print("|---|---:|---:|---:|")
-    for kind in KINDS:
-        gaps = [r.unavailable_seconds for r in results if any(f.kind == kind for f in schedule(r.seed))]
-        if gaps:
-            print(f"| {kind} | {len(gaps)} | {percentile(gaps, 50):.1f} s | {percentile(gaps, 99):.1f} s |")
+    table([{**dataclasses.asdict(r), "ok": r.ok} for r in results])
     print(f"\nwall time {time.monotonic() - started:.0f} s")
     return 0 if all(r.ok for r in results) else 1
 

@@ -14,6 +14,7 @@ rejoins as a replica without it. Those runs also check the record when it happen
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime
 from typing import Callable
@@ -326,3 +327,89 @@ def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_force
         )
     finally:
         signal_servers(local_cluster, c, hung, "SIGCONT")
+
+
+def _condition(status: dict, ctype: str) -> dict:
+    return next((x for x in status.get("conditions") or [] if x["type"] == ctype), {})
+
+
+@pytest.mark.parametrize("flavor", ["mysql"])
+def test_a_refused_spec_edit_does_not_stop_a_failover(local_cluster, scenario_namespace, flavor):
+    """Issue 45: an edit the CRD admits but the operator refuses - a backup schedule at hour 25 -
+    patched onto a running cluster under writes, then its primary's container killed. The
+    failover happens as usual on the last spec that parsed; the refusal is the SpecValid
+    condition and a Warning Event naming spec.backup.schedule, never the phase; Available is never
+    False for the primary-down alert's 30 s. Fixed, the edit is applied."""
+    c = Cluster(local_cluster.api_client(), scenario_namespace, "fo-spec")
+    c.create(cluster_spec(3, flavor))
+    c.wait_ready(300, instances=3, primary=f"{c.name}-0")
+    old = c.status()["currentPrimary"]
+    rw, pw = create_writes_table(c)
+    samples: list[tuple[float, str | None]] = []  # (when, Available's status)
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.5):
+            try:
+                samples.append((time.monotonic(), _condition(c.status(), "Available").get("status")))
+            except client.ApiException:
+                continue
+
+    writer = writer_to(rw, "app", pw)
+    writer.start()
+    try:
+        wait_for(lambda: len(writer.acked) >= 50, 60, "50 acknowledged writes")
+        c.patch_spec(
+            {
+                "backup": {
+                    "schedule": "0 25 * * *",
+                    "storage": {"s3": {"bucket": "backups", "credentialsSecret": {"name": "s3"}}},
+                }
+            }
+        )
+        wait_for(
+            lambda: _condition(c.status(), "SpecValid").get("status") == "False",
+            60,
+            "SpecValid False",
+            describe=c.describe,
+        )
+        threading.Thread(target=sample, daemon=True).start()
+        t0, wall0 = time.monotonic(), time.time()
+        signal_server(local_cluster, c, old, "SIGKILL")
+
+        def failed_over(s: dict) -> bool:  # (MySQL may keep a restarted primary: primarySince moves)
+            since = s.get("primarySince")
+            moved = bool(since) and datetime.fromisoformat(since).timestamp() > wall0
+            return s.get("currentPrimary") not in (None, old) or moved
+
+        wait_for(lambda: failed_over(c.status()), 180, "a failover recorded", describe=c.describe)
+        at = len(writer.acked)
+        wait_for(
+            lambda: len(writer.acked) > at + 20, 120, "writes accepted after the kill", describe=c.describe
+        )
+        to_write = writer.first_ack_after_outage(t0)
+    finally:
+        writer.stop()
+        stop.set()
+    assert to_write is not None, "writes never failed: the primary was not disrupted"
+    record(
+        f"failover (primary SIGKILLed after a refused spec edit, {flavor}) to first accepted write", to_write
+    )
+    lost = lost_rows(rw, pw, writer)
+    assert not lost, f"acknowledged writes lost: {lost[:20]}"
+    st = c.status()
+    assert st["phase"] not in ("Invalid", "Failed"), st["phase"]
+    said = _condition(st, "SpecValid")
+    assert said.get("status") == "False" and said["message"].startswith("spec.backup.schedule"), said
+    assert any(
+        e.type == "Warning" and "spec.backup.schedule" in (e.message or "") for e in c.events("InvalidSpec")
+    ), [e.message for e in c.events()]
+    longest, since = 0.0, None
+    for at, available in samples:
+        since = (since or at) if available != "True" else None
+        longest = max(longest, at - since) if since is not None else longest
+    record(f"Available not True after a refused edit and a primary kill ({flavor})", longest)
+    assert samples and longest < 30, (longest, samples[-10:])
+    c.patch_spec({"backup": None})  # the fix: the cluster takes the current generation again
+    c.wait_ready(420, "Ready for the fixed spec", instances=3)
+    assert _condition(c.status(), "SpecValid").get("status") == "True"
