@@ -575,7 +575,7 @@ def _save_evidence(item, failure: str = "", disruption_report: str = "") -> str 
         return None
     host = item.funcargs.get("host_operator")
     if not disruption_report:  # (the Events were read at the end of the call, or at a failed setup)
-        disruption_report = item.stash.get(DISRUPTIONS) or evidence.report(
+        disruption_report = item.stash.get(DISRUPTIONS, None) or evidence.report(
             item.stash.get(FOUND, []), _declared(item)
         )
     try:
@@ -670,7 +670,11 @@ def pytest_runtest_makereport(item, call):
     fresh = BUNDLE not in item.stash
     item.stash[FAILED] = True
     failure = str(call.excinfo.getrepr(style="short")) if call.excinfo is not None else rep.longreprtext
-    path = _save_evidence(item, failure=f"{rep.when}: {failure}")
+    try:
+        path = _save_evidence(item, failure=f"{rep.when}: {failure}")
+    except Exception as e:  # noqa: BLE001 - a broken bundle must never end the session (xdist)
+        print(f"\n{item.nodeid}: evidence not saved: {type(e).__name__}: {e}", file=sys.stderr)
+        path = None
     if known_bug and call.excinfo is not None:  # pytest prints no traceback for an xfail
         print(f"\n{item.nodeid} (xfail) failed: {call.excinfo.exconly()[:2000]}", file=sys.stderr)
     if path is None:
