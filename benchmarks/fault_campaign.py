@@ -23,18 +23,12 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.failover_bench import percentile
 from tests.support.campaign import KINDS, Run
 from tests.support.mariadb import MariaDBFactory, missing_binaries
 from tests.support.mysql import MySQLFactory, mysql_unavailable
 
 OUT = Path(__file__).resolve().parent / "campaign"
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile (p in 0..100)."""
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, -(-len(s) * p // 100) - 1))
-    return s[int(k)]
 
 
 def table(rows: list[dict]) -> None:
