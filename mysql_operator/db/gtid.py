@@ -20,8 +20,9 @@ as a string. Errant transactions of a replica are the ones it has that its prima
 
 from __future__ import annotations
 
+import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Protocol, TypeVar
 
 G = TypeVar("G", bound="GtidSet")
@@ -150,22 +151,31 @@ def _normalize(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
 
 
 def _subtract_intervals(xs: tuple[Interval, ...], ys: tuple[Interval, ...]) -> tuple[Interval, ...]:
+    """xs minus ys, both normalized (sorted, disjoint, not adjacent): one merge pass, O(len(xs) +
+    len(ys)). The result is normalized: pieces of one x are split by a y, pieces of two xs by
+    the gap between them."""
     out: list[Interval] = []
+    j = 0
     for a, b in xs:
-        pieces = [(a, b)]
-        for c, d in ys:
-            nxt = []
-            for p, q in pieces:
-                if d < p or c > q:
-                    nxt.append((p, q))
-                    continue
-                if c > p:
-                    nxt.append((p, c - 1))
-                if d < q:
-                    nxt.append((d + 1, q))
-            pieces = nxt
-        out.extend(pieces)
-    return _normalize(out)
+        while j < len(ys) and ys[j][1] < a:
+            j += 1  # ends before this x, so before every later one
+        start = a
+        k = j
+        while k < len(ys) and ys[k][0] <= b and start <= b:
+            c, d = ys[k]
+            if c > start:
+                out.append((start, c - 1))
+            start = max(start, d + 1)
+            k += 1
+        if start <= b:
+            out.append((start, b))
+    return tuple(out)
+
+
+def _covers(ivs: tuple[Interval, ...], starts: list[int], a: int, b: int) -> bool:
+    """Whether the normalized intervals `ivs` (whose starts are `starts`) hold all of a..b."""
+    i = bisect.bisect_right(starts, a) - 1
+    return i >= 0 and ivs[i][1] >= b
 
 
 def _canon_uuid(u: str) -> str:
@@ -178,6 +188,9 @@ class MySQLGtidSet:
     """Transaction intervals per (source uuid, tag); tag '' is the untagged set."""
 
     sets: tuple[tuple[tuple[str, str], tuple[Interval, ...]], ...] = ()
+    _index: dict[tuple[str, str], tuple[tuple[Interval, ...], list[int]]] | None = field(
+        default=None, compare=False, repr=False, hash=False
+    )
 
     @classmethod
     def of(cls, mapping: Mapping[tuple[str, str], Iterable[Interval]]) -> "MySQLGtidSet":
@@ -235,7 +248,24 @@ class MySQLGtidSet:
         return self.subtract(self.subtract(other))
 
     def contains(self, other: "MySQLGtidSet") -> bool:
-        return other.subtract(self).is_empty()
+        """O(m log n) for m intervals in `other`: each is looked up in this set's (normalized,
+        so an interval is held only if one of ours covers it whole)."""
+        mine = self._starts()
+        for key, ivs in other.sets:
+            if key not in mine:
+                return False
+            own, starts = mine[key]
+            if not all(_covers(own, starts, a, b) for a, b in ivs):
+                return False
+        return True
+
+    def _starts(self) -> dict[tuple[str, str], tuple[tuple[Interval, ...], list[int]]]:
+        """Per key, its intervals and their starts (for bisect); computed once per set."""
+        if self._index is None:
+            index = {key: (ivs, [a for a, _ in ivs]) for key, ivs in self.sets}
+            object.__setattr__(self, "_index", index)
+            return index
+        return self._index
 
     def is_empty(self) -> bool:
         return not self.sets
