@@ -13,6 +13,7 @@ import subprocess
 import time
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, Callable
 import pymysql
 import yaml
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from mysql_operator import __version__
 from tests.support.cluster import PULL_SECRET, registry_ref
@@ -222,13 +224,26 @@ class Cluster:
         return {i["name"]: i["role"] for i in self.status().get("instances") or []}
 
 
+def _container_id(c: Cluster, pod: str) -> str | None:
+    """The id of the mysqld container of one of the cluster's Pods; None when there is no such Pod
+    or container (deleted, not started yet)."""
+    try:
+        statuses = c.pod(pod).status.container_statuses or []
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    status = next((s for s in statuses if s.name == "mysqld" and s.container_id), None)
+    return status.container_id.split("://", 1)[1] if status else None
+
+
 def _ctr_task(
-    local_cluster, c: Cluster, pod: str, *args: str, timeout: float = 30
+    local_cluster, c: Cluster, pod: str, *args: str, timeout: float = 30, cid: str | None = None
 ) -> subprocess.CompletedProcess:
-    """`ctr tasks <args...>` on the mysqld container of one of the cluster's Pods; `{id}` in
-    args stands for that container's id."""
-    status = next(s for s in c.pod(pod).status.container_statuses if s.name == "mysqld")
-    cid = status.container_id.split("://", 1)[1]
+    """`ctr tasks <args...>` on the mysqld container of one of the cluster's Pods (or container
+    `cid`); `{id}` in args stands for that container's id."""
+    cid = cid or _container_id(c, pod)
+    assert cid, f"{pod} has no mysqld container"
     return subprocess.run(
         ["ctr", "--address", local_cluster.containerd_socket, "-n", "k8s.io", "tasks"]
         + [cid if a == "{id}" else a for a in args],
@@ -238,29 +253,45 @@ def _ctr_task(
     )
 
 
-def signal_server(local_cluster, c: Cluster, pod: str, sig: str) -> None:
+def signal_server(
+    local_cluster, c: Cluster, pod: str, sig: str, containers: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Send `sig` to every process of the mysqld container of one of the cluster's Pods (what a
     crash, a kill or a hang does to it; the kubelet sees it as the container's own doing): the
     server and start.sh, which supervises it. The processes are listed by containerd and signalled
     from here: `ctr tasks kill --all` freezes the container's cgroup first, and that once hung
-    past 30 s on a SIGSTOPped server (CI, SIGKILL after a SIGSTOP)."""
-    signal_servers(local_cluster, c, [pod], sig)
+    past 30 s on a SIGSTOPped server (CI, SIGKILL after a SIGSTOP). See signal_servers for
+    `containers` and what is returned."""
+    return signal_servers(local_cluster, c, [pod], sig, containers)
 
 
-def signal_servers(local_cluster, c: Cluster, pods: list[str], sig: str) -> None:
+def signal_servers(
+    local_cluster, c: Cluster, pods: list[str], sig: str, containers: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """`signal_server` for several Pods at one instant: every process is listed first (a containerd
     call each), then all are signalled in one loop, so no observation of the operator falls
-    between them (it could see one Pod hung and the other still answering)."""
-    pids = []
+    between them (it could see one Pod hung and the other still answering). Returns {Pod:
+    container id} of the containers signalled. Given `containers` (what an earlier call returned:
+    the SIGCONT or SIGKILL that ends a SIGSTOP), only those containers are signalled: one the
+    operator has replaced meanwhile (it deletes the Pod of an old primary it cannot reach, to
+    fence it) is gone, and its successor is not the process the test stopped."""
+    pids, signalled = [], {}
     for pod in pods:
-        r = _ctr_task(local_cluster, c, pod, "ps", "{id}")
+        cid = _container_id(c, pod)
+        if containers is not None and (cid is None or containers.get(pod) != cid):
+            continue  # replaced: nothing of what was stopped is left to resume
+        r = _ctr_task(local_cluster, c, pod, "ps", "{id}", cid=cid)
+        if containers is not None and r.returncode != 0:
+            continue  # its task ended (killed as the Pod was deleted)
         assert r.returncode == 0, f"ctr tasks ps: {r.stderr}"
         found = [int(line.split()[0]) for line in r.stdout.splitlines()[1:] if line.split()]
-        assert found, f"no process in the mysqld container of {pod}: {r.stdout}"
+        assert found or containers is not None, f"no process in the mysqld container of {pod}: {r.stdout}"
         pids += found
+        signalled[pod] = cid
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):  # gone already: start.sh's child, say
             os.kill(pid, getattr(signal, sig))
+    return signalled
 
 
 def server_processlist(local_cluster, c: Cluster, pod: str) -> str:

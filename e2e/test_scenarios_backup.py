@@ -400,11 +400,11 @@ def test_point_in_time_restore_across_a_failover_has_exactly_the_rows_up_to_t(
         _create_backup(c, base, method_of(flavor))
         wait_for(lambda: _backup_phase(c, base) == "Succeeded", 300, f"{base} Succeeded")
         old = c.status()["currentPrimary"]
-        signal_server(local_cluster, c, old, "SIGSTOP")  # hung: the replica is promoted
+        hung = signal_server(local_cluster, c, old, "SIGSTOP")  # hung: the replica is promoted
         try:
             wait_for(lambda: c.status().get("currentPrimary") not in (None, old), 180, "the failover")
         finally:
-            signal_server(local_cluster, c, old, "SIGKILL")
+            signal_server(local_cluster, c, old, "SIGKILL", hung)
         after_failover = len(writer.acked)
         wait_for(lambda: len(writer.acked) >= after_failover + 20, 120, "rows written on the new primary")
         t = int(time.time())

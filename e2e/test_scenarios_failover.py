@@ -201,18 +201,15 @@ def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_n
 def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenario_namespace, flavor):
     """The primary hangs (SIGSTOP: it stays down however long the failover takes); once the
     operator has noticed the outage its Pod is deleted; the replacement operator finishes the
-    failover. The hung server is then killed, as its liveness probe would do a minute later: the
-    kubelet restarts it, crash recovery drops the commit it was holding for a semi-sync
-    acknowledgement (init_rpl_role=SLAVE), and it rejoins as a replica. (Resumed with SIGCONT
+    failover and restarts the hung server (its Pod deleted: it cannot be made read-only otherwise;
+    the test kills it if it is still there): crash recovery drops the commit it was holding for a
+    semi-sync acknowledgement (init_rpl_role=SLAVE), and it rejoins as a replica. (Resumed with SIGCONT
     instead, that unacknowledged commit completes and the server is held out as errant, which is
     the documented outcome, tested on real servers in tests/integration/test_replication.py.)"""
     api = local_cluster.api_client()
     c = Cluster(api, scenario_namespace, "fo-op")
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     deleted: list[str] = []
-
-    def signal_container(name: str, sig: str) -> None:
-        signal_server(local_cluster, c, name, sig)
 
     def delete_operator() -> None:
         # the operator noticed the outage (status left Ready) and has not finished the failover
@@ -222,7 +219,7 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
             deleted.append(pod.metadata.name)
 
     def hang_primary_then_delete_operator(name: str) -> float:
-        signal_container(name, "SIGSTOP")
+        hung = signal_server(local_cluster, c, name, "SIGSTOP")
         t = time.monotonic()
         try:
             delete_operator()
@@ -232,7 +229,7 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
                 "the new operator to fail over",
             )
         finally:
-            signal_container(name, "SIGKILL")
+            signal_server(local_cluster, c, name, "SIGKILL", hung)  # unless the operator restarted it
         return t
 
     try:
@@ -270,7 +267,7 @@ def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_force
     c.create(cluster_spec(3, flavor))
     c.wait_ready(300, instances=3, primary="fo-held-0")
     hung = ["fo-held-1", "fo-held-0"]
-    signal_servers(local_cluster, c, hung, "SIGSTOP")
+    stopped_containers = signal_servers(local_cluster, c, hung, "SIGSTOP")
     try:
         stopped = time.monotonic()
 
@@ -326,7 +323,7 @@ def test_primary_and_a_replica_hung_together_hold_the_failover_until_it_is_force
             lambda: query(rw, "app", pw, "SELECT @@hostname")[0][0] == "fo-held-2", 60, "-rw on fo-held-2"
         )
     finally:
-        signal_servers(local_cluster, c, hung, "SIGCONT")
+        signal_servers(local_cluster, c, hung, "SIGCONT", stopped_containers)
 
 
 def _condition(status: dict, ctype: str) -> dict:

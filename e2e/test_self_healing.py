@@ -303,7 +303,7 @@ def _purged_case(lc, c: Cluster, flavor: str) -> None:
     opw, pw = c.password("operator-password"), c.password()
     before = _seen(c)
     victim_ip = c.pod(victim).status.pod_ip
-    signal_server(lc, c, victim, "SIGSTOP")
+    hung = signal_server(lc, c, victim, "SIGSTOP")
     try:
         # A stopped process keeps its TCP connections: a binlog stream left open would carry the
         # rows below through kernel buffers and the victim would never need a purged file. Cut it
@@ -323,7 +323,7 @@ def _purged_case(lc, c: Cluster, flavor: str) -> None:
             query(ip, "mysql-operator", opw, "FLUSH BINARY LOGS")
             wait_for(lambda ip=ip: _purged(ip, opw), 30, f"the binary logs of {name} purged")
     finally:
-        signal_server(lc, c, victim, "SIGCONT")
+        signal_server(lc, c, victim, "SIGCONT", hung)
     started = time.monotonic()
     with _ReseedWatch(c, victim) as watch:
         wait_for(
@@ -343,7 +343,7 @@ def _hang_primary_round(lc, c: Cluster, flavor: str, n: int) -> None:
     old = c.status()["currentPrimary"]
     reseeds_before = _seen(c)
     stopped = time.monotonic()
-    signal_server(lc, c, old, "SIGSTOP")
+    hung = signal_server(lc, c, old, "SIGSTOP")
     try:
         wait_for(
             lambda: c.status().get("currentPrimary") not in (None, old), 60, "a failover", describe=c.describe
@@ -353,7 +353,7 @@ def _hang_primary_round(lc, c: Cluster, flavor: str, n: int) -> None:
         # or a paused VM does): its duration is the scenario's, not a wait for a condition
         wait_for(lambda: time.monotonic() - stopped >= HANG_SECONDS, 60, f"{HANG_SECONDS:.0f} s of hang")
     finally:
-        signal_server(lc, c, old, "SIGCONT")
+        signal_server(lc, c, old, "SIGCONT", hung)
     resumed = time.monotonic()
     wait_for(
         lambda: _healthy(c),

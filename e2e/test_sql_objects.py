@@ -198,7 +198,7 @@ def test_databases_users_and_grants_converge_through_rotation_failover_and_delet
 
         # the primary hangs: a replica is promoted; a grant changed meanwhile converges through it
         old = c.status()["currentPrimary"]
-        signal_server(local_cluster, c, old, "SIGSTOP")
+        hung = signal_server(local_cluster, c, old, "SIGSTOP")
         try:
             wait_for(
                 lambda: c.status().get("currentPrimary") not in (None, old),
@@ -227,7 +227,7 @@ def test_databases_users_and_grants_converge_through_rotation_failover_and_delet
             )
             assert outcome(new_rw, "writer", "writer-second-pw", "DELETE FROM t") in DENIED
         finally:
-            signal_server(local_cluster, c, old, "SIGCONT")
+            signal_server(local_cluster, c, old, "SIGCONT", hung)
         wait_for(
             lambda: all(ready(c, k, n) for k, n in names),
             120,

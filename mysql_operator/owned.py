@@ -37,7 +37,7 @@ def apply_owned(
     api: client.ApiClient,
     kube: KubeOps,
     restarts: RestartGate,
-    owned_statefulsets: Callable[[], list[dict]],
+    restarting: Callable[[], set[str]],
     job_image: str,
     c: MySQLCluster,
     body: Mapping[str, Any],
@@ -63,7 +63,7 @@ def apply_owned(
                     obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = (
                         claimed
                     )
-                step = place_template(api, restarts, c, body, obj, existing, owned_statefulsets)
+                step = place_template(api, restarts, c, body, obj, existing, restarting)
                 placed, staged = True, step if isinstance(step, rolling.StageTemplate) else None
             kube.apply(obj)
             approval = rolling.APPROVE_RESTART_ANNOTATION

@@ -97,6 +97,7 @@ from mysql_operator.db.flavor import Flavor
 from mysql_operator.rollout import (
     RestartGate,
     replace_stuck,
+    restarting_now,
     roll_delete,
     roll_desired,
     roll_step,
@@ -125,6 +126,10 @@ from mysql_operator.status import (
 log = logging.getLogger(__name__)
 
 APPLY_RETRY_SECONDS = 10.0  # while an owned object is not applied (and at once on a spec change)
+# a server the engine restarts (stuck, or an old primary fenced at a failover) is killed after this
+# rather than the Pod's 120 s: a hung process never shuts down cleanly, and one that wakes must not
+# serve its clients in between
+RESTART_GRACE_SECONDS = 2
 
 
 def service_routes_to(
@@ -456,7 +461,7 @@ class Reconciler:
             self.api,
             self.kube,
             self.restarts,
-            self.reads.owned_statefulsets,
+            lambda: restarting_now(self.reads),
             self.job_image,
             c,
             body,
@@ -606,7 +611,9 @@ class Reconciler:
             body, c, instance, gtids, events
         )
         engine.request_seed = lambda instance, _donor, host: self._request_seed(body, c, instance, host)
-        engine.restart_instance = lambda instance: self.kube.delete_pod(ns, instance)
+        engine.restart_instance = lambda instance: self.kube.delete_pod(
+            ns, instance, grace_seconds=RESTART_GRACE_SECONDS
+        )
         engine.seed_done = lambda instance: self.kube.apply(
             m.owned(m.reseed_request(c, None), k.owner_of(body))
         )

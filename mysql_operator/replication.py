@@ -55,6 +55,13 @@ def stuck(o: Observation) -> bool:
     return not o.reachable and " failed: (2013" in (o.error or "") and "cannot connect" not in (o.error or "")
 
 
+def may_still_serve(error: str) -> bool:
+    """An unreachable server that may still be taking its clients' writes: it did not refuse the
+    connection (a process that is down) and has an address (a Pod that runs) - a hung process, a
+    partition between the operator and it, a login it refuses."""
+    return "Connection refused" not in error and "(2005," not in error
+
+
 def acknowledged_now(o: Observation | None) -> bool:
     """A commit on this server would be acknowledged now: semi-sync is off there (or fell back to
     asynchronous), or as many replicas that acknowledge are connected as a commit waits for (not
@@ -293,7 +300,8 @@ class ReplicationEngine:
         self.seed_done: Callable[[str], None] | None = None
         self._seeding: dict[str, Copy] = {}  # per instance being re-seeded (both flavors)
         self.seed_progress_port = SEED_PROGRESS_PORT  # where a MariaDB recipient tells how far it is
-        # restart_instance(instance) restarts a server that takes logins but answers no query
+        # restart_instance(instance) restarts a server that takes logins but answers no query, and
+        # an old primary that may still serve its clients when a failover replaces it
         # (its Pod deleted); never the primary, at most once per STUCK_RETRY_SECONDS
         self.restart_instance: Callable[[str], None] | None = None
         self._stuck_since: dict[str, float] = {}  # instance -> first observation of it stuck
@@ -887,6 +895,8 @@ class ReplicationEngine:
         #    receives more from the old primary; the old primary stops taking writes
         def fence_one(n: str) -> Step:
             if n not in reachable:
+                if n == d.from_ and n != d.to:
+                    return self._fence_by_restart(n)
                 return Step(n, "fence", "unreachable, skipped")
             i = self.instances[n]
             try:
@@ -924,6 +934,27 @@ class ReplicationEngine:
                 self._make_replica(n, d.to, steps)
             except InstanceError as e:
                 steps.append(Step(n, "replicate", str(e), ok=False))
+
+    def _fence_by_restart(self, name: str) -> Step:
+        """An old primary that cannot be told to stop writing (see may_still_serve) is restarted
+        (restart_instance: its Pod deleted): every server starts read-only, so it can never wake
+        up writable beside the new primary (a SIGSTOPped process resumed, a partition healed) and
+        take writes until the next pass fences it. One that refused the connection is down
+        already and restarts read-only by itself."""
+        why = self.last_error.get(name, "")
+        if self.restart_instance is None or not may_still_serve(why):
+            return Step(name, "fence", "unreachable, skipped")
+        self._restarted_at[name] = self.clock()
+        try:
+            self.restart_instance(name)
+        except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: reported, not fatal
+            return Step(name, "fence", f"unreachable; its restart failed: {e}", ok=False)
+        return Step(
+            name,
+            "fence",
+            f"old primary unreachable ({why or 'no answer'}): restarted, so that it comes back read-only",
+            warn=True,
+        )
 
     def promote(self, name: str, replicas: Sequence[str], reachable: set[str], steps: list[Step]) -> None:
         self.failover(t.Failover(name, name, (), tuple(replicas)), reachable, steps)

@@ -97,6 +97,22 @@ def restarting(statefulset: Mapping[str, Any]) -> bool:
     return (status.get("updatedReplicas") or 0) < ((statefulset.get("spec") or {}).get("replicas") or 0)
 
 
+def controlling_cluster(statefulset: Mapping[str, Any], clusters: Mapping[str, str]) -> str | None:
+    """Pure: namespace/name of the MySQLCluster that controls the StatefulSet, or None. It is one
+    only when its controller ownerReference names a MySQLCluster by a uid `clusters` holds (uid ->
+    namespace/name of the clusters that exist) with that cluster's name, in the StatefulSet's own
+    namespace: a look-alike with the operator's labels, made by anyone who may create StatefulSets,
+    is nobody's, and so holds no cluster's restart turn."""
+    meta = statefulset.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") is not True or ref.get("kind") != "MySQLCluster":
+            continue
+        key = clusters.get(str(ref.get("uid") or ""))
+        if key is not None and key == f"{meta.get('namespace')}/{ref.get('name')}":
+            return key
+    return None
+
+
 def update_revision(statefulset: Mapping[str, Any] | None) -> str | None:
     """The revision Pods must run, or None while the StatefulSet controller has not yet observed
     the latest template (its updateRevision would be stale)."""

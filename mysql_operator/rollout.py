@@ -196,14 +196,26 @@ class RestartGate:
             self._started.pop(key, None)
 
 
-def restarting_clusters(statefulsets: Iterable[Mapping[str, Any]]) -> set[str]:
-    """Pure: namespace/name of the database StatefulSets with a roll under way."""
-    return {
-        f"{s['metadata']['namespace']}/{s['metadata']['name']}"
-        for s in statefulsets
-        if (s["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == m.COMPONENT_DATABASE
-        and rolling.restarting(s)
-    }
+def restarting_clusters(statefulsets: Iterable[Mapping[str, Any]], clusters: Mapping[str, str]) -> set[str]:
+    """Pure: namespace/name of the clusters whose database StatefulSet has a roll under way. Only
+    a StatefulSet an existing MySQLCluster controls counts (`clusters`: uid -> namespace/name;
+    rolling.controlling_cluster): one labelled like the operator's but owned by no cluster holds
+    no turn."""
+    out = set()
+    for s in statefulsets:
+        labels = (s.get("metadata") or {}).get("labels") or {}
+        if labels.get("app.kubernetes.io/component") != m.COMPONENT_DATABASE or not rolling.restarting(s):
+            continue
+        owner = rolling.controlling_cluster(s, clusters)
+        if owner is not None:
+            out.add(owner)
+    return out
+
+
+def restarting_now(reads: Any) -> set[str]:
+    """Effect (reads): the clusters whose StatefulSets show a roll under way now, from what the
+    operator sees (k8s/cache.Reads: its StatefulSets and the MySQLClusters that exist)."""
+    return restarting_clusters(reads.owned_statefulsets(), reads.clusters_by_uid())
 
 
 def template_hash(sts: Mapping[str, Any]) -> str:
@@ -231,7 +243,7 @@ def place_template(
     body,
     obj: dict,
     existing: Mapping[str, Any] | None,
-    statefulsets: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
+    restarting: Callable[[], set[str]] = set,
 ) -> rolling.TemplateStep:
     """Effect: `obj` (the StatefulSet to apply) gets the Pod template rolling.template_step
     chooses: its own, or the existing one while a restart is staged; and the annotations that
@@ -255,7 +267,7 @@ def place_template(
 
     step = step_for(gate.other(key))
     if isinstance(step, rolling.WriteTemplate) and step.operator_change:
-        taken_by = gate.take(key, restarting_clusters(statefulsets()))
+        taken_by = gate.take(key, restarting())
         if taken_by is not None:  # another cluster started in between
             step = step_for(taken_by)
     notes = obj["metadata"].setdefault("annotations", {})

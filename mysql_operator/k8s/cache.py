@@ -280,17 +280,46 @@ class Reads:
         """Every StatefulSet of this operator it can see: the store's once it has listed (waiting up
         to `sync_wait` s for that: an operator just started); without one, the API server's; [] when
         it may not list them all (a namespaced operator without its stores)."""
-        if self.statefulsets is not None and self.statefulsets.synced.wait(sync_wait):
-            return self.statefulsets.items()
+        return self._everywhere(
+            self.statefulsets,
+            sync_wait,
+            lambda: (
+                client.AppsV1Api(self.api)
+                .list_stateful_set_for_all_namespaces(
+                    label_selector=f"app.kubernetes.io/managed-by={MANAGED_BY}"
+                )
+                .items
+            ),
+        )
+
+    def clusters_by_uid(self, sync_wait: float = 10.0) -> dict[str, str]:
+        """uid -> namespace/name of every MySQLCluster it can see (as owned_statefulsets)."""
+        listed = self._everywhere(
+            self.clusters,
+            sync_wait,
+            lambda: client.CustomObjectsApi(self.api).list_cluster_custom_object(
+                GROUP, VERSION, CLUSTER_PLURAL
+            )["items"],
+        )
+        out = {}
+        for body in listed:
+            meta = body.get("metadata") or {}
+            if meta.get("uid"):
+                out[str(meta["uid"])] = f"{meta.get('namespace')}/{meta.get('name')}"
+        return out
+
+    def _everywhere(self, store: Store | None, sync_wait: float, list_all: Callable[[], list]) -> list[dict]:
+        """The store's bodies once it has listed (waiting up to `sync_wait` s), else `list_all()`
+        from the API server as plain dicts; [] when the operator may not list in every namespace."""
+        if store is not None and store.synced.wait(sync_wait):
+            return store.items()
         try:
-            listed = client.AppsV1Api(self.api).list_stateful_set_for_all_namespaces(
-                label_selector=f"app.kubernetes.io/managed-by={MANAGED_BY}"
-            )
+            listed = list_all()
         except ApiException as e:
             if e.status == 403:
                 return []
             raise
-        return [self.api.sanitize_for_serialization(s) for s in listed.items]
+        return [self.api.sanitize_for_serialization(item) for item in listed]
 
     def secret(self, namespace: str, name: str, max_age: float) -> k.SecretRead | None:
         """The Secret as read at most `max_age` seconds ago (with cache_secrets; else now)."""
@@ -348,8 +377,13 @@ class Reads:
     def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
         k.post_events(self.api, involved, events)
 
-    def delete_pod(self, namespace: str, pod: str, uid: str | None = None) -> bool:
-        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
+    def delete_pod(
+        self, namespace: str, pod: str, uid: str | None = None, grace_seconds: int | None = None
+    ) -> bool:
+        options = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid) if uid else None,
+            grace_period_seconds=grace_seconds,
+        )
         try:
             client.CoreV1Api(self.api).delete_namespaced_pod(pod, namespace, body=options)
         except ApiException as e:

@@ -24,9 +24,12 @@ class KubeOps(Protocol):
     def annotate_pod(self, namespace: str, pod: str, key: str, value: str) -> bool:
         """Set one annotation of a Pod; False when there is no such Pod."""
 
-    def delete_pod(self, namespace: str, pod: str, uid: str | None = None) -> bool:
+    def delete_pod(
+        self, namespace: str, pod: str, uid: str | None = None, grace_seconds: int | None = None
+    ) -> bool:
         """A server's Pod deleted (its StatefulSet starts it again on the same volume); False
-        when there was no such Pod (with `uid`: no Pod of that name with that uid)."""
+        when there was no such Pod (with `uid`: no Pod of that name with that uid). `grace_seconds`
+        shortens the Pod's own grace period (a server fenced by its restart is killed at once)."""
 
     def create_job(self, job: Mapping[str, Any]) -> None:
         """A Job created; one that exists already (an earlier pass made it) is fine."""

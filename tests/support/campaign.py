@@ -7,7 +7,8 @@ the faults here need no Kubernetes. The "operator" is `ReplicationEngine.reconci
 thread, every `OperatorConfig.loop_seconds`, with the spec defaults' settings (semi-sync, errantPolicy
 Reseed: MySQL re-seeds by CLONE; a host-run MariaDB server has no Pod to copy onto, so it is held
 out instead - counted apart, as `held_out`). A kubelet stand-in starts a server whose process
-ended (a CLONE ends it to restart on its copy), except while a kill fault holds it down.
+ended (a CLONE ends it to restart on its copy, the operator's restart_instance kills it as a Pod
+deletion would), except while a kill fault holds it down.
 
 Faults (`KINDS`), each on a role resolved when it starts (the primary then, a replica, any):
 - kill: SIGKILL, restarted when the fault ends (as a container: read-only, MariaDB with
@@ -266,7 +267,14 @@ class Run:
             app_database=DB,
         )
         e.keep_evidence = lambda name, gtids, events: "the campaign's output (not kept)"
+        e.restart_instance = self._restart
         return e
+
+    def _restart(self, name: str) -> None:
+        """The operator restarts a server (its Pod deleted): killed here, started again read-only
+        by the kubelet stand-in."""
+        self.by_name[name].kill9()
+        self.result.applied.append(f"{name}: restarted by the operator")
 
     def _resolve(self, role: str, rnd: random.Random) -> str:
         names = [s.name for s in self.servers]

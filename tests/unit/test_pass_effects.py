@@ -52,7 +52,9 @@ class RecordingKube:
         self.calls.append(("annotate", pod, key))
         return pod not in self.gone
 
-    def delete_pod(self, namespace: str, pod: str, uid: str | None = None) -> bool:
+    def delete_pod(
+        self, namespace: str, pod: str, uid: str | None = None, grace_seconds: int | None = None
+    ) -> bool:
         self.calls.append(("delete", pod))
         return pod not in self.gone
 

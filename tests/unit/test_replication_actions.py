@@ -293,6 +293,49 @@ def test_failover_skips_an_unreachable_old_primary_and_still_promotes():
     assert w.servers["db-1"].read_only is False and w.servers["db-2"].source == "db-1"
 
 
+@pytest.mark.parametrize(
+    "error, fenced",
+    [
+        ("cannot connect failed: (2013, 'Lost connection to MySQL server during query (timed out)')", True),
+        ("cannot connect failed: (2003, \"Can't connect to MySQL server on 'db-0' (timed out)\")", True),
+        ("cannot connect failed: (1045, \"Access denied for user 'operator'@'10.244.0.9'\")", True),
+        (
+            'cannot connect failed: (2003, "Can\'t connect to MySQL server ([Errno 111] Connection refused)")',
+            False,
+        ),
+        ("cannot connect failed: (2005, 'no address (its Pod has no IP)')", False),
+    ],
+)
+def test_an_old_primary_that_may_still_serve_is_restarted_before_the_promotion(error, fenced):
+    """Hung, cut off from the operator alone, or refusing its login, the old primary cannot be made
+    read-only, and would be writable beside the new primary once it wakes (issue 45's campaign:
+    two writable servers sampled after a SIGSTOPped primary resumed): its Pod is deleted first, and
+    it starts again read-only. One that refuses connections, or has no Pod IP, is down already."""
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].reachable = False
+    w.servers["db-0"].error = error
+    restarted: list[str] = []
+
+    def restart(name: str) -> None:
+        restarted.append(name)
+        assert w.servers["db-1"].read_only, "restarted before anything is promoted"
+        w.servers[name].read_only = True  # every server starts read-only
+
+    e.restart_instance = restart
+    out = e.reconcile(ClusterState("db-0"))  # db-0 down, no failover delay: db-1 promoted
+    assert isinstance(out.decision, t.Failover) and w.servers["db-1"].read_only is False, out
+    assert restarted == (["db-0"] if fenced else [])
+    assert w.writable() == (["db-1"] if fenced else ["db-0", "db-1"])  # down: its read_only unchanged
+    fence = next(s for s in out.steps if s.instance == "db-0" and s.action == "fence")
+    if fenced:
+        assert fence.warn and "restarted, so that it comes back read-only" in fence.detail, fence
+        assert error in fence.detail  # the Event says why
+    else:
+        assert fence.detail == "unreachable, skipped", fence
+
+
 def test_failover_does_not_promote_a_candidate_that_cannot_apply_its_relay_log():
     w = World()
     e = engine(w)

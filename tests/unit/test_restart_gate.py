@@ -82,13 +82,29 @@ def test_a_pass_still_running_when_its_cluster_was_deleted_does_not_keep_the_tur
     assert gate.other("ns/c") == "ns/b"  # a cluster that exists keeps its turn
 
 
-def sts(name, replicas=3, updated=3, generation=2, observed=2, component="database", ns="ns"):
+def sts(name, replicas=3, updated=3, generation=2, observed=2, component="database", ns="ns", owner=...):
+    """A StatefulSet as listed; `owner`: (kind, name, uid, controller) of its ownerReference, by
+    default the MySQLCluster of its name (uid `uid-<name>`), None for none."""
     labels = {"app.kubernetes.io/component": component}
+    meta = {"name": name, "namespace": ns, "generation": generation, "labels": labels}
+    if owner is ...:
+        owner = ("MySQLCluster", name, f"uid-{name}", True)
+    if owner is not None:
+        kind, owner_name, uid, controller = owner
+        meta["ownerReferences"] = [
+            {"apiVersion": "mysql.operator.dev/v1alpha1", "kind": kind, "name": owner_name, "uid": uid}
+            | ({"controller": controller} if controller is not None else {})
+        ]
     return {
-        "metadata": {"name": name, "namespace": ns, "generation": generation, "labels": labels},
+        "metadata": meta,
         "spec": {"replicas": replicas},
         "status": {"observedGeneration": observed, "updatedReplicas": updated},
     }
+
+
+def clusters_of(*keys):
+    """uid -> namespace/name of existing clusters, the uids as `sts` makes them."""
+    return {f"uid-{key.split('/')[1]}": key for key in keys}
 
 
 def test_a_roll_under_way_is_read_from_the_statefulsets_not_only_remembered():
@@ -101,12 +117,37 @@ def test_a_roll_under_way_is_read_from_the_statefulsets_not_only_remembered():
         sts("archiver", updated=0, component="binlog-archiver"),
         sts("scaled-to-zero", replicas=0, updated=0),
     ]
-    assert restarting_clusters(listed) == {"ns/rolling", "ns/just-written"}
+    existing = clusters_of("ns/settled", "ns/rolling", "ns/just-written", "ns/archiver", "ns/scaled-to-zero")
+    assert restarting_clusters(listed, existing) == {"ns/rolling", "ns/just-written"}
     gate = RestartGate(Clock())
     assert gate.take("ns/b", {"ns/rolling"}) == "ns/rolling"
     assert gate.other("ns/rolling") is None, "refused, not taken"
     assert gate.take("ns/rolling", {"ns/rolling"}) is None, "its own roll does not hold itself"
     assert gate.take("ns/b", set()) == "ns/rolling", "taken: held by the gate as before"
+
+
+def test_only_a_statefulset_an_existing_cluster_controls_holds_the_turn():
+    """Anyone who may create a StatefulSet can label it like the operator's and leave it rolling:
+    it counts only when its controller ownerReference names an existing MySQLCluster by uid, with
+    that cluster's name, in its own namespace; and then under the cluster's name, not its own."""
+    existing = clusters_of("ns/db", "other/victim")
+    lookalikes = [
+        sts("lookalike", updated=0, owner=None),  # no owner at all
+        sts("forged-uid", updated=0, owner=("MySQLCluster", "db", "uid-made-up", True)),
+        sts("not-controller", updated=0, owner=("MySQLCluster", "db", "uid-db", False)),
+        sts("no-controller-field", updated=0, owner=("MySQLCluster", "db", "uid-db", None)),
+        sts("other-kind", updated=0, owner=("Deployment", "db", "uid-db", True)),
+        sts("renamed", updated=0, owner=("MySQLCluster", "someone", "uid-db", True)),
+        # another namespace's cluster, by its real uid (the garbage collector ignores such a reference)
+        sts("cross-namespace", updated=0, ns="tenant", owner=("MySQLCluster", "victim", "uid-victim", True)),
+        sts("gone", updated=0),  # its cluster was deleted: the uid is no longer known
+    ]
+    assert restarting_clusters(lookalikes, existing) == set()
+    assert r.controlling_cluster(lookalikes[0], existing) is None
+    real = sts("db-sts", updated=0, owner=("MySQLCluster", "db", "uid-db", True))
+    assert r.controlling_cluster(real, existing) == "ns/db"
+    assert restarting_clusters([*lookalikes, real], existing) == {"ns/db"}
+    assert restarting_clusters([real], {}) == set(), "no cluster known: nothing holds a turn"
 
 
 def cluster(**spec):
