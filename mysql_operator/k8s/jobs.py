@@ -59,6 +59,22 @@ def job_result(
     return {**result, "ok": False, "message": str(message)}
 
 
+def owned_by(job: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Pure: the Pods whose controller ownerReference is this Job, by its uid. The `job-name` label
+    alone is anyone's to set: a Pod labelled so by someone who may create Pods in the namespace
+    must not become the Job's result."""
+    uid = (job.get("metadata") or {}).get("uid")
+    return [
+        p
+        for p in pods
+        if uid
+        and any(
+            ref.get("uid") == uid and ref.get("controller") is True
+            for ref in (p.get("metadata") or {}).get("ownerReferences") or []
+        )
+    ]
+
+
 def create_job(api: client.ApiClient, job: Mapping[str, Any]) -> None:
     """Create the Job; one that exists already (an earlier pass made it) is fine."""
     try:
@@ -69,7 +85,7 @@ def create_job(api: client.ApiClient, job: Mapping[str, Any]) -> None:
 
 
 def read_job(api: client.ApiClient, namespace: str, name: str) -> tuple[dict | None, list[dict]]:
-    """The Job (None if absent) and its Pods, as plain dicts."""
+    """The Job (None if absent) and its Pods (those it owns: owned_by), as plain dicts."""
     try:
         job = api.sanitize_for_serialization(client.BatchV1Api(api).read_namespaced_job(name, namespace))
     except ApiException as e:
@@ -77,4 +93,4 @@ def read_job(api: client.ApiClient, namespace: str, name: str) -> tuple[dict | N
             raise
         return None, []
     pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"job-name={name}").items
-    return job, [api.sanitize_for_serialization(p) for p in pods]
+    return job, owned_by(job, [api.sanitize_for_serialization(p) for p in pods])
