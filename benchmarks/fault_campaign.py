@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,6 +62,18 @@ def table(rows: list[dict]) -> None:
                 print(
                     f"| {flavor} | {kind} | {len(gaps)} | {percentile(gaps, 50):.1f} s | {percentile(gaps, 99):.1f} s |"
                 )
+
+
+def operator_commit() -> str:
+    """The commit whose operator ran the schedules ("+changes": with uncommitted changes to it)."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+
+    return git("rev-parse", "--short=10", "HEAD") + (
+        "+changes" if git("status", "--porcelain", "mysql_operator") else ""
+    )
 
 
 def main() -> int:
@@ -106,7 +119,14 @@ def main() -> int:
                 OUT.mkdir(exist_ok=True)
                 with open(OUT / f"{args.flavor}.jsonl", "a") as f:
                     f.write(
-                        json.dumps({**dataclasses.asdict(r), "ok": r.ok, "at": time.strftime("%Y-%m-%d")})
+                        json.dumps(
+                            {
+                                **dataclasses.asdict(r),
+                                "ok": r.ok,
+                                "at": time.strftime("%Y-%m-%d"),
+                                "commit": operator_commit(),
+                            }
+                        )
                         + "\n"
                     )
     finally:
