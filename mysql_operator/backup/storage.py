@@ -18,8 +18,14 @@ from typing import Callable, Iterator
 
 from mysql_operator.api import S3, SSE_C, SSE_KMS, ServerSideEncryption
 
-MIN_PART_SIZE = 5 * 1024 * 1024  # the S3 minimum for every part but the last
-DEFAULT_PART_SIZE = 16 * 1024 * 1024
+MIB = 1024 * 1024
+MIN_PART_SIZE = 5 * MIB  # the S3 minimum for every part but the last
+MAX_PART_SIZE = 5 * 1024 * MIB  # the S3 maximum for one part
+MAX_PARTS = 10_000  # the S3 maximum of parts in one multipart upload
+DEFAULT_PART_SIZE = 16 * MIB  # the smallest part a backup uses: fewer requests than the minimum
+# the share of MAX_PARTS an expected size is spread over: a stream up to ~11% larger than expected
+# still fits
+PART_BUDGET = 0.9
 MANIFEST_NAME = "manifest.json"
 
 
@@ -213,6 +219,33 @@ def check_bucket(client, s3: S3) -> None:
         raise err from None
 
 
+def part_size_for(expected: int, *, max_parts: int = MAX_PARTS, smallest: int = DEFAULT_PART_SIZE) -> int:
+    """Pure: the part size that spreads `expected` bytes over at most PART_BUDGET of `max_parts`
+    parts: `smallest` while that suffices, else larger, in whole MiB, never above the S3 maximum of
+    5 GiB (10,000 of those, ~48.8 TiB, are the most one S3 object holds: a larger expected size
+    gets the maximum, and the upload fails clearly if the stream needs more parts)."""
+    budget = max(1, int(max_parts * PART_BUDGET))
+    needed = -(-max(expected, 0) // budget)  # ceil
+    whole_mib = -(-needed // MIB) * MIB
+    return min(max(smallest, whole_mib), MAX_PART_SIZE)
+
+
+def upload_memory(part_size: int, in_flight: int = 2) -> int:
+    """Pure: the bytes upload_stream holds in part buffers (in_flight + 1 parts)."""
+    return (in_flight + 1) * part_size
+
+
+def _too_many_parts(s3: S3, key: str, max_parts: int, part_size: int) -> StorageError:
+    most = max_parts * part_size
+    size = f"{most / 1024**3:.1f} GiB" if most >= 1024**3 else f"{most // MIB} MiB"
+    return StorageError(
+        f"{describe(s3, key)}: the stream is larger than {max_parts} parts of {part_size // MIB} MiB "
+        f"({size}), the most parts one S3 upload may have; nothing was kept. The "
+        "part size is chosen from the expected size (a backup's: spec.storage.size): the data is "
+        "larger than that, raise spec.storage.size"
+    )
+
+
 @dataclass(frozen=True)
 class Uploaded:
     key: str
@@ -241,6 +274,7 @@ def upload_stream(
     part_size: int = DEFAULT_PART_SIZE,
     before_complete: Callable[[], None] = lambda: None,
     in_flight: int = 2,
+    max_parts: int = MAX_PARTS,
 ) -> Uploaded:
     """Stream `readinto` (fills a memoryview, returns the byte count, 0 at the end) into one object
     with a multipart upload; memory is (in_flight + 1) part buffers whatever the stream's length:
@@ -250,6 +284,9 @@ def upload_stream(
     The sha256 is computed while reading. `before_complete` runs after the stream ended and before
     the upload is completed: it raises when the producer failed (a dump tool's exit status), and then,
     as on any other failure, the multipart upload is aborted: no object appears.
+
+    A stream that needs more than `max_parts` parts (S3's limit: choose `part_size` with
+    part_size_for) fails with a StorageError naming the size, before S3 refuses the part.
 
     Kept rather than boto3's transfer manager (issue 16): benchmarks/upload_bench.py, 512 MiB from a
     pipe to local MinIO, 16 MiB parts, 2 in flight, median of 5 rounds: same speed (ours 3.95 s,
@@ -262,8 +299,10 @@ def upload_stream(
     """
     if in_flight < 1:
         raise ValueError(f"in_flight {in_flight} must be at least 1")
-    if part_size < MIN_PART_SIZE:
-        raise ValueError(f"part size {part_size} is below the S3 minimum of {MIN_PART_SIZE} bytes")
+    if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
+        raise ValueError(
+            f"part size {part_size} is outside the S3 limits of {MIN_PART_SIZE} to {MAX_PART_SIZE} bytes"
+        )
     try:
         upload_id = client.create_multipart_upload(Bucket=s3.bucket, Key=key)["UploadId"]
     except Exception as e:  # noqa: BLE001
@@ -306,6 +345,9 @@ def upload_stream(
                 if n == 0 and number > 0:
                     pool.put(buf)
                     break
+                if number == max_parts:
+                    pool.put(buf)
+                    raise _too_many_parts(s3, key, max_parts, part_size)
                 number += 1
                 digest.update(memoryview(buf)[:n])
                 size += n

@@ -14,7 +14,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Sequence
 
+from kubernetes.utils.quantity import parse_quantity
+
 from ..api import API_VERSION, BACKUP_KIND, GROUP, S3, Encryption, MySQLBackup, MySQLCluster
+from ..backup import storage
 from . import common as k
 from .scripts import CLIENT_TOOLS_SH
 
@@ -42,6 +45,20 @@ DEFAULT_DEADLINE_SECONDS = 6 * 3600
 def job_name(backup: MySQLBackup) -> str:
     name = f"{backup.name}-backup"
     return name if len(name) <= 63 else name[:63].rstrip("-")
+
+
+def backup_part_size(c: MySQLCluster) -> int:
+    """The upload part size of a backup of `c`: chosen from spec.storage.size (a copy or dump of
+    an instance's data is expected to be no larger than its volume) so that S3's 10,000 parts hold
+    it with a margin (storage.part_size_for)."""
+    return storage.part_size_for(int(parse_quantity(c.spec.storage.size)))
+
+
+def backup_memory_limit(part_size: int) -> str:
+    """The backup container's memory limit: 512Mi with 16 MiB parts, more by the part buffers a
+    larger part size adds (storage.upload_memory)."""
+    extra = storage.upload_memory(part_size) - storage.upload_memory(storage.DEFAULT_PART_SIZE)
+    return f"{512 + max(extra, 0) // storage.MIB}Mi"
 
 
 def backup_args(
@@ -118,13 +135,16 @@ def backup_job(
     *,
     image_pull_policy: str = "IfNotPresent",
     compression: str = "zstd",
-    part_size_mib: int = 16,
+    part_size_mib: int | None = None,
     deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
 ) -> dict[str, Any]:
-    """The Job for one MySQLBackup (the caller adds the owner reference to the MySQLBackup)."""
+    """The Job for one MySQLBackup (the caller adds the owner reference to the MySQLBackup). Its
+    upload part size: `part_size_mib`, else backup_part_size (its memory limit grows with it)."""
+    if part_size_mib is None:
+        part_size_mib = backup_part_size(c) // storage.MIB
     enc_args, enc_env = encryption_parts(c.spec.backup and c.spec.backup.encryption, "spec.backup.encryption")
     scratch = scratch_volume(c) if physical(c, backup) and c.spec.flavor == "mysql" else []
-    return tenant_job(
+    job = tenant_job(
         c,
         job_name(backup),
         COMPONENT_BACKUP,
@@ -141,6 +161,9 @@ def backup_job(
         volumes=[ca_bundle_volume(c), client_tools_volume(), *scratch],
         sidecars=[client_tools_sidecar(c, *(m for _, m in scratch))],
     )
+    (container,) = [x for x in job["spec"]["template"]["spec"]["containers"] if x["name"] == "backup"]
+    container["resources"]["limits"]["memory"] = backup_memory_limit(part_size_mib * storage.MIB)
+    return job
 
 
 def scratch_volume(c: MySQLCluster) -> list[tuple[dict[str, Any], dict[str, Any]]]:
