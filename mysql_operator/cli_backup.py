@@ -94,6 +94,12 @@ def register(subparsers) -> None:
         help="an instance to restore into; repeat for each",
     )
     into.add_argument(
+        "--primary",
+        metavar="NAME",
+        help="the --target the new cluster starts with as its primary (default: the first): it gets "
+        "the source's events' statuses, the others have them replica-side disabled",
+    )
+    into.add_argument(
         "--drop-account",
         action="store_true",
         help="the --user account drops itself on every instance at the end",
@@ -397,6 +403,7 @@ def cmd_restore_into(args) -> int:
             _s3_credentials(args, env),
             args.app_database,
             drop_account=args.drop_account,
+            primary=args.primary,
             donor=(
                 Donor(args.donor_host, args.donor_port, args.scratch_dir, args.donor_tls_dir)
                 if args.donor_host and args.donor_port

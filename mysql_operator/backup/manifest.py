@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 
 FORMAT = 1
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-OPTIONAL = ("databases", "format", "gtid_position", "encryption", "key_id", "sealed", "method")
+OPTIONAL = ("databases", "format", "gtid_position", "encryption", "key_id", "sealed", "method", "events")
 
 
 class ManifestError(ValueError):
@@ -42,10 +42,19 @@ class Manifest:
     # logical: an SQL dump, loaded by a client; physical: a tar of a MySQL data directory copied by
     # CLONE (backup/physical.py), started on as is. Manifests written before physical backups: logical
     method: str = "logical"
+    # (schema, name, status) of each scheduled event on the PRIMARY when the backup started (the
+    # source may be a replica, where every event is replica-side disabled): what a restore gives
+    # the new primary. None: not known (an older backup, or no primary answered); empty when
+    # encrypted: then inside `sealed`
+    events: tuple[tuple[str, str, str], ...] | None = None
 
     def to_json(self) -> bytes:
         d = asdict(self)
         d["databases"] = list(self.databases)
+        if self.events is None:
+            del d["events"]  # as older manifests: readable by an older operator
+        else:
+            d["events"] = [list(e) for e in self.events]
         return (json.dumps(d, indent=2, sort_keys=True) + "\n").encode()
 
     @classmethod
@@ -64,9 +73,23 @@ class Manifest:
             raise ManifestError(f"{where} lacks {', '.join(missing)}: the backup is damaged")
         d = {k: v for k, v in d.items() if k in known}
         d["databases"] = tuple(d.get("databases") or ())
+        d["events"] = events_field(d.get("events"), where)
         m = cls(**d)
         if not _SHA256.match(str(m.sha256)):
             raise ManifestError(f"{where}: sha256 {m.sha256!r} is not a hex SHA-256 digest")
         if not isinstance(m.compressed_size, int) or m.compressed_size <= 0:
             raise ManifestError(f"{where}: compressed_size must be a positive integer")
         return m
+
+
+def events_field(value: object, where: str) -> tuple[tuple[str, str, str], ...] | None:
+    """A manifest's `events` ([[schema, name, status], ...]) as tuples; ManifestError otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(e, list) and len(e) == 3 and all(isinstance(x, str) for x in e) for e in value
+    ):
+        raise ManifestError(
+            f"{where}: events must be a list of [schema, name, status]: the backup is damaged"
+        )
+    return tuple((e[0], e[1], e[2]) for e in value)

@@ -21,8 +21,10 @@ whose /tmp is an in-memory emptyDir of 16 MiB.
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import hashlib
+import json
 import os
 import subprocess
 import time
@@ -34,8 +36,8 @@ from mysql_operator.api import S3
 from mysql_operator.backup import commands, physical, pitr, storage
 from mysql_operator.backup.binlog_archive import Segment, Store, backup_bases
 from mysql_operator.backup.commands import Endpoint
-from mysql_operator.backup.crypto import ALGORITHM, CryptoError, Decryptor, Key, wrong_key
-from mysql_operator.backup.manifest import Manifest, ManifestError
+from mysql_operator.backup.crypto import ALGORITHM, CryptoError, Decryptor, Key, unseal, wrong_key
+from mysql_operator.backup.manifest import Manifest, ManifestError, events_field
 from mysql_operator.backup.pipeline import (
     TailBuffer,
     drain,
@@ -48,7 +50,8 @@ from mysql_operator.backup.pipeline import (
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.db.gtid import MySQLGtidSet, parser_for
 from mysql_operator.db.flavor import ServerVersion
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import REPLICA_SIDE_DISABLED, Event, Instance, InstanceError
+from mysql_operator.db.statements import quote
 from mysql_operator.manifests.common import TLS_CA
 
 
@@ -377,16 +380,26 @@ def load_instance(
     client=None,
     drop_account: bool = False,
     chain: list[Segment] | None = None,
+    primary: bool = True,
 ) -> RestoreResult:
-    """Restore into one instance of a new cluster. Its server starts read-only (super_read_only on
+    """Restore into one instance of a new cluster (`primary`: the one the cluster starts with as
+    its primary, see settle_events). Its server starts read-only (super_read_only on
     MySQL); the load needs it writable for its duration - no Pod carries a role label during a
     restore, so no Service routes to it meanwhile - and it is read-only again afterwards, failed
     or not. The init step creates spec.database empty: dropped (only if it has no table, outside
     the binary log) so that restore_into finds the server empty; the dump recreates it.
     `drop_account`: the account that loaded (the restore account, which holds ALL) drops itself
-    at the end, outside the binary log, whatever the outcome."""
+    at the end, outside the binary log, whatever the outcome.
+    The event scheduler is off while the server is writable: an ENABLED event of the dump would
+    run as soon as it is loaded, writing rows and GTIDs of this instance alone (MariaDB 10.11:
+    the restore then failed with 1956 at SET GLOBAL gtid_slave_pos); it is on again once the
+    instance is read-only."""
     inst = instance_of(target)
+    scheduler = False
     try:
+        scheduler = str(inst.scalar("SELECT @@GLOBAL.event_scheduler")).upper() == "ON"
+        if scheduler:
+            inst.execute("SET GLOBAL event_scheduler = OFF")
         inst.set_read_only(False)  # first: MySQL's super_read_only refuses the DROP to everyone
         if app_database:
             tables = inst.scalar(
@@ -403,17 +416,75 @@ def load_instance(
     try:
         client = client or storage.make_client(source.s3, creds)
         result = restore_into(target, source, creds, client=client)
+        settle_events(target, result.manifest, source.key, primary)
         if chain is None:
             return result
         position = roll_forward(client, target, source, result.manifest, chain)
         return replace(result, gtid_position=position, replayed=tuple(chain))
     finally:
-        finish_instance(target, drop_account)
+        finish_instance(target, drop_account, scheduler)
 
 
-def finish_instance(target: Target, drop_account: bool) -> None:
+def source_events(m: Manifest, key: Key | None) -> tuple[tuple[str, str, str], ...] | None:
+    """The events' statuses on the source's primary the manifest keeps (inside `sealed` when
+    encrypted: check_key ran). None: not known."""
+    if m.sealed is None or key is None:
+        return m.events
+    try:
+        fields = json.loads(unseal(key, base64.b64decode(m.sealed), "the manifest's sealed fields"))
+    except (CryptoError, ValueError) as e:
+        raise RestoreError(f"reading the manifest's sealed fields: {e}") from None
+    try:
+        return events_field(fields.get("events"), "the manifest's sealed fields")
+    except ManifestError as e:
+        raise RestoreError(str(e)) from None
+
+
+def event_changes(
+    events: list[Event], source: tuple[tuple[str, str, str], ...] | None, primary: bool, flavor: str
+) -> list[tuple[Event, str]]:
+    """Pure: (event, ALTER EVENT clause) that give an instance of a restored cluster the events'
+    statuses of the source's cluster. The new primary: each event the source's primary ran
+    ENABLED, every other one it held DISABLED (one it held replica-side disabled did not run
+    there either); an event the manifest does not name (`source` None: an older backup) is left
+    as loaded. The others, replicas from the start: replica-side disabled, as replication would
+    have made them (a dump of the primary loads ENABLED ones ENABLED, and they would run there)."""
+    if not primary:
+        clause = "DISABLE ON SLAVE" if flavor == "mariadb" else "DISABLE ON REPLICA"
+        return [(e, clause) for e in events if e.status not in REPLICA_SIDE_DISABLED]
+    wanted = {(schema, name): status == "ENABLED" for schema, name, status in source or ()}
+    return [
+        (e, "ENABLE" if wanted[e.key] else "DISABLE")
+        for e in events
+        if e.key in wanted and e.status != ("ENABLED" if wanted[e.key] else "DISABLED")
+    ]
+
+
+def settle_events(target: Target, m: Manifest, key: Key | None, primary: bool) -> None:
+    """Give the loaded `target` the source's events' statuses (event_changes), outside the binary
+    log (each instance is settled by itself), each event keeping its definer: ALTER DEFINER, as
+    the restore account, which holds ALL (SET USER / SET_ANY_DEFINER)."""
+    inst = instance_of(target)
+    try:
+        changes = event_changes(inst.events(), source_events(m, key), primary, m.flavor)
+        if changes:
+            inst.execute("SET SESSION sql_log_bin = 0")
+        for e, clause in changes:
+            user, _, host = e.definer.rpartition("@")
+            name = f"{quote(e.schema)}.{quote(e.name)}".replace("%", "%%")  # no placeholder
+            inst.execute(f"ALTER DEFINER = %s@%s EVENT {name} {clause}", (user, host))
+    except InstanceError as e:
+        raise RestoreError(
+            f"giving the events the source's statuses on {target.host}:{target.port}: {e}"
+        ) from None
+    finally:
+        inst.close()
+
+
+def finish_instance(target: Target, drop_account: bool, scheduler: bool = False) -> None:
     """After a restore into `target`, whatever its outcome: read-only again; with `drop_account`
-    the account that restored (the restore account) drops itself first, outside the binary log."""
+    the account that restored (the restore account) drops itself first, outside the binary log.
+    `scheduler`: the event scheduler was on before the restore: on again, once read-only."""
     inst = instance_of(target)
     try:
         if drop_account:  # before the fence: MySQL's super_read_only refuses DROP USER too
@@ -427,6 +498,8 @@ def finish_instance(target: Target, drop_account: bool) -> None:
                 inst.execute(sql)
         else:
             inst.set_read_only(True)
+        if scheduler:
+            inst.execute("SET GLOBAL event_scheduler = ON")
     finally:
         inst.close()
 
@@ -459,9 +532,12 @@ def restore_all(
     app_database: str | None,
     drop_account: bool = False,
     donor: Donor | None = None,
+    primary: str | None = None,
 ) -> dict[str, object]:
     """Restore the same backup into every instance at once (what the restore Job runs); a
-    physical one through `donor` (restore_physical). Returns the result to report: {"ok",
+    physical one through `donor` (restore_physical). `primary`: the instance the new cluster
+    starts with as its primary (default: the first target), which gets the source's events'
+    statuses; the others get them replica-side disabled (settle_events). Returns the result to report: {"ok",
     "message", "gtidPosition", "bytesLoaded", "durationSeconds"}; messages never contain a
     password (the caller redacts the environment's secrets too)."""
     t0 = time.monotonic()
@@ -488,7 +564,7 @@ def restore_all(
             client, targets, source, copy, donor, app_database, drop_account=drop_account, chain=chain
         )
     else:
-        _load_all(targets, source, creds, app_database, drop_account, chain, results, errors)
+        _load_all(targets, source, creds, app_database, drop_account, chain, primary, results, errors)
     seconds = round(time.monotonic() - t0, 1)
     if errors:
         return {"ok": False, "message": "; ".join(sorted(errors)), "durationSeconds": seconds}
@@ -533,14 +609,23 @@ def _load_all(
     app_database: str | None,
     drop_account: bool,
     chain: list[Segment] | None,
+    primary: str | None,
     results: list[RestoreResult],
     errors: list[str],
 ) -> None:
     """A dump loaded into every instance at once; appends to `results` and `errors`."""
+    primary = primary or next(iter(targets), None)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
         futures = {
             pool.submit(
-                load_instance, t, source, creds, app_database, drop_account=drop_account, chain=chain
+                load_instance,
+                t,
+                source,
+                creds,
+                app_database,
+                drop_account=drop_account,
+                chain=chain,
+                primary=n == primary,
             ): n
             for n, t in targets.items()
         }

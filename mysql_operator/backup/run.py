@@ -205,6 +205,7 @@ def run_backup(
         raise BackupError(commands.tls_hint(str(e), req.tls_ca)) from None
     source = next(c for c in req.candidates if c.name == source_name)
     observation = dict(observed)[source_name]
+    events = _primary_events(req, observed, db_password, tls)
     version = observation.version
     physical_copy = req.method == physical.METHOD_PHYSICAL
     donated = physical_copy and version.flavor.value == "mariadb"
@@ -368,16 +369,45 @@ def run_backup(
         uncompressed_size=stream.size,
         sha256=uploaded.sha256,
         method=req.method,
-        **_protected(req.key, {"databases": list(databases)}),
+        **_protected(req.key, {"databases": list(databases), "events": events}),
     )
     storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())
     return manifest
 
 
+def _primary_events(req: BackupRequest, observed, db_password: str, tls) -> list[tuple[str, str, str]] | None:
+    """(schema, name, status) of each event on the primary - the writable instance that does not
+    replicate - as the manifest keeps them (a replica holds every event replica-side disabled).
+    None when no single primary answered or reading failed: the backup goes on without them."""
+    primaries = [n for n, o in observed if o.reachable and not o.read_only and o.replica is None]
+    if len(primaries) != 1:
+        return None
+    c = next(c for c in req.candidates if c.name == primaries[0])
+    inst = Instance(
+        c.endpoint.host,
+        c.endpoint.port,
+        c.endpoint.user,
+        db_password,
+        name=c.name,
+        tls=tls,
+        plaintext=tls is None,
+    )
+    try:
+        return sorted((e.schema, e.name, e.status) for e in inst.events())
+    except Exception:  # noqa: BLE001 - a backup without them restores events as dumped
+        return None
+    finally:
+        inst.close()
+
+
 def _protected(key: Key | None, sensitive: dict) -> dict:
     """The manifest's sensitive fields: as they are without a key, else sealed with it."""
     if key is None:
-        return {"databases": tuple(sensitive["databases"])}
+        events = sensitive["events"]
+        return {
+            "databases": tuple(sensitive["databases"]),
+            "events": None if events is None else tuple(events),
+        }
     blob = seal(key, json.dumps(sensitive, sort_keys=True).encode())
     return {"encryption": ALGORITHM, "key_id": key.id, "sealed": base64.b64encode(blob).decode()}
 

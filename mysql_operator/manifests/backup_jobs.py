@@ -445,6 +445,8 @@ def restore_job(
         args += ["--app-database", c.spec.database.name]
     for i in range(c.spec.instances):
         args += ["--target", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
+    # the instance restore_gate records as the primary once the restore succeeded
+    args += ["--primary", k.pod_name(c, c.spec.primary if c.spec.primary is not None else 0)]
     args += ["--client-tools-dir", CLIENT_TOOLS_DIR, *stop_args(c)]
     enc_args, enc_env = encryption_parts(
         c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"

@@ -66,9 +66,10 @@ def test_nothing_readable_lands_in_the_bucket(s3server, encrypted):
     stored = json.loads(manifest)
     assert stored["encryption"] == crypto.ALGORITHM and stored["key_id"] == KEY.id
     assert stored["databases"] == [] and stored["sha256"] == hashlib.sha256(data).hexdigest()
-    # the database names are in the manifest, sealed with the key
+    # the database names and the primary's events' statuses are in the manifest, sealed with the key
     sealed = crypto.unseal(KEY, base64.b64decode(stored["sealed"]))
-    assert json.loads(sealed) == {"databases": ["tenant_private"]}
+    assert json.loads(sealed) == {"databases": ["tenant_private"], "events": []}
+    assert "events" not in stored
 
 
 def test_the_right_key_restores_every_row(factory, s3server, encrypted):

@@ -354,6 +354,7 @@ def test_cli_registers_backup_and_restore_subcommands():
         ]
     )
     assert a.func.__name__ == "cmd_restore_into" and a.tls_ca == "/ca.crt"
+    assert a.primary is None  # the first target
     assert p.parse_args(["backup", "list", "-n", "x"]).func.__name__ == "cmd_list"
     assert p.parse_args(["restore", "b1", "--into", "c2"]).func.__name__ == "cmd_restore"
     with pytest.raises(SystemExit):
@@ -551,3 +552,13 @@ def test_restore_refuses_from_the_manifest_a_missing_or_other_key():
     with pytest.raises(RestoreError, match="upgrade the operator"):
         check_key(s3, dataclasses.replace(m, encryption="AES-512-future"), key)
     check_key(s3, dataclasses.replace(m, encryption=None, key_id=None), None)  # not encrypted
+
+
+@pytest.mark.parametrize("primary, expected", [(None, 0), (2, 2)])
+def test_the_restore_job_names_the_instance_the_gate_makes_the_primary(primary, expected):
+    spec = {**CLUSTER["spec"], "instances": 3, **({} if primary is None else {"primary": primary})}
+    c = parse({**CLUSTER, "spec": spec})
+    args = restore_job(c, c.spec.backup.s3, "shop/b1", "img")["spec"]["template"]["spec"]["containers"][0][
+        "args"
+    ]
+    assert args[args.index("--primary") + 1] == f"{c.name}-{expected}"

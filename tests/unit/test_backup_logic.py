@@ -260,3 +260,56 @@ def test_manifest_key_from_restore_path_or_location(path, key):
 def test_location_in_another_bucket_is_refused():
     with pytest.raises(RestoreError, match="not in bucket"):
         manifest_key(Source(S3CFG, "s3://other/c/b"))
+
+
+# ---- events: the source primary's statuses in the manifest, given to the restored cluster
+def test_manifest_keeps_the_events_statuses_and_an_older_one_has_none():
+    m = _manifest(events=(("app", "tick", "ENABLED"), ("app", "off", "DISABLED")))
+    assert Manifest.from_json(m.to_json()) == m
+    assert b'"events"' not in _manifest().to_json()  # not known: absent, as in older manifests
+    assert Manifest.from_json(_manifest().to_json()).events is None
+    damaged = _manifest().to_json().replace(b'"format"', b'"events": [["app", "x"]], "format"')
+    with pytest.raises(ManifestError, match=r"events must be a list of \[schema, name, status\]"):
+        Manifest.from_json(damaged, "s3://b/m")
+
+
+def _event(name, status):
+    from mysql_operator.db.instance import Event
+
+    return Event("app", name, status, "app@%")
+
+
+SOURCE = (("app", "tick", "ENABLED"), ("app", "off", "DISABLED"), ("app", "held", "SLAVESIDE_DISABLED"))
+
+
+@pytest.mark.parametrize(
+    "loaded, source, primary, flavor, expected",
+    [
+        # a dump of a replica: every event replica-side disabled; the new primary gets the source's
+        (
+            {"tick": "SLAVESIDE_DISABLED", "off": "SLAVESIDE_DISABLED", "held": "SLAVESIDE_DISABLED"},
+            SOURCE,
+            True,
+            "mariadb",
+            [("tick", "ENABLE"), ("off", "DISABLE"), ("held", "DISABLE")],
+        ),
+        # a dump of the primary: already right; an event the manifest does not name is left alone
+        ({"tick": "ENABLED", "off": "DISABLED", "new": "ENABLED"}, SOURCE, True, "mysql", []),
+        # an older backup (not known): as loaded
+        ({"tick": "REPLICA_SIDE_DISABLED"}, None, True, "mysql", []),
+        # the others: replica-side disabled, whatever the source
+        (
+            {"tick": "ENABLED", "off": "DISABLED", "held": "REPLICA_SIDE_DISABLED"},
+            SOURCE,
+            False,
+            "mysql",
+            [("tick", "DISABLE ON REPLICA"), ("off", "DISABLE ON REPLICA")],
+        ),
+        ({"tick": "ENABLED"}, None, False, "mariadb", [("tick", "DISABLE ON SLAVE")]),
+    ],
+)
+def test_event_changes_give_the_new_primary_the_source_statuses(loaded, source, primary, flavor, expected):
+    from mysql_operator.backup.restore import event_changes
+
+    events = [_event(n, s) for n, s in loaded.items()]
+    assert [(e.name, c) for e, c in event_changes(events, source, primary, flavor)] == expected
