@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 
 import pytest
 
@@ -52,10 +51,5 @@ def control_plane(request):
 @pytest.fixture
 def namespace(control_plane):
     """A fresh namespace, deleted after the test."""
-    from kubernetes import client
-
-    core = client.CoreV1Api(control_plane.api_client())
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
+    with control_plane.fresh_namespace() as name:
+        yield name

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 
 import pytest
 from kubernetes import client
@@ -37,11 +36,8 @@ def custom(control_plane):
 @pytest.fixture
 def tenant(control_plane):
     """A second namespace: another tenant's."""
-    core = client.CoreV1Api(control_plane.api_client())
-    name = f"tenant-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
+    with control_plane.fresh_namespace("tenant") as name:
+        yield name
 
 
 def mid_roll_statefulset(api, ns: str, name: str, owner: dict | None) -> None:

@@ -11,6 +11,7 @@ another session, and `stop()` kills exactly the processes `start()` started.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 import signal
@@ -21,8 +22,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -560,6 +563,19 @@ class ControlPlane:
 
         path = kubeconfig or (self.super_admin_kubeconfig if super_admin else self.admin_kubeconfig)
         return api_client(str(path))
+
+    @contextlib.contextmanager
+    def fresh_namespace(self, prefix: str = "t") -> Iterator[str]:
+        """A new namespace `<prefix>-<random>`, deleted afterwards."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        core.create_namespace({"metadata": {"name": name}})
+        try:
+            yield name
+        finally:
+            core.delete_namespace(name)
 
     def service_account_kubeconfig(self, namespace: str, name: str, expiration_seconds: int = 3600) -> Path:
         """A kubeconfig that authenticates as ServiceAccount namespace/name (TokenRequest)."""
