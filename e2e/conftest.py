@@ -214,6 +214,10 @@ def install_operator(
         "logFormat=json",
         "--set",
         "metrics.enabled=true",
+        # the operator's metrics open to no Pod (the chart's default, set as a user would): the
+        # Prometheus of e2e/test_monitoring.py runs on the node, which NetworkPolicy admits anyway
+        "--set-json",
+        'metrics.networkPolicy={"enabled": true, "from": []}',
         *extra,
         "--wait",
         "--timeout",

@@ -18,6 +18,7 @@ import uuid
 
 import pytest
 import yaml
+from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE
 from e2e.helpers import (
@@ -191,6 +192,14 @@ def test_prometheus_sees_the_failover_the_alert_and_the_backup(
 
         wait_for(exporters_up, 90, "mysql_up 1 on every server", describe=lambda: str(p.api("targets")))
         wait_for(lambda: p.value(f"mysql_operator_cluster_primary{{{sel}}}") == 1, 60, "the operator scraped")
+        # ... through the chart's NetworkPolicy that opens its metrics to no Pod (e2e/conftest.py
+        # sets metrics.networkPolicy): a Prometheus on the node is admitted, as the README says
+        (policy,) = [
+            n
+            for n in client.NetworkingV1Api(api).list_namespaced_network_policy(OPERATOR_NAMESPACE).items
+            if n.metadata.name.endswith("-metrics")
+        ]
+        assert policy.spec.policy_types == ["Ingress"] and not policy.spec.ingress
         assert p.query(f"mysql_operator_cluster_primary{{{sel}}}")[0][0]["instance"] == "mon-0"
         assert p.value(f'mysql_global_variables_read_only{{{sel},pod="mon-0"}}') == 0
         assert p.value(f'mysql_global_variables_read_only{{{sel},pod="mon-1"}}') == 1

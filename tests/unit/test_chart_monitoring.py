@@ -15,7 +15,7 @@ from mysql_operator import manifests as m
 from mysql_operator.api import parse
 from mysql_operator.manifests.backup_jobs import binlog_archiver
 from tests.unit.test_chart_network_policy import admitted, matches, policies
-from tests.unit.test_chart_render import CHART, MONITORING_APIS, RenderError, of_kind, one, render
+from tests.unit.test_chart_render import CHART, MONITORING_APIS, RELEASE_NS, RenderError, of_kind, one, render
 from tests.unit.test_manifests_builders import cluster
 from tests.unit.test_pitr_spec import cluster as archiving_cluster
 
@@ -122,3 +122,50 @@ def test_the_network_policy_lets_prometheus_reach_the_metrics_port_only():
     )
     assert not admitted(narrow, *anywhere, port=9104)
     assert admitted(narrow, "obs", {"app": "prometheus"}, {"kubernetes.io/metadata.name": "obs"}, port=9104)
+
+
+def operator_metrics_policies(values: dict) -> list[dict]:
+    return [p for p in policies(values) if p["metadata"]["name"].endswith("-metrics")]
+
+
+def test_the_operators_metrics_are_open_to_no_pod_until_the_scrapers_are_named():
+    """The operator's series name every cluster it manages: with metrics on, a NetworkPolicy on
+    its Pods admits nothing by default; metrics.networkPolicy.from names who may scrape, and
+    only the metrics port is opened to them."""
+    objs = render({"metrics": {"enabled": True}})
+    (policy,) = of_kind(objs, "NetworkPolicy")
+    operator = one(objs, "Deployment")["spec"]["template"]
+    (port,) = [
+        p["containerPort"]
+        for c in operator["spec"]["containers"]
+        for p in c["ports"]
+        if p["name"] == "metrics"
+    ]
+    assert policy["metadata"]["namespace"] == RELEASE_NS
+    assert matches(policy["spec"]["podSelector"], operator["metadata"]["labels"])
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and policy["spec"]["ingress"] == []
+    prometheus = {"app.kubernetes.io/name": "prometheus"}
+    for ns in (RELEASE_NS, "monitoring", "tenant"):
+        assert not admitted(policy, ns, prometheus, {"kubernetes.io/metadata.name": ns}, port=port), ns
+
+    scrapers = [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": prometheus},
+        }
+    ]
+    (named,) = operator_metrics_policies(
+        {"metrics": {"enabled": True, "port": 9191, "networkPolicy": {"from": scrapers}}}
+    )
+    monitoring = {"kubernetes.io/metadata.name": "monitoring"}
+    assert admitted(named, "monitoring", prometheus, monitoring, port=9191)
+    assert not admitted(named, "monitoring", prometheus, monitoring, port=8081), "the metrics port only"
+    assert not admitted(named, "monitoring", {"app": "other"}, monitoring, port=9191)
+    assert not admitted(named, "tenant", prometheus, {"kubernetes.io/metadata.name": "tenant"}, port=9191)
+
+
+@pytest.mark.parametrize(
+    "metrics", [{}, {"enabled": True, "networkPolicy": {"enabled": False}}], ids=["metrics-off", "policy-off"]
+)
+def test_no_operator_policy_without_metrics_or_when_turned_off(metrics):
+    assert operator_metrics_policies({"metrics": metrics}) == []
