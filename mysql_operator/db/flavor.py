@@ -121,16 +121,19 @@ class Dialect:
         raise NotImplementedError
 
     # observe(): a few statements, whatever the flavor, and no user table in any of them
-    def server_state_sql(self) -> str:
+    def server_state_sql(self, text_chars: int = 255, gtid_chars: int = 1024 * 1024 + 1) -> str:
         """One row: server_id, server_uuid (NULL where there is none), read-only, hostname,
-        report_host, executed GTIDs, purged GTIDs (NULL where the binary logs must be read)."""
+        report_host, executed GTIDs, purged GTIDs (NULL where the binary logs must be read).
+        The texts are cut by the server: names to `text_chars`, GTID sets to `gtid_chars` (ask
+        for one more than you accept: a set that long was cut)."""
 
-        def var(name: str | None) -> str:
-            return f"@@GLOBAL.{name}" if name else "NULL"
+        def var(name: str | None, chars: int) -> str:
+            return f"LEFT(@@GLOBAL.{name}, {int(chars)})" if name else "NULL"
 
         return (
-            f"SELECT @@server_id, {var(self.server_uuid_variable)}, @@{self.read_only_variable}, "
-            f"@@hostname, @@report_host, {var(self.executed_gtids_variable)}, {var(self.purged_gtids_variable)}"
+            f"SELECT @@server_id, {var(self.server_uuid_variable, text_chars)}, @@{self.read_only_variable}, "
+            f"LEFT(@@hostname, {int(text_chars)}), LEFT(@@report_host, {int(text_chars)}), "
+            f"{var(self.executed_gtids_variable, gtid_chars)}, {var(self.purged_gtids_variable, gtid_chars)}"
         )
 
     # the global settings and counters semi-sync decisions read, as (name, value) rows

@@ -3,6 +3,12 @@
 Connections use short connect/read timeouts and autocommit; transient connection failures are
 retried with tenacity. Every error leaves as `InstanceError` whose text never contains a password
 (the instance's own, or any password passed to a statement): pymysql errors can quote the SQL.
+
+A server is a tenant's (it chooses the image): nothing it sends can hold a thread or the memory
+the other clusters need (`_Connection`): every exchange has an overall deadline (not only one per
+socket read) and a cap on the bytes it reads, and the password never leaves in clear text (no
+cleartext authentication plugin, no plaintext when TLS is asked for). Error texts are short: a
+server's own words are cut (`MESSAGE_CHARS`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
 import pymysql
+from pymysql.constants import CLIENT, CR
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
@@ -41,6 +48,13 @@ _PROTECTED_USERS = frozenset({"system user", "event_scheduler", "mariadb.sys"})
 _PROTECTED_COMMANDS = frozenset(
     {"Binlog Dump", "Binlog Dump GTID", "Daemon", "Slave_IO", "Slave_SQL", "Slave_worker", "Killed"}
 )
+MAX_ANSWER = 16 * 1024 * 1024  # bytes one exchange may read (packet headers included)
+MESSAGE_CHARS = 300  # of an error's own text (a server's, the driver's) kept in InstanceError
+TEXT_CHARS = 200  # of VERSION() and @@version_comment read (truncated by the server)
+GTID_TEXT_CHARS = 1024 * 1024  # of a GTID set read; a longer one is refused, never read in part
+# authentication plugins that send the password itself: mysql_clear_password, and MariaDB's PAM
+# dialog, which answers the prompt "Password: " with it. Refused on every connection, TLS or not
+CLEARTEXT_AUTH = frozenset({b"mysql_clear_password", b"dialog"})
 
 
 class InstanceError(Exception):
@@ -56,6 +70,10 @@ def redact(text: str, secrets: Iterable[str | None]) -> str:
         if s:
             text = text.replace(s, "***")
     return text
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + f"... ({len(text)} characters)"
 
 
 def _errno(e: BaseException) -> int | None:
@@ -271,6 +289,83 @@ def tls_context(ca_pem: str, check_hostname: bool = False) -> ssl.SSLContext:
     return ctx
 
 
+class _Connection(pymysql.connections.Connection):
+    """pymysql's connection with limits a server cannot lift: each exchange (the login, then each
+    statement, see `bound`) ends by its deadline and reads at most its cap; the password is never
+    sent in clear text; with an `ssl` context, a server that offers no TLS is refused before
+    anything is sent. pymysql 1.2 refuses that last one itself; this holds whatever the version.
+
+    The deadline is kept in the one place every read goes through (`_read_bytes`): each socket
+    read waits at most the time left, so a server that drips a byte before each read_timeout
+    ends is cut when the exchange's time is up, not after the whole answer."""
+
+    def __init__(self, *, deadline: float, cap: int, **kwargs: Any):
+        self._tls_required = kwargs.get("ssl") is not None
+        self.bound(deadline, cap)  # the connection phase: the login is one exchange
+        super().__init__(**kwargs)
+
+    def bound(self, seconds: float, cap: int) -> None:
+        """The next exchange ends within `seconds` and reads at most `cap` bytes."""
+        self._seconds, self._until, self._cap, self._left = seconds, time.monotonic() + seconds, cap, cap
+
+    def _read_bytes(self, num_bytes: int) -> bytes:
+        self._left -= num_bytes
+        if self._left < 0:  # refused before reading (or allocating) any of it
+            self._force_close()
+            raise pymysql.err.OperationalError(
+                CR.CR_NET_PACKET_TOO_LARGE, f"the answer is larger than {self._cap} bytes: refused"
+            )
+        out: list[bytes] = []  # one chunk, the usual case, is returned as it is (no copy)
+        got = 0
+        while got < num_bytes:
+            left = self._until - time.monotonic()
+            cut = left < self._read_timeout  # this read waits for the deadline, not read_timeout
+            if left <= 0:
+                raise self._late()
+            wait = left if cut else self._read_timeout
+            if wait != self._current_timeout:
+                self._sock.settimeout(wait)
+                self._current_timeout = wait
+            try:
+                chunk = self._rfile.read1(num_bytes - got)
+            except InterruptedError:
+                continue
+            except TimeoutError:
+                raise (self._late() if cut else self._lost("timed out")) from None
+            except OSError as e:
+                raise self._lost(str(e)) from None
+            if not chunk:
+                raise self._lost("closed by the server")
+            out.append(chunk)
+            got += len(chunk)
+        return b"".join(out)
+
+    def _late(self) -> pymysql.err.OperationalError:
+        # "timed out": never retried (_transient); 2013 in a statement's: stuck() (replication.py)
+        return self._lost(f"timed out: no complete answer within {self._seconds:g}s, the deadline")
+
+    def _lost(self, why: str) -> pymysql.err.OperationalError:
+        self._force_close()
+        return pymysql.err.OperationalError(CR.CR_SERVER_LOST, f"Lost connection to MySQL server ({why})")
+
+    def _request_authentication(self) -> None:
+        if self._tls_required and not self.server_capabilities & CLIENT.SSL:
+            raise pymysql.err.OperationalError(
+                CR.CR_SSL_CONNECTION_ERROR,
+                "the server offers no TLS and TLS is required: refused, nothing sent",
+            )
+        super()._request_authentication()
+
+    def _process_auth(self, plugin_name: bytes, auth_packet: Any, *args: Any, **kwargs: Any) -> Any:
+        if plugin_name in CLEARTEXT_AUTH:
+            raise pymysql.err.OperationalError(
+                CR.CR_AUTH_PLUGIN_CANNOT_LOAD,
+                f"the server asked for authentication plugin {plugin_name.decode(errors='replace')[:64]!r}, "
+                "which sends the password in clear text: refused, the password was not sent",
+            )
+        return super()._process_auth(plugin_name, auth_packet, *args, **kwargs)
+
+
 @dataclass
 class Instance:
     """Operations on one server. Not thread-safe: one Instance per thread."""
@@ -284,9 +379,13 @@ class Instance:
     read_timeout: float = 5.0
     connect_attempts: int = 3
     slow_timeout: float = 30.0  # statements that wait on the server: STOP REPLICA, read_only
+    # seconds one exchange may take in all (a statement and its whole answer; a login); None:
+    # read_timeout. Slow statements have their own (slow_timeout, wait_for's timeout, CLONE)
+    deadline: float | None = None
+    max_answer: int = MAX_ANSWER  # bytes one exchange may read
     tls: ssl.SSLContext | None = field(default=None, repr=False)  # see tls_context()
     plaintext: bool = False  # True: never TLS, not even the driver's unverified TLS when it can (tls None)
-    _conn: pymysql.connections.Connection | None = field(default=None, repr=False)
+    _conn: _Connection | None = field(default=None, repr=False)
     _dialect: Dialect | None = field(default=None, repr=False)
     _has_clone: bool | None = field(default=None, repr=False)  # per connection; None: not checked
     # the GTIDs before each finished binary log, by (file, size): read once, from its header
@@ -297,7 +396,13 @@ class Instance:
         self.name = self.name or f"{self.host}:{self.port}"
 
     # -- plumbing --------------------------------------------------------------------------------
-    def _open(self, read_timeout: float | None = None) -> pymysql.connections.Connection:
+    @property
+    def exchange_deadline(self) -> float:
+        return self.deadline if self.deadline is not None else self.read_timeout
+
+    def _open(self, read_timeout: float | None = None) -> _Connection:
+        """A new connection; `read_timeout` (default: the instance's) is also the deadline of
+        each of its exchanges, unless the instance's `deadline` is shorter than the default."""
         if not self.host:  # pymysql would take "no host" for localhost
             raise pymysql.err.OperationalError(2005, "no address (its Pod has no IP)")
 
@@ -308,7 +413,9 @@ class Instance:
             reraise=True,
         )
         def attempt():
-            return pymysql.connect(
+            return _Connection(
+                deadline=self.connect_timeout + self.exchange_deadline,
+                cap=self.max_answer,
                 host=self.host,
                 port=self.port,
                 user=self.user,
@@ -325,8 +432,26 @@ class Instance:
         return attempt()
 
     def _error(self, e: BaseException, what: str, secrets: Iterable[str | None] = ()) -> InstanceError:
-        text = redact(f"{self.name}: {what}: {e}", [self.password, *secrets])
-        return InstanceError(text, _errno(e))
+        """`e` as this server's failure: redacted first (a cut could split a secret), then cut."""
+        text = redact(str(e) or type(e).__name__, [self.password, *secrets])
+        return InstanceError(f"{self.name}: {what}: {_short(text)}", _errno(e))
+
+    def _exchange(
+        self, conn: _Connection, sql: str, args: tuple, seconds: float | None = None, cursor: Any = None
+    ) -> list:
+        """One statement and its whole answer, within `seconds` (default: the instance's
+        deadline) and `max_answer` bytes."""
+        conn.bound(seconds or self.exchange_deadline, self.max_answer)
+        with conn.cursor(cursor or pymysql.cursors.Cursor) as cur:
+            cur.execute(sql, args or None)
+            return list(cur.fetchall())
+
+    def _fresh(self, seconds: float) -> _Connection:
+        """A connection of its own, whose exchanges may take `seconds` each."""
+        try:
+            return self._open(read_timeout=seconds)
+        except pymysql.err.MySQLError as e:
+            raise self._error(e, "cannot connect") from None
 
     def close(self) -> None:
         if self._conn is not None:
@@ -338,7 +463,7 @@ class Instance:
             self._has_clone = None
             self._binlog_headers.clear()  # the next connection may reach another server's files
 
-    def _connection(self) -> pymysql.connections.Connection:
+    def _connection(self) -> _Connection:
         if self._conn is None:
             try:
                 self._conn = self._open()
@@ -351,10 +476,7 @@ class Instance:
     ) -> list:
         conn = self._connection()
         try:
-            cur_class = pymysql.cursors.DictCursor if dict_rows else pymysql.cursors.Cursor
-            with conn.cursor(cur_class) as cur:
-                cur.execute(sql, args or None)
-                return list(cur.fetchall())
+            return self._exchange(conn, sql, args, cursor=pymysql.cursors.DictCursor if dict_rows else None)
         except pymysql.err.MySQLError as e:
             if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
                 self.close()  # the next call reconnects
@@ -367,13 +489,9 @@ class Instance:
     def _run_slow(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> None:
         """A statement that may legitimately wait (STOP REPLICA while the IO thread reconnects to a
         hung source, read_only waiting for commits): its own connection, a longer read timeout."""
+        conn = self._fresh(self.slow_timeout)
         try:
-            conn = self._open(read_timeout=self.slow_timeout)
-        except pymysql.err.MySQLError as e:
-            raise self._error(e, "cannot connect") from None
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, args or None)
+            self._exchange(conn, sql, args, self.slow_timeout)
         except pymysql.err.MySQLError as e:
             raise self._error(e, sql.split(" ")[0] + " failed", secrets) from None
         except Exception as e:  # noqa: BLE001 - the driver's own breakage, as in _run
@@ -392,7 +510,9 @@ class Instance:
     @property
     def dialect(self) -> Dialect:
         if self._dialect is None:
-            version, comment = self._run("SELECT VERSION(), @@version_comment")[0]
+            version, comment = self._run(
+                f"SELECT LEFT(VERSION(), {TEXT_CHARS}), LEFT(@@version_comment, {TEXT_CHARS})"
+            )[0]
             self._dialect = dialect_for(detect(version, comment))
         return self._dialect
 
@@ -404,8 +524,14 @@ class Instance:
             # four statements (MariaDB: five while its one binary log is the active file), none
             # remembered: a change made through any connection is seen at the next pass
             server_id, uuid, read_only, hostname, report_host, executed, purged = self._run(
-                d.server_state_sql()
+                d.server_state_sql(TEXT_CHARS, GTID_TEXT_CHARS + 1)
             )[0]
+            for which, text in (("executed", executed), ("purged", purged)):
+                if text is not None and len(text) > GTID_TEXT_CHARS:
+                    raise InstanceError(
+                        f"{self.name}: its {which} GTID set is longer than {GTID_TEXT_CHARS} "
+                        "characters: refused (a set read in part would be a wrong one)"
+                    )
             replica = self.replica_status()
             state = {str(k).lower(): v for k, v in self._run(d.semisync_state_sql())}
             acks = state.get(d.semisync_ack_count.lower()) if d.semisync_ack_count else None
@@ -439,7 +565,11 @@ class Instance:
             )
         except InstanceError as e:
             self.close()
-            return Observation(reachable=False, error=str(e))
+            return Observation(reachable=False, error=_short(str(e)))
+        except Exception as e:  # noqa: BLE001 - whatever a server sent (a value that does not
+            # parse, a GTID set that does not), it is that server's failure, never the pass's
+            self.close()
+            return Observation(reachable=False, error=str(self._error(e, "observing failed")))
 
     def replica_status(self) -> ReplicaStatus | None:
         d = self.dialect
@@ -454,9 +584,9 @@ class Instance:
             io_state=r.get(c.io_running) or "No",
             sql_running=r.get(c.sql_running) == "Yes",
             io_errno=int(r.get(c.io_errno) or 0),
-            io_error=r.get(c.io_error) or "",
+            io_error=_short(r.get(c.io_error) or ""),
             sql_errno=int(r.get(c.sql_errno) or 0),
-            sql_error=r.get(c.sql_error) or "",
+            sql_error=_short(r.get(c.sql_error) or ""),
             seconds_behind=None if behind is None else int(behind),
             received=d.parse_gtids(r.get(c.received) or ""),
             ssl_allowed=r.get(c.ssl_allowed) == "Yes",
@@ -551,6 +681,8 @@ class Instance:
             stage, (message or "")[:512] if stage == CLONE_FAILED else "", int(copied), int(total)
         )
 
+    ERRANT_SCAN_BYTES = 1024 * 1024 * 1024  # read from one binary log by errant_events
+
     def errant_events(self, gtids: str, limit: int = 2000) -> list[str]:
         """The binary log events of the transactions `gtids` (errant ones, about to be discarded),
         one line each ("file:position type info"), newest binary logs first, at most `limit`
@@ -562,18 +694,20 @@ class Instance:
         wanted = d.parse_gtids(gtids)
         out: list[str] = []
         logs = [r[0] for r in self._run("SHOW BINARY LOGS")][-4:]
-        conn = self._open(read_timeout=self.slow_timeout)
+        conn = self._fresh(self.slow_timeout)
         try:
             for name in reversed(logs):
-                with conn.cursor() as cur:
+                # streamed (the rows are not all held): the cap bounds the time, not the memory
+                conn.bound(self.slow_timeout, self.ERRANT_SCAN_BYTES)
+                with conn.cursor(pymysql.cursors.SSCursor) as cur:
                     cur.execute("SHOW BINLOG EVENTS IN %s LIMIT 500000", (name,))
                     keep = False
-                    for _log, pos, etype, _sid, _end, info in cur.fetchall():
+                    for _log, pos, etype, _sid, _end, info in cur.fetchall_unbuffered():
                         if etype.startswith("Gtid") and etype != "Gtid_list" and etype != "Gtids_log":
                             m = _GTID_NEXT.search(info or "")
                             keep = bool(m) and wanted.contains(d.parse_gtids(m.group(1) or m.group(2)))
                         if keep and len(out) < limit:
-                            out.append(f"{name}:{pos} {etype} {info}")
+                            out.append(_short(f"{name}:{pos} {etype} {info}"))
         except pymysql.err.MySQLError as e:
             raise self._error(e, "SHOW BINLOG EVENTS failed") from None
         finally:
@@ -600,6 +734,7 @@ class Instance:
         self._has_clone = True
 
     CLONE_START_WAIT = 3.0  # seconds a new copy is watched for an early refusal
+    CLONE_SECONDS = 24 * 3600  # the CLONE statement's deadline: the copy of a whole data directory
 
     def start_clone(
         self,
@@ -629,20 +764,18 @@ class Instance:
         self._run("SET GLOBAL clone_valid_donor_list = %s", (f"{host}:{int(port)}",))
         if tls_ca:
             self._run("SET GLOBAL clone_ssl_ca = %s", (tls_ca,))
-        try:
-            conn = self._open(read_timeout=24 * 3600)
-        except pymysql.err.MySQLError as e:
-            raise self._error(e, "cannot connect") from None
+        conn = self._fresh(self.CLONE_SECONDS)
         failure: list[InstanceError] = []
 
         def run() -> None:
             try:
-                with conn.cursor() as cur:
-                    cur.execute(
-                        f"CLONE INSTANCE FROM %s@%s:{int(port)} IDENTIFIED BY %s "
-                        + ("REQUIRE SSL" if encrypt else "REQUIRE NO SSL"),
-                        (user, host, password),
-                    )
+                self._exchange(
+                    conn,
+                    f"CLONE INSTANCE FROM %s@%s:{int(port)} IDENTIFIED BY %s "
+                    + ("REQUIRE SSL" if encrypt else "REQUIRE NO SSL"),
+                    (user, host, password),
+                    self.CLONE_SECONDS,
+                )
             except pymysql.err.MySQLError as e:
                 if _errno(e) not in CLONE_SESSION_ENDS:
                     failure.append(self._error(e, "CLONE INSTANCE failed", [password]))
@@ -802,14 +935,10 @@ class Instance:
         """When the certificate the server presents to new connections stops being valid (UTC);
         None without TLS. Asked on a new connection: MariaDB reports the certificate of the
         connection's own TLS session, which an open connection keeps across a reload."""
+        conn = self._fresh(self.read_timeout)
         try:
-            conn = self._open()
-        except pymysql.err.MySQLError as e:
-            raise self._error(e, "cannot connect") from None
-        try:
-            with conn.cursor() as cur:
-                cur.execute(self.dialect.tls_not_after_sql())
-                row = cur.fetchone()
+            rows = self._exchange(conn, self.dialect.tls_not_after_sql(), ())
+            row = rows[0] if rows else None
         except pymysql.err.MySQLError as e:
             raise self._error(e, "reading Ssl_server_not_after failed") from None
         finally:
@@ -829,14 +958,9 @@ class Instance:
             return True
         d = self.dialect
         sql, args = d.wait_for_gtids(gtids, timeout)
+        conn = self._fresh(timeout + 5)
         try:
-            conn = self._open(read_timeout=timeout + 5)
-        except pymysql.err.MySQLError as e:
-            raise self._error(e, "cannot connect") from None
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, args)
-                return d.wait_succeeded(cur.fetchone()[0])
+            return d.wait_succeeded(self._exchange(conn, sql, args, timeout + 5)[0][0])
         except pymysql.err.MySQLError as e:
             raise self._error(e, "waiting for GTIDs failed") from None
         finally:
@@ -1016,6 +1140,8 @@ class Instance:
             connect_timeout=self.connect_timeout,
             read_timeout=self.read_timeout,
             connect_attempts=self.connect_attempts,
+            deadline=self.deadline,
+            max_answer=self.max_answer,
             tls=self.tls,
             plaintext=self.plaintext,
         )
