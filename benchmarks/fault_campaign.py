@@ -7,7 +7,8 @@ line, to benchmarks/campaign/<flavor>.jsonl (kept in the repository: seeds and o
 table at the end sums the runs of this invocation: schedules, how many with three faults,
 acknowledged writes lost, two-writable samples, -rw misrouted samples, schedules that did not
 reach full strength, and write unavailability p50/p99 per fault kind (over the schedules that
-had that kind). Exit 1 if any schedule failed a check. Replay one schedule: --seed N --count 1. --summary prints
+had that kind). --summary includes benchmarks.k8s_campaign's results (k8s-<flavor>.jsonl: the
+operator and chart on the local cluster) as their own rows, flavor "<flavor> (k8s)". Exit 1 if any schedule failed a check. Replay one schedule: --seed N --count 1. --summary prints
 the tables over every result kept in benchmarks/campaign/.
 
     .venv/bin/python -m benchmarks.fault_campaign [--flavor mariadb|mysql] [--seed 1] [--count 20]
@@ -51,8 +52,10 @@ def table(rows: list[dict]) -> None:
     print()
     print("| flavor | fault kind | schedules with it | longest write gap p50 | p99 |")
     print("|---|---|---:|---:|---:|")
+    # the host campaign's kinds first, then those of benchmarks.k8s_campaign
+    kinds = dict.fromkeys([*KINDS, *sorted({f.split("(")[0] for r in rows for f in r["faults"]})])
     for flavor in sorted({r["flavor"] for r in rows}):
-        for kind in KINDS:
+        for kind in kinds:
             gaps = [
                 r["unavailable_seconds"]
                 for r in rows
@@ -76,6 +79,11 @@ def operator_commit() -> str:
     )
 
 
+def _row(path: Path, row: dict) -> dict:
+    """A kept result; those of benchmarks.k8s_campaign (k8s-<flavor>.jsonl) as flavor "<flavor> (k8s)"."""
+    return {**row, "flavor": f"{row['flavor']} (k8s)"} if path.name.startswith("k8s-") else row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flavor", choices=("mariadb", "mysql"), default="mariadb")
@@ -88,7 +96,13 @@ def main() -> int:
     ap.add_argument("--summary", action="store_true", help="only the tables over benchmarks/campaign/*.jsonl")
     args = ap.parse_args()
     if args.summary:
-        table([json.loads(line) for f in sorted(OUT.glob("*.jsonl")) for line in f.read_text().splitlines()])
+        table(
+            [
+                _row(f, json.loads(line))
+                for f in sorted(OUT.glob("*.jsonl"))
+                for line in f.read_text().splitlines()
+            ]
+        )
         return 0
     why = mysql_unavailable() if args.flavor == "mysql" else None
     if args.flavor == "mariadb" and missing_binaries():

@@ -75,16 +75,30 @@ class Fault:
         return f"{self.kind}({self.role}) {self.start:.1f}-{self.end:.1f}s"
 
 
-def schedule(seed: int, max_faults: int = 3) -> list[Fault]:
-    """One to `max_faults` faults, each starting before the previous one ends (they overlap)."""
+# a kind's role when it has only one (what a lag fault needs: a replica; an operator fault: the
+# operator's active Pod), and the kinds that are one instant (what heals them is the system's own
+# doing: the operator started again, a Pod recreated by its StatefulSet)
+FIXED_ROLES = {"lag": "replica"}
+INSTANT = frozenset({"restart"})
+
+
+def schedule(
+    seed: int,
+    max_faults: int = 3,
+    kinds: tuple[str, ...] = KINDS,
+    fixed_roles: dict[str, str] = FIXED_ROLES,
+    instant: frozenset[str] = INSTANT,
+) -> list[Fault]:
+    """One to `max_faults` faults drawn from `kinds`, each starting before the previous one ends
+    (they overlap). The defaults are the host campaign's (a seed gives the schedule it always gave)."""
     rnd = random.Random(seed)
     count = rnd.choices(range(1, max_faults + 1), weights=[35, 35, 30][:max_faults])[0]
     out: list[Fault] = []
     at = rnd.uniform(0.0, 2.0)
     for _ in range(count):
-        kind = rnd.choice(KINDS)
-        role = "replica" if kind == "lag" else rnd.choice(ROLES)
-        duration = 0.0 if kind == "restart" else rnd.uniform(3.0, 12.0)
+        kind = rnd.choice(kinds)
+        role = fixed_roles.get(kind) or rnd.choice(ROLES)
+        duration = 0.0 if kind in instant else rnd.uniform(3.0, 12.0)
         out.append(Fault(kind, role, round(at, 1), round(duration, 1)))
         at = rnd.uniform(at, max(at + 0.5, out[-1].end - 0.5)) if duration else at + rnd.uniform(0.5, 3.0)
     return out

@@ -1,0 +1,105 @@
+"""Fault campaign through the shipped operator and chart on the local cluster (a benchmark, not a
+test): seeded schedules of one to three overlapping faults on one 3-instance MySQLCluster, reused
+from schedule to schedule; see e2e/campaign_k8s.py for the faults, the monitor and the checker.
+
+Each schedule prints one line; its result is appended, as one JSON line, to
+benchmarks/campaign/k8s-<flavor>.jsonl (`benchmarks.fault_campaign --summary` shows them as
+"<flavor> (k8s)"). Exit 1 if any schedule failed a check. Replay one schedule: --seed N --count 1
+(with the same --kinds). The cluster (namespace campaign-<flavor>) is deleted at the end unless
+--keep. Needs the local cluster (`make cluster-up`) and root (ctr, nsenter, iptables).
+
+    .venv/bin/python -m benchmarks.k8s_campaign [--flavor mysql|mariadb] [--seed 1] [--count 10]
+    .venv/bin/python -m benchmarks.k8s_campaign --flavor mysql --kinds apiserver,isolate --count 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import sys
+import time
+
+from benchmarks.fault_campaign import OUT, table
+from e2e.campaign_k8s import CLUSTER_WIDE, KINDS, Campaign, k8s_schedule
+from tests.support import cluster as cluster_mod
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")  # the finally clauses resume what is stopped
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--flavor", choices=("mariadb", "mysql"), default="mysql")
+    ap.add_argument("--seed", type=int, default=1, help="the first schedule's seed")
+    ap.add_argument("--count", type=int, default=10, help="schedules: seeds seed .. seed+count-1")
+    ap.add_argument(
+        "--kinds",
+        default=",".join(KINDS),
+        help=f"the fault kinds drawn from, comma-separated (default: all: {','.join(KINDS)}); "
+        f"{' and '.join(CLUSTER_WIDE)} disturb every namespace the chart's operator serves",
+    )
+    ap.add_argument(
+        "--converge", type=float, default=300.0, help="seconds to full strength after the last fault"
+    )
+    ap.add_argument("--no-record", action="store_true", help="do not append to benchmarks/campaign/")
+    ap.add_argument("--keep", action="store_true", help="keep the cluster and its namespace at the end")
+    ap.add_argument("--dry-run", action="store_true", help="print the schedules only")
+    args = ap.parse_args()
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        ap.error(f"--kinds: unknown {unknown or 'nothing given'}; choose from {','.join(KINDS)}")
+    seeds = range(args.seed, args.seed + args.count)
+    if args.dry_run:
+        for seed in seeds:
+            print(f"seed {seed}: {' + '.join(str(f) for f in k8s_schedule(seed, kinds))}")
+        return 0
+    state = cluster_mod.running_state()
+    if state is None:
+        print("no local cluster runs: `make cluster-up` first", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _interrupt)
+    started = time.monotonic()
+    campaign = Campaign(state, args.flavor, args.converge, kinds)
+    results = []
+    try:
+        campaign.setup()
+        print(f"cluster {campaign.namespace}/{campaign.c.name} ready", flush=True)
+        for seed in seeds:
+            r = campaign.run(seed)
+            results.append(r)
+            outcome = "ok" if r.ok else f"FAILED: {r.error or 'see the counts'}"
+            print(
+                f"seed {seed}: {' + '.join(r.faults)} -> lost {r.lost}/{r.acked}, two writable {r.two_writable}, "
+                f"misrouted {r.misrouted} of {r.samples} samples, full strength "
+                + (f"in {r.converge_seconds:.1f}s" if r.converge_seconds is not None else "never")
+                + f", longest write gap {r.unavailable_seconds:.1f}s, failovers {r.failovers}: {outcome}",
+                flush=True,
+            )
+            print("  applied: " + "; ".join(r.applied), flush=True)
+            if not args.no_record:
+                OUT.mkdir(exist_ok=True)
+                with open(OUT / f"k8s-{args.flavor}.jsonl", "a") as f:
+                    row = {
+                        **dataclasses.asdict(r),
+                        "ok": r.ok,
+                        "kinds": list(kinds),
+                        "at": time.strftime("%Y-%m-%d"),
+                    }
+                    f.write(json.dumps(row) + "\n")
+    finally:
+        campaign.node.resume_apiserver()
+        if not args.keep:
+            campaign.delete()
+    if results:
+        print()
+        table([{**dataclasses.asdict(r), "ok": r.ok, "flavor": f"{r.flavor} (k8s)"} for r in results])
+    print(f"\nwall time {time.monotonic() - started:.0f} s")
+    return 0 if results and all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

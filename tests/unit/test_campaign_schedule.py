@@ -1,0 +1,53 @@
+"""The fault campaigns' schedules are functions of their seed (issue 45): a recorded result is
+replayed by its seed, the host campaign's and the local cluster's alike."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from e2e.campaign_k8s import K8S_INSTANT, KINDS, ROLES, k8s_schedule
+from tests.support.campaign import schedule
+
+KEPT = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign"
+
+
+def _kept(k8s: bool) -> list[dict]:
+    """The results kept: benchmarks.k8s_campaign's (k8s-<flavor>.jsonl) or the host campaign's."""
+    return [
+        json.loads(line)
+        for f in sorted(KEPT.glob("*.jsonl"))
+        if f.name.startswith("k8s-") == k8s
+        for line in f.read_text().splitlines()
+    ]
+
+
+def test_every_kept_host_result_is_replayed_by_its_seed():
+    rows = _kept(False)
+    assert rows, f"no results kept in {KEPT}"
+    assert [[str(f) for f in schedule(r["seed"])] for r in rows] == [r["faults"] for r in rows]
+
+
+def test_every_kept_cluster_result_is_replayed_by_its_seed_and_kinds():
+    rows = _kept(True)
+    if not rows:
+        pytest.skip(f"no benchmarks.k8s_campaign results kept in {KEPT}")
+    assert [[str(f) for f in k8s_schedule(r["seed"], tuple(r["kinds"]))] for r in rows] == [
+        r["faults"] for r in rows
+    ]
+
+
+def test_a_cluster_schedule_overlaps_faults_of_the_kinds_asked_with_their_roles():
+    for seed in range(1, 200):
+        faults = k8s_schedule(seed)
+        assert 1 <= len(faults) <= 3 and faults == k8s_schedule(seed), seed
+        for f in faults:
+            assert f.kind in KINDS
+            assert (f.duration == 0) == (f.kind in K8S_INSTANT), f
+            assert f.role == ROLES.get(f.kind, f.role), f
+        for before, after in zip(faults, faults[1:]):  # each starts before the previous one ends
+            assert after.start <= max(before.end, before.start + 3.0), faults
+        assert {f.kind for f in k8s_schedule(seed, ("lag", "isolate"))} <= {"lag", "isolate"}
+    assert {f.kind for seed in range(1, 100) for f in k8s_schedule(seed)} == set(KINDS)
