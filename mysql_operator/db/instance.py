@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import re
 import ssl
 import threading
@@ -289,6 +290,23 @@ def tls_context(ca_pem: str, check_hostname: bool = False) -> ssl.SSLContext:
     return ctx
 
 
+def _its_failure(method):
+    """For the methods that read a server's answer into values: whatever it answered that does
+    not parse (a tenant's server chooses what it says) is that server's InstanceError, like a
+    failed statement, never another exception that would end the caller's pass."""
+
+    @functools.wraps(method)
+    def wrapper(self: "Instance", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except InstanceError:
+            raise
+        except Exception as e:  # noqa: BLE001 - see above
+            raise self._error(e, f"{method.__name__.strip('_')}: its answer does not parse") from None
+
+    return wrapper
+
+
 class _Connection(pymysql.connections.Connection):
     """pymysql's connection with limits a server cannot lift: each exchange (the login, then each
     statement, see `bound`) ends by its deadline and reads at most its cap; the password is never
@@ -508,6 +526,7 @@ class Instance:
         return rows[0][0] if rows else None
 
     @property
+    @_its_failure
     def dialect(self) -> Dialect:
         if self._dialect is None:
             version, comment = self._run(
@@ -571,6 +590,7 @@ class Instance:
             self.close()
             return Observation(reachable=False, error=str(self._error(e, "observing failed")))
 
+    @_its_failure
     def replica_status(self) -> ReplicaStatus | None:
         d = self.dialect
         rows = self._run(d.show_replica_status(), dict_rows=True)
@@ -593,6 +613,7 @@ class Instance:
             ssl_verify=r.get(c.ssl_verify) == "Yes",
         )
 
+    @_its_failure
     def purged_gtids(self):
         """MariaDB has no variable for it: the header of its oldest binary log. SHOW BINARY LOGS
         waits while a commit waits for a semi-sync acknowledgement (a primary whose replicas are
@@ -627,6 +648,7 @@ class Instance:
                 return self.dialect.parse_gtids(row["Info"].strip("[]"))
         return self.dialect.parse_gtids("")
 
+    @_its_failure
     def binary_logs(self) -> list[BinlogFile]:
         """This server's binary logs, oldest first, each with the GTIDs written before it (the
         headers of finished files are read once: they never change)."""
@@ -651,6 +673,7 @@ class Instance:
         after = {str(r[0]) for r in self._run("SHOW BINARY LOGS")}
         return [f for f in before if f not in after]
 
+    @_its_failure
     def clone_status(self) -> CloneStatus | None:
         """The last copy onto this server (MySQL CLONE), or None: no clone plugin, never cloned.
         One query a pass once the plugin is there (checked once per connection before that)."""
@@ -683,6 +706,7 @@ class Instance:
 
     ERRANT_SCAN_BYTES = 1024 * 1024 * 1024  # read from one binary log by errant_events
 
+    @_its_failure
     def errant_events(self, gtids: str, limit: int = 2000) -> list[str]:
         """The binary log events of the transactions `gtids` (errant ones, about to be discarded),
         one line each ("file:position type info"), newest binary logs first, at most `limit`
@@ -837,6 +861,7 @@ class Instance:
 
     STUCK_COMMIT_SECONDS = 5
 
+    @_its_failure
     def release_stuck_commits(self, keep_users: Iterable[str] = ()) -> int:
         """MySQL, a primary a copy is made from while no semi-sync replica is connected (its only
         replicas are being re-seeded): CLONE waits for every transaction prepared in the binary
@@ -871,6 +896,7 @@ class Instance:
                 self._run(sql)
         return len({int(w["ID"]) for w in waiting} | set(killed))
 
+    @_its_failure
     def ack_waiters(self) -> list[dict]:
         """PROCESSLIST rows (ID, USER, COMMAND, TIME) of sessions waiting for a semi-sync
         acknowledgement; COMMAND is 'Killed' for those killed while waiting."""
@@ -931,6 +957,7 @@ class Instance:
                 if e.errno != ER_REPLICA_NOT_CONFIGURED or attempt == attempts:
                     raise
 
+    @_its_failure
     def tls_not_after(self) -> dt.datetime | None:
         """When the certificate the server presents to new connections stops being valid (UTC);
         None without TLS. Asked on a new connection: MariaDB reports the certificate of the
@@ -952,6 +979,7 @@ class Instance:
         never binlogged. Open connections, replicas' included, keep their session."""
         self._run(self.dialect.reload_tls())
 
+    @_its_failure
     def wait_for(self, gtids, timeout: float) -> bool:
         """True once `gtids` are applied here, False after `timeout` seconds."""
         if gtids is None or gtids.is_empty():
@@ -966,6 +994,7 @@ class Instance:
         finally:
             conn.close()
 
+    @_its_failure
     def kill_client_connections(self, keep_users: Iterable[str] = ()) -> list[int]:
         """Kill application connections; returns the ids killed."""
         own = int(self.scalar("SELECT CONNECTION_ID()"))
@@ -1034,6 +1063,7 @@ class Instance:
                 self._run("SET SESSION sql_log_bin = 1")
         return changes
 
+    @_its_failure
     def grants_of(self, user: str, host: str) -> accounts.Grants | None:
         """The account's grants as `accounts.parse_show_grants` reads them; None if it does not exist."""
         try:
@@ -1080,6 +1110,7 @@ class Instance:
         return extra
 
     # -- SQL objects (MySQLDatabase, MySQLUser, MySQLGrant: db/statements.py) --------------------
+    @_its_failure
     def database_state(self, name: str) -> DatabaseState | None:
         rows = self._run(
             "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA "
@@ -1088,6 +1119,7 @@ class Instance:
         )
         return DatabaseState(rows[0][0], rows[0][1]) if rows else None
 
+    @_its_failure
     def user_state(self, user: str, host: str) -> UserState | None:
         rows = self._run(
             "SELECT max_user_connections, ssl_type, plugin FROM mysql.user WHERE User = %s AND Host = %s",
@@ -1109,6 +1141,7 @@ class Instance:
             done.append(st.what)
         return done
 
+    @_its_failure
     def events(self) -> list[Event]:
         """Every scheduled event on this server (the operator's account holds EVENT on *.*)."""
         rows = self._run("SELECT EVENT_SCHEMA, EVENT_NAME, STATUS, DEFINER FROM information_schema.EVENTS")

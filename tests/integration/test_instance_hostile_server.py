@@ -180,6 +180,32 @@ def test_values_that_do_not_parse_are_that_servers_failure(state, expected):
         assert_short_and_named(o.error or "", server)
 
 
+@pytest.mark.parametrize(
+    "call, asked, rows",
+    [
+        ("binary_logs", "SHOW BINARY LOGS", Rows(("Log_name", "File_size"), [("binlog.000001", "big")])),
+        ("kill_client_connections", "PROCESSLIST", Rows(("ID", "USER", "COMMAND"), [("x", "app", "Query")])),
+        ("dialect", "VERSION()", version_rows("banana")),
+    ],
+)
+def test_other_answers_that_do_not_parse_are_instance_errors(call, asked, rows):
+    """Beyond observe(): what a pass calls per server (purging binary logs, fencing, the
+    flavor) raises that server's InstanceError, which the pass handles, never a ValueError."""
+
+    def answer(sql: str):
+        if asked in sql:
+            return rows
+        return Rows(("id",), [("7",)]) if "CONNECTION_ID" in sql else answering()(sql)
+
+    with FakeMySQL(answer=answer) as server:
+        inst = instance(server, plaintext=True)
+        with pytest.raises(InstanceError) as raised:
+            getattr(inst, call)() if call != "dialect" else inst.dialect
+        print(raised.value)
+        assert "does not parse" in str(raised.value)
+        assert_short_and_named(str(raised.value), server)
+
+
 def test_one_pass_observes_every_server_whatever_each_one_sends():
     """ReplicationEngine.observe (every pass's first step, a thread per server): a huge answer,
     a drip, a value that does not parse and a healthy fake, side by side: every server gets a
