@@ -438,7 +438,7 @@ class Campaign:
     # ---------------------------------------------------------------- full strength
     def weakness(self) -> str:
         """Why the cluster is not at full strength; "" when it is: status Ready for its generation
-        with 3 ready, the status's primary writable and behind -rw alone, every other server
+        with 3 ready, a running operator Pod holding the chart's Lease, the status's primary writable and behind -rw alone, every other server
         read-only and replicating from it (both threads running)."""
         b = self.c.body()
         s = b.get("status") or {}
@@ -446,6 +446,18 @@ class Campaign:
             return f"phase {s.get('phase')}, {s.get('readyInstances')} ready"
         if s.get("observedGeneration") != b["metadata"].get("generation"):
             return "status of an older generation"
+        holder = (
+            client.CoordinationV1Api(self.api)
+            .read_namespaced_lease(LEASE, OPERATOR_NAMESPACE)
+            .spec.holder_identity
+        )
+        running = [
+            p.metadata.name
+            for p in self.core.list_namespaced_pod(OPERATOR_NAMESPACE).items
+            if not p.metadata.deletion_timestamp and all(x.ready for x in p.status.container_statuses or [])
+        ]
+        if holder not in running:
+            return f"the operator's Lease is held by {holder}, not one of the running {running}"
         primary = s.get("currentPrimary")
         for p in self.c.pods():
             statuses = p.status.container_statuses or []
