@@ -71,6 +71,13 @@ def _add_run(sub) -> None:
         "hand is re-applied at once from its watch)",
     )
     p.add_argument(
+        "--pass-deadline-seconds",
+        type=float,
+        default=float(os.environ.get("PASS_DEADLINE_SECONDS", "90")),
+        help="a cluster's pass running longer is reported on the cluster (condition PassOverdue) "
+        "and stops counting against the passes run at once, so other clusters go on",
+    )
+    p.add_argument(
         "--resolver",
         choices=("auto", "ip", "dns"),
         default=os.environ.get("RESOLVER", "auto"),
@@ -120,6 +127,7 @@ def _run(args) -> int:
         identity=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
         loop_seconds=args.loop_seconds,
         resync_seconds=args.resync_seconds,
+        pass_deadline_seconds=args.pass_deadline_seconds,
         resolver=args.resolver,
         metrics_port=args.metrics_port,
         apply_crds=args.apply_crds,

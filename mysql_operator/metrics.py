@@ -74,6 +74,18 @@ RECONCILE_ERRORS = Counter(
     ["namespace", "cluster", "cause"],
     registry=REGISTRY,
 )
+PASS_OVERDUE = Gauge(
+    "mysql_operator_pass_overdue",
+    "1 while the cluster's pass has run past its deadline (--pass-deadline-seconds), else 0",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
+PASSES_OVERDUE = Counter(
+    "mysql_operator_passes_overdue",
+    "Passes that ran past their deadline (each was let run on, off the shared pass slots)",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
 PRIMARY = Gauge(
     "mysql_operator_cluster_primary",
     "1 for the instance that is the cluster's primary",
@@ -261,10 +273,21 @@ def primary_change(result: Any) -> tuple[str, str, str] | None:
     return result.decision, str(bool(result.forced)).lower(), result.cause
 
 
+def pass_overdue(namespace: str, cluster: str, overdue: bool) -> None:
+    """The cluster's pass ran past its deadline (True: counted) or that pass ended (False)."""
+    if overdue:
+        PASSES_OVERDUE.labels(namespace, cluster).inc()
+    PASS_OVERDUE.labels(namespace, cluster).set(1 if overdue else 0)
+
+
 def forget(namespace: str, cluster: str) -> None:
     """A deleted cluster's gauges go away (counters stay, as Prometheus expects)."""
     _publish(namespace, cluster, {})
     _series.pop((namespace, cluster), None)
+    try:
+        PASS_OVERDUE.remove(namespace, cluster)
+    except KeyError:
+        pass  # never overdue
     try:
         FAILOVER_SECONDS.remove(namespace, cluster)
     except KeyError:

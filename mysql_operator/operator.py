@@ -46,6 +46,10 @@ class OperatorConfig:
     identity: str = ""  # this replica in the Lease (the Pod name)
     loop_seconds: float = 1.0  # replication observe/decide/act loop
     workers: int = 20  # threads for kopf's sync handlers, and as many for the clusters' passes
+    # a pass running longer gives up its slot among `workers` (it runs on, on a spare thread, and
+    # its cluster is told: condition PassOverdue, an Event, mysql_operator_pass_overdue): one
+    # cluster's hung servers never hold the threads other clusters' failovers need
+    pass_deadline_seconds: float = 90.0
     # full apply of owned objects (drift correction): at 60 s, 100 idle clusters cost 10.5 % of a
     # core (benchmarks/operator_scale.py); StatefulSet drift is re-applied at once from its watch
     resync_seconds: float = 300.0
@@ -64,8 +68,8 @@ class OperatorConfig:
             raise ValueError("choose the scope: --all-namespaces, or --namespace NS (repeatable)")
         if self.log_format not in LOG_FORMATS:
             raise ValueError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
-        if self.loop_seconds <= 0 or self.resync_seconds <= 0:
-            raise ValueError("--loop-seconds and --resync-seconds must be positive")
+        if self.loop_seconds <= 0 or self.resync_seconds <= 0 or self.pass_deadline_seconds <= 0:
+            raise ValueError("--loop-seconds, --resync-seconds and --pass-deadline-seconds must be positive")
         if self.watch_client_timeout <= self.watch_server_timeout:
             raise ValueError("the watch client timeout must exceed the server timeout")
         if self.leader_lease and not self.leader_namespace:

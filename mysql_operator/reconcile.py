@@ -105,6 +105,7 @@ from mysql_operator.rollout import (
 from mysql_operator.tls_upkeep import TLSUpkeep, serves_tls
 from mysql_operator.tls_upkeep import renewed as tls_renewed
 from mysql_operator.status import (
+    PASS_OVERDUE,
     Plan,
     Result,
     Summary,
@@ -112,6 +113,7 @@ from mysql_operator.status import (
     decision_event,
     events_from_steps,
     instance_entries,
+    overdue_conditions,
     plan,
     primary_change_status,
     primary_in_service,
@@ -897,6 +899,21 @@ class Reconciler:
                 reason,
                 message,
             )
+
+    def pass_overdue(self, body: Mapping[str, Any], seconds: float | None) -> None:
+        """The cluster's pass has run past its deadline of `seconds` (the per-cluster loop saw it;
+        None: that pass has ended): condition PassOverdue and a Warning Event when it starts, the
+        condition gone when it ends (the pass's own status is unchanged when nothing else is)."""
+        meta = body["metadata"]
+        current = self.reads.cluster(meta["namespace"], meta["name"]) or body  # with the pass's edits
+        conditions = (current.get("status") or {}).get("conditions") or []
+        changed = overdue_conditions(conditions, seconds, clock.stamp())
+        if seconds is not None:
+            self.kube.post_events(
+                body, [("Warning", PASS_OVERDUE, changed[-1]["message"])] if changed else []
+            )
+        if changed is not None:
+            self.kube.patch_status(meta["namespace"], meta["name"], {"conditions": changed})
 
     def report(self, namespace: str, name: str, fields: Mapping[str, Any]) -> None:
         """Status fields another controller owns (backup/controller.py: lastBackup, the

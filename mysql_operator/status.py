@@ -373,6 +373,34 @@ def merge_conditions(
     return out
 
 
+PASS_OVERDUE = "PassOverdue"  # the condition (and Event reason) of a pass past its deadline
+
+
+def overdue_conditions(
+    conditions: Iterable[Mapping[str, Any]], seconds: float | None, now: str
+) -> list[dict[str, Any]] | None:
+    """The cluster's conditions with PassOverdue True (`seconds`: the deadline it ran past) or
+    without it (None); None when they would not change. The per-cluster loop writes it, not the
+    pass: the pass it reports on is the one that cannot."""
+    conditions = list(conditions)
+    kept = [dict(c) for c in conditions if c.get("type") != PASS_OVERDUE]
+    if seconds is None:
+        return kept if len(kept) != len(conditions) else None
+    return kept + [
+        {
+            "type": PASS_OVERDUE,
+            "status": "True",
+            "reason": PASS_OVERDUE,
+            "message": (
+                f"the operator's pass over this cluster has run for more than {seconds:g} s: it "
+                "waits on a server or the API server (the operator's log names where); no other "
+                "pass of this cluster starts until it ends, and other clusters' passes go on"
+            ),
+            "lastTransitionTime": now,
+        }
+    ]
+
+
 def build_status(s: Summary, previous: Mapping[str, Any], now: str) -> dict[str, Any]:
     status: dict[str, Any] = {
         "phase": phase(s),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -16,6 +15,7 @@ from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.k8s.cache import Reads, start_reflectors
 from mysql_operator.k8s.client import api_client, in_cluster
 from mysql_operator.manifests import MANAGED_BY
+from mysql_operator.passes import Passes
 from mysql_operator.reconcile import Reconciler
 
 log = logging.getLogger(__name__)
@@ -93,17 +93,23 @@ def register(cfg) -> None:
     # wait for a pass; the pass itself runs on in its thread, and `drain` waits for the last ones.
     # The wait between passes is asyncio.sleep, not `stopped.wait`: that one costs a task and a
     # timer per wake-up (at 300 idle clusters about half of the operator's CPU).
-    passes = _state["passes"] = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="cluster-pass")
+    # At most `workers` passes at once; one past cfg.pass_deadline_seconds runs on without its
+    # slot and is reported on its cluster (mysql_operator/passes.py)
+    def report_overdue(body, seconds):
+        meta = body["metadata"]
+        metrics.pass_overdue(meta["namespace"], meta["name"], seconds is not None)
+        reconciler().pass_overdue(dict(body), seconds)
+
+    passes = _state["passes"] = Passes(cfg.workers, cfg.pass_deadline_seconds, report_overdue)
 
     @kopf.daemon(GROUP, VERSION, CLUSTER_PLURAL, cancellation_timeout=10.0)
     async def cluster_loop(body, namespace, name, stopped, **_):
-        loop = asyncio.get_running_loop()
         while not stopped:
             wait = cfg.loop_seconds
             if not reconciler().idle(body):
                 reconciler().reads.seen(body)
                 try:
-                    result = await loop.run_in_executor(passes, lambda: reconciler().tick(dict(body)))
+                    result = await passes.run(body, lambda: reconciler().tick(dict(body)))
                 except Exception:
                     log.exception("%s/%s: the pass failed; the next one runs in %ss", namespace, name, wait)
                     result = None

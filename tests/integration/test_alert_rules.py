@@ -326,6 +326,15 @@ def test_each_alert_fires_in_its_situation_only(promtool, tmp_path):
                     "values": "0+1x70",
                 },
                 {
+                    "series": _series("mysql_operator_pass_overdue", shop),
+                    "values": "0x5 1x70",
+                },
+                # another cluster's pass overdue for 3 minutes only, then ended
+                {
+                    "series": _series("mysql_operator_pass_overdue", {**shop, "cluster": "brief"}),
+                    "values": "1x3 0x66",
+                },
+                {
                     "series": _series("mysql_global_status_threads_connected", {**shop, "pod": "db-0"}),
                     "values": "90x70",
                 },
@@ -369,6 +378,12 @@ def test_each_alert_fires_in_its_situation_only(promtool, tmp_path):
                     "eval_time": "25m",
                     "alertname": "MySQLOperatorReconcileErrors",
                     "exp_alerts": [expect("MySQLOperatorReconcileErrors", {**shop, "cause": "TimeoutError"})],
+                },
+                {"eval_time": "9m", "alertname": "MySQLOperatorPassOverdue", "exp_alerts": []},  # for: 5m
+                {
+                    "eval_time": "12m",
+                    "alertname": "MySQLOperatorPassOverdue",
+                    "exp_alerts": [expect("MySQLOperatorPassOverdue", shop, "1")],
                 },
                 {
                     "eval_time": "10m",
