@@ -12,6 +12,7 @@ import json
 import pytest
 from kubernetes import client
 
+from mysql_operator import rolling
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.k8s import jobs
 from mysql_operator.k8s.cache import Reads, start_reflectors
@@ -88,9 +89,11 @@ def _ours(keys: set[str], *namespaces: str) -> set[str]:
     return {key for key in keys if key.split("/", 1)[0] in namespaces}
 
 
-def _listed(reads: Reads, ns: str, name: str) -> bool:
+def _seen_mid_roll(reads: Reads, ns: str, name: str) -> bool:
+    """Whether `reads` (a store may lag behind the API server) shows that StatefulSet mid-roll."""
     return any(
-        (s["metadata"]["namespace"], s["metadata"]["name"]) == (ns, name) for s in reads.owned_statefulsets()
+        (s["metadata"]["namespace"], s["metadata"]["name"]) == (ns, name) and rolling.restarting(s)
+        for s in reads.owned_statefulsets()
     )
 
 
@@ -114,7 +117,7 @@ def test_a_lookalike_statefulset_mid_roll_holds_no_restart_turn(control_plane, c
         # another tenant's StatefulSet: the operator's labels and the cluster's name, owned by nobody
         mid_roll_statefulset(api, tenant, "db", owner=None)
         for how, reads in readers.items():
-            wait_for(lambda: _listed(reads, tenant, "db"), 30, f"the look-alike listed ({how})")
+            wait_for(lambda: _seen_mid_roll(reads, tenant, "db"), 30, f"the look-alike seen mid-roll ({how})")
             assert _ours(restarting_now(reads), namespace, tenant) == set(), how
             gate = RestartGate()
             held = gate.take(f"{namespace}/other", _ours(restarting_now(reads), namespace, tenant))
@@ -131,7 +134,9 @@ def test_a_lookalike_statefulset_mid_roll_holds_no_restart_turn(control_plane, c
         }
         mid_roll_statefulset(api, namespace, "db", owner=owner)
         for how, reads in readers.items():
-            wait_for(lambda: _listed(reads, namespace, "db"), 30, f"the cluster's own listed ({how})")
+            wait_for(
+                lambda: _seen_mid_roll(reads, namespace, "db"), 30, f"the cluster's own seen mid-roll ({how})"
+            )
             assert _ours(restarting_now(reads), namespace, tenant) == {f"{namespace}/db"}, how
             gate = RestartGate()
             held = gate.take(f"{namespace}/other", _ours(restarting_now(reads), namespace, tenant))
