@@ -50,7 +50,13 @@ from mysql_operator.backup.pipeline import (
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.db.gtid import MySQLGtidSet, parser_for
 from mysql_operator.db.flavor import ServerVersion
-from mysql_operator.db.instance import REPLICA_SIDE_DISABLED, Event, Instance, InstanceError
+from mysql_operator.db.instance import (
+    REPLICA_SIDE_DISABLED,
+    SPECIFIC_ACCESS_DENIED,
+    Event,
+    Instance,
+    InstanceError,
+)
 from mysql_operator.db.statements import quote
 from mysql_operator.manifests.common import TLS_CA
 
@@ -466,19 +472,51 @@ def settle_events(target: Target, m: Manifest, key: Key | None, primary: bool) -
     the restore account, which holds ALL (SET USER / SET_ANY_DEFINER)."""
     inst = instance_of(target)
     try:
-        changes = event_changes(inst.events(), source_events(m, key), primary, m.flavor)
-        if changes:
-            inst.execute("SET SESSION sql_log_bin = 0")
-        for e, clause in changes:
-            user, _, host = e.definer.rpartition("@")
-            name = f"{quote(e.schema)}.{quote(e.name)}".replace("%", "%%")  # no placeholder
-            inst.execute(f"ALTER DEFINER = %s@%s EVENT {name} {clause}", (user, host))
+        _settle(inst, m, key, primary)
     except InstanceError as e:
         raise RestoreError(
             f"giving the events the source's statuses on {target.host}:{target.port}: {e}"
         ) from None
     finally:
         inst.close()
+
+
+def settle_copy_events(target: Target, m: Manifest, key: Key | None, primary: bool) -> None:
+    """settle_events on an instance started on a physical copy, as the copy's source had them (a
+    replica's: every event replica-side disabled): it runs fenced, its scheduler as its my.cnf
+    says; the scheduler is off while it is writable for the statements, and on again after."""
+    inst = instance_of(target)
+    try:
+        scheduler = str(inst.scalar("SELECT @@GLOBAL.event_scheduler")).upper() == "ON"
+        if scheduler:
+            inst.execute("SET GLOBAL event_scheduler = OFF")
+        inst.set_read_only(False)  # MySQL's super_read_only refuses ALTER EVENT to everyone
+        _settle(inst, m, key, primary)
+        inst.set_read_only(True)
+        if scheduler:
+            inst.execute("SET GLOBAL event_scheduler = ON")
+    except InstanceError as e:
+        raise RestoreError(
+            f"giving the events the source's statuses on {target.host}:{target.port}: {e}"
+        ) from None
+    finally:
+        inst.close()
+
+
+def _settle(inst: Instance, m: Manifest, key: Key | None, primary: bool) -> None:
+    """An event of a definer the restore account may not name (MySQL: one holding SYSTEM_USER,
+    which the restore account does not; a physical copy can hold one) is left as it is."""
+    changes = event_changes(inst.events(), source_events(m, key), primary, m.flavor)
+    if changes:
+        inst.execute("SET SESSION sql_log_bin = 0")
+    for e, clause in changes:
+        user, _, host = e.definer.rpartition("@")
+        name = f"{quote(e.schema)}.{quote(e.name)}".replace("%", "%%")  # no placeholder
+        try:
+            inst.execute(f"ALTER DEFINER = %s@%s EVENT {name} {clause}", (user, host))
+        except InstanceError as err:
+            if err.errno != SPECIFIC_ACCESS_DENIED:
+                raise
 
 
 def finish_instance(target: Target, drop_account: bool, scheduler: bool = False) -> None:
@@ -561,7 +599,15 @@ def restore_all(
 
         how = restore_mariadb_physical if copy.flavor == "mariadb" else restore_physical
         results, errors = how.restore(
-            client, targets, source, copy, donor, app_database, drop_account=drop_account, chain=chain
+            client,
+            targets,
+            source,
+            copy,
+            donor,
+            app_database,
+            drop_account=drop_account,
+            chain=chain,
+            primary=primary or next(iter(targets), None),
         )
     else:
         _load_all(targets, source, creds, app_database, drop_account, chain, primary, results, errors)

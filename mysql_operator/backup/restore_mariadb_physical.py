@@ -7,8 +7,13 @@ new cluster.
    instance is new; read the new cluster's accounts from its first instance (statements with
    their password hashes).
 2. Serve the copy on `donor.port` as a re-seed donor does (sh/seed.sh donate): TLS with the
-   Job's certificate (the cluster CA's, for the restore Service's name), and only to a client
-   presenting a certificate of the cluster's CA (the instances' own). Each connection gets
+   Job's certificate (the cluster CA's, for the restore Service's name), and only to a requester
+   that is one of the new cluster's instances: its certificate chains to the cluster's CA AND
+   names one of the targets (peer_named: the instances' certificates carry
+   *.<headless Service>.<namespace>.svc), AND its first line is the new cluster's operator
+   password ($MYSQL_OPERATOR_SEED_TOKEN, from its credentials Secret: what sh/seed.sh receive
+   sends from $SEED_TOKEN_FILE). A Pod of another namespace or cluster, whatever issuer signed
+   its certificate, gets "ERR refused" and not a byte. Each accepted connection gets
    "OK <bytes> <position>", the backup's xbstream (downloaded, decrypted and decompressed again
    for each: nothing is kept on disk), its chunks checked as they pass, and - only once the
    whole object matched its manifest - one more file, the new cluster's accounts as SQL. A copy
@@ -25,13 +30,16 @@ new cluster.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import hmac
+import os
 import socket
 import ssl
 import subprocess
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 from mysql_operator.backup import commands, storage, xbstream
@@ -49,11 +57,15 @@ from mysql_operator.backup.restore import (
     instance_of,
     new_cluster_accounts,
     roll_forward,
+    settle_copy_events,
 )
 from mysql_operator.db.gtid import MariaDBGtids
 from mysql_operator.db.instance import InstanceError
 
 RESTORE_SQL = "mysql-operator-restore.sql"  # what sh/seed.sh receive looks for (RESTORE_SQL)
+# the new cluster's operator password (its credentials Secret's operator-password, manifests/
+# backup_jobs.py restore_job): the line its instances' seed init containers send first
+SEED_TOKEN_ENV = "MYSQL_OPERATOR_SEED_TOKEN"
 
 
 def restore(
@@ -67,11 +79,20 @@ def restore(
     drop_account: bool = False,
     chain: list | None = None,
     copy_timeout: float = 6 * 3600,
+    primary: str | None = None,
 ) -> tuple[list[RestoreResult], list[str]]:
     """Restore the MariaDB physical backup `m` into every target. Returns the results and the
     errors, each naming its instance; never a password."""
     if donor is None or not donor.tls_dir:
         return [], [f"{m.backup} is a physical backup of MariaDB: this restore Job cannot serve it"]
+    token = os.environ.get(SEED_TOKEN_ENV, "")
+    if not token:
+        return [], [
+            f"{m.backup} is a physical backup of MariaDB: this restore Job has no ${SEED_TOKEN_ENV} "
+            "(the new cluster's operator-password) to tell its instances from anyone else: delete the "
+            "restore Job so that the operator makes it again"
+        ]
+    peers = Peers(token, frozenset(t.host for t in targets.values()))
     results: list[RestoreResult] = []
     errors: list[str] = []
     try:
@@ -85,11 +106,12 @@ def restore(
         )
         init_sql = init_file(accounts)
         answer = f"OK {m.uncompressed_size} {m.gtid_position or ''}\n"
-        with CopyServer(donor, lambda: decompressed(client, source, m, etag), answer, init_sql) as server:
+        pieces = functools.partial(decompressed, client, source, m, etag)
+        with CopyServer(donor, peers, pieces, answer, init_sql) as server:
             wait_restored(targets, m.gtid_position or "", server, copy_timeout)
         for name, t in targets.items():
             try:
-                results.append(_finish_one(client, t, source, m, chain))
+                results.append(_finish_one(client, t, source, m, chain, name == primary))
             except (RestoreError, InstanceError) as e:
                 errors.append(f"{name}: {e}")
                 break
@@ -123,7 +145,8 @@ def init_file(accounts: list[str]) -> bytes:
     return "".join(lines).encode()
 
 
-def _finish_one(client, t: Target, source: Source, m: Manifest, chain) -> RestoreResult:
+def _finish_one(client, t: Target, source: Source, m: Manifest, chain, primary: bool) -> RestoreResult:
+    settle_copy_events(t, m, source.key, primary)
     result = RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=m.compressed_size)
     if chain is None:
         return result
@@ -228,12 +251,54 @@ def decompressed(client, source: Source, m: Manifest, etag: str) -> Iterator[byt
         stop(dec)
 
 
-class CopyServer:
-    """Serves the copy to every client with a certificate of the cluster's CA (sh/seed.sh receive
-    of a new instance), each connection in a thread, until closed."""
+@dataclass(frozen=True)
+class Peers:
+    """Who may have the copy: a requester whose first line is `token` and whose certificate names
+    one of `hosts` (the new cluster's instances)."""
 
-    def __init__(self, donor: Donor, pieces: Callable[[], Iterator[bytes]], answer: str, init_sql: bytes):
+    token: str = field(repr=False)
+    hosts: frozenset[str]
+
+
+def _dns_names(cert: dict) -> list[str]:
+    """Pure: the DNS names of a certificate as ssl's getpeercert() gives it (its SANs; its
+    common name only when it has none, as TLS clients do)."""
+    sans = [v for kind, v in cert.get("subjectAltName", ()) if kind == "DNS"]
+    if sans:
+        return sans
+    return [v for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"]
+
+
+def _matches(name: str, host: str) -> bool:
+    """Pure: whether certificate name `name` covers `host` (a wildcard covers one label, the first)."""
+    name, host = name.lower().rstrip("."), host.lower().rstrip(".")
+    if name.startswith("*."):
+        first, dot, rest = host.partition(".")
+        return bool(first) and bool(dot) and rest == name[2:]
+    return name == host
+
+
+def peer_named(cert: dict | None, hosts: frozenset[str]) -> bool:
+    """Pure: whether the peer's certificate (getpeercert()) names one of `hosts`."""
+    return cert is not None and any(_matches(n, h) for n in _dns_names(cert) for h in hosts)
+
+
+class CopyServer:
+    """Serves the copy to the new cluster's instances (sh/seed.sh receive), each connection in a
+    thread, until closed: a certificate of the cluster's CA naming one of `peers.hosts` and the
+    first line `peers.token`, or "ERR refused" and nothing."""
+
+    def __init__(
+        self,
+        donor: Donor,
+        peers: Peers,
+        pieces: Callable[[], Iterator[bytes]],
+        answer: str,
+        init_sql: bytes,
+    ):
         self.pieces, self.answer, self.init_sql = pieces, answer.encode(), init_sql
+        self.peers = peers
+        self.refused = 0  # requesters turned away (no byte of the copy reached them)
         d = donor.tls_dir
         self.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=f"{d}/ca.crt")
         self.tls.load_cert_chain(f"{d}/tls.crt", f"{d}/tls.key")
@@ -268,7 +333,12 @@ class CopyServer:
             raw.settimeout(30)
             with self.tls.wrap_socket(raw, server_side=True) as conn:
                 conn.settimeout(600)
-                _read_line(conn)  # the requester's password line: its certificate is what counts
+                why = self._refusal(conn.getpeercert(), _read_line(conn))
+                if why:
+                    self.refused += 1
+                    self.last_error = why
+                    conn.sendall(b"ERR refused\n")
+                    return
                 conn.sendall(self.answer)
                 reader = xbstream.Reader()
                 for piece in self.pieces():
@@ -286,6 +356,16 @@ class CopyServer:
         finally:
             with contextlib.suppress(OSError):
                 raw.close()
+
+    def _refusal(self, cert: dict | None, line: bytes) -> str:
+        """Why this requester gets nothing ("" when it is one of the new cluster's instances);
+        never the line it sent."""
+        if not peer_named(cert, self.peers.hosts):
+            names = ", ".join(_dns_names(cert or {})[:4]) or "no name"
+            return f"refused a copy to a certificate for {names[:300]}: not an instance of this cluster"
+        if not hmac.compare_digest(line.rstrip(b"\r\n"), self.peers.token.encode()):
+            return "refused a copy to a requester without the new cluster's operator password"
+        return ""
 
 
 def _read_line(conn, limit: int = 4096) -> bytes:

@@ -44,6 +44,7 @@ from mysql_operator.backup.restore import (
     instance_of,
     new_cluster_accounts,
     roll_forward,
+    settle_copy_events,
     stream_into,
 )
 from mysql_operator.db.gtid import MySQLGtidSet
@@ -61,6 +62,7 @@ def restore(
     drop_account: bool = False,
     chain: list | None = None,
     copy_timeout: float = 6 * 3600,
+    primary: str | None = None,
 ) -> tuple[list[RestoreResult], list[str]]:
     """Restore the physical backup `m` into every target (one at a time). Returns the results and
     the errors, each naming its instance; never a password."""
@@ -97,7 +99,7 @@ def restore(
                 )
             for name, t in targets.items():
                 try:
-                    results.append(_into(client, t, source, m, donor, chain, copy_timeout))
+                    results.append(_into(client, t, source, m, donor, chain, copy_timeout, name == primary))
                 except (RestoreError, InstanceError) as e:
                     errors.append(f"{name}: {e}")
                     break  # the others stay new and empty
@@ -109,7 +111,7 @@ def restore(
 
 
 def _into(
-    client, t: Target, source: Source, m: Manifest, donor: Donor, chain, timeout: float
+    client, t: Target, source: Source, m: Manifest, donor: Donor, chain, timeout: float, primary: bool
 ) -> RestoreResult:
     inst = instance_of(t)
     try:
@@ -119,6 +121,7 @@ def _into(
     finally:
         inst.close()
     wait_restarted_on_copy(lambda: instance_of(t), timeout)
+    settle_copy_events(t, m, source.key, primary)
     inst = instance_of(t)
     try:
         executed = str(inst.scalar("SELECT @@GLOBAL.gtid_executed") or "").replace("\n", "")

@@ -348,6 +348,9 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
     source, *targets = tls_servers(mysql, pki, 3, "physr")
     load(source)
     sql(source, "CREATE USER 'reporting'@'%' IDENTIFIED BY 'from-the-backup'")
+    # a scheduled job, ENABLED in the copy (of the primary): the instance that becomes the new
+    # primary keeps it so, the other holds it replica-side disabled, as replication makes it
+    sql(source, "CREATE EVENT shop.tick ON SCHEDULE EVERY 1 HOUR ENABLE DO SET @x = 1")
     s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-physical-restore"))
     shared = shared_as_job_user
     ca = str(shared / "ca.crt")
@@ -406,6 +409,10 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
         with pytest.raises(InstanceError, match="1045"):
             verified_instance(HOST, t.port, OPERATOR_USER, mysql.admin_password, ca).scalar("SELECT 1")
     assert sorted(p.name for p in shared.iterdir() if p.name.startswith("clone")) == []
+    assert [t.query("SELECT STATUS FROM information_schema.EVENTS")[0][0] for t in targets] == [
+        "ENABLED",
+        "REPLICA_SIDE_DISABLED",
+    ]
 
     # again into the same, now restored, instances: refused before anything is replaced
     t = targets[0]
