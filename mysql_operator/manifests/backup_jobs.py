@@ -27,6 +27,7 @@ CLUSTER_LABEL = f"{GROUP}/cluster"
 SCHEDULED_AT_ANNOTATION = f"{GROUP}/scheduled-at"  # fire time a scheduled MySQLBackup was created for
 DELETE_DATA_ANNOTATION = f"{GROUP}/delete-data"  # "true": deleting the MySQLBackup deletes its objects
 ENV_DB_PASSWORD = "MYSQL_OPERATOR_DB_PASSWORD"
+ENV_SEED_TOKEN = "MYSQL_OPERATOR_SEED_TOKEN"  # backup/restore_mariadb_physical.py: SEED_TOKEN_ENV
 ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_ENCRYPTION_KEY = "MYSQL_OPERATOR_ENCRYPTION_KEY"
@@ -486,6 +487,9 @@ def restore_job(
     )
     if c.spec.flavor == "mariadb":  # ready while it serves a copy: what the operator waits for
         (ctr,) = job["spec"]["template"]["spec"]["containers"]
+        # served only to a requester sending the new cluster's operator password, as its instances'
+        # seed init containers do (backup/restore_mariadb_physical.py: CopyServer)
+        ctr["env"].append(_secret_env(ENV_SEED_TOKEN, k.credentials_secret_name(c), k.OPERATOR_PASSWORD_KEY))
         ctr["ports"] = [{"name": "copy", "containerPort": k.SEED_PORT, "protocol": "TCP"}]
         ctr["readinessProbe"] = {"tcpSocket": {"port": k.SEED_PORT}, "periodSeconds": 2}
     return job

@@ -607,13 +607,14 @@ def test_a_physical_backup_of_mariadb_is_the_donor_sidecars_copy_streamed_to_the
 
 
 @needs_seed_tools
-def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(env, s3server):
+def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(env, s3server, monkeypatch):
     """restore_all of a MariaDB physical backup: the restore Job serves the copy (TLS with its own
     certificate of the cluster's CA, only to clients presenting one) and each new instance's
     `seed` init container, asked for a "restore" copy, receives it, prepares it, and its server
     starts on it: the backup's rows, the backup's GTID position, the new cluster's accounts
     (an account only it had is there), the restore account gone, read-only again. A client
-    without a certificate of the cluster gets nothing."""
+    without a certificate of the cluster gets nothing, nor does an instance that does not send the
+    new cluster's operator password (the Job's $MYSQL_OPERATOR_SEED_TOKEN)."""
     from mysql_operator.backup.commands import Endpoint
     from mysql_operator.backup.restore import Donor, Source, Target, restore_all
     from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
@@ -668,6 +669,8 @@ def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(e
         (job_tls / name).write_text(text)
     job_port = free_port()
     restore_pw = PASSWORDS["MYSQL_RESTORE_PASSWORD"]
+    # the new cluster's operator-password, from its credentials Secret (manifests restore_job)
+    monkeypatch.setenv("MYSQL_OPERATOR_SEED_TOKEN", PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
     result: dict = {}
     job = threading.Thread(
         target=lambda: result.update(
@@ -700,17 +703,25 @@ def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(e
     (root / "reseed" / "db-2").write_text("localhost 20261129000000 restore\n")
     os.killpg(new_proc.pid, signal.SIGTERM)
     new_proc.wait(60)
-    got = run(
+    seed_env = {
+        **new,
+        **{k: v for k, v in receive_env.items() if "SEED" in k or "RESEED" in k},
+        "MYSQL_OPERATOR_SEED_PORT": str(job_port),
+    }
+    wrong = root / "wrong-token"
+    wrong.write_text("not-the-operator-password")
+    wrong.chmod(0o644)
+    refused = run(
         config / "seed.sh",
-        {
-            **new,
-            **{k: v for k, v in receive_env.items() if "SEED" in k or "RESEED" in k},
-            "MYSQL_OPERATOR_SEED_PORT": str(job_port),
-        },
+        {**seed_env, "MYSQL_OPERATOR_SEED_TOKEN_FILE": str(wrong)},
         user,
         "receive",
         check=False,
     )
+    assert refused.returncode == 1 and "the donor refused the copy: ERR refused" in refused.stderr, (
+        refused.stderr
+    )
+    got = run(config / "seed.sh", seed_env, user, "receive", check=False)
     assert got.returncode == 0, got.stderr
     proc = start(config, new, user, procs, new_port, pod="db-2")  # where the Job reaches it
     job.join(300)

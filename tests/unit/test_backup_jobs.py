@@ -236,6 +236,9 @@ def test_a_mariadb_restore_job_serves_a_physical_copy_itself_and_is_ready_while_
     assert {"name": "restore-tls", "mountPath": RESTORE_TLS_DIR, "readOnly": True} in ctr["volumeMounts"]
     assert ctr["readinessProbe"]["tcpSocket"] == {"port": 3307}
     assert restore_service(c)["spec"]["ports"] == [{"name": "copy", "port": 3307, "targetPort": 3307}]
+    # it serves the copy only to a requester sending the new cluster's operator password
+    (token,) = [e for e in ctr["env"] if e["name"] == "MYSQL_OPERATOR_SEED_TOKEN"]
+    assert token["valueFrom"] == {"secretKeyRef": {"name": "shop-credentials", "key": "operator-password"}}
 
 
 def test_long_backup_names_give_valid_job_names():

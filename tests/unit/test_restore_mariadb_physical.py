@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mysql_operator.backup.restore import RestoreError
-from mysql_operator.backup.restore_mariadb_physical import init_file, series_refusal
+from mysql_operator.backup.restore_mariadb_physical import init_file, peer_named, series_refusal
 from mysql_operator.restore_gate import serving
 
 
@@ -40,3 +40,31 @@ def test_a_copy_restores_only_into_its_own_series():
     assert series_refusal("10.11.14", 10, 11) is None
     why = series_refusal("10.11.14", 11, 8)
     assert why and "MariaDB 10.11.14" in why and "runs 11.8" in why and "into a 10.11 cluster" in why
+
+
+HOSTS = frozenset({"db-0.db-headless.prod.svc", "db-1.db-headless.prod.svc"})
+
+
+def _cert(*dns, cn=None):
+    out: dict = {"subjectAltName": tuple(("DNS", d) for d in dns)}
+    if cn:
+        out["subject"] = ((("commonName", cn),),)
+    return out
+
+
+@pytest.mark.parametrize(
+    "cert, expected",
+    [
+        (_cert("*.db-headless.prod.svc", "db-rw"), True),  # an instance's certificate (server_dns_names)
+        (_cert("DB-1.db-headless.prod.svc."), True),  # names are case-insensitive, a final dot ignored
+        (_cert("*.db-headless.tenant-b.svc"), False),  # the same cluster name in another namespace
+        (_cert("*.other-headless.prod.svc"), False),  # another cluster of the namespace
+        (_cert("*.prod.svc", "*.svc"), False),  # a wildcard covers one label only
+        (_cert("db-rw.prod.svc", cn="*.db-headless.prod.svc"), False),  # with SANs the CN is not a name
+        (_cert(cn="db-0.db-headless.prod.svc"), True),  # without SANs it is
+        ({}, False),
+        (None, False),  # no certificate
+    ],
+)
+def test_the_copy_goes_only_to_a_certificate_naming_an_instance_of_the_cluster(cert, expected):
+    assert peer_named(cert, HOSTS) is expected
