@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.failover_bench import percentile
-from tests.support.campaign import KINDS, Run
+from tests.support.campaign import KINDS, Result, Run
 from tests.support.mariadb import MariaDBFactory, missing_binaries
 from tests.support.mysql import MySQLFactory, mysql_unavailable
 
@@ -84,15 +84,35 @@ def _row(path: Path, row: dict) -> dict:
     return {**row, "flavor": f"{row['flavor']} (k8s)"} if path.name.startswith("k8s-") else row
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--flavor", choices=("mariadb", "mysql"), default="mariadb")
+def report(r: Result) -> str:
+    """One schedule's outcome in two lines (what the campaigns print as they go)."""
+    outcome = "ok" if r.ok else f"FAILED: {r.error or 'see the counts'}"
+    return (
+        f"seed {r.seed}: {' + '.join(r.faults)} -> lost {r.lost}/{r.acked}, two writable {r.two_writable}, "
+        f"misrouted {r.misrouted} of {r.samples} samples, full strength "
+        + (f"in {r.converge_seconds:.1f}s" if r.converge_seconds is not None else "never")
+        + (f" ({r.held_out})" if r.held_out else "")
+        + f", longest write gap {r.unavailable_seconds:.1f}s, failovers {r.failovers}: {outcome}"
+        + "\n  applied: "
+        + "; ".join(r.applied)
+    )
+
+
+def arguments(doc: str, flavor: str, count: int, converge: float) -> argparse.ArgumentParser:
+    """The options both campaigns take (this one's and benchmarks.k8s_campaign's)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--flavor", choices=("mariadb", "mysql"), default=flavor)
     ap.add_argument("--seed", type=int, default=1, help="the first schedule's seed")
-    ap.add_argument("--count", type=int, default=20, help="schedules: seeds seed .. seed+count-1")
+    ap.add_argument("--count", type=int, default=count, help="schedules: seeds seed .. seed+count-1")
     ap.add_argument(
-        "--converge", type=float, default=180.0, help="seconds to full strength after the last fault"
+        "--converge", type=float, default=converge, help="seconds to full strength after the last fault"
     )
     ap.add_argument("--no-record", action="store_true", help="do not append to benchmarks/campaign/")
+    return ap
+
+
+def main() -> int:
+    ap = arguments(__doc__, "mariadb", 20, 180.0)
     ap.add_argument("--summary", action="store_true", help="only the tables over benchmarks/campaign/*.jsonl")
     args = ap.parse_args()
     if args.summary:
@@ -117,16 +137,7 @@ def main() -> int:
         for seed in range(args.seed, args.seed + args.count):
             r = Run(factory, args.flavor, seed, args.converge).execute()
             results.append(r)
-            outcome = "ok" if r.ok else f"FAILED: {r.error or 'see the counts'}"
-            print(
-                f"seed {seed}: {' + '.join(r.faults)} -> lost {r.lost}/{r.acked}, two writable {r.two_writable}, "
-                f"misrouted {r.misrouted}, full strength "
-                + (f"in {r.converge_seconds:.1f}s" if r.converge_seconds is not None else "never")
-                + (f" ({r.held_out})" if r.held_out else "")
-                + f", longest write gap {r.unavailable_seconds:.1f}s, failovers {r.failovers}: {outcome}",
-                flush=True,
-            )
-            print("  applied: " + "; ".join(r.applied), flush=True)
+            print(report(r), flush=True)
             if not r.ok:
                 print(factory.logs_report(15), file=sys.stderr)
             if not args.no_record:

@@ -14,14 +14,13 @@ benchmarks/campaign/k8s-<flavor>.jsonl (`benchmarks.fault_campaign --summary` sh
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import signal
 import sys
 import time
 
-from benchmarks.fault_campaign import OUT, table
+from benchmarks.fault_campaign import OUT, arguments, report, table
 from e2e.campaign_k8s import CLUSTER_WIDE, KINDS, Campaign, k8s_schedule
 from tests.support import cluster as cluster_mod
 
@@ -31,20 +30,13 @@ def _interrupt(signum, frame):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--flavor", choices=("mariadb", "mysql"), default="mysql")
-    ap.add_argument("--seed", type=int, default=1, help="the first schedule's seed")
-    ap.add_argument("--count", type=int, default=10, help="schedules: seeds seed .. seed+count-1")
+    ap = arguments(__doc__, "mysql", 10, 300.0)
     ap.add_argument(
         "--kinds",
         default=",".join(KINDS),
         help=f"the fault kinds drawn from, comma-separated (default: all: {','.join(KINDS)}); "
         f"{' and '.join(CLUSTER_WIDE)} disturb every namespace the chart's operator serves",
     )
-    ap.add_argument(
-        "--converge", type=float, default=300.0, help="seconds to full strength after the last fault"
-    )
-    ap.add_argument("--no-record", action="store_true", help="do not append to benchmarks/campaign/")
     ap.add_argument("--keep", action="store_true", help="keep the cluster and its namespace at the end")
     ap.add_argument("--dry-run", action="store_true", help="print the schedules only")
     args = ap.parse_args()
@@ -71,15 +63,7 @@ def main() -> int:
         for seed in seeds:
             r = campaign.run(seed)
             results.append(r)
-            outcome = "ok" if r.ok else f"FAILED: {r.error or 'see the counts'}"
-            print(
-                f"seed {seed}: {' + '.join(r.faults)} -> lost {r.lost}/{r.acked}, two writable {r.two_writable}, "
-                f"misrouted {r.misrouted} of {r.samples} samples, full strength "
-                + (f"in {r.converge_seconds:.1f}s" if r.converge_seconds is not None else "never")
-                + f", longest write gap {r.unavailable_seconds:.1f}s, failovers {r.failovers}: {outcome}",
-                flush=True,
-            )
-            print("  applied: " + "; ".join(r.applied), flush=True)
+            print(report(r), flush=True)
             if not args.no_record:
                 OUT.mkdir(exist_ok=True)
                 with open(OUT / f"k8s-{args.flavor}.jsonl", "a") as f:

@@ -61,7 +61,18 @@ from kubernetes.client.rest import ApiException
 from e2e.helpers import Cluster, cluster_spec, connect, lost_rows, query, try_query, writer_to
 from mysql_operator.manifests.common import OPERATOR_PASSWORD_KEY, OPERATOR_USER, ROLE_LABEL, ROLE_PRIMARY
 from tests.support import cluster as cluster_mod
-from tests.support.campaign import FIXED_ROLES, INSTANT, SAMPLE_SECONDS, Fault, Result, schedule
+from tests.support.campaign import (
+    FIXED_ROLES,
+    INSTANT,
+    SAMPLE_SECONDS,
+    Fault,
+    Result,
+    drive,
+    read_only,
+    schedule,
+    settle_writes,
+    take_counts,
+)
 from tests.support.wait import Timeout, wait_for
 
 KINDS = (
@@ -244,29 +255,21 @@ class Partition:
 
 # ------------------------------------------------------------------------------ the monitor
 def _read_only(conns: dict[str, Any], ip: str, password: str) -> int | None:
-    """@@read_only of the server at `ip` over a kept connection; None: no answer within a sample."""
-    try:
-        conn = conns.get(ip)
-        if conn is None:
-            conn = conns[ip] = pymysql.connect(
-                host=ip,
-                port=3306,
-                user=OPERATOR_USER,
-                password=password,
-                connect_timeout=0.5,
-                read_timeout=0.5,
-                autocommit=True,
-                ssl_disabled=True,
-            )
-        with conn.cursor() as cur:
-            cur.execute("SELECT @@global.read_only")
-            return int(cur.fetchone()[0])
-    except Exception:  # noqa: BLE001 - no answer within the sample
-        conn = conns.pop(ip, None)
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
-        return None
+    """@@read_only of the server at `ip` (short timeouts); None: no answer within a sample."""
+    return read_only(
+        conns,
+        ip,
+        lambda: pymysql.connect(
+            host=ip,
+            port=3306,
+            user=OPERATOR_USER,
+            password=password,
+            connect_timeout=0.5,
+            read_timeout=0.5,
+            autocommit=True,
+            ssl_disabled=True,
+        ),
+    )
 
 
 class Monitor:
@@ -588,7 +591,6 @@ class Campaign:
         faults = k8s_schedule(seed, self.kinds)
         r = Result(seed, self.flavor, [str(f) for f in faults])
         writer = monitor = None
-        heals: list[tuple[float, Callable[[], None]]] = []
         t0 = time.time()
         try:
             self.ensure_operator()
@@ -603,22 +605,7 @@ class Campaign:
             wait_for(lambda: len(writer.acked) >= 20, 60, "20 acknowledged writes")
             rnd = random.Random(seed)
             began = time.monotonic()
-            pending = sorted(faults, key=lambda f: f.start)
-            try:
-                while pending or heals:
-                    now = time.monotonic() - began
-                    for f in [f for f in pending if f.start <= now]:
-                        pending.remove(f)
-                        heals.append((f.end, self._apply(f, monitor, rnd, r)))
-                    for end, heal in [h for h in heals if h[0] <= now]:
-                        heals.remove((end, heal))
-                        heal()
-                    time.sleep(0.05)
-            finally:
-                for _, heal in heals:  # an error or an interrupt: nothing is left broken
-                    with contextlib.suppress(Exception):
-                        heal()
-                self.node.resume_apiserver()
+            drive(faults, lambda f: self._apply(f, monitor, rnd, r), lambda: None)
             healed = time.monotonic()
             try:
                 r.converge_seconds = self.wait_full_strength(self.converge_seconds) - healed
@@ -627,13 +614,7 @@ class Campaign:
                 r.error = (
                     f"not at full strength {self.converge_seconds:.0f}s after the last fault: {str(e)[-300:]}"
                 )
-            at = len(writer.acked)
-            if r.converged:
-                wait_for(lambda: len(writer.acked) > at + 10, 60, "writes going on")
-            writer.stop()
-            acks = [a.at for a in writer.acked if a.at >= began - 1]
-            r.unavailable_seconds = max((b - a for a, b in zip(acks, acks[1:])), default=0.0)
-            r.acked = len(writer.acked)
+            settle_writes(r, writer, began)
             r.lost = len(lost_rows(self.rw, self.password, writer))
             r.failovers = self._failovers() - failovers
         except Exception as e:  # noqa: BLE001 - the schedule's outcome, reported
@@ -643,14 +624,7 @@ class Campaign:
             if writer is not None:
                 writer.stop()
             if monitor is not None:
-                monitor.stop()
-                r.samples, r.two_writable, r.misrouted = (
-                    monitor.samples,
-                    monitor.two_writable,
-                    monitor.misrouted,
-                )
-                if monitor.bad:
-                    r.error = r.error or "; ".join(monitor.bad[:3])
+                take_counts(r, monitor)
         if not r.ok:
             r.error += f" (evidence: {self.keep_evidence(r, monitor, t0)})"
         return r

@@ -33,6 +33,7 @@ A schedule is a function of its seed (`schedule(seed)`): printed, and replayed b
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 import threading
@@ -133,6 +134,51 @@ class Result:
         )
 
 
+def drive(
+    faults: list[Fault], apply: Callable[[Fault], Callable[[], None]], tick: Callable[[], None]
+) -> None:
+    """Start each fault at its time (`apply` returns what ends it) and end it at its end, calling
+    `tick` between; whatever stops it (an error, an interrupt), every fault started is ended."""
+    began = time.monotonic()
+    pending = sorted(faults, key=lambda f: f.start)
+    heals: list[tuple[float, Callable[[], None]]] = []
+    try:
+        while pending or heals:
+            now = time.monotonic() - began
+            for f in [f for f in pending if f.start <= now]:
+                pending.remove(f)
+                heals.append((f.end, apply(f)))
+            for end, heal in [h for h in heals if h[0] <= now]:
+                heals.remove((end, heal))
+                heal()
+            tick()
+            time.sleep(0.05)
+    finally:
+        for _, heal in heals:
+            with contextlib.suppress(Exception):
+                heal()
+
+
+def settle_writes(r: Result, writer: Writer, began: float) -> None:
+    """The writer stopped (once writes go on again, if the cluster converged); its count and the
+    longest gap between acknowledged commits from the first fault (`began`, monotonic) on."""
+    at = len(writer.acked)
+    if r.converged:
+        wait_for(lambda: len(writer.acked) > at + 10, 60, "writes going on")
+    writer.stop()
+    acks = [a.at for a in writer.acked if a.at >= began - 1]
+    r.unavailable_seconds = max((b - a for a, b in zip(acks, acks[1:])), default=0.0)
+    r.acked = len(writer.acked)
+
+
+def take_counts(r: Result, monitor: Any) -> None:
+    """The monitor stopped, its counts in the result (its first bad samples as the error)."""
+    monitor.stop()
+    r.samples, r.two_writable, r.misrouted = monitor.samples, monitor.two_writable, monitor.misrouted
+    if monitor.bad:
+        r.error = r.error or "; ".join(monitor.bad[:3])
+
+
 class Loop(threading.Thread):
     """The operator's pass every `interval` seconds; `between(fn)` runs fn(loop) between passes
     (membership changes, an operator restart: never while a pass runs)."""
@@ -198,26 +244,19 @@ class Monitor(threading.Thread):
         self._conns: dict[str, Any] = {}
 
     def _read_only(self, s) -> int | None:
-        try:
-            conn = self._conns.get(s.name)
-            if conn is None:
-                conn = self._conns[s.name] = pymysql.connect(
-                    host=s.host,
-                    port=s.port,
-                    user=ADMIN_USER,
-                    password=self.password,
-                    connect_timeout=SAMPLE_SECONDS,
-                    read_timeout=SAMPLE_SECONDS,
-                    autocommit=True,
-                )
-            with conn.cursor() as cur:
-                cur.execute("SELECT @@read_only")
-                return int(cur.fetchone()[0])
-        except Exception:  # noqa: BLE001 - no answer within the sample
-            conn = self._conns.pop(s.name, None)
-            if conn is not None:
-                _close(conn)
-            return None
+        return read_only(
+            self._conns,
+            s.name,
+            lambda: pymysql.connect(
+                host=s.host,
+                port=s.port,
+                user=ADMIN_USER,
+                password=self.password,
+                connect_timeout=SAMPLE_SECONDS,
+                read_timeout=SAMPLE_SECONDS,
+                autocommit=True,
+            ),
+        )
 
     def run(self) -> None:
         while not self.stop_event.wait(SAMPLE_SECONDS):
@@ -237,6 +276,23 @@ class Monitor(threading.Thread):
         self.join(10)
         for conn in self._conns.values():
             _close(conn)
+
+
+def read_only(conns: dict[str, Any], key: str, connect: Callable[[], Any]) -> int | None:
+    """A server's @@global.read_only over the connection kept in conns[key] (`connect` makes one);
+    None: no answer within the sample (the connection is dropped, the next sample makes another)."""
+    try:
+        conn = conns.get(key)
+        if conn is None:
+            conn = conns[key] = connect()
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@global.read_only")
+            return int(cur.fetchone()[0])
+    except Exception:  # noqa: BLE001 - no answer within the sample
+        conn = conns.pop(key, None)
+        if conn is not None:
+            _close(conn)
+        return None
 
 
 def _close(conn) -> None:
@@ -403,18 +459,7 @@ class Run:
             wait_for(lambda: len(writer.acked) >= 20, 30, "20 acknowledged writes")
             rnd = random.Random(self.seed)
             began = time.monotonic()
-            pending = sorted(self.faults, key=lambda f: f.start)
-            heals: list[tuple[float, Callable[[], None]]] = []
-            while pending or heals:
-                now = time.monotonic() - began
-                for f in [f for f in pending if f.start <= now]:
-                    pending.remove(f)
-                    heals.append((f.end, self._apply(f, rnd)))
-                for end, heal in [h for h in heals if h[0] <= now]:
-                    heals.remove((end, heal))
-                    heal()
-                self._kubelet()
-                time.sleep(0.05)
+            drive(self.faults, lambda f: self._apply(f, rnd), self._kubelet)
             healed = time.monotonic()
 
             def strong():
@@ -428,13 +473,7 @@ class Run:
                 r.held_out = state if isinstance(state, str) else ""
             except Timeout:
                 r.error = f"not at full strength {self.converge_seconds:.0f}s after the last fault: {self.loop.last}"
-            at = len(writer.acked)
-            if r.converged:
-                wait_for(lambda: len(writer.acked) > at + 10, 60, "writes going on")
-            writer.stop()
-            acks = [a.at for a in writer.acked if a.at >= began - 1]
-            r.unavailable_seconds = max((b - a for a, b in zip(acks, acks[1:])), default=0.0)
-            r.acked = len(writer.acked)
+            settle_writes(r, writer, began)
             p = self.by_name[self.loop.state.current_primary]
             rows = {row[0] for row in p.query(f"SELECT id FROM {DB}.t")}
             r.lost = len(set(writer.ids) - rows)
@@ -444,14 +483,7 @@ class Run:
             if writer is not None:
                 writer.stop()
             if monitor is not None:
-                monitor.stop()
-                r.samples, r.two_writable, r.misrouted = (
-                    monitor.samples,
-                    monitor.two_writable,
-                    monitor.misrouted,
-                )
-                if monitor.bad:
-                    r.error = r.error or "; ".join(monitor.bad[:3])
+                take_counts(r, monitor)
             self.loop.stop()
             r.failovers = sum(1 for k in self.loop.kinds if k == "Failover")
             for s in self.servers:
