@@ -434,8 +434,9 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
         "receive",
         check=False,
     )
-    # (the donor's answer may not reach it before the connection ends; the donor says why)
-    assert refused.returncode == 1 and "failed" in refused.stderr, refused.stderr
+    assert refused.returncode == 1 and "the donor refused the copy: ERR refused" in refused.stderr, (
+        refused.stderr
+    )
     assert "refused a copy to a requester that holds neither" in serve_log.read_text()
     assert (root / "volume-db-1" / "data" / "shop" / "errant.frm").exists()  # nothing replaced
 
@@ -542,6 +543,42 @@ def test_seed_from_a_primary_whose_commits_wait_for_an_acknowledgement_only_the_
     assert _one(r, "SELECT @@gtid_binlog_state") == state  # nothing the donor wrote is missing
     copied = {row[0] for row in _rows(r, "SELECT id FROM shop.t")}
     assert copied == {row[0] for row in _rows(d, "SELECT id FROM shop.t")} and copied, copied
+
+
+@needs_seed_tools
+def test_a_donor_gives_another_namespaces_pod_no_byte_of_its_copy(env):
+    """Issue 53: clusters whose certificates come from one issuer (a cert-manager ClusterIssuer
+    shared by tenants). A Pod of another namespace - a valid certificate of that issuer for the
+    same cluster name, its own cluster's operator or backup password - asks this cluster's
+    donor sidecar for a copy: "ERR refused" and nothing else, and the donor says why."""
+    root, config, e, user, procs = env
+    donor, _, _ = _writable_donor(root, config, e, user, procs)
+    receive_env, serve_log = _seed_sidecar(root, config, donor, _instance(root, e, user, "db-1"), user, procs)
+    port = int(receive_env["MYSQL_OPERATOR_SEED_PORT"])
+    ca = tls.KeyPair((root / "tls" / "ca.crt").read_text(), (root / "ca.key").read_text())
+    other = parse(
+        {"metadata": {"name": "db", "namespace": "tenant-b"}, "spec": {"instances": 3, "flavor": "mariadb"}}
+    )
+    pair = tls.server_certificate(ca, m.server_dns_names(other), dt.datetime.now(dt.timezone.utc))
+    client_tls = root / "tenant-b"
+    client_tls.mkdir()
+    (client_tls / "tls.crt").write_text(pair.cert_pem)
+    (client_tls / "tls.key").write_text(pair.key_pem)
+    ctx = ssl.create_default_context(cafile=str(root / "tls" / "ca.crt"))
+    ctx.load_cert_chain(str(client_tls / "tls.crt"), str(client_tls / "tls.key"))
+    ctx.check_hostname = False  # (the donor's certificate names prod's Pods: verified by its CA here)
+
+    def ask(line: str) -> bytes:
+        got = b""
+        with socket.create_connection(("127.0.0.1", port), 10) as raw, ctx.wrap_socket(raw) as c:
+            c.sendall(line.encode() + b"\n")
+            while piece := c.recv(65536):
+                got += piece
+        return got
+
+    for line in ("tenant-b's operator password", "tenant-b's backup password", ""):
+        assert ask(line) == b"ERR refused\n"
+    assert serve_log.read_text().count("refused a copy to a requester that holds neither") == 3
 
 
 @needs_seed_tools

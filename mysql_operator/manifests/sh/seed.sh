@@ -87,11 +87,13 @@ trap cleanup EXIT
 
 donate() {
   local offered state size
-  IFS= read -r -t 30 offered || { echo "ERR no request"; exit 1; }
+  # a refusal exits 0: socat ends the connection at once when its EXEC child fails, often before
+  # the answer went out (then the requester cannot say why)
+  IFS= read -r -t 30 -n 4096 offered || { echo "ERR no request"; exit 0; }
   if [ "$offered" != "$(token)" ] && ! { [ -s "$BACKUP_TOKEN_FILE" ] && [ "$offered" = "$(cat "$BACKUP_TOKEN_FILE")" ]; }; then
     echo "ERR refused"
     log "refused a copy to a requester that holds neither the operator's nor the backup account's password"
-    exit 1
+    exit 0
   fi
   # every GTID in this state is in the copy: the copy's consistent point comes later
   state=$(mariadb --defaults-extra-file="$RUN_DIR/client.cnf" -N -B -e 'SELECT @@GLOBAL.gtid_binlog_state')
