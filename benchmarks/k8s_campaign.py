@@ -19,10 +19,28 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 
 from benchmarks.fault_campaign import OUT, arguments, report, table
 from e2e.campaign_k8s import CLUSTER_WIDE, KINDS, Campaign, k8s_schedule
 from tests.support import cluster as cluster_mod
+
+
+def e2e_sessions() -> list[int]:
+    """The pytest processes of this machine running e2e tests (on the same local cluster)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            proc.name.isdigit()
+            and b"pytest" in b" ".join(argv[:3])
+            and any(a.startswith(b"e2e") for a in argv)
+        ):
+            pids.append(int(proc.name))
+    return pids
 
 
 def _interrupt(signum, frame):
@@ -33,14 +51,19 @@ def main() -> int:
     ap = arguments(__doc__, "mysql", 10, 300.0)
     ap.add_argument(
         "--kinds",
-        default=",".join(KINDS),
-        help=f"the fault kinds drawn from, comma-separated (default: all: {','.join(KINDS)}); "
-        f"{' and '.join(CLUSTER_WIDE)} disturb every namespace the chart's operator serves",
+        help=f"the fault kinds drawn from, comma-separated (default: all: {','.join(KINDS)}; without "
+        f"{' and '.join(CLUSTER_WIDE)}, which disturb every namespace on the cluster, while an e2e "
+        "session runs on this machine)",
     )
     ap.add_argument("--keep", action="store_true", help="keep the cluster and its namespace at the end")
     ap.add_argument("--dry-run", action="store_true", help="print the schedules only")
     args = ap.parse_args()
-    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    kinds = KINDS
+    if args.kinds is not None:
+        kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    elif e2e_sessions() and not args.dry_run:
+        kinds = tuple(k for k in KINDS if k not in CLUSTER_WIDE)
+        print(f"an e2e session runs here (pids {e2e_sessions()}): kinds {','.join(kinds)}", flush=True)
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         ap.error(f"--kinds: unknown {unknown or 'nothing given'}; choose from {','.join(KINDS)}")
