@@ -31,6 +31,7 @@ from mysql_operator.manifests.backup_jobs import (
     restore_dns_names,
     restore_job,
     restore_job_name,
+    restore_network_policy,
     restore_service,
 )
 from mysql_operator.pods import PodView
@@ -248,6 +249,7 @@ def plan_restore(
                 # where it serves a physical copy (only its manifest says if it is one), with what
                 RestoreCertificate(),
                 Apply(m.owned(restore_service(c), owner)),
+                Apply(m.owned(restore_network_policy(c), owner)),  # its port: this cluster's servers only
                 CreateJob(m.owned(job, owner)),
             ]
             events.append(

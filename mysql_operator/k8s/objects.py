@@ -24,6 +24,7 @@ _PATHS = {
     ("apps/v1", "StatefulSet"): ("/apis/apps/v1", "statefulsets"),
     ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),
     ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets"),
+    ("networking.k8s.io/v1", "NetworkPolicy"): ("/apis/networking.k8s.io/v1", "networkpolicies"),
     ("cert-manager.io/v1", "Certificate"): ("/apis/cert-manager.io/v1", "certificates"),
     # cluster-scoped: the operator's own CRDs (k8s/crds.py)
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): (

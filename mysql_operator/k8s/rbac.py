@@ -30,6 +30,8 @@ OPERATOR_RULES: list[dict] = [
         "verbs": ["list", "watch", "create", "patch", "delete"],
     },
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create", "patch"]},
+    # a restore Job's copy port reachable only from its cluster's servers (server-side apply)
+    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["create", "patch"]},
     # the servers' data volumes, grown when spec.storage.size is raised
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "patch"]},
     # server pods: observed (and watched to re-trigger reconciles), role labels patched, deleted

@@ -529,6 +529,30 @@ def restore_service(c: MySQLCluster) -> dict[str, Any]:
     }
 
 
+def restore_network_policy(c: MySQLCluster) -> dict[str, Any]:
+    """The restore Job's Pod admits connections only to its copy port (restore_port) and only
+    from its cluster's servers (the Pods of this namespace labelled as this cluster's database):
+    a Pod of another namespace cannot reach the copy, whatever certificate it holds. (The kubelet's
+    readiness check is admitted by NetworkPolicy implementations whatever a policy says.)"""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": k.metadata(c, restore_job_name(c), COMPONENT_RESTORE),
+        "spec": {
+            "podSelector": {
+                "matchLabels": {CLUSTER_LABEL: c.name, "app.kubernetes.io/component": COMPONENT_RESTORE}
+            },
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "ports": [{"protocol": "TCP", "port": restore_port(c)}],
+                    "from": [{"podSelector": {"matchLabels": k.selector_labels(c)}}],
+                }
+            ],
+        },
+    }
+
+
 def restore_tls_volume(c: MySQLCluster) -> tuple[dict[str, Any], dict[str, Any]]:
     """The restore Job's certificate and key (Secret restore_tls_secret_name: tls.crt, tls.key,
     ca.crt), for the server its sidecar runs."""

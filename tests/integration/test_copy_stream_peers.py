@@ -3,7 +3,9 @@
 cert-manager ClusterIssuer shared by every tenant would issue them. Only one of the new cluster's
 instances - its certificate names it and it sends the new cluster's operator password - gets a
 byte of the copy; another namespace's Pod (same issuer, right cluster name), another cluster of
-the same namespace, and the right Pod with the wrong password get "ERR refused" and nothing else."""
+the same namespace, and the right Pod with the wrong password get "ERR refused" and nothing else.
+And the port itself: the NetworkPolicy the operator applies with the restore Job (as its own
+ServiceAccount, on the real kube-apiserver) admits only the cluster's servers."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import ssl
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from mysql_operator import manifests as m
 from mysql_operator import tls
@@ -20,6 +23,10 @@ from mysql_operator.api import parse
 from mysql_operator.backup import xbstream
 from mysql_operator.backup.restore import Donor
 from mysql_operator.backup.restore_mariadb_physical import RESTORE_SQL, CopyServer, Peers
+from mysql_operator.k8s.cache import Reads
+from mysql_operator.manifests.backup_jobs import restore_network_policy, restore_service
+from mysql_operator import restore_gate as gate
+from tests.support.operator_account import operator_api
 
 OPERATOR_PASSWORD = "op\"er'ator\\pw of prod/db"
 # a copy as mariadb-backup streams it: the data files, then its last file
@@ -93,3 +100,31 @@ def test_only_an_instance_of_the_cluster_with_its_operator_password_gets_the_cop
     got = ask(_cluster("db", "prod"), OPERATOR_PASSWORD)
     assert got == b"OK 1 0-1-5\n" + COPY + xbstream.file_chunks(RESTORE_SQL, ACCOUNTS)
     assert (server.refused, server.served) == (6, 1)
+
+
+def test_the_operator_applies_the_restore_jobs_network_policy_as_its_own_account(control_plane, namespace):
+    """The restore's start writes the Service and the NetworkPolicy (restore_gate: before the Job)
+    with the chart's permissions: the API server accepts the policy, owned by the cluster, that
+    admits to the Job's copy port only this cluster's servers of this namespace."""
+    api = control_plane.api_client()
+    core = client.CoreV1Api(api)
+    owner = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner", "uid": owner.metadata.uid}}
+    c = _cluster("shop", namespace)
+    writes = [
+        gate.Apply(m.owned(restore_service(c), body)),
+        gate.Apply(m.owned(restore_network_policy(c), body)),
+    ]
+    as_operator = operator_api(control_plane, namespace)
+    gate.carry_out(as_operator, Reads(as_operator), c, body, writes)
+
+    p = client.NetworkingV1Api(api).read_namespaced_network_policy("shop-restore", namespace)
+    assert [r.uid for r in p.metadata.owner_references] == [owner.metadata.uid]
+    assert p.spec.pod_selector.match_labels == {
+        "mysql.operator.dev/cluster": "shop",
+        "app.kubernetes.io/component": "restore",
+    }
+    (rule,) = p.spec.ingress
+    assert [(x.protocol, x.port) for x in rule.ports] == [("TCP", 3307)]
+    assert [x.pod_selector.match_labels for x in rule._from] == [m.selector_labels(c)]
+    assert all(x.namespace_selector is None for x in rule._from)  # this namespace only

@@ -22,9 +22,12 @@ from mysql_operator.manifests.backup_jobs import (
     job_name,
     restore_dns_names,
     restore_job,
+    restore_network_policy,
     restore_service,
     scheduled_backup,
 )
+from mysql_operator.manifests.common import selector_labels
+from mysql_operator.manifests.objects import statefulset
 from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
 from mysql_operator.api import parse_backup
 
@@ -239,6 +242,31 @@ def test_a_mariadb_restore_job_serves_a_physical_copy_itself_and_is_ready_while_
     # it serves the copy only to a requester sending the new cluster's operator password
     (token,) = [e for e in ctr["env"] if e["name"] == "MYSQL_OPERATOR_SEED_TOKEN"]
     assert token["valueFrom"] == {"secretKeyRef": {"name": "shop-credentials", "key": "operator-password"}}
+
+
+@pytest.mark.parametrize("flavor, port", [("mariadb", 3307), ("mysql", 3306)])
+def test_a_restore_jobs_copy_port_admits_only_its_clusters_servers(flavor, port):
+    """Issue 53: the port where the restore Job serves a physical copy (MariaDB's stream, MySQL's
+    CLONE donor) is reachable from the Pods of this cluster's servers only - no Pod of another
+    namespace (a podSelector alone is this namespace's), nor of another cluster here, nor any
+    other port. The policy selects the Job's Pod as its Service does."""
+    c = parse({**CLUSTER, "spec": {**CLUSTER["spec"], "flavor": flavor}})
+    p = restore_network_policy(c)
+    assert (p["kind"], p["metadata"]["name"], p["metadata"]["namespace"]) == (
+        "NetworkPolicy",
+        "shop-restore",
+        "prod",
+    )
+    assert p["spec"]["podSelector"]["matchLabels"] == restore_service(c)["spec"]["selector"]
+    pod_labels = restore_job(c, c.spec.backup.s3, "x", "img")["spec"]["template"]["metadata"]["labels"]
+    assert p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert p["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = p["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": port}]
+    (peer,) = rule["from"]
+    assert peer == {"podSelector": {"matchLabels": selector_labels(c)}}
+    server_labels = statefulset(c)["spec"]["template"]["metadata"]["labels"]
+    assert selector_labels(c).items() <= server_labels.items()
 
 
 def test_long_backup_names_give_valid_job_names():

@@ -74,10 +74,13 @@ def kinds(writes) -> list[str]:
 def test_a_restore_starts_with_its_record_written_before_the_job_exists():
     p = plan(g.RestoreSeen(None, None, source=source()))
     assert p.held and not p.writes
-    assert kinds(p.start) == ["Record", "RestoreCertificate", "Apply", "CreateJob"]
+    assert kinds(p.start) == ["Record", "RestoreCertificate", "Apply", "Apply", "CreateJob"]
     assert p.start[0].fields["restore"]["phase"] == "Running"
     assert p.start[0].fields["restore"]["startedAt"] == NOW
-    assert p.start[3].obj["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    # the Service that names the Job's Pod, and the NetworkPolicy that opens its port to this
+    # cluster's servers only, both before the Job
+    assert [w.obj["kind"] for w in p.start[2:4]] == ["Service", "NetworkPolicy"]
+    assert p.start[4].obj["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     assert [e[1] for e in p.events] == ["RestoreStarted"]
     assert p.status["phase"] == "Restoring" and p.status["restore"]["phase"] == "Running" and p.changed
 
@@ -175,6 +178,6 @@ def test_the_writes_are_carried_out_in_order_and_a_refused_job_is_reported():
     writes = [w for w in p.start if not isinstance(w, g.RestoreCertificate)]  # that one needs the API
     kube = Refusing()
     assert g.start(None, kube, cluster(), OWNER, writes) == "creating the restore Job: Forbidden"
-    assert [c[0] for c in kube.calls] == ["status", "apply", "job"]
+    assert [c[0] for c in kube.calls] == ["status", "apply", "apply", "job"]
     kube = RecordingKube()
     assert g.start(None, kube, cluster(), OWNER, writes) is None

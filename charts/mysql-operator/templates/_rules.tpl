@@ -36,6 +36,10 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [create, patch]
+# a restore Job's copy port reachable only from its cluster's servers (server-side apply)
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [create, patch]
 # the servers' data volumes, grown when spec.storage.size is raised
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
