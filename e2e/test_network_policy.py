@@ -223,9 +223,13 @@ def test_the_chart_renders_the_policy_into_the_namespace(local_cluster, protecte
     assert policy.spec.policy_types == ["Ingress"]
     rule, seed, progress, metrics = policy.spec.ingress
     assert [(p.protocol, p.port) for p in rule.ports] == [("TCP", 3306)]
-    # MariaDB re-seeding: copies go from one server to another of the namespace, nobody else
+    # MariaDB re-seeding and physical backups: copies go from one server to another of the
+    # namespace or to its backup Jobs, nobody else
     assert [(p.protocol, p.port) for p in seed.ports] == [("TCP", 3307)]
-    assert [peer.pod_selector.match_labels for peer in seed._from] == [policy.spec.pod_selector.match_labels]
+    assert [peer.pod_selector.match_labels for peer in seed._from] == [
+        policy.spec.pod_selector.match_labels,
+        {"app.kubernetes.io/component": "backup", "app.kubernetes.io/managed-by": "mysql-operator"},
+    ]
     # how far a MariaDB re-seed is: the operator's Pods only
     assert [(p.protocol, p.port) for p in progress.ports] == [("TCP", 3308)]
     assert [peer.namespace_selector.match_labels for peer in progress._from] == [

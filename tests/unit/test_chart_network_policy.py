@@ -173,8 +173,12 @@ def test_who_is_admitted_to_3306():
         prod,
     )
 
-    # a MariaDB server's copies (re-seeding): only the other servers of the namespace
+    # a MariaDB server's copies (re-seeding, physical backups): only the other servers and the
+    # backup Jobs of the namespace
     assert admitted(p, "prod", server, prod, port=3307)
+    backup = backup_jobs.tenant_job(c, "b", backup_jobs.COMPONENT_BACKUP, "x", "img", [], [])
+    assert admitted(p, "prod", backup["spec"]["template"]["metadata"]["labels"], prod, port=3307)
+    assert not admitted(p, "other", backup["spec"]["template"]["metadata"]["labels"], other, port=3307)
     for who, ns, labels in (
         ("operator", RELEASE_NS, operator),
         ("client", "prod", {"app": "shop", CLIENT_LABEL: "true"}),
