@@ -54,7 +54,9 @@ OWNED_PREFIXES = ("rpl_semi_sync_",)
 # Option-file modifiers MySQL and MariaDB accept in front of an option name.
 _MODIFIERS = ("loose_", "maximum_")
 _BOOL_PREFIXES = ("skip_", "disable_", "enable_")
-_SECTION = re.compile(r"^\[[^\]]+\]$")
+_SECTION = re.compile(r"\[[^\]]+\]")
+# what the server (and the CRD's CEL, [[:space:]]) takes for white space around a line and a name
+_SPACE = " \t\r\v\f"
 
 
 class MyCnfError(ValueError):
@@ -62,7 +64,7 @@ class MyCnfError(ValueError):
 
 
 def is_owned(raw_key: str) -> bool:
-    key = raw_key.strip().lower().replace("-", "_")
+    key = raw_key.strip(_SPACE).lower().replace("-", "_")
     for m in _MODIFIERS:
         if key.startswith(m):
             key = key[len(m) :]
@@ -80,21 +82,21 @@ def check(text: str) -> list[tuple[str, str]]:
     Raises MyCnfError naming the line for an owned key or an include directive.
     """
     settings: list[tuple[str, str]] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        s = line.strip()
-        if not s or s.startswith(("#", ";")) or _SECTION.match(s):
+    for n, line in enumerate(text.split("\n"), start=1):  # lines as the server reads them
+        s = line.strip(_SPACE)
+        if not s or s.startswith(("#", ";")) or _SECTION.fullmatch(s):
             continue
         if s.startswith("!"):
             raise MyCnfError(
                 f"line {n}: {s.split()[0]} is not allowed: put the settings themselves in spec.config.myCnf"
             )
         key, sep, value = s.partition("=")
-        key = key.strip()
+        key = key.strip(_SPACE)
         if not key:
             raise MyCnfError(f"line {n}: a setting needs a name before '='")
         if is_owned(key):
             raise MyCnfError(
                 f"line {n}: {key} is managed by the operator and cannot be set here: remove that line"
             )
-        settings.append((key, value.strip() if sep else ""))
+        settings.append((key, value.strip(_SPACE) if sep else ""))
     return settings

@@ -2,7 +2,8 @@
 
 `parse(body)` accepts a custom object as the apiserver returns it (defaults already applied) or as a
 user wrote it (defaults missing): both give the same value. It re-checks what the CRD's CEL rules
-check (an object stored before a CRD upgrade must not slip through) and what CEL cannot express,
+check (an object stored before a CRD upgrade must not slip through; every check here is also in the
+CRD: tests/integration/test_admission_parser_agree.py),
 raising SpecError(field, message) with the field path and the fix.
 """
 
@@ -41,7 +42,7 @@ SUPPORTED_VERSION_RE = {
     "mysql": re.compile(r"^(8\.4|9\.[0-9]+)(\.[0-9]+)?$"),  # 8.4 LTS, 9.x (9.7 LTS and later)
     "mariadb": re.compile(r"^(10\.11|11\.[48])(\.[0-9]+)?$"),  # the LTS series
 }
-_IMAGE_VERSION_RE = re.compile(r":([0-9]+\.[0-9]+(\.[0-9]+)?)$")
+_IMAGE_VERSION_RE = re.compile(r":([0-9]+\.[0-9]+(\.[0-9]+)?)\Z")  # \Z: as CEL's $
 
 
 def image_version(image: str) -> str | None:
@@ -68,10 +69,10 @@ _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 
 def valid_label_key(key: str) -> bool:
     """A Kubernetes qualified name: [prefix/]name (prefix a DNS subdomain, name up to 63)."""
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+    prefix, slash, name = key.rpartition("/")
+    if slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(prefix)):
         return False
-    return bool(_LABEL_NAME_RE.match(name))
+    return bool(_LABEL_NAME_RE.fullmatch(name))
 
 
 RESERVED_LABELS = (
@@ -422,7 +423,7 @@ def _str(
         raise SpecError(f"{path}.{key}", f"must be a string, not {v!r}")
     if len(v) > max_len:
         raise SpecError(f"{path}.{key}", f"must be at most {max_len} characters")
-    if pattern is not None and not pattern.match(v):
+    if pattern is not None and not pattern.fullmatch(v):  # as the CRD's (RE2) patterns: no "\n" before $
         raise SpecError(f"{path}.{key}", f"{v!r} is not valid{': ' + hint if hint else ''}")
     return v
 
@@ -458,35 +459,75 @@ CRON_MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_CRON_FIELDS = (  # our name, cronsim's name, what the field takes
-    ("minute", "minute", "0-59"),
-    ("hour", "hour", "0-23"),
-    ("day of month", "day-of-month", "1-31, on a day the months have"),
-    ("month", "month", "1-12 or jan-dec"),
-    ("day of week", "day-of-week", "0-7 (0 and 7: Sunday) or sun-sat"),
+
+
+def _any_case(*words: str) -> str:
+    return "|".join("".join(f"[{c.lower()}{c.upper()}]" for c in w) for w in words)
+
+
+_STEP = "/0*[1-9][0-9]{0,8}"  # cronsim takes any n > 0; nine digits keep CEL's int() in range
+
+
+def _cron_list(value: str, *extra: str) -> str:
+    """A field: items a,b,... each *, a value, a range a-b, with a step /n, or `extra`."""
+    item = f"([*]|({value})(-({value}))?)({_STEP})?"
+    item = "|".join((item, *extra))
+    return f"({item})(,({item}))*"
+
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_DOW = f"0*[0-7]|{_any_case(*_DAYS)}"
+_CRON_FIELDS = (  # our name, cronsim's name, what the field takes, its regular expression
+    ("minute", "minute", "0-59", _cron_list("0*[1-5]?[0-9]")),
+    ("hour", "hour", "0-23", _cron_list("0*(1?[0-9]|2[0-3])")),
+    (
+        "day of month",
+        "day-of-month",
+        "1-31 or L, LW, on a day the months have",
+        _cron_list("0*([1-9]|[12][0-9]|3[01])", f"[lL][wW]?({_STEP})?"),
+    ),
+    ("month", "month", "1-12 or jan-dec", _cron_list(f"0*([1-9]|1[0-2])|{_any_case(*_MONTHS)}")),
+    (
+        "day of week",
+        "day-of-week",
+        "0-7 (0 and 7: Sunday) or sun-sat, nL, d#1-5",
+        _cron_list(_DOW, "0*[0-7][lL]", f"({_DOW})#0*[1-5]"),
+    ),
+)
+# The CRD's first CEL rule on spec.backup.schedule matches this text (no backslash: the same in a
+# CEL string; tests/integration/test_admission_parser_agree.py keeps them equal): what admission
+# admits is what check_cron's first step admits. Two more rules there check what cronsim checks
+# beyond it: a range's start not above its end, a day of month that one of the months has.
+CRON_PATTERN = (
+    f"^(@({'|'.join(m[1:] for m in CRON_MACROS)})|" + " ".join(f"({f[3]})" for f in _CRON_FIELDS) + ")$"
 )
 
 # cronsim 2.8 reads a range of one value with a step (5-5/2) as 5/2 (5, 7, ..., 59); cron means 5
 _ONE_VALUE_RANGE = re.compile(r"\b(\w+)-\1/0*[1-9][0-9]*\b", re.IGNORECASE)
+_HINT = "as a value, a list a,b, a range a-b (a <= b) or a step */n, a-b/n (n > 0)"
 
 
 def check_cron(expr: str) -> str:
     """The 5-field form of a cron expression (a macro expanded); ValueError naming the bad part."""
-    five = _ONE_VALUE_RANGE.sub(r"\1", CRON_MACROS.get(expr, expr))
-    parts = CRON_MACROS.get(expr, expr).split()
+    if expr in CRON_MACROS:
+        return CRON_MACROS[expr]
+    parts = expr.split(" ")
     if len(parts) != 5:
         raise ValueError(
-            f"{expr!r} must have 5 fields (minute hour day-of-month month day-of-week) or be one of {', '.join(CRON_MACROS)}"
+            f"{expr!r} must have 5 fields separated by single spaces (minute hour day-of-month month "
+            f"day-of-week) or be one of {', '.join(CRON_MACROS)}"
         )
+    for text, (name, _, values, pattern) in zip(parts, _CRON_FIELDS):
+        if not re.fullmatch(pattern, text):
+            raise ValueError(f"{name} {text!r} is not valid: {values}, {_HINT}")
+    five = _ONE_VALUE_RANGE.sub(r"\1", expr)
     try:
         CronSim(five, datetime(2000, 1, 1, tzinfo=timezone.utc))
     except CronSimError as e:
-        for text, (name, theirs, values) in zip(parts, _CRON_FIELDS):
+        for text, (name, theirs, values, _) in zip(parts, _CRON_FIELDS):
             if str(e) == f"Bad {theirs}":
-                raise ValueError(
-                    f"{name} {text!r} is not valid: {values}, as a value, a list a,b, a range a-b (a <= b) "
-                    "or a step */n, a-b/n (n > 0)"
-                ) from None
+                raise ValueError(f"{name} {text!r} is not valid: {values}, {_HINT}") from None
         raise ValueError(f"{expr!r}: {e}") from None
     return five
 
@@ -573,26 +614,35 @@ def _sse(value: Any, path: str) -> ServerSideEncryption | None:
 
 LATEST = "latest"
 ARCHIVE_FOLDER = "binlogs"  # <prefix>/<cluster>/binlogs: the binary log archive (backup/binlog_archive.py)
-_GTID_RE = re.compile(
-    r"^\s*(([0-9a-fA-F-]{36}(:[0-9]+(-[0-9]+)?)+)|([0-9]+-[0-9]+-[0-9]+))"
-    r"(\s*,\s*(([0-9a-fA-F-]{36}(:[0-9]+(-[0-9]+)?)+)|([0-9]+-[0-9]+-[0-9]+)))*\s*$"
-)
+# the CRD's CEL rules on spec.restore.gtid and spec.restore.pointInTime match these texts
+# (tests/integration/test_admission_parser_agree.py); [ \t\n\f\r] is RE2's \s (Python's \s also
+# takes Unicode spaces)
+_GTID_ITEM = r"(([0-9a-fA-F-]{36}(:[0-9]+(-[0-9]+)?)+)|([0-9]+-[0-9]+-[0-9]+))"
+GTID_PATTERN = rf"^[ \t\n\f\r]*{_GTID_ITEM}([ \t\n\f\r]*,[ \t\n\f\r]*{_GTID_ITEM})*[ \t\n\f\r]*$"
+_GTID_RE = re.compile(GTID_PATTERN)
 _GTID_HINT = (
     "a GTID set as SELECT @@gtid_executed prints it (MySQL, uuid:1-42,...) or a position as "
     "SELECT @@gtid_binlog_pos does (MariaDB, 0-1-42,...)"
 )
-_RFC3339_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(Z|[+-]\d{2}:\d{2})$")
+# to the second, 1970 to 2999 (a day its month lacks: refused by fromisoformat and a CEL rule)
+_RFC3339 = (
+    "(19[7-9][0-9]|2[0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    "T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+)
+POINT_IN_TIME_PATTERN = f"^({LATEST}|{_RFC3339})$"
+_RFC3339_RE = re.compile(_RFC3339)
 
 
 def _point_in_time(value: str | None, path: str) -> str | None:
     """RFC 3339 to the second (binary log events carry whole seconds), as a UTC stamp; or latest."""
     if value is None or value == LATEST:
         return value
-    if not _RFC3339_RE.match(value):
+    if not _RFC3339_RE.fullmatch(value):
         raise SpecError(
             path,
-            f"{value!r} is not a time to the second in RFC 3339 (e.g. 2026-11-26T10:42:17Z or "
-            "2026-11-26T11:42:17+01:00), nor 'latest': binary log events carry whole seconds",
+            f"{value!r} is not a time to the second in RFC 3339 between 1970 and 2999 (e.g. "
+            "2026-11-26T10:42:17Z or 2026-11-26T11:42:17+01:00), nor 'latest': binary log events "
+            "carry whole seconds",
         )
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -708,7 +758,7 @@ def _labels(d: dict, key: str, path: str) -> dict[str, str]:
             raise SpecError(
                 f"{path}.{key}.{k}", "is a label the operator sets and selects on: choose another key"
             )
-        if not _LABEL_VALUE_RE.match(v):
+        if not _LABEL_VALUE_RE.fullmatch(v):
             raise SpecError(f"{path}.{key}.{k}", f"{v!r} is not a valid label value")
     return labels
 
@@ -755,7 +805,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             f"{path}.version",
             "must match spec.flavor: MySQL versions are 8.4 or 9.x, MariaDB versions are 10.11, 11.4 or 11.8",
         )
-    if version is not None and not SUPPORTED_VERSION_RE[flavor].match(version):
+    if version is not None and not SUPPORTED_VERSION_RE[flavor].fullmatch(version):
         raise SpecError(
             f"{path}.version",
             "is not a supported release: MySQL 8.4 (LTS) or 9.x (9.7 LTS "
@@ -1080,7 +1130,7 @@ def _issuer_ref(value: Any, path: str) -> IssuerRef | None:
 def _node_selector(s: dict, path: str) -> dict[str, str]:
     selector = _str_map(s, "nodeSelector", path, max_len=63)
     for k, v in selector.items():
-        if not valid_label_key(k) or not _LABEL_VALUE_RE.match(v):
+        if not valid_label_key(k) or not _LABEL_VALUE_RE.fullmatch(v):
             raise SpecError(f"{path}.nodeSelector.{k}", "must be a valid node label key and value")
     return selector
 
@@ -1121,7 +1171,7 @@ def parse(body: Any) -> MySQLCluster:
 
 def _parse_cluster(body: Any) -> MySQLCluster:
     meta, name, namespace = _metadata(body, CLUSTER_KIND)
-    if len(name) > MAX_NAME or not _NAME_RE.match(name):
+    if len(name) > MAX_NAME or not _NAME_RE.fullmatch(name):
         raise SpecError(
             "metadata.name",
             f"must be at most {MAX_NAME} characters, start with a lowercase "

@@ -310,7 +310,7 @@ def _cel_owned_regex() -> re.Pattern:
     """The CRD's CEL regex for owned keys, translated from RE2 to Python syntax."""
     text = CLUSTER_CRD.read_text()
     rule = next(r for r in re.findall(r"matches\('(.*?)'\)", text) if "server[-_]id" in r)
-    return re.compile(rule.replace("[[:blank:]]", "[ \\t]"))
+    return re.compile(rule.replace("[[:space:]]", "[ \\t\\n\\r\\v\\f]"))
 
 
 @pytest.mark.parametrize("line", OWNED_LINES + FREE_LINES)
@@ -405,7 +405,7 @@ def test_admission_refuses_every_setting_the_operator_owns():
     rules = spec["properties"]["config"]["properties"]["myCnf"]["x-kubernetes-validations"]
     (rule,) = [r["rule"] for r in rules if "server[-_]id" in r["rule"]]
     pattern = re.compile(
-        rule.removeprefix("!self.matches('").removesuffix("')").replace("[[:blank:]]", "[ \\t]")
+        rule.removeprefix("!self.matches('").removesuffix("')").replace("[[:space:]]", "[ \\t\\n\\r\\v\\f]")
     )
     for key in sorted(mycnf.OWNED_KEYS):
         assert pattern.search(f"{key.replace('_', '-')} = 1\n"), (
