@@ -38,6 +38,7 @@ from e2e.helpers import (
     signal_server,
     signal_servers,
 )
+from tests.support.crds import cluster_crd_before_issue_45
 from tests.support.wait import wait_for
 
 # every test here takes the primary away (an old primary holding an unacknowledged commit of its own is
@@ -332,8 +333,9 @@ def _condition(status: dict, ctype: str) -> dict:
 
 @pytest.mark.parametrize("flavor", ["mysql"])
 def test_a_refused_spec_edit_does_not_stop_a_failover(local_cluster, scenario_namespace, flavor):
-    """Issue 45: an edit the CRD admits but the operator refuses - a backup schedule at hour 25 -
-    patched onto a running cluster under writes, then its primary's container killed. The
+    """Issue 45: an edit the operator refuses - a backup schedule at hour 25, admitted by the CRD
+    before issue 45 (as objects stored then still hold) - patched onto a running cluster under
+    writes, then its primary's container killed. The
     failover happens as usual on the last spec that parsed; the refusal is the SpecValid
     condition and a Warning Event naming spec.backup.schedule, never the phase; Available is never
     False for the primary-down alert's 30 s. Fixed, the edit is applied."""
@@ -356,14 +358,16 @@ def test_a_refused_spec_edit_does_not_stop_a_failover(local_cluster, scenario_na
     writer.start()
     try:
         wait_for(lambda: len(writer.acked) >= 50, 60, "50 acknowledged writes")
-        c.patch_spec(
-            {
-                "backup": {
-                    "schedule": "0 25 * * *",
-                    "storage": {"s3": {"bucket": "backups", "credentialsSecret": {"name": "s3"}}},
+        # stored before the CRD refused an hour 25 (issue 45): the parser always did
+        with cluster_crd_before_issue_45(local_cluster.api_client(), scenario_namespace):
+            c.patch_spec(
+                {
+                    "backup": {
+                        "schedule": "0 25 * * *",
+                        "storage": {"s3": {"bucket": "backups", "credentialsSecret": {"name": "s3"}}},
+                    }
                 }
-            }
-        )
+            )
         wait_for(
             lambda: _condition(c.status(), "SpecValid").get("status") == "False",
             60,

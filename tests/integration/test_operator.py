@@ -30,7 +30,7 @@ from mysql_operator.manifests.common import CONFIG_HASH_ANNOTATION as CONFIG_HAS
 from mysql_operator.api import GROUP, VERSION, parse
 from tests.support import host_operator
 from tests.support.controlplane import stop_group
-from tests.support.crds import apply_crds, project_crds
+from tests.support.crds import apply_crds, cluster_crd_before_issue_45, project_crds
 from tests.support.operator_account import operator_kubeconfig
 from tests.support.wait import wait_for
 from tests.unit.test_api_fieldwalk import CHANGES, FULL, RECONCILE_INPUTS, changed_spec, is_immutable
@@ -420,10 +420,15 @@ def test_user_secret_is_honoured_reported_when_missing_and_survives_deletion(con
 
 
 def test_a_spec_error_cel_cannot_catch_is_a_condition_and_an_event(control_plane, operator, ns):
-    """The CRD accepts a my.cnf line without a setting name (no CEL rule parses my.cnf), the parser
-    refuses it: the operator touches nothing, says why in a condition and an Event, and acts once
-    it is fixed."""
+    """A my.cnf line without a setting name, stored before the CRD refused it (the parser always
+    did): the operator touches nothing, says why in a condition and an Event, and acts once it is
+    fixed."""
     api = control_plane.api_client()
+    with cluster_crd_before_issue_45(api, ns):
+        _refused_then_fixed(api, ns)
+
+
+def _refused_then_fixed(api, ns: str) -> None:
     objs = client.CustomObjectsApi(api)
     spec = {"flavor": "mariadb", "instances": 1, "config": {"myCnf": "[mysqld]\n= 50\n"}}
     objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("bad", spec))
@@ -464,13 +469,19 @@ def test_a_spec_error_cel_cannot_catch_is_a_condition_and_an_event(control_plane
 def test_a_refused_edit_keeps_the_cluster_on_its_last_accepted_spec_across_a_restart(
     control_plane, operator, ns
 ):
-    """Issue 45: an edit the CRD admits but the parser refuses (a cron hour 25) must never stop
-    failover. The cluster runs on the last spec that parsed, recorded in status.lastValidSpec: its
-    objects stay as they were (the valid part of the same edit is not applied either), the phase
-    is not Invalid, observedGeneration stays the accepted generation, SpecValid False and a Warning
-    Event name the field. A restarted operator (nothing in memory) still runs on the record; the
-    fix is applied and clears the condition."""
+    """Issue 45: an edit the CRD admits but the parser refuses (a cron hour 25, admitted by the CRD
+    before issue 45, as objects stored then still hold) must never stop failover. The cluster runs
+    on the last spec that parsed, recorded in status.lastValidSpec: its objects stay as they were
+    (the valid part of the same edit is not applied either), the phase is not Invalid,
+    observedGeneration stays the accepted generation, SpecValid False and a Warning Event name the
+    field. A restarted operator (nothing in memory) still runs on the record; the fix is applied
+    and clears the condition."""
     api = control_plane.api_client()
+    with cluster_crd_before_issue_45(api, ns):
+        _kept_on_the_last_accepted_spec(api, ns, operator)
+
+
+def _kept_on_the_last_accepted_spec(api, ns: str, operator) -> None:
     objs, apps, core = client.CustomObjectsApi(api), client.AppsV1Api(api), client.CoreV1Api(api)
     spec = {"flavor": "mariadb", "instances": 2, "podAnnotations": {"team": "db"}}
     created = objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("keep", spec))

@@ -3,8 +3,10 @@ until the apiserver has established them."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import yaml
 from kubernetes import client
@@ -57,3 +59,67 @@ def _gone(ext: client.ApiextensionsV1Api, name: str) -> bool:
             return True
         raise
     return False
+
+
+# What issue 45 made the MySQLCluster CRD refuse and the parser always refused: objects stored
+# before then may still hold it (validation ratcheting admits later updates that keep it).
+BEFORE_ISSUE_45 = {
+    "instances": 1,
+    "config": {"myCnf": "= 50\n"},
+    "backup": {
+        "schedule": "0 25 * * *",
+        "storage": {"s3": {"bucket": "backups", "credentialsSecret": {"name": "s3"}}},
+    },
+}
+
+
+def admits(api: client.ApiClient, namespace: str, spec: dict) -> bool | None:
+    """Whether the API server admits a MySQLCluster with this spec (a dry run); None while it
+    cannot say."""
+    body = {
+        "apiVersion": "mysql.operator.dev/v1alpha1",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "probe"},
+    }
+    try:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "mysql.operator.dev",
+            "v1alpha1",
+            namespace,
+            "mysqlclusters",
+            {**body, "spec": spec},
+            dry_run="All",
+        )
+    except client.ApiException as e:
+        return False if e.status == 422 else None
+    return True
+
+
+@contextlib.contextmanager
+def cluster_crd_before_issue_45(api: client.ApiClient, namespace: str) -> Iterator[None]:
+    """The live MySQLCluster CRD without the rules issue 45 added (a cron hour 25 and a my.cnf
+    line without a name admitted again), to put an object stored before them in place; the CRD
+    is put back exactly as it was afterwards."""
+    ext = client.ApiextensionsV1Api(api)
+    name = "mysqlclusters.mysql.operator.dev"
+    live = api.sanitize_for_serialization(ext.read_custom_resource_definition(name))
+    older = copy.deepcopy(live)
+    spec = older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    del spec["backup"]["properties"]["schedule"]["x-kubernetes-validations"]
+    cnf = spec["config"]["properties"]["myCnf"]
+    cnf["x-kubernetes-validations"] = [r for r in cnf["x-kubernetes-validations"] if "*=')" not in r["rule"]]
+    ext.replace_custom_resource_definition(name, older)
+    try:
+        wait_for(lambda: admits(api, namespace, BEFORE_ISSUE_45), 60, "the older schema served", interval=0.5)
+        yield
+    finally:
+        live["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(
+            name
+        ).metadata.resource_version
+        ext.replace_custom_resource_definition(name, live)
+        wait_for(
+            lambda: admits(api, namespace, BEFORE_ISSUE_45) is False,
+            60,
+            "the CRD's rules served again",
+            interval=0.5,
+        )
