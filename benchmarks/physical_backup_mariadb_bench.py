@@ -33,6 +33,7 @@ from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.restore import Donor, Source, Target, restore_all
+from mysql_operator.backup.restore_mariadb_physical import SEED_TOKEN_ENV
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 from tests.support import s3 as s3support
 from tests.support.mariadb import ADMIN_USER, MariaDBFactory, free_port, missing_binaries
@@ -80,6 +81,8 @@ def restore_physical(seeder: Seeder, target, s3: S3, creds, password: str, tls_d
     request, the server stopped, `seed.sh receive` from the Job, the server started on the copy."""
     port = free_port()
     result: dict = {}
+    # the restore Job serves the copy only to a requester sending this (the Pod's seed token)
+    os.environ[SEED_TOKEN_ENV] = seeder.token.read_text()
     job = threading.Thread(
         target=lambda: result.update(
             restore_all(
