@@ -466,33 +466,24 @@ def event_changes(
     ]
 
 
-def settle_events(target: Target, m: Manifest, key: Key | None, primary: bool) -> None:
-    """Give the loaded `target` the source's events' statuses (event_changes), outside the binary
+def settle_events(target: Target, m: Manifest, key: Key | None, primary: bool, *, copy: bool = False) -> None:
+    """Give the restored `target` the source's events' statuses (event_changes), outside the binary
     log (each instance is settled by itself), each event keeping its definer: ALTER DEFINER, as
-    the restore account, which holds ALL (SET USER / SET_ANY_DEFINER)."""
+    the restore account, which holds ALL (SET USER / SET_ANY_DEFINER). After a dump the instance
+    is writable, its scheduler off (load_instance). `copy`: an instance started on a physical
+    copy, as the copy's source had them (a replica's: every event replica-side disabled), which
+    runs fenced, its scheduler as its my.cnf says: the scheduler is off while it is writable for
+    the statements, and on again after."""
     inst = instance_of(target)
     try:
-        _settle(inst, m, key, primary)
-    except InstanceError as e:
-        raise RestoreError(
-            f"giving the events the source's statuses on {target.host}:{target.port}: {e}"
-        ) from None
-    finally:
-        inst.close()
-
-
-def settle_copy_events(target: Target, m: Manifest, key: Key | None, primary: bool) -> None:
-    """settle_events on an instance started on a physical copy, as the copy's source had them (a
-    replica's: every event replica-side disabled): it runs fenced, its scheduler as its my.cnf
-    says; the scheduler is off while it is writable for the statements, and on again after."""
-    inst = instance_of(target)
-    try:
-        scheduler = str(inst.scalar("SELECT @@GLOBAL.event_scheduler")).upper() == "ON"
+        scheduler = copy and str(inst.scalar("SELECT @@GLOBAL.event_scheduler")).upper() == "ON"
         if scheduler:
             inst.execute("SET GLOBAL event_scheduler = OFF")
-        inst.set_read_only(False)  # MySQL's super_read_only refuses ALTER EVENT to everyone
+        if copy:
+            inst.set_read_only(False)  # MySQL's super_read_only refuses ALTER EVENT to everyone
         _settle(inst, m, key, primary)
-        inst.set_read_only(True)
+        if copy:
+            inst.set_read_only(True)
         if scheduler:
             inst.execute("SET GLOBAL event_scheduler = ON")
     except InstanceError as e:

@@ -57,7 +57,7 @@ from mysql_operator.backup.restore import (
     instance_of,
     new_cluster_accounts,
     roll_forward,
-    settle_copy_events,
+    settle_events,
 )
 from mysql_operator.db.gtid import MariaDBGtids
 from mysql_operator.db.instance import InstanceError
@@ -146,7 +146,7 @@ def init_file(accounts: list[str]) -> bytes:
 
 
 def _finish_one(client, t: Target, source: Source, m: Manifest, chain, primary: bool) -> RestoreResult:
-    settle_copy_events(t, m, source.key, primary)
+    settle_events(t, m, source.key, primary, copy=True)
     result = RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=m.compressed_size)
     if chain is None:
         return result

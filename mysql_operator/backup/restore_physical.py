@@ -44,7 +44,7 @@ from mysql_operator.backup.restore import (
     instance_of,
     new_cluster_accounts,
     roll_forward,
-    settle_copy_events,
+    settle_events,
     stream_into,
 )
 from mysql_operator.db.gtid import MySQLGtidSet
@@ -121,7 +121,7 @@ def _into(
     finally:
         inst.close()
     wait_restarted_on_copy(lambda: instance_of(t), timeout)
-    settle_copy_events(t, m, source.key, primary)
+    settle_events(t, m, source.key, primary, copy=True)
     inst = instance_of(t)
     try:
         executed = str(inst.scalar("SELECT @@GLOBAL.gtid_executed") or "").replace("\n", "")

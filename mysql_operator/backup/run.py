@@ -188,15 +188,7 @@ def run_backup(
 
     observed = []
     for c in req.candidates:
-        inst = Instance(
-            c.endpoint.host,
-            c.endpoint.port,
-            c.endpoint.user,
-            db_password,
-            name=c.name,
-            tls=tls,
-            plaintext=tls is None,
-        )
+        inst = _session(c, db_password, tls)
         observed.append((c.name, inst.observe()))
         inst.close()
     try:
@@ -216,15 +208,7 @@ def run_backup(
             "a physical backup of MariaDB is asked for over TLS: it needs the cluster's CA (--tls-ca)"
         )
 
-    inst = Instance(
-        source.endpoint.host,
-        source.endpoint.port,
-        source.endpoint.user,
-        db_password,
-        name=source_name,
-        tls=tls,
-        plaintext=tls is None,
-    )
+    inst = _session(source, db_password, tls)
     try:
         full_version = str(inst.scalar("SELECT VERSION()")).split("-")[0]
         databases = commands.user_databases([r[0] for r in inst.execute("SHOW DATABASES")])
@@ -375,15 +359,9 @@ def run_backup(
     return manifest
 
 
-def _primary_events(req: BackupRequest, observed, db_password: str, tls) -> list[tuple[str, str, str]] | None:
-    """(schema, name, status) of each event on the primary - the writable instance that does not
-    replicate - as the manifest keeps them (a replica holds every event replica-side disabled).
-    None when no single primary answered or reading failed: the backup goes on without them."""
-    primaries = [n for n, o in observed if o.reachable and not o.read_only and o.replica is None]
-    if len(primaries) != 1:
-        return None
-    c = next(c for c in req.candidates if c.name == primaries[0])
-    inst = Instance(
+def _session(c: Candidate, db_password: str, tls) -> Instance:
+    """A session of candidate `c` as the backup account, over TLS when `tls` is set."""
+    return Instance(
         c.endpoint.host,
         c.endpoint.port,
         c.endpoint.user,
@@ -392,6 +370,16 @@ def _primary_events(req: BackupRequest, observed, db_password: str, tls) -> list
         tls=tls,
         plaintext=tls is None,
     )
+
+
+def _primary_events(req: BackupRequest, observed, db_password: str, tls) -> list[tuple[str, str, str]] | None:
+    """(schema, name, status) of each event on the primary - the writable instance that does not
+    replicate - as the manifest keeps them (a replica holds every event replica-side disabled).
+    None when no single primary answered or reading failed: the backup goes on without them."""
+    primaries = [n for n, o in observed if o.reachable and not o.read_only and o.replica is None]
+    if len(primaries) != 1:
+        return None
+    inst = _session(next(c for c in req.candidates if c.name == primaries[0]), db_password, tls)
     try:
         return sorted((e.schema, e.name, e.status) for e in inst.events())
     except Exception:  # noqa: BLE001 - a backup without them restores events as dumped
