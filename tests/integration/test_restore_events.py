@@ -23,6 +23,7 @@ from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
 from tests.integration.test_backup import creds, s3cfg
+from tests.integration.test_backup_mysql import tls_servers
 from tests.support import mariadb as mdb
 from tests.support.mariadb import ADMIN_USER, BACKUP_USER
 from tests.support.mysql import MySQLFactory, client_tools_sidecar, mysql_unavailable
@@ -63,16 +64,7 @@ def env(request, tmp_path_factory):
 
 def servers(env, n: int, prefix: str):
     flavor, f, _, pki = env
-    if flavor == "mariadb":
-        return f.create(n, prefix=prefix)
-    return f.create(
-        n,
-        prefix=prefix,
-        ssl_ca=pki / "ca.crt",
-        ssl_cert=pki / "tls.crt",
-        ssl_key=pki / "tls.key",
-        require_secure_transport=True,
-    )
+    return f.create(n, prefix=prefix) if flavor == "mariadb" else tls_servers(f, pki, n, prefix)
 
 
 def run(server, *statements):
