@@ -7,16 +7,21 @@ set) for pymysql to log in and run statements, and misbehaving as a hostile tena
 
 `answer(sql)` says what a query gets: `OK` (also the default for SET statements), `Rows`, `Huge`
 (one value of that many bytes, streamed in protocol packets without ever being held in memory) or
-`Drip` (the answer one byte every few seconds). `tls_offered=False` (the default) leaves the TLS
+`Drip` (the answer one byte every few seconds) or `Silent` (no answer ever: the connection stays open);
+`serving(**state)` answers observe()'s statements as a server with that state would (a wrong
+server_id, a GTID set of 10,000 intervals). `tls_offered=False` (the default) leaves the TLS
 capability out of the handshake; `auth_switch` asks the client to switch to that authentication plugin (e.g.
 mysql_clear_password) after its first response. Every byte a client sent is kept in `received`
 (an assertion can check a password never arrived) and every query in `queries`.
-`tls_offered=True` only puts the capability in the greeting: the server cannot speak TLS.
+`tls_offered=True` only puts the capability in the greeting: the server cannot speak TLS;
+`tls=<server SSLContext>` speaks it (a hostile tenant's server has its cluster's certificate).
+`host`/`port` choose the listening address (default 127.0.0.1, any free port).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 from dataclasses import dataclass
@@ -54,7 +59,12 @@ class Drip:
     every: float
 
 
-Reply = OK | Rows | Huge | Drip
+@dataclass(frozen=True)
+class Silent:
+    """No answer at all: the server keeps the connection open and never sends a byte."""
+
+
+Reply = OK | Rows | Huge | Drip | Silent
 
 
 def version_rows(version: str = "8.4.3", comment: str = "MySQL Community Server - GPL") -> Rows:
@@ -71,6 +81,36 @@ def on_version(reply: Reply) -> Callable[[str], Reply]:
     """`reply` to the query of VERSION() (the first a client of the operator sends after its
     login), the default answers to the rest (the driver's SET NAMES, autocommit)."""
     return lambda sql: reply if "VERSION()" in sql else default_answer(sql)
+
+
+def serving(**overrides: str) -> Callable[[str], Reply]:
+    """Answers to observe()'s statements as a MySQL server in that state would: server_state's
+    row (keys of `overrides`: server_id, uuid, read_only, hostname, report_host, executed,
+    purged), no replica status, Uptime; the default answers to the rest."""
+    state = {
+        "server_id": "1",
+        "uuid": "3e11fa47-71ca-11e1-9e33-c80aa9429562",
+        "read_only": "0",
+        "hostname": "db-0",
+        "report_host": "db-0",
+        "executed": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5",
+        "purged": "",
+    } | overrides
+
+    def answer(sql: str) -> Reply:
+        if "@@server_id" in sql:
+            return Rows(tuple(state), [tuple(state.values())])
+        if "REPLICA STATUS" in sql or "SLAVE STATUS" in sql:
+            return Rows(("Replica_IO_State",), [])
+        if "CONNECTION_ID" in sql:
+            return Rows(("id",), [("7",)])
+        if "VARIABLE_NAME" in sql:
+            return Rows(("VARIABLE_NAME", "VARIABLE_VALUE"), [("Uptime", "1000")])
+        if sql.lstrip().upper().startswith(("SELECT", "SHOW")) and "VERSION()" not in sql:
+            return Rows(("x",), [])
+        return default_answer(sql)
+
+    return answer
 
 
 def lenenc(n: int) -> bytes:
@@ -94,15 +134,20 @@ class FakeMySQL:
         tls_offered: bool = False,
         auth_switch: str | None = None,
         greeting_every: float | None = None,
+        tls: ssl.SSLContext | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ):
         self.answer = answer
-        self.tls_offered = tls_offered
+        self.tls = tls
+        self.tls_offered = tls_offered or tls is not None
         self.auth_switch = auth_switch
         self.greeting_every = greeting_every  # the greeting itself dripped, this many seconds a byte
         self.received = bytearray()
         self.queries: list[str] = []
         self.logins = 0  # handshake responses received
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.host = host
+        self._listener = socket.create_server((host, port))
         self.port = self._listener.getsockname()[1]
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -131,7 +176,7 @@ class FakeMySQL:
 
     @property
     def name(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     # -- the protocol ------------------------------------------------------------------------------
     def _accept(self) -> None:
@@ -200,6 +245,9 @@ class FakeMySQL:
         else:
             self._drip(conn, greeting, self.greeting_every)
         seq, _response = self._read_packet(conn)
+        if self.tls is not None and len(_response) == 32:  # an SSLRequest: TLS, then the login
+            conn = self.tls.wrap_socket(conn, server_side=True)
+            seq, _response = self._read_packet(conn)
         self.logins += 1
         seq += 1
         if self.auth_switch is not None:
@@ -263,6 +311,10 @@ class FakeMySQL:
             conn.sendall(self._rows(reply))
         elif isinstance(reply, Drip):
             self._drip(conn, self._rows(reply.reply), reply.every)
+        elif isinstance(reply, Silent):
+            while conn.recv(4096):  # until the client gives up and closes (or the server stops)
+                pass
+            raise EOFError
         else:
             self._huge(conn, reply.size)
 
