@@ -130,9 +130,10 @@ def client_command(
     written to the server's binary log (a binlog replay: the replayed GTIDs become the server's)."""
     tool = "mariadb" if version.flavor is Flavor.MARIADB and version.at_least(10, 5) else "mysql"
     # A dump is a tenant's bytes: the client never reads a local file for it (LOAD DATA LOCAL
-    # INFILE) and, MariaDB's client, runs no client command that touches the file system or a
-    # shell (\\!, \\., tee, pager with an argument). The restore also turns local_infile off on
-    # the server (before_load_sql). MariaDB's client is the one the operator image ships.
+    # INFILE; the restore also turns local_infile off on the server, before_load_sql) and runs no
+    # client command (\\! and system, \\. and source, tee, pager): --binary-mode already turns them
+    # off in both clients when reading a pipe (all but DELIMITER and \\C); --commands=OFF (MySQL)
+    # and --sandbox (MariaDB) say it again where the client has them (command_switch).
     argv = [
         tool,
         f"--defaults-extra-file={options_file}",
@@ -144,13 +145,29 @@ def client_command(
         "--default-character-set=utf8mb4",
         "--local-infile=0",
     ]
-    if tool == "mariadb":
-        argv.append("--sandbox")
+    argv += command_switch(version)
     if version.flavor is Flavor.MARIADB and not binlogged:
         # the restored rows are not binlogged: replicas are built from the loaded primary, and the
         # server's GTID position is set to the backup's afterwards (see before/after_load_sql)
         argv.append("--init-command=SET SESSION sql_log_bin=0")
     return argv
+
+
+# MariaDB's --sandbox came with these releases of each series (and every series after 11.4)
+_SANDBOX_SINCE = {(10, 5): 25, (10, 6): 18, (10, 11): 8, (11, 0): 6, (11, 1): 5, (11, 2): 4, (11, 4): 2}
+
+
+def command_switch(version: ServerVersion) -> list[str]:
+    """The client option that turns its own commands off, when the client of the server image
+    `version` (the restore Job's sidecar runs that image's client) has it: MySQL's --commands
+    (measured in 9.7.4; older clients are not assumed to have it), MariaDB's --sandbox. Without
+    it, --binary-mode alone keeps them off (client_command)."""
+    if version.flavor is Flavor.MYSQL:
+        return ["--commands=OFF"] if version.at_least(9, 7) else []
+    series = (version.major, version.minor)
+    if series in _SANDBOX_SINCE:
+        return ["--sandbox"] if version.patch >= _SANDBOX_SINCE[series] else []
+    return ["--sandbox"] if version.at_least(11, 5) else []
 
 
 def before_load_sql(version: ServerVersion) -> list[str]:

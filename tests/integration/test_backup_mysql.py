@@ -474,3 +474,38 @@ def test_a_restore_jobs_server_whose_certificate_another_ca_signed_is_refused_by
     assert restore_pw not in result["message"] and mysql.admin_password not in result["message"]
     assert starts == {target.name: 0} and target.query("SELECT @@gtid_executed") == before
     assert sorted(p.name for p in shared.iterdir() if p.name.startswith("clone")) == []
+
+
+def test_a_shell_escape_in_a_mysql_dump_runs_nothing_and_fails_the_restore(mysql, pki, shared, s3server):
+    """A tenant's dump with the client's shell commands (`\\!`, `system`) and `source`: MySQL's
+    client runs with --commands=OFF (and --binary-mode), so none runs in the sidecar: the lines go
+    to the server, which refuses them as SQL, and the restore fails saying where."""
+    (target,) = tls_servers(mysql, pki, 1, "shell")
+    s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-shell"))
+    marker = shared / "pwned"
+    script = shared / "more.sql"
+    script.write_text("CREATE TABLE loot.sourced (v INT);\n")
+    dump = (
+        f"CREATE DATABASE loot;\n\\! touch {marker}\nsystem touch {marker}\n\\. {script}\n"
+        f"source {script}\nCREATE TABLE loot.t (v INT);\n"
+    ).encode()
+    _store_dump(s3server, s3, dump)
+    target.query("SET GLOBAL super_read_only = OFF")
+    with pytest.raises(RestoreError) as e:
+        restore_into(
+            Target(
+                HOST,
+                target.port,
+                ADMIN_USER,
+                mysql.admin_password,
+                tls_ca=str(shared / "ca.crt"),
+                tools_dir=str(shared),
+            ),
+            Source(s3, "c1/evil"),
+            creds(s3server),
+        )
+    assert not marker.exists()
+    assert "mysql failed loading the backup" in str(e.value) and "at line 2" in str(e.value), str(e.value)
+    assert sql(target, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'loot'") == (
+        (0,),
+    )

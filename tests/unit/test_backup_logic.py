@@ -69,11 +69,31 @@ def test_client_commands_and_gtid_statements_per_flavor():
     assert commands.before_load_sql(MARIADB) == [refuse]
 
 
+@pytest.mark.parametrize(
+    "flavor, version, switch",
+    [
+        (Flavor.MYSQL, (9, 7, 4), ["--commands=OFF"]),
+        (Flavor.MYSQL, (8, 4, 3), []),
+        (Flavor.MARIADB, (10, 11, 7), []),
+        (Flavor.MARIADB, (10, 11, 8), ["--sandbox"]),
+        (Flavor.MARIADB, (10, 6, 18), ["--sandbox"]),
+        (Flavor.MARIADB, (11, 3, 2), []),
+        (Flavor.MARIADB, (11, 4, 2), ["--sandbox"]),
+        (Flavor.MARIADB, (11, 8, 0), ["--sandbox"]),
+    ],
+)
+def test_the_client_turns_its_commands_off_where_it_has_the_option(flavor, version, switch):
+    v = ServerVersion(flavor, *version)
+    assert commands.command_switch(v) == switch
+    argv = commands.client_command(v, EP, "/f")
+    assert all(s in argv for s in switch) and "--binary-mode" in argv
+
+
 @pytest.mark.parametrize("version", [MARIADB, MYSQL84, MYSQL80])
 def test_the_client_loading_a_dump_never_reads_a_local_file(version):
     argv = commands.client_command(version, EP, "/f")
     assert "--local-infile=0" in argv
-    assert ("--sandbox" in argv) == (argv[0] == "mariadb")  # no \! \. tee: MariaDB's client
+    assert "--binary-mode" in argv  # client commands off when reading a pipe, in both clients
     assert commands.after_load_sql(MARIADB, "0-1-42") == [
         ("RESET MASTER", ()),
         ("SET GLOBAL gtid_binlog_state = %s", ("0-1-42",)),
