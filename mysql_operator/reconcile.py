@@ -38,6 +38,7 @@ status or logs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import ssl
@@ -399,7 +400,7 @@ class Reconciler:
             refused_generation,
         )
 
-        held = self._restore(seen, applied)
+        held = self._restore(seen, entry, applied)
         if held is not None:
             return held
         replaced = replace_stuck(self.kube, body, c, seen.listed, seen.statefulset)
@@ -487,7 +488,7 @@ class Reconciler:
         entry.apply_error, entry.last_apply = error, self.clock()
         return error is None
 
-    def _restore(self, seen: Observed, applied: bool) -> Result | None:
+    def _restore(self, seen: Observed, entry: _Entry, applied: bool) -> Result | None:
         """The restore gate (restore_gate.py: observe, plan, carry out): the Result of a pass held
         by a restore (it is starting, running, or failed), None when the pass may go on."""
         c, body, logins = seen.c, seen.body, seen.logins
@@ -514,7 +515,9 @@ class Reconciler:
             )
 
         todo = plan_()
-        gate.carry_out(self.api, self.kube, c, owner, todo.writes)
+        gate.carry_out(
+            self.api, self.kube, c, owner, todo.writes, lambda: self._drop_restore_account(seen, entry)
+        )
         if not todo.held:
             return None
         refused = gate.start(self.api, self.kube, c, owner, todo.start)
@@ -523,6 +526,39 @@ class Reconciler:
         assert todo.status is not None
         self._act(body, Plan((), todo.events, todo.status, todo.changed))
         return Result(phase=todo.status["phase"], applied=applied, status={**seen.previous, **todo.status})
+
+    def _drop_restore_account(self, seen: Observed, entry: _Entry) -> None:
+        """Effect: gate.drop_restore_account on every server whose Pod runs, as the operator's
+        account over TLS (one that does not run has nothing to log in to: left, and logged)."""
+        c, password = seen.c, seen.logins.current.get(m.OPERATOR_PASSWORD_KEY)
+        if not password or entry.tls.state is None:
+            log.warning("%s/%s: the restore account is left: no credentials or CA yet", c.namespace, c.name)
+            return
+        servers = []
+        for o in seen.ordinals:
+            host, port = resolve(c, o, seen.raw_pods.get(o), self.resolver_mode)
+            name = seen.names[o]
+            if host is None or not (seen.pods.get(o) and seen.pods[o].running):
+                log.warning(
+                    "%s/%s: the restore account is left on %s: not running", c.namespace, c.name, name
+                )
+                continue
+            servers.append(
+                (
+                    name,
+                    functools.partial(
+                        Instance,
+                        host,
+                        port,
+                        m.OPERATOR_USER,
+                        password,
+                        name=name,
+                        tls=entry.tls.context(),
+                        read_timeout=10,
+                    ),
+                )
+            )
+        gate.drop_restore_account(servers)
 
     def _without_servers(self, seen: Observed, entry: _Entry, applied: bool) -> Result:
         """The status of a cluster with no server to talk to yet (or no credentials, no CA)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -20,7 +20,7 @@ from mysql_operator import certificates, clock
 from mysql_operator import manifests as m
 from mysql_operator import restoring
 from mysql_operator.api import MySQLCluster, SpecError, parse
-from mysql_operator.db.instance import redact
+from mysql_operator.db.instance import Instance, InstanceError, redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
@@ -34,6 +34,7 @@ from mysql_operator.manifests.backup_jobs import (
     restore_network_policy,
     restore_service,
 )
+from mysql_operator.manifests.common import RESTORE_USER
 from mysql_operator.pods import PodView
 from mysql_operator.status import Event, Summary, build_status, instance_entries, status_changed
 
@@ -171,7 +172,16 @@ class Restart:
     uid: str  # that Pod, not the one its StatefulSet starts in its place
 
 
-Write = Record | Apply | CreateJob | RestoreCertificate | Restart
+@dataclass(frozen=True)
+class DropRestoreAccount:
+    """The restore has ended (succeeded, failed, its Job gone or past its deadline): the restore
+    account goes from every instance, as the operator's account (drop_restore_account). The Job
+    drops it itself when it ends normally; this covers every other end. Planned in the pass
+    that records the end, before the record: a pass whose drop fails records nothing and the
+    next pass plans it again."""
+
+
+Write = Record | Apply | CreateJob | RestoreCertificate | Restart | DropRestoreAccount
 
 
 @dataclass(frozen=True)
@@ -301,6 +311,8 @@ def plan_restore(
         )
         events.append(("Warning", "RestoreFailed", action.message))
 
+    if _ended(record) and _ended(record) != _ended(seen.record):
+        writes.append(DropRestoreAccount())
     ordinals = sorted(set(range(c.spec.instances)) | set(pods))
     summary = Summary(
         instances=c.spec.instances,
@@ -354,15 +366,30 @@ def copies(
     return dict(record), writes
 
 
+def _ended(record: Mapping[str, Any] | None) -> str | None:
+    phase = (record or {}).get("phase")
+    return phase if phase in (restoring.SUCCEEDED, restoring.FAILED) else None
+
+
 def _condition_messages(status: Mapping[str, Any]) -> set[str]:
     return {str(cond.get("message", "")) for cond in status.get("conditions") or []}
 
 
 # -- act -------------------------------------------------------------------------------------------
-def carry_out(api, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], writes: Sequence[Write]) -> None:
-    """Effect: the writes, in order (an API error raises and stops the rest)."""
+def carry_out(
+    api,
+    kube: KubeOps,
+    c: MySQLCluster,
+    owner: Mapping[str, Any],
+    writes: Sequence[Write],
+    drop_account: Callable[[], None] = lambda: None,
+) -> None:
+    """Effect: the writes, in order (an API error raises and stops the rest); `drop_account`
+    carries out DropRestoreAccount (drop_restore_account on the cluster's servers)."""
     for w in writes:
-        if isinstance(w, Record):
+        if isinstance(w, DropRestoreAccount):
+            drop_account()
+        elif isinstance(w, Record):
             kube.patch_status(c.namespace, c.name, w.fields)
         elif isinstance(w, Apply):
             kube.apply(w.obj)
@@ -385,3 +412,33 @@ def start(
     except ApiException as e:
         return f"creating the restore Job: {e.reason}"
     return None
+
+
+def drop_restore_account(servers: Iterable[tuple[str, Callable[[], Instance]]]) -> None:
+    """Effect: the restore account dropped from each (name, connect as the operator's account),
+    outside the binary log (each instance had it made by its own init step). Where it is gone
+    already (the Job dropped it), only a read; where it is there, the server is writable for the
+    DROP (MySQL's super_read_only refuses it to everyone) and read-only again in the same session.
+    RuntimeError naming every server where it failed (the pass is retried)."""
+    failed = []
+    for name, connect in servers:
+        inst = connect()
+        try:
+            if not inst.scalar("SELECT COUNT(*) FROM mysql.user WHERE user = %s", (RESTORE_USER,)):
+                continue
+            fenced = bool(int(inst.scalar("SELECT @@GLOBAL.read_only") or 0))
+            inst.execute("SET SESSION sql_log_bin = 0")
+            if fenced:
+                for sql in inst.dialect.set_read_only(False):
+                    inst.execute(sql)
+            inst.execute("DROP USER IF EXISTS %s@'%%'", (RESTORE_USER,))
+            if fenced:
+                for sql in inst.dialect.set_read_only(True):
+                    inst.execute(sql)
+            log.info("%s: the restore account is dropped (the restore has ended)", name)
+        except InstanceError as e:
+            failed.append(f"{name}: {e}")
+        finally:
+            inst.close()
+    if failed:
+        raise RuntimeError(f"dropping the restore account {RESTORE_USER}: {'; '.join(failed)}")

@@ -90,7 +90,7 @@ def test_a_refused_job_fails_the_restore_with_the_reason_and_nothing_else_is_wri
         g.RestoreSeen(None, None, source=source()),
         start_error=f"creating the restore Job: {PASSWORD} Forbidden",
     )
-    assert not p.start and not p.writes
+    assert not p.start and kinds(p.writes) == ["DropRestoreAccount"]  # the init step made it
     assert p.status["phase"] == "Failed" and p.status["restore"]["phase"] == "Failed"
     assert [e[1] for e in p.events] == ["RestoreFailed"]
     assert PASSWORD not in str(p.status) and PASSWORD not in str(p.events)
@@ -165,6 +165,41 @@ def test_no_copy_is_asked_for_before_the_job_serves_one_or_for_mysql(flavor, ser
     seen = g.RestoreSeen(RUNNING, restoring.JOB_RUNNING, job_serving=serving)
     p = plan(seen, c=cluster(flavor), previous={"restore": RUNNING})
     assert p.held and not p.writes and p.status["phase"] == "Restoring"
+
+
+DEADLINE = {"ok": False, "message": "the restore Job shop-restore failed: DeadlineExceeded"}
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        pytest.param({"ok": True, "message": "restored"}, id="succeeded"),
+        pytest.param({"ok": False, "message": "ERROR 1227 at line 306"}, id="failed"),
+        pytest.param(DEADLINE, id="deadline-exceeded"),
+        pytest.param(None, id="job-deleted"),
+    ],
+)
+def test_the_restore_account_is_dropped_in_the_pass_that_records_the_end_whatever_ended_it(job):
+    p = plan(g.RestoreSeen(RUNNING, job), previous={"restore": RUNNING})
+    assert p.status["restore"]["phase"] in ("Succeeded", "Failed")
+    assert kinds(p.writes) == ["DropRestoreAccount"]
+    # carried out before the record (the status, written after the writes): a drop that fails
+    # fails the pass, which plans it again; once recorded, never again
+    again = plan(g.RestoreSeen(p.status["restore"], None), previous=p.status)
+    assert not again.writes
+
+
+def test_no_drop_while_the_restore_runs_or_waits():
+    assert not plan(g.RestoreSeen(RUNNING, restoring.JOB_RUNNING), previous={"restore": RUNNING}).writes
+    assert not plan(g.RestoreSeen(None, None, source=source())).writes
+
+
+def test_the_drop_is_carried_out_through_the_callable_in_its_place():
+    done = []
+    writes = [g.DropRestoreAccount(), g.Record({"restore": {"phase": "Failed"}})]
+    kube = RecordingKube()
+    g.carry_out(None, kube, cluster(), OWNER, writes, lambda: done.append(len(kube.calls)))
+    assert done == [0] and [c[0] for c in kube.calls] == ["status"]
 
 
 class Refusing(RecordingKube):
