@@ -277,7 +277,10 @@ class Monitor:
     label) and the -rw EndpointSlice (where -rw routes), and every few seconds for the operator's
     Pods; it keeps the last answer while the API does not answer. The other samples every
     SAMPLE_SECONDS each server's read_only by Pod IP (in parallel, short timeouts) and counts two
-    writable servers, and -rw on a read-only server while another is writable."""
+    writable servers. -rw on a read-only server while another is writable is counted when it
+    stops, for the samples whose -rw is known throughout: the same in the last EndpointSlice read
+    that ended before the sample began and in the first that began after it ended (the two
+    threads' answers are never compared across a change they may both have missed)."""
 
     def __init__(self, c: Cluster, password: str):
         self.c, self.password = c, password
@@ -290,6 +293,10 @@ class Monitor:
         self.seen: dict[str, int | None] = {}
         self.samples = self.two_writable = self.misrouted = 0
         self.bad: list[str] = []
+        self.routes: list[tuple[float, float, list[str]]] = []  # (asked, answered, -rw routes to)
+        self.reads: list[
+            tuple[float, float, str, dict[str, int | None]]
+        ] = []  # (began, ended, at, read_only)
         self.stop_event = threading.Event()
         self._threads = [
             threading.Thread(target=self._watch_api, daemon=True),
@@ -297,6 +304,7 @@ class Monitor:
         ]
 
     def refresh(self, operator: bool = True) -> None:
+        asked = time.monotonic()
         ns = self.c.namespace
         pods = self.core.list_namespaced_pod(
             ns, label_selector=f"app.kubernetes.io/instance={self.c.name}", _request_timeout=API_TIMEOUT
@@ -320,6 +328,7 @@ class Monitor:
             if e.conditions is None or e.conditions.ready is not False
             for a in e.addresses
         )
+        self.routes.append((asked, time.monotonic(), self.routed))
         if operator:
             self.operator_ips = [
                 p.status.pod_ip
@@ -340,7 +349,7 @@ class Monitor:
         conns: dict[str, Any] = {}
         with ThreadPoolExecutor(3) as pool:
             while not self.stop_event.wait(SAMPLE_SECONDS):
-                pods, routed = dict(self.pods), self.routed
+                pods, began = dict(self.pods), time.monotonic()
                 seen = dict(
                     zip(pods, pool.map(lambda ip: _read_only(conns, ip, self.password), pods.values()))
                 )
@@ -350,9 +359,8 @@ class Monitor:
                 if len(writable) > 1:
                     self.two_writable += 1
                     self.bad.append(f"{time.strftime('%H:%M:%S')} two writable: {writable}")
-                if routed and writable and any(seen.get(n) == 1 for n in routed):
-                    self.misrouted += 1
-                    self.bad.append(f"{time.strftime('%H:%M:%S')} -rw on {routed} while {writable} writable")
+                if writable and 1 in seen.values():
+                    self.reads.append((began, time.monotonic(), time.strftime("%H:%M:%S"), seen))
         for conn in conns.values():
             with contextlib.suppress(Exception):
                 conn.close()
@@ -370,6 +378,13 @@ class Monitor:
         self.stop_event.set()
         for t in self._threads:
             t.join(10)
+        for began, ended, at, seen in self.reads:
+            before = next((r for _, answered, r in reversed(self.routes) if answered <= began), None)
+            after = next((r for asked, _, r in self.routes if asked >= ended), None)
+            if before and before == after and any(seen.get(n) == 1 for n in before):
+                self.misrouted += 1
+                writable = sorted(n for n, ro in seen.items() if ro == 0)
+                self.bad.append(f"{at} -rw on {before} while {writable} writable")
 
 
 # ------------------------------------------------------------------------------ the campaign
