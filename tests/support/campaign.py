@@ -14,8 +14,8 @@ Faults (`KINDS`), each on a role resolved when it starts (the primary then, a re
 - kill: SIGKILL, restarted when the fault ends (as a container: read-only, MariaDB with
   --init-rpl-role=SLAVE so crash recovery drops what no replica acknowledged)
 - stop: SIGSTOP, SIGCONT when it ends (a hung process, a paused VM)
-- cut: the operator cannot reach the server, everyone else can (the engine's member has no
-  address; replicas keep theirs)
+- cut: the operator cannot reach the server, everyone else can (the engine's member points at a
+  loopback address 127.0.9.<n> that takes connections and never answers; replicas keep theirs)
 - lag: a replica's applier blocked behind FLUSH TABLES WITH READ LOCK (it receives and
   acknowledges, applies nothing)
 - restart: the operator process replaced by a new one between two passes (what the cluster
@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -326,6 +327,7 @@ class Run:
         self.result = Result(seed, flavor, [str(f) for f in self.faults])
         self.down: set[str] = set()  # held down by a kill fault: the kubelet stand-in waits
         self.locks: dict[str, Any] = {}  # lag faults' FLUSH TABLES WITH READ LOCK sessions
+        self.cut_off: set[str] = set()  # cut from the operator by a cut fault
 
     def _engine(self) -> ReplicationEngine:
         e = ReplicationEngine(
@@ -382,19 +384,30 @@ class Run:
             s.sigstop()
             return s.sigcont
         if f.kind == "cut":
+            if name in self.cut_off:  # cut already (an overlapping cut of the same server)
+                return lambda: None
+            self.cut_off.add(name)
             member = self.loop.engine.members[name]
+            # what a partition between the operator and a running server is to the operator: its
+            # address (a Pod keeps its IP) takes connections and never answers. Not "no address":
+            # that is a Pod that does not run, which the operator need not fence
+            silent = socket.create_server((f"127.0.9.{member.ordinal + 1}", member.port), backlog=64)
 
             def cut(loop: Loop) -> None:
                 m = loop.engine.members[name]
                 loop.engine.set_members(
                     [
-                        dataclasses.replace(m, host=None, source_host=m.host) if n == name else x
+                        dataclasses.replace(m, host=silent.getsockname()[0], source_host=m.host)
+                        if n == name
+                        else x
                         for n, x in loop.engine.members.items()
                     ]
                 )
 
             def heal_cut(loop: Loop) -> None:
                 loop.engine.set_members([member if n == name else x for n, x in loop.engine.members.items()])
+                silent.close()
+                self.cut_off.discard(name)
 
             self.loop.between(cut)
             return lambda: self.loop.between(heal_cut)
