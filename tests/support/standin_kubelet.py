@@ -122,9 +122,12 @@ class StandInKubelet:
                 self.errors.append(f"{type(e).__name__}: {e}"[:500])
 
     def sync(self) -> None:
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=OWNED).to_dict()["items"]
         with self._lock:
             clusters = dict(self.clusters)
+        if not clusters:
+            return
+        selector = f"{OWNED},app.kubernetes.io/instance in ({','.join(sorted(clusters))})"
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).to_dict()["items"]
         for pod in pods:
             meta = pod["metadata"]
             cluster = (meta.get("labels") or {}).get("app.kubernetes.io/instance", "")
@@ -208,7 +211,7 @@ class HostServer:
         volumes = {v["name"]: v for v in spec["volumes"]}
         config = self.core.read_namespaced_config_map(volumes["config"]["config_map"]["name"], self.ns)
         tls = self.core.read_namespaced_secret(volumes["tls"]["secret"]["secret_name"], self.ns)
-        for d in ("config", "tls", "data", "run"):
+        for d in ("config", "tls", "data", "run", "tmp"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         for name, text in (config.data or {}).items():
             (self.root / "config" / name).write_text(text)
@@ -229,6 +232,7 @@ class HostServer:
             "MYSQL_OPERATOR_DATA_ROOT": str(self.root / "data"),
             "MYSQL_OPERATOR_RUN_DIR": str(self.run_dir),
             "MYSQL_OPERATOR_CONFIG_DIR": str(self.root / "config"),
+            "TMPDIR": str(self.root / "tmp"),  # the Pod's own /tmp (an emptyDir): servers share none
             **env,
         }
 
