@@ -86,6 +86,7 @@ def register(subparsers) -> None:
     into.add_argument(
         "--app-database", help="spec.database.name (created empty at init: dropped before loading)"
     )
+    into.add_argument("--app-user", help="spec.database.user: the definer every stored object of a dump gets")
     into.add_argument(
         "--target",
         action="append",
@@ -394,7 +395,13 @@ def cmd_restore_into(args) -> int:
     for text in args.target:
         name, host, port = _parse_source(text)
         targets[name] = Target(
-            host, port, args.user, env[ENV_DB_PASSWORD], tls_ca=args.tls_ca, tools_dir=args.client_tools_dir
+            host,
+            port,
+            args.user,
+            env[ENV_DB_PASSWORD],
+            tls_ca=args.tls_ca,
+            tools_dir=args.client_tools_dir,
+            definer=args.app_user,
         )
     try:
         result = restore_all(

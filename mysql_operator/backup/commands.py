@@ -219,3 +219,43 @@ def gtid_from_dump(flavor: Flavor, text: str) -> str | None:
         return found[-1].strip() if found else None
     m = _MYSQL_GTID.search(text)
     return re.sub(r"\s+", "", m.group(1)) if m else None
+
+
+# The lines of a dump that give a stored object its definer, as mysqldump and mariadb-dump write
+# them: a routine's CREATE, a view's SQL SECURITY comment, a trigger's and an event's CREATE.
+_DEFINER_LINE = re.compile(
+    rb"^(CREATE |/\*!50013 |/\*!50003 CREATE\*/ /\*!50017 |/\*!50003 CREATE\*/ /\*!50020 "
+    rb"|/\*!50106 CREATE\*/ /\*!50117 )DEFINER=`(?:[^`]|``)*`@`(?:[^`]|``)*`"
+)
+
+
+def quote_account(user: str, host: str = "%") -> str:
+    return "`" + user.replace("`", "``") + "`@`" + host.replace("`", "``") + "`"
+
+
+class DefinerRewriter:
+    """Pure, fed a dump piece by piece (pipeline.pass_on's `change`): every stored object's
+    DEFINER becomes `account` (the restore's application account), whoever defined it in the
+    source. Only the dump tools' definer lines change (_DEFINER_LINE); a line of data never
+    starts that way (an INSERT does not). What a dump writes otherwise is checked after the load
+    (restore.foreign_definers)."""
+
+    def __init__(self, account: str):
+        self.definer = b"DEFINER=" + account.encode()
+        self.partial: list[bytes] = []
+
+    def _line(self, line: bytes) -> bytes:
+        m = _DEFINER_LINE.match(line)
+        return line if m is None else m.group(1) + self.definer + line[m.end() :]
+
+    def __call__(self, chunk: bytes) -> bytes:
+        if not chunk:  # the end: what is held back
+            rest, self.partial = b"".join(self.partial), []
+            return self._line(rest) if rest else b""
+        *complete, last = chunk.split(b"\n")
+        if not complete:
+            self.partial.append(last)
+            return b""
+        first = b"".join(self.partial) + complete[0]
+        self.partial = [last] if last else []
+        return b"\n".join(self._line(x) for x in (first, *complete[1:])) + b"\n"

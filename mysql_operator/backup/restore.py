@@ -75,6 +75,9 @@ class Target:
     # a folder shared with the Job's client-tools sidecar, which runs the client of the cluster's
     # server image (backup/sidecar.py); None: run the client of this image
     tools_dir: str | None = None
+    # the application account (spec.database.user, host %): every stored object of a dump gets
+    # it as its definer, whoever defined it in the source (docs/design.md); None: as dumped
+    definer: str | None = None
 
     def __repr__(self) -> str:
         return f"Target({self.host}:{self.port}, user={self.user!r})"
@@ -261,6 +264,22 @@ def restore_into(
 
     inst = instance_of(target, slow_timeout=120)
     try:
+        if target.definer:
+            foreign = foreign_definers(inst, target.definer)
+            if foreign:
+                raise RestoreError(
+                    f"the dump defines {', '.join(foreign[:10])}{' ...' if len(foreign) > 10 else ''}: "
+                    f"a restore gives every stored object the application account {target.definer}@% "
+                    "as its definer, and these were written otherwise than the dump tools write "
+                    "a DEFINER: take the backup again with the operator (a MySQLBackup)"
+                )
+    except InstanceError as e:
+        raise RestoreError(f"reading the definers on {target.host}:{target.port}: {e}") from None
+    finally:
+        inst.close()
+
+    inst = instance_of(target, slow_timeout=120)
+    try:
         for sql, args in commands.after_load_sql(version, m.gtid_position):
             inst.execute(sql, args)
     except InstanceError as e:
@@ -274,11 +293,41 @@ def restore_into(
 
 def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version, key: Key | None) -> int:
     ep = Endpoint(target.host, target.port, target.user)
+    change = commands.DefinerRewriter(commands.quote_account(target.definer)) if target.definer else None
     with option_file(target.user, target.password, target.tools_dir) as options:
         client_argv = commands.client_command(version, ep, options, target.tls_ca)
         return stream_into(
-            client, s3, m, etag, key, client_argv, target.tools_dir, (target.password,), _local_infile_hint
+            client,
+            s3,
+            m,
+            etag,
+            key,
+            client_argv,
+            target.tools_dir,
+            (target.password,),
+            _local_infile_hint,
+            change=change,
         )
+
+
+_DEFINED = (
+    ("routine", "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, DEFINER FROM information_schema.ROUTINES"),
+    ("trigger", "SELECT TRIGGER_SCHEMA, TRIGGER_NAME, DEFINER FROM information_schema.TRIGGERS"),
+    ("event", "SELECT EVENT_SCHEMA, EVENT_NAME, DEFINER FROM information_schema.EVENTS"),
+    ("view", "SELECT TABLE_SCHEMA, TABLE_NAME, DEFINER FROM information_schema.VIEWS"),
+)
+
+
+def foreign_definers(inst: Instance, user: str) -> list[str]:
+    """The stored objects of the user databases whose definer is not `user`@% (what the
+    definer rewrite could not reach: a dump not written by the dump tools), as
+    "kind schema.name (definer)"."""
+    out = []
+    for kind, sql in _DEFINED:
+        for schema, name, definer in inst.execute(sql):
+            if schema.lower() not in commands.SYSTEM_DATABASES and definer != f"{user}@%":
+                out.append(f"{kind} {schema}.{name} ({definer})")
+    return sorted(out)
 
 
 def _local_infile_hint(text: str) -> str:
@@ -300,11 +349,13 @@ def stream_into(
     tools_dir: str | None,
     secrets: tuple[str, ...] = (),
     hint: Callable[[str], str] = lambda _text: "",
+    change: Callable[[bytes], bytes] | None = None,
 ) -> int:
     """The backup's data object (pinned to the verified `etag`), decrypted and decompressed, on
     the standard input of `argv`: a client loading a dump, or tar unpacking a copy; run by the
     client-tools sidecar when `tools_dir` is set. Returns the bytes read; the size and sha256 are
-    checked again. `hint(its error text)` adds advice to a failure of `argv`."""
+    checked again. `hint(its error text)` adds advice to a failure of `argv`; `change`, what each
+    piece of the plaintext becomes on its way (pipeline.pass_on)."""
     _, decompress_argv, _ = commands.compressor(m.compression)
     dec = cli = None
     dec_err, cli_err = TailBuffer(), TailBuffer()
@@ -316,8 +367,11 @@ def stream_into(
                 cli = SidecarProcess(argv, tools_dir, stdin=True)
             except SidecarError as e:
                 raise RestoreError(str(e)) from None
-            readers.append(pass_on(dec.stdout, cli.stdin))
+            readers.append(pass_on(dec.stdout, cli.stdin, change))
             cli.stdout.close()  # loading a dump or unpacking prints nothing
+        elif change is not None:
+            cli = spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            readers.append(pass_on(dec.stdout, cli.stdin, change))
         else:
             cli = spawn(argv, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             dec.stdout.close()  # the tool owns the read end now

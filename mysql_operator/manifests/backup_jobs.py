@@ -444,6 +444,8 @@ def restore_job(
     ]
     if c.spec.database:
         args += ["--app-database", c.spec.database.name]
+        if c.spec.database.user:  # the definer of every stored object the dump loads
+            args += ["--app-user", c.spec.database.user]
     for i in range(c.spec.instances):
         args += ["--target", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
     # the instance restore_gate records as the primary once the restore succeeded

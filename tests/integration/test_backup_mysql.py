@@ -509,3 +509,36 @@ def test_a_shell_escape_in_a_mysql_dump_runs_nothing_and_fails_the_restore(mysql
     assert sql(target, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'loot'") == (
         (0,),
     )
+
+
+def test_mysql_objects_of_root_and_of_the_app_user_restore_with_the_app_user_as_definer(
+    mysql, pki, shared, s3server
+):
+    """test_restore_definers.py on MySQL 9.7 through the image's tools: before, root's routines,
+    trigger and event failed the restore with ERROR 1227 (SYSTEM_USER) once tables and views were
+    loaded (issue 53)."""
+    from tests.integration import test_restore_definers as d
+
+    source, target = tls_servers(mysql, pki, 2, "defs")
+    root = "root@localhost"
+    for server in (source, target):  # as in a cluster: root holds every privilege, SYSTEM_USER too
+        sql(
+            server,
+            "SET GLOBAL super_read_only = OFF",
+            "SET GLOBAL read_only = OFF",
+            "SET SESSION sql_log_bin = 0",
+            "CREATE USER root@localhost IDENTIFIED BY 'root-Pw-31f0'",
+            "GRANT ALL ON *.* TO root@localhost WITH GRANT OPTION",
+        )
+    d.load_source(source, root)
+    s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-definers"))
+    run_backup(backup_request(s3, shared, source, "defs"), creds(s3server), mysql.admin_password)
+    d.prepare_target(target, Flavor.MYSQL)
+
+    result = d.restore(
+        s3server, s3, "c1/defs", HOST, target.port, tls_ca=str(shared / "ca.crt"), tools_dir=str(shared)
+    )
+
+    assert result["ok"], result["message"]
+    assert target.query("SELECT @@super_read_only")[0][0] == 1
+    d.check_restored(source, target, Flavor.MYSQL, root)

@@ -593,3 +593,16 @@ def test_the_restore_job_names_the_instance_the_gate_makes_the_primary(primary, 
         "args"
     ]
     assert args[args.index("--primary") + 1] == f"{c.name}-{expected}"
+
+
+@pytest.mark.parametrize("database", [{"name": "shop", "user": "shopper"}, {"name": "shop"}, None])
+def test_the_restore_job_names_the_definer_of_the_dumps_stored_objects(database):
+    spec = {k: v for k, v in CLUSTER["spec"].items() if k != "database"}
+    c = parse({**CLUSTER, "spec": {**spec, **({"database": database} if database else {})}})
+    args = restore_job(c, c.spec.backup.s3, "shop/b1", "img")["spec"]["template"]["spec"]["containers"][0][
+        "args"
+    ]
+    if database and "user" in database:
+        assert args[args.index("--app-user") + 1] == "shopper"
+    else:
+        assert "--app-user" not in args

@@ -333,3 +333,25 @@ def test_event_changes_give_the_new_primary_the_source_statuses(loaded, source, 
 
     events = [_event(n, s) for n, s in loaded.items()]
     assert [(e.name, c) for e, c in event_changes(events, source, primary, flavor)] == expected
+
+
+def test_every_definer_line_of_a_dump_names_the_application_account_and_nothing_else_changes():
+    dump = (
+        b"INSERT INTO t VALUES ('\\nCREATE DEFINER=`root`@`localhost` PROCEDURE x');\n"
+        b"/*!50003 CREATE*/ /*!50017 DEFINER=`root`@`localhost`*/ /*!50003 TRIGGER tr BEFORE INSERT ON t */;;\n"
+        b"CREATE DEFINER=`o``dd`@`%` PROCEDURE p() SELECT 1 ;;\n"
+        b"CREATE DEFINER=`root`@`localhost` FUNCTION f() RETURNS INT RETURN 1 ;;\n"
+        b"/*!50013 DEFINER=`root`@`localhost` SQL SECURITY DEFINER */\n"
+        b"/*!50106 CREATE*/ /*!50117 DEFINER=`root`@`localhost`*/ /*!50106 EVENT e DO SELECT 1 */ ;;\n"
+        b"  CREATE DEFINER=`root`@`localhost` VIEW in_a_body\n"
+        b"no newline at the end"
+    )
+    app = commands.quote_account("a`pp")
+    for size in (1, 7, len(dump)):  # however the pieces fall
+        rewrite = commands.DefinerRewriter(app)
+        out = b"".join(rewrite(dump[i : i + size]) for i in range(0, len(dump), size)) + rewrite(b"")
+        lines = out.split(b"\n")
+        assert lines[0] == dump.split(b"\n")[0]  # data: as it was
+        assert [line.count(b"DEFINER=`a``pp`@`%`") for line in lines] == [0, 1, 1, 1, 1, 1, 0, 0]
+        assert b"root" not in b"".join(lines[1:6]) and lines[6].startswith(b"  CREATE DEFINER=`root`")
+        assert lines[7] == b"no newline at the end"
