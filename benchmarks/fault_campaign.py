@@ -80,7 +80,11 @@ def operator_commit() -> str:
 
 
 def _row(path: Path, row: dict) -> dict:
-    """A kept result; those of benchmarks.k8s_campaign (k8s-<flavor>.jsonl) as flavor "<flavor> (k8s)"."""
+    """A kept result; those of benchmarks.k8s_campaign (k8s-<flavor>.jsonl) as flavor "<flavor> (k8s)",
+    those of an earlier operator or harness (earlier/<flavor>-<what differed>.jsonl) as
+    "<flavor>, <what differed>"."""
+    if path.parent.name == "earlier":
+        return {**row, "flavor": f"{row['flavor']}, {path.stem.split('-', 1)[1].replace('-', ' ')}"}
     return {**row, "flavor": f"{row['flavor']} (k8s)"} if path.name.startswith("k8s-") else row
 
 
@@ -113,13 +117,17 @@ def arguments(doc: str, flavor: str, count: int, converge: float) -> argparse.Ar
 
 def main() -> int:
     ap = arguments(__doc__, "mariadb", 20, 180.0)
-    ap.add_argument("--summary", action="store_true", help="only the tables over benchmarks/campaign/*.jsonl")
+    ap.add_argument(
+        "--summary",
+        action="store_true",
+        help="only the tables over benchmarks/campaign/ (earlier/: rows of an earlier operator or harness)",
+    )
     args = ap.parse_args()
     if args.summary:
         table(
             [
                 _row(f, json.loads(line))
-                for f in sorted(OUT.glob("*.jsonl"))
+                for f in sorted(OUT.glob("*.jsonl")) + sorted(OUT.glob("earlier/*.jsonl"))
                 for line in f.read_text().splitlines()
             ]
         )
