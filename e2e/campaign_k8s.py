@@ -631,7 +631,7 @@ class Campaign:
                 )
             settle_writes(r, writer, began)
             r.lost = len(lost_rows(self.rw, self.password, writer))
-            r.failovers = self._failovers() - failovers
+            r.failovers = sum(max(0, n - failovers.get(uid, 0)) for uid, n in self._failovers().items())
         except Exception as e:  # noqa: BLE001 - the schedule's outcome, reported
             r.error = r.error or f"{type(e).__name__}: {str(e)[:500]}"
         finally:
@@ -644,8 +644,10 @@ class Campaign:
             r.error += f" (evidence: {self.keep_evidence(r, monitor, t0)})"
         return r
 
-    def _failovers(self) -> int:
-        return sum(e.count or 1 for e in self.c.events("Failover"))
+    def _failovers(self) -> dict[str, int]:
+        """{uid: count} of the cluster's Failover Events (one is counted up as it recurs; an Event
+        past its time to live is gone: compared by uid, not summed)."""
+        return {e.metadata.uid: e.count or 1 for e in self.c.events("Failover")}
 
     def keep_evidence(self, r: Result, monitor: Monitor | None, since: float) -> str:
         """The operator's log since the schedule began, the cluster's status and Events, the
