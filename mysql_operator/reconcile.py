@@ -67,6 +67,7 @@ from mysql_operator.backup import storage
 from mysql_operator.manifests.backup_jobs import evidence_job
 from mysql_operator.replication import (
     ClusterState,
+    leaving_primary,
     Outcome,
     Step,
     Member,
@@ -639,6 +640,9 @@ class Reconciler:
             pre = decision_event(decision, secrets)
             if pre:
                 self.kube.post_events(body, [pre])
+            leaving = leaving_primary(decision)
+            if leaving:  # -rw stops routing to it before it is fenced, not after the whole pass
+                self.kube.set_pod_label(ns, leaving, m.ROLE_LABEL, None)
             if decision.kind != entry.last_decision:  # what the loop thinks, once per change
                 log.info(
                     "%s/%s decision %s: %s", ns, name, decision.kind, redact(decision.reason or "-", secrets)
@@ -649,6 +653,7 @@ class Reconciler:
             body, c, instance, gtids, events
         )
         engine.request_seed = lambda instance, _donor, host: self._request_seed(body, c, instance, host)
+        engine.promoted = lambda instance: self.kube.set_pod_label(ns, instance, m.ROLE_LABEL, m.ROLE_PRIMARY)
         engine.restart_instance = lambda instance: self.kube.delete_pod(
             ns, instance, grace_seconds=RESTART_GRACE_SECONDS
         )

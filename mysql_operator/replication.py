@@ -76,6 +76,13 @@ def acknowledged_now(o: Observation | None) -> bool:
     return o.semisync_clients >= (o.semisync_ack_count or 1)
 
 
+def leaving_primary(d: t.Decision) -> str | None:
+    """The primary a decision takes the role from (a failover's, a switchover's old one)."""
+    if isinstance(d, (t.Failover, t.Switchover)) and d.from_ != d.to:
+        return d.from_
+    return None
+
+
 def new_primary(d: t.Decision) -> str | None:
     """The primary a decision makes writable; None for decisions that keep the current one."""
     if isinstance(d, t.Bootstrap):
@@ -304,6 +311,9 @@ class ReplicationEngine:
         # an old primary that may still serve its clients when a failover replaces it
         # (its Pod deleted); never the primary, at most once per STUCK_RETRY_SECONDS
         self.restart_instance: Callable[[str], None] | None = None
+        # promoted(instance): it has just been made writable (the read-write Service may route to
+        # it now, not at the end of the pass: the repointing of the others can take seconds)
+        self.promoted: Callable[[str], None] | None = None
         self._stuck_since: dict[str, float] = {}  # instance -> first observation of it stuck
         self._restarted_at: dict[str, float] = {}
         # spec.replication.binlogRetention (None: the operator purges nothing); each instance's
@@ -690,6 +700,11 @@ class ReplicationEngine:
         else:
             i.set_semisync_source(False)
         i.set_read_only(False)
+        if self.promoted is not None:
+            try:
+                self.promoted(name)
+            except Exception as e:  # noqa: BLE001 - the Kubernetes API's: the pass's end labels it
+                steps.append(Step(name, "route", f"not routed to yet: {e}", warn=True))
         steps.append(
             Step(
                 name,

@@ -21,7 +21,14 @@ from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
 from mysql_operator.db.instance import CloneStatus, Event, InstanceError, Observation, ReplicaStatus
 from mysql_operator.status import events_from_steps
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine, acknowledged_now
+from mysql_operator.replication import (
+    ClusterState,
+    Credentials,
+    Member,
+    ReplicationEngine,
+    acknowledged_now,
+    leaving_primary,
+)
 
 DIALECT = dialect_for(detect("10.11.9-MariaDB-log", "mariadb.org binary distribution"))
 MYSQL_DIALECT = dialect_for(detect("9.7.4", "MySQL Community Server - GPL"))
@@ -334,6 +341,28 @@ def test_an_old_primary_that_may_still_serve_is_restarted_before_the_promotion(e
         assert error in fence.detail  # the Event says why
     else:
         assert fence.detail == "unreachable, skipped", fence
+
+
+def test_a_promoted_primary_is_routed_to_at_once_before_the_others_are_repointed():
+    """The read-write Service follows the role label: the new primary gets it as soon as it is
+    writable, not once every replica is repointed and the pass ends (the k8s campaign measured
+    -rw on the fenced old primary for 1.2 s after a failover: MariaDB seed 24)."""
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    routed: list[tuple[str, int]] = []
+    e.promoted = lambda name: routed.append((name, len(w.log)))
+    e.act(FAILOVER, states(w))
+    assert [name for name, _ in routed] == ["db-1"]
+    at = routed[0][1]
+    assert index(w, "db-1", "set_read_only(False)") < at <= index(w, "db-2", "point_at(db-1)")
+
+
+def test_the_primary_a_failover_or_a_switchover_leaves_loses_its_route_first():
+    assert leaving_primary(FAILOVER) == "db-0"
+    assert leaving_primary(t.Switchover("db-0", "db-2", ("db-1",))) == "db-0"
+    assert leaving_primary(t.Promote("db-1", ("db-2",))) is None
+    assert leaving_primary(t.Failover("db-1", "db-1", (), ("db-2",))) is None  # promote() of itself
 
 
 def test_failover_does_not_promote_a_candidate_that_cannot_apply_its_relay_log():
