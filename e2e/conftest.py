@@ -215,9 +215,9 @@ def install_operator(
         "--set",
         "metrics.enabled=true",
         # the operator's metrics open to no Pod (the chart's default, set as a user would): the
-        # Prometheus of e2e/test_monitoring.py runs on the node, which NetworkPolicy admits anyway
-        "--set-json",
-        'metrics.networkPolicy={"enabled": true, "from": []}',
+        # Prometheus of e2e/test_monitoring.py runs on the node, which NetworkPolicy admits anyway.
+        # Not for another chart (the previous release's): its values schema may not know the value
+        *(() if published else ("--set-json", 'metrics.networkPolicy={"enabled": true, "from": []}')),
         *extra,
         "--wait",
         "--timeout",
