@@ -179,7 +179,12 @@ INVALID = [
         "server_id = 7\n",
         "spec.config.myCnf sets a setting the operator owns",
     ),
-    ("mariadb.yaml", "spec.config.myCnf", "!include /etc/other.cnf\n", "must not use !include"),
+    (
+        "mariadb.yaml",
+        "spec.config.myCnf",
+        "!include /etc/other.cnf\n",
+        "must not have a line starting with '!'",
+    ),
     ("three-instance.yaml", "metadata.name", "a" * 41, "metadata.name must be at most 40 characters"),
     (
         "local-demo.yaml",
