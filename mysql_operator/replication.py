@@ -76,6 +76,18 @@ def acknowledged_now(o: Observation | None) -> bool:
     return o.semisync_clients >= (o.semisync_ack_count or 1)
 
 
+def commits_wait(primary: str, o: Observation | None) -> str:
+    """Why a commit on `primary` would wait now for an acknowledgement that no connected replica
+    can give yet (a replica reconnecting, none replicating); "" when it would not (see
+    acknowledged_now). A cluster whose writes hang is not Ready, whatever its Pods say."""
+    if o is None or acknowledged_now(o):
+        return ""
+    return (
+        f"commits on {primary} wait for a semi-sync acknowledgement: {o.semisync_clients} of the "
+        f"{o.semisync_ack_count or 1} acknowledging replica(s) a commit waits for are connected"
+    )
+
+
 def leaving_primary(d: t.Decision) -> str | None:
     """The primary a decision takes the role from (a failover's, a switchover's old one)."""
     if isinstance(d, (t.Failover, t.Switchover)) and d.from_ != d.to:
@@ -122,6 +134,7 @@ class DbOps(Protocol):
         tls_ca: str | None = None,
     ) -> None: ...
     def wait_for(self, gtids: Any, timeout: float) -> bool: ...
+    def wait_connected(self, timeout: float) -> bool: ...
     def set_semisync_source(self, on: bool, ack_count: int = 1, timeout_ms: int = ...) -> None: ...
     def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None: ...
     def ensure_database(self, name: str) -> None: ...
@@ -896,14 +909,48 @@ class ReplicationEngine:
             done.add((a.user, a.host))
             if a.user == self.replication.user and a.host == self.replication.host:
                 self.replication = a
-                for name, obs in sorted(self.last_observations.items()):
-                    if name == primary or obs.replica is None:
-                        continue
-                    try:  # a replica failing here reconnects with the old password: the
-                        self._make_replica(name, primary, steps)  # error repoints it later
-                    except InstanceError as e:
-                        steps.append(Step(name, "replicate", str(e), ok=False))
+                self._repoint_in_turn(primary, steps)
         return Rotation(frozenset(done), frozenset(denied))
+
+    REPOINT_WAIT_SECONDS = 20.0
+
+    def _repoint_in_turn(self, primary: str, steps: list[Step]) -> None:
+        """Every replica of `primary` pointed at it again (the replication account's new
+        password), one at a time: the next only once this one is connected again, so that the
+        others go on acknowledging commits meanwhile (a reconnect resolves the source's name and
+        logs in again; with every replica reconnecting at once, each commit would wait for the
+        slowest). One that does not reconnect within REPOINT_WAIT_SECONDS leaves the rest as they
+        are: their open connections stay valid, and one that drops later fails with the old
+        password and is repointed then."""
+        replicas = [
+            name
+            for name, obs in sorted(self.last_observations.items())
+            if name != primary and obs.replica is not None
+        ]
+        for k, name in enumerate(replicas):
+            try:  # a replica failing here reconnects with the old password: the
+                self._make_replica(name, primary, steps)  # error repoints it later
+            except InstanceError as e:
+                steps.append(Step(name, "replicate", str(e), ok=False))
+                continue
+            rest = replicas[k + 1 :]
+            if rest and not self._reconnected(name):
+                steps.append(
+                    Step(
+                        name,
+                        "replicate",
+                        f"not connected to {primary} again within {self.REPOINT_WAIT_SECONDS:.0f}s: "
+                        f"{', '.join(rest)} keep their connection and are repointed when it drops",
+                        warn=True,
+                    )
+                )
+                return
+
+    def _reconnected(self, name: str) -> bool:
+        try:
+            return self.instances[name].wait_connected(self.REPOINT_WAIT_SECONDS)
+        except InstanceError:
+            return False
 
     def failover(self, d: t.Failover, reachable: set[str], steps: list[Step]) -> None:
         # 1. fence, all at once (each may wait on an IO thread stuck on a hung source): nobody

@@ -1202,7 +1202,10 @@ class Instance:
 
     def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None:
         """Semi-sync acknowledgements from this replica; restarts a running IO thread to apply
-        (`restart_io=False` when the caller repoints and so restarts it anyway)."""
+        (`restart_io=False` when the caller repoints and so restarts it anyway). An IO thread
+        connected and already acknowledging as asked is left alone: a reconnect is never free
+        (the source's name is resolved again; a primary whose only acknowledging replica
+        reconnects holds every commit until it is back)."""
         d = self.dialect
         if on:
             self._install_semisync_plugins()
@@ -1214,16 +1217,38 @@ class Instance:
         if not restart_io:
             return
         status = self.replica_status()
-        if status is not None and status.io_state != "No":
-            self._run_slow(d.stop_io_thread())
-            try:
-                self._run(d.start_io_thread())
-            except InstanceError as e:
-                if e.errno != ER_REPLICA_NOT_CONFIGURED:
-                    raise  # reset meanwhile: nothing left to restart
+        if status is None or status.io_state == "No":
+            return
+        if status.io_state == "Yes" and self._status_is_on(d.semisync_replica_status) == on:
+            return  # the setting is read at the IO thread's start: it started as asked
+        self._run_slow(d.stop_io_thread())
+        try:
+            self._run(d.start_io_thread())
+        except InstanceError as e:
+            if e.errno != ER_REPLICA_NOT_CONFIGURED:
+                raise  # reset meanwhile: nothing left to restart
 
     def _has_variable(self, name: str) -> bool:
         return bool(self._run("SHOW GLOBAL VARIABLES LIKE %s", (name,)))
+
+    def _status_is_on(self, name: str) -> bool:
+        rows = self._run("SHOW GLOBAL STATUS LIKE %s", (name,))
+        return bool(rows) and str(rows[0][1]).upper() == "ON"
+
+    @_its_failure
+    def wait_connected(self, timeout: float) -> bool:
+        """True once this replica's IO thread is connected to its source (False after `timeout`
+        seconds, or when it is not a replica or its IO thread is stopped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.replica_status()
+            if status is None or status.io_state == "No":
+                return False
+            if status.io_state == "Yes":
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
 
     def _install_semisync_plugins(self) -> None:
         for plugin, library in self.dialect.semisync_plugins():

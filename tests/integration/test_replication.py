@@ -958,6 +958,36 @@ def test_servers_holding_data_with_no_recorded_primary_adopt_the_one_with_every_
     wait_replicated(c, set(range(1, 22)))  # db-0 caught up from the adopted primary
 
 
+def test_semi_sync_asked_again_of_a_replica_that_acknowledges_leaves_its_connection_open(factory):
+    """Each reconnect of a replica resolves its source's name and logs in again; while the only
+    acknowledging replica does so, every commit on the primary waits. Asking a connected replica
+    for what it already does (semi-sync on, at each ConfigureSemiSync) leaves its IO thread's
+    connection open; asking for a change restarts it (the setting is read at its start)."""
+    c = make_cluster(factory, 2, semisync=True)
+    replica = next(s for s in c.servers if s.name != c.state.current_primary)
+    i = Instance(replica.host, replica.port, OPERATOR_USER, factory.admin_password)
+    p = Instance(c.primary.host, c.primary.port, OPERATOR_USER, factory.admin_password)
+    status = i.dialect.semisync_replica_status
+
+    def dump_threads() -> list:
+        sql = "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'"
+        return [row[0] for row in p.execute(sql)]
+
+    wait_for(lambda: i.wait_connected(0) and i._status_is_on(status), 20, "the replica acknowledging")
+    wait_for(lambda: len(dump_threads()) == 1, 20, "one dump thread on the primary")
+    before = dump_threads()
+    i.set_semisync_replica(True)
+    assert i.wait_connected(0) and dump_threads() == before
+    i.set_semisync_replica(False)
+    wait_for(
+        lambda: i.wait_connected(0) and not i._status_is_on(status), 20, "reconnected, not acknowledging"
+    )
+    wait_for(lambda: len(dump_threads()) == 1, 20, "one dump thread on the primary")
+    assert dump_threads() != before
+    i.close()
+    p.close()
+
+
 def test_rotated_passwords_reach_every_server_and_replicas_reconnect_with_the_new_one(factory):
     """ALTER USER on the primary replicates; a new replication password is written into every
     replica's source configuration, so an IO thread that reconnects (here: forced to) gets in.

@@ -27,6 +27,7 @@ from mysql_operator.replication import (
     Member,
     ReplicationEngine,
     acknowledged_now,
+    commits_wait,
     leaving_primary,
 )
 
@@ -59,6 +60,7 @@ class FakeServer:
     semisync_source: bool = False
     semisync_replica: bool = False
     applies: bool = True  # wait_for succeeds (its relay log applies in time)
+    connects: bool = True  # wait_connected succeeds (a started IO thread reaches its source in time)
     reachable: bool = True
     executed: str = ""  # its GTIDs (MariaDB notation)
     binlogs: list = field(default_factory=list)  # [BinlogFile], oldest first
@@ -152,6 +154,10 @@ class FakeServer:
     def wait_for(self, gtids, timeout) -> bool:
         self._do("wait_for")
         return self.applies
+
+    def wait_connected(self, timeout) -> bool:
+        self._do("wait_connected")
+        return self.io_running and self.connects
 
     def set_semisync_source(self, on: bool, ack_count: int = 1, timeout_ms: int = 0) -> None:
         self._do(f"set_semisync_source({on})")
@@ -602,6 +608,42 @@ def test_rotation_alters_on_the_primary_and_repoints_every_replica_with_a_new_re
     assert w.servers["db-1"].source_password == "repl-pw-2" and e.replication.password == "repl-pw-2"
     assert [s.instance for s in steps if not s.ok] == ["db-2"]
     assert w.writable() == ["db-0"]
+
+
+def test_a_new_replication_password_repoints_one_replica_at_a_time_so_the_others_go_on_acknowledging():
+    w = World()
+    e = engine(w, n=4)
+    serving(w, "db-0")
+    w.servers["db-0"].read_only = False
+    e.observe()
+    steps: list = []
+    e.rotate("db-0", [Credentials("repl", "repl-pw-2")], steps)
+    order = [(s, op) for s, op in w.log if op in ("point_at(db-0)", "wait_connected")]
+    assert order == [
+        ("db-1", "point_at(db-0)"),
+        ("db-1", "wait_connected"),
+        ("db-2", "point_at(db-0)"),
+        ("db-2", "wait_connected"),
+        ("db-3", "point_at(db-0)"),  # the last: no one else to keep acknowledging meanwhile
+    ]
+    assert all(s.ok and not s.warn for s in steps)
+
+
+def test_a_replica_that_does_not_reconnect_after_a_new_replication_password_leaves_the_others_connected():
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].read_only = False
+    e.observe()
+    w.servers["db-1"].connects = False
+    steps: list = []
+    done = e.rotate("db-0", [Credentials("repl", "repl-pw-2")], steps).done
+    assert done == {("repl", "%")}
+    assert not [op for s, op in w.log if s == "db-2" and op == "point_at(db-0)"]
+    assert w.servers["db-2"].io_running and w.servers["db-2"].source == "db-0"
+    warned = [s for s in steps if s.warn]
+    assert [(s.instance, s.action) for s in warned] == [("db-1", "replicate")]
+    assert "db-2 keep their connection" in warned[0].detail
 
 
 def test_a_rotation_the_primary_refuses_is_reported_and_not_counted_as_done():
@@ -1090,6 +1132,11 @@ def test_a_member_never_seen_answering_has_the_executed_gtids_the_status_recorde
 )
 def test_the_operator_writes_on_a_primary_only_when_a_commit_would_be_acknowledged(seen, now):
     assert acknowledged_now(seen) is now
+    # and the status calls the cluster Ready only then, saying what a commit waits for
+    assert (commits_wait("db-0", seen) == "") is now
+    if not now:
+        waits = commits_wait("db-0", seen)
+        assert f"{seen.semisync_clients} of the {seen.semisync_ack_count or 1} acknowledging" in waits
 
 
 # -- scheduled events ------------------------------------------------------------------------------
