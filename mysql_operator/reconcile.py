@@ -67,6 +67,7 @@ from mysql_operator.backup import storage
 from mysql_operator.manifests.backup_jobs import evidence_job
 from mysql_operator.replication import (
     ClusterState,
+    commits_wait,
     leaving_primary,
     Outcome,
     Step,
@@ -763,6 +764,9 @@ class Reconciler:
             reseeding=tuple(reseed_progress(i, waiting.get(i.name, "")) for i in observed if i.reseeding),
             unreachable=served.unreachable,
             lagging=tuple(sorted(served.lagging)),
+            commits_wait=commits_wait(primary, run.engine.last_observations.get(primary))
+            if served.writes and primary
+            else "",
             max_read_lag_seconds=c.spec.replication.max_read_lag_seconds,
             failed_steps=tuple(redact(f"{s.instance} {s.action}: {s.detail}", secrets) for s in failed),
             entries=tuple(

@@ -48,6 +48,9 @@ class Result:
 CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded", "SpecValid")
 INVALID_SPEC = "InvalidSpec"  # the reason of a refused spec's conditions and of its Warning Event
 LAST_VALID_SPEC = "lastValidSpec"  # status: {generation, spec} of the last spec that parsed
+# the reason of Ready False / Degraded True while a commit on the primary would wait for a
+# semi-sync acknowledgement that no connected replica can give yet
+SEMISYNC_ACKS_MISSING = "SemiSyncAcksMissing"
 LAGGING = "lagging"  # status.instances[].role of a replica out of -ro for its lag
 RESEEDING = "reseeding"  # status.instances[].role of an instance whose data is being replaced
 
@@ -132,6 +135,9 @@ class Summary:
     reseeding: tuple[str, ...] = ()  # "<instance>: <progress>" of instances being re-seeded
     unreachable: tuple[str, ...] = ()
     lagging: tuple[str, ...] = ()  # replicas out of -ro (spec.replication.maxReadLagSeconds)
+    # why a commit on the serving primary would wait now (fewer semi-sync replicas connected than
+    # a commit waits for: replication.commits_wait); "" when it would not
+    commits_wait: str = ""
     max_read_lag_seconds: int = 0
     failed_steps: tuple[str, ...] = ()
     entries: tuple[Mapping[str, Any], ...] = ()
@@ -179,6 +185,7 @@ def phase(s: Summary) -> str:
         and not s.reseeding
         and not s.unreachable
         and not s.lagging
+        and not s.commits_wait
         and not s.failed_steps
         and not s.apply_error
         and not tls_degraded
@@ -237,6 +244,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         ready = _cond("Ready", False, "InstancesNotReady", ready_msg)
     elif ph == "Updating":
         ready = _cond("Ready", False, "Updating", f"rolling update: {s.rolling}")
+    elif ph == "Degraded" and s.commits_wait:
+        ready = _cond("Ready", False, SEMISYNC_ACKS_MISSING, s.commits_wait)
     elif ph == "Unavailable" and not_in_service:
         ready = _cond(
             "Ready",
@@ -292,6 +301,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         degraded = _cond("Degraded", True, "InstancesHeldOut", ", ".join(s.held_out) + " held out")
     elif s.primary is not None and s.unreachable:
         degraded = _cond("Degraded", True, "InstancesUnreachable", ", ".join(s.unreachable) + " unreachable")
+    elif s.commits_wait:
+        degraded = _cond("Degraded", True, SEMISYNC_ACKS_MISSING, s.commits_wait)
     elif s.lagging:
         degraded = _cond(
             "Degraded",

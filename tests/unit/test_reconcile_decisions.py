@@ -576,6 +576,16 @@ def S(**kw):
             ("False", "Stable"),
             ("True", "ReplicasLagging"),
         ),
+        # every Pod Ready, yet a commit on the primary would wait (its only acknowledging replica
+        # reconnecting): not Ready, and why
+        (
+            S(commits_wait="commits on db-0 wait for a semi-sync acknowledgement: 0 of the 1 ..."),
+            "Degraded",
+            ("False", "SemiSyncAcksMissing"),
+            ("True", "PrimaryServing"),
+            ("False", "Stable"),
+            ("True", "SemiSyncAcksMissing"),
+        ),
         # an owned object the API server refuses: before a primary the cluster cannot come up
         (
             cstatus.Summary(instances=3, apply_error="spec.affinity: StatefulSet db refused"),
