@@ -14,7 +14,7 @@ from kubernetes import client
 
 from mysql_operator.api import BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.backup.controller import BackupController
-from tests.support.crds import apply_crds, project_crds
+from tests.support.crds import serve_project_crds
 from tests.support.operator_account import operator_api
 from tests.support.wait import wait_for
 
@@ -24,14 +24,7 @@ UTC = dt.timezone.utc
 
 @pytest.fixture(scope="module")
 def crds(control_plane):
-    apply_crds(control_plane.api_client(), project_crds())
-    objs = client.CustomObjectsApi(control_plane.api_client())
-    wait_for(
-        lambda: objs.list_cluster_custom_object(GROUP, VERSION, BACKUP_PLURAL) is not None,
-        30,
-        "mysqlbackups to be served",
-    )
-    return objs
+    return serve_project_crds(control_plane.api_client(), BACKUP_PLURAL)
 
 
 @pytest.fixture

@@ -182,6 +182,14 @@ def test_a_mysql_dump_that_reads_a_local_file_fails_the_restore_and_reads_nothin
         "LOAD DATA LOCAL INFILE '/etc/hosts' INTO TABLE loot.t;\n"
     ).encode()
     _store_dump(s3server, s3, dump)
+    e = _refused_restore(target, mysql, shared, s3server, s3)
+    assert "mysql failed loading the backup" in str(e) and "LOAD DATA LOCAL" in str(e)
+    assert sql(target, "SELECT COUNT(*) FROM loot.t") == ((0,),)
+
+
+def _refused_restore(target, mysql, shared, s3server, s3) -> RestoreError:
+    """The restore of the stored dump (_store_dump) into `target`, writable, as the restore Job
+    runs it: it must fail; its error."""
     target.query("SET GLOBAL super_read_only = OFF")
     with pytest.raises(RestoreError) as e:
         restore_into(
@@ -196,8 +204,7 @@ def test_a_mysql_dump_that_reads_a_local_file_fails_the_restore_and_reads_nothin
             Source(s3, "c1/evil"),
             creds(s3server),
         )
-    assert "mysql failed loading the backup" in str(e.value) and "LOAD DATA LOCAL" in str(e.value)
-    assert sql(target, "SELECT COUNT(*) FROM loot.t") == ((0,),)
+    return e.value
 
 
 def _store_dump(s3server, s3, dump: bytes) -> None:
@@ -490,22 +497,9 @@ def test_a_shell_escape_in_a_mysql_dump_runs_nothing_and_fails_the_restore(mysql
         f"source {script}\nCREATE TABLE loot.t (v INT);\n"
     ).encode()
     _store_dump(s3server, s3, dump)
-    target.query("SET GLOBAL super_read_only = OFF")
-    with pytest.raises(RestoreError) as e:
-        restore_into(
-            Target(
-                HOST,
-                target.port,
-                ADMIN_USER,
-                mysql.admin_password,
-                tls_ca=str(shared / "ca.crt"),
-                tools_dir=str(shared),
-            ),
-            Source(s3, "c1/evil"),
-            creds(s3server),
-        )
+    e = _refused_restore(target, mysql, shared, s3server, s3)
     assert not marker.exists()
-    assert "mysql failed loading the backup" in str(e.value) and "at line 2" in str(e.value), str(e.value)
+    assert "mysql failed loading the backup" in str(e) and "at line 2" in str(e), str(e)
     assert sql(target, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'loot'") == (
         (0,),
     )

@@ -22,7 +22,7 @@ from mysql_operator.db.instance import Instance
 from mysql_operator.passes import Passes
 from mysql_operator.reconcile import Reconciler
 from mysql_operator.status import PASS_OVERDUE
-from tests.support.crds import apply_crds, project_crds
+from tests.support.crds import serve_project_crds
 from tests.support.operator_account import operator_api
 from tests.support.wait import wait_for
 
@@ -31,14 +31,7 @@ pytestmark = pytest.mark.controlplane
 
 @pytest.fixture(scope="module")
 def objs(control_plane):
-    apply_crds(control_plane.api_client(), project_crds())
-    objs = client.CustomObjectsApi(control_plane.api_client())
-    wait_for(
-        lambda: objs.list_cluster_custom_object(GROUP, VERSION, CLUSTER_PLURAL) is not None,
-        30,
-        "mysqlclusters to be served",
-    )
-    return objs
+    return serve_project_crds(control_plane.api_client(), CLUSTER_PLURAL)
 
 
 class Silent:

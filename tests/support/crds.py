@@ -51,6 +51,21 @@ def apply_crds(api: client.ApiClient, crds: Iterable[dict], timeout: float = 60)
     return names
 
 
+def serve_project_crds(api: client.ApiClient, plural: str) -> client.CustomObjectsApi:
+    """The operator's CRDs applied, and its objects of `plural` served (a CRD Established may
+    still answer 404 to a list for a moment): the client to them."""
+    from mysql_operator.api import GROUP, VERSION
+
+    apply_crds(api, project_crds())
+    objs = client.CustomObjectsApi(api)
+    wait_for(
+        lambda: objs.list_cluster_custom_object(GROUP, VERSION, plural) is not None,
+        30,
+        f"{plural} to be served",
+    )
+    return objs
+
+
 def _gone(ext: client.ApiextensionsV1Api, name: str) -> bool:
     try:
         ext.read_custom_resource_definition(name)
