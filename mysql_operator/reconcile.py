@@ -138,14 +138,22 @@ RESTART_GRACE_SECONDS = 2
 
 
 def service_routes_to(
-    host: str | None, port: int, user: str, password: str, primary: str, tls_ctx: ssl.SSLContext | None = None
+    host: str | None,
+    port: int,
+    user: str,
+    password: str,
+    primary: str,
+    tls_ctx: ssl.SSLContext | None = None,
+    tls_name: str | None = None,
 ) -> bool:
     """A connection through a Service's ClusterIP reaches `primary` (its @@hostname, the Pod name)
     and it accepts writes: kube-proxy routes the -rw Service to the new primary, not to a stale
     endpoint (with none the connection is refused)."""
     if not host or host == "None":
         return False
-    probe = Instance(host, port, user, password, connect_timeout=1.0, read_timeout=2.0, tls=tls_ctx)
+    probe = Instance(
+        host, port, user, password, connect_timeout=1.0, read_timeout=2.0, tls=tls_ctx, tls_name=tls_name
+    )
     try:
         hostname, read_only = probe.execute("SELECT @@hostname, @@read_only")[0]
         return hostname == primary and not int(read_only)
@@ -1050,6 +1058,7 @@ class Reconciler:
                     password,
                     name=f"{member.name} ({m.SQL_USER})",
                     tls=tls,
+                    tls_name=member.source_host,
                     read_timeout=10,
                 )
 
@@ -1087,6 +1096,7 @@ class Reconciler:
             passwords[m.OPERATOR_PASSWORD_KEY],
             primary,
             entry.tls.context(),
+            f"{m.primary_service_name(c)}.{c.namespace}.svc",
         ):
             entry.routed_to = primary
             return True

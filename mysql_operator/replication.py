@@ -366,6 +366,7 @@ class ReplicationEngine:
             read_timeout=self.read_timeout,
             connect_attempts=2,
             tls=self.tls,
+            tls_name=m.source_host,
         )
 
     def close(self) -> None:

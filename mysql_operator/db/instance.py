@@ -280,13 +280,40 @@ def parse_tls_time(text: str | None) -> dt.datetime | None:
     )
 
 
-def tls_context(ca_pem: str, check_hostname: bool = False) -> ssl.SSLContext:
-    """TLS that verifies the server's certificate against the cluster's CA (`ca_pem`). The
-    operator reaches servers by Pod IP, which no certificate names: it checks the chain, not the
-    host name; clients that connect by DNS name pass check_hostname=True."""
-    ctx = ssl.create_default_context(cadata=ca_pem)
+class ServerTLS(ssl.SSLContext):
+    """TLS that verifies a server's certificate against the cluster's CA, and, in the context
+    `for_name` gives, that it names the server: the operator connects by Pod IP, which no
+    certificate names, and checks the name the server is known by (its Pod's DNS name, which the
+    certificates the operator and cert-manager issue carry, and replicas verify already)."""
+
+    ca_pem: str = ""
+    expected_name: str | None = None  # checked whatever address the socket was connected to
+
+    def wrap_socket(self, sock, *args, **kwargs):  # type: ignore[override]
+        if self.expected_name is not None:
+            kwargs["server_hostname"] = self.expected_name
+        return super().wrap_socket(sock, *args, **kwargs)
+
+    def for_name(self, name: str) -> "ServerTLS":
+        return _named_tls(self.ca_pem, name)
+
+
+def tls_context(ca_pem: str, check_hostname: bool = False) -> ServerTLS:
+    """TLS that verifies the server's certificate against the cluster's CA (`ca_pem`): the chain;
+    the host name too with check_hostname=True (clients that connect by DNS name); an Instance
+    with `tls_name` checks that name (ServerTLS.for_name)."""
+    ctx = ServerTLS(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(cadata=ca_pem)
     ctx.check_hostname = check_hostname
     ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.ca_pem = ca_pem
+    return ctx
+
+
+@functools.lru_cache(maxsize=4096)
+def _named_tls(ca_pem: str, name: str) -> ServerTLS:
+    ctx = tls_context(ca_pem, check_hostname=True)
+    ctx.expected_name = name
     return ctx
 
 
@@ -402,6 +429,8 @@ class Instance:
     deadline: float | None = None
     max_answer: int = MAX_ANSWER  # bytes one exchange may read
     tls: ssl.SSLContext | None = field(default=None, repr=False)  # see tls_context()
+    # the name the server's certificate must carry (with a ServerTLS `tls`); None: the chain only
+    tls_name: str | None = None
     plaintext: bool = False  # True: never TLS, not even the driver's unverified TLS when it can (tls None)
     _conn: _Connection | None = field(default=None, repr=False)
     _dialect: Dialect | None = field(default=None, repr=False)
@@ -443,11 +472,16 @@ class Instance:
                 write_timeout=read_timeout or self.read_timeout,
                 autocommit=True,
                 charset="utf8mb4",
-                ssl=self.tls,
+                ssl=self._tls(),
                 ssl_disabled=self.plaintext,
             )
 
         return attempt()
+
+    def _tls(self) -> ssl.SSLContext | None:
+        if self.tls_name and isinstance(self.tls, ServerTLS):
+            return self.tls.for_name(self.tls_name)
+        return self.tls
 
     def _error(self, e: BaseException, what: str, secrets: Iterable[str | None] = ()) -> InstanceError:
         """`e` as this server's failure: redacted first (a cut could split a secret), then cut."""
@@ -1176,6 +1210,7 @@ class Instance:
             deadline=self.deadline,
             max_answer=self.max_answer,
             tls=self.tls,
+            tls_name=self.tls_name,
             plaintext=self.plaintext,
         )
         try:

@@ -5,18 +5,21 @@ an answer dripped a byte at a time, a server that offers no TLS when TLS is requ
 cleartext authentication, values that do not parse. Each is refused within its deadline as that
 server's failure, its message naming the server, never carrying the password or the value.
 
-Not here: a certificate for the wrong name (the operator verifies the chain, not the name: a
-later change, see issue 53 item 3)."""
+A certificate for the wrong name: the server speaks TLS with a certificate the cluster's CA
+signed, for another Pod's name; the operator, connecting by IP, checks the name it knows the
+server by (ServerTLS.for_name)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import ssl
 import time
 
 import pytest
 
+from mysql_operator import tls as pki
 from mysql_operator import topology as t
-from mysql_operator.db.instance import GTID_TEXT_CHARS, Instance, InstanceError
+from mysql_operator.db.instance import GTID_TEXT_CHARS, Instance, InstanceError, tls_context
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
 from tests.support.fake_mysql import (
     OK,
@@ -146,6 +149,52 @@ def test_a_server_without_tls_is_refused_when_tls_is_required():
         assert not o.reachable and "offers no TLS" in (o.error or "")
         assert_short_and_named(o.error or "", server)
         assert server.logins == 0 and bytes(server.received) == b""
+
+
+def server_tls(ca: pki.KeyPair, names: list[str], folder) -> ssl.SSLContext:
+    """A server's TLS: a certificate for `names` signed by `ca`."""
+    cert = pki.server_certificate(ca, names, dt.datetime.now(dt.timezone.utc))
+    (folder / "tls.crt").write_text(cert.cert_pem)
+    (folder / "tls.key").write_text(cert.key_pem)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(folder / "tls.crt", folder / "tls.key")
+    return ctx
+
+
+def test_a_certificate_for_another_name_is_refused_though_the_cluster_ca_signed_it(tmp_path):
+    """The server at db-0's address presents a certificate of the cluster's CA made out to
+    db-1 (a tenant's server with another Pod's certificate, an address reused by another Pod):
+    the operator checks the name it knows db-0 by, not only the chain. The password is never
+    sent; the right name gets in; without a name only the chain is checked (as before)."""
+    ca = pki.new_ca("cluster-ca", dt.datetime.now(dt.timezone.utc))
+    ctx = tls_context(ca.cert_pem)
+    db0, db1 = "db-0.db-headless.ns.svc", "db-1.db-headless.ns.svc"
+    with FakeMySQL(tls=server_tls(ca, ["*.other-headless.ns.svc", db1], tmp_path)) as server:
+        o = instance(server, tls=ctx, tls_name=db0).observe()
+        print(f"certificate for another name: {o.error}")
+        assert not o.reachable and "certificate" in (o.error or "") and db0 in (o.error or "")
+        assert_short_and_named(o.error or "", server)
+        assert server.logins == 0 and PASSWORD.encode() not in bytes(server.received)
+    with FakeMySQL(answering(), tls=server_tls(ca, ["*.db-headless.ns.svc"], tmp_path)) as server:
+        assert instance(server, tls=ctx, tls_name=db0).observe().reachable
+        assert server.logins == 1
+    with FakeMySQL(answering(), tls=server_tls(ca, [db1], tmp_path)) as server:
+        assert (
+            instance(server, tls=ctx).observe().reachable
+        )  # the chain only, as a caller without a name asks
+        # the engine checks each member for its Pod's DNS name (Member.source_host, where its
+        # replicas reach it), connecting to its address
+        engine = ReplicationEngine(
+            [Member("db-0", 0, "127.0.0.1", server.port, source_host=db0)],
+            Credentials("operator", PASSWORD),
+            Credentials("repl", "repl-pw"),
+            t.Settings(instances=1),
+            tls=ctx,
+        )
+        (seen,) = engine.observe()
+        engine.close()
+        assert not seen.reachable and "Hostname mismatch" in engine.last_error["db-0"]
+        assert server.logins == 1  # the chain-only login above; none from the engine
 
 
 @pytest.mark.parametrize("plugin", ["mysql_clear_password", "dialog"])
