@@ -281,27 +281,27 @@ def parse_tls_time(text: str | None) -> dt.datetime | None:
 
 
 class ServerTLS(ssl.SSLContext):
-    """TLS that verifies a server's certificate against the cluster's CA, and, in the context
-    `for_name` gives, that it names the server: the operator connects by Pod IP, which no
-    certificate names, and checks the name the server is known by (its Pod's DNS name, which the
-    certificates the operator and cert-manager issue carry, and replicas verify already)."""
+    """TLS that verifies a server's certificate against the cluster's CA; `naming()` is its
+    sibling that also checks the name (an Instance's `tls_name`): the operator connects by Pod
+    IP, which no certificate names, and checks the name it knows the server by (its Pod's DNS
+    name, which the certificates the operator and cert-manager issue carry, and replicas verify
+    already). One sibling per CA, the name given per connection (_ForName)."""
 
     ca_pem: str = ""
-    expected_name: str | None = None  # checked whatever address the socket was connected to
+    _naming: "ServerTLS | None" = None
 
-    def wrap_socket(self, sock, *args, **kwargs):  # type: ignore[override]
-        if self.expected_name is not None:
-            kwargs["server_hostname"] = self.expected_name
-        return super().wrap_socket(sock, *args, **kwargs)
-
-    def for_name(self, name: str) -> "ServerTLS":
-        return _named_tls(self.ca_pem, name)
+    def naming(self) -> "ServerTLS":
+        if self.check_hostname:
+            return self
+        if self._naming is None:
+            self._naming = tls_context(self.ca_pem, check_hostname=True)
+        return self._naming
 
 
 def tls_context(ca_pem: str, check_hostname: bool = False) -> ServerTLS:
     """TLS that verifies the server's certificate against the cluster's CA (`ca_pem`): the chain;
     the host name too with check_hostname=True (clients that connect by DNS name); an Instance
-    with `tls_name` checks that name (ServerTLS.for_name)."""
+    with `tls_name` checks that name, whatever address it connects to."""
     ctx = ServerTLS(ssl.PROTOCOL_TLS_CLIENT)
     ctx.load_verify_locations(cadata=ca_pem)
     ctx.check_hostname = check_hostname
@@ -310,11 +310,16 @@ def tls_context(ca_pem: str, check_hostname: bool = False) -> ServerTLS:
     return ctx
 
 
-@functools.lru_cache(maxsize=4096)
-def _named_tls(ca_pem: str, name: str) -> ServerTLS:
-    ctx = tls_context(ca_pem, check_hostname=True)
-    ctx.expected_name = name
-    return ctx
+class _ForName:
+    """What pymysql calls of a connection's TLS context (wrap_socket), checking the server's
+    certificate for `name` rather than for the address the socket was connected to."""
+
+    def __init__(self, ctx: ssl.SSLContext, name: str):
+        self.ctx, self.name = ctx, name
+
+    def wrap_socket(self, sock: Any, **kwargs: Any) -> ssl.SSLSocket:
+        kwargs["server_hostname"] = self.name
+        return self.ctx.wrap_socket(sock, **kwargs)
 
 
 def _its_failure(method):
@@ -344,10 +349,13 @@ class _Connection(pymysql.connections.Connection):
     read waits at most the time left, so a server that drips a byte before each read_timeout
     ends is cut when the exchange's time is up, not after the whole answer."""
 
-    def __init__(self, *, deadline: float, cap: int, **kwargs: Any):
+    def __init__(self, *, deadline: float, cap: int, tls_name: str | None = None, **kwargs: Any):
         self._tls_required = kwargs.get("ssl") is not None
         self.bound(deadline, cap)  # the connection phase: the login is one exchange
-        super().__init__(**kwargs)
+        super().__init__(defer_connect=True, **kwargs)
+        if tls_name is not None and self._tls_required:
+            self.ctx = _ForName(self.ctx, tls_name)
+        self.connect()
 
     def bound(self, seconds: float, cap: int) -> None:
         """The next exchange ends within `seconds` and reads at most `cap` bytes."""
@@ -452,6 +460,9 @@ class Instance:
         each of its exchanges, unless the instance's `deadline` is shorter than the default."""
         if not self.host:  # pymysql would take "no host" for localhost
             raise pymysql.err.OperationalError(2005, "no address (its Pod has no IP)")
+        tls, tls_name = self.tls, None
+        if self.tls_name and isinstance(self.tls, ServerTLS):  # the name checked, see ServerTLS
+            tls, tls_name = self.tls.naming(), self.tls_name
 
         @retry(
             retry=retry_if_exception(_transient),
@@ -472,16 +483,12 @@ class Instance:
                 write_timeout=read_timeout or self.read_timeout,
                 autocommit=True,
                 charset="utf8mb4",
-                ssl=self._tls(),
+                ssl=tls,
                 ssl_disabled=self.plaintext,
+                tls_name=tls_name,
             )
 
         return attempt()
-
-    def _tls(self) -> ssl.SSLContext | None:
-        if self.tls_name and isinstance(self.tls, ServerTLS):
-            return self.tls.for_name(self.tls_name)
-        return self.tls
 
     def _error(self, e: BaseException, what: str, secrets: Iterable[str | None] = ()) -> InstanceError:
         """`e` as this server's failure: redacted first (a cut could split a secret), then cut."""
