@@ -10,6 +10,7 @@ benchmarks/campaign/k8s-<flavor>.jsonl (`benchmarks.fault_campaign --summary` sh
 
     .venv/bin/python -m benchmarks.k8s_campaign [--flavor mysql|mariadb] [--seed 1] [--count 10]
     .venv/bin/python -m benchmarks.k8s_campaign --flavor mysql --kinds apiserver,isolate --count 1
+    .venv/bin/python -m benchmarks.k8s_campaign --faults 3 --operator-replicas 2 --seed 200 --count 8
 """
 
 from __future__ import annotations
@@ -43,6 +44,16 @@ def e2e_sessions() -> list[int]:
     return pids
 
 
+def chosen_seeds(first: int, count: int, kinds: tuple[str, ...], faults: int | None) -> list[int]:
+    """`count` seeds from `first` on: every one, or those whose schedule has `faults` faults."""
+    out, seed = [], first
+    while len(out) < count:
+        if faults is None or len(k8s_schedule(seed, kinds)) == faults:
+            out.append(seed)
+        seed += 1
+    return out
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")  # the finally clauses resume what is stopped
 
@@ -54,6 +65,20 @@ def main() -> int:
         help=f"the fault kinds drawn from, comma-separated (default: all: {','.join(KINDS)}; without "
         f"{' and '.join(CLUSTER_WIDE)}, which disturb every namespace on the cluster, while an e2e "
         "session runs on this machine)",
+    )
+    ap.add_argument(
+        "--faults",
+        type=int,
+        choices=(1, 2, 3),
+        help="only schedules of this many faults: the seeds from --seed on whose schedule has another "
+        "number are passed over until --count schedules are found (their rows say which seeds ran)",
+    )
+    ap.add_argument(
+        "--operator-replicas",
+        type=int,
+        default=1,
+        help="the chart's replicas (default 1; with 2 the fault 'operator' deletes the leader and the "
+        "standby takes the Lease over)",
     )
     ap.add_argument("--keep", action="store_true", help="keep the cluster and its namespace at the end")
     ap.add_argument("--dry-run", action="store_true", help="print the schedules only")
@@ -67,7 +92,7 @@ def main() -> int:
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         ap.error(f"--kinds: unknown {unknown or 'nothing given'}; choose from {','.join(KINDS)}")
-    seeds = range(args.seed, args.seed + args.count)
+    seeds = chosen_seeds(args.seed, args.count, kinds, args.faults)
     if args.dry_run:
         for seed in seeds:
             print(f"seed {seed}: {' + '.join(str(f) for f in k8s_schedule(seed, kinds))}")
@@ -78,7 +103,7 @@ def main() -> int:
         return 2
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
-    campaign = Campaign(state, args.flavor, args.converge, kinds)
+    campaign = Campaign(state, args.flavor, args.converge, kinds, args.operator_replicas)
     results = []
     try:
         campaign.setup()
@@ -94,6 +119,7 @@ def main() -> int:
                         **dataclasses.asdict(r),
                         "ok": r.ok,
                         "kinds": list(kinds),
+                        "operator_replicas": args.operator_replicas,
                         "at": time.strftime("%Y-%m-%d"),
                     }
                     f.write(json.dumps(row) + "\n")

@@ -393,11 +393,19 @@ class Campaign:
     schedules run on it one after another."""
 
     def __init__(
-        self, state: dict, flavor: str, converge_seconds: float = 300.0, kinds: tuple[str, ...] = KINDS
+        self,
+        state: dict,
+        flavor: str,
+        converge_seconds: float = 300.0,
+        kinds: tuple[str, ...] = KINDS,
+        operator_replicas: int = 1,
     ):
         from mysql_operator.k8s.client import api_client
 
         self.state, self.flavor, self.converge_seconds, self.kinds = state, flavor, converge_seconds, kinds
+        self.operator_replicas = (
+            operator_replicas  # the chart's `replicas`: 2, a standby takes the Lease over
+        )
         self.api = api_client(state["kubeconfig"])
         self.core = client.CoreV1Api(self.api)
         self.node = Node(state)
@@ -406,21 +414,24 @@ class Campaign:
 
     # ---------------------------------------------------------------- setup, teardown
     def ensure_operator(self) -> None:
-        """The chart's release, installed as the e2e tests install it when no operator runs (an e2e
-        session that installed it uninstalls it at its end)."""
+        """The chart's release, installed as the e2e tests install it (with `replicas` set to
+        operator_replicas) when no operator runs or another number of replicas is asked for (an
+        e2e session that installed it uninstalls it at its end)."""
         apps = client.AppsV1Api(self.api)
         try:
             deps = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items
         except ApiException:
             deps = []
-        if any((d.status.ready_replicas or 0) > 0 for d in deps):
+        if any(
+            (d.status.ready_replicas or 0) > 0 and d.spec.replicas == self.operator_replicas for d in deps
+        ):
             return
         from e2e.conftest import ClusterHandle, _release_lock, install_operator
         from e2e.helpers import install_crds
 
         with _release_lock():
             install_crds(self.api)
-            r = install_operator(ClusterHandle(self.state))
+            r = install_operator(ClusterHandle(self.state), "--set", f"replicas={self.operator_replicas}")
         if r.returncode != 0:
             raise RuntimeError(f"helm install failed: {r.stderr[-2000:]}")
 
@@ -476,6 +487,8 @@ class Campaign:
         ]
         if holder not in running:
             return f"the operator's Lease is held by {holder}, not one of the running {running}"
+        if len(running) < self.operator_replicas:
+            return f"{len(running)} of {self.operator_replicas} operator Pods ready"
         primary = s.get("currentPrimary")
         for p in self.c.pods():
             statuses = p.status.container_statuses or []
