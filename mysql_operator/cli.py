@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import socket
 import sys
 
 from mysql_operator import __version__
+from mysql_operator.cli_common import (
+    EXIT_CODES,
+    NOT_FOUND,
+    TIMED_OUT,
+    USAGE,
+    CommandError,
+    Parser,
+    as_list,
+    call,
+    common_flags,
+    connect,
+    dry_run_flag,
+    emit,
+    print_table,
+)
 
 
 def _env_list(name: str) -> list[str]:
@@ -150,34 +164,24 @@ def _use_kubeconfig(path: str) -> None:
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = path
 
 
-def _add_cluster_args(p) -> None:
-    p.add_argument("cluster", help="MySQLCluster name")
-    p.add_argument("--namespace", "-n", default=None, help="namespace (default: the kubeconfig's)")
-    p.add_argument("--kubeconfig", default=None)
+def _not_found(namespace: str, name: str) -> CommandError:
+    return CommandError(
+        f"MySQLCluster {namespace}/{name} not found",
+        "check the name and -n/--context (kubectl mysql status lists them)",
+        NOT_FOUND,
+    )
 
 
-def _client(args):
-    from kubernetes import config
-
-    from mysql_operator.k8s.client import api_client
-
-    if args.namespace is None:
-        try:
-            _, ctx = config.list_kube_config_contexts(config_file=args.kubeconfig)
-            args.namespace = (ctx.get("context") or {}).get("namespace") or "default"
-        except config.ConfigException:
-            args.namespace = "default"
-    return api_client(args.kubeconfig)
-
-
-def _caller(kubeconfig: str | None) -> str:
-    """Who asks: the kubeconfig's current user, else the local login name ("" when neither)."""
+def _caller(kubeconfig: str | None, context: str | None = None) -> str:
+    """Who asks: the kubeconfig context's user, else the local login name ("" when neither)."""
     import getpass
 
     from kubernetes import config
 
     try:
-        _, ctx = config.list_kube_config_contexts(config_file=kubeconfig)
+        contexts, ctx = config.list_kube_config_contexts(config_file=kubeconfig)
+        if context:
+            ctx = next((c for c in contexts if c["name"] == context), ctx)
         user = (ctx.get("context") or {}).get("user")
         if user:
             return str(user)
@@ -195,54 +199,54 @@ def _switchover(args) -> int:
     import time
 
     from kubernetes import client
-    from kubernetes.client.rest import ApiException
 
     from mysql_operator import switchover as sw
     from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 
-    api = client.CustomObjectsApi(_client(args))
+    api = client.CustomObjectsApi(connect(args))
     where = f"{args.namespace}/{args.cluster}"
-    value = sw.annotation_value(args.to, _caller(args.kubeconfig), args.reason or "")
+    value = sw.annotation_value(args.to, _caller(args.kubeconfig, args.context), args.reason or "")
     to, by, _ = sw.parse_value(value, args.cluster)
+    patch = {"metadata": {"annotations": {sw.ANNOTATION: value}}}
 
     def record() -> dict | None:
         body = api.get_namespaced_custom_object(GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster)
         return (body.get("status") or {}).get(sw.STATUS_KEY)
 
-    try:
-        before = record()
-        api.patch_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            args.namespace,
-            CLUSTER_PLURAL,
-            args.cluster,
-            {"metadata": {"annotations": {sw.ANNOTATION: value}}},
-        )
-    except ApiException as e:
-        print(f"switchover: MySQLCluster {where}: {e.reason}", file=sys.stderr)
-        return 1
-    print(f"{where}: switchover to {to} requested ({sw.ANNOTATION}: {value})")
+    before = record()
+    if args.dry_run:
+        emit(patch, args.output)
+        return 0
+    patched = api.patch_namespaced_custom_object(
+        GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster, patch
+    )
+    if args.output != "table":
+        emit(patched, args.output)
+    else:
+        print(f"{where}: switchover to {to} requested ({sw.ANNOTATION}: {value})")
     if not args.wait:
-        print(f"the operator records the outcome in status.switchover (mysql-operator status {args.cluster})")
+        if args.output == "table":
+            print(
+                f"the operator records the outcome in status.switchover (kubectl mysql status {args.cluster})"
+            )
         return 0
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         time.sleep(2)
-        try:
-            now = record()
-        except ApiException as e:
-            print(f"switchover: MySQLCluster {where}: {e.reason}", file=sys.stderr)
-            return 1
+        now = record()
         if sw.finished(now, before, to, by):
             assert now is not None
-            print(f"{now['result']}: {now.get('message', '')}")
+            print(
+                f"{now['result']}: {now.get('message', '')}",
+                file=sys.stderr if args.output != "table" else sys.stdout,
+            )
             return 0 if now["result"] == sw.DONE else 1
     print(
-        f"switchover: no outcome within {args.timeout:.0f} s: the request stays (status.switchover)",
+        f"error: switchover: no outcome within {args.timeout:.0f} s; the request stays: "
+        f"watch status.switchover (kubectl mysql status {args.cluster})",
         file=sys.stderr,
     )
-    return 2
+    return TIMED_OUT
 
 
 ROTATABLE_KEYS = (
@@ -262,41 +266,50 @@ def _rotate_passwords(args) -> int:
     import base64
 
     from kubernetes import client
-    from kubernetes.client.rest import ApiException
 
     from mysql_operator import manifests as m
     from mysql_operator.api import SpecError, parse
     from mysql_operator.k8s.objects import read_cluster
 
-    api = _client(args)
+    api = connect(args)
     body = read_cluster(api, args.namespace, args.cluster)
     if body is None:
-        print(f"MySQLCluster {args.namespace}/{args.cluster} not found", file=sys.stderr)
-        return 1
+        raise _not_found(args.namespace, args.cluster)
     try:
         c = parse(body)
     except SpecError as e:
-        print(f"rotate-passwords: the cluster's spec is invalid: {e}", file=sys.stderr)
-        return 1
+        raise CommandError(
+            f"rotate-passwords: the cluster's spec is invalid: {e}", "fix the field named"
+        ) from e
     if c.spec.credentials is not None:
-        print(
-            f"rotate-passwords: spec.credentials.secretName: Secret {c.spec.credentials.secret_name} is yours: "
+        raise CommandError(
+            f"rotate-passwords: spec.credentials.secretName: Secret {c.spec.credentials.secret_name} is yours",
             "change its passwords there (the operator applies them)",
-            file=sys.stderr,
         )
-        return 1
     secret = m.generated_secret_name(c)
-    try:
-        present = client.CoreV1Api(api).read_namespaced_secret(secret, args.namespace).data or {}
-        keys = [k for k in (args.key or ROTATABLE_KEYS) if k in present]
-        data = {k: base64.b64encode(m.random_password().encode()).decode() for k in keys}
-        client.CoreV1Api(api).patch_namespaced_secret(secret, args.namespace, {"data": data})
-    except ApiException as e:
-        print(f"rotate-passwords: Secret {args.namespace}/{secret}: {e.reason}", file=sys.stderr)
-        return 1
+    present = client.CoreV1Api(api).read_namespaced_secret(secret, args.namespace).data or {}
+    keys = [k for k in (args.key or ROTATABLE_KEYS) if k in present]
+    if args.dry_run:  # the new values are made when sent: never printed
+        meta = {"name": secret, "namespace": args.namespace}
+        placeholder = "(a new random password, base64)"
+        emit(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": meta,
+                "data": dict.fromkeys(keys, placeholder),
+            },
+            args.output,
+        )
+        return 0
+    data = {k: base64.b64encode(m.random_password().encode()).decode() for k in keys}
+    client.CoreV1Api(api).patch_namespaced_secret(secret, args.namespace, {"data": data})
+    if args.output != "table":  # which keys changed, never their values
+        emit({"secret": f"{args.namespace}/{secret}", "rotated": keys}, args.output)
+        return 0
     print(
         f"{args.namespace}/{secret}: new {', '.join(keys)}; the operator applies them "
-        f"(watch status.appliedCredentialsVersion: mysql-operator status {args.cluster} -o json)"
+        f"(watch status.appliedCredentialsVersion: kubectl mysql status {args.cluster} -o yaml)"
     )
     return 0
 
@@ -345,17 +358,46 @@ def _backup_age(status: dict, now: dt.datetime | None) -> str:
     return f"{last.get('name', '?')} {h}h{rest // 60:02d}m ago"
 
 
+def cluster_rows(items: list[dict], now: dt.datetime | None = None) -> list[list[str]]:
+    """Pure but for the clock: the table of `status` without a name, one row per cluster."""
+    rows = [["NAMESPACE", "NAME", "PHASE", "PRIMARY", "READY", "LAG", "LAST BACKUP"]]
+    for body in sorted(items, key=lambda b: (b["metadata"].get("namespace", ""), b["metadata"]["name"])):
+        st, lag = body.get("status") or {}, (body.get("status") or {}).get("replicaLagSeconds")
+        rows.append(
+            [
+                body["metadata"].get("namespace", ""),
+                body["metadata"]["name"],
+                st.get("phase", "-"),
+                st.get("currentPrimary", "-"),
+                f"{st.get('readyInstances', 0)}/{(body.get('spec') or {}).get('instances', '?')}",
+                "-" if lag is None else f"{lag}s",
+                _backup_age(st, now),
+            ]
+        )
+    return rows
+
+
 def _status(args) -> int:
+    from kubernetes import client
+
+    from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
     from mysql_operator.k8s.objects import read_cluster
 
-    body = read_cluster(_client(args), args.namespace, args.cluster)
-    if body is None:
-        print(f"MySQLCluster {args.namespace}/{args.cluster} not found", file=sys.stderr)
-        return 1
-    if args.output == "json":
-        print(json.dumps(body.get("status") or {}, indent=2, sort_keys=True))
+    api = connect(args)
+    if args.cluster:
+        if args.all_namespaces:
+            raise CommandError("give a cluster NAME or -A, not both", "drop one", USAGE)
+        body = read_cluster(api, args.namespace, args.cluster)
+        if body is None:
+            raise _not_found(args.namespace, args.cluster)
+        print(format_status(body)) if args.output == "table" else emit(body, args.output)
+        return 0
+    crds = client.CustomObjectsApi(api)
+    if args.all_namespaces:
+        items = crds.list_cluster_custom_object(GROUP, VERSION, CLUSTER_PLURAL)["items"]
     else:
-        print(format_status(body))
+        items = crds.list_namespaced_custom_object(GROUP, VERSION, args.namespace, CLUSTER_PLURAL)["items"]
+    print_table(cluster_rows(items)) if args.output == "table" else emit(as_list(items), args.output)
     return 0
 
 
@@ -372,16 +414,32 @@ def _check_install(args) -> int:
     return 1 if problems else 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mysql-operator")
+def _version(args) -> int:
+    print(__version__) if args.output == "table" else emit({"version": __version__}, args.output)
+    return 0
+
+
+def build_parser(prog: str = "mysql-operator", internal: bool = True) -> argparse.ArgumentParser:
+    """The commands of `mysql-operator` (internal: also run, check-install and what the Jobs run,
+    the last hidden from --help) or, without `internal`, of `kubectl mysql`."""
+    parser = Parser(prog=prog, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"mysql-operator {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("version", help="print the version").set_defaults(func=lambda a: print(__version__) or 0)
-    _add_run(sub)
-    sw = sub.add_parser(
-        "switchover", help="ask once for another primary (annotation mysql.operator.dev/switchover-to)"
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common, listing, dry = common_flags(), common_flags(listing=True), dry_run_flag()
+    sub.add_parser("version", parents=[common], help="print the version").set_defaults(func=_version)
+    if internal:
+        _add_run(sub)
+    st = sub.add_parser(
+        "status", parents=[listing], help="one cluster's status, or a table of the namespace's (-A: all)"
     )
-    _add_cluster_args(sw)
+    st.add_argument("cluster", nargs="?", help="MySQLCluster name (default: list them)")
+    st.set_defaults(func=_status)
+    sw = sub.add_parser(
+        "switchover",
+        parents=[common, dry],
+        help="ask once for another primary (annotation mysql.operator.dev/switchover-to)",
+    )
+    sw.add_argument("cluster", help="MySQLCluster name")
     sw.add_argument(
         "--to", required=True, metavar="INSTANCE", help="the new primary: its name (db-1) or ordinal (1)"
     )
@@ -390,33 +448,35 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits (default 600)")
     sw.set_defaults(func=_switchover)
     rp = sub.add_parser(
-        "rotate-passwords", help="new random passwords in a cluster's generated credentials Secret"
+        "rotate-passwords",
+        parents=[common, dry],
+        help="new random passwords in a cluster's generated credentials Secret",
     )
-    _add_cluster_args(rp)
+    rp.add_argument("cluster", help="MySQLCluster name")
     rp.add_argument("--key", action="append", choices=ROTATABLE_KEYS, help="only this key (repeatable)")
     rp.set_defaults(func=_rotate_passwords)
-    st = sub.add_parser("status", help="show a cluster's status")
-    _add_cluster_args(st)
-    st.add_argument("--output", "-o", choices=("text", "json"), default="text")
-    st.set_defaults(func=_status)
-    ci = sub.add_parser(
-        "check-install",
-        help="the chart's `helm test`: the operator renews its Lease, the CRDs are the chart's",
-    )
-    ci.add_argument("--namespace", "-n", required=True, help="the operator's namespace")
-    ci.add_argument("--lease", default=None, help="the operator's Lease (leader election on)")
-    ci.add_argument("--crd", action="append", default=[], metavar="NAME=SHA256", help="repeatable")
-    ci.add_argument("--kubeconfig", default=None)
-    ci.set_defaults(func=_check_install)
+    if internal:
+        ci = sub.add_parser(
+            "check-install",
+            help="the chart's `helm test`: the operator renews its Lease, the CRDs are the chart's",
+        )
+        ci.add_argument("--namespace", "-n", required=True, help="the operator's namespace")
+        ci.add_argument("--lease", default=None, help="the operator's Lease (leader election on)")
+        ci.add_argument("--crd", action="append", default=[], metavar="NAME=SHA256", help="repeatable")
+        ci.add_argument("--kubeconfig", default=None)
+        ci.set_defaults(func=_check_install)
     from mysql_operator import cli_backup
 
-    cli_backup.register(sub)  # backup create|list|describe|delete|run, restore
+    # backup create|list|describe|delete, restore (internal: also the Jobs' backup commands)
+    cli_backup.register(sub, common, listing, dry, internal)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args) or 0
+    if args.func is _run:  # the operator itself: its failures are its log's
+        return args.func(args) or 0
+    return call(args)
 
 
 if __name__ == "__main__":

@@ -9,15 +9,25 @@ in-cluster config).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
 import os
-import sys
 from typing import Any
 
 from mysql_operator import clock
+from mysql_operator.cli_common import (
+    NOT_FOUND,
+    USAGE,
+    CommandError,
+    as_list,
+    common_flags,
+    connect,
+    dry_run_flag,
+    emit,
+    hide,
+    print_table,
+)
 from mysql_operator.api import (
     API_VERSION,
     BACKUP_KIND,
@@ -43,10 +53,20 @@ from mysql_operator.manifests.backup_jobs import (
 )
 
 
-def register(subparsers) -> None:
-    b = subparsers.add_parser("backup", help="logical backups to S3")
-    bs = b.add_subparsers(dest="backup_command", required=True)
+def register(subparsers, common=None, listing=None, dry=None, internal: bool = True) -> None:
+    """The backup commands and restore; `common`, `listing` and `dry` are the parents giving the
+    flags every user command takes (cli_common's, made here when not given); `internal`: also
+    what the Jobs run, hidden from --help."""
+    common, listing = common or common_flags(), listing or common_flags(listing=True)
+    dry = dry or dry_run_flag()
+    b = subparsers.add_parser("backup", help="logical and physical backups to S3")
+    bs = b.add_subparsers(dest="backup_command", required=True, metavar="COMMAND")
+    if internal:
+        _register_jobs(bs)
+    _register_user(subparsers, bs, common, listing, dry)
 
+
+def _register_jobs(bs) -> None:
     run = bs.add_parser("run", help="take one backup now (what the backup Job runs)")
     run.add_argument("--namespace", required=True)
     run.add_argument("--cluster", required=True)
@@ -170,12 +190,11 @@ def register(subparsers) -> None:
     _client_tools_argument(ab)
     _encryption_argument(ab)
     ab.set_defaults(func=cmd_archive_binlogs)
+    hide(bs, "run", "restore-into", "delete-data", "keep-evidence", "archive-binlogs")
 
-    ns = argparse.ArgumentParser(add_help=False)
-    ns.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
-    ns.add_argument("--context", help="kubeconfig context")
 
-    create = bs.add_parser("create", parents=[ns], help="create a MySQLBackup of a cluster")
+def _register_user(subparsers, bs, common, listing, dry) -> None:
+    create = bs.add_parser("create", parents=[common, dry], help="create a MySQLBackup of a cluster")
     create.add_argument("cluster")
     create.add_argument("--name", help="MySQLBackup name (default: <cluster>-<timestamp>)")
     create.add_argument(
@@ -185,24 +204,47 @@ def register(subparsers) -> None:
     )
     create.set_defaults(func=cmd_create)
 
-    ls = bs.add_parser("list", parents=[ns], help="list MySQLBackups")
+    ls = bs.add_parser("list", parents=[listing], help="list MySQLBackups (-A: of every namespace)")
     ls.add_argument("--cluster", help="only this cluster's")
     ls.set_defaults(func=cmd_list)
 
-    desc = bs.add_parser("describe", parents=[ns], help="show one MySQLBackup's status")
+    desc = bs.add_parser("describe", parents=[common], help="show one MySQLBackup's status")
     desc.add_argument("name")
     desc.set_defaults(func=cmd_describe)
 
-    delete = bs.add_parser("delete", parents=[ns], help="delete a MySQLBackup")
+    delete = bs.add_parser("delete", parents=[common], help="delete a MySQLBackup")
     delete.add_argument("name")
     delete.set_defaults(func=cmd_delete)
 
     r = subparsers.add_parser(
-        "restore", parents=[ns], help="create a new cluster restored from a MySQLBackup"
+        "restore",
+        parents=[common, dry],
+        help="create a new cluster restored from a MySQLBackup, or from its bucket alone",
     )
-    r.add_argument("backup", help="MySQLBackup name")
+    r.add_argument("backup", nargs="?", help="MySQLBackup name (or --from-bucket)")
     r.add_argument("--into", required=True, metavar="CLUSTER", help="name of the new MySQLCluster")
-    r.add_argument("--instances", type=int, help="default: as the backed-up cluster")
+    r.add_argument("--instances", type=int, help="default: as the backed-up cluster (--from-bucket: 1)")
+    bucket = r.add_argument_group(
+        "from the bucket alone (the backed-up cluster and its MySQLBackup may be gone): spec.restore.s3"
+    )
+    bucket.add_argument(
+        "--from-bucket",
+        metavar="URL",
+        help="s3://BUCKET/[PREFIX/]CLUSTER/BACKUP: the backup's folder (a MySQLBackup's status.location)",
+    )
+    bucket.add_argument("--s3-credentials-secret", metavar="SECRET", help="Secret with the S3 access keys")
+    bucket.add_argument("--s3-endpoint", metavar="URL", help="e.g. https://minio.example:9000 (default: AWS)")
+    bucket.add_argument("--s3-region", metavar="REGION")
+    bucket.add_argument("--s3-force-path-style", action="store_true")
+    bucket.add_argument(
+        "--flavor", choices=("mysql", "mariadb"), help="the backed-up server's (default mysql)"
+    )
+    bucket.add_argument("--version", dest="server_version", metavar="X.Y", help="the backed-up server's")
+    bucket.add_argument(
+        "--encryption-key-secret",
+        metavar="SECRET",
+        help="the backups' encryption key (spec.backup.encryption)",
+    )
     pit = r.add_mutually_exclusive_group()
     pit.add_argument(
         "--point-in-time",
@@ -649,10 +691,8 @@ def _finish(args, result: dict[str, Any]) -> int:
 def _api(args):
     from kubernetes import client
 
-    from mysql_operator.k8s.client import api_client, default_namespace
-
-    api = client.CustomObjectsApi(api_client(context=args.context))
-    return api, args.namespace or default_namespace(args.context)
+    api = client.CustomObjectsApi(connect(args))
+    return api, args.namespace
 
 
 def _now_name(cluster: str) -> str:
@@ -674,10 +714,13 @@ def backup_object(cluster: str, name: str, delete_data: bool) -> dict[str, Any]:
 def cmd_create(args) -> int:
     api, ns = _api(args)
     name = args.name or _now_name(args.cluster)
-    api.create_namespaced_custom_object(
-        GROUP, VERSION, ns, BACKUP_PLURAL, backup_object(args.cluster, name, args.delete_data_with_backup)
-    )
-    print(f"mysqlbackup/{name} created in {ns}")
+    body = backup_object(args.cluster, name, args.delete_data_with_backup)
+    body["metadata"]["namespace"] = ns
+    if args.dry_run:
+        emit(body, args.output)
+        return 0
+    created = api.create_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, body)
+    print(f"mysqlbackup/{name} created in {ns}") if args.output == "table" else emit(created, args.output)
     return 0
 
 
@@ -700,24 +743,24 @@ def backup_rows(items: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def _print_table(rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-
-
 def cmd_list(args) -> int:
     api, ns = _api(args)
-    items = api.list_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL)["items"]
+    if args.all_namespaces:
+        items = api.list_cluster_custom_object(GROUP, VERSION, BACKUP_PLURAL)["items"]
+    else:
+        items = api.list_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL)["items"]
     if args.cluster:  # by clusterRef: backups created with kubectl may lack the label
         items = [o for o in items if o.get("spec", {}).get("clusterRef", {}).get("name") == args.cluster]
-    _print_table(backup_rows(items))
+    print_table(backup_rows(items)) if args.output == "table" else emit(as_list(items), args.output)
     return 0
 
 
 def cmd_describe(args) -> int:
     api, ns = _api(args)
     o = api.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, args.name)
+    if args.output != "table":
+        emit(o, args.output)
+        return 0
     import yaml
 
     print(
@@ -736,8 +779,8 @@ def cmd_describe(args) -> int:
 
 def cmd_delete(args) -> int:
     api, ns = _api(args)
-    api.delete_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, args.name)
-    print(f"mysqlbackup/{args.name} deleted")
+    gone = api.delete_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, args.name)
+    print(f"mysqlbackup/{args.name} deleted") if args.output == "table" else emit(gone, args.output)
     return 0
 
 
@@ -770,23 +813,128 @@ def restored_cluster(
     return {"apiVersion": API_VERSION, "kind": CLUSTER_KIND, "metadata": {"name": name}, "spec": spec}
 
 
+def bucket_cluster(
+    name: str,
+    url: str,
+    credentials_secret: str,
+    endpoint: str | None = None,
+    region: str | None = None,
+    force_path_style: bool = False,
+    instances: int | None = None,
+    flavor: str | None = None,
+    version: str | None = None,
+    encryption_key_secret: str | None = None,
+    point_in_time: str | None = None,
+    gtid: str | None = None,
+) -> dict[str, Any]:
+    """Pure: a new MySQLCluster restored from a backup's folder in the bucket alone
+    (spec.restore.s3), `url` s3://BUCKET/[PREFIX/]CLUSTER/BACKUP. ValueError naming the flag."""
+    bucket, _, key = url.removeprefix("s3://").partition("/")
+    parts = [p for p in key.split("/") if p]
+    if not url.startswith("s3://") or not bucket or len(parts) < 2:
+        raise ValueError(
+            f"--from-bucket {url!r}: use s3://BUCKET/[PREFIX/]CLUSTER/BACKUP, the backup's folder "
+            "(a MySQLBackup's status.location)"
+        )
+    s3: dict[str, Any] = {"bucket": bucket}
+    if parts[:-2]:
+        s3["prefix"] = "/".join(parts[:-2])
+    s3 |= {"path": "/".join(parts[-2:]), "credentialsSecret": {"name": credentials_secret}}
+    if endpoint:
+        s3["endpoint"] = endpoint
+    if region:
+        s3["region"] = region
+    if force_path_style:
+        s3["forcePathStyle"] = True
+    spec: dict[str, Any] = {"instances": instances or 1}
+    if flavor:
+        spec["flavor"] = flavor
+    if version:
+        spec["version"] = version
+    spec["restore"] = {"s3": s3}
+    if encryption_key_secret:
+        spec["restore"]["encryption"] = {"keySecret": {"name": encryption_key_secret}}
+    if point_in_time:
+        spec["restore"]["pointInTime"] = point_in_time
+    if gtid:
+        spec["restore"]["gtid"] = gtid
+    return {"apiVersion": API_VERSION, "kind": CLUSTER_KIND, "metadata": {"name": name}, "spec": spec}
+
+
 def cmd_restore(args) -> int:
-    api, ns = _api(args)
-    b = api.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, args.backup)
-    if (b.get("status") or {}).get("phase") != "Succeeded":
-        print(f"mysqlbackup/{args.backup} is not Succeeded: nothing to restore from", file=sys.stderr)
-        return 1
-    source = api.get_namespaced_custom_object(
-        GROUP, VERSION, ns, CLUSTER_PLURAL, b["spec"]["clusterRef"]["name"]
-    )
-    api.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        ns,
-        CLUSTER_PLURAL,
-        restored_cluster(source, args.backup, args.into, args.instances, args.point_in_time, args.gtid),
-    )
-    print(
-        f"mysqlcluster/{args.into} created from mysqlbackup/{args.backup}; it becomes Ready after the restore"
-    )
+    if args.from_bucket:
+        body = _from_bucket(args)  # usage errors before any connection
+        api, ns = _api(args)
+    else:
+        if not args.backup:
+            raise CommandError(
+                "restore needs a MySQLBackup name or --from-bucket s3://BUCKET/[PREFIX/]CLUSTER/BACKUP",
+                "give one",
+                USAGE,
+            )
+        api, ns = _api(args)
+        body = _from_backup(api, ns, args)
+    body["metadata"]["namespace"] = ns
+    if args.dry_run:
+        emit(body, args.output)
+        return 0
+    created = api.create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, body)
+    if args.output != "table":
+        emit(created, args.output)
+        return 0
+    source = args.from_bucket or f"mysqlbackup/{args.backup}"
+    print(f"mysqlcluster/{args.into} created from {source}; it becomes Ready after the restore")
     return 0
+
+
+def _from_bucket(args) -> dict[str, Any]:
+    if args.backup:
+        raise CommandError("give a MySQLBackup name or --from-bucket, not both", "drop one", USAGE)
+    if not args.s3_credentials_secret:
+        raise CommandError(
+            "--from-bucket needs --s3-credentials-secret",
+            "name the Secret holding AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in this namespace",
+            USAGE,
+        )
+    try:
+        return bucket_cluster(
+            args.into,
+            args.from_bucket,
+            args.s3_credentials_secret,
+            args.s3_endpoint,
+            args.s3_region,
+            args.s3_force_path_style,
+            args.instances,
+            args.flavor,
+            args.server_version,
+            args.encryption_key_secret,
+            args.point_in_time,
+            args.gtid,
+        )
+    except ValueError as e:
+        raise CommandError(str(e), "fix --from-bucket", USAGE) from e
+
+
+def _from_backup(api, ns: str, args) -> dict[str, Any]:
+    from kubernetes.client.rest import ApiException
+
+    b = api.get_namespaced_custom_object(GROUP, VERSION, ns, BACKUP_PLURAL, args.backup)
+    status = b.get("status") or {}
+    if status.get("phase") != "Succeeded":
+        raise CommandError(
+            f"mysqlbackup/{args.backup} is {status.get('phase') or 'not finished'}, not Succeeded",
+            "restore from a backup that succeeded (kubectl mysql backup list)",
+        )
+    source = b["spec"]["clusterRef"]["name"]
+    try:
+        cluster = api.get_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, source)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        raise CommandError(
+            f"the backed-up MySQLCluster {ns}/{source} is gone",
+            f"restore from the bucket alone: --from-bucket {status.get('location') or 's3://...'} "
+            "--s3-credentials-secret SECRET [--s3-endpoint URL --flavor --version --instances]",
+            NOT_FOUND,
+        ) from e
+    return restored_cluster(cluster, args.backup, args.into, args.instances, args.point_in_time, args.gtid)

@@ -39,12 +39,14 @@ def bounded(api: client.ApiClient, timeout: tuple[float, float]) -> client.ApiCl
     return api
 
 
-def default_namespace(context: str | None = None) -> str:
+def default_namespace(context: str | None = None, kubeconfig: str | None = None) -> str:
     """The namespace of the kubeconfig's (current or named) context; 'default' without one."""
-    if in_cluster():
+    if kubeconfig is None and in_cluster():
         return "default"
     try:
-        contexts, current = config.list_kube_config_contexts(config_file=os.environ.get("KUBECONFIG"))
+        contexts, current = config.list_kube_config_contexts(
+            config_file=kubeconfig or os.environ.get("KUBECONFIG")
+        )
     except config.ConfigException:
         return "default"
     chosen = next((c for c in contexts if c["name"] == context), current) if context else current
