@@ -308,6 +308,9 @@ def test_the_krew_manifest_installs_the_shim_the_archive_holds():
         "mysql",
     )
     assert m["spec"]["shortDescription"] and "pip install" in m["spec"]["description"]
+    from mysql_operator import __version__
+
+    assert m["spec"]["version"] == f"v{__version__}"
     (platform,) = m["spec"]["platforms"]
     assert platform["bin"] == "kubectl-mysql" and platform["files"] == [{"from": "kubectl-mysql", "to": "."}]
     assert platform["sha256"] == hashlib.sha256(krew_archive.archive()).hexdigest(), (
