@@ -38,6 +38,9 @@ LOST_CONNECTION = 2013  # CR_SERVER_LOST: also a read that timed out
 # client errors worth a retry: can't connect, lost connection, gone away, too many connections
 TRANSIENT_ERRNOS = frozenset({1040, 2003, 2006, LOST_CONNECTION})
 ER_REPLICA_NOT_CONFIGURED = 1200  # START on a replica with no source: "MASTER_HOST was not set"
+# STOP REPLICA past rpl_stop_replica_timeout: "SQL thread got the stop signal, thread is busy, SQL
+# thread will stop once the current task is complete" (MySQL; MariaDB has no such timeout)
+ER_STOP_REPLICA_SQL_THREAD_TIMEOUT = 1875
 ER_NONEXISTING_GRANT = 1141  # SHOW GRANTS FOR an account that does not exist
 ACCESS_DENIED = frozenset({1044, 1045, 1142, 1227})  # database, user, table, privilege
 SPECIFIC_ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a privilege such as SET USER missing
@@ -983,7 +986,7 @@ class Instance:
         configuration written here, so the call either leaves it pointed and started or fails
         for a reason other than a lost configuration."""
         d = self.dialect
-        self._run_slow(d.stop_replica())
+        self._stop_replica()
         for sql in d.prepare_replica_position():
             self._run(sql)
         sql, args = d.change_source(source_host, source_port, user, password, tls_ca=tls_ca)
@@ -997,6 +1000,30 @@ class Instance:
             except InstanceError as e:
                 if e.errno != ER_REPLICA_NOT_CONFIGURED or attempt == attempts:
                     raise
+
+    def _stop_replica(self) -> None:
+        """STOP REPLICA, and when the server gave up waiting for a busy SQL thread (1875: it got the
+        stop signal and stops once its current task is done), the wait for that, up to
+        slow_timeout: the source cannot be changed while the thread runs, and failing here would
+        leave the replica on its old source until a later pass (after a failover, a new primary
+        with no replica acknowledging its commits)."""
+        try:
+            self._run_slow(self.dialect.stop_replica())
+        except InstanceError as e:
+            if e.errno != ER_STOP_REPLICA_SQL_THREAD_TIMEOUT:
+                raise
+            deadline = time.monotonic() + self.slow_timeout
+            while True:
+                status = self.replica_status()
+                if status is None or (status.io_state == "No" and not status.sql_running):
+                    return
+                if time.monotonic() >= deadline:
+                    raise InstanceError(
+                        f"{self.name}: its SQL thread did not stop within {self.slow_timeout:.0f}s "
+                        f"after STOP REPLICA ({e})",
+                        e.errno,
+                    ) from None
+                time.sleep(0.2)
 
     @_its_failure
     def tls_not_after(self) -> dt.datetime | None:

@@ -64,7 +64,16 @@ class Silent:
     """No answer at all: the server keeps the connection open and never sends a byte."""
 
 
-Reply = OK | Rows | Huge | Drip | Silent
+@dataclass(frozen=True)
+class Err:
+    """An error packet, as a server refuses a statement."""
+
+    errno: int
+    message: str
+    sqlstate: str = "HY000"
+
+
+Reply = OK | Rows | Huge | Drip | Silent | Err
 
 
 def version_rows(version: str = "8.4.3", comment: str = "MySQL Community Server - GPL") -> Rows:
@@ -311,6 +320,9 @@ class FakeMySQL:
             conn.sendall(self._rows(reply))
         elif isinstance(reply, Drip):
             self._drip(conn, self._rows(reply.reply), reply.every)
+        elif isinstance(reply, Err):
+            payload = b"\xff" + struct.pack("<H", reply.errno) + b"#" + reply.sqlstate.encode()[:5]
+            conn.sendall(self._packet(1, payload + reply.message.encode()))
         elif isinstance(reply, Silent):
             while conn.recv(4096):  # until the client gives up and closes (or the server stops)
                 pass
