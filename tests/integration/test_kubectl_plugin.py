@@ -30,6 +30,7 @@ def objs(control_plane):
 def run(control_plane, namespace, capsys, monkeypatch):
     """`kubectl mysql ARGV -n <namespace> --kubeconfig <admin>`: (exit code, stdout, stderr)."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    transcript: list[str] = []
 
     def run(*argv: str, kubeconfig=None) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -37,10 +38,11 @@ def run(control_plane, namespace, capsys, monkeypatch):
             [*argv, "-n", namespace, "--kubeconfig", str(kubeconfig or control_plane.admin_kubeconfig)]
         )
         out, err = capsys.readouterr()
-        print(f"$ kubectl mysql {' '.join(argv)}\n{out}{err}")  # shown with -rP: the report's samples
+        transcript.append(f"$ kubectl mysql {' '.join(argv)}  # exit {code}\n{out}{err}")
         return code, out, err
 
-    return run
+    yield run
+    print("\n".join(transcript))  # what each command printed (pytest -rP shows it)
 
 
 def make_cluster(objs, ns: str, name: str = "shop") -> dict:
