@@ -80,13 +80,26 @@ def connect(args) -> Any:
 
 
 def emit(obj: Any, output: str) -> None:
-    """`obj` as -o asks (yaml for table: what a dry run prints without -o)."""
+    """`obj` as -o asks (yaml for table: what a dry run prints without -o); without
+    metadata.managedFields, as kubectl prints objects."""
+    obj = _shown(obj)
     if output == "json":
         print(json.dumps(obj, indent=2, sort_keys=True))
     else:
         import yaml
 
         print(yaml.safe_dump(obj, sort_keys=False).rstrip())
+
+
+def _shown(obj: Any) -> Any:
+    if not isinstance(obj, dict):
+        return obj
+    if obj.get("kind") == "List":
+        return {**obj, "items": [_shown(o) for o in obj.get("items") or []]}
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj
 
 
 def as_list(items: list[dict[str, Any]]) -> dict[str, Any]:

@@ -74,6 +74,7 @@ def one_line(err: str) -> str:
 
 def test_status_prints_the_cluster_in_each_output(objs, namespace, run):
     stored = make_cluster(objs, namespace)
+    del stored["metadata"]["managedFields"]  # as kubectl, the plugin leaves them out
     code, out, _ = run("status", "shop", "-o", "json")
     assert code == 0 and json.loads(out) == stored
     code, out, _ = run("status", "shop", "-o", "yaml")
@@ -85,6 +86,7 @@ def test_status_prints_the_cluster_in_each_output(objs, namespace, run):
     code, out, _ = run("status", "-A", "-o", "json")
     listed = json.loads(out)
     assert code == 0 and listed["kind"] == "List"
+    assert not any("managedFields" in o["metadata"] for o in listed["items"])
     assert [o["metadata"]["name"] for o in listed["items"] if o["metadata"]["namespace"] == namespace] == [
         "shop"
     ]
