@@ -135,6 +135,9 @@ APPLY_RETRY_SECONDS = 10.0  # while an owned object is not applied (and at once 
 # rather than the Pod's 120 s: a hung process never shuts down cleanly, and one that wakes must not
 # serve its clients in between
 RESTART_GRACE_SECONDS = 2
+# how much longer than its grace an old primary's deleted Pod is waited for before a failover
+# promotes anyway (a node the kubelet of which does not answer never confirms the kill)
+STOP_WAIT_SECONDS = 10
 
 
 def service_routes_to(
@@ -665,6 +668,9 @@ class Reconciler:
         engine.promoted = lambda instance: self.kube.set_pod_label(ns, instance, m.ROLE_LABEL, m.ROLE_PRIMARY)
         engine.restart_instance = lambda instance: self.kube.delete_pod(
             ns, instance, grace_seconds=RESTART_GRACE_SECONDS
+        )
+        engine.stop_instance = lambda instance: self.kube.delete_pod_and_wait(
+            ns, instance, RESTART_GRACE_SECONDS, RESTART_GRACE_SECONDS + STOP_WAIT_SECONDS
         )
         engine.seed_done = lambda instance: self.kube.apply(
             m.owned(m.reseed_request(c, None), k.owner_of(body))

@@ -324,6 +324,9 @@ class ReplicationEngine:
         # an old primary that may still serve its clients when a failover replaces it
         # (its Pod deleted); never the primary, at most once per STUCK_RETRY_SECONDS
         self.restart_instance: Callable[[str], None] | None = None
+        # stop_instance(instance): an old primary a failover cannot reach, restarted (its Pod
+        # deleted) and waited for until its process is gone; True when it is (None: restart_instance)
+        self.stop_instance: Callable[[str], bool] | None = None
         # promoted(instance): it has just been made writable (the read-write Service may route to
         # it now, not at the end of the pass: the repointing of the others can take seconds)
         self.promoted: Callable[[str], None] | None = None
@@ -1009,7 +1012,20 @@ class ReplicationEngine:
             return Step(name, "fence", "unreachable, skipped")
         self._restarted_at[name] = self.clock()
         try:
-            self.restart_instance(name)
+            if self.stop_instance is not None:
+                # the promotion waits until the old process is gone: a deleted Pod's server
+                # serves its clients, writable, until its grace period ends
+                if not self.stop_instance(name):
+                    return Step(
+                        name,
+                        "fence",
+                        f"old primary unreachable ({why or 'no answer'}): restarted, but still "
+                        "running when the wait ended; promoted anyway (its replicas are fenced: it "
+                        "cannot have a commit acknowledged)",
+                        warn=True,
+                    )
+            else:
+                self.restart_instance(name)
         except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: reported, not fatal
             return Step(name, "fence", f"unreachable; its restart failed: {e}", ok=False)
         return Step(

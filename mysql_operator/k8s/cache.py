@@ -392,6 +392,27 @@ class Reads:
             return False
         return True
 
+    def delete_pod_and_wait(self, namespace: str, pod: str, grace_seconds: int, timeout: float) -> bool:
+        core = client.CoreV1Api(self.api)
+
+        def uid_now() -> str | None:
+            try:
+                return core.read_namespaced_pod(pod, namespace).metadata.uid
+            except ApiException as e:
+                if e.status == 404:
+                    return None
+                raise
+
+        uid = uid_now()
+        if uid is None or not self.delete_pod(namespace, pod, uid=uid, grace_seconds=grace_seconds):
+            return True  # none, or another Pod of that name already
+        deadline = time.monotonic() + timeout
+        while uid_now() == uid:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
     def create_job(self, job: Mapping[str, Any]) -> None:
         jobs.create_job(self.api, job)
 

@@ -31,6 +31,11 @@ class KubeOps(Protocol):
         when there was no such Pod (with `uid`: no Pod of that name with that uid). `grace_seconds`
         shortens the Pod's own grace period (a server fenced by its restart is killed at once)."""
 
+    def delete_pod_and_wait(self, namespace: str, pod: str, grace_seconds: int, timeout: float) -> bool:
+        """The Pod deleted as delete_pod does, then waited for until it (its uid) is gone, i.e.
+        its containers have stopped (the kubelet removes the object only then); True when gone
+        within `timeout` seconds (or there was none)."""
+
     def create_job(self, job: Mapping[str, Any]) -> None:
         """A Job created; one that exists already (an earlier pass made it) is fine."""
 

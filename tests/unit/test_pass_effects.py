@@ -58,6 +58,10 @@ class RecordingKube:
         self.calls.append(("delete", pod))
         return pod not in self.gone
 
+    def delete_pod_and_wait(self, namespace: str, pod: str, grace_seconds: int, timeout: float) -> bool:
+        self.calls.append(("delete and wait", pod))
+        return True
+
     def create_job(self, job: Mapping[str, Any]) -> None:
         self.calls.append(("job", job["metadata"]["name"]))
 

@@ -349,6 +349,36 @@ def test_an_old_primary_that_may_still_serve_is_restarted_before_the_promotion(e
         assert fence.detail == "unreachable, skipped", fence
 
 
+@pytest.mark.parametrize("gone", [True, False])
+def test_the_promotion_waits_until_the_restarted_old_primary_is_gone(gone):
+    """A deleted Pod's server keeps serving, writable, until its grace period ends: the k8s
+    campaign sampled two writable servers for 1 s after a failover that had deleted the
+    partitioned old primary's Pod (MariaDB seeds 202, 216, 222). stop_instance deletes it and
+    waits until it is gone; the promotion comes after. Not gone within its wait (a node that
+    does not answer): promoted anyway, said in a warning."""
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    w.servers["db-0"].reachable = False
+    w.servers["db-0"].error = "db-0: cannot connect: (2003, 'timed out')"
+    stopped: list[str] = []
+
+    def stop(name: str) -> bool:
+        stopped.append(name)
+        assert w.servers["db-1"].read_only, "stopped before anything is promoted"
+        return gone
+
+    e.restart_instance = lambda name: pytest.fail("stop_instance is used when it is set")
+    e.stop_instance = stop
+    out = e.reconcile(ClusterState("db-0"))
+    assert isinstance(out.decision, t.Failover) and stopped == ["db-0"]
+    assert w.servers["db-1"].read_only is False
+    fence = next(s for s in out.steps if s.instance == "db-0" and s.action == "fence")
+    assert fence.warn and fence.ok
+    assert ("restarted, so that it comes back read-only" in fence.detail) is gone
+    assert ("still running when the wait ended; promoted anyway" in fence.detail) is not gone
+
+
 def test_a_promoted_primary_is_routed_to_at_once_before_the_others_are_repointed():
     """The read-write Service follows the role label: the new primary gets it as soon as it is
     writable, not once every replica is repointed and the pass ends (the k8s campaign measured
