@@ -42,10 +42,34 @@ if [ "$FLAVOR" = mariadb ] && [ -f "$DATA_ROOT/reseed-init.sql" ]; then
 fi
 
 case "$FLAVOR" in
-  mysql) SERVER=mysqld ;;
-  mariadb) SERVER=mariadbd ;;
+  mysql) SERVER=mysqld CLIENT=mysql ;;
+  mariadb) SERVER=mariadbd CLIENT=mariadb ;;
   *) echo "start: unknown flavor $FLAVOR" >&2; exit 1 ;;
 esac
+
+# Before the server is asked to stop, its clients' connections are ended: a commit waiting for a
+# semi-sync acknowledgement that no replica can give (a primary cut off, or fenced by a failover
+# that deleted its Pod) would otherwise be released by the shutdown and answered OK, an
+# acknowledged write that no other server has (measured: the k8s fault campaign lost one on MySQL
+# this way). A killed connection gets an error instead. Each statement gets 1 s at most: a hung
+# server is stopped without it.
+# shellcheck disable=SC2329  # called from the TERM trap below
+fence_clients() {
+  local sql ids id
+  if [ "$FLAVOR" = mysql ]; then  # refuses new clients too, and drops those connected
+    timeout 1 "$CLIENT" --defaults-extra-file="$RUN_DIR/client.cnf" --connect-timeout=1 \
+      -e 'SET GLOBAL offline_mode = ON' > /dev/null 2>&1 || true
+  fi
+  sql="SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
+  sql="$sql AND USER NOT IN ('system user', 'event_scheduler', SUBSTRING_INDEX(CURRENT_USER(), '@', 1))"
+  sql="$sql AND COMMAND NOT IN ('Binlog Dump', 'Binlog Dump GTID', 'Daemon')"
+  ids=$(timeout 1 "$CLIENT" --defaults-extra-file="$RUN_DIR/client.cnf" --connect-timeout=1 \
+    -N -B -e "$sql" 2> /dev/null) || return 0
+  for id in $ids; do
+    timeout 1 "$CLIENT" --defaults-extra-file="$RUN_DIR/client.cnf" --connect-timeout=1 \
+      -e "KILL CONNECTION $id" > /dev/null 2>&1 || true
+  done
+}
 # The server runs as this script's child, not in its place: after a re-seed's CLONE has copied a
 # donor's data, MySQL restarts itself by exiting with status 16 to its supervisor
 # (MYSQLD_PARENT_PID), and this loop starts it again at once, in the same container. Left to the
@@ -55,7 +79,7 @@ esac
 export MYSQLD_PARENT_PID=$$
 child=
 stopping=
-trap 'stopping=1; if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; fi' TERM INT
+trap 'stopping=1; if [ -n "$child" ]; then fence_clients; kill -TERM "$child" 2>/dev/null || true; fi' TERM INT
 while [ -z "$stopping" ]; do
   # A re-seed's CLONE waits in the data directory for this start to put it in place. The copy has
   # the donor's GTIDs, not this server's own history: a new server_uuid (auto.cnf is made again)
