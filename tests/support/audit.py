@@ -98,6 +98,13 @@ def apiserver_args(policy_file: Path, log_file: Path) -> list[str]:
     ]
 
 
+def with_rotated(log: Path) -> list[Path]:
+    """An audit log and the files the API server rotated it into (`audit-<time>.log`, when it
+    reached its size limit: a local cluster reused across runs gets there within one suite), oldest
+    first."""
+    return [*sorted(log.parent.glob(f"{log.stem}-*{log.suffix}")), log]
+
+
 def permissions(
     logs: Iterable[Path], account: str = OPERATOR_SERVICE_ACCOUNT
 ) -> tuple[set[Permission], set[Permission]]:
@@ -108,7 +115,7 @@ def permissions(
     used: set[Permission] = set()
     denied: set[Permission] = set()
     suffix = f":{account}"
-    for path in logs:
+    for path in (p for log in logs for p in with_rotated(log)):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 if f'{suffix}"' not in line:  # most lines are other accounts': skip the parse
