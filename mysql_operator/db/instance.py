@@ -21,7 +21,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 import pymysql
 from pymysql.constants import CLIENT, CR
@@ -1012,18 +1012,29 @@ class Instance:
         except InstanceError as e:
             if e.errno != ER_STOP_REPLICA_SQL_THREAD_TIMEOUT:
                 raise
-            deadline = time.monotonic() + self.slow_timeout
-            while True:
-                status = self.replica_status()
-                if status is None or (status.io_state == "No" and not status.sql_running):
-                    return
-                if time.monotonic() >= deadline:
-                    raise InstanceError(
-                        f"{self.name}: its SQL thread did not stop within {self.slow_timeout:.0f}s "
-                        f"after STOP REPLICA ({e})",
-                        e.errno,
-                    ) from None
-                time.sleep(0.2)
+            stopped, _ = self._replica_until(
+                lambda r: r is None or (r.io_state == "No" and not r.sql_running), self.slow_timeout
+            )
+            if not stopped:
+                raise InstanceError(
+                    f"{self.name}: its SQL thread did not stop within {self.slow_timeout:.0f}s "
+                    f"after STOP REPLICA ({e})",
+                    e.errno,
+                ) from None
+
+    def _replica_until(
+        self, done: Callable[[ReplicaStatus | None], bool], timeout: float
+    ) -> tuple[bool, ReplicaStatus | None]:
+        """SHOW REPLICA STATUS read every 0.1 s until it is `done` (True) or `timeout` seconds
+        have passed (False), with the last status read."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.replica_status()
+            if done(status):
+                return True, status
+            if time.monotonic() >= deadline:
+                return False, status
+            time.sleep(0.1)
 
     @_its_failure
     def tls_not_after(self) -> dt.datetime | None:
@@ -1308,16 +1319,8 @@ class Instance:
     def wait_connected(self, timeout: float) -> bool:
         """True once this replica's IO thread is connected to its source (False after `timeout`
         seconds, or when it is not a replica or its IO thread is stopped)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.replica_status()
-            if status is None or status.io_state == "No":
-                return False
-            if status.io_state == "Yes":
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
+        _, status = self._replica_until(lambda r: r is None or r.io_state in ("Yes", "No"), timeout)
+        return status is not None and status.io_state == "Yes"
 
     def _install_semisync_plugins(self) -> None:
         for plugin, library in self.dialect.semisync_plugins():

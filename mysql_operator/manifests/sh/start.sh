@@ -55,20 +55,21 @@ esac
 # server is stopped without it.
 # shellcheck disable=SC2329  # called from the TERM trap below
 fence_clients() {
-  local sql ids id
+  local ids id
   if [ "$FLAVOR" = mysql ]; then  # refuses new clients too, and drops those connected
-    timeout 1 "$CLIENT" --defaults-extra-file="$RUN_DIR/client.cnf" --connect-timeout=1 \
-      -e 'SET GLOBAL offline_mode = ON' > /dev/null 2>&1 || true
+    local_sql 'SET GLOBAL offline_mode = ON' > /dev/null || true
   fi
-  sql="SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
-  sql="$sql AND USER NOT IN ('system user', 'event_scheduler', SUBSTRING_INDEX(CURRENT_USER(), '@', 1))"
-  sql="$sql AND COMMAND NOT IN ('Binlog Dump', 'Binlog Dump GTID', 'Daemon')"
-  ids=$(timeout 1 "$CLIENT" --defaults-extra-file="$RUN_DIR/client.cnf" --connect-timeout=1 \
-    -N -B -e "$sql" 2> /dev/null) || return 0
+  ids=$(local_sql "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() \
+AND USER NOT IN ('system user', 'event_scheduler', SUBSTRING_INDEX(CURRENT_USER(), '@', 1)) \
+AND COMMAND NOT IN ('Binlog Dump', 'Binlog Dump GTID', 'Daemon')") || return 0
   for id in $ids; do
-    timeout 1 "$CLIENT" --defaults-extra-file="$RUN_DIR/client.cnf" --connect-timeout=1 \
-      -e "KILL CONNECTION $id" > /dev/null 2>&1 || true
+    local_sql "KILL CONNECTION $id" > /dev/null || true
   done
+}
+# One statement over the socket as the operator's account, 1 s at most; its rows on stdout.
+# shellcheck disable=SC2329  # called by fence_clients
+local_sql() {
+  timeout 1 "$CLIENT" --defaults-extra-file="$RUN_DIR/client.cnf" --connect-timeout=1 -N -B -e "$1" 2> /dev/null
 }
 # The server runs as this script's child, not in its place: after a re-seed's CLONE has copied a
 # donor's data, MySQL restarts itself by exiting with status 16 to its supervisor
