@@ -973,17 +973,32 @@ def test_semi_sync_asked_again_of_a_replica_that_acknowledges_leaves_its_connect
         sql = "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'"
         return [row[0] for row in p.execute(sql)]
 
+    def commit_seen_by_the_replica(row: int) -> None:
+        # A row the replica has came through a dump thread the primary has registered: after
+        # it, the dump thread listed is the one serving the replica's current connection.
+        with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {DB}.t VALUES (%s, 'through the current connection')", (row,))
+        wait_replicated(c, {row}, servers=[replica])
+        wait_for(lambda: len(dump_threads()) == 1, 20, "one dump thread on the primary")
+
     wait_for(lambda: i.wait_connected(0) and i._status_is_on(status), 20, "the replica acknowledging")
-    wait_for(lambda: len(dump_threads()) == 1, 20, "one dump thread on the primary")
+    commit_seen_by_the_replica(1)
     before = dump_threads()
     i.set_semisync_replica(True)
-    assert i.wait_connected(0) and dump_threads() == before
+    commit_seen_by_the_replica(2)
+    assert dump_threads() == before
     i.set_semisync_replica(False)
     wait_for(
         lambda: i.wait_connected(0) and not i._status_is_on(status), 20, "reconnected, not acknowledging"
     )
-    wait_for(lambda: len(dump_threads()) == 1, 20, "one dump thread on the primary")
-    assert dump_threads() != before
+    # With its only replica no longer acknowledging, a commit would wait: the new connection
+    # shows as a new dump thread in place of the old one (the primary ends the old one when
+    # the same replica registers again).
+    def replaced() -> bool:
+        now = dump_threads()
+        return len(now) == 1 and now != before
+
+    wait_for(replaced, 20, "the replica's new dump thread, the old one gone")
     i.close()
     p.close()
 
