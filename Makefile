@@ -4,19 +4,25 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test lint unit integration e2e binaries cluster-binaries node-binaries images deps control-plane \
+.PHONY: test lint docs unit integration e2e binaries cluster-binaries node-binaries images deps control-plane \
         cluster-up cluster-down demo demo-images venv clean
 
 test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests (hack/test.sh)
 	MAKE="$(MAKE)" PY=$(PY) hack/test.sh
 
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
-lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck
+lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck, the docs site (mkdocs --strict)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck --shell=bash --severity=warning $(SHELL_SCRIPTS)
 	$(VENV)/bin/shellcheck --shell=bash mysql_operator/manifests/sh/*.sh
+	$(MAKE) --no-print-directory docs
+
+docs: venv ## build the user documentation site (mkdocs.yml) with --strict into a temporary directory
+	site=$$(mktemp -d -t mysqlop-site-XXXXXX) && \
+	  NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$site"; \
+	  rc=$$?; rm -rf "$$site"; exit $$rc
 
 unit: venv ## pure logic only, no processes
 	$(PY) -m pytest tests/unit
@@ -35,7 +41,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,docs]'
 	touch $@
 
 binaries: cluster-binaries bin-cert-manager bin-prometheus ## all of the below, and what only tests use: cert-manager, Prometheus (cached in ~/.cache)
