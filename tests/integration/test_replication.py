@@ -991,6 +991,7 @@ def test_semi_sync_asked_again_of_a_replica_that_acknowledges_leaves_its_connect
     wait_for(
         lambda: i.wait_connected(0) and not i._status_is_on(status), 20, "reconnected, not acknowledging"
     )
+
     # With its only replica no longer acknowledging, a commit would wait: the new connection
     # shows as a new dump thread in place of the old one (the primary ends the old one when
     # the same replica registers again).
