@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test lint docs unit integration e2e binaries cluster-binaries node-binaries images deps control-plane \
+.PHONY: test lint docs reference unit integration e2e binaries cluster-binaries node-binaries images deps control-plane \
         cluster-up cluster-down demo demo-images venv clean
 
 test: deps venv ## everything: builds what is missing, lints, runs unit, integration and e2e tests (hack/test.sh)
@@ -23,6 +23,9 @@ docs: venv ## build the user documentation site (mkdocs.yml) with --strict into 
 	site=$$(mktemp -d -t mysqlop-site-XXXXXX) && \
 	  NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$site"; \
 	  rc=$$?; rm -rf "$$site"; exit $$rc
+
+reference: venv ## regenerate docs/reference/ (the API reference) from crds/; tests/unit/test_api_reference.py checks it
+	$(PY) hack/crd_reference.py
 
 unit: venv ## pure logic only, no processes
 	$(PY) -m pytest tests/unit

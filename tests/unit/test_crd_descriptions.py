@@ -19,25 +19,28 @@ CRDS = sorted((REPO / "crds").glob("*.yaml"))
 MAX_CRD_BYTES = 200 * 1024
 
 
-def undescribed(schema: dict, prefix: str = "") -> list[str]:
-    """Dotted paths of the properties under `schema` without a non-empty description, walking into
-    nested objects, array items ([] in the path) and map values ({} in the path)."""
+def fields(schema: dict, prefix: str = "") -> list[tuple[str, dict]]:
+    """(dotted path, schema) of every property under `schema`, walking into nested objects, array
+    items ([] in the path) and map values ({} in the path); tests/unit/test_api_reference.py uses it."""
     out = []
     for name, sub in (schema.get("properties") or {}).items():
         path = f"{prefix}{name}"
-        if not str(sub.get("description") or "").strip():
-            out.append(path)
-        out += _below(sub, path)
+        out += [(path, sub), *_below(sub, path)]
     return out
 
 
-def _below(schema: dict, path: str) -> list[str]:
-    out = undescribed(schema, path + ".")
+def _below(schema: dict, path: str) -> list[tuple[str, dict]]:
+    out = fields(schema, path + ".")
     if isinstance(schema.get("items"), dict):
         out += _below(schema["items"], path + "[]")
     if isinstance(schema.get("additionalProperties"), dict):
         out += _below(schema["additionalProperties"], path + "{}")
     return out
+
+
+def undescribed(schema: dict) -> list[str]:
+    """Dotted paths of the properties under `schema` without a non-empty description."""
+    return [path for path, sub in fields(schema) if not str(sub.get("description") or "").strip()]
 
 
 # The root metadata schema may hold nothing but `type: object` (and name/generateName
