@@ -42,6 +42,7 @@ from mysql_operator.manifests.backup_jobs import (
     restore_dns_names,
     restore_tls_secret_name,
 )
+from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ def cert_manager_verdict(
     what = f"spec.tls.issuerRef ({ref.kind} {ref.name}, group {ref.group})"
     if served is None or "certificates" not in served:
         return TLSProblem(
-            "CertManagerNotInstalled",
+            R.CERT_MANAGER_NOT_INSTALLED,
             (
                 f"{what}: cert-manager is not installed (the API server serves no "
                 f"{CERT_MANAGER_GROUP}/{CERT_MANAGER_VERSION} Certificate): install cert-manager (its CRDs and "
@@ -213,17 +214,19 @@ def cert_manager_verdict(
         where = "cluster-wide" if ref.kind == "ClusterIssuer" else f"in namespace {c.namespace}"
         if issuer is None:
             return TLSProblem(
-                "IssuerNotFound",
+                R.ISSUER_NOT_FOUND,
                 (f"{what}: no {ref.kind} {ref.name} {where}: create it, or correct spec.tls.issuerRef"),
             )
         ready = _ready(issuer)
         if not ready:  # cert-manager has not looked at it yet
             return TLSProblem(
-                "WaitingForIssuer", f"{what}: waiting for cert-manager to check the {ref.kind}", warning=False
+                R.WAITING_FOR_ISSUER,
+                f"{what}: waiting for cert-manager to check the {ref.kind}",
+                warning=False,
             )
         if ready.get("status") != "True":
             return TLSProblem(
-                "IssuerNotReady",
+                R.ISSUER_NOT_READY,
                 (
                     f"{what}: the {ref.kind} is not Ready ({_said(ready)}): fix it "
                     f"(kubectl describe {ref.kind.lower()} {ref.name})"
@@ -233,13 +236,13 @@ def cert_manager_verdict(
         ready = _ready(cert)
         detail = f" (Certificate {m.tls_secret_name(c)}: {_said(ready)})" if ready else ""
         return TLSProblem(
-            "WaitingForCertificate",
+            R.WAITING_FOR_CERTIFICATE,
             (f"{what}: waiting for cert-manager to issue Secret {m.tls_secret_name(c)}{detail}"),
             warning=False,
         )
     if not secret.get(CA_CERT):
         return TLSProblem(
-            "IssuerGivesNoCA",
+            R.ISSUER_GIVES_NO_CA,
             (
                 f"{what}: the issuer put no ca.crt in Secret {m.tls_secret_name(c)}, and replicas and "
                 "clients verify the servers against it: use an issuer that does (cert-manager's CA or "
@@ -250,7 +253,7 @@ def cert_manager_verdict(
         expires = tls.not_after(secret[TLS_CERT])
     except ValueError:
         return TLSProblem(
-            "CertificateUnreadable",
+            R.CERTIFICATE_UNREADABLE,
             (
                 f"{what}: Secret {m.tls_secret_name(c)} holds no readable PEM certificate in tls.crt: "
                 "check the issuer"

@@ -106,8 +106,9 @@ def rotation_denied(c: MySQLCluster, key: str, user: str, host: str) -> str:
             f"until then the servers keep the previous password"
         )
     return (
-        f"{key}: the primary refused to change the password of {user}@{host} (access denied); "
-        f"the servers keep the previous password"
+        f"{key}: the primary refused to change the password of {user}@{host} (access denied): the "
+        f"servers keep the previous password; grant '{m.OPERATOR_USER}'@'%' what it lacks over that "
+        f"account (CREATE USER) as root, then change {key} in the Secret again"
     )
 
 
@@ -115,5 +116,8 @@ def not_rotated(c: MySQLCluster, key: str) -> str | None:
     """Pure: why the operator does not change the password under `key` on the servers (the
     record then follows the Secret, and a Warning Event says so); None when it does."""
     if key == m.RESTORE_PASSWORD_KEY:
-        return "restore-password: the restore account exists only while a restore loads a dump"
+        return (
+            "restore-password: not set on the servers: the restore account exists only while a restore "
+            "loads a dump; nothing to do"
+        )
     return None

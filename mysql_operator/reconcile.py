@@ -127,6 +127,7 @@ from mysql_operator.status import (
     timer_can_skip,
     were_lagging,
 )
+from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)
 
@@ -442,7 +443,7 @@ class Reconciler:
             "the operator, or remove the field"
         )
         log.warning("%s/%s %s", c.namespace, c.name, said)
-        self.kube.post_events(body, [("Warning", "UnknownFields", said)])
+        self.kube.post_events(body, [("Warning", R.UNKNOWN_FIELDS, said)])
 
     def _logins(self, c: MySQLCluster, body: Mapping[str, Any]) -> Logins:
         """The credentials Secret (created if missing) and the record of what the servers have."""
@@ -722,7 +723,7 @@ class Reconciler:
             if (a.user, a.host) in rotation.denied
         ]
         if manual:
-            self.kube.post_events(body, [("Warning", "PasswordNotRotated", why) for _, why in manual])
+            self.kube.post_events(body, [("Warning", R.PASSWORD_NOT_ROTATED, why) for _, why in manual])
             rotated += [key for key, _ in manual]
         if rotated:
             self.passwords.record_applied(
@@ -895,7 +896,7 @@ class Reconciler:
                 return  # tried again next pass, still forced
             event = (
                 "Warning",
-                "FailoverForced",
+                R.FAILOVER_FORCED,
                 f"{decision.to} promoted on request ({asked[:256]}): {decision.reason}",
             )
             self.kube.post_events(body, [event])  # before the status, as in _publish
@@ -915,7 +916,7 @@ class Reconciler:
         else:
             event = (
                 "Normal",
-                "ForceFailoverUnused",
+                R.FORCE_FAILOVER_UNUSED,
                 f"annotation {t.FORCE_FAILOVER_ANNOTATION} removed: no failover needed forcing ({decision.kind})",
             )
             self.kube.post_events(body, [event])

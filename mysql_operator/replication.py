@@ -667,11 +667,11 @@ class ReplicationEngine:
             return steps  # Healthy, WaitForDelay, Unrecoverable: nothing else to do here
         try:
             handler()
-        except (InstanceError, ReplicationError) as e:
+        except (InstanceError, ReplicationError) as e:  # its Event: the decision's kind + "Failed"
             steps.append(
                 Step(
                     getattr(d, "to", None) or getattr(d, "name", "") or "cluster",
-                    d.kind.lower(),
+                    "".join("-" + ch.lower() if ch.isupper() else ch for ch in d.kind).lstrip("-"),
                     str(e),
                     ok=False,
                 )

@@ -37,6 +37,7 @@ from mysql_operator.manifests.backup_jobs import (
 from mysql_operator.manifests.common import RESTORE_USER
 from mysql_operator.pods import PodView
 from mysql_operator.status import Event, Summary, build_status, instance_entries, status_changed
+from mysql_operator import reasons as R
 
 
 log = logging.getLogger(__name__)
@@ -227,7 +228,7 @@ def plan_restore(
             events.append(
                 (
                     "Normal",
-                    "RestoreCopying",
+                    R.RESTORE_COPYING,
                     "every instance restarts to receive the restore Job's physical copy",
                 )
             )
@@ -243,7 +244,7 @@ def plan_restore(
             action = restoring.WaitForInstances(waiting)
     if isinstance(action, restoring.WaitForInstances) and action.reason in (secret_error, seen.key_problem):
         if action.reason not in _condition_messages(previous):  # once per reason, not every pass
-            events.append(("Warning", "RestoreWaiting", redact(action.reason, secrets)))
+            events.append(("Warning", R.RESTORE_WAITING, redact(action.reason, secrets)))
     start: list[Write] = []
     primary: str | None = None
     if isinstance(action, restoring.Start):
@@ -265,7 +266,7 @@ def plan_restore(
             events.append(
                 (
                     "Normal",
-                    "RestoreStarted",
+                    R.RESTORE_STARTED,
                     f"restoring {described} into every instance (Job {restore_job_name(c)})",
                 )
             )
@@ -273,7 +274,7 @@ def plan_restore(
         else:
             message = redact(error or "spec.restore: no source", secrets)
             record = restoring.record(restoring.FAILED, described, now, now, message)
-            events.append(("Warning", "RestoreFailed", message))
+            events.append(("Warning", R.RESTORE_FAILED, message))
             action = restoring.Failed(message)
     elif isinstance(action, restoring.Finished):
         assert record is not None
@@ -297,7 +298,7 @@ def plan_restore(
         if ok:  # the engine adopts: promote it, attach the others
             primary = m.pod_name(c, c.spec.primary if c.spec.primary is not None else 0)
         events.append(
-            ("Normal", "RestoreSucceeded", message) if ok else ("Warning", "RestoreFailed", message)
+            ("Normal", R.RESTORE_SUCCEEDED, message) if ok else ("Warning", R.RESTORE_FAILED, message)
         )
         action = restoring.InProgress() if ok else restoring.Failed(message)
     elif isinstance(action, restoring.Failed) and (record or {}).get("phase") != restoring.FAILED:
@@ -309,7 +310,7 @@ def plan_restore(
             now,
             action.message,
         )
-        events.append(("Warning", "RestoreFailed", action.message))
+        events.append(("Warning", R.RESTORE_FAILED, action.message))
 
     if _ended(record) and _ended(record) != _ended(seen.record):
         writes.append(DropRestoreAccount())

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from mysql_operator.api import S3
+from mysql_operator import reasons as R
 
 RUNNING, SUCCEEDED, FAILED = "Running", "Succeeded", "Failed"
 
@@ -163,7 +164,7 @@ def overlay_status(
     if isinstance(action, Finished):
         action = InProgress() if action.result.get("ok") else Failed(str(action.result.get("message")))
     failed = isinstance(action, Failed)
-    reason = "RestoreFailed" if failed else "Restoring"
+    reason = R.RESTORE_FAILED if failed else R.RESTORING
     if isinstance(action, Failed):
         message = action.message
     elif isinstance(action, WaitForInstances):

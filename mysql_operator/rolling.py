@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
+from mysql_operator import reasons as R
 
 REVISION_LABEL = "controller-revision-hash"
 # on the StatefulSet (not its template: they never make a revision)
@@ -236,14 +237,14 @@ def template_step(
     what = "this operator version changes the Pod template (the spec did not change)"
     if policy.name == "Manual" and not approved:
         return StageTemplate(
-            "WaitingForApproval",
+            R.WAITING_FOR_APPROVAL,
             f"{what}: restarting the Pods waits for you ({policy.source}: Manual): annotate "
             f"the cluster with {APPROVE_RESTART_ANNOTATION}=true to roll them, replicas first and the "
             "primary last through a switchover",
         )
     if rolling_elsewhere is not None:
         return StageTemplate(
-            "WaitingForOtherCluster",
+            R.WAITING_FOR_OTHER_CLUSTER,
             f"{what}: its Pods restart once {rolling_elsewhere} has finished restarting (one cluster "
             "at a time)",
         )

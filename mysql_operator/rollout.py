@@ -21,6 +21,7 @@ from mysql_operator.api import MySQLCluster
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.pods import pod_ordinal, pod_views
+from mysql_operator import reasons as R
 
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ def roll_delete(kube: KubeOps, body, decision, roll) -> str | None:
     name (None: none was)."""
     if not isinstance(roll, rolling.DeletePod) or not isinstance(decision, t.Healthy):
         return None
-    return _restart(kube, body, roll, "RollingUpdate", "restarting")
+    return _restart(kube, body, roll, R.ROLLING_UPDATE, "restarting")
 
 
 def replace_stuck(kube: KubeOps, body, c: MySQLCluster, listed, sts: Mapping[str, Any] | None) -> str | None:
@@ -105,7 +106,7 @@ def replace_stuck(kube: KubeOps, body, c: MySQLCluster, listed, sts: Mapping[str
     the cluster's life (a first Pod that cannot pull its image has no primary to wait for).
     Returns the deleted Pod's name (None: none was)."""
     step = rolling.replace_stuck(roll_pods(c.name, listed, (), None), rolling.update_revision(sts))
-    return None if step is None else _restart(kube, body, step, "ReplacedStuckPod", "replacing")
+    return None if step is None else _restart(kube, body, step, R.REPLACED_STUCK_POD, "replacing")
 
 
 def _restart(kube: KubeOps, body, step: rolling.DeletePod, reason: str, doing: str) -> str | None:
@@ -279,10 +280,10 @@ def place_template(
         if written.applied is not None:
             notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = written.applied
         if written.wanted != desired:
-            k.post_events(api, body, [("Normal", "RestartPending", step.message)])
+            k.post_events(api, body, [("Normal", R.RESTART_PENDING, step.message)])
         return step
     notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = desired
     if step.operator_change:
-        k.post_events(api, body, [("Normal", "OperatorRestart", step.reason)])
+        k.post_events(api, body, [("Normal", R.OPERATOR_RESTART, step.reason)])
         log.info("%s OperatorRestart: %s", key, step.reason)
     return step

@@ -42,6 +42,7 @@ from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance, InstanceError, redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import newer
+from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)
 ORDER = (DATABASE_KIND, USER_KIND, GRANT_KIND)
@@ -235,7 +236,7 @@ class SqlObjects:
                     if FINALIZER in finalizers:
                         self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
                 else:
-                    self._publish(body, Result(False, "ClusterMissing", why))
+                    self._publish(body, Result(False, R.CLUSTER_MISSING, why))
             except ApiException as e:
                 log.warning("%s/%s %s: %s", namespace, meta["name"], body["kind"], e.reason)
 
@@ -285,13 +286,13 @@ class SqlObjects:
                     log.warning("%s/%s %s: %s", namespace, body["metadata"]["name"], body["kind"], e.reason)
                     why = f"the Kubernetes API answered {e.status} {e.reason} while applying it"
                     try:  # e.g. its password Secret forbidden or refused: said on the object
-                        self._publish(body, Result(False, "APIError", why))
+                        self._publish(body, Result(False, R.API_ERROR, why))
                     except ApiException:
                         pass  # the object itself cannot be written: the log line above is all
                 except Exception as e:  # noqa: BLE001 - a bug: said on the object, not only logged
                     log.exception("%s/%s %s", namespace, body["metadata"]["name"], body["kind"])
                     why = f"{type(e).__name__} while applying it: the operator's log has the details"
-                    self._publish(body, Result(False, "InternalError", why))
+                    self._publish(body, Result(False, R.INTERNAL_ERROR, why))
         finally:
             if inst is not None:
                 inst.close()
@@ -307,7 +308,7 @@ class SqlObjects:
             if meta.get("deletionTimestamp"):  # never applied: nothing to undo
                 self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
                 return
-            self._publish(body, Result(False, "InvalidSpec", str(e)))
+            self._publish(body, Result(False, R.INVALID_SPEC, str(e)))
             return
         if meta.get("deletionTimestamp"):
             if FINALIZER in finalizers:
@@ -317,18 +318,18 @@ class SqlObjects:
                     self._delete(body, obj, inst, unavailable, finalizers)
             return
         if conflict is not None:
-            self._publish(body, Result(False, "Conflict", conflict))
+            self._publish(body, Result(False, R.CONFLICT, conflict))
             return
         if FINALIZER not in finalizers and not self._set_finalizers(body, finalizers + [FINALIZER]):
             return  # deleted or changed meanwhile: applied from its next watch event, if any
         if inst is None:
-            self._publish(body, Result(False, "ClusterUnavailable", unavailable))
+            self._publish(body, Result(False, R.CLUSTER_UNAVAILABLE, unavailable))
             return
         secrets: list[str] = []
         try:
             result = self._converge(body, obj, inst, flavor, secrets)
         except InstanceError as e:
-            result = Result(False, "SQLFailed", _why(redact(str(e), secrets), e.errno))
+            result = Result(False, R.SQL_FAILED, _why(redact(str(e), secrets), e.errno))
         self._publish(body, result)
 
     def _converge(
@@ -337,7 +338,7 @@ class SqlObjects:
         spec = obj.spec
         if isinstance(spec, DatabaseSpec):
             done = inst.run_statements(statements.database(spec, inst.database_state(spec.name)))
-            return Result(True, "Applied", f"database {spec.name} exists as specified", done)
+            return Result(True, R.APPLIED, f"database {spec.name} exists as specified", done)
         if isinstance(spec, UserSpec):
             found = self._password(body, spec)
             if isinstance(found, Result):
@@ -351,20 +352,20 @@ class SqlObjects:
             done = inst.run_statements(plan, secrets)
             extra = {"passwordSecret": secret, "passwordVersion": version}
             return Result(
-                True, "Applied", f"account {spec.name}@{spec.host} exists as specified", done, extra
+                True, R.APPLIED, f"account {spec.name}@{spec.host} exists as specified", done, extra
             )
         assert isinstance(spec, GrantSpec)
         held = inst.grants_of(spec.user, spec.host)
         if held is None:
             return Result(
                 False,
-                "UserMissing",
+                R.USER_MISSING,
                 f"the account {spec.user}@{spec.host} does not exist: create a MySQLUser with spec.name "
                 f"{spec.user} and spec.host {spec.host} (or fix spec.user / spec.host)",
             )
         done = inst.run_statements(statements.grant(spec, held, flavor))
         return Result(
-            True, "Applied", f"{spec.user}@{spec.host} holds exactly these privileges on {spec.target}", done
+            True, R.APPLIED, f"{spec.user}@{spec.host} holds exactly these privileges on {spec.target}", done
         )
 
     def _password(self, body: dict, spec: UserSpec) -> tuple[str, str, str] | Result:
@@ -375,16 +376,21 @@ class SqlObjects:
             found = k.read_secret(self.api, meta["namespace"], name)
             if found is None:
                 return Result(
-                    False, "SecretMissing", f"spec.passwordSecretKeyRef: Secret {name} does not exist"
+                    False,
+                    R.SECRET_MISSING,
+                    f"spec.passwordSecretKeyRef: Secret {name} does not exist: create it or fix the "
+                    "reference",
                 )
             if not found.data.get(key):
                 return Result(
-                    False, "SecretMissing", f"spec.passwordSecretKeyRef: Secret {name} has no key {key}"
+                    False,
+                    R.SECRET_MISSING,
+                    f"spec.passwordSecretKeyRef: Secret {name} has no key {key}: add it or fix the reference",
                 )
             value = found.data[key]
             problem = password_problem(key, value)
             if problem:
-                return Result(False, "PasswordInvalid", f"spec.passwordSecretKeyRef: {name}/{key} {problem}")
+                return Result(False, R.PASSWORD_INVALID, f"spec.passwordSecretKeyRef: {name}/{key} {problem}")
             return value, f"{name}/{key}/{found.version}", name
         name = password_secret_name(meta["name"])
         found = k.read_secret(self.api, meta["namespace"], name)
@@ -402,7 +408,7 @@ class SqlObjects:
             assert found is not None
         if not found.data.get("password"):
             return Result(
-                False, "SecretMissing", f"the generated Secret {name} has no key password: delete it"
+                False, R.SECRET_MISSING, f"the generated Secret {name} has no key password: delete it"
             )
         return found.data["password"], f"{name}/password/{found.version}", name
 
@@ -411,7 +417,7 @@ class SqlObjects:
     ) -> None:
         spec = obj.spec
         if inst is None:
-            self._publish(body, Result(False, "ClusterUnavailable", f"waiting to clean up: {unavailable}"))
+            self._publish(body, Result(False, R.CLUSTER_UNAVAILABLE, f"waiting to clean up: {unavailable}"))
             return
         try:
             if isinstance(spec, DatabaseSpec):
@@ -421,10 +427,10 @@ class SqlObjects:
             else:
                 done = inst.run_statements(statements.revoke(spec, inst.grants_of(spec.user, spec.host)))
         except InstanceError as e:
-            self._publish(body, Result(False, "CleanupFailed", _why(str(e), e.errno)))
+            self._publish(body, Result(False, R.CLEANUP_FAILED, _why(str(e), e.errno)))
             return
         what = "; ".join(done) or f"kept on the server (cleanupPolicy {spec.cleanup})"
-        k.post_events(self.api, body, [("Normal", "Deleted", what)])
+        k.post_events(self.api, body, [("Normal", R.DELETED, what)])
         self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
 
     # -- writing back -----------------------------------------------------------------------------
@@ -433,7 +439,7 @@ class SqlObjects:
         previous = body.get("status") or {}
         status = status_for(result, previous, meta.get("generation"), clock.stamp())
         if result.done:
-            k.post_events(self.api, body, [("Normal", "Applied", "; ".join(result.done))])
+            k.post_events(self.api, body, [("Normal", R.APPLIED, "; ".join(result.done))])
         if not status_changed(previous, status):
             return
         if not result.ok:

@@ -14,6 +14,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from mysql_operator import manifests as m
 from mysql_operator import certificates, rolling
+from mysql_operator import reasons as R
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.gtid import GtidParseError, parser_for
@@ -46,11 +47,11 @@ class Result:
 
 
 CONDITION_TYPES = ("Ready", "Available", "Progressing", "Degraded", "SpecValid")
-INVALID_SPEC = "InvalidSpec"  # the reason of a refused spec's conditions and of its Warning Event
+INVALID_SPEC = R.INVALID_SPEC  # the reason of a refused spec's conditions and of its Warning Event
 LAST_VALID_SPEC = "lastValidSpec"  # status: {generation, spec} of the last spec that parsed
 # the reason of Ready False / Degraded True while a commit on the primary would wait for a
 # semi-sync acknowledgement that no connected replica can give yet
-SEMISYNC_ACKS_MISSING = "SemiSyncAcksMissing"
+SEMISYNC_ACKS_MISSING = R.SEMISYNC_ACKS_MISSING
 LAGGING = "lagging"  # status.instances[].role of a replica out of -ro for its lag
 RESEEDING = "reseeding"  # status.instances[].role of an instance whose data is being replaced
 
@@ -206,7 +207,7 @@ def spec_valid(s: Summary) -> dict[str, Any]:
     """Condition SpecValid: False while the cluster's current spec is refused (observedGeneration:
     the refused generation), saying whether the last spec that parsed stays in effect."""
     if not s.spec_error:
-        return _cond("SpecValid", True, "Valid", "")
+        return _cond("SpecValid", True, R.VALID, "")
     message = s.spec_error
     if s.spec is not None:
         message += (
@@ -237,93 +238,133 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         ready_msg += "; " + "; ".join(stuck)
     not_in_service = s.primary_serving and not s.primary_in_service
     if ph == "Ready":
-        ready = _cond("Ready", True, "AllInstancesReady", ready_msg)
+        ready = _cond("Ready", True, R.ALL_INSTANCES_READY, ready_msg)
     elif s.apply_error:
-        ready = _cond("Ready", False, "ApplyFailed", s.apply_error)
+        ready = _cond("Ready", False, R.APPLY_FAILED, s.apply_error)
     elif s.ready < s.instances:
-        ready = _cond("Ready", False, "InstancesNotReady", ready_msg)
+        ready = _cond("Ready", False, R.INSTANCES_NOT_READY, ready_msg)
     elif ph == "Updating":
-        ready = _cond("Ready", False, "Updating", f"rolling update: {s.rolling}")
+        ready = _cond("Ready", False, R.UPDATING, f"rolling update: {s.rolling}")
     elif ph == "Degraded" and s.commits_wait:
         ready = _cond("Ready", False, SEMISYNC_ACKS_MISSING, s.commits_wait)
     elif ph == "Unavailable" and not_in_service:
         ready = _cond(
             "Ready",
             False,
-            "PrimaryNotInService",
+            R.PRIMARY_NOT_IN_SERVICE,
             f"{s.primary} accepts writes but is not yet a ready endpoint of the -rw Service",
         )
     else:
         ready = _cond("Ready", False, ph, ready_msg)
     if s.primary_serving:
-        available = _cond("Available", True, "PrimaryServing", f"{s.primary} accepts writes")
+        available = _cond("Available", True, R.PRIMARY_SERVING, f"{s.primary} accepts writes")
     elif s.primary is None:
-        available = _cond("Available", False, "NoPrimary", "no primary yet")
+        available = _cond(
+            "Available",
+            False,
+            R.NO_PRIMARY,
+            "no primary yet: one is chosen once every instance answers (condition Progressing says "
+            "what it waits for)",
+        )
     else:
-        available = _cond("Available", False, "PrimaryNotServing", f"{s.primary} does not accept writes")
+        available = _cond(
+            "Available",
+            False,
+            R.PRIMARY_NOT_SERVING,
+            f"{s.primary} does not accept writes: condition Progressing says how the operator makes it, "
+            "or another instance, a writable primary",
+        )
 
     tls_wait = s.tls_problem if s.tls_blocking else None
     if s.secret_error:
-        progressing = _cond("Progressing", False, "CredentialsSecret", s.secret_error)
+        progressing = _cond("Progressing", False, R.CREDENTIALS_SECRET, s.secret_error)
     elif tls_wait is not None:
         progressing = _cond("Progressing", not tls_wait.warning, tls_wait.reason, tls_wait.message)
     elif now in ACTING:
         progressing = _cond("Progressing", True, str(s.decision), s.decision_reason)
     elif now is T.WAITING:
-        progressing = _cond("Progressing", True, "Waiting", s.decision_reason)
+        progressing = _cond("Progressing", True, R.WAITING, s.decision_reason)
     elif now is T.HELD:  # nothing moves until replicas return or a person forces it
-        progressing = _cond("Progressing", False, "FailoverHeld", s.decision_reason)
+        progressing = _cond("Progressing", False, t.FailoverHeld.__name__, s.decision_reason)
     elif s.apply_error:  # the user must act: nothing progresses towards the spec until then
-        progressing = _cond("Progressing", False, "ApplyFailed", s.apply_error)
+        progressing = _cond("Progressing", False, R.APPLY_FAILED, s.apply_error)
     elif s.rolling:
-        progressing = _cond("Progressing", True, "RollingUpdate", s.rolling)
+        progressing = _cond("Progressing", True, R.ROLLING_UPDATE, s.rolling)
     elif s.ready < s.instances:
-        progressing = _cond("Progressing", True, "WaitingForInstances", ready_msg)
+        progressing = _cond("Progressing", True, R.WAITING_FOR_INSTANCES, ready_msg)
     elif not_in_service:
-        progressing = _cond("Progressing", True, "WaitingForService", f"-rw Service endpoint for {s.primary}")
+        progressing = _cond(
+            "Progressing",
+            True,
+            R.WAITING_FOR_SERVICE,
+            f"waiting for {s.primary} to be a ready endpoint of the -rw Service (its readiness probe)",
+        )
     else:
-        progressing = _cond("Progressing", False, "Stable", "nothing to do")
+        progressing = _cond("Progressing", False, R.STABLE, "nothing to do")
 
     if s.secret_error:
-        degraded = _cond("Degraded", True, "CredentialsSecret", s.secret_error)
+        degraded = _cond("Degraded", True, R.CREDENTIALS_SECRET, s.secret_error)
     elif now in (T.LOST, T.HELD):
         degraded = _cond("Degraded", True, str(s.decision), s.decision_reason)
     elif s.apply_error:
-        degraded = _cond("Degraded", True, "ApplyFailed", s.apply_error)
+        degraded = _cond("Degraded", True, R.APPLY_FAILED, s.apply_error)
     elif s.failed_steps:
-        degraded = _cond("Degraded", True, "ActionFailed", "; ".join(s.failed_steps))
+        degraded = _cond(
+            "Degraded", True, R.ACTION_FAILED, "; ".join(s.failed_steps) + " (tried again at the next pass)"
+        )
     elif s.primary is not None and s.primary in s.unreachable:
-        # a stable message (no duration): the Warning Event is posted once per outage
-        degraded = _cond("Degraded", True, "PrimaryUnreachable", f"primary {s.primary} unreachable")
+        # a stable message (no duration): the Warning Event is posted once per outage. Failover is
+        # enabled here (disabled: Unrecoverable, above), but it may wait for more replicas
+        degraded = _cond(
+            "Degraded",
+            True,
+            R.PRIMARY_UNREACHABLE,
+            f"primary {s.primary} unreachable: unless it answers again, a replica is promoted once "
+            "spec.replication.failover.delaySeconds have passed (condition Progressing says when)",
+        )
     elif s.reseeding:
-        degraded = _cond("Degraded", True, "Reseeding", "; ".join(s.reseeding))
+        degraded = _cond("Degraded", True, R.RESEEDING, "; ".join(s.reseeding))
     elif s.held_out:
-        degraded = _cond("Degraded", True, "InstancesHeldOut", ", ".join(s.held_out) + " held out")
+        degraded = _cond(
+            "Degraded",
+            True,
+            R.INSTANCES_HELD_OUT,
+            f"{', '.join(s.held_out)} held out: errant transactions, or it lacks transactions purged "
+            "from the primary's binary logs (its HeldOutFailed or NeedsSeedFailed Event says which); "
+            "it serves no reads and is never promoted: set spec.replication.errantPolicy: Reseed, or "
+            "delete its PVC and Pod, to rebuild it from a healthy instance",
+        )
     elif s.primary is not None and s.unreachable:
-        degraded = _cond("Degraded", True, "InstancesUnreachable", ", ".join(s.unreachable) + " unreachable")
+        degraded = _cond(
+            "Degraded",
+            True,
+            R.INSTANCES_UNREACHABLE,
+            f"{', '.join(s.unreachable)} unreachable: out of the Services until it answers again "
+            "(kubectl describe pod; status.instances[].error)",
+        )
     elif s.commits_wait:
         degraded = _cond("Degraded", True, SEMISYNC_ACKS_MISSING, s.commits_wait)
     elif s.lagging:
         degraded = _cond(
             "Degraded",
             True,
-            "ReplicasLagging",
+            R.REPLICAS_LAGGING,
             f"{', '.join(s.lagging)} more than spec.replication.maxReadLagSeconds "
             f"({s.max_read_lag_seconds} s) behind the primary: out of the -ro Service until caught up",
         )
     elif s.tls_problem is not None and s.tls_problem.warning:  # also posted as a Warning Event
         degraded = _cond("Degraded", True, s.tls_problem.reason, s.tls_problem.message)
     else:
-        degraded = _cond("Degraded", False, "AsExpected" if s.primary else "Bootstrapping", "")
+        degraded = _cond("Degraded", False, R.AS_EXPECTED if s.primary else "Bootstrapping", "")
     out = [ready, available, progressing, degraded, spec_valid(s)]
     if s.restart_pending is not None:  # present only while one is staged
         out.append(_cond("RestartPending", True, s.restart_pending.reason, s.restart_pending.message))
     if s.binlog_archiver is not None:  # spec.backup.binlogs.enabled
         if s.binlog_archiver:
-            out.append(_cond("BinlogArchiving", False, "ArchiverNotReady", s.binlog_archiver))
+            out.append(_cond("BinlogArchiving", False, R.ARCHIVER_NOT_READY, s.binlog_archiver))
         else:
             out.append(
-                _cond("BinlogArchiving", True, "Archiving", "the binary logs reach the backup storage")
+                _cond("BinlogArchiving", True, R.ARCHIVING, "the binary logs reach the backup storage")
             )
     return out
 
@@ -350,7 +391,7 @@ def archiving_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> 
 
     old, new = archiving(previous), archiving(status)
     if old.get("status") == "True" and new.get("status") == "False":
-        return [("Warning", "BinlogArchivingStopped", new.get("message") or "")]
+        return [("Warning", R.BINLOG_ARCHIVING_STOPPED, new.get("message") or "")]
     return []
 
 
@@ -360,7 +401,7 @@ def waiting_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> li
     again while the kubelet's words change (ErrImagePull, then ImagePullBackOff...)."""
     before = {e.get("name"): e.get("waiting") for e in previous.get("instances") or []}
     return [
-        ("Warning", "InstanceWaiting", f"{e['name']} cannot start: {e['waiting']}")
+        ("Warning", R.INSTANCE_WAITING, f"{e['name']} cannot start: {e['waiting']}")
         for e in status.get("instances") or []
         if e.get("waiting") and not before.get(e.get("name"))
     ]
@@ -384,7 +425,7 @@ def merge_conditions(
     return out
 
 
-PASS_OVERDUE = "PassOverdue"  # the condition (and Event reason) of a pass past its deadline
+PASS_OVERDUE = R.PASS_OVERDUE  # the condition (and Event reason) of a pass past its deadline
 
 
 def overdue_conditions(

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from mysql_operator import topology as t
 from mysql_operator.db.instance import redact
 from mysql_operator.pods import pod_ordinal
+from mysql_operator import reasons as R
 
 ANNOTATION = "mysql.operator.dev/switchover-to"
 WAIT_SECONDS = 300.0  # a target unreachable this long: the request is refused
@@ -245,8 +246,8 @@ def finished(record: Mapping[str, Any] | None, before: Mapping[str, Any] | None,
 def _event(req: Request, v: Verdict, message: str, secrets: list[str]) -> tuple[str, str, str]:
     who = redact(req.who, secrets)
     if v.result == DONE:
-        return "Normal", "SwitchoverDone", f"{message}, as asked ({who})"
-    return "Warning", "SwitchoverRefused", f"switchover to {req.to} ({who}) refused: {message}"
+        return "Normal", R.SWITCHOVER_DONE, f"{message}, as asked ({who})"
+    return "Warning", R.SWITCHOVER_REFUSED, f"switchover to {req.to} ({who}) refused: {message}"
 
 
 def _record(status: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -28,6 +28,7 @@ from mysql_operator.api import MySQLCluster
 from mysql_operator.db.instance import tls_context
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps
+from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def renewed(kube: KubeOps, body: Mapping[str, Any], pods: Sequence[Mapping[str, 
     meta = body["metadata"]
     until = f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}"
     message = f"server certificate renewed ({state.issued}); valid until {until}: the servers reload it without a restart"
-    kube.post_events(body, [("Normal", "CertificateRenewed", message)])
+    kube.post_events(body, [("Normal", R.CERTIFICATE_RENEWED, message)])
     log.info("%s/%s CertificateRenewed: %s", meta["namespace"], meta["name"], message)
     for p in pods:
         kube.annotate_pod(meta["namespace"], p["metadata"]["name"], TLS_ANNOTATION, until)
@@ -122,7 +123,7 @@ def tls_api_problem(c: MySQLCluster, status: int | None, reason: str | None) -> 
     answer = f"HTTP {status} {reason or ''}".strip() if status else (reason or "no answer")
     if c.spec.tls.issuer_ref is not None:
         return certificates.TLSProblem(
-            "CertManagerAPIError",
+            R.CERT_MANAGER_API_ERROR,
             (
                 f"spec.tls.issuerRef: reading or applying cert-manager objects (Certificate "
                 f"{m.tls_secret_name(c)}, the issuer) or Secret {m.tls_secret_name(c)} failed: {answer}: "
@@ -130,7 +131,7 @@ def tls_api_problem(c: MySQLCluster, status: int | None, reason: str | None) -> 
             ),
         )
     return certificates.TLSProblem(
-        "TLSSecretsAPIError",
+        R.TLS_SECRETS_API_ERROR,
         (
             f"TLS Secrets {m.ca_secret_name(c)}, {m.tls_secret_name(c)}, {m.ca_bundle_secret_name(c)}: "
             f"the API server answered {answer}: check the operator's permissions (the chart's RBAC) "

@@ -526,13 +526,16 @@ def decide(
     if not p.reachable:
         if not settings.failover_enabled:
             return Unrecoverable(
-                reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s "
-                "and failover is disabled: bring it back or enable failover"
+                reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s and automatic failover "
+                "is disabled (spec.replication.failover.enabled: false): bring its Pod back, or set it "
+                "to true to promote the most advanced replica"
             )
         if p.unreachable_for < settings.failover_delay_seconds:
+            remaining = settings.failover_delay_seconds - p.unreachable_for
             return WaitForDelay(
-                settings.failover_delay_seconds - p.unreachable_for,
-                reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s",
+                remaining,
+                reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s: failover in "
+                f"{remaining:.1f}s unless it answers again",
             )
         hearing = [i.name for i in reachable if i.source == p.name and i.source_heard]
         if hearing and not settings.force_failover and p.unreachable_for < settings.partition_grace_seconds:

@@ -59,6 +59,7 @@ from mysql_operator.manifests.backup_jobs import (
     job_name,
     scheduled_backup,
 )
+from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,11 @@ class BackupController:
             return self._fail(body, str(e))
         cluster_body = self._get(CLUSTER_PLURAL, ns, backup.cluster_name)
         if cluster_body is None:
-            return self._fail(body, f"MySQLCluster {backup.cluster_name!r} not found in {ns}")
+            return self._fail(
+                body,
+                f"MySQLCluster {backup.cluster_name!r} not found in {ns}: fix spec.clusterRef.name, then "
+                "create the MySQLBackup again",
+            )
         s3 = storage_for(body, cluster_body)
         if s3 is None:
             return self._fail(
@@ -245,7 +250,7 @@ class BackupController:
         self.event(
             body,
             "MySQLBackup",
-            "BackupStarted",
+            R.BACKUP_STARTED,
             f"backup of {backup.cluster_name} started (Job {job_name(backup)})",
         )
         return status
@@ -294,7 +299,7 @@ class BackupController:
             metrics.backup_finished(meta["namespace"], ref, FAILED)
         status = {"phase": FAILED, "completedAt": clock.stamp(), "message": message}
         self._patch_status(BACKUP_PLURAL, meta["namespace"], meta["name"], status)
-        self.event(body, "MySQLBackup", "BackupFailed", message, warning=True)
+        self.event(body, "MySQLBackup", R.BACKUP_FAILED, message, warning=True)
         return status
 
     def track(self, body: dict) -> dict | None:
@@ -314,7 +319,7 @@ class BackupController:
         self._patch_status(BACKUP_PLURAL, ns, name, new)
         cluster_body = self._get(CLUSTER_PLURAL, ns, backup.cluster_name)
         if phase == SUCCEEDED:
-            self.event(body, "MySQLBackup", "BackupSucceeded", new["message"])
+            self.event(body, "MySQLBackup", R.BACKUP_SUCCEEDED, new["message"])
             if cluster_body is not None:
                 self._cluster_status(
                     ns,
@@ -332,12 +337,12 @@ class BackupController:
                     },
                 )
         else:
-            self.event(body, "MySQLBackup", "BackupFailed", new["message"], warning=True)
+            self.event(body, "MySQLBackup", R.BACKUP_FAILED, new["message"], warning=True)
             if cluster_body is not None:
                 self.event(
                     cluster_body,
                     "MySQLCluster",
-                    "BackupFailed",
+                    R.BACKUP_FAILED,
                     f"backup {name} failed: {new['message']}",
                     warning=True,
                 )
@@ -442,7 +447,7 @@ class BackupController:
                 self.event(
                     body,
                     "MySQLBackup",
-                    "BackupDeleteFailed",
+                    R.BACKUP_DELETE_FAILED,
                     f"cannot delete {location}: its cluster "
                     f"{body['spec']['clusterRef']['name']} is gone (the delete Job runs with the "
                     "cluster's scheduling); delete the objects by hand",
@@ -473,7 +478,7 @@ class BackupController:
         self.event(
             body,
             "MySQLBackup",
-            "BackupDeleteFailed",
+            R.BACKUP_DELETE_FAILED,
             f"deleting {location}: {result['message']}",
             warning=True,
         )

@@ -20,6 +20,7 @@ import yaml
 
 from mysql_operator.api import GROUP
 from mysql_operator.k8s import objects as k
+from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)
 DIGEST_ANNOTATION = f"{GROUP}/crd-digest"
@@ -137,14 +138,14 @@ def apply(
                 "kubectl apply --server-side -f on the chart's crds/ (a first `helm install` does it)"
             )
             log.error(line)
-            warn("CRDNotInstalled", line)
+            warn(R.CRD_NOT_INSTALLED, line)
         elif isinstance(step, Refuse):
             line = (
                 f"CRD {step.crd.name} not updated: this version's file would remove "
                 f"{', '.join(step.removed)}, which existing objects may use"
             )
             log.error(line)
-            warn("CRDNotUpdated", line)
+            warn(R.CRD_NOT_UPDATED, line)
         else:
             body = {**step.crd.body, "metadata": {**step.crd.body["metadata"]}}
             body["metadata"]["annotations"] = {
@@ -156,7 +157,7 @@ def apply(
             except k.ApplyError as e:  # the operator goes on with the live CRD; `helm test` tells
                 line = f"CRD {step.crd.name} not updated: {e.message}"
                 log.error(line)
-                warn("CRDNotUpdated", line)
+                warn(R.CRD_NOT_UPDATED, line)
             else:
                 line = f"CRD {step.crd.name} applied (digest {step.crd.digest[:12]})"
                 log.info(line)
