@@ -176,12 +176,24 @@ def checks(s: Schema, path: str) -> list[str]:
     return out
 
 
-def sections(s: Schema, path: str, anchors: _Anchors, kind: str = "") -> list[str]:
-    """The markdown of the object at `path` (the top level: `kind`'s), its table of fields and its
-    checks, then of every object below it, in schema order."""
-    heading = code(path) if path else f"{kind} (top level)"
-    lines = [f"### {heading}", ""]
-    anchors.add(heading)
+def objects(s: Schema, path: str = "") -> list[tuple[Schema, str]]:
+    """The object at `path` and every object with properties below it (array items: path[], map
+    values: path{}), in schema order: the page's sections."""
+    out = [(s, path)]
+    for name, sub in s["properties"].items():
+        container = _container(sub, f"{path}.{name}" if path else name)
+        out += objects(*container) if container else []
+    return out
+
+
+def heading(path: str, kind: str) -> str:
+    return code(path) if path else f"{kind} (top level)"
+
+
+def section(s: Schema, path: str, kind: str, anchor: dict[str, str]) -> list[str]:
+    """The markdown of the object at `path` (the top level: `kind`'s): its table of fields (an
+    object field links to its section: `anchor`, path -> heading id) and its checks."""
+    lines = [f"### {heading(path, kind)}", ""]
     if path and s.get("description"):
         lines += [prose(s["description"]), ""]
     elif path.endswith(("[]", "{}")):
@@ -192,16 +204,12 @@ def sections(s: Schema, path: str, anchors: _Anchors, kind: str = "") -> list[st
             "",
         ]
     lines += ["| Field | Type | Required | Default | Description |", "|---|---|---|---|---|"]
-    below: list[tuple[Schema, str]] = []
     found = checks({"x-kubernetes-validations": s.get("x-kubernetes-validations", [])}, path or kind)
     required = set(s.get("required", []))
     for name, sub in s["properties"].items():
         sub_path = f"{path}.{name}" if path else name
         container = _container(sub, sub_path)
-        field = code(sub_path)
-        if container:
-            below.append(container)
-            field = f"[{field}](#{slug(code(container[1]))})"
+        field = f"[{code(sub_path)}](#{anchor[container[1]]})" if container else code(sub_path)
         if not container or container[0] is not sub:
             found += checks(sub, sub_path)
         described = sub.get("description") or (ROOT_METADATA if sub_path == "metadata" else "")
@@ -213,8 +221,6 @@ def sections(s: Schema, path: str, anchors: _Anchors, kind: str = "") -> list[st
     lines.append("")
     if found:
         lines += ["Checked by the API server:", "", *[f"- {c}" for c in found], ""]
-    for sub, sub_path in below:
-        lines += sections(sub, sub_path, anchors)
     return lines
 
 
@@ -242,10 +248,9 @@ def page(crd: Schema, intro: str, source: str) -> str:
     for v in spec["versions"]:
         roles = [r for r in ("served", "storage") if v.get(r)]
         subresources = ", ".join(sorted(v.get("subresources", {}))) or "none"
-        heading = f"Version {v['name']}"
-        anchors.add(heading)
+        anchors.add(f"Version {v['name']}")
         lines += [
-            f"## {heading}",
+            f"## Version {v['name']}",
             "",
             f"API version {code(spec['group'] + '/' + v['name'])}: {' and '.join(roles) or 'not served'}; "
             f"subresources: {subresources}.",
@@ -253,9 +258,9 @@ def page(crd: Schema, intro: str, source: str) -> str:
         ]
         columns = v.get("additionalPrinterColumns", [])
         if columns:
-            anchors.add(heading := "Printer columns")
+            anchors.add("Printer columns")
             lines += [
-                f"### {heading}",
+                "### Printer columns",
                 "",
                 "What `kubectl get` prints (`-o wide` adds the columns of priority 1 and above).",
                 "",
@@ -269,7 +274,10 @@ def page(crd: Schema, intro: str, source: str) -> str:
                     f"| {prose(c.get('description', ''))} |"
                 )
             lines.append("")
-        lines += sections(v["schema"]["openAPIV3Schema"], "", anchors, names["kind"])
+        sections = objects(v["schema"]["openAPIV3Schema"])
+        anchor = {path: anchors.add(heading(path, names["kind"])) for _, path in sections}
+        for s, path in sections:
+            lines += section(s, path, names["kind"], anchor)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -139,3 +139,15 @@ def test_a_page_shows_types_bounds_defaults_patterns_and_rules():
         "- `spec.long`: m (a CEL rule of 300 characters, in the CRD)",
     ]:
         assert line in lines
+
+
+def test_links_to_sections_reach_their_headings_in_every_version():
+    markdown = pytest.importorskip("markdown", reason="markdown comes with mkdocs: pip install -e '.[docs]'")
+    crd = yaml.safe_load(yaml.safe_dump(TOY))
+    crd["spec"]["versions"].append({**crd["spec"]["versions"][0], "name": "v2", "storage": False})
+    text = ref.page(crd, "A toy.", "crds/toys.yaml")
+    assert "| [`spec.parts`](#specparts_1) | array of object |  |  | Parts. |" in text
+    html = markdown.markdown(text, extensions=["tables", "toc"])
+    ids = set(re.findall(r' id="([^"]+)"', html))
+    links = re.findall(r' href="#([^"]+)"', html)
+    assert links == ["spec", "specparts", "spec_1", "specparts_1"] and set(links) <= ids
