@@ -31,6 +31,10 @@ SCHEMA_KEYS = frozenset(
 RULE_KEYS = frozenset({"rule", "message", "messageExpression", "reason", "fieldPath"})
 # longer CEL rules are named, not printed (the cron schedule's is 9 KB); the message says what it checks
 RULE_SHOWN_CHARS = 200
+LIST_TYPES = {
+    "set": "Each item at most once (list type set).",
+    "atomic": "Replaced as a whole by a server-side apply (list type atomic).",
+}
 ROOT_METADATA = "Standard object metadata (name, namespace, labels, annotations): Kubernetes ObjectMeta."
 Schema = dict[str, Any]
 
@@ -143,7 +147,8 @@ def limits(s: Schema) -> list[str]:
         elif hi is not None:
             out.append(f"At most {hi}{unit}.")
     if "x-kubernetes-list-type" in s:
-        out.append(f"List type {s['x-kubernetes-list-type']}.")
+        kind = s["x-kubernetes-list-type"]
+        out.append(LIST_TYPES.get(kind, f"List type {kind}."))
     for key, mark in (("items", "Items"), ("additionalProperties", "Values")):
         sub = s.get(key)
         if isinstance(sub, dict) and not sub.get("properties"):
