@@ -78,15 +78,20 @@ def test_the_prometheus_rule_is_the_rules_file_and_every_alert_has_a_runbook():
     rule = one(render(ALL_ON, *MONITORING_APIS), "PrometheusRule")
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus"
     assert rule["spec"]["groups"] == RULES["groups"]
-    readme = (CHART.parents[1] / "README.md").read_text().lower()
+    runbooks = (CHART.parents[1] / "docs" / "monitoring.md").read_text().lower()
     alerts = [r for g in RULES["groups"] for r in g["rules"]]
     assert {"MySQLClusterPrimaryDown", "MySQLBackupFailed", "MySQLReplicaLagging"} <= {
         a["alert"] for a in alerts
     }
     for a in alerts:
-        anchor = a["annotations"]["runbook"].split("#")[1]
-        assert anchor == a["alert"].lower()
-        assert f"#### {a['alert'].lower()}" in readme, f"README has no runbook for {a['alert']}"
+        page, anchor = a["annotations"]["runbook"].split("#")
+        assert page == "docs/monitoring.md" and anchor == a["alert"].lower()
+        # the heading mkdocs turns into that anchor, and the three parts of every runbook
+        section = runbooks.split(f"\n#### {anchor}\n", 1)
+        assert len(section) == 2, f"docs/monitoring.md has no runbook for {a['alert']}"
+        body = section[1].split("\n#### ", 1)[0]
+        for part in ("**means:**", "**check:**", "**do:**"):
+            assert part in body, f"the runbook of {a['alert']} lacks {part}"
 
 
 def test_the_dashboard_configmap_is_the_dashboard_file_for_grafanas_sidecar():
