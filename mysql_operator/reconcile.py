@@ -1050,9 +1050,7 @@ class Reconciler:
                 f"cluster {c.name} has no primary serving writes ({decision.kind}): applied once it has"
             )
         elif not password:
-            unavailable = (
-                f"the credentials Secret of cluster {c.name} has no {m.SQL_PASSWORD_KEY}: add it (README)"
-            )
+            unavailable = f"the credentials Secret of cluster {c.name} has no {m.SQL_PASSWORD_KEY}: add it (docs/upgrades.md)"
         else:
             unavailable = ""
             host, port, tls = member.host, member.port, entry.tls.context()

@@ -477,6 +477,6 @@ def _why(message: str, errno: int | None) -> str:
     if errno in ACCESS_DENIED:
         return (
             f"{message} - the cluster's {m.SQL_USER} account lacks a privilege: a cluster created "
-            "before SQL objects existed has no such account (README: SQL objects on an older cluster)"
+            "before SQL objects existed has no such account (docs/upgrades.md, the checklist)"
         )
     return message

@@ -2,7 +2,7 @@
 
 boto3 is imported by the functions that call S3, never at import: the operator process imports
 this module (key names, messages) and must not load an S3 client at all - every S3 call runs in
-a Job or the binary-log archiver (README, Security; tests/unit/test_operator_process.py).
+a Job or the binary-log archiver (docs/security.md; tests/unit/test_operator_process.py).
 
 Every failure leaves as `StorageError` whose message names the bucket/endpoint and the fix, and
 never contains a secret (boto3 errors do not quote keys; we never format them in).

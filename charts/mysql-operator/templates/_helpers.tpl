@@ -120,7 +120,7 @@ unknown kind. `helm template` knows no cluster: give it --api-versions monitorin
 */}}
 {{- define "mysql-operator.requireMonitoringKind" -}}
 {{- if not (.root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind)) }}
-{{- fail (printf "%s: the cluster has no %s (monitoring.coreos.com/v1, a CRD of the Prometheus Operator). Install the Prometheus Operator's CRDs first, or set %s=false (without the Prometheus Operator, give Prometheus the files of the chart's files/ folder: README.md, Monitoring)" .value .kind .value) }}
+{{- fail (printf "%s: the cluster has no %s (monitoring.coreos.com/v1, a CRD of the Prometheus Operator). Install the Prometheus Operator's CRDs first, or set %s=false (without the Prometheus Operator, give Prometheus the files of the chart's files/ folder: docs/monitoring.md)" .value .kind .value) }}
 {{- end }}
 {{- end -}}
 
