@@ -150,7 +150,7 @@ class Store:
                 f"{storage.describe(self.s3, self.folder + '/')} holds the binary logs of another "
                 f"cluster named {self.cluster} (uid {theirs}, this one is {self.owner}): an earlier "
                 "cluster of that name, or the one this cluster was restored from. Nothing is "
-                "archived here, so that history stays whole: set spec.backup.s3.prefix to a new "
+                "archived here, so that history stays whole: set spec.backup.storage.s3.prefix to a new "
                 "prefix for this cluster's backups and binary logs"
             )
 

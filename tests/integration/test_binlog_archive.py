@@ -185,7 +185,7 @@ def test_a_folder_holding_another_clusters_history_is_refused_and_left_whole(wri
     other = Archiver(inst, binlog_dir(server, inst), Store(client, s3, "c1", owner="uid-b"))
     with pytest.raises(ArchiveError) as e:
         other.step(time.monotonic())
-    assert "uid-a" in str(e.value) and "spec.backup.s3.prefix" in str(e.value)
+    assert "uid-a" in str(e.value) and "spec.backup.storage.s3.prefix" in str(e.value)
     assert other.archived is None  # binlog_stream.follow prunes only with a loaded archive
     assert sorted(storage.list_keys(client, s3, "bk/c1/binlogs/")) == keys
 
