@@ -58,17 +58,17 @@ ISSUER_GIVES_NO_CA = "IssuerGivesNoCA"
 CERTIFICATE_UNREADABLE = "CertificateUnreadable"
 CERT_MANAGER_API_ERROR = "CertManagerAPIError"
 TLS_SECRETS_API_ERROR = "TLSSecretsAPIError"
-TLS_PROBLEMS = (
+# the user must act (TLSProblem.warning): Degraded and its Warning Event
+TLS_WARNINGS = (
     CERT_MANAGER_NOT_INSTALLED,
     ISSUER_NOT_FOUND,
-    WAITING_FOR_ISSUER,
     ISSUER_NOT_READY,
-    WAITING_FOR_CERTIFICATE,
     ISSUER_GIVES_NO_CA,
     CERTIFICATE_UNREADABLE,
     CERT_MANAGER_API_ERROR,
     TLS_SECRETS_API_ERROR,
 )
+TLS_PROBLEMS = (*TLS_WARNINGS, WAITING_FOR_ISSUER, WAITING_FOR_CERTIFICATE)  # all: Progressing
 
 # RestartPending (rolling.StageTemplate): a Pod template a new operator version wants, staged
 WAITING_FOR_APPROVAL = "WaitingForApproval"
@@ -169,7 +169,7 @@ _DEGRADED = (
     INSTANCES_UNREACHABLE,
     SEMISYNC_ACKS_MISSING,
     REPLICAS_LAGGING,
-    *TLS_PROBLEMS,
+    *TLS_WARNINGS,
 )
 _SQL_READY = (
     APPLIED,

@@ -329,10 +329,10 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
             "Degraded",
             True,
             R.INSTANCES_HELD_OUT,
-            f"{', '.join(s.held_out)} held out: errant transactions, or it lacks transactions purged "
-            "from the primary's binary logs (its HeldOutFailed or NeedsSeedFailed Event says which); "
-            "it serves no reads and is never promoted: set spec.replication.errantPolicy: Reseed, or "
-            "delete its PVC and Pod, to rebuild it from a healthy instance",
+            f"{', '.join(s.held_out)} held out: it serves no reads and is never promoted. Errant "
+            "transactions (its HeldOutFailed Event names them): set spec.replication.errantPolicy: "
+            "Reseed, or delete its PVC and Pod, to rebuild it from a healthy instance; or it lacks "
+            "transactions purged from the primary's binary logs: it is re-seeded in turn",
         )
     elif s.primary is not None and s.unreachable:
         degraded = _cond(

@@ -497,7 +497,10 @@ def decide(
     # 2. first creation
     if current_primary is None or current_primary not in by_name:
         if current_primary is not None:
-            return Unrecoverable(reason=f"recorded primary {current_primary} is not an instance")
+            return Unrecoverable(
+                reason=f"recorded primary {current_primary} (status.currentPrimary) is not an instance: "
+                "scale spec.instances back up to include it"
+            )
         down = [i.name for i in wanted if not i.reachable or i.reseeding]
         if down:
             return WaitForDelay(
@@ -564,7 +567,8 @@ def decide(
         best = most_advanced(cands, prefer=p.name)
         if best is None:
             return Unrecoverable(
-                reason="no instance has every transaction the others have: histories diverged"
+                reason="no instance has every transaction the others have: histories diverged "
+                "(status.instances[].gtidExecuted shows each one's): restore a backup into a new cluster"
             )
         kept = f"{p.name} is the recorded primary but not writable"
         if best.name == p.name and p.restarted and settings.failover_enabled:
@@ -617,7 +621,8 @@ def decide(
         target = pick if pick in cands else most_advanced(cands)
         if target is None:
             return Unrecoverable(
-                reason=f"primary {p.name} is being removed but no healthy replica can take over"
+                reason=f"primary {p.name} is being removed but no healthy replica can take over: "
+                "scale spec.instances back up, or bring a replica back to health first"
             )
     elif (
         desired_primary
@@ -785,7 +790,10 @@ def _choose_failover(
     cands = [i for i in cands if i.name not in held]
     if not cands:
         extra = ("; held out: " + "; ".join(held.values())) if held else ""
-        return Unrecoverable(reason=f"primary {p.name} unreachable and no replica can take over{extra}")
+        return Unrecoverable(
+            reason=f"primary {p.name} unreachable and no replica can take over{extra}: bring it back (its "
+            "Pod, node or volume)"
+        )
     replicas = [i for i in instances if i.name != p.name]
     # an instance counts toward the quorum only with the data it acknowledged with: not one whose
     # data is being replaced, nor one whose data is newer than the cluster's (a lost volume)
@@ -806,8 +814,8 @@ def _choose_failover(
     best = most_advanced(cands, prefer=desired)
     if best is None:
         return Unrecoverable(
-            reason="primary unreachable and no replica has every transaction "
-            "the others have: histories diverged"
+            reason="primary unreachable and no replica has every transaction the others have: "
+            "histories diverged: bring the primary back, or restore a backup into a new cluster"
         )
     # with semi-sync's promise (no asynchronous fallback), every transaction another instance
     # holds and may have acknowledged - held-out and silent ones too: the quorum counted them -
