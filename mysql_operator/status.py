@@ -285,7 +285,7 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     elif now is T.WAITING:
         progressing = _cond("Progressing", True, R.WAITING, s.decision_reason)
     elif now is T.HELD:  # nothing moves until replicas return or a person forces it
-        progressing = _cond("Progressing", False, t.FailoverHeld.__name__, s.decision_reason)
+        progressing = _cond("Progressing", False, R.FAILOVER_HELD, s.decision_reason)
     elif s.apply_error:  # the user must act: nothing progresses towards the spec until then
         progressing = _cond("Progressing", False, R.APPLY_FAILED, s.apply_error)
     elif s.rolling:
@@ -494,15 +494,13 @@ def _condition(status: Mapping[str, Any], ctype: str) -> Mapping[str, Any]:
 
 def degraded_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """A Warning when Degraded turns True or changes its reason/message (not on every loop); not
-    for a refused spec (spec_events says that)."""
+    for a refused spec (spec_events says that), nor for a re-seed's progress (its message counts
+    the bytes copied: one Event per re-seed, the Reseed steps' Events say the rest)."""
     old, new = _condition(previous, "Degraded"), _condition(status, "Degraded")
     if new.get("status") != "True" or new.get("reason") == INVALID_SPEC:
         return []
-    if (old.get("status"), old.get("reason"), old.get("message")) == (
-        "True",
-        new.get("reason"),
-        new.get("message"),
-    ):
+    same = ("True", new.get("reason")) == (old.get("status"), old.get("reason"))
+    if same and (new.get("reason") == R.RESEEDING or old.get("message") == new.get("message")):
         return []
     return [("Warning", new.get("reason") or "Degraded", new.get("message") or "")]
 

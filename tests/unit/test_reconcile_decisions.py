@@ -682,6 +682,17 @@ def test_a_degraded_warning_is_posted_once_per_cause():
     assert cstatus.degraded_events(other, ok) == []
 
 
+def test_a_reseed_is_one_warning_not_one_per_progress_report():
+    ok = cstatus.build_status(S(), {}, "T1")
+    start = cstatus.build_status(S(reseeding=("db-2 re-seeding: 0 of 900 MiB copied",)), ok, "T2")
+    later = cstatus.build_status(S(reseeding=("db-2 re-seeding: 300 of 900 MiB copied",)), start, "T3")
+    [(kind, reason, said)] = cstatus.degraded_events(ok, start)
+    assert (kind, reason, said) == ("Warning", "Reseeding", "db-2 re-seeding: 0 of 900 MiB copied")
+    assert cstatus.degraded_events(start, later) == []
+    degraded = next(c for c in later["conditions"] if c["type"] == "Degraded")
+    assert degraded["message"] == "db-2 re-seeding: 300 of 900 MiB copied"  # the status moves on
+
+
 def test_a_stuck_pod_is_a_warning_once_per_episode_whatever_the_kubelet_says_meanwhile():
     def status(*waiting: str) -> dict:
         return {

@@ -123,3 +123,18 @@ def test_the_certificate_problems_that_need_a_person_are_those_listed_as_warning
             made[reason] = not quiet
     assert set(made) == set(reasons.TLS_PROBLEMS)
     assert {r for r, warns in made.items() if warns} == set(reasons.TLS_WARNINGS)
+
+
+def test_the_phases_that_can_be_readys_reason_are_those_listed():
+    """Ready's reason is the phase when no other reason applies: every phase status.phase returns
+    but Ready, Updating (its own reason) and Invalid (InvalidSpec everywhere)."""
+    tree = ast.parse((PACKAGE / "status.py").read_text())
+    phase = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "phase")
+    returned = {
+        c.value
+        for r in ast.walk(phase)
+        if isinstance(r, ast.Return)
+        for c in ast.walk(r)
+        if isinstance(c, ast.Constant) and isinstance(c.value, str)
+    }
+    assert returned - {"Ready", "Updating", "Invalid"} == set(reasons.PHASES_AS_READY_REASON)
