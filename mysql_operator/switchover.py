@@ -177,13 +177,21 @@ def judge(
     if not i.reachable:
         # (before the first primary, e.g. spec.primary at creation, it waits for the bootstrap)
         if primary is not None and i.unreachable_for >= WAIT_SECONDS:
-            return Verdict(REFUSED, f"{i.name} has been unreachable for more than {WAIT_SECONDS:.0f} s")
+            return Verdict(
+                REFUSED,
+                f"{i.name} has been unreachable for more than {WAIT_SECONDS:.0f} s: ask again once it "
+                "answers",
+            )
         return Verdict(
             PENDING, f"waits for {i.name}: unreachable (refused once it has been for {WAIT_SECONDS:.0f} s)"
         )
     blocked = t.switchover_blocker(observed, settings, primary, req.to)
-    if blocked:
-        return Verdict(REFUSED, blocked)
+    if blocked:  # held out (errant): it would serve what the primary never had
+        return Verdict(
+            REFUSED,
+            f"{blocked}: choose another instance, or rebuild it first (spec.replication.errantPolicy: "
+            "Reseed)",
+        )
     return Verdict(PENDING, f"waits: {why_waiting}")
 
 

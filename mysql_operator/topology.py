@@ -492,7 +492,12 @@ def decide(
     # 1. nobody but the recorded primary may be writable, whatever else is going on
     strays = [i for i in reachable if not i.read_only and i.name != current_primary]
     if strays:
-        return Fence(_names(strays), reason="writable but not the primary: " + ", ".join(_names(strays)))
+        return Fence(
+            _names(strays),
+            reason="writable but not the primary: "
+            + ", ".join(_names(strays))
+            + ": made read-only, its clients disconnected",
+        )
 
     # 2. first creation
     if current_primary is None or current_primary not in by_name:
@@ -570,7 +575,7 @@ def decide(
                 reason="no instance has every transaction the others have: histories diverged "
                 "(status.instances[].gtidExecuted shows each one's): restore a backup into a new cluster"
             )
-        kept = f"{p.name} is the recorded primary but not writable"
+        kept = f"{p.name} is the recorded primary but not writable: making it writable again"
         if best.name == p.name and p.restarted and settings.failover_enabled:
             # a primary that crashed and came back is replaced by a replica holding everything it
             # has (its clients lost their connections anyway); with more than any replica it stays
