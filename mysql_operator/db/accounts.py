@@ -269,11 +269,31 @@ def restore_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
     return (Grant(("ALL PRIVILEGES",)),)
 
 
+# Taken back from the restore account's ALL on both flavors: what no dump the tools write needs
+# and a tenant's dump could turn against the server or the operator. FILE reads and writes the
+# server's files (LOAD_FILE of its TLS key, SELECT ... INTO DUMPFILE of a library into the plugin
+# directory for CREATE FUNCTION ... SONAME; MariaDB's secure_file_priv is empty by default);
+# PROCESS shows other sessions' statements, the operator's among them. SHUTDOWN stops the server:
+# taken back on MariaDB; MySQL's CLONE needs it (the physical restore's recipient restarts itself).
+_RESTORE_REVOKES = ("FILE", "PROCESS")
+# MySQL's ALL also holds these dynamic privileges: SYSTEM_USER (with it, the dump could alter root's
+# and the operator's accounts and kill their threads), keeping a setting over restarts past the
+# operator's my.cnf (PERSIST_RO_VARIABLES_ADMIN), turning redo logging off, rotating the keyring's
+# master key, reading sensitive settings.
+_RESTORE_REVOKES_MYSQL = (
+    "SYSTEM_USER",
+    "PERSIST_RO_VARIABLES_ADMIN",
+    "INNODB_REDO_LOG_ENABLE",
+    "ENCRYPTION_KEY_ADMIN",
+    "SENSITIVE_VARIABLES_OBSERVER",
+)
+
+
 def restore_revokes(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
-    """Taken back from the restore account right after ALL PRIVILEGES: MySQL's ALL includes
-    SYSTEM_USER, with which the tenant's dump it loads could alter root's and the operator's
-    accounts and kill their threads."""
-    return (Grant(("SYSTEM_USER",)),) if _flavor(v) is Flavor.MYSQL else ()
+    """Taken back from the restore account right after ALL PRIVILEGES (see _RESTORE_REVOKES)."""
+    if _flavor(v) is Flavor.MYSQL:
+        return (Grant(_RESTORE_REVOKES + _RESTORE_REVOKES_MYSQL),)
+    return (Grant(_RESTORE_REVOKES + ("SHUTDOWN",)),)
 
 
 def grant_lines(grants: Iterable[Grant], revokes: Iterable[Grant] = ()) -> str:

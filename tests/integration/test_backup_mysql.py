@@ -20,7 +20,7 @@ from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import verified_instance
 from mysql_operator.backup.restore import RestoreError, Source, Target, restore_all, restore_into
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
-from mysql_operator.db.accounts import restore_grants
+from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.gtid import MySQLGtidSet
 from mysql_operator.db.instance import InstanceError
@@ -38,6 +38,14 @@ from tests.support.mysql import (
 from tests.support.mariadb import free_port
 
 HOST = "localhost"  # the name the servers' certificate carries (they listen on 127.0.0.1)
+
+
+def restorer_grants() -> list[str]:
+    """The restore account's GRANT and REVOKE statements, as init gives them, for 'restorer'."""
+    account = "'restorer'@'%'"
+    return [g.grant_sql().replace("%s@%s", account) for g in restore_grants(Flavor.MYSQL)] + [
+        g.revoke_sql().replace("%s@%s", account) for g in restore_revokes(Flavor.MYSQL)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -131,20 +139,35 @@ def test_mysql_backup_and_restore_with_the_images_own_tools_over_verified_tls(my
         head
     )  # MySQL's mysqldump, not MariaDB's
 
-    # as a new cluster's instance is: fenced (super_read_only), its empty app database and the
-    # restore account (which drops itself when done) made at init
+    # as a new cluster's instance is: fenced (super_read_only), its empty app database, the
+    # application account (spec.database.user; here also granted shop, as a MySQLGrant would) and
+    # the restore account (which drops itself when done) made at init. The source's routines are
+    # root's: the restore gives them the application account as their definer (the restore
+    # account may not name root, which holds SYSTEM_USER)
     with target.connect() as conn, conn.cursor() as cur:
         for statement in (
             "SET GLOBAL super_read_only = OFF",
             "SET SESSION sql_log_bin = 0",
             "CREATE DATABASE app",
+            "CREATE USER 'shopper'@'%' IDENTIFIED BY 'shopper-Pw-31'",
+            "GRANT ALL ON app.* TO 'shopper'@'%'",
+            "GRANT ALL ON shop.* TO 'shopper'@'%'",
             f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{mysql.admin_password}'",
-            *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)),
+            *restorer_grants(),
             "SET GLOBAL super_read_only = ON",
         ):
             cur.execute(statement)
+    target_account = Target(
+        HOST,
+        target.port,
+        "restorer",
+        mysql.admin_password,
+        tls_ca=ca,
+        tools_dir=str(shared),
+        definer="shopper",
+    )
     result = restore_all(
-        {"t": Target(HOST, target.port, "restorer", mysql.admin_password, tls_ca=ca, tools_dir=str(shared))},
+        {"t": target_account},
         Source(s3, "c1/b1"),
         creds(s3server),
         "app",
@@ -355,9 +378,14 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
     source, *targets = tls_servers(mysql, pki, 3, "physr")
     load(source)
     sql(source, "CREATE USER 'reporting'@'%' IDENTIFIED BY 'from-the-backup'")
-    # a scheduled job, ENABLED in the copy (of the primary): the instance that becomes the new
-    # primary keeps it so, the other holds it replica-side disabled, as replication makes it
-    sql(source, "CREATE EVENT shop.tick ON SCHEDULE EVERY 1 HOUR ENABLE DO SET @x = 1")
+    # a scheduled job of an application account, ENABLED in the copy (of the primary): the
+    # instance that becomes the new primary keeps it so, the other holds it replica-side disabled,
+    # as replication makes it. (One of an account holding SYSTEM_USER, root's, keeps its status
+    # everywhere: the restore account, which does not hold it, may not name its definer.)
+    sql(
+        source,
+        "CREATE DEFINER = 'reporting'@'%' EVENT shop.tick ON SCHEDULE EVERY 1 HOUR ENABLE DO SET @x = 1",
+    )
     s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-physical-restore"))
     shared = shared_as_job_user
     ca = str(shared / "ca.crt")
@@ -372,7 +400,7 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
             "CREATE DATABASE app",
             f"ALTER USER '{OPERATOR_USER}'@'127.0.0.1' IDENTIFIED BY '{operator_pw}'",
             f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{restore_pw}'",
-            *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)),
+            *restorer_grants(),
             # a proxy grant (root@localhost has one by default): only a holder of its grant
             # option may make it, which the copy's unchecked session is not (nor this admin:
             # written into the grant table)
@@ -424,7 +452,7 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
     # again into the same, now restored, instances: refused before anything is replaced
     t = targets[0]
     sql(t, "SET GLOBAL super_read_only = OFF", f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{restore_pw}'")
-    sql(t, *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)))
+    sql(t, *restorer_grants())
     sql(t, "SET GLOBAL super_read_only = ON")
     again = restore_all(
         {t.name: Target(HOST, t.port, "restorer", restore_pw, tls_ca=ca, tools_dir=str(shared))},
@@ -456,7 +484,7 @@ def test_a_restore_jobs_server_whose_certificate_another_ca_signed_is_refused_by
         "SET GLOBAL super_read_only = OFF",
         "SET SESSION sql_log_bin = 0",
         f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{restore_pw}'",
-        *(g.grant_sql().replace("%s@%s", "'restorer'@'%'") for g in restore_grants(Flavor.MYSQL)),
+        *restorer_grants(),
         "SET GLOBAL super_read_only = ON",
     )
     before = target.query("SELECT @@gtid_executed")

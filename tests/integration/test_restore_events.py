@@ -37,10 +37,14 @@ TICK = "tick"
 
 @pytest.fixture(scope="module", params=["mariadb", "mysql"])
 def env(request, tmp_path_factory):
+    yield from servers_and_tools(request.param, tmp_path_factory)
+
+
+def servers_and_tools(flavor: str, tmp_path_factory):
     """(flavor, factory, the folder shared with the client-tools sidecar or None, its CA or None):
     MySQL's dump tool and client are the image's own, run by the sidecar over verified TLS, as in
     the restore Job; MariaDB's are the host's."""
-    if request.param == "mariadb":
+    if flavor == "mariadb":
         missing = mdb.missing_binaries() + [
             b for b in ("mariadb-dump", "mariadb", "zstd") if not shutil.which(b)
         ]

@@ -22,8 +22,11 @@ from tests.support.mariadb import ADMIN_USER
 CANARY = "canary-token-3f9a1c"  # stands in for a ServiceAccount token the client could read
 
 
-def hostile_backup(s3server, bucket: str, folder: str, statements: str) -> str:
-    """Store a complete, checksum-valid backup whose dump is `statements`; returns its folder."""
+def hostile_backup(
+    s3server, bucket: str, folder: str, statements: str, flavor: str = "mariadb", version: str = "10.11.0"
+) -> str:
+    """Store a complete, checksum-valid backup of a `flavor` server whose dump is `statements`;
+    returns its folder."""
     data = subprocess.run(
         ["zstd", "-q", "-c"], input=statements.encode(), capture_output=True, check=True
     ).stdout
@@ -32,9 +35,9 @@ def hostile_backup(s3server, bucket: str, folder: str, statements: str) -> str:
         cluster="evil",
         namespace="tenant",
         backup=folder,
-        flavor="mariadb",
-        server_version="10.11.0",
-        gtid_position="0-1-1",
+        flavor=flavor,
+        server_version=version,
+        gtid_position="0-1-1" if flavor == "mariadb" else None,
         source_instance="evil-0",
         started_at="2026-11-23T00:00:00Z",
         completed_at="2026-11-23T00:00:01Z",

@@ -160,8 +160,12 @@ def test_replication_app_and_restore_accounts(v):
     assert a.replication_grants(v) == (a.Grant(("REPLICATION SLAVE",)),)
     assert a.app_grants(v, "shop") == (a.Grant(("ALL PRIVILEGES",), "shop.*"),)
     assert a.restore_grants(v) == (a.Grant(("ALL PRIVILEGES",)),)  # no GRANT OPTION
-    # MySQL's ALL has SYSTEM_USER, which would keep the operator from dropping the account
-    assert a.restore_revokes(v) == ((a.Grant(("SYSTEM_USER",)),) if v.flavor is Flavor.MYSQL else ())
+    # taken back from its ALL: the server's files, the other sessions' statements, SHUTDOWN; on
+    # MySQL also SYSTEM_USER (with it the dump could alter root's and the operator's accounts)
+    (revoked,) = a.restore_revokes(v)
+    assert revoked.target == "*.*" and {"FILE", "PROCESS"} <= set(revoked.privileges)
+    assert ("SYSTEM_USER" in revoked.privileges) is (v.flavor is Flavor.MYSQL)
+    assert ("SHUTDOWN" in revoked.privileges) is (v.flavor is Flavor.MARIADB)  # MySQL's CLONE needs it
 
 
 def test_grant_lines_are_what_init_sh_turns_into_grants():
@@ -178,9 +182,12 @@ def test_grant_lines_are_what_init_sh_turns_into_grants():
 
 def test_grant_lines_with_revokes():
     assert a.grant_lines(a.restore_grants(MYSQL), a.restore_revokes(MYSQL)) == (
-        "ALL PRIVILEGES ON *.*\nREVOKE SYSTEM_USER ON *.*"
+        "ALL PRIVILEGES ON *.*\nREVOKE FILE, PROCESS, SYSTEM_USER, PERSIST_RO_VARIABLES_ADMIN, "
+        "INNODB_REDO_LOG_ENABLE, ENCRYPTION_KEY_ADMIN, SENSITIVE_VARIABLES_OBSERVER ON *.*"
     )
-    assert a.grant_lines(a.restore_grants(MARIADB), a.restore_revokes(MARIADB)) == "ALL PRIVILEGES ON *.*"
+    assert a.grant_lines(a.restore_grants(MARIADB), a.restore_revokes(MARIADB)) == (
+        "ALL PRIVILEGES ON *.*\nREVOKE FILE, PROCESS, SHUTDOWN ON *.*"
+    )
 
 
 def test_grant_statements_use_placeholders_for_the_account():
