@@ -236,8 +236,11 @@ def test_backup_of_a_missing_cluster_fails_with_a_clear_message(ctl, crds, names
     make_backup(crds, namespace, "orphan", "nope")
     status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "orphan"))
     assert (
-        status["phase"] == "Failed" and status["message"] == f"MySQLCluster 'nope' not found in {namespace}"
-    )
+        status["phase"] == "Failed"
+        and status["message"]
+        == f"MySQLCluster 'nope' not found in {namespace}: fix spec.clusterRef.name, "
+        "then create the MySQLBackup again"
+    ), status["message"]
     assert get(crds, namespace, BACKUP_PLURAL, "orphan")["status"]["phase"] == "Failed"
 
 
