@@ -47,6 +47,7 @@ import ipaddress
 import os
 import random
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -672,6 +673,8 @@ class Campaign:
             (folder / "monitor.txt").write_text("\n".join(monitor.bad) + "\n")
         with contextlib.suppress(Exception):
             (folder / "cluster.txt").write_text(self.c.describe() + "\n")
+        with contextlib.suppress(Exception):
+            (folder / "network.txt").write_text(self.network_evidence(monitor) + "\n")
         seconds = int(time.time() - since) + 30
         with contextlib.suppress(Exception):
             for p in self.core.list_namespaced_pod(OPERATOR_NAMESPACE).items:
@@ -687,6 +690,35 @@ class Campaign:
                 )
                 (folder / f"{p.metadata.name}.log").write_text(log)
         return str(folder)
+
+    def network_evidence(self, monitor: Monitor | None, probe_seconds: float = 20.0) -> str:
+        """Where -rw leads now: its address, the Pods' addresses, its EndpointSlice, the node's NAT
+        rules for the address, then a TCP connect to it once a second for `probe_seconds` (does a
+        refused or timed-out -rw come back on its own, and when): evidence only, the schedule's
+        outcome stays what it was."""
+        lines = [f"-rw {self.rw}:3306"]
+        if monitor is not None:
+            monitor.refresh(operator=False)
+            lines += [
+                f"pods {monitor.pods}",
+                f"primary label on {monitor.labelled}",
+                f"-rw routes to {monitor.routed}",
+            ]
+        nat = subprocess.run(
+            ["iptables-save", "-t", "nat"], capture_output=True, text=True, timeout=30
+        ).stdout
+        lines += ["nat rules naming it:", *[r for r in nat.splitlines() if self.rw in r]]
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < probe_seconds:
+            began = time.monotonic()
+            try:
+                with socket.create_connection((self.rw, 3306), timeout=2):
+                    outcome = "connected"
+            except OSError as e:
+                outcome = f"{type(e).__name__}: {e}"
+            lines.append(f"+{began - t0:4.1f}s {outcome} ({time.monotonic() - began:.2f}s)")
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - began)))  # one probe a second, not a wait
+        return "\n".join(lines)
 
 
 def _close(conn) -> None:
