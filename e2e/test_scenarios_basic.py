@@ -51,7 +51,7 @@ def test_three_instances_ready_rw_ro_and_kubectl_columns(local_cluster, scenario
         query(ro, "app", pw, "INSERT INTO app.writes VALUES (4)")
 
     # what `kubectl get mysqlclusters` (and the short names) show
-    for resource in ("mysqlclusters", "mysql", "myc"):
+    for resource in ("mysqlclusters", "myc"):
         r = kubectl(local_cluster.kubeconfig, "get", resource, "-n", scenario_namespace)
         assert r.returncode == 0, r.stderr
         header, *rows = r.stdout.strip().splitlines()

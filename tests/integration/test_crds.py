@@ -97,7 +97,11 @@ def unique(prefix="c"):
 
 def test_crds_declare_names_status_and_columns(crds):
     cluster = crds.read_custom_resource_definition("mysqlclusters.mysql.operator.dev")
-    assert sorted(cluster.spec.names.short_names) == ["myc", "mysql"]
+    # not `mysql`: another operator's CRD uses it; `kubectl get mysql-operator` lists all five kinds
+    assert cluster.spec.names.short_names == ["myc"]
+    for kind in ("mysqlclusters", "mysqlbackups", "mysqldatabases", "mysqlusers", "mysqlgrants"):
+        names = crds.read_custom_resource_definition(f"{kind}.mysql.operator.dev").spec.names
+        assert names.categories == ["mysql-operator"], kind
     (v,) = cluster.spec.versions
     assert v.name == "v1alpha1" and v.subresources.status is not None
     columns = [(c.name, c.priority or 0) for c in v.additional_printer_columns]
