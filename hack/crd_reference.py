@@ -26,7 +26,8 @@ OUT = ROOT / "docs" / "reference"
 SCHEMA_KEYS = frozenset(
     "type format description properties required items additionalProperties default enum minimum "
     "maximum minLength maxLength minItems maxItems maxProperties pattern anyOf x-kubernetes-validations "
-    "x-kubernetes-preserve-unknown-fields x-kubernetes-int-or-string x-kubernetes-list-type".split()
+    "x-kubernetes-preserve-unknown-fields x-kubernetes-int-or-string x-kubernetes-list-type "
+    "x-kubernetes-list-map-keys".split()
 )
 RULE_KEYS = frozenset({"rule", "message", "messageExpression", "reason", "fieldPath"})
 # longer CEL rules are named, not printed (the cron schedule's is 9 KB); the message says what it checks
@@ -148,7 +149,11 @@ def limits(s: Schema) -> list[str]:
             out.append(f"At most {hi}{unit}.")
     if "x-kubernetes-list-type" in s:
         kind = s["x-kubernetes-list-type"]
-        out.append(LIST_TYPES.get(kind, f"List type {kind}."))
+        if kind == "map":
+            keys = " and ".join(code(k) for k in s.get("x-kubernetes-list-map-keys", []))
+            out.append(f"At most one item per {keys} (list type map).")
+        else:
+            out.append(LIST_TYPES.get(kind, f"List type {kind}."))
     for key, mark in (("items", "Items"), ("additionalProperties", "Values")):
         sub = s.get(key)
         if isinstance(sub, dict) and not sub.get("properties"):

@@ -134,7 +134,9 @@ ANNOUNCED = ("Bootstrap", "Failover", "Promote", "Switchover")
 
 # -- MySQLBackup Events ------------------------------------------------------------------------
 BACKUP_STARTED = "BackupStarted"
-BACKUP_SUCCEEDED = "BackupSucceeded"
+BACKUP_SUCCEEDED = "BackupSucceeded"  # also conditions Complete and Failed, as BACKUP_FAILED
+BACKUP_PENDING = "BackupPending"  # conditions Complete and Failed while it waits
+BACKUP_RUNNING = "BackupRunning"  # conditions Complete and Failed while its Job runs
 BACKUP_DELETE_FAILED = "BackupDeleteFailed"
 
 # -- MySQLDatabase / MySQLUser / MySQLGrant: condition Ready, and a Warning Event of the same
@@ -274,6 +276,8 @@ CARRIERS: dict[str, tuple[str, ...]] = {
         CERTIFICATE_RENEWED,
         BACKUP_FAILED,
     ),
+    "MySQLBackup condition Complete": (BACKUP_PENDING, BACKUP_RUNNING, BACKUP_SUCCEEDED, BACKUP_FAILED),
+    "MySQLBackup condition Failed": (BACKUP_PENDING, BACKUP_RUNNING, BACKUP_SUCCEEDED, BACKUP_FAILED),
     "MySQLBackup Event": (BACKUP_STARTED, BACKUP_SUCCEEDED, BACKUP_FAILED, BACKUP_DELETE_FAILED),
     "MySQLDatabase, MySQLUser, MySQLGrant condition Ready": _SQL_READY,
     "MySQLDatabase, MySQLUser, MySQLGrant Event": (*_SQL_READY, DELETED),

@@ -967,7 +967,9 @@ class Reconciler:
         meta = body["metadata"]
         current = self.reads.cluster(meta["namespace"], meta["name"]) or body  # with the pass's edits
         conditions = (current.get("status") or {}).get("conditions") or []
-        changed = overdue_conditions(conditions, seconds, clock.stamp())
+        changed = overdue_conditions(
+            conditions, seconds, clock.stamp(), current["metadata"].get("generation")
+        )
         if seconds is not None:
             self.kube.post_events(
                 body, [("Warning", PASS_OVERDUE, changed[-1]["message"])] if changed else []

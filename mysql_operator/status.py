@@ -224,13 +224,15 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     now = t.transition(s.decision)
     if s.spec_error and s.spec is None:  # nothing in effect: nothing is touched
         msg = s.spec_error
-        return [
+        refused = [
             _cond("Ready", False, INVALID_SPEC, msg),
             _cond("Available", False, INVALID_SPEC, msg),
             _cond("Progressing", False, INVALID_SPEC, msg),
             _cond("Degraded", True, INVALID_SPEC, msg),
-            spec_valid(s),
         ]
+        if s.refused_generation is not None:  # computed for the refused spec: none is in effect
+            refused = [{**c, "observedGeneration": s.refused_generation} for c in refused]
+        return [*refused, spec_valid(s)]
     ph = phase(s)
     ready_msg = f"{s.ready}/{s.instances} instances ready"
     stuck = [f"{e['name']}: {e['waiting']}" for e in s.entries if e.get("waiting")]
@@ -429,11 +431,12 @@ PASS_OVERDUE = R.PASS_OVERDUE  # the condition (and Event reason) of a pass past
 
 
 def overdue_conditions(
-    conditions: Iterable[Mapping[str, Any]], seconds: float | None, now: str
+    conditions: Iterable[Mapping[str, Any]], seconds: float | None, now: str, generation: int | None
 ) -> list[dict[str, Any]] | None:
-    """The cluster's conditions with PassOverdue True (`seconds`: the deadline it ran past) or
-    without it (None); None when they would not change. The per-cluster loop writes it, not the
-    pass: the pass it reports on is the one that cannot."""
+    """The cluster's conditions with PassOverdue True (`seconds`: the deadline it ran past;
+    `generation`: the cluster's metadata.generation the overdue pass runs for) or without it
+    (None); None when they would not change. The per-cluster loop writes it, not the pass: the
+    pass it reports on is the one that cannot."""
     conditions = list(conditions)
     kept = [dict(c) for c in conditions if c.get("type") != PASS_OVERDUE]
     if seconds is None:
@@ -449,6 +452,7 @@ def overdue_conditions(
                 "pass of this cluster starts until it ends, and other clusters' passes go on"
             ),
             "lastTransitionTime": now,
+            **({"observedGeneration": generation} if generation is not None else {}),
         }
     ]
 

@@ -41,7 +41,7 @@ from mysql_operator.api import (
     parse_backup,
 )
 from mysql_operator.backup import retention, schedule
-from mysql_operator.status import spec_in_effect
+from mysql_operator.status import merge_conditions, spec_in_effect
 from mysql_operator.backup.crypto import CryptoError, parse_key
 from mysql_operator.k8s import jobs
 from mysql_operator.k8s.jobs import job_image, job_result
@@ -65,6 +65,46 @@ log = logging.getLogger(__name__)
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 ACTIVE = (None, PENDING, RUNNING)
+
+
+# conditions as a Job has them: Complete True once it succeeded, Failed True once it failed
+# (phase -> Complete's status, Failed's status, both conditions' reason)
+CONDITIONS = {
+    PENDING: ("False", "False", R.BACKUP_PENDING),
+    RUNNING: ("False", "False", R.BACKUP_RUNNING),
+    SUCCEEDED: ("True", "False", R.BACKUP_SUCCEEDED),
+    FAILED: ("False", "True", R.BACKUP_FAILED),
+}
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def human_size(n: int) -> str:
+    """Pure: bytes in binary units with one decimal (1536 -> "1.5 KiB"; under 1 KiB: "512 B")."""
+    value, unit = float(n), 0
+    while value >= 1024 and unit < len(_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{n} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
+
+
+def backup_status(
+    fields: dict[str, Any], previous: dict[str, Any], generation: int | None, now: str
+) -> dict[str, Any]:
+    """Pure: the MySQLBackup status to write: `fields` (phase and what comes with it), size
+    (sizeBytes in words) and conditions Complete and Failed; a condition's lastTransitionTime
+    moves only when its status changes."""
+    complete, failed, reason = CONDITIONS[fields["phase"]]
+    message = fields.get("message", "")
+    new = [
+        {"type": "Complete", "status": complete, "reason": reason, "message": message},
+        {"type": "Failed", "status": failed, "reason": reason, "message": message},
+    ]
+    status = {
+        **fields,
+        "conditions": merge_conditions(previous.get("conditions") or [], new, now, generation),
+    }
+    if isinstance(fields.get("sizeBytes"), int):
+        status["size"] = human_size(fields["sizeBytes"])
+    return status
 
 
 def cluster_in_effect(body: dict) -> MySQLCluster:
@@ -179,6 +219,13 @@ class BackupController:
             GROUP, VERSION, namespace, plural, name, {"status": status}
         )
 
+    def _backup_status(self, body: dict, fields: dict) -> dict:
+        """Write a MySQLBackup's status (backup_status: fields, size, conditions); returns it."""
+        meta = body["metadata"]
+        status = backup_status(fields, body.get("status") or {}, meta.get("generation"), clock.stamp())
+        self._patch_status(BACKUP_PLURAL, meta["namespace"], meta["name"], status)
+        return status
+
     def backups_of(self, namespace: str, cluster: str) -> list[dict]:
         items = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL)["items"]
         return [o for o in items if (o.get("spec") or {}).get("clusterRef", {}).get("name") == cluster]
@@ -212,12 +259,13 @@ class BackupController:
             if o["metadata"]["name"] != name and (o.get("status") or {}).get("phase") == RUNNING
         ]
         if others:
-            status = {
-                "phase": PENDING,
-                "message": f"waiting for {', '.join(others)} to finish (one backup of a cluster at a time)",
-            }
-            self._patch_status(BACKUP_PLURAL, ns, name, status)
-            return status
+            return self._backup_status(
+                body,
+                {
+                    "phase": PENDING,
+                    "message": f"waiting for {', '.join(others)} to finish (one backup of a cluster at a time)",
+                },
+            )
         cluster = cluster_in_effect(cluster_body)
         lacking = (
             self._lacks_backup_password(cluster)
@@ -237,16 +285,15 @@ class BackupController:
             return self._fail(body, lacking)
         rotating = self._backup_password_rotating(cluster)
         if rotating:
-            status = {"phase": PENDING, "message": rotating}
-            self._patch_status(BACKUP_PLURAL, ns, name, status)
-            return status
+            return self._backup_status(body, {"phase": PENDING, "message": rotating})
         job = owned(
             backup_job(cluster, backup, s3, self.image, image_pull_policy=cluster.spec.image_pull_policy),
             body,
         )
         jobs.create_job(self.api, job)
-        status = {"phase": RUNNING, "startedAt": clock.stamp(), "message": f"Job {job_name(backup)} started"}
-        self._patch_status(BACKUP_PLURAL, ns, name, status)
+        status = self._backup_status(
+            body, {"phase": RUNNING, "startedAt": clock.stamp(), "message": f"Job {job_name(backup)} started"}
+        )
         self.event(
             body,
             "MySQLBackup",
@@ -297,8 +344,9 @@ class BackupController:
         ref = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
         if isinstance(ref, str):
             metrics.backup_finished(meta["namespace"], ref, FAILED)
-        status = {"phase": FAILED, "completedAt": clock.stamp(), "message": message}
-        self._patch_status(BACKUP_PLURAL, meta["namespace"], meta["name"], status)
+        status = self._backup_status(
+            body, {"phase": FAILED, "completedAt": clock.stamp(), "message": message}
+        )
         self.event(body, "MySQLBackup", R.BACKUP_FAILED, message, warning=True)
         return status
 
@@ -315,8 +363,9 @@ class BackupController:
             return None
         phase, fields = outcome
         metrics.backup_finished(ns, backup.cluster_name, phase)
-        new = {"phase": phase, "completedAt": fields.pop("completedAt", clock.stamp()), **fields}
-        self._patch_status(BACKUP_PLURAL, ns, name, new)
+        new = self._backup_status(
+            body, {"phase": phase, "completedAt": fields.pop("completedAt", clock.stamp()), **fields}
+        )
         cluster_body = self._get(CLUSTER_PLURAL, ns, backup.cluster_name)
         if phase == SUCCEEDED:
             self.event(body, "MySQLBackup", R.BACKUP_SUCCEEDED, new["message"])

@@ -172,6 +172,11 @@ def test_schedule_keeps_creating_runs_after_failures_and_reports_them(control_pl
     ok = runs[2]["status"]
     assert ok["sha256"] == "ab" * 32 and ok["gtidPosition"] == "0-1-9" and ok["sourceInstance"] == "shop-1"
     assert ok["location"].startswith("s3://backups/shop/")
+    # conditions as a Job's (kubectl wait --for=condition=Complete), the size in words
+    conditions = [{c["type"]: (c["status"], c["reason"]) for c in r["status"]["conditions"]} for r in runs]
+    assert conditions[0] == {"Complete": ("False", "BackupFailed"), "Failed": ("True", "BackupFailed")}
+    assert conditions[2] == {"Complete": ("True", "BackupSucceeded"), "Failed": ("False", "BackupSucceeded")}
+    assert (ok["sizeBytes"], ok["size"]) == (123, "123 B")
     c = get(crds, namespace, CLUSTER_PLURAL, "shop")
     assert c["status"]["lastBackup"]["name"] == runs[2]["metadata"]["name"]
     # the newest run's fire time (what the late-backup alert compares the last backup with)
@@ -221,9 +226,13 @@ def test_a_backup_waits_while_its_accounts_new_password_is_not_on_the_servers(
         )
     make_backup(crds, namespace, "during")
     status = ctl.start(get(crds, namespace, BACKUP_PLURAL, "during"))
-    assert status == {
-        "phase": "Pending",
-        "message": "waiting for the new backup-password of Secret 'shop-credentials' to reach the servers",
+    assert (status["phase"], status["message"]) == (
+        "Pending",
+        "waiting for the new backup-password of Secret 'shop-credentials' to reach the servers",
+    )
+    assert {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]} == {
+        "Complete": ("False", "BackupPending"),
+        "Failed": ("False", "BackupPending"),
     }
     assert not client.BatchV1Api(control_plane.api_client()).list_namespaced_job(namespace).items
     core.patch_namespaced_secret(

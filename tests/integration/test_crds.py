@@ -16,6 +16,9 @@ from kubernetes import client
 from mysql_operator.api import GROUP, VERSION, SpecError, parse, parse_backup
 from mysql_operator.api.sql import PLURALS as SQL_PLURALS
 from mysql_operator.api.sql import parse_sql_object
+from mysql_operator import status as cstatus
+from mysql_operator.backup.controller import backup_status
+from mysql_operator.sql_objects import Result, status_for
 from tests.support.crds import apply_crds
 from tests.support.wait import wait_for
 from tests.unit.test_api_fieldwalk import (
@@ -169,6 +172,84 @@ def test_status_subresource_and_printer_columns(control_plane, objs, namespace):
     assert row["Primary"] == f"{name}-0" and row["Phase"] == "Running" and "Age" in row
     # -o wide: the largest replica lag and when the last backup completed
     assert row["Lag"] == 4 and re.fullmatch(r"(\d+[smhdy])+", row["Last Backup"]), row  # an age
+
+
+STAMP = "2026-12-03T21:00:00Z"
+
+
+def written_statuses(name):
+    """One object of each kind and the status the operator's own writers make for it."""
+    ref = {"clusterRef": {"name": "db"}}
+    cluster = cstatus.build_status(cstatus.Summary(instances=2, generation=1, ready=1), {}, STAMP)
+    ready = status_for(Result(True, "Applied", "in sync"), {}, 1, STAMP)
+    return [
+        (cluster_body(name, {"instances": 2}), cluster),
+        (
+            {"kind": "MySQLBackup", "spec": ref},
+            backup_status(
+                {"phase": "Succeeded", "sizeBytes": 1610612736, "message": "stored"},
+                {},
+                1,
+                STAMP,
+            ),
+        ),
+        ({"kind": "MySQLDatabase", "spec": {**ref, "name": "shop"}}, ready),
+        ({"kind": "MySQLUser", "spec": {**ref, "name": "writer"}}, ready),
+        (
+            {
+                "kind": "MySQLGrant",
+                "spec": {**ref, "user": "writer", "database": "shop", "privileges": ["SELECT"]},
+            },
+            ready,
+        ),
+    ]
+
+
+def test_conditions_are_keyed_by_type_and_the_operators_statuses_are_kept(objs, namespace):
+    """status.conditions is a list map keyed by type: two conditions of one type are refused; the
+    status each kind's writer makes is accepted and read back unchanged."""
+    for body, status in written_statuses(unique()):
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "metadata": {"name": unique()}, **body}
+        plural = PLURALS[body["kind"]]
+        create(objs, namespace, body)
+        objs.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, plural, body["metadata"]["name"], {"status": status}
+        )
+        after = objs.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, body["metadata"]["name"])
+        # a merge patch drops a null (replicaLagSeconds with no lag known): the rest reads back as written
+        assert after["status"] == {k: v for k, v in status.items() if v is not None}, body["kind"]
+        assert all(c["observedGeneration"] == 1 for c in after["status"]["conditions"]), body["kind"]
+        twice = {
+            **status,
+            "conditions": [*status["conditions"], dict(status["conditions"][0], reason="Other")],
+        }
+        with pytest.raises(client.ApiException) as e:
+            objs.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, plural, body["metadata"]["name"], {"status": twice}
+            )
+        assert e.value.status == 422 and "Duplicate value" in e.value.body, (body["kind"], e.value.body)
+
+
+def test_a_backups_size_column_is_in_binary_units(control_plane, objs, namespace):
+    name = unique("b")
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLBackup", "metadata": {"name": name}}
+    create(objs, namespace, {**body, "spec": {"clusterRef": {"name": "db"}}})
+    status = backup_status({"phase": "Succeeded", "sizeBytes": 1610612736, "message": "stored"}, {}, 1, STAMP)
+    objs.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "mysqlbackups", name, {"status": status}
+    )
+    api = control_plane.api_client()
+    request = api.param_serialize(
+        method="GET",
+        resource_path=f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/mysqlbackups/{name}",
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*request)
+    response.read()
+    table = json.loads(response.data)
+    row = dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"]))
+    assert (row["Phase"], row["Size"]) == ("Succeeded", "1.5 GiB"), row
 
 
 def test_apiserver_defaults_agree_with_the_python_defaults(objs, namespace):
