@@ -110,3 +110,36 @@ def test_a_backups_conditions_are_a_jobs_complete_and_failed():
 )
 def test_a_backups_size_in_binary_units_with_one_decimal(n, words):
     assert human_size(n) == words
+
+
+def unnamed(value, schema: dict, path: str = "status") -> list[str]:
+    """The fields of `value` the schema does not name (where it lists properties)."""
+    if isinstance(value, list):
+        return [
+            p for i, item in enumerate(value) for p in unnamed(item, schema.get("items", {}), f"{path}[{i}]")
+        ]
+    if not isinstance(value, dict) or "properties" not in schema:
+        return []
+    props = schema["properties"]
+    return [
+        p
+        for key, item in value.items()
+        for p in ([f"{path}.{key}"] if key not in props else unnamed(item, props[key], f"{path}.{key}"))
+    ]
+
+
+def test_the_status_schemas_name_every_field_the_writers_write():
+    """status keeps x-kubernetes-preserve-unknown-fields (an older operator's fields survive), and
+    names, typed and described, what this one writes."""
+    entry = {"name": "db-1", "role": "reseeding", "ready": False, "reachable": True, "gtidExecuted": "0-1-9"}
+    entry |= {"lagSeconds": 3, "error": "e", "waiting": "w", "reseed": {"phase": "copying", "bytesCopied": 1}}
+    summary = cstatus.Summary(instances=2, generation=1, ready=1, credentials_version="7", entries=(entry,))
+    cluster = cstatus.build_status(summary, {}, "T1")
+    backup = backup_status({"phase": "Succeeded", "sizeBytes": 5, "message": "stored"}, {}, 1, "T1")
+    user = status_for(
+        Result(True, "Applied", "ok", extra={"passwordSecret": "s", "passwordVersion": "v"}), {}, 1, "T"
+    )
+    for crd, status in (("mysqlclusters", cluster), ("mysqlbackups", backup), ("mysqlusers", user)):
+        schema = status_schema(ROOT / "crds" / f"{crd}.yaml")
+        assert schema["x-kubernetes-preserve-unknown-fields"] is True
+        assert not unnamed(status, schema), (crd, unnamed(status, schema))
