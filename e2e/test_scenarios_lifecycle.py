@@ -172,7 +172,7 @@ INVALID = [
         2,
         "MariaDB 10.11/11.4 waits for exactly one replica acknowledgement",
     ),
-    ("one-instance.yaml", "spec.version", "10.11", "spec.version must match spec.flavor"),
+    ("one-instance.yaml", "spec.version", "10.11", "spec.version '10.11' must match spec.flavor mysql"),
     (
         "mariadb.yaml",
         "spec.config.myCnf",
@@ -185,7 +185,7 @@ INVALID = [
         "!include /etc/other.cnf\n",
         "must not have a line starting with '!'",
     ),
-    ("three-instance.yaml", "metadata.name", "a" * 41, "metadata.name must be at most 40 characters"),
+    ("three-instance.yaml", "metadata.name", "a" * 41, f"metadata.name '{'a' * 41}' must be at most 40 characters"),
     (
         "local-demo.yaml",
         "spec.podLabels",
@@ -194,7 +194,7 @@ INVALID = [
     ),
     ("local-demo.yaml", "spec.backup.schedule", "every day", "spec.backup.schedule"),
     ("local-demo.yaml", "spec.flavor", "postgres", "spec.flavor"),
-    ("local-demo-mysql.yaml", "spec.version", "8.0", "spec.version is not a supported release"),
+    ("local-demo-mysql.yaml", "spec.version", "8.0", "spec.version '8.0' is not a supported release"),
     (
         "three-instance.yaml",
         "spec.restore",

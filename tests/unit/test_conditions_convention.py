@@ -1,4 +1,4 @@
-"""Conditions as Kubernetes API conventions have them, on every kind: a list keyed by `type` (one
+"""The API's conventions. Conditions as Kubernetes API conventions have them, on every kind: a list keyed by `type` (one
 condition of a type), each written with the generation it was computed for (`observedGeneration`)
 and a `lastTransitionTime` that moves only when its status changes. MySQLBackup's are a Job's:
 Complete and Failed. The writers here are pure; tests/integration/test_crds.py has the API server
@@ -143,3 +143,23 @@ def test_the_status_schemas_name_every_field_the_writers_write():
         schema = status_schema(ROOT / "crds" / f"{crd}.yaml")
         assert schema["x-kubernetes-preserve-unknown-fields"] is True
         assert not unnamed(status, schema), (crd, unnamed(status, schema))
+
+
+def rules(schema: dict):
+    yield from schema.get("x-kubernetes-validations", [])
+    for sub in (schema.get("properties") or {}).values():
+        yield from rules(sub)
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            yield from rules(schema[key])
+
+
+@pytest.mark.parametrize("path", CRDS, ids=lambda p: p.stem)
+def test_a_rule_that_names_the_offending_value_keeps_its_plain_message(path):
+    """messageExpression names the value (tests/invalid/ has the API server say it); message
+    stays for a server that does not evaluate it, and says the same without the value."""
+    (version,) = yaml.safe_load(path.read_text())["spec"]["versions"]
+    for rule in rules(version["schema"]["openAPIV3Schema"]):
+        if "messageExpression" in rule:
+            assert rule.get("message"), rule
+            assert "self" in rule["messageExpression"] or "oldSelf" in rule["messageExpression"], rule
