@@ -185,7 +185,12 @@ INVALID = [
         "!include /etc/other.cnf\n",
         "must not have a line starting with '!'",
     ),
-    ("three-instance.yaml", "metadata.name", "a" * 41, f"metadata.name '{'a' * 41}' must be at most 40 characters"),
+    (
+        "three-instance.yaml",
+        "metadata.name",
+        "a" * 41,
+        f"metadata.name '{'a' * 41}' must be at most 40 characters",
+    ),
     (
         "local-demo.yaml",
         "spec.podLabels",
