@@ -130,6 +130,21 @@ def test_crds_declare_names_status_and_columns(crds):
     ]
 
 
+def table_row(control_plane, namespace, plural, name) -> dict:
+    """The object as `kubectl get` shows it: its printer columns (a Table), column name -> cell."""
+    api = control_plane.api_client()
+    request = api.param_serialize(
+        method="GET",
+        resource_path=f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}/{name}",
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*request)
+    response.read()
+    table = json.loads(response.data)
+    return dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"]))
+
+
 def test_status_subresource_and_printer_columns(control_plane, objs, namespace):
     name = unique()
     created = create(objs, namespace, cluster_body(name, {"instances": 3}))
@@ -156,18 +171,7 @@ def test_status_subresource_and_printer_columns(control_plane, objs, namespace):
     )
 
     # `kubectl get mysqlclusters` asks for a Table: the columns the brief promises
-    api = control_plane.api_client()
-    request = api.param_serialize(
-        method="GET",
-        resource_path=f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/mysqlclusters/{name}",
-        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
-        auth_settings=["BearerToken"],
-    )
-    response = api.call_api(*request)
-    response.read()
-    table = json.loads(response.data)
-    cols = [c["name"] for c in table["columnDefinitions"]]
-    row = dict(zip(cols, table["rows"][0]["cells"]))
+    row = table_row(control_plane, namespace, "mysqlclusters", name)
     assert row["Name"] == name and row["Instances"] == 3 and row["Ready"] == 2
     assert row["Primary"] == f"{name}-0" and row["Phase"] == "Running" and "Age" in row
     # -o wide: the largest replica lag and when the last backup completed
@@ -238,17 +242,7 @@ def test_a_backups_size_column_is_in_binary_units(control_plane, objs, namespace
     objs.patch_namespaced_custom_object_status(
         GROUP, VERSION, namespace, "mysqlbackups", name, {"status": status}
     )
-    api = control_plane.api_client()
-    request = api.param_serialize(
-        method="GET",
-        resource_path=f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/mysqlbackups/{name}",
-        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
-        auth_settings=["BearerToken"],
-    )
-    response = api.call_api(*request)
-    response.read()
-    table = json.loads(response.data)
-    row = dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"]))
+    row = table_row(control_plane, namespace, "mysqlbackups", name)
     assert (row["Phase"], row["Size"]) == ("Succeeded", "1.5 GiB"), row
 
 
