@@ -158,13 +158,13 @@ def _set(doc: dict, path: str, value) -> dict:
 
 
 INVALID = [
-    ("three-instance.yaml", "spec.primary", 3, "spec.primary must be lower than spec.instances"),
+    ("three-instance.yaml", "spec.primary", 3, "spec.primary 3 must be lower than spec.instances 3"),
     ("three-instance.yaml", "spec.instances", 10, "spec.instances"),
     (
         "three-instance.yaml",
         "spec.replication.semiSyncAcks",
         3,
-        "spec.replication.semiSyncAcks must be lower than spec.instances",
+        "spec.replication.semiSyncAcks 3 must be lower than spec.instances 3",
     ),
     (
         "mariadb.yaml",
