@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from mysql_operator import clock
+from mysql_operator.units import human_size
 from mysql_operator.cli_common import (
     NOT_FOUND,
     USAGE,
@@ -735,7 +736,7 @@ def backup_rows(items: list[dict[str, Any]]) -> list[list[str]]:
                 s.get("phase", "Pending"),
                 s.get("startedAt", ""),
                 s.get("completedAt", ""),
-                str(s.get("sizeBytes", "")),
+                s.get("size") or (human_size(s["sizeBytes"]) if isinstance(s.get("sizeBytes"), int) else ""),
                 s.get("gtidPosition", ""),
                 (s.get("message") or "")[:60],
             ]

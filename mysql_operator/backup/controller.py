@@ -27,6 +27,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from mysql_operator import clock, metrics
+from mysql_operator.units import human_size
 from mysql_operator.k8s.objects import post_events, read_secret_data
 from mysql_operator.api import (
     BACKUP_PLURAL,
@@ -75,15 +76,6 @@ CONDITIONS = {
     SUCCEEDED: ("True", "False", R.BACKUP_SUCCEEDED),
     FAILED: ("False", "True", R.BACKUP_FAILED),
 }
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-
-
-def human_size(n: int) -> str:
-    """Pure: bytes in binary units with one decimal (1536 -> "1.5 KiB"; under 1 KiB: "512 B")."""
-    value, unit = float(n), 0
-    while value >= 1024 and unit < len(_UNITS) - 1:
-        value, unit = value / 1024, unit + 1
-    return f"{n} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
 
 
 def backup_status(

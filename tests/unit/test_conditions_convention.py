@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from mysql_operator import status as cstatus
-from mysql_operator.backup.controller import backup_status, human_size
+from mysql_operator.backup.controller import backup_status
+from mysql_operator.units import human_size
 from mysql_operator.sql_objects import Result, status_for
 
 ROOT = Path(__file__).resolve().parents[2]

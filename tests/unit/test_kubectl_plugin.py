@@ -320,3 +320,20 @@ def test_the_krew_manifest_installs_the_shim_the_archive_holds():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["kubectl-mysql"] == "mysql_operator.kubectl_plugin:main"
     assert scripts["mysql-operator"] == "mysql_operator.cli:main"
+
+
+def test_backup_list_shows_sizes_in_words_also_for_backups_an_older_version_recorded():
+    from mysql_operator.cli_backup import backup_rows
+
+    def backup(name: str, status: dict) -> dict:
+        return {"metadata": {"name": name, "creationTimestamp": name}, "spec": {}, "status": status}
+
+    rows = backup_rows(
+        [
+            backup("a", {"phase": "Succeeded", "sizeBytes": 1536, "size": "1.5 KiB"}),
+            backup("b", {"phase": "Succeeded", "sizeBytes": 3 * 1024**3}),  # no status.size yet
+            backup("c", {"phase": "Running"}),
+        ]
+    )
+    size = rows[0].index("SIZE")
+    assert [r[size] for r in rows[1:]] == ["1.5 KiB", "3.0 GiB", ""]
