@@ -170,7 +170,7 @@ INVALID = [
         "mariadb.yaml",
         "spec.replication.semiSyncAcks",
         2,
-        "MariaDB 10.11/11.4 waits for exactly one replica acknowledgement",
+        "MariaDB (10.11, 11.4, 11.8) waits for exactly one replica acknowledgement",
     ),
     ("one-instance.yaml", "spec.version", "10.11", "spec.version '10.11' must match spec.flavor mysql"),
     (

@@ -872,7 +872,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         if flavor == "mariadb" and acks != 1:
             raise SpecError(
                 f"{rpath}.semiSyncAcks",
-                "MariaDB 10.11/11.4 waits for exactly one replica acknowledgement; remove it or set 1",
+                "MariaDB (10.11, 11.4, 11.8) waits for exactly one replica acknowledgement; remove it or set 1",
             )
     replication = Replication(
         mode=mode,

@@ -72,7 +72,7 @@ def server_settings(spec: ClusterSpec) -> list[tuple[str, str]]:
         ("skip_slave_start", "ON"),
     ]
     if r.mode == "semisync":
-        # MariaDB 10.11/11.4 wait for exactly one acknowledgement; the default wait point is lossy.
+        # MariaDB (10.11, 11.4, 11.8) waits for exactly one acknowledgement; the default wait point is lossy.
         # Every server starts as a semi-sync replica: a primary that crashed and restarts then
         # truncates, in crash recovery, the transactions no replica acknowledged (10.11.9+), so
         # after a failover it rejoins the new primary instead of holding errant transactions.
