@@ -43,6 +43,16 @@ def restore_account(flavor: str, server, *, contained: bool) -> None:
     )
 
 
+def new_target(env, prefix: str, *, contained: bool):
+    """One new server with the restore account (see restore_account)."""
+    (server,) = servers(env, 1, prefix)
+    restore_account(env[0], server, contained=contained)
+    return server
+
+
+MYSQL_KEEPS_SHUTDOWN = "MySQL's restore account keeps SHUTDOWN: CLONE (the physical restore) restarts with it"
+
+
 def restore_dump(env, s3server, server, statements: str) -> dict:
     """`statements` as the dump of a backup, restored into `server` as the restore account."""
     flavor, _, shared, _ = env
@@ -73,9 +83,7 @@ def exists_on(server, path: str) -> bool:
 
 @pytest.mark.parametrize("contained", [True, False], ids=["restore-account", "control-whole-all"])
 def test_a_dump_writing_a_file_on_the_server_fails_the_restore_and_writes_nothing(env, s3server, contained):
-    flavor = env[0]
-    (server,) = servers(env, 1, "hfile")
-    restore_account(flavor, server, contained=contained)
+    server = new_target(env, "hfile", contained=contained)
     path = scratch(server)
     result = restore_dump(
         env,
@@ -96,9 +104,7 @@ def test_a_dump_writing_a_file_on_the_server_fails_the_restore_and_writes_nothin
 
 @pytest.mark.parametrize("contained", [True, False], ids=["restore-account", "control-whole-all"])
 def test_a_dump_reading_a_file_of_the_server_reads_nothing(env, s3server, contained):
-    flavor = env[0]
-    (server,) = servers(env, 1, "hread")
-    restore_account(flavor, server, contained=contained)
+    server = new_target(env, "hread", contained=contained)
     path = scratch(server)
     run(server, f"SELECT 'a secret of the server' INTO OUTFILE '{path}'")
     result = restore_dump(
@@ -116,9 +122,7 @@ def test_a_dump_reading_a_file_of_the_server_reads_nothing(env, s3server, contai
 
 
 def test_a_dump_placing_a_library_for_create_function_soname_fails_before_it(env, s3server):
-    flavor = env[0]
-    (server,) = servers(env, 1, "hlib")
-    restore_account(flavor, server, contained=True)
+    server = new_target(env, "hlib", contained=True)
     plugin_dir = run(server, "SELECT @@plugin_dir")[0][0]
     library = f"restore-{uuid.uuid4().hex[:8]}.so"
     result = restore_dump(
@@ -138,9 +142,7 @@ def test_a_dump_placing_a_library_for_create_function_soname_fails_before_it(env
 def test_a_dump_reading_the_other_sessions_statements_sees_only_its_own(env, s3server, contained):
     """The operator's statements (an ALTER USER's password among them) are in the process list
     while they run: a dump with PROCESS could copy them into a table it restores."""
-    flavor = env[0]
-    (server,) = servers(env, 1, "hproc")
-    restore_account(flavor, server, contained=contained)
+    server = new_target(env, "hproc", contained=contained)
     with server.connect() as other, other.cursor() as cur:
         cur.execute("SELECT 1")  # another account's session, open while the dump loads
         result = restore_dump(
@@ -156,13 +158,9 @@ def test_a_dump_reading_the_other_sessions_statements_sees_only_its_own(env, s3s
 
 
 def test_a_dump_cannot_shut_the_server_down(env, s3server):
-    flavor = env[0]
-    if flavor == "mysql":
-        pytest.skip(
-            reason="MySQL's restore account keeps SHUTDOWN: CLONE (the physical restore) restarts with it"
-        )
-    (server,) = servers(env, 1, "hdown")
-    restore_account(flavor, server, contained=True)
+    if env[0] == "mysql":
+        pytest.skip(reason=MYSQL_KEEPS_SHUTDOWN)
+    server = new_target(env, "hdown", contained=True)
     result = restore_dump(env, s3server, server, "SHUTDOWN;\n")
     assert not result["ok"]
     assert "Access denied" in result["message"] or "denied" in result["message"].lower(), result["message"]
