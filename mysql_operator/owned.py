@@ -70,7 +70,7 @@ def apply_owned(
             if isinstance(step, rolling.WriteTemplate) and approval in (
                 body["metadata"].get("annotations") or {}
             ):
-                kube.remove_cluster_annotation(c.namespace, c.name, approval)  # carried out
+                kube.remove_cluster_annotation(body, approval)  # carried out
         except k.ApplyError as e:
             refused.append(apply_refusal(kind, obj_name, e.status, e.message))
         except ApiException as e:

@@ -170,6 +170,7 @@ def service_routes_to(
 # ---------------------------------------------------------------------------------------- effects
 @dataclass
 class _Entry:
+    uid: str | None = None  # of the object it holds the state of (None: not known yet)
     lock: threading.Lock = field(default_factory=threading.Lock)
     engine: ReplicationEngine | None = None
     fingerprint: str = ""
@@ -317,9 +318,24 @@ class Reconciler:
         self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
         self._guard = threading.Lock()
 
-    def _entry(self, namespace: str, name: str) -> _Entry:
+    def _entry(self, namespace: str, name: str, uid: str | None = None) -> _Entry:
+        """What is kept of the cluster `namespace/name` between its passes; with `uid`, of that
+        object: one left by an earlier object of that name (deleted and created again before
+        its deletion was seen) is replaced, and its engine closed, as `forget` does. A pass of
+        the old object still running keeps its own entry and its lock; the new object's passes
+        never read its state (its recorded primary, its re-seeds under way)."""
+        stale = None
         with self._guard:
-            return self._entries.setdefault((namespace, name), _Entry())
+            entry = self._entries.get((namespace, name))
+            if entry is not None and uid and entry.uid and entry.uid != uid:
+                stale, entry = entry, None
+            if entry is None:
+                entry = self._entries[(namespace, name)] = _Entry(uid=uid)
+            elif entry.uid is None:
+                entry.uid = uid
+        if stale is not None and stale.engine:
+            stale.engine.close()
+        return entry
 
     def _exists(self, key: str) -> bool:
         """Whether the cluster `namespace/name` exists (true when that cannot be read now)."""
@@ -344,7 +360,7 @@ class Reconciler:
     def reconcile(self, body: Mapping[str, Any], apply: bool | None = None) -> Result | None:
         """Reconcile now (waiting for a running reconcile of the same cluster to finish)."""
         meta = body["metadata"]
-        entry = self._entry(meta["namespace"], meta["name"])
+        entry = self._entry(meta["namespace"], meta["name"], meta.get("uid"))
         with entry.lock:
             return self._observe(meta["namespace"], meta["name"], lambda: self._reconcile(body, entry, apply))
 
@@ -352,7 +368,7 @@ class Reconciler:
         """Cheap, no I/O: a cluster with nothing to observe (no Pod running, no primary: status
         Pending) only needs the resync; Pod watch events wake it when a Pod starts."""
         meta = body["metadata"]
-        entry = self._entry(meta["namespace"], meta["name"])
+        entry = self._entry(meta["namespace"], meta["name"], meta.get("uid"))
         return timer_can_skip(
             body.get("status") or {},
             meta.get("generation"),
@@ -367,8 +383,12 @@ class Reconciler:
         return self.nudge(body["metadata"]["namespace"], body["metadata"]["name"])
 
     def nudge(self, namespace: str, name: str, apply: bool | None = None) -> Result | None:
-        """From a watch: reconcile unless one is running (then it runs once more at its end)."""
-        entry = self._entry(namespace, name)
+        """From a watch: reconcile unless one is running (then it runs once more at its end).
+        Of the object that has the name now (its uid): not of an earlier one of that name."""
+        current = self.reads.cluster(namespace, name)
+        if current is None:
+            return None
+        entry = self._entry(namespace, name, current["metadata"].get("uid"))
         if not entry.lock.acquire(blocking=False):
             entry.again = True
             return None
@@ -376,8 +396,9 @@ class Reconciler:
             result = None
             while True:
                 entry.again = False
-                body = self.reads.cluster(namespace, name)
-                if body is None or body["metadata"].get("deletionTimestamp"):
+                body = self.reads.cluster(namespace, name)  # again: with what a pass just wrote
+                meta = (body or {}).get("metadata") or {}
+                if body is None or meta.get("deletionTimestamp") or meta.get("uid") != entry.uid:
                     return None
                 result = self._observe(namespace, name, lambda: self._reconcile(body, entry, apply))
                 if not entry.again:
@@ -647,7 +668,7 @@ class Reconciler:
                 decision_reason=redact(decision.reason, secrets),
             )
             status = primary_change_status(changing, previous, clock.stamp())
-            self.kube.patch_status(ns, name, {**status, "primarySince": clock.stamp(precise=True)})
+            self.kube.patch_status(body, {**status, "primarySince": clock.stamp(precise=True)})
 
         def announce(decision: t.Decision) -> None:
             pre = decision_event(decision, secrets)
@@ -851,7 +872,7 @@ class Reconciler:
         """Effect: a finished request's annotation removed, once its record is in the status (an
         operator stopped before this resumes it: the record then says it again)."""
         if settled.remove_annotation:
-            self.kube.remove_cluster_annotation(seen.c.namespace, seen.c.name, sw.ANNOTATION)
+            self.kube.remove_cluster_annotation(seen.body, sw.ANNOTATION)
 
     def _keep_evidence(self, body, c: MySQLCluster, instance: str, gtids: str, events: list[str]) -> str:
         """Effect: an instance's errant transactions recorded in a ConfigMap before a re-seed
@@ -901,8 +922,7 @@ class Reconciler:
             )
             self.kube.post_events(body, [event])  # before the status, as in _publish
             self.kube.patch_status(
-                ns,
-                name,
+                body,
                 {
                     "forcedFailover": {
                         "at": clock.stamp(),
@@ -920,7 +940,7 @@ class Reconciler:
                 f"annotation {t.FORCE_FAILOVER_ANNOTATION} removed: no failover needed forcing ({decision.kind})",
             )
             self.kube.post_events(body, [event])
-        self.kube.remove_cluster_annotation(ns, name, t.FORCE_FAILOVER_ANNOTATION)
+        self.kube.remove_cluster_annotation(body, t.FORCE_FAILOVER_ANNOTATION)
         log.warning("%s/%s %s: %s", ns, name, event[1], event[2])
 
     def _publish(
@@ -949,7 +969,7 @@ class Reconciler:
         if todo.events:
             self.kube.post_events(body, todo.events)
         if todo.changed:
-            self.kube.patch_status(ns, name, todo.status)
+            self.kube.patch_status(body, todo.status)
         for etype, reason, message in todo.events:
             log.log(
                 logging.WARNING if etype == "Warning" else logging.INFO,
@@ -965,7 +985,9 @@ class Reconciler:
         None: that pass has ended): condition PassOverdue and a Warning Event when it starts, the
         condition gone when it ends (the pass's own status is unchanged when nothing else is)."""
         meta = body["metadata"]
-        current = self.reads.cluster(meta["namespace"], meta["name"]) or body  # with the pass's edits
+        current = self.reads.cluster(meta["namespace"], meta["name"])  # with the pass's edits
+        if current is None or current["metadata"].get("uid") != meta.get("uid"):
+            current = body
         conditions = (current.get("status") or {}).get("conditions") or []
         changed = overdue_conditions(
             conditions, seconds, clock.stamp(), current["metadata"].get("generation")
@@ -975,7 +997,7 @@ class Reconciler:
                 body, [("Warning", PASS_OVERDUE, changed[-1]["message"])] if changed else []
             )
         if changed is not None:
-            self.kube.patch_status(meta["namespace"], meta["name"], {"conditions": changed})
+            self.kube.patch_status(body, {"conditions": changed})
 
     def report(self, namespace: str, name: str, fields: Mapping[str, Any]) -> None:
         """Status fields another controller owns (backup/controller.py: lastBackup, the

@@ -64,6 +64,8 @@ def _labels(body: Mapping[str, Any]) -> Mapping[str, str]:
 # it, so the store keeps them grouped and a selection costs the cluster's objects, not all of them
 INDEX_LABEL = "app.kubernetes.io/instance"
 Group = tuple[str, str | None]  # (namespace, INDEX_LABEL's value)
+# writes to a MySQLCluster tried while others change it (Reads._write_cluster)
+CLUSTER_WRITE_ATTEMPTS = 5
 
 
 def _group(key: Key, body: Mapping[str, Any]) -> Group:
@@ -350,11 +352,48 @@ class Reads:
             self._secrets.pop((namespace, name), None)
 
     # the writes whose effect the next pass must see (read your own writes): through here
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        self._wrote(self.clusters, k.patch_status(self.api, namespace, name, status))
+    def patch_status(self, cluster: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+        meta = cluster["metadata"]
+        return self._write_cluster(
+            cluster,
+            lambda version: k.patch_status(self.api, meta["namespace"], meta["name"], status, version),
+        )
 
-    def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
-        self._wrote(self.clusters, k.remove_cluster_annotation(self.api, namespace, name, key))
+    def remove_cluster_annotation(self, cluster: Mapping[str, Any], key: str) -> bool:
+        meta = cluster["metadata"]
+        return self._write_cluster(
+            cluster,
+            lambda version: k.remove_cluster_annotation(
+                self.api, meta["namespace"], meta["name"], key, version
+            ),
+        )
+
+    def _write_cluster(self, cluster: Mapping[str, Any], write: Callable[[str], dict | None]) -> bool:
+        """Effect: `write(resourceVersion)` on the MySQLCluster `cluster` (a body of it), and only
+        on that object: a pass still running when its cluster is deleted and created again under
+        the same name must not write into the new one (a stale currentPrimary there skips the
+        new cluster's adoption of its servers). The write names the resourceVersion of a body
+        read with the cluster's uid; the API server refuses it with a conflict once the object
+        has changed, and it is read and tried again. False when the object is gone or another
+        object has its name now."""
+        meta = cluster["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        current = self.cluster(namespace, name)
+        for attempt in range(CLUSTER_WRITE_ATTEMPTS):
+            if attempt or current is None or current["metadata"].get("uid") != uid:
+                current = k.read_cluster(self.api, namespace, name)  # the store may be behind
+            if current is None or current["metadata"].get("uid") != uid:
+                log.info("%s/%s: not written: the cluster (uid %s) is gone", namespace, name, uid)
+                return False
+            try:
+                written = write(current["metadata"]["resourceVersion"])
+            except ApiException as e:
+                if e.status != 409 or attempt == CLUSTER_WRITE_ATTEMPTS - 1:
+                    raise
+                continue
+            self._wrote(self.clusters, written)
+            return written is not None
+        return False  # not reached: the last attempt returns or raises
 
     def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
         return self._set_pod_meta(namespace, pod, key, value, "labels")

@@ -186,12 +186,15 @@ def read_cluster(api: client.ApiClient, namespace: str, name: str) -> dict | Non
         raise
 
 
-def patch_status(api: client.ApiClient, namespace: str, name: str, status: Mapping[str, Any]) -> dict | None:
+def patch_status(
+    api: client.ApiClient, namespace: str, name: str, status: Mapping[str, Any], version: str | None = None
+) -> dict | None:
     """JSON merge patch of .status (lists such as conditions are replaced whole). The cluster as
-    the API server stored it (None if it is gone)."""
+    the API server stored it (None if it is gone). With `version`, only if the object is still at
+    that resourceVersion (ApiException 409 otherwise)."""
     try:
         return client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, CLUSTER_PLURAL, name, {"status": dict(status)}
+            GROUP, VERSION, namespace, CLUSTER_PLURAL, name, _at(version, {"status": dict(status)})
         )
     except ApiException as e:
         if e.status != 404:  # deleted meanwhile: nothing to report on
@@ -199,17 +202,32 @@ def patch_status(api: client.ApiClient, namespace: str, name: str, status: Mappi
         return None
 
 
-def remove_cluster_annotation(api: client.ApiClient, namespace: str, name: str, key: str) -> dict | None:
+def remove_cluster_annotation(
+    api: client.ApiClient, namespace: str, name: str, key: str, version: str | None = None
+) -> dict | None:
     """Remove one annotation of a MySQLCluster (a request that has been carried out); the cluster
-    as stored."""
+    as stored. `version` as in patch_status."""
     try:
         return client.CustomObjectsApi(api).patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, CLUSTER_PLURAL, name, {"metadata": {"annotations": {key: None}}}
+            GROUP,
+            VERSION,
+            namespace,
+            CLUSTER_PLURAL,
+            name,
+            _at(version, {"metadata": {"annotations": {key: None}}}),
         )
     except ApiException as e:
         if e.status != 404:
             raise
         return None
+
+
+def _at(version: str | None, patch: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch the API server applies only to the object at resourceVersion `version` (a
+    precondition it checks, as for an update; the status subresource too)."""
+    if version is None:
+        return patch
+    return {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": version}}
 
 
 def list_pods(api: client.ApiClient, namespace: str, selector: Mapping[str, str]) -> list[dict]:

@@ -12,8 +12,9 @@ class KubeOps(Protocol):
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side apply of one object (k8s/objects.py: ApplyError when refused); as stored."""
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        """JSON merge patch of the MySQLCluster's .status (nothing if it is gone)."""
+    def patch_status(self, cluster: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+        """JSON merge patch of the .status of the MySQLCluster `cluster` (a body of it): of that
+        object only (its uid), never of one created since under its name; False if it is gone."""
 
     def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
         """Events (type, reason, message) on `involved` (a MySQLCluster's body)."""
@@ -39,5 +40,6 @@ class KubeOps(Protocol):
     def create_job(self, job: Mapping[str, Any]) -> None:
         """A Job created; one that exists already (an earlier pass made it) is fine."""
 
-    def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
-        """One annotation of the MySQLCluster removed (a request carried out)."""
+    def remove_cluster_annotation(self, cluster: Mapping[str, Any], key: str) -> bool:
+        """One annotation of the MySQLCluster `cluster` removed (a request carried out), as
+        patch_status writes: that object only."""

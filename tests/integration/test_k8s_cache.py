@@ -82,7 +82,7 @@ def test_the_stores_follow_the_api_server_and_read_the_operators_own_writes(cont
         )
         created = wait_for(lambda: reads.cluster(watched, "db"), 30, "the cluster seen")
         # the status recorded before acting is what the next pass reads, before any watch event
-        reads.patch_status(watched, "db", {"currentPrimary": "db-1"})
+        reads.patch_status(created, {"currentPrimary": "db-1"})
         assert reads.cluster(watched, "db")["status"]["currentPrimary"] == "db-1"
         reads.seen(created)  # kopf delivering an older body later changes nothing
         assert reads.cluster(watched, "db")["status"]["currentPrimary"] == "db-1"

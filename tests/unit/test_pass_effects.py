@@ -38,8 +38,9 @@ class RecordingKube:
         self.calls.append(("apply", obj["kind"], obj["metadata"]["name"]))
         return dict(obj)
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    def patch_status(self, cluster: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
         self.calls.append(("status", dict(status)))
+        return True
 
     def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
         self.calls.append(("events", [reason for _, reason, _ in events]))
@@ -65,8 +66,9 @@ class RecordingKube:
     def create_job(self, job: Mapping[str, Any]) -> None:
         self.calls.append(("job", job["metadata"]["name"]))
 
-    def remove_cluster_annotation(self, namespace: str, name: str, key: str) -> None:
+    def remove_cluster_annotation(self, cluster: Mapping[str, Any], key: str) -> bool:
         self.calls.append(("unannotate", key))
+        return True
 
 
 def reconciler(kube: RecordingKube) -> Reconciler:
@@ -281,3 +283,28 @@ def test_a_requested_switchover_is_done_once_its_promotion_went_through():
 def test_a_requested_switchover_waits_for_the_rolling_update_that_moves_the_primary_elsewhere():
     v = judged(t.Healthy("db-0"), [], "db-0", desired="db-2")
     assert v.result == sw.PENDING and "rolling update" in v.message
+
+
+class ClosingEngine:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_cluster_created_again_under_its_name_starts_with_nothing_its_predecessor_kept():
+    """The in-memory state between passes (the engine with its recorded primary, the lock) is
+    the object's, not the name's: a cluster deleted and created again before the deletion was
+    seen gets a new entry, and the old one's engine is closed."""
+    r = reconciler(RecordingKube())
+    old = r._entry("ns", "db", "uid-old")
+    old.engine = ClosingEngine()  # type: ignore[assignment]
+    old.routed_to = "db-2"
+    assert r._entry("ns", "db", "uid-old") is old
+    assert r._entry("ns", "db") is old  # callers that know only the name get the current one
+
+    new = r._entry("ns", "db", "uid-new")
+    assert new is not old and new.uid == "uid-new" and new.routed_to is None
+    assert new.lock is not old.lock
+    assert old.engine.closed  # type: ignore[union-attr]
+    assert r._entry("ns", "db", "uid-new") is new
