@@ -13,6 +13,7 @@ Priorities, first match wins:
      holding data (retained volumes): the one with every transaction -> Bootstrap (adopt) / Unrecoverable
   3. recorded primary unreachable                               -> WaitForDelay / Failover / Unrecoverable,
      or FailoverHeld while too few replicas answer to be sure one holds every acknowledged commit
+     or none that may be promoted answers (it may come back: not Unrecoverable)
      (or one that may be promoted lacks what another instance holds); WaitForDelay up to the
      partition grace while a replica still receives from it (only the operator lost it)
   4. recorded primary reachable but not yet (or no longer) writable or still replicating
@@ -271,7 +272,8 @@ class Unrecoverable(Decision):
 class FailoverHeld(Decision):
     """The primary is lost and too few replicas answer to be sure that the one promoted would
     hold every acknowledged commit: nothing is promoted until enough come back, or a person
-    forces it (reason says how)."""
+    forces it (reason says how). Also (`answering` empty) when no replica that may be promoted
+    answers at all, while one may still come back by itself."""
 
     primary: str
     answering: tuple[str, ...]
@@ -793,13 +795,27 @@ def _choose_failover(
     peers = [i for i in instances if not i.reseeding]  # the unreachable ones with their last answer
     held = {i.name: why for i in cands if (why := errant_among_peers(i, peers, settings) or newer_than(i, p))}
     cands = [i for i in cands if i.name not in held]
+    replicas = [i for i in instances if i.name != p.name]
+    extra = ("; held out: " + "; ".join(held.values())) if held else ""
+    # replicas that may come back by themselves (a restart, a node or a network back, the CPU
+    # free again): while one may, nothing is lost for good and no person need act yet
+    silent = _names(
+        i for i in replicas if i.ordinal < settings.instances and (not i.reachable or i.reseeding)
+    )
+    if not cands and silent:
+        return FailoverHeld(
+            p.name,
+            (),
+            failover_quorum(settings, len(replicas)),
+            reason=f"primary {p.name} unreachable and no replica answers ({', '.join(silent)} silent"
+            f"{extra}): nothing can be promoted until one does; the operator keeps looking (bring "
+            "the Pods, their node or their network back)",
+        )
     if not cands:
-        extra = ("; held out: " + "; ".join(held.values())) if held else ""
         return Unrecoverable(
             reason=f"primary {p.name} unreachable and no replica can take over{extra}: bring it back (its "
             "Pod, node or volume)"
         )
-    replicas = [i for i in instances if i.name != p.name]
     # an instance counts toward the quorum only with the data it acknowledged with: not one whose
     # data is being replaced, nor one whose data is newer than the cluster's (a lost volume)
     answering = _names(i for i in replicas if i.reachable and not i.reseeding and not newer_than(i, p))
