@@ -391,7 +391,7 @@ def carry_out(
         if isinstance(w, DropRestoreAccount):
             drop_account()
         elif isinstance(w, Record):
-            kube.patch_status(owner, w.fields)
+            kube.patch_status(c.ref, w.fields)
         elif isinstance(w, Apply):
             kube.apply(w.obj)
         elif isinstance(w, CreateJob):

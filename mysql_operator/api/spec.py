@@ -352,6 +352,11 @@ class MySQLCluster:
     # or while an upgrade is under way), ignored; the reconciler says so in a Warning Event
     ignored: tuple[str, ...] = ()
 
+    @property
+    def ref(self) -> dict[str, Any]:
+        """The object it was parsed from, as writes to it name it (KubeOps.patch_status)."""
+        return {"metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid}}
+
 
 @dataclass(frozen=True)
 class MySQLBackup:

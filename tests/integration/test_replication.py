@@ -701,7 +701,9 @@ def test_a_failover_promotes_the_replica_holding_the_most_once_no_replica_can_re
             f"INSERT INTO {DB}.t VALUES (%s, 'acknowledged by db-2')", [(i,) for i in range(1, 11)]
         )
     acked = set(range(1, 11))
-    assert acked <= c.rows(c.server("db-2")) and not acked & c.rows(c.server("db-1"))
+    # acknowledged on receipt: applied a moment later
+    wait_for(lambda: acked <= c.rows(c.server("db-2")), 30, "the acknowledged rows applied on db-2")
+    assert not acked & c.rows(c.server("db-1"))
 
     out = c.engine.reconcile(c.state, observed=observed)
     assert isinstance(out.decision, t.Failover) and out.decision.to == "db-2", out.decision
@@ -727,7 +729,9 @@ def test_a_second_failover_waits_rather_than_promote_a_replica_lacking_acknowled
             f"INSERT INTO {DB}.t VALUES (%s, 'acknowledged by db-1')", [(i,) for i in range(1, 11)]
         )
     acked = set(range(1, 11))
-    assert acked <= c.rows(d1) and not acked & c.rows(d2)
+    # acknowledged on receipt: applied a moment later (CI saw none yet at once)
+    wait_for(lambda: acked <= c.rows(d1), 30, "the acknowledged rows applied on db-1")
+    assert not acked & c.rows(d2)
     admin(d1).stop_io_thread()  # nobody receives: the next commit waits for an acknowledgement
     writer, outcome = commit_in_background(c, d0, 99, timeout=120)
     wait_for(lambda: admin(d0).ack_waiters(), 10, "a commit waiting for an acknowledgement on db-0")
