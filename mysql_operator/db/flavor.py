@@ -182,6 +182,11 @@ class Dialect:
     def stop_io_thread(self) -> str:
         return self.stop_replica() + " IO_THREAD"
 
+    def queueing_transaction_sql(self) -> str | None:
+        """One row, one column: the transaction the receiver has only part of in the relay log
+        ("" when none); None where the server does not say (MariaDB)."""
+        return None
+
     def reset_replica_all(self) -> str:
         raise NotImplementedError
 
@@ -252,6 +257,9 @@ class MySQLDialect(Dialect):
     executed_gtids_variable = "gtid_executed"
     purged_gtids_variable = "gtid_purged"
     server_uuid_variable = "server_uuid"
+
+    def queueing_transaction_sql(self) -> str | None:
+        return "SELECT QUEUEING_TRANSACTION FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''"
 
     def __init__(self, version: ServerVersion):
         super().__init__(version)

@@ -50,7 +50,8 @@ def server_settings(spec: ClusterSpec) -> list[tuple[str, str]]:
             # a STOP REPLICA stuck behind another statement (the manual's deadlock case) returns
             # an error after 20 s instead of waiting a year: the operator's next pass tries again
             # (its own read timeout for STOP is 30 s). Seen once in CI: a promotion's STOP never
-            # returned; the cause is not confirmed.
+            # returned; the likely cause, a transaction half in the relay log, is what the
+            # failover's quiesce now avoids (Instance.stop_receiving).
             ("rpl_stop_replica_timeout", "20"),
         ]
         if r.mode == "semisync":

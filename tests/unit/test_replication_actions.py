@@ -139,6 +139,9 @@ class FakeServer:
         self._do("stop_io_thread")
         self.io_running = False
 
+    def stop_receiving(self) -> None:
+        self.stop_io_thread()
+
     def start_sql_thread(self) -> None:
         self._do("start_sql_thread")
 
