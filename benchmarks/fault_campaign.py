@@ -9,9 +9,10 @@ acknowledged writes lost, two-writable samples, -rw misrouted samples, schedules
 reach full strength, and write unavailability p50/p99 per fault kind (over the schedules that
 had that kind). --summary includes benchmarks.k8s_campaign's results (k8s-<flavor>.jsonl: the
 operator and chart on the local cluster) as their own rows, flavor "<flavor> (k8s)". Exit 1 if any schedule failed a check. Replay one schedule: --seed N --count 1. --summary prints
-the tables over every result kept in benchmarks/campaign/.
+the tables over every result kept in benchmarks/campaign/. --volumes draws from VOLUME_KINDS (a
+replica's volume filling up too; replay such a row, which records its kinds, with --volumes).
 
-    .venv/bin/python -m benchmarks.fault_campaign [--flavor mariadb|mysql] [--seed 1] [--count 20]
+    .venv/bin/python -m benchmarks.fault_campaign [--flavor mariadb|mysql] [--seed 1] [--count 20] [--volumes]
     .venv/bin/python -m benchmarks.fault_campaign --summary
 """
 
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks.failover_bench import percentile
-from tests.support.campaign import KINDS, Result, Run
+from tests.support.campaign import KINDS, VOLUME_KINDS, Result, Run
 from tests.support.mariadb import MariaDBFactory, missing_binaries
 from tests.support.mysql import MySQLFactory, mysql_unavailable
 
@@ -122,6 +123,11 @@ def main() -> int:
         action="store_true",
         help="only the tables over benchmarks/campaign/ (earlier/: rows of an earlier operator or harness)",
     )
+    ap.add_argument(
+        "--volumes",
+        action="store_true",
+        help="draw from the kinds with a replica's volume filling up too (data directories on tmpfs: root)",
+    )
     args = ap.parse_args()
     if args.summary:
         table(
@@ -143,7 +149,9 @@ def main() -> int:
     started = time.monotonic()
     try:
         for seed in range(args.seed, args.seed + args.count):
-            r = Run(factory, args.flavor, seed, args.converge).execute()
+            r = Run(
+                factory, args.flavor, seed, args.converge, VOLUME_KINDS if args.volumes else KINDS
+            ).execute()
             results.append(r)
             print(report(r), flush=True)
             if not r.ok:

@@ -20,6 +20,9 @@ Faults (`KINDS`), each on a role resolved when it starts (the primary then, a re
   acknowledges, applies nothing)
 - restart: the operator process replaced by a new one between two passes (what the cluster
   status keeps carries over: the recorded primary, each member's last executed GTIDs)
+- full (`VOLUME_KINDS`, with `--volumes`): a replica's volume filled up - each data directory is
+  a tmpfs of VOLUME_BYTES, and a file takes every byte left until the fault ends (the server's
+  writes get ENOSPC: its relay log, its tables, a restart's recovery)
 
 The checker: every acknowledged commit on the primary at the end (`lost`); samples, every
 `SAMPLE_SECONDS`, of each server's read_only and of the primary the operator recorded (where
@@ -35,11 +38,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
+import os
 import random
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import pymysql
@@ -54,6 +60,9 @@ from tests.support.wait import Timeout, wait_for
 from tests.support.writer import Writer
 
 KINDS = ("kill", "stop", "cut", "lag", "restart")
+VOLUME_KINDS = (*KINDS, "full")  # a separate draw: a seed of KINDS gives the schedule it always gave
+VOLUME_BYTES = 1 << 30
+FILLER = ".campaign-filler"
 ROLES = ("primary", "replica", "any")
 SAMPLE_SECONDS = 0.2
 APP = Credentials("app", "campaign-app-pw-3e9d")
@@ -80,7 +89,7 @@ class Fault:
 # a kind's role when it has only one (what a lag fault needs: a replica; an operator fault: the
 # operator's active Pod), and the kinds that are one instant (what heals them is the system's own
 # doing: the operator started again, a Pod recreated by its StatefulSet)
-FIXED_ROLES = {"lag": "replica"}
+FIXED_ROLES = {"lag": "replica", "full": "replica"}
 INSTANT = frozenset({"restart"})
 
 
@@ -111,6 +120,9 @@ class Result:
     seed: int
     flavor: str
     faults: list[str]
+    kinds: list[str] = field(
+        default_factory=lambda: list(KINDS)
+    )  # drawn from (replay: schedule(seed, kinds))
     applied: list[str] = field(default_factory=list)  # what each fault did, to whom
     acked: int = 0
     lost: int = 0
@@ -303,6 +315,28 @@ def _close(conn) -> None:
         pass
 
 
+def _fill(datadir: Path) -> Callable[[], None]:
+    """A full volume: a file takes every byte left on the data directory's tmpfs (a file already
+    there, from an overlapping fault of the same server, stays until that one ends)."""
+    filler = datadir / FILLER
+    if filler.exists():
+        return lambda: None
+    fd = os.open(filler, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:  # in ever smaller pieces: what statvfs says is free is not all a file can take
+        size, chunk = 0, 64 << 20
+        while chunk >= 4096:
+            try:
+                os.posix_fallocate(fd, size, chunk)
+                size += chunk
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                chunk //= 2
+    finally:
+        os.close(fd)
+    return lambda: filler.unlink(missing_ok=True)
+
+
 def settings_for(flavor: str) -> t.Settings:
     """The operator's settings for a 3-instance cluster of the spec defaults; a host-run MariaDB
     server is never re-seeded (it has no Pod to restart on a copy)."""
@@ -320,11 +354,19 @@ def settings_for(flavor: str) -> t.Settings:
 class Run:
     """One schedule on three new servers of `factory`."""
 
-    def __init__(self, factory: MariaDBFactory, flavor: str, seed: int, converge_seconds: float = 180.0):
+    def __init__(
+        self,
+        factory: MariaDBFactory,
+        flavor: str,
+        seed: int,
+        converge_seconds: float = 180.0,
+        kinds: tuple[str, ...] = KINDS,
+    ):
         self.factory, self.flavor, self.seed = factory, flavor, seed
-        self.faults = schedule(seed)
+        self.faults = schedule(seed, kinds=kinds)
         self.converge_seconds = converge_seconds
-        self.result = Result(seed, flavor, [str(f) for f in self.faults])
+        self.volumes = "full" in kinds
+        self.result = Result(seed, flavor, [str(f) for f in self.faults], list(kinds))
         self.down: set[str] = set()  # held down by a kill fault: the kubelet stand-in waits
         self.locks: dict[str, Any] = {}  # lag faults' FLUSH TABLES WITH READ LOCK sessions
         self.cut_off: set[str] = set()  # cut from the operator by a cut fault
@@ -411,6 +453,8 @@ class Run:
 
             self.loop.between(cut)
             return lambda: self.loop.between(heal_cut)
+        if f.kind == "full":
+            return _fill(s.datadir)
         # lag: a replica's applier waits behind a global read lock held for the fault
         try:
             conn = s.connect(timeout=2)
@@ -442,7 +486,9 @@ class Run:
 
     def execute(self) -> Result:
         r = self.result
-        self.servers = self.factory.create(3, semisync=True, prefix=f"c{self.seed}-")
+        self.servers = self.factory.create(
+            3, semisync=True, prefix=f"c{self.seed}-", volume_bytes=VOLUME_BYTES if self.volumes else None
+        )
         for k, s in enumerate(self.servers):
             s.name = f"db-{k}"
         self.by_name = {s.name: s for s in self.servers}

@@ -280,6 +280,7 @@ class MariaDBFactory:
         self.servers: list[MariaDBServer] = []
         self._pristine: Path | None = None
         self._next_id = 1
+        self._volumes: list[Path] = []  # data directories on a tmpfs of their own (create)
 
     def pristine(self) -> Path:
         if self._pristine is None:
@@ -343,15 +344,34 @@ class MariaDBFactory:
         ssl_cert: Path | None = None,
         ssl_key: Path | None = None,
         require_secure_transport: bool = False,
+        volume_bytes: int | None = None,
     ) -> list[MariaDBServer]:
         """`n` new servers named {prefix}-0.. with fresh data directories (server ids unique).
-        `ssl_*`: PEM files of the servers' TLS (see MariaDBServer)."""
+        `ssl_*`: PEM files of the servers' TLS (see MariaDBServer). `volume_bytes`: each data
+        directory on a tmpfs of that size (a volume that can fill up: needs root), else on the
+        work directory's file system."""
         out = []
         for _ in range(n):
             sid = self._next_id
             self._next_id += 1
             root = self.workdir / f"{prefix}-{sid}"
             root.mkdir(parents=True)
+            if volume_bytes is not None:
+                (root / "data").mkdir()
+                subprocess.run(
+                    [
+                        "mount",
+                        "-t",
+                        "tmpfs",
+                        "-o",
+                        f"size={volume_bytes},mode=0750",
+                        "tmpfs",
+                        str(root / "data"),
+                    ],
+                    check=True,
+                    capture_output=True,
+                )
+                self._volumes.append(root / "data")
             self.copy_pristine(root / "data")
             server = self.server_class(
                 name=f"{prefix}-{len(out)}",
@@ -374,7 +394,7 @@ class MariaDBFactory:
         return out
 
     def copy_pristine(self, datadir: Path) -> None:
-        shutil.copytree(self.pristine(), datadir)
+        shutil.copytree(self.pristine(), datadir, dirs_exist_ok=True)  # into an empty volume too
 
     def server_kwargs(self) -> dict[str, object]:
         return {}
@@ -397,6 +417,9 @@ class MariaDBFactory:
                     s.stop(timeout=10)
             except Exception as e:  # noqa: BLE001 - keep stopping the others
                 print(f"stopping {s.name}: {e}", file=sys.stderr)
+        for volume in self._volumes:
+            subprocess.run(["umount", "--lazy", str(volume)], check=False, capture_output=True)
+        self._volumes.clear()
         if remove:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 from e2e.campaign_k8s import K8S_INSTANT, KINDS, ROLES, k8s_schedule
-from tests.support.campaign import schedule
+from tests.support.campaign import KINDS as HOST_KINDS
+from tests.support.campaign import VOLUME_KINDS, schedule
 
 KEPT = Path(__file__).resolve().parents[2] / "benchmarks" / "campaign"
 
@@ -26,7 +27,18 @@ def _kept(k8s: bool) -> list[dict]:
 def test_every_kept_host_result_is_replayed_by_its_seed():
     rows = _kept(False)
     assert rows, f"no results kept in {KEPT}"
-    assert [[str(f) for f in schedule(r["seed"])] for r in rows] == [r["faults"] for r in rows]
+    assert [[str(f) for f in schedule(r["seed"], kinds=tuple(r.get("kinds", HOST_KINDS)))] for r in rows] == [
+        r["faults"] for r in rows
+    ]
+
+
+def test_the_volume_kinds_leave_every_earlier_seeds_schedule_as_it_was():
+    """Drawing from VOLUME_KINDS is asked for (--volumes), so a seed without it replays as before;
+    a full volume is always a replica's."""
+    assert [str(f) for f in schedule(2)] == [str(f) for f in schedule(2, kinds=HOST_KINDS)]
+    drawn = [f for seed in range(1, 300) for f in schedule(seed, kinds=VOLUME_KINDS)]
+    full = [f for f in drawn if f.kind == "full"]
+    assert full and all(f.role == "replica" and f.duration > 0 for f in full)
 
 
 def test_every_kept_cluster_result_is_replayed_by_its_seed_and_kinds():
