@@ -145,6 +145,11 @@ class Dialect:
         "OR VARIABLE_NAME LIKE 'Rpl_semi_sync%clients'"
     )
     settings_schema = "performance_schema"
+    # one row, one column: the transaction the receiver has only part of in the relay log ("" when
+    # none); None where the server does not say (MariaDB)
+    QUEUEING_SQL: str | None = (
+        "SELECT QUEUEING_TRANSACTION FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''"
+    )
     # the row (its name lower-cased) counting the heartbeats a replica received from its source
     HEARTBEATS = "count_received_heartbeats"
     HEARTBEATS_SQL = (
@@ -181,11 +186,6 @@ class Dialect:
 
     def stop_io_thread(self) -> str:
         return self.stop_replica() + " IO_THREAD"
-
-    def queueing_transaction_sql(self) -> str | None:
-        """One row, one column: the transaction the receiver has only part of in the relay log
-        ("" when none); None where the server does not say (MariaDB)."""
-        return None
 
     def reset_replica_all(self) -> str:
         raise NotImplementedError
@@ -257,9 +257,6 @@ class MySQLDialect(Dialect):
     executed_gtids_variable = "gtid_executed"
     purged_gtids_variable = "gtid_purged"
     server_uuid_variable = "server_uuid"
-
-    def queueing_transaction_sql(self) -> str | None:
-        return "SELECT QUEUEING_TRANSACTION FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''"
 
     def __init__(self, version: ServerVersion):
         super().__init__(version)
@@ -389,6 +386,7 @@ class MariaDBDialect(Dialect):
     executed_gtids_variable = "gtid_binlog_state"
     # no purged set: the Gtid_list event at the start of the oldest binlog file says
     settings_schema = "information_schema"
+    QUEUEING_SQL = None  # MariaDB does not say what its receiver has only part of
     HEARTBEATS = "slave_received_heartbeats"  # a status counter of the default connection
     COUNTERS_WHERE = Dialect.COUNTERS_WHERE + " OR VARIABLE_NAME = 'Slave_received_heartbeats'"
     HEARTBEATS_SQL = ""

@@ -967,27 +967,29 @@ class Instance:
         seconds (a source that does not answer) is left to the server (the applier gives it up
         by itself). Only for a failover's quiesce: the receiver gets whatever the source sends
         meanwhile, and the failover decides again on what each replica holds afterwards."""
-        sql = self.dialect.queueing_transaction_sql()
         status = self.replica_status()
         if status is None or status.io_state == "No":
             return  # not receiving: left as it is
         self.stop_io_thread()
-        for _ in range(attempts if sql else 0):
+        sql = self.dialect.QUEUEING_SQL
+        if sql is None:
+            return
+
+        def queueing() -> str:
             rows = self._run(sql)
-            half = str(rows[0][0] or "") if rows else ""
+            return str(rows[0][0] or "") if rows else ""
+
+        for _ in range(attempts):
+            half = queueing()
             if not half:
                 return
             self._run(self.dialect.start_io_thread())
             deadline = time.monotonic() + complete_within
-            while time.monotonic() < deadline:
-                rows = self._run(sql)
-                if not rows or str(rows[0][0] or "") != half:
-                    break
+            while queueing() == half and time.monotonic() < deadline:
                 time.sleep(0.05)
-            else:  # no progress: the source does not send
-                self.stop_io_thread()
-                return
             self.stop_io_thread()
+            if queueing() == half:
+                return  # no progress: the source does not send
 
     def start_replica(self) -> None:
         self._run(self.dialect.start_replica())

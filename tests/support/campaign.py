@@ -120,9 +120,8 @@ class Result:
     seed: int
     flavor: str
     faults: list[str]
-    kinds: list[str] = field(
-        default_factory=lambda: list(KINDS)
-    )  # drawn from (replay: schedule(seed, kinds))
+    # the kinds its faults were drawn from (replay: schedule(seed, kinds))
+    kinds: list[str] = field(default_factory=lambda: list(KINDS))
     applied: list[str] = field(default_factory=list)  # what each fault did, to whom
     acked: int = 0
     lost: int = 0
