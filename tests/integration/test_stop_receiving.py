@@ -60,7 +60,7 @@ def _stop_while_it_arrives(source, replica, stop) -> None:
     stop()
 
 
-def test_a_stop_between_transactions_leaves_no_half_one_and_the_applier_stops_at_once(pair):
+def test_a_stop_between_transactions_leaves_no_half_one_and_the_applier_can_stop(pair):
     source, replica, r = pair
     # the plain stop: a half transaction, and the applier cannot be stopped
     _stop_while_it_arrives(source, replica, r.stop_io_thread)
@@ -75,7 +75,10 @@ def test_a_stop_between_transactions_leaves_no_half_one_and_the_applier_stops_at
     _stop_while_it_arrives(source, replica, r.stop_receiving)
     assert not _half(replica), "stop_receiving left a half transaction"
     assert r.replica_status().io_state == "No"
-    replica.query("STOP REPLICA")  # at once: no 1875
+    # The applier may still be applying the whole transaction (seconds on a loaded machine: 1875
+    # after 2 s, seen in CI); it stops once that is done. Held by a half one, it never would.
+    replica.query("SET GLOBAL rpl_stop_replica_timeout = 120")
+    replica.query("STOP REPLICA")  # no 1875: nothing it waits for is missing
     status = r.replica_status()
     assert status is not None and not status.sql_running
     r.start_replica()
