@@ -11,12 +11,15 @@ test: deps venv ## everything: builds what is missing, lints, runs unit, integra
 	MAKE="$(MAKE)" PY=$(PY) hack/test.sh
 
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
+# run by busybox's sh in the exporter image (no bash there)
+POSIX_SCRIPTS := mysql_operator/manifests/sh/exporter.sh
 lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck, the docs site (mkdocs --strict)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/shellcheck --shell=bash --severity=warning $(SHELL_SCRIPTS)
-	$(VENV)/bin/shellcheck --shell=bash mysql_operator/manifests/sh/*.sh
+	$(VENV)/bin/shellcheck --shell=bash --severity=warning $(filter-out $(POSIX_SCRIPTS),$(SHELL_SCRIPTS))
+	$(VENV)/bin/shellcheck --shell=bash $(filter-out $(POSIX_SCRIPTS),$(wildcard mysql_operator/manifests/sh/*.sh))
+	$(VENV)/bin/shellcheck --shell=sh $(POSIX_SCRIPTS)
 	$(MAKE) --no-print-directory docs
 
 docs: venv ## build the user documentation site (mkdocs.yml) with --strict into a temporary directory
@@ -71,8 +74,8 @@ cluster-up: deps venv ## build what is missing (side by side), start the local o
 	$(PY) -m tests.support.cluster up
 
 FLAVOR ?= mysql
-# what the demo's cluster runs: one server image, the operator's; no NetworkPolicy enforcer
-DEMO_IMAGES := $(if $(filter mariadb,$(FLAVOR)),mariadb,mysql) operator
+# what the demo's cluster runs: one server image, the operator's, the metrics sidecar's; no NetworkPolicy enforcer
+DEMO_IMAGES := $(if $(filter mariadb,$(FLAVOR)),mariadb,mysql) operator exporter
 demo: deps venv ## local cluster + chart + a 3-instance cluster (FLAVOR=mysql|mariadb), a row written and read, a backup
 	$(MAKE) --no-print-directory -j4 demo-images cluster-binaries bin-node
 	MYSQLOP_CLUSTER_IMAGES="$(DEMO_IMAGES)" $(PY) -m tests.support.cluster up

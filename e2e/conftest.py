@@ -417,6 +417,7 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
     from kubernetes import client
 
     from e2e.helpers import (
+        EXPORTER_IMAGE,
         OPERATOR_IMAGE,
         RUN_LABEL,
         delete_clusters,
@@ -466,7 +467,8 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
         kubeconfig,
         log_path,
         *("--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"),
-        env={"MYSQL_OPERATOR_IMAGE": OPERATOR_IMAGE},  # its backup Jobs' image, as the chart sets it
+        # its backup Jobs' image and its exporter sidecars', as the chart sets them
+        env={"MYSQL_OPERATOR_IMAGE": OPERATOR_IMAGE, "MYSQL_OPERATOR_EXPORTER_IMAGE": EXPORTER_IMAGE},
     )
     try:
         yield ns, api, log_path, proc

@@ -25,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import __version__
+from mysql_operator.manifests import EXPORTER_IMAGE as EXPORTER_IMAGE_LOCAL
 from tests.support.cluster import PULL_SECRET, registry_ref
 from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for
@@ -38,6 +39,7 @@ IMAGE = registry_ref("localhost/mariadb:10.11")
 IMAGES = {"mariadb": IMAGE, "mysql": registry_ref("localhost/mysql:9.7")}
 MARIADB_11_8 = registry_ref("localhost/mariadb:11.8")
 OPERATOR_IMAGE = registry_ref(f"localhost/mysql-operator:{__version__}")
+EXPORTER_IMAGE = registry_ref(EXPORTER_IMAGE_LOCAL)  # the metrics sidecar's (hack/build-images.sh exporter)
 PULL = {"imagePullPolicy": "Always", "imagePullSecrets": [{"name": PULL_SECRET}]}
 FLAVORS = tuple(IMAGES)
 REPO = Path(__file__).resolve().parents[1]

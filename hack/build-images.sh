@@ -3,7 +3,7 @@
 # per-user cache outside the checkout, each keyed by a hash of its inputs (rebuilt only when an
 # input changes).
 #
-#   hack/build-images.sh [all|base|base-sid|pause|busybox|mariadb|mariadb-11.8|mysql|operator]...
+#   hack/build-images.sh [all|base|base-sid|pause|busybox|exporter|mariadb|mariadb-11.8|mysql|operator]...
 #                                                       (default: all)
 #   hack/build-images.sh --print-dir                    (the archive folder)
 #   hack/build-images.sh --rootfs NAME                  (builds NAME, prints a folder holding its
@@ -19,6 +19,9 @@
 #   base-sid  localhost/debian:sid-slim        the same from Debian sid (MySQL 9.7, MariaDB 11.8)
 #   pause     localhost/pause:catatonit        Debian's static catatonit, `catatonit -P`
 #   busybox   localhost/busybox:1.35           Debian's busybox-static (sh, mkdir, rm, ...)
+#   exporter  localhost/mysqld-exporter:VERSION  prometheus/mysqld_exporter's image: busybox and
+#             /bin/mysqld_exporter (its pinned Go module, hack/build-binaries.sh exporter), user
+#             nobody, ENTRYPOINT /bin/mysqld_exporter, like the upstream Dockerfile
 #   mariadb   localhost/mariadb:10.11          images/mariadb/Dockerfile (bookworm)
 #   mariadb-11.8 localhost/mariadb:11.8        images/mariadb/Dockerfile with SUITE=sid
 #   mysql     localhost/mysql:9.7              images/mysql/Dockerfile (sid)
@@ -66,11 +69,12 @@ image_ref() {
     base-sid) echo "localhost/debian:sid-slim" ;;
     pause) echo "localhost/pause:catatonit" ;;
     busybox) echo "localhost/busybox:1.35" ;;
+    exporter) echo "localhost/mysqld-exporter:$MYSQLD_EXPORTER_VERSION" ;;
     mariadb) echo "localhost/mariadb:10.11" ;;
     mariadb-11.8) echo "localhost/mariadb:11.8" ;;
     mysql) echo "localhost/mysql:9.7" ;;
     operator) echo "localhost/mysql-operator:$(operator_version)" ;;
-    *) die "unknown image '$1': choose from all, base, base-sid, pause, busybox, mariadb, mariadb-11.8, mysql, operator" ;;
+    *) die "unknown image '$1': choose from all, base, base-sid, pause, busybox, exporter, mariadb, mariadb-11.8, mysql, operator" ;;
   esac
 }
 
@@ -111,11 +115,12 @@ image_key() {
     base | base-sid) echo "$base" ;;
     pause) { echo pause; sha256sum < /usr/bin/catatonit; declare -f build_scratch_image; } | hash_stdin ;;
     busybox) { echo busybox; sha256sum < /bin/busybox; declare -f build_scratch_image; } | hash_stdin ;;
+    # mysqld_exporter is built from its pinned Go module version
+    exporter) { echo "exporter $MYSQLD_EXPORTER_VERSION"; sha256sum < /bin/busybox; declare -f build_scratch_image; } | hash_stdin ;;
     mariadb | mariadb-11.8 | mysql)
       local dir="$REPO/images/${name%-11.8}" files
       mapfile -t files < <(cd "$dir" && find . -type f | sed 's|^\./||')
-      # mysqld_exporter (the metrics sidecar) is built from its pinned Go module version
-      { echo "$name $base"; echo "mysqld_exporter $MYSQLD_EXPORTER_VERSION"; hash_files "$dir" "${files[@]}"; } | hash_stdin ;;
+      { echo "$name $base"; hash_files "$dir" "${files[@]}"; } | hash_stdin ;;
     operator)
       # The Dockerfile, .dockerignore and every file the .dockerignore lets into the context.
       local files; mapfile -t files < <(operator_context_files)
@@ -256,7 +261,7 @@ build_scratch_image() {  # $1: name, $2: archive
     pause)
       install -D -m 0755 /usr/bin/catatonit "$mnt/catatonit"
       bah config --entrypoint '["/catatonit","-P"]' --cmd '[]' "$c" ;;
-    busybox)
+    busybox | exporter)
       mkdir -p "$mnt/bin" "$mnt/tmp" "$mnt/etc" "$mnt/root"
       chmod 1777 "$mnt/tmp"
       install -m 0755 /bin/busybox "$mnt/bin/busybox"
@@ -268,6 +273,10 @@ build_scratch_image() {  # $1: name, $2: archive
       printf 'root:x:0:\nnobody:x:65534:\n' >"$mnt/etc/group"
       bah config --cmd '["sh"]' --env PATH=/bin "$c" ;;
   esac
+  if [[ "$name" == exporter ]]; then  # upstream: FROM prometheus/busybox, COPY, USER nobody
+    install -m 0755 "$(exporter_binary)" "$mnt/bin/mysqld_exporter"
+    bah config --entrypoint '["/bin/mysqld_exporter"]' --cmd '[]' --user nobody --port 9104 "$c"
+  fi
   bah umount "$c" >/dev/null
   bah config --label "$KEY_LABEL=$(image_key "$name")" --os linux --arch amd64 "$c"
   bah commit --quiet --rm "$c" "$ref" >/dev/null
@@ -280,10 +289,10 @@ build_dockerfile_image() {  # $1: name, $2: archive
   local name="$1" out="$2" ref context dockerfile args=()
   ref="$(image_ref "$name")"
   case "$name" in
-    mariadb) context="$(server_context mariadb)"; dockerfile="$context/Dockerfile" ;;
-    mariadb-11.8) context="$(server_context mariadb)"; dockerfile="$context/Dockerfile"
+    mariadb) context="$REPO/images/mariadb"; dockerfile="$context/Dockerfile" ;;
+    mariadb-11.8) context="$REPO/images/mariadb"; dockerfile="$context/Dockerfile"
       args+=(--build-arg SUITE=sid --build-arg "APT_OPTIONS=$(apt_update_options sid)") ;;
-    mysql) context="$(server_context mysql)"; dockerfile="$context/Dockerfile"
+    mysql) context="$REPO/images/mysql"; dockerfile="$context/Dockerfile"
       args+=(--build-arg "APT_OPTIONS=$(apt_update_options sid)") ;;
     operator)
       context="$REPO"; dockerfile="$REPO/Dockerfile"
@@ -301,16 +310,10 @@ build_dockerfile_image() {  # $1: name, $2: archive
   bah rmi --prune >/dev/null 2>&1 || true  # intermediate multi-stage images
 }
 
-# A server image's build context: images/<flavor>/ and the mysqld_exporter binary (a static Go
-# build, hack/build-binaries.sh exporter). Printed; removed with the other work folders.
-server_context() {  # $1: mariadb | mysql
-  local ctx="$IMAGES_DIR/work.context-$1" bin
-  "$HERE/build-binaries.sh" exporter
-  bin="$("$HERE/build-binaries.sh" --print-dir)/mysqld-exporter-$MYSQLD_EXPORTER_VERSION/mysqld_exporter"
-  rm -rf "$ctx"; mkdir -p "$ctx"
-  cp -a "$REPO/images/$1/." "$ctx/"
-  install -m 0755 "$bin" "$ctx/mysqld_exporter"
-  echo "$ctx"
+# The mysqld_exporter binary (a static Go build of its pinned module), built if missing. Printed.
+exporter_binary() {
+  "$HERE/build-binaries.sh" exporter >&2
+  echo "$("$HERE/build-binaries.sh" --print-dir)/mysqld-exporter-$MYSQLD_EXPORTER_VERSION/mysqld_exporter"
 }
 
 export_image() {  # $1: ref in buildah storage, $2: archive path (written atomically)
@@ -343,7 +346,7 @@ build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF 
     log "$name: building $(image_ref "$name") (inputs $key)"
     case "$name" in
       base | base-sid) build_base "$archive" "$name" ;;
-      pause | busybox) build_scratch_image "$name" "$archive" ;;
+      pause | busybox | exporter) build_scratch_image "$name" "$archive" ;;
       mariadb | mariadb-11.8 | mysql | operator) build_dockerfile_image "$name" "$archive" ;;
     esac
     log "$name: built in $((SECONDS - start))s"
@@ -357,7 +360,7 @@ build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF 
 main() {
   local targets=("$@") t
   [[ ${#targets[@]} -gt 0 ]] || targets=(all)
-  if [[ " ${targets[*]} " == *" all "* ]]; then targets=(base pause busybox mariadb mariadb-11.8 mysql operator); fi
+  if [[ " ${targets[*]} " == *" all "* ]]; then targets=(base pause busybox exporter mariadb mariadb-11.8 mysql operator); fi
   for t in "${targets[@]}"; do image_ref "$t" >/dev/null; done
   check_tools
   mkdir -p "$IMAGES_DIR" "$BUILDAH_ROOT" "$BUILDAH_RUNROOT"

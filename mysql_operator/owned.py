@@ -39,6 +39,7 @@ def apply_owned(
     restarts: RestartGate,
     restarting: Callable[[], set[str]],
     job_image: str,
+    exporter_image: str,
     c: MySQLCluster,
     body: Mapping[str, Any],
     passwords: Mapping[str, str],
@@ -48,7 +49,7 @@ def apply_owned(
     owner = k.owner_of(body)
     refused = []
     placed, staged = False, None
-    for obj in m.build_all(c, lambda key: passwords.get(key) or "unused"):
+    for obj in m.build_all(c, lambda key: passwords.get(key) or "unused", exporter_image):
         if obj["kind"] == "Secret":
             continue  # created only if missing (passwords.py)
         obj = m.owned(obj, owner)

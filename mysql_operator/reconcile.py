@@ -297,6 +297,7 @@ class Reconciler:
         clock: Callable[[], float] = time.monotonic,
         job_image: str | None = None,
         reads: Reads | None = None,
+        exporter_image: str | None = None,
         observe: Callable[[str, str, Callable[[], Result]], Result] | None = None,
         operator_upgrades: str = "Auto",
         kube: KubeOps | None = None,
@@ -316,6 +317,7 @@ class Reconciler:
         self._entries: dict[tuple[str, str], _Entry] = {}
         self.restarts = RestartGate(clock, operator_upgrades, alive=self._exists)
         self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
+        self.exporter_image = exporter_image or jobs.exporter_image()  # the metrics sidecar's
         self._guard = threading.Lock()
 
     def _entry(self, namespace: str, name: str, uid: str | None = None) -> _Entry:
@@ -501,6 +503,7 @@ class Reconciler:
             self.restarts,
             lambda: restarting_now(self.reads),
             self.job_image,
+            self.exporter_image,
             c,
             body,
             logins.passwords,

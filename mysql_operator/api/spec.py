@@ -319,6 +319,8 @@ class ClusterSpec:
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
     service: ServiceSpec = ServiceSpec()
     monitoring: bool = True  # spec.monitoring.enabled: the mysqld_exporter sidecar
+    # spec.monitoring.image: the sidecar's image; None: the operator's (chart value exporter.image)
+    monitoring_image: str | None = None
     tls: TLS = TLS()
     backup: Backup | None = None
     restore: Restore | None = None
@@ -974,7 +976,9 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     )
 
     mopath = f"{path}.monitoring"
-    monitoring = _bool(_object(s.get("monitoring"), mopath, {"enabled"}), "enabled", mopath, True)
+    mo = _object(s.get("monitoring"), mopath, {"enabled", "image"})
+    monitoring = _bool(mo, "enabled", mopath, True)
+    monitoring_image = _str(mo, "image", mopath, max_len=512)
 
     backup = None
     if s.get("backup") is not None:
@@ -1095,6 +1099,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         pod_annotations=_annotations(s, path),
         service=service,
         monitoring=monitoring,
+        monitoring_image=monitoring_image,
         tls=tls,
         backup=backup,
         restore=restore,

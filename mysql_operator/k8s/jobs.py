@@ -16,11 +16,17 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import __version__
+from mysql_operator.manifests.common import EXPORTER_IMAGE
 
 
 def job_image() -> str:
     """The operator's own image (the chart sets MYSQL_OPERATOR_IMAGE to the image it runs)."""
     return os.environ.get("MYSQL_OPERATOR_IMAGE", f"localhost/mysql-operator:{__version__}")
+
+
+def exporter_image() -> str:
+    """The metrics sidecar's image (the chart sets MYSQL_OPERATOR_EXPORTER_IMAGE: exporter.image)."""
+    return os.environ.get("MYSQL_OPERATOR_EXPORTER_IMAGE") or EXPORTER_IMAGE
 
 
 def job_result(

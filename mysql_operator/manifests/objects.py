@@ -295,15 +295,19 @@ def _seed_containers(c: MySQLCluster, resources: Mapping[str, Any]) -> tuple[dic
     return receive, donor
 
 
-def _exporter(c: MySQLCluster, resources: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _exporter(
+    c: MySQLCluster, resources: Mapping[str, Any], image: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The metrics sidecar (sh/exporter.sh: mysqld_exporter as the monitoring account over the
-    server's socket, on the port named "metrics") and the volume with its password."""
+    server's socket, on the port named "metrics") and the volume with its password. It runs in an
+    exporter image (spec.monitoring.image, else `image`: the operator's), never the server's:
+    official server images have no mysqld_exporter, and the sidecar needs nothing of the server's."""
     s = c.spec
     container = {
         "name": "exporter",
-        "image": s.image_ref,
+        "image": s.monitoring_image or image,
         "imagePullPolicy": s.image_pull_policy,
-        "command": ["/bin/bash", f"{k.CONFIG_DIR}/exporter.sh"],
+        "command": ["/bin/sh", f"{k.CONFIG_DIR}/exporter.sh"],
         "env": [
             {"name": "MONITOR_USER", "value": k.MONITOR_USER},
             {"name": "EXPORTER_PORT", "value": str(k.EXPORTER_PORT)},
@@ -330,7 +334,8 @@ def _exporter(c: MySQLCluster, resources: Mapping[str, Any]) -> tuple[dict[str, 
     return container, volume
 
 
-def statefulset(c: MySQLCluster) -> dict[str, Any]:
+def statefulset(c: MySQLCluster, exporter_image: str = k.EXPORTER_IMAGE) -> dict[str, Any]:
+    """The servers' StatefulSet; `exporter_image`: the metrics sidecar's unless the spec names one."""
     s = c.spec
     secret = k.credentials_secret_name(c)
     version = server_version(c)
@@ -444,7 +449,7 @@ def statefulset(c: MySQLCluster) -> dict[str, Any]:
             },
         ]
     if s.monitoring:
-        exporter, monitor_volume = _exporter(c, resources)
+        exporter, monitor_volume = _exporter(c, resources, exporter_image)
         containers.append(exporter)
         volumes.append(monitor_volume)
     pod_spec: dict[str, Any] = {
@@ -525,8 +530,11 @@ def pod_disruption_budget(c: MySQLCluster) -> dict[str, Any]:
     }
 
 
-def build_all(c: MySQLCluster, password_for: PasswordFor) -> list[dict[str, Any]]:
-    """Every object one cluster needs, in apply order (Secret and ConfigMap before the StatefulSet).
+def build_all(
+    c: MySQLCluster, password_for: PasswordFor, exporter_image: str = k.EXPORTER_IMAGE
+) -> list[dict[str, Any]]:
+    """Every object one cluster needs, in apply order (Secret and ConfigMap before the StatefulSet);
+    `exporter_image` as `statefulset` takes it.
 
     The generated Secret (absent when the user supplied one) should be created only if missing:
     `password_for` is how the caller keeps existing passwords (return the stored value) and makes
@@ -541,7 +549,7 @@ def build_all(c: MySQLCluster, password_for: PasswordFor) -> list[dict[str, Any]
         headless_service(c),
         primary_service(c),
         replica_service(c),
-        statefulset(c),
+        statefulset(c, exporter_image),
         pod_disruption_budget(c),
     ]
     return out

@@ -1,8 +1,9 @@
-"""The metrics sidecar on real servers of both flavors: the shipped sh/exporter.sh runs the real
-mysqld_exporter (built from its Go module) over the server's socket as the monitoring account the
-operator's account creates with exactly db/accounts.py monitor_grants. Every collector the sidecar
-enables succeeds with those privileges, and a rotated password (the Secret's file changes, ALTER
-USER on the server) is picked up without restarting the container."""
+"""The metrics sidecar on real servers of both flavors: the shipped sh/exporter.sh, run by
+busybox's sh as in the exporter image, runs the real mysqld_exporter (built from its Go module)
+over the server's socket as the monitoring account the operator's account creates with exactly
+db/accounts.py monitor_grants. Every collector the sidecar enables succeeds with those
+privileges, and a rotated password (the Secret's file changes, ALTER USER on the server) is picked
+up without restarting the container."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ def server(writable_server):
     reason = f"mysqld_exporter is not built ({exporter_binary()}): run hack/build-binaries.sh exporter"
     if not os.access(exporter_binary(), os.X_OK):
         pytest.skip(reason=reason)
+    if not os.access("/bin/busybox", os.X_OK):
+        pytest.skip(reason="no /bin/busybox (the exporter image's shell): hack/install-deps.sh images")
     return writable_server
 
 
@@ -86,7 +89,8 @@ def test_every_collector_succeeds_as_the_monitoring_account_and_a_rotation_is_pi
         "EXPORTER_PORT": str(port),
     }
     log = open(tmp_path / "exporter.log", "wb")
-    proc = subprocess.Popen(["/bin/bash", SCRIPT], env=env, stdout=log, stderr=subprocess.STDOUT)
+    # busybox's sh: the exporter image's only shell (the script is POSIX)
+    proc = subprocess.Popen(["/bin/busybox", "sh", SCRIPT], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
 
         def up() -> dict[str, float] | None:

@@ -9,12 +9,14 @@ cannot run here.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import tomllib
 import uuid
@@ -137,7 +139,16 @@ def free_port() -> int:
 
 
 def test_every_image_is_imported_under_its_local_name_and_pinned(images, containerd):
-    assert set(images) == {"base", "pause", "busybox", "mariadb", "mariadb-11.8", "mysql", "operator"}
+    assert set(images) == {
+        "base",
+        "pause",
+        "busybox",
+        "exporter",
+        "mariadb",
+        "mariadb-11.8",
+        "mysql",
+        "operator",
+    }
     refs = containerd.image_refs()
     for image in images.values():
         assert image.ref.startswith("localhost/")
@@ -175,6 +186,54 @@ def test_busybox_image_has_the_shell_tools_the_provisioner_helper_uses(images, c
     assert (code, out.strip()) == (0, "ok")
     code, _ = run(containerd, images["busybox"].ref, "sh", "-c", "test -e /definitely-missing")
     assert code != 0
+
+
+def image_config(archive: Path) -> dict:
+    """The OCI image configuration (`config` of the config blob) of an archive's only image."""
+    with tarfile.open(archive) as tar:
+
+        def blob(digest: str) -> dict:
+            return json.load(tar.extractfile(f"blobs/{digest.replace(':', '/')}"))
+
+        (manifest,) = json.load(tar.extractfile("index.json"))["manifests"]
+        return blob(blob(manifest["digest"])["config"]["digest"])["config"]
+
+
+def test_exporter_image_is_upstreams_shape_and_runs_the_sidecar_script_with_its_sh(images, containerd):
+    """Like prom/mysqld-exporter: busybox, /bin/mysqld_exporter as the entrypoint, user nobody; the
+    sidecar's script (sh/exporter.sh, POSIX) runs under its sh (no bash there) and finds the
+    exporter."""
+    config = image_config(images["exporter"].archive)
+    assert config["Entrypoint"] == ["/bin/mysqld_exporter"] and config["User"] == "nobody"
+    assert "9104/tcp" in config["ExposedPorts"]
+    code, out = run(containerd, images["exporter"].ref, "--version")  # the entrypoint: the exporter
+    assert code == 0 and "mysqld_exporter, version 0.16.0" in out, out
+    root = subprocess.run(
+        [str(REPO / "hack" / "build-images.sh"), "--rootfs", "exporter"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert not os.path.exists(f"{root}/bin/bash")
+    # no password file yet: the script found mysqld_exporter, says what is missing, and waits
+    proc = subprocess.run(
+        [
+            "chroot",
+            root,
+            "/bin/timeout",
+            "3",
+            "/bin/sh",
+            "-c",
+            (REPO / "mysql_operator/manifests/sh/exporter.sh").read_text(),
+        ],
+        env={"PATH": "/bin", "MYSQL_OPERATOR_RUN_DIR": "/tmp", "MONITOR_PASSWORD_FILE": "/tmp/none"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    out = proc.stdout + proc.stderr
+    assert "no monitor-password in the credentials Secret yet" in out, out
+    assert "has no mysqld_exporter" not in out, out
 
 
 def test_pause_image_runs_catatonit_as_a_pause_process(images, containerd):
@@ -373,7 +432,6 @@ class TestMariaDB:
             "mbstream",
             "mariadb-install-db",
             "mariadb-admin",
-            "mysqld_exporter",  # the metrics sidecar
         ]
         proc = containerd.ctr(
             "-n",
@@ -385,7 +443,8 @@ class TestMariaDB:
             server["cid"],
             "sh",
             "-c",
-            " && ".join(f"command -v {t} >/dev/null" for t in tools) + " && echo all",
+            " && ".join(f"command -v {t} >/dev/null" for t in tools)
+            + " && ! command -v mysqld_exporter && echo all",  # as the official image: the sidecar has its own
             check=False,
         )
         assert proc.stdout.strip() == "all", proc.stdout + proc.stderr
@@ -535,7 +594,6 @@ class TestMySQL:
             "mysqladmin",
             "mysqlbinlog",
             "healthcheck.sh",
-            "mysqld_exporter",
         ]
         proc = containerd.ctr(
             "-n",
@@ -548,6 +606,7 @@ class TestMySQL:
             "sh",
             "-c",
             " && ".join(f"command -v {t} >/dev/null" for t in tools)
+            + " && ! command -v mysqld_exporter"  # as the official image: the sidecar has its own
             + " && test -S /var/run/mysqld/mysqld.sock && healthcheck.sh && echo all",
             check=False,
         )

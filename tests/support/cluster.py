@@ -48,7 +48,13 @@ SERVICE_CIDR = cp_mod.SERVICE_CIDR
 NODE_NAME = cp_mod.NODE_NAME
 STORAGE_CLASS = "standard"
 NODE_IMAGES = ("pause", "busybox")  # imported into containerd: the node's own
-PRODUCT_IMAGES = ("mariadb", "mariadb-11.8", "mysql", "operator")  # pushed to the registry, pulled
+PRODUCT_IMAGES = (
+    "mariadb",
+    "mariadb-11.8",
+    "mysql",
+    "operator",
+    "exporter",
+)  # pushed to the registry, pulled
 IMAGES_ENV = "MYSQLOP_CLUSTER_IMAGES"  # a subset of PRODUCT_IMAGES to build and push (`make demo`)
 S3_PORT = 9000
 REGISTRY_PORT = 5000  # the registry beside the cluster (tests/support/registry.py), node address
@@ -704,20 +710,22 @@ def push_images(registry, images: dict) -> None:
 
 def refresh_images(state: dict) -> list[str]:
     """For a reused cluster: build the images (quick when cached), import the node's whose archive
-    (keyed by content) differs from what containerd has, push the product's (a few requests each
-    when the registry has them). The names of the images that changed."""
+    (keyed by content) differs from what containerd has, push the product's (those IMAGES_ENV
+    names, else all; a few requests each when the registry has them). The names of the images
+    that changed."""
     from tests.support.containerd import Containerd, build_images
     from tests.support.registry import Registry
 
-    images = build_images(*NODE_IMAGES, *PRODUCT_IMAGES)
+    product = _product_images()
+    images = build_images(*NODE_IMAGES, *product)
     had = state.get("images", {})
     changed = sorted(n for n, i in images.items() if had.get(n) != str(i.archive))
     node = {n: images[n] for n in changed if n in NODE_IMAGES}
     if node:
         Containerd(Path(state["containerd_socket"]).parent).import_images(node)  # the running one
-    push_images(Registry.from_state(state["registry"]), {n: images[n] for n in PRODUCT_IMAGES})
+    push_images(Registry.from_state(state["registry"]), {n: images[n] for n in product})
     if changed:
-        state["images"] = {n: str(i.archive) for n, i in images.items()}
+        state["images"] = {**had, **{n: str(i.archive) for n, i in images.items()}}
         (state_dir() / "state.json").write_text(json.dumps(state, indent=2))
     return changed
 
@@ -765,6 +773,10 @@ def main(argv: list[str]) -> int:
         running = running_state()
         if running is not None:
             print(f"the local cluster is already running (pid {running['pid']})", file=sys.stderr)
+            # the images asked for now (`make demo FLAVOR=mariadb` after a MySQL demo): pushed
+            changed = refresh_images(running)
+            if changed:
+                print(f"images imported or pushed: {', '.join(changed)}", file=sys.stderr)
             print(f"export KUBECONFIG={running['kubeconfig']}")
             return 0
         log = Path("/var/tmp/mysqlop-cluster.log")

@@ -176,6 +176,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "service.type": ("full", [("service.type", "LoadBalancer")]),
     "service.annotations": ("full", [("service.annotations", {"lb": "b"})]),
     "monitoring.enabled": ("full", [("monitoring.enabled", False)]),
+    "monitoring.image": ("full", [("monitoring.image", "r.example/mysqld-exporter:v0.16.0")]),
     "backup.schedule": ("full", [("backup.schedule", "30 1 * * 0")]),
     "backup.method": ("full", [("backup.method", "physical")]),
     "backup.retention.keepLast": ("full", [("backup.retention.keepLast", 3)]),

@@ -238,7 +238,22 @@ def test_image_defaults_to_app_version_and_can_be_overridden():
     assert {"name": "MYSQL_OPERATOR_IMAGE", "value": "registry.example/ops/mysql-operator:9.9.9"} in c["env"]
 
 
+def test_the_metrics_sidecars_image_is_the_operators_default_and_can_be_overridden():
+    from mysql_operator.manifests import EXPORTER_IMAGE
+
+    def exporter_image(values):
+        return {e["name"]: e.get("value") for e in container(render(values))["env"]}[
+            "MYSQL_OPERATOR_EXPORTER_IMAGE"
+        ]
+
+    assert exporter_image(None) == EXPORTER_IMAGE
+    assert (
+        exporter_image({"exporterImage": {"repository": "r.example/exp", "tag": "v1"}}) == "r.example/exp:v1"
+    )
+
+
 def test_values_local_pulls_the_pushed_image_from_the_registry_beside_the_cluster():
+    from mysql_operator.manifests import EXPORTER_IMAGE
     from tests.support.cluster import PULL_SECRET, registry_ref
 
     values = yaml.safe_load((REPO / "examples" / "values-local.yaml").read_text())
@@ -246,6 +261,8 @@ def test_values_local_pulls_the_pushed_image_from_the_registry_beside_the_cluste
     c = container(rendered)
     assert c["image"] == registry_ref(f"localhost/mysql-operator:{mysql_operator.__version__}")
     assert c["imagePullPolicy"] == "Always"  # a rebuilt image is pushed under the same tag
+    exporter = {e["name"]: e.get("value") for e in c["env"]}["MYSQL_OPERATOR_EXPORTER_IMAGE"]
+    assert exporter == registry_ref(EXPORTER_IMAGE)
     pod = next(d for d in rendered if d["kind"] == "Deployment")["spec"]["template"]["spec"]
     assert pod["imagePullSecrets"] == [{"name": PULL_SECRET}]
 

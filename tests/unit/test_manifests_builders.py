@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import base64
 import copy
+from pathlib import Path
 
 import pytest
+import yaml
 
 from mysql_operator import manifests as m
 from mysql_operator.api import parse
 from mysql_operator.db import accounts
 from mysql_operator.db.flavor import Flavor, ServerVersion
 from tests.unit.test_api_fieldwalk import FULL, body
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cluster(**spec):
@@ -226,14 +230,8 @@ def test_statefulset_shape():
     }
     pod = spec["template"]["spec"]
     (seed, init), (server, donor, exporter) = pod["initContainers"], pod["containers"]
-    assert (
-        init["image"]
-        == server["image"]
-        == seed["image"]
-        == donor["image"]
-        == exporter["image"]
-        == "mariadb:11.4"
-    )
+    assert init["image"] == server["image"] == seed["image"] == donor["image"] == "mariadb:11.4"
+    assert exporter["image"] == m.EXPORTER_IMAGE  # never the server's: it has no exporter
     assert init["command"] == ["/bin/bash", "/opt/mysql-operator/config/init.sh"]
     assert server["command"] == ["/bin/bash", "/opt/mysql-operator/config/start.sh"]
     assert (
@@ -335,7 +333,8 @@ def test_the_metrics_sidecar_reads_its_password_from_a_file_and_can_be_turned_of
     pod = m.statefulset(cluster(flavor=flavor))["spec"]["template"]["spec"]
     exporter = next(ct for ct in pod["containers"] if ct["name"] == "exporter")
     assert exporter["ports"] == [{"name": "metrics", "containerPort": 9104, "protocol": "TCP"}]
-    assert exporter["command"] == ["/bin/bash", "/opt/mysql-operator/config/exporter.sh"]
+    assert exporter["command"] == ["/bin/sh", "/opt/mysql-operator/config/exporter.sh"]  # busybox's
+    assert exporter["image"] == m.EXPORTER_IMAGE
     assert not any("PASSWORD" in e["name"] for e in exporter["env"])
     assert {"name": "monitor", "mountPath": "/etc/mysql-operator/monitor", "readOnly": True} in exporter[
         "volumeMounts"
@@ -344,9 +343,37 @@ def test_the_metrics_sidecar_reads_its_password_from_a_file_and_can_be_turned_of
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["monitor"]["secret"]["items"] == [{"key": "monitor-password", "path": "password"}]
     assert volumes["monitor"]["secret"]["optional"] is True
+    # the operator's exporter image (chart value exporterImage), or the cluster's own
+    (named,) = [
+        ct
+        for ct in m.statefulset(cluster(flavor=flavor), "r.example/exp:1")["spec"]["template"]["spec"][
+            "containers"
+        ]
+        if ct["name"] == "exporter"
+    ]
+    assert named["image"] == "r.example/exp:1"
+    own = cluster(flavor=flavor, monitoring={"image": "mine/exporter:2"})
+    (mine,) = [
+        ct
+        for ct in m.statefulset(own, "r.example/exp:1")["spec"]["template"]["spec"]["containers"]
+        if ct["name"] == "exporter"
+    ]
+    assert mine["image"] == "mine/exporter:2"
     off = m.statefulset(cluster(flavor=flavor, monitoring={"enabled": False}))["spec"]["template"]["spec"]
     assert "exporter" not in [ct["name"] for ct in off["containers"]]
     assert "monitor" not in [v["name"] for v in off["volumes"]]
+
+
+def test_the_default_exporter_image_is_the_pinned_mysqld_exporter_the_build_makes():
+    """The operator's default, the chart's default and hack/versions.env name one version."""
+    env = dict(
+        line.split("=", 1)
+        for line in (REPO / "hack" / "versions.env").read_text().splitlines()
+        if "=" in line
+    )
+    assert m.EXPORTER_IMAGE == f"localhost/mysqld-exporter:{env['MYSQLD_EXPORTER_VERSION']}"
+    values = yaml.safe_load((REPO / "charts" / "mysql-operator" / "values.yaml").read_text())["exporterImage"]
+    assert f"{values['repository']}:{values['tag']}" == m.EXPORTER_IMAGE
 
 
 def test_restricted_pod_security():

@@ -1,6 +1,8 @@
-#!/bin/bash
+#!/bin/sh
 # The metrics sidecar of a server Pod: prometheus/mysqld_exporter on port $EXPORTER_PORT, connected
-# over the server's socket as the monitoring account (db/accounts.py monitor_grants).
+# over the server's socket as the monitoring account (db/accounts.py monitor_grants). It runs in the
+# exporter image (prometheus/mysqld_exporter's: busybox and /bin/mysqld_exporter), never in the
+# server image, so it is POSIX sh: busybox's sh runs it.
 #
 # The password comes from the file $MONITOR_PASSWORD_FILE (the credentials Secret's
 # monitor-password, mounted: the kubelet renews the file when the Secret changes). The exporter
@@ -22,7 +24,7 @@ stop() {
 trap stop TERM INT
 
 if ! command -v "$EXPORTER" >/dev/null; then
-  log "this image has no $EXPORTER: no metrics (use the operator's server images, or set spec.monitoring.enabled: false)"
+  log "this image has no $EXPORTER: no metrics (spec.monitoring.image must be a mysqld_exporter image, or set spec.monitoring.enabled: false)"
   while :; do sleep 3600 & wait $!; done
 fi
 umask 077
