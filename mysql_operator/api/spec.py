@@ -319,7 +319,7 @@ class ClusterSpec:
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
     service: ServiceSpec = ServiceSpec()
     monitoring: bool = True  # spec.monitoring.enabled: the mysqld_exporter sidecar
-    # spec.monitoring.image: the sidecar's image; None: the operator's (chart value exporter.image)
+    # spec.monitoring.image: the sidecar's image; None: the operator's (chart value exporterImage)
     monitoring_image: str | None = None
     tls: TLS = TLS()
     backup: Backup | None = None

@@ -87,14 +87,14 @@ def plan(
                 "holds: give the whole set, as SELECT @@gtid_executed prints it at that point"
             )
     while True:
-        if target is not None and applied.contains(target):
+        if target is not None and holds(applied, target):
             break
-        todo = [s for s in pool if not applied.contains(parse(s.gtids_after))]
+        todo = [s for s in pool if not holds(applied, parse(s.gtids_after))]
         if stop.at is not None:  # a file opened after the stop holds nothing to replay
             todo = [s for s in todo if s.first_event_at <= stop.at]
         if not todo:
             break
-        nexts = [s for s in todo if applied.contains(parse(s.gtids_before))]
+        nexts = [s for s in todo if holds(applied, parse(s.gtids_before))]
         if not nexts:
             starts = sorted({s.gtids_before for s in todo})
             raise PitrError(
@@ -113,7 +113,7 @@ def plan(
             "later: wait until the archive reaches it (files are closed every "
             "spec.backup.binlogs.maxDelaySeconds), or restore to an earlier time"
         )
-    if target is not None and not applied.contains(target):
+    if target is not None and not holds(applied, target):
         raise PitrError(f"the binary log archive does not hold {stop.describe()}: it reaches {applied}")
     return chain
 
@@ -129,8 +129,21 @@ def choose_base(bases: Iterable[Base], stop: Stop, parse: Callable[[str], Any]) 
         target = parse(stop.gtid)
         if isinstance(target, MySQLGtidSet):
             target = mysql_stop(stop.gtid)
-        fits = [b for b in fits if target.contains(parse(b.gtid_position))]
+        fits = [b for b in fits if holds(target, parse(b.gtid_position))]
     return max(fits, key=lambda b: b.completed_at, default=None)
+
+
+def holds(applied: Any, other: Any) -> bool:
+    """`applied` holds every transaction of `other`, in the one history a restore replays: MySQL
+    GTID sets compare as sets; MariaDB positions per domain (`MariaDBGtids.covers`). A backup
+    records a MariaDB position (`gtid_binlog_pos`: one GTID per domain), while a binary log's
+    GTID lists name each server's last: once the primary had been a replica of others, its files
+    name several servers, and compared server by server a file wholly before the base would look
+    new (replayed from the base's position it failed: "Binary logs never reached expected GTID
+    state")."""
+    if isinstance(applied, MariaDBGtids):
+        return applied.covers(other)
+    return bool(applied.contains(other))
 
 
 def mysql_stop(text: str) -> MySQLGtidSet:

@@ -96,6 +96,16 @@ class MariaDBGtids:
         mine = self._map()
         return all(mine.get((d, s), -1) >= n for d, s, n in other.entries if n > 0)
 
+    def covers(self, other: "MariaDBGtids") -> bool:
+        """Per domain: no seq_no of `other` is above this one's highest in that domain, whatever
+        server wrote it. True of one history (a domain's seq_nos grow, whichever server is the
+        primary), where a position (one GTID per domain, as `gtid_binlog_pos`) stands for every
+        earlier GTID of its domain; `contains` compares server by server."""
+        top: dict[int, int] = {}
+        for d, _, n in self.entries:
+            top[d] = max(n, top.get(d, -1))
+        return all(top.get(d, -1) >= n for d, _, n in other.entries if n > 0)
+
     def subtract(self, other: "MariaDBGtids") -> "MariaDBGtids":
         theirs = other._map()
         return MariaDBGtids(tuple(e for e in self.entries if e[2] > 0 and theirs.get((e[0], e[1]), 0) < e[2]))

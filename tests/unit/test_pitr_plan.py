@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mysql_operator.backup.binlog_archive import Segment
+from mysql_operator.backup import pitr
+from mysql_operator.backup.binlog_archive import Base, Segment
 from mysql_operator.backup.pitr import PitrError, Stop, plan, tool_argv
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 
@@ -77,6 +78,29 @@ def test_mariadb_positions():
     ]
     chain = plan(segs, "0-1-7", 15, Stop(), MariaDBGtids.parse)
     assert names(chain) == [("1", "b.1"), ("2", "b.1")]
+
+
+def test_a_mariadb_file_wholly_before_the_bases_position_is_not_replayed_whatever_servers_it_names():
+    """A primary that had been a replica of others (a re-seed, failovers) writes a binary log whose
+    GTID lists name each server's last GTID, while a backup records one GTID per domain
+    (gtid_binlog_pos). Seen in a restore: the archive's first file (since the re-seed) ended before
+    the base backup's position, was replayed from that position, and mariadb-binlog failed ("Binary
+    logs never reached expected GTID state"). In one history a domain's seq_nos grow whichever
+    server wrote them: the file holds nothing the base lacks."""
+    state = "0-1-183236,0-2-178699,0-3-304570"
+    segs = [
+        seg("3", "b.1", "", state, 10, 20),  # since the re-seed: several servers' transactions
+        seg("3", "b.2", state, "0-1-183236,0-2-178699,0-3-304700", 20, 40),
+    ]
+    for base in ("0-3-304578", "0-3-304570"):
+        assert names(plan(segs, base, 21, Stop(at=30), MariaDBGtids.parse)) == [("3", "b.2")], base
+        assert names(plan(segs, base, 21, Stop(gtid="0-3-304600"), MariaDBGtids.parse)) == [("3", "b.2")]
+    # a base from before the file still replays it, from the base's position on
+    assert names(plan(segs, "0-2-178000", 15, Stop(), MariaDBGtids.parse)) == [("3", "b.1"), ("3", "b.2")]
+    # a GTID stop naming another server of the domain than the base's: that base still fits
+    assert pitr.choose_base(
+        [Base("0-3-304578", 21, "k/base")], Stop(gtid="0-2-304650"), MariaDBGtids.parse
+    ) == Base("0-3-304578", 21, "k/base")
 
 
 def test_tool_arguments_skip_what_is_applied_and_stop_one_second_after():
