@@ -275,7 +275,7 @@ build_scratch_image() {  # $1: name, $2: archive
   esac
   if [[ "$name" == exporter ]]; then  # upstream: FROM prometheus/busybox, COPY, USER nobody
     install -m 0755 "$(exporter_binary)" "$mnt/bin/mysqld_exporter"
-    bah config --entrypoint '["/bin/mysqld_exporter"]' --cmd '[]' --user nobody --port 9104 "$c"
+    bah config --entrypoint '["/bin/mysqld_exporter"]' --cmd '[]' --user nobody --port 9104/tcp "$c"
   fi
   bah umount "$c" >/dev/null
   bah config --label "$KEY_LABEL=$(image_key "$name")" --os linux --arch amd64 "$c"

@@ -206,7 +206,9 @@ def test_exporter_image_is_upstreams_shape_and_runs_the_sidecar_script_with_its_
     config = image_config(images["exporter"].archive)
     assert config["Entrypoint"] == ["/bin/mysqld_exporter"] and config["User"] == "nobody"
     assert "9104/tcp" in config["ExposedPorts"]
-    code, out = run(containerd, images["exporter"].ref, "--version")  # the entrypoint: the exporter
+    code, out = run(
+        containerd, images["exporter"].ref, "/bin/mysqld_exporter", "--version"
+    )  # ctr: argv whole
     assert code == 0 and "mysqld_exporter, version 0.16.0" in out, out
     root = subprocess.run(
         [str(REPO / "hack" / "build-images.sh"), "--rootfs", "exporter"],
