@@ -180,20 +180,26 @@ build_cert_manager() {  # test-only: tests/support/certmanager.py runs it on loo
 
 go_build_module() {  # $1: target dir, $2: module@version, rest: packages of that module to build
   # A wrapper module requiring the module (`go install pkg@version` also asks the proxy for the
-  # module's version list, which it refuses for some modules it serves). GO_BUILD_TAGS: build tags.
+  # module's version list, which it refuses for some modules it serves). GO_BUILD_TAGS: build tags,
+  # GO_LDFLAGS: more linker flags.
   local dir="$1" module="$2" name; shift 2
   local work="$CACHE_ROOT/src/${dir##*/}"
   mkdir -p "$work" "$dir"
   printf 'module local/%s\n\ngo 1.24\n' "${dir##*/}" >"$work/go.mod"
   (cd "$work" && go get "${@/%/@${module#*@}}" >&2 &&
-    go build -trimpath -tags "${GO_BUILD_TAGS:-}" -ldflags "-s -w" -o "$work/out/" "$@")
+    go build -trimpath -tags "${GO_BUILD_TAGS:-}" -ldflags "-s -w ${GO_LDFLAGS:-}" -o "$work/out/" "$@")
   for name in "$@"; do mv "$work/out/${name##*/}" "$dir/${name##*/}"; done
 }
 
 build_exporter() {
-  [[ -x "$EXPORTER_DIR/mysqld_exporter" ]] && return 0
+  # it says its version (`--version`, the mysqld_exporter_build_info metric) as upstream's
+  # release build does (promu sets prometheus/common/version); a build without it is redone
+  local version="${MYSQLD_EXPORTER_VERSION#v}"
+  [[ -x "$EXPORTER_DIR/mysqld_exporter" ]] &&
+    "$EXPORTER_DIR/mysqld_exporter" --version 2>&1 | grep -q "version $version " && return 0
   log "building mysqld_exporter $MYSQLD_EXPORTER_VERSION"
-  go_build_module "$EXPORTER_DIR" "github.com/prometheus/mysqld_exporter@$MYSQLD_EXPORTER_VERSION" \
+  GO_LDFLAGS="-X github.com/prometheus/common/version.Version=$version" \
+    go_build_module "$EXPORTER_DIR" "github.com/prometheus/mysqld_exporter@$MYSQLD_EXPORTER_VERSION" \
     github.com/prometheus/mysqld_exporter
 }
 

@@ -116,7 +116,7 @@ image_key() {
     pause) { echo pause; sha256sum < /usr/bin/catatonit; declare -f build_scratch_image; } | hash_stdin ;;
     busybox) { echo busybox; sha256sum < /bin/busybox; declare -f build_scratch_image; } | hash_stdin ;;
     # mysqld_exporter is built from its pinned Go module version
-    exporter) { echo "exporter $MYSQLD_EXPORTER_VERSION"; sha256sum < /bin/busybox; declare -f build_scratch_image; } | hash_stdin ;;
+    exporter) { sha256sum < "$(exporter_binary)"; sha256sum < /bin/busybox; declare -f build_scratch_image; } | hash_stdin ;;
     mariadb | mariadb-11.8 | mysql)
       local dir="$REPO/images/${name%-11.8}" files
       mapfile -t files < <(cd "$dir" && find . -type f | sed 's|^\./||')
