@@ -956,17 +956,20 @@ class Instance:
     def stop_io_thread(self) -> None:
         self._run_slow(self.dialect.stop_io_thread())
 
-    def stop_receiving(self, complete_within: float = 2.0, attempts: int = 3) -> None:
+    def stop_receiving(self, complete_within: float = 3.0, attempts: int = 3) -> None:
         """A running receiver (IO thread) stopped between two transactions, not inside one. A
         transaction only partly in the relay log holds MySQL's multi-threaded applier (there is
         no single-threaded one since 9.x: its coordinator waits for the rest), and STOP REPLICA
         then fails with 1875 for up to 60 s, and a failover's promotion with it (measured: a
         stop under writes cut one in 3 of 19 runs). When a stop left one half queued, the receiver
         starts again (auto-positioning fetches that transaction whole) and stops once it is
-        complete, `attempts` times at most; one that does not complete within `complete_within`
-        seconds (a source that does not answer) is left to the server (the applier gives it up
-        by itself). Only for a failover's quiesce: the receiver gets whatever the source sends
-        meanwhile, and the failover decides again on what each replica holds afterwards."""
+        complete, `attempts` times at most. It is waited for while the receiver is connected (a
+        large transaction on a loaded machine takes seconds, the source first scans its binary
+        logs for it, and each start fetches it from its beginning again: seen in CI), up to
+        `slow_timeout`; a receiver not connected for `complete_within` seconds (a source that does
+        not answer) leaves it to the server (the applier gives it up by itself). Only for a failover's quiesce: the receiver gets whatever
+        the source sends meanwhile, and the failover decides again on what each replica holds
+        afterwards."""
         status = self.replica_status()
         if status is None or status.io_state == "No":
             return  # not receiving: left as it is
@@ -983,13 +986,24 @@ class Instance:
             half = queueing()
             if not half:
                 return
+            wanted = self.dialect.parse_gtids(half)
             self._run(self.dialect.start_io_thread())
-            deadline = time.monotonic() + complete_within
-            while queueing() == half and time.monotonic() < deadline:
+            seen = time.monotonic()  # last seen connected (or started)
+            deadline = seen + self.slow_timeout
+            while True:
+                now, status = time.monotonic(), self.replica_status()
+                if status is None or status.received.contains(wanted):
+                    break  # received whole (QUEUEING_TRANSACTION reads "" while it reconnects)
+                if status.io_state == "Yes":
+                    seen = now
+                elif now - seen >= complete_within:
+                    break  # the source does not answer
+                if now >= deadline:
+                    break  # not in time
                 time.sleep(0.05)
             self.stop_io_thread()
             if queueing() == half:
-                return  # no progress: the source does not send
+                return  # not completed: left to the server
 
     def start_replica(self) -> None:
         self._run(self.dialect.start_replica())
