@@ -967,9 +967,9 @@ class Instance:
         large transaction on a loaded machine takes seconds, the source first scans its binary
         logs for it, and each start fetches it from its beginning again: seen in CI), up to
         `slow_timeout`; a receiver not connected for `complete_within` seconds (a source that does
-        not answer) leaves it to the server (the applier gives it up by itself). Only for a failover's quiesce: the receiver gets whatever
-        the source sends meanwhile, and the failover decides again on what each replica holds
-        afterwards."""
+        not answer) leaves it to the server (the applier gives it up by itself). Only for a
+        failover's quiesce: the receiver gets whatever the source sends meanwhile, and the
+        failover decides again on what each replica holds afterwards."""
         status = self.replica_status()
         if status is None or status.io_state == "No":
             return  # not receiving: left as it is

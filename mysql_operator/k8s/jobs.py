@@ -25,7 +25,7 @@ def job_image() -> str:
 
 
 def exporter_image() -> str:
-    """The metrics sidecar's image (the chart sets MYSQL_OPERATOR_EXPORTER_IMAGE: exporter.image)."""
+    """The metrics sidecar's image (the chart sets MYSQL_OPERATOR_EXPORTER_IMAGE: exporterImage)."""
     return os.environ.get("MYSQL_OPERATOR_EXPORTER_IMAGE") or EXPORTER_IMAGE
 
 

@@ -40,7 +40,7 @@ RESEED_DIR = "/etc/mysql-operator/reseed"
 # account's password as a file (renewed in place on rotation)
 EXPORTER_PORT = 9104
 # Its image unless the operator is told another (MYSQL_OPERATOR_EXPORTER_IMAGE: the chart's
-# exporter.image) or the cluster names one (spec.monitoring.image): prometheus/mysqld_exporter's,
+# exporterImage) or the cluster names one (spec.monitoring.image): prometheus/mysqld_exporter's,
 # built here by hack/build-images.sh exporter at hack/versions.env's MYSQLD_EXPORTER_VERSION
 EXPORTER_IMAGE = "localhost/mysqld-exporter:v0.16.0"
 MONITOR_DIR = "/etc/mysql-operator/monitor"
