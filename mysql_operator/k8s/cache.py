@@ -4,8 +4,11 @@ A `Store` holds the latest body of each object of one kind, fed by a `Reflector`
 WATCH from the list's resourceVersion, LIST again whenever the watch ends: its timeout, the server
 compacted past it, or closed it because the kind's schema changed) and by the operator's own
 writes (`offer` with the API's answer: the pass reads what it wrote even before the watch delivers
-it; the status it records before acting is never read back stale). A body is replaced only by one with a newer resourceVersion, so a late watch
-event never undoes a write. Until its first LIST the store is not `synced` and readers go to the
+it; the status it records before acting is never read back stale). A body is replaced only by
+one with a newer resourceVersion, so a late watch event never undoes a write; at the same
+resourceVersion only by a LIST's or a write's answer, which the API server decoded with the kind's
+current schema (a watch's event or kopf's body may hold a copy an older schema pruned: see
+Reflector.run). Until its first LIST the store is not `synced` and readers go to the
 API server, as they do for what no store holds.
 
 `Reads` is what the pass uses: the MySQLCluster, its Pods and its StatefulSet from the stores, the
@@ -85,12 +88,16 @@ class Store:
         self._unlisted = set(scopes)
         self.synced = threading.Event()
 
-    def offer(self, body: Mapping[str, Any]) -> None:
-        """Keep `body` unless a newer version (or the object's deletion) is already known."""
+    def offer(self, body: Mapping[str, Any], current: bool = True) -> None:
+        """Keep `body` unless a newer version (or the object's deletion) is already known.
+        `current`: the API server read it just now (a LIST, a write's answer), so it replaces the
+        same version held; a copy that may be older (a watch event, kopf's body) does not."""
         key, version = _key(body), _version(body)
         with self._lock:
             held = self._items.get(key)
             if held is not None and not newer(version, _version(held)):
+                return
+            if held is not None and not current and version == _version(held):
                 return
             gone = self._gone.get(key)
             if held is None and gone is not None and not newer(version, gone):
@@ -213,7 +220,7 @@ class Reflector(threading.Thread):
                     if kind == "DELETED":
                         self.store.remove(obj)
                     elif kind in ("ADDED", "MODIFIED"):
-                        self.store.offer(obj)
+                        self.store.offer(obj, current=False)
                 else:
                     # the watch ended (its timeout, or the server closed it): LIST again, not WATCH
                     # on. The server closes the watches of a kind whose storage it replaced (a CRD
@@ -337,14 +344,19 @@ class Reads:
         return found
 
     def seen(self, body: Mapping[str, Any]) -> None:
-        """A MySQLCluster body kopf delivered (never older than what the store holds afterwards)."""
-        self._wrote(self.clusters, body)
+        """A MySQLCluster body kopf delivered (never older than what the store holds afterwards).
+        Not in place of the store's copy of the same version: kopf keeps the body its watch
+        delivered, and a watch the server closed because the CRD changed may have delivered it
+        pruned by the old schema; kopf watches on from there, so only the store's LIST has the
+        fields the new schema keeps (else a cluster created while a newer CRD was applied has its
+        new fields unseen, and no Warning naming the unknown ones, until its next edit)."""
+        self._seen(self.clusters, body)
 
     def seen_owned(self, kind: str, body: Mapping[str, Any]) -> None:
         """A Pod or StatefulSet body kopf delivered: kopf's watch and the store's are two, and a
         pass woken by kopf's event must not read the store's older copy (a cluster with nothing
         running is not looked at again until its resync)."""
-        self._wrote(self.pods if kind == "Pod" else self.statefulsets, body)
+        self._seen(self.pods if kind == "Pod" else self.statefulsets, body)
 
     def wrote_secret(self, namespace: str, name: str) -> None:
         """The operator changed this Secret: read it again next time."""
@@ -455,6 +467,11 @@ class Reads:
     def _wrote(store: Store | None, body: Mapping[str, Any] | None) -> None:
         if store is not None and body:
             store.offer(body)
+
+    @staticmethod
+    def _seen(store: Store | None, body: Mapping[str, Any]) -> None:
+        if store is not None and body:
+            store.offer(body, current=False)
 
     def forget(self, namespace: str, name: str) -> None:
         """A deleted cluster: drop what is cached for its Secrets."""

@@ -147,3 +147,23 @@ def test_a_pass_woken_by_kopfs_event_reads_at_least_that_version_of_the_pod():
     assert version(pods, "db-0") == "7"
     reads.seen_owned("StatefulSet", obj("db", 3))
     assert version(sets, "db") == "3" and version(pods, "db") is None
+
+
+def test_a_copy_an_old_schema_pruned_never_replaces_the_lists_of_the_same_version():
+    """A CRD updated while an object is created: the watch open on the old storage delivers it
+    pruned, the server closes that watch, the store's LIST reads it whole at the same
+    resourceVersion. kopf watches on from that version and keeps its pruned copy, offered before
+    every pass: it must not put the pruned copy back."""
+    clusters = Store()
+    reads = Reads(object(), clusters=clusters)
+    pruned = {**obj("db", 8), "spec": {"instances": 1}}
+    whole = {**obj("db", 8), "spec": {"instances": 1, "futureSetting": "on"}}
+    clusters.offer(pruned, current=False)  # the old storage's watch event
+    clusters.replace([whole], "9")  # the LIST after the server closed that watch
+    reads.seen(pruned)  # kopf's body, every pass
+    clusters.offer(pruned, current=False)  # a late event of the old watch
+    assert reads.cluster("ns", "db")["spec"] == whole["spec"]
+    reads.seen({**obj("db", 10), "spec": {"instances": 2}})  # an edit: kopf's newer body counts
+    assert reads.cluster("ns", "db")["spec"] == {"instances": 2}
+    clusters.offer({**obj("db", 10), "spec": {"instances": 2, "futureSetting": "on"}})  # a write's answer
+    assert reads.cluster("ns", "db")["spec"]["futureSetting"] == "on"
