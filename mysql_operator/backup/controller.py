@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 
 import kopf
 from dataclasses import dataclass, field
@@ -163,6 +164,13 @@ def key_problem(api: k8s.ApiClient, namespace: str, enc: Encryption | None, fiel
     return None
 
 
+# A cluster's delete Jobs running at once. Retention expiring many backups at one pass (keepLast
+# lowered, a schedule's backlog) or many MySQLBackups deleted together start the rest as these end:
+# each Job is a Pod starting a Python process, and a burst of them starved every database Pod on
+# a small node for 30 s (their CPU requests far above a server's)
+DELETE_JOBS_AT_ONCE = 2
+
+
 @dataclass
 class BackupController:
     api: k8s.ApiClient
@@ -171,6 +179,9 @@ class BackupController:
     # in the operator the cluster's pass publishes it (Reconciler.report), its status's one
     # writer; None: patched here (tools, tests that run the controller alone)
     report: Callable[[str, str, dict], None] | None = None
+    # (namespace, cluster) -> the delete Jobs this process started there (DELETE_JOBS_AT_ONCE)
+    _deleting: dict[tuple[str, str], set[str]] = field(default_factory=dict, repr=False)
+    _deleting_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def custom(self):
@@ -465,6 +476,22 @@ class BackupController:
                 done["deleted"].append(name)
         return done
 
+    def _may_start_delete(self, ns: str, cluster: str, job: str) -> bool:
+        """Whether the delete Job `job` may start now: fewer than DELETE_JOBS_AT_ONCE of the ones
+        this process started for the cluster still run (each read again; a restarted operator
+        knows none, and starts at most that many more). Recorded as started when it may."""
+        with self._deleting_lock:
+            running = {
+                other
+                for other in self._deleting.get((ns, cluster), set())
+                if other != job and jobs.job_result(*jobs.read_job(self.api, ns, other)) is None
+            }
+            if len(running) >= DELETE_JOBS_AT_ONCE:
+                self._deleting[(ns, cluster)] = running
+                return False
+            self._deleting[(ns, cluster)] = running | {job}
+            return True
+
     def data_deleted(self, body: dict, cluster_body: dict | None = None) -> bool:
         """True once the backup's objects are gone (or it never stored any). Otherwise a delete
         Job (`backup delete-data`, owned by the MySQLBackup) does it: the operator never talks to
@@ -496,6 +523,8 @@ class BackupController:
                 )
                 return True
             cluster = cluster_in_effect(cluster_body)
+            if not self._may_start_delete(ns, cluster.name, name):
+                return False  # the cluster's other delete Jobs first: a later pass starts it
             jobs.create_job(
                 self.api,
                 owned(

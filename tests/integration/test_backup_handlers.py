@@ -461,6 +461,62 @@ def test_retention_deletes_the_objects_through_a_job_before_the_backup(control_p
     assert ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)["deleted"] == ["old"]
 
 
+def test_retention_runs_at_most_two_delete_jobs_of_a_cluster_at_once(control_plane, ctl, crds, namespace):
+    """Retention expiring five backups at one pass starts two delete Jobs, not five: each is a Pod
+    starting a Python process, and a burst of them starved a small node's database Pods for 30 s
+    (CI at eb2bae2). The others start as those end, and every expired backup goes in the end."""
+    make_cluster(crds, namespace, retention={"keepLast": 1})
+    names = [f"b{i}" for i in range(6)]
+    for i, n in enumerate(names):
+        make_backup(crds, namespace, n)
+        crds.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            BACKUP_PLURAL,
+            n,
+            {
+                "status": {
+                    "phase": "Succeeded",
+                    "completedAt": f"2025-01-0{i + 1}T00:00:00Z",
+                    "location": f"s3://backups/shop/{n}",
+                }
+            },
+        )
+    now = dt.datetime(2025, 1, 9, tzinfo=UTC)
+    batch = client.BatchV1Api(control_plane.api_client())
+
+    def running() -> list[str]:
+        return sorted(
+            j.metadata.name
+            for j in batch.list_namespaced_job(namespace).items
+            if not (j.status.succeeded or j.status.failed)
+        )
+
+    def tick() -> dict:
+        return ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)
+
+    assert sorted(tick()["deleting"]) == names[:5]  # b5, the newest, is kept
+    first = running()
+    assert len(first) == 2, first
+    assert sorted(tick()["deleting"]) == names[:5] and running() == first  # none more while they run
+    gone: list[str] = []
+    for _ in range(5):  # one ends, the next starts: never more than two
+        job = running()[0]
+        finish_job(control_plane, namespace, job, True, {"ok": True, "deleted": 1, "message": "deleted 1"})
+        done = tick()
+        gone += done["deleted"]
+        assert job.removesuffix("-delete") in done["deleted"], done
+        assert len(running()) <= 2, running()
+    assert sorted(gone) == names[:5] and running() == []
+    left = [
+        o["metadata"]["name"]
+        for o in crds.list_namespaced_custom_object(GROUP, VERSION, namespace, BACKUP_PLURAL)["items"]
+        if not o["metadata"].get("deletionTimestamp")
+    ]
+    assert left == ["b5"]
+
+
 def test_cli_backup_commands_use_the_kubeconfig_context_namespace(
     control_plane, crds, tmp_path, monkeypatch, capsys
 ):
