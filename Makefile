@@ -74,8 +74,9 @@ cluster-up: deps venv ## build what is missing (side by side), start the local o
 	$(PY) -m tests.support.cluster up
 
 FLAVOR ?= mysql
-# what the demo's cluster runs: one server image, the operator's, the metrics sidecar's; no NetworkPolicy enforcer
-DEMO_IMAGES := $(if $(filter mariadb,$(FLAVOR)),mariadb,mysql) operator exporter
+# what the demo's cluster runs: one server image and its tool image (the backup Job's client tools), the
+# operator's, the metrics sidecar's; no NetworkPolicy enforcer
+DEMO_IMAGES := $(if $(filter mariadb,$(FLAVOR)),mariadb mariadb-tools,mysql mysql-tools) operator exporter
 demo: deps venv ## local cluster + chart + a 3-instance cluster (FLAVOR=mysql|mariadb), a row written and read, a backup
 	$(MAKE) --no-print-directory -j4 demo-images cluster-binaries bin-node
 	MYSQLOP_CLUSTER_IMAGES="$(DEMO_IMAGES)" $(PY) -m tests.support.cluster up

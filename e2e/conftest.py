@@ -420,6 +420,7 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
         EXPORTER_IMAGE,
         OPERATOR_IMAGE,
         RUN_LABEL,
+        TOOLS_IMAGE,
         delete_clusters,
         install_crds,
         interrupted,
@@ -467,8 +468,12 @@ def host_operator(local_cluster, kube_namespace, tmp_path):
         kubeconfig,
         log_path,
         *("--resolver", "ip", "--loop-seconds", "1", "--resync-seconds", "30"),
-        # its backup Jobs' image and its exporter sidecars', as the chart sets them
-        env={"MYSQL_OPERATOR_IMAGE": OPERATOR_IMAGE, "MYSQL_OPERATOR_EXPORTER_IMAGE": EXPORTER_IMAGE},
+        # its backup Jobs' image, their client tools' and its exporter sidecars', as the chart sets them
+        env={
+            "MYSQL_OPERATOR_IMAGE": OPERATOR_IMAGE,
+            "MYSQL_OPERATOR_EXPORTER_IMAGE": EXPORTER_IMAGE,
+            "MYSQL_OPERATOR_TOOLS_IMAGE": TOOLS_IMAGE,
+        },
     )
     try:
         yield ns, api, log_path, proc

@@ -26,6 +26,7 @@ from kubernetes.client.rest import ApiException
 
 from mysql_operator import __version__
 from mysql_operator.manifests import EXPORTER_IMAGE as EXPORTER_IMAGE_LOCAL
+from mysql_operator.manifests.common import TOOLS_REPOSITORY
 from tests.support.cluster import PULL_SECRET, registry_ref
 from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for
@@ -40,6 +41,7 @@ IMAGES = {"mariadb": IMAGE, "mysql": registry_ref("localhost/mysql:9.7")}
 MARIADB_11_8 = registry_ref("localhost/mariadb:11.8")
 OPERATOR_IMAGE = registry_ref(f"localhost/mysql-operator:{__version__}")
 EXPORTER_IMAGE = registry_ref(EXPORTER_IMAGE_LOCAL)  # the metrics sidecar's (hack/build-images.sh exporter)
+TOOLS_IMAGE = registry_ref(TOOLS_REPOSITORY)  # the Jobs' client tools (hack/build-images.sh *-tools), no tag
 PULL = {"imagePullPolicy": "Always", "imagePullSecrets": [{"name": PULL_SECRET}]}
 FLAVORS = tuple(IMAGES)
 REPO = Path(__file__).resolve().parents[1]

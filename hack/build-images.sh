@@ -3,8 +3,8 @@
 # per-user cache outside the checkout, each keyed by a hash of its inputs (rebuilt only when an
 # input changes).
 #
-#   hack/build-images.sh [all|base|base-sid|pause|busybox|exporter|mariadb|mariadb-11.8|mysql|operator]...
-#                                                       (default: all)
+#   hack/build-images.sh [all|base|base-sid|pause|busybox|exporter|mariadb-tools|mariadb-tools-11.8|
+#                         mysql-tools|mariadb|mariadb-11.8|mysql|operator]...   (default: all)
 #   hack/build-images.sh --print-dir                    (the archive folder)
 #   hack/build-images.sh --rootfs NAME                  (builds NAME, prints a folder holding its
 #                                                       unpacked root file system, for host tests)
@@ -22,9 +22,14 @@
 #   exporter  localhost/mysqld-exporter:VERSION  prometheus/mysqld_exporter's image: busybox and
 #             /bin/mysqld_exporter (its pinned Go module, hack/build-binaries.sh exporter), user
 #             nobody, ENTRYPOINT /bin/mysqld_exporter, like the upstream Dockerfile
-#   mariadb   localhost/mariadb:10.11          images/mariadb/Dockerfile (bookworm)
-#   mariadb-11.8 localhost/mariadb:11.8        images/mariadb/Dockerfile with SUITE=sid
-#   mysql     localhost/mysql:9.7              images/mysql/Dockerfile (sid)
+#   mariadb-tools      localhost/mysql-operator-tools:mariadb-10.11  images/mariadb-tools (bookworm):
+#             the client tools the backup, restore and archiver Pods run (their client-tools
+#             container), as the operator names them (manifests.backup_jobs.tools_image)
+#   mariadb-tools-11.8 localhost/mysql-operator-tools:mariadb-11.8   the same with SUITE=sid
+#   mysql-tools        localhost/mysql-operator-tools:mysql-9.7      images/mysql-tools (sid)
+#   mariadb   localhost/mariadb:10.11          images/mariadb/Dockerfile on mariadb-tools
+#   mariadb-11.8 localhost/mariadb:11.8        images/mariadb/Dockerfile on mariadb-tools-11.8
+#   mysql     localhost/mysql:9.7              images/mysql/Dockerfile on mysql-tools
 #   operator  localhost/mysql-operator:VERSION the repository's Dockerfile (VERSION from pyproject)
 #
 # How buildah runs here (found on a Debian bookworm VM, root, cgroup v1, no systemd):
@@ -70,11 +75,14 @@ image_ref() {
     pause) echo "localhost/pause:catatonit" ;;
     busybox) echo "localhost/busybox:1.35" ;;
     exporter) echo "localhost/mysqld-exporter:$MYSQLD_EXPORTER_VERSION" ;;
+    mariadb-tools) echo "localhost/mysql-operator-tools:mariadb-10.11" ;;
+    mariadb-tools-11.8) echo "localhost/mysql-operator-tools:mariadb-11.8" ;;
+    mysql-tools) echo "localhost/mysql-operator-tools:mysql-9.7" ;;
     mariadb) echo "localhost/mariadb:10.11" ;;
     mariadb-11.8) echo "localhost/mariadb:11.8" ;;
     mysql) echo "localhost/mysql:9.7" ;;
     operator) echo "localhost/mysql-operator:$(operator_version)" ;;
-    *) die "unknown image '$1': choose from all, base, base-sid, pause, busybox, exporter, mariadb, mariadb-11.8, mysql, operator" ;;
+    *) die "unknown image '$1': choose from all, base, base-sid, pause, busybox, exporter, mariadb-tools, mariadb-tools-11.8, mysql-tools, mariadb, mariadb-11.8, mysql, operator" ;;
   esac
 }
 
@@ -106,7 +114,7 @@ base_key() {  # $1: suite. A base is defined by build_base (its text) and the su
 }
 
 image_suite() {  # $1: image name -> the Debian suite it is built from
-  case "$1" in base-sid | mariadb-11.8 | mysql) echo sid ;; *) echo bookworm ;; esac
+  case "$1" in base-sid | mariadb-11.8 | mysql | mariadb-tools-11.8 | mysql-tools) echo sid ;; *) echo bookworm ;; esac
 }
 
 image_key() {
@@ -117,10 +125,14 @@ image_key() {
     busybox) { echo busybox; sha256sum < /bin/busybox; declare -f build_scratch_image; } | hash_stdin ;;
     # mysqld_exporter is built from its pinned Go module version
     exporter) { sha256sum < "$(exporter_binary)"; sha256sum < /bin/busybox; declare -f build_scratch_image; } | hash_stdin ;;
-    mariadb | mariadb-11.8 | mysql)
+    mariadb-tools | mariadb-tools-11.8 | mysql-tools)
       local dir="$REPO/images/${name%-11.8}" files
       mapfile -t files < <(cd "$dir" && find . -type f | sed 's|^\./||')
       { echo "$name $base"; hash_files "$dir" "${files[@]}"; } | hash_stdin ;;
+    mariadb | mariadb-11.8 | mysql)  # on their tool image: its key stands for the base
+      local dir="$REPO/images/${name%-11.8}" files
+      mapfile -t files < <(cd "$dir" && find . -type f | sed 's|^\./||')
+      { echo "$name $(image_key "$(base_of "$name")")"; hash_files "$dir" "${files[@]}"; } | hash_stdin ;;
     operator)
       # The Dockerfile, .dockerignore and every file the .dockerignore lets into the context.
       local files; mapfile -t files < <(operator_context_files)
@@ -193,11 +205,19 @@ apt_update_options() {  # $1: suite
 }
 
 base_of() {  # $1: image name -> the base image it builds on
-  [[ "$(image_suite "$1")" == sid ]] && echo base-sid || echo base
+  case "$1" in
+    mysql) echo mysql-tools ;;
+    mariadb) echo mariadb-tools ;;
+    mariadb-11.8) echo mariadb-tools-11.8 ;;
+    *) [[ "$(image_suite "$1")" == sid ]] && echo base-sid || echo base ;;
+  esac
 }
 
-base_name() {  # $1: image name -> its base as Dockerfiles name it (FROM debian:SUITE-slim)
-  echo "docker.io/library/debian:$(image_suite "$1")-slim"
+base_name() {  # $1: a base image -> its name in FROM (debian:SUITE-slim for base and base-sid)
+  case "$1" in
+    base | base-sid) echo "docker.io/library/debian:$(image_suite "$1")-slim" ;;
+    *) image_ref "$1" ;;
+  esac
 }
 
 build_base() {  # $1: archive to write, $2: image name (base or base-sid)
@@ -248,7 +268,7 @@ ensure_base_in_storage() {  # $1: image name
   [[ "$have" == "$key" ]] && return 0
   log "$base: loading $archive into buildah storage"
   bah pull --quiet "oci-archive:$archive" >/dev/null
-  bah tag "$(image_ref "$base")" "$(base_name "$base")"
+  [[ "$(image_ref "$base")" == "$(base_name "$base")" ]] || bah tag "$(image_ref "$base")" "$(base_name "$base")"
 }
 
 # --- images from scratch (static binaries from the host's Debian packages) --------------------
@@ -289,11 +309,13 @@ build_dockerfile_image() {  # $1: name, $2: archive
   local name="$1" out="$2" ref context dockerfile args=()
   ref="$(image_ref "$name")"
   case "$name" in
-    mariadb) context="$REPO/images/mariadb"; dockerfile="$context/Dockerfile" ;;
-    mariadb-11.8) context="$REPO/images/mariadb"; dockerfile="$context/Dockerfile"
+    mariadb-tools) context="$REPO/images/mariadb-tools"; dockerfile="$context/Dockerfile" ;;
+    mariadb-tools-11.8) context="$REPO/images/mariadb-tools"; dockerfile="$context/Dockerfile"
       args+=(--build-arg SUITE=sid --build-arg "APT_OPTIONS=$(apt_update_options sid)") ;;
-    mysql) context="$REPO/images/mysql"; dockerfile="$context/Dockerfile"
+    mysql-tools) context="$REPO/images/mysql-tools"; dockerfile="$context/Dockerfile"
       args+=(--build-arg "APT_OPTIONS=$(apt_update_options sid)") ;;
+    mariadb | mariadb-11.8 | mysql) context="$REPO/images/${name%-11.8}"; dockerfile="$context/Dockerfile"
+      args+=(--build-arg "TOOLS_IMAGE=$(image_ref "$(base_of "$name")")") ;;
     operator)
       context="$REPO"; dockerfile="$REPO/Dockerfile"
       if [[ -f "$HOST_CA_BUNDLE" ]]; then
@@ -347,7 +369,8 @@ build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF 
     case "$name" in
       base | base-sid) build_base "$archive" "$name" ;;
       pause | busybox | exporter) build_scratch_image "$name" "$archive" ;;
-      mariadb | mariadb-11.8 | mysql | operator) build_dockerfile_image "$name" "$archive" ;;
+      mariadb-tools | mariadb-tools-11.8 | mysql-tools | mariadb | mariadb-11.8 | mysql | operator)
+        build_dockerfile_image "$name" "$archive" ;;
     esac
     log "$name: built in $((SECONDS - start))s"
     # Keep the three newest archives of an image (another checkout sharing this cache may be
@@ -360,7 +383,7 @@ build() {  # $1: name. Builds if the keyed archive is missing; prints "NAME REF 
 main() {
   local targets=("$@") t
   [[ ${#targets[@]} -gt 0 ]] || targets=(all)
-  if [[ " ${targets[*]} " == *" all "* ]]; then targets=(base pause busybox exporter mariadb mariadb-11.8 mysql operator); fi
+  if [[ " ${targets[*]} " == *" all "* ]]; then targets=(base pause busybox exporter mariadb-tools mariadb-tools-11.8 mysql-tools mariadb mariadb-11.8 mysql operator); fi
   for t in "${targets[@]}"; do image_ref "$t" >/dev/null; done
   check_tools
   mkdir -p "$IMAGES_DIR" "$BUILDAH_ROOT" "$BUILDAH_RUNROOT"

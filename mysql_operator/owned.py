@@ -40,6 +40,7 @@ def apply_owned(
     restarting: Callable[[], set[str]],
     job_image: str,
     exporter_image: str,
+    tools_repository: str,
     c: MySQLCluster,
     body: Mapping[str, Any],
     passwords: Mapping[str, str],
@@ -78,17 +79,24 @@ def apply_owned(
             refused.append(apply_refusal(kind, obj_name, e.status, str(e.reason)))
         except urllib3.exceptions.HTTPError as e:
             refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
-    archiver_refused, archiver = binlog_archiver(api, kube, job_image, c, owner)
+    archiver_refused, archiver = binlog_archiver(api, kube, job_image, tools_repository, c, owner)
     refused += archiver_refused + grow_volumes(api, c)
     return Applied(redact("; ".join(refused), secrets) if refused else None, placed, staged, archiver)
 
 
 def binlog_archiver(
-    api: client.ApiClient, kube: KubeOps, job_image: str, c: MySQLCluster, owner: Mapping[str, Any]
+    api: client.ApiClient,
+    kube: KubeOps,
+    job_image: str,
+    tools_repository: str,
+    c: MySQLCluster,
+    owner: Mapping[str, Any],
 ) -> tuple[list[str], Mapping[str, Any] | None]:
     """The binary-log archiver's Deployment applied (spec.backup.binlogs.enabled) or deleted
     (off): why the API server refused, if it did, and the status of the one applied."""
-    dep = m.binlog_archiver(c, job_image, image_pull_policy=c.spec.image_pull_policy)
+    dep = m.binlog_archiver(
+        c, job_image, image_pull_policy=c.spec.image_pull_policy, tools_repository=tools_repository
+    )
     name = m.binlog_archiver_name(c)
     try:
         if dep is not None:

@@ -298,6 +298,7 @@ class Reconciler:
         job_image: str | None = None,
         reads: Reads | None = None,
         exporter_image: str | None = None,
+        tools_repository: str | None = None,
         observe: Callable[[str, str, Callable[[], Result]], Result] | None = None,
         operator_upgrades: str = "Auto",
         kube: KubeOps | None = None,
@@ -318,6 +319,7 @@ class Reconciler:
         self.restarts = RestartGate(clock, operator_upgrades, alive=self._exists)
         self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
         self.exporter_image = exporter_image or jobs.exporter_image()  # the metrics sidecar's
+        self.tools_repository = tools_repository or jobs.tools_repository()  # the Jobs' client tools
         self._guard = threading.Lock()
 
     def _entry(self, namespace: str, name: str, uid: str | None = None) -> _Entry:
@@ -504,6 +506,7 @@ class Reconciler:
             lambda: restarting_now(self.reads),
             self.job_image,
             self.exporter_image,
+            self.tools_repository,
             c,
             body,
             logins.passwords,
@@ -548,6 +551,7 @@ class Reconciler:
                 logins.secrets,
                 logins.error,
                 self.job_image,
+                self.tools_repository,
                 now,
                 start_error,
             )

@@ -211,6 +211,7 @@ def plan_restore(
     secrets: Sequence[str],
     secret_error: str | None,
     job_image: str,
+    tools_repository: str,
     now: str,
     start_error: str | None = None,
 ) -> RestorePlan:
@@ -253,7 +254,12 @@ def plan_restore(
         if error is None and seen.source is not None:
             record = restoring.record(restoring.RUNNING, described, now, job=restore_job_name(c))
             job = restore_job(
-                c, seen.source.s3, seen.source.path, job_image, image_pull_policy=c.spec.image_pull_policy
+                c,
+                seen.source.s3,
+                seen.source.path,
+                job_image,
+                image_pull_policy=c.spec.image_pull_policy,
+                tools_repository=tools_repository,
             )
             start = [
                 Record({"restore": record}),  # before the Job exists

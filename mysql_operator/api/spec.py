@@ -321,6 +321,7 @@ class ClusterSpec:
     monitoring: bool = True  # spec.monitoring.enabled: the mysqld_exporter sidecar
     # spec.monitoring.image: the sidecar's image; None: the operator's (chart value exporterImage)
     monitoring_image: str | None = None
+    tools_image: str | None = None  # the client-tools container's (spec.toolsImage)
     tls: TLS = TLS()
     backup: Backup | None = None
     restore: Restore | None = None
@@ -337,6 +338,13 @@ class ClusterSpec:
     def image_ref(self) -> str:
         """The server image: spec.image if set, else `<flavor repository>:<version>`."""
         return self.image or f"{IMAGE_REPOSITORY[self.flavor]}:{self.server_version}"
+
+    @property
+    def server_series(self) -> str:
+        """The servers' series ("9.7", "10.11"): of spec.version, else of the image's tag, else of
+        the flavor's default version."""
+        version = self.version or (image_version(self.image) if self.image else None)
+        return "%d.%d" % series(version or DEFAULT_VERSION[self.flavor])
 
     @property
     def desired_primary(self) -> int:
@@ -774,6 +782,7 @@ SPEC_FIELDS = {
     "flavor",
     "version",
     "image",
+    "toolsImage",
     "imagePullPolicy",
     "instances",
     "primary",
@@ -1100,6 +1109,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         service=service,
         monitoring=monitoring,
         monitoring_image=monitoring_image,
+        tools_image=_str(s, "toolsImage", path, max_len=512),
         tls=tls,
         backup=backup,
         restore=restore,

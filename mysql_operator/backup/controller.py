@@ -46,7 +46,7 @@ from mysql_operator.backup import retention, schedule
 from mysql_operator.status import merge_conditions, spec_in_effect
 from mysql_operator.backup.crypto import CryptoError, parse_key
 from mysql_operator.k8s import jobs
-from mysql_operator.k8s.jobs import job_image, job_result
+from mysql_operator.k8s.jobs import job_image, job_result, tools_repository
 from mysql_operator.manifests import (
     BACKUP_PASSWORD_KEY,
     applied_credentials_secret_name,
@@ -175,6 +175,7 @@ DELETE_JOBS_AT_ONCE = 2
 class BackupController:
     api: k8s.ApiClient
     image: str = field(default_factory=job_image)
+    tools_repository: str = field(default_factory=tools_repository)  # the client-tools container's
     # where what a cluster's status says of its backups goes (lastBackup, the schedule's runs):
     # in the operator the cluster's pass publishes it (Reconciler.report), its status's one
     # writer; None: patched here (tools, tests that run the controller alone)
@@ -290,7 +291,14 @@ class BackupController:
         if rotating:
             return self._backup_status(body, {"phase": PENDING, "message": rotating})
         job = owned(
-            backup_job(cluster, backup, s3, self.image, image_pull_policy=cluster.spec.image_pull_policy),
+            backup_job(
+                cluster,
+                backup,
+                s3,
+                self.image,
+                image_pull_policy=cluster.spec.image_pull_policy,
+                tools_repository=self.tools_repository,
+            ),
             body,
         )
         jobs.create_job(self.api, job)

@@ -1,7 +1,8 @@
-"""The client tools of the cluster's own server image, run by a backup/restore Job's sidecar.
+"""The client tools of the servers' tool image, run by a backup/restore Job's sidecar.
 
 The Job's main container (operator image) decides what to run; its `client-tools` sidecar (the
-cluster's server image, so `mysqldump`/`mariadb-dump`/`mysql`/`mariadb` match the servers) runs it.
+tool image of the servers' flavor and series, so `mysqldump`/`mariadb-dump`/`mysql`/`mariadb`
+match the servers) runs it.
 They share one emptyDir; each run gets its own sub-folder there:
 
     stdin, stdout, stderr  FIFOs: this process writes the tool's input and reads its output
@@ -77,7 +78,7 @@ class SidecarProcess:
                 f.close()
             raise SidecarError(
                 f"the client-tools container did not start within {timeout:.0f}s: see the logs of "
-                "the Job Pod's 'client-tools' container (it runs the cluster's server image)"
+                "the Job Pod's 'client-tools' container (it runs the servers' tool image)"
             )
         return box[0]
 

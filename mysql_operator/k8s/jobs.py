@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import __version__
-from mysql_operator.manifests.common import EXPORTER_IMAGE
+from mysql_operator.manifests.common import EXPORTER_IMAGE, TOOLS_REPOSITORY
 
 
 def job_image() -> str:
@@ -27,6 +27,12 @@ def job_image() -> str:
 def exporter_image() -> str:
     """The metrics sidecar's image (the chart sets MYSQL_OPERATOR_EXPORTER_IMAGE: exporterImage)."""
     return os.environ.get("MYSQL_OPERATOR_EXPORTER_IMAGE") or EXPORTER_IMAGE
+
+
+def tools_repository() -> str:
+    """The repository of the Jobs' tool images (the chart sets MYSQL_OPERATOR_TOOLS_IMAGE:
+    toolsImage.repository); a cluster's tag is FLAVOR-SERIES (manifests.backup_jobs.tools_image)."""
+    return os.environ.get("MYSQL_OPERATOR_TOOLS_IMAGE") or TOOLS_REPOSITORY
 
 
 def job_result(

@@ -135,6 +135,7 @@ def backup_job(
     image: str,
     *,
     image_pull_policy: str = "IfNotPresent",
+    tools_repository: str = k.TOOLS_REPOSITORY,
     compression: str = "zstd",
     part_size_mib: int | None = None,
     deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
@@ -160,7 +161,7 @@ def backup_job(
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,
         volumes=[ca_bundle_volume(c), client_tools_volume(), *scratch],
-        sidecars=[client_tools_sidecar(c, *(m for _, m in scratch))],
+        sidecars=[client_tools_sidecar(c, tools_repository, *(m for _, m in scratch))],
     )
     (container,) = [x for x in job["spec"]["template"]["spec"]["containers"] if x["name"] == "backup"]
     container["resources"]["limits"]["memory"] = backup_memory_limit(part_size_mib * storage.MIB)
@@ -188,16 +189,27 @@ def client_tools_volume() -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
 
-def client_tools_sidecar(c: MySQLCluster, *mounts: dict[str, Any]) -> dict[str, Any]:
-    """A Job's `client-tools` container: the cluster's own server image runs the dump tool or the
-    client the Job's container asks for (backup/sidecar.py; script CLIENT_TOOLS_SH), so the tools
-    always match the servers. A native sidecar (an init container that keeps running): it ends
-    with the Pod. No environment: a password reaches it only in a per-run option file."""
+def tools_image(c: MySQLCluster, repository: str = k.TOOLS_REPOSITORY) -> str:
+    """The image of the Jobs' client-tools container: spec.toolsImage, else the project's tool
+    image for the flavor and the servers' series (`repository`:FLAVOR-SERIES), else (a series it
+    builds none for) the server image."""
+    if c.spec.tools_image:
+        return c.spec.tools_image
+    if c.spec.server_series in k.TOOLS_SERIES[c.spec.flavor]:
+        return f"{repository}:{c.spec.flavor}-{c.spec.server_series}"
+    return c.spec.image_ref
+
+
+def client_tools_sidecar(c: MySQLCluster, tools_repository: str, *mounts: dict[str, Any]) -> dict[str, Any]:
+    """A Job's `client-tools` container: the servers' tool image (tools_image) runs the dump tool
+    or the client the Job's container asks for (backup/sidecar.py; script CLIENT_TOOLS_SH), so the
+    tools match the servers' series. A native sidecar (an init container that keeps running): it
+    ends with the Pod. No environment: a password reaches it only in a per-run option file."""
     _, ca_mount = ca_bundle_volume(c)
     _, shared = client_tools_volume()
     return {
         "name": "client-tools",
-        "image": c.spec.image_ref,
+        "image": tools_image(c, tools_repository),
         "imagePullPolicy": c.spec.image_pull_policy,
         "restartPolicy": "Always",
         "command": ["/bin/bash", "-c", CLIENT_TOOLS_SH, "client-tools.sh", CLIENT_TOOLS_DIR],
@@ -424,6 +436,7 @@ def restore_job(
     image: str,
     *,
     image_pull_policy: str = "IfNotPresent",
+    tools_repository: str = k.TOOLS_REPOSITORY,
     deadline_seconds: int = DEFAULT_DEADLINE_SECONDS,
 ) -> dict[str, Any]:
     """The Job that restores spec.restore into every instance of a new cluster
@@ -484,7 +497,7 @@ def restore_job(
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,
         volumes=[*volumes, *scratch],
-        sidecars=[client_tools_sidecar(c, *(m for _, m in scratch + donor_tls))],
+        sidecars=[client_tools_sidecar(c, tools_repository, *(m for _, m in scratch + donor_tls))],
         sidecar_volumes=[v for v, _ in donor_tls],
     )
     if c.spec.flavor == "mariadb":  # ready while it serves a copy: what the operator waits for
@@ -605,11 +618,15 @@ def binlog_archiver_name(c: MySQLCluster) -> str:
 
 
 def binlog_archiver(
-    c: MySQLCluster, image: str, *, image_pull_policy: str = "IfNotPresent"
+    c: MySQLCluster,
+    image: str,
+    *,
+    image_pull_policy: str = "IfNotPresent",
+    tools_repository: str = k.TOOLS_REPOSITORY,
 ) -> dict[str, Any] | None:
     """The Deployment that archives the primary's binary logs (spec.backup.binlogs), or None
-    when off: `mysql-operator backup archive-binlogs` in the operator image, the cluster's
-    server image beside it running `mysqlbinlog`/`mariadb-binlog --read-from-remote-server
+    when off: `mysql-operator backup archive-binlogs` in the operator image, the servers' tool
+    image beside it running `mysqlbinlog`/`mariadb-binlog --read-from-remote-server
     --stop-never` into a disk spool both mount. A Pod of its own, so an operator upgrade never
     restarts a server; tenant bytes, so no token (see tenant_job). One Pod at most, also during
     an update (Recreate): two streams would upload the same files. The caller adds the owner
@@ -656,7 +673,7 @@ def binlog_archiver(
         ],
         image_pull_policy=image_pull_policy,
         volumes=[ca_bundle_volume(c), client_tools_volume(), spool],
-        sidecars=[client_tools_sidecar(c, spool[1])],
+        sidecars=[client_tools_sidecar(c, tools_repository, spool[1])],
         restart_policy="Always",
     )
     (main,) = template["spec"]["containers"]

@@ -43,6 +43,13 @@ EXPORTER_PORT = 9104
 # exporterImage) or the cluster names one (spec.monitoring.image): prometheus/mysqld_exporter's,
 # built here by hack/build-images.sh exporter at hack/versions.env's MYSQLD_EXPORTER_VERSION
 EXPORTER_IMAGE = "localhost/mysqld-exporter:v0.16.0"
+# The Jobs' client-tools container (backup, restore, binary-log archiver) runs the tools of the
+# servers' flavor and series from an image the project builds per series (hack/build-images.sh
+# tools-*): REPOSITORY:FLAVOR-SERIES, the repository as the operator is told
+# (MYSQL_OPERATOR_TOOLS_IMAGE: the chart's toolsImage.repository), unless the cluster names one
+# (spec.toolsImage). A series without one runs them from the server image.
+TOOLS_REPOSITORY = "localhost/mysql-operator-tools"
+TOOLS_SERIES = {"mysql": ("9.7",), "mariadb": ("10.11", "11.8")}
 MONITOR_DIR = "/etc/mysql-operator/monitor"
 
 # Accounts created when the data directory is initialised; their privileges: db/accounts.py.

@@ -144,6 +144,9 @@ def test_every_image_is_imported_under_its_local_name_and_pinned(images, contain
         "pause",
         "busybox",
         "exporter",
+        "mariadb-tools",
+        "mariadb-tools-11.8",
+        "mysql-tools",
         "mariadb",
         "mariadb-11.8",
         "mysql",
@@ -223,6 +226,55 @@ def test_exporter_image_is_upstreams_shape_and_runs_the_sidecar_script_with_its_
     assert "has no mysqld_exporter" not in out, out
     code, out = run(containerd, images["exporter"].ref, "sh", "-c", "test ! -e /bin/bash && echo no-bash")
     assert out.strip() == "no-bash", out
+
+
+# the tools the client-tools script (manifests/sh/client-tools.sh) runs for each flavor, by image
+TOOL_IMAGES = {
+    "mysql-tools": ("9.7", ("mysqldump", "mysql", "mysqlbinlog", "mysqld")),
+    "mariadb-tools": ("10.11", ("mariadb-dump", "mariadb", "mariadb-binlog")),
+    "mariadb-tools-11.8": ("11.8", ("mariadb-dump", "mariadb", "mariadb-binlog")),
+}
+# as the Pod runs it (uid 65532): one request of the script's protocol (a run folder with the
+# argv NUL-separated), answered with its status and output
+_ASK_CLIENT_TOOLS = r"""
+set -e
+run=/tmp/ct/run-1; mkdir -p "$run"; : > "$run/stdin"
+shift; printf '%s\0' "$@" > "$run/request"
+timeout 20 bash -c "$SCRIPT" client-tools.sh /tmp/ct &
+for _ in $(seq 100); do [ -f "$run/status" ] && break; sleep 0.1; done
+echo "uid $(id -u) status $(cat "$run/status")"; cat "$run/stdout" "$run/stderr"
+"""
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_IMAGES))
+def test_a_tool_image_runs_its_series_tools_for_the_client_tools_script(images, containerd, name):
+    """What the backup, restore and archiver Pods' client-tools container runs: the script under
+    the image's bash as the Pod's uid, each tool of the flavor there and of the image's series."""
+    from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
+
+    series, tools = TOOL_IMAGES[name]
+    assert images[name].ref == f"localhost/mysql-operator-tools:{name.split('-')[0]}-{series}"
+    for tool in tools:
+        code, out = run(
+            containerd,
+            images[name].ref,
+            "env",
+            f"SCRIPT={CLIENT_TOOLS_SH}",
+            "setpriv",
+            "--reuid=65532",
+            "--regid=65532",
+            "--clear-groups",
+            "bash",
+            "-c",
+            _ASK_CLIENT_TOOLS,
+            "ask",
+            "-",
+            tool,
+            "--version",
+        )
+        assert code == 0 and out.startswith("uid 65532 status 0\n"), out
+        if not re.search(r"\bVer [0-9]+\.[0-9]+ for ", out):  # mariadb-binlog 10.11: its own version
+            assert re.search(rf"\b{re.escape(series)}\.[0-9]+", out), f"{tool} is not of {series}: {out}"
 
 
 def test_pause_image_runs_catatonit_as_a_pause_process(images, containerd):

@@ -54,6 +54,9 @@ PRODUCT_IMAGES = (
     "mysql",
     "operator",
     "exporter",
+    "mariadb-tools",
+    "mariadb-tools-11.8",
+    "mysql-tools",
 )  # pushed to the registry, pulled
 IMAGES_ENV = "MYSQLOP_CLUSTER_IMAGES"  # a subset of PRODUCT_IMAGES to build and push (`make demo`)
 S3_PORT = 9000

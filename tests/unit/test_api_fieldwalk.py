@@ -52,6 +52,7 @@ FULL = {
     "flavor": "mysql",
     "version": "8.4",
     "image": "registry.local/mysql:lts",
+    "toolsImage": "registry.local/tools:mysql-8.4",
     "imagePullPolicy": "IfNotPresent",
     "instances": 3,
     "primary": 0,
@@ -129,6 +130,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "flavor": ("full", [("flavor", "mariadb"), ("version", "10.11")]),
     "version": ("full", [("version", "9.7")]),
     "image": ("full", [("image", "registry.local/mysql:lts-next")]),
+    "toolsImage": ("full", [("toolsImage", "registry.local/tools:mysql-8.4-b")]),
     "imagePullPolicy": ("full", [("imagePullPolicy", "Always")]),
     "instances": ("full", [("instances", 5)]),
     "primary": ("full", [("primary", 1)]),
@@ -228,6 +230,7 @@ RECONCILE_INPUTS = frozenset(
         "replication.binlogRetention.maxSize",
         "backup.schedule",
         "backup.method",  # read by the next backup Job
+        "toolsImage",  # the next backup and restore Jobs', the archiver Deployment's client tools
         "backup.retention.keepLast",
         "backup.retention.maxAge",
         "backup.encryption.keySecret.name",  # read by the next backup Job (and checked before it)

@@ -25,6 +25,7 @@ from mysql_operator.manifests.backup_jobs import (
     restore_network_policy,
     restore_service,
     scheduled_backup,
+    tools_image,
 )
 from mysql_operator.manifests.common import selector_labels
 from mysql_operator.manifests.objects import statefulset
@@ -115,14 +116,15 @@ def test_jobs_mount_the_ca_bundle_read_only_and_verify_the_servers_with_it(kind)
 
 
 @pytest.mark.parametrize("kind", ["backup", "restore"])
-def test_dumps_and_loads_run_in_a_sidecar_of_the_clusters_own_server_image(kind):
+def test_dumps_and_loads_run_in_a_sidecar_of_the_servers_tool_image(kind):
     c = parse(CLUSTER)
     job = _job() if kind == "backup" else restore_job(c, c.spec.backup.s3, "shop/shop-manual", "img")
     pod = job["spec"]["template"]["spec"]
     (tools,) = pod["initContainers"]
     # a native sidecar: it keeps running beside the Job's container and ends with the Pod
     assert tools["name"] == "client-tools" and tools["restartPolicy"] == "Always"
-    assert tools["image"] == c.spec.image_ref and tools["imagePullPolicy"] == c.spec.image_pull_policy
+    assert tools["image"] == "localhost/mysql-operator-tools:mariadb-10.11"
+    assert tools["imagePullPolicy"] == c.spec.image_pull_policy
     assert tools["command"][:3] == ["/bin/bash", "-c", CLIENT_TOOLS_SH]
     assert tools["command"][-1] == CLIENT_TOOLS_DIR
     assert tools["securityContext"] == pod["containers"][0]["securityContext"]  # one uid: shared 0600 files
@@ -134,6 +136,29 @@ def test_dumps_and_loads_run_in_a_sidecar_of_the_clusters_own_server_image(kind)
     assert {"name": "ca-bundle", "mountPath": "/etc/mysql-operator/ca", "readOnly": True} in tools[
         "volumeMounts"
     ]
+
+
+@pytest.mark.parametrize(
+    "spec, repository, expected",
+    [
+        ({"flavor": "mysql", "version": "9.7.4"}, "r.example/tools", "r.example/tools:mysql-9.7"),
+        ({"flavor": "mysql", "image": "r.example/mysql:9.7"}, "r.example/tools", "r.example/tools:mysql-9.7"),
+        ({"flavor": "mariadb", "version": "11.8"}, "r.example/tools", "r.example/tools:mariadb-11.8"),
+        ({"flavor": "mariadb"}, "r.example/tools", "r.example/tools:mariadb-10.11"),  # the default 10.11
+        # a series the project builds no tool image for: the server image, as before
+        ({"flavor": "mysql"}, "r.example/tools", "mysql:8.4"),
+        ({"flavor": "mariadb", "image": "r.example/mariadb:11.4"}, "r.example/t", "r.example/mariadb:11.4"),
+        # an image whose tag names no version: the flavor's default series
+        ({"flavor": "mariadb", "image": "r.example/mariadb:prod"}, "t", "t:mariadb-10.11"),
+        # the cluster's own choice wins
+        ({"flavor": "mysql", "version": "9.7", "toolsImage": "mine/tools:1"}, "t", "mine/tools:1"),
+    ],
+)
+def test_the_tool_image_is_the_servers_flavor_and_series_unless_the_cluster_names_one(
+    spec, repository, expected
+):
+    c = parse({**CLUSTER, "spec": {"instances": 1, **spec}})
+    assert tools_image(c, repository) == expected
 
 
 def _mysql(method: str | None = None, size: str = "20Gi") -> dict:

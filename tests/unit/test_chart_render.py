@@ -252,8 +252,21 @@ def test_the_metrics_sidecars_image_is_the_operators_default_and_can_be_overridd
     )
 
 
+def test_the_tool_images_repository_is_the_operators_default_and_can_be_overridden():
+    from mysql_operator.manifests.common import TOOLS_REPOSITORY
+
+    def tools(values):
+        return {e["name"]: e.get("value") for e in container(render(values))["env"]}[
+            "MYSQL_OPERATOR_TOOLS_IMAGE"
+        ]
+
+    assert tools(None) == TOOLS_REPOSITORY
+    assert tools({"toolsImage": {"repository": "r.example/tools"}}) == "r.example/tools"
+
+
 def test_values_local_pulls_the_pushed_image_from_the_registry_beside_the_cluster():
     from mysql_operator.manifests import EXPORTER_IMAGE
+    from mysql_operator.manifests.common import TOOLS_REPOSITORY
     from tests.support.cluster import PULL_SECRET, registry_ref
 
     values = yaml.safe_load((REPO / "examples" / "values-local.yaml").read_text())
@@ -263,6 +276,8 @@ def test_values_local_pulls_the_pushed_image_from_the_registry_beside_the_cluste
     assert c["imagePullPolicy"] == "Always"  # a rebuilt image is pushed under the same tag
     exporter = {e["name"]: e.get("value") for e in c["env"]}["MYSQL_OPERATOR_EXPORTER_IMAGE"]
     assert exporter == registry_ref(EXPORTER_IMAGE)
+    tools = {e["name"]: e.get("value") for e in c["env"]}["MYSQL_OPERATOR_TOOLS_IMAGE"]
+    assert tools == registry_ref(TOOLS_REPOSITORY)
     pod = next(d for d in rendered if d["kind"] == "Deployment")["spec"]["template"]["spec"]
     assert pod["imagePullSecrets"] == [{"name": PULL_SECRET}]
 

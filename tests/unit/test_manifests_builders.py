@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 import copy
 from pathlib import Path
 
@@ -374,6 +375,16 @@ def test_the_default_exporter_image_is_the_pinned_mysqld_exporter_the_build_make
     assert m.EXPORTER_IMAGE == f"localhost/mysqld-exporter:{env['MYSQLD_EXPORTER_VERSION']}"
     values = yaml.safe_load((REPO / "charts" / "mysql-operator" / "values.yaml").read_text())["exporterImage"]
     assert f"{values['repository']}:{values['tag']}" == m.EXPORTER_IMAGE
+
+
+def test_every_tool_image_the_operator_names_is_one_the_build_makes():
+    """tools_image names REPOSITORY:FLAVOR-SERIES for TOOLS_SERIES: hack/build-images.sh builds
+    each (and nothing names one it does not build)."""
+    script = (REPO / "hack" / "build-images.sh").read_text()
+    built = set(re.findall(r'echo "localhost/mysql-operator-tools:([a-z]+-[0-9.]+)"', script))
+    named = {f"{flavor}-{series}" for flavor, all_series in m.TOOLS_SERIES.items() for series in all_series}
+    assert m.TOOLS_REPOSITORY == "localhost/mysql-operator-tools"
+    assert built == named
 
 
 def test_restricted_pod_security():

@@ -79,9 +79,10 @@ def test_the_archiver_is_one_tokenless_restricted_pod_streaming_every_server():
     env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in main["env"] if "valueFrom" in e}
     assert env["MYSQL_OPERATOR_DB_PASSWORD"] == {"name": "shop-credentials", "key": m.BINLOG_PASSWORD_KEY}
     assert env["AWS_SECRET_ACCESS_KEY"]["name"] == "s3"
-    # the stream runs in the server image's sidecar and writes into the spool both mount
+    # the stream runs in the servers' tool image's sidecar and writes into the spool both mount
     (tools,) = pod["initContainers"]
-    assert tools["image"] == c.spec.image_ref and tools["command"][-1] == CLIENT_TOOLS_DIR
+    assert tools["image"] == "localhost/mysql-operator-tools:mariadb-10.11"
+    assert tools["command"][-1] == CLIENT_TOOLS_DIR
     spool = {"name": "spool", "mountPath": BINLOG_SPOOL}
     assert spool in tools["volumeMounts"] and spool in main["volumeMounts"]
     assert args[args.index("--spool") + 1] == BINLOG_SPOOL

@@ -58,6 +58,7 @@ def plan(seen: g.RestoreSeen, listed=None, previous=None, c=None, **kw) -> g.Res
         [PASSWORD],
         kw.pop("secret_error", None),
         "operator:test",
+        "localhost/tools",
         NOW,
         **kw,
     )

@@ -8,7 +8,7 @@ tool() {
        return 126 ;;
   esac
   if ! command -v "${argv[0]}" >/dev/null; then
-    echo "client-tools: ${argv[0]} is not in this image (the cluster's server image)" >&2
+    echo "client-tools: ${argv[0]} is not in this image (the servers' tool image: spec.toolsImage, else the operator's toolsImage)" >&2
     return 127
   fi
   TZ=UTC "${argv[@]}"  # a binlog tool's --stop-datetime is in UTC
