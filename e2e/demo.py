@@ -42,6 +42,44 @@ def run(*argv: str, env: dict) -> None:
     subprocess.run(argv, check=True, env=env)
 
 
+def _replace_other_flavor(objs, core, flavor: str, kubectl: str, env: dict) -> None:
+    """A demo of the other flavor left by an earlier `make demo`: its flavor cannot change (the
+    CRD refuses it), and its retained volumes and Secret would be adopted by the new one. Deleted
+    with them first (deletionPolicy Delete): the demo's data is throwaway."""
+    try:
+        old = objs.get_namespaced_custom_object(GROUP, VERSION, NS, "mysqlclusters", "demo")
+    except client.ApiException as e:
+        if e.status == 404:
+            return
+        raise
+    if old["spec"].get("flavor") == flavor:
+        return
+    step(
+        f"the {old['spec'].get('flavor')} demo of an earlier `make demo` goes first, with its volumes and Secret"
+    )
+    run(
+        kubectl,
+        "patch",
+        "-n",
+        NS,
+        "mysqlcluster/demo",
+        "--type=merge",
+        "-p",
+        '{"spec":{"deletionPolicy":"Delete"}}',
+        env=env,
+    )
+    run(kubectl, "delete", "-n", NS, "mysqlcluster/demo", "--wait=true", "--timeout=180s", env=env)
+
+    def gone() -> bool:
+        claims = core.list_namespaced_persistent_volume_claim(
+            NS, label_selector="app.kubernetes.io/instance=demo"
+        ).items
+        secrets = [s for s in core.list_namespaced_secret(NS).items if s.metadata.name == "demo-credentials"]
+        return not claims and not secrets
+
+    wait_for(gone, 180, "the earlier demo's volumes and credentials Secret deleted")
+
+
 def main() -> int:
     flavor = os.environ.get("FLAVOR") or "mysql"
     if flavor not in EXAMPLES:
@@ -113,6 +151,7 @@ def main() -> int:
     _apply(manifests, env, kubectl, f"namespace {NS}, secrets demo-s3 and {cluster_mod.PULL_SECRET}")
     _ensure_bucket(s3, "backups")
 
+    _replace_other_flavor(objs, core, flavor, kubectl, env)
     step(f"create a 3-instance {server} cluster")
     run(kubectl, "apply", "-n", NS, "-f", str(REPO / "examples" / example), env=env)
     run(kubectl, "wait", "-n", NS, "mysqlcluster/demo", "--for=condition=Ready", "--timeout=300s", env=env)
