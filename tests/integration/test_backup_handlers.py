@@ -71,6 +71,25 @@ def make_backup(objs, ns, name, cluster="shop", storage=None, **spec):
     )
 
 
+def make_stored_backup(objs, ns, name, completed_at):
+    """A MySQLBackup that succeeded at `completed_at` and stored objects (status.location)."""
+    make_backup(objs, ns, name)
+    objs.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        ns,
+        BACKUP_PLURAL,
+        name,
+        {
+            "status": {
+                "phase": "Succeeded",
+                "completedAt": completed_at,
+                "location": f"s3://backups/shop/{name}",
+            }
+        },
+    )
+
+
 def get(objs, ns, plural, name):
     return objs.get_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
 
@@ -419,15 +438,7 @@ def test_retention_deletes_the_objects_through_a_job_before_the_backup(control_p
     delete Job (no API token, S3 credentials only); the MySQLBackup goes once the Job succeeded."""
     make_cluster(crds, namespace, retention={"keepLast": 1})
     for n, when in (("old", "2025-01-01T00:00:00Z"), ("new", "2025-01-02T00:00:00Z")):
-        make_backup(crds, namespace, n)
-        crds.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            BACKUP_PLURAL,
-            n,
-            {"status": {"phase": "Succeeded", "completedAt": when, "location": f"s3://backups/shop/{n}"}},
-        )
+        make_stored_backup(crds, namespace, n, when)
     now = dt.datetime(2025, 1, 3, 1, tzinfo=UTC)
     done = ctl.tick(get(crds, namespace, CLUSTER_PLURAL, "shop"), now=now)
     assert done["deleted"] == [] and done["deleting"] == ["old"]
@@ -468,21 +479,7 @@ def test_retention_runs_at_most_two_delete_jobs_of_a_cluster_at_once(control_pla
     make_cluster(crds, namespace, retention={"keepLast": 1})
     names = [f"b{i}" for i in range(6)]
     for i, n in enumerate(names):
-        make_backup(crds, namespace, n)
-        crds.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            BACKUP_PLURAL,
-            n,
-            {
-                "status": {
-                    "phase": "Succeeded",
-                    "completedAt": f"2025-01-0{i + 1}T00:00:00Z",
-                    "location": f"s3://backups/shop/{n}",
-                }
-            },
-        )
+        make_stored_backup(crds, namespace, n, f"2025-01-0{i + 1}T00:00:00Z")
     now = dt.datetime(2025, 1, 9, tzinfo=UTC)
     batch = client.BatchV1Api(control_plane.api_client())
 
