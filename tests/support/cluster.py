@@ -426,6 +426,9 @@ def kubelet_config(*, ca_file, runtime_endpoint, port, healthz_port, pod_logs_di
         "cgroupDriver": "cgroupfs",
         "cgroupsPerQOS": False,
         "enforceNodeAllocatable": [],
+        # without per-Pod cgroups the kubelet 1.34 panics in its in-place resize path (a nil Pod
+        # cgroup config) when a recreated Pod's containers ask for different resources
+        "featureGates": {"InPlacePodVerticalScaling": False},
         "failSwapOn": False,
         "oomScoreAdj": 0,  # no CAP_SYS_RESOURCE here: an oom_score_adj cannot be lowered
         "clusterDNS": [NODE_IP],
