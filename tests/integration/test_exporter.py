@@ -80,8 +80,15 @@ def test_every_collector_succeeds_as_the_monitoring_account_and_a_rotation_is_pi
     password_file = tmp_path / "password"
     password_file.write_text("first-pw;#'\"x")
     port = free_port()
+    # only busybox's applets on the PATH, as in the exporter image (the host's coreutils would
+    # hide a program the image lacks: cksum once)
+    applets = tmp_path / "bin"
+    applets.mkdir()
+    listed = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True, check=True).stdout
+    for applet in listed.split():
+        (applets / applet).symlink_to("/bin/busybox")
     env = {
-        "PATH": os.environ["PATH"],
+        "PATH": str(applets),
         "MYSQL_OPERATOR_RUN_DIR": str(run_dir),
         "MONITOR_PASSWORD_FILE": str(password_file),
         "MONITOR_USER": m.MONITOR_USER,

@@ -35,7 +35,7 @@ while :; do
     log "no monitor-password in the credentials Secret yet: add it to serve metrics (README, Monitoring)"
     while [ ! -s "$PASSWORD_FILE" ]; do sleep 10 & wait $!; done
   fi
-  sum=$(cksum < "$PASSWORD_FILE")
+  sum=$(md5sum < "$PASSWORD_FILE")
   MYSQLD_EXPORTER_PASSWORD=$(cat "$PASSWORD_FILE") "$EXPORTER" \
     --config.my-cnf="$CNF" \
     --web.listen-address=":${EXPORTER_PORT:-9104}" \
@@ -45,7 +45,7 @@ while :; do
     --no-collect.info_schema.query_response_time &
   pid=$!
   # the Secret's file changes (a rotation), or the exporter ends: start it again
-  while kill -0 "$pid" 2>/dev/null && [ "$(cksum < "$PASSWORD_FILE" 2>/dev/null)" = "$sum" ]; do
+  while kill -0 "$pid" 2>/dev/null && [ "$(md5sum < "$PASSWORD_FILE" 2>/dev/null)" = "$sum" ]; do
     sleep 5 & wait $!
   done
   if kill -0 "$pid" 2>/dev/null; then
