@@ -13,6 +13,8 @@
 #   hack/build-binaries.sh exporter        # mysqld_exporter (copied into the server images)
 #   hack/build-binaries.sh prometheus      # prometheus + promtool (test-only)
 #   hack/build-binaries.sh registry        # the distribution registry (test-only)
+#   hack/build-binaries.sh actionlint      # the workflow linter (`make lint`)
+#   hack/build-binaries.sh shfmt           # a shell parser (the Pod scripts' programs, tests)
 #
 # Runs side by side are safe (each binary is built under its own lock): `make cluster-up` builds
 # the targets and the images in parallel.
@@ -35,6 +37,8 @@ KUBE_ROUTER_DIR="$BIN_DIR/kube-router-$KUBE_ROUTER_VERSION"
 EXPORTER_DIR="$BIN_DIR/mysqld-exporter-$MYSQLD_EXPORTER_VERSION"
 PROMETHEUS_DIR="$BIN_DIR/prometheus-$PROMETHEUS_VERSION"
 REGISTRY_DIR="$BIN_DIR/registry-$REGISTRY_VERSION"
+ACTIONLINT_DIR="$BIN_DIR/actionlint-$ACTIONLINT_VERSION"
+SHFMT_DIR="$BIN_DIR/shfmt-$SHFMT_VERSION"
 
 # -dwarf=false: no debug information compiled (-ldflags -w dropped it at link anyway): ~12 % less
 # compile CPU, measured on mysqld_exporter (user 38.1 s -> 33.4 s, 2 runs each)
@@ -219,6 +223,15 @@ build_registry() {  # test-only: tests/support/registry.py runs it beside the lo
     github.com/distribution/distribution/v3/cmd/registry
 }
 
+build_shfmt() {  # tests/unit/test_pod_scripts.py reads the Pod scripts' syntax trees with it
+  go_install "$SHFMT_DIR" shfmt "mvdan.cc/sh/v3/cmd/shfmt@$SHFMT_VERSION" -ldflags "-s -w"
+}
+
+build_actionlint() {  # `make lint` checks .github/workflows with it
+  go_install "$ACTIONLINT_DIR" actionlint "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION" \
+    -ldflags "-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
+}
+
 go_install() {  # $1: target dir, $2: binary name, $3: module/cmd@version, rest: extra go flags
   local dir="$1" name="$2" pkg="$3"; shift 3
   [[ -x "$dir/$name" ]] && return 0
@@ -260,5 +273,7 @@ case "${1:-control-plane}" in
   exporter) locked exporter build_exporter ;;
   prometheus) locked prometheus build_prometheus ;;
   registry) locked registry build_registry ;;
-  *) echo "usage: $0 [control-plane|node|network-policy|all|s3|cert-manager|exporter|prometheus|registry|--print-dir]" >&2; exit 2 ;;
+  actionlint) locked actionlint build_actionlint ;;
+  shfmt) locked shfmt build_shfmt ;;
+  *) echo "usage: $0 [control-plane|node|network-policy|all|s3|cert-manager|exporter|prometheus|registry|actionlint|shfmt|--print-dir]" >&2; exit 2 ;;
 esac

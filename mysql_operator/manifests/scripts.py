@@ -41,3 +41,49 @@ EXPORTER_SH = _script("exporter.sh")
 # the FIFOs `stdout` and `stderr`, and its exit status into `status` - until the Pod ends. It runs
 # only mysqldump, mariadb-dump, mysql or mariadb, and never prints their arguments.
 CLIENT_TOOLS_SH = _script("client-tools.sh")
+
+
+# The programs each script runs besides its shell's builtins, by flavor ("" for both): the image
+# that runs it must have every one. init.sh, start.sh, probe.sh and (MariaDB) seed.sh run in the
+# server image (spec.image: the user's, official ones included), exporter.sh in the exporter
+# image, client-tools.sh in the tool image of the servers' series (it runs the tools a Job asks
+# for, listed here by flavor). tests/unit/test_pod_scripts.py checks this against each script's
+# command words; tests/integration/test_pod_scripts.py looks each one up in every such image.
+PROGRAMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "init.sh": {
+        "": ("mkdir", "mv", "rm", "sed"),
+        "mysql": ("mysqld",),
+        "mariadb": ("mariadb-install-db", "mariadbd"),
+    },
+    "start.sh": {
+        "": ("cat", "mkdir", "mv", "rm", "sed", "timeout"),
+        "mysql": ("mysqld", "mysql"),
+        "mariadb": ("mariadbd", "mariadb"),
+    },
+    "probe.sh": {"mysql": ("mysqladmin", "mysql"), "mariadb": ("mariadb-admin", "mariadb")},
+    "seed.sh": {
+        "mariadb": (
+            "awk",
+            "cat",
+            "cut",
+            "du",
+            "mariadb",
+            "mariadb-backup",
+            "mbstream",
+            "mkdir",
+            "mkfifo",
+            "mktemp",
+            "mv",
+            "rm",
+            "sleep",
+            "socat",
+            "tail",
+        ),
+    },
+    "exporter.sh": {"": ("cat", "md5sum", "mysqld_exporter", "sleep")},
+    "client-tools.sh": {
+        "": ("mkdir", "mv", "sleep"),
+        "mysql": ("mysqldump", "mysql", "mysqlbinlog", "mysqld", "tar"),
+        "mariadb": ("mariadb-dump", "mariadb", "mariadb-binlog", "tar"),
+    },
+}

@@ -5,7 +5,7 @@ RUN_DIR="${MYSQL_OPERATOR_RUN_DIR:-/run/mysql-operator}"
 CONFIG_DIR="${MYSQL_OPERATOR_CONFIG_DIR:-/opt/mysql-operator/config}"
 FLAVOR="${MYSQL_OPERATOR_FLAVOR:?MYSQL_OPERATOR_FLAVOR must be mysql or mariadb}"
 PORT="${MYSQL_OPERATOR_PORT:-3306}"
-POD_NAME="${POD_NAME:-$(hostname)}"
+POD_NAME="${POD_NAME:?POD_NAME must be set (the Pod sets it from metadata.name)}"
 ORDINAL="${POD_NAME##*-}"
 case "$ORDINAL" in
   ''|*[!0-9]*) echo "start: cannot read an ordinal from pod name $POD_NAME" >&2; exit 1 ;;
