@@ -610,10 +610,7 @@ class Reconciler:
             generation=c.generation,
             **seen.spec_fields(),
             secret_error=seen.logins.error,
-            apply_error=entry.apply_error,
-            binlog_archiver=self._archiver_summary(c, entry),
-            restart_pending=entry.restart_pending,
-            tls_problem=entry.tls.problem,
+            **self._standing(c, entry),
             tls_blocking=entry.tls.state is None,
             ready=seen.ready,
             primary=seen.current_primary,
@@ -669,6 +666,7 @@ class Reconciler:
                 instances=c.spec.instances,
                 generation=c.generation,
                 **seen.spec_fields(),
+                **self._standing(c, entry),
                 ready=seen.ready,
                 primary=st.current_primary,
                 decision=decision.kind,
@@ -793,11 +791,8 @@ class Reconciler:
             primary=primary,
             primary_serving=served.writes,
             decision=decision.kind,
-            apply_error=entry.apply_error,
-            binlog_archiver=self._archiver_summary(c, entry),
-            restart_pending=entry.restart_pending,
+            **self._standing(c, entry),
             rolling=rolling.in_progress(run.roll),
-            tls_problem=entry.tls.problem,
             primary_in_service=self._primary_in_service(
                 c, seen.pods, primary, served.writes, entry, seen.logins.current
             ),
@@ -1016,6 +1011,18 @@ class Reconciler:
     def archiver_seen(self, namespace: str, name: str, status: Mapping[str, Any] | None) -> None:
         """From the archiver Deployment's watch (None: deleted) and its apply."""
         self._entry(namespace, name).archiver = status
+
+    @classmethod
+    def _standing(cls, c: MySQLCluster, entry: _Entry) -> dict[str, Any]:
+        """What every status write says whatever the servers do: the last apply's refusal, the
+        archiver's state, a staged restart, a TLS problem. The write made when a new primary is
+        chosen carries it too: without it, a failover's write dropped ApplyFailed for a moment."""
+        return {
+            "apply_error": entry.apply_error,
+            "binlog_archiver": cls._archiver_summary(c, entry),
+            "restart_pending": entry.restart_pending,
+            "tls_problem": entry.tls.problem,
+        }
 
     @staticmethod
     def _archiver_summary(c: MySQLCluster, entry: _Entry) -> str | None:

@@ -1028,6 +1028,29 @@ def test_a_new_primary_is_written_with_a_phase_and_conditions_that_stop_calling_
     assert available["message"].startswith("db-1 does not accept writes: ")
 
 
+def test_a_failover_with_a_refused_spec_in_place_still_says_the_spec_is_refused():
+    """The write made when a new primary is chosen carries what the last apply found (CI at
+    1c26cfd: e2e/test_apply_errors read Degraded AsExpected between the failover's two writes)."""
+    from mysql_operator.api import parse as parse_cluster
+    from mysql_operator.reconcile import Reconciler, _Entry
+    from tests.unit.test_api_fieldwalk import body
+
+    c = parse_cluster(body({"flavor": "mariadb", "instances": 3}, name="db", namespace="prod"))
+    entry = _Entry(apply_error="spec.affinity: StatefulSet db refused by the API server")
+    standing = Reconciler._standing(c, entry)
+    assert standing["apply_error"] == entry.apply_error
+    refused = cstatus.build_status(S(apply_error=entry.apply_error), {}, "T1")
+    changing = S(primary="db-1", primary_serving=False, decision="Failover", **standing)
+    written = cstatus.primary_change_status(changing, refused, "T2")
+    degraded = next(x for x in written["conditions"] if x["type"] == "Degraded")
+    assert (written["phase"], degraded["status"], degraded["reason"]) == (
+        "FailingOver",
+        "True",
+        "ApplyFailed",
+    )
+    assert degraded["lastTransitionTime"] == "T1"  # the same refusal, not a new one
+
+
 def test_a_bootstrap_is_bootstrapping_until_its_primary_serves():
     assert cstatus.phase(S(primary_serving=False, decision="Bootstrap")) == "Bootstrapping"
     assert cstatus.phase(S(decision="Bootstrap")) == "Ready"
