@@ -58,6 +58,8 @@ DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 DEBIAN_SECURITY_MIRROR="${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 HOST_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 KEY_LABEL=dev.mysql-operator.inputs
+# the images are this machine's architecture (debootstrap, Go and Debian's binaries are native)
+ARCH="$(dpkg --print-architecture)"
 
 log() { echo "[build-images] $*" >&2; }
 die() { echo "[build-images] error: $*" >&2; exit 1; }
@@ -249,7 +251,7 @@ build_base() {  # $1: archive to write, $2: image name (base or base-sid)
   tar -C "$rootfs" --numeric-owner -cf - . | tar -C "$mnt" --numeric-owner -xpf -
   bah umount "$c" >/dev/null
   bah config --cmd '["bash"]' --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    --label "$KEY_LABEL=$(base_key "$suite")" --os linux --arch amd64 "$c"
+    --label "$KEY_LABEL=$(base_key "$suite")" --os linux --arch "$ARCH" "$c"
   bah commit --quiet --rm "$c" "$(base_name "$name")" >/dev/null
   bah tag "$(base_name "$name")" "$(image_ref "$name")"
   export_image "$(image_ref "$name")" "$out"
@@ -298,7 +300,7 @@ build_scratch_image() {  # $1: name, $2: archive
     bah config --entrypoint '["/bin/mysqld_exporter"]' --cmd '[]' --user nobody --port 9104/tcp "$c"
   fi
   bah umount "$c" >/dev/null
-  bah config --label "$KEY_LABEL=$(image_key "$name")" --os linux --arch amd64 "$c"
+  bah config --label "$KEY_LABEL=$(image_key "$name")" --os linux --arch "$ARCH" "$c"
   bah commit --quiet --rm "$c" "$ref" >/dev/null
   export_image "$ref" "$out"
   bah rmi "$ref" >/dev/null 2>&1 || true  # the archive is the cache; storage keeps only the base
@@ -413,9 +415,10 @@ unpack_rootfs() {  # $1: image name. Prints the folder.
     bah rmi --prune >/dev/null 2>&1 || true
     touch "$dir.tmp/.complete"
     mv "$dir.tmp" "$dir"
-    # older unpacked roots of this image go (another checkout would unpack its own again)
-    find "$IMAGES_DIR/rootfs" -mindepth 1 -maxdepth 1 -name "$name-????????????????" -not -name "$name-$key" \
-      -exec rm -rf --one-file-system {} +
+    # Keep the three newest unpacked roots of this image, like the archives: another checkout
+    # sharing this cache may be running servers from an older one right now (deleting every
+    # other root once broke a clean-clone run's MySQL tests while a second checkout unpacked its own)
+    ls -dt "$IMAGES_DIR/rootfs/$name"-???????????????? | tail -n +4 | xargs -r rm -rf --one-file-system --
   fi
   echo "$dir"
 }
