@@ -13,13 +13,16 @@ test: deps venv ## everything: builds what is missing, lints, runs unit, integra
 SHELL_SCRIPTS := $(wildcard mysql_operator/manifests/sh/*.sh images/*/*.sh hack/*.sh) .ci/run
 # run by busybox's sh in the exporter image (no bash there)
 POSIX_SCRIPTS := mysql_operator/manifests/sh/exporter.sh
-lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck, the docs site (mkdocs --strict)
+lint: venv ## ruff (lint and format), mypy --strict on the pure modules, shellcheck, actionlint, the docs site (mkdocs --strict)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck --shell=bash --severity=warning $(filter-out $(POSIX_SCRIPTS),$(SHELL_SCRIPTS))
 	$(VENV)/bin/shellcheck --shell=bash $(filter-out $(POSIX_SCRIPTS),$(wildcard mysql_operator/manifests/sh/*.sh))
 	$(VENV)/bin/shellcheck --shell=sh $(POSIX_SCRIPTS)
+	hack/build-binaries.sh actionlint
+	"$$(hack/build-binaries.sh --print-dir)/actionlint-$$(sed -n 's/^ACTIONLINT_VERSION=//p' hack/versions.env)/actionlint" \
+	  -shellcheck $(VENV)/bin/shellcheck .github/workflows/*.yml
 	$(MAKE) --no-print-directory docs
 
 docs: venv ## build the user documentation site (mkdocs.yml) with --strict into a temporary directory

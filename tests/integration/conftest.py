@@ -1,4 +1,4 @@
-"""Fixtures shared by integration tests: a real S3 server (MinIO), real MariaDB servers with the dump
+"""Fixtures shared by integration tests: a real S3 server (MinIO), the OCI registry, real MariaDB servers with the dump
 tools (backup and restore tests), and one writable server of each flavor (SQL objects, exporter)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 from mysql_operator.db.flavor import Flavor
 from tests.support import mariadb as mdb
 from tests.support import mysql_container
+from tests.support import registry as reg
 from tests.support import s3 as s3support
 from tests.support.mysql import MySQLFactory, mysql_unavailable
 
@@ -24,6 +25,17 @@ def s3server(tmp_path_factory):
     server = s3support.S3Server(root=tmp_path_factory.mktemp("s3")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    """The test registry (TLS, basic auth) on loopback, one per module."""
+    reason = reg.missing()
+    if reason:
+        pytest.skip(reason=reason)
+    r = reg.Registry(tmp_path_factory.mktemp("registry")).start()
+    yield r
+    r.stop()
 
 
 @pytest.fixture(scope="module")

@@ -17,16 +17,6 @@ from tests.support import registry as reg
 from tests.support.containerd import build_images
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    reason = reg.missing()
-    if reason:
-        pytest.skip(reason=reason)
-    r = reg.Registry(tmp_path_factory.mktemp("registry")).start()
-    yield r
-    r.stop()
-
-
 def test_a_pushed_image_is_served_only_to_its_credentials_over_verified_tls(registry):
     (image,) = build_images("busybox").values()
     ref = registry.push(image.archive, "tests/busybox", "1")

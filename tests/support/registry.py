@@ -41,6 +41,9 @@ from tests.support.wait import wait_for
 MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",
+    # a multi-architecture image (hack/release.sh pushes one per image)
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
 )
 
 
@@ -214,6 +217,14 @@ class Registry:
             return None
         self._expect(status, 200, f"HEAD {repo}:{tag}", body)
         return headers.get("Docker-Content-Digest")
+
+    def manifest(self, repo: str, reference: str) -> dict[str, Any]:
+        """The manifest (or index) of repo:reference (a tag or a digest), as JSON."""
+        status, _, body = self._request(
+            "GET", f"/v2/{repo}/manifests/{reference}", headers={"Accept": ", ".join(MANIFEST_TYPES)}
+        )
+        self._expect(status, 200, f"GET {repo}:{reference}", body)
+        return json.loads(body)
 
     def push(self, archive: Path, repo: str, tag: str) -> str:
         """Push the single image of an OCI archive as repo:tag; returns HOST:PORT/repo:tag."""
