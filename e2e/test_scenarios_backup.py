@@ -251,8 +251,13 @@ def test_a_restore_waits_for_its_key_then_refuses_another_key(local_cluster, bac
     where = f"Secret 'other-key-{flavor}' key 'encryption-key' (spec.restore.encryption.keySecret)"
     events = wait_for(lambda: wrong.events("RestoreWaiting"), 300, "a RestoreWaiting Warning Event")
     assert events[0].type == "Warning" and events[0].message.startswith(f"{where}: the Secret does not exist")
-    ready = next(x for x in wrong.status().get("conditions") or [] if x["type"] == "Ready")
-    assert ready["status"] == "False" and where in ready["message"]
+
+    def says_so() -> dict | None:
+        ready = next((x for x in wrong.status().get("conditions") or [] if x["type"] == "Ready"), {})
+        return ready if ready.get("status") == "False" and where in ready.get("message", "") else None
+
+    # a pass posts the Event that says why before the status that says what: wait for the status
+    wait_for(says_so, 30, "Ready False naming the key's Secret", describe=wrong.describe)
     c.core.create_namespaced_secret(
         c.namespace,
         {
