@@ -317,7 +317,8 @@ build_dockerfile_image() {  # $1: name, $2: archive
     mysql-tools) context="$REPO/images/mysql-tools"; dockerfile="$context/Dockerfile"
       args+=(--build-arg "APT_OPTIONS=$(apt_update_options sid)") ;;
     mariadb | mariadb-11.8 | mysql) context="$REPO/images/${name%-11.8}"; dockerfile="$context/Dockerfile"
-      args+=(--build-arg "TOOLS_IMAGE=$(image_ref "$(base_of "$name")")") ;;
+      args+=(--build-arg "TOOLS_IMAGE=$(image_ref "$(base_of "$name")")")
+      if [[ "$name" == mysql ]]; then args+=(--build-arg "APT_OPTIONS=$(apt_update_options sid)"); fi ;;
     operator)
       context="$REPO"; dockerfile="$REPO/Dockerfile"
       if [[ -f "$HOST_CA_BUNDLE" ]]; then

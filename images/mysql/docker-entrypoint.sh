@@ -156,7 +156,7 @@ if [ "$1" = mysqld ]; then
     mkdir -p "$DATADIR" "$(dirname "$SOCKET")"
     find "$DATADIR" "$(dirname "$SOCKET")" \! -user mysql -exec chown mysql:mysql '{}' +
     note "Switching to dedicated user 'mysql'"
-    exec setpriv --reuid=mysql --regid=mysql --init-groups "${BASH_SOURCE[0]}" "$@"
+    exec gosu mysql "${BASH_SOURCE[0]}" "$@"
   fi
 
   if [ ! -d "$DATADIR/mysql" ]; then

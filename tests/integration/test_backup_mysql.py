@@ -71,7 +71,7 @@ def shared(mysql, pki, tmp_path_factory):
     the Job mounts it in both), and the sidecar serving it."""
     d = tmp_path_factory.mktemp("client-tools")
     shutil.copy(pki / "ca.crt", d / "ca.crt")
-    with client_tools_sidecar(mysql.rootfs, d):
+    with client_tools_sidecar(d):
         yield d
 
 
@@ -266,7 +266,7 @@ def shared_as_job_user(mysql, pki, tmp_path_factory):
     d = tmp_path_factory.mktemp("client-tools-physical")
     shutil.copy(pki / "ca.crt", d / "ca.crt")
     d.chmod(0o777)
-    with client_tools_sidecar(mysql.rootfs, d):
+    with client_tools_sidecar(d):
         yield d
 
 

@@ -297,7 +297,7 @@ def test_the_archiver_command_archives_every_commit_with_its_own_narrow_account(
 
     sidecar = None
     if flavor == "mysql":
-        sidecar = client_tools_sidecar(server.rootfs, shared)
+        sidecar = client_tools_sidecar(shared)
         sidecar.__enter__()
         argv += ["--client-tools-dir", str(shared)]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

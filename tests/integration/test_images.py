@@ -332,9 +332,11 @@ def test_mariadb_entrypoint_refuses_an_empty_datadir_without_a_root_password_opt
     assert "MARIADB_ROOT_PASSWORD" in out and "MARIADB_ALLOW_EMPTY_ROOT_PASSWORD" in out
 
 
-def _entrypoint_container(containerd, image, server_cmd, env_text, initdb_files, folder, label, timeout):
-    """Run `image`'s docker-entrypoint.sh with `server_cmd` (host network, 127.0.0.1 on a free
-    port) on a fresh root-owned datadir, as a new PersistentVolume would be, with the environment
+def _entrypoint_container(
+    containerd, image, server_cmd, env_text, initdb_files, folder, label, timeout, *server_args
+):
+    """Run `image`'s docker-entrypoint.sh with `server_cmd` and `server_args` (host network,
+    127.0.0.1 on a free port) on a fresh root-owned datadir, as a new PersistentVolume would be, with the environment
     `env_text` and initdb scripts {name: bytes}; yields {cid, port, log, datadir} once root answers,
     removes the container afterwards."""
     port = free_port()
@@ -372,6 +374,7 @@ def _entrypoint_container(containerd, image, server_cmd, env_text, initdb_files,
         server_cmd,
         f"--port={port}",
         "--bind-address=127.0.0.1",
+        *server_args,
     )
     try:
         try:
@@ -599,6 +602,9 @@ def mysql_server(images, containerd, tmp_path_factory):
         tmp_path_factory.mktemp("mysql"),
         "MySQL 9.7",
         180,
+        # the X protocol is on, as in the official image: on loopback and a free port here
+        "--mysqlx-bind-address=127.0.0.1",
+        f"--mysqlx-port={free_port()}",
     )
 
 
@@ -633,9 +639,13 @@ class TestMySQL:
             "mysql",
             "mysqldump",
             "mysqladmin",
-            "mysqlbinlog",
+            "mysql_tzinfo_to_sql",
+            "gosu",
             "healthcheck.sh",
         ]
+        # what the official image lacks (docs/official-images.md section 2): the operator runs
+        # mysqlbinlog from its tool image, and its Pod scripts call none of the others
+        lacks = ["mysqlbinlog", "mysqlcheck", "myisamchk", "perror", "hostname", "ps", "setpriv", "which"]
         proc = containerd.ctr(
             "-n",
             NAMESPACE,
@@ -647,6 +657,7 @@ class TestMySQL:
             "sh",
             "-c",
             " && ".join(f"command -v {t} >/dev/null" for t in tools)
+            + "".join(f" && ! command -v {t}" for t in lacks)
             + " && ! command -v mysqld_exporter"  # as the official image: the sidecar has its own
             + " && test -S /var/run/mysqld/mysqld.sock && healthcheck.sh && echo all",
             check=False,

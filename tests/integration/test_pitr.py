@@ -75,7 +75,7 @@ def flavor(request, tmp_path_factory):
     f = MySQLFactory()
     shared = tmp_path_factory.mktemp("pitr-tools")
     try:
-        with client_tools_sidecar(f.rootfs, shared):
+        with client_tools_sidecar(shared):
             yield Flavor("mysql", f, str(shared))
     finally:
         f.close()

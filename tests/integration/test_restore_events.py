@@ -61,7 +61,7 @@ def servers_and_tools(flavor: str, tmp_path_factory):
     pki = new_pki(f.workdir / "pki", [HOST], "events-test")
     shared = tmp_path_factory.mktemp("client-tools")
     shutil.copy(pki / "ca.crt", shared / "ca.crt")
-    with client_tools_sidecar(f.rootfs, shared):
+    with client_tools_sidecar(shared):
         yield "mysql", f, shared, pki
     f.close()
 

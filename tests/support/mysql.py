@@ -64,32 +64,35 @@ __all__ = [
 ]
 
 
-@functools.lru_cache(maxsize=1)
-def _rootfs() -> tuple[Path | None, str | None]:
+@functools.cache
+def _rootfs(image: str = "mysql") -> tuple[Path | None, str | None]:
     if os.geteuid() != 0:
         return None, "MySQL 9.7 runs here with chroot into its image's root, which needs root"
-    cmd = [str(REPO / "hack" / "build-images.sh"), "--rootfs", "mysql"]
+    cmd = [str(REPO / "hack" / "build-images.sh"), "--rootfs", image]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         return None, (
-            f"`hack/build-images.sh --rootfs mysql` failed ({proc.returncode}): {proc.stderr.strip()[-600:]}"
+            f"`hack/build-images.sh --rootfs {image}` failed ({proc.returncode}): {proc.stderr.strip()[-600:]}"
         )
     root = Path(proc.stdout.strip().splitlines()[-1])
-    if not (root / "usr/sbin/mysqld").exists():
-        return None, f"{root} holds no usr/sbin/mysqld"
+    if not any((root / "usr/sbin" / s).exists() for s in ("mysqld", "mariadbd")):
+        return None, f"{root} holds no usr/sbin/mysqld (nor mariadbd)"
     return root, None
 
 
-def mysql_rootfs() -> Path:
-    root, why = _rootfs()
+def mysql_rootfs(image: str = "mysql") -> Path:
+    """The unpacked root of the server image (`mysql`: as the official one, no mysqlbinlog) or of
+    the tool image the Jobs' client-tools sidecar runs (`mysql-tools`)."""
+    root, why = _rootfs(image)
     if root is None:
         raise RuntimeError(why)
     return root
 
 
 def mysql_unavailable() -> str | None:
-    """None when MySQL servers can run here; otherwise why not (for a printed skip reason)."""
-    return _rootfs()[1]
+    """None when MySQL servers and their tools can run here; otherwise why not (for a printed
+    skip reason)."""
+    return _rootfs()[1] or _rootfs("mysql-tools")[1]
 
 
 def _in_root(root: Path, path: Path) -> str:
@@ -241,13 +244,15 @@ class MySQLFactory(MariaDBFactory):
 
 
 @contextlib.contextmanager
-def client_tools_sidecar(rootfs: Path, shared: Path) -> Iterator[subprocess.Popen]:
+def client_tools_sidecar(shared: Path, image: str = "mysql-tools") -> Iterator[subprocess.Popen]:
     """The backup/restore Jobs' client-tools sidecar (manifests.scripts.CLIENT_TOOLS_SH) run from
-    an image's root with chroot, serving the folder `shared`: bind-mounted at the same path inside
-    the root, as the Pod's emptyDir is in both containers; the host's /etc/hosts is bound over the
-    image's empty one, as the kubelet does in a Pod."""
+    a tool image's root with chroot (MySQL's: the server image has no mysqlbinlog, as the official
+    one), serving the folder `shared`: bind-mounted at the same path inside the root, as the Pod's
+    emptyDir is in both containers; the host's /etc/hosts is bound over the image's empty one, as
+    the kubelet does in a Pod."""
     from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
 
+    rootfs = mysql_rootfs(image)
     inside = rootfs / str(shared).lstrip("/")
     inside.mkdir(parents=True, exist_ok=True)
     mounts = []
