@@ -470,3 +470,50 @@ def test_point_in_time_restore_across_a_failover_has_exactly_the_rows_up_to_t(
     st = restored.status()["restore"]
     assert st["pointInTime"]["target"] == _stamp(t) and st["pointInTime"]["binlogFilesReplayed"] >= 1, st
     print(f"\n{flavor}: {len(expected)} of {len(snapshot)} rows up to {_stamp(t)}; {st['message']}")
+
+
+def test_an_archiver_tool_image_without_the_binlog_tool_is_named_in_the_status_then_fixed(backup_source):
+    """spec.toolsImage set to the other flavor's tool image (a real image of this project, without
+    this flavor's binlog tool): the archiver stops before it streams, and within seconds the
+    condition BinlogArchiving says why in the Pod's words (reason ArchiverFailing: the tool, the
+    image, the exit status) with a Warning Event; toolsImage removed, archiving is back. Last in
+    the module: the restores above need the archive whole."""
+    c, bucket, flavor = backup_source
+    from kubernetes import client
+
+    archiver = client.AppsV1Api(c.api).read_namespaced_deployment(f"{c.name}-binlog-archiver", c.namespace)
+    pod = archiver.spec.template.spec
+    (sidecar,) = [x for x in (pod.init_containers or []) + pod.containers if x.name == "client-tools"]
+    repository = sidecar.image.rsplit(":", 1)[0]
+    other, tool = ("mariadb-11.8", "mysqlbinlog") if flavor == "mysql" else ("mysql-9.7", "mariadb-binlog")
+    wrong = f"{repository}:{other}"
+
+    def archiving():
+        return next((x for x in c.status().get("conditions") or [] if x["type"] == "BinlogArchiving"), {})
+
+    c.patch_spec({"toolsImage": wrong})
+    elapsed = stopwatch()
+    failing = wait_for(
+        lambda: (a := archiving()).get("reason") == "ArchiverFailing" and a,
+        180,
+        "condition BinlogArchiving reason ArchiverFailing",
+        interval=1,
+        describe=c.describe,
+    )
+    record(f"a tool image without {tool} to condition ArchiverFailing ({flavor})", elapsed(), scenario="5")
+    assert failing["status"] == "False"
+    assert f"`{tool} --version` failed (tool image {wrong}) with exit status 127" in failing["message"], (
+        failing
+    )
+    assert f"{tool} is not in this image" in failing["message"], failing
+    wait_for(lambda: c.events("ArchiverFailing"), 30, "a Warning Event ArchiverFailing", describe=c.describe)
+    (event,) = c.events("ArchiverFailing")
+    assert event.type == "Warning" and wrong in event.message
+    c.patch_spec({"toolsImage": None})
+    wait_for(
+        lambda: archiving().get("status") == "True",
+        180,
+        "condition BinlogArchiving True again",
+        interval=2,
+        describe=c.describe,
+    )

@@ -187,6 +187,8 @@ def _register_jobs(bs) -> None:
         default=0,
         help="answer GET /healthz on this port: 200 while archiving, 503 otherwise (0: no server)",
     )
+    ab.add_argument("--tools-image", default="", help="the sidecar's image (named in messages)")
+    ab.add_argument("--termination-log", default=TERMINATION_LOG)
     _tls_argument(ab)
     _client_tools_argument(ab)
     _encryption_argument(ab)
@@ -534,7 +536,7 @@ def cmd_archive_binlogs(args) -> int:
 
     from mysql_operator.backup import storage
     from mysql_operator.backup.binlog_archive import Store
-    from mysql_operator.backup.binlog_stream import Follower, Server, follow
+    from mysql_operator.backup.binlog_stream import Follower, Server, ToolUnusable, follow
     from mysql_operator.backup.pitr import local_launch, sidecar_launch
     from mysql_operator.db.instance import redact
 
@@ -557,6 +559,7 @@ def cmd_archive_binlogs(args) -> int:
         launch=sidecar_launch(args.client_tools_dir, stdin=False) if args.client_tools_dir else local_launch,
         options_dir=args.client_tools_dir,
         tls_ca=args.tls_ca,
+        tools_image=args.tools_image,
     )
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -564,12 +567,15 @@ def cmd_archive_binlogs(args) -> int:
     health = Health(grace=max(30.0, 3 * args.max_delay), max_delay=args.max_delay)
     if args.health_port:
         health.serve(args.health_port)
-    follow(
-        follower,
-        stopping,
-        lambda line: print(json.dumps({"message": redact(line, secrets)}), flush=True),
-        passed=health.passed,
-    )
+    try:
+        follow(
+            follower,
+            stopping,
+            lambda line: print(json.dumps({"message": redact(line, secrets)}), flush=True),
+            passed=health.passed,
+        )
+    except ToolUnusable as e:  # the Pod's termination message: the operator shows it in the status
+        return _finish(args, {"ok": False, "message": redact(str(e), secrets)})
     return 0
 
 

@@ -32,6 +32,7 @@ AS_EXPECTED = "AsExpected"
 VALID = "Valid"
 INVALID_SPEC = "InvalidSpec"  # also a refused spec's Warning Event, and a SQL object's
 ARCHIVER_NOT_READY = "ArchiverNotReady"
+ARCHIVER_FAILING = "ArchiverFailing"  # its Pod cannot run or keeps failing; also the Warning Event
 ARCHIVING = "Archiving"
 PASS_OVERDUE = "PassOverdue"  # the condition and its Warning Event
 RESTORING = "Restoring"
@@ -247,7 +248,7 @@ CARRIERS: dict[str, tuple[str, ...]] = {
     ),
     "MySQLCluster condition SpecValid": (VALID, INVALID_SPEC),
     "MySQLCluster condition RestartPending": (WAITING_FOR_APPROVAL, WAITING_FOR_OTHER_CLUSTER),
-    "MySQLCluster condition BinlogArchiving": (ARCHIVER_NOT_READY, ARCHIVING),
+    "MySQLCluster condition BinlogArchiving": (ARCHIVER_NOT_READY, ARCHIVER_FAILING, ARCHIVING),
     "MySQLCluster condition PassOverdue": (PASS_OVERDUE,),
     "MySQLCluster Event": (
         *_DEGRADED,
@@ -256,6 +257,7 @@ CARRIERS: dict[str, tuple[str, ...]] = {
         *(kind + "Failed" for kind in ACTED_ON),
         INVALID_SPEC,
         BINLOG_ARCHIVING_STOPPED,
+        ARCHIVER_FAILING,
         INSTANCE_WAITING,
         SWITCHOVER_DONE,
         SWITCHOVER_REFUSED,

@@ -112,6 +112,7 @@ from mysql_operator.status import (
     Plan,
     Result,
     Summary,
+    ArchiverState,
     archiver_state,
     decision_event,
     events_from_steps,
@@ -183,6 +184,7 @@ class _Entry:
     tls: TLSUpkeep = field(default_factory=TLSUpkeep)
     # the binlog archiver Deployment's status as last seen (its apply, its watch); None: none seen
     archiver: Mapping[str, Any] | None = None
+    archiver_pod_trouble: str = ""  # of its Pod (status.archiver_pod_trouble), from the Pods' watch
     # a Pod template a new operator version wants, staged (rolling.template_step); None: none
     restart_pending: rolling.StageTemplate | None = None
     # status fields others report (the backup controller's lastBackup, schedule), published by
@@ -1012,6 +1014,11 @@ class Reconciler:
         """From the archiver Deployment's watch (None: deleted) and its apply."""
         self._entry(namespace, name).archiver = status
 
+    def archiver_pod_seen(self, namespace: str, name: str, trouble: str) -> None:
+        """From the archiver Pods' watch: status.archiver_pod_trouble of the latest one seen
+        ("": none, or it was deleted)."""
+        self._entry(namespace, name).archiver_pod_trouble = trouble
+
     @classmethod
     def _standing(cls, c: MySQLCluster, entry: _Entry) -> dict[str, Any]:
         """What every status write says whatever the servers do: the last apply's refusal, the
@@ -1025,12 +1032,12 @@ class Reconciler:
         }
 
     @staticmethod
-    def _archiver_summary(c: MySQLCluster, entry: _Entry) -> str | None:
+    def _archiver_summary(c: MySQLCluster, entry: _Entry) -> ArchiverState | None:
         """Summary.binlog_archiver: None while archiving is off."""
         b = c.spec.backup
         if b is None or not b.binlogs.enabled:
             return None
-        return archiver_state(m.binlog_archiver_name(c), entry.archiver)
+        return archiver_state(m.binlog_archiver_name(c), entry.archiver, entry.archiver_pod_trouble)
 
     def _engine(
         self,

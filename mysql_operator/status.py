@@ -7,6 +7,7 @@ here). Pure: no I/O here."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping, Sequence
@@ -23,7 +24,7 @@ from mysql_operator.replication import (
     Step,
 )
 from dataclasses import field
-from mysql_operator.pods import PodView
+from mysql_operator.pods import PodView, pod_waiting
 
 
 T = t.Transition
@@ -104,6 +105,15 @@ def apply_refusal(kind: str, name: str, status: int | None, message: str) -> str
 
 
 @dataclass(frozen=True)
+class ArchiverState:
+    """The binlog archiver as the condition BinlogArchiving says it: `why` it does not archive
+    ("" while it does) and the condition's reason."""
+
+    why: str = ""
+    reason: str = R.ARCHIVING
+
+
+@dataclass(frozen=True)
 class Summary:
     """Everything the status is computed from; plain data."""
 
@@ -144,8 +154,8 @@ class Summary:
     entries: tuple[Mapping[str, Any], ...] = ()
     # the version of the credentials Secret whose passwords the servers have
     credentials_version: str = ""
-    # spec.backup.binlogs: None when off, "" while the archiver archives, else why it does not
-    binlog_archiver: str | None = None
+    # spec.backup.binlogs: None when off, else what the archiver does (archiver_state)
+    binlog_archiver: ArchiverState | None = None
     # a rolling update under way (Pods on an older template): what it does now; "" when none
     rolling: str = ""
     # a Pod template a new operator version wants, staged (rolling.StageTemplate); None: none
@@ -362,8 +372,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     if s.restart_pending is not None:  # present only while one is staged
         out.append(_cond("RestartPending", True, s.restart_pending.reason, s.restart_pending.message))
     if s.binlog_archiver is not None:  # spec.backup.binlogs.enabled
-        if s.binlog_archiver:
-            out.append(_cond("BinlogArchiving", False, R.ARCHIVER_NOT_READY, s.binlog_archiver))
+        if s.binlog_archiver.why:
+            out.append(_cond("BinlogArchiving", False, s.binlog_archiver.reason, s.binlog_archiver.why))
         else:
             out.append(
                 _cond("BinlogArchiving", True, R.ARCHIVING, "the binary logs reach the backup storage")
@@ -371,22 +381,58 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     return out
 
 
-def archiver_state(name: str, deployment_status: Mapping[str, Any] | None) -> str:
+def archiver_state(
+    name: str, deployment_status: Mapping[str, Any] | None, pod_trouble: str = ""
+) -> ArchiverState:
     """Summary.binlog_archiver from the archiver Deployment's status (None: not seen, or
-    deleted): "" when its Pod is ready (it archived from the primary lately: its readiness probe)."""
+    deleted) and what its Pod's trouble is (archiver_pod_trouble): archiving while its Pod is
+    ready (it archived from the primary lately: its readiness probe)."""
     if deployment_status is None:
-        return f"the archiver Deployment {name} does not exist yet: it is made at the operator's next apply"
+        return ArchiverState(
+            f"the archiver Deployment {name} does not exist yet: it is made at the operator's next apply",
+            R.ARCHIVER_NOT_READY,
+        )
     if (deployment_status.get("readyReplicas") or 0) >= 1:
-        return ""
-    return (
+        return ArchiverState()
+    if pod_trouble:
+        return ArchiverState(
+            f"the archiver Pod (Deployment {name}) cannot archive: {pod_trouble}", R.ARCHIVER_FAILING
+        )
+    return ArchiverState(
         f"the archiver Pod (Deployment {name}) is not ready: no transaction reaches the backup storage "
-        f"until it is (its log says why: kubectl logs deploy/{name} -c archiver)"
+        f"until it is (its log says why: kubectl logs deploy/{name} -c archiver)",
+        R.ARCHIVER_NOT_READY,
     )
+
+
+def archiver_pod_trouble(pod: Mapping[str, Any]) -> str:
+    """Why an archiver Pod cannot run or keeps failing, in its own words: the message its last
+    run ended with (the archiver's report: `{"ok": false, "message": ...}`, or its log's last
+    lines), else why it waits (an image that cannot be pulled, an unschedulable Pod); "" when
+    neither. Its words stay while it restarts, so the condition does not flap with its back-off."""
+    status = pod.get("status") or {}
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") != "archiver":
+            continue
+        last = (cs.get("lastState") or {}).get("terminated") or (cs.get("state") or {}).get("terminated")
+        if last and last.get("exitCode"):
+            text = last.get("message") or ""
+            try:
+                said = json.loads(text)
+                text = said.get("message") if isinstance(said, dict) else None
+            except ValueError:
+                pass
+            text = " ".join(str(text or "").split())[-1024:]
+            return (
+                text or f"its last run ended with exit status {last['exitCode']} ({last.get('reason') or ''})"
+            )
+    return pod_waiting(pod)
 
 
 def archiving_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """A Warning when binary-log archiving stops (BinlogArchiving True -> False), not while the
-    archiver starts for the first time."""
+    archiver starts for the first time; one when its Pod starts failing (reason ArchiverFailing:
+    a tool image it cannot use, an image that cannot be pulled), once per episode."""
 
     def archiving(st):
         return next((c for c in st.get("conditions") or [] if c.get("type") == "BinlogArchiving"), {})
@@ -394,6 +440,8 @@ def archiving_events(previous: Mapping[str, Any], status: Mapping[str, Any]) -> 
     old, new = archiving(previous), archiving(status)
     if old.get("status") == "True" and new.get("status") == "False":
         return [("Warning", R.BINLOG_ARCHIVING_STOPPED, new.get("message") or "")]
+    if new.get("reason") == R.ARCHIVER_FAILING and old.get("reason") != R.ARCHIVER_FAILING:
+        return [("Warning", R.ARCHIVER_FAILING, new.get("message") or "")]
     return []
 
 

@@ -13,6 +13,11 @@ gap (its files hold what it replicated) and without uploading twice what it alre
 
 When the primary stops answering, turns read-only, or the stream ends, the stream stops and the
 next pass looks for the primary again; the spool is emptied before a new stream starts.
+
+Before the first stream from a server of a release, the binlog tool says its version: one of an
+older release series than the server's (a `spec.toolsImage` too old), or one that does not run,
+raises `ToolUnusable` out of `follow`, whose message the archiver's Pod reports (its termination
+message) and the operator shows in the cluster's condition BinlogArchiving.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ from mysql_operator.db.instance import Instance, InstanceError
 STREAM_SERVER_ID = 4_000_000_000  # the stream's replica server_id: above any instance's
 
 
+class ToolUnusable(Exception):
+    """The binlog tool cannot archive this server's logs (too old, or it does not run)."""
+
+
 @dataclass(frozen=True)
 class Server:
     name: str
@@ -51,6 +60,7 @@ class Follower:
     launch: Callable[[list[str]], Any] | None = None  # starts the binlog tool (a Popen or sidecar run)
     options_dir: str | None = None  # where the tool's option file goes (shared with the sidecar)
     tls_ca: str | None = None
+    tools_image: str = ""  # where the tool comes from, for the messages
     connect: Callable[[Server], Instance] | None = None
     primary: Server | None = None
     stream: Any = None
@@ -59,6 +69,7 @@ class Follower:
     stream_err: TailBuffer = field(default_factory=TailBuffer)
     _options: Any = None
     _option_path: str = ""
+    _tool_fits: Any = None  # the server release the tool was last found fit for
 
     def _instance(self, s: Server) -> Instance:
         if self.connect is not None:
@@ -107,6 +118,12 @@ class Follower:
         if found is None:
             return None
         server, inst = found
+        if self._tool_fits != inst.dialect.version:
+            try:
+                self._check_tool(inst.dialect.version)
+            finally:
+                inst.close()
+            return None
         archiver = Archiver(inst, self.spool, self.store, self.max_delay)
         if self.archiver is not None:  # what the archive holds is known already
             archiver.archived, archiver.done = self.archiver.archived, self.archiver.done
@@ -130,6 +147,32 @@ class Follower:
                 return f.name
         return files[-1].name
 
+    @staticmethod
+    def _tool(version) -> str:
+        return "mariadb-binlog" if version.flavor.value == "mariadb" else "mysqlbinlog"
+
+    def _check_tool(self, version) -> None:
+        """ToolUnusable unless the binlog tool runs and is not of an older series than `version`."""
+        tool = self._tool(version)
+        assert self.launch is not None
+        proc = self.launch([tool, "--version"])
+        if getattr(proc, "stdin", None) is not None:
+            proc.stdin.close()
+        err = TailBuffer()
+        reader = drain(proc.stderr, err)
+        out = proc.stdout.read(4096).decode(errors="replace")
+        code = proc.wait(60)
+        reader.join(5)
+        where = f" (tool image {self.tools_image})" if self.tools_image else ""
+        if code != 0:
+            said = err.text(()) or "no message"
+            raise ToolUnusable(f"`{tool} --version` failed{where} with exit status {code}: {said}")
+        why = commands.tool_too_old(tool, out, version, self.tools_image)
+        if why:
+            raise ToolUnusable(why)
+        self._tool_fits = version
+        self.events.append(f"{out.strip() or tool} reads the binary logs of {version}")
+
     def _start(self, server: Server, inst: Instance, first: str) -> None:
         self.spool.mkdir(parents=True, exist_ok=True)
         for old in self.spool.iterdir():  # emptied, not removed: in a Pod it is a volume's mount point
@@ -139,7 +182,7 @@ class Follower:
             self._options = option_file(self.user, self.password, self.options_dir)
             path = self._options.__enter__()
             self._option_path = path
-        tool = "mariadb-binlog" if version.flavor.value == "mariadb" else "mysqlbinlog"
+        tool = self._tool(version)
         argv = [
             tool,
             f"--defaults-extra-file={self._option_path}",
@@ -210,6 +253,8 @@ def follow(
         while not stopping.is_set():
             try:
                 step = follower.step(time.monotonic())
+            except ToolUnusable:
+                raise  # no later pass can do better: the Pod reports it and the operator shows it
             except Exception as e:  # noqa: BLE001 - a pass that failed is tried again
                 follower.events.append(f"a pass failed: {e}")
                 step = None

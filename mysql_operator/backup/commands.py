@@ -25,6 +25,36 @@ class CommandError(ValueError):
     pass
 
 
+# the server release a client tool was built with, in its `--version` line: MySQL's "mysqlbinlog
+# Ver 9.7.4-2 for Linux", MariaDB's "mariadb-binlog from 11.8.9-MariaDB, client 3.5" and
+# "mariadb-dump Ver 10.19 Distrib 10.11.19-MariaDB"; MariaDB 10.11's mariadb-binlog names none
+_TOOL_RELEASE = re.compile(r"\b(?:Ver|from|Distrib) (\d+)\.(\d+)\.(\d+)\b")
+
+
+def tool_release(version_line: str) -> tuple[int, int, int] | None:
+    """The server release (major, minor, patch) a tool's `--version` output names, or None."""
+    m = _TOOL_RELEASE.search(version_line)
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+def tool_too_old(tool: str, version_line: str, server: ServerVersion, image: str = "") -> str | None:
+    """Why `tool` must not read what `server` writes: it comes from an older release series (a
+    binary log may hold events it does not know). None when it may: its series is the server's
+    or newer (an older patch release of the same series reads the series' format), or its output
+    names no release (MariaDB 10.11's mariadb-binlog: its client version only)."""
+    release = tool_release(version_line)
+    if release is None or release[:2] >= (server.major, server.minor):
+        return None
+    where = f" in the tool image {image}" if image else ""
+    series = f"{server.flavor.value}-{server.major}.{server.minor}"
+    return (
+        f"{tool} {'.'.join(map(str, release))}{where} is older than the server "
+        f"({server}): it may not read the binary logs the server writes, so none is archived. "
+        f"Fix spec.toolsImage: name a tool image of {server.flavor.value} {server.major}.{server.minor} "
+        f"or later (the operator's own is <toolsImage.repository>:{series}), or remove it"
+    )
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where a client tool connects. The password goes in the option file, never here."""

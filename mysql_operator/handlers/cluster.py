@@ -17,6 +17,7 @@ from mysql_operator.k8s.client import api_client, in_cluster
 from mysql_operator.manifests import MANAGED_BY
 from mysql_operator.passes import Passes
 from mysql_operator.reconcile import Reconciler
+from mysql_operator.status import archiver_pod_trouble
 
 log = logging.getLogger(__name__)
 _OWNED = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "database"}
@@ -145,6 +146,16 @@ def register(cfg) -> None:
                 owner,
                 apply=True if meta.get("generation") != status.get("observedGeneration") else None,
             )
+
+    @kopf.on.event("", "v1", "pods", labels=_ARCHIVER)
+    def archiver_pod_event(event, body, namespace, labels, **_):
+        """Why the binlog archiver's Pod cannot run (a tool image it cannot use, an image that
+        cannot be pulled): condition BinlogArchiving at once."""
+        owner = labels.get("app.kubernetes.io/instance")
+        if owner:
+            gone = event.get("type") == "DELETED" or (body.get("metadata") or {}).get("deletionTimestamp")
+            reconciler().archiver_pod_seen(namespace, owner, "" if gone else archiver_pod_trouble(body))
+            reconciler().nudge(namespace, owner)
 
     @kopf.on.event("apps", "v1", "deployments", labels=_ARCHIVER)
     def archiver_event(event, body, namespace, labels, **_):

@@ -660,6 +660,8 @@ def binlog_archiver(
     for i in range(c.spec.instances):
         args += ["--source", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
     spool = ({"name": "spool", "emptyDir": {}}, {"name": "spool", "mountPath": BINLOG_SPOOL})
+    tools = client_tools_sidecar(c, tools_repository, spool[1])
+    args += ["--tools-image", tools["image"]]
     labels, template = tenant_pod(
         c,
         COMPONENT_BINLOGS,
@@ -673,7 +675,7 @@ def binlog_archiver(
         ],
         image_pull_policy=image_pull_policy,
         volumes=[ca_bundle_volume(c), client_tools_volume(), spool],
-        sidecars=[client_tools_sidecar(c, tools_repository, spool[1])],
+        sidecars=[tools],
         restart_policy="Always",
     )
     (main,) = template["spec"]["containers"]

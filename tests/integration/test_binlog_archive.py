@@ -348,6 +348,8 @@ def test_the_archiver_command_archives_every_commit_with_its_own_narrow_account(
     assert not (spool / "left-from-before").exists(), "the spool is emptied before a stream starts"
     chain_is_whole(store.segments(), d)
     lines = [json.loads(line)["message"] for line in out.decode().splitlines()]
+    # the tool said its version before the first stream, and it fits the server's series
+    assert any(line.endswith(f"reads the binary logs of {admin.dialect.version}") for line in lines), lines
     assert any(line.startswith(f"streaming the binary logs of {server.name}") for line in lines), lines
     assert any(line.startswith("archived ") for line in lines), lines
     for secret in (PASSWORD, s3server.secret_key):

@@ -355,3 +355,50 @@ def test_every_definer_line_of_a_dump_names_the_application_account_and_nothing_
         assert [line.count(b"DEFINER=`a``pp`@`%`") for line in lines] == [0, 1, 1, 1, 1, 1, 0, 0]
         assert b"root" not in b"".join(lines[1:6]) and lines[6].startswith(b"  CREATE DEFINER=`root`")
         assert lines[7] == b"no newline at the end"
+
+
+@pytest.mark.parametrize(
+    "line, release",
+    [
+        ("mysqlbinlog  Ver 9.7.4-2 for Linux on x86_64 ((Debian))", (9, 7, 4)),
+        ("mysqlbinlog  Ver 8.4.3 for Linux on aarch64 (MySQL Community Server - GPL)", (8, 4, 3)),
+        ("mariadb-binlog from 11.8.9-MariaDB, client 3.5 for debian-linux-gnu (x86_64)", (11, 8, 9)),
+        ("mariadb-dump  Ver 10.19 Distrib 10.11.19-MariaDB, for debian-linux-gnu (x86_64)", (10, 11, 19)),
+        ("mariadb-binlog Ver 3.5 for debian-linux-gnu at x86_64", None),  # 10.11: its client version only
+        ("", None),
+    ],
+)
+def test_a_tools_version_line_names_the_server_release_it_was_built_with(line, release):
+    assert commands.tool_release(line) == release
+
+
+@pytest.mark.parametrize(
+    "line, server, refused",
+    [
+        ("mysqlbinlog  Ver 9.7.4-2 for Linux", (9, 7, 4), False),
+        ("mysqlbinlog  Ver 9.7.1 for Linux", (9, 7, 4), False),  # an older patch of the series
+        ("mysqlbinlog  Ver 9.8.0 for Linux", (9, 7, 4), False),  # newer reads older
+        ("mysqlbinlog  Ver 8.4.3 for Linux", (9, 7, 4), True),
+        ("mysqlbinlog  Ver 9.6.0 for Linux", (9, 7, 4), True),
+        ("mariadb-binlog from 10.11.19-MariaDB, client 3.5", (11, 8, 9), True),
+        ("mariadb-binlog Ver 3.5 for debian-linux-gnu at x86_64", (11, 8, 9), False),  # unknown: not refused
+    ],
+)
+def test_a_binlog_tool_of_an_older_series_than_the_server_is_refused_naming_both_and_the_fix(
+    line, server, refused
+):
+    flavor = Flavor.MARIADB if "mariadb" in line else Flavor.MYSQL
+    version = ServerVersion(flavor, *server)
+    tool = line.split()[0]
+    why = commands.tool_too_old(tool, line, version, "reg.example/tools:old")
+    assert (why is not None) == refused
+    if refused:
+        release = ".".join(map(str, commands.tool_release(line)))
+        assert (
+            f"{tool} {release} in the tool image reg.example/tools:old is older than the server ({version})"
+            in why
+        )
+        assert (
+            f"Fix spec.toolsImage: name a tool image of {flavor.value} {server[0]}.{server[1]} or later"
+            in why
+        )

@@ -3,6 +3,8 @@ point-in-time recovery (parsing, the restore Job's stop) - pure."""
 
 from __future__ import annotations
 
+import json
+
 import copy
 
 import pytest
@@ -257,8 +259,8 @@ def test_the_status_says_whether_the_binary_logs_are_archived_and_warns_when_it_
         return next((c for c in st["conditions"] if c["type"] == "BinlogArchiving"), None)
 
     assert cond(status(None)) is None, "no condition while archiving is off"
-    assert archiver_state("shop-binlog-archiver", {"readyReplicas": 1}) == ""
-    assert "does not exist yet" in archiver_state("shop-binlog-archiver", None)
+    assert archiver_state("shop-binlog-archiver", {"readyReplicas": 1}).why == ""
+    assert "does not exist yet" in archiver_state("shop-binlog-archiver", None).why
     up = status(archiver_state("shop-binlog-archiver", {"readyReplicas": 1}))
     assert (cond(up)["status"], cond(up)["reason"]) == ("True", "Archiving")
     why = archiver_state("shop-binlog-archiver", {"replicas": 1})
@@ -269,3 +271,82 @@ def test_the_status_says_whether_the_binary_logs_are_archived_and_warns_when_it_
     assert archiving_events(up, down) == [("Warning", "BinlogArchivingStopped", cond(down)["message"])]
     assert archiving_events({}, status(why)) == [] and archiving_events(down, status(why, down)) == []
     assert down["phase"] == "Ready", "the databases serve: archiving is reported, not the cluster's phase"
+
+
+def _archiver_pod(last=None, waiting=None, name="archiver"):
+    cs = {"name": name, "state": {"waiting": waiting} if waiting else {"running": {}}}
+    if last is not None:
+        cs["lastState"] = {"terminated": last}
+    return {"status": {"phase": "Running", "containerStatuses": [cs]}}
+
+
+TOO_OLD = (
+    "mysqlbinlog 9.6.0 in the tool image reg.example/tools:old is older than the server (mysql 9.7.4): "
+    "it may not read the binary logs the server writes, so none is archived. Fix spec.toolsImage: ..."
+)
+
+
+@pytest.mark.parametrize(
+    "pod, expected",
+    [
+        # the archiver's report (its termination message), also while the back-off waits
+        (_archiver_pod({"exitCode": 1, "message": json.dumps({"ok": False, "message": TOO_OLD})}), TOO_OLD),
+        (
+            _archiver_pod(
+                {"exitCode": 1, "message": json.dumps({"ok": False, "message": TOO_OLD})},
+                {"reason": "CrashLoopBackOff", "message": "back-off 20s restarting failed container"},
+            ),
+            TOO_OLD,
+        ),
+        # no report: its log's last lines (FallbackToLogsOnError), else the exit status
+        (
+            _archiver_pod({"exitCode": 2, "message": "Traceback ...\nOSError: boom\n"}),
+            "Traceback ... OSError: boom",
+        ),
+        (
+            _archiver_pod({"exitCode": 137, "reason": "OOMKilled"}),
+            "its last run ended with exit status 137 (OOMKilled)",
+        ),
+        # an image that cannot be pulled: the kubelet's words
+        (
+            _archiver_pod(None, {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "x"'}),
+            'archiver ImagePullBackOff: Back-off pulling image "x"',
+        ),
+        # none: it runs, it ended well, or the trouble is another container's last run
+        (_archiver_pod(), ""),
+        (_archiver_pod({"exitCode": 0, "message": "bye"}), ""),
+        (_archiver_pod({"exitCode": 1, "message": "x"}, name="client-tools"), ""),
+    ],
+)
+def test_an_archiver_pods_trouble_is_in_its_own_words(pod, expected):
+    from mysql_operator.status import archiver_pod_trouble
+
+    assert archiver_pod_trouble(pod) == expected
+
+
+def test_an_archiver_that_cannot_run_is_named_in_the_condition_and_a_warning_once():
+    """A tool image too old (the archiver's report) or an image that cannot be pulled: the
+    condition BinlogArchiving says why with reason ArchiverFailing, and a Warning Event says it
+    once per episode, also when archiving never ran; when the Pod is ready, archiving is on."""
+    from mysql_operator.status import Summary, archiver_state, archiving_events, build_status
+
+    def status(archiver, previous=None):
+        s = Summary(instances=2, ready=2, primary="shop-0", primary_serving=True, binlog_archiver=archiver)
+        return build_status(s, previous or {}, "2026-11-26T10:00:00Z")
+
+    def cond(st):
+        return next(c for c in st["conditions"] if c["type"] == "BinlogArchiving")
+
+    starting = status(archiver_state("shop-binlog-archiver", {"replicas": 1}))
+    failing = status(archiver_state("shop-binlog-archiver", {"replicas": 1}, TOO_OLD), starting)
+    assert (cond(failing)["status"], cond(failing)["reason"]) == ("False", "ArchiverFailing")
+    assert (
+        cond(failing)["message"]
+        == f"the archiver Pod (Deployment shop-binlog-archiver) cannot archive: {TOO_OLD}"
+    )
+    assert archiving_events(starting, failing) == [("Warning", "ArchiverFailing", cond(failing)["message"])]
+    again = status(archiver_state("shop-binlog-archiver", {"replicas": 1}, TOO_OLD), failing)
+    assert archiving_events(failing, again) == [], "once per episode"
+    # the Pod is ready (a fixed spec.toolsImage): archiving, whatever an old Pod said
+    fixed = status(archiver_state("shop-binlog-archiver", {"readyReplicas": 1}, TOO_OLD), again)
+    assert (cond(fixed)["status"], cond(fixed)["reason"]) == ("True", "Archiving")
