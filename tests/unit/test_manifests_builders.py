@@ -212,23 +212,25 @@ def test_services():
     "resources, server",
     [
         # no CPU named: the server still gets a CPU weight of its own (manifests.SERVER_CPU_REQUEST)
-        ({}, {"requests": {"cpu": "50m"}}),
-        ({"limits": {"memory": "1Gi"}}, {"limits": {"memory": "1Gi"}, "requests": {"cpu": "50m"}}),
-        ({"requests": {"memory": "1Gi"}}, {"requests": {"memory": "1Gi", "cpu": "50m"}}),
+        ({}, {"requests": {"cpu": "25m"}}),
+        ({"limits": {"memory": "1Gi"}}, {"limits": {"memory": "1Gi"}, "requests": {"cpu": "25m"}}),
+        ({"requests": {"memory": "1Gi"}}, {"requests": {"memory": "1Gi", "cpu": "25m"}}),
         # the user's CPU is theirs: a limit alone is the request too (a default above it is refused)
         ({"requests": {"cpu": "2"}}, {"requests": {"cpu": "2"}}),
         ({"limits": {"cpu": "20m"}}, {"limits": {"cpu": "20m"}}),
     ],
 )
 @pytest.mark.parametrize("flavor", ["mysql", "mariadb"])
-def test_the_server_always_requests_cpu_and_the_sidecars_a_little(resources, server, flavor):
+def test_the_server_always_requests_cpu_and_the_sidecars_a_little_where_resources_are_set(
+    resources, server, flavor
+):
     pod = m.statefulset(cluster(flavor=flavor, resources=resources))["spec"]["template"]["spec"]
     by_name = {x["name"]: x for x in pod["containers"] + pod["initContainers"]}
     assert by_name["mysqld"]["resources"] == by_name["init-datadir"]["resources"] == server
     sidecars = [x for name, x in by_name.items() if name in ("exporter", "seed-donor")]
     assert len(sidecars) == (2 if flavor == "mariadb" else 1)
     for x in sidecars:
-        assert x["resources"] == {"requests": {"cpu": "10m", "memory": "32Mi"}}
+        assert x["resources"] == ({"requests": {"cpu": "10m", "memory": "32Mi"}} if resources else {})
 
 
 def test_statefulset_shape():
