@@ -108,6 +108,8 @@ class Registry:
     port: int = field(default_factory=free_port)
     username: str = "pusher"
     password: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)
+    # no authentication at all (as a public registry's pulls): anyone may pull, and push
+    public: bool = False
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -141,8 +143,11 @@ class Registry:
                 "addr": self.address,
                 "tls": {"certificate": str(self.root / "tls.crt"), "key": str(self.root / "tls.key")},
             },
-            "auth": {"htpasswd": {"realm": "mysql-operator tests", "path": str(self.root / "htpasswd")}},
         }
+        if not self.public:
+            config["auth"] = {
+                "htpasswd": {"realm": "mysql-operator tests", "path": str(self.root / "htpasswd")}
+            }
         (self.root / "config.yml").write_text(yaml.safe_dump(config))
         log = open(self.root / "registry.log", "ab")  # noqa: SIM115 - the process keeps it
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root)}
