@@ -191,6 +191,21 @@ def test_busybox_image_has_the_shell_tools_the_provisioner_helper_uses(images, c
     assert code != 0
 
 
+def test_the_mariadb_images_have_the_client_names_their_official_ones_have(images, containerd):
+    """mariadb:11.8 installs no mariadb-*-compat package (docs/official-images.md section 2): the
+    mariadb-* names only; mariadb:10.11's packages keep the mysql* ones too."""
+    mariadb = "mariadbd mariadb mariadb-admin mariadb-dump mariadb-binlog mariadb-backup mbstream socat"
+    mysql = "mysql mysqladmin mysqldump mysqlbinlog mysqld mysql_install_db mysql_upgrade mysqld_safe"
+    script = (
+        f"for p in {mariadb}; do command -v $p >/dev/null || echo lacks $p; done; "
+        f"for p in {mysql}; do command -v $p >/dev/null && echo has $p; done; echo checked"
+    )
+    code, out = run(containerd, images["mariadb-11.8"].ref, "sh", "-c", script)
+    assert out.split() == ["checked"], out
+    code, out = run(containerd, images["mariadb"].ref, "sh", "-c", script)
+    assert out.split() == [w for p in mysql.split() for w in ("has", p)] + ["checked"], out
+
+
 def image_config(archive: Path) -> dict:
     """The OCI image configuration (`config` of the config blob) of an archive's only image."""
     with tarfile.open(archive) as tar:
