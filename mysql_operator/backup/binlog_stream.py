@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from mysql_operator.backup import commands
 from mysql_operator.backup.binlog_archive import Archiver, Step, Store, prune
-from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, verified_instance
+from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, tool_check, verified_instance
 from mysql_operator.backup.pipeline import stop as stop_processes
 from mysql_operator.db.instance import Instance, InstanceError
 
@@ -153,25 +153,13 @@ class Follower:
 
     def _check_tool(self, version) -> None:
         """ToolUnusable unless the binlog tool runs and is not of an older series than `version`."""
-        tool = self._tool(version)
         assert self.launch is not None
-        proc = self.launch([tool, "--version"])
-        if getattr(proc, "stdin", None) is not None:
-            proc.stdin.close()
-        err = TailBuffer()
-        reader = drain(proc.stderr, err)
-        out = proc.stdout.read(4096).decode(errors="replace")
-        code = proc.wait(60)
-        reader.join(5)
-        where = f" (tool image {self.tools_image})" if self.tools_image else ""
-        if code != 0:
-            said = err.text(()) or "no message"
-            raise ToolUnusable(f"`{tool} --version` failed{where} with exit status {code}: {said}")
-        why = commands.tool_too_old(tool, out, version, self.tools_image)
+        tool = self._tool(version)
+        why, said = tool_check(self.launch, tool, version, self.tools_image)
         if why:
             raise ToolUnusable(why)
         self._tool_fits = version
-        self.events.append(f"{out.strip() or tool} reads the binary logs of {version}")
+        self.events.append(f"{said or tool} reads the binary logs of {version}")
 
     def _start(self, server: Server, inst: Instance, first: str) -> None:
         self.spool.mkdir(parents=True, exist_ok=True)

@@ -38,20 +38,29 @@ def tool_release(version_line: str) -> tuple[int, int, int] | None:
 
 
 def tool_too_old(tool: str, version_line: str, server: ServerVersion, image: str = "") -> str | None:
-    """Why `tool` must not read what `server` writes: it comes from an older release series (a
-    binary log may hold events it does not know). None when it may: its series is the server's
-    or newer (an older patch release of the same series reads the series' format), or its output
-    names no release (MariaDB 10.11's mariadb-binlog: its client version only)."""
+    """Why `tool` must not work on `server`'s data: it is the other flavor's (a MariaDB build's
+    line says "-MariaDB"; Debian's MariaDB images also answer to `mysqldump`), or it comes from an
+    older release series (a binary log or dump may hold what it does not know). None when it may:
+    its series is the server's or newer (an older patch release of the same series reads the
+    series' format), or its output names no release (MariaDB 10.11's mariadb-binlog)."""
     release = tool_release(version_line)
-    if release is None or release[:2] >= (server.major, server.minor):
+    if release is None:
         return None
+    flavor = "mariadb" if "MariaDB" in version_line else "mysql"
     where = f" in the tool image {image}" if image else ""
-    series = f"{server.flavor.value}-{server.major}.{server.minor}"
-    return (
-        f"{tool} {'.'.join(map(str, release))}{where} is older than the server "
-        f"({server}): it may not read the binary logs the server writes, so none is archived. "
+    said = f"{tool} {'.'.join(map(str, release))}{where}"
+    fix = (
         f"Fix spec.toolsImage: name a tool image of {server.flavor.value} {server.major}.{server.minor} "
-        f"or later (the operator's own is <toolsImage.repository>:{series}), or remove it"
+        f"or later (the operator's own is <toolsImage.repository>:{server.flavor.value}-"
+        f"{server.major}.{server.minor}), or remove it"
+    )
+    if flavor != server.flavor.value:
+        return f"{said} is {flavor}'s, and the server is {server}: its formats differ. {fix}"
+    if release[:2] >= (server.major, server.minor):
+        return None
+    return (
+        f"{said} is older than the server ({server}): it may not read the binary logs or the "
+        f"data the server writes. {fix}"
     )
 
 

@@ -10,9 +10,10 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
-from mysql_operator.backup.commands import CommandError, client_option_file
+from mysql_operator.backup.commands import CommandError, client_option_file, tool_too_old
+from mysql_operator.db.flavor import ServerVersion
 from mysql_operator.db.instance import Instance, redact, tls_context
 
 CHUNK = 1024 * 1024
@@ -31,6 +32,26 @@ class TailBuffer:
 
     def text(self, secrets: tuple[str, ...] = ()) -> str:
         return redact(self.data.decode(errors="replace").strip(), secrets)
+
+
+def tool_check(
+    launch: Callable[[list[str]], Any], tool: str, server: ServerVersion, image: str = ""
+) -> tuple[str | None, str]:
+    """(why the client tool `tool`, started by `launch` - a local process or the sidecar's - must
+    not work on `server`'s data, its version line). Why: its `--version` fails (not in the image,
+    does not run) or names an older release series (commands.tool_too_old); None when it may."""
+    proc = launch([tool, "--version"])
+    if getattr(proc, "stdin", None) is not None:
+        proc.stdin.close()
+    err = TailBuffer()
+    reader = drain(proc.stderr, err)
+    out = proc.stdout.read(4096).decode(errors="replace").strip()
+    code = proc.wait(60)
+    reader.join(5)
+    if code != 0:
+        where = f" (tool image {image})" if image else ""
+        return f"`{tool} --version` failed{where} with exit status {code}: {err.text() or 'no message'}", out
+    return tool_too_old(tool, out, server, image), out
 
 
 def drain(stream, into: TailBuffer) -> threading.Thread:

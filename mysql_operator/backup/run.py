@@ -39,6 +39,7 @@ from mysql_operator.backup.pipeline import (
     server_tls,
     spawn,
     stop,
+    tool_check,
 )
 from mysql_operator.db.instance import Instance, Observation
 from mysql_operator.manifests.common import SEED_PORT
@@ -254,6 +255,12 @@ def run_backup(
         else:
             options = scope.enter_context(option_file(source.endpoint.user, db_password, req.tools_dir))
             argv = commands.dump_command(version, source.endpoint, options, databases, req.tls_ca)
+            try:  # a dump tool of an older series than the server's, or none: fail before dumping
+                unfit, _ = tool_check(_launcher(req.tools_dir), argv[0], version)
+            except (RuntimeError, OSError) as e:  # SidecarError, or not installed here
+                raise BackupError(f"{argv[0]} --version: {e}") from None
+            if unfit:
+                raise BackupError(unfit)
         dump = comp = None
         dump_err, comp_err = TailBuffer(), TailBuffer()
         stream = _Stream()
@@ -357,6 +364,13 @@ def run_backup(
     )
     storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())
     return manifest
+
+
+def _launcher(tools_dir: str | None) -> Callable[[list[str]], object]:
+    """How a client tool runs: in the Job's client-tools sidecar, else here."""
+    if tools_dir:
+        return lambda argv: SidecarProcess(argv, tools_dir)
+    return lambda argv: spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _session(c: Candidate, db_password: str, tls) -> Instance:

@@ -1,11 +1,13 @@
-"""The binlog archiver checks its tool before it streams (backup/binlog_stream.Follower), against a
-real MySQL 9.7 server, the real client-tools sidecar and a real S3 server (MinIO).
+"""The client tools are checked before they touch a server's data (backup/pipeline.tool_check),
+against a real MySQL 9.7 server, the real client-tools sidecar and a real S3 server (MinIO).
 
 - `mysql-operator backup archive-binlogs` (what the archiver's Pod runs) with a tool image that
   has no `mysqlbinlog` (a MariaDB 11.8 tool image named for a MySQL cluster, a real image of this
   project): it stops at once, exit status 1, and its termination message (what the operator shows
   in the condition BinlogArchiving, tests/unit/test_pitr_spec.py) names the tool, the image and why;
   nothing reaches the bucket.
+- A logical backup with that tool image: its `mysqldump` is MariaDB's (Debian's MariaDB packages
+  answer to that name): the backup fails before dumping, saying so.
 - A `mysqlbinlog` of an older series than the server's: no such build exists here (no MySQL but
   9.7), so its `--version` line is the one injected fault; the archiver refuses to stream, naming
   both versions and the fix, and starts no stream."""
@@ -22,13 +24,15 @@ import pytest
 from mysql_operator.backup import storage
 from mysql_operator.backup.binlog_archive import Store
 from mysql_operator.backup.binlog_stream import Follower, Server, ToolUnusable
+from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pitr import sidecar_launch
+from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
 from mysql_operator.db import accounts
 from mysql_operator.db.instance import Instance
 from mysql_operator.manifests import BINLOG_USER
 from tests.integration.test_backup import creds, s3cfg
 from tests.support import mysql_container
-from tests.support.mariadb import OPERATOR_USER
+from tests.support.mariadb import BACKUP_USER, OPERATOR_USER
 from tests.support.mysql import MySQLFactory, client_tools_sidecar, mysql_unavailable
 
 PASSWORD = "binlog-Pw-" + os.urandom(6).hex()
@@ -94,6 +98,30 @@ def test_an_archiver_whose_tool_image_has_no_mysqlbinlog_stops_and_reports_why(s
     for secret in (PASSWORD, s3server.secret_key):
         assert secret not in proc.stdout + proc.stderr + report.read_text()
     print(f"\nthe archiver's report: {said['message']}")
+
+
+def test_a_backup_whose_tool_image_has_no_mysqldump_fails_before_dumping(server, s3server, tmp_path):
+    server.query("CREATE DATABASE IF NOT EXISTS shop")  # something to back up
+    bucket = s3server.create_bucket("bk-tooldump")
+    s3 = s3cfg(s3server, bucket)
+    shared = shared_folder(tmp_path)
+    req = BackupRequest(
+        cluster="c1",
+        namespace="ns",
+        backup="b1",
+        s3=s3,
+        candidates=(Candidate(server.name, Endpoint(server.host, server.port, BACKUP_USER)),),
+        tools_dir=str(shared),
+    )
+    with client_tools_sidecar(shared, "mariadb-tools-11.8"):
+        with pytest.raises(BackupError) as failed:
+            run_backup(req, creds(s3server), server.admin_password)
+    # Debian's MariaDB tools answer to `mysqldump` too: refused as MariaDB's, not run on MySQL's data
+    assert str(failed.value).startswith("mysqldump 11.8."), failed.value
+    assert " is mariadb's, and the server is mysql 9.7." in str(failed.value), failed.value
+    assert "Fix spec.toolsImage: name a tool image of mysql 9.7 or later" in str(failed.value)
+    client = storage.make_client(s3, creds(s3server))
+    assert client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0, "nothing was uploaded"
 
 
 def test_a_mysqlbinlog_of_an_older_series_is_refused_before_any_stream(server, s3server, tmp_path):
