@@ -30,6 +30,7 @@ from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key, seal
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.backup.manifest import Manifest
+from mysql_operator.backup.pitr import local_launch, sidecar_launch
 from mysql_operator.backup.pipeline import (
     CHUNK,
     TailBuffer,
@@ -255,8 +256,9 @@ def run_backup(
         else:
             options = scope.enter_context(option_file(source.endpoint.user, db_password, req.tools_dir))
             argv = commands.dump_command(version, source.endpoint, options, databases, req.tls_ca)
+            launch = sidecar_launch(req.tools_dir, stdin=False) if req.tools_dir else local_launch
             try:  # a dump tool of an older series than the server's, or none: fail before dumping
-                unfit, _ = tool_check(_launcher(req.tools_dir), argv[0], version)
+                unfit, _ = tool_check(launch, argv[0], version)
             except (RuntimeError, OSError) as e:  # SidecarError, or not installed here
                 raise BackupError(f"{argv[0]} --version: {e}") from None
             if unfit:
@@ -364,13 +366,6 @@ def run_backup(
     )
     storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())
     return manifest
-
-
-def _launcher(tools_dir: str | None) -> Callable[[list[str]], object]:
-    """How a client tool runs: in the Job's client-tools sidecar, else here."""
-    if tools_dir:
-        return lambda argv: SidecarProcess(argv, tools_dir)
-    return lambda argv: spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _session(c: Candidate, db_password: str, tls) -> Instance:
