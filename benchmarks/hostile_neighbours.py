@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import base64
 import os
-import socket
 import ssl
 import statistics
 import sys
@@ -53,6 +52,7 @@ from tests.support.controlplane import ControlPlane, stop_group
 from tests.support.crds import apply_crds, project_crds
 from tests.support.fake_mysql import Drip, FakeMySQL, Huge, Silent, on_version, serving, version_rows
 from tests.support.standin_kubelet import HostServer, StandInKubelet
+from tests.support.ports import free_port
 from tests.support.wait import Timeout, wait_for
 
 NS = "hostile"
@@ -304,12 +304,6 @@ class Sampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def summary(times: list[float]) -> str:

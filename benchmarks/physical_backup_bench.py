@@ -43,7 +43,7 @@ from mysql_operator.db.accounts import restore_grants
 from mysql_operator.db.flavor import Flavor
 from tests.support import s3 as s3support
 from tests.support.pki import new_pki
-from tests.support.mariadb import free_port
+from tests.support.ports import free_port
 from tests.support.mysql import (
     BACKUP_USER,
     MySQLFactory,

@@ -36,7 +36,8 @@ from mysql_operator.backup.restore import Donor, Source, Target, restore_all
 from mysql_operator.backup.restore_mariadb_physical import SEED_TOKEN_ENV
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 from tests.support import s3 as s3support
-from tests.support.mariadb import ADMIN_USER, MariaDBFactory, free_port, missing_binaries
+from tests.support.mariadb import ADMIN_USER, MariaDBFactory, missing_binaries
+from tests.support.ports import free_port
 from tests.support.pki import new_pki
 from tests.support.wait import wait_for
 

@@ -46,7 +46,8 @@ from mysql_operator import tls
 from mysql_operator import topology as t
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.support.mariadb import ADMIN_USER as MARIADB_ADMIN
-from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, free_port, missing_binaries
+from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, missing_binaries
+from tests.support.ports import free_port
 from tests.support.wait import wait_for
 from tests.support.writer import Writer
 

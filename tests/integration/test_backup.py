@@ -14,7 +14,8 @@ from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.restore import RestoreError, Source, Target, restore_into
 from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
 from mysql_operator.db.gtid import MariaDBGtids
-from tests.support.mariadb import ADMIN_USER, BACKUP_USER, free_port
+from tests.support.mariadb import ADMIN_USER, BACKUP_USER
+from tests.support.ports import free_port
 
 PART = storage.MIN_PART_SIZE  # 5 MiB: the S3 minimum, so a modest table spans several parts
 

@@ -35,7 +35,7 @@ from tests.support.mysql import (
     mysql_unavailable,
     restarted_when_down,
 )
-from tests.support.mariadb import free_port
+from tests.support.ports import free_port
 
 HOST = "localhost"  # the name the servers' certificate carries (they listen on 127.0.0.1)
 

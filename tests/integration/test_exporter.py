@@ -18,7 +18,8 @@ from mysql_operator.db import accounts
 from mysql_operator.db.instance import Instance
 from mysql_operator.manifests import common as m
 from tests.support.controlplane import bin_dir, versions
-from tests.support.mariadb import OPERATOR_USER, free_port
+from tests.support.mariadb import OPERATOR_USER
+from tests.support.ports import free_port
 from tests.support.wait import wait_for
 
 SCRIPT = os.path.join(os.path.dirname(m.__file__), "sh", "exporter.sh")

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -35,6 +34,7 @@ from tests.support.containerd import (
     parse_build_output,
     to_toml,
 )
+from tests.support.ports import free_port
 from tests.support.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,12 +130,6 @@ def remove_container(cd: Containerd, cid: str) -> None:
         f"the task of {cid} to be deleted",
     )
     cd.ctr("-n", NAMESPACE, "containers", "delete", cid, check=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_every_image_is_imported_under_its_local_name_and_pinned(images, containerd):

@@ -27,6 +27,7 @@ from mysql_operator import tls
 from mysql_operator.api import parse
 from mysql_operator.db import accounts, seed_progress
 from mysql_operator.db.flavor import Flavor
+from tests.support.ports import free_port
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -43,12 +44,6 @@ PASSWORDS = {
     "MYSQL_RESTORE_PASSWORD": "restore-pw",
     "MYSQL_SQL_PASSWORD": "sql\\objects'pw",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -466,7 +461,8 @@ def test_seed_replaces_a_replicas_data_by_a_copy_of_a_running_donor_which_then_r
     assert got.returncode == 0, f"{got.stderr}\n-- the donor's sidecar:\n{serve_log.read_text()}"
     # the donor's data directory (without its logs) is what was expected: the 40 MiB table and
     # more; the bytes received grew to about that
-    assert readings, "the recipient's progress port never answered during the copy"
+    assert readings, f"the recipient's progress port never answered during the copy:\n{got.stderr}"
+    assert "was not served" not in got.stderr, got.stderr
     totals = {total for _, total in readings}
     assert len(totals) == 1 and totals.pop() > 40 * 2**20, readings
     assert max(c for c, _ in readings) > 40 * 2**20, readings

@@ -13,7 +13,6 @@ import base64
 import copy
 import json
 import re
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -32,6 +31,7 @@ from tests.support import host_operator
 from tests.support.controlplane import stop_group
 from tests.support.crds import apply_crds, cluster_crd_before_issue_45, project_crds
 from tests.support.operator_account import operator_kubeconfig
+from tests.support.ports import free_port
 from tests.support.wait import wait_for
 from tests.unit.test_api_fieldwalk import CHANGES, FULL, RECONCILE_INPUTS, changed_spec, is_immutable
 
@@ -45,12 +45,6 @@ USER_PASSWORDS = {
     m.REPLICATION_PASSWORD_KEY: "user-repl-Wv5",
     m.APP_PASSWORD_KEY: "user-app-Tt7",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +89,7 @@ def operator(control_plane, crds, tmp_path_factory):
     ns = f"op-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": ns}})
     kubeconfig = operator_kubeconfig(control_plane, ns)
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
     liveness = f"http://127.0.0.1:{port}/healthz"
     options = ("--liveness", liveness, "--log-format", "json", "--loop-seconds", "2", "--resync-seconds", "5")

@@ -210,7 +210,7 @@ def test_service_probe_counts_only_the_writable_named_primary(factory):
     """Ready waits until a connection through -rw reaches the new primary: a stale endpoint (the
     old, fenced primary or another server) or a refused connection does not count."""
     from mysql_operator.reconcile import service_routes_to
-    from tests.support.mariadb import free_port
+    from tests.support.ports import free_port
 
     s = factory.create(1, prefix="probe")[0]
     name = s.query("SELECT @@hostname")[0][0]

@@ -13,7 +13,7 @@ from mysql_operator.db import accounts
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance
 from mysql_operator.manifests.common import RESTORE_USER
-from tests.support.mariadb import free_port
+from tests.support.ports import free_port
 
 OPERATOR = ("op", "op-Pw-5e0a71")
 RESTORE_PASSWORD = "restore-Pw-9c2d44"

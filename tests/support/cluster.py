@@ -37,7 +37,8 @@ from pathlib import Path
 import yaml
 
 from tests.support import controlplane as cp_mod
-from tests.support.controlplane import ControlPlane, binary, free_port
+from tests.support.controlplane import ControlPlane, binary
+from tests.support.ports import free_port
 
 BRIDGE = "mysqlop0"
 NODE_IP = "10.244.0.1"

@@ -15,7 +15,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from typing import Iterator
 
 import yaml
 
+from tests.support.ports import free_port
 from tests.support import audit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,12 +98,6 @@ def missing_binaries() -> list[str]:
         except FileNotFoundError:
             out.append(n)
     return out
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ControlPlaneError(RuntimeError):

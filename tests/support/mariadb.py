@@ -23,7 +23,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import pymysql
 
 from mysql_operator.db import accounts
 from mysql_operator.db.flavor import Flavor
+from tests.support.ports import free_port
 from tests.support.wait import wait_for
 
 ADMIN_USER = "admin"  # 'admin'@'127.0.0.1': ALL PRIVILEGES, for setting tests up (and restores)
@@ -48,21 +48,6 @@ APP_DATABASE = "app"
 
 def missing_binaries() -> list[str]:
     return [b for b in ("mariadbd", "mariadb-install-db") if shutil.which(b) is None]
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A port free now on 127.0.0.1, never one this process handed out before (two servers of
-    one test given the same port: the second's readiness check reached the first)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
 
 
 def _option_file(values: dict[str, object]) -> str:

@@ -5,7 +5,6 @@ generates, and its HTTP API (instant queries, rules, targets)."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import urllib.error
 import urllib.parse
@@ -17,6 +16,7 @@ from typing import Any
 import yaml
 
 from tests.support.controlplane import bin_dir, build_binaries, versions
+from tests.support.ports import free_port
 from tests.support.wait import wait_for
 
 
@@ -57,9 +57,7 @@ class Prometheus:
             rules_file.write_text(yaml.safe_dump(self.rules, sort_keys=False))
             config["rule_files"] = [str(rules_file)]
         (self.root / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.log = open(self.root / "prometheus.log", "wb")
         self.proc = subprocess.Popen(
             [

@@ -35,7 +35,8 @@ from typing import Any, BinaryIO
 
 import yaml
 
-from tests.support.controlplane import bin_dir, free_port, stop_group, versions
+from tests.support.controlplane import bin_dir, stop_group, versions
+from tests.support.ports import free_port
 from tests.support.wait import wait_for
 
 MANIFEST_TYPES = (

@@ -27,7 +27,8 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 
-from tests.support.controlplane import bin_dir, free_port, versions
+from tests.support.controlplane import bin_dir, versions
+from tests.support.ports import free_port
 from tests.support.wait import wait_for
 
 

@@ -199,12 +199,18 @@ progress() {
 }
 
 # the progress port, until this (sub)shell ends: a copy goes on without it if it cannot listen
+# (said in the log once the copy is received: the operator then shows no progress)
 serve_progress() {
   printf 'receiving' > "$TMP/stage"
   SEED_PROGRESS_DIR="$NEW" SEED_PROGRESS_STAGE="$TMP/stage" SEED_PROGRESS_TOTAL="$1" \
-    socat -T 5 "TCP-LISTEN:$PROGRESS_PORT,reuseaddr,fork" EXEC:"/bin/bash $SELF progress" 2> /dev/null &
+    socat -T 5 "TCP-LISTEN:$PROGRESS_PORT,reuseaddr,fork" EXEC:"/bin/bash $SELF progress" 2> "$TMP/progress.log" &
   PROGRESS_PID=$!
   trap 'kill "$PROGRESS_PID" 2> /dev/null || true' EXIT
+}
+
+progress_served() {
+  kill -0 "$PROGRESS_PID" 2> /dev/null ||
+    log "the progress port $PROGRESS_PORT was not served: $(tail -n 1 "$TMP/progress.log" 2> /dev/null)"
 }
 
 # seconds since $1 (an $EPOCHREALTIME), to the tenth
@@ -241,6 +247,7 @@ accept() {
   serve_progress "$total"
   mbstream -x -p 2 -C "$NEW" || die "the copy's stream broke off"
   log "copy received in $(since "$started") s"
+  progress_served
   printf 'preparing' > "$TMP/stage"
   prepared=$EPOCHREALTIME
   mariadb-backup --prepare --target-dir="$NEW" 2> "$DATA_ROOT/seed-prepare.log" || {
