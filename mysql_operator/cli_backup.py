@@ -430,7 +430,8 @@ def cmd_keep_evidence(args) -> int:
 
 
 def cmd_restore_into(args) -> int:
-    from mysql_operator.backup.restore import Donor, Source, Target, restore_all
+    from mysql_operator.backup.restore import Donor, Source, Target
+    from mysql_operator.backup.restore_job import restore_all
     from mysql_operator.db.instance import redact
 
     env, status = _job_environment(args)

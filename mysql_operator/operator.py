@@ -119,6 +119,7 @@ def run(cfg: OperatorConfig) -> int:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     from mysql_operator.handlers import backups  # noqa: F401 - registers MySQLBackup handlers
     from mysql_operator.handlers import cluster as cluster_handlers
+    from mysql_operator.handlers import sql as sql_handlers
 
     elector = None
     if cfg.leader_lease:  # a standby waits here, answering its liveness probe, until it leads
@@ -137,6 +138,7 @@ def run(cfg: OperatorConfig) -> int:
         api = api_client()
         crds.apply(api, cfg.apply_crds, warn=lambda reason, message: warn_on_own_pod(api, reason, message))
     cluster_handlers.register(cfg)
+    sql_handlers.register()  # MySQLDatabase/User/Grant: they feed the passes cluster_handlers runs
     if cfg.metrics_port:
         from mysql_operator import metrics
 

@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import subprocess
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
@@ -135,7 +134,7 @@ def manifest_key(source: Source) -> str:
 
 
 def read_manifest(client, source: Source, physical: bool = False) -> Manifest:
-    """The backup's manifest; a physical backup's only when `physical` (restore_all's path for
+    """The backup's manifest; a physical backup's only when `physical` (restore_job.restore_all's path for
     it), else refused saying so."""
     key = manifest_key(source)
     try:
@@ -608,92 +607,7 @@ def new_instance_or_refuse(target: Target, app_database: str | None) -> None:
         )
 
 
-def restore_all(
-    targets: dict[str, Target],
-    source: Source,
-    creds: storage.Credentials,
-    app_database: str | None,
-    drop_account: bool = False,
-    donor: Donor | None = None,
-    primary: str | None = None,
-) -> dict[str, object]:
-    """Restore the same backup into every instance at once (what the restore Job runs); a
-    physical one through `donor` (restore_physical). `primary`: the instance the new cluster
-    starts with as its primary (default: the first target), which gets the source's events'
-    statuses; the others get them replica-side disabled (settle_events). Returns the result to report: {"ok",
-    "message", "gtidPosition", "bytesLoaded", "durationSeconds"}; messages never contain a
-    password (the caller redacts the environment's secrets too)."""
-    t0 = time.monotonic()
-    errors: list[str] = []
-    results: list[RestoreResult] = []
-    chain = None
-    client = storage.make_client(source.s3, creds)
-    try:
-        if source.stop is not None:  # refused before any instance is touched
-            source = pick_base(client, source)
-            m = read_manifest(client, source, physical=True)
-            check_key(source.s3, m, source.key)
-            chain = replay_plan(client, source, m)
-            copy = m if m.method == physical.METHOD_PHYSICAL else None
-        else:
-            copy = _physical_manifest(client, source)
-    except (RestoreError, storage.StorageError) as e:
-        return {"ok": False, "message": str(e), "durationSeconds": round(time.monotonic() - t0, 1)}
-    if copy is not None:  # (both built on this module)
-        from mysql_operator.backup import restore_mariadb_physical, restore_physical
-
-        how = restore_mariadb_physical if copy.flavor == "mariadb" else restore_physical
-        results, errors = how.restore(
-            client,
-            targets,
-            source,
-            copy,
-            donor,
-            app_database,
-            drop_account=drop_account,
-            chain=chain,
-            primary=primary or next(iter(targets), None),
-        )
-    else:
-        _load_all(targets, source, creds, app_database, drop_account, chain, primary, results, errors)
-    seconds = round(time.monotonic() - t0, 1)
-    if errors:
-        return {"ok": False, "message": "; ".join(sorted(errors)), "durationSeconds": seconds}
-    r = results[0]
-    out: dict[str, object] = {
-        "ok": True,
-        "message": f"restored into {', '.join(targets)} in {seconds}s",
-        "gtidPosition": r.gtid_position or "",
-        "bytesLoaded": r.bytes_loaded,
-        "backupCompletedAt": r.manifest.completed_at,
-        "durationSeconds": seconds,
-    }
-    if source.stop is not None:
-        last = max((s.last_event_at for s in r.replayed), default=None)
-        out["pointInTime"] = {
-            "target": source.stop.describe(),
-            "base": r.manifest.data_key.rsplit("/", 1)[0],
-            "binlogFilesReplayed": len(r.replayed),
-            **({"lastReplayedEventAt": pitr.stamp(last)} if last is not None else {}),
-        }
-        out["message"] = (
-            f"restored into {', '.join(targets)} in {seconds}s, then {len(r.replayed)} archived "
-            f"binary logs replayed up to {source.stop.describe()}"
-        )
-    return out
-
-
-def _physical_manifest(client, source: Source) -> Manifest | None:
-    """The manifest of `source` when it is a physical backup; None otherwise, and when it cannot
-    be read (each instance's load then says why)."""
-    try:
-        m = read_manifest(client, source, physical=True)
-    except (RestoreError, storage.StorageError):
-        return None
-    return m if m.method == physical.METHOD_PHYSICAL else None
-
-
-def _load_all(
+def load_all(
     targets: dict[str, Target],
     source: Source,
     creds: storage.Credentials,
@@ -897,7 +811,7 @@ __all__ = [
     "manifest_key",
     "read_manifest",
     "load_instance",
-    "restore_all",
+    "load_all",
     "restore_into",
     "verify",
 ]

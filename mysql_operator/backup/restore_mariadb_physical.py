@@ -1,7 +1,7 @@
 """Restore a physical backup of MariaDB (backup/mariadb_copy.py: mariadb-backup's xbstream) into a
 new cluster.
 
-    results, errors = restore(client, targets, source, manifest, donor, ...)   # from restore_all
+    results, errors = restore(client, targets, source, manifest, donor, ...)   # from restore_job.restore_all
 
 1. Verify the data object against the manifest (size, sha256, the key), as for a dump; check every
    instance is new; read the new cluster's accounts from its first instance (statements with

@@ -1,6 +1,6 @@
 """Restore a physical backup (MySQL, method physical: backup/physical.py) into a new cluster.
 
-    results, errors = restore(client, targets, source, manifest, donor, ...)   # from restore_all
+    results, errors = restore(client, targets, source, manifest, donor, ...)   # from restore_job.restore_all
 
 1. Verify the data object against the manifest (size, sha256, the key), as for a dump.
 2. Check every instance is new: no user database but an empty spec.database.

@@ -166,9 +166,6 @@ def register(cfg) -> None:
             reconciler().archiver_seen(namespace, owner, None if gone else body.get("status") or {})
             reconciler().nudge(namespace, owner)
 
-    from mysql_operator.handlers import sql
-
-    sql.register()
     _state["registered"] = True
 
 

@@ -19,7 +19,8 @@ import pytest
 
 from mysql_operator.backup import pitr, storage
 from mysql_operator.backup.binlog_archive import Archiver, Store, prune
-from mysql_operator.backup.restore import Source, Target, restore_all
+from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import run_backup
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.db.instance import Instance
@@ -184,7 +185,7 @@ def history(flavor, s3server):
 
 
 def restore_to(flavor, s3server, history, stop: pitr.Stop, prefix: str, path: str = "c1/base"):
-    """What the restore Job runs (backup.restore.restore_all): the base backup loaded, then the
+    """What the restore Job runs (backup.restore_job.restore_all): the base backup loaded, then the
     archived binary logs replayed up to `stop`. Returns the target and the result it reports."""
     factory = flavor.factory
     _, s3, _, _, _, _ = history

@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 
-from mysql_operator.backup.restore import Source, Target, restore_all
+from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
 from tests.integration.test_backup import creds, s3cfg
