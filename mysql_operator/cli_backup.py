@@ -374,7 +374,7 @@ def _job_environment(
 
 def cmd_delete_data(args) -> int:
     from mysql_operator.backup import storage
-    from mysql_operator.db.instance import redact
+    from mysql_operator.redaction import redact
 
     env, status = _job_environment(args, (ENV_ACCESS_KEY, ENV_SECRET_KEY))
     if env is None:
@@ -403,7 +403,7 @@ def cmd_keep_evidence(args) -> int:
 
     from mysql_operator.backup import storage
     from mysql_operator.backup.crypto import seal
-    from mysql_operator.db.instance import redact
+    from mysql_operator.redaction import redact
 
     env, status = _job_environment(args, (ENV_ACCESS_KEY, ENV_SECRET_KEY))
     if env is None:
@@ -432,7 +432,7 @@ def cmd_keep_evidence(args) -> int:
 def cmd_restore_into(args) -> int:
     from mysql_operator.backup.restore import Donor, Source, Target
     from mysql_operator.backup.restore_job import restore_all
-    from mysql_operator.db.instance import redact
+    from mysql_operator.redaction import redact
 
     env, status = _job_environment(args)
     if env is None:
@@ -523,7 +523,7 @@ def cmd_run(args) -> int:
         req = dataclasses.replace(req, key=_key_from(args))
         m = run_backup(req, _s3_credentials(args, env), env[ENV_DB_PASSWORD])
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
-        from mysql_operator.db.instance import redact
+        from mysql_operator.redaction import redact
 
         return _finish(args, {"ok": False, "message": redact(str(e) or type(e).__name__, _secrets(env))})
     return _finish(args, result_of(m, s3))
@@ -539,7 +539,7 @@ def cmd_archive_binlogs(args) -> int:
     from mysql_operator.backup.binlog_archive import Store
     from mysql_operator.backup.binlog_stream import Follower, Server, ToolUnusable, follow
     from mysql_operator.backup.pitr import local_launch, sidecar_launch
-    from mysql_operator.db.instance import redact
+    from mysql_operator.redaction import redact
 
     names = _with_sse_key(args, (ENV_DB_PASSWORD, ENV_ACCESS_KEY, ENV_SECRET_KEY))
     missing = [v for v in names if not os.environ.get(v)]

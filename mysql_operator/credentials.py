@@ -8,7 +8,7 @@ from typing import Mapping
 
 from mysql_operator import manifests as m
 from mysql_operator.api.spec import MySQLCluster
-from mysql_operator.replication import Credentials
+from mysql_operator.members import Credentials
 
 
 # MySQL and MariaDB refuse a longer replication password (error 3056, ER_CHANGE_MASTER_PASSWORD_LENGTH).

@@ -11,7 +11,8 @@ from mysql_operator import manifests as m
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster, binlog_max_bytes
 from mysql_operator.binlogs import Retention
-from mysql_operator.replication import Credentials, Member, ReplicationEngine
+from mysql_operator.members import Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 
 
 def engine_settings(

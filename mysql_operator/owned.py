@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator.api import MySQLCluster
-from mysql_operator.db.instance import redact
+from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.pods import statefulset_replicas

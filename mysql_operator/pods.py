@@ -5,14 +5,12 @@ instances left without one (`serving`). Pure: tables in tests/unit/test_reconcil
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 
 from mysql_operator import manifests as m
 from mysql_operator import topology as t
-
-if TYPE_CHECKING:
-    from mysql_operator.replication import Step
+from mysql_operator.members import Step
 
 
 @dataclass(frozen=True)

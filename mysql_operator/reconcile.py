@@ -56,7 +56,7 @@ from mysql_operator import rolling
 from mysql_operator import switchover as sw
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster
-from mysql_operator.db.instance import redact
+from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.ops import KubeOps
@@ -65,15 +65,8 @@ from mysql_operator.db.instance import Instance, InstanceError
 from mysql_operator.k8s import jobs
 from mysql_operator.backup import storage
 from mysql_operator.manifests.backup_jobs import evidence_job
-from mysql_operator.replication import (
-    ClusterState,
-    commits_wait,
-    leaving_primary,
-    Outcome,
-    Step,
-    Member,
-    ReplicationEngine,
-)
+from mysql_operator.members import ClusterState, Member, Outcome, Step
+from mysql_operator.replication import ReplicationEngine, commits_wait, leaving_primary
 from mysql_operator.credentials import (
     not_rotated,
     rotation_denied,

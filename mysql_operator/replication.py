@@ -35,6 +35,7 @@ from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db import seed_progress
 from mysql_operator.db.flavor import Dialect, Flavor
+from mysql_operator.members import ClusterState, Credentials, Member, Outcome, Step
 from mysql_operator.db.instance import (
     ACCESS_DENIED,
     REPLICA_SIDE_DISABLED,
@@ -152,59 +153,6 @@ class DbOps(Protocol):
     def release_stuck_commits(self, keep_users: Iterable[str] = ()) -> int: ...
     def events(self) -> list[Event]: ...
     def enable_event(self, event: Event, as_user: Credentials | None) -> None: ...
-
-
-@dataclass(frozen=True)
-class Member:
-    name: str
-    ordinal: int
-    host: str | None  # None: its Pod has no IP (unreachable)
-    port: int
-    # who must answer at host:port; None skips the check. A different uid (the Pod was
-    # recreated) makes a new connection: an old one may still reach the old container.
-    server_id: int | None = None
-    hostname: str | None = None
-    uid: str | None = None
-    # where replicas reach it, when not `host`: the Pod's DNS name, resolved by the server itself,
-    # so a Pod that is gone fails a replica's connect at once (its old IP would hang the connect,
-    # and STOP REPLICA waits 2 s for that) and a recreated Pod is found at its new IP
-    source_host: str | None = None
-
-    @property
-    def replication_host(self) -> str | None:
-        return self.source_host or self.host
-
-
-@dataclass(frozen=True)
-class Credentials:
-    user: str
-    password: str = field(repr=False)
-    host: str = "%"
-
-
-@dataclass(frozen=True)
-class Step:
-    """One thing done (or refused) to one instance; safe to publish (no secrets)."""
-
-    instance: str
-    action: str
-    detail: str = ""
-    ok: bool = True
-    warn: bool = False  # done, but something to look at (a Warning Event)
-
-
-@dataclass
-class ClusterState:
-    """What the operator must remember between reconciles (status.currentPrimary)."""
-
-    current_primary: str | None = None
-
-
-@dataclass
-class Outcome:
-    decision: t.Decision
-    steps: list[Step]
-    observed: list[t.InstanceState]
 
 
 @dataclass

@@ -19,10 +19,8 @@ from mysql_operator import reasons as R
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.gtid import GtidParseError, parser_for
-from mysql_operator.db.instance import redact
-from mysql_operator.replication import (
-    Step,
-)
+from mysql_operator.redaction import redact
+from mysql_operator.members import Step
 from dataclasses import field
 from mysql_operator.pods import PodView, pod_waiting
 

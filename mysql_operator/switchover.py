@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from mysql_operator import topology as t
-from mysql_operator.db.instance import redact
+from mysql_operator.redaction import redact
 from mysql_operator.pods import pod_ordinal
 from mysql_operator import reasons as R
 

@@ -32,6 +32,7 @@ from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
 from mysql_operator.db.statements import DatabaseState, Statement, UserState, identified, quote
+from mysql_operator.redaction import redact
 from mysql_operator.topology import CLONE_COPIED, CLONE_COPYING, CLONE_FAILED
 
 LOST_CONNECTION = 2013  # CR_SERVER_LOST: also a read that timed out
@@ -67,13 +68,6 @@ class InstanceError(Exception):
     def __init__(self, message: str, errno: int | None = None):
         super().__init__(message)
         self.errno = errno
-
-
-def redact(text: str, secrets: Iterable[str | None]) -> str:
-    for s in secrets:
-        if s:
-            text = text.replace(s, "***")
-    return text
 
 
 def _short(text: str) -> str:

@@ -5,6 +5,7 @@ one (which would otherwise hide a loop until run time) and one made for type che
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mysql_operator"
@@ -20,6 +21,17 @@ def _resolve(name: str, known: set[str]) -> str | None:
     while name and name not in known:
         name = name.rpartition(".")[0]
     return name or None
+
+
+def _outside_imports(path: Path) -> set[str]:
+    """The dotted names of what a file imports from outside the package."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return {n for n in out if not n.startswith(PACKAGE.name + ".")}
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -84,6 +96,50 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return sorted(found)
+
+
+def reached(graph: dict[str, set[str]], module: str) -> set[str]:
+    """`module` and every package module it imports, directly or not."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += graph.get(m, ())
+    return seen
+
+
+# what talks to a server or the API (kubernetes.utils.quantity, a parser, does not)
+EFFECTS = (
+    "pymysql",
+    "boto3",
+    "botocore",
+    "kopf",
+    "kubernetes.client",
+    "kubernetes.config",
+    "kubernetes.watch",
+)
+
+
+def test_the_pure_modules_reach_no_client_of_a_server_or_the_api():
+    """The decision modules (mypy --strict's list) import, directly or through other package
+    modules, nothing that talks to a database, the object store or Kubernetes: their tests need
+    none, and a value type they share lives below the effects (members.py, redaction.py)."""
+    pure = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["mypy"]["files"]
+    graph = import_graph()
+    wrong = {}
+    for path in pure:
+        module = _module_name(PACKAGE.parent / path)
+        for m in sorted(reached(graph, module)):
+            found = PACKAGE.parent / (m.replace(".", "/") + ".py")
+            effects = (
+                sorted(n for n in _outside_imports(found) if n.startswith(EFFECTS)) if found.exists() else []
+            )
+            if effects:
+                wrong[module] = f"{m} imports {', '.join(effects)}"
+                break
+    assert not wrong, wrong
 
 
 def test_the_graph_is_read_from_the_code():
