@@ -180,7 +180,7 @@ def test_a_bad_point_in_time_names_the_field_and_the_form(given, field, says):
 
 
 def test_the_archiver_is_ready_only_while_its_passes_archive_from_the_primary():
-    from mysql_operator.cli_backup import Health
+    from mysql_operator.backup.archiver_health import Health
 
     now = [100.0]
     h = Health(grace=30)
@@ -203,7 +203,7 @@ def test_the_archive_delay_is_the_age_of_the_oldest_transaction_the_bucket_lacks
     from prometheus_client.parser import text_string_to_metric_families
 
     from mysql_operator.backup.binlog_archive import Segment, Step
-    from mysql_operator.cli_backup import Health
+    from mysql_operator.backup.archiver_health import Health
 
     now = [100.0]
     h = Health(grace=30, max_delay=5)
