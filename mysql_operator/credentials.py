@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from mysql_operator import manifests as m
-from mysql_operator.api.spec import MySQLCluster
+from mysql_operator.api.types import MySQLCluster
 from mysql_operator.members import Credentials
 
 

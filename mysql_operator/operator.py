@@ -23,7 +23,7 @@ from typing import Iterator
 
 import kopf
 
-from mysql_operator.api.spec import GROUP, UPGRADE_POLICIES
+from mysql_operator.api.types import GROUP, UPGRADE_POLICIES
 
 log = logging.getLogger(__name__)
 LOG_FORMATS = ("text", "json")

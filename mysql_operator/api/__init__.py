@@ -1,6 +1,6 @@
 """The custom-resource contract (MySQLCluster, MySQLBackup) as typed Python: parse + defaults + checks."""
 
-from .spec import (  # noqa: F401
+from .types import (  # noqa: F401
     API_VERSION,
     BACKUP_KIND,
     BACKUP_PLURAL,
@@ -30,7 +30,11 @@ from .spec import (  # noqa: F401
     ServiceSpec,
     SpecError,
     Storage,
+)
+from .cron import (  # noqa: F401
     check_cron,
+)
+from .spec import (  # noqa: F401
     parse,
     parse_backup,
     parse_spec,

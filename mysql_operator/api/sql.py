@@ -12,18 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .spec import (
-    GROUP,
-    SYSTEM_SCHEMAS,
-    SpecError,
-    _bool,
-    _enum,
-    _int,
-    _metadata,
-    _object,
-    _str,
-    reserved_user,
-)
+from .fields import _bool, _enum, _int, _metadata, _object, _str
+from .types import GROUP, SYSTEM_SCHEMAS, SpecError, reserved_user
 
 DATABASE_KIND, DATABASE_PLURAL = "MySQLDatabase", "mysqldatabases"
 USER_KIND, USER_PLURAL = "MySQLUser", "mysqlusers"

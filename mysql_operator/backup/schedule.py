@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from cronsim import CronSim
 
-from mysql_operator.api.spec import check_cron
+from mysql_operator.api.cron import check_cron
 
 DEFAULT_STARTING_DEADLINE = dt.timedelta(minutes=30)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from mysql_operator.api.spec import ClusterSpec, Replication
+from mysql_operator.api.types import ClusterSpec, Replication
 from mysql_operator.db import accounts
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.manifests.config import server_settings

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from mysql_operator.api.spec import ClusterSpec
+from mysql_operator.api.types import ClusterSpec
 from mysql_operator.manifests.config import server_settings
 from tests.support.wait import wait_for
 

@@ -14,7 +14,7 @@ from mysql_operator import passwords as password_store
 from mysql_operator.passwords import PasswordStore
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.api import SpecError, parse
-from mysql_operator.api.spec import RESERVED_USER_PREFIX, RESERVED_USERS, SYSTEM_SCHEMAS, reserved_user
+from mysql_operator.api.types import RESERVED_USER_PREFIX, RESERVED_USERS, SYSTEM_SCHEMAS, reserved_user
 from mysql_operator.backup import commands
 from mysql_operator.manifests import common
 from tests.unit.test_api_fieldwalk import body, spec_schema

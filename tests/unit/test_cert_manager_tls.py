@@ -10,7 +10,7 @@ import pytest
 from mysql_operator import certificates, tls
 from mysql_operator import manifests as m
 from mysql_operator.api import SpecError, parse
-from mysql_operator.api.spec import IssuerRef
+from mysql_operator.api.types import IssuerRef
 from mysql_operator.tls_upkeep import tls_api_problem
 from mysql_operator.status import Summary, build_status, degraded_events, phase
 

@@ -12,7 +12,7 @@ from kubernetes.client.rest import ApiException
 from mysql_operator import restore_gate as g
 from mysql_operator import restoring
 from mysql_operator.api import parse
-from mysql_operator.api.spec import S3, SecretKeys
+from mysql_operator.api.types import S3, SecretKeys
 from mysql_operator.backup.restore import Source
 from mysql_operator.pods import pod_views
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mysql_operator import restoring as r
-from mysql_operator.api.spec import S3, SecretKeys
+from mysql_operator.api.types import S3, SecretKeys
 
 RUNNING_REC = {"phase": "Running", "source": "mysqlbackup/b", "startedAt": "2026-01-01T00:00:00Z"}
 
