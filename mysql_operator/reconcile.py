@@ -23,9 +23,11 @@ idempotent, in this order:
     request's record: a finished one's annotation is removed after it)
 
 The pass's own Kubernetes writes - owned objects, status records, Events, Pod labels and
-annotations, Pod restarts, Jobs - go through `KubeOps` (k8s/ops.py); what holds key material (the
-certificates' Secrets and cert-manager objects, the credentials Secret and its record) and the
-volume growth still take the API client. The cluster's status has no other writer
+annotations, Pod restarts, Jobs - go through `KubeOps` (k8s/ops.py). These still take the API
+client: what holds key material (the certificates' Secrets and cert-manager objects, the
+credentials Secret and its record), the volume growth, the archiver Deployment's removal
+(owned.py) and the SQL objects' own writes (sql_objects.py: their Events, status and password
+Secrets). The cluster's status has no other writer
 (the backup controller reports its fields: `report`). What the pass decides with
 lives in pure modules: pods.py (Pods, roles, who serves), status.py (phase, conditions, Events),
 credentials.py (Secret keys, passwords), rolling.py (the rolling update's plan; its effects:
