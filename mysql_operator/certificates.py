@@ -35,7 +35,8 @@ from mysql_operator import manifests as m
 from mysql_operator import tls
 from mysql_operator.api import MySQLCluster
 from mysql_operator.api.types import CERT_MANAGER_GROUP
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
 from mysql_operator.k8s import objects as k
 from mysql_operator.manifests.backup_jobs import (
     DEFAULT_DEADLINE_SECONDS,

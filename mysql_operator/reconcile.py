@@ -63,7 +63,8 @@ from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.k8s.resolve import resolve
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
 from mysql_operator.k8s import jobs
 from mysql_operator.backup import storage
 from mysql_operator.manifests.backup_jobs import evidence_job

@@ -36,18 +36,18 @@ from mysql_operator.db.accounts import Grant
 from mysql_operator.db import seed_progress
 from mysql_operator.db.flavor import Dialect, Flavor
 from mysql_operator.members import ClusterState, Credentials, Member, Outcome, Step
-from mysql_operator.db.instance import (
+from mysql_operator.db.observation import (
     ACCESS_DENIED,
     REPLICA_SIDE_DISABLED,
     SPECIFIC_ACCESS_DENIED,
     CloneStatus,
     Event,
-    Instance,
     InstanceError,
     Observation,
     ReplicaStatus,
     identity_mismatch,
 )
+from mysql_operator.db.instance import Instance
 
 
 def stuck(o: Observation) -> bool:

@@ -20,7 +20,8 @@ from mysql_operator import certificates, clock
 from mysql_operator import manifests as m
 from mysql_operator import restoring
 from mysql_operator.api import MySQLCluster, SpecError, parse
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
 from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps

@@ -39,7 +39,8 @@ from mysql_operator.api.sql import (
 from mysql_operator.credentials import password_problem
 from mysql_operator.db import statements
 from mysql_operator.db.flavor import Flavor
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
 from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import newer

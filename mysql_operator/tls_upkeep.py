@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 from mysql_operator import certificates, clock
 from mysql_operator import manifests as m
 from mysql_operator.api import MySQLCluster
-from mysql_operator.db.instance import tls_context
+from mysql_operator.db.connection import tls_context
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator import reasons as R

@@ -33,7 +33,8 @@ from mysql_operator.backup import commands
 from mysql_operator.backup.binlog_archive import Archiver, Step, Store, prune
 from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, tool_check, verified_instance
 from mysql_operator.backup.pipeline import stop as stop_processes
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
 
 STREAM_SERVER_ID = 4_000_000_000  # the stream's replica server_id: above any instance's
 

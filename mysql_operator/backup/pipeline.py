@@ -14,7 +14,8 @@ from typing import Any, Callable, Iterator
 
 from mysql_operator.backup.commands import CommandError, client_option_file, tool_too_old
 from mysql_operator.db.flavor import ServerVersion
-from mysql_operator.db.instance import Instance, tls_context
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.connection import tls_context
 from mysql_operator.redaction import redact
 
 CHUNK = 1024 * 1024

@@ -49,13 +49,8 @@ from mysql_operator.backup.pipeline import (
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.db.gtid import MySQLGtidSet, parser_for
 from mysql_operator.db.flavor import ServerVersion
-from mysql_operator.db.instance import (
-    REPLICA_SIDE_DISABLED,
-    SPECIFIC_ACCESS_DENIED,
-    Event,
-    Instance,
-    InstanceError,
-)
+from mysql_operator.db.observation import REPLICA_SIDE_DISABLED, SPECIFIC_ACCESS_DENIED, Event, InstanceError
+from mysql_operator.db.instance import Instance
 from mysql_operator.db.statements import quote
 from mysql_operator.manifests.common import TLS_CA
 

@@ -60,7 +60,7 @@ from mysql_operator.backup.restore import (
     settle_events,
 )
 from mysql_operator.db.gtid import MariaDBGtids
-from mysql_operator.db.instance import InstanceError
+from mysql_operator.db.observation import InstanceError
 
 RESTORE_SQL = "mysql-operator-restore.sql"  # what sh/seed.sh receive looks for (RESTORE_SQL)
 # the new cluster's operator password (its credentials Secret's operator-password, manifests/

@@ -42,7 +42,8 @@ from mysql_operator.backup.pipeline import (
     stop,
     tool_check,
 )
-from mysql_operator.db.instance import Instance, Observation
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import Observation
 from mysql_operator.manifests.common import SEED_PORT
 
 WINDOW = 64 * 1024  # bytes of the dump's head and tail kept to read the GTID position

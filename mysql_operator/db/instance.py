@@ -5,7 +5,7 @@ retried with tenacity. Every error leaves as `InstanceError` whose text never co
 (the instance's own, or any password passed to a statement): pymysql errors can quote the SQL.
 
 A server is a tenant's (it chooses the image): nothing it sends can hold a thread or the memory
-the other clusters need (`_Connection`): every exchange has an overall deadline (not only one per
+the other clusters need (db/connection.py): every exchange has an overall deadline (not only one per
 socket read) and a cap on the bytes it reads, and the password never leaves in clear text (no
 cleartext authentication plugin, no plaintext when TLS is asked for). Error texts are short: a
 server's own words are cut (`MESSAGE_CHARS`).
@@ -21,53 +21,45 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable
 
 import pymysql
-from pymysql.constants import CLIENT, CR
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
-from mysql_operator.db.flavor import Dialect, ServerVersion, detect, dialect_for
+from mysql_operator.db.flavor import Dialect, detect, dialect_for
 from mysql_operator.db.statements import DatabaseState, Statement, UserState, identified, quote
 from mysql_operator.redaction import redact
-from mysql_operator.topology import CLONE_COPIED, CLONE_COPYING, CLONE_FAILED
+from mysql_operator.topology import CLONE_FAILED
+from mysql_operator.db.observation import (
+    ACCESS_DENIED,
+    CLONE_SESSION_ENDS,
+    CloneStatus,
+    ER_NONEXISTING_GRANT,
+    ER_REPLICA_NOT_CONFIGURED,
+    ER_STOP_REPLICA_SQL_THREAD_TIMEOUT,
+    Event,
+    GTID_TEXT_CHARS,
+    InstanceError,
+    KEPT_IF_GRANTED,
+    LOST_CONNECTION,
+    Login,
+    Observation,
+    ReplicaStatus,
+    TEXT_CHARS,
+    TRANSIENT_ERRNOS,
+    clone_stage,
+    connections_to_kill,
+    parse_tls_time,
+)
+from mysql_operator.db.connection import MAX_ANSWER, ServerTLS, _Connection
 
-LOST_CONNECTION = 2013  # CR_SERVER_LOST: also a read that timed out
-# client errors worth a retry: can't connect, lost connection, gone away, too many connections
-TRANSIENT_ERRNOS = frozenset({1040, 2003, 2006, LOST_CONNECTION})
-ER_REPLICA_NOT_CONFIGURED = 1200  # START on a replica with no source: "MASTER_HOST was not set"
-# STOP REPLICA past rpl_stop_replica_timeout: "SQL thread got the stop signal, thread is busy, SQL
-# thread will stop once the current task is complete" (MySQL; MariaDB has no such timeout)
-ER_STOP_REPLICA_SQL_THREAD_TIMEOUT = 1875
-ER_NONEXISTING_GRANT = 1141  # SHOW GRANTS FOR an account that does not exist
-ACCESS_DENIED = frozenset({1044, 1045, 1142, 1227})  # database, user, table, privilege
-SPECIFIC_ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: a privilege such as SET USER missing
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
 _DATABASE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 _HOST = re.compile(r"^[A-Za-z0-9_.:%-]{1,255}$")
-# threads never to kill: replication, internal ones
-_PROTECTED_USERS = frozenset({"system user", "event_scheduler", "mariadb.sys"})
-_PROTECTED_COMMANDS = frozenset(
-    {"Binlog Dump", "Binlog Dump GTID", "Daemon", "Slave_IO", "Slave_SQL", "Slave_worker", "Killed"}
-)
-MAX_ANSWER = 16 * 1024 * 1024  # bytes one exchange may read (packet headers included)
 MESSAGE_CHARS = 300  # of an error's own text (a server's, the driver's) kept in InstanceError
-TEXT_CHARS = 200  # of VERSION() and @@version_comment read (truncated by the server)
-GTID_TEXT_CHARS = 1024 * 1024  # of a GTID set read; a longer one is refused, never read in part
-# authentication plugins that send the password itself: mysql_clear_password, and MariaDB's PAM
-# dialog, which answers the prompt "Password: " with it. Refused on every connection, TLS or not
-CLEARTEXT_AUTH = frozenset({b"mysql_clear_password", b"dialog"})
-
-
-class InstanceError(Exception):
-    """A failed operation on one instance. `errno` is the server/client error number if any."""
-
-    def __init__(self, message: str, errno: int | None = None):
-        super().__init__(message)
-        self.errno = errno
 
 
 def _short(text: str) -> str:
@@ -90,233 +82,9 @@ def _transient(e: BaseException) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class ReplicaStatus:
-    source_host: str
-    source_port: int
-    io_state: str  # Yes / No / Connecting / Preparing
-    sql_running: bool
-    io_errno: int
-    io_error: str
-    sql_errno: int
-    sql_error: str
-    seconds_behind: int | None
-    received: Any  # GtidSet
-    ssl_allowed: bool = False  # the IO thread connects over TLS (MASTER_SSL=1)
-    ssl_verify: bool = False  # and checks the source's certificate and host name
-
-    @property
-    def tls_verified(self) -> bool:
-        return self.ssl_allowed and self.ssl_verify
-
-    @property
-    def io_running(self) -> bool:
-        return self.io_state == "Yes"
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What one instance said, or that it did not answer. Plain data; no secrets."""
-
-    reachable: bool
-    error: str | None = None
-    version: ServerVersion | None = None
-    server_id: int | None = None
-    server_uuid: str | None = None
-    hostname: str | None = None  # @@hostname: the Pod's name in Kubernetes
-    report_host: str | None = None  # @@report_host: the Pod's name or DNS name (start.sh)
-    read_only: bool = True
-    executed: Any = None  # GtidSet
-    purged: Any = None  # GtidSet no longer in the binary logs
-    replica: ReplicaStatus | None = None
-    semisync_source_enabled: bool = False
-    semisync_source_active: bool = False  # the status variable: OFF after a silent fallback
-    semisync_replica_enabled: bool = False
-    semisync_replica_active: bool = False
-    semisync_ack_count: int | None = None  # what a semi-sync commit waits for (MySQL; None: one)
-    semisync_clients: int | None = None  # replicas connected that acknowledge (None: not known)
-    heartbeats: int | None = None  # heartbeats received from its source so far (None: not known)
-    uptime: float | None = None  # seconds since the server started (status Uptime)
-    clone: "CloneStatus | None" = None  # the last physical copy onto it (MySQL CLONE), if any
-
-    @property
-    def origin(self) -> str | None:
-        """The id GTIDs written here carry: server_uuid (MySQL) or server_id (MariaDB)."""
-        if self.version is None:
-            return None
-        if self.version.flavor.value == "mysql":
-            return self.server_uuid
-        return None if self.server_id is None else str(self.server_id)
-
-
-# Not on the operator's list (it would make the operator's account root's equal) but never shed
-# when a person granted it alone: it lets the operator enable events of other definers on a new
-# primary (ReplicationEngine.carry_over_events; MySQL's SET_ANY_DEFINER is never shed: MariaDB only)
-KEPT_IF_GRANTED = frozenset({"SET USER"})
-
-# what a server makes of every event it receives by replication, ENABLED or DISABLED on its source
-# alike: its scheduler skips it (MariaDB and MySQL before 8.0.22: SLAVESIDE_DISABLED)
-REPLICA_SIDE_DISABLED = frozenset({"SLAVESIDE_DISABLED", "REPLICA_SIDE_DISABLED"})
-
-
-class Login(Protocol):
-    """An account's user name and password (replication.Credentials is one)."""
-
-    @property
-    def user(self) -> str: ...
-    @property
-    def password(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class Event:
-    """A scheduled event (information_schema.EVENTS); its names are a user's: quote them."""
-
-    schema: str
-    name: str
-    status: str  # ENABLED, DISABLED, or one of REPLICA_SIDE_DISABLED
-    definer: str  # user@host
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.schema, self.name)
-
-    def __str__(self) -> str:
-        return f"{self.schema}.{self.name}"
-
-
-ER_CLONE_RESTART = 3707  # "Restart server failed (mysqld is not managed by supervisor process)"
-# A copy's CLONE session ends with these when the server restarts itself on the copy (under a
-# supervisor: start.sh) - or dies; clone_status tells which once it answers again
-CLONE_SESSION_ENDS = frozenset({ER_CLONE_RESTART, 2006, 2013})
 # the GTID of a transaction's first event in SHOW BINLOG EVENTS: MySQL "SET @@SESSION.GTID_NEXT=
 # '<uuid>:<n>'", MariaDB "BEGIN GTID <domain>-<server>-<seq>" (or "GTID ..." for DDL)
 _GTID_NEXT = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'|\bGTID\s+(\d+-\d+-\d+)")
-
-
-@dataclass(frozen=True)
-class CloneStatus:
-    """performance_schema.clone_status/clone_progress of the server a copy went to, as a stage:
-    CLONE_COPYING, CLONE_COPIED (copied, the server must restart on it), CLONE_FAILED, or None
-    (none, or done: the server restarted on the copy)."""
-
-    stage: str | None
-    error: str = ""
-    copied: int = 0  # bytes
-    total: int = 0
-
-
-def clone_stage(state: str, error_no: int, ended: float | None, booted: float | None) -> str | None:
-    """Pure: the stage of a clone from clone_status (STATE, ERROR_NO, END_TIME as a Unix time)
-    and when the server started (Unix time). A copy that ended with ER_CLONE_RESTART is complete
-    but waits for a restart - unless the server started after it ended."""
-    if state == "In Progress":
-        return CLONE_COPYING
-    if error_no == ER_CLONE_RESTART:
-        restarted = ended is not None and booted is not None and booted > ended
-        return None if restarted else CLONE_COPIED
-    if state == "Failed":
-        return CLONE_FAILED
-    return None
-
-
-def identity_mismatch(observed: Observation, server_id: int | None, hostname: str | None) -> str | None:
-    """Why the server that answered is not the instance expected at that address, or None.
-
-    `server_id` is derived from the ordinal; `hostname` is the Pod name, matched against
-    @@hostname or the first label of @@report_host. None skips that check."""
-    if not observed.reachable:
-        return None
-    if server_id is not None and observed.server_id != server_id:
-        return f"answers as server_id {observed.server_id}, expected {server_id}"
-    if hostname is not None:
-        names = {observed.hostname, (observed.report_host or "").split(".")[0]}
-        if hostname not in names:
-            return (
-                f"answers as host {observed.hostname or '?'} (report_host "
-                f"{observed.report_host or '?'}), expected {hostname}"
-            )
-    return None
-
-
-def connections_to_kill(rows: Iterable[dict], own_id: int, keep_users: Iterable[str]) -> list[int]:
-    """Client connection ids from PROCESSLIST rows (ID, USER, COMMAND) that a fence must kill:
-    not our own, not replication or internal threads, not the operator's accounts."""
-    keep = set(keep_users)
-    out = []
-    for r in rows:
-        if int(r["ID"]) == own_id:
-            continue
-        if r["USER"] in _PROTECTED_USERS or r["USER"] in keep:
-            continue
-        if r["COMMAND"] in _PROTECTED_COMMANDS:
-            continue
-        out.append(int(r["ID"]))
-    return sorted(out)
-
-
-_MONTHS = {
-    m: n
-    for n, m in enumerate(
-        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
-    )
-}
-_TLS_TIME = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4}) GMT$")
-
-
-def parse_tls_time(text: str | None) -> dt.datetime | None:
-    """'Nov 23 20:00:00 2026 GMT' (OpenSSL's format, as in Ssl_server_not_after) as UTC; None
-    for '' (no TLS). Independent of the locale."""
-    m = _TLS_TIME.match((text or "").strip())
-    if not m or m[1] not in _MONTHS:
-        if (text or "").strip():
-            raise InstanceError(f"cannot read a certificate date from {text!r}")
-        return None
-    return dt.datetime(
-        int(m[6]), _MONTHS[m[1]], int(m[2]), int(m[3]), int(m[4]), int(m[5]), tzinfo=dt.timezone.utc
-    )
-
-
-class ServerTLS(ssl.SSLContext):
-    """TLS that verifies a server's certificate against the cluster's CA; `naming()` is its
-    sibling that also checks the name (an Instance's `tls_name`): the operator connects by Pod
-    IP, which no certificate names, and checks the name it knows the server by (its Pod's DNS
-    name, which the certificates the operator and cert-manager issue carry, and replicas verify
-    already). One sibling per CA, the name given per connection (_ForName)."""
-
-    ca_pem: str = ""
-    _naming: "ServerTLS | None" = None
-
-    def naming(self) -> "ServerTLS":
-        if self.check_hostname:
-            return self
-        if self._naming is None:
-            self._naming = tls_context(self.ca_pem, check_hostname=True)
-        return self._naming
-
-
-def tls_context(ca_pem: str, check_hostname: bool = False) -> ServerTLS:
-    """TLS that verifies the server's certificate against the cluster's CA (`ca_pem`): the chain;
-    the host name too with check_hostname=True (clients that connect by DNS name); an Instance
-    with `tls_name` checks that name, whatever address it connects to."""
-    ctx = ServerTLS(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_verify_locations(cadata=ca_pem)
-    ctx.check_hostname = check_hostname
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.ca_pem = ca_pem
-    return ctx
-
-
-class _ForName:
-    """What pymysql calls of a connection's TLS context (wrap_socket), checking the server's
-    certificate for `name` rather than for the address the socket was connected to."""
-
-    def __init__(self, ctx: ssl.SSLContext, name: str):
-        self.ctx, self.name = ctx, name
-
-    def wrap_socket(self, sock: Any, **kwargs: Any) -> ssl.SSLSocket:
-        kwargs["server_hostname"] = self.name
-        return self.ctx.wrap_socket(sock, **kwargs)
 
 
 def _its_failure(method):
@@ -334,86 +102,6 @@ def _its_failure(method):
             raise self._error(e, f"{method.__name__.strip('_')}: its answer does not parse") from None
 
     return wrapper
-
-
-class _Connection(pymysql.connections.Connection):
-    """pymysql's connection with limits a server cannot lift: each exchange (the login, then each
-    statement, see `bound`) ends by its deadline and reads at most its cap; the password is never
-    sent in clear text; with an `ssl` context, a server that offers no TLS is refused before
-    anything is sent. pymysql 1.2 refuses that last one itself; this holds whatever the version.
-
-    The deadline is kept in the one place every read goes through (`_read_bytes`): each socket
-    read waits at most the time left, so a server that drips a byte before each read_timeout
-    ends is cut when the exchange's time is up, not after the whole answer."""
-
-    def __init__(self, *, deadline: float, cap: int, tls_name: str | None = None, **kwargs: Any):
-        self._tls_required = kwargs.get("ssl") is not None
-        self.bound(deadline, cap)  # the connection phase: the login is one exchange
-        super().__init__(defer_connect=True, **kwargs)
-        if tls_name is not None and self._tls_required:
-            self.ctx = _ForName(self.ctx, tls_name)
-        self.connect()
-
-    def bound(self, seconds: float, cap: int) -> None:
-        """The next exchange ends within `seconds` and reads at most `cap` bytes."""
-        self._seconds, self._until, self._cap, self._left = seconds, time.monotonic() + seconds, cap, cap
-
-    def _read_bytes(self, num_bytes: int) -> bytes:
-        self._left -= num_bytes
-        if self._left < 0:  # refused before reading (or allocating) any of it
-            self._force_close()
-            raise pymysql.err.OperationalError(
-                CR.CR_NET_PACKET_TOO_LARGE, f"the answer is larger than {self._cap} bytes: refused"
-            )
-        out: list[bytes] = []  # one chunk, the usual case, is returned as it is (no copy)
-        got = 0
-        while got < num_bytes:
-            left = self._until - time.monotonic()
-            cut = left < self._read_timeout  # this read waits for the deadline, not read_timeout
-            if left <= 0:
-                raise self._late()
-            wait = left if cut else self._read_timeout
-            if wait != self._current_timeout:
-                self._sock.settimeout(wait)
-                self._current_timeout = wait
-            try:
-                chunk = self._rfile.read1(num_bytes - got)
-            except InterruptedError:
-                continue
-            except TimeoutError:
-                raise (self._late() if cut else self._lost("timed out")) from None
-            except OSError as e:
-                raise self._lost(str(e)) from None
-            if not chunk:
-                raise self._lost("closed by the server")
-            out.append(chunk)
-            got += len(chunk)
-        return b"".join(out)
-
-    def _late(self) -> pymysql.err.OperationalError:
-        # "timed out": never retried (_transient); 2013 in a statement's: stuck() (replication.py)
-        return self._lost(f"timed out: no complete answer within {self._seconds:g}s, the deadline")
-
-    def _lost(self, why: str) -> pymysql.err.OperationalError:
-        self._force_close()
-        return pymysql.err.OperationalError(CR.CR_SERVER_LOST, f"Lost connection to MySQL server ({why})")
-
-    def _request_authentication(self) -> None:
-        if self._tls_required and not self.server_capabilities & CLIENT.SSL:
-            raise pymysql.err.OperationalError(
-                CR.CR_SSL_CONNECTION_ERROR,
-                "the server offers no TLS and TLS is required: refused, nothing sent",
-            )
-        super()._request_authentication()
-
-    def _process_auth(self, plugin_name: bytes, auth_packet: Any, *args: Any, **kwargs: Any) -> Any:
-        if plugin_name in CLEARTEXT_AUTH:
-            raise pymysql.err.OperationalError(
-                CR.CR_AUTH_PLUGIN_CANNOT_LOAD,
-                f"the server asked for authentication plugin {plugin_name.decode(errors='replace')[:64]!r}, "
-                "which sends the password in clear text: refused, the password was not sent",
-            )
-        return super()._process_auth(plugin_name, auth_packet, *args, **kwargs)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.gtid import MySQLGtidSet
-from mysql_operator.db.instance import InstanceError
+from mysql_operator.db.observation import InstanceError
 from tests.integration.test_backup import checksums, creds, s3cfg, sql
 from tests.support.pki import new_pki
 from tests.support.mysql import (

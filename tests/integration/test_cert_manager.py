@@ -22,7 +22,8 @@ from kubernetes import client
 from mysql_operator import certificates, tls
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION, parse
-from mysql_operator.db.instance import Instance, tls_context
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.connection import tls_context
 from mysql_operator.k8s import objects as k
 from mysql_operator.reconcile import Reconciler
 from tests.support import certmanager

@@ -19,7 +19,9 @@ import pytest
 
 from mysql_operator import tls as pki
 from mysql_operator import topology as t
-from mysql_operator.db.instance import GTID_TEXT_CHARS, Instance, InstanceError, tls_context
+from mysql_operator.db.observation import GTID_TEXT_CHARS, InstanceError
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.connection import tls_context
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
 from tests.support.fake_mysql import (
     OK,

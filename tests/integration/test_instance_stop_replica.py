@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import Instance
+
+from mysql_operator.db.observation import InstanceError
 from tests.support.fake_mysql import OK, Err, FakeMySQL, Reply, Rows, default_answer, version_rows
 
 BUSY = "STOP REPLICA command execution is incomplete: Replica SQL thread got the stop signal, thread is busy"

@@ -19,7 +19,8 @@ import pytest
 
 from mysql_operator import topology as t
 from mysql_operator.binlogs import Retention
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
 from tests.support.mariadb import ADMIN_USER, OPERATOR_USER, MariaDBFactory, missing_binaries

@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from mysql_operator import topology as t
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
 from mysql_operator.replication import Member, Step
 from tests.integration import test_replication as _replication
 from tests.integration.test_replication import DB, REPL, make_cluster

@@ -20,7 +20,9 @@ import pytest
 from mysql_operator import certificates, tls
 from mysql_operator import topology as t
 from mysql_operator.db.flavor import Flavor
-from mysql_operator.db.instance import Instance, InstanceError, tls_context
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
+from mysql_operator.db.connection import tls_context
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated
 from tests.integration.test_replication import new_factory

@@ -13,7 +13,8 @@ from mysql_operator.api.sql import DATABASE_PRIVILEGES, TABLE_PRIVILEGES, Databa
 from mysql_operator.db import accounts
 from mysql_operator.db import statements as st
 from mysql_operator.db.flavor import Flavor
-from mysql_operator.db.instance import Instance, InstanceError
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
 from tests.support.mariadb import SQL_USER
 
 DENIED = {1044, 1045, 1142, 1143, 1227}

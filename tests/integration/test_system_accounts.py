@@ -11,7 +11,8 @@ import pytest
 
 from mysql_operator.db import accounts
 from mysql_operator.db.flavor import Flavor
-from mysql_operator.db.instance import ACCESS_DENIED, Instance, InstanceError
+from mysql_operator.db.observation import ACCESS_DENIED, InstanceError
+from mysql_operator.db.instance import Instance
 from tests.support.wait import wait_for
 
 SYSTEM = ("sysacct", "sys-Pw-7f21c0")  # stands for root, which holds every privilege

@@ -12,7 +12,7 @@ from mysql_operator.backup.restore import RestoreError, Source, manifest_key
 from mysql_operator.backup.run import BackupError, choose_source
 from mysql_operator.db.flavor import Flavor, ServerVersion
 from mysql_operator.db.gtid import MariaDBGtids
-from mysql_operator.db.instance import Observation, ReplicaStatus
+from mysql_operator.db.observation import Observation, ReplicaStatus
 
 MARIADB = ServerVersion(Flavor.MARIADB, 10, 11, 6)
 MYSQL84 = ServerVersion(Flavor.MYSQL, 8, 4, 3)
@@ -294,7 +294,7 @@ def test_manifest_keeps_the_events_statuses_and_an_older_one_has_none():
 
 
 def _event(name, status):
-    from mysql_operator.db.instance import Event
+    from mysql_operator.db.observation import Event
 
     return Event("app", name, status, "app@%")
 

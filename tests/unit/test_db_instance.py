@@ -5,7 +5,7 @@ import datetime as dt
 
 import pytest
 
-from mysql_operator.db.instance import InstanceError, connections_to_kill, parse_tls_time
+from mysql_operator.db.observation import InstanceError, connections_to_kill, parse_tls_time
 
 from mysql_operator.redaction import redact
 

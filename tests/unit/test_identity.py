@@ -1,6 +1,6 @@
 """Who answers at a member's address (pure): the server must be the Pod we think we reach."""
 
-from mysql_operator.db.instance import Observation, identity_mismatch
+from mysql_operator.db.observation import Observation, identity_mismatch
 from mysql_operator.pods import expected_identity
 
 

@@ -19,7 +19,7 @@ import pytest
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
-from mysql_operator.db.instance import CloneStatus, Event, InstanceError, Observation, ReplicaStatus
+from mysql_operator.db.observation import CloneStatus, Event, InstanceError, Observation, ReplicaStatus
 from mysql_operator.status import events_from_steps
 from mysql_operator.replication import (
     ClusterState,

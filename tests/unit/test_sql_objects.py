@@ -9,7 +9,7 @@ from mysql_operator.api import SpecError
 from mysql_operator.api.sql import DATABASE_PRIVILEGES, DatabaseSpec, GrantSpec, UserSpec, parse_sql_object
 from mysql_operator.db import statements as st
 from mysql_operator.db.flavor import Flavor
-from mysql_operator.db.instance import InstanceError
+from mysql_operator.db.observation import InstanceError
 from mysql_operator.sql_objects import Result, status_changed, status_for
 
 
