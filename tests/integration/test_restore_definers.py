@@ -13,7 +13,8 @@ image's own tools in test_backup_mysql.py, with the helpers below."""
 
 from __future__ import annotations
 
-from mysql_operator.backup.restore import Source, Target, restore_all
+from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import run_backup
 from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
