@@ -34,7 +34,7 @@ from mysql_operator.api.spec import GTID_PATTERN, POINT_IN_TIME_PATTERN
 from mysql_operator.api.sql import PLURALS as SQL_PLURALS
 from mysql_operator.api.sql import parse_sql_object
 from tests.integration.test_crds import crds  # noqa: F401  (the module's CRDs, installed from crds/)
-from tests.unit.test_api_fieldwalk import FULL, FULL_RESTORE_S3
+from tests.support.specs import FULL, FULL_RESTORE_S3
 
 pytestmark = pytest.mark.controlplane
 

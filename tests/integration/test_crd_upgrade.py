@@ -17,7 +17,7 @@ from mysql_operator.k8s import crds
 from mysql_operator.operator import warn_on_own_pod
 from tests.support.crds import apply_crds, project_crds
 from tests.support.operator_account import operator_api
-from tests.unit.test_chart_render import CHART
+from tests.support.chart import CHART
 
 NAME = "mysqldatabases.mysql.operator.dev"
 

@@ -21,7 +21,7 @@ from mysql_operator.backup.controller import backup_status
 from mysql_operator.sql_objects import Result, status_for
 from tests.support.crds import apply_crds
 from tests.support.wait import wait_for
-from tests.unit.test_api_fieldwalk import (
+from tests.support.specs import (
     CHANGES,
     FULL,
     IMMUTABLE_PATHS,
