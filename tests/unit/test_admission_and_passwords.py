@@ -14,8 +14,8 @@ from mysql_operator.api import SpecError, parse
 from mysql_operator.api.types import RESERVED_USER_PREFIX, RESERVED_USERS, SYSTEM_SCHEMAS, reserved_user
 from mysql_operator.backup import commands
 from mysql_operator.manifests import common
-from tests.support.specs import body, spec_schema
 from tests.support.credentials import GOOD, credentials
+from tests.support.specs import body, spec_schema
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted((REPO / "tests" / "invalid").glob("*.yaml"))

@@ -25,8 +25,8 @@ from tests.support.chart import (
     one,
     render,
 )
-from tests.support.specs import cluster
 from tests.support.network_policy import admitted, matches, policies
+from tests.support.specs import cluster
 
 CLIENT_LABEL = f"{GROUP}/client"
 
