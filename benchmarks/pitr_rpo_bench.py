@@ -35,11 +35,10 @@ from mysql_operator.backup import pitr, storage
 from mysql_operator.backup.binlog_archive import Store
 from mysql_operator.backup.binlog_stream import Follower, Server
 from mysql_operator.db.gtid import MariaDBGtids
-from tests.integration.helpers_replication import writer_for
-from tests.integration.test_backup import creds, s3cfg
-from tests.integration.test_binlog_follow import archived_ids, stream_launch
-from tests.integration.test_replication import make_cluster
+from tests.integration.helpers_replication import make_cluster, writer_for
 from tests.support import s3 as s3support
+from tests.support.backups import creds, s3cfg
+from tests.support.binlogs import archived_ids, stream_launch
 from tests.support.mariadb import OPERATOR_USER, MariaDBFactory
 from tests.support.wait import wait_for
 

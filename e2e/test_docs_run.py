@@ -7,10 +7,10 @@ folder of its own, which prints each command and its output. A failure names the
 and the command.
 
 What this machine cannot give the pages is provided, and only that: the examples/ they apply are
-the repository's, made runnable here as e2e/test_examples.py makes them (the image and version of
-the registry beside the cluster, 1Gi of the local StorageClass, small memory requests) and with
-the fewest instances the example allows (one; two for semi-synchronous replication with one
-acknowledgement); a backup section's S3 location is a fresh bucket of the MinIO beside the cluster
+the repository's, made runnable here as e2e/examples.py makes them for e2e/test_examples.py (the
+image and version of the registry beside the cluster, 1Gi of the local StorageClass, small memory
+requests) and with the fewest instances the example allows (one; two for semi-synchronous
+replication with one acknowledgement); a backup section's S3 location is a fresh bucket of the MinIO beside the cluster
 (its endpoint, path-style addresses), reached with its key pair in AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY, the variables the pages read."""
 
@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from e2e.examples import runnable_here
 from e2e.helpers import REPO, kubectl, kubectl_binary, record, stopwatch
-from e2e.test_examples import runnable_here
 from tests.support.docs_blocks import WALKTHROUGHS, marked_blocks, script, steps
 
 pytestmark = pytest.mark.cluster

@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from e2e.backups import _backup_phase, _create_backup
 from e2e.helpers import (
     FLAVORS,
     GROUP,
@@ -25,7 +26,6 @@ from e2e.helpers import (
     stopwatch,
     try_query,
 )
-from e2e.test_scenarios_backup import _backup_phase, _create_backup
 from mysql_operator import switchover as sw
 from tests.support.wait import wait_for
 

@@ -18,32 +18,13 @@ import textwrap
 import pytest
 import yaml
 
-from e2e.helpers import IMAGES, PULL, REPO, Cluster, kubectl, query, record, stopwatch, try_query
+from e2e.examples import runnable_here
+from e2e.helpers import REPO, Cluster, kubectl, query, record, stopwatch, try_query
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
-LOCAL_VERSION = {"mysql": "9.7", "mariadb": "10.11"}
 EXAMPLES = ["one-instance.yaml", "three-instance.yaml", "mariadb.yaml"]
-
-
-def runnable_here(doc: dict) -> dict:
-    spec = doc["spec"]
-    flavor = spec.get("flavor", "mysql")
-    spec.update(
-        image=IMAGES[flavor],
-        **PULL,
-        version=LOCAL_VERSION[flavor],
-        storage={"size": "1Gi", "storageClassName": "standard"},
-    )
-    spec.pop("backup", None)
-    if "resources" in spec:
-        spec["resources"] = {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
-    my_cnf = spec.get("config", {}).get("myCnf", "")
-    spec.setdefault("config", {})["myCnf"] = my_cnf.replace(
-        "innodb_buffer_pool_size = 1G", "innodb_buffer_pool_size = 128M"
-    )
-    return doc
 
 
 def notes_cluster(local_cluster) -> dict:

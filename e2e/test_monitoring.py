@@ -33,8 +33,8 @@ from e2e.helpers import (
 )
 from mysql_operator.topology import FAILOVER_CAUSES
 from tests.support import prometheus as prom
+from tests.support.chart import CHART
 from tests.support.wait import wait_for
-from tests.unit.test_chart_render import CHART
 
 # exclusive: the archive's delay it waits to fall back under 2 s after the failover stayed above
 # it with other e2e tests loading the 2 cores beside it (a cold CI run)

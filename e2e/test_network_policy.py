@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import urllib.request
 import uuid
 
 import pytest
@@ -34,7 +33,7 @@ from e2e.helpers import (
     scenario_namespace,
     try_query,
 )
-from tests.support import cluster as cluster_mod
+from e2e.network_policy import _enforcer
 from tests.support.controlplane import binary
 from tests.support.wait import wait_for
 
@@ -46,31 +45,6 @@ NAME = "np"
 # mariadb client exit and messages: 2002/2003 "Can't connect" = no TCP connection; anything
 # after the connection (1045 access denied, ...) would mean the policy let the packets through
 CANT_CONNECT = "Can't connect"
-
-
-def _enforcer() -> str:
-    """The /healthz URL of the cluster's NetworkPolicy enforcer; skip (fail in CI) without one."""
-    state_file = cluster_mod.state_dir() / "state.json"
-    state = json.loads(state_file.read_text()) if state_file.exists() else {}
-    why = None
-    netpol = state.get("network_policy")
-    if not netpol:
-        why = (
-            "the running local cluster was started without a NetworkPolicy enforcer "
-            "(by `make demo`, or before kube-router was added): `make cluster-down && make cluster-up`"
-        )
-    else:
-        try:
-            with urllib.request.urlopen(netpol["health"], timeout=3) as r:
-                if r.status != 200:
-                    why = f"kube-router is unhealthy ({netpol['health']} answered {r.status})"
-        except OSError as e:
-            why = f"kube-router does not answer at {netpol['health']}: {e}"
-    if why:
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(reason=why)
-    return netpol["health"]
 
 
 def _helm(kubeconfig: str, *argv: str) -> subprocess.CompletedProcess:

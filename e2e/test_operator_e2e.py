@@ -21,13 +21,12 @@ from kubernetes import client
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION
 from e2e.helpers import IMAGE, PULL, writer_to
+from e2e.host_cluster import NAME, PLURAL
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[1]
-PLURAL = "mysqlclusters"
-NAME = "shop"
 
 
 def _status(api, ns) -> dict:

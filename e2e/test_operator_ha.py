@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE
+from e2e.failover import _failover_under_load
 from e2e.helpers import Cluster, record, signal_server
-from e2e.test_scenarios_failover import _failover_under_load
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator

@@ -3,13 +3,12 @@ pulled from the registry beside the cluster."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from kubernetes import client
 
-from e2e.conftest import OPERATOR_NAMESPACE, _restart_deployment, helm_env
+from e2e.conftest import OPERATOR_NAMESPACE, _restart_deployment
 from e2e.helpers import OPERATOR_IMAGE
+from e2e.operator_install import delete_test_pod, helm_test
 from mysql_operator.k8s.crds import DIGEST_ANNOTATION
 from tests.support.wait import wait_for
 
@@ -61,13 +60,6 @@ def test_chart_installs_a_running_operator(local_cluster, operator_release):
     assert container.security_context.run_as_non_root is True
 
 
-def helm_test(local_cluster) -> subprocess.CompletedProcess:
-    from tests.support.controlplane import binary
-
-    argv = [str(binary("helm")), "test", "mysql-operator", "--namespace", OPERATOR_NAMESPACE, "--logs"]
-    return subprocess.run(argv, capture_output=True, text=True, env=helm_env(local_cluster), timeout=300)
-
-
 def test_helm_test_checks_the_operator_and_that_the_crds_are_the_charts(local_cluster, operator_release):
     """`helm test` passes on the install; a CRD that is not the chart's (here: its digest
     annotation changed by hand, as an older CRD would have none) fails it, naming the CRD; the
@@ -84,15 +76,6 @@ def test_helm_test_checks_the_operator_and_that_the_crds_are_the_charts(local_cl
         _helm_test_runs(local_cluster, apps, ext, operator_release, name, stamped)
     finally:
         delete_test_pod(api, operator_release)
-
-
-def delete_test_pod(api, operator_release: str) -> None:
-    """`helm test` keeps its Pod (for `--logs`); other tests count the namespace's Pods."""
-    try:
-        client.CoreV1Api(api).delete_namespaced_pod(f"{operator_release}-check-install", OPERATOR_NAMESPACE)
-    except client.ApiException as e:
-        if e.status != 404:
-            raise
 
 
 def _helm_test_runs(local_cluster, apps, ext, operator_release, name, stamped) -> None:

@@ -36,8 +36,7 @@ from e2e.helpers import (
     record,
     writer_to,
 )
-from e2e.test_operator_install import delete_test_pod, helm_test
-from e2e.test_registry_image import _ready_operator_pods, pull_secret
+from e2e.operator_install import _ready_operator_pods, delete_test_pod, helm_test, pull_secret
 from mysql_operator import clock, rolling
 from tests.support import chart_oci
 from tests.support.containerd import parse_build_output

@@ -14,23 +14,13 @@ from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE, install_operator, push_image
 from e2e.helpers import BACKUPS, GROUP, OPERATOR_IMAGE, VERSION, Cluster, cluster_spec, scenario_namespace
+from e2e.operator_install import _ready_operator_pods, pull_secret
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 
 LEASE = "mysql-operator"  # the chart's full name for release mysql-operator
 TAG = "0.2.0"
-
-
-def pull_secret(core, ns: str, registry, name: str = "regcred") -> None:
-    """A kubernetes.io/dockerconfigjson Secret with the registry's credentials (replacing one of
-    that name)."""
-    try:
-        core.delete_namespaced_secret(name, ns)
-    except client.ApiException as e:
-        if e.status != 404:
-            raise
-    core.create_namespaced_secret(ns, registry.pull_secret(name))
 
 
 def _leading_on(api, image: str) -> bool:
@@ -41,16 +31,6 @@ def _leading_on(api, image: str) -> bool:
     )
     pods = {p.metadata.name: p for p in _ready_operator_pods(client.CoreV1Api(api))}
     return holder in pods and pods[holder].spec.containers[0].image == image
-
-
-def _ready_operator_pods(core) -> list:
-    return [
-        p
-        for p in core.list_namespaced_pod(OPERATOR_NAMESPACE).items
-        if not p.metadata.deletion_timestamp
-        and p.status.container_statuses
-        and all(s.ready for s in p.status.container_statuses)
-    ]
 
 
 def test_backups_run_the_charts_image_with_the_clusters_pull_secret(

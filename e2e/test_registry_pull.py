@@ -12,7 +12,7 @@ import pytest
 
 from e2e.conftest import push_image
 from e2e.helpers import GROUP, VERSION, Cluster, cluster_spec, record
-from e2e.test_registry_image import pull_secret
+from e2e.operator_install import pull_secret
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster

@@ -11,8 +11,9 @@ import pytest
 from kubernetes import client
 
 from e2e.helpers import IMAGE, PULL, connect, writer_to
-from e2e.test_operator_e2e import GROUP, NAME, PLURAL, VERSION
+from e2e.host_cluster import NAME, PLURAL
 from mysql_operator import manifests as m
+from mysql_operator.api import GROUP, VERSION
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from e2e.helpers import IMAGE, PULL, kubectl, scenario_namespace
-from e2e.test_network_policy import _enforcer
+from e2e.network_policy import _enforcer
 from mysql_operator.api import parse
 from mysql_operator.manifests import selector_labels
 from mysql_operator.manifests.backup_jobs import CLUSTER_LABEL, COMPONENT_RESTORE, restore_network_policy

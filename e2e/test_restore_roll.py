@@ -263,7 +263,7 @@ def test_a_hostile_dump_reads_no_file_and_the_restore_fails_clearly(host_operato
     """spec.restore.s3 pointing at a bucket the namespace owner controls, holding a valid backup
     whose SQL reads the ServiceAccount token path and /proc/self/environ with LOAD DATA LOCAL
     INFILE: the restore runs in a Job without a token, nothing is read, and the cluster says why."""
-    from tests.integration.test_restore_tenant_bytes import hostile_backup
+    from tests.support.backups import hostile_backup
 
     ns, api, _, _ = host_operator
     bucket = f"e2e-evil-{uuid.uuid4().hex[:8]}"

@@ -21,6 +21,7 @@ import uuid
 
 import pytest
 
+from e2e.backups import _backup_phase, _create_backup
 from e2e.helpers import (
     BACKUPS,
     FLAVORS,
@@ -143,11 +144,6 @@ def checksums(host: str, password: str) -> dict[str, int]:
     return {name: value for name, value in rows}
 
 
-def _backup_phase(c: Cluster, name: str) -> str | None:
-    b = c.objs.get_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, name)
-    return (b.get("status") or {}).get("phase")
-
-
 def method_of(flavor: str) -> str:
     """The method of the on-demand and base backups (their spec.method; the scheduled ones are
     the cluster's, logical): physical copies (MySQL's CLONE, MariaDB's mariadb-backup)."""
@@ -155,21 +151,6 @@ def method_of(flavor: str) -> str:
 
 
 PHYSICAL_KIND = {"mysql": "tar", "mariadb": "xbstream"}  # the data object a physical copy is
-
-
-def _create_backup(c: Cluster, name: str, method: str | None = None) -> None:
-    c.objs.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        c.namespace,
-        BACKUPS,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "MySQLBackup",
-            "metadata": {"name": name},
-            "spec": {"clusterRef": {"name": c.name}, **({"method": method} if method else {})},
-        },
-    )
 
 
 def _objects(s3, bucket: str) -> list[str]:

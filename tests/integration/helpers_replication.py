@@ -7,6 +7,10 @@ a client of the read-write Service would) and records which commits were acknowl
 Servers are duck-typed: anything with `name`, `host`, `port`, `connect(user=, password=,
 database=, timeout=)` and `query(sql)` - `tests/support/mariadb.MariaDBServer` and
 `tests/support/mysql_container.MySQLNode` both are.
+
+`factory` is a module-scoped fixture of real servers of each flavor (MariaDB 10.11, MySQL 9.7): a
+module that imports it runs its tests once per flavor; `make_cluster` converges a `Cluster` of
+new servers of a factory.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 
 from mysql_operator import topology as t
-from mysql_operator.replication import ClusterState, Credentials, ReplicationEngine
+from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, missing_binaries
+from tests.support.mysql import MySQLFactory, mysql_unavailable
 from tests.support.wait import wait_for
 from tests.support.writer import Writer
 
@@ -96,4 +103,64 @@ def writer_for(c: Cluster) -> Writer:
         f"INSERT INTO {DB}.t VALUES (%s, %s)",
         target=lambda: c.state.current_primary,
         first_id=100_000,
+    )
+
+
+TIMINGS: list[str] = []
+
+
+def new_factory(flavor: str) -> MariaDBFactory:
+    """A factory of real servers of `flavor`; skips (printing why) where they cannot run."""
+    if flavor == "mysql":
+        why = mysql_unavailable()
+        if why:
+            pytest.skip(reason=f"no MySQL 9.7 server: {why}")
+        return MySQLFactory()
+    if missing_binaries():
+        why = (
+            f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
+            "run hack/install-deps.sh (apt: mariadb-server mariadb-client mariadb-backup)"
+        )
+        pytest.skip(reason=why)
+    return MariaDBFactory()
+
+
+@pytest.fixture(scope="module", params=["mariadb", "mysql"])
+def factory(request):
+    f = new_factory(request.param)
+    failed_before = request.session.testsfailed
+    yield f
+    if request.session.testsfailed > failed_before:
+        print("\n" + f.logs_report(40), file=sys.stderr)
+    f.close()
+    if TIMINGS:
+        print("\n" + "\n".join(TIMINGS), file=sys.stderr)
+
+
+def make_cluster(
+    factory: MariaDBFactory, n: int, semisync: bool = False, delay: float = 1.0, prefix: str = "db"
+) -> Cluster:
+    servers = factory.create(n, semisync=semisync, prefix=f"{prefix}{len(factory.servers)}")
+    for k, s in enumerate(servers):
+        s.name = f"db-{k}"
+    c = Cluster(servers, new_engine(factory, servers, semisync, delay))
+    c.converge()
+    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40))")
+    c.converge()
+    return c
+
+
+def new_engine(
+    factory: MariaDBFactory, servers, semisync: bool = False, delay: float = 1.0
+) -> ReplicationEngine:
+    """The operator's engine over `servers` (named db-0, db-1, ...), as a new operator process has it."""
+    return ReplicationEngine(
+        [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)],
+        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
+        REPL,
+        t.Settings(instances=len(servers), failover_delay_seconds=delay, semisync=semisync),
+        app=APP,
+        app_database=DB,
+        apply_timeout=20,
     )

@@ -33,8 +33,8 @@ from mysql_operator.api.cron import CRON_PATTERN
 from mysql_operator.api.spec import GTID_PATTERN, POINT_IN_TIME_PATTERN
 from mysql_operator.api.sql import PLURALS as SQL_PLURALS
 from mysql_operator.api.sql import parse_sql_object
-from tests.integration.test_crds import crds  # noqa: F401  (the module's CRDs, installed from crds/)
-from tests.unit.test_api_fieldwalk import FULL, FULL_RESTORE_S3
+from tests.support.crds import crds  # noqa: F401  (the module's CRDs, installed from crds/)
+from tests.support.specs import FULL, FULL_RESTORE_S3
 
 pytestmark = pytest.mark.controlplane
 
@@ -568,7 +568,7 @@ def disagreement(stored: dict) -> tuple[str, str] | None:
 
 
 def test_the_parser_accepts_every_object_admission_admits(control_plane, crds, namespace):  # noqa: F811
-    from tests.integration.test_crds import CRD_FILES
+    from tests.support.crds import CRD_FILES
 
     objs = client.CustomObjectsApi(control_plane.api_client())
     started = time.monotonic()

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.support import prometheus as prom
-from tests.unit.test_chart_render import CHART
+from tests.support.chart import CHART
 
 pytestmark = pytest.mark.late_build
 

@@ -7,17 +7,14 @@ import threading
 import pymysql
 import pytest
 
-from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import storage
-from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.restore import RestoreError, Source, Target, restore_into
-from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
+from mysql_operator.backup.run import BackupError, run_backup
 from mysql_operator.db.gtid import MariaDBGtids
-from tests.support.mariadb import ADMIN_USER, BACKUP_USER
+from tests.support.backups import PART, checksums, creds, objects, request_for, s3cfg, sql, writable
+from tests.support.mariadb import ADMIN_USER
 from tests.support.ports import free_port
-
-PART = storage.MIN_PART_SIZE  # 5 MiB: the S3 minimum, so a modest table spans several parts
 
 
 @pytest.fixture
@@ -25,48 +22,6 @@ def bucket(s3server, request):
     name = "bk-" + request.node.name.lower().replace("_", "-")[:40].strip("-")
     s3server.create_bucket(name)
     return name
-
-
-def s3cfg(server, bucket, endpoint=None) -> S3:
-    return S3(
-        bucket=bucket,
-        credentials_secret=SecretKeys("unused"),
-        prefix="backups",
-        endpoint=endpoint or server.endpoint,
-        force_path_style=True,
-    )
-
-
-def creds(server) -> storage.Credentials:
-    return storage.Credentials(server.access_key, server.secret_key)
-
-
-def request_for(server, s3: S3, name="b1", part_size=PART, cluster="c1") -> BackupRequest:
-    """Backups run as the backup account (its privileges only; the factory's password)."""
-    return BackupRequest(
-        cluster=cluster,
-        namespace="ns",
-        backup=name,
-        s3=s3,
-        part_size=part_size,
-        candidates=(Candidate(server.name, Endpoint(server.host, server.port, BACKUP_USER)),),
-    )
-
-
-def sql(server, *statements, database=None):
-    conn = server.connect(database=database, timeout=120)
-    try:
-        with conn.cursor() as cur:
-            for s in statements:
-                cur.execute(s)
-            return cur.fetchall()
-    finally:
-        conn.close()
-
-
-def writable(server):
-    sql(server, "SET GLOBAL read_only=OFF")
-    return server
 
 
 def load_data(server, big_mb=12):
@@ -93,24 +48,6 @@ def load_data(server, big_mb=12):
         "UPDATE app.big SET payload = CONCAT(payload, RANDOM_BYTES(1024), RANDOM_BYTES(1024), "
         "RANDOM_BYTES(1024), RANDOM_BYTES(1024), RANDOM_BYTES(1024), RANDOM_BYTES(1024), RANDOM_BYTES(1024))",
     )
-
-
-def checksums(server) -> dict[str, int]:
-    tables = sql(
-        server,
-        "SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables "
-        "WHERE table_type='BASE TABLE' AND table_schema NOT IN "
-        "('mysql','information_schema','performance_schema','sys') ORDER BY 1",
-    )
-    names = [t[0] for t in tables]
-    assert names, "no tables to compare"
-    rows = sql(server, "CHECKSUM TABLE " + ", ".join(names) + " EXTENDED")
-    return {name: int(value) for name, value in rows}
-
-
-def objects(server, bucket) -> list[str]:
-    r = server.client().list_objects_v2(Bucket=bucket)
-    return sorted(o["Key"] for o in r.get("Contents", []))
 
 
 def uploads_in_progress(server, bucket) -> int:

@@ -18,7 +18,7 @@ from mysql_operator.backup.crypto import Key
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.restore import RestoreError, Source, Target, restore_into
 from mysql_operator.backup.run import run_backup
-from tests.integration.test_backup import checksums, creds, objects, request_for, s3cfg, sql, writable
+from tests.support.backups import checksums, creds, objects, request_for, s3cfg, sql, writable
 from tests.support.mariadb import ADMIN_USER
 
 KEY = Key(os.urandom(32))

@@ -25,7 +25,8 @@ from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.gtid import MySQLGtidSet
 from mysql_operator.db.observation import InstanceError
-from tests.integration.test_backup import checksums, creds, s3cfg, sql
+from tests.support.backups import checksums, creds, s3cfg, sql
+from tests.support.flavor_servers import tls_servers
 from tests.support.pki import new_pki
 from tests.support.mysql import (
     ADMIN_USER,
@@ -74,17 +75,6 @@ def shared(mysql, pki, tmp_path_factory):
     shutil.copy(pki / "ca.crt", d / "ca.crt")
     with client_tools_sidecar(d):
         yield d
-
-
-def tls_servers(mysql, pki, n, prefix):
-    return mysql.create(
-        n,
-        prefix=prefix,
-        ssl_ca=pki / "ca.crt",
-        ssl_cert=pki / "tls.crt",
-        ssl_key=pki / "tls.key",
-        require_secure_transport=True,
-    )
 
 
 def backup_request(s3, shared, source, name: str, method: str = "logical") -> BackupRequest:
@@ -540,7 +530,7 @@ def test_mysql_objects_of_root_and_of_the_app_user_restore_with_the_app_user_as_
     """test_restore_definers.py on MySQL 9.7 through the image's tools: before, root's routines,
     trigger and event failed the restore with ERROR 1227 (SYSTEM_USER) once tables and views were
     loaded (issue 53)."""
-    from tests.integration import test_restore_definers as d
+    from tests.support.definers import check_restored, load_source, prepare_target, restore
 
     source, target = tls_servers(mysql, pki, 2, "defs")
     root = "root@localhost"
@@ -553,15 +543,15 @@ def test_mysql_objects_of_root_and_of_the_app_user_restore_with_the_app_user_as_
             "CREATE USER root@localhost IDENTIFIED BY 'root-Pw-31f0'",
             "GRANT ALL ON *.* TO root@localhost WITH GRANT OPTION",
         )
-    d.load_source(source, root)
+    load_source(source, root)
     s3 = s3cfg(s3server, s3server.create_bucket("bk-mysql-definers"))
     run_backup(backup_request(s3, shared, source, "defs"), creds(s3server), mysql.admin_password)
-    d.prepare_target(target, Flavor.MYSQL)
+    prepare_target(target, Flavor.MYSQL)
 
-    result = d.restore(
+    result = restore(
         s3server, s3, "c1/defs", HOST, target.port, tls_ca=str(shared / "ca.crt"), tools_dir=str(shared)
     )
 
     assert result["ok"], result["message"]
     assert target.query("SELECT @@super_read_only")[0][0] == 1
-    d.check_restored(source, target, Flavor.MYSQL, root)
+    check_restored(source, target, Flavor.MYSQL, root)

@@ -22,8 +22,8 @@ from mysql_operator.api import SSE_C, SSE_KMS, SSE_S3, Encryption, ServerSideEnc
 from mysql_operator.backup import storage
 from mysql_operator.backup.restore import Source, Target, restore_into
 from mysql_operator.backup.run import run_backup
-from tests.integration.test_backup import checksums, objects, request_for, s3cfg, sql, writable
 from tests.support import s3 as s3support
+from tests.support.backups import checksums, objects, request_for, s3cfg, sql, writable
 from tests.support.mariadb import ADMIN_USER
 
 KMS_KEY = "backups-key"

@@ -21,7 +21,7 @@ from mysql_operator.backup.restore import Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
 from mysql_operator.db.flavor import Flavor, ServerVersion
-from tests.integration.test_backup import checksums, creds, s3cfg, sql, writable
+from tests.support.backups import checksums, creds, s3cfg, sql, writable
 from tests.support.mariadb import ADMIN_USER, BACKUP_USER
 
 HOST = "localhost"  # the name the servers' certificate carries (they listen on 127.0.0.1)

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pymysql
 import pytest
@@ -30,7 +29,8 @@ from mysql_operator.backup.binlog_archive import MAGIC, ArchiveError, Archiver, 
 from mysql_operator.db import accounts
 from mysql_operator.db.instance import Instance
 from mysql_operator.manifests import BINLOG_USER
-from tests.integration.test_backup import creds, s3cfg
+from tests.support.backups import creds, s3cfg
+from tests.support.binlogs import binlog_dir
 from tests.support.mariadb import OPERATOR_USER
 from tests.support.mysql import client_tools_sidecar
 from tests.support.wait import wait_for
@@ -51,12 +51,6 @@ def s3(s3server, request):
         endpoint=s3server.endpoint,
         force_path_style=True,
     )
-
-
-def binlog_dir(server, inst: Instance) -> Path:
-    base = Path(str(inst.scalar("SELECT @@log_bin_basename")))
-    root = getattr(server, "rootfs", Path("/"))  # MySQL runs in its image's root
-    return (root / base.relative_to("/")).parent if root != Path("/") else base.parent
 
 
 def executed(inst: Instance):

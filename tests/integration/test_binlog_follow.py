@@ -5,8 +5,6 @@ the new primary without a gap, and every acknowledged write is in an archived bi
 
 from __future__ import annotations
 
-import re
-import subprocess
 import threading
 import time
 
@@ -15,27 +13,11 @@ from mysql_operator.backup import pitr, storage
 from mysql_operator.backup.binlog_stream import Follower, Server
 from mysql_operator.backup.binlog_archive import Store
 from mysql_operator.db.gtid import MariaDBGtids
-from tests.integration.helpers_replication import writer_for
-from tests.integration.test_backup import creds, s3cfg
-from tests.integration.test_replication import make_cluster
+from tests.integration.helpers_replication import make_cluster, writer_for
+from tests.support.backups import creds, s3cfg
+from tests.support.binlogs import archived_ids, stream_launch
 from tests.support.mariadb import OPERATOR_USER
 from tests.support.wait import wait_for
-
-INSERTED = re.compile(r"^### INSERT INTO `app`\.`t`\n### SET\n###   @1=(\d+)", re.M)
-
-
-def stream_launch(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def archived_ids(client, s3, chain) -> set[int]:
-    """The row ids inserted by the archived binary logs, decoded by mariadb-binlog."""
-    ids: set[int] = set()
-    for seg in chain:
-        data = client.get_object(Bucket=s3.bucket, Key=seg.key)["Body"].read()
-        out = subprocess.run(["mariadb-binlog", "-v", "-"], input=data, capture_output=True, check=True)
-        ids |= {int(n) for n in INSERTED.findall(out.stdout.decode(errors="replace"))}
-    return ids
 
 
 def test_the_archive_follows_a_failover_and_holds_every_acknowledged_write(factory, s3server, tmp_path):

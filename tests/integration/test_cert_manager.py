@@ -44,7 +44,8 @@ CLUSTER_RESOURCE_NS = "cert-manager"
 
 @pytest.fixture(scope="module")
 def cluster_crds(control_plane):
-    """The operator's CRDs from crds/ (as test_crds.py installs them); removed afterwards."""
+    """The operator's CRDs from crds/ (as the `crds` fixture of tests/support/crds.py installs them);
+    removed afterwards."""
     ext = client.ApiextensionsV1Api(control_plane.api_client())
     names = apply_crds(control_plane.api_client(), project_crds())
     objs = client.CustomObjectsApi(control_plane.api_client())

@@ -17,8 +17,8 @@ import yaml
 from kubernetes import client
 
 from mysql_operator.api import GROUP, VERSION
+from tests.support.chart import CHART, REPO, helm_or_skip
 from tests.support.wait import wait_for
-from tests.unit.test_chart_render import CHART, REPO, helm_or_skip
 
 pytestmark = pytest.mark.controlplane
 

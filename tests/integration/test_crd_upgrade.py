@@ -15,9 +15,9 @@ from kubernetes import client
 
 from mysql_operator.k8s import crds
 from mysql_operator.operator import warn_on_own_pod
+from tests.support.chart import CHART
 from tests.support.crds import apply_crds, project_crds
 from tests.support.operator_account import operator_api
-from tests.unit.test_chart_render import CHART
 
 NAME = "mysqldatabases.mysql.operator.dev"
 

@@ -19,9 +19,10 @@ from mysql_operator.api.sql import parse_sql_object
 from mysql_operator import status as cstatus
 from mysql_operator.backup.controller import backup_status
 from mysql_operator.sql_objects import Result, status_for
-from tests.support.crds import apply_crds
+from tests.support.crds import PLURALS
+from tests.support.crds import crds as crds  # the module-scoped fixture: the CRDs installed from crds/
 from tests.support.wait import wait_for
-from tests.unit.test_api_fieldwalk import (
+from tests.support.specs import (
     CHANGES,
     FULL,
     IMMUTABLE_PATHS,
@@ -34,28 +35,9 @@ from tests.unit.test_api_fieldwalk import (
 pytestmark = pytest.mark.controlplane
 
 REPO = Path(__file__).resolve().parents[2]
-CRD_FILES = sorted((REPO / "crds").glob("*.yaml"))
 INVALID = sorted((REPO / "tests" / "invalid").glob("*.yaml"))
 # examples/values-*.yaml are Helm values for the chart (tests/integration/test_chart.py)
 EXAMPLES = sorted(p for p in (REPO / "examples").glob("*.yaml") if not p.name.startswith("values-"))
-PLURALS = {"MySQLCluster": "mysqlclusters", "MySQLBackup": "mysqlbackups", **SQL_PLURALS}
-
-
-@pytest.fixture(scope="module")
-def crds(control_plane):
-    """Both CRDs installed from crds/ and established; removed afterwards."""
-    ext = client.ApiextensionsV1Api(control_plane.api_client())
-    names = apply_crds(control_plane.api_client(), (yaml.safe_load(p.read_text()) for p in CRD_FILES))
-    objs = client.CustomObjectsApi(control_plane.api_client())
-    for plural in PLURALS.values():
-        wait_for(
-            lambda plural=plural: objs.list_cluster_custom_object(GROUP, VERSION, plural) is not None,
-            30,
-            f"{plural} to be served",
-        )
-    yield ext
-    for name in names:
-        ext.delete_custom_resource_definition(name)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.integration.test_replication import new_factory
+from tests.integration.helpers_replication import new_factory
 from tests.support.campaign import Run, schedule
 
 # per flavor: a schedule of three overlapping faults (the primary killed, a replica cut off

@@ -591,7 +591,7 @@ def test_a_physical_backup_of_mariadb_is_the_donor_sidecars_copy_streamed_to_the
     that does not hold the backup account's password refuses, and nothing is stored."""
     from mysql_operator.backup.commands import Endpoint
     from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
-    from tests.integration.test_backup import creds, s3cfg
+    from tests.support.backups import creds, s3cfg
 
     root, config, e, user, procs = env
     donor, donor_port, d = _writable_donor(root, config, e, user, procs)
@@ -656,7 +656,7 @@ def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(e
     from mysql_operator.backup.restore import Donor, Source, Target
     from mysql_operator.backup.restore_job import restore_all
     from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
-    from tests.integration.test_backup import creds, s3cfg
+    from tests.support.backups import creds, s3cfg
 
     root, config, e, user, procs = env
     donor, donor_port, d = _writable_donor(root, config, e, user, procs)

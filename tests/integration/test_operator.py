@@ -32,8 +32,8 @@ from tests.support.controlplane import stop_group
 from tests.support.crds import apply_crds, cluster_crd_before_issue_45, project_crds
 from tests.support.operator_account import operator_kubeconfig
 from tests.support.ports import free_port
+from tests.support.specs import CHANGES, FULL, RECONCILE_INPUTS, changed_spec, is_immutable
 from tests.support.wait import wait_for
-from tests.unit.test_api_fieldwalk import CHANGES, FULL, RECONCILE_INPUTS, changed_spec, is_immutable
 
 pytestmark = pytest.mark.controlplane
 

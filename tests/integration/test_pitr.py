@@ -24,8 +24,8 @@ from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import run_backup
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.db.instance import Instance
-from tests.integration.test_backup import creds, request_for, s3cfg, sql
-from tests.integration.test_binlog_archive import binlog_dir
+from tests.support.backups import creds, request_for, s3cfg, sql
+from tests.support.binlogs import binlog_dir
 from tests.support.mariadb import ADMIN_USER, OPERATOR_USER
 from tests.support.mysql import MySQLFactory, client_tools_sidecar, mysql_unavailable
 from tests.support.mysql_container import rsa_unavailable

@@ -19,7 +19,7 @@ from mysql_operator.manifests.common import EXPORTER_IMAGE, TOOLS_REPOSITORY
 from mysql_operator.manifests import scripts
 from tests.support import pod_scripts as ps
 from tests.support.containerd import build_images
-from tests.unit.test_api_fieldwalk import body
+from tests.support.specs import body
 
 # the local images each role's references stand for, by the series they are built for
 SERVER = {("mysql", "9.7"): "mysql", ("mariadb", "10.11"): "mariadb", ("mariadb", "11.8"): "mariadb-11.8"}

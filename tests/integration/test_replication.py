@@ -22,40 +22,20 @@ from mysql_operator.binlogs import Retention
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
-from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
-from tests.support.mariadb import ADMIN_USER, OPERATOR_USER, MariaDBFactory, missing_binaries
-from tests.support.mysql import MySQLFactory, mysql_unavailable
+from tests.integration.helpers_replication import (
+    APP,
+    DB,
+    REPL,
+    TIMINGS,
+    Cluster,
+    factory as factory,  # the module-scoped fixture: each test runs once per flavor
+    make_cluster,
+    new_engine,
+    wait_replicated,
+    writer_for,
+)
+from tests.support.mariadb import ADMIN_USER, OPERATOR_USER
 from tests.support.wait import wait_for
-
-TIMINGS: list[str] = []
-
-
-def new_factory(flavor: str) -> MariaDBFactory:
-    """A factory of real servers of `flavor`; skips (printing why) where they cannot run."""
-    if flavor == "mysql":
-        why = mysql_unavailable()
-        if why:
-            pytest.skip(reason=f"no MySQL 9.7 server: {why}")
-        return MySQLFactory()
-    if missing_binaries():
-        why = (
-            f"MariaDB server binaries missing ({', '.join(missing_binaries())}): "
-            "run hack/install-deps.sh (apt: mariadb-server mariadb-client mariadb-backup)"
-        )
-        pytest.skip(reason=why)
-    return MariaDBFactory()
-
-
-@pytest.fixture(scope="module", params=["mariadb", "mysql"])
-def factory(request):
-    f = new_factory(request.param)
-    failed_before = request.session.testsfailed
-    yield f
-    if request.session.testsfailed > failed_before:
-        print("\n" + f.logs_report(40), file=sys.stderr)
-    f.close()
-    if TIMINGS:
-        print("\n" + "\n".join(TIMINGS), file=sys.stderr)
 
 
 @pytest.fixture(autouse=True)
@@ -68,35 +48,6 @@ def stop_the_servers_of_each_test(factory):
     yield
     for s in factory.servers[before:]:
         s.kill9()
-
-
-def make_cluster(
-    factory: MariaDBFactory, n: int, semisync: bool = False, delay: float = 1.0, prefix: str = "db"
-) -> Cluster:
-    servers = factory.create(n, semisync=semisync, prefix=f"{prefix}{len(factory.servers)}")
-    for k, s in enumerate(servers):
-        s.name = f"db-{k}"
-    c = Cluster(servers, new_engine(factory, servers, semisync, delay))
-    c.converge()
-    with c.app_conn(c.primary) as conn, conn.cursor() as cur:
-        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40))")
-    c.converge()
-    return c
-
-
-def new_engine(
-    factory: MariaDBFactory, servers, semisync: bool = False, delay: float = 1.0
-) -> ReplicationEngine:
-    """The operator's engine over `servers` (named db-0, db-1, ...), as a new operator process has it."""
-    return ReplicationEngine(
-        [Member(s.name, k, s.host, s.port) for k, s in enumerate(servers)],
-        Credentials(OPERATOR_USER, factory.admin_password, "127.0.0.1"),
-        REPL,
-        t.Settings(instances=len(servers), failover_delay_seconds=delay, semisync=semisync),
-        app=APP,
-        app_database=DB,
-        apply_timeout=20,
-    )
 
 
 def commit_in_background(c: Cluster, server, row: int, timeout: float) -> tuple[threading.Thread, list[str]]:

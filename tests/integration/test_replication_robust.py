@@ -12,13 +12,15 @@ from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.replication import Member, Step
-from tests.integration import test_replication as _replication
-from tests.integration.test_replication import DB, REPL, make_cluster
-from tests.integration.helpers_replication import writer_for
+from tests.integration.helpers_replication import (
+    DB,
+    REPL,
+    factory as factory,  # the module-scoped fixture: real servers per flavor
+    make_cluster,
+    writer_for,
+)
 from tests.support.mariadb import ADMIN_USER, OPERATOR_USER, missing_binaries
 from tests.support.wait import wait_for
-
-factory = _replication.factory  # its module-scoped fixture: real servers per flavor
 
 pytestmark = pytest.mark.skipif(
     bool(missing_binaries()),

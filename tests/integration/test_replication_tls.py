@@ -24,8 +24,7 @@ from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.db.connection import tls_context
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
-from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated
-from tests.integration.test_replication import new_factory
+from tests.integration.helpers_replication import APP, DB, REPL, Cluster, new_factory, wait_replicated
 from tests.support.mariadb import OPERATOR_USER
 from tests.support.mysql import MySQLServer, _in_root
 from tests.support.pki import write_pki

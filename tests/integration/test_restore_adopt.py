@@ -15,7 +15,7 @@ from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import run_backup
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import REPL, Cluster
-from tests.integration.test_backup import checksums, creds, request_for, s3cfg, sql, writable
+from tests.support.backups import checksums, creds, request_for, s3cfg, sql, writable
 from tests.support.mariadb import ADMIN_USER
 from tests.support.wait import wait_for
 

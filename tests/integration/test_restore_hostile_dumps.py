@@ -15,9 +15,8 @@ from mysql_operator.backup.restore import Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
-from tests.integration.test_backup import creds, s3cfg
-from tests.integration.test_restore_events import HOST, run, servers, servers_and_tools, writable
-from tests.integration.test_restore_tenant_bytes import hostile_backup
+from tests.support.backups import creds, hostile_backup, s3cfg
+from tests.support.flavor_servers import HOST, run, servers, servers_and_tools, writable
 
 PASSWORD = "restorer-Pw-5d2e"
 

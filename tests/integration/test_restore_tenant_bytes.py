@@ -6,7 +6,6 @@ Real MariaDB servers on loopback, a real S3 server (MinIO), the real `mariadb` c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -14,44 +13,11 @@ import sys
 
 import pytest
 
-from mysql_operator.backup.manifest import Manifest
 from mysql_operator.manifests.backup_jobs import ENV_ACCESS_KEY, ENV_DB_PASSWORD, ENV_SECRET_KEY
-from tests.integration.test_backup import s3cfg, sql
+from tests.support.backups import hostile_backup, s3cfg, sql
 from tests.support.mariadb import ADMIN_USER
 
 CANARY = "canary-token-3f9a1c"  # stands in for a ServiceAccount token the client could read
-
-
-def hostile_backup(
-    s3server, bucket: str, folder: str, statements: str, flavor: str = "mariadb", version: str = "10.11.0"
-) -> str:
-    """Store a complete, checksum-valid backup of a `flavor` server whose dump is `statements`;
-    returns its folder."""
-    data = subprocess.run(
-        ["zstd", "-q", "-c"], input=statements.encode(), capture_output=True, check=True
-    ).stdout
-    key = f"backups/{folder}/backup.sql.zst"
-    m = Manifest(
-        cluster="evil",
-        namespace="tenant",
-        backup=folder,
-        flavor=flavor,
-        server_version=version,
-        gtid_position="0-1-1" if flavor == "mariadb" else None,
-        source_instance="evil-0",
-        started_at="2026-11-23T00:00:00Z",
-        completed_at="2026-11-23T00:00:01Z",
-        data_key=key,
-        compression="zstd",
-        compressed_size=len(data),
-        uncompressed_size=len(statements),
-        sha256=hashlib.sha256(data).hexdigest(),
-        databases=("loot",),
-    )
-    c = s3server.client()
-    c.put_object(Bucket=bucket, Key=key, Body=data)
-    c.put_object(Bucket=bucket, Key=f"backups/{folder}/manifest.json", Body=m.to_json())
-    return folder
 
 
 def restore_job_command(factory, s3server, s3, servers, folder, tmp_path):
@@ -182,7 +148,7 @@ def test_a_shell_escape_in_a_dump_runs_nothing(factory, s3server, tmp_path):
 
 
 def test_the_delete_job_command_deletes_one_backup_folder_only(s3server, tmp_path):
-    from tests.integration.test_backup import s3cfg as cfg
+    from tests.support.backups import s3cfg as cfg
 
     bucket = s3server.create_bucket("bk-delete-data")
     s3 = cfg(s3server, bucket)

@@ -11,7 +11,7 @@ import pymysql
 import pytest
 
 from mysql_operator.db.instance import Instance
-from tests.integration.test_replication import new_factory
+from tests.integration.helpers_replication import new_factory
 from tests.support.mariadb import ADMIN_USER
 from tests.support.wait import wait_for
 

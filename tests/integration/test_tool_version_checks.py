@@ -30,8 +30,8 @@ from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run
 from mysql_operator.db import accounts
 from mysql_operator.db.instance import Instance
 from mysql_operator.manifests import BINLOG_USER
-from tests.integration.test_backup import creds, s3cfg
 from tests.support import mysql_container
+from tests.support.backups import creds, s3cfg
 from tests.support.mariadb import BACKUP_USER, OPERATOR_USER
 from tests.support.mysql import MySQLFactory, client_tools_sidecar, mysql_unavailable
 

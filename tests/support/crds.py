@@ -1,5 +1,6 @@
 """Install CustomResourceDefinitions on a real apiserver for tests: create or replace, then wait
-until the apiserver has established them."""
+until the apiserver has established them. `crds` is a module-scoped fixture of the project's CRDs
+(crds/), removed after the module's tests."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import copy
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import pytest
 import yaml
 from kubernetes import client
 
+from mysql_operator.api import GROUP, VERSION
+from mysql_operator.api.sql import PLURALS as SQL_PLURALS
 from tests.support.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,3 +142,24 @@ def cluster_crd_before_issue_45(api: client.ApiClient, namespace: str) -> Iterat
             "the CRD's rules served again",
             interval=0.5,
         )
+
+
+CRD_FILES = sorted((REPO / "crds").glob("*.yaml"))
+PLURALS = {"MySQLCluster": "mysqlclusters", "MySQLBackup": "mysqlbackups", **SQL_PLURALS}
+
+
+@pytest.fixture(scope="module")
+def crds(control_plane):
+    """Both CRDs installed from crds/ and established; removed afterwards."""
+    ext = client.ApiextensionsV1Api(control_plane.api_client())
+    names = apply_crds(control_plane.api_client(), (yaml.safe_load(p.read_text()) for p in CRD_FILES))
+    objs = client.CustomObjectsApi(control_plane.api_client())
+    for plural in PLURALS.values():
+        wait_for(
+            lambda plural=plural: objs.list_cluster_custom_object(GROUP, VERSION, plural) is not None,
+            30,
+            f"{plural} to be served",
+        )
+    yield ext
+    for name in names:
+        ext.delete_custom_resource_definition(name)

@@ -10,14 +10,12 @@ import pytest
 import yaml
 
 from mysql_operator import credentials as creds
-from mysql_operator import passwords as password_store
-from mysql_operator.passwords import PasswordStore
-from mysql_operator.k8s.cache import Reads
 from mysql_operator.api import SpecError, parse
 from mysql_operator.api.types import RESERVED_USER_PREFIX, RESERVED_USERS, SYSTEM_SCHEMAS, reserved_user
 from mysql_operator.backup import commands
 from mysql_operator.manifests import common
-from tests.unit.test_api_fieldwalk import body, spec_schema
+from tests.support.credentials import GOOD, credentials
+from tests.support.specs import body, spec_schema
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted((REPO / "tests" / "invalid").glob("*.yaml"))
@@ -127,28 +125,6 @@ def test_unusable_passwords_are_named_not_shown(key, value, fragment):
     problem = creds.password_problem(key, value)
     assert problem is not None and fragment in problem and ":" in problem  # what, then the fix
     assert value.strip("\n\r\0") not in problem
-
-
-CLUSTER = parse(body({"instances": 1, "credentials": {"secretName": "mine"}}, name="db"))
-
-
-def credentials(monkeypatch, data=None, raw=None):
-    """PasswordStore.current against a Secret holding `data` (decoded) or `raw` (bytes, decoded
-    as k8s.objects.read_secret does), with no owner."""
-
-    def read(api, ns, name):
-        assert (ns, name) == ("ns", "mine")
-        if raw is not None:
-            return {k: v.decode(errors="surrogateescape") for k, v in raw.items()}, (), "1"
-        return (data, (), "1") if data is not None else None
-
-    monkeypatch.setattr(password_store.k, "read_secret", read)
-    api = object()
-    store = PasswordStore(api, Reads(api), lambda: pytest.fail("never generates for a user's Secret"))
-    return store.current(CLUSTER, {})
-
-
-GOOD = {"root-password": "r", "operator-password": "o", "replication-password": "p"}
 
 
 def test_a_usable_secret_gives_its_passwords(monkeypatch):

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from tests.unit.test_crd_descriptions import fields
+from tests.support.crd_schema import fields
 
 ROOT = Path(__file__).resolve().parents[2]
 ref = SimpleNamespace(**runpy.run_path(str(ROOT / "hack" / "crd_reference.py")))

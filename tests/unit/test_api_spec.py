@@ -21,7 +21,7 @@ from mysql_operator.api import (
 )
 from mysql_operator.api import mycnf
 from mysql_operator.manifests import server_settings
-from tests.unit.test_api_fieldwalk import CLUSTER_CRD, FULL, body, spec_schema
+from tests.support.specs import CLUSTER_CRD, FULL, body, spec_schema
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -398,7 +398,7 @@ def test_admission_refuses_every_setting_the_operator_owns():
 
     import yaml
 
-    from tests.unit.test_chart_render import REPO
+    from tests.support.chart import REPO
 
     crd = yaml.safe_load((REPO / "crds" / "mysqlclusters.yaml").read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]

@@ -14,10 +14,10 @@ import yaml
 from mysql_operator import manifests as m
 from mysql_operator.api import parse
 from mysql_operator.manifests.backup_jobs import binlog_archiver
-from tests.unit.test_chart_network_policy import admitted, matches, policies
-from tests.unit.test_chart_render import CHART, MONITORING_APIS, RELEASE_NS, RenderError, of_kind, one, render
-from tests.unit.test_manifests_builders import cluster
-from tests.unit.test_pitr_spec import cluster as archiving_cluster
+from tests.support.archiving import cluster as archiving_cluster
+from tests.support.chart import CHART, MONITORING_APIS, RELEASE_NS, RenderError, of_kind, one, render
+from tests.support.network_policy import admitted, matches, policies
+from tests.support.specs import cluster
 
 RULES = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
 DASHBOARD = json.loads((CHART / "files" / "dashboard.json").read_text())

@@ -7,16 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.unit.test_chart_render import (
-    CHART,
-    RELEASE,
-    RELEASE_NS,
-    RenderError,
-    helm_template,
-    of_kind,
-    one,
-    render,
-)
+from tests.support.chart import CHART, RELEASE, RELEASE_NS, RenderError, helm_template, of_kind, one, render
 
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 SA = f"{RELEASE}-mysql-operator"

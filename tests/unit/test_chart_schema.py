@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.unit.test_chart_render import CHART, REPO, RenderError, helm_template
+from tests.support.chart import CHART, REPO, RenderError, helm_template
 
 BAD = [
     # (--set argument, fragments the error must contain)

@@ -10,7 +10,7 @@ import yaml
 
 from mysql_operator import install_check
 from mysql_operator.k8s import crds
-from tests.unit.test_chart_render import CHART
+from tests.support.chart import CHART
 
 CLUSTERS = yaml.safe_load((CHART / "crds" / "mysqlclusters.yaml").read_text())
 

@@ -11,8 +11,8 @@ from mysql_operator import passwords as password_store
 from mysql_operator.passwords import PasswordStore
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.api import parse
-from tests.unit.test_admission_and_passwords import GOOD, credentials
-from tests.unit.test_api_fieldwalk import body
+from tests.support.credentials import GOOD, credentials
+from tests.support.specs import body
 
 
 def test_a_user_secret_with_backup_password_gives_it_and_one_without_still_works(monkeypatch):

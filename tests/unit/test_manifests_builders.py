@@ -14,13 +14,9 @@ from mysql_operator import manifests as m
 from mysql_operator.api import parse
 from mysql_operator.db import accounts
 from mysql_operator.db.flavor import Flavor, ServerVersion
-from tests.unit.test_api_fieldwalk import FULL, body
+from tests.support.specs import FULL, body, cluster
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def cluster(**spec):
-    return parse(body({"instances": 3, **spec}, name="db", namespace="prod"))
 
 
 def pw(key: str) -> str:
@@ -466,7 +462,7 @@ def test_immutable_parts_of_the_statefulset_depend_only_on_immutable_fields():
         return (s["selector"], s["serviceName"], s["volumeClaimTemplates"], s["podManagementPolicy"])
 
     base = frozen_parts(parse(body(FULL)))
-    from tests.unit.test_api_fieldwalk import CHANGES, RECONCILE_INPUTS, changed_spec, is_immutable
+    from tests.support.specs import CHANGES, RECONCILE_INPUTS, changed_spec, is_immutable
 
     for path in CHANGES:
         if is_immutable(path) or path in RECONCILE_INPUTS:

@@ -6,7 +6,7 @@ recorded before its request is removed."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from mysql_operator import manifests as m
 from mysql_operator import pods as podview
@@ -18,6 +18,7 @@ from mysql_operator.certificates import TLSState
 from mysql_operator.reconcile import Logins, Observed, Reconciler, Replicated
 from mysql_operator.replication import ClusterState, Outcome, Step
 from mysql_operator.status import Summary
+from tests.support.fakes import RecordingKube
 
 P, R = m.ROLE_PRIMARY, m.ROLE_REPLICA
 BODY = {
@@ -25,50 +26,6 @@ BODY = {
     "kind": "MySQLCluster",
     "metadata": {"namespace": "ns", "name": "db", "uid": "u-1", "annotations": {}},
 }
-
-
-class RecordingKube:
-    """KubeOps that records every call; `gone` Pods answer as deleted."""
-
-    def __init__(self, gone: Iterable[str] = ()):
-        self.calls: list[tuple[Any, ...]] = []
-        self.gone = set(gone)
-
-    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        self.calls.append(("apply", obj["kind"], obj["metadata"]["name"]))
-        return dict(obj)
-
-    def patch_status(self, cluster: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
-        self.calls.append(("status", dict(status)))
-        return True
-
-    def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
-        self.calls.append(("events", [reason for _, reason, _ in events]))
-
-    def set_pod_label(self, namespace: str, pod: str, key: str, value: str | None) -> bool:
-        self.calls.append(("label", pod, value))
-        return pod not in self.gone
-
-    def annotate_pod(self, namespace: str, pod: str, key: str, value: str) -> bool:
-        self.calls.append(("annotate", pod, key))
-        return pod not in self.gone
-
-    def delete_pod(
-        self, namespace: str, pod: str, uid: str | None = None, grace_seconds: int | None = None
-    ) -> bool:
-        self.calls.append(("delete", pod))
-        return pod not in self.gone
-
-    def delete_pod_and_wait(self, namespace: str, pod: str, grace_seconds: int, timeout: float) -> bool:
-        self.calls.append(("delete and wait", pod))
-        return True
-
-    def create_job(self, job: Mapping[str, Any]) -> None:
-        self.calls.append(("job", job["metadata"]["name"]))
-
-    def remove_cluster_annotation(self, cluster: Mapping[str, Any], key: str) -> bool:
-        self.calls.append(("unannotate", key))
-        return True
 
 
 def reconciler(kube: RecordingKube) -> Reconciler:

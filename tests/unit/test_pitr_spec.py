@@ -14,22 +14,7 @@ from mysql_operator import manifests as m
 from mysql_operator.api import SpecError, parse
 from mysql_operator.db import accounts
 from mysql_operator.manifests.backup_jobs import BINLOG_SPOOL, CLIENT_TOOLS_DIR, binlog_archiver, restore_job
-
-S3 = {
-    "bucket": "backups",
-    "prefix": "prod",
-    "endpoint": "http://minio:9000",
-    "credentialsSecret": {"name": "s3"},
-}
-
-
-def cluster(flavor="mariadb", **backup):
-    return {
-        "apiVersion": "mysql.operator.dev/v1alpha1",
-        "kind": "MySQLCluster",
-        "metadata": {"name": "shop", "namespace": "prod", "uid": "u1"},
-        "spec": {"flavor": flavor, "instances": 3, "backup": {"storage": {"s3": S3}, **backup}},
-    }
+from tests.support.archiving import cluster
 
 
 def test_archiving_is_off_unless_asked_and_waits_ten_seconds_by_default():

@@ -1033,7 +1033,7 @@ def test_a_failover_with_a_refused_spec_in_place_still_says_the_spec_is_refused(
     1c26cfd: e2e/test_apply_errors read Degraded AsExpected between the failover's two writes)."""
     from mysql_operator.api import parse as parse_cluster
     from mysql_operator.reconcile import Reconciler, _Entry
-    from tests.unit.test_api_fieldwalk import body
+    from tests.support.specs import body
 
     c = parse_cluster(body({"flavor": "mariadb", "instances": 3}, name="db", namespace="prod"))
     entry = _Entry(apply_error="spec.affinity: StatefulSet db refused by the API server")

@@ -727,7 +727,7 @@ def test_the_semisync_values_in_my_cnf_are_the_ones_a_promotion_sets(flavor, ins
     from mysql_operator.api import parse
     from mysql_operator.manifests import server_settings
     from mysql_operator.engine_config import build_engine, engine_settings
-    from tests.unit.test_api_fieldwalk import body
+    from tests.support.specs import body
 
     replication = {
         "mode": "semisync",

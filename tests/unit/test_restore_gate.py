@@ -16,7 +16,7 @@ from mysql_operator.api.types import S3, SecretKeys
 from mysql_operator.backup.restore import Source
 from mysql_operator.pods import pod_views
 
-from tests.unit.test_pass_effects import RecordingKube
+from tests.support.fakes import RecordingKube
 
 OWNER = {"apiVersion": "x/v1", "kind": "MySQLCluster", "metadata": {"name": "shop", "uid": "u-1"}}
 NOW = "2026-12-01T10:00:00Z"
