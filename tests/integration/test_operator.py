@@ -697,11 +697,17 @@ def test_a_switchover_request_waits_while_nothing_runs_and_one_naming_no_instanc
     assert asked["message"] == "waits for swo-1: no server observed yet"
 
     assert cli.main([*switchover, "--to", "5", "--wait", "--timeout", "60"]) == 1
-    body = _get(objs, ns, "swo")
+
+    # the pass writes the record (what --wait reports), then removes the finished request's
+    # annotation: a moment later
+    def request_removed():
+        b = _get(objs, ns, "swo")
+        return b if sw.ANNOTATION not in (b["metadata"].get("annotations") or {}) else None
+
+    body = wait_for(request_removed, 30, "the refused request's annotation removed")
     record = body["status"]["switchover"]
     assert (record["to"], record["result"]) == ("swo-5", "Refused"), record
     assert "not among the 2 instances" in record["message"] and record["requestedBy"].endswith(": test")
-    assert sw.ANNOTATION not in (body["metadata"].get("annotations") or {})
     refusals = [e for e in _events(api, ns, "swo") if e.reason == "SwitchoverRefused"]
     assert refusals and refusals[0].type == "Warning" and "swo-5" in refusals[0].message
     # the annotation goes first: the spec.primary request still waiting is superseded, for good
