@@ -384,97 +384,14 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             "must be lower than spec.instances (0-based ordinal): lower spec.primary or raise spec.instances",
         )
 
-    rpath = f"{path}.replication"
-    r = _object(
-        s.get("replication"),
-        rpath,
-        {
-            "mode",
-            "semiSyncAcks",
-            "allowAsyncFallback",
-            "failover",
-            "maxReadLagSeconds",
-            "errantPolicy",
-            "binlogRetention",
-        },
-    )
-    f = _object(r.get("failover"), f"{rpath}.failover", {"enabled", "delaySeconds"})
-    bpath = f"{rpath}.binlogRetention"
-    b = _object(r.get("binlogRetention"), bpath, {"hours", "maxSize"})
-    binlog_max_size = _str(
-        b, "maxSize", bpath, max_len=32, pattern=_SIZE_RE, hint="use a Kubernetes quantity such as 5Gi"
-    )
-    if binlog_max_size is not None and parse_quantity(binlog_max_size) <= 0:
-        raise SpecError(
-            f"{bpath}.maxSize", "must be larger than zero, e.g. 5Gi (remove it for half of spec.storage.size)"
-        )
-    mode = _enum(r, "mode", rpath, "semisync", ("semisync", "async"))
-    acks = _int(r, "semiSyncAcks", rpath, None, 1, 8)
-    if acks is not None:
-        if mode != "semisync":
-            raise SpecError(
-                f"{rpath}.semiSyncAcks",
-                "only applies to mode semisync: remove it or set the mode to semisync",
-            )
-        if acks >= instances:
-            raise SpecError(
-                f"{rpath}.semiSyncAcks", "must be lower than spec.instances: lower it or raise spec.instances"
-            )
-        if flavor == "mariadb" and acks != 1:
-            raise SpecError(
-                f"{rpath}.semiSyncAcks",
-                "MariaDB (10.11, 11.4, 11.8) waits for exactly one replica acknowledgement; remove it or set 1",
-            )
-    replication = Replication(
-        mode=mode,
-        semi_sync_acks=acks,
-        allow_async_fallback=_bool(r, "allowAsyncFallback", rpath, False),
-        failover=Failover(
-            enabled=_bool(f, "enabled", f"{rpath}.failover", True),
-            delay_seconds=_int(f, "delaySeconds", f"{rpath}.failover", 3, 1, 600),
-        ),
-        max_read_lag_seconds=_int(r, "maxReadLagSeconds", rpath, 60, 0, 86400),
-        errant_policy=(
-            _enum(r, "errantPolicy", rpath, "Reseed", ("Reseed", "Hold"))
-            if r.get("errantPolicy") is not None
-            else None
-        ),
-        binlog_retention_hours=_int(b, "hours", bpath, 168, 0, 24 * 3650),
-        binlog_max_size=binlog_max_size,
-    )
+    replication = _replication(s.get("replication"), f"{path}.replication", instances, flavor)
 
     credentials = None
     if s.get("credentials") is not None:
         c = _object(s["credentials"], f"{path}.credentials", {"secretName"})
         credentials = Credentials(_str(c, "secretName", f"{path}.credentials", required=True))
 
-    database = None
-    if s.get("database") is not None:
-        dpath = f"{path}.database"
-        d = _object(s["database"], dpath, {"name", "user"})
-        ident = re.compile(r"^[A-Za-z0-9_]+$")
-        db_name = _str(
-            d, "name", dpath, required=True, max_len=64, pattern=ident, hint="use letters, digits and '_'"
-        )
-        if db_name.lower() in SYSTEM_SCHEMAS:
-            raise SpecError(
-                f"{dpath}.name",
-                "must not be mysql, sys, information_schema or performance_schema "
-                "(in any letter case): the server owns these schemas; choose another database name",
-            )
-        if isinstance(d.get("user"), str) and reserved_user(
-            d["user"]
-        ):  # before the pattern: the clearer message
-            raise SpecError(
-                f"{dpath}.user",
-                "must not be root, mysql-operator, mysql-operator-backup, "
-                "mysql-operator-restore, mysql-operator-sql, mysql-operator-monitor, mysql-operator-binlog, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
-                "case): the server and the operator own these accounts; choose another user name",
-            )
-        database = Database(
-            name=db_name,
-            user=_str(d, "user", dpath, max_len=32, pattern=ident, hint="use letters, digits and '_'"),
-        )
+    database = _database(s["database"], f"{path}.database") if s.get("database") is not None else None
 
     cfg = _object(s.get("config"), f"{path}.config", {"myCnf"})
     my_cnf = _str(cfg, "myCnf", f"{path}.config", "", max_len=16384)
@@ -483,29 +400,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     except mycnf.MyCnfError as e:
         raise SpecError(f"{path}.config.myCnf", str(e)) from None
 
-    spath = f"{path}.storage"
-    st = _object(s.get("storage"), spath, {"size", "storageClassName"})
-    size = _str(
-        st,
-        "size",
-        spath,
-        "10Gi",
-        max_len=32,
-        pattern=_SIZE_RE,
-        hint="use a Kubernetes quantity such as 10Gi or 500Mi",
-    )
-    if parse_quantity(size) <= 0:
-        raise SpecError(f"{spath}.size", "must be larger than zero, e.g. 10Gi")
-    storage = Storage(
-        size=size,
-        storage_class_name=_str(
-            st,
-            "storageClassName",
-            spath,
-            pattern=_DNS_SUBDOMAIN_RE,
-            hint="a StorageClass name has lowercase letters, digits, '-' and '.' (see `kubectl get storageclass`)",
-        ),
-    )
+    storage = _storage(s.get("storage"), f"{path}.storage")
 
     affinity = s.get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
@@ -524,94 +419,11 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     monitoring = _bool(mo, "enabled", mopath, True)
     monitoring_image = _str(mo, "image", mopath, max_len=512)
 
-    backup = None
-    if s.get("backup") is not None:
-        bpath = f"{path}.backup"
-        b = _object(
-            s["backup"], bpath, {"storage", "schedule", "retention", "encryption", "binlogs", "method"}
-        )
-        bs = None
-        if b.get("storage") is not None:
-            bst = _object(b["storage"], f"{bpath}.storage", {"s3"})
-            if bst.get("s3") is None:
-                raise SpecError(f"{bpath}.storage.s3", "is required: the S3 bucket backups go to")
-            bs = _s3(bst["s3"], f"{bpath}.storage.s3")
-        schedule = _str(b, "schedule", bpath, max_len=128)
-        if schedule is not None:
-            try:
-                check_cron(schedule)
-            except ValueError as e:
-                raise SpecError(f"{bpath}.schedule", str(e)) from None
-            if bs is None:
-                raise SpecError(
-                    f"{bpath}.schedule", "needs spec.backup.storage: say where scheduled backups go"
-                )
-        rt = _object(b.get("retention"), f"{bpath}.retention", {"keepLast", "maxAge"})
-        blpath = f"{bpath}.binlogs"
-        bl = _object(b.get("binlogs"), blpath, {"enabled", "maxDelaySeconds"})
-        binlogs = Binlogs(
-            enabled=_bool(bl, "enabled", blpath, False),
-            max_delay_seconds=_int(bl, "maxDelaySeconds", blpath, 10, 1, 3600) or 10,
-        )
-        if binlogs.enabled and bs is None:
-            raise SpecError(f"{blpath}.enabled", "needs spec.backup.storage: say where the binary logs go")
-        method = _enum(b, "method", bpath, "logical", BACKUP_METHODS)
-        backup = Backup(
-            s3=bs,
-            method=method,
-            schedule=schedule,
-            binlogs=binlogs,
-            encryption=_encryption(b.get("encryption"), f"{bpath}.encryption"),
-            retention=Retention(
-                keep_last=_int(rt, "keepLast", f"{bpath}.retention", None, 1, 1000),
-                max_age=_str(
-                    rt,
-                    "maxAge",
-                    f"{bpath}.retention",
-                    max_len=16,
-                    pattern=_MAX_AGE_RE,
-                    hint="use a number and h, d or w, e.g. 30d",
-                ),
-            ),
-        )
+    backup = _backup(s["backup"], f"{path}.backup") if s.get("backup") is not None else None
 
-    tpath = f"{path}.tls"
-    t = _object(s.get("tls"), tpath, {"required", "certificateValiditySeconds", "issuerRef"})
-    tls = TLS(
-        required=_bool(t, "required", tpath, False),
-        certificate_validity_seconds=_int(
-            t, "certificateValiditySeconds", tpath, 90 * 86400, 120, 3 * 365 * 86400
-        ),
-        issuer_ref=_issuer_ref(t.get("issuerRef"), f"{tpath}.issuerRef"),
-    )
-    if tls.issuer_ref is not None and tls.certificate_validity_seconds < CERT_MANAGER_MIN_VALIDITY_SECONDS:
-        raise SpecError(
-            f"{tpath}.certificateValiditySeconds",
-            f"must be at least {CERT_MANAGER_MIN_VALIDITY_SECONDS} with spec.tls.issuerRef "
-            "(cert-manager's shortest certificate)",
-        )
+    tls = _tls(s.get("tls"), f"{path}.tls")
 
-    restore = None
-    if s.get("restore") is not None:
-        rpath = f"{path}.restore"
-        rs = _object(s["restore"], rpath, {"fromBackup", "s3", "encryption", "pointInTime", "gtid"})
-        if (rs.get("fromBackup") is None) == (rs.get("s3") is None):
-            raise SpecError(rpath, "needs exactly one of spec.restore.fromBackup or spec.restore.s3")
-        from_backup = None
-        if rs.get("fromBackup") is not None:
-            fb = _object(rs["fromBackup"], f"{rpath}.fromBackup", {"name"})
-            from_backup = _str(fb, "name", f"{rpath}.fromBackup", required=True)
-        restore = Restore(
-            from_backup=from_backup,
-            s3=_s3(rs["s3"], f"{rpath}.s3", with_path=True) if rs.get("s3") is not None else None,
-            encryption=_encryption(rs.get("encryption"), f"{rpath}.encryption"),
-            point_in_time=_point_in_time(_str(rs, "pointInTime", rpath, max_len=64), f"{rpath}.pointInTime"),
-            gtid=_str(rs, "gtid", rpath, max_len=4096, pattern=_GTID_RE, hint=_GTID_HINT),
-        )
-        if restore.point_in_time and restore.gtid:
-            raise SpecError(
-                f"{rpath}.gtid", "give either spec.restore.pointInTime or spec.restore.gtid, not both"
-            )
+    restore = _restore(s["restore"], f"{path}.restore") if s.get("restore") is not None else None
 
     return ClusterSpec(
         instances=instances,
@@ -653,6 +465,208 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             _enum(s, "operatorUpgrades", path, "Auto", UPGRADE_POLICIES) if "operatorUpgrades" in s else ""
         ),
     )
+
+
+def _replication(value: Any, rpath: str, instances: int, flavor: str) -> Replication:
+    """spec.replication (its checks need spec.instances and spec.flavor)."""
+    r = _object(
+        value,
+        rpath,
+        {
+            "mode",
+            "semiSyncAcks",
+            "allowAsyncFallback",
+            "failover",
+            "maxReadLagSeconds",
+            "errantPolicy",
+            "binlogRetention",
+        },
+    )
+    f = _object(r.get("failover"), f"{rpath}.failover", {"enabled", "delaySeconds"})
+    bpath = f"{rpath}.binlogRetention"
+    b = _object(r.get("binlogRetention"), bpath, {"hours", "maxSize"})
+    binlog_max_size = _str(
+        b, "maxSize", bpath, max_len=32, pattern=_SIZE_RE, hint="use a Kubernetes quantity such as 5Gi"
+    )
+    if binlog_max_size is not None and parse_quantity(binlog_max_size) <= 0:
+        raise SpecError(
+            f"{bpath}.maxSize", "must be larger than zero, e.g. 5Gi (remove it for half of spec.storage.size)"
+        )
+    mode = _enum(r, "mode", rpath, "semisync", ("semisync", "async"))
+    acks = _int(r, "semiSyncAcks", rpath, None, 1, 8)
+    if acks is not None:
+        if mode != "semisync":
+            raise SpecError(
+                f"{rpath}.semiSyncAcks",
+                "only applies to mode semisync: remove it or set the mode to semisync",
+            )
+        if acks >= instances:
+            raise SpecError(
+                f"{rpath}.semiSyncAcks", "must be lower than spec.instances: lower it or raise spec.instances"
+            )
+        if flavor == "mariadb" and acks != 1:
+            raise SpecError(
+                f"{rpath}.semiSyncAcks",
+                "MariaDB (10.11, 11.4, 11.8) waits for exactly one replica acknowledgement; remove it or set 1",
+            )
+    return Replication(
+        mode=mode,
+        semi_sync_acks=acks,
+        allow_async_fallback=_bool(r, "allowAsyncFallback", rpath, False),
+        failover=Failover(
+            enabled=_bool(f, "enabled", f"{rpath}.failover", True),
+            delay_seconds=_int(f, "delaySeconds", f"{rpath}.failover", 3, 1, 600),
+        ),
+        max_read_lag_seconds=_int(r, "maxReadLagSeconds", rpath, 60, 0, 86400),
+        errant_policy=(
+            _enum(r, "errantPolicy", rpath, "Reseed", ("Reseed", "Hold"))
+            if r.get("errantPolicy") is not None
+            else None
+        ),
+        binlog_retention_hours=_int(b, "hours", bpath, 168, 0, 24 * 3650),
+        binlog_max_size=binlog_max_size,
+    )
+
+
+def _database(value: Any, dpath: str) -> Database:
+    """spec.database: a database the cluster creates, and its user."""
+    d = _object(value, dpath, {"name", "user"})
+    ident = re.compile(r"^[A-Za-z0-9_]+$")
+    db_name = _str(
+        d, "name", dpath, required=True, max_len=64, pattern=ident, hint="use letters, digits and '_'"
+    )
+    if db_name.lower() in SYSTEM_SCHEMAS:
+        raise SpecError(
+            f"{dpath}.name",
+            "must not be mysql, sys, information_schema or performance_schema "
+            "(in any letter case): the server owns these schemas; choose another database name",
+        )
+    if isinstance(d.get("user"), str) and reserved_user(d["user"]):  # before the pattern: the clearer message
+        raise SpecError(
+            f"{dpath}.user",
+            "must not be root, mysql-operator, mysql-operator-backup, "
+            "mysql-operator-restore, mysql-operator-sql, mysql-operator-monitor, mysql-operator-binlog, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
+            "case): the server and the operator own these accounts; choose another user name",
+        )
+    return Database(
+        name=db_name,
+        user=_str(d, "user", dpath, max_len=32, pattern=ident, hint="use letters, digits and '_'"),
+    )
+
+
+def _storage(value: Any, spath: str) -> Storage:
+    """spec.storage: each instance's volume."""
+    st = _object(value, spath, {"size", "storageClassName"})
+    size = _str(
+        st,
+        "size",
+        spath,
+        "10Gi",
+        max_len=32,
+        pattern=_SIZE_RE,
+        hint="use a Kubernetes quantity such as 10Gi or 500Mi",
+    )
+    if parse_quantity(size) <= 0:
+        raise SpecError(f"{spath}.size", "must be larger than zero, e.g. 10Gi")
+    return Storage(
+        size=size,
+        storage_class_name=_str(
+            st,
+            "storageClassName",
+            spath,
+            pattern=_DNS_SUBDOMAIN_RE,
+            hint="a StorageClass name has lowercase letters, digits, '-' and '.' (see `kubectl get storageclass`)",
+        ),
+    )
+
+
+def _backup(value: Any, bpath: str) -> Backup:
+    """spec.backup: where backups go, when, how long they are kept, the binary-log archive."""
+    b = _object(value, bpath, {"storage", "schedule", "retention", "encryption", "binlogs", "method"})
+    bs = None
+    if b.get("storage") is not None:
+        bst = _object(b["storage"], f"{bpath}.storage", {"s3"})
+        if bst.get("s3") is None:
+            raise SpecError(f"{bpath}.storage.s3", "is required: the S3 bucket backups go to")
+        bs = _s3(bst["s3"], f"{bpath}.storage.s3")
+    schedule = _str(b, "schedule", bpath, max_len=128)
+    if schedule is not None:
+        try:
+            check_cron(schedule)
+        except ValueError as e:
+            raise SpecError(f"{bpath}.schedule", str(e)) from None
+        if bs is None:
+            raise SpecError(f"{bpath}.schedule", "needs spec.backup.storage: say where scheduled backups go")
+    rt = _object(b.get("retention"), f"{bpath}.retention", {"keepLast", "maxAge"})
+    blpath = f"{bpath}.binlogs"
+    bl = _object(b.get("binlogs"), blpath, {"enabled", "maxDelaySeconds"})
+    binlogs = Binlogs(
+        enabled=_bool(bl, "enabled", blpath, False),
+        max_delay_seconds=_int(bl, "maxDelaySeconds", blpath, 10, 1, 3600) or 10,
+    )
+    if binlogs.enabled and bs is None:
+        raise SpecError(f"{blpath}.enabled", "needs spec.backup.storage: say where the binary logs go")
+    method = _enum(b, "method", bpath, "logical", BACKUP_METHODS)
+    return Backup(
+        s3=bs,
+        method=method,
+        schedule=schedule,
+        binlogs=binlogs,
+        encryption=_encryption(b.get("encryption"), f"{bpath}.encryption"),
+        retention=Retention(
+            keep_last=_int(rt, "keepLast", f"{bpath}.retention", None, 1, 1000),
+            max_age=_str(
+                rt,
+                "maxAge",
+                f"{bpath}.retention",
+                max_len=16,
+                pattern=_MAX_AGE_RE,
+                hint="use a number and h, d or w, e.g. 30d",
+            ),
+        ),
+    )
+
+
+def _tls(value: Any, tpath: str) -> TLS:
+    """spec.tls: whether clients must use TLS, the certificates' validity and issuer."""
+    t = _object(value, tpath, {"required", "certificateValiditySeconds", "issuerRef"})
+    tls = TLS(
+        required=_bool(t, "required", tpath, False),
+        certificate_validity_seconds=_int(
+            t, "certificateValiditySeconds", tpath, 90 * 86400, 120, 3 * 365 * 86400
+        ),
+        issuer_ref=_issuer_ref(t.get("issuerRef"), f"{tpath}.issuerRef"),
+    )
+    if tls.issuer_ref is not None and tls.certificate_validity_seconds < CERT_MANAGER_MIN_VALIDITY_SECONDS:
+        raise SpecError(
+            f"{tpath}.certificateValiditySeconds",
+            f"must be at least {CERT_MANAGER_MIN_VALIDITY_SECONDS} with spec.tls.issuerRef "
+            "(cert-manager's shortest certificate)",
+        )
+    return tls
+
+
+def _restore(value: Any, rpath: str) -> Restore:
+    """spec.restore: the backup a new cluster starts from, and the point in time."""
+    rs = _object(value, rpath, {"fromBackup", "s3", "encryption", "pointInTime", "gtid"})
+    if (rs.get("fromBackup") is None) == (rs.get("s3") is None):
+        raise SpecError(rpath, "needs exactly one of spec.restore.fromBackup or spec.restore.s3")
+    from_backup = None
+    if rs.get("fromBackup") is not None:
+        fb = _object(rs["fromBackup"], f"{rpath}.fromBackup", {"name"})
+        from_backup = _str(fb, "name", f"{rpath}.fromBackup", required=True)
+    restore = Restore(
+        from_backup=from_backup,
+        s3=_s3(rs["s3"], f"{rpath}.s3", with_path=True) if rs.get("s3") is not None else None,
+        encryption=_encryption(rs.get("encryption"), f"{rpath}.encryption"),
+        point_in_time=_point_in_time(_str(rs, "pointInTime", rpath, max_len=64), f"{rpath}.pointInTime"),
+        gtid=_str(rs, "gtid", rpath, max_len=4096, pattern=_GTID_RE, hint=_GTID_HINT),
+    )
+    if restore.point_in_time and restore.gtid:
+        raise SpecError(
+            f"{rpath}.gtid", "give either spec.restore.pointInTime or spec.restore.gtid, not both"
+        )
+    return restore
 
 
 def _issuer_ref(value: Any, path: str) -> IssuerRef | None:
