@@ -13,7 +13,7 @@ import pytest
 from mysql_operator.api import SSE_C, SSE_KMS, SSE_S3, Encryption, ServerSideEncryption, parse, parse_backup
 from mysql_operator.backup import storage
 from mysql_operator.cli_backup import register
-from mysql_operator.cli_jobs import _s3_credentials, _s3_from
+from mysql_operator.job_commands import _s3_credentials, _s3_from
 from mysql_operator.manifests.backup_jobs import (
     backup_job,
     binlog_archiver,
