@@ -36,7 +36,7 @@ from mysql_operator.manifests.backup_jobs import (
     restore_network_policy,
     restore_service,
 )
-from mysql_operator.manifests.common import RESTORE_USER
+from mysql_operator.manifests.common import LOAD_USER, RESTORE_USER
 from mysql_operator.pods import PodView
 from mysql_operator.status import Event, Summary, build_status, instance_entries, status_changed
 from mysql_operator import reasons as R
@@ -424,23 +424,27 @@ def start(
 
 
 def drop_restore_account(servers: Iterable[tuple[str, Callable[[], Instance]]]) -> None:
-    """Effect: the restore account dropped from each (name, connect as the operator's account),
-    outside the binary log (each instance had it made by its own init step). Where it is gone
-    already (the Job dropped it), only a read; where it is there, the server is writable for the
-    DROP (MySQL's super_read_only refuses it to everyone) and read-only again in the same session.
+    """Effect: the restore account and the load account its Job makes (backup/load_account.py)
+    dropped from each (name, connect as the operator's account), outside the binary log (each
+    instance had them made by its own init step or Job). Where both are gone already (the Job
+    dropped them), only a read; where one is there, the server is writable for the DROP (MySQL's
+    super_read_only refuses it to everyone) and read-only again in the same session.
     RuntimeError naming every server where it failed (the pass is retried)."""
     failed = []
     for name, connect in servers:
         inst = connect()
         try:
-            if not inst.scalar("SELECT COUNT(*) FROM mysql.user WHERE user = %s", (RESTORE_USER,)):
+            if not inst.scalar(
+                "SELECT COUNT(*) FROM mysql.user WHERE user IN (%s, %s)", (RESTORE_USER, LOAD_USER)
+            ):
                 continue
             fenced = bool(int(inst.scalar("SELECT @@GLOBAL.read_only") or 0))
             inst.execute("SET SESSION sql_log_bin = 0")
             if fenced:
                 for sql in inst.dialect.set_read_only(False):
                     inst.execute(sql)
-            inst.execute("DROP USER IF EXISTS %s@'%%'", (RESTORE_USER,))
+            for user in (LOAD_USER, RESTORE_USER):
+                inst.execute("DROP USER IF EXISTS %s@'%%'", (user,))
             if fenced:
                 for sql in inst.dialect.set_read_only(True):
                     inst.execute(sql)

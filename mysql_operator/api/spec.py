@@ -545,7 +545,7 @@ def _database(value: Any, dpath: str) -> Database:
         raise SpecError(
             f"{dpath}.user",
             "must not be root, mysql-operator, mysql-operator-backup, "
-            "mysql-operator-restore, mysql-operator-sql, mysql-operator-monitor, mysql-operator-binlog, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
+            "mysql-operator-restore, mysql-operator-load, mysql-operator-sql, mysql-operator-monitor, mysql-operator-binlog, replication, mariadb.sys, PUBLIC or mysql.* (in any letter "
             "case): the server and the operator own these accounts; choose another user name",
         )
     return Database(

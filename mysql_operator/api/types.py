@@ -80,6 +80,7 @@ RESERVED_USERS = (
     "mysql-operator",
     "mysql-operator-backup",
     "mysql-operator-restore",
+    "mysql-operator-load",
     "mysql-operator-sql",
     "mysql-operator-monitor",
     "mysql-operator-binlog",

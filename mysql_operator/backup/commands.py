@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
+from mysql_operator.db.accounts import SYSTEM_DATABASES
 from mysql_operator.db.flavor import Flavor, ServerVersion
-
-SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
 COMPRESSORS = {
     # name: (compress argv, decompress argv, object suffix)
@@ -215,14 +215,18 @@ def before_load_sql(version: ServerVersion) -> list[str]:
     refuse_local = "SET GLOBAL local_infile = 0"
     if version.flavor is Flavor.MARIADB:
         return [refuse_local]
-    # the dump sets GTID_PURGED itself, which needs an empty gtid_executed
+    # the GTID position is set after the load, which needs an empty gtid_executed
     return [refuse_local, "RESET BINARY LOGS AND GTIDS" if version.at_least(8, 4) else "RESET MASTER"]
 
 
 def after_load_sql(version: ServerVersion, gtid: str | None) -> list[tuple[str, tuple[object, ...]]]:
-    """Statements that set the GTID position of the restored server to the backup's."""
-    if version.flavor is not Flavor.MARIADB or not gtid:
-        return []  # MySQL: the dump's SET @@GLOBAL.GTID_PURGED did it
+    """Statements that set the GTID position of the restored server to the backup's: MySQL's is
+    the set of the dump's own GTID statement, which the load held back (DumpFilter), MariaDB's the
+    position the dump's head names."""
+    if not gtid:
+        return []
+    if version.flavor is Flavor.MYSQL:  # the load wrote no GTID (SQL_LOG_BIN = 0): gtid_executed is empty
+        return [("SET GLOBAL gtid_purged = %s", (gtid,))]
     return [
         ("RESET MASTER", ()),
         ("SET GLOBAL gtid_binlog_state = %s", (gtid,)),
@@ -272,29 +276,98 @@ def quote_account(user: str, host: str = "%") -> str:
     return "`" + user.replace("`", "``") + "`@`" + host.replace("`", "``") + "`"
 
 
-class DefinerRewriter:
-    """Pure, fed a dump piece by piece (pipeline.pass_on's `change`): every stored object's
-    DEFINER becomes `account` (the restore's application account), whoever defined it in the
-    source. Only the dump tools' definer lines change (_DEFINER_LINE); a line of data never
-    starts that way (an INSERT does not). What a dump writes otherwise is checked after the load
-    (restore.foreign_definers)."""
+# A database's CREATE, as the dump tools and the binlog tools write it: the name is quoted or plain
+_CREATE_DATABASE = re.compile(
+    rb"^\s*CREATE\s+(?:DATABASE|SCHEMA)\s+(?:/\*!\d*\s*IF\s+NOT\s+EXISTS\s*\*/\s*|IF\s+NOT\s+EXISTS\s+)?"
+    rb"(`(?:[^`]|``)+`|[A-Za-z0-9_$]+)",
+    re.I,
+)
+GTID_LINE_LIMIT = 1 << 20  # the longest GTID statement a dump's head may hold (bytes)
 
-    def __init__(self, account: str):
-        self.definer = b"DEFINER=" + account.encode()
+
+def created_database(line: bytes) -> str | None:
+    """The database `line` (a dump's or a binlog tool's statement) creates; None if it creates
+    none, or names it in bytes that are not UTF-8."""
+    m = _CREATE_DATABASE.match(line)
+    if m is None:
+        return None
+    try:
+        name = m.group(1).decode()
+    except UnicodeDecodeError:
+        return None
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+class DumpFilter:
+    """Pure but for `on_database`; fed a dump piece by piece (pipeline.pass_on's `change`), line by
+    line:
+    - `on_database(name)` is called for each database the dump creates (its CREATE DATABASE
+      line), before that line passes on: the restore grants the load account on it there;
+    - `strip_gtid` (MySQL): the GTID statement (`SET @@GLOBAL.GTID_PURGED=...;`, one line or
+      more) is held back and its set kept in `gtid_purged`: the restore sets it as its own
+      account after the load (the load account may not set global variables);
+    - `definer`: every stored object's DEFINER becomes it (the restore's application account),
+      whoever defined it in the source. Only the dump tools' definer lines change
+      (_DEFINER_LINE); a line of data never starts that way (an INSERT does not). What a dump
+      writes otherwise is checked after the load (restore.foreign_definers).
+    A problem is kept in `errors`, never raised (the pass-on thread would end silently)."""
+
+    def __init__(
+        self,
+        definer: str | None = None,
+        on_database: Callable[[str], None] | None = None,
+        strip_gtid: bool = False,
+    ):
+        self.definer = b"DEFINER=" + definer.encode() if definer else None
+        self.on_database = on_database
+        self.strip_gtid = strip_gtid
         self.partial: list[bytes] = []
+        self.held: bytes | None = None  # the GTID statement so far
+        self.gtid_purged: str | None = None
+        self.errors: list[str] = []
+
+    def _gtid(self, line: bytes) -> bytes:
+        assert self.held is not None
+        self.held += line
+        if len(self.held) > GTID_LINE_LIMIT:
+            self.errors.append(f"the dump's GTID statement is longer than {GTID_LINE_LIMIT} bytes")
+            out, self.held = self.held, None
+            return out
+        if not self.held.rstrip().endswith(b";"):
+            return b""
+        found = _MYSQL_GTID.search(self.held.decode(errors="replace"))
+        if found is None:
+            self.errors.append("the dump's GTID statement does not read as one")
+        else:
+            self.gtid_purged = re.sub(r"\s+", "", found.group(1))
+        self.held = None
+        return b""
 
     def _line(self, line: bytes) -> bytes:
-        m = _DEFINER_LINE.match(line)
-        return line if m is None else m.group(1) + self.definer + line[m.end() :]
+        if self.held is not None:
+            return self._gtid(line)
+        if self.strip_gtid and line.startswith(b"SET @@GLOBAL.GTID_PURGED"):
+            self.held = b""
+            return self._gtid(line)
+        if self.on_database is not None:
+            name = created_database(line)
+            if name is not None:
+                self.on_database(name)
+        m = _DEFINER_LINE.match(line) if self.definer is not None else None
+        return line if m is None or self.definer is None else m.group(1) + self.definer + line[m.end() :]
 
     def __call__(self, chunk: bytes) -> bytes:
         if not chunk:  # the end: what is held back
             rest, self.partial = b"".join(self.partial), []
-            return self._line(rest) if rest else b""
+            out = self._line(rest) if rest else b""
+            if self.held is not None:
+                self.errors.append("the dump ends inside its GTID statement")
+                self.held = None
+            return out
         *complete, last = chunk.split(b"\n")
         if not complete:
             self.partial.append(last)
             return b""
         first = b"".join(self.partial) + complete[0]
         self.partial = [last] if last else []
-        return b"\n".join(self._line(x) for x in (first, *complete[1:])) + b"\n"
+        return b"".join(self._line(x + b"\n") for x in (first, *complete[1:]))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from mysql_operator.backup.binlog_archive import Base, Segment
+from mysql_operator.backup.commands import created_database
 from mysql_operator.backup.pipeline import TailBuffer, drain, pass_on
 from mysql_operator.backup.pipeline import stop as stop_processes
 from mysql_operator.backup.sidecar import SidecarProcess
@@ -196,7 +197,8 @@ class AccountStatements:
     cluster's Secret does not hold. Each becomes an empty transaction, so its GTID is still used.
     Feed pieces of any size; b"" at the end returns what was held back."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_database: Callable[[str], None] | None = None) -> None:
+        self.on_database = on_database  # called with each database a statement creates, before it
         self.partial = b""  # the last line, not complete yet
         self.in_statement = False  # inside a statement (its first line seen, not its delimiter)
         self.skipping = False  # inside an account statement
@@ -212,6 +214,9 @@ class AccountStatements:
             if not self.in_statement and not line.startswith(b"#") and line.strip():
                 self.in_statement = True
                 self.skipping = bool(_ACCOUNT_STATEMENT.match(line))
+                created = created_database(line) if self.on_database else None
+                if created is not None and self.on_database is not None:
+                    self.on_database(created)
             if not self.skipping:
                 out.append(line + b"\n")
             if self.in_statement and line.rstrip().endswith(DELIMITER):
@@ -242,15 +247,17 @@ def replay_segment(
     *,
     launch: Callable[[list[str]], Any] = local_launch,
     secrets: tuple[str, ...] = (),
+    on_database: Callable[[str], None] | None = None,
 ) -> None:
     """One segment's plaintext -> binlog tool -> client, the tool's output passed on by this
-    process (so either may run in the sidecar). PitrError with either's message."""
+    process (so either may run in the sidecar). PitrError with either's message.
+    `on_database`: see AccountStatements."""
     dec = cli = None
     dec_err, cli_err = TailBuffer(), TailBuffer()
     try:
         dec = launch(tool)
         cli = launch(client)
-        accounts = AccountStatements()
+        accounts = AccountStatements(on_database)
         readers = [
             pass_on(dec.stdout, cli.stdin, accounts),
             drain(dec.stderr, dec_err),

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
@@ -36,6 +37,7 @@ from mysql_operator.backup import commands, physical, pitr, storage
 from mysql_operator.backup.binlog_archive import Segment, Store, backup_bases
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, CryptoError, Decryptor, Key, unseal, wrong_key
+from mysql_operator.backup.load_account import LoadAccount
 from mysql_operator.backup.manifest import Manifest, ManifestError, events_field
 from mysql_operator.backup.pipeline import (
     TailBuffer,
@@ -48,11 +50,11 @@ from mysql_operator.backup.pipeline import (
 )
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.db.gtid import MySQLGtidSet, parser_for
-from mysql_operator.db.flavor import ServerVersion
+from mysql_operator.db.flavor import Flavor, ServerVersion
 from mysql_operator.db.observation import REPLICA_SIDE_DISABLED, SPECIFIC_ACCESS_DENIED, Event, InstanceError
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.statements import quote
-from mysql_operator.manifests.common import TLS_CA
+from mysql_operator.manifests.common import LOAD_USER, TLS_CA
 
 
 class RestoreError(Exception):
@@ -254,7 +256,7 @@ def restore_into(
     finally:
         inst.close()
 
-    loaded = _load(client, source.s3, m, etag, target, version, source.key)
+    loaded, dump_gtid = _load(client, source.s3, m, etag, target, version, source.key)
 
     inst = instance_of(target, slow_timeout=120)
     try:
@@ -274,34 +276,65 @@ def restore_into(
 
     inst = instance_of(target, slow_timeout=120)
     try:
-        for sql, args in commands.after_load_sql(version, m.gtid_position):
+        gtid = dump_gtid if version.flavor is Flavor.MYSQL else m.gtid_position
+        for sql, args in commands.after_load_sql(version, gtid):
             inst.execute(sql, args)
     except InstanceError as e:
-        raise RestoreError(
-            f"setting the GTID position {m.gtid_position} on {target.host}:{target.port}: {e}"
-        ) from None
+        raise RestoreError(f"setting the GTID position {gtid} on {target.host}:{target.port}: {e}") from None
     finally:
         inst.close()
     return RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=loaded)
 
 
-def _load(client, s3: S3, m: Manifest, etag: str, target: Target, version, key: Key | None) -> int:
-    ep = Endpoint(target.host, target.port, target.user)
-    change = commands.DefinerRewriter(commands.quote_account(target.definer)) if target.definer else None
-    with option_file(target.user, target.password, target.tools_dir) as options:
-        client_argv = commands.client_command(version, ep, options, target.tls_ca)
-        return stream_into(
-            client,
-            s3,
-            m,
-            etag,
-            key,
-            client_argv,
-            target.tools_dir,
-            (target.password,),
-            _local_infile_hint,
-            change=change,
+def _load(
+    client, s3: S3, m: Manifest, etag: str, target: Target, version: ServerVersion, key: Key | None
+) -> tuple[int, str | None]:
+    """The dump loaded into `target` as the load account (load_account.py); returns the bytes
+    read and, MySQL, the GTID set of the dump's GTID statement (held back: see DumpFilter)."""
+    with as_load_account(target) as (loader, account):
+        dump = commands.DumpFilter(
+            commands.quote_account(target.definer) if target.definer else None,
+            on_database=account.grant,
+            strip_gtid=version.flavor is Flavor.MYSQL,
         )
+        ep = Endpoint(loader.host, loader.port, loader.user)
+        with option_file(loader.user, loader.password, loader.tools_dir) as options:
+            client_argv = commands.client_command(version, ep, options, loader.tls_ca)
+            size = stream_into(
+                client,
+                s3,
+                m,
+                etag,
+                key,
+                client_argv,
+                loader.tools_dir,
+                (loader.password, target.password),
+                _local_infile_hint,
+                change=dump,
+            )
+        account.problems += dump.errors
+    return size, dump.gtid_purged
+
+
+@contextmanager
+def as_load_account(target: Target) -> Iterator[tuple[Target, LoadAccount]]:
+    """`target` as the load account, made for the block and dropped after it (LoadAccount).
+    RestoreError with what it refused (a system database, a changed global setting) added to the
+    block's own, or alone."""
+    account = LoadAccount(lambda: instance_of(target))
+    where = f"{target.host}:{target.port}"
+    try:
+        with account:
+            try:
+                yield replace(target, user=account.user, password=account.password), account
+            except RestoreError as e:
+                if account.problems:
+                    raise RestoreError(f"{e} ({'; '.join(account.problems)})") from None
+                raise
+    except InstanceError as e:
+        raise RestoreError(f"the load account on {where}: {e}") from None
+    if account.problems:
+        raise RestoreError(f"{where}: {'; '.join(account.problems)}")
 
 
 _DEFINED = (
@@ -568,6 +601,7 @@ def finish_instance(target: Target, drop_account: bool, scheduler: bool = False)
             for sql in inst.dialect.set_read_only(False):  # a server restarted on a copy is fenced
                 inst.execute(sql)
             inst.execute("SET SESSION sql_log_bin = 0")
+            inst.execute("DROP USER IF EXISTS %s@'%%'", (LOAD_USER,))  # left by a load that ended early
             inst.execute("DROP USER IF EXISTS %s@'%%'", (target.user,))
             # then fence in this same session, which keeps its privileges: no new connection
             # of the dropped account could log in
@@ -772,21 +806,23 @@ def roll_forward(client, target: Target, source: Source, m: Manifest, chain: lis
     finally:
         inst.close()
     launch = pitr.sidecar_launch(target.tools_dir) if target.tools_dir else pitr.local_launch
-    with option_file(target.user, target.password, target.tools_dir) as options:
-        ep = Endpoint(target.host, target.port, target.user)
-        client_argv = commands.client_command(version, ep, options, target.tls_ca, binlogged=True)
-        for seg in chain:
-            try:
-                pitr.replay_segment(
-                    _segment_bytes(client, source, seg),
-                    pitr.tool_argv(m.flavor, applied, source.stop),
-                    client_argv,
-                    launch=launch,
-                    secrets=(target.password,),
-                )
-            except pitr.PitrError as e:
-                raise RestoreError(f"replaying {seg.file} of server {seg.server}: {e}") from None
-            applied = str(parse(applied).union(parse(seg.gtids_after)))
+    with as_load_account(target) as (loader, account):
+        with option_file(loader.user, loader.password, loader.tools_dir) as options:
+            ep = Endpoint(loader.host, loader.port, loader.user)
+            client_argv = commands.client_command(version, ep, options, loader.tls_ca, binlogged=True)
+            for seg in chain:
+                try:
+                    pitr.replay_segment(
+                        _segment_bytes(client, source, seg),
+                        pitr.tool_argv(m.flavor, applied, source.stop),
+                        client_argv,
+                        launch=launch,
+                        secrets=(loader.password, target.password),
+                        on_database=account.grant,
+                    )
+                except pitr.PitrError as e:
+                    raise RestoreError(f"replaying {seg.file} of server {seg.server}: {e}") from None
+                applied = str(parse(applied).union(parse(seg.gtids_after)))
     inst = instance_of(target)
     try:
         for sql in commands.after_replay_sql(version):

@@ -7,7 +7,8 @@ where privileges are listed.
 | `replication` | % | replicas' IO threads reading the primary's binary log |
 | `mysql-operator-backup` | % | backups: logical (`mariadb-dump`/`mysqldump`) and physical (MySQL CLONE, BACKUP_ADMIN): read only |
 | the application user | % | the tenant: everything on its database, nothing else |
-| `mysql-operator-restore` | % | loads a tenant's dump into a new cluster (spec.restore); created by the init step only then |
+| `mysql-operator-restore` | % | the restore Job's own statements in a new cluster (spec.restore); created by the init step only then |
+| `mysql-operator-load` | % | what a tenant's dump and binary logs run as during a restore: its databases only; made and dropped by the restore Job |
 | `mysql-operator-sql` | % | MySQLDatabase, MySQLUser, MySQLGrant: creates databases and accounts, grants on databases |
 | `mysql-operator-monitor` | localhost | the metrics sidecar (mysqld_exporter) over the server's socket: reads status |
 
@@ -263,10 +264,70 @@ def app_grants(v: ServerVersion | Flavor | str, database: str) -> tuple[Grant, .
 
 
 def restore_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
-    """A dump loads arbitrary DDL, DEFINERs of other accounts, and the GTID position (RESET
-    MASTER, SET GLOBAL gtid_*): only ALL PRIVILEGES covers it. No GRANT OPTION; the account
-    exists only while a restore needs it (see `restore_revokes`)."""
-    return (Grant(("ALL PRIVILEGES",)),)
+    """The restore Job's own account: it prepares each instance (writable, the GTID position, the
+    events' statuses, a physical copy's accounts) and gives the load account its grants, so it
+    holds ALL PRIVILEGES WITH GRANT OPTION, but what `restore_revokes` takes back. No statement of
+    a tenant's dump or binary log runs as it: those run as the load account (`load_grants`). It
+    exists only while a restore needs it."""
+    return (Grant(("ALL PRIVILEGES",), grant_option=True),)
+
+
+# The load account (mysql-operator-load): what a tenant's dump and archived binary logs run as.
+# It is made by the restore Job on each instance for the load, with a password only that Job
+# knows, and dropped after it. On *.* it holds only what the dump tools' and binlog tools' output
+# needs beside the data, measured on MariaDB 10.11.19 and MySQL 9.7.4; on each database the load
+# creates (and each one restored already) ALL PRIVILEGES, granted by the Job as the dump or the
+# binary log reaches its CREATE DATABASE (`database_grant_sql`). No CREATE USER, no privilege on
+# mysql.*, no FILE, PROCESS, SUPER or global settings but the binary-log ones MariaDB needs.
+_LOAD_MARIADB = (
+    "SET USER",  # the DEFINER of a stored object: the application account (DefinerRewriter)
+    "BINLOG REPLAY",  # mariadb-binlog's BINLOG statements and session gtid_seq_no/server_id
+    # SET SESSION sql_log_bin = 0 (a dump is not binary-logged: the GTID position is set after
+    # it). It also lets the session change the binary log's global settings: the restore Job
+    # reads them before the load and fails the restore when they changed (BINLOG_GLOBALS)
+    "BINLOG ADMIN",
+)
+_LOAD_MYSQL = (
+    "SET_ANY_DEFINER",  # the DEFINER of a stored object: the application account
+    "REPLICATION_APPLIER",  # mysqlbinlog's BINLOG statements, GTID_NEXT and its session settings
+    "SESSION_VARIABLES_ADMIN",  # the dump's SET @@SESSION.SQL_LOG_BIN = 0
+)
+# The global settings a MariaDB load account could change (BINLOG ADMIN); a dump never does.
+BINLOG_GLOBALS = (
+    "binlog_annotate_row_events",
+    "binlog_checksum",
+    "binlog_direct_non_transactional_updates",
+    "binlog_expire_logs_seconds",
+    "binlog_format",
+    "binlog_row_image",
+    "binlog_row_metadata",
+    "log_bin_compress",
+    "max_binlog_size",
+    "sync_binlog",
+)
+
+
+def load_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
+    """What the load account holds on *.* (see _LOAD_MARIADB, _LOAD_MYSQL)."""
+    return (Grant(_LOAD_MARIADB if _flavor(v) is Flavor.MARIADB else _LOAD_MYSQL),)
+
+
+SYSTEM_DATABASES = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
+
+
+def database_grant_sql(database: str, account: str) -> str:
+    """GRANT ALL PRIVILEGES on the one database `database` (any name a server takes: its '_' and
+    '%' escaped, as a database-level grant reads them as wildcards) to `account` (quoted, as
+    `user`@`host`). ValueError for a system database, an empty or too long name, or one holding a
+    backslash (which a database-level grant reads as an escape)."""
+    if not database or len(database) > 64:
+        raise ValueError(f"database name {database!r}: not 1 to 64 characters")
+    if database.lower() in SYSTEM_DATABASES:
+        raise ValueError(f"database {database}: a system database, never restored")
+    if "\\" in database:
+        raise ValueError(f"database name {database!r} holds a backslash: the restore cannot grant on it")
+    name = database.replace("`", "``").replace("_", "\\_").replace("%", "\\%")
+    return f"GRANT ALL PRIVILEGES ON `{name}`.* TO {account}"
 
 
 # Taken back from the restore account's ALL on both flavors: what no dump the tools write needs

@@ -58,6 +58,7 @@ OPERATOR_USER = "mysql-operator"
 REPLICATION_USER = "replication"
 BACKUP_USER = "mysql-operator-backup"
 RESTORE_USER = "mysql-operator-restore"  # only while spec.restore loads a dump into a new cluster
+LOAD_USER = "mysql-operator-load"  # what a restored dump runs as; made and dropped by the restore Job
 SQL_USER = "mysql-operator-sql"  # MySQLDatabase, MySQLUser and MySQLGrant
 MONITOR_USER = "mysql-operator-monitor"  # the metrics sidecar, over the socket only (@localhost)
 BINLOG_USER = "mysql-operator-binlog"  # the binary-log archiver (spec.backup.binlogs)

@@ -10,6 +10,7 @@ reads and writes a shared folder; the option file with the password goes there t
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -26,9 +27,11 @@ from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.db.instance import Instance
 from tests.support.backups import creds, request_for, s3cfg, sql
 from tests.support.binlogs import binlog_dir
+from tests.support.flavor_servers import HOST, tls_servers
 from tests.support.mariadb import ADMIN_USER, OPERATOR_USER
 from tests.support.mysql import MySQLFactory, client_tools_sidecar, mysql_unavailable
 from tests.support.mysql_container import rsa_unavailable
+from tests.support.pki import new_pki
 from tests.support.wait import wait_for
 
 
@@ -40,6 +43,22 @@ class Flavor:
     name: str  # "mariadb" or "mysql"
     factory: Any
     tools_dir: str | None = None  # the folder the client-tools sidecar serves (MySQL)
+    pki: Path | None = None  # MySQL: the restore targets' certificates, as a cluster's (TLS verified)
+
+    def new_target(self, prefix: str):
+        """A new server to restore into: MySQL's serves TLS and is reached by its certificate's
+        name, as the restore Job reaches an instance (the load account it makes logs in over it)."""
+        if self.pki is None:
+            return self.factory.create(1, prefix=prefix)[0]
+        return tls_servers(self.factory, self.pki, 1, prefix)[0]
+
+    def target(self, server) -> Target:
+        """`server` as the restore Job's target, logged in as the test's admin account."""
+        password = self.factory.admin_password
+        if self.pki is None:
+            return Target(server.host, server.port, ADMIN_USER, password, tools_dir=self.tools_dir)
+        ca = str(Path(self.tools_dir or "") / "ca.crt")
+        return Target(HOST, server.port, ADMIN_USER, password, tls_ca=ca, tools_dir=self.tools_dir)
 
     @property
     def parse(self) -> Callable[[str], Any]:
@@ -75,9 +94,11 @@ def flavor(request, tmp_path_factory):
         pytest.skip(reason=f"no MySQL 9.7 server: {why}")
     f = MySQLFactory()
     shared = tmp_path_factory.mktemp("pitr-tools")
+    pki = new_pki(f.workdir / "pki", [HOST], "pitr-test")
+    shutil.copy(pki / "ca.crt", shared / "ca.crt")
     try:
         with client_tools_sidecar(shared):
-            yield Flavor("mysql", f, str(shared))
+            yield Flavor("mysql", f, str(shared), pki)
     finally:
         f.close()
 
@@ -131,6 +152,11 @@ def history(flavor, s3server):
                         # id) in the domain; the binary log state then names both, one GTID each
                         cur.execute("SET SESSION server_id = 2")
                     if delete_now.is_set() and not deleted.is_set():
+                        # a database the base backup never had: the replay's load account
+                        # gets it when the replay reaches its CREATE (load_account.py)
+                        cur.execute("CREATE DATABASE late")
+                        cur.execute("CREATE TABLE late.t (v INT PRIMARY KEY)")
+                        cur.execute("INSERT INTO late.t VALUES (7)")
                         # an account changed on the source: never replayed into a restored cluster
                         cur.execute("ALTER USER 'acct'@'%' IDENTIFIED BY 'after'")
                         cur.execute("DELETE FROM t")  # the destructive statement
@@ -187,16 +213,11 @@ def history(flavor, s3server):
 def restore_to(flavor, s3server, history, stop: pitr.Stop, prefix: str, path: str = "c1/base"):
     """What the restore Job runs (backup.restore_job.restore_all): the base backup loaded, then the
     archived binary logs replayed up to `stop`. Returns the target and the result it reports."""
-    factory = flavor.factory
     _, s3, _, _, _, _ = history
-    (target,) = factory.create(1, prefix=prefix)
+    target = flavor.new_target(prefix)
     flavor.writable(target)
     result = restore_all(
-        {
-            target.name: Target(
-                target.host, target.port, ADMIN_USER, factory.admin_password, tools_dir=flavor.tools_dir
-            )
-        },
+        {target.name: flavor.target(target)},
         Source(s3, path, stop=stop),
         creds(s3server),
         None,
@@ -250,6 +271,9 @@ def test_restore_to_the_newest_is_the_source_as_it_is(flavor, s3server, history)
     now = ids(source)
     assert ids(target) == now and now[0] > 1 and now[-1] == rows[-1][0]  # the DELETE, then more rows
     assert flavor.executed(target) == flavor.executed(source)
+    assert sql(target, "SELECT v FROM late.t") == ((7,),)  # created after the base backup
+    # the replay ran as the load account, which is gone after it
+    assert not sql(target, "SELECT 1 FROM mysql.user WHERE user = 'mysql-operator-load'")
     # the source's ALTER USER was not replayed (the target, which never had the account, would
     # have failed it): a restored cluster keeps its own accounts
     assert not sql(target, "SELECT 1 FROM mysql.user WHERE user = 'acct'")
@@ -268,16 +292,11 @@ def test_a_restore_the_archive_cannot_reach_is_refused_before_the_target_is_touc
     flavor, s3server, history
 ):
     _, s3, _, segments, _, _ = history
-    factory = flavor.factory
-    (target,) = factory.create(1, prefix="pitr-r")
+    target = flavor.new_target("pitr-r")
     newest = max(s.last_event_at for s in segments)
     later = pitr.Stop(at=newest + 3600)
     result = restore_all(
-        {
-            target.name: Target(
-                target.host, target.port, ADMIN_USER, factory.admin_password, tools_dir=flavor.tools_dir
-            )
-        },
+        {target.name: flavor.target(target)},
         Source(s3, "c1/base", stop=later),
         creds(s3server),
         None,
@@ -297,15 +316,7 @@ def test_from_the_clusters_folder_the_newest_suitable_backup_is_the_base(flavor,
     assert ids(target) == [r[0] for r in rows if r[2] <= t]
     # before every backup: refused, the target untouched
     result = restore_all(
-        {
-            target.name: Target(
-                target.host,
-                target.port,
-                ADMIN_USER,
-                flavor.factory.admin_password,
-                tools_dir=flavor.tools_dir,
-            )
-        },
+        {target.name: flavor.target(target)},
         Source(s3, "c1", stop=pitr.Stop(at=100)),
         creds(s3server),
         None,

@@ -1,19 +1,25 @@
-"""A dump is a tenant's bytes, loaded by the restore account: what its ALL PRIVILEGES holds minus
-what no dump the tools write needs (db/accounts.py restore_revokes) is all a hostile dump gets.
+"""A dump is a tenant's bytes, loaded by the load account the restore Job makes
+(backup/load_account.py, db/accounts.py load_grants): ALL on the databases the dump creates, and
+on *.* only what the tools' output needs beside them. That is all a hostile dump gets: no file of
+the server, no other session, no grant table, no account, no global setting kept.
 On real MariaDB and MySQL 9.7 servers (MySQL's client is the image's own, run by the sidecar
 over verified TLS, as in the restore Job), a real S3 server (MinIO), through restore_all as the
-restore Job runs it. Each attack is also run by an account holding the whole ALL (the control):
-it does reach the server's files or the other sessions there, so each test can fail."""
+restore Job runs it. Each attack is also run with a load account holding the whole ALL (the
+control, the load account's grants replaced for the test): it does reach the server's files, the
+other sessions or the grant tables there, so each test can fail."""
 
 from __future__ import annotations
 
 import uuid
 
+import pymysql
+
 import pytest
 
+from mysql_operator.backup import load_account
 from mysql_operator.backup.restore import Source, Target
 from mysql_operator.backup.restore_job import restore_all
-from mysql_operator.db.accounts import restore_grants, restore_revokes
+from mysql_operator.db.accounts import Grant, restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
 from tests.support.backups import creds, hostile_backup, s3cfg
 from tests.support.flavor_servers import HOST, run, servers, servers_and_tools, writable
@@ -50,7 +56,13 @@ def new_target(env, prefix: str, *, contained: bool):
     return server
 
 
-MYSQL_KEEPS_SHUTDOWN = "MySQL's restore account keeps SHUTDOWN: CLONE (the physical restore) restarts with it"
+@pytest.fixture(params=[True, False], ids=["restore-account", "control-whole-all"])
+def contained(request, monkeypatch) -> bool:
+    """True: the product's accounts. False, the control: the restore account without its revokes
+    and the dump run as a load account holding ALL PRIVILEGES on *.*."""
+    if not request.param:
+        monkeypatch.setattr(load_account, "load_grants", lambda _v: (Grant(("ALL PRIVILEGES",)),))
+    return request.param
 
 
 def restore_dump(env, s3server, server, statements: str) -> dict:
@@ -81,7 +93,6 @@ def exists_on(server, path: str) -> bool:
     return run(server, f"SELECT LOAD_FILE('{path}') IS NOT NULL")[0][0] == 1
 
 
-@pytest.mark.parametrize("contained", [True, False], ids=["restore-account", "control-whole-all"])
 def test_a_dump_writing_a_file_on_the_server_fails_the_restore_and_writes_nothing(env, s3server, contained):
     server = new_target(env, "hfile", contained=contained)
     path = scratch(server)
@@ -102,7 +113,6 @@ def test_a_dump_writing_a_file_on_the_server_fails_the_restore_and_writes_nothin
     assert run(server, "SELECT @@read_only")[0][0] == 1  # fenced again
 
 
-@pytest.mark.parametrize("contained", [True, False], ids=["restore-account", "control-whole-all"])
 def test_a_dump_reading_a_file_of_the_server_reads_nothing(env, s3server, contained):
     server = new_target(env, "hread", contained=contained)
     path = scratch(server)
@@ -138,7 +148,6 @@ def test_a_dump_placing_a_library_for_create_function_soname_fails_before_it(env
     assert run(server, "SELECT COUNT(*) FROM mysql.func")[0][0] == 0
 
 
-@pytest.mark.parametrize("contained", [True, False], ids=["restore-account", "control-whole-all"])
 def test_a_dump_reading_the_other_sessions_statements_sees_only_its_own(env, s3server, contained):
     """The operator's statements (an ALTER USER's password among them) are in the process list
     while they run: a dump with PROCESS could copy them into a table it restores."""
@@ -150,7 +159,7 @@ def test_a_dump_reading_the_other_sessions_statements_sees_only_its_own(env, s3s
             s3server,
             server,
             "CREATE DATABASE loot;\nCREATE TABLE loot.p AS SELECT USER FROM information_schema.PROCESSLIST "
-            "WHERE USER NOT IN ('restorer', 'system user', 'event_scheduler');\n",
+            "WHERE USER NOT IN ('mysql-operator-load', 'system user', 'event_scheduler');\n",
         )
     assert result["ok"], result["message"]
     others = run(server, "SELECT COUNT(*) FROM loot.p")[0][0]
@@ -158,10 +167,114 @@ def test_a_dump_reading_the_other_sessions_statements_sees_only_its_own(env, s3s
 
 
 def test_a_dump_cannot_shut_the_server_down(env, s3server):
-    if env[0] == "mysql":
-        pytest.skip(reason=MYSQL_KEEPS_SHUTDOWN)
     server = new_target(env, "hdown", contained=True)
     result = restore_dump(env, s3server, server, "SHUTDOWN;\n")
     assert not result["ok"]
     assert "Access denied" in result["message"] or "denied" in result["message"].lower(), result["message"]
     assert run(server, "SELECT 1")[0][0] == 1  # still serving
+
+
+KEEPER = "keeper-Pw-81c4"
+
+
+def with_keeper(flavor: str, server) -> None:
+    """Another account of the server (as the operator's and the application's are), made before the
+    restore (and fenced again, as init leaves it): a dump must not change it."""
+    fence = "SET GLOBAL super_read_only = ON" if flavor == "mysql" else "SET GLOBAL read_only = ON"
+    run(
+        server,
+        *writable(flavor),
+        "SET SESSION sql_log_bin = 0",
+        f"CREATE USER 'keeper'@'%' IDENTIFIED BY '{KEEPER}'",
+        fence,
+    )
+
+
+def logs_in(server, password: str) -> bool:
+    try:
+        conn = server.connect(user="keeper", password=password)
+    except pymysql.err.OperationalError as e:
+        assert e.args[0] == 1045, e  # access denied, nothing else
+        return False
+    conn.close()
+    return True
+
+
+def refused(result: dict, server) -> None:
+    assert not result["ok"]
+    assert server.name in result["message"] and "denied" in result["message"].lower(), result["message"]
+    assert run(server, "SELECT COUNT(*) FROM mysql.user WHERE user = 'mysql-operator-load'")[0][0] == 0
+
+
+def test_a_dump_altering_another_account_fails_and_the_account_keeps_its_password(env, s3server, contained):
+    server = new_target(env, "halter", contained=contained)
+    with_keeper(env[0], server)
+    result = restore_dump(
+        env, s3server, server, "CREATE DATABASE loot;\nALTER USER 'keeper'@'%' IDENTIFIED BY 'taken-Pw-1';\n"
+    )
+    if not contained:
+        assert result["ok"], result["message"]
+        assert logs_in(server, "taken-Pw-1")  # the control: the attack is real
+        return
+    refused(result, server)
+    assert logs_in(server, KEEPER) and not logs_in(server, "taken-Pw-1")
+
+
+# (a dump's statement, how many rows it made in the grant tables)
+GRANT_TABLE_WRITES = {
+    "row-into-mysql.db": (
+        "INSERT INTO mysql.db (Host, Db, User, Select_priv) VALUES ('%', 'loot', 'keeper', 'Y');",
+        "SELECT COUNT(*) FROM mysql.db WHERE User = 'keeper'",
+    ),
+    "create-user": (
+        "CREATE USER 'evil'@'%' IDENTIFIED BY 'x';",
+        "SELECT COUNT(*) FROM mysql.user WHERE user = 'evil'",
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(GRANT_TABLE_WRITES))
+def test_a_dump_writing_the_grant_tables_fails_and_writes_nothing(env, s3server, contained, attack):
+    statement, count = GRANT_TABLE_WRITES[attack]
+    server = new_target(env, "hgrant", contained=contained)
+    with_keeper(env[0], server)
+    result = restore_dump(env, s3server, server, f"CREATE DATABASE loot;\n{statement}\n")
+    written = run(server, count)[0][0]
+    if not contained:
+        assert result["ok"], result["message"]
+        assert written == 1  # the control: the attack is real
+        return
+    refused(result, server)
+    assert written == 0
+
+
+def test_a_dump_creating_a_table_in_a_system_database_fails_naming_it(env, s3server):
+    server = new_target(env, "hsys", contained=True)
+    result = restore_dump(
+        env, s3server, server, "CREATE DATABASE IF NOT EXISTS mysql;\nCREATE TABLE mysql.loot (v INT);\n"
+    )
+    assert not result["ok"]
+    assert "database mysql: a system database, never restored" in result["message"], result["message"]
+    assert run(server, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'loot'")[0][0] == 0
+
+
+def test_a_dump_changing_a_global_setting_fails_and_the_setting_is_as_it_was(env, s3server):
+    """MariaDB's load account may set the binary log's settings (BINLOG ADMIN, for its session's
+    sql_log_bin): a change is set back and fails the restore; MySQL's may set none."""
+    server = new_target(env, "hglobal", contained=True)
+    (before,) = run(server, "SELECT @@GLOBAL.binlog_format")[0]
+    result = restore_dump(
+        env,
+        s3server,
+        server,
+        "CREATE DATABASE loot;\nSET GLOBAL binlog_format = 'STATEMENT';\nCREATE TABLE loot.t (v INT);\n",
+    )
+    assert not result["ok"]
+    if env[0] == "mariadb":
+        assert (
+            f"the load changed the global setting binlog_format from {before} to STATEMENT"
+            in result["message"]
+        )
+    else:
+        assert "denied" in result["message"].lower(), result["message"]
+    assert run(server, "SELECT @@GLOBAL.binlog_format")[0][0] == before

@@ -99,7 +99,8 @@ def test_the_client_loading_a_dump_never_reads_a_local_file(version):
         ("SET GLOBAL gtid_binlog_state = %s", ("0-1-42",)),
         ("SET GLOBAL gtid_slave_pos = %s", ("0-1-42",)),
     ]
-    assert commands.after_load_sql(MYSQL84, "uuid:1-5") == []
+    assert commands.after_load_sql(MYSQL84, "uuid:1-5") == [("SET GLOBAL gtid_purged = %s", ("uuid:1-5",))]
+    assert commands.after_load_sql(MYSQL84, None) == []
 
 
 @pytest.mark.parametrize("version", [MARIADB, MYSQL84, MYSQL80])
@@ -348,7 +349,7 @@ def test_every_definer_line_of_a_dump_names_the_application_account_and_nothing_
     )
     app = commands.quote_account("a`pp")
     for size in (1, 7, len(dump)):  # however the pieces fall
-        rewrite = commands.DefinerRewriter(app)
+        rewrite = commands.DumpFilter(app)
         out = b"".join(rewrite(dump[i : i + size]) for i in range(0, len(dump), size)) + rewrite(b"")
         lines = out.split(b"\n")
         assert lines[0] == dump.split(b"\n")[0]  # data: as it was
@@ -406,3 +407,59 @@ def test_a_client_tool_of_the_other_flavor_or_an_older_series_is_refused_naming_
         assert why.startswith(f"{said} is {other}'s, and the server is {version}"), why
     major, minor, _ = release.split(".")
     assert f"Fix spec.toolsImage: name a tool image of {flavor} {major}.{minor} or later" in why
+
+
+GTID_DUMP = (
+    b"SET @MYSQLDUMP_TEMP_LOG_BIN = @@SESSION.SQL_LOG_BIN;\n"
+    b"SET @@SESSION.SQL_LOG_BIN= 0;\n"
+    b"SET @@GLOBAL.GTID_PURGED=/*!80000 '+'*/ 'aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee:1-20,\n"
+    b"bbbbbbbb-bbbb-cccc-dddd-eeeeeeeeeeee:1-3';\n"
+    b"CREATE DATABASE /*!32312 IF NOT EXISTS*/ `shop` /*!40100 DEFAULT CHARACTER SET utf8mb4 */;\n"
+    b"USE `shop`;\n"
+    b"INSERT INTO t VALUES ('\\nCREATE DATABASE not_one');\n"
+    b"CREATE DATABASE other;\n"
+    b"CREATE DEFINER=`root`@`localhost` PROCEDURE p() SELECT 1 ;;\n"
+    b"SET @@SESSION.SQL_LOG_BIN = @MYSQLDUMP_TEMP_LOG_BIN;\n"
+)
+
+
+@pytest.mark.parametrize("size", [1, 5, len(GTID_DUMP)])
+def test_a_mysql_dump_loads_without_its_gtid_statement_and_asks_for_each_database_first(size):
+    """The load account may not set gtid_purged: the statement is held back (the restore sets its
+    set after the load) and every other line passes on; each database is asked for before its
+    CREATE line passes on; the definers are the application account's."""
+    asked: list[tuple[str, int]] = []
+    out = b""
+    f = commands.DumpFilter(
+        commands.quote_account("app"),
+        on_database=lambda name: asked.append((name, len(out))),
+        strip_gtid=True,
+    )
+    for i in range(0, len(GTID_DUMP), size):
+        out += f(GTID_DUMP[i : i + size])
+    out += f(b"")
+    assert (
+        f.gtid_purged == "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee:1-20,bbbbbbbb-bbbb-cccc-dddd-eeeeeeeeeeee:1-3"
+    )
+    assert b"GTID_PURGED" not in out and b"bbbbbbbb" not in out and not f.errors
+    assert [name for name, _ in asked] == ["shop", "other"]
+    assert all(
+        out.index(b"CREATE DATABASE /*!32312" if n == "shop" else b"CREATE DATABASE other") >= at
+        for n, at in asked
+    )
+    assert b"CREATE DEFINER=`app`@`%` PROCEDURE" in out
+    assert out == GTID_DUMP.replace(
+        GTID_DUMP[GTID_DUMP.index(b"SET @@GLOBAL") : GTID_DUMP.index(b"CREATE DATABASE /*")], b""
+    ).replace(b"`root`@`localhost`", b"`app`@`%`")
+
+
+def test_a_dump_whose_gtid_statement_never_ends_or_does_not_read_is_a_problem_not_a_silent_skip():
+    f = commands.DumpFilter(strip_gtid=True)
+    out = f(b"SET @@GLOBAL.GTID_PURGED='a:1-5,\nb:1-3\n") + f(b"INSERT INTO t VALUES (1)") + f(b"")
+    assert f.errors == ["the dump ends inside its GTID statement"] and f.gtid_purged is None
+    assert out == b""  # nothing after it was loaded: the restore fails with the error
+    f = commands.DumpFilter(strip_gtid=True)
+    assert f(b"SET @@GLOBAL.GTID_PURGED=a:1-5;\nCREATE TABLE t (v INT);\n") == b"CREATE TABLE t (v INT);\n"
+    assert f.errors == ["the dump's GTID statement does not read as one"] and f.gtid_purged is None
+    g = commands.DumpFilter()  # MariaDB's dump: no statement held back
+    assert g(GTID_DUMP) + g(b"") == GTID_DUMP

@@ -159,13 +159,50 @@ def test_backup_reads_everything_and_writes_nothing(v):
 def test_replication_app_and_restore_accounts(v):
     assert a.replication_grants(v) == (a.Grant(("REPLICATION SLAVE",)),)
     assert a.app_grants(v, "shop") == (a.Grant(("ALL PRIVILEGES",), "shop.*"),)
-    assert a.restore_grants(v) == (a.Grant(("ALL PRIVILEGES",)),)  # no GRANT OPTION
+    # the Job's own account: it grants the load account its databases; no dump runs as it
+    assert a.restore_grants(v) == (a.Grant(("ALL PRIVILEGES",), grant_option=True),)
     # taken back from its ALL: the server's files, the other sessions' statements, SHUTDOWN; on
     # MySQL also SYSTEM_USER (with it the dump could alter root's and the operator's accounts)
     (revoked,) = a.restore_revokes(v)
     assert revoked.target == "*.*" and {"FILE", "PROCESS"} <= set(revoked.privileges)
     assert ("SYSTEM_USER" in revoked.privileges) is (v.flavor is Flavor.MYSQL)
     assert ("SHUTDOWN" in revoked.privileges) is (v.flavor is Flavor.MARIADB)  # MySQL's CLONE needs it
+
+
+@pytest.mark.parametrize("v", ALL_VERSIONS, ids=str)
+def test_the_load_account_holds_no_account_grant_file_or_global_setting_privilege(v):
+    """What a tenant's dump runs as: definers, binlog replay, its own session; never the grant
+    tables (CREATE USER, any privilege on *.* that writes data), files, other sessions, SUPER."""
+    (g,) = a.load_grants(v)
+    assert g.target == "*.*" and not g.grant_option
+    if v.flavor is Flavor.MARIADB:
+        assert set(g.privileges) == {"SET USER", "BINLOG REPLAY", "BINLOG ADMIN"}
+    else:
+        assert set(g.privileges) == {"SET_ANY_DEFINER", "REPLICATION_APPLIER", "SESSION_VARIABLES_ADMIN"}
+    data = {"ALL PRIVILEGES", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "CREATE USER", "FILE"}
+    assert not data & set(g.privileges) and "SUPER" not in g.privileges
+
+
+@pytest.mark.parametrize(
+    "name, sql",
+    [
+        ("shop", "GRANT ALL PRIVILEGES ON `shop`.* TO `l`@`%`"),
+        ("my_db", "GRANT ALL PRIVILEGES ON `my\\_db`.* TO `l`@`%`"),  # one database, not my?db
+        ("100%", "GRANT ALL PRIVILEGES ON `100\\%`.* TO `l`@`%`"),
+        ("a`b", "GRANT ALL PRIVILEGES ON `a``b`.* TO `l`@`%`"),
+        ("Käse", "GRANT ALL PRIVILEGES ON `Käse`.* TO `l`@`%`"),
+    ],
+)
+def test_a_database_grant_names_exactly_one_database(name, sql):
+    assert a.database_grant_sql(name, "`l`@`%`") == sql
+
+
+@pytest.mark.parametrize(
+    "name", ["mysql", "MySQL", "sys", "performance_schema", "information_schema", "", "x" * 65, "a\\b"]
+)
+def test_no_database_grant_on_a_system_database_or_a_name_a_grant_cannot_hold(name):
+    with pytest.raises(ValueError):
+        a.database_grant_sql(name, "`l`@`%`")
 
 
 def test_grant_lines_are_what_init_sh_turns_into_grants():
@@ -182,11 +219,11 @@ def test_grant_lines_are_what_init_sh_turns_into_grants():
 
 def test_grant_lines_with_revokes():
     assert a.grant_lines(a.restore_grants(MYSQL), a.restore_revokes(MYSQL)) == (
-        "ALL PRIVILEGES ON *.*\nREVOKE FILE, PROCESS, SYSTEM_USER, PERSIST_RO_VARIABLES_ADMIN, "
+        "ALL PRIVILEGES ON *.* WITH GRANT OPTION\nREVOKE FILE, PROCESS, SYSTEM_USER, PERSIST_RO_VARIABLES_ADMIN, "
         "INNODB_REDO_LOG_ENABLE, ENCRYPTION_KEY_ADMIN, SENSITIVE_VARIABLES_OBSERVER ON *.*"
     )
     assert a.grant_lines(a.restore_grants(MARIADB), a.restore_revokes(MARIADB)) == (
-        "ALL PRIVILEGES ON *.*\nREVOKE FILE, PROCESS, SHUTDOWN ON *.*"
+        "ALL PRIVILEGES ON *.* WITH GRANT OPTION\nREVOKE FILE, PROCESS, SHUTDOWN ON *.*"
     )
 
 

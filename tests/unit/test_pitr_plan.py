@@ -221,3 +221,29 @@ def test_the_base_is_the_newest_backup_the_stop_can_start_from():
     assert choose_base(bases, Stop(gtid=f"{A}:1-22"), parse) is mid
     assert choose_base(bases, Stop(gtid=f"{A}:15"), parse) is old  # uuid:N means 1-N
     assert choose_base([], Stop(), parse) is None
+
+
+@pytest.mark.parametrize("piece", [1, 7, len(SAMPLE)])
+def test_a_replay_asks_for_each_database_it_creates_before_passing_its_create_on(piece):
+    """The load account gets ALL on a database a binary log creates before the client reads its
+    CREATE (pitr.AccountStatements on_database); data that names a CREATE is not a CREATE."""
+    from mysql_operator.backup.pitr import AccountStatements
+
+    sample = SAMPLE.replace(
+        b"CREATE TABLE grants (id INT)\n",
+        b"CREATE DATABASE `new``one`\n/*!*/;\nINSERT INTO t VALUES ('\nCREATE DATABASE not_one')\n/*!*/;\n"
+        b"create schema IF NOT EXISTS shop_2\n/*!*/;\nCREATE TABLE grants (id INT)\n",
+    )
+    asked: list[tuple[str, int]] = []
+    out = b""
+
+    def on_database(name: str) -> None:
+        asked.append((name, len(out)))
+
+    f = AccountStatements(on_database)
+    for i in range(0, len(sample), piece):
+        out += f(sample[i : i + piece])
+    out += f(b"")
+    assert [name for name, _ in asked] == ["new`one", "shop_2"]
+    for name, passed in asked:  # asked before its statement was passed on
+        assert out.index(b"CREATE DATABASE `new``one`" if name == "new`one" else b"create schema") >= passed
