@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -52,6 +53,19 @@ def chosen_seeds(first: int, count: int, kinds: tuple[str, ...], faults: int | N
             out.append(seed)
         seed += 1
     return out
+
+
+def head_commit() -> str:
+    """The commit the schedules ran at (with "+" when the working tree differs from it)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent
+        ).stdout.strip()
+
+    return git("rev-parse", "--short", "HEAD") + (
+        "+" if git("status", "--porcelain", "--untracked-files=no") else ""
+    )
 
 
 def _interrupt(signum, frame):
@@ -103,6 +117,7 @@ def main() -> int:
         return 2
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
+    commit = head_commit()
     campaign = Campaign(state, args.flavor, args.converge, kinds, args.operator_replicas)
     results = []
     try:
@@ -121,6 +136,7 @@ def main() -> int:
                         "kinds": list(kinds),
                         "operator_replicas": args.operator_replicas,
                         "at": time.strftime("%Y-%m-%d"),
+                        "commit": commit,
                     }
                     f.write(json.dumps(row) + "\n")
     finally:
