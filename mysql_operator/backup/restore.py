@@ -258,21 +258,12 @@ def restore_into(
 
     loaded, dump_gtid = _load(client, source.s3, m, etag, target, version, source.key)
 
-    inst = instance_of(target, slow_timeout=120)
-    try:
-        if target.definer:
-            foreign = foreign_definers(inst, target.definer)
-            if foreign:
-                raise RestoreError(
-                    f"the dump defines {', '.join(foreign[:10])}{' ...' if len(foreign) > 10 else ''}: "
-                    f"a restore gives every stored object the application account {target.definer}@% "
-                    "as its definer, and these were written otherwise than the dump tools write "
-                    "a DEFINER: take the backup again with the operator (a MySQLBackup)"
-                )
-    except InstanceError as e:
-        raise RestoreError(f"reading the definers on {target.host}:{target.port}: {e}") from None
-    finally:
-        inst.close()
+    refuse_foreign_definers(
+        target,
+        "the dump defines",
+        "these were written otherwise than the dump tools write a DEFINER: take the backup again "
+        "with the operator (a MySQLBackup)",
+    )
 
     inst = instance_of(target, slow_timeout=120)
     try:
@@ -343,6 +334,25 @@ _DEFINED = (
     ("event", "SELECT EVENT_SCHEMA, EVENT_NAME, DEFINER FROM information_schema.EVENTS"),
     ("view", "SELECT TABLE_SCHEMA, TABLE_NAME, DEFINER FROM information_schema.VIEWS"),
 )
+
+
+def refuse_foreign_definers(target: Target, what: str, fix: str) -> None:
+    """With target.definer (the application account): RestoreError naming each stored object of
+    the user databases whose definer is another, after `what` ("the dump defines"), and `fix`."""
+    if not target.definer:
+        return
+    inst = instance_of(target, slow_timeout=120)
+    try:
+        foreign = foreign_definers(inst, target.definer)
+    except InstanceError as e:
+        raise RestoreError(f"reading the definers on {target.host}:{target.port}: {e}") from None
+    finally:
+        inst.close()
+    if foreign:
+        raise RestoreError(
+            f"{what} {', '.join(foreign[:10])}{' ...' if len(foreign) > 10 else ''}: a restore gives "
+            f"every stored object the application account {target.definer}@% as its definer, and {fix}"
+        )
 
 
 def foreign_definers(inst: Instance, user: str) -> list[str]:
@@ -507,6 +517,14 @@ def load_instance(
         if chain is None:
             return result
         position = roll_forward(client, target, source, result.manifest, chain)
+        # the dump's objects are the application account's already: any other definer is the
+        # replay's (a binary log's CREATE keeps its definer), which may name a privileged account
+        refuse_foreign_definers(
+            target,
+            "the archived binary logs define",
+            "a replay cannot rewrite these: recreate them as the application account in the "
+            "source, take a new backup, and restore to a time after it",
+        )
         return replace(result, gtid_position=position, replayed=tuple(chain))
     finally:
         finish_instance(target, drop_account, scheduler)

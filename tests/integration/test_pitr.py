@@ -324,6 +324,59 @@ def test_from_the_clusters_folder_the_newest_suitable_backup_is_the_base(flavor,
     assert not result["ok"] and "no complete backup in" in result["message"], result["message"]
 
 
+def test_a_replayed_routine_of_another_definer_fails_the_restore_naming_it(flavor, s3server):
+    """A binary log's CREATE keeps its definer (a replay cannot rewrite it as a dump's is): a
+    routine root defined after the base backup would run as root for the application. With the
+    application account as the definer (spec.database.user), the restore fails naming it: on
+    MariaDB after the replay (the load account's SET USER names anyone), on MySQL at the replay
+    (the load account may not name root: SYSTEM_USER, or ALLOW_NONEXISTENT_DEFINER where
+    root@localhost is not an account)."""
+    factory = flavor.factory
+    (source,) = factory.create(1, prefix="pitr-d")
+    flavor.writable(source)
+    sql(
+        source,
+        "CREATE USER 'app'@'%' IDENTIFIED BY 'app-Pw-1'",
+        "CREATE DATABASE app",
+        "CREATE TABLE app.t (v INT)",
+    )
+    bucket = s3server.create_bucket(f"bk-pitr-definer-{flavor.name}")
+    s3 = s3cfg(s3server, bucket)
+    inst = Instance(source.host, source.port, OPERATOR_USER, factory.admin_password, name=source.name)
+    store = Store(storage.make_client(s3, creds(s3server)), s3, "c2")
+    logs = Path(source.datadir) if flavor.name == "mariadb" else binlog_dir(source, inst)
+    archiver = Archiver(inst, logs, store, max_delay=1.0)
+    archiver.step(time.monotonic())
+    req = dataclasses.replace(request_for(source, s3, name="base", cluster="c2"), tools_dir=flavor.tools_dir)
+    run_backup(req, creds(s3server), factory.admin_password)
+    sql(
+        source,
+        "INSERT INTO app.t VALUES (1)",
+        "CREATE DEFINER = 'root'@'localhost' PROCEDURE app.p() SQL SECURITY DEFINER SELECT 1",
+        "INSERT INTO app.t VALUES (2)",
+    )
+    everything = flavor.executed(source)
+    wait_for(
+        lambda: archiver.step(time.monotonic()) and archiver.archived.contains(everything),
+        30,
+        "every transaction archived",
+    )
+    target = flavor.new_target("pitr-d")
+    flavor.writable(target)
+    result = restore_all(
+        {target.name: dataclasses.replace(flavor.target(target), definer="app")},
+        Source(s3, "c2/base", stop=pitr.Stop()),
+        creds(s3server),
+        None,
+    )
+    assert not result["ok"]
+    if flavor.name == "mariadb":
+        assert "the archived binary logs define routine app.p (root@localhost)" in result["message"], result
+    else:  # root@localhost: SYSTEM_USER where it exists, ALLOW_NONEXISTENT_DEFINER where not
+        assert "replaying" in result["message"] and "Access denied" in result["message"], result["message"]
+    assert not sql(target, "SELECT 1 FROM mysql.user WHERE user = 'mysql-operator-load'")
+
+
 def test_archive_retention_deletes_only_files_before_the_backup_and_the_restore_still_works(
     flavor, s3server, history
 ):
