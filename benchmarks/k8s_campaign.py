@@ -56,7 +56,8 @@ def chosen_seeds(first: int, count: int, kinds: tuple[str, ...], faults: int | N
 
 
 def head_commit() -> str:
-    """The commit the schedules ran at (with "+" when the working tree differs from it)."""
+    """The commit the schedules ran at (with "+" when the working tree differs from it, the
+    campaign's own results aside)."""
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -64,7 +65,9 @@ def head_commit() -> str:
         ).stdout.strip()
 
     return git("rev-parse", "--short", "HEAD") + (
-        "+" if git("status", "--porcelain", "--untracked-files=no") else ""
+        "+"
+        if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/campaign")
+        else ""
     )
 
 
