@@ -5,12 +5,12 @@ from __future__ import annotations
 from e2e.helpers import BACKUPS, GROUP, VERSION, Cluster
 
 
-def _backup_phase(c: Cluster, name: str) -> str | None:
+def backup_phase_of(c: Cluster, name: str) -> str | None:
     b = c.objs.get_namespaced_custom_object(GROUP, VERSION, c.namespace, BACKUPS, name)
     return (b.get("status") or {}).get("phase")
 
 
-def _create_backup(c: Cluster, name: str, method: str | None = None) -> None:
+def create_backup(c: Cluster, name: str, method: str | None = None) -> None:
     c.objs.create_namespaced_custom_object(
         GROUP,
         VERSION,

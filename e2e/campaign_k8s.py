@@ -427,10 +427,10 @@ class Campaign:
             (d.status.ready_replicas or 0) > 0 and d.spec.replicas == self.operator_replicas for d in deps
         ):
             return
-        from e2e.conftest import ClusterHandle, _release_lock, install_operator
+        from e2e.conftest import ClusterHandle, helm_release_lock, install_operator
         from e2e.helpers import install_crds
 
-        with _release_lock():
+        with helm_release_lock():
             install_crds(self.api)
             r = install_operator(ClusterHandle(self.state), "--set", f"replicas={self.operator_replicas}")
         if r.returncode != 0:

@@ -242,7 +242,7 @@ def operator_release(local_cluster):
     apps = client.AppsV1Api(local_cluster.api_client())
     suite_run = os.environ.get(SUITE_RUN_VARIABLE)
     marker = cluster_mod.state_dir() / "operator-release.json"
-    with _release_lock():
+    with helm_release_lock():
         installed_by = json.loads(marker.read_text()).get("suite_run") if marker.exists() else None
         existed = (suite_run and installed_by == suite_run) or _install_release(local_cluster, apps)
         if suite_run:
@@ -270,7 +270,7 @@ def operator_release(local_cluster):
 
 
 @contextlib.contextmanager
-def _release_lock():
+def helm_release_lock():
     """Held while a session installs or checks the chart's release (xdist workers start together)."""
     import fcntl
 
@@ -313,11 +313,11 @@ def _install_release(local_cluster, apps) -> bool:
         )
         pytest.fail(f"helm install failed (evidence: {saved}): {r.stderr[-3000:]}")
     if existed:
-        _restart_deployment(apps, apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0])
+        restart_deployment(apps, apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0])
     return existed
 
 
-def _restart_deployment(apps, dep, timeout: float = 180) -> None:
+def restart_deployment(apps, dep, timeout: float = 180) -> None:
     """`kubectl rollout restart`: new Pods (from the image now in containerd), then wait for them."""
     import datetime as dt
 

@@ -19,7 +19,7 @@ from e2e.helpers import (
 from tests.support.wait import wait_for
 
 
-def _failover_under_load(
+def failover_under_load(
     c: Cluster,
     disrupt: Callable[[str], float | None],
     label: str,

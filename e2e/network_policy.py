@@ -11,7 +11,7 @@ import pytest
 from tests.support import cluster as cluster_mod
 
 
-def _enforcer() -> str:
+def enforcer_health() -> str:
     """The /healthz URL of the cluster's NetworkPolicy enforcer; skip (fail in CI) without one."""
     state_file = cluster_mod.state_dir() / "state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}

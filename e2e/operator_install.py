@@ -36,7 +36,7 @@ def pull_secret(core, ns: str, registry, name: str = "regcred") -> None:
     core.create_namespaced_secret(ns, registry.pull_secret(name))
 
 
-def _ready_operator_pods(core) -> list:
+def ready_operator_pods(core) -> list:
     return [
         p
         for p in core.list_namespaced_pod(OPERATOR_NAMESPACE).items

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from e2e.backups import _backup_phase, _create_backup
+from e2e.backups import backup_phase_of, create_backup
 from e2e.helpers import (
     FLAVORS,
     GROUP,
@@ -178,11 +178,11 @@ def test_an_event_runs_on_through_a_failover_and_a_switchover_and_a_restore_keep
     source = statuses(c.service_ip("rw"), pw)
 
     # a logical backup (of a replica), restored into a new cluster
-    _create_backup(c, f"ev-{flavor}-1", "logical")
+    create_backup(c, f"ev-{flavor}-1", "logical")
     phase = wait_for(
         lambda: (
-            _backup_phase(c, f"ev-{flavor}-1") in ("Succeeded", "Failed")
-            and _backup_phase(c, f"ev-{flavor}-1")
+            backup_phase_of(c, f"ev-{flavor}-1") in ("Succeeded", "Failed")
+            and backup_phase_of(c, f"ev-{flavor}-1")
         ),
         300,
         "the backup finished",

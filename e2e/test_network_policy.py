@@ -33,7 +33,7 @@ from e2e.helpers import (
     scenario_namespace,
     try_query,
 )
-from e2e.network_policy import _enforcer
+from e2e.network_policy import enforcer_health
 from tests.support.controlplane import binary
 from tests.support.wait import wait_for
 
@@ -75,7 +75,7 @@ def protected_namespace(local_cluster, operator_release):
     """A fresh namespace the session's chart release protects (`helm upgrade` with
     networkPolicy.enabled and networkPolicy.namespaces=[it], the other values kept); the
     release is rolled back to its previous revision afterwards."""
-    _enforcer()
+    enforcer_health()
     api = local_cluster.api_client()
     with scenario_namespace(api, "e2e-np") as ns:
         before = _revision(local_cluster.kubeconfig)

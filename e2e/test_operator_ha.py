@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE
-from e2e.failover import _failover_under_load
+from e2e.failover import failover_under_load
 from e2e.helpers import Cluster, record, signal_server
 from tests.support.wait import wait_for
 
@@ -65,7 +65,7 @@ def test_the_active_operator_killed_in_the_middle_of_a_failover_is_replaced_by_t
             takeover.append(time.monotonic() - deleted)
             return t
 
-        _failover_under_load(
+        failover_under_load(
             c,
             kill_primary_then_the_active_operator,
             "primary container SIGKILLed, then the active operator Pod of 2 force-deleted",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from e2e.conftest import OPERATOR_NAMESPACE, _restart_deployment
+from e2e.conftest import OPERATOR_NAMESPACE, restart_deployment
 from e2e.helpers import OPERATOR_IMAGE
 from e2e.operator_install import delete_test_pod, helm_test
 from mysql_operator.k8s.crds import DIGEST_ANNOTATION
@@ -90,7 +90,7 @@ def _helm_test_runs(local_cluster, apps, ext, operator_release, name, stamped) -
     assert f"CRD {name} is not this chart's" in r.stdout, r.stdout[-3000:]
 
     dep = apps.read_namespaced_deployment(operator_release, OPERATOR_NAMESPACE)
-    _restart_deployment(apps, dep)
+    restart_deployment(apps, dep)
     wait_for(lambda: stamped() == digest, 120, "the restarted operator applied the chart's CRD")
     r = helm_test(local_cluster)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -36,7 +36,7 @@ from e2e.helpers import (
     record,
     writer_to,
 )
-from e2e.operator_install import _ready_operator_pods, delete_test_pod, helm_test, pull_secret
+from e2e.operator_install import ready_operator_pods, delete_test_pod, helm_test, pull_secret
 from mysql_operator import clock, rolling
 from tests.support import chart_oci
 from tests.support.containerd import parse_build_output
@@ -191,7 +191,7 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
         assert r.returncode == 0, r.stderr[-3000:]
         wait_for(
             lambda: (
-                _ready_operator_pods(core)
+                ready_operator_pods(core)
                 # and no other operator left, not even one still stopping (it could take the
                 # clusters created next before it lets go of its Lease)
                 and all(

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE, install_operator, push_image
 from e2e.helpers import BACKUPS, GROUP, OPERATOR_IMAGE, VERSION, Cluster, cluster_spec, scenario_namespace
-from e2e.operator_install import _ready_operator_pods, pull_secret
+from e2e.operator_install import ready_operator_pods, pull_secret
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
@@ -29,7 +29,7 @@ def _leading_on(api, image: str) -> bool:
     holder = (
         client.CoordinationV1Api(api).read_namespaced_lease(LEASE, OPERATOR_NAMESPACE).spec.holder_identity
     )
-    pods = {p.metadata.name: p for p in _ready_operator_pods(client.CoreV1Api(api))}
+    pods = {p.metadata.name: p for p in ready_operator_pods(client.CoreV1Api(api))}
     return holder in pods and pods[holder].spec.containers[0].image == image
 
 
@@ -55,7 +55,7 @@ def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
         assert r.returncode == 0, r.stderr[-3000:]
         pods = wait_for(
             lambda: (
-                (p := _ready_operator_pods(core))
+                (p := ready_operator_pods(core))
                 and all(x.spec.containers[0].image == f"{registry_image}:{TAG}" for x in p)
                 and p
             ),
@@ -132,7 +132,7 @@ def test_backups_run_the_charts_image_with_the_clusters_pull_secret(
         assert r.returncode == 0, r.stderr[-3000:]
         wait_for(
             lambda: (
-                (p := _ready_operator_pods(core))
+                (p := ready_operator_pods(core))
                 and all(x.spec.containers[0].image == OPERATOR_IMAGE for x in p)
             ),
             180,

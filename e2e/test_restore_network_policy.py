@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from e2e.helpers import IMAGE, PULL, kubectl, scenario_namespace
-from e2e.network_policy import _enforcer
+from e2e.network_policy import enforcer_health
 from mysql_operator.api import parse
 from mysql_operator.manifests import selector_labels
 from mysql_operator.manifests.backup_jobs import CLUSTER_LABEL, COMPONENT_RESTORE, restore_network_policy
@@ -49,7 +49,7 @@ def _running(core, ns: str, name: str) -> client.V1Pod:
 
 
 def test_only_the_clusters_servers_reach_the_restore_jobs_copy_port(local_cluster):
-    _enforcer()
+    enforcer_health()
     api = local_cluster.api_client()
     core = client.CoreV1Api(api)
     with scenario_namespace(api, "e2e-rnp") as ns, scenario_namespace(api, "e2e-rnp-other") as other:

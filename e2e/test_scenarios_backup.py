@@ -21,7 +21,7 @@ import uuid
 
 import pytest
 
-from e2e.backups import _backup_phase, _create_backup
+from e2e.backups import backup_phase_of, create_backup
 from e2e.helpers import (
     BACKUPS,
     FLAVORS,
@@ -162,9 +162,9 @@ def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup
     c, bucket, flavor = backup_source
     manual, method = f"manual-{flavor}", method_of(flavor)
     elapsed = stopwatch()
-    _create_backup(c, manual, method)
+    create_backup(c, manual, method)
     phase = wait_for(
-        lambda: _backup_phase(c, manual) in ("Succeeded", "Failed") and _backup_phase(c, manual),
+        lambda: backup_phase_of(c, manual) in ("Succeeded", "Failed") and backup_phase_of(c, manual),
         300,
         f"{manual} finished",
     )
@@ -189,7 +189,7 @@ def test_on_demand_backup_succeeds_to_s3(local_cluster, backup_namespace, backup
 def test_restore_into_a_new_cluster_has_equal_checksums(local_cluster, backup_namespace, backup_source):
     c, _, flavor = backup_source
     manual = f"manual-{flavor}"
-    wait_for(lambda: _backup_phase(c, manual) == "Succeeded", 300, f"{manual} Succeeded")
+    wait_for(lambda: backup_phase_of(c, manual) == "Succeeded", 300, f"{manual} Succeeded")
     rw, pw = c.service_ip("rw"), c.password()
     source = checksums(rw, pw)
 
@@ -218,7 +218,7 @@ def test_a_restore_waits_for_its_key_then_refuses_another_key(local_cluster, bac
     Event; once it exists (with a key the backup was not made with) the restore fails saying so."""
     c, _, flavor = backup_source
     manual = f"manual-{flavor}"
-    wait_for(lambda: _backup_phase(c, manual) == "Succeeded", 300, f"{manual} Succeeded")
+    wait_for(lambda: backup_phase_of(c, manual) == "Succeeded", 300, f"{manual} Succeeded")
     wrong = Cluster(c.api, c.namespace, f"wrong-key-{flavor}").create(
         cluster_spec(
             1,
@@ -383,8 +383,8 @@ def test_point_in_time_restore_across_a_failover_has_exactly_the_rows_up_to_t(
     base = f"pitr-base-{flavor}"
     try:
         wait_for(lambda: len(writer.acked) >= 20, 60, "rows written before the base backup")
-        _create_backup(c, base, method_of(flavor))
-        wait_for(lambda: _backup_phase(c, base) == "Succeeded", 300, f"{base} Succeeded")
+        create_backup(c, base, method_of(flavor))
+        wait_for(lambda: backup_phase_of(c, base) == "Succeeded", 300, f"{base} Succeeded")
         old = c.status()["currentPrimary"]
         hung = signal_server(local_cluster, c, old, "SIGSTOP")  # hung: the replica is promoted
         try:

@@ -23,7 +23,7 @@ from kubernetes import client
 
 from mysql_operator.topology import FAILOVER_CAUSES
 from e2e.conftest import OPERATOR_NAMESPACE
-from e2e.failover import _failover_under_load
+from e2e.failover import failover_under_load
 from e2e.helpers import (
     FLAVORS,
     Cluster,
@@ -54,7 +54,7 @@ def test_failover_when_the_primary_pod_is_force_deleted(local_cluster, scenario_
     def delete_pod(name: str) -> None:
         c.core.delete_namespaced_pod(name, c.namespace, grace_period_seconds=0)
 
-    old, new = _failover_under_load(c, delete_pod, "primary Pod force-deleted", flavor=flavor)
+    old, new = failover_under_load(c, delete_pod, "primary Pod force-deleted", flavor=flavor)
     if new == old:
         return  # MySQL kept the restarted primary: no failover to count
     # the operator's metrics say what happened (scraped from the chart's metrics Service)
@@ -92,7 +92,7 @@ def test_failover_when_the_primary_container_is_killed(local_cluster, scenario_n
     def kill(name: str) -> None:
         signal_server(local_cluster, c, name, "SIGKILL")
 
-    _failover_under_load(c, kill, "primary container SIGKILLed", flavor=flavor)
+    failover_under_load(c, kill, "primary container SIGKILLed", flavor=flavor)
     assert container(f"{c.name}-0").restart_count >= 1, "the same Pod was restarted in place (not recreated)"
 
 
@@ -133,7 +133,7 @@ def test_operator_pod_deleted_in_the_middle_of_a_failover(local_cluster, scenari
         return t
 
     try:
-        _failover_under_load(
+        failover_under_load(
             c, hang_primary_then_delete_operator, "primary hung, then the operator Pod deleted", flavor=flavor
         )
     finally:

@@ -35,7 +35,7 @@ def _key_from(args):
     return parse_key(text, args.encryption_key_from)
 
 
-def _s3_from(args) -> S3:
+def s3_from(args) -> S3:
     return S3(
         bucket=args.bucket,
         credentials_secret=SecretKeys("env"),
@@ -47,7 +47,7 @@ def _s3_from(args) -> S3:
     )
 
 
-def _s3_credentials(args, env: dict[str, str]):
+def s3_credentials(args, env: dict[str, str]):
     """The S3 credentials of a Job, with the SSE-C key when --sse SSE-C (CryptoError naming its
     Secret when that is not a 256-bit key)."""
     from mysql_operator.backup import storage
@@ -90,12 +90,12 @@ def cmd_delete_data(args) -> int:
     env, status = _job_environment(args, (ENV_ACCESS_KEY, ENV_SECRET_KEY))
     if env is None:
         return status
-    s3 = _s3_from(args)
+    s3 = s3_from(args)
     folder = args.folder.strip("/")
     if not folder:
         return _finish(args, {"ok": False, "message": "--folder is empty: refusing to delete a whole bucket"})
     try:
-        client = storage.make_client(s3, _s3_credentials(args, env))
+        client = storage.make_client(s3, s3_credentials(args, env))
         deleted = storage.delete_folder(client, s3, folder)
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         return _finish(args, {"ok": False, "message": redact(str(e) or type(e).__name__, _secrets(env))})
@@ -119,13 +119,13 @@ def cmd_keep_evidence(args) -> int:
     env, status = _job_environment(args, (ENV_ACCESS_KEY, ENV_SECRET_KEY))
     if env is None:
         return status
-    s3 = _s3_from(args)
+    s3 = s3_from(args)
     folder = storage.join_key(s3.prefix, "evidence", args.name)
     # a mounted ConfigMap: one file per key (the "..data" entries are the kubelet's)
     files = sorted(f for f in Path(args.source).iterdir() if not f.name.startswith("..") and f.is_file())
     try:
         key = _key_from(args)
-        client = storage.make_client(s3, _s3_credentials(args, env))
+        client = storage.make_client(s3, s3_credentials(args, env))
         for f in files:
             name, body, kind = f.name, f.read_bytes(), "text/plain"
             if (
@@ -163,8 +163,8 @@ def cmd_restore_into(args) -> int:
     try:
         result = restore_all(
             targets,
-            Source(_s3_from(args), args.path, _key_from(args), _stop_from(args)),
-            _s3_credentials(args, env),
+            Source(s3_from(args), args.path, _key_from(args), _stop_from(args)),
+            s3_credentials(args, env),
             args.app_database,
             drop_account=args.drop_account,
             primary=args.primary,
@@ -212,7 +212,7 @@ def cmd_run(args) -> int:
     env, status = _job_environment(args)
     if env is None:
         return status
-    s3 = _s3_from(args)
+    s3 = s3_from(args)
     candidates = []
     for text in args.source:
         name, host, port = _parse_source(text)
@@ -232,7 +232,7 @@ def cmd_run(args) -> int:
     )
     try:
         req = dataclasses.replace(req, key=_key_from(args))
-        m = run_backup(req, _s3_credentials(args, env), env[ENV_DB_PASSWORD])
+        m = run_backup(req, s3_credentials(args, env), env[ENV_DB_PASSWORD])
     except Exception as e:  # noqa: BLE001 - every failure becomes the status message
         from mysql_operator.redaction import redact
 
@@ -258,8 +258,8 @@ def cmd_archive_binlogs(args) -> int:
         print(json.dumps({"message": f"environment variables missing: {', '.join(missing)}"}), flush=True)
         return 1
     env = {v: os.environ[v] for v in names}
-    s3 = _s3_from(args)
-    client = storage.make_client(s3, _s3_credentials(args, env))
+    s3 = s3_from(args)
+    client = storage.make_client(s3, s3_credentials(args, env))
     servers = tuple(Server(*_parse_source(text)) for text in args.source)
     follower = Follower(
         servers,

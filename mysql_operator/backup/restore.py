@@ -180,7 +180,7 @@ class _Plain:
         return b""
 
 
-def _opener(s3: S3, m: Manifest, key: Key | None) -> _Plain | Decryptor:
+def plaintext_opener(s3: S3, m: Manifest, key: Key | None) -> _Plain | Decryptor:
     if m.encryption is None:
         return _Plain()
     assert key is not None  # check_key ran first
@@ -195,7 +195,7 @@ def verify(client, s3: S3, m: Manifest, key: Key | None = None) -> str:
     info = storage.head(client, s3, m.data_key)
     etag = info.get("ETag")
     digest, size = hashlib.sha256(), 0
-    opener = _opener(s3, m, key)
+    opener = plaintext_opener(s3, m, key)
     try:
         for chunk in storage.iter_object(client, s3, m.data_key, etag):
             digest.update(chunk)
@@ -416,7 +416,7 @@ def stream_into(
         digest, size = hashlib.sha256(), 0
         write_error: BaseException | None = None
         crypto_error: CryptoError | None = None
-        opener = _opener(s3, m, key)
+        opener = plaintext_opener(s3, m, key)
         try:
             fd = dec.stdin.fileno()
             for chunk in storage.iter_object(client, s3, m.data_key, etag):

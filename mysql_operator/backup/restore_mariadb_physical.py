@@ -52,7 +52,7 @@ from mysql_operator.backup.restore import (
     RestoreResult,
     Source,
     Target,
-    _opener,
+    plaintext_opener,
     finish_all,
     instance_of,
     new_cluster_accounts,
@@ -209,7 +209,7 @@ def decompressed(client, source: Source, m: Manifest, etag: str) -> Iterator[byt
 
     def feed() -> Iterator[bytes]:
         nonlocal size
-        opener = _opener(source.s3, m, source.key)
+        opener = plaintext_opener(source.s3, m, source.key)
         for chunk in storage.iter_object(client, source.s3, m.data_key, etag):
             digest.update(chunk)
             size += len(chunk)

@@ -50,7 +50,7 @@ def missing_binaries() -> list[str]:
     return [b for b in ("mariadbd", "mariadb-install-db") if shutil.which(b) is None]
 
 
-def _option_file(values: dict[str, object]) -> str:
+def server_option_file(values: dict[str, object]) -> str:
     """A [mariadbd] option file from a dict (True = flag without value)."""
     lines = ["[mariadbd]"]
     for key, value in values.items():
@@ -138,7 +138,7 @@ class MariaDBServer:
         return ["mariadbd", f"--defaults-file={self.option_file}"]
 
     def write_options(self) -> None:
-        self.option_file.write_text(_option_file(self.options()))
+        self.option_file.write_text(server_option_file(self.options()))
 
     def start(self, timeout: float = 60.0) -> "MariaDBServer":
         self.write_options()

@@ -44,7 +44,7 @@ from tests.support.mariadb import (
     OPERATOR_USER,
     MariaDBFactory,
     MariaDBServer,
-    _option_file,
+    server_option_file,
     main,
 )
 
@@ -176,7 +176,7 @@ class MySQLServer(MariaDBServer):
         return ["unshare", "--mount", "--propagation", "private", "sh", "-c", f"{bind} && exec {run}"]
 
     def write_options(self) -> None:
-        self.option_file.write_text(_option_file(self.options()).replace("[mariadbd]", "[mysqld]", 1))
+        self.option_file.write_text(server_option_file(self.options()).replace("[mariadbd]", "[mysqld]", 1))
 
 
 class MySQLFactory(MariaDBFactory):

@@ -13,7 +13,7 @@ import pytest
 from mysql_operator.api import SSE_C, SSE_KMS, SSE_S3, Encryption, ServerSideEncryption, parse, parse_backup
 from mysql_operator.backup import storage
 from mysql_operator.cli_backup import register
-from mysql_operator.job_commands import _s3_credentials, _s3_from
+from mysql_operator.job_commands import s3_credentials, s3_from
 from mysql_operator.manifests.backup_jobs import (
     backup_job,
     binlog_archiver,
@@ -126,16 +126,16 @@ def _job_args(argv: list[str]) -> argparse.Namespace:
 def test_the_job_rebuilds_the_setting_and_reads_the_key_from_its_environment():
     c = parse(_cluster({"type": "SSE-C", "keySecret": {"name": "sse-key"}}))
     args = _job_args(_main(JOBS["delete"](c))["args"])
-    assert _s3_from(args).sse == ServerSideEncryption(SSE_C)
+    assert s3_from(args).sse == ServerSideEncryption(SSE_C)
     env = {
         "AWS_ACCESS_KEY_ID": "ak",
         "AWS_SECRET_ACCESS_KEY": "sk",
         "MYSQL_OPERATOR_SSE_C_KEY": base64.b64encode(KEY).decode() + "\n",
     }
-    creds = _s3_credentials(args, env)
+    creds = s3_credentials(args, env)
     assert creds.sse_customer_key == KEY and KEY.hex() not in repr(creds)
     with pytest.raises(Exception, match="Secret 'sse-key' key 'sse-c-key'"):
-        _s3_credentials(args, {**env, "MYSQL_OPERATOR_SSE_C_KEY": "short"})
+        s3_credentials(args, {**env, "MYSQL_OPERATOR_SSE_C_KEY": "short"})
 
 
 class _Sent(Exception):
