@@ -353,8 +353,11 @@ class DumpFilter:
             name = created_database(line)
             if name is not None:
                 self.on_database(name)
-        m = _DEFINER_LINE.match(line) if self.definer is not None else None
-        return line if m is None or self.definer is None else m.group(1) + self.definer + line[m.end() :]
+        if self.definer is not None:
+            m = _DEFINER_LINE.match(line)
+            if m is not None:
+                return m.group(1) + self.definer + line[m.end() :]
+        return line
 
     def __call__(self, chunk: bytes) -> bytes:
         if not chunk:  # the end: what is held back

@@ -214,9 +214,10 @@ class AccountStatements:
             if not self.in_statement and not line.startswith(b"#") and line.strip():
                 self.in_statement = True
                 self.skipping = bool(_ACCOUNT_STATEMENT.match(line))
-                created = created_database(line) if self.on_database else None
-                if created is not None and self.on_database is not None:
-                    self.on_database(created)
+                if self.on_database is not None:
+                    created = created_database(line)
+                    if created is not None:
+                        self.on_database(created)
             if not self.skipping:
                 out.append(line + b"\n")
             if self.in_statement and line.rstrip().endswith(DELIMITER):

@@ -64,7 +64,7 @@ class Grant:
         if db == "*":
             return "*.*"
         if table == "*":
-            return "`" + db.replace("_", "\\_") + "`.*"
+            return database_level(db)
         return f"`{db}`.`{table}`"
 
     def clause(self) -> str:
@@ -315,6 +315,12 @@ def load_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
 SYSTEM_DATABASES = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
 
 
+def database_level(database: str) -> str:
+    """`<database>`.* as a database-level grant reads it: its '_' and '%' (wildcards there)
+    escaped, so that it names that one database."""
+    return "`" + database.replace("`", "``").replace("_", "\\_").replace("%", "\\%") + "`.*"
+
+
 def database_grant_sql(database: str, account: str) -> str:
     """GRANT ALL PRIVILEGES on the one database `database` (any name a server takes: its '_' and
     '%' escaped, as a database-level grant reads them as wildcards) to `account` (quoted, as
@@ -326,8 +332,7 @@ def database_grant_sql(database: str, account: str) -> str:
         raise ValueError(f"database {database}: a system database, never restored")
     if "\\" in database:
         raise ValueError(f"database name {database!r} holds a backslash: the restore cannot grant on it")
-    name = database.replace("`", "``").replace("_", "\\_").replace("%", "\\%")
-    return f"GRANT ALL PRIVILEGES ON `{name}`.* TO {account}"
+    return f"GRANT ALL PRIVILEGES ON {database_level(database)} TO {account}"
 
 
 # Taken back from the restore account's ALL on both flavors: what no dump the tools write needs

@@ -103,6 +103,24 @@ def flavor(request, tmp_path_factory):
         f.close()
 
 
+def archiver_of(flavor, source, s3, s3server, cluster: str) -> Archiver:
+    """The binlog archiver of `source` into <prefix>/<cluster>/binlogs, as the operator runs it."""
+    inst = Instance(source.host, source.port, OPERATOR_USER, flavor.factory.admin_password, name=source.name)
+    store = Store(storage.make_client(s3, creds(s3server)), s3, cluster)
+    logs = Path(source.datadir) if flavor.name == "mariadb" else binlog_dir(source, inst)
+    return Archiver(inst, logs, store, max_delay=1.0)
+
+
+def archive_everything(flavor, source, archiver: Archiver) -> None:
+    """Step the archiver until it holds every transaction `source` has executed."""
+    everything = flavor.executed(source)
+    wait_for(
+        lambda: archiver.step(time.monotonic()) and archiver.archived.contains(everything),
+        30,
+        "every transaction archived",
+    )
+
+
 @pytest.fixture(scope="module")
 def history(flavor, s3server):
     """(source, s3, manifest, segments, rows, deleted_at): rows = [(id, gtid, unix second)] as
@@ -118,11 +136,7 @@ def history(flavor, s3server):
     )
     bucket = s3server.create_bucket(f"bk-pitr-{flavor.name}")
     s3 = s3cfg(s3server, bucket)
-    inst = Instance(source.host, source.port, OPERATOR_USER, factory.admin_password, name=source.name)
-    client = storage.make_client(s3, creds(s3server))
-    store = Store(client, s3, "c1")
-    logs = Path(source.datadir) if flavor.name == "mariadb" else binlog_dir(source, inst)
-    archiver = Archiver(inst, logs, store, max_delay=1.0)
+    archiver = archiver_of(flavor, source, s3, s3server, "c1")
     rows: list[tuple[int, str, int]] = []
     stop, delete_now, deleted = threading.Event(), threading.Event(), threading.Event()
     own_origin, new_origin = threading.Event(), threading.Event()
@@ -201,13 +215,8 @@ def history(flavor, s3server):
     finally:
         stop.set()
         t.join()
-    everything = flavor.executed(source)
-    wait_for(
-        lambda: archiver.step(time.monotonic()) and archiver.archived.contains(everything),
-        30,
-        "every transaction archived",
-    )
-    return source, s3, m, store.segments(), rows, deleted_at
+    archive_everything(flavor, source, archiver)
+    return source, s3, m, archiver.store.segments(), rows, deleted_at
 
 
 def restore_to(flavor, s3server, history, stop: pitr.Stop, prefix: str, path: str = "c1/base"):
@@ -342,10 +351,7 @@ def test_a_replayed_routine_of_another_definer_fails_the_restore_naming_it(flavo
     )
     bucket = s3server.create_bucket(f"bk-pitr-definer-{flavor.name}")
     s3 = s3cfg(s3server, bucket)
-    inst = Instance(source.host, source.port, OPERATOR_USER, factory.admin_password, name=source.name)
-    store = Store(storage.make_client(s3, creds(s3server)), s3, "c2")
-    logs = Path(source.datadir) if flavor.name == "mariadb" else binlog_dir(source, inst)
-    archiver = Archiver(inst, logs, store, max_delay=1.0)
+    archiver = archiver_of(flavor, source, s3, s3server, "c2")
     archiver.step(time.monotonic())
     req = dataclasses.replace(request_for(source, s3, name="base", cluster="c2"), tools_dir=flavor.tools_dir)
     run_backup(req, creds(s3server), factory.admin_password)
@@ -355,12 +361,7 @@ def test_a_replayed_routine_of_another_definer_fails_the_restore_naming_it(flavo
         "CREATE DEFINER = 'root'@'localhost' PROCEDURE app.p() SQL SECURITY DEFINER SELECT 1",
         "INSERT INTO app.t VALUES (2)",
     )
-    everything = flavor.executed(source)
-    wait_for(
-        lambda: archiver.step(time.monotonic()) and archiver.archived.contains(everything),
-        30,
-        "every transaction archived",
-    )
+    archive_everything(flavor, source, archiver)
     target = flavor.new_target("pitr-d")
     flavor.writable(target)
     result = restore_all(
