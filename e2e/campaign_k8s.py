@@ -436,8 +436,19 @@ class Campaign:
         if r.returncode != 0:
             raise RuntimeError(f"helm install failed: {r.stderr[-2000:]}")
 
+    def _namespace_usable(self) -> bool:
+        """The namespace is not there, or is there to stay (not being deleted: a previous run's
+        `delete` does not wait for it to go, and nothing can be created in it meanwhile)."""
+        try:
+            return self.core.read_namespace(self.namespace).metadata.deletion_timestamp is None
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return True
+
     def setup(self) -> None:
         self.ensure_operator()
+        wait_for(self._namespace_usable, 300, f"namespace {self.namespace} deleted by a previous run")
         try:
             self.core.read_namespace(self.namespace)
         except ApiException as e:
