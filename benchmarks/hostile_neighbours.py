@@ -45,7 +45,7 @@ from typing import Any, Callable
 import pymysql
 from kubernetes import client
 
-from benchmarks.operator_scale import _proc_stat, print_table
+from benchmarks.operator_scale import proc_stat, print_table
 from mysql_operator.api import GROUP, VERSION
 from tests.support import host_operator
 from tests.support.controlplane import ControlPlane, stop_group
@@ -386,7 +386,7 @@ def main(argv=None) -> int:
             return out
 
         without = phase("without")
-        _, rss_before, peak_before = _proc_stat(proc.pid)
+        _, rss_before, peak_before = proc_stat(proc.pid)
 
         for name in HOSTILE:
             create(cluster_body(name, "mysql", version="8.4"))
@@ -404,7 +404,7 @@ def main(argv=None) -> int:
             c["metadata"]["name"]: c.get("status") or {}
             for c in objs.list_namespaced_custom_object(GROUP, VERSION, NS, "mysqlclusters")["items"]
         }
-        _, rss, peak = _proc_stat(proc.pid)
+        _, rss, peak = proc_stat(proc.pid)
         live = proc.poll() is None and proc.pid == sampler.pid
         ratio = statistics.median(with_hostile) / statistics.median(without)
         rows += [

@@ -51,7 +51,7 @@ def print_table(rows: list[tuple[str, str]]) -> None:
         print(f"{k:<{width}}  {v}")
 
 
-def _proc_stat(pid: int) -> tuple[float, int, int]:
+def proc_stat(pid: int) -> tuple[float, int, int]:
     """(cpu seconds, RSS kB, peak RSS kB) of one process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
@@ -83,7 +83,7 @@ def _apiserver_requests(api) -> Counter:
     return out
 
 
-def _rate(api, seconds: float) -> tuple[float, Counter]:
+def request_rate(api, seconds: float) -> tuple[float, Counter]:
     """Requests per second over `seconds`: in all, and by (verb, resource)."""
     r0, t0 = _apiserver_requests(api), time.monotonic()
     time.sleep(seconds)
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
             30,
             "mysqlclusters served",
         )
-        baseline, _ = _rate(api, 30.0)  # the control plane alone
+        baseline, _ = request_rate(api, 30.0)  # the control plane alone
         log_path = Path(cp.workdir) / "operator.log"
         proc = host_operator.start(
             ns, cp.admin_kubeconfig, log_path, "--loop-seconds", str(args.loop_seconds), cwd=REPO
@@ -163,7 +163,7 @@ def main(argv=None) -> int:
         wait_for(
             lambda: b"Initial authentication has finished" in log_path.read_bytes(), 60, "operator started"
         )
-        _, rss_idle, _ = _proc_stat(proc.pid)
+        _, rss_idle, _ = proc_stat(proc.pid)
 
         t0 = time.monotonic()
         for n in range(args.clusters):
@@ -208,10 +208,10 @@ def main(argv=None) -> int:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.STDOUT,
             )
-        cpu0, _, _ = _proc_stat(proc.pid)
+        cpu0, _, _ = proc_stat(proc.pid)
         w0 = time.monotonic()
-        rate, by_kind = _rate(api, args.measure)
-        cpu1, rss, peak = _proc_stat(proc.pid)
+        rate, by_kind = request_rate(api, args.measure)
+        cpu1, rss, peak = proc_stat(proc.pid)
         if profiler is not None:
             profiler.wait(60)
         cpu_pct = 100.0 * (cpu1 - cpu0) / (time.monotonic() - w0)

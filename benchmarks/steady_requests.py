@@ -26,7 +26,7 @@ from kubernetes import client
 
 from mysql_operator.k8s.client import api_client
 
-from benchmarks.operator_scale import _proc_stat, _rate, print_table
+from benchmarks.operator_scale import proc_stat, request_rate, print_table
 from e2e.helpers import Cluster, cluster_spec, install_crds
 from tests.support import cluster as cluster_mod
 from tests.support import host_operator
@@ -70,16 +70,16 @@ def main(argv: list[str] | None = None) -> int:
             c.wait_ready(600, instances=args.instances)
         ready = time.monotonic() - t0
         time.sleep(args.settle)  # a settling period before measuring, not a condition
-        cpu0, _, _ = _proc_stat(proc.pid)
+        cpu0, _, _ = proc_stat(proc.pid)
         w0 = time.monotonic()
-        with_operator, by_kind = _rate(api, args.measure)
-        cpu1, rss, _ = _proc_stat(proc.pid)
+        with_operator, by_kind = request_rate(api, args.measure)
+        cpu1, rss, _ = proc_stat(proc.pid)
         cpu = 100.0 * (cpu1 - cpu0) / (time.monotonic() - w0)
         phases = [c.status().get("phase") for c in clusters]
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
         proc = None
-        without, _ = _rate(api, args.baseline)
+        without, _ = request_rate(api, args.baseline)
         operator = max(0.0, with_operator - without)
         rows = [
             ("checkout", str(args.repo)),

@@ -166,7 +166,7 @@ def service_routes_to(
 
 # ---------------------------------------------------------------------------------------- effects
 @dataclass
-class _Entry:
+class ClusterEntry:
     uid: str | None = None  # of the object it holds the state of (None: not known yet)
     lock: threading.Lock = field(default_factory=threading.Lock)
     engine: ReplicationEngine | None = None
@@ -313,14 +313,14 @@ class Reconciler:
         self.passwords = PasswordStore(api, self.reads, password_factory, resync_seconds)
         self.sql = SqlObjects(api, password_factory)  # MySQLDatabase, MySQLUser, MySQLGrant
         self.clock = clock
-        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._entries: dict[tuple[str, str], ClusterEntry] = {}
         self.restarts = RestartGate(clock, operator_upgrades, alive=self._exists)
         self.job_image = job_image or jobs.job_image()  # of the Jobs that work on tenant bytes
         self.exporter_image = exporter_image or jobs.exporter_image()  # the metrics sidecar's
         self.tools_repository = tools_repository or jobs.tools_repository()  # the Jobs' client tools
         self._guard = threading.Lock()
 
-    def _entry(self, namespace: str, name: str, uid: str | None = None) -> _Entry:
+    def _entry(self, namespace: str, name: str, uid: str | None = None) -> ClusterEntry:
         """What is kept of the cluster `namespace/name` between its passes; with `uid`, of that
         object: one left by an earlier object of that name (deleted and created again before
         its deletion was seen) is replaced, and its engine closed, as `forget` does. A pass of
@@ -332,7 +332,7 @@ class Reconciler:
             if entry is not None and uid and entry.uid and entry.uid != uid:
                 stale, entry = entry, None
             if entry is None:
-                entry = self._entries[(namespace, name)] = _Entry(uid=uid)
+                entry = self._entries[(namespace, name)] = ClusterEntry(uid=uid)
             elif entry.uid is None:
                 entry.uid = uid
         if stale is not None and stale.engine:
@@ -409,7 +409,7 @@ class Reconciler:
             entry.lock.release()
 
     # -- the reconcile -----------------------------------------------------------------------------
-    def _reconcile(self, body: Mapping[str, Any], entry: _Entry, apply: bool | None) -> Result:
+    def _reconcile(self, body: Mapping[str, Any], entry: ClusterEntry, apply: bool | None) -> Result:
         """One pass: the spec in effect (status.spec_in_effect) -> observe (the cluster, its
         credentials, its Pods) -> upkeep of what needs no server (TLS, owned objects) -> the
         restore gate -> the replication pass (observe the servers, decide, record, act) ->
@@ -455,7 +455,7 @@ class Reconciler:
         self._after(seen, entry, run)
         return self._conclude(seen, entry, run, applied)
 
-    def _unknown_fields(self, body: Mapping[str, Any], c: MySQLCluster, entry: _Entry) -> None:
+    def _unknown_fields(self, body: Mapping[str, Any], c: MySQLCluster, entry: ClusterEntry) -> None:
         """Effect: a Warning, once per generation, naming the spec fields this version ignores."""
         if not c.ignored or entry.ignored_said == (c.generation, c.ignored):
             return
@@ -480,7 +480,7 @@ class Reconciler:
         self,
         body: Mapping[str, Any],
         c: MySQLCluster,
-        entry: _Entry,
+        entry: ClusterEntry,
         logins: Logins,
         previous: Mapping[str, Any],
         apply: bool | None,
@@ -527,7 +527,7 @@ class Reconciler:
         entry.apply_error, entry.last_apply = error, self.clock()
         return error is None
 
-    def _restore(self, seen: Observed, entry: _Entry, applied: bool) -> Result | None:
+    def _restore(self, seen: Observed, entry: ClusterEntry, applied: bool) -> Result | None:
         """The restore gate (restore_gate.py: observe, plan, carry out): the Result of a pass held
         by a restore (it is starting, running, or failed), None when the pass may go on."""
         c, body, logins = seen.c, seen.body, seen.logins
@@ -567,7 +567,7 @@ class Reconciler:
         self._act(body, Plan((), todo.events, todo.status, todo.changed))
         return Result(phase=todo.status["phase"], applied=applied, status={**seen.previous, **todo.status})
 
-    def _drop_restore_account(self, seen: Observed, entry: _Entry) -> None:
+    def _drop_restore_account(self, seen: Observed, entry: ClusterEntry) -> None:
         """Effect: gate.drop_restore_account on every server whose Pod runs, as the operator's
         account over TLS (one that does not run has nothing to log in to: left, and logged)."""
         c, password = seen.c, seen.logins.current.get(m.OPERATOR_PASSWORD_KEY)
@@ -600,7 +600,7 @@ class Reconciler:
             )
         gate.drop_restore_account(servers)
 
-    def _without_servers(self, seen: Observed, entry: _Entry, applied: bool) -> Result:
+    def _without_servers(self, seen: Observed, entry: ClusterEntry, applied: bool) -> Result:
         """The status of a cluster with no server to talk to yet (or no credentials, no CA)."""
         c = seen.c
         summary = Summary(
@@ -625,7 +625,7 @@ class Reconciler:
         self._request_done(seen, settled)
         return result
 
-    def _replicate(self, seen: Observed, entry: _Entry) -> Replicated:
+    def _replicate(self, seen: Observed, entry: ClusterEntry) -> Replicated:
         """The replication pass: the servers observed (into `seen.instances`), the wanted primary
         (a switchover request's target, moved by the rolling update's next step), then
         ReplicationEngine.reconcile (decide, record a new primary BEFORE acting, act) with this
@@ -715,7 +715,7 @@ class Reconciler:
             )
         return Replicated(engine, settings, members, force, state, outcome, roll, desired)
 
-    def _after(self, seen: Observed, entry: _Entry, run: Replicated) -> None:
+    def _after(self, seen: Observed, entry: ClusterEntry, run: Replicated) -> None:
         """What follows the replication pass: a pending password rotation, a forced failover's
         record, a rolling update's next Pod restart, the certificate each server serves."""
         c, body, logins = seen.c, seen.body, seen.logins
@@ -755,7 +755,7 @@ class Reconciler:
             )
             log.info("%s/%s passwords rotated: %s", c.namespace, c.name, ", ".join(rotated))
 
-    def _conclude(self, seen: Observed, entry: _Entry, run: Replicated, applied: bool) -> Result:
+    def _conclude(self, seen: Observed, entry: ClusterEntry, run: Replicated, applied: bool) -> Result:
         """Who serves (pods.serving, pure), then the SQL objects through a serving primary, the
         role labels, and the one status with its Events."""
         c, secrets = seen.c, seen.logins.secrets
@@ -1004,7 +1004,7 @@ class Reconciler:
         schedule's runs): the cluster's next pass publishes them (this operator's passes are
         the cluster status's one writer)."""
         with self._guard:
-            self._entries.setdefault((namespace, name), _Entry()).reported.update(fields)
+            self._entries.setdefault((namespace, name), ClusterEntry()).reported.update(fields)
 
     def archiver_seen(self, namespace: str, name: str, status: Mapping[str, Any] | None) -> None:
         """From the archiver Deployment's watch (None: deleted) and its apply."""
@@ -1016,7 +1016,7 @@ class Reconciler:
         self._entry(namespace, name).archiver_pod_trouble = trouble
 
     @classmethod
-    def _standing(cls, c: MySQLCluster, entry: _Entry) -> dict[str, Any]:
+    def _standing(cls, c: MySQLCluster, entry: ClusterEntry) -> dict[str, Any]:
         """What every status write says whatever the servers do: the last apply's refusal, the
         archiver's state, a staged restart, a TLS problem. The write made when a new primary is
         chosen carries it too: without it, a failover's write dropped ApplyFailed for a moment."""
@@ -1028,7 +1028,7 @@ class Reconciler:
         }
 
     @staticmethod
-    def _archiver_summary(c: MySQLCluster, entry: _Entry) -> ArchiverState | None:
+    def _archiver_summary(c: MySQLCluster, entry: ClusterEntry) -> ArchiverState | None:
         """Summary.binlog_archiver: None while archiving is off."""
         b = c.spec.backup
         if b is None or not b.binlogs.enabled:
@@ -1037,7 +1037,7 @@ class Reconciler:
 
     def _engine(
         self,
-        entry: _Entry,
+        entry: ClusterEntry,
         c: MySQLCluster,
         passwords: Mapping[str, str],
         settings: t.Settings,
@@ -1067,13 +1067,13 @@ class Reconciler:
         else:
             entry.engine.set_members(members)
             entry.engine.settings = settings  # the fingerprint leaves out a force-failover request
-        entry.engine.binlog_retention = binlog_retention(c)
+        entry.engine.binlogs.retention = binlog_retention(c)
         return entry.engine
 
     def _sync_sql(
         self,
         c: MySQLCluster,
-        entry: _Entry,
+        entry: ClusterEntry,
         decision: t.Decision | None,
         primary: str | None,
         members: Sequence[Member],
@@ -1121,7 +1121,7 @@ class Reconciler:
         pods: Mapping[int, PodView],
         primary: str | None,
         serving: bool,
-        entry: _Entry,
+        entry: ClusterEntry,
         passwords: Mapping[str, str],
     ) -> bool:
         """The primary Pod is labelled and Ready, and a connection through -rw reaches it (an

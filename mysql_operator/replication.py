@@ -30,16 +30,15 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 from mysql_operator.manifests.common import SEED_PROGRESS_PORT
 from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIMEOUT_MS
 from mysql_operator import topology as t
-from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention, plan_purge
-from mysql_operator.db import accounts
+from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
+from mysql_operator.binlog_upkeep import BinlogUpkeep
+from mysql_operator.duties import AccountSet, Accounts, Events
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db import seed_progress
 from mysql_operator.db.flavor import Dialect, Flavor
 from mysql_operator.members import ClusterState, Credentials, Member, Outcome, Step
 from mysql_operator.db.observation import (
     ACCESS_DENIED,
-    REPLICA_SIDE_DISABLED,
-    SPECIFIC_ACCESS_DENIED,
     CloneStatus,
     Event,
     InstanceError,
@@ -246,17 +245,9 @@ class ReplicationEngine:
         self._booted_serving: dict[str, float] = {}
         self.last_observations: dict[str, Observation] = {}
         self.last_error: dict[str, str] = {}  # per member, why its last observation failed
-        # the primary whose accounts this engine converged, and when to try again after a failure
-        self._accounts_on: str | None = None
-        self._accounts_retry_at = float("-inf")
-        # the primary whose events this engine carried over (carry_over_events), when to try
-        # again after a failure, and the events ENABLED on the primary at its last serving pass
-        self._events_on: str | None = None
-        self._events_retry_at = float("-inf")
-        self._enabled_events: frozenset[tuple[str, str]] | None = None
-        # (primary, events) the server refused to enable as their definers (warned once): left
-        # alone while the others are retried there
-        self._events_refused: tuple[str, frozenset[tuple[str, str]]] | None = None
+        # what a serving primary does beyond replication, once per primary (duties.py)
+        self.primary_accounts = Accounts()
+        self.primary_events = Events()
         # per instance: when a re-seed may be started again (a copy that failed is retried later)
         self._reseed_retry_at: dict[str, float] = {}
         # keep_evidence(instance, errant GTIDs, their binary log events) -> where they were kept;
@@ -281,11 +272,7 @@ class ReplicationEngine:
         self.promoted: Callable[[str], None] | None = None
         self._stuck_since: dict[str, float] = {}  # instance -> first observation of it stuck
         self._restarted_at: dict[str, float] = {}
-        # spec.replication.binlogRetention (None: the operator purges nothing); each instance's
-        # binary logs are looked at every binlog_check_seconds
-        self.binlog_retention: Retention | None = None
-        self.binlog_check_seconds = 300.0
-        self._binlogs_checked_at: dict[str, float] = {}
+        self.binlogs = BinlogUpkeep()  # spec.replication.binlogRetention (binlog_upkeep.py)
         self.set_members(members)
 
     # -- membership ------------------------------------------------------------------------------
@@ -526,7 +513,7 @@ class ReplicationEngine:
             announce(decision)
         steps = self.act(decision, observed)
         if isinstance(decision, t.STEADY):
-            self.maintain_binlogs(observed, steps)
+            self.binlogs.maintain(observed, self.last_observations, self.instances, self.clock(), steps)
         self.restart_stuck(state.current_primary, steps)
         return Outcome(decision, steps, observed)
 
@@ -685,157 +672,29 @@ class ReplicationEngine:
         for n in replicas:
             self._make_replica(n, primary, steps)
 
-    ACCOUNTS_RETRY_SECONDS = 30.0
-
     def converge_accounts(self, primary: str, steps: list[Step]) -> None:
-        """The accounts of db/accounts.py, on the primary (the statements replicate): replication,
-        application (and its database), backup, monitoring and binlog accounts created or converged to exactly their
-        grants, and, with `reduce_admin`, the operator's own account reduced to its list
-        (`shed_privileges`: accounts made before the lists existed hold ALL PRIVILEGES). Only on
-        a primary that serves (the operator's account may write on a read-only server:
-        elsewhere it would make errant transactions). Once per primary and engine (new passwords
-        make a new engine); after a failure, again ACCOUNTS_RETRY_SECONDS later. Never while
-        no replica could acknowledge the statements (`acknowledged_now`)."""
-        if self._accounts_on == primary or self.clock() < self._accounts_retry_at:
-            return
-        if not acknowledged_now(self.last_observations.get(primary)):
-            return  # at a pass that sees a replica acknowledging (repointed after a failover)
-        p = self.instances[primary]
-        try:
-            v = p.dialect.version
-            wanted = [(self.replication, "replication", accounts.replication_grants(v))]
-            if self.app and self.app_database:
-                p.ensure_database(self.app_database)
-                wanted.append(
-                    (
-                        self.app,
-                        f"application ({self.app_database})",
-                        accounts.app_grants(v, self.app_database),
-                    )
-                )
-            if self.backup:
-                wanted.append((self.backup, "backup", accounts.backup_grants(v)))
-            if self.monitor:
-                wanted.append((self.monitor, "monitoring", accounts.monitor_grants(v)))
-            if self.binlog:
-                wanted.append((self.binlog, "binlog archiving", accounts.binlog_grants(v)))
-            for creds, what, grants in wanted:
-                changes = p.ensure_user(creds.user, creds.host, creds.password, grants)
-                if changes:
-                    steps.append(Step(primary, "user", f"{what} account {creds.user}: {'; '.join(changes)}"))
-            shed = (
-                p.shed_privileges(accounts.operator_grants(v, self.app_database), self.admin.host)
-                if self.reduce_admin
-                else []
-            )
-            if shed:
-                steps.append(
-                    Step(primary, "user", f"operator account {self.admin.user}: revoked {', '.join(shed)}")
-                )
-        except InstanceError as e:
-            self._accounts_retry_at = self.clock() + self.ACCOUNTS_RETRY_SECONDS
-            steps.append(Step(primary, "user", str(e), ok=False))
-            return
-        self._accounts_on = primary
-
-    EVENTS_RETRY_SECONDS = 30.0
+        """duties.Accounts on a primary that serves, as this engine's accounts are now."""
+        wanted = AccountSet(
+            self.admin,
+            self.replication,
+            self.app,
+            self.app_database,
+            self.backup,
+            self.monitor,
+            self.binlog,
+            self.reduce_admin,
+        )
+        p, acknowledged = self.instances[primary], self._acknowledged(primary)
+        self.primary_accounts.converge(primary, p, wanted, acknowledged, self.clock(), steps)
 
     def carry_over_events(self, primary: str, steps: list[Step]) -> None:
-        """Scheduled events keep running across a change of primary. A server marks every event it
-        gets by replication replica-side disabled (MariaDB SLAVESIDE_DISABLED, MySQL
-        REPLICA_SIDE_DISABLED) - one ENABLED on its source and one the user DISABLEd alike - and
-        a promoted replica keeps them so: its scheduler skips them. The status alone cannot say
-        which ran: the engine remembers the events ENABLED on the primary at each pass where it
-        serves, and on a new primary enables those of them it holds replica-side disabled; the
-        others are left as they are. A plain ALTER EVENT makes whoever runs it the definer, so
-        each is enabled as its definer: an event of the application account with that
-        account's login (ALTER EVENT ... ENABLE); any other with the operator's, naming the
-        definer (ALTER DEFINER = ... EVENT ... ENABLE), which the server allows only where a
-        person granted the operator's account SET USER (MariaDB) / SET_ANY_DEFINER (MySQL) - it
-        does not hold it: that would make it root-equivalent. Those the server refuses (1227)
-        are left replica-side disabled, named in one warning per primary with the two ways to
-        enable them, and not tried again there.
-        The statements replicate: the replicas, the old primary too once it replicates, hold
-        them replica-side disabled again. Once per primary, never while no replica could
-        acknowledge the statements (`acknowledged_now`), again EVENTS_RETRY_SECONDS after another
-        failure. An event created or changed on the old primary after its last serving pass is
-        not known; an engine that never saw a primary serve (a new operator process) knows
-        nothing to enable, and names the primary's replica-side disabled events in a warning."""
+        """duties.Events: the events that ran on the former primary run on this one."""
         p = self.instances[primary]
-        if self._events_on != primary:
-            if self.clock() < self._events_retry_at:
-                return
-            if not acknowledged_now(self.last_observations.get(primary)):
-                return  # at a pass that sees a replica acknowledging (repointed after a failover)
-            try:
-                held = [e for e in p.events() if e.status in REPLICA_SIDE_DISABLED]
-            except InstanceError as e:
-                self._events_retry_at = self.clock() + self.EVENTS_RETRY_SECONDS
-                steps.append(Step(primary, "events", str(e), ok=False))
-                return
-            if self._enabled_events is None:
-                if held:
-                    steps.append(
-                        Step(
-                            primary,
-                            "events",
-                            f"{len(held)} event(s) replicated from a former primary do not run here: "
-                            f"{', '.join(map(str, held))}; not known whether they ran there "
-                            "(ALTER EVENT ... ENABLE those that should)",
-                            warn=True,
-                        )
-                    )
-            elif not self._enable_events(primary, held, self._enabled_events, steps):
-                self._events_retry_at = self.clock() + self.EVENTS_RETRY_SECONDS
-                return
-            self._events_on, self._events_refused = primary, None
-        with contextlib.suppress(InstanceError):  # the next pass looks again
-            self._enabled_events = frozenset(e.key for e in p.events() if e.status == "ENABLED")
+        acknowledged = self._acknowledged(primary)
+        self.primary_events.carry_over(primary, p, acknowledged, self.clock(), self.app, self.admin, steps)
 
-    def _enable_events(
-        self, primary: str, held: list[Event], ran: frozenset[tuple[str, str]], steps: list[Step]
-    ) -> bool:
-        """carry_over_events on a new primary: enable the `held` events that `ran` on the old one,
-        each as its definer. False when one failed other than by the server's refusal to let the
-        operator's account name its definer (those are warned about once, then left alone)."""
-        p = self.instances[primary]
-        app = f"{self.app.user}@{self.app.host}" if self.app else None
-        on, refused_before = self._events_refused or (None, frozenset())
-        if on != primary:
-            refused_before = frozenset()
-        enabled, refused, failed = [], [], []
-        for e in held:
-            if e.key not in ran or e.key in refused_before:
-                continue
-            try:
-                p.enable_event(e, self.app if e.definer == app else None)
-                enabled.append(str(e))
-            except InstanceError as err:
-                if e.definer != app and err.errno == SPECIFIC_ACCESS_DENIED:
-                    refused.append(e)
-                else:
-                    failed.append(f"{e}: {err}")
-        if enabled:
-            steps.append(Step(primary, "events", f"enabled {len(enabled)} events: {', '.join(enabled)}"))
-        if refused:
-            self._events_refused = (primary, refused_before | {e.key for e in refused})
-            steps.append(
-                Step(
-                    primary,
-                    "events",
-                    f"{len(refused)} event(s) that ran on the former primary left replica-side "
-                    f"disabled here: {', '.join(f'{e} (definer {e.definer})' for e in refused)}; the "
-                    f"operator's account {self.admin.user}@{self.admin.host} may not enable an event "
-                    "as another account. Enable each as its definer (ALTER EVENT ... ENABLE), or "
-                    "grant the operator's account SET USER (MariaDB) / SET_ANY_DEFINER (MySQL) as "
-                    "root for it to do so at the next change of primary",
-                    warn=True,
-                )
-            )
-        if failed:
-            steps.append(Step(primary, "events", "; ".join(failed), ok=False))
-            return False
-        return True
+    def _acknowledged(self, primary: str) -> bool:
+        return acknowledged_now(self.last_observations.get(primary))
 
     def rotate(self, primary: str, accounts: Sequence[Credentials], steps: list[Step]) -> Rotation:
         """New passwords for `accounts` (user, host), set on the primary with ALTER USER (the
@@ -1148,56 +1007,6 @@ class ReplicationEngine:
                     warn=True,
                 )
             )
-
-    def maintain_binlogs(self, observed: Sequence[t.InstanceState], steps: list[Step]) -> None:
-        """Purge binary logs past the retention on every instance that answers, never one another
-        instance still needs unless the size cap forces it (binlogs.plan_purge). An instance that
-        does not answer holds back what it needed when it last answered."""
-        if self.binlog_retention is None:
-            return
-        now = self.clock()
-        holds: dict[str, Any] = {}
-        for s in observed:
-            if s.reseeding:
-                continue  # its data is being replaced: it will need what its donor needed
-            last = self.last_observations.get(s.name)
-            holds[s.name] = s.executed if s.reachable else (last.executed if last else None)
-        for s in observed:
-            if not s.reachable or s.reseeding:
-                continue
-            if now - self._binlogs_checked_at.get(s.name, float("-inf")) < self.binlog_check_seconds:
-                continue
-            self._binlogs_checked_at[s.name] = now
-            others = {n: h for n, h in holds.items() if n != s.name}
-            try:
-                i = self.instances[s.name]
-                plan = plan_purge(i.binary_logs(), others, self.binlog_retention)
-                if plan is None:
-                    continue
-                gone = i.purge_binary_logs(plan)
-            except InstanceError as e:
-                steps.append(Step(s.name, "purge-binlogs", str(e), ok=False))
-                continue
-            if not gone:
-                continue
-            what = f"{len(gone)} binary log(s) {gone[0]}..{gone[-1]}"
-            if isinstance(plan, PurgeBefore):
-                steps.append(Step(s.name, "purge-binlogs", f"{what}: older than the retention"))
-            else:
-                starved = (
-                    f"; {', '.join(plan.starves)} still needed them and can now only be re-seeded"
-                    if plan.starves
-                    else ""
-                )
-                steps.append(
-                    Step(
-                        s.name,
-                        "purge-binlogs",
-                        f"{what}: the binary logs took {plan.total_bytes} bytes, more than "
-                        f"spec.replication.binlogRetention.maxSize ({self.binlog_retention.max_bytes}){starved}",
-                        warn=bool(plan.starves),
-                    )
-                )
 
     def hold_out(self, names: Sequence[str], reasons: Sequence[str], steps: list[Step]) -> None:
         for n, why in zip(names, reasons):

@@ -18,17 +18,17 @@ from .types import (
 
 
 # while a MySQLCluster is parsed: the unknown fields met, ignored (elsewhere they are refused)
-_IGNORED: ContextVar[list[str] | None] = ContextVar("ignored_fields", default=None)
+IGNORED_FIELDS: ContextVar[list[str] | None] = ContextVar("ignored_fields", default=None)
 
 
-def _object(value: Any, path: str, allowed: set[str]) -> dict:
+def read_object(value: Any, path: str, allowed: set[str]) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise SpecError(path, f"must be an object, not {type(value).__name__}")
     unknown = sorted(set(value) - allowed)
     if unknown:
-        ignored = _IGNORED.get()
+        ignored = IGNORED_FIELDS.get()
         if ignored is None:
             raise SpecError(f"{path}.{unknown[0]}", "unknown field: remove it (see `kubectl explain`)")
         ignored.extend(f"{path}.{k}" for k in unknown)
@@ -36,7 +36,7 @@ def _object(value: Any, path: str, allowed: set[str]) -> dict:
     return value
 
 
-def _int(d: dict, key: str, path: str, default: int | None, lo: int, hi: int) -> int | None:
+def read_int(d: dict, key: str, path: str, default: int | None, lo: int, hi: int) -> int | None:
     v = d.get(key, default)
     if v is None:
         return None
@@ -47,14 +47,14 @@ def _int(d: dict, key: str, path: str, default: int | None, lo: int, hi: int) ->
     return v
 
 
-def _bool(d: dict, key: str, path: str, default: bool) -> bool:
+def read_bool(d: dict, key: str, path: str, default: bool) -> bool:
     v = d.get(key, default)
     if not isinstance(v, bool):
         raise SpecError(f"{path}.{key}", f"must be true or false, not {v!r}")
     return v
 
 
-def _str(
+def read_str(
     d: dict,
     key: str,
     path: str,
@@ -79,14 +79,14 @@ def _str(
     return v
 
 
-def _enum(d: dict, key: str, path: str, default: str, choices: tuple[str, ...]) -> str:
+def read_enum(d: dict, key: str, path: str, default: str, choices: tuple[str, ...]) -> str:
     v = d.get(key, default)
     if v not in choices:
         raise SpecError(f"{path}.{key}", f"must be one of {', '.join(choices)}, not {v!r}")
     return v
 
 
-def _str_map(d: dict, key: str, path: str, max_len: int = 4096) -> dict[str, str]:
+def read_str_map(d: dict, key: str, path: str, max_len: int = 4096) -> dict[str, str]:
     v = d.get(key) or {}
     if not isinstance(v, dict):
         raise SpecError(f"{path}.{key}", "must be a map of strings")
@@ -96,7 +96,7 @@ def _str_map(d: dict, key: str, path: str, max_len: int = 4096) -> dict[str, str
     return dict(sorted(v.items()))
 
 
-def _metadata(body: Any, kind: str) -> tuple[dict, str, str]:
+def read_metadata(body: Any, kind: str) -> tuple[dict, str, str]:
     if not isinstance(body, dict):
         raise SpecError("<root>", f"a {kind} must be an object")
     meta = body.get("metadata") or {}

@@ -56,26 +56,26 @@ from .types import (
     Storage,
     TLS,
     UPGRADE_POLICIES,
-    _DNS_SUBDOMAIN_RE,
-    _LABEL_VALUE_RE,
-    _MAX_AGE_RE,
-    _NAME_RE,
-    _SIZE_RE,
-    _VERSION_RE,
+    DNS_SUBDOMAIN_RE,
+    LABEL_VALUE_RE,
+    MAX_AGE_RE,
+    NAME_RE,
+    SIZE_RE,
+    VERSION_RE,
     image_version,
     reserved_user,
     series,
     valid_label_key,
 )
 from .fields import (
-    _metadata,
-    _IGNORED,
-    _bool,
-    _enum,
-    _int,
-    _object,
-    _str,
-    _str_map,
+    read_metadata,
+    IGNORED_FIELDS,
+    read_bool,
+    read_enum,
+    read_int,
+    read_object,
+    read_str,
+    read_str_map,
 )
 from .cron import (
     check_cron,
@@ -95,15 +95,15 @@ def _s3(value: Any, path: str, with_path: bool = False) -> S3:
         "credentialsSecret",
         "serverSideEncryption",
     }
-    d = _object(value, path, allowed | ({"path"} if with_path else set()))
-    cs = _object(
+    d = read_object(value, path, allowed | ({"path"} if with_path else set()))
+    cs = read_object(
         d.get("credentialsSecret"),
         f"{path}.credentialsSecret",
         {"name", "accessKeyIdKey", "secretAccessKeyKey"},
     )
     cpath = f"{path}.credentialsSecret"
     s3 = S3(
-        bucket=_str(
+        bucket=read_str(
             d,
             "bucket",
             path,
@@ -112,8 +112,8 @@ def _s3(value: Any, path: str, with_path: bool = False) -> S3:
             pattern=re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$"),
             hint="S3 bucket names use lowercase letters, digits, '.' and '-'",
         ),
-        prefix=_str(d, "prefix", path, "", max_len=512),
-        endpoint=_str(
+        prefix=read_str(d, "prefix", path, "", max_len=512),
+        endpoint=read_str(
             d,
             "endpoint",
             path,
@@ -121,14 +121,14 @@ def _s3(value: Any, path: str, with_path: bool = False) -> S3:
             pattern=re.compile(r"^https?://[^/ ]+(/.*)?$"),
             hint="use a URL such as http://minio.example:9000",
         ),
-        region=_str(d, "region", path, max_len=64),
-        force_path_style=_bool(d, "forcePathStyle", path, False),
+        region=read_str(d, "region", path, max_len=64),
+        force_path_style=read_bool(d, "forcePathStyle", path, False),
         credentials_secret=SecretKeys(
-            name=_str(cs, "name", cpath, required=True),
-            access_key_id_key=_str(cs, "accessKeyIdKey", cpath, "AWS_ACCESS_KEY_ID"),
-            secret_access_key_key=_str(cs, "secretAccessKeyKey", cpath, "AWS_SECRET_ACCESS_KEY"),
+            name=read_str(cs, "name", cpath, required=True),
+            access_key_id_key=read_str(cs, "accessKeyIdKey", cpath, "AWS_ACCESS_KEY_ID"),
+            secret_access_key_key=read_str(cs, "secretAccessKeyKey", cpath, "AWS_SECRET_ACCESS_KEY"),
         ),
-        path=_str(d, "path", path, required=True, max_len=1024) if with_path else None,
+        path=read_str(d, "path", path, required=True, max_len=1024) if with_path else None,
         sse=_sse(d.get("serverSideEncryption"), f"{path}.serverSideEncryption"),
     )
     if s3.sse and s3.sse.type == SSE_C and s3.endpoint and not s3.endpoint.startswith("https://"):
@@ -142,8 +142,8 @@ def _s3(value: Any, path: str, with_path: bool = False) -> S3:
 def _sse(value: Any, path: str) -> ServerSideEncryption | None:
     if value is None:
         return None
-    d = _object(value, path, {"type", "kmsKeyId", "keySecret"})
-    kind = _str(d, "type", path, required=True)
+    d = read_object(value, path, {"type", "kmsKeyId", "keySecret"})
+    kind = read_str(d, "type", path, required=True)
     if kind not in (SSE_S3, SSE_KMS, SSE_C):
         raise SpecError(f"{path}.type", f"must be {SSE_S3}, {SSE_KMS} or {SSE_C}, not {kind!r}")
     if d.get("kmsKeyId") is not None and kind != SSE_KMS:
@@ -157,7 +157,7 @@ def _sse(value: Any, path: str) -> ServerSideEncryption | None:
         )
     return ServerSideEncryption(
         type=kind,
-        kms_key_id=_str(d, "kmsKeyId", path, max_len=2048),
+        kms_key_id=read_str(d, "kmsKeyId", path, max_len=2048),
         customer_key=_key_secret(d, path, SSE_C_KEY) if kind == SSE_C else None,
     )
 
@@ -204,7 +204,7 @@ def _point_in_time(value: str | None, path: str) -> str | None:
 def _encryption(value: Any, path: str) -> Encryption | None:
     if value is None:
         return None
-    return _key_secret(_object(value, path, {"keySecret"}), path, "encryption-key")
+    return _key_secret(read_object(value, path, {"keySecret"}), path, "encryption-key")
 
 
 def _key_secret(d: dict, path: str, default_key: str) -> Encryption:
@@ -212,10 +212,10 @@ def _key_secret(d: dict, path: str, default_key: str) -> Encryption:
     kpath = f"{path}.keySecret"
     if d.get("keySecret") is None:
         raise SpecError(kpath, "is required: the Secret holding the key (32 random bytes, base64)")
-    ks = _object(d["keySecret"], kpath, {"name", "key"})
+    ks = read_object(d["keySecret"], kpath, {"name", "key"})
     return Encryption(
-        secret=_str(ks, "name", kpath, required=True, pattern=_DNS_SUBDOMAIN_RE, hint="a Secret name"),
-        key=_str(
+        secret=read_str(ks, "name", kpath, required=True, pattern=DNS_SUBDOMAIN_RE, hint="a Secret name"),
+        key=read_str(
             ks,
             "key",
             kpath,
@@ -228,7 +228,7 @@ def _key_secret(d: dict, path: str, default_key: str) -> Encryption:
 
 
 def _resources(value: Any, path: str) -> dict[str, dict[str, str]]:
-    d = _object(value, path, {"limits", "requests"})
+    d = read_object(value, path, {"limits", "requests"})
     out: dict[str, dict[str, str]] = {}
     for kind in ("limits", "requests"):
         if not d.get(kind):
@@ -264,8 +264,8 @@ def _pull_secrets(value: Any, path: str) -> tuple[str, ...]:
     for n, ref in enumerate(value):
         if not isinstance(ref, dict) or set(ref) != {"name"}:
             raise SpecError(f"{path}[{n}]", "must be {name: <Secret>}")
-        name = _str(
-            ref, "name", f"{path}[{n}]", required=True, pattern=_DNS_SUBDOMAIN_RE, hint="a Secret name"
+        name = read_str(
+            ref, "name", f"{path}[{n}]", required=True, pattern=DNS_SUBDOMAIN_RE, hint="a Secret name"
         )
         names.append(name)
     return tuple(n for n in names if n)
@@ -296,7 +296,7 @@ def _tolerations(value: Any, path: str) -> tuple[Mapping[str, Any], ...]:
 
 
 def _labels(d: dict, key: str, path: str) -> dict[str, str]:
-    labels = _str_map(d, key, path, max_len=63)
+    labels = read_str_map(d, key, path, max_len=63)
     for k, v in labels.items():
         if not valid_label_key(k):
             raise SpecError(
@@ -308,7 +308,7 @@ def _labels(d: dict, key: str, path: str) -> dict[str, str]:
             raise SpecError(
                 f"{path}.{key}.{k}", "is a label the operator sets and selects on: choose another key"
             )
-        if not _LABEL_VALUE_RE.fullmatch(v):
+        if not LABEL_VALUE_RE.fullmatch(v):
             raise SpecError(f"{path}.{key}.{k}", f"{v!r} is not a valid label value")
     return labels
 
@@ -345,13 +345,13 @@ SPEC_FIELDS = {
 
 
 def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
-    s = _object(value, path, SPEC_FIELDS)
-    flavor = _enum(s, "flavor", path, "mysql", FLAVORS)
-    instances = _int(s, "instances", path, None, 1, 9)
+    s = read_object(value, path, SPEC_FIELDS)
+    flavor = read_enum(s, "flavor", path, "mysql", FLAVORS)
+    instances = read_int(s, "instances", path, None, 1, 9)
     if instances is None:
         raise SpecError(f"{path}.instances", "is required: the number of servers, 1 to 9")
-    version = _str(s, "version", path, max_len=16)
-    if version is not None and not _VERSION_RE[flavor].match(version):
+    version = read_str(s, "version", path, max_len=16)
+    if version is not None and not VERSION_RE[flavor].match(version):
         raise SpecError(
             f"{path}.version",
             "must match spec.flavor: MySQL versions are 8.4 or 9.x, MariaDB versions are 10.11, 11.4 or 11.8",
@@ -363,7 +363,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             "and later), MariaDB 10.11, 11.4 or 11.8 (LTS); MySQL 8.0 and older and other "
             "MariaDB series are end of life or short-term: choose a supported one",
         )
-    image = _str(s, "image", path, max_len=512)
+    image = read_str(s, "image", path, max_len=512)
     tag = image_version(image) if image else None
     if tag is not None and not SUPPORTED_VERSION_RE[flavor].match(tag):
         raise SpecError(
@@ -377,7 +377,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
             "has a tag that is another server version than spec.version: make "
             "them the same series (or use an image tag that is not a version)",
         )
-    primary = _int(s, "primary", path, None, 0, 8)
+    primary = read_int(s, "primary", path, None, 0, 8)
     if primary is not None and primary >= instances:
         raise SpecError(
             f"{path}.primary",
@@ -388,13 +388,13 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
 
     credentials = None
     if s.get("credentials") is not None:
-        c = _object(s["credentials"], f"{path}.credentials", {"secretName"})
-        credentials = Credentials(_str(c, "secretName", f"{path}.credentials", required=True))
+        c = read_object(s["credentials"], f"{path}.credentials", {"secretName"})
+        credentials = Credentials(read_str(c, "secretName", f"{path}.credentials", required=True))
 
     database = _database(s["database"], f"{path}.database") if s.get("database") is not None else None
 
-    cfg = _object(s.get("config"), f"{path}.config", {"myCnf"})
-    my_cnf = _str(cfg, "myCnf", f"{path}.config", "", max_len=16384)
+    cfg = read_object(s.get("config"), f"{path}.config", {"myCnf"})
+    my_cnf = read_str(cfg, "myCnf", f"{path}.config", "", max_len=16384)
     try:
         mycnf.check(my_cnf)
     except mycnf.MyCnfError as e:
@@ -408,16 +408,16 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     tolerations = _tolerations(s.get("tolerations") or [], f"{path}.tolerations")
 
     svpath = f"{path}.service"
-    sv = _object(s.get("service"), svpath, {"type", "annotations"})
+    sv = read_object(s.get("service"), svpath, {"type", "annotations"})
     service = ServiceSpec(
-        type=_enum(sv, "type", svpath, "ClusterIP", ("ClusterIP", "NodePort", "LoadBalancer")),
-        annotations=_str_map(sv, "annotations", svpath),
+        type=read_enum(sv, "type", svpath, "ClusterIP", ("ClusterIP", "NodePort", "LoadBalancer")),
+        annotations=read_str_map(sv, "annotations", svpath),
     )
 
     mopath = f"{path}.monitoring"
-    mo = _object(s.get("monitoring"), mopath, {"enabled", "image"})
-    monitoring = _bool(mo, "enabled", mopath, True)
-    monitoring_image = _str(mo, "image", mopath, max_len=512)
+    mo = read_object(s.get("monitoring"), mopath, {"enabled", "image"})
+    monitoring = read_bool(mo, "enabled", mopath, True)
+    monitoring_image = read_str(mo, "image", mopath, max_len=512)
 
     backup = _backup(s["backup"], f"{path}.backup") if s.get("backup") is not None else None
 
@@ -430,7 +430,7 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         flavor=flavor,
         version=version,
         image=image,
-        image_pull_policy=_enum(
+        image_pull_policy=read_enum(
             s, "imagePullPolicy", path, "IfNotPresent", ("Always", "IfNotPresent", "Never")
         ),
         image_pull_secrets=_pull_secrets(s.get("imagePullSecrets"), f"{path}.imagePullSecrets"),
@@ -444,11 +444,11 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         affinity=affinity,
         tolerations=tolerations,
         node_selector=_node_selector(s, path),
-        priority_class_name=_str(
+        priority_class_name=read_str(
             s,
             "priorityClassName",
             path,
-            pattern=_DNS_SUBDOMAIN_RE,
+            pattern=DNS_SUBDOMAIN_RE,
             hint="a PriorityClass name has lowercase letters, digits, '-' and '.' (see `kubectl get priorityclass`)",
         ),
         pod_labels=_labels(s, "podLabels", path),
@@ -456,20 +456,22 @@ def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
         service=service,
         monitoring=monitoring,
         monitoring_image=monitoring_image,
-        tools_image=_str(s, "toolsImage", path, max_len=512),
+        tools_image=read_str(s, "toolsImage", path, max_len=512),
         tls=tls,
         backup=backup,
         restore=restore,
-        deletion_policy=_enum(s, "deletionPolicy", path, "Retain", ("Retain", "Delete")),
+        deletion_policy=read_enum(s, "deletionPolicy", path, "Retain", ("Retain", "Delete")),
         operator_upgrades=(
-            _enum(s, "operatorUpgrades", path, "Auto", UPGRADE_POLICIES) if "operatorUpgrades" in s else ""
+            read_enum(s, "operatorUpgrades", path, "Auto", UPGRADE_POLICIES)
+            if "operatorUpgrades" in s
+            else ""
         ),
     )
 
 
 def _replication(value: Any, rpath: str, instances: int, flavor: str) -> Replication:
     """spec.replication (its checks need spec.instances and spec.flavor)."""
-    r = _object(
+    r = read_object(
         value,
         rpath,
         {
@@ -482,18 +484,18 @@ def _replication(value: Any, rpath: str, instances: int, flavor: str) -> Replica
             "binlogRetention",
         },
     )
-    f = _object(r.get("failover"), f"{rpath}.failover", {"enabled", "delaySeconds"})
+    f = read_object(r.get("failover"), f"{rpath}.failover", {"enabled", "delaySeconds"})
     bpath = f"{rpath}.binlogRetention"
-    b = _object(r.get("binlogRetention"), bpath, {"hours", "maxSize"})
-    binlog_max_size = _str(
-        b, "maxSize", bpath, max_len=32, pattern=_SIZE_RE, hint="use a Kubernetes quantity such as 5Gi"
+    b = read_object(r.get("binlogRetention"), bpath, {"hours", "maxSize"})
+    binlog_max_size = read_str(
+        b, "maxSize", bpath, max_len=32, pattern=SIZE_RE, hint="use a Kubernetes quantity such as 5Gi"
     )
     if binlog_max_size is not None and parse_quantity(binlog_max_size) <= 0:
         raise SpecError(
             f"{bpath}.maxSize", "must be larger than zero, e.g. 5Gi (remove it for half of spec.storage.size)"
         )
-    mode = _enum(r, "mode", rpath, "semisync", ("semisync", "async"))
-    acks = _int(r, "semiSyncAcks", rpath, None, 1, 8)
+    mode = read_enum(r, "mode", rpath, "semisync", ("semisync", "async"))
+    acks = read_int(r, "semiSyncAcks", rpath, None, 1, 8)
     if acks is not None:
         if mode != "semisync":
             raise SpecError(
@@ -512,27 +514,27 @@ def _replication(value: Any, rpath: str, instances: int, flavor: str) -> Replica
     return Replication(
         mode=mode,
         semi_sync_acks=acks,
-        allow_async_fallback=_bool(r, "allowAsyncFallback", rpath, False),
+        allow_async_fallback=read_bool(r, "allowAsyncFallback", rpath, False),
         failover=Failover(
-            enabled=_bool(f, "enabled", f"{rpath}.failover", True),
-            delay_seconds=_int(f, "delaySeconds", f"{rpath}.failover", 3, 1, 600),
+            enabled=read_bool(f, "enabled", f"{rpath}.failover", True),
+            delay_seconds=read_int(f, "delaySeconds", f"{rpath}.failover", 3, 1, 600),
         ),
-        max_read_lag_seconds=_int(r, "maxReadLagSeconds", rpath, 60, 0, 86400),
+        max_read_lag_seconds=read_int(r, "maxReadLagSeconds", rpath, 60, 0, 86400),
         errant_policy=(
-            _enum(r, "errantPolicy", rpath, "Reseed", ("Reseed", "Hold"))
+            read_enum(r, "errantPolicy", rpath, "Reseed", ("Reseed", "Hold"))
             if r.get("errantPolicy") is not None
             else None
         ),
-        binlog_retention_hours=_int(b, "hours", bpath, 168, 0, 24 * 3650),
+        binlog_retention_hours=read_int(b, "hours", bpath, 168, 0, 24 * 3650),
         binlog_max_size=binlog_max_size,
     )
 
 
 def _database(value: Any, dpath: str) -> Database:
     """spec.database: a database the cluster creates, and its user."""
-    d = _object(value, dpath, {"name", "user"})
+    d = read_object(value, dpath, {"name", "user"})
     ident = re.compile(r"^[A-Za-z0-9_]+$")
-    db_name = _str(
+    db_name = read_str(
         d, "name", dpath, required=True, max_len=64, pattern=ident, hint="use letters, digits and '_'"
     )
     if db_name.lower() in SYSTEM_SCHEMAS:
@@ -550,31 +552,31 @@ def _database(value: Any, dpath: str) -> Database:
         )
     return Database(
         name=db_name,
-        user=_str(d, "user", dpath, max_len=32, pattern=ident, hint="use letters, digits and '_'"),
+        user=read_str(d, "user", dpath, max_len=32, pattern=ident, hint="use letters, digits and '_'"),
     )
 
 
 def _storage(value: Any, spath: str) -> Storage:
     """spec.storage: each instance's volume."""
-    st = _object(value, spath, {"size", "storageClassName"})
-    size = _str(
+    st = read_object(value, spath, {"size", "storageClassName"})
+    size = read_str(
         st,
         "size",
         spath,
         "10Gi",
         max_len=32,
-        pattern=_SIZE_RE,
+        pattern=SIZE_RE,
         hint="use a Kubernetes quantity such as 10Gi or 500Mi",
     )
     if parse_quantity(size) <= 0:
         raise SpecError(f"{spath}.size", "must be larger than zero, e.g. 10Gi")
     return Storage(
         size=size,
-        storage_class_name=_str(
+        storage_class_name=read_str(
             st,
             "storageClassName",
             spath,
-            pattern=_DNS_SUBDOMAIN_RE,
+            pattern=DNS_SUBDOMAIN_RE,
             hint="a StorageClass name has lowercase letters, digits, '-' and '.' (see `kubectl get storageclass`)",
         ),
     )
@@ -582,14 +584,14 @@ def _storage(value: Any, spath: str) -> Storage:
 
 def _backup(value: Any, bpath: str) -> Backup:
     """spec.backup: where backups go, when, how long they are kept, the binary-log archive."""
-    b = _object(value, bpath, {"storage", "schedule", "retention", "encryption", "binlogs", "method"})
+    b = read_object(value, bpath, {"storage", "schedule", "retention", "encryption", "binlogs", "method"})
     bs = None
     if b.get("storage") is not None:
-        bst = _object(b["storage"], f"{bpath}.storage", {"s3"})
+        bst = read_object(b["storage"], f"{bpath}.storage", {"s3"})
         if bst.get("s3") is None:
             raise SpecError(f"{bpath}.storage.s3", "is required: the S3 bucket backups go to")
         bs = _s3(bst["s3"], f"{bpath}.storage.s3")
-    schedule = _str(b, "schedule", bpath, max_len=128)
+    schedule = read_str(b, "schedule", bpath, max_len=128)
     if schedule is not None:
         try:
             check_cron(schedule)
@@ -597,16 +599,16 @@ def _backup(value: Any, bpath: str) -> Backup:
             raise SpecError(f"{bpath}.schedule", str(e)) from None
         if bs is None:
             raise SpecError(f"{bpath}.schedule", "needs spec.backup.storage: say where scheduled backups go")
-    rt = _object(b.get("retention"), f"{bpath}.retention", {"keepLast", "maxAge"})
+    rt = read_object(b.get("retention"), f"{bpath}.retention", {"keepLast", "maxAge"})
     blpath = f"{bpath}.binlogs"
-    bl = _object(b.get("binlogs"), blpath, {"enabled", "maxDelaySeconds"})
+    bl = read_object(b.get("binlogs"), blpath, {"enabled", "maxDelaySeconds"})
     binlogs = Binlogs(
-        enabled=_bool(bl, "enabled", blpath, False),
-        max_delay_seconds=_int(bl, "maxDelaySeconds", blpath, 10, 1, 3600) or 10,
+        enabled=read_bool(bl, "enabled", blpath, False),
+        max_delay_seconds=read_int(bl, "maxDelaySeconds", blpath, 10, 1, 3600) or 10,
     )
     if binlogs.enabled and bs is None:
         raise SpecError(f"{blpath}.enabled", "needs spec.backup.storage: say where the binary logs go")
-    method = _enum(b, "method", bpath, "logical", BACKUP_METHODS)
+    method = read_enum(b, "method", bpath, "logical", BACKUP_METHODS)
     return Backup(
         s3=bs,
         method=method,
@@ -614,13 +616,13 @@ def _backup(value: Any, bpath: str) -> Backup:
         binlogs=binlogs,
         encryption=_encryption(b.get("encryption"), f"{bpath}.encryption"),
         retention=Retention(
-            keep_last=_int(rt, "keepLast", f"{bpath}.retention", None, 1, 1000),
-            max_age=_str(
+            keep_last=read_int(rt, "keepLast", f"{bpath}.retention", None, 1, 1000),
+            max_age=read_str(
                 rt,
                 "maxAge",
                 f"{bpath}.retention",
                 max_len=16,
-                pattern=_MAX_AGE_RE,
+                pattern=MAX_AGE_RE,
                 hint="use a number and h, d or w, e.g. 30d",
             ),
         ),
@@ -629,10 +631,10 @@ def _backup(value: Any, bpath: str) -> Backup:
 
 def _tls(value: Any, tpath: str) -> TLS:
     """spec.tls: whether clients must use TLS, the certificates' validity and issuer."""
-    t = _object(value, tpath, {"required", "certificateValiditySeconds", "issuerRef"})
+    t = read_object(value, tpath, {"required", "certificateValiditySeconds", "issuerRef"})
     tls = TLS(
-        required=_bool(t, "required", tpath, False),
-        certificate_validity_seconds=_int(
+        required=read_bool(t, "required", tpath, False),
+        certificate_validity_seconds=read_int(
             t, "certificateValiditySeconds", tpath, 90 * 86400, 120, 3 * 365 * 86400
         ),
         issuer_ref=_issuer_ref(t.get("issuerRef"), f"{tpath}.issuerRef"),
@@ -648,19 +650,19 @@ def _tls(value: Any, tpath: str) -> TLS:
 
 def _restore(value: Any, rpath: str) -> Restore:
     """spec.restore: the backup a new cluster starts from, and the point in time."""
-    rs = _object(value, rpath, {"fromBackup", "s3", "encryption", "pointInTime", "gtid"})
+    rs = read_object(value, rpath, {"fromBackup", "s3", "encryption", "pointInTime", "gtid"})
     if (rs.get("fromBackup") is None) == (rs.get("s3") is None):
         raise SpecError(rpath, "needs exactly one of spec.restore.fromBackup or spec.restore.s3")
     from_backup = None
     if rs.get("fromBackup") is not None:
-        fb = _object(rs["fromBackup"], f"{rpath}.fromBackup", {"name"})
-        from_backup = _str(fb, "name", f"{rpath}.fromBackup", required=True)
+        fb = read_object(rs["fromBackup"], f"{rpath}.fromBackup", {"name"})
+        from_backup = read_str(fb, "name", f"{rpath}.fromBackup", required=True)
     restore = Restore(
         from_backup=from_backup,
         s3=_s3(rs["s3"], f"{rpath}.s3", with_path=True) if rs.get("s3") is not None else None,
         encryption=_encryption(rs.get("encryption"), f"{rpath}.encryption"),
-        point_in_time=_point_in_time(_str(rs, "pointInTime", rpath, max_len=64), f"{rpath}.pointInTime"),
-        gtid=_str(rs, "gtid", rpath, max_len=4096, pattern=_GTID_RE, hint=_GTID_HINT),
+        point_in_time=_point_in_time(read_str(rs, "pointInTime", rpath, max_len=64), f"{rpath}.pointInTime"),
+        gtid=read_str(rs, "gtid", rpath, max_len=4096, pattern=_GTID_RE, hint=_GTID_HINT),
     )
     if restore.point_in_time and restore.gtid:
         raise SpecError(
@@ -673,39 +675,39 @@ def _issuer_ref(value: Any, path: str) -> IssuerRef | None:
     """spec.tls.issuerRef: {name, kind: Issuer|ClusterIssuer, group} (as the CRD checks it)."""
     if value is None:
         return None
-    r = _object(value, path, {"name", "kind", "group"})
+    r = read_object(value, path, {"name", "kind", "group"})
     hint = "a Kubernetes object name (lowercase letters, digits, '-' and '.')"
     return IssuerRef(
-        name=_str(
+        name=read_str(
             r,
             "name",
             path,
             required=True,
-            pattern=_DNS_SUBDOMAIN_RE,
+            pattern=DNS_SUBDOMAIN_RE,
             hint=f"name the cert-manager Issuer or ClusterIssuer: {hint}",
         ),
-        kind=_enum(r, "kind", path, "Issuer", ISSUER_KINDS),
-        group=_str(
+        kind=read_enum(r, "kind", path, "Issuer", ISSUER_KINDS),
+        group=read_str(
             r,
             "group",
             path,
             CERT_MANAGER_GROUP,
-            pattern=_DNS_SUBDOMAIN_RE,
+            pattern=DNS_SUBDOMAIN_RE,
             hint="an API group, e.g. cert-manager.io",
         ),
     )
 
 
 def _node_selector(s: dict, path: str) -> dict[str, str]:
-    selector = _str_map(s, "nodeSelector", path, max_len=63)
+    selector = read_str_map(s, "nodeSelector", path, max_len=63)
     for k, v in selector.items():
-        if not valid_label_key(k) or not _LABEL_VALUE_RE.fullmatch(v):
+        if not valid_label_key(k) or not LABEL_VALUE_RE.fullmatch(v):
             raise SpecError(f"{path}.nodeSelector.{k}", "must be a valid node label key and value")
     return selector
 
 
 def _annotations(s: dict, path: str) -> dict[str, str]:
-    annotations = _str_map(s, "podAnnotations", path)
+    annotations = read_str_map(s, "podAnnotations", path)
     for k in annotations:
         if k.startswith(RESERVED_PREFIX):
             raise SpecError(
@@ -720,17 +722,17 @@ def parse(body: Any) -> MySQLCluster:
     CRD does not declare, so one reaches the operator only from a newer CRD (an operator rolled
     back, or not yet upgraded), and refusing the whole object would stop failover for it."""
     ignored: list[str] = []
-    token = _IGNORED.set(ignored)
+    token = IGNORED_FIELDS.set(ignored)
     try:
         c = _parse_cluster(body)
     finally:
-        _IGNORED.reset(token)
+        IGNORED_FIELDS.reset(token)
     return dataclasses.replace(c, ignored=tuple(ignored)) if ignored else c
 
 
 def _parse_cluster(body: Any) -> MySQLCluster:
-    meta, name, namespace = _metadata(body, CLUSTER_KIND)
-    if len(name) > MAX_NAME or not _NAME_RE.fullmatch(name):
+    meta, name, namespace = read_metadata(body, CLUSTER_KIND)
+    if len(name) > MAX_NAME or not NAME_RE.fullmatch(name):
         raise SpecError(
             "metadata.name",
             f"must be at most {MAX_NAME} characters, start with a lowercase "
@@ -749,27 +751,27 @@ def _parse_cluster(body: Any) -> MySQLCluster:
 
 def parse_backup(body: Any) -> MySQLBackup:
     """A MySQLBackup custom object (dict) -> MySQLBackup. Raises SpecError."""
-    meta, name, namespace = _metadata(body, BACKUP_KIND)
+    meta, name, namespace = read_metadata(body, BACKUP_KIND)
     if name == ARCHIVE_FOLDER:  # its folder would be the archive's: deleting it would delete that
         raise SpecError(
             "metadata.name",
             f"{ARCHIVE_FOLDER} is the folder of the cluster's binary log archive in the bucket: choose another name",
         )
-    s = _object(body.get("spec"), "spec", {"clusterRef", "storage", "method"})
-    ref = _object(s.get("clusterRef"), "spec.clusterRef", {"name"})
+    s = read_object(body.get("spec"), "spec", {"clusterRef", "storage", "method"})
+    ref = read_object(s.get("clusterRef"), "spec.clusterRef", {"name"})
     s3 = None
     if s.get("storage") is not None:
-        st = _object(s["storage"], "spec.storage", {"s3"})
+        st = read_object(s["storage"], "spec.storage", {"s3"})
         if st.get("s3") is None:
             raise SpecError("spec.storage.s3", "is required: the S3 bucket this backup goes to")
         s3 = _s3(st["s3"], "spec.storage.s3")
     return MySQLBackup(
         name=name,
         namespace=namespace,
-        cluster_name=_str(ref, "name", "spec.clusterRef", required=True),
+        cluster_name=read_str(ref, "name", "spec.clusterRef", required=True),
         s3=s3,
         uid=meta.get("uid"),
-        method=_enum(s, "method", "spec", "logical", BACKUP_METHODS) if "method" in s else None,
+        method=read_enum(s, "method", "spec", "logical", BACKUP_METHODS) if "method" in s else None,
     )
 
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .fields import _bool, _enum, _int, _metadata, _object, _str
+from .fields import read_bool, read_enum, read_int, read_metadata, read_object, read_str
 from .types import GROUP, SYSTEM_SCHEMAS, SpecError, reserved_user
 
 DATABASE_KIND, DATABASE_PLURAL = "MySQLDatabase", "mysqldatabases"
@@ -124,8 +124,8 @@ class SqlObject:
 
 
 def _cluster(s: dict[str, Any]) -> str:
-    ref = _object(s.get("clusterRef"), "spec.clusterRef", {"name"})
-    out = _str(
+    ref = read_object(s.get("clusterRef"), "spec.clusterRef", {"name"})
+    out = read_str(
         ref,
         "name",
         "spec.clusterRef",
@@ -139,7 +139,7 @@ def _cluster(s: dict[str, Any]) -> str:
 
 
 def _ident(s: dict[str, Any], key: str, what: str, required: bool = True) -> str | None:
-    v = _str(
+    v = read_str(
         s,
         key,
         "spec",
@@ -154,7 +154,7 @@ def _ident(s: dict[str, Any], key: str, what: str, required: bool = True) -> str
 
 
 def _user(s: dict[str, Any], key: str) -> str:
-    v = _str(
+    v = read_str(
         s,
         key,
         "spec",
@@ -172,14 +172,18 @@ def _user(s: dict[str, Any], key: str) -> str:
 
 
 def _host(s: dict[str, Any]) -> str:
-    v = _str(s, "host", "spec", "%", max_len=255, pattern=_HOST_RE, hint="e.g. %, 10.244.%, app.example.com")
+    v = read_str(
+        s, "host", "spec", "%", max_len=255, pattern=_HOST_RE, hint="e.g. %, 10.244.%, app.example.com"
+    )
     assert v is not None
     return v
 
 
 def _database(s: dict[str, Any]) -> DatabaseSpec:
-    charset = _str(s, "characterSet", "spec", "utf8mb4", max_len=32, pattern=_CHARSET_RE, hint="e.g. utf8mb4")
-    collation = _str(
+    charset = read_str(
+        s, "characterSet", "spec", "utf8mb4", max_len=32, pattern=_CHARSET_RE, hint="e.g. utf8mb4"
+    )
+    collation = read_str(
         s, "collation", "spec", max_len=64, pattern=_COLLATION_RE, hint="e.g. utf8mb4_unicode_ci"
     )
     assert charset is not None
@@ -192,23 +196,23 @@ def _database(s: dict[str, Any]) -> DatabaseSpec:
         name=name,
         character_set=charset,
         collation=collation,
-        cleanup=_enum(s, "cleanupPolicy", "spec", "Skip", CLEANUP),
+        cleanup=read_enum(s, "cleanupPolicy", "spec", "Skip", CLEANUP),
     )
 
 
 def _user_spec(s: dict[str, Any]) -> UserSpec:
     ref = None
     if s.get("passwordSecretKeyRef") is not None:
-        r = _object(s["passwordSecretKeyRef"], "spec.passwordSecretKeyRef", {"name", "key"})
+        r = read_object(s["passwordSecretKeyRef"], "spec.passwordSecretKeyRef", {"name", "key"})
         path = "spec.passwordSecretKeyRef"
-        secret = _str(r, "name", path, required=True, pattern=_SECRET_RE, hint="a Secret name")
-        key = _str(r, "key", path, required=True, pattern=_KEY_RE, hint="a Secret key")
+        secret = read_str(r, "name", path, required=True, pattern=_SECRET_RE, hint="a Secret name")
+        key = read_str(r, "key", path, required=True, pattern=_KEY_RE, hint="a Secret key")
         assert secret is not None and key is not None
         ref = SecretKeyRef(secret, key)
     plugin = s.get("authPlugin")
     if plugin is not None and plugin not in AUTH_PLUGINS:
         raise SpecError("spec.authPlugin", f"must be one of {', '.join(AUTH_PLUGINS)}, not {plugin!r}")
-    limit = _int(s, "maxUserConnections", "spec", 0, 0, 100_000)
+    limit = read_int(s, "maxUserConnections", "spec", 0, 0, 100_000)
     assert limit is not None
     return UserSpec(
         cluster=_cluster(s),
@@ -216,9 +220,9 @@ def _user_spec(s: dict[str, Any]) -> UserSpec:
         host=_host(s),
         password=ref,
         max_user_connections=limit,
-        require_tls=_bool(s, "requireTLS", "spec", False),
+        require_tls=read_bool(s, "requireTLS", "spec", False),
         auth_plugin=plugin,
-        cleanup=_enum(s, "cleanupPolicy", "spec", "Delete", CLEANUP),
+        cleanup=read_enum(s, "cleanupPolicy", "spec", "Delete", CLEANUP),
     )
 
 
@@ -247,8 +251,8 @@ def _grant_spec(s: dict[str, Any]) -> GrantSpec:
         database=database,
         table=table,
         privileges=tuple(privileges),
-        grant_option=_bool(s, "grantOption", "spec", False),
-        cleanup=_enum(s, "cleanupPolicy", "spec", "Delete", CLEANUP),
+        grant_option=read_bool(s, "grantOption", "spec", False),
+        cleanup=read_enum(s, "cleanupPolicy", "spec", "Delete", CLEANUP),
     )
 
 
@@ -280,7 +284,7 @@ def parse_sql_object(body: Any) -> SqlObject:
     kind = body.get("kind") if isinstance(body, dict) else None
     if kind not in _FIELDS:
         raise SpecError("kind", f"must be one of {', '.join(_FIELDS)}, not {kind!r}")
-    meta, name, namespace = _metadata(body, kind)
+    meta, name, namespace = read_metadata(body, kind)
     allowed, parse_spec = _FIELDS[kind]
-    spec = parse_spec(_object(body.get("spec"), "spec", allowed))
+    spec = parse_spec(read_object(body.get("spec"), "spec", allowed))
     return SqlObject(kind, name, namespace, spec, meta.get("generation"), meta.get("uid"))

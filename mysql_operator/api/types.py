@@ -21,7 +21,7 @@ UPGRADE_POLICIES = ("Auto", "Manual")
 DEFAULT_VERSION = {"mysql": "8.4", "mariadb": "10.11"}
 IMAGE_REPOSITORY = {"mysql": "mysql", "mariadb": "mariadb"}
 # the series each flavor's version must belong to, and the supported releases among them
-_VERSION_RE = {
+VERSION_RE = {
     "mysql": re.compile(r"^[89]\."),
     "mariadb": re.compile(r"^1[01]\."),
 }
@@ -45,19 +45,19 @@ def series(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_NAME = 40
-_SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
-_MAX_AGE_RE = re.compile(r"^([1-9][0-9]*)(h|d|w)$")
-_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+MAX_AGE_RE = re.compile(r"^([1-9][0-9]*)(h|d|w)$")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def valid_label_key(key: str) -> bool:
     """A Kubernetes qualified name: [prefix/]name (prefix a DNS subdomain, name up to 63)."""
     prefix, slash, name = key.rpartition("/")
-    if slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(prefix)):
+    if slash and (len(prefix) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(prefix)):
         return False
     return bool(_LABEL_NAME_RE.fullmatch(name))
 
@@ -242,7 +242,7 @@ class Retention:
     def max_age_seconds(self) -> int | None:
         if self.max_age is None:
             return None
-        m = _MAX_AGE_RE.match(self.max_age)
+        m = MAX_AGE_RE.match(self.max_age)
         assert m, self.max_age  # checked by parse
         return int(m.group(1)) * {"h": 3600, "d": 86400, "w": 7 * 86400}[m.group(2)]
 

@@ -111,7 +111,7 @@ def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int 
 
 
 @dataclass
-class _Stream:
+class DumpStream:
     """Counts the dump's bytes and keeps its head and tail while pumping it to the compressor."""
 
     size: int = 0
@@ -266,7 +266,7 @@ def run_backup(
                 raise BackupError(unfit)
         dump = comp = None
         dump_err, comp_err = TailBuffer(), TailBuffer()
-        stream = _Stream()
+        stream = DumpStream()
         try:
             if offer is not None:
                 pass  # the stream comes from the donor's sidecar, over TLS

@@ -60,7 +60,7 @@ class _ForName:
         return self.ctx.wrap_socket(sock, **kwargs)
 
 
-class _Connection(pymysql.connections.Connection):
+class ServerConnection(pymysql.connections.Connection):
     """pymysql's connection with limits a server cannot lift: each exchange (the login, then each
     statement, see `bound`) ends by its deadline and reads at most its cap; the password is never
     sent in clear text; with an `ssl` context, a server that offers no TLS is refused before

@@ -54,7 +54,7 @@ from mysql_operator.db.observation import (
     connections_to_kill,
     parse_tls_time,
 )
-from mysql_operator.db.connection import MAX_ANSWER, ServerTLS, _Connection
+from mysql_operator.db.connection import MAX_ANSWER, ServerTLS, ServerConnection
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
 _DATABASE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
@@ -125,7 +125,7 @@ class Instance:
     # the name the server's certificate must carry (with a ServerTLS `tls`); None: the chain only
     tls_name: str | None = None
     plaintext: bool = False  # True: never TLS, not even the driver's unverified TLS when it can (tls None)
-    _conn: _Connection | None = field(default=None, repr=False)
+    _conn: ServerConnection | None = field(default=None, repr=False)
     _dialect: Dialect | None = field(default=None, repr=False)
     _has_clone: bool | None = field(default=None, repr=False)  # per connection; None: not checked
     # the GTIDs before each finished binary log, by (file, size): read once, from its header
@@ -140,7 +140,7 @@ class Instance:
     def exchange_deadline(self) -> float:
         return self.deadline if self.deadline is not None else self.read_timeout
 
-    def _open(self, read_timeout: float | None = None) -> _Connection:
+    def _open(self, read_timeout: float | None = None) -> ServerConnection:
         """A new connection; `read_timeout` (default: the instance's) is also the deadline of
         each of its exchanges, unless the instance's `deadline` is shorter than the default."""
         if not self.host:  # pymysql would take "no host" for localhost
@@ -156,7 +156,7 @@ class Instance:
             reraise=True,
         )
         def attempt():
-            return _Connection(
+            return ServerConnection(
                 deadline=self.connect_timeout + self.exchange_deadline,
                 cap=self.max_answer,
                 host=self.host,
@@ -181,7 +181,7 @@ class Instance:
         return InstanceError(f"{self.name}: {what}: {_short(text)}", _errno(e))
 
     def _exchange(
-        self, conn: _Connection, sql: str, args: tuple, seconds: float | None = None, cursor: Any = None
+        self, conn: ServerConnection, sql: str, args: tuple, seconds: float | None = None, cursor: Any = None
     ) -> list:
         """One statement and its whole answer, within `seconds` (default: the instance's
         deadline) and `max_answer` bytes."""
@@ -190,7 +190,7 @@ class Instance:
             cur.execute(sql, args or None)
             return list(cur.fetchall())
 
-    def _fresh(self, seconds: float) -> _Connection:
+    def _fresh(self, seconds: float) -> ServerConnection:
         """A connection of its own, whose exchanges may take `seconds` each."""
         try:
             return self._open(read_timeout=seconds)
@@ -207,7 +207,7 @@ class Instance:
             self._has_clone = None
             self._binlog_headers.clear()  # the next connection may reach another server's files
 
-    def _connection(self) -> _Connection:
+    def _connection(self) -> ServerConnection:
         if self._conn is None:
             try:
                 self._conn = self._open()

@@ -97,7 +97,7 @@ class Observation:
 
 # Not on the operator's list (it would make the operator's account root's equal) but never shed
 # when a person granted it alone: it lets the operator enable events of other definers on a new
-# primary (ReplicationEngine.carry_over_events; MySQL's SET_ANY_DEFINER is never shed: MariaDB only)
+# primary (duties.Events; MySQL's SET_ANY_DEFINER is never shed: MariaDB only)
 KEPT_IF_GRANTED = frozenset({"SET USER"})
 
 # what a server makes of every event it receives by replication, ENABLED or DISABLED on its source

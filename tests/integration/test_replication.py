@@ -1087,8 +1087,8 @@ def test_binlog_retention_keeps_what_a_stopped_replica_needs_until_the_size_cap_
     only the size cap purges them, with a Warning naming it, and it then needs a re-seed."""
     c = make_cluster(factory, 3, semisync=True)
     retention = 1  # second
-    c.engine.binlog_retention = Retention(retention, 0)
-    c.engine.binlog_check_seconds = 0.0
+    c.engine.binlogs.retention = Retention(retention, 0)
+    c.engine.binlogs.check_seconds = 0.0
     primary, behind = c.primary, c.server("db-2")
     rotate(primary)
     assert len(binlog_files(primary)) >= 3
@@ -1133,7 +1133,7 @@ def test_binlog_retention_keeps_what_a_stopped_replica_needs_until_the_size_cap_
     with c.app_conn(primary) as conn, conn.cursor() as cur:
         cur.executemany(f"INSERT INTO {DB}.t VALUES (%s, 'capped')", [(i,) for i in range(201, 401)])
     rotate(primary)
-    c.engine.binlog_retention = Retention(0, 1)  # a 1-byte cap: all but the file being written
+    c.engine.binlogs.retention = Retention(0, 1)  # a 1-byte cap: all but the file being written
     # (MariaDB keeps a file until its binlog checkpoint, a moment after the rotation)
     warned = wait_for(
         lambda: [s for s in c.reconcile().steps if s.instance == "db-0" and s.action == "purge-binlogs"],

@@ -26,7 +26,7 @@ from mysql_operator.db.connection import tls_context
 from mysql_operator.replication import Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, new_factory, wait_replicated
 from tests.support.mariadb import OPERATOR_USER
-from tests.support.mysql import MySQLServer, _in_root
+from tests.support.mysql import MySQLServer, in_root
 from tests.support.pki import write_pki
 from tests.support.wait import wait_for
 
@@ -64,7 +64,7 @@ def ca_file(factory, ca) -> str:
     the servers read it at (MySQL's: inside the root they are chrooted into)."""
     path = factory.workdir / "ca.crt"
     path.write_text(ca.cert_pem)
-    return _in_root(factory.rootfs, path) if factory.flavor is Flavor.MYSQL else str(path)
+    return in_root(factory.rootfs, path) if factory.flavor is Flavor.MYSQL else str(path)
 
 
 @pytest.fixture

@@ -95,7 +95,7 @@ def mysql_unavailable() -> str | None:
     return _rootfs()[1] or _rootfs("mysql-tools")[1]
 
 
-def _in_root(root: Path, path: Path) -> str:
+def in_root(root: Path, path: Path) -> str:
     """`path` (under `root`) as the chrooted server sees it."""
     return "/" + str(path.relative_to(root))
 
@@ -107,7 +107,7 @@ class MySQLServer(MariaDBServer):
     rootfs: Path = Path("/")
 
     def _p(self, path: Path | None) -> str | None:
-        return None if path is None else _in_root(self.rootfs, path)
+        return None if path is None else in_root(self.rootfs, path)
 
     def start(self, timeout: float = 60.0) -> "MySQLServer":
         # as the Pods' start.sh: a CLONE waiting to be put in place comes up with a new server_uuid
@@ -224,9 +224,9 @@ class MySQLFactory(MariaDBFactory):
                     "--no-defaults",
                     "--initialize-insecure",
                     "--user=root",
-                    f"--datadir={_in_root(self.rootfs, path)}",
+                    f"--datadir={in_root(self.rootfs, path)}",
                     "--skip-log-bin",
-                    f"--init-file={_in_root(self.rootfs, init)}",
+                    f"--init-file={in_root(self.rootfs, init)}",
                     "--innodb-buffer-pool-size=32M",
                     "--innodb-redo-log-capacity=16M",
                 ],

@@ -11,11 +11,11 @@ import threading
 import pytest
 
 from mysql_operator.backup.pipeline import CHUNK
-from mysql_operator.backup.run import WINDOW, _Stream
+from mysql_operator.backup.run import WINDOW, DumpStream
 from mysql_operator.backup.storage import fill
 
 
-def _pumped(data: bytes, pieces: list[int], pause: float) -> tuple[_Stream, bytes]:
+def _pumped(data: bytes, pieces: list[int], pause: float) -> tuple[DumpStream, bytes]:
     a_r, a_w = os.pipe()
     b_r, b_w = os.pipe()
     src, dst = os.fdopen(a_r, "rb", buffering=0), os.fdopen(b_w, "wb", buffering=0)
@@ -34,7 +34,7 @@ def _pumped(data: bytes, pieces: list[int], pause: float) -> tuple[_Stream, byte
         with os.fdopen(b_r, "rb", buffering=0) as r:
             out.append(r.read())
 
-    stream = _Stream()
+    stream = DumpStream()
     threads = [threading.Thread(target=write), threading.Thread(target=read)]
     for t in threads:
         t.start()

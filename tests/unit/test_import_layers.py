@@ -159,3 +159,26 @@ def test_no_module_of_the_package_imports_itself_through_others():
     assert not found, "modules that import each other (move what they share into a module below both): " + (
         "; ".join(" <-> ".join(g) for g in found)
     )
+
+
+def private_imports(root: Path) -> list[str]:
+    """`from module import _name` in the Python files under `root`: a name its module keeps to
+    itself, used elsewhere (it should be public, or stay where it is)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                found += [
+                    f"{path.relative_to(root.parent)}:{node.lineno} {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    return found
+
+
+def test_no_module_imports_a_name_another_keeps_to_itself():
+    root = PACKAGE.parent
+    found = [
+        f for d in ("mysql_operator", "tests", "e2e", "benchmarks", "hack") for f in private_imports(root / d)
+    ]
+    assert found == []

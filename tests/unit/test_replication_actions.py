@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from mysql_operator import duties
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
@@ -1038,7 +1039,7 @@ def purges(w: World, server: str) -> list[str]:
 
 def test_binlogs_past_the_retention_are_purged_on_every_instance_once_nobody_needs_them():
     w, e = binlog_world(lagging="0-1-30")
-    e.binlog_retention = Retention(3600, 0)
+    e.binlogs.retention = Retention(3600, 0)
     out = e.reconcile(ClusterState("db-0"))
     assert isinstance(out.decision, t.Healthy)
     for n in ("db-0", "db-1", "db-2"):
@@ -1048,15 +1049,15 @@ def test_binlogs_past_the_retention_are_purged_on_every_instance_once_nobody_nee
 
 def test_a_stopped_replica_holds_back_the_logs_it_needs_until_the_size_cap_forces_them_out():
     w, e = binlog_world(lagging="0-1-15")  # db-2 needs binlog.000002 onwards
-    e.binlog_retention = Retention(3600, 0)
-    e.binlog_check_seconds = 0.0
+    e.binlogs.retention = Retention(3600, 0)
+    e.binlogs.check_seconds = 0.0
     e.reconcile(ClusterState("db-0"))
     assert not purges(w, "db-0") and not purges(w, "db-1")
     assert purges(w, "db-2")  # nobody lacks what only db-2 would serve
     w.servers["db-2"].reachable = False  # it stops: what it had when last seen still counts
     e.reconcile(ClusterState("db-0"))
     assert not purges(w, "db-0")
-    e.binlog_retention = Retention(3600, 150)  # 300 bytes of binary logs: over the cap
+    e.binlogs.retention = Retention(3600, 150)  # 300 bytes of binary logs: over the cap
     out = e.reconcile(ClusterState("db-0"))
     assert purges(w, "db-0") == [f"purge_binary_logs({PurgeTo('binlog.000003', 300, ('db-2',))})"]
     warned = [s for s in out.steps if s.instance == "db-0" and s.action == "purge-binlogs"]
@@ -1068,7 +1069,7 @@ def test_binlogs_are_looked_at_once_per_interval_and_never_without_a_retention()
     w, e = binlog_world(lagging="0-1-30")
     e.reconcile(ClusterState("db-0"))
     assert not [op for _, op in w.log if op == "binary_logs"]  # no retention set
-    e.binlog_retention = Retention(3600, 0)
+    e.binlogs.retention = Retention(3600, 0)
     e.reconcile(ClusterState("db-0"))
     e.reconcile(ClusterState("db-0"))
     assert [op for n, op in w.log if n == "db-0" and op == "binary_logs"] == ["binary_logs"]
@@ -1221,7 +1222,7 @@ def test_events_are_enabled_only_once_a_commit_would_be_acknowledged_and_retried
     steps = e.act(t.Healthy("db-1"), states(w))
     assert [(s.action, s.ok) for s in steps if s.action == "events"] == [("events", False)]
     w.fail.clear()
-    now[0] += e.EVENTS_RETRY_SECONDS - 1
+    now[0] += duties.RETRY_SECONDS - 1
     e.act(t.Healthy("db-1"), states(w))
     assert w.servers["db-1"].scheduled["tick"] == "REPLICA_SIDE_DISABLED"  # not yet
     now[0] += 1
@@ -1287,7 +1288,7 @@ def test_an_event_of_another_account_the_server_refuses_to_enable_is_warned_abou
     assert w.servers["db-1"].scheduled == {"tick": "ENABLED", "cron": "REPLICA_SIDE_DISABLED"}
     assert w.servers["db-1"].definers == {"tick": "app@%", "cron": "root@localhost"}
     for _ in range(3):  # no retry: later passes, past the retry delay, try nothing
-        now[0] += e.EVENTS_RETRY_SECONDS + 1
+        now[0] += duties.RETRY_SECONDS + 1
         assert [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"] == []
     assert [op for _, op in w.log if op.startswith("enable_event")] == [
         "enable_event(app.tick as app@%)",
@@ -1301,7 +1302,7 @@ def test_a_refused_event_is_not_tried_again_while_another_failure_is_retried():
     steps = [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"]
     assert [(s.ok, s.warn) for s in steps] == [(True, True), (False, False)]  # refused; failed
     w.fail.clear()
-    now[0] += e.EVENTS_RETRY_SECONDS
+    now[0] += duties.RETRY_SECONDS
     steps = [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"]
     assert [(s.detail, s.ok, s.warn) for s in steps] == [("enabled 1 events: app.tick", True, False)]
     assert [op for _, op in w.log if op == "enable_event(app.cron as operator)"] == [

@@ -1,0 +1,235 @@
+"""What a serving primary does beyond replication, once per primary: the accounts converged on it
+(`Accounts`, db/accounts.py's lists) and the scheduled events carried over to it (`Events`).
+
+Each keeps which primary it has done and when to try again after a failure; the replication
+engine (replication.py) calls them at a pass where that primary serves, saying whether a replica
+acknowledges commits now and the time (their statements replicate: never while no replica could
+acknowledge them, or the primary's own DDL would wait for ever). They reach the server through the small
+interfaces below (db/instance.Instance in production).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+from mysql_operator.db import accounts
+from mysql_operator.db.accounts import Grant
+from mysql_operator.db.flavor import Dialect
+from mysql_operator.db.observation import REPLICA_SIDE_DISABLED, SPECIFIC_ACCESS_DENIED, Event, InstanceError
+from mysql_operator.members import Credentials, Step
+
+RETRY_SECONDS = 30.0  # after a failure, a primary is tried again this much later
+
+
+class AccountOps(Protocol):
+    @property
+    def dialect(self) -> Dialect: ...
+    def ensure_database(self, name: str) -> None: ...
+    def ensure_user(
+        self, user: str, host: str, password: str, grants: Iterable[Grant], local: bool = False
+    ) -> list[str]: ...
+    def shed_privileges(self, grants: Iterable[Grant], host: str = "%") -> list[str]: ...
+
+
+class EventOps(Protocol):
+    def events(self) -> list[Event]: ...
+    def enable_event(self, event: Event, as_user: Credentials | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class AccountSet:
+    """The accounts the operator keeps on a cluster's primary (None: not kept), and whether its
+    own account (`admin`, not a person's) is reduced to its list."""
+
+    admin: Credentials
+    replication: Credentials
+    app: Credentials | None = None
+    app_database: str | None = None
+    backup: Credentials | None = None
+    monitor: Credentials | None = None
+    binlog: Credentials | None = None
+    reduce_admin: bool = False
+
+
+class Accounts:
+    """The accounts of db/accounts.py, on the primary (the statements replicate): replication,
+    application (and its database), backup, monitoring and binlog accounts created or converged
+    to exactly their grants, and, with `reduce_admin`, the operator's own account reduced to its
+    list (`shed_privileges`: accounts made before the lists existed hold ALL PRIVILEGES). Only on a
+    primary that serves (the operator's account may write on a read-only server: elsewhere it
+    would make errant transactions). Once per primary and engine (new passwords make a new
+    engine); after a failure, again RETRY_SECONDS later."""
+
+    def __init__(self) -> None:
+        self.done_on: str | None = None  # the primary whose accounts were converged
+        self.retry_at = float("-inf")
+
+    def converge(
+        self,
+        primary: str,
+        p: AccountOps,
+        wanted: AccountSet,
+        acknowledged: bool,
+        now: float,
+        steps: list[Step],
+    ) -> None:
+        if self.done_on == primary or now < self.retry_at or not acknowledged:
+            return  # not acknowledged: at a pass that sees a replica acknowledging
+        try:
+            v = p.dialect.version
+            kept = [(wanted.replication, "replication", accounts.replication_grants(v))]
+            if wanted.app and wanted.app_database:
+                p.ensure_database(wanted.app_database)
+                kept.append(
+                    (
+                        wanted.app,
+                        f"application ({wanted.app_database})",
+                        accounts.app_grants(v, wanted.app_database),
+                    )
+                )
+            if wanted.backup:
+                kept.append((wanted.backup, "backup", accounts.backup_grants(v)))
+            if wanted.monitor:
+                kept.append((wanted.monitor, "monitoring", accounts.monitor_grants(v)))
+            if wanted.binlog:
+                kept.append((wanted.binlog, "binlog archiving", accounts.binlog_grants(v)))
+            for creds, what, grants in kept:
+                changes = p.ensure_user(creds.user, creds.host, creds.password, grants)
+                if changes:
+                    steps.append(Step(primary, "user", f"{what} account {creds.user}: {'; '.join(changes)}"))
+            admin = wanted.admin
+            shed = (
+                p.shed_privileges(accounts.operator_grants(v, wanted.app_database), admin.host)
+                if wanted.reduce_admin
+                else []
+            )
+            if shed:
+                steps.append(
+                    Step(primary, "user", f"operator account {admin.user}: revoked {', '.join(shed)}")
+                )
+        except InstanceError as e:
+            self.retry_at = now + RETRY_SECONDS
+            steps.append(Step(primary, "user", str(e), ok=False))
+            return
+        self.done_on = primary
+
+
+class Events:
+    """Scheduled events keep running across a change of primary. A server marks every event it
+    gets by replication replica-side disabled (MariaDB SLAVESIDE_DISABLED, MySQL
+    REPLICA_SIDE_DISABLED) - one ENABLED on its source and one the user DISABLEd alike - and a
+    promoted replica keeps them so: its scheduler skips them. The status alone cannot say which
+    ran: this remembers the events ENABLED on the primary at each pass where it serves, and on a
+    new primary enables those of them it holds replica-side disabled; the others are left as they
+    are. A plain ALTER EVENT makes whoever runs it the definer, so each is enabled as its definer:
+    an event of the application account with that account's login (ALTER EVENT ... ENABLE); any
+    other with the operator's, naming the definer (ALTER DEFINER = ... EVENT ... ENABLE), which
+    the server allows only where a person granted the operator's account SET USER (MariaDB) /
+    SET_ANY_DEFINER (MySQL) - it does not hold it: that would make it root-equivalent. Those the
+    server refuses (1227) are left replica-side disabled, named in one warning per primary with
+    the two ways to enable them, and not tried again there.
+    The statements replicate: the replicas, the old primary too once it replicates, hold them
+    replica-side disabled again. Once per primary, again RETRY_SECONDS after another failure. An
+    event created or changed on the old primary after its last serving pass is not known; an
+    engine that never saw a primary serve (a new operator process) knows nothing to enable, and
+    names the primary's replica-side disabled events in a warning."""
+
+    def __init__(self) -> None:
+        self.done_on: str | None = None  # the primary whose events were carried over
+        self.retry_at = float("-inf")
+        # the events ENABLED on the primary at its last serving pass (None: no primary seen)
+        self.enabled: frozenset[tuple[str, str]] | None = None
+        # (primary, events) the server refused to enable as their definers (warned once): left
+        # alone while the others are retried there
+        self.refused: tuple[str, frozenset[tuple[str, str]]] | None = None
+
+    def carry_over(
+        self,
+        primary: str,
+        p: EventOps,
+        acknowledged: bool,
+        now: float,
+        app: Credentials | None,
+        admin: Credentials,
+        steps: list[Step],
+    ) -> None:
+        if self.done_on != primary:
+            if now < self.retry_at or not acknowledged:
+                return  # not acknowledged: at a pass that sees a replica acknowledging
+            try:
+                held = [e for e in p.events() if e.status in REPLICA_SIDE_DISABLED]
+            except InstanceError as e:
+                self.retry_at = now + RETRY_SECONDS
+                steps.append(Step(primary, "events", str(e), ok=False))
+                return
+            if self.enabled is None:
+                if held:
+                    steps.append(
+                        Step(
+                            primary,
+                            "events",
+                            f"{len(held)} event(s) replicated from a former primary do not run here: "
+                            f"{', '.join(map(str, held))}; not known whether they ran there "
+                            "(ALTER EVENT ... ENABLE those that should)",
+                            warn=True,
+                        )
+                    )
+            elif not self._enable(primary, p, held, app, admin, steps):
+                self.retry_at = now + RETRY_SECONDS
+                return
+            self.done_on, self.refused = primary, None
+        with contextlib.suppress(InstanceError):  # the next pass looks again
+            self.enabled = frozenset(e.key for e in p.events() if e.status == "ENABLED")
+
+    def _enable(
+        self,
+        primary: str,
+        p: EventOps,
+        held: list[Event],
+        app: Credentials | None,
+        admin: Credentials,
+        steps: list[Step],
+    ) -> bool:
+        """On a new primary: enable the `held` events that ran on the old one, each as its
+        definer. False when one failed other than by the server's refusal to let the operator's
+        account name its definer (those are warned about once, then left alone)."""
+        ran = self.enabled or frozenset()
+        app_definer = f"{app.user}@{app.host}" if app else None
+        on, refused_before = self.refused or (None, frozenset())
+        if on != primary:
+            refused_before = frozenset()
+        enabled, refused, failed = [], [], []
+        for e in held:
+            if e.key not in ran or e.key in refused_before:
+                continue
+            try:
+                p.enable_event(e, app if e.definer == app_definer else None)
+                enabled.append(str(e))
+            except InstanceError as err:
+                if e.definer != app_definer and err.errno == SPECIFIC_ACCESS_DENIED:
+                    refused.append(e)
+                else:
+                    failed.append(f"{e}: {err}")
+        if enabled:
+            steps.append(Step(primary, "events", f"enabled {len(enabled)} events: {', '.join(enabled)}"))
+        if refused:
+            self.refused = (primary, refused_before | {e.key for e in refused})
+            steps.append(
+                Step(
+                    primary,
+                    "events",
+                    f"{len(refused)} event(s) that ran on the former primary left replica-side "
+                    f"disabled here: {', '.join(f'{e} (definer {e.definer})' for e in refused)}; the "
+                    f"operator's account {admin.user}@{admin.host} may not enable an event "
+                    "as another account. Enable each as its definer (ALTER EVENT ... ENABLE), or "
+                    "grant the operator's account SET USER (MariaDB) / SET_ANY_DEFINER (MySQL) as "
+                    "root for it to do so at the next change of primary",
+                    warn=True,
+                )
+            )
+        if failed:
+            steps.append(Step(primary, "events", "; ".join(failed), ok=False))
+            return False
+        return True
