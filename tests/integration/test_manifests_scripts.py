@@ -773,3 +773,40 @@ def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(e
     users = {u for (u,) in _rows(r, "SELECT User FROM mysql.user")}
     assert {"reporting", "newonly"} <= users and m.RESTORE_USER not in users
     assert _one(r, "SELECT @@read_only") == 1
+
+
+def test_a_commit_waiting_for_an_acknowledgement_is_never_answered_ok_when_the_container_stops(env):
+    """A stopping container never acknowledges a commit no replica has (MariaDB's side of
+    tests/integration/test_start_script_mysql.py): SIGTERM to start.sh alone, as the kubelet sends
+    it to PID 1, while a client's commit waits for an acknowledgement no replica can give; the
+    client gets an error. MariaDB 10.11 answered it with error 2013 with the TERM trap's fence of
+    the clients removed too: this guards the behaviour, it does not reproduce a loss."""
+    root, config, e, user, procs = env
+    _, port, d = _writable_donor(root, config, e, user, procs)
+    server = procs[-1]  # start.sh, the container's PID 1
+    with d.cursor() as cur:
+        cur.execute("SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'")
+        cur.execute("SET GLOBAL rpl_semi_sync_master_timeout = 4294967295")  # never falls back
+        cur.execute("SET GLOBAL rpl_semi_sync_master_enabled = ON")  # and no replica: waits for ever
+    outcome: list[str] = []
+
+    def write() -> None:
+        conn = connect(port, "shopper", PASSWORDS["MYSQL_APP_PASSWORD"])  # a client of the application
+        try:
+            with conn.cursor() as cur:
+                cur.execute("INSERT INTO shop.t VALUES (1)")
+            outcome.append("acknowledged")
+        except pymysql.err.OperationalError as err:
+            outcome.append(f"error {err.args[0]}")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    waiting = (
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for semi-sync ACK%'"
+    )
+    wait_for(lambda: _one(d, waiting) == 1, 30, "the commit waiting for an acknowledgement")
+    d.close()
+    os.kill(server.pid, signal.SIGTERM)
+    writer.join(60)
+    server.wait(60)
+    assert outcome and outcome[0].startswith("error"), outcome

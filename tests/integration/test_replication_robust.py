@@ -4,6 +4,8 @@ addresses answering as another server, read_only read alongside a table)."""
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 import threading
 
 import pytest
@@ -19,6 +21,7 @@ from tests.integration.helpers_replication import (
     make_cluster,
     writer_for,
 )
+from tests.support.campaign import REJOIN
 from tests.support.mariadb import ADMIN_USER, OPERATOR_USER, missing_binaries
 from tests.support.wait import wait_for
 
@@ -39,12 +42,18 @@ class FakeClock:
         return self.now
 
 
-def io_state(server) -> tuple[str, int]:
+def replica_status(server) -> dict | None:
+    """SHOW REPLICA STATUS as a dict (None: not a replica); MariaDB has the REPLICA synonyms since
+    10.5.1 but keeps the old column names."""
     with server.connect() as conn, conn.cursor() as cur:
-        cur.execute("SHOW REPLICA STATUS")  # MariaDB has the REPLICA synonyms since 10.5.1
+        cur.execute("SHOW REPLICA STATUS")
         cols = [d[0] for d in cur.description]
-        row = dict(zip(cols, cur.fetchone()))
-    # the column keeps its old name on MariaDB
+        row = cur.fetchone()
+    return None if row is None else dict(zip(cols, row))
+
+
+def io_state(server) -> tuple[str, int]:
+    row = replica_status(server)
     return row.get("Replica_IO_Running", row.get("Slave_IO_Running")), int(row["Last_IO_Errno"])
 
 
@@ -247,3 +256,108 @@ def test_an_instance_without_an_address_is_unreachable_and_never_localhost(facto
     s = factory.create(1, prefix=f"noaddr{len(factory.servers)}")[0]
     o = Instance(None, s.port, OPERATOR_USER, factory.admin_password, name="db-0").observe()
     assert not o.reachable and "no address" in o.error, o
+
+
+def test_a_failover_promotes_only_once_the_old_primary_it_restarted_has_stopped(factory):
+    """Found by the k8s fault campaign (seed 202 on both flavors, fixed by 824c8a4): a primary cut
+    off from the operator and then from its replicas was failed over; the failover restarted it
+    (its Pod deleted, grace 2 s) and promoted at once, so the old server, alive through its grace
+    period and still reached by its clients, was writable beside the new primary (MySQL: 1 of
+    21,863 acknowledged writes lost). Here on real servers: the operator's address of the old
+    primary takes connections and never answers (a partition keeps a Pod's IP), its replicas stop
+    hearing it, and a Pod deletion stops the server 2 s later, as within a grace period. The new
+    primary is made writable only once the old server's process is gone (before the fix, the
+    engine only asked for the deletion: this fails with the old server alive at the promotion)."""
+    c = make_cluster(factory, 3, semisync=True)
+    c.engine.settings = dataclasses.replace(c.engine.settings, partition_grace_seconds=1.0)
+    old = c.primary
+    silent = socket.create_server(("127.0.9.1", 0), backlog=64)  # takes connections, never answers
+    c.engine.set_members(
+        [
+            dataclasses.replace(m, host="127.0.9.1", port=silent.getsockname()[1], source_host=m.host)
+            if n == old.name
+            else m
+            for n, m in c.engine.members.items()
+        ]
+    )
+    for s in c.servers:  # the replicas stop hearing it: their receivers stopped
+        if s is not old:
+            s.query("STOP REPLICA IO_THREAD")
+    stopped: list[str] = []
+    alive_at_promotion: dict[str, bool] = {}
+
+    def delete_pod(name: str) -> None:  # the kubelet stops the server within its grace period
+        threading.Timer(2.0, c.server(name).stop).start()
+
+    def stop_instance(name: str) -> bool:  # the Pod deleted, then read until it is gone
+        stopped.append(name)
+        delete_pod(name)
+        wait_for(lambda: not c.server(name).alive, 15, f"{name}'s process gone")
+        return True
+
+    c.engine.restart_instance = delete_pod
+    c.engine.stop_instance = stop_instance
+    c.engine.promoted = lambda name: alive_at_promotion.setdefault(name, old.alive)
+    try:
+        c.converge(until=t.Failover, timeout=60)
+    finally:
+        silent.close()
+    new = c.state.current_primary
+    assert new != old.name
+    assert alive_at_promotion == {new: False}, f"{old.name} still ran when {new} was made writable"
+    assert stopped == [old.name]
+
+
+def source_port(server) -> int | None:
+    status = replica_status(server)
+    return None if status is None else int(status.get("Source_Port", status.get("Master_Port")))
+
+
+def test_a_new_primary_is_announced_as_soon_as_it_is_writable_before_the_others_are_repointed(factory):
+    """Found by the k8s fault campaign (MariaDB seed 24, fixed by 4746559): the read-write Service
+    follows the role label, which moved only at the end of the failover's pass, after every replica
+    was repointed: -rw led to the fenced old primary for 1.2 s while the new one was writable. The
+    engine now announces the new primary (`promoted`, which labels its Pod) as soon as it is
+    writable. Here on real servers, after a kill -9 of the primary: when it is announced, it is
+    writable and the other replica still has the old primary as its source."""
+    c = make_cluster(factory, 3, semisync=True)
+    old = c.primary
+    seen: dict[str, object] = {}
+
+    def promoted(name: str) -> None:
+        seen["read_only"] = c.server(name).query("SELECT @@read_only")[0][0]
+        seen["sources"] = [source_port(s) for s in c.servers if s.name not in (name, old.name)]
+
+    c.engine.promoted = promoted
+    old.kill9()
+    c.converge(until=t.Failover, timeout=60)
+    assert seen == {"read_only": 0, "sources": [old.port]}, seen
+    c.converge()  # and the pass goes on: the other replica follows the new primary
+    new = c.primary
+    assert [source_port(s) for s in c.servers if s.name not in (new.name, old.name)] == [new.port]
+
+
+def test_a_hung_old_primary_is_restarted_before_the_promotion_and_never_wakes_writable(factory):
+    """Found by the host fault campaign (two-writable samples: MariaDB seed 9, MySQL seeds 8 and
+    11; fixed by 39216b1): a SIGSTOPped primary was failed over and later resumed writable beside
+    the new primary, taking writes until a later pass fenced it. A failover now restarts an old
+    primary it cannot reach but that may still serve (restart_instance: its Pod deleted; every
+    server starts read-only), before the promotion. Here on real servers: the old primary hung,
+    failed over, resumed (and, if it was ended, started again as the kubelet would): read-only."""
+    c = make_cluster(factory, 3, semisync=True)
+    old = c.primary
+    restarted: list[str] = []
+
+    def restart_instance(name: str) -> None:  # the Pod deleted: its hung server ends
+        restarted.append(name)
+        c.server(name).kill9()
+
+    c.engine.restart_instance = restart_instance
+    old.sigstop()
+    c.converge(until=t.Failover, timeout=60)
+    assert c.state.current_primary != old.name
+    old.sigcont()  # wakes up (a hung disk, a partition healed)
+    if not old.alive:
+        old.restart(**REJOIN[factory.flavor.value])  # the kubelet starts the container again
+    assert old.query("SELECT @@read_only")[0][0] == 1, f"{old.name} woke up writable"
+    assert restarted == [old.name]
