@@ -222,7 +222,7 @@ def main() -> int:
             app=APP,
             app_database=DB,
         )
-        engine.keep_evidence = lambda name, gtids, events: "the benchmark's output (not kept)"
+        engine.reseeds.keep_evidence = lambda name, gtids, events: "the benchmark's output (not kept)"
         loop = OperatorLoop(engine, loop_seconds)
         loop.start()
 

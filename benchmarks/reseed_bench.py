@@ -115,7 +115,7 @@ def one_size(factory: MySQLFactory, gib: float, window: float) -> list[tuple[str
         app=APP,
         app_database=DB,
     )
-    engine.keep_evidence = lambda name, gtids, events: "the benchmark's record (dropped)"
+    engine.reseeds.keep_evidence = lambda name, gtids, events: "the benchmark's record (dropped)"
     state = ClusterState()
     by = {s.name: s for s in servers}
     shown = [(0, 0)]  # the most bytes the loop's observation of db-2 reported (its status would)

@@ -200,8 +200,8 @@ def _measure(
         app=APP,
         app_database=DB,
     )
-    engine.keep_evidence = lambda name, gtids, events: "the benchmark's record (dropped)"
-    engine.request_seed = seeder.request
+    engine.reseeds.keep_evidence = lambda name, gtids, events: "the benchmark's record (dropped)"
+    engine.reseeds.request_seed = seeder.request
     state = ClusterState()
     by = {s.name: s for s in servers}
     shown = [(0, 0)]  # the most bytes the loop's observation of db-2 reported (its status would)

@@ -686,10 +686,12 @@ class Reconciler:
                 )
                 entry.last_decision = decision.kind
 
-        engine.keep_evidence = lambda instance, gtids, events: self._keep_evidence(
+        engine.reseeds.keep_evidence = lambda instance, gtids, events: self._keep_evidence(
             body, c, instance, gtids, events
         )
-        engine.request_seed = lambda instance, _donor, host: self._request_seed(body, c, instance, host)
+        engine.reseeds.request_seed = lambda instance, _donor, host: self._request_seed(
+            body, c, instance, host
+        )
         engine.promoted = lambda instance: self.kube.set_pod_label(ns, instance, m.ROLE_LABEL, m.ROLE_PRIMARY)
         engine.restart_instance = lambda instance: self.kube.delete_pod(
             ns, instance, grace_seconds=RESTART_GRACE_SECONDS
@@ -697,7 +699,7 @@ class Reconciler:
         engine.stop_instance = lambda instance: self.kube.delete_pod_and_wait(
             ns, instance, RESTART_GRACE_SECONDS, RESTART_GRACE_SECONDS + STOP_WAIT_SECONDS
         )
-        engine.seed_done = lambda instance: self.kube.apply(
+        engine.reseeds.seed_done = lambda instance: self.kube.apply(
             m.owned(m.reseed_request(c, None), k.owner_of(body))
         )
         outcome = engine.reconcile(state, desired, record=record, announce=announce, observed=seen.instances)

@@ -24,22 +24,20 @@ import dataclasses
 import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from mysql_operator.manifests.common import SEED_PROGRESS_PORT
 from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIMEOUT_MS
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.binlog_upkeep import BinlogUpkeep
 from mysql_operator.duties import AccountSet, Accounts, Events
+from mysql_operator.reseed import Reseeds, ReseedError
 from mysql_operator.db.accounts import Grant
-from mysql_operator.db import seed_progress
-from mysql_operator.db.flavor import Dialect, Flavor
+from mysql_operator.db.flavor import Dialect
 from mysql_operator.members import ClusterState, Credentials, Member, Outcome, Step
 from mysql_operator.db.observation import (
     ACCESS_DENIED,
-    CloneStatus,
     Event,
     InstanceError,
     Observation,
@@ -154,17 +152,6 @@ class DbOps(Protocol):
     def enable_event(self, event: Event, as_user: Credentials | None) -> None: ...
 
 
-@dataclass
-class Copy:
-    """A re-seed this engine started: when (wall clock), whether it is a MariaDB request to
-    withdraw once done (MySQL's CLONE needs none), the donor, and the last known progress."""
-
-    asked: float
-    requested: bool
-    donor: str  # the instance copied from
-    last: CloneStatus = field(default_factory=lambda: CloneStatus(t.CLONE_COPYING))
-
-
 @dataclass(frozen=True)
 class Rotation:
     """What a rotation did: the accounts (user, host) whose password changed, and those whose
@@ -248,18 +235,7 @@ class ReplicationEngine:
         # what a serving primary does beyond replication, once per primary (duties.py)
         self.primary_accounts = Accounts()
         self.primary_events = Events()
-        # per instance: when a re-seed may be started again (a copy that failed is retried later)
-        self._reseed_retry_at: dict[str, float] = {}
-        # keep_evidence(instance, errant GTIDs, their binary log events) -> where they were kept;
-        # called before an instance's errant transactions are discarded (an exception: nothing is)
-        self.keep_evidence: Callable[[str, str, list[str]], str] | None = None
-        # MariaDB re-seeds by restarting the recipient on a copy made by its Pod (sh/seed.sh):
-        # request_seed(instance, donor, donor's host) asks for it (the request, then the Pod
-        # restarted), seed_done(instance) withdraws it once the instance answers on its copy
-        self.request_seed: Callable[[str, str, str], None] | None = None
-        self.seed_done: Callable[[str], None] | None = None
-        self._seeding: dict[str, Copy] = {}  # per instance being re-seeded (both flavors)
-        self.seed_progress_port = SEED_PROGRESS_PORT  # where a MariaDB recipient tells how far it is
+        self.reseeds = Reseeds()  # copies under way and their hooks (reseed.py)
         # restart_instance(instance) restarts a server that takes logins but answers no query, and
         # an old primary that may still serve its clients when a failover replaces it
         # (its Pod deleted); never the primary, at most once per STUCK_RETRY_SECONDS
@@ -363,7 +339,7 @@ class ReplicationEngine:
                 self._down_since.setdefault(name, started)
             restarted = self._restarted(name, o, now)
             heard = self._heard(name, o)
-            clone = self._copy_stage(name, o)
+            clone = self.reseeds.stage(name, o, m.host, self.wall_clock())
             previous = self.last_observations.get(name)
             r = o.replica
             errnos = (r.io_errno, r.sql_errno) if r else (0, 0)
@@ -422,42 +398,6 @@ class ReplicationEngine:
         self._received_mark[name] = mark
         return r is not None and r.io_running and before is not None and before != mark
 
-    def _copy_stage(self, name: str, o: Observation) -> CloneStatus | None:
-        """The copy onto `name` this engine started, under way until the instance answers from a
-        server started after it (then a MariaDB request is withdrawn): MySQL's CLONE as the
-        server reports it, then copied while the server restarts on it; a MariaDB copy as its
-        recipient's progress port tells (sh/seed.sh). Otherwise: what the server reports."""
-        copy = self._seeding.get(name)
-        if copy is None:
-            return o.clone
-        booted = self.wall_clock() - o.uptime if o.reachable and o.uptime is not None else None
-        if booted is None or booted < copy.asked:
-            if o.clone is not None:  # MySQL: the server's own account of it
-                if o.clone.stage == t.CLONE_FAILED:
-                    self._seed_done(name)
-                    return o.clone
-                copy.last = o.clone
-            elif copy.requested and not o.reachable and self.members[name].host:
-                # MariaDB: its Pod's init container receives the copy (MySQL: the server
-                # restarts on its copy, its last account of it stands)
-                got = seed_progress.read(self.members[name].host, self.seed_progress_port)
-                if got:
-                    copy.last = CloneStatus(t.CLONE_COPYING, copied=got[0], total=got[1])
-            return copy.last
-        self._seed_done(name)
-        return o.clone
-
-    def _seed_done(self, name: str) -> None:
-        copy = self._seeding.pop(name, None)
-        if copy is None or not copy.requested:
-            return
-        if self.seed_done is not None:
-            try:
-                self.seed_done(name)
-            except Exception:  # noqa: BLE001 - a request left behind is never carried out twice
-                pass  # (the copy's marker in the volume names the request it carried out)
-        return None
-
     # a server's start time estimated from Uptime (whole seconds, read a moment before `now`)
     # moves by more than this when it restarted
     RESTART_TOLERANCE = 1.5
@@ -512,6 +452,7 @@ class ReplicationEngine:
         if announce is not None:
             announce(decision)
         steps = self.act(decision, observed)
+        self.reseeds.withdraw_finished(steps)
         if isinstance(decision, t.STEADY):
             self.binlogs.maintain(observed, self.last_observations, self.instances, self.clock(), steps)
         self.restart_stuck(state.current_primary, steps)
@@ -603,7 +544,11 @@ class ReplicationEngine:
             return steps  # Healthy, WaitForDelay, Unrecoverable: nothing else to do here
         try:
             handler()
-        except (InstanceError, ReplicationError) as e:  # its Event: the decision's kind + "Failed"
+        except (
+            InstanceError,
+            ReplicationError,
+            ReseedError,
+        ) as e:  # its Event: the decision's kind + "Failed"
             steps.append(
                 Step(
                     getattr(d, "to", None) or getattr(d, "name", "") or "cluster",
@@ -895,84 +840,38 @@ class ReplicationEngine:
             )
         )
 
-    RESEED_RETRY_SECONDS = 60.0
-
     def reseed(self, d: t.Reseed, observed: Sequence[t.InstanceState], steps: list[Step]) -> None:
-        """Replace `d.name`'s data by a copy of `d.donor`'s (MySQL CLONE): the copy runs in the
-        server while later passes watch it; once copied, the server restarts on the new data
-        (start.sh supervises it in its container); then it is an ordinary replica without a
-        source (rule 7). Errant
-        transactions are recorded (keep_evidence) before anything is discarded."""
+        """Replace `d.name`'s data by a copy of `d.donor`'s (reseed.py): later passes watch the
+        copy; once copied, the server restarts on the new data; then it is an ordinary replica
+        without a source (rule 7)."""
         state = next(s for s in observed if s.name == d.name)
-        i = self.instances[d.name]
         if state.clone in (t.CLONE_COPYING, t.CLONE_COPIED):
             # the status shows its progress; a copied server is stopping to restart on it
             if state.clone == t.CLONE_COPYING:
                 self.release_stuck_commits(d, observed, steps)
             return
-        if d.donor == d.name:
-            raise ReplicationError(f"{d.name}: no other instance to copy from")
-        if self.clock() < self._reseed_retry_at.get(d.name, float("-inf")):
-            return
-        self._reseed_retry_at[d.name] = self.clock() + self.RESEED_RETRY_SECONDS
-        if state.clone == t.CLONE_FAILED:
-            steps.append(
-                Step(d.name, "reseed", f"the last copy failed: {state.clone_error}; again", ok=False)
-            )
-        kept = ""
-        if d.errant:
-            events = i.errant_events(d.errant)
-            if self.keep_evidence is None:
-                raise ReplicationError(f"{d.name}: nowhere to keep its errant transactions; not re-seeded")
-            kept = f"; its errant transactions {d.errant} are discarded, recorded in {self.keep_evidence(d.name, d.errant, events)}"
-        donor = self.members[d.donor]
-        if donor.replication_host is None:
-            raise ReplicationError(f"{d.donor} has no address; {d.name} not re-seeded")
-        i.set_read_only(True)
-        if i.dialect.flavor is Flavor.MARIADB:
-            if self.request_seed is None:
-                raise ReplicationError(f"{d.name}: no way to restart it on a copy here; not re-seeded")
-            asked = self.wall_clock()
-            try:
-                self.request_seed(d.name, d.donor, donor.replication_host)
-            except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: retried later
-                raise ReplicationError(f"{d.name}: its copy could not be asked for: {e}") from None
-            self._seeding[d.name] = Copy(asked, requested=True, donor=d.donor)
-            steps.append(
-                Step(d.name, "reseed", f"restarting it on a copy of {d.donor} (mariadb-backup){kept}")
-            )
-            return
-        self.instances[d.donor].ensure_clone_plugin()
-        asked = self.wall_clock()
-        i.start_clone(
-            donor.replication_host, donor.port, self.admin.user, self.admin.password, self.tls_ca_path
+        self.reseeds.begin(
+            d,
+            self.instances[d.name],
+            self.instances[d.donor],
+            self.members[d.donor],
+            self.admin,
+            self.tls_ca_path,
+            self.clock(),
+            self.wall_clock(),
+            steps,
+            failed=state.clone_error if state.clone == t.CLONE_FAILED else None,
         )
-        self._seeding[d.name] = Copy(asked, requested=False, donor=d.donor)
-        steps.append(Step(d.name, "reseed", f"copying the data of {d.donor}{kept}"))
 
     def release_stuck_commits(
         self, d: t.Reseed, observed: Sequence[t.InstanceState], steps: list[Step]
     ) -> None:
-        """A copy from the primary (MySQL CLONE) waits for its commits to end, and they wait for an
-        acknowledgement only the copy's recipient will give once copied: the primary ends those
-        waits when no replica can acknowledge them (Instance.release_stuck_commits)."""
-        copy = self._seeding.get(d.name)
-        donor = copy.donor if copy is not None else d.donor  # an earlier process's copy: the decision's
+        """A copy from a serving primary waits for its commits to end (reseed.py)."""
+        donor = self.reseeds.donor_of(d)
         seen = next((s for s in observed if s.name == donor), None)
         if seen is None or not seen.reachable or seen.read_only or donor == d.name:
             return  # a replica's copy waits for nobody's commits
-        killed = self.instances[donor].release_stuck_commits()
-        if killed:
-            steps.append(
-                Step(
-                    donor,
-                    "release",
-                    f"{killed} connection(s) closed: their commits waited for a semi-sync "
-                    f"acknowledgement no replica can give before {d.name}'s copy of {donor} ends "
-                    "(their clients got an error, not an acknowledgement)",
-                    warn=True,
-                )
-            )
+        self.reseeds.release_stuck_commits(d.name, donor, self.instances[donor], steps)
 
     STUCK_SECONDS = 60.0  # a server that takes logins but answers no query this long is restarted
     STUCK_RETRY_SECONDS = 300.0

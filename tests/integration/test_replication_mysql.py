@@ -252,7 +252,7 @@ def test_mysql_errant_replica_is_reseeded_by_clone_and_rejoins_under_writes(grou
         kept.append((name, gtids, events))
         return "the test's record"
 
-    c.engine.keep_evidence = keep
+    c.engine.reseeds.keep_evidence = keep
     victim = c.server("db-2")
     victim.query("SET GLOBAL super_read_only = OFF")
     victim.query(f"INSERT INTO {DB}.t VALUES (999999, 'errant')")

@@ -379,7 +379,7 @@ class Run:
             app=APP,
             app_database=DB,
         )
-        e.keep_evidence = lambda name, gtids, events: "the campaign's output (not kept)"
+        e.reseeds.keep_evidence = lambda name, gtids, events: "the campaign's output (not kept)"
         e.restart_instance = self._restart
         return e
 

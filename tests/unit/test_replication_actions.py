@@ -21,6 +21,8 @@ from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
 from mysql_operator.db.observation import CloneStatus, Event, InstanceError, Observation, ReplicaStatus
+from mysql_operator.members import Step
+from mysql_operator.reseed import Reseeds
 from mysql_operator.status import events_from_steps
 from mysql_operator.replication import (
     ClusterState,
@@ -800,7 +802,7 @@ def test_reseed_records_the_errant_transactions_before_the_copy_starts():
     mysql(w)
     serving(w, "db-0")
     kept = []
-    e.keep_evidence = lambda name, gtids, events: (
+    e.reseeds.keep_evidence = lambda name, gtids, events: (
         w.log.append((name, "kept")),
         kept.append(events),
         "ConfigMap x",
@@ -825,12 +827,12 @@ def test_reseed_discards_nothing_when_the_record_cannot_be_kept():
     def refuse(name, gtids, events):
         raise InstanceError("ConfigMap refused (injected)")
 
-    e.keep_evidence = refuse
+    e.reseeds.keep_evidence = refuse
     steps = e.act(RESEED, reseed_states(w))
     assert steps and not steps[-1].ok and "refused" in steps[-1].detail
     assert not any(op.startswith("start_clone") for _, op in w.log)
-    e.keep_evidence = None  # and with no keeper at all
-    e._reseed_retry_at.clear()
+    e.reseeds.keep_evidence = None  # and with no keeper at all
+    e.reseeds.retry_at.clear()
     steps = e.act(RESEED, reseed_states(w))
     assert not steps[-1].ok and not any(op.startswith("start_clone") for _, op in w.log)
 
@@ -886,16 +888,17 @@ def test_a_copy_from_the_primary_has_its_stuck_commits_released_and_a_replicas_c
 def test_mariadb_reseed_records_then_asks_for_a_copy_and_watches_it_until_the_server_restarted_on_it():
     """MariaDB: the recipient's Pod makes the copy (sh/seed.sh) when it restarts; the engine keeps
     the errant record first, asks (request_seed), and counts the instance as re-seeding until it
-    answers from a server started after the request - then withdraws the request (seed_done)."""
+    answers from a server started after the request - then the pass withdraws the request (seed_done)
+    once it has acted, never while observing."""
     w = World()
     e = engine(w)
     serving(w, "db-0")
     now = [1000.0]
     e.wall_clock = lambda: now[0]
-    e.keep_evidence = lambda name, gtids, events: (w.log.append((name, "kept")), "ConfigMap x")[1]
+    e.reseeds.keep_evidence = lambda name, gtids, events: (w.log.append((name, "kept")), "ConfigMap x")[1]
     done: list[str] = []
-    e.request_seed = lambda name, donor, host: w.log.append((name, f"request_seed({donor}@{host})"))
-    e.seed_done = done.append
+    e.reseeds.request_seed = lambda name, donor, host: w.log.append((name, f"request_seed({donor}@{host})"))
+    e.reseeds.seed_done = done.append
     steps = e.act(RESEED, reseed_states(w))
     assert steps[0].ok and "mariadb-backup" in steps[0].detail and "ConfigMap x" in steps[0].detail
     assert (
@@ -914,9 +917,27 @@ def test_mariadb_reseed_records_then_asks_for_a_copy_and_watches_it_until_the_se
     w.servers["db-2"].reachable = False
     assert db2().reseeding and not done  # its Pod copies
     w.servers["db-2"].reachable, w.servers["db-2"].uptime = True, 3.0  # started at 1002: on the copy
-    assert not db2().reseeding and done == ["db-2"]
+    assert not db2().reseeding and not done  # observing writes nothing
+    e.reconcile(ClusterState("db-0"))  # the pass's acting part withdraws the request
+    assert done == ["db-2"]
     w.log.clear()
     assert e.act(t.Reseed("db-2", "db-1"), reseed_states(w, t.CLONE_COPYING)) == [] and w.log == []
+
+
+def test_a_finished_copys_request_that_cannot_be_withdrawn_is_a_warning_and_not_asked_again():
+    """The withdrawal is a Kubernetes write: refused, the pass says so (a Warning step) and goes
+    on; the request stays (its copy is never carried out twice: the volume's marker names it)."""
+    reseeds = Reseeds()
+    reseeds.finished = ["db-2"]
+
+    def refuse(name: str) -> None:
+        raise RuntimeError("configmaps is forbidden (injected)")
+
+    reseeds.seed_done = refuse
+    steps: list[Step] = []
+    reseeds.withdraw_finished(steps)
+    assert [(s.instance, s.action, s.warn) for s in steps] == [("db-2", "reseed", True)]
+    assert "forbidden" in steps[0].detail and reseeds.finished == []
 
 
 def test_a_mysql_copy_counts_as_re_seeding_until_the_server_answers_restarted_on_it():
@@ -968,12 +989,12 @@ def test_a_mariadb_copy_shows_the_bytes_its_recipient_reports_on_its_progress_po
     serving(w, "db-0")
     now = [1000.0]
     e.wall_clock = lambda: now[0]
-    e.keep_evidence = lambda *_: "ConfigMap x"
-    e.request_seed = lambda *_: None
+    e.reseeds.keep_evidence = lambda *_: "ConfigMap x"
+    e.reseeds.request_seed = lambda *_: None
     e.act(RESEED, reseed_states(w))
     listener = socket.create_server(("127.0.0.1", 0))
     e.members["db-2"] = dataclasses.replace(e.members["db-2"], host="127.0.0.1")
-    e.seed_progress_port = listener.getsockname()[1]
+    e.reseeds.progress_port = listener.getsockname()[1]
 
     def answer(line: bytes) -> None:
         conn, _ = listener.accept()
@@ -1005,7 +1026,7 @@ def test_mariadb_reseed_that_cannot_be_asked_for_is_a_failed_step_and_retried_la
     def refuse(name, donor, host):
         raise RuntimeError("configmaps is forbidden (injected)")
 
-    e.request_seed = refuse
+    e.reseeds.request_seed = refuse
     steps = e.act(t.Reseed("db-2", "db-1"), reseed_states(w))
     assert (
         not steps[-1].ok and "could not be asked for" in steps[-1].detail and "forbidden" in steps[-1].detail

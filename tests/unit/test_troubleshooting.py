@@ -65,12 +65,12 @@ def _literal(node: ast.AST | None) -> str | None:
 
 def test_the_step_events_are_those_replication_can_post():
     """status.events_from_steps names a step's Event after its action (+ "Failed" when not ok);
-    every Step(...) in replication.py, duties.py and binlog_upkeep.py with a literal action, and the decisions whose action fails
+    every Step(...) in replication.py, duties.py, binlog_upkeep.py and reseed.py with a literal action, and the decisions whose action fails
     as a whole (the decision's kind as the action), give exactly reasons.STEP_EVENTS and ACTED_ON."""
     made = set()
     calls = [
         c
-        for module in ("replication.py", "duties.py", "binlog_upkeep.py")
+        for module in ("replication.py", "duties.py", "binlog_upkeep.py", "reseed.py")
         for c in _calls(PACKAGE / module, "Step")
     ]
     for call in calls:
