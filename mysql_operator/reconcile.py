@@ -649,8 +649,8 @@ class Reconciler:
         ]
         engine = self._engine(entry, c, seen.logins.current, settings, members)
         state = ClusterState(seen.current_primary)
-        engine.primary_since = primary_since(previous, seen.current_primary)
-        engine.recorded_executed = recorded_executed(previous, c.spec.flavor)
+        engine.observer.primary_since = primary_since(previous, seen.current_primary)
+        engine.observer.recorded_executed = recorded_executed(previous, c.spec.flavor)
         started = time.monotonic()
         seen.instances = engine.observe()
         # a switchover asked for (switchover.py); the rolling update moves the wanted primary off
@@ -765,7 +765,7 @@ class Reconciler:
         primary = run.state.current_primary
         lags = {
             n: (o.replica.seconds_behind if o.replica else None)
-            for n, o in run.engine.last_observations.items()
+            for n, o in run.engine.observer.last_observations.items()
         }
         served = serving(
             decision,
@@ -802,7 +802,7 @@ class Reconciler:
             reseeding=tuple(reseed_progress(i, waiting.get(i.name, "")) for i in observed if i.reseeding),
             unreachable=served.unreachable,
             lagging=tuple(sorted(served.lagging)),
-            commits_wait=commits_wait(primary, run.engine.last_observations.get(primary))
+            commits_wait=commits_wait(primary, run.engine.observer.last_observations.get(primary))
             if served.writes and primary
             else "",
             max_read_lag_seconds=c.spec.replication.max_read_lag_seconds,

@@ -25,13 +25,14 @@ import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIMEOUT_MS
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.binlog_upkeep import BinlogUpkeep
 from mysql_operator.duties import AccountSet, Accounts, Events
+from mysql_operator.observer import Observer
 from mysql_operator.reseed import Reseeds, ReseedError
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.flavor import Dialect
@@ -45,12 +46,6 @@ from mysql_operator.db.observation import (
     identity_mismatch,
 )
 from mysql_operator.db.instance import Instance
-
-
-def stuck(o: Observation) -> bool:
-    """The server took the login but a statement timed out: alive, yet stuck (a server that is
-    down refuses or never completes the connection: "cannot connect")."""
-    return not o.reachable and " failed: (2013" in (o.error or "") and "cannot connect" not in (o.error or "")
 
 
 def may_still_serve(error: str) -> bool:
@@ -166,8 +161,6 @@ class ReplicationError(Exception):
 
 
 class ReplicationEngine:
-    RECENT_OUTAGE_SECONDS = 60.0  # an outage that ended this recently still times a failover
-
     def __init__(
         self,
         members: Sequence[Member],
@@ -205,33 +198,11 @@ class ReplicationEngine:
         self.apply_timeout = apply_timeout
         self.clock = clock
         self.wall_clock = wall_clock
-        # (name, wall-clock time it was made primary), from the cluster status: it outlives the
-        # operator process, so a primary that restarted since is known as such after a restart
-        self.primary_since: tuple[str, float] | None = None
-        # per member, its executed GTIDs as the cluster status recorded them: what it had when
-        # the operator last saw it answer, for a member this engine has not seen answer (the
-        # status outlives the operator process: a failover after a restart still knows it)
-        self.recorded_executed: Mapping[str, Any] = {}
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.members: dict[str, Member] = {}
         self.connect = connect or self._instance
         self.instances: dict[str, DbOps] = {}
-        # start of the first failed observation in the current streak, per member: an outage is
-        # measured from when the loop saw it begin, never from an older success (a loop that
-        # was idle must not turn a blip into a failover)
-        self._down_since: dict[str, float] = {}
-        # per member, (start, end) of its last outage that ended
-        self._recovered: dict[str, tuple[float, float]] = {}
-        # first observation of the current replication error streak, per member: (errnos, since)
-        self._error_since: dict[str, tuple[tuple[int, int], float]] = {}
-        # per replica, what it had received from its source when last observed (heartbeats,
-        # GTIDs): a change since says the source is alive as the replica sees it
-        self._received_mark: dict[str, tuple[int | None, str]] = {}
-        # when each member's server started (clock - Uptime), seen while it served as a writable
-        # primary: a later, different start means that primary restarted (crash, kill, new Pod)
-        self._booted_serving: dict[str, float] = {}
-        self.last_observations: dict[str, Observation] = {}
-        self.last_error: dict[str, str] = {}  # per member, why its last observation failed
+        self.observer = Observer()  # what is remembered of each member between passes
         # what a serving primary does beyond replication, once per primary (duties.py)
         self.primary_accounts = Accounts()
         self.primary_events = Events()
@@ -246,7 +217,6 @@ class ReplicationEngine:
         # promoted(instance): it has just been made writable (the read-write Service may route to
         # it now, not at the end of the pass: the repointing of the others can take seconds)
         self.promoted: Callable[[str], None] | None = None
-        self._stuck_since: dict[str, float] = {}  # instance -> first observation of it stuck
         self._restarted_at: dict[str, float] = {}
         self.binlogs = BinlogUpkeep()  # spec.replication.binlogRetention (binlog_upkeep.py)
         self.set_members(members)
@@ -290,16 +260,8 @@ class ReplicationEngine:
 
     # -- observe ---------------------------------------------------------------------------------
     def down_for(self, name: str) -> float | None:
-        """Seconds since `name` first failed to answer in its current outage, or in its last one
-        when that ended within RECENT_OUTAGE_SECONDS (a primary that restarted answers again by
-        the time it is replaced); None otherwise."""
-        since = self._down_since.get(name)
-        if since is None:
-            last = self._recovered.get(name)
-            if last is None or self.clock() - last[1] > self.RECENT_OUTAGE_SECONDS:
-                return None
-            since = last[0]
-        return self.clock() - since
+        """Seconds `name` has been (or recently was) unreachable (observer.Observer.down_for)."""
+        return self.observer.down_for(name, self.clock())
 
     def observe(self, only: Iterable[str] | None = None) -> list[t.InstanceState]:
         """Every member's state, or only those of `only`."""
@@ -316,111 +278,9 @@ class ReplicationEngine:
                 observations[name] = Observation(
                     reachable=False, error=f"{name} at {m.host}:{m.port} {why}: not this instance"
                 )
-        now = self.clock()
-        by_address = {
-            (h, m.port): m.name for m in self.members.values() for h in (m.host, m.source_host) if h
-        }
-        states = []
-        for name in names:
-            o = observations[name]
-            m = self.members[name]
-            if stuck(o):
-                self._stuck_since.setdefault(name, started)
-            else:
-                self._stuck_since.pop(name, None)
-            if o.error:
-                self.last_error[name] = o.error
-            if o.reachable:
-                since = self._down_since.pop(name, None)
-                if since is not None:
-                    self._recovered[name] = (since, started)
-                self.last_observations[name] = o
-            else:
-                self._down_since.setdefault(name, started)
-            restarted = self._restarted(name, o, now)
-            heard = self._heard(name, o)
-            clone = self.reseeds.stage(name, o, m.host, self.wall_clock())
-            previous = self.last_observations.get(name)
-            r = o.replica
-            errnos = (r.io_errno, r.sql_errno) if r else (0, 0)
-            if errnos == (0, 0):
-                self._error_since.pop(name, None)
-            elif self._error_since.get(name, ((), 0.0))[0] != errnos:
-                self._error_since[name] = (errnos, started)
-            states.append(
-                t.InstanceState(
-                    name=name,
-                    ordinal=m.ordinal,
-                    reachable=o.reachable,
-                    origin=o.origin if o.reachable else (previous.origin if previous else None),
-                    read_only=o.read_only,
-                    source=(
-                        by_address.get((r.source_host, r.source_port), f"{r.source_host}:{r.source_port}")
-                        if r and r.source_host
-                        else None
-                    ),
-                    io_running=bool(r and r.io_running),
-                    io_connecting=bool(r and r.io_state not in ("Yes", "No", "")),
-                    sql_running=bool(r and r.sql_running),
-                    io_errno=r.io_errno if r else 0,
-                    sql_errno=r.sql_errno if r else 0,
-                    last_error=(r.sql_error or r.io_error) if r else (o.error or ""),
-                    executed=o.executed,
-                    received=r.received if r else None,
-                    purged=o.purged,
-                    unreachable_for=0.0 if o.reachable else now - self._down_since[name],
-                    last_executed=previous.executed if previous else self.recorded_executed.get(name),
-                    last_purged=previous.purged if previous else None,
-                    error_for=now - self._error_since[name][1] if name in self._error_since else 0.0,
-                    semisync_source=o.semisync_source_enabled,
-                    semisync_replica=o.semisync_replica_enabled,
-                    semisync_ack_count=o.semisync_ack_count,
-                    restarted=restarted,
-                    tls_verified=bool(r and r.tls_verified),
-                    source_heard=heard,
-                    clone=clone.stage if clone else None,
-                    clone_error=clone.error if clone else "",
-                    clone_bytes=(clone.copied, clone.total) if clone else (0, 0),
-                )
-            )
-        return states
-
-    def _heard(self, name: str, o: Observation) -> bool:
-        """Whether replica `name`'s IO thread received anything (a heartbeat, transactions) from
-        its source since this engine's previous observation of it."""
-        if not o.reachable:
-            return False
-        r = o.replica
-        mark = (o.heartbeats, str(r.received)) if r is not None else None
-        before = self._received_mark.pop(name, None)
-        if mark is None:
-            return False
-        self._received_mark[name] = mark
-        return r is not None and r.io_running and before is not None and before != mark
-
-    # a server's start time estimated from Uptime (whole seconds, read a moment before `now`)
-    # moves by more than this when it restarted
-    RESTART_TOLERANCE = 1.5
-
-    def _restarted(self, name: str, o: Observation, now: float) -> bool:
-        """Whether `name` restarted since it was last seen serving as the writable primary."""
-        if not o.reachable or o.uptime is None:
-            return False
-        booted = now - o.uptime
-        if o.replica is not None:  # a replica: a restart of it matters to nobody here
-            self._booted_serving.pop(name, None)
-            return False
-        if not o.read_only:
-            self._booted_serving[name] = booted
-            return False
-        since = self._booted_serving.get(name)
-        if since is not None and booted > since + self.RESTART_TOLERANCE:
-            return True
-        # not seen serving by this process (the operator restarted): compare with when it was
-        # made primary; a server that booted later has restarted since it was promoted
-        if self.primary_since is None or self.primary_since[0] != name:
-            return False
-        return self.wall_clock() - o.uptime > self.primary_since[1] + self.RESTART_TOLERANCE
+        now, wall = self.clock(), self.wall_clock()
+        clones = {n: self.reseeds.stage(n, o, self.members[n].host, wall) for n, o in observations.items()}
+        return self.observer.states(self.members, observations, clones, started, now, wall)
 
     # -- the pass --------------------------------------------------------------------------------
     def reconcile(
@@ -454,7 +314,9 @@ class ReplicationEngine:
         steps = self.act(decision, observed)
         self.reseeds.withdraw_finished(steps)
         if isinstance(decision, t.STEADY):
-            self.binlogs.maintain(observed, self.last_observations, self.instances, self.clock(), steps)
+            self.binlogs.maintain(
+                observed, self.observer.last_observations, self.instances, self.clock(), steps
+            )
         self.restart_stuck(state.current_primary, steps)
         return Outcome(decision, steps, observed)
 
@@ -475,8 +337,7 @@ class ReplicationEngine:
             o = self.instances[decision.to].observe()
             if o.reachable:
                 break
-            self._down_since.setdefault(decision.to, self.clock())
-            self.last_error[decision.to] = o.error or ""
+            self.observer.unreachable(decision.to, o.error or "", self.clock())
             observed = [
                 dataclasses.replace(s, reachable=False, executed=None, received=None, purged=None)
                 if s.name == decision.to
@@ -577,7 +438,7 @@ class ReplicationEngine:
             self.replication.password,
             tls_ca=self.tls_ca_path,
         )
-        self._error_since.pop(name, None)  # a fresh start: an error must persist again
+        self.observer.error_since.pop(name, None)  # a fresh start: an error must persist again
         steps.append(
             Step(
                 name,
@@ -639,7 +500,7 @@ class ReplicationEngine:
         self.primary_events.carry_over(primary, p, acknowledged, self.clock(), self.app, self.admin, steps)
 
     def _acknowledged(self, primary: str) -> bool:
-        return acknowledged_now(self.last_observations.get(primary))
+        return acknowledged_now(self.observer.last_observations.get(primary))
 
     def rotate(self, primary: str, accounts: Sequence[Credentials], steps: list[Step]) -> Rotation:
         """New passwords for `accounts` (user, host), set on the primary with ALTER USER (the
@@ -650,7 +511,7 @@ class ReplicationEngine:
         connect)."""
         p = self.instances[primary]
         done, denied = set(), set()
-        if not acknowledged_now(self.last_observations.get(primary)):
+        if not acknowledged_now(self.observer.last_observations.get(primary)):
             return Rotation(frozenset())  # at a pass that sees a replica acknowledging
         for a in accounts:
             try:
@@ -681,7 +542,7 @@ class ReplicationEngine:
         password and is repointed then."""
         replicas = [
             name
-            for name, obs in sorted(self.last_observations.items())
+            for name, obs in sorted(self.observer.last_observations.items())
             if name != primary and obs.replica is not None
         ]
         for k, name in enumerate(replicas):
@@ -760,7 +621,7 @@ class ReplicationEngine:
         up writable beside the new primary (a SIGSTOPped process resumed, a partition healed) and
         take writes until the next pass fences it. One that refused the connection is down
         already and restarts read-only by itself."""
-        why = self.last_error.get(name, "")
+        why = self.observer.last_error.get(name, "")
         if self.restart_instance is None or not may_still_serve(why):
             return Step(name, "fence", "unreachable, skipped")
         self._restarted_at[name] = self.clock()
@@ -886,13 +747,13 @@ class ReplicationEngine:
         if self.restart_instance is None:
             return
         now = self.clock()
-        for name, since in list(self._stuck_since.items()):
+        for name, since in list(self.observer.stuck_since.items()):
             if name == primary or now - since < self.STUCK_SECONDS:
                 continue
             if now - self._restarted_at.get(name, float("-inf")) < self.STUCK_RETRY_SECONDS:
                 continue
             self._restarted_at[name] = now
-            last = self.last_error.get(name, "")
+            last = self.observer.last_error.get(name, "")
             try:
                 self.restart_instance(name)
             except Exception as e:  # noqa: BLE001 - the Kubernetes API's errors: tried again later

@@ -195,7 +195,7 @@ def test_a_certificate_for_another_name_is_refused_though_the_cluster_ca_signed_
         )
         (seen,) = engine.observe()
         engine.close()
-        assert not seen.reachable and "Hostname mismatch" in engine.last_error["db-0"]
+        assert not seen.reachable and "Hostname mismatch" in engine.observer.last_error["db-0"]
         assert server.logins == 1  # the chain-only login above; none from the engine
 
 
@@ -288,13 +288,13 @@ def test_one_pass_observes_every_server_whatever_each_one_sends():
             s.__exit__(None, None, None)
     print(
         f"one pass over {len(states)} servers: {took:.2f}s; "
-        + "; ".join(f"{n}: {engine.last_error.get(n, 'ok')}" for n in sorted(states))
+        + "; ".join(f"{n}: {engine.observer.last_error.get(n, 'ok')}" for n in sorted(states))
     )
     assert sorted(states) == sorted(answers)
     assert states["db-0"].reachable
     assert not any(states[n].reachable for n in ("db-1", "db-2", "db-3"))
     for n in ("db-1", "db-2", "db-3"):
-        assert n in engine.last_error[n] and PASSWORD not in engine.last_error[n]
+        assert n in engine.observer.last_error[n] and PASSWORD not in engine.observer.last_error[n]
     assert took < 2.0 + 3, took
 
 

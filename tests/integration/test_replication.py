@@ -21,6 +21,7 @@ from mysql_operator import topology as t
 from mysql_operator.binlogs import Retention
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
+from mysql_operator.observer import Observer
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
 from tests.integration.helpers_replication import (
     APP,
@@ -305,7 +306,7 @@ def test_restart_of_the_primary_is_known_to_a_restarted_operator_from_when_it_wa
     promoted_at = time.time()  # just after the bootstrap promotion, as status.primarySince records
     old = c.primary
     wait_for(
-        lambda: time.time() - promoted_at > 2 * ReplicationEngine.RESTART_TOLERANCE,
+        lambda: time.time() - promoted_at > 2 * Observer.RESTART_TOLERANCE,
         10,
         "time enough that a restart shows as a later start",
     )
@@ -323,7 +324,7 @@ def test_restart_of_the_primary_is_known_to_a_restarted_operator_from_when_it_wa
     )
     unaware = t.decide(c.engine.observe(), c.engine.settings, c.state.current_primary)
     assert isinstance(unaware, t.Promote) and unaware.name == old.name, unaware  # the control
-    c.engine.primary_since = (old.name, promoted_at)
+    c.engine.observer.primary_since = (old.name, promoted_at)
     d = c.converge(until=(t.Failover, t.Promote), timeout=30)
     assert isinstance(d, t.Failover) and d.from_ == old.name and "restarted" in d.reason, d
     c.converge(timeout=30)

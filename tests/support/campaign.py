@@ -215,8 +215,8 @@ class Loop(threading.Thread):
         old = self.engine
         new = self.make()
         new.set_members(list(old.members.values()))
-        new.recorded_executed = {n: o.executed for n, o in old.last_observations.items()}
-        new.primary_since = old.primary_since
+        new.observer.recorded_executed = {n: o.executed for n, o in old.observer.last_observations.items()}
+        new.observer.primary_since = old.observer.primary_since
         old.close()
         self.engine = new
 

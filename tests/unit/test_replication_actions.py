@@ -22,6 +22,7 @@ from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
 from mysql_operator.db.observation import CloneStatus, Event, InstanceError, Observation, ReplicaStatus
 from mysql_operator.members import Step
+from mysql_operator.observer import Observer
 from mysql_operator.reseed import Reseeds
 from mysql_operator.status import events_from_steps
 from mysql_operator.replication import (
@@ -777,7 +778,7 @@ def test_an_outage_is_timed_from_its_first_failed_look_also_once_the_server_answ
     now[0] = 104.5
     e.observe()  # answers again (restarted)
     assert e.down_for("db-0") == 4.5
-    now[0] = 104.5 + e.RECENT_OUTAGE_SECONDS + 1
+    now[0] = 104.5 + Observer.RECENT_OUTAGE_SECONDS + 1
     assert e.down_for("db-0") is None  # too long ago to time anything
 
 
@@ -1145,7 +1146,7 @@ def test_a_member_never_seen_answering_has_the_executed_gtids_the_status_recorde
     e = engine(w, n=2)
     serving(w, "db-1", replicas=("db-0",))
     w.servers["db-1"].reachable = False
-    e.recorded_executed = {"db-1": DIALECT.parse_gtids("0-1-317,0-2-400")}
+    e.observer.recorded_executed = {"db-1": DIALECT.parse_gtids("0-1-317,0-2-400")}
     silent = next(i for i in e.observe() if i.name == "db-1")
     assert silent.last_executed == DIALECT.parse_gtids("0-1-317,0-2-400")
     w.servers["db-1"].reachable, w.servers["db-1"].executed = True, "0-1-317,0-2-401"
@@ -1233,12 +1234,12 @@ def test_events_are_enabled_only_once_a_commit_would_be_acknowledged_and_retried
     with_events(w)
     e.act(t.Healthy("db-0"), states(w))
     e.act(FAILOVER, states(w))
-    e.last_observations["db-1"] = Observation(
+    e.observer.last_observations["db-1"] = Observation(
         True, semisync_source_enabled=True, semisync_source_active=True, semisync_clients=0
     )
     assert [s for s in e.act(t.ConfigureReplica("db-2", "db-1"), states(w)) if s.action == "events"] == []
     assert w.servers["db-1"].scheduled["tick"] == "REPLICA_SIDE_DISABLED"  # nothing would acknowledge
-    e.last_observations["db-1"] = w.servers["db-1"].observe()
+    e.observer.last_observations["db-1"] = w.servers["db-1"].observe()
     w.fail.add(("db-1", "enable_event(app.tick as app@%)"))
     steps = e.act(t.Healthy("db-1"), states(w))
     assert [(s.action, s.ok) for s in steps if s.action == "events"] == [("events", False)]

@@ -1,0 +1,77 @@
+"""observer.Observer: what rounds of observations leave behind, read without any server."""
+
+from __future__ import annotations
+
+from mysql_operator.db.observation import Observation, ReplicaStatus
+from mysql_operator.members import Member
+from mysql_operator.observer import Observer
+
+MEMBERS = {f"db-{i}": Member(f"db-{i}", i, f"db-{i}", 3306) for i in range(2)}
+
+
+def replica(io_errno: int = 0, received: str = "", io_state: str = "Yes") -> ReplicaStatus:
+    return ReplicaStatus("db-0", 3306, io_state, True, io_errno, "", 0, "", 0, received)
+
+
+def round_(observer: Observer, at: float, **observations: Observation):
+    states = observer.states(MEMBERS, observations, {}, started=at, now=at + 0.5, wall=1000.0 + at)
+    return {s.name: s for s in states}
+
+
+def test_an_outage_is_timed_from_the_first_round_that_saw_it_and_ends_when_the_member_answers():
+    o = Observer()
+    up = Observation(reachable=True, read_only=False, executed="x", uptime=50.0)
+    round_(o, 0.0, **{"db-0": up})
+    down = Observation(reachable=False, error="(2003, 'Connection refused')")
+    assert round_(o, 10.0, **{"db-0": down})["db-0"].unreachable_for == 0.5
+    seen = round_(o, 20.0, **{"db-0": down})["db-0"]
+    assert seen.unreachable_for == 10.5 and seen.last_executed == "x"  # what it had when it answered
+    assert o.down_for("db-0", 25.0) == 15.0 and o.last_error["db-0"] == down.error
+    round_(o, 30.0, **{"db-0": up})
+    assert o.down_for("db-0", 40.0) == 30.0  # the outage that ended still times a failover...
+    assert o.down_for("db-0", 31.0 + Observer.RECENT_OUTAGE_SECONDS) is None  # ...for a while
+
+
+def test_a_replication_error_is_timed_while_its_errnos_stay_and_again_when_they_change():
+    o = Observer()
+    r1 = round_(o, 0.0, **{"db-1": Observation(reachable=True, replica=replica(io_errno=2003))})
+    assert r1["db-1"].error_for == 0.5 and r1["db-1"].source == "db-0"
+    r2 = round_(o, 5.0, **{"db-1": Observation(reachable=True, replica=replica(io_errno=2003))})
+    assert r2["db-1"].error_for == 5.5
+    r3 = round_(o, 9.0, **{"db-1": Observation(reachable=True, replica=replica(io_errno=1236))})
+    assert r3["db-1"].error_for == 0.5
+    r4 = round_(o, 12.0, **{"db-1": Observation(reachable=True, replica=replica())})
+    assert r4["db-1"].error_for == 0.0
+
+
+def test_a_replica_heard_from_its_source_only_when_what_it_received_changed_since_the_last_round():
+    o = Observer()
+
+    def heard(at: float, received: str, heartbeats: int) -> bool:
+        seen = Observation(reachable=True, replica=replica(received=received), heartbeats=heartbeats)
+        return round_(o, at, **{"db-1": seen})["db-1"].source_heard
+
+    assert not heard(0.0, "a", 1)  # nothing to compare with
+    assert not heard(1.0, "a", 1)
+    assert heard(2.0, "a", 2)  # a heartbeat
+    assert heard(3.0, "ab", 2)  # a transaction
+
+
+def test_a_primary_that_booted_again_after_it_was_seen_serving_has_restarted():
+    o = Observer()
+    serving = Observation(reachable=True, read_only=False, uptime=100.0)
+    assert not round_(o, 0.0, **{"db-0": serving})["db-0"].restarted
+    same_boot = Observation(reachable=True, read_only=True, uptime=110.0)
+    assert not round_(o, 10.0, **{"db-0": same_boot})["db-0"].restarted
+    booted_again = Observation(reachable=True, read_only=True, uptime=3.0)
+    assert round_(o, 20.0, **{"db-0": booted_again})["db-0"].restarted
+
+
+def test_a_primary_made_before_this_process_started_is_judged_by_when_it_was_promoted():
+    o = Observer()
+    o.primary_since = ("db-0", 900.0)  # wall clock, from the cluster status
+    read_only = Observation(reachable=True, read_only=True, uptime=50.0)  # booted at 1000 - 50 + 20
+    assert round_(o, 20.0, **{"db-0": read_only})["db-0"].restarted
+    o2 = Observer()
+    o2.primary_since = ("db-0", 990.0)
+    assert not round_(o2, 20.0, **{"db-0": read_only})["db-0"].restarted
