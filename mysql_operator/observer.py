@@ -3,7 +3,7 @@
     states = observer.states(members, observations, clones, started, now, wall)
 
 From one round of observations (db/observation.Observation, one per member) and what earlier
-rounds left here, `states` builds the `topology.InstanceState`s `topology.decide` reads: how long
+rounds left here, `states` builds the `topology.InstanceState`s `rules.decide` reads: how long
 a member has been unreachable or in a replication error (measured from when an observation
 first saw it begin, never from an older success: an idle loop must not turn a blip into a
 failover), whether a primary restarted since it was seen serving, whether a replica heard from

@@ -9,6 +9,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 
 from mysql_operator import manifests as m
+from mysql_operator import histories
 from mysql_operator import topology as t
 from mysql_operator.members import Step
 
@@ -131,9 +132,11 @@ def desired_roles(
             roles[i.name] = m.ROLE_PRIMARY if primary_ok else None
         elif i.ordinal >= instances or not i.reachable or i.reseeding:
             roles[i.name] = None
-        elif p is not None and p.reachable and t.needs_seed(i, p):
+        elif p is not None and p.reachable and histories.needs_seed(i, p):
             roles[i.name] = None  # it can never catch up: stale data, no reads
-        elif p is not None and p.reachable and i.reachable and t.errant_against_primary(i, p, settings):
+        elif (
+            p is not None and p.reachable and i.reachable and histories.errant_against_primary(i, p, settings)
+        ):
             roles[i.name] = None
         elif p is None or primary is None:
             roles[i.name] = None  # not bootstrapped: nothing replicates yet

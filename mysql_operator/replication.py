@@ -7,7 +7,7 @@ in the servers' own file system that replicas verify their source with (its host
 
 `reconcile(state)` is the one pass, the operator's (reconcile.Reconciler calls it with its
 Kubernetes hooks) as the benchmarks' and tests': it observes every member, asks
-`topology.decide`, records a new primary in `state` - and through `record`, in the cluster
+`rules.decide`, records a new primary in `state` - and through `record`, in the cluster
 status - BEFORE acting (so a restart in the middle resumes the same way), runs the effect and
 returns what was done as plain `Step`s (for Events). Every effect is idempotent: a crash mid-way
 and a rerun from fresh observations converge.
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIMEOUT_MS
+from mysql_operator import rules
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.binlog_upkeep import BinlogUpkeep
@@ -298,10 +299,10 @@ class ReplicationEngine:
         it acts (Events, logs). `observed`: this pass's `observe()`, when the caller made it."""
         if observed is None:
             observed = self.observe()
-        decision = t.decide(observed, self.settings, state.current_primary, desired_primary)
+        decision = rules.decide(observed, self.settings, state.current_primary, desired_primary)
 
         def decide(seen: list[t.InstanceState]) -> t.Decision:
-            return t.decide(seen, self.settings, state.current_primary, desired_primary)
+            return rules.decide(seen, self.settings, state.current_primary, desired_primary)
 
         observed, decision = self._confirm_target(observed, decision, decide)
         observed, decision = self._settle_received(observed, decision, decide)

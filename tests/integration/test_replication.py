@@ -17,6 +17,7 @@ import time
 import pymysql
 import pytest
 
+from mysql_operator import rules
 from mysql_operator import topology as t
 from mysql_operator.binlogs import Retention
 from mysql_operator.db.instance import Instance
@@ -322,7 +323,7 @@ def test_restart_of_the_primary_is_known_to_a_restarted_operator_from_when_it_wa
         app_database=DB,
         apply_timeout=20,
     )
-    unaware = t.decide(c.engine.observe(), c.engine.settings, c.state.current_primary)
+    unaware = rules.decide(c.engine.observe(), c.engine.settings, c.state.current_primary)
     assert isinstance(unaware, t.Promote) and unaware.name == old.name, unaware  # the control
     c.engine.observer.primary_since = (old.name, promoted_at)
     d = c.converge(until=(t.Failover, t.Promote), timeout=30)
@@ -450,7 +451,7 @@ def test_errant_transaction_on_replica_is_held_out(factory):
     # out); it stays held out meanwhile, and is never promoted
     out = c.reconcile(desired="db-2")
     assert isinstance(out.decision, t.Errant) and out.decision.instances == ("db-2",), out.decision
-    assert t.switchover_blocker(out.observed, c.engine.settings, "db-0", "db-2").startswith("held out")
+    assert rules.switchover_blocker(out.observed, c.engine.settings, "db-0", "db-2").startswith("held out")
     assert c.state.current_primary == "db-0"
     assert 777 not in c.rows(c.primary)  # nothing was "repaired" into the primary
     # what a re-seed would keep as evidence: the errant transaction's binary log events
@@ -847,7 +848,7 @@ def test_operator_restart_mid_failover_converges(factory):
     # decide until a failover is due, then run only its fencing step and "crash"
     def failover_due():
         obs = c.engine.observe()
-        dec = t.decide(obs, c.engine.settings, c.state.current_primary)
+        dec = rules.decide(obs, c.engine.settings, c.state.current_primary)
         return (dec, obs) if isinstance(dec, t.Failover) else None
 
     d, obs = wait_for(failover_due, 20, "a failover decision")

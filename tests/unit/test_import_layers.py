@@ -146,7 +146,7 @@ def test_the_graph_is_read_from_the_code():
     graph = import_graph()
     assert "mysql_operator.backup.restore" in graph["mysql_operator.backup.restore_job"]
     assert "mysql_operator.reconcile" in graph["mysql_operator.handlers.cluster"]
-    assert "mysql_operator.db.gtid" in graph["mysql_operator.topology"]
+    assert "mysql_operator.db.gtid" in graph["mysql_operator.rules"]
 
 
 def test_a_loop_is_found_however_long():

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from mysql_operator import duties
+from mysql_operator import rules
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
 from mysql_operator.db.flavor import detect, dialect_for
@@ -462,7 +463,7 @@ def test_a_failed_fence_of_the_reachable_old_primary_is_reported_and_fenced_agai
     assert any(s.instance == "db-0" and not s.ok for s in steps)
     # the loop's next pass sees two writable servers and fences the one that is not the primary
     w.fail.clear()
-    d = t.decide([s for s in states(w)], e.settings, "db-1", None)
+    d = rules.decide([s for s in states(w)], e.settings, "db-1", None)
     assert isinstance(d, t.Fence) and d.instances == ("db-0",)
     e.act(d, states(w))
     assert w.writable() == ["db-1"]

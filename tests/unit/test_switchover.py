@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from mysql_operator import switchover as sw
+from mysql_operator import rules
 from mysql_operator import topology as t
 from mysql_operator.db.gtid import MariaDBGtids
 
@@ -243,7 +244,7 @@ def test_the_cli_waits_for_the_outcome_of_its_own_request():
 
 
 def test_a_request_followed_over_passes_switches_once_and_never_back():
-    """The whole life of a request, pass after pass through topology.decide: it waits for its
+    """The whole life of a request, pass after pass through rules.decide: it waits for its
     target (the replicas are repaired meanwhile), is done once, and the failover that follows
     is not undone (nothing is asked any more)."""
     status: dict = {}
@@ -256,7 +257,7 @@ def test_a_request_followed_over_passes_switches_once_and_never_back():
         ([inst(0, primary=True), inst(1), inst(2)], t.Switchover),  # back: switched over
     ):
         reqs = sw.pending(ann, "db", 3, None, 1, status, NOW)
-        d = t.decide(cluster, S3, recorded, reqs[0].target)
+        d = rules.decide(cluster, S3, recorded, reqs[0].target)
         assert isinstance(d, want), d
         after = d.to if isinstance(d, t.Switchover) else recorded
         v = sw.judge(reqs[0], cluster, S3, recorded, after, True, sw.waiting(d, reqs[0].target, "db-1"))
@@ -268,5 +269,5 @@ def test_a_request_followed_over_passes_switches_once_and_never_back():
     assert status["switchover"]["result"] == "Done" and ann == {}
     # db-1 fails, db-0 takes over; db-1 returns: nobody asks for it any more
     assert sw.pending(ann, "db", 3, None, 1, status, NOW) == []
-    d = t.decide([inst(0, primary=True), inst(1), inst(2)], S3, "db-0", None)
+    d = rules.decide([inst(0, primary=True), inst(1), inst(2)], S3, "db-0", None)
     assert isinstance(d, t.Healthy), d

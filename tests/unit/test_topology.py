@@ -32,13 +32,11 @@ from mysql_operator.topology import (
     Switchover,
     Unrecoverable,
     WaitForDelay,
-    decide,
-    errant_against_primary,
     failover_quorum,
-    may_be_acknowledged,
     planned_writable,
-    switchover_blocker,
 )
+from mysql_operator.histories import errant_against_primary, may_be_acknowledged
+from mysql_operator.rules import decide, switchover_blocker
 
 G = MariaDBGtids.parse
 
