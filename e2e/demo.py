@@ -52,7 +52,7 @@ def _replace_other_flavor(objs, core, flavor: str, kubectl: str, env: dict) -> N
         if e.status == 404:
             return
         raise
-    if old["spec"].get("flavor") == flavor:
+    if str(old["spec"].get("flavor")).lower() == flavor.lower():
         return
     step(
         f"the {old['spec'].get('flavor')} demo of an earlier `make demo` goes first, with its volumes and Secret"

@@ -9,7 +9,7 @@ LOCAL_VERSION = {"mysql": "9.7", "mariadb": "10.11"}
 
 def runnable_here(doc: dict) -> dict:
     spec = doc["spec"]
-    flavor = spec.get("flavor", "mysql")
+    flavor = str(spec.get("flavor", "mysql")).lower()  # MySQL or mysql (its earlier spelling)
     spec.update(
         image=IMAGES[flavor],
         **PULL,

@@ -301,7 +301,7 @@ def signal_servers(
 def server_processlist(local_cluster, c: Cluster, pod: str) -> str:
     """What the server of `pod` is doing, asked from inside its container over the local socket
     (through containerd: it answers even when the operator's TCP connections time out)."""
-    client = "mysql" if c.body()["spec"]["flavor"] == "mysql" else "mariadb"
+    client = "mysql" if c.body()["spec"]["flavor"].lower() == "mysql" else "mariadb"
     r = _ctr_task(
         local_cluster,
         c,

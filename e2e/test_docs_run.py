@@ -143,7 +143,7 @@ def _runnable(doc: dict, s3_endpoint: str, bucket: str) -> dict:
     spec = made["spec"]
     replication = spec.get("replication") or {}
     fewest = 1 + (
-        replication.get("semiSyncAcks", 1) if replication.get("mode", "semisync") == "semisync" else 0
+        replication.get("semiSyncAcks", 1) if replication.get("mode", "semisync").lower() == "semisync" else 0
     )
     spec["instances"] = min(spec["instances"], fewest)
     if backup:

@@ -74,7 +74,7 @@ def _write_errant(c: Cluster, pod: str) -> str:
         f"app.writes replicated to {pod}",
         describe=c.describe,
     )
-    if c.body()["spec"]["flavor"] != "mysql":
+    if c.body()["spec"]["flavor"].lower() != "mysql":
         server_id = query(ip, "mysql-operator", pw, "SELECT @@server_id")[0][0]
         query(ip, "mysql-operator", pw, f"INSERT INTO app.writes (id) VALUES ({ERRANT_ID})")
         return f"0-{server_id}-"

@@ -314,7 +314,9 @@ def pages(texts: dict[str, str]) -> dict[str, str]:
                 "The custom resources of the operator, one page each: every field with its type, default and "
                 "limits, and the rules the API server checks on create and update. Generated from `crds/*.yaml` "
                 "by `hack/crd_reference.py` (`make reference`); a unit test fails when a page differs from the "
-                "CRDs. `kubectl explain mysqlcluster.spec` prints the same descriptions from a running cluster.",
+                "CRDs. `kubectl explain mysqlcluster.spec` prints the same descriptions from a running cluster. "
+                "Every field follows the same [conventions](../api-conventions.md) for choices, durations and Secret "
+                "references; the spellings of earlier versions are still read.",
                 "",
                 "| Kind | Short names | What it is |",
                 "|---|---|---|",

@@ -31,6 +31,7 @@ from mysql_operator.api import (
     BACKUP_PLURAL,
     CLUSTER_KIND,
     CLUSTER_PLURAL,
+    FLAVOR_SPELLINGS,
     GROUP,
     VERSION,
 )
@@ -277,8 +278,8 @@ def bucket_cluster(
     if force_path_style:
         s3["forcePathStyle"] = True
     spec: dict[str, Any] = {"instances": instances or 1}
-    if flavor:
-        spec["flavor"] = flavor
+    if flavor:  # --flavor mysql|mariadb, spelled as the API spells it (MySQL, MariaDB)
+        spec["flavor"] = next((k for k, v in FLAVOR_SPELLINGS.items() if v == flavor.lower()), flavor)
     if version:
         spec["version"] = version
     spec["restore"] = {"s3": s3}

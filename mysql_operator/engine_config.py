@@ -38,7 +38,7 @@ def engine_settings(
 
 def binlog_retention(c: MySQLCluster) -> Retention:
     """Pure: spec.replication.binlogRetention as the engine purges by it."""
-    return Retention(c.spec.replication.binlog_retention_hours * 3600, binlog_max_bytes(c.spec))
+    return Retention(c.spec.replication.binlog_retention_seconds, binlog_max_bytes(c.spec))
 
 
 def build_engine(

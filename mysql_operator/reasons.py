@@ -84,6 +84,7 @@ RESTART_PENDING = "RestartPending"  # the Event; the condition of the same type 
 OPERATOR_RESTART = "OperatorRestart"
 REPLACED_STUCK_POD = "ReplacedStuckPod"
 UNKNOWN_FIELDS = "UnknownFields"
+SUPERSEDED_FIELDS = "SupersededFields"
 PASSWORD_NOT_ROTATED = "PasswordNotRotated"
 FAILOVER_FORCED = "FailoverForced"
 FORCE_FAILOVER_UNUSED = "ForceFailoverUnused"
@@ -266,6 +267,7 @@ CARRIERS: dict[str, tuple[str, ...]] = {
         ROLLING_UPDATE,
         REPLACED_STUCK_POD,
         UNKNOWN_FIELDS,
+        SUPERSEDED_FIELDS,
         PASSWORD_NOT_ROTATED,
         FAILOVER_FORCED,
         FORCE_FAILOVER_UNUSED,

@@ -173,7 +173,7 @@ class ClusterEntry:
     fingerprint: str = ""
     last_apply: float = 0.0
     apply_error: str | None = None  # as the last apply found it (status.apply_refusal)
-    ignored_said: tuple = ()  # (generation, fields) of the last UnknownFields Event
+    ignored_said: tuple = ()  # (generation, fields) of the last UnknownFields and SupersededFields Events
     again: bool = False
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach
     last_decision: str | None = None  # logged when it changes
@@ -456,17 +456,28 @@ class Reconciler:
         return self._conclude(seen, entry, run, applied)
 
     def _unknown_fields(self, body: Mapping[str, Any], c: MySQLCluster, entry: ClusterEntry) -> None:
-        """Effect: a Warning, once per generation, naming the spec fields this version ignores."""
-        if not c.ignored or entry.ignored_said == (c.generation, c.ignored):
+        """Effect: Warnings, once per generation, naming the spec fields this version ignores: ones
+        it does not know, and older spellings set beside the newer field that supersedes them."""
+        said_now = (c.generation, c.ignored, c.superseded)
+        if not (c.ignored or c.superseded) or entry.ignored_said == said_now:
             return
-        entry.ignored_said = (c.generation, c.ignored)
-        said = (
-            f"{', '.join(c.ignored)}: not known to this operator version ({__version__}), ignored. "
-            "The CRD is newer than the operator (a rollback, or an upgrade under way): upgrade "
-            "the operator, or remove the field"
-        )
-        log.warning("%s/%s %s", c.namespace, c.name, said)
-        self.kube.post_events(body, [("Warning", R.UNKNOWN_FIELDS, said)])
+        entry.ignored_said = said_now
+        events = []
+        if c.ignored:
+            said = (
+                f"{', '.join(c.ignored)}: not known to this operator version ({__version__}), ignored. "
+                "The CRD is newer than the operator (a rollback, or an upgrade under way): upgrade "
+                "the operator, or remove the field"
+            )
+            log.warning("%s/%s %s", c.namespace, c.name, said)
+            events.append(("Warning", R.UNKNOWN_FIELDS, said))
+        if c.superseded:
+            said = "; ".join(f"{older} is ignored: {newer} is set" for older, newer in c.superseded) + (
+                " (the older spelling; an object created before the newer field has the older one's "
+                "default stored): remove the older field"
+            )
+            events.append(("Warning", R.SUPERSEDED_FIELDS, said))
+        self.kube.post_events(body, events)
 
     def _logins(self, c: MySQLCluster, body: Mapping[str, Any]) -> Logins:
         """The credentials Secret (created if missing) and the record of what the servers have."""

@@ -374,25 +374,24 @@ class SqlObjects:
         """(password, its version, the Secret's name), or why there is none."""
         meta = body["metadata"]
         if spec.password is not None:
-            name, key = spec.password.name, spec.password.key
+            name, key, where = spec.password.name, spec.password.key, spec.password.field
             found = k.read_secret(self.api, meta["namespace"], name)
             if found is None:
                 return Result(
                     False,
                     R.SECRET_MISSING,
-                    f"spec.passwordSecretKeyRef: Secret {name} does not exist: create it or fix the "
-                    "reference",
+                    f"{where}: Secret {name} does not exist: create it or fix the reference",
                 )
             if not found.data.get(key):
                 return Result(
                     False,
                     R.SECRET_MISSING,
-                    f"spec.passwordSecretKeyRef: Secret {name} has no key {key}: add it or fix the reference",
+                    f"{where}: Secret {name} has no key {key}: add it or fix the reference",
                 )
             value = found.data[key]
             problem = password_problem(key, value)
             if problem:
-                return Result(False, R.PASSWORD_INVALID, f"spec.passwordSecretKeyRef: {name}/{key} {problem}")
+                return Result(False, R.PASSWORD_INVALID, f"{where}: {name}/{key} {problem}")
             return value, f"{name}/{key}/{found.version}", name
         name = password_secret_name(meta["name"])
         found = k.read_secret(self.api, meta["namespace"], name)

@@ -7,6 +7,7 @@ from .types import (  # noqa: F401
     CLUSTER_KIND,
     CLUSTER_PLURAL,
     DEFAULT_VERSION,
+    FLAVOR_SPELLINGS,
     GROUP,
     VERSION,
     Backup,

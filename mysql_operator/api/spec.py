@@ -24,7 +24,8 @@ from .types import (
     SSE_C,
     SSE_KMS,
     SSE_S3,
-    BACKUP_METHODS,
+    METHOD_SPELLINGS,
+    MODE_SPELLINGS,
     Backup,
     Binlogs,
     CERT_MANAGER_GROUP,
@@ -33,7 +34,7 @@ from .types import (
     Credentials,
     Database,
     Encryption,
-    FLAVORS,
+    FLAVOR_SPELLINGS,
     Failover,
     ISSUER_KINDS,
     IssuerRef,
@@ -70,8 +71,12 @@ from .types import (
 from .fields import (
     read_metadata,
     IGNORED_FIELDS,
+    SUPERSEDED_FIELDS,
+    format_duration,
     read_bool,
+    read_duration,
     read_enum,
+    read_spelled,
     read_int,
     read_object,
     read_str,
@@ -346,7 +351,7 @@ SPEC_FIELDS = {
 
 def parse_spec(value: Any, path: str = "spec") -> ClusterSpec:
     s = read_object(value, path, SPEC_FIELDS)
-    flavor = read_enum(s, "flavor", path, "mysql", FLAVORS)
+    flavor = read_spelled(s, "flavor", path, "mysql", FLAVOR_SPELLINGS)
     instances = read_int(s, "instances", path, None, 1, 9)
     if instances is None:
         raise SpecError(f"{path}.instances", "is required: the number of servers, 1 to 9")
@@ -479,14 +484,15 @@ def _replication(value: Any, rpath: str, instances: int, flavor: str) -> Replica
             "semiSyncAcks",
             "allowAsyncFallback",
             "failover",
+            "maxReadLag",
             "maxReadLagSeconds",
             "errantPolicy",
             "binlogRetention",
         },
     )
-    f = read_object(r.get("failover"), f"{rpath}.failover", {"enabled", "delaySeconds"})
+    f = read_object(r.get("failover"), f"{rpath}.failover", {"enabled", "delay", "delaySeconds"})
     bpath = f"{rpath}.binlogRetention"
-    b = read_object(r.get("binlogRetention"), bpath, {"hours", "maxSize"})
+    b = read_object(r.get("binlogRetention"), bpath, {"maxAge", "hours", "maxSize"})
     binlog_max_size = read_str(
         b, "maxSize", bpath, max_len=32, pattern=SIZE_RE, hint="use a Kubernetes quantity such as 5Gi"
     )
@@ -494,13 +500,13 @@ def _replication(value: Any, rpath: str, instances: int, flavor: str) -> Replica
         raise SpecError(
             f"{bpath}.maxSize", "must be larger than zero, e.g. 5Gi (remove it for half of spec.storage.size)"
         )
-    mode = read_enum(r, "mode", rpath, "semisync", ("semisync", "async"))
+    mode = read_spelled(r, "mode", rpath, "semisync", MODE_SPELLINGS)
     acks = read_int(r, "semiSyncAcks", rpath, None, 1, 8)
     if acks is not None:
         if mode != "semisync":
             raise SpecError(
                 f"{rpath}.semiSyncAcks",
-                "only applies to mode semisync: remove it or set the mode to semisync",
+                "only applies to mode SemiSync: remove it or set the mode to SemiSync",
             )
         if acks >= instances:
             raise SpecError(
@@ -517,15 +523,17 @@ def _replication(value: Any, rpath: str, instances: int, flavor: str) -> Replica
         allow_async_fallback=read_bool(r, "allowAsyncFallback", rpath, False),
         failover=Failover(
             enabled=read_bool(f, "enabled", f"{rpath}.failover", True),
-            delay_seconds=read_int(f, "delaySeconds", f"{rpath}.failover", 3, 1, 600),
+            delay_seconds=read_duration(f, "delay", f"{rpath}.failover", 3, 1, 600, older="delaySeconds"),
         ),
-        max_read_lag_seconds=read_int(r, "maxReadLagSeconds", rpath, 60, 0, 86400),
+        max_read_lag_seconds=read_duration(r, "maxReadLag", rpath, 60, 0, 86400, older="maxReadLagSeconds"),
         errant_policy=(
             read_enum(r, "errantPolicy", rpath, "Reseed", ("Reseed", "Hold"))
             if r.get("errantPolicy") is not None
             else None
         ),
-        binlog_retention_hours=read_int(b, "hours", bpath, 168, 0, 24 * 3650),
+        binlog_retention_seconds=read_duration(
+            b, "maxAge", bpath, 168 * 3600, 0, 3650 * 86400, older="hours", older_unit=3600
+        ),
         binlog_max_size=binlog_max_size,
     )
 
@@ -601,14 +609,14 @@ def _backup(value: Any, bpath: str) -> Backup:
             raise SpecError(f"{bpath}.schedule", "needs spec.backup.storage: say where scheduled backups go")
     rt = read_object(b.get("retention"), f"{bpath}.retention", {"keepLast", "maxAge"})
     blpath = f"{bpath}.binlogs"
-    bl = read_object(b.get("binlogs"), blpath, {"enabled", "maxDelaySeconds"})
+    bl = read_object(b.get("binlogs"), blpath, {"enabled", "maxDelay", "maxDelaySeconds"})
     binlogs = Binlogs(
         enabled=read_bool(bl, "enabled", blpath, False),
-        max_delay_seconds=read_int(bl, "maxDelaySeconds", blpath, 10, 1, 3600) or 10,
+        max_delay_seconds=read_duration(bl, "maxDelay", blpath, 10, 1, 3600, older="maxDelaySeconds"),
     )
     if binlogs.enabled and bs is None:
         raise SpecError(f"{blpath}.enabled", "needs spec.backup.storage: say where the binary logs go")
-    method = read_enum(b, "method", bpath, "logical", BACKUP_METHODS)
+    method = read_spelled(b, "method", bpath, "logical", METHOD_SPELLINGS)
     return Backup(
         s3=bs,
         method=method,
@@ -631,19 +639,32 @@ def _backup(value: Any, bpath: str) -> Backup:
 
 def _tls(value: Any, tpath: str) -> TLS:
     """spec.tls: whether clients must use TLS, the certificates' validity and issuer."""
-    t = read_object(value, tpath, {"required", "certificateValiditySeconds", "issuerRef"})
+    t = read_object(
+        value, tpath, {"required", "certificateValidity", "certificateValiditySeconds", "issuerRef"}
+    )
     tls = TLS(
         required=read_bool(t, "required", tpath, False),
-        certificate_validity_seconds=read_int(
-            t, "certificateValiditySeconds", tpath, 90 * 86400, 120, 3 * 365 * 86400
+        certificate_validity_seconds=read_duration(
+            t,
+            "certificateValidity",
+            tpath,
+            90 * 86400,
+            120,
+            3 * 365 * 86400,
+            older="certificateValiditySeconds",
         ),
         issuer_ref=_issuer_ref(t.get("issuerRef"), f"{tpath}.issuerRef"),
     )
     if tls.issuer_ref is not None and tls.certificate_validity_seconds < CERT_MANAGER_MIN_VALIDITY_SECONDS:
+        key = "certificateValidity" if "certificateValidity" in t else "certificateValiditySeconds"
+        least = (
+            format_duration(CERT_MANAGER_MIN_VALIDITY_SECONDS)
+            if key == "certificateValidity"
+            else str(CERT_MANAGER_MIN_VALIDITY_SECONDS)
+        )
         raise SpecError(
-            f"{tpath}.certificateValiditySeconds",
-            f"must be at least {CERT_MANAGER_MIN_VALIDITY_SECONDS} with spec.tls.issuerRef "
-            "(cert-manager's shortest certificate)",
+            f"{tpath}.{key}",
+            f"must be at least {least} with spec.tls.issuerRef (cert-manager's shortest certificate)",
         )
     return tls
 
@@ -720,14 +741,19 @@ def parse(body: Any) -> MySQLCluster:
     """A MySQLCluster custom object (dict) -> MySQLCluster. Raises SpecError. A field this version
     does not know is not refused but ignored and named in `ignored`: the API server prunes what its
     CRD does not declare, so one reaches the operator only from a newer CRD (an operator rolled
-    back, or not yet upgraded), and refusing the whole object would stop failover for it."""
+    back, or not yet upgraded), and refusing the whole object would stop failover for it. An
+    older field set beside the newer one that supersedes it is named in `superseded`."""
     ignored: list[str] = []
-    token = IGNORED_FIELDS.set(ignored)
+    superseded: list[tuple[str, str]] = []
+    token, older = IGNORED_FIELDS.set(ignored), SUPERSEDED_FIELDS.set(superseded)
     try:
         c = _parse_cluster(body)
     finally:
         IGNORED_FIELDS.reset(token)
-    return dataclasses.replace(c, ignored=tuple(ignored)) if ignored else c
+        SUPERSEDED_FIELDS.reset(older)
+    if ignored or superseded:
+        return dataclasses.replace(c, ignored=tuple(ignored), superseded=tuple(superseded))
+    return c
 
 
 def _parse_cluster(body: Any) -> MySQLCluster:
@@ -771,7 +797,7 @@ def parse_backup(body: Any) -> MySQLBackup:
         cluster_name=read_str(ref, "name", "spec.clusterRef", required=True),
         s3=s3,
         uid=meta.get("uid"),
-        method=read_enum(s, "method", "spec", "logical", BACKUP_METHODS) if "method" in s else None,
+        method=read_spelled(s, "method", "spec", "logical", METHOD_SPELLINGS) if "method" in s else None,
     )
 
 

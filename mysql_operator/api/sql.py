@@ -71,6 +71,7 @@ _KEY_RE = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 class SecretKeyRef:
     name: str
     key: str
+    field: str = "spec.passwordSecret"  # where it was set (spec.passwordSecretKeyRef: the older spelling)
 
 
 @dataclass(frozen=True)
@@ -202,13 +203,19 @@ def _database(s: dict[str, Any]) -> DatabaseSpec:
 
 def _user_spec(s: dict[str, Any]) -> UserSpec:
     ref = None
-    if s.get("passwordSecretKeyRef") is not None:
-        r = read_object(s["passwordSecretKeyRef"], "spec.passwordSecretKeyRef", {"name", "key"})
-        path = "spec.passwordSecretKeyRef"
+    if s.get("passwordSecret") is not None and s.get("passwordSecretKeyRef") is not None:
+        raise SpecError(
+            "spec.passwordSecretKeyRef",
+            "is the older spelling of spec.passwordSecret: set one of them, not both",
+        )
+    field_ = "passwordSecret" if s.get("passwordSecret") is not None else "passwordSecretKeyRef"
+    if s.get(field_) is not None:
+        path = f"spec.{field_}"
+        r = read_object(s[field_], path, {"name", "key"})
         secret = read_str(r, "name", path, required=True, pattern=_SECRET_RE, hint="a Secret name")
         key = read_str(r, "key", path, required=True, pattern=_KEY_RE, hint="a Secret key")
         assert secret is not None and key is not None
-        ref = SecretKeyRef(secret, key)
+        ref = SecretKeyRef(secret, key, path)
     plugin = s.get("authPlugin")
     if plugin is not None and plugin not in AUTH_PLUGINS:
         raise SpecError("spec.authPlugin", f"must be one of {', '.join(AUTH_PLUGINS)}, not {plugin!r}")
@@ -263,6 +270,7 @@ _FIELDS: dict[str, tuple[set[str], Callable[[dict[str, Any]], DatabaseSpec | Use
             "clusterRef",
             "name",
             "host",
+            "passwordSecret",
             "passwordSecretKeyRef",
             "maxUserConnections",
             "requireTLS",

@@ -16,6 +16,11 @@ CLUSTER_KIND, CLUSTER_PLURAL = "MySQLCluster", "mysqlclusters"
 BACKUP_KIND, BACKUP_PLURAL = "MySQLBackup", "mysqlbackups"
 
 FLAVORS = ("mysql", "mariadb")
+# the API's spellings (UpperCamelCase) of the choices the code names in lowercase; the lowercase
+# ones, the spellings of earlier versions, are read too (api/fields.read_spelled)
+FLAVOR_SPELLINGS = {"MySQL": "mysql", "MariaDB": "mariadb"}
+MODE_SPELLINGS = {"SemiSync": "semisync", "Async": "async"}
+METHOD_SPELLINGS = {"Logical": "logical", "Physical": "physical"}
 # spec.operatorUpgrades, and the operator's default for it (--operator-upgrades)
 UPGRADE_POLICIES = ("Auto", "Manual")
 DEFAULT_VERSION = {"mysql": "8.4", "mariadb": "10.11"}
@@ -126,7 +131,7 @@ class Replication:
     errant_policy: str | None = None
     # spec.replication.binlogRetention: binary logs older go (0: no time limit) unless another
     # instance still needs them; more than max size (None: half of spec.storage.size) go anyway
-    binlog_retention_hours: int = 168
+    binlog_retention_seconds: int = 168 * 3600
     binlog_max_size: str | None = None
 
     @property
@@ -349,6 +354,8 @@ class MySQLCluster:
     # fields of the object this operator version does not know (a newer CRD: after a rollback,
     # or while an upgrade is under way), ignored; the reconciler says so in a Warning Event
     ignored: tuple[str, ...] = ()
+    # (older field, newer field): both set, the newer one read; the reconciler says so in a Warning
+    superseded: tuple[tuple[str, str], ...] = ()
 
     @property
     def ref(self) -> dict[str, Any]:

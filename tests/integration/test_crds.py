@@ -470,3 +470,44 @@ def test_version_upgrades_are_accepted_and_downgrades_refused(objs, shared_ns):
     with pytest.raises(client.ApiException) as e:
         update_spec(objs, shared_ns, "MySQLCluster", third, {**mysql, "version": "8.4"})
     assert "spec.version cannot be lowered" in message(e)
+
+
+def test_the_older_spellings_stay_admitted_and_a_flavor_may_change_only_its_spelling(objs, shared_ns):
+    """An object written with an earlier version's spellings is admitted and means the same; its
+    flavor may be respelled (mysql -> MySQL) but not changed (the invalid corpus has mysql ->
+    MariaDB); the newer duration beside the older one is admitted (the older one's default is
+    stored in every object made before the newer field existed) and the newer one is read."""
+    name = unique("spell")
+    older = {
+        "instances": 3,
+        "flavor": "mysql",
+        "replication": {
+            "mode": "semisync",
+            "failover": {"delaySeconds": 20},
+            "maxReadLagSeconds": 30,
+            "binlogRetention": {"hours": 48},
+        },
+        "tls": {"certificateValiditySeconds": 86400},
+        "backup": {"method": "physical"},
+    }
+    stored = create(objs, shared_ns, cluster_body(name, older))
+    newer = {
+        "instances": 3,
+        "flavor": "MySQL",
+        "replication": {
+            "mode": "SemiSync",
+            "failover": {"delay": "20s"},
+            "maxReadLag": "30s",
+            "binlogRetention": {"maxAge": "2d"},
+        },
+        "tls": {"certificateValidity": "1d"},
+        "backup": {"method": "Physical"},
+    }
+    assert parse(stored).spec == parse(cluster_body(name, newer)).spec
+    respelled = update_spec(objs, shared_ns, "MySQLCluster", name, {**older, "flavor": "MySQL"})
+    assert respelled["spec"]["flavor"] == "MySQL"
+    both = copy.deepcopy(older)
+    both["replication"]["failover"]["delay"] = "45s"
+    c = parse(update_spec(objs, shared_ns, "MySQLCluster", name, both))
+    assert c.spec.replication.failover.delay_seconds == 45
+    assert c.superseded == (("spec.replication.failover.delaySeconds", "spec.replication.failover.delay"),)

@@ -606,6 +606,32 @@ def test_a_field_of_a_newer_crd_is_ignored_and_named_and_the_cluster_still_manag
         wait_for(lambda: kept(objs, ns, spec) is False, 60, "the project's schema served again", interval=0.5)
 
 
+def test_an_older_spelling_beside_the_newer_field_is_named_in_a_warning_and_the_newer_one_read(
+    control_plane, operator, ns
+):
+    """A cluster made before spec.replication.failover.delay existed has delaySeconds stored; the
+    user adds delay: the cluster is managed on it, and a Warning Event names the older field to
+    remove (never a refusal: that would stop failover for an object the user did not break)."""
+    api = control_plane.api_client()
+    objs = client.CustomObjectsApi(api)
+    spec = {
+        "flavor": "MariaDB",
+        "instances": 1,
+        "replication": {"failover": {"delaySeconds": 3, "delay": "5s"}},
+    }
+    objs.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _body("both", spec))
+    wait_for(lambda: len(_owned_objects(api, ns, "both")) == OWNED, 60, "objects built")
+    said = wait_for(
+        lambda: [e for e in _events(api, ns, "both") if e.reason == "SupersededFields"],
+        30,
+        "a Warning Event naming the older field",
+    )
+    assert said[0].type == "Warning" and said[0].message.startswith(
+        "spec.replication.failover.delaySeconds is ignored: spec.replication.failover.delay is set"
+    ), said
+    assert (_get(objs, ns, "both").get("status") or {}).get("phase") != "Invalid"
+
+
 def kept(objs, ns: str, spec: dict) -> bool | None:
     """Whether the API server keeps spec.futureSetting (a dry run); None while it cannot say."""
     try:

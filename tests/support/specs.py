@@ -120,9 +120,12 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "replication.allowAsyncFallback": ("full", [("replication.allowAsyncFallback", True)]),
     "replication.failover.enabled": ("full", [("replication.failover.enabled", False)]),
     "replication.failover.delaySeconds": ("full", [("replication.failover.delaySeconds", 30)]),
+    "replication.failover.delay": ("full", [("replication.failover.delay", "30s")]),
     "replication.maxReadLagSeconds": ("full", [("replication.maxReadLagSeconds", 0)]),
+    "replication.maxReadLag": ("full", [("replication.maxReadLag", "2m")]),
     "replication.errantPolicy": ("full", [("replication.errantPolicy", "Hold")]),
     "replication.binlogRetention.hours": ("full", [("replication.binlogRetention.hours", 24)]),
+    "replication.binlogRetention.maxAge": ("full", [("replication.binlogRetention.maxAge", "36h")]),
     "replication.binlogRetention.maxSize": ("full", [("replication.binlogRetention.maxSize", "2Gi")]),
     "credentials.secretName": ("full", [("credentials.secretName", "other-credentials")]),
     "database.name": ("full", [("database.name", "other")]),
@@ -166,6 +169,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "backup.retention.maxAge": ("full", [("backup.retention.maxAge", "2w")]),
     "backup.binlogs.enabled": ("full", [("backup.binlogs.enabled", True)]),
     "backup.binlogs.maxDelaySeconds": ("full", [("backup.binlogs.maxDelaySeconds", 5)]),
+    "backup.binlogs.maxDelay": ("full", [("backup.binlogs.maxDelay", "1m")]),
     "restore.fromBackup.name": ("full", [("restore.fromBackup.name", "backup-2")]),
     "restore.pointInTime": ("full", [("restore.pointInTime", "2026-11-26T10:42:17Z")]),
     "restore.gtid": ("full", [("restore.gtid", "0-1-42")]),
@@ -178,6 +182,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "operatorUpgrades": ("full", [("operatorUpgrades", "Manual")]),
     "tls.required": ("full", [("tls.required", True)]),
     "tls.certificateValiditySeconds": ("full", [("tls.certificateValiditySeconds", 3600)]),
+    "tls.certificateValidity": ("full", [("tls.certificateValidity", "2h")]),
     # added, never removed (a CEL transition rule refuses that: tests/invalid/update-tls-issuer-removed.yaml)
     "tls.issuerRef.name": ("full", [("tls.issuerRef.name", "ca-issuer")]),
     "tls.issuerRef.kind": ("full", [("tls.issuerRef", {"name": "ca-issuer", "kind": "ClusterIssuer"})]),
@@ -204,10 +209,13 @@ RECONCILE_INPUTS = frozenset(
         "storage.size",  # the PVCs are expanded (the StatefulSet keeps its claim template)
         "replication.failover.enabled",
         "replication.failover.delaySeconds",
+        "replication.failover.delay",
         "replication.maxReadLagSeconds",  # the -ro Service's role labels
+        "replication.maxReadLag",
         "replication.errantPolicy",  # topology: re-seed or hold out an errant replica
         "replication.semiSyncAcks",  # set on the primary at runtime (topology: ConfigureSemiSync)
         "replication.binlogRetention.hours",  # the engine's binary log purges
+        "replication.binlogRetention.maxAge",
         "replication.binlogRetention.maxSize",
         "backup.schedule",
         "backup.method",  # read by the next backup Job
@@ -218,7 +226,9 @@ RECONCILE_INPUTS = frozenset(
         "backup.encryption.keySecret.key",
         "backup.binlogs.enabled",  # the archiver Deployment (manifests.binlog_archiver), applied or deleted
         "backup.binlogs.maxDelaySeconds",
+        "backup.binlogs.maxDelay",
         "tls.certificateValiditySeconds",
+        "tls.certificateValidity",
         "operatorUpgrades",  # whether a staged Pod template is written (rolling.template_step)
         "tls.issuerRef.name",
         "tls.issuerRef.kind",

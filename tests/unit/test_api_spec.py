@@ -90,7 +90,7 @@ def test_image_from_flavor_and_version_or_override(flavor, version, image, expec
 BAD = [
     ({"instances": 0}, "spec.instances", "between 1 and 9"),
     ({"instances": "3"}, "spec.instances", "integer"),
-    ({"flavor": "postgres"}, "spec.flavor", "one of mysql, mariadb"),
+    ({"flavor": "postgres"}, "spec.flavor", "one of MySQL, MariaDB, not 'postgres'"),
     ({"primary": 3}, "spec.primary", "lower than spec.instances"),
     ({"version": "10.11"}, "spec.version", "must match spec.flavor"),
     ({"flavor": "mariadb", "version": "8.4"}, "spec.version", "must match spec.flavor"),
@@ -107,7 +107,11 @@ BAD = [
         "spec.replication.semiSyncAcks",
         "exactly one",
     ),
-    ({"replication": {"mode": "async", "semiSyncAcks": 1}}, "spec.replication.semiSyncAcks", "semisync"),
+    (
+        {"replication": {"mode": "async", "semiSyncAcks": 1}},
+        "spec.replication.semiSyncAcks",
+        "set the mode to SemiSync",
+    ),
     (
         {"replication": {"failover": {"delaySeconds": 0}}},
         "spec.replication.failover.delaySeconds",
@@ -141,7 +145,7 @@ BAD = [
         "minute",
     ),
     ({"backup": {"retention": {"maxAge": "30 days"}}}, "spec.backup.retention.maxAge", "30d"),
-    ({"backup": {"method": "snapshot"}}, "spec.backup.method", "logical, physical"),
+    ({"backup": {"method": "snapshot"}}, "spec.backup.method", "one of Logical, Physical"),
     (
         {"backup": {"storage": {"s3": {"bucket": "Bad_Bucket", "credentialsSecret": {"name": "s"}}}}},
         "spec.backup.storage.s3.bucket",
@@ -236,7 +240,7 @@ def test_parse_backup():
     )
     with pytest.raises(SpecError) as e:
         parse_backup({"metadata": {"name": "b1"}, "spec": {**ref, "method": "snapshot"}})
-    assert e.value.field == "spec.method" and "logical, physical" in str(e.value)
+    assert e.value.field == "spec.method" and "one of Logical, Physical" in str(e.value)
 
 
 # ---------------------------------------------------------------- myCnf

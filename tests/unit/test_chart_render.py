@@ -215,7 +215,7 @@ def test_the_demo_clusters_pull_the_pushed_images_with_the_demos_secret(example)
     from tests.support.cluster import PULL_SECRET, registry_ref
 
     spec = yaml.safe_load((REPO / "examples" / example).read_text())["spec"]
-    local = {"mysql": "localhost/mysql:9.7", "mariadb": "localhost/mariadb:10.11"}[spec["flavor"]]
+    local = {"mysql": "localhost/mysql:9.7", "mariadb": "localhost/mariadb:10.11"}[spec["flavor"].lower()]
     assert spec["image"] == registry_ref(local)
     assert spec["imagePullSecrets"] == [{"name": PULL_SECRET}]
 
