@@ -196,3 +196,25 @@ def choose_donor(
     ]
     best = most_advanced(cands)
     return best.name if best is not None else primary.name
+
+
+def switchover_blocker(
+    instances: Sequence[InstanceState], settings: Settings, current_primary: str | None, desired: str
+) -> str:
+    """Why `desired` cannot take over from the serving recorded primary now ("" when it can): it
+    is no instance among `settings.instances`, does not answer, is being re-seeded, or is held
+    out (errant against the primary). Rule 5's test; the reconciler says it of a waiting request."""
+    named = by_name(instances)
+    d = named.get(desired)
+    if d is None or d.ordinal >= settings.instances:
+        return f"{desired} is not among the {settings.instances} instances"
+    if not d.reachable:
+        return f"{d.name} is unreachable"
+    if d.reseeding:
+        return f"{d.name} is being re-seeded"
+    p = named.get(current_primary or "")
+    if p is not None and p.name != d.name and p.reachable and not p.read_only and not p.is_replica:
+        diverged = errant_against_primary(d, p, settings)  # only against a primary that serves
+        if diverged and not only_behind(d, p):
+            return f"held out: {diverged}"
+    return ""

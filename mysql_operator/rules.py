@@ -67,28 +67,6 @@ from mysql_operator.topology import (
 )
 
 
-def switchover_blocker(
-    instances: Sequence[InstanceState], settings: Settings, current_primary: str | None, desired: str
-) -> str:
-    """Why `desired` cannot take over from the serving recorded primary now ("" when it can): it
-    is no instance among `settings.instances`, does not answer, is being re-seeded, or is held
-    out (errant against the primary). Rule 5's test; the reconciler says it of a waiting request."""
-    by_name = h.by_name(instances)
-    d = by_name.get(desired)
-    if d is None or d.ordinal >= settings.instances:
-        return f"{desired} is not among the {settings.instances} instances"
-    if not d.reachable:
-        return f"{d.name} is unreachable"
-    if d.reseeding:
-        return f"{d.name} is being re-seeded"
-    p = by_name.get(current_primary or "")
-    if p is not None and p.name != d.name and p.reachable and not p.read_only and not p.is_replica:
-        diverged = h.errant_against_primary(d, p, settings)  # only against a primary that serves
-        if diverged and not h.only_behind(d, p):
-            return f"held out: {diverged}"
-    return ""
-
-
 # -- the decision ------------------------------------------------------------------------------
 def decide(
     instances: Sequence[InstanceState],
@@ -324,7 +302,7 @@ def _switchover(v: View, s: Serving) -> Decision | None:
     elif (
         desired_primary
         and desired_primary != p.name
-        and not switchover_blocker(v.instances, settings, p.name, desired_primary)
+        and not h.switchover_blocker(v.instances, settings, p.name, desired_primary)
     ):
         target = v.by_name[desired_primary]
     if target is None:

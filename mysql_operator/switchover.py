@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from mysql_operator import rules
+from mysql_operator import histories
 from mysql_operator import topology as t
 from mysql_operator.redaction import redact
 from mysql_operator.pods import pod_ordinal
@@ -186,7 +186,7 @@ def judge(
         return Verdict(
             PENDING, f"waits for {i.name}: unreachable (refused once it has been for {WAIT_SECONDS:.0f} s)"
         )
-    blocked = rules.switchover_blocker(observed, settings, primary, req.to)
+    blocked = histories.switchover_blocker(observed, settings, primary, req.to)
     if blocked:  # held out (errant): it would serve what the primary never had
         return Verdict(
             REFUSED,

@@ -17,7 +17,7 @@ import time
 import pymysql
 import pytest
 
-from mysql_operator import rules
+from mysql_operator import histories, rules
 from mysql_operator import topology as t
 from mysql_operator.binlogs import Retention
 from mysql_operator.db.instance import Instance
@@ -451,7 +451,9 @@ def test_errant_transaction_on_replica_is_held_out(factory):
     # out); it stays held out meanwhile, and is never promoted
     out = c.reconcile(desired="db-2")
     assert isinstance(out.decision, t.Errant) and out.decision.instances == ("db-2",), out.decision
-    assert rules.switchover_blocker(out.observed, c.engine.settings, "db-0", "db-2").startswith("held out")
+    assert histories.switchover_blocker(out.observed, c.engine.settings, "db-0", "db-2").startswith(
+        "held out"
+    )
     assert c.state.current_primary == "db-0"
     assert 777 not in c.rows(c.primary)  # nothing was "repaired" into the primary
     # what a re-seed would keep as evidence: the errant transaction's binary log events

@@ -35,8 +35,8 @@ from mysql_operator.topology import (
     failover_quorum,
     planned_writable,
 )
-from mysql_operator.histories import errant_against_primary, may_be_acknowledged
-from mysql_operator.rules import decide, switchover_blocker
+from mysql_operator.histories import errant_against_primary, may_be_acknowledged, switchover_blocker
+from mysql_operator.rules import decide
 
 G = MariaDBGtids.parse
 
