@@ -19,9 +19,8 @@ import json
 import os
 import subprocess
 import threading
-import time
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from mysql_operator import clock
 from mysql_operator.api import S3
@@ -32,7 +31,6 @@ from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.pitr import local_launch, sidecar_launch
 from mysql_operator.backup.pipeline import (
-    CHUNK,
     TailBuffer,
     drain,
     enlarge_pipes,
@@ -42,12 +40,10 @@ from mysql_operator.backup.pipeline import (
     stop,
     tool_check,
 )
+from mysql_operator.backup.stream import PAUSE, DumpStream, counting
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import Observation
 from mysql_operator.manifests.common import SEED_PORT
-
-WINDOW = 64 * 1024  # bytes of the dump's head and tail kept to read the GTID position
-PAUSE = 0.001  # seconds the pump waits after a short read when the dump's pipe holds PIPE_SIZE
 
 
 class BackupError(Exception):
@@ -110,70 +106,6 @@ def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int 
     raise BackupError("no instance to back up from: " + "; ".join(notes or ["no instances given"]))
 
 
-@dataclass
-class DumpStream:
-    """Counts the dump's bytes and keeps its head and tail while pumping it to the compressor."""
-
-    size: int = 0
-    head: bytes = b""
-    tail: bytes = b""
-    error: list = field(default_factory=list)
-
-    def pump_copy(self, offer: mariadb_copy.Offer, dst, reader: xbstream.Reader) -> None:
-        """Pass a MariaDB copy's stream from the donor to pipe `dst`, read by `reader` on the way
-        (its checksums)."""
-        try:
-            out = dst.fileno()
-            for piece in offer.pieces():
-                reader.feed(piece)
-                self.size += len(piece)
-                view = memoryview(piece)
-                while view:
-                    view = view[os.write(out, view) :]
-        except BaseException as e:  # noqa: BLE001 - reported by before_complete
-            self.error.append(e)
-        finally:
-            with contextlib.suppress(OSError):
-                dst.close()
-
-    def pump(self, src, dst, pause: float = 0) -> None:
-        """Copy pipe `src` to pipe `dst` through one reused buffer (no allocation per read).
-        Reads land after the previous ones; when less than WINDOW bytes are left, the last WINDOW
-        bytes move to the front, so the buffer always ends with the stream's latest WINDOW bytes.
-
-        Dump tools write about 8 KiB at a time: woken for each write, this thread would spend
-        more CPU switching than copying (the machine's cores are shared with the dump tool and
-        the compressor). So after a short read it waits `pause` seconds, and the next read takes
-        all that arrived meanwhile; the caller passes a pause only when `src` holds PIPE_SIZE,
-        far more than the dump writes in that time: the dump never waits for the pump."""
-        view = memoryview(bytearray(CHUNK))
-        pos = 0
-        try:
-            src, out = src.fileno(), dst.fileno()
-            while True:
-                if CHUNK - pos < WINDOW:
-                    view[:WINDOW] = view[pos - WINDOW : pos]
-                    pos = WINDOW
-                n = os.readv(src, [view[pos:]])
-                if not n:
-                    break
-                chunk = view[pos : pos + n]
-                if len(self.head) < WINDOW:
-                    self.head += bytes(chunk[: WINDOW - len(self.head)])
-                self.size += n
-                pos += n
-                while chunk:
-                    chunk = chunk[os.write(out, chunk) :]
-                if pause and n < WINDOW:
-                    time.sleep(pause)
-            self.tail = bytes(view[max(0, pos - WINDOW) : pos])
-        except BaseException as e:  # noqa: BLE001 - reported by before_complete
-            self.error.append(e)
-        finally:
-            with contextlib.suppress(OSError):
-                dst.close()
-
-
 def run_backup(
     req: BackupRequest,
     s3_credentials: storage.Credentials,
@@ -188,7 +120,72 @@ def run_backup(
     tls = server_tls(req.tls_ca)  # a CA that cannot be used fails before anything else
     client = client or storage.make_client(req.s3, s3_credentials)
     storage.check_bucket(client, req.s3)  # wrong bucket/credentials/endpoint: fail before dumping
+    src = _source(req, db_password, tls)
+    compress_argv, _, suffix = commands.compressor(req.compression)
+    folder = storage.backup_folder(req.s3, req.cluster, req.backup)
+    kind = "xbstream" if src.donated else "tar" if src.physical_copy else "sql"
+    data_key = f"{folder}/backup.{kind}{suffix}{'.enc' if req.key else ''}"
+    secrets = (db_password, s3_credentials.secret_access_key)
 
+    reader = xbstream.Reader(keep=xbstream.POSITION_FILES)
+    stream = DumpStream()
+    with contextlib.ExitStack() as scope:
+        copy, offer, argv = _producer(scope, req, src, db_password, tls)
+        uploaded = _pipe_and_upload(
+            client, req, src, argv, offer, compress_argv, data_key, stream, reader, secrets, on_part
+        )
+
+    if copy is not None:
+        gtid = copy.gtid_executed or None
+    elif src.donated:
+        gtid = xbstream.copy_position(reader.kept)
+    else:
+        gtid = commands.gtid_from_dump(
+            src.version.flavor,
+            stream.head.decode(errors="replace") + "\n" + stream.tail.decode(errors="replace"),
+        )
+    manifest = Manifest(
+        cluster=req.cluster,
+        namespace=req.namespace,
+        backup=req.backup,
+        flavor=src.version.flavor.value,
+        server_version=src.full_version,
+        gtid_position=gtid,
+        source_instance=src.name,
+        started_at=started,
+        completed_at=clock.stamp(),
+        data_key=data_key,
+        compression=req.compression,
+        compressed_size=uploaded.size,
+        uncompressed_size=stream.size,
+        sha256=uploaded.sha256,
+        method=req.method,
+        **_protected(req.key, {"databases": list(src.databases), "events": src.events}),
+    )
+    storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())
+    return manifest
+
+
+@dataclass(frozen=True)
+class Source:
+    """The instance a backup copies, and what was read of it before the copy."""
+
+    candidate: Candidate
+    version: Any  # db.flavor.ServerVersion
+    full_version: str  # VERSION() without its suffix
+    databases: list[str]
+    plugins: list[str]  # the donor's plugin libraries a CLONE recipient needs (MySQL, physical)
+    events: list[tuple[str, str, str]] | None  # the primary's scheduled events
+    physical_copy: bool
+    donated: bool  # a MariaDB physical copy, streamed by the donor's sidecar
+
+    @property
+    def name(self) -> str:
+        return self.candidate.name
+
+
+def _source(req: BackupRequest, db_password: str, tls) -> Source:
+    """The candidate to copy (choose_source over one observation of each), and what it holds."""
     observed = []
     for c in req.candidates:
         inst = _session(c, db_password, tls)
@@ -199,9 +196,8 @@ def run_backup(
     except BackupError as e:
         raise BackupError(commands.tls_hint(str(e), req.tls_ca)) from None
     source = next(c for c in req.candidates if c.name == source_name)
-    observation = dict(observed)[source_name]
+    version = dict(observed)[source_name].version
     events = _primary_events(req, observed, db_password, tls)
-    version = observation.version
     physical_copy = req.method == physical.METHOD_PHYSICAL
     donated = physical_copy and version.flavor.value == "mariadb"
     if physical_copy and not donated and not req.tools_dir:
@@ -210,7 +206,6 @@ def run_backup(
         raise BackupError(
             "a physical backup of MariaDB is asked for over TLS: it needs the cluster's CA (--tls-ca)"
         )
-
     inst = _session(source, db_password, tls)
     try:
         full_version = str(inst.scalar("SELECT VERSION()")).split("-")[0]
@@ -220,153 +215,136 @@ def run_backup(
         raise BackupError(f"reading the databases of {source_name}: {e}") from None
     finally:
         inst.close()
+    return Source(source, version, full_version, databases, plugins, events, physical_copy, donated)
 
-    compress_argv, _, suffix = commands.compressor(req.compression)
-    folder = storage.backup_folder(req.s3, req.cluster, req.backup)
-    kind = "xbstream" if donated else "tar" if physical_copy else "sql"
-    data_key = f"{folder}/backup.{kind}{suffix}{'.enc' if req.key else ''}"
-    secrets = (db_password, s3_credentials.secret_access_key)
 
-    reader = xbstream.Reader(keep=xbstream.POSITION_FILES)
-    with contextlib.ExitStack() as scope:
-        copy = offer = None
-        argv: list[str] = []
-        if donated:
-            assert tls is not None
-            try:
-                offer = scope.enter_context(
-                    mariadb_copy.requested(source.endpoint.host, req.seed_port, db_password, tls)
-                )
-            except mariadb_copy.CopyError as e:
-                raise BackupError(f"the physical copy of {source_name}: {e}") from None
-        elif physical_copy:
-            try:
-                copy = scope.enter_context(
-                    physical.cloned(
-                        req.tools_dir or "",
-                        source.endpoint,
-                        db_password,
-                        req.tls_ca,
-                        physical.recipient_plugins(plugins),
-                        scratch=req.scratch_dir,
-                    )
-                )
-            except physical.PhysicalError as e:
-                raise BackupError(f"the physical copy of {source_name}: {e}") from None
-            argv = physical.tar_command(copy.data)
-        else:
-            options = scope.enter_context(option_file(source.endpoint.user, db_password, req.tools_dir))
-            argv = commands.dump_command(version, source.endpoint, options, databases, req.tls_ca)
-            launch = sidecar_launch(req.tools_dir, stdin=False) if req.tools_dir else local_launch
-            try:  # a dump tool of an older series than the server's, or none: fail before dumping
-                unfit, _ = tool_check(launch, argv[0], version)
-            except (RuntimeError, OSError) as e:  # SidecarError, or not installed here
-                raise BackupError(f"{argv[0]} --version: {e}") from None
-            if unfit:
-                raise BackupError(unfit)
-        dump = comp = None
-        dump_err, comp_err = TailBuffer(), TailBuffer()
-        stream = DumpStream()
+def _producer(scope: contextlib.ExitStack, req: BackupRequest, src: Source, db_password: str, tls):
+    """What produces the backup's bytes, entered into `scope`: (the CLONE copy, MySQL physical,
+    None otherwise; the donor's offer, MariaDB physical, None otherwise; the argv whose stdout
+    carries the bytes: the tar of the copy or the dump tool, [] for a donor's stream)."""
+    source = src.candidate
+    if src.donated:
+        assert tls is not None
         try:
-            if offer is not None:
-                pass  # the stream comes from the donor's sidecar, over TLS
-            elif req.tools_dir and not physical_copy:
-                try:
-                    dump = SidecarProcess(argv, req.tools_dir)
-                except SidecarError as e:
-                    raise BackupError(str(e)) from None
-            else:
-                dump = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            comp = spawn(compress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            readers = [drain(comp.stderr, comp_err)]
-            if dump is not None:
-                readers.append(drain(dump.stderr, dump_err))
-                pause = PAUSE if enlarge_pipes(dump.stdout, comp.stdin, comp.stdout) else 0
-                pump = threading.Thread(
-                    target=stream.pump, args=(dump.stdout, comp.stdin, pause), daemon=True
-                )
-            else:
-                enlarge_pipes(comp.stdin, comp.stdout)
-                pump = threading.Thread(
-                    target=stream.pump_copy, args=(offer, comp.stdin, reader), daemon=True
-                )
-            pump.start()
-            comp_out = comp.stdout.fileno()
-
-            parts = [0]
-
-            def readinto(view: memoryview) -> int:
-                return os.readv(comp_out, [view])
-
-            def on_progress() -> None:
-                parts[0] += 1
-                if on_part is not None:
-                    on_part(parts[0])
-
-            def before_complete() -> None:
-                pump.join()
-                dump_rc, comp_rc = dump.wait() if dump else 0, comp.wait()
-                for t in readers:
-                    t.join(5)
-                if offer is not None and not stream.error:
-                    try:
-                        reader.finish()
-                    except xbstream.StreamError as e:
-                        raise BackupError(f"the physical copy of {source_name}: {e}") from None
-                if dump_rc != 0:
-                    raise BackupError(
-                        f"{argv[0]} failed on {source_name} (exit status {dump_rc}) after "
-                        f"{stream.size} bytes: {dump_err.text(secrets) or 'no message'}"
-                    )
-                if comp_rc != 0:
-                    raise BackupError(
-                        f"{compress_argv[0]} failed (exit status {comp_rc}): "
-                        f"{comp_err.text(secrets) or 'no message'}"
-                    )
-                if stream.error:
-                    what = "the physical copy" if offer is not None else "the dump"
-                    raise BackupError(f"passing {what} to {compress_argv[0]} failed: {stream.error[0]}")
-
-            compressed = _counting(readinto, req.part_size, on_progress)
-            uploaded = storage.upload_stream(
-                client,
-                req.s3,
-                data_key,
-                Encryptor(compressed, req.key).readinto if req.key else compressed,
-                part_size=req.part_size,
-                before_complete=before_complete,
+            offer = scope.enter_context(
+                mariadb_copy.requested(source.endpoint.host, req.seed_port, db_password, tls)
             )
-        finally:
-            stop(dump, comp)
+        except mariadb_copy.CopyError as e:
+            raise BackupError(f"the physical copy of {src.name}: {e}") from None
+        return None, offer, []
+    if src.physical_copy:
+        try:
+            copy = scope.enter_context(
+                physical.cloned(
+                    req.tools_dir or "",
+                    source.endpoint,
+                    db_password,
+                    req.tls_ca,
+                    physical.recipient_plugins(src.plugins),
+                    scratch=req.scratch_dir,
+                )
+            )
+        except physical.PhysicalError as e:
+            raise BackupError(f"the physical copy of {src.name}: {e}") from None
+        return copy, None, physical.tar_command(copy.data)
+    options = scope.enter_context(option_file(source.endpoint.user, db_password, req.tools_dir))
+    argv = commands.dump_command(src.version, source.endpoint, options, src.databases, req.tls_ca)
+    launch = sidecar_launch(req.tools_dir, stdin=False) if req.tools_dir else local_launch
+    try:  # a dump tool of an older series than the server's, or none: fail before dumping
+        unfit, _ = tool_check(launch, argv[0], src.version)
+    except (RuntimeError, OSError) as e:  # SidecarError, or not installed here
+        raise BackupError(f"{argv[0]} --version: {e}") from None
+    if unfit:
+        raise BackupError(unfit)
+    return None, None, argv
 
-    if copy is not None:
-        gtid = copy.gtid_executed or None
-    elif donated:
-        gtid = xbstream.copy_position(reader.kept)
-    else:
-        gtid = commands.gtid_from_dump(
-            version.flavor, stream.head.decode(errors="replace") + "\n" + stream.tail.decode(errors="replace")
+
+def _pipe_and_upload(
+    client,
+    req: BackupRequest,
+    src: Source,
+    argv: list[str],
+    offer,
+    compress_argv: list[str],
+    data_key: str,
+    stream: "DumpStream",
+    reader: xbstream.Reader,
+    secrets: tuple[str, ...],
+    on_part: Callable[[int], None] | None,
+):
+    """The producer's bytes (`argv`'s stdout, or the donor's `offer`) through `stream` into the
+    compressor, its output uploaded as `data_key` (encrypted with req.key); the upload completes
+    only once every process ended well. Returns what storage.upload_stream returned."""
+    source_name = src.name
+    dump = comp = None
+    dump_err, comp_err = TailBuffer(), TailBuffer()
+    try:
+        if offer is not None:
+            pass  # the stream comes from the donor's sidecar, over TLS
+        elif req.tools_dir and not src.physical_copy:
+            try:
+                dump = SidecarProcess(argv, req.tools_dir)
+            except SidecarError as e:
+                raise BackupError(str(e)) from None
+        else:
+            dump = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        comp = spawn(compress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        readers = [drain(comp.stderr, comp_err)]
+        if dump is not None:
+            readers.append(drain(dump.stderr, dump_err))
+            pause = PAUSE if enlarge_pipes(dump.stdout, comp.stdin, comp.stdout) else 0
+            pump = threading.Thread(target=stream.pump, args=(dump.stdout, comp.stdin, pause), daemon=True)
+        else:
+            enlarge_pipes(comp.stdin, comp.stdout)
+            pump = threading.Thread(target=stream.pump_copy, args=(offer, comp.stdin, reader), daemon=True)
+        pump.start()
+        comp_out = comp.stdout.fileno()
+
+        parts = [0]
+
+        def readinto(view: memoryview) -> int:
+            return os.readv(comp_out, [view])
+
+        def on_progress() -> None:
+            parts[0] += 1
+            if on_part is not None:
+                on_part(parts[0])
+
+        def before_complete() -> None:
+            pump.join()
+            dump_rc, comp_rc = dump.wait() if dump else 0, comp.wait()
+            for t in readers:
+                t.join(5)
+            if offer is not None and not stream.error:
+                try:
+                    reader.finish()
+                except xbstream.StreamError as e:
+                    raise BackupError(f"the physical copy of {source_name}: {e}") from None
+            if dump_rc != 0:
+                raise BackupError(
+                    f"{argv[0]} failed on {source_name} (exit status {dump_rc}) after "
+                    f"{stream.size} bytes: {dump_err.text(secrets) or 'no message'}"
+                )
+            if comp_rc != 0:
+                raise BackupError(
+                    f"{compress_argv[0]} failed (exit status {comp_rc}): "
+                    f"{comp_err.text(secrets) or 'no message'}"
+                )
+            if stream.error:
+                what = "the physical copy" if offer is not None else "the dump"
+                raise BackupError(f"passing {what} to {compress_argv[0]} failed: {stream.error[0]}")
+
+        compressed = counting(readinto, req.part_size, on_progress)
+        return storage.upload_stream(
+            client,
+            req.s3,
+            data_key,
+            Encryptor(compressed, req.key).readinto if req.key else compressed,
+            part_size=req.part_size,
+            before_complete=before_complete,
         )
-    manifest = Manifest(
-        cluster=req.cluster,
-        namespace=req.namespace,
-        backup=req.backup,
-        flavor=version.flavor.value,
-        server_version=full_version,
-        gtid_position=gtid,
-        source_instance=source_name,
-        started_at=started,
-        completed_at=clock.stamp(),
-        data_key=data_key,
-        compression=req.compression,
-        compressed_size=uploaded.size,
-        uncompressed_size=stream.size,
-        sha256=uploaded.sha256,
-        method=req.method,
-        **_protected(req.key, {"databases": list(databases), "events": events}),
-    )
-    storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())
-    return manifest
+    finally:
+        stop(dump, comp)
 
 
 def _session(c: Candidate, db_password: str, tls) -> Instance:
@@ -408,18 +386,3 @@ def _protected(key: Key | None, sensitive: dict) -> dict:
         }
     blob = seal(key, json.dumps(sensitive, sort_keys=True).encode())
     return {"encryption": ALGORITHM, "key_id": key.id, "sealed": base64.b64encode(blob).decode()}
-
-
-def _counting(readinto: Callable[[memoryview], int], part_size: int, on_part: Callable[[], None]):
-    """Wrap `readinto` to call on_part each time another part_size bytes went through."""
-    state = {"n": 0}
-
-    def wrapped(view: memoryview) -> int:
-        n = readinto(view)
-        before = state["n"] // part_size
-        state["n"] += n
-        if state["n"] // part_size > before:
-            on_part()
-        return n
-
-    return wrapped

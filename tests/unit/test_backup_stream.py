@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from mysql_operator.backup.pipeline import CHUNK
-from mysql_operator.backup.run import WINDOW, DumpStream
+from mysql_operator.backup.stream import WINDOW, DumpStream
 from mysql_operator.backup.storage import fill
 
 
