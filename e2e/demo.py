@@ -55,7 +55,7 @@ def _replace_other_flavor(objs, core, flavor: str, kubectl: str, env: dict) -> N
     if str(old["spec"].get("flavor")).lower() == flavor.lower():
         return
     step(
-        f"the {old['spec'].get('flavor')} demo of an earlier `make demo` goes first, with its volumes and Secret"
+        f"the {str(old['spec'].get('flavor')).lower()} demo of an earlier `make demo` goes first, with its volumes and Secret"
     )
     run(
         kubectl,

@@ -172,7 +172,7 @@ INVALID = [
         2,
         "MariaDB (10.11, 11.4, 11.8) waits for exactly one replica acknowledgement",
     ),
-    ("one-instance.yaml", "spec.version", "10.11", "spec.version '10.11' must match spec.flavor mysql"),
+    ("one-instance.yaml", "spec.version", "10.11", "spec.version '10.11' must match spec.flavor MySQL"),
     (
         "mariadb.yaml",
         "spec.config.myCnf",

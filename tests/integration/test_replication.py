@@ -20,6 +20,7 @@ import pytest
 from mysql_operator import histories, rules
 from mysql_operator import topology as t
 from mysql_operator.binlogs import Retention
+from mysql_operator.db.gtid import errant as gtid_errant
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.observer import Observer
@@ -457,7 +458,7 @@ def test_errant_transaction_on_replica_is_held_out(factory):
     assert c.state.current_primary == "db-0"
     assert 777 not in c.rows(c.primary)  # nothing was "repaired" into the primary
     # what a re-seed would keep as evidence: the errant transaction's binary log events
-    errant = t.gtid_errant(c.last.observed[2].executed, c.last.observed[0].executed)
+    errant = gtid_errant(c.last.observed[2].executed, c.last.observed[0].executed)
     events = c.engine.instances["db-2"].errant_events(str(errant))
     assert events and any(f"{DB}.t" in e or "`t`" in e for e in events), events
     assert len(events) <= 6, events  # that one transaction's events, none replicated to it
