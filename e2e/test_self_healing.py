@@ -135,11 +135,10 @@ class _ReseedWatch:
     """What a user sees of a re-seed, sampled every quarter second in a thread: the instance's
     status.instances[] entry, the Degraded condition, and its Pod's role label.
 
-    A pass moves the labels, then publishes its status. So a label read between two reads of the
-    status that agree belongs to that status - except in the moment between a later pass's
-    label move and its publishing (the pass that ends a re-seed gives the label back a moment
-    before it says so). A label left on a re-seeding instance stays for passes: it shows in two
-    samples in a row (`labelled`)."""
+    A pass takes labels away before it publishes its status and gives them after it
+    (pods.LabelMoves). So a label read between two reads of the status that agree is one that
+    status gives the Pod, however long the pass takes between its writes: a re-seeding instance
+    is never seen labelled (`labelled`)."""
 
     def __init__(self, c: Cluster, pod: str):
         self.c, self.pod, self.samples = c, pod, []
@@ -173,9 +172,8 @@ class _ReseedWatch:
         return [x for x in self.samples if x[0].get("role") == "reseeding"]
 
     def labelled(self) -> list[tuple[dict, str]]:
-        """Samples re-seeding with a role label on the Pod, the one before too."""
-        bad = [bool(e.get("role") == "reseeding" and label) for e, _, label in self.samples]
-        return [(self.samples[k][0], self.samples[k][2]) for k in range(1, len(bad)) if bad[k] and bad[k - 1]]
+        """Samples re-seeding with a role label on the Pod."""
+        return [(e, label) for e, _, label in self.samples if e.get("role") == "reseeding" and label]
 
 
 def _in_bucket(s3, bucket: str, record: str) -> dict[str, bytes]:

@@ -154,22 +154,39 @@ def without_lagging(
     return {n: (None if n in out else r) for n, r in roles.items()}, out
 
 
-def label_plan(
-    current: Mapping[str, str | None], desired: Mapping[str, str | None]
-) -> list[tuple[str, str | None]]:
-    """Label patches in a safe order: every removal of `primary` before any new `primary`, so at
-    no moment do two Pods carry role=primary (and the -rw Service never has two endpoints)."""
+@dataclass(frozen=True)
+class LabelMoves:
+    """A pass's role-label patches in two parts. `take`: labels taken away (a role changed is
+    taken away first), patched before the pass's status; `give`: labels given, patched after it.
+    So a Pod never carries a role its latest status does not give it (no Service routes to an
+    instance the status calls re-seeding, lagging or held out), and every `primary` is taken
+    before one is given: at no moment do two Pods carry role=primary (the -rw Service never has
+    two endpoints)."""
+
+    take: tuple[tuple[str, None], ...] = ()
+    give: tuple[tuple[str, str], ...] = ()
+
+
+NO_MOVES = LabelMoves()
+
+
+def label_plan(current: Mapping[str, str | None], desired: Mapping[str, str | None]) -> LabelMoves:
+    """The label patches from the labels Pods carry (`current`; a Pod not in it is not patched)
+    to the roles wanted: `primary` taken first, given last."""
     primary = [n for n, v in desired.items() if v == m.ROLE_PRIMARY]
-    changes = [(n, v) for n, v in desired.items() if n in current and current[n] != v]
+    changes = {n: v for n, v in desired.items() if n in current and current[n] != v}
     # a Pod labelled primary that is not the wanted primary loses the label, even when the
     # desired map does not mention it
-    changes += [
-        (n, None) for n, v in current.items() if v == m.ROLE_PRIMARY and n not in desired and n not in primary
-    ]
-    demote = [(n, v) for n, v in changes if current[n] == m.ROLE_PRIMARY]
-    promote = [(n, v) for n, v in changes if v == m.ROLE_PRIMARY]
-    rest = [c for c in changes if c not in demote and c not in promote]
-    return sorted(demote) + sorted(rest) + sorted(promote)
+    changes.update(
+        {n: None for n, v in current.items() if v == m.ROLE_PRIMARY and n not in desired and n not in primary}
+    )
+    take = sorted(
+        (n for n in changes if current[n] is not None), key=lambda n: (current[n] != m.ROLE_PRIMARY, n)
+    )
+    give = sorted(
+        ((n, v) for n, v in changes.items() if v is not None), key=lambda c: (c[1] == m.ROLE_PRIMARY, c[0])
+    )
+    return LabelMoves(tuple((n, None) for n in take), tuple(give))
 
 
 def expected_identity(name: str, ordinal: int, pod: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -18,9 +18,10 @@ idempotent, in this order:
     same code the benchmarks and integration tests drive) with this module's hooks: a new
     primary is recorded in the status BEFORE acting
   after it: a pending password rotation, a forced failover's record, a rolling restart
-  conclude: who serves (pods.serving, pure), the SQL objects, the role labels (demote first:
-    never two Pods carry role=primary), then the Events and one status (with the switchover
-    request's record: a finished one's annotation is removed after it)
+  conclude: who serves (pods.serving, pure), the SQL objects, then the role labels taken away,
+    the Events, one status (with the switchover request's record: a finished one's annotation
+    is removed after it) and the role labels given (pods.label_plan: never two Pods carry
+    role=primary, never a role the status does not give)
 
 The pass's own Kubernetes writes - owned objects, status records, Events, Pod labels and
 annotations, Pod restarts, Jobs - go through `KubeOps` (k8s/ops.py). These still take the API
@@ -77,6 +78,7 @@ from mysql_operator.credentials import (
     rotation_pending,
 )
 from mysql_operator.pods import (
+    NO_MOVES,
     PodView,
     expected_identity,
     label_plan,
@@ -575,7 +577,7 @@ class Reconciler:
         if refused is not None:
             todo = plan_(refused)
         assert todo.status is not None
-        self._act(body, Plan((), todo.events, todo.status, todo.changed))
+        self._act(body, Plan(NO_MOVES, todo.events, todo.status, todo.changed))
         return Result(phase=todo.status["phase"], applied=applied, status={**seen.previous, **todo.status})
 
     def _drop_restore_account(self, seen: Observed, entry: ClusterEntry) -> None:
@@ -957,7 +959,7 @@ class Reconciler:
         log.warning("%s/%s %s: %s", ns, name, event[1], event[2])
 
     def _publish(
-        self, body, previous, summary: Summary, events, decision, applied=False, labels=()
+        self, body, previous, summary: Summary, events, decision, applied=False, labels=NO_MOVES
     ) -> Result:
         """The end of the pass: its Plan (status.plan, pure) carried out."""
         meta = body["metadata"]
@@ -976,13 +978,14 @@ class Reconciler:
     def _act(self, body: Mapping[str, Any], todo: Plan) -> None:
         """Effect: a Plan written through KubeOps, in its order."""
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        for pod, value in todo.labels:
-            if not self.kube.set_pod_label(ns, pod, m.ROLE_LABEL, value) and value == m.ROLE_PRIMARY:
-                break  # gone: no other Pod is given the role in its place
+        for pod, _ in todo.labels.take:
+            self.kube.set_pod_label(ns, pod, m.ROLE_LABEL, None)
         if todo.events:
             self.kube.post_events(body, todo.events)
         if todo.changed:
             self.kube.patch_status(body, todo.status)
+        for pod, value in todo.labels.give:  # (primary last: a Pod gone gets it in no one's place)
+            self.kube.set_pod_label(ns, pod, m.ROLE_LABEL, value)
         for etype, reason, message in todo.events:
             log.log(
                 logging.WARNING if etype == "Warning" else logging.INFO,

@@ -22,7 +22,7 @@ from mysql_operator.db.gtid import GtidParseError, parser_for
 from mysql_operator.redaction import redact
 from mysql_operator.members import Step
 from dataclasses import field
-from mysql_operator.pods import PodView, pod_waiting
+from mysql_operator.pods import NO_MOVES, LabelMoves, PodView, pod_waiting
 
 
 T = t.Transition
@@ -643,11 +643,11 @@ Event = tuple[str, str, str]  # (Normal|Warning, reason, message)
 
 @dataclass(frozen=True)
 class Plan:
-    """What a pass writes to Kubernetes at its end, in this order: the role labels (demotions
-    first: pods.label_plan), the Events (before the status, so that whoever reads the status can
-    already read why), the status (only when it changes)."""
+    """What a pass writes to Kubernetes at its end, in this order: the role labels taken away,
+    the Events (before the status, so that whoever reads the status can already read why), the
+    status (only when it changes), the role labels given (pods.LabelMoves)."""
 
-    labels: tuple[tuple[str, str | None], ...]
+    labels: LabelMoves
     events: tuple[Event, ...]
     status: dict[str, Any]  # the pass's own fields, and those reported to it
     changed: bool  # patching `status` would change something
@@ -658,7 +658,7 @@ def plan(
     previous: Mapping[str, Any],
     events: Iterable[Event],
     now: str,
-    labels: Iterable[tuple[str, str | None]] = (),
+    labels: LabelMoves = NO_MOVES,
     reported: Mapping[str, Any] | None = None,
 ) -> Plan:
     """The end of a pass as a value: its status (`build_status`, the fields others reported:
@@ -673,7 +673,7 @@ def plan(
         *archiving_events(previous, status),
         *waiting_events(previous, status),
     )
-    return Plan(tuple(labels), said, status, status_changed(previous, status))
+    return Plan(labels, said, status, status_changed(previous, status))
 
 
 def instance_entries(

@@ -336,28 +336,38 @@ def test_roles_before_bootstrap_are_empty():
 
 
 @pytest.mark.parametrize(
-    "current, desired, expected",
+    "current, desired, take, give",
     [
-        ({"a": P, "b": R}, {"a": R, "b": P}, [("a", R), ("b", P)]),  # demote before promote
-        ({"a": None, "b": P}, {"a": P, "b": None}, [("b", None), ("a", P)]),
-        ({"a": P, "b": R}, {"a": P, "b": R}, []),  # nothing to do: no writes
-        ({"a": R}, {"a": R, "gone": P}, []),  # Pods that do not exist are not patched
+        # a role changed is taken away first (before the status), given after it; primary last
+        ({"a": P, "b": R}, {"a": R, "b": P}, [("a", None), ("b", None)], [("a", R), ("b", P)]),
+        ({"a": None, "b": P}, {"a": P, "b": None}, [("b", None)], [("a", P)]),
+        ({"a": R, "b": R}, {"a": None, "b": R}, [("a", None)], []),  # out of -ro: before the status
+        ({"a": None, "b": R}, {"a": R, "b": R}, [], [("a", R)]),  # back in -ro: after it
+        ({"a": P, "b": R}, {"a": P, "b": R}, [], []),  # nothing to do: no writes
+        ({"a": R}, {"a": R, "gone": P}, [], []),  # Pods that do not exist are not patched
+        ({"a": P, "b": R}, {"b": P}, [("a", None), ("b", None)], [("b", P)]),  # primary unmentioned
     ],
 )
-def test_label_plan_table(current, desired, expected):
-    assert podview.label_plan(current, desired) == expected
+def test_label_plan_table(current, desired, take, give):
+    assert podview.label_plan(current, desired) == podview.LabelMoves(tuple(take), tuple(give))
 
 
 @given(
     st.dictionaries(st.sampled_from("abcde"), st.sampled_from([P, R, None]), min_size=1),
     st.dictionaries(st.sampled_from("abcde"), st.sampled_from([P, R, None]), min_size=1),
 )
-def test_label_plan_never_has_two_primaries_at_any_moment(current, desired):
+def test_label_plan_never_has_two_primaries_nor_a_role_not_wanted(current, desired):
     # at most one primary in the wanted state and in the starting state (what the operator keeps)
     if sum(v == P for v in current.values()) > 1 or sum(v == P for v in desired.values()) > 1:
         return
     labels = dict(current)
-    for name, value in podview.label_plan(current, desired):
+    moves = podview.label_plan(current, desired)
+    for name, value in moves.take:
+        labels[name] = value
+        assert sum(v == P for v in labels.values()) <= 1
+    # between the two parts (when the status is written) no Pod has a role it is not to have
+    assert all(v is None or desired.get(n, v if v != P else None) == v for n, v in labels.items())
+    for name, value in moves.give:
         labels[name] = value
         assert sum(v == P for v in labels.values()) <= 1
     assert all(labels[n] == v for n, v in desired.items() if n in current)
