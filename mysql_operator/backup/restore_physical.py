@@ -48,7 +48,7 @@ from mysql_operator.backup.restore import (
     stream_into,
 )
 from mysql_operator.db.gtid import MySQLGtidSet
-from mysql_operator.db.instance import CLONE_FAILED
+from mysql_operator.topology import CLONE_FAILED
 from mysql_operator.db.observation import InstanceError
 
 
