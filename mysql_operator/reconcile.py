@@ -42,15 +42,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import logging
-import ssl
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import __version__, clock
@@ -65,11 +61,10 @@ from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.db.instance import Instance
-from mysql_operator.db.observation import InstanceError
 from mysql_operator.k8s import jobs
 from mysql_operator.backup import storage
 from mysql_operator.manifests.backup_jobs import evidence_job
-from mysql_operator.members import ClusterState, Member, Outcome, Step
+from mysql_operator.members import ClusterState, Member, Step
 from mysql_operator.replication import ReplicationEngine, commits_wait, leaving_primary
 from mysql_operator.credentials import (
     not_rotated,
@@ -79,22 +74,18 @@ from mysql_operator.credentials import (
 )
 from mysql_operator.pods import (
     NO_MOVES,
-    PodView,
     expected_identity,
     label_plan,
-    member_ordinals,
     pod_ordinal,
-    pod_views,
     ready_count,
     promotion_succeeded,
     serving,
 )
-from mysql_operator.engine_config import binlog_retention, build_engine, engine_settings
+from mysql_operator.engine_config import engine_settings
 from mysql_operator.owned import apply_owned
 from mysql_operator.passwords import PasswordStore
 from mysql_operator import restore_gate as gate
-from mysql_operator.sql_objects import Owned, SqlObjects
-from mysql_operator.db.flavor import Flavor
+from mysql_operator.sql_objects import SqlObjects
 from mysql_operator.rollout import (
     RestartGate,
     replace_stuck,
@@ -103,7 +94,7 @@ from mysql_operator.rollout import (
     roll_desired,
     roll_step,
 )
-from mysql_operator.tls_upkeep import TLSUpkeep, serves_tls
+from mysql_operator.tls_upkeep import serves_tls
 from mysql_operator.tls_upkeep import renewed as tls_renewed
 from mysql_operator.status import (
     PASS_OVERDUE,
@@ -118,7 +109,6 @@ from mysql_operator.status import (
     overdue_conditions,
     plan,
     primary_change_status,
-    primary_in_service,
     primary_since,
     recorded_executed,
     reseed_progress,
@@ -127,6 +117,10 @@ from mysql_operator.status import (
     were_lagging,
 )
 from mysql_operator import reasons as R
+from mysql_operator.engine_cache import engine_for
+from mysql_operator.pass_state import ClusterEntry, Logins, Observed, Replicated
+from mysql_operator.routing import primary_reached
+from mysql_operator.sql_sync import sync_sql_objects
 
 log = logging.getLogger(__name__)
 
@@ -140,147 +134,7 @@ RESTART_GRACE_SECONDS = 2
 STOP_WAIT_SECONDS = 10
 
 
-def service_routes_to(
-    host: str | None,
-    port: int,
-    user: str,
-    password: str,
-    primary: str,
-    tls_ctx: ssl.SSLContext | None = None,
-    tls_name: str | None = None,
-) -> bool:
-    """A connection through a Service's ClusterIP reaches `primary` (its @@hostname, the Pod name)
-    and it accepts writes: kube-proxy routes the -rw Service to the new primary, not to a stale
-    endpoint (with none the connection is refused)."""
-    if not host or host == "None":
-        return False
-    probe = Instance(
-        host, port, user, password, connect_timeout=1.0, read_timeout=2.0, tls=tls_ctx, tls_name=tls_name
-    )
-    try:
-        hostname, read_only = probe.execute("SELECT @@hostname, @@read_only")[0]
-        return hostname == primary and not int(read_only)
-    except InstanceError:
-        return False
-    finally:
-        probe.close()
-
-
 # ---------------------------------------------------------------------------------------- effects
-@dataclass
-class ClusterEntry:
-    uid: str | None = None  # of the object it holds the state of (None: not known yet)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    engine: ReplicationEngine | None = None
-    fingerprint: str = ""
-    last_apply: float = 0.0
-    apply_error: str | None = None  # as the last apply found it (status.apply_refusal)
-    ignored_said: tuple = ()  # (generation, fields) of the last UnknownFields and SupersededFields Events
-    again: bool = False
-    routed_to: str | None = None  # the primary a connection through -rw was seen to reach
-    last_decision: str | None = None  # logged when it changes
-    tls: TLSUpkeep = field(default_factory=TLSUpkeep)
-    # the binlog archiver Deployment's status as last seen (its apply, its watch); None: none seen
-    archiver: Mapping[str, Any] | None = None
-    archiver_pod_trouble: str = ""  # of its Pod (status.archiver_pod_trouble), from the Pods' watch
-    # a Pod template a new operator version wants, staged (rolling.template_step); None: none
-    restart_pending: rolling.StageTemplate | None = None
-    # status fields others report (the backup controller's lastBackup, schedule), published by
-    # the pass with its own; None removes one
-    reported: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Logins:
-    """The credentials a pass logs in with (passwords.py: the Secret, the record of what the
-    servers have)."""
-
-    passwords: dict[str, str]  # the credentials Secret's
-    error: str | None = None  # why the Secret cannot be used: then no server is talked to
-    on_servers: dict[str, str] = field(default_factory=dict)  # the applied record
-    version: str = ""  # of the Secret whose passwords the servers have
-    pending: tuple[str, ...] = ()  # changed in the Secret, not yet on the servers
-
-    @property
-    def current(self) -> dict[str, str]:
-        """What logs in: until a rotation is applied, the servers have the record's passwords."""
-        return {**self.passwords, **{key: self.on_servers[key] for key in self.pending}}
-
-    @property
-    def secrets(self) -> list[str]:
-        """Every password either side may hold: redacted from step texts, Events, status, logs."""
-        return list(self.passwords.values()) + [self.on_servers[key] for key in self.pending]
-
-
-@dataclass
-class Observed:
-    """What one pass starts from, read once: the cluster (its spec, its status as last
-    published), its credentials, its Pods (from the stores)."""
-
-    body: Mapping[str, Any]  # the cluster with the spec in effect (`c`'s)
-    c: MySQLCluster
-    previous: dict[str, Any]
-    logins: Logins
-    listed: list[dict]  # the cluster's Pods
-    statefulset: dict | None  # its StatefulSet (the rolling update's revisions)
-    # the cluster's own spec, refused: why, and its generation (`body` is the last that parsed)
-    spec_error: str | None = None
-    refused_generation: int | None = None
-    pods: dict[int, PodView] = field(init=False)
-    raw_pods: dict[int | None, dict] = field(init=False)
-    ordinals: list[int] = field(init=False)  # of the instances the pass looks after
-    names: dict[int, str] = field(init=False)
-    ready: int = field(init=False)  # less any Pod this pass restarts
-    instances: list[t.InstanceState] = field(default_factory=list)  # the servers, once observed
-    # switchover requests not finished, the one acted on first (switchover.pending)
-    requests: list[sw.Request] = field(init=False)
-
-    def __post_init__(self) -> None:
-        c = self.c
-        self.pods = pod_views(c.name, self.listed)
-        self.raw_pods = {pod_ordinal(p["metadata"]["name"], c.name): p for p in self.listed}
-        self.ordinals = member_ordinals(c.spec.instances, self.pods, self.primary_ordinal)
-        self.names = {o: m.pod_name(c, o) for o in self.ordinals}
-        self.ready = ready_count(self.pods, c.spec.instances)
-        self.requests = sw.pending(
-            self.body["metadata"].get("annotations") or {},
-            c.name,
-            c.spec.instances,
-            c.spec.primary,
-            c.generation,
-            self.previous,
-            clock.stamp(),
-        )
-
-    def spec_fields(self) -> dict[str, Any]:
-        """The Summary's spec fields: the spec in effect, and why the cluster's own is refused."""
-        return {
-            "spec": self.body["spec"],
-            "spec_error": self.spec_error,
-            "refused_generation": self.refused_generation,
-        }
-
-    @property
-    def current_primary(self) -> str | None:
-        return self.previous.get("currentPrimary")
-
-    @property
-    def primary_ordinal(self) -> int | None:
-        return pod_ordinal(self.current_primary or "", self.c.name)
-
-
-@dataclass
-class Replicated:
-    """The replication pass of one Reconciler pass: its engine and settings, and what it did."""
-
-    engine: ReplicationEngine
-    settings: t.Settings
-    members: list[Member]
-    force: bool  # a forced failover was asked for (FORCE_FAILOVER_ANNOTATION)
-    state: ClusterState  # the recorded primary, as the engine left it
-    outcome: Outcome  # what it saw, decided and did
-    roll: rolling.RollStep | None  # the rolling update's step (it moved the wanted primary)
-    desired: str | None  # the primary the engine was asked for (a request's, or the roll's)
 
 
 class Reconciler:
@@ -630,7 +484,7 @@ class Reconciler:
             ),
         )
         if self.sql.due(c.namespace, c.name):
-            self._sync_sql(c, entry, None, None, [], {})
+            sync_sql_objects(self.sql, c, entry.tls.context(), None, None, [], {})
         asked = seen.requests[0] if seen.requests else None
         settled = self._settle(seen, sw.no_servers(asked) if asked else None)
         summary = dataclasses.replace(summary, requests=settled.fields)
@@ -660,7 +514,7 @@ class Reconciler:
             )
             for o in seen.ordinals
         ]
-        engine = self._engine(entry, c, seen.logins.current, settings, members)
+        engine = engine_for(entry, c, seen.logins.current, settings, members, self.apply_timeout)
         state = ClusterState(seen.current_primary)
         engine.observer.primary_since = primary_since(previous, seen.current_primary)
         engine.observer.recorded_executed = recorded_executed(previous, c.spec.flavor)
@@ -791,8 +645,14 @@ class Reconciler:
             were_lagging(seen.previous),
         )
         if self.sql.due(c.namespace, c.name):
-            self._sync_sql(
-                c, entry, decision, primary if served.primary_ok else None, run.members, seen.logins.current
+            sync_sql_objects(
+                self.sql,
+                c,
+                entry.tls.context(),
+                decision,
+                primary if served.primary_ok else None,
+                run.members,
+                seen.logins.current,
             )
         waiting = {p.name: p.waiting for p in seen.pods.values() if p.waiting}
         failed = [s for s in steps if not s.ok]
@@ -806,8 +666,8 @@ class Reconciler:
             decision=decision.kind,
             **self._standing(c, entry),
             rolling=rolling.in_progress(run.roll),
-            primary_in_service=self._primary_in_service(
-                c, seen.pods, primary, served.writes, entry, seen.logins.current
+            primary_in_service=primary_reached(
+                self.api, c, seen.pods, primary, served.writes, entry, seen.logins.current
             ),
             credentials_version=seen.logins.version,
             decision_reason=redact(decision.reason, secrets),
@@ -1050,116 +910,3 @@ class Reconciler:
         if b is None or not b.binlogs.enabled:
             return None
         return archiver_state(m.binlog_archiver_name(c), entry.archiver, entry.archiver_pod_trouble)
-
-    def _engine(
-        self,
-        entry: ClusterEntry,
-        c: MySQLCluster,
-        passwords: Mapping[str, str],
-        settings: t.Settings,
-        members: Sequence[Member],
-    ) -> ReplicationEngine:
-        app_user = c.spec.database.user if c.spec.database else None
-        ca_pem = entry.tls.state.ca_pem if entry.tls.state is not None else None
-        fp = hashlib.sha256(
-            repr(
-                (
-                    dataclasses.replace(settings, force_failover=False),
-                    c.spec.replication.semi_sync_acks,
-                    sorted(passwords.items()),
-                    app_user,
-                    c.spec.database,
-                    ca_pem,
-                )
-            ).encode()
-        ).hexdigest()
-        if entry.engine is None or entry.fingerprint != fp:
-            if entry.engine is not None:
-                entry.engine.close()
-            entry.engine = build_engine(
-                c, members, passwords, settings, apply_timeout=self.apply_timeout, tls=entry.tls.context()
-            )
-            entry.fingerprint = fp
-        else:
-            entry.engine.set_members(members)
-            entry.engine.settings = settings  # the fingerprint leaves out a force-failover request
-        entry.engine.binlogs.retention = binlog_retention(c)
-        return entry.engine
-
-    def _sync_sql(
-        self,
-        c: MySQLCluster,
-        entry: ClusterEntry,
-        decision: t.Decision | None,
-        primary: str | None,
-        members: Sequence[Member],
-        passwords: Mapping[str, str],
-    ) -> None:
-        """The cluster's MySQLDatabases, MySQLUsers and MySQLGrants, through its primary as the SQL
-        account, once nothing else is going on (sql_objects.py)."""
-        member = next((mb for mb in members if mb.name == primary), None)
-        password = passwords.get(m.SQL_PASSWORD_KEY)
-        connect = None
-        if decision is None:
-            unavailable = f"cluster {c.name} has no server running yet: applied once it has a primary"
-        elif not isinstance(decision, t.STEADY) or member is None or member.host is None:
-            unavailable = (
-                f"cluster {c.name} has no primary serving writes ({decision.kind}): applied once it has"
-            )
-        elif not password:
-            unavailable = f"the credentials Secret of cluster {c.name} has no {m.SQL_PASSWORD_KEY}: add it (docs/upgrades.md)"
-        else:
-            unavailable = ""
-            host, port, tls = member.host, member.port, entry.tls.context()
-
-            def connect() -> Instance:
-                return Instance(
-                    host,
-                    port,
-                    m.SQL_USER,
-                    password,
-                    name=f"{member.name} ({m.SQL_USER})",
-                    tls=tls,
-                    tls_name=member.source_host,
-                    read_timeout=10,
-                )
-
-        try:
-            db = c.spec.database
-            owned = Owned(c.name, db.name if db else None, db.user if db else None)
-            self.sql.sync(c.namespace, c.name, connect, Flavor(c.spec.flavor), unavailable, owned)
-        except Exception:  # noqa: BLE001 - never the cluster's pass: retried at the next sync
-            log.exception("%s/%s: SQL objects", c.namespace, c.name)
-
-    def _primary_in_service(
-        self,
-        c: MySQLCluster,
-        pods: Mapping[int, PodView],
-        primary: str | None,
-        serving: bool,
-        entry: ClusterEntry,
-        passwords: Mapping[str, str],
-    ) -> bool:
-        """The primary Pod is labelled and Ready, and a connection through -rw reaches it (an
-        endpoint lags its Pod by seconds: EndpointSlice, kube-proxy). Probed once per primary."""
-        if not serving or not primary_in_service(pods, pod_ordinal(primary or "", c.name)):
-            entry.routed_to = None
-            return False
-        if entry.routed_to == primary:
-            return True
-        try:
-            svc = client.CoreV1Api(self.api).read_namespaced_service(m.primary_service_name(c), c.namespace)
-        except ApiException:
-            return False
-        if service_routes_to(
-            svc.spec.cluster_ip,
-            m.PORT,
-            m.OPERATOR_USER,
-            passwords[m.OPERATOR_PASSWORD_KEY],
-            primary,
-            entry.tls.context(),
-            f"{m.primary_service_name(c)}.{c.namespace}.svc",
-        ):
-            entry.routed_to = primary
-            return True
-        return False

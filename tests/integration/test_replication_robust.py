@@ -221,7 +221,7 @@ def test_read_only_is_observed_right_on_a_replica_holding_rows(factory):
 def test_service_probe_counts_only_the_writable_named_primary(factory):
     """Ready waits until a connection through -rw reaches the new primary: a stale endpoint (the
     old, fenced primary or another server) or a refused connection does not count."""
-    from mysql_operator.reconcile import service_routes_to
+    from mysql_operator.routing import service_routes_to
     from tests.support.ports import free_port
 
     s = factory.create(1, prefix="probe")[0]

@@ -15,7 +15,8 @@ from mysql_operator import tls_upkeep
 from mysql_operator import topology as t
 from mysql_operator.api import parse
 from mysql_operator.certificates import TLSState
-from mysql_operator.reconcile import Logins, Observed, Reconciler, Replicated
+from mysql_operator.pass_state import Logins, Observed, Replicated
+from mysql_operator.reconcile import Reconciler
 from mysql_operator.replication import ClusterState, Outcome, Step
 from mysql_operator.status import Summary
 from tests.support.fakes import RecordingKube

@@ -1042,7 +1042,8 @@ def test_a_failover_with_a_refused_spec_in_place_still_says_the_spec_is_refused(
     """The write made when a new primary is chosen carries what the last apply found (CI at
     1c26cfd: e2e/test_apply_errors read Degraded AsExpected between the failover's two writes)."""
     from mysql_operator.api import parse as parse_cluster
-    from mysql_operator.reconcile import Reconciler, ClusterEntry
+    from mysql_operator.pass_state import ClusterEntry
+    from mysql_operator.reconcile import Reconciler
     from tests.support.specs import body
 
     c = parse_cluster(body({"flavor": "mariadb", "instances": 3}, name="db", namespace="prod"))

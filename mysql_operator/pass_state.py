@@ -1,0 +1,143 @@
+"""What one cluster's pass works with: the state kept between its passes (`ClusterEntry`), the
+credentials it logs in with (`Logins`), the snapshot it starts from (`Observed`) and what its
+replication step did (`Replicated`). Values and their derived fields; no I/O."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+from mysql_operator import clock
+from mysql_operator import manifests as m
+from mysql_operator import rolling
+from mysql_operator import switchover as sw
+from mysql_operator import topology as t
+from mysql_operator.api import MySQLCluster
+from mysql_operator.members import ClusterState, Member, Outcome
+from mysql_operator.replication import ReplicationEngine
+from mysql_operator.pods import (
+    PodView,
+    member_ordinals,
+    pod_ordinal,
+    pod_views,
+    ready_count,
+)
+from mysql_operator.tls_upkeep import TLSUpkeep
+
+
+@dataclass
+class ClusterEntry:
+    uid: str | None = None  # of the object it holds the state of (None: not known yet)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    engine: ReplicationEngine | None = None
+    fingerprint: str = ""
+    last_apply: float = 0.0
+    apply_error: str | None = None  # as the last apply found it (status.apply_refusal)
+    ignored_said: tuple = ()  # (generation, fields) of the last UnknownFields and SupersededFields Events
+    again: bool = False
+    routed_to: str | None = None  # the primary a connection through -rw was seen to reach
+    last_decision: str | None = None  # logged when it changes
+    tls: TLSUpkeep = field(default_factory=TLSUpkeep)
+    # the binlog archiver Deployment's status as last seen (its apply, its watch); None: none seen
+    archiver: Mapping[str, Any] | None = None
+    archiver_pod_trouble: str = ""  # of its Pod (status.archiver_pod_trouble), from the Pods' watch
+    # a Pod template a new operator version wants, staged (rolling.template_step); None: none
+    restart_pending: rolling.StageTemplate | None = None
+    # status fields others report (the backup controller's lastBackup, schedule), published by
+    # the pass with its own; None removes one
+    reported: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Logins:
+    """The credentials a pass logs in with (passwords.py: the Secret, the record of what the
+    servers have)."""
+
+    passwords: dict[str, str]  # the credentials Secret's
+    error: str | None = None  # why the Secret cannot be used: then no server is talked to
+    on_servers: dict[str, str] = field(default_factory=dict)  # the applied record
+    version: str = ""  # of the Secret whose passwords the servers have
+    pending: tuple[str, ...] = ()  # changed in the Secret, not yet on the servers
+
+    @property
+    def current(self) -> dict[str, str]:
+        """What logs in: until a rotation is applied, the servers have the record's passwords."""
+        return {**self.passwords, **{key: self.on_servers[key] for key in self.pending}}
+
+    @property
+    def secrets(self) -> list[str]:
+        """Every password either side may hold: redacted from step texts, Events, status, logs."""
+        return list(self.passwords.values()) + [self.on_servers[key] for key in self.pending]
+
+
+@dataclass
+class Observed:
+    """What one pass starts from, read once: the cluster (its spec, its status as last
+    published), its credentials, its Pods (from the stores)."""
+
+    body: Mapping[str, Any]  # the cluster with the spec in effect (`c`'s)
+    c: MySQLCluster
+    previous: dict[str, Any]
+    logins: Logins
+    listed: list[dict]  # the cluster's Pods
+    statefulset: dict | None  # its StatefulSet (the rolling update's revisions)
+    # the cluster's own spec, refused: why, and its generation (`body` is the last that parsed)
+    spec_error: str | None = None
+    refused_generation: int | None = None
+    pods: dict[int, PodView] = field(init=False)
+    raw_pods: dict[int | None, dict] = field(init=False)
+    ordinals: list[int] = field(init=False)  # of the instances the pass looks after
+    names: dict[int, str] = field(init=False)
+    ready: int = field(init=False)  # less any Pod this pass restarts
+    instances: list[t.InstanceState] = field(default_factory=list)  # the servers, once observed
+    # switchover requests not finished, the one acted on first (switchover.pending)
+    requests: list[sw.Request] = field(init=False)
+
+    def __post_init__(self) -> None:
+        c = self.c
+        self.pods = pod_views(c.name, self.listed)
+        self.raw_pods = {pod_ordinal(p["metadata"]["name"], c.name): p for p in self.listed}
+        self.ordinals = member_ordinals(c.spec.instances, self.pods, self.primary_ordinal)
+        self.names = {o: m.pod_name(c, o) for o in self.ordinals}
+        self.ready = ready_count(self.pods, c.spec.instances)
+        self.requests = sw.pending(
+            self.body["metadata"].get("annotations") or {},
+            c.name,
+            c.spec.instances,
+            c.spec.primary,
+            c.generation,
+            self.previous,
+            clock.stamp(),
+        )
+
+    def spec_fields(self) -> dict[str, Any]:
+        """The Summary's spec fields: the spec in effect, and why the cluster's own is refused."""
+        return {
+            "spec": self.body["spec"],
+            "spec_error": self.spec_error,
+            "refused_generation": self.refused_generation,
+        }
+
+    @property
+    def current_primary(self) -> str | None:
+        return self.previous.get("currentPrimary")
+
+    @property
+    def primary_ordinal(self) -> int | None:
+        return pod_ordinal(self.current_primary or "", self.c.name)
+
+
+@dataclass
+class Replicated:
+    """The replication pass of one Reconciler pass: its engine and settings, and what it did."""
+
+    engine: ReplicationEngine
+    settings: t.Settings
+    members: list[Member]
+    force: bool  # a forced failover was asked for (FORCE_FAILOVER_ANNOTATION)
+    state: ClusterState  # the recorded primary, as the engine left it
+    outcome: Outcome  # what it saw, decided and did
+    roll: rolling.RollStep | None  # the rolling update's step (it moved the wanted primary)
+    desired: str | None  # the primary the engine was asked for (a request's, or the roll's)

@@ -1,0 +1,84 @@
+"""Whether the -rw Service reaches the primary: its Pod labelled and Ready, and a connection
+through the Service's address answered by that server, writable (an endpoint lags its Pod by
+seconds: EndpointSlice, kube-proxy). Probed once per primary; the status says so only then."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Mapping
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from mysql_operator import manifests as m
+from mysql_operator.api import MySQLCluster
+from mysql_operator.pass_state import ClusterEntry
+from mysql_operator.db.instance import Instance
+from mysql_operator.db.observation import InstanceError
+from mysql_operator.pods import (
+    PodView,
+    pod_ordinal,
+)
+from mysql_operator.status import (
+    primary_in_service,
+)
+
+
+def service_routes_to(
+    host: str | None,
+    port: int,
+    user: str,
+    password: str,
+    primary: str,
+    tls_ctx: ssl.SSLContext | None = None,
+    tls_name: str | None = None,
+) -> bool:
+    """A connection through a Service's ClusterIP reaches `primary` (its @@hostname, the Pod name)
+    and it accepts writes: kube-proxy routes the -rw Service to the new primary, not to a stale
+    endpoint (with none the connection is refused)."""
+    if not host or host == "None":
+        return False
+    probe = Instance(
+        host, port, user, password, connect_timeout=1.0, read_timeout=2.0, tls=tls_ctx, tls_name=tls_name
+    )
+    try:
+        hostname, read_only = probe.execute("SELECT @@hostname, @@read_only")[0]
+        return hostname == primary and not int(read_only)
+    except InstanceError:
+        return False
+    finally:
+        probe.close()
+
+
+def primary_reached(
+    api,
+    c: MySQLCluster,
+    pods: Mapping[int, PodView],
+    primary: str | None,
+    serving: bool,
+    entry: ClusterEntry,
+    passwords: Mapping[str, str],
+) -> bool:
+    """The primary Pod is labelled and Ready, and a connection through -rw reaches it (an
+    endpoint lags its Pod by seconds: EndpointSlice, kube-proxy). Probed once per primary."""
+    if not serving or not primary_in_service(pods, pod_ordinal(primary or "", c.name)):
+        entry.routed_to = None
+        return False
+    if entry.routed_to == primary:
+        return True
+    try:
+        svc = client.CoreV1Api(api).read_namespaced_service(m.primary_service_name(c), c.namespace)
+    except ApiException:
+        return False
+    if service_routes_to(
+        svc.spec.cluster_ip,
+        m.PORT,
+        m.OPERATOR_USER,
+        passwords[m.OPERATOR_PASSWORD_KEY],
+        primary,
+        entry.tls.context(),
+        f"{m.primary_service_name(c)}.{c.namespace}.svc",
+    ):
+        entry.routed_to = primary
+        return True
+    return False
