@@ -62,8 +62,6 @@ from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.db.instance import Instance
 from mysql_operator.k8s import jobs
-from mysql_operator.backup import storage
-from mysql_operator.manifests.backup_jobs import evidence_job
 from mysql_operator.members import ClusterState, Member, Step
 from mysql_operator.replication import ReplicationEngine, commits_wait, leaving_primary
 from mysql_operator.credentials import (
@@ -118,6 +116,8 @@ from mysql_operator.status import (
 )
 from mysql_operator import reasons as R
 from mysql_operator.engine_cache import engine_for
+from mysql_operator.engine_hooks import force_failover_done, keep_evidence, request_seed
+from mysql_operator.executor import carry_out
 from mysql_operator.pass_state import ClusterEntry, Logins, Observed, Replicated
 from mysql_operator.routing import primary_reached
 from mysql_operator.sql_sync import sync_sql_objects
@@ -431,7 +431,7 @@ class Reconciler:
         if refused is not None:
             todo = plan_(refused)
         assert todo.status is not None
-        self._act(body, Plan(NO_MOVES, todo.events, todo.status, todo.changed))
+        carry_out(self.kube, body, Plan(NO_MOVES, todo.events, todo.status, todo.changed))
         return Result(phase=todo.status["phase"], applied=applied, status={**seen.previous, **todo.status})
 
     def _drop_restore_account(self, seen: Observed, entry: ClusterEntry) -> None:
@@ -553,11 +553,11 @@ class Reconciler:
                 )
                 entry.last_decision = decision.kind
 
-        engine.reseeds.keep_evidence = lambda instance, gtids, events: self._keep_evidence(
-            body, c, instance, gtids, events
+        engine.reseeds.keep_evidence = lambda instance, gtids, events: keep_evidence(
+            self.kube, self.job_image, body, c, instance, gtids, events
         )
-        engine.reseeds.request_seed = lambda instance, _donor, host: self._request_seed(
-            body, c, instance, host
+        engine.reseeds.request_seed = lambda instance, _donor, host: request_seed(
+            self.kube, body, c, instance, host
         )
         engine.promoted = lambda instance: self.kube.set_pod_label(ns, instance, m.ROLE_LABEL, m.ROLE_PRIMARY)
         engine.restart_instance = lambda instance: self.kube.delete_pod(
@@ -593,7 +593,7 @@ class Reconciler:
         if logins.pending and isinstance(decision, t.Healthy) and primary:
             self._rotate(seen, run.engine, primary, steps)
         if run.force:
-            self._force_failover_done(body, decision, steps, logins.secrets)
+            force_failover_done(self.kube, body, decision, steps, logins.secrets)
         restarted = roll_delete(self.kube, body, decision, run.roll)
         if restarted:  # the status must not count it ready: it is going down now
             seen.ready = ready_count(seen.pods, c.spec.instances, restarted)
@@ -749,75 +749,6 @@ class Reconciler:
         if settled.remove_annotation:
             self.kube.remove_cluster_annotation(seen.body, sw.ANNOTATION)
 
-    def _keep_evidence(self, body, c: MySQLCluster, instance: str, gtids: str, events: list[str]) -> str:
-        """Effect: an instance's errant transactions recorded in a ConfigMap before a re-seed
-        discards them (an API error raises: then nothing is discarded). Returns its name."""
-        cm = m.errant_evidence(c, instance, gtids, events, clock.now().strftime("%Y%m%d%H%M%S"))
-        if c.spec.deletion_policy == "Delete":
-            cm = m.owned(cm, k.owner_of(body))
-        kept = self.kube.apply(cm)
-        name = cm["metadata"]["name"]
-        s3 = c.spec.backup.s3 if c.spec.backup else None
-        if s3 is None:
-            return f"ConfigMap {name}"
-        # a copy in the backup bucket, made by a tokenless Job (the bucket is the tenant's)
-        job = evidence_job(c, name, s3, self.job_image, image_pull_policy=c.spec.image_pull_policy)
-        job = m.owned(job, k.owner_of({**kept, "apiVersion": "v1", "kind": "ConfigMap"}))
-        # (blocking the record's deletion would need a right on configmaps/finalizers)
-        job["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = False
-        self.kube.create_job(job)
-        where = storage.describe(s3, storage.join_key(s3.prefix, "evidence", name))
-        return f"ConfigMap {name}, copied to {where} by Job {job['metadata']['name']}"
-
-    def _request_seed(self, body, c: MySQLCluster, instance: str, donor_host: str) -> None:
-        """Effect (MariaDB re-seed): the request for `instance`'s Pod to start on a copy of the
-        donor's data (ConfigMap <name>-reseed, read by the Pod's `seed` init container), then the
-        Pod deleted so that its StatefulSet starts it again. One request at a time: it replaces
-        any earlier one (those were carried out, or are no longer wanted)."""
-        cm = m.reseed_request(c, instance, donor_host, clock.now().strftime("%Y%m%d%H%M%S"))
-        self.kube.apply(m.owned(cm, k.owner_of(body)))
-        self.kube.delete_pod(c.namespace, instance)
-
-    def _force_failover_done(self, body, decision: t.Decision, steps, secrets) -> None:
-        """Effect: a forced failover is recorded (status.forcedFailover, a Warning Event) and its
-        annotation removed; an annotation no failover needed is removed too (it must never force
-        a later one). Kept while the failover may still come (the delay is running)."""
-        meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        asked = redact(str((meta.get("annotations") or {}).get(t.FORCE_FAILOVER_ANNOTATION, "")), secrets)
-        if isinstance(decision, t.WaitForDelay):
-            return
-        if isinstance(decision, t.Failover) and decision.forced:
-            if not promotion_succeeded(decision.to, steps):
-                return  # tried again next pass, still forced
-            event = (
-                "Warning",
-                R.FAILOVER_FORCED,
-                f"{decision.to} promoted on request ({asked[:256]}): {decision.reason}",
-            )
-            self.kube.post_events(body, [event])  # before the status, as in _publish
-            self.kube.patch_status(
-                body,
-                {
-                    "forcedFailover": {
-                        "at": clock.stamp(),
-                        "from": decision.from_,
-                        "to": decision.to,
-                        "requestedBy": asked[:256],
-                        "reason": redact(decision.reason, secrets)[:1024],
-                    }
-                },
-            )
-        else:
-            event = (
-                "Normal",
-                R.FORCE_FAILOVER_UNUSED,
-                f"annotation {t.FORCE_FAILOVER_ANNOTATION} removed: no failover needed forcing ({decision.kind})",
-            )
-            self.kube.post_events(body, [event])
-        self.kube.remove_cluster_annotation(body, t.FORCE_FAILOVER_ANNOTATION)
-        log.warning("%s/%s %s: %s", ns, name, event[1], event[2])
-
     def _publish(
         self, body, previous, summary: Summary, events, decision, applied=False, labels=NO_MOVES
     ) -> Result:
@@ -827,34 +758,13 @@ class Reconciler:
         with self._guard:
             reported = dict(entry.reported)
         todo = plan(summary, previous, events, clock.stamp(), labels, reported)
-        self._act(body, todo)
+        carry_out(self.kube, body, todo)
         return Result(
             phase=todo.status["phase"],
             applied=applied,
             decision=decision.kind if decision is not None else None,
             status={**previous, **todo.status},
         )
-
-    def _act(self, body: Mapping[str, Any], todo: Plan) -> None:
-        """Effect: a Plan written through KubeOps, in its order."""
-        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        for pod, _ in todo.labels.take:
-            self.kube.set_pod_label(ns, pod, m.ROLE_LABEL, None)
-        if todo.events:
-            self.kube.post_events(body, todo.events)
-        if todo.changed:
-            self.kube.patch_status(body, todo.status)
-        for pod, value in todo.labels.give:  # (primary last: a Pod gone gets it in no one's place)
-            self.kube.set_pod_label(ns, pod, m.ROLE_LABEL, value)
-        for etype, reason, message in todo.events:
-            log.log(
-                logging.WARNING if etype == "Warning" else logging.INFO,
-                "%s/%s %s: %s",
-                ns,
-                name,
-                reason,
-                message,
-            )
 
     def pass_overdue(self, body: Mapping[str, Any], seconds: float | None) -> None:
         """The cluster's pass has run past its deadline of `seconds` (the per-cluster loop saw it;

@@ -15,6 +15,7 @@ from mysql_operator import tls_upkeep
 from mysql_operator import topology as t
 from mysql_operator.api import parse
 from mysql_operator.certificates import TLSState
+from mysql_operator.engine_hooks import force_failover_done
 from mysql_operator.pass_state import Logins, Observed, Replicated
 from mysql_operator.reconcile import Reconciler
 from mysql_operator.replication import ClusterState, Outcome, Step
@@ -133,7 +134,7 @@ def forced_body() -> dict[str, Any]:
 def test_a_forced_failover_is_recorded_event_then_status_before_its_request_is_removed():
     kube = RecordingKube()
     d = t.Failover("db-0", "db-1", fence=(), replicas=(), forced=True, reason="2 of 3 answer")
-    reconciler(kube)._force_failover_done(forced_body(), d, [Step("db-1", "promote")], ["s3cret"])
+    force_failover_done(kube, forced_body(), d, [Step("db-1", "promote")], ["s3cret"])
     assert [c[0] for c in kube.calls] == ["events", "status", "unannotate"]
     record = kube.calls[1][1]["forcedFailover"]
     assert (record["from"], record["to"], record["requestedBy"]) == (
@@ -145,16 +146,15 @@ def test_a_forced_failover_is_recorded_event_then_status_before_its_request_is_r
 
 def test_a_forced_failover_that_failed_or_still_waits_keeps_its_request():
     kube = RecordingKube()
-    r = reconciler(kube)
     d = t.Failover("db-0", "db-1", fence=(), replicas=(), forced=True)
-    r._force_failover_done(forced_body(), d, [Step("db-1", "promote", "refused", ok=False)], [])
-    r._force_failover_done(forced_body(), t.WaitForDelay(2.0), [], [])
+    force_failover_done(kube, forced_body(), d, [Step("db-1", "promote", "refused", ok=False)], [])
+    force_failover_done(kube, forced_body(), t.WaitForDelay(2.0), [], [])
     assert kube.calls == []
 
 
 def test_a_force_request_no_failover_needed_is_removed_and_said_so():
     kube = RecordingKube()
-    reconciler(kube)._force_failover_done(forced_body(), t.Healthy("db-0"), [], [])
+    force_failover_done(kube, forced_body(), t.Healthy("db-0"), [], [])
     assert kube.calls == [("events", ["ForceFailoverUnused"]), ("unannotate", t.FORCE_FAILOVER_ANNOTATION)]
 
 
