@@ -9,9 +9,7 @@ from typing import Any, Mapping
 
 from mysql_operator import manifests as m
 from mysql_operator.k8s.ops import KubeOps
-from mysql_operator.status import (
-    Plan,
-)
+from mysql_operator.status import Plan
 
 log = logging.getLogger(__name__)
 

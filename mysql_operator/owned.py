@@ -22,7 +22,7 @@ from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.pods import statefulset_replicas
 from mysql_operator.rollout import RestartGate, place_template
-from mysql_operator.status import apply_refusal
+from mysql_operator.spec_record import apply_refusal
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ credentials Secret and its record), the volume growth, the archiver Deployment's
 (owned.py) and the SQL objects' own writes (sql_objects.py: their Events, status and password
 Secrets). The cluster's status has no other writer
 (the backup controller reports its fields: `report`). What the pass decides with
-lives in pure modules: pods.py (Pods, roles, who serves), status.py (phase, conditions, Events),
+lives in pure modules: pods.py (Pods, roles, who serves), status.py (the status and its Plan; conditions.py, status_events.py, instance_status.py),
 credentials.py (Secret keys, passwords), rolling.py (the rolling update's plan; its effects:
 rollout.py), restoring.py (the restore record), topology.py (replication decisions;
 replication.py acts on them, engine_config.py builds its engine from the spec). Secrets never
@@ -94,26 +94,19 @@ from mysql_operator.rollout import (
 )
 from mysql_operator.tls_upkeep import serves_tls
 from mysql_operator.tls_upkeep import renewed as tls_renewed
-from mysql_operator.status import (
-    PASS_OVERDUE,
-    Plan,
-    Result,
-    Summary,
-    ArchiverState,
+from mysql_operator.conditions import PASS_OVERDUE, overdue_conditions
+from mysql_operator.instance_status import (
     archiver_state,
-    decision_event,
-    events_from_steps,
     instance_entries,
-    overdue_conditions,
-    plan,
-    primary_change_status,
     primary_since,
     recorded_executed,
     reseed_progress,
-    spec_in_effect,
-    timer_can_skip,
     were_lagging,
 )
+from mysql_operator.spec_record import spec_in_effect
+from mysql_operator.status import Plan, Result, plan, primary_change_status, timer_can_skip
+from mysql_operator.status_events import decision_event, events_from_steps
+from mysql_operator.summary import Summary, ArchiverState
 from mysql_operator import reasons as R
 from mysql_operator.engine_cache import engine_for
 from mysql_operator.engine_hooks import force_failover_done, keep_evidence, request_seed

@@ -38,7 +38,9 @@ from mysql_operator.manifests.backup_jobs import (
 )
 from mysql_operator.manifests.common import LOAD_USER, RESTORE_USER
 from mysql_operator.pods import PodView
-from mysql_operator.status import Event, Summary, build_status, instance_entries, status_changed
+from mysql_operator.instance_status import instance_entries
+from mysql_operator.status import Event, build_status, status_changed
+from mysql_operator.summary import Summary
 from mysql_operator import reasons as R
 
 

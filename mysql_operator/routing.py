@@ -19,9 +19,7 @@ from mysql_operator.pods import (
     PodView,
     pod_ordinal,
 )
-from mysql_operator.status import (
-    primary_in_service,
-)
+from mysql_operator.summary import primary_in_service
 
 
 def service_routes_to(

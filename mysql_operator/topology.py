@@ -252,7 +252,7 @@ class FailoverHeld(Decision):
 
 class Transition(enum.Enum):
     """What a decision does to the cluster's primary: the state the status's phase and
-    conditions derive from (status.py), whatever the decision's name."""
+    conditions derive from (conditions.py), whatever the decision's name."""
 
     STEADY = "steady"  # the primary serves; nothing to change (or only instances held out)
     REPAIRING = "repairing"  # the primary stays; instances around it are put right

@@ -43,7 +43,8 @@ from mysql_operator.api import (
     parse_backup,
 )
 from mysql_operator.backup import retention, schedule
-from mysql_operator.status import merge_conditions, spec_in_effect
+from mysql_operator.conditions import merge_conditions
+from mysql_operator.spec_record import spec_in_effect
 from mysql_operator.backup.crypto import CryptoError, parse_key
 from mysql_operator.k8s import jobs
 from mysql_operator.k8s.jobs import job_image, job_result, tools_repository

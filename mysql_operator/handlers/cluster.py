@@ -17,7 +17,7 @@ from mysql_operator.k8s.client import api_client, in_cluster
 from mysql_operator.manifests import MANAGED_BY
 from mysql_operator.passes import Passes
 from mysql_operator.reconcile import Reconciler
-from mysql_operator.status import archiver_pod_trouble
+from mysql_operator.instance_status import archiver_pod_trouble
 
 log = logging.getLogger(__name__)
 _OWNED = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "database"}

@@ -17,6 +17,7 @@ from mysql_operator.api import GROUP, VERSION, SpecError, parse, parse_backup
 from mysql_operator.api.sql import PLURALS as SQL_PLURALS
 from mysql_operator.api.sql import parse_sql_object
 from mysql_operator import status as cstatus
+from mysql_operator import summary as csummary
 from mysql_operator.backup.controller import backup_status
 from mysql_operator.sql_objects import Result, status_for
 from tests.support.crds import PLURALS
@@ -166,7 +167,7 @@ STAMP = "2026-12-03T21:00:00Z"
 def written_statuses(name):
     """One object of each kind and the status the operator's own writers make for it."""
     ref = {"clusterRef": {"name": "db"}}
-    cluster = cstatus.build_status(cstatus.Summary(instances=2, generation=1, ready=1), {}, STAMP)
+    cluster = cstatus.build_status(csummary.Summary(instances=2, generation=1, ready=1), {}, STAMP)
     ready = status_for(Result(True, "Applied", "in sync"), {}, 1, STAMP)
     return [
         (cluster_body(name, {"instances": 2}), cluster),

@@ -21,7 +21,7 @@ from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.db.instance import Instance
 from mysql_operator.passes import Passes
 from mysql_operator.reconcile import Reconciler
-from mysql_operator.status import PASS_OVERDUE
+from mysql_operator.conditions import PASS_OVERDUE
 from tests.support.crds import serve_project_crds
 from tests.support.operator_account import operator_api
 from tests.support.wait import wait_for

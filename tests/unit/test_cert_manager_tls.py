@@ -12,7 +12,10 @@ from mysql_operator import manifests as m
 from mysql_operator.api import SpecError, parse
 from mysql_operator.api.types import IssuerRef
 from mysql_operator.tls_upkeep import tls_api_problem
-from mysql_operator.status import Summary, build_status, degraded_events, phase
+from mysql_operator.conditions import phase
+from mysql_operator.status import build_status
+from mysql_operator.status_events import degraded_events
+from mysql_operator.summary import Summary
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)
 

@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from mysql_operator import status as cstatus
+from mysql_operator import conditions as cconditions
+from mysql_operator import summary as csummary
 from mysql_operator.backup.controller import backup_status
 from mysql_operator.units import human_size
 from mysql_operator.sql_objects import Result, status_for
@@ -39,7 +41,7 @@ def written(conditions) -> bool:
 
 
 def test_a_cluster_with_no_spec_in_effect_has_conditions_for_the_refused_generation():
-    s = cstatus.Summary(instances=0, spec_error="spec.instances: must be 1-9", refused_generation=3)
+    s = csummary.Summary(instances=0, spec_error="spec.instances: must be 1-9", refused_generation=3)
     status = cstatus.build_status(s, {}, "T1")
     assert status["phase"] == "Invalid" and written(status["conditions"])
     assert {c["observedGeneration"] for c in status["conditions"]} == {3}
@@ -47,14 +49,14 @@ def test_a_cluster_with_no_spec_in_effect_has_conditions_for_the_refused_generat
 
 def test_pass_overdue_carries_the_generation_and_keeps_the_others():
     ready = {"type": "Ready", "status": "True", "observedGeneration": 6, "lastTransitionTime": "T0"}
-    overdue = cstatus.overdue_conditions([ready], 300, "T1", 7)
+    overdue = cconditions.overdue_conditions([ready], 300, "T1", 7)
     assert overdue[0] == ready and written(overdue)
     assert (overdue[1]["type"], overdue[1]["status"], overdue[1]["observedGeneration"]) == (
         "PassOverdue",
         "True",
         7,
     )
-    assert cstatus.overdue_conditions(overdue, None, "T2", 7) == [ready]
+    assert cconditions.overdue_conditions(overdue, None, "T2", 7) == [ready]
 
 
 def test_a_sql_objects_ready_condition_carries_its_generation():
@@ -134,7 +136,7 @@ def test_the_status_schemas_name_every_field_the_writers_write():
     names, typed and described, what this one writes."""
     entry = {"name": "db-1", "role": "reseeding", "ready": False, "reachable": True, "gtidExecuted": "0-1-9"}
     entry |= {"lagSeconds": 3, "error": "e", "waiting": "w", "reseed": {"phase": "copying", "bytesCopied": 1}}
-    summary = cstatus.Summary(instances=2, generation=1, ready=1, credentials_version="7", entries=(entry,))
+    summary = csummary.Summary(instances=2, generation=1, ready=1, credentials_version="7", entries=(entry,))
     cluster = cstatus.build_status(summary, {}, "T1")
     backup = backup_status({"phase": "Succeeded", "sizeBytes": 5, "message": "stored"}, {}, 1, "T1")
     user = status_for(

@@ -227,7 +227,10 @@ def test_the_archive_delay_is_the_age_of_the_oldest_transaction_the_bucket_lacks
 
 
 def test_the_status_says_whether_the_binary_logs_are_archived_and_warns_when_it_stops():
-    from mysql_operator.status import Summary, archiver_state, archiving_events, build_status
+    from mysql_operator.instance_status import archiver_state
+    from mysql_operator.status import build_status
+    from mysql_operator.status_events import archiving_events
+    from mysql_operator.summary import Summary
 
     def status(archiver, previous=None):
         s = Summary(
@@ -304,7 +307,7 @@ TOO_OLD = (
     ],
 )
 def test_an_archiver_pods_trouble_is_in_its_own_words(pod, expected):
-    from mysql_operator.status import archiver_pod_trouble
+    from mysql_operator.instance_status import archiver_pod_trouble
 
     assert archiver_pod_trouble(pod) == expected
 
@@ -313,7 +316,10 @@ def test_an_archiver_that_cannot_run_is_named_in_the_condition_and_a_warning_onc
     """A tool image too old (the archiver's report) or an image that cannot be pulled: the
     condition BinlogArchiving says why with reason ArchiverFailing, and a Warning Event says it
     once per episode, also when archiving never ran; when the Pod is ready, archiving is on."""
-    from mysql_operator.status import Summary, archiver_state, archiving_events, build_status
+    from mysql_operator.instance_status import archiver_state
+    from mysql_operator.status import build_status
+    from mysql_operator.status_events import archiving_events
+    from mysql_operator.summary import Summary
 
     def status(archiver, previous=None):
         s = Summary(instances=2, ready=2, primary="shop-0", primary_serving=True, binlog_archiver=archiver)

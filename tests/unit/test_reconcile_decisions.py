@@ -12,6 +12,11 @@ from hypothesis import strategies as st
 from mysql_operator import manifests as m
 from mysql_operator import pods as podview
 from mysql_operator import status as cstatus
+from mysql_operator import conditions as cconditions
+from mysql_operator import instance_status as cinstances
+from mysql_operator import spec_record as cspec
+from mysql_operator import status_events as cevents
+from mysql_operator import summary as csummary
 from mysql_operator import switchover as sw
 from mysql_operator import topology as t
 from mysql_operator.api import parse
@@ -164,9 +169,9 @@ def test_a_stuck_pod_is_named_in_its_instance_entry_and_the_ready_condition():
         ]
     }
     pods = podview.pod_views("db", [pod("db-0", role=P), _stuck(pull)])
-    entries = cstatus.instance_entries([0, 1], {0: "db-0", 1: "db-1"}, pods, {}, {}, {}, None)
+    entries = cinstances.instance_entries([0, 1], {0: "db-0", 1: "db-1"}, pods, {}, {}, {}, None)
     assert entries[1]["waiting"] == "mysqld ImagePullBackOff: Back-off pulling image mysql:8.4"
-    ready = cstatus.conditions(cstatus.Summary(instances=2, ready=1, entries=tuple(entries)))[0]
+    ready = cconditions.conditions(csummary.Summary(instances=2, ready=1, entries=tuple(entries)))[0]
     assert (ready["status"], ready["reason"]) == ("False", "InstancesNotReady")
     assert (
         ready["message"]
@@ -248,7 +253,7 @@ def test_lagging_takes_only_serving_replicas_out_and_keeps_other_reasons():
     roles = podview.desired_roles(observed, "db-0", 3, SETTINGS, primary_ok=True)
     roles, out = podview.without_lagging(roles, {"db-1", "db-2"})
     assert roles == {"db-0": P, "db-1": None, "db-2": None} and out == {"db-1"}
-    entries = cstatus.instance_entries(
+    entries = cinstances.instance_entries(
         [0, 1, 2],
         {0: "db-0", 1: "db-1", 2: "db-2"},
         {},
@@ -259,8 +264,8 @@ def test_lagging_takes_only_serving_replicas_out_and_keeps_other_reasons():
         (),
         out,
     )
-    assert [e["role"] for e in entries] == [P, cstatus.LAGGING, "held-out"]
-    assert cstatus.were_lagging({"instances": entries}) == {"db-1"}
+    assert [e["role"] for e in entries] == [P, csummary.LAGGING, "held-out"]
+    assert cinstances.were_lagging({"instances": entries}) == {"db-1"}
 
 
 # ------------------------------------------------------------------------ who serves after a pass
@@ -381,7 +386,7 @@ def test_events_from_steps_redact_secrets_and_type_failures():
         Step("db-0", "fence", "could not connect as x with s3cret-pw", ok=False),
         Step("db-2", "held-out", "errant", ok=False),
     ]
-    assert cstatus.events_from_steps(steps, ["s3cret-pw"]) == [
+    assert cevents.events_from_steps(steps, ["s3cret-pw"]) == [
         ("Normal", "Promote", "db-1: writable primary"),
         ("Warning", "FenceFailed", "db-0: could not connect as x with ***"),
         ("Warning", "HeldOutFailed", "db-2: errant"),
@@ -400,7 +405,7 @@ def test_events_from_steps_redact_secrets_and_type_failures():
     ],
 )
 def test_decision_event(decision, expected):
-    assert cstatus.decision_event(decision) == expected
+    assert cevents.decision_event(decision) == expected
 
 
 # ------------------------------------------------------------------------------------ status
@@ -415,14 +420,14 @@ def S(**kw):
         decision="Healthy",
     )
     base.update(kw)
-    return cstatus.Summary(**base)
+    return csummary.Summary(**base)
 
 
 @pytest.mark.parametrize(
     "summary, phase, ready, available, progressing, degraded",
     [
         (
-            cstatus.Summary(instances=3, spec_error="spec.x: bad"),
+            csummary.Summary(instances=3, spec_error="spec.x: bad"),
             "Invalid",
             ("False", "InvalidSpec"),
             ("False", "InvalidSpec"),
@@ -455,7 +460,7 @@ def S(**kw):
             ("False", "AsExpected"),
         ),
         (
-            cstatus.Summary(instances=3),
+            csummary.Summary(instances=3),
             "Pending",
             ("False", "InstancesNotReady"),
             ("False", "NoPrimary"),
@@ -463,7 +468,7 @@ def S(**kw):
             ("False", "Bootstrapping"),
         ),
         (
-            cstatus.Summary(instances=3, secret_error="spec.credentials.secretName: missing"),
+            csummary.Summary(instances=3, secret_error="spec.credentials.secretName: missing"),
             "Failed",
             ("False", "InstancesNotReady"),
             ("False", "NoPrimary"),
@@ -598,7 +603,7 @@ def S(**kw):
         ),
         # an owned object the API server refuses: before a primary the cluster cannot come up
         (
-            cstatus.Summary(instances=3, apply_error="spec.affinity: StatefulSet db refused"),
+            csummary.Summary(instances=3, apply_error="spec.affinity: StatefulSet db refused"),
             "Failed",
             ("False", "ApplyFailed"),
             ("False", "NoPrimary"),
@@ -625,8 +630,8 @@ def S(**kw):
     ],
 )
 def test_phase_and_conditions_table(summary, phase, ready, available, progressing, degraded):
-    assert cstatus.phase(summary) == phase
-    got = {c["type"]: (c["status"], c["reason"]) for c in cstatus.conditions(summary)}
+    assert cconditions.phase(summary) == phase
+    got = {c["type"]: (c["status"], c["reason"]) for c in cconditions.conditions(summary)}
     spec_valid = ("False", "InvalidSpec") if summary.spec_error else ("True", "Valid")
     assert got == {
         "Ready": ready,
@@ -676,7 +681,7 @@ def test_keys_the_reconciler_does_not_write_never_make_the_status_look_changed()
     ],
 )
 def test_primary_since_is_read_from_the_status(status, primary, expected):
-    assert cstatus.primary_since(status, primary) == expected
+    assert cinstances.primary_since(status, primary) == expected
 
 
 def test_a_degraded_warning_is_posted_once_per_cause():
@@ -684,21 +689,21 @@ def test_a_degraded_warning_is_posted_once_per_cause():
     down = cstatus.build_status(S(ready=2, unreachable=("db-2",)), ok, "T2")
     still = cstatus.build_status(S(ready=2, unreachable=("db-2",)), down, "T3")
     other = cstatus.build_status(S(ready=2, unreachable=("db-1",)), still, "T4")
-    [(kind, reason, said)] = cstatus.degraded_events(ok, down)
+    [(kind, reason, said)] = cevents.degraded_events(ok, down)
     assert (kind, reason) == ("Warning", "InstancesUnreachable") and said.startswith("db-2 unreachable: ")
-    assert cstatus.degraded_events(down, still) == []
-    [(kind, reason, said)] = cstatus.degraded_events(still, other)
+    assert cevents.degraded_events(down, still) == []
+    [(kind, reason, said)] = cevents.degraded_events(still, other)
     assert (kind, reason) == ("Warning", "InstancesUnreachable") and said.startswith("db-1 unreachable: ")
-    assert cstatus.degraded_events(other, ok) == []
+    assert cevents.degraded_events(other, ok) == []
 
 
 def test_a_reseed_is_one_warning_not_one_per_progress_report():
     ok = cstatus.build_status(S(), {}, "T1")
     start = cstatus.build_status(S(reseeding=("db-2 re-seeding: 0 of 900 MiB copied",)), ok, "T2")
     later = cstatus.build_status(S(reseeding=("db-2 re-seeding: 300 of 900 MiB copied",)), start, "T3")
-    [(kind, reason, said)] = cstatus.degraded_events(ok, start)
+    [(kind, reason, said)] = cevents.degraded_events(ok, start)
     assert (kind, reason, said) == ("Warning", "Reseeding", "db-2 re-seeding: 0 of 900 MiB copied")
-    assert cstatus.degraded_events(start, later) == []
+    assert cevents.degraded_events(start, later) == []
     degraded = next(c for c in later["conditions"] if c["type"] == "Degraded")
     assert degraded["message"] == "db-2 re-seeding: 300 of 900 MiB copied"  # the status moves on
 
@@ -712,20 +717,20 @@ def test_a_stuck_pod_is_a_warning_once_per_episode_whatever_the_kubelet_says_mea
     pulling = status("", "mysqld ErrImagePull: failed to pull registry.local/mysql:typo")
     backoff = status("", "mysqld ImagePullBackOff: Back-off pulling image registry.local/mysql:typo")
     both = status("Unschedulable: 0/1 nodes are available", "mysqld ImagePullBackOff: Back-off")
-    assert cstatus.waiting_events(status("", ""), pulling) == [
+    assert cevents.waiting_events(status("", ""), pulling) == [
         (
             "Warning",
             "InstanceWaiting",
             "db-1 cannot start: mysqld ErrImagePull: failed to pull registry.local/mysql:typo",
         )
     ]
-    assert cstatus.waiting_events(pulling, backoff) == []  # the same episode, in other words
-    assert cstatus.waiting_events(backoff, both) == [
+    assert cevents.waiting_events(pulling, backoff) == []  # the same episode, in other words
+    assert cevents.waiting_events(backoff, both) == [
         ("Warning", "InstanceWaiting", "db-0 cannot start: Unschedulable: 0/1 nodes are available")
     ]
-    assert cstatus.waiting_events(both, status("", "")) == []
-    assert cstatus.waiting_events(status("", ""), pulling) != []  # a new episode: said again
-    assert cstatus.waiting_events({}, pulling) != []  # a new cluster's first status
+    assert cevents.waiting_events(both, status("", "")) == []
+    assert cevents.waiting_events(status("", ""), pulling) != []  # a new episode: said again
+    assert cevents.waiting_events({}, pulling) != []  # a new cluster's first status
 
 
 def test_instance_entries_report_role_readiness_gtid_lag_and_redacted_errors():
@@ -735,7 +740,7 @@ def test_instance_entries_report_role_readiness_gtid_lag_and_redacted_errors():
         "db-1": t.InstanceState("db-1", 1, reachable=False, last_error="access denied for pw-xyz"),
     }
     roles = {"db-0": P, "db-1": R}
-    entries = cstatus.instance_entries(
+    entries = cinstances.instance_entries(
         [0, 1, 2], {0: "db-0", 1: "db-1", 2: "db-2"}, pods, observed, {"db-1": 4}, roles, "db-0", ["pw-xyz"]
     )
     assert entries == [
@@ -762,10 +767,10 @@ def test_a_silent_instances_last_gtids_stay_in_the_status_and_are_read_back(flav
     left out)."""
     parse = MySQLGtidSet.parse if flavor == "mysql" else MariaDBGtids.parse
     silent = t.InstanceState("db-1", 1, reachable=False, last_executed=parse(gtids))
-    entries = cstatus.instance_entries([1], {1: "db-1"}, {}, {"db-1": silent}, {}, {}, "db-1")
+    entries = cinstances.instance_entries([1], {1: "db-1"}, {}, {"db-1": silent}, {}, {}, "db-1")
     assert entries[0]["gtidExecuted"] == str(parse(gtids)) and entries[0]["reachable"] is False
     status = {"instances": [*entries, {"name": "db-2", "gtidExecuted": "not gtids"}, {"gtidExecuted": gtids}]}
-    assert cstatus.recorded_executed(status, flavor) == {"db-1": parse(gtids)}
+    assert cinstances.recorded_executed(status, flavor) == {"db-1": parse(gtids)}
 
 
 # ------------------------------------------------------------------------------------ resolver
@@ -970,7 +975,7 @@ def _pod(ordinal, ready=True, role="primary", deleting=False):
     ],
 )
 def test_primary_in_service(pods, primary, expected):
-    assert cstatus.primary_in_service(pods, primary) is expected
+    assert csummary.primary_in_service(pods, primary) is expected
 
 
 def test_replicas_require_tls_only_once_every_server_pod_mounts_its_certificate():
@@ -1008,14 +1013,14 @@ def test_replicas_require_tls_only_once_every_server_pod_mounts_its_certificate(
     ],
 )
 def test_an_apply_refusal_names_the_cluster_fields_the_api_message_points_at(message, fields):
-    text = cstatus.apply_refusal("StatefulSet", "db", 422, message)
+    text = cspec.apply_refusal("StatefulSet", "db", 422, message)
     assert message in text and "StatefulSet db" in text and "HTTP 422" in text
     if fields:
         assert text.startswith(", ".join(fields) + ": ")
         assert text.endswith("fix " + " and ".join(fields))
     else:
         assert text.startswith("StatefulSet db ")
-    assert "not applied" in cstatus.apply_refusal("Service", "db-rw", None, "no answer")
+    assert "not applied" in cspec.apply_refusal("Service", "db-rw", None, "no answer")
 
 
 @pytest.mark.parametrize(
@@ -1063,15 +1068,15 @@ def test_a_failover_with_a_refused_spec_in_place_still_says_the_spec_is_refused(
 
 
 def test_a_bootstrap_is_bootstrapping_until_its_primary_serves():
-    assert cstatus.phase(S(primary_serving=False, decision="Bootstrap")) == "Bootstrapping"
-    assert cstatus.phase(S(decision="Bootstrap")) == "Ready"
+    assert cconditions.phase(S(primary_serving=False, decision="Bootstrap")) == "Bootstrapping"
+    assert cconditions.phase(S(decision="Bootstrap")) == "Ready"
 
 
 def test_a_reseed_that_does_not_get_on_says_why_in_its_progress():
     i = t.InstanceState("db-2", 2, reachable=False, clone=t.CLONE_COPYING)
-    assert cstatus.reseed_progress(i) == "db-2 re-seeding"
+    assert cinstances.reseed_progress(i) == "db-2 re-seeding"
     why = "seed CrashLoopBackOff: seed: the donor did not answer"
-    assert cstatus.reseed_progress(i, why) == f"db-2 re-seeding: {why}"
+    assert cinstances.reseed_progress(i, why) == f"db-2 re-seeding: {why}"
 
 
 def test_a_copy_past_its_estimate_never_shows_more_copied_than_expected():
@@ -1084,10 +1089,14 @@ def test_a_copy_past_its_estimate_never_shows_more_copied_than_expected():
         "db-2", 2, reachable=False, clone=t.CLONE_COPYING, clone_bytes=(20 * mib, 17 * mib)
     )
     unknown = t.InstanceState("db-2", 2, reachable=False, clone=t.CLONE_COPYING, clone_bytes=(20 * mib, 0))
-    assert cstatus.reseed_entry(under)["bytesTotal"] == 17 * mib
-    assert cstatus.reseed_entry(past)["bytesCopied"] == cstatus.reseed_entry(past)["bytesTotal"] == 20 * mib
-    assert cstatus.reseed_progress(past) == "db-2 re-seeding: 20 of 20 MiB copied"
-    assert cstatus.reseed_entry(unknown)["bytesTotal"] == 0
+    assert cinstances.reseed_entry(under)["bytesTotal"] == 17 * mib
+    assert (
+        cinstances.reseed_entry(past)["bytesCopied"]
+        == cinstances.reseed_entry(past)["bytesTotal"]
+        == 20 * mib
+    )
+    assert cinstances.reseed_progress(past) == "db-2 re-seeding: 20 of 20 MiB copied"
+    assert cinstances.reseed_entry(unknown)["bytesTotal"] == 0
 
 
 def test_every_decision_says_what_it_does_to_the_primary_so_the_phase_never_guesses():
@@ -1098,6 +1107,8 @@ def test_every_decision_says_what_it_does_to_the_primary_so_the_phase_never_gues
     }
     assert decisions == set(t.TRANSITIONS)
     assert t.transition(None) is None
-    failing_over = cstatus.phase(cstatus.Summary(instances=3, ready=3, primary="db-1", decision="Failover"))
-    lost = cstatus.phase(cstatus.Summary(instances=3, ready=2, primary="db-0", decision="Unrecoverable"))
+    failing_over = cconditions.phase(
+        csummary.Summary(instances=3, ready=3, primary="db-1", decision="Failover")
+    )
+    lost = cconditions.phase(csummary.Summary(instances=3, ready=2, primary="db-0", decision="Unrecoverable"))
     assert (failing_over, lost) == ("FailingOver", "Failed")

@@ -25,7 +25,7 @@ from mysql_operator.db.observation import CloneStatus, Event, InstanceError, Obs
 from mysql_operator.members import Step
 from mysql_operator.observer import Observer
 from mysql_operator.reseed import Reseeds
-from mysql_operator.status import events_from_steps
+from mysql_operator.status_events import events_from_steps
 from mysql_operator.replication import (
     ClusterState,
     Credentials,

@@ -182,7 +182,8 @@ def test_the_record_on_the_statefulset_or_the_status_for_an_older_operators():
 
 
 def test_a_staged_restart_is_a_condition_while_staged_and_leaves_the_phase_alone():
-    from mysql_operator.status import Summary, build_status
+    from mysql_operator.status import build_status
+    from mysql_operator.summary import Summary
 
     def status(pending, previous=None):
         s = Summary(

@@ -10,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mysql_operator import status as cstatus
+from mysql_operator import spec_record as cspec
+from mysql_operator import summary as csummary
 
 GOOD = {"flavor": "mariadb", "instances": 3, "credentials": {"secretName": "mine"}}
 BAD = {**GOOD, "config": {"myCnf": "[mysqld]\n= 50\n"}}
@@ -26,7 +28,7 @@ def body(spec: dict, generation: int, status: dict | None = None) -> dict[str, A
     }
 
 
-def healthy(**kw) -> cstatus.Summary:
+def healthy(**kw) -> csummary.Summary:
     base: dict[str, Any] = dict(
         instances=3,
         generation=4,
@@ -37,7 +39,7 @@ def healthy(**kw) -> cstatus.Summary:
         primary_in_service=True,
         decision="Healthy",
     )
-    return cstatus.Summary(**{**base, **kw})
+    return csummary.Summary(**{**base, **kw})
 
 
 def condition(status: dict, ctype: str) -> dict:
@@ -46,15 +48,15 @@ def condition(status: dict, ctype: str) -> dict:
 
 # ---------------------------------------------------------------------- the spec a pass acts on
 def test_a_spec_that_parses_is_acted_on_as_it_is():
-    own = body(GOOD, 4, {cstatus.LAST_VALID_SPEC: {"generation": 3, "spec": {"instances": 1}}})
-    acted, c, refused = cstatus.spec_in_effect(own)
+    own = body(GOOD, 4, {csummary.LAST_VALID_SPEC: {"generation": 3, "spec": {"instances": 1}}})
+    acted, c, refused = cspec.spec_in_effect(own)
     assert acted is own and refused is None
     assert c is not None and (c.generation, c.spec.instances) == (4, 3)
 
 
 def test_a_refused_spec_gives_way_to_the_last_that_parsed_with_its_generation():
-    recorded = {cstatus.LAST_VALID_SPEC: {"generation": 4, "spec": GOOD}}
-    acted, c, refused = cstatus.spec_in_effect(body(BAD, 5, recorded))
+    recorded = {csummary.LAST_VALID_SPEC: {"generation": 4, "spec": GOOD}}
+    acted, c, refused = cspec.spec_in_effect(body(BAD, 5, recorded))
     assert refused == REFUSED
     assert c is not None and c.generation == 4 and c.spec.my_cnf == ""
     assert acted["spec"] == GOOD and acted["metadata"] == {
@@ -67,11 +69,11 @@ def test_a_refused_spec_gives_way_to_the_last_that_parsed_with_its_generation():
 
 def test_with_no_spec_that_parsed_there_is_nothing_to_act_on():
     # the first spec refused, or a cluster an earlier operator version recorded nothing for
-    _, c, refused = cstatus.spec_in_effect(body(BAD, 1))
+    _, c, refused = cspec.spec_in_effect(body(BAD, 1))
     assert c is None and refused == REFUSED
     # a recorded spec this version refuses counts as none
-    _, c, refused = cstatus.spec_in_effect(
-        body(BAD, 6, {cstatus.LAST_VALID_SPEC: {"generation": 5, "spec": {"instances": 12}}})
+    _, c, refused = cspec.spec_in_effect(
+        body(BAD, 6, {csummary.LAST_VALID_SPEC: {"generation": 5, "spec": {"instances": 12}}})
     )
     assert c is None and refused == REFUSED
 
@@ -94,7 +96,7 @@ def test_a_refused_spec_with_a_working_primary_keeps_the_phase_and_availability_
 
 
 def test_with_nothing_in_effect_the_phase_is_invalid_and_nothing_serves():
-    s = cstatus.Summary(instances=0, generation=1, spec_error=REFUSED, refused_generation=1)
+    s = csummary.Summary(instances=0, generation=1, spec_error=REFUSED, refused_generation=1)
     status = cstatus.build_status(s, {}, "T1")
     assert status["phase"] == "Invalid"
     assert condition(status, "Available")["status"] == "False"
@@ -124,7 +126,7 @@ def test_the_warning_is_posted_once_per_refused_generation_and_the_condition_cle
 
 
 def test_a_first_spec_refused_is_said_once_not_also_as_degraded():
-    s = cstatus.Summary(instances=0, generation=1, spec_error=REFUSED, refused_generation=1)
+    s = csummary.Summary(instances=0, generation=1, spec_error=REFUSED, refused_generation=1)
     first = cstatus.plan(s, {}, [], "T1")
     assert [e[1] for e in first.events] == ["InvalidSpec"]
     assert cstatus.plan(s, first.status, [], "T2").events == ()
@@ -133,24 +135,24 @@ def test_a_first_spec_refused_is_said_once_not_also_as_degraded():
 # ---------------------------------------------------------------------- the record
 def test_the_spec_is_recorded_when_a_generation_first_parses_and_not_written_again():
     first = cstatus.plan(healthy(), {}, [], "T1")
-    assert first.status[cstatus.LAST_VALID_SPEC] == {"generation": 4, "spec": GOOD}
+    assert first.status[csummary.LAST_VALID_SPEC] == {"generation": 4, "spec": GOOD}
     stored = {**first.status}
     again = cstatus.plan(healthy(), stored, [], "T2")
-    assert cstatus.LAST_VALID_SPEC not in again.status and not again.changed
+    assert csummary.LAST_VALID_SPEC not in again.status and not again.changed
     # a refused spec leaves the record as it is: the pass runs on it
     refused = cstatus.plan(healthy(spec_error=REFUSED, refused_generation=5), stored, [], "T3")
-    assert cstatus.LAST_VALID_SPEC not in refused.status
+    assert csummary.LAST_VALID_SPEC not in refused.status
     # nothing in effect: nothing recorded
-    invalid = cstatus.plan(cstatus.Summary(instances=0, spec_error=REFUSED), {}, [], "T4")
-    assert cstatus.LAST_VALID_SPEC not in invalid.status
+    invalid = cstatus.plan(csummary.Summary(instances=0, spec_error=REFUSED), {}, [], "T4")
+    assert csummary.LAST_VALID_SPEC not in invalid.status
 
 
 def test_a_field_removed_from_the_spec_is_removed_from_the_record():
     """The status is written with a JSON merge patch: a nested key the new spec lacks is nulled."""
     old = {"generation": 4, "spec": {**GOOD, "backup": {"schedule": "0 3 * * *"}}}
-    patch = cstatus.spec_record(healthy(generation=5), {cstatus.LAST_VALID_SPEC: old})
-    assert merge(old, patch[cstatus.LAST_VALID_SPEC]) == {"generation": 5, "spec": GOOD}
-    assert patch[cstatus.LAST_VALID_SPEC]["spec"]["backup"] is None
+    patch = cspec.spec_record(healthy(generation=5), {csummary.LAST_VALID_SPEC: old})
+    assert merge(old, patch[csummary.LAST_VALID_SPEC]) == {"generation": 5, "spec": GOOD}
+    assert patch[csummary.LAST_VALID_SPEC]["spec"]["backup"] is None
 
 
 def merge(target: Any, patch: Any) -> Any:
@@ -177,4 +179,4 @@ OBJECTS = st.dictionaries(st.text(max_size=2), JSON, max_size=4)
 @given(OBJECTS, OBJECTS)
 def test_replacing_turns_any_stored_object_into_the_new_one(old, new):
     stored = merge({}, old)  # as stored: no null member
-    assert merge(stored, cstatus.replacing(stored, new)) == merge({}, new)
+    assert merge(stored, cspec.replacing(stored, new)) == merge({}, new)

@@ -10,7 +10,7 @@ import ast
 import re
 from pathlib import Path
 
-from mysql_operator import reasons, status
+from mysql_operator import reasons, status_events
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "troubleshooting.md"
@@ -64,7 +64,7 @@ def _literal(node: ast.AST | None) -> str | None:
 
 
 def test_the_step_events_are_those_replication_can_post():
-    """status.events_from_steps names a step's Event after its action (+ "Failed" when not ok);
+    """status_events.events_from_steps names a step's Event after its action (+ "Failed" when not ok);
     every Step(...) in replication.py, duties.py, binlog_upkeep.py and reseed.py with a literal action, and the decisions whose action fails
     as a whole (the decision's kind as the action), give exactly reasons.STEP_EVENTS and ACTED_ON."""
     made = set()
@@ -79,7 +79,7 @@ def test_the_step_events_are_those_replication_can_post():
             continue  # the decision's kind: reasons.ACTED_ON
         ok = next((k.value for k in call.keywords if k.arg == "ok"), None)
         failed = isinstance(ok, ast.Constant) and ok.value is False
-        made.add(status._camel(action) + ("Failed" if failed else ""))
+        made.add(status_events.step_reason(action) + ("Failed" if failed else ""))
     assert made == set(reasons.STEP_EVENTS)
     handlers = [
         {k.attr for k in node.keys if isinstance(k, ast.Attribute)}
@@ -92,7 +92,7 @@ def test_the_step_events_are_those_replication_can_post():
 
 def test_no_condition_or_event_is_made_with_an_unlisted_literal_reason():
     """A literal reason in an Event tuple ("Normal"|"Warning", reason, message) or a condition
-    (status._cond) anywhere in the package must be in the registry (better: one of its names)."""
+    (conditions._cond) anywhere in the package must be in the registry (better: one of its names)."""
     known = reasons.every_reason()
     found = {}
     for path in PACKAGE.rglob("*.py"):
@@ -131,9 +131,9 @@ def test_the_certificate_problems_that_need_a_person_are_those_listed_as_warning
 
 
 def test_the_phases_that_can_be_readys_reason_are_those_listed():
-    """Ready's reason is the phase when no other reason applies: every phase status.phase returns
+    """Ready's reason is the phase when no other reason applies: every phase conditions.phase returns
     but Ready, Updating (its own reason) and Invalid (InvalidSpec everywhere)."""
-    tree = ast.parse((PACKAGE / "status.py").read_text())
+    tree = ast.parse((PACKAGE / "conditions.py").read_text())
     phase = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "phase")
     returned = {
         c.value
