@@ -32,7 +32,8 @@ from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import option_file
-from mysql_operator.backup.restore import Source, Target, restore_into
+from mysql_operator.backup.restore import restore_into
+from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.db.flavor import Flavor, ServerVersion
 from tests.support import s3 as s3support
 from tests.support.mariadb import ADMIN_USER, MariaDBFactory

@@ -25,7 +25,8 @@ from pathlib import Path
 from benchmarks.backup_bench import backup_ours, fmt, fresh_server, grow_to, sql
 from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import crypto, storage
-from mysql_operator.backup.restore import Source, Target, restore_into
+from mysql_operator.backup.restore import restore_into
+from mysql_operator.backup.restore_types import Source, Target
 from tests.support import s3 as s3support
 from tests.support.mariadb import ADMIN_USER, MariaDBFactory
 

@@ -37,7 +37,7 @@ from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.physical import METHOD_LOGICAL, METHOD_PHYSICAL
-from mysql_operator.backup.restore import Donor, Source, Target
+from mysql_operator.backup.restore_types import Donor, Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 from mysql_operator.db.accounts import restore_grants

@@ -32,7 +32,7 @@ from benchmarks.reseed_mariadb_bench import LOGS, SEED_SH, Seeder, data_bytes
 from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
-from mysql_operator.backup.restore import Donor, Source, Target
+from mysql_operator.backup.restore_types import Donor, Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.restore_mariadb_physical import SEED_TOKEN_ENV
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup

@@ -16,9 +16,7 @@ from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.backup import storage
 from mysql_operator.manifests.backup_jobs import evidence_job
-from mysql_operator.pods import (
-    promotion_succeeded,
-)
+from mysql_operator.pods import promotion_succeeded
 from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)

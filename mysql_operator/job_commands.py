@@ -141,7 +141,7 @@ def cmd_keep_evidence(args) -> int:
 
 
 def cmd_restore_into(args) -> int:
-    from mysql_operator.backup.restore import Donor, Source, Target
+    from mysql_operator.backup.restore_types import Donor, Source, Target
     from mysql_operator.backup.restore_job import restore_all
     from mysql_operator.redaction import redact
 

@@ -309,7 +309,7 @@ class DumpFilter:
     - `definer`: every stored object's DEFINER becomes it (the restore's application account),
       whoever defined it in the source. Only the dump tools' definer lines change
       (_DEFINER_LINE); a line of data never starts that way (an INSERT does not). What a dump
-      writes otherwise is checked after the load (restore.foreign_definers).
+      writes otherwise is checked after the load (restore_server.foreign_definers).
     A problem is kept in `errors`, never raised (the pass-on thread would end silently)."""
 
     def __init__(

@@ -13,18 +13,9 @@ import time
 
 from mysql_operator.backup import physical, pitr, restore_mariadb_physical, restore_physical, storage
 from mysql_operator.backup.manifest import Manifest
-from mysql_operator.backup.restore import (
-    Donor,
-    RestoreError,
-    RestoreResult,
-    Source,
-    Target,
-    check_key,
-    load_all,
-    pick_base,
-    read_manifest,
-    replay_plan,
-)
+from mysql_operator.backup.restore import load_all
+from mysql_operator.backup.restore_source import check_key, pick_base, read_manifest, replay_plan
+from mysql_operator.backup.restore_types import Donor, RestoreError, RestoreResult, Source, Target
 
 
 def restore_all(

@@ -46,18 +46,16 @@ from mysql_operator.backup import commands, storage, xbstream
 from mysql_operator.backup.crypto import CryptoError
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, pass_on, spawn, stop
-from mysql_operator.backup.restore import (
+from mysql_operator.backup.restore import finish_all, new_cluster_accounts, roll_forward
+from mysql_operator.backup.restore_server import settle_events
+from mysql_operator.backup.restore_source import plaintext_opener
+from mysql_operator.backup.restore_types import (
     Donor,
     RestoreError,
     RestoreResult,
     Source,
     Target,
-    plaintext_opener,
-    finish_all,
     instance_of,
-    new_cluster_accounts,
-    roll_forward,
-    settle_events,
 )
 from mysql_operator.db.gtid import MariaDBGtids
 from mysql_operator.db.observation import InstanceError

@@ -34,18 +34,16 @@ from typing import Callable
 
 from mysql_operator.backup import physical, storage
 from mysql_operator.backup.manifest import Manifest
-from mysql_operator.backup.restore import (
+from mysql_operator.backup.restore import finish_all, new_cluster_accounts, roll_forward
+from mysql_operator.backup.restore_load import stream_into
+from mysql_operator.backup.restore_server import settle_events
+from mysql_operator.backup.restore_types import (
     Donor,
     RestoreError,
     RestoreResult,
     Source,
     Target,
-    finish_all,
     instance_of,
-    new_cluster_accounts,
-    roll_forward,
-    settle_events,
-    stream_into,
 )
 from mysql_operator.db.gtid import MySQLGtidSet
 from mysql_operator.topology import CLONE_FAILED

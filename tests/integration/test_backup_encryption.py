@@ -16,7 +16,8 @@ from mysql_operator import cli
 from mysql_operator.backup import crypto
 from mysql_operator.backup.crypto import Key
 from mysql_operator.backup.manifest import Manifest
-from mysql_operator.backup.restore import RestoreError, Source, Target, restore_into
+from mysql_operator.backup.restore import restore_into
+from mysql_operator.backup.restore_types import RestoreError, Source, Target
 from mysql_operator.backup.run import run_backup
 from tests.support.backups import checksums, creds, objects, request_for, s3cfg, sql, writable
 from tests.support.mariadb import ADMIN_USER

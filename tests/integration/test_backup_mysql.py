@@ -18,7 +18,8 @@ import pytest
 from mysql_operator import tls
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import verified_instance
-from mysql_operator.backup.restore import RestoreError, Source, Target, restore_into
+from mysql_operator.backup.restore import restore_into
+from mysql_operator.backup.restore_types import RestoreError, Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 from mysql_operator.db.accounts import restore_grants, restore_revokes
@@ -343,7 +344,7 @@ def donor_with_certificate(mysql, pki, shared, certificate_of=None):
     for that name (in the folder shared with the sidecar, as the Job's Secret is mounted there) of
     the cluster's CA, or of the CA of `certificate_of` (a folder as new_pki makes); the instances
     verify it with the CA file their own TLS uses (a path inside the image's root)."""
-    from mysql_operator.backup.restore import Donor
+    from mysql_operator.backup.restore_types import Donor
 
     folder = shared / "donor-tls"
     folder.mkdir(exist_ok=True)
@@ -365,7 +366,7 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
     only the backup had is there, the restore account is gone, every instance is fenced again,
     and nothing of the copy is left in the shared folder."""
     from mysql_operator.backup.physical import METHOD_PHYSICAL
-    from mysql_operator.backup.restore import Donor
+    from mysql_operator.backup.restore_types import Donor
 
     source, *targets = tls_servers(mysql, pki, 3, "physr")
     load(source)

@@ -20,7 +20,8 @@ import pytest
 from mysql_operator import cli, tls
 from mysql_operator.api import SSE_C, SSE_KMS, SSE_S3, Encryption, ServerSideEncryption
 from mysql_operator.backup import storage
-from mysql_operator.backup.restore import Source, Target, restore_into
+from mysql_operator.backup.restore import restore_into
+from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.run import run_backup
 from tests.support import s3 as s3support
 from tests.support.backups import checksums, objects, request_for, s3cfg, sql, writable

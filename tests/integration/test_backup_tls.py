@@ -17,7 +17,7 @@ from mysql_operator import tls
 from mysql_operator.backup import commands
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import option_file
-from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
 from mysql_operator.db.flavor import Flavor, ServerVersion

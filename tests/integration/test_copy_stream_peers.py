@@ -21,7 +21,7 @@ from mysql_operator import manifests as m
 from mysql_operator import tls
 from mysql_operator.api import parse
 from mysql_operator.backup import xbstream
-from mysql_operator.backup.restore import Donor
+from mysql_operator.backup.restore_types import Donor
 from mysql_operator.backup.restore_mariadb_physical import RESTORE_SQL, CopyServer, Peers
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.manifests.backup_jobs import restore_network_policy, restore_service

@@ -654,7 +654,7 @@ def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(e
     without a certificate of the cluster gets nothing, nor does an instance that does not send the
     new cluster's operator password (the Job's $MYSQL_OPERATOR_SEED_TOKEN)."""
     from mysql_operator.backup.commands import Endpoint
-    from mysql_operator.backup.restore import Donor, Source, Target
+    from mysql_operator.backup.restore_types import Donor, Source, Target
     from mysql_operator.backup.restore_job import restore_all
     from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
     from tests.support.backups import creds, s3cfg

@@ -20,7 +20,7 @@ import pytest
 
 from mysql_operator.backup import pitr, storage
 from mysql_operator.backup.binlog_archive import Archiver, Store, prune
-from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import run_backup
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet

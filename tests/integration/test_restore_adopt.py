@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from mysql_operator import topology as t
-from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import run_backup
 from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from mysql_operator.backup.commands import Endpoint
-from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
 from mysql_operator.db.accounts import restore_grants, restore_revokes

@@ -17,7 +17,7 @@ import pymysql
 import pytest
 
 from mysql_operator.backup import load_account
-from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.db.accounts import Grant, restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor

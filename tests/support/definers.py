@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mysql_operator.backup.restore import Source, Target
+from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor

@@ -592,7 +592,8 @@ def test_an_encrypted_backup_reports_its_key_id():
 def test_restore_refuses_from_the_manifest_a_missing_or_other_key():
     from mysql_operator.backup.crypto import Key
     from mysql_operator.backup.manifest import Manifest
-    from mysql_operator.backup.restore import RestoreError, check_key
+    from mysql_operator.backup.restore_source import check_key
+    from mysql_operator.backup.restore_types import RestoreError
 
     key = Key(bytes(32))
     m = Manifest(

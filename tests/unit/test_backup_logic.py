@@ -8,7 +8,8 @@ from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import commands
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest, ManifestError
-from mysql_operator.backup.restore import RestoreError, Source, manifest_key
+from mysql_operator.backup.restore_source import manifest_key
+from mysql_operator.backup.restore_types import RestoreError, Source
 from mysql_operator.backup.run import BackupError, choose_source
 from mysql_operator.db.flavor import Flavor, ServerVersion
 from mysql_operator.db.gtid import MariaDBGtids
@@ -330,7 +331,7 @@ SOURCE = (("app", "tick", "ENABLED"), ("app", "off", "DISABLED"), ("app", "held"
     ],
 )
 def test_event_changes_give_the_new_primary_the_source_statuses(loaded, source, primary, flavor, expected):
-    from mysql_operator.backup.restore import event_changes
+    from mysql_operator.backup.restore_server import event_changes
 
     events = [_event(n, s) for n, s in loaded.items()]
     assert [(e.name, c) for e, c in event_changes(events, source, primary, flavor)] == expected

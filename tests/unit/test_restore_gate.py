@@ -13,7 +13,7 @@ from mysql_operator import restore_gate as g
 from mysql_operator import restoring
 from mysql_operator.api import parse
 from mysql_operator.api.types import S3, SecretKeys
-from mysql_operator.backup.restore import Source
+from mysql_operator.backup.restore_types import Source
 from mysql_operator.pods import pod_views
 
 from tests.support.fakes import RecordingKube
