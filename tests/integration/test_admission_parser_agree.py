@@ -30,7 +30,7 @@ from kubernetes import client
 
 from mysql_operator.api import GROUP, VERSION, parse, parse_backup
 from mysql_operator.api.cron import CRON_PATTERN
-from mysql_operator.api.spec import GTID_PATTERN, POINT_IN_TIME_PATTERN
+from mysql_operator.api.restore_fields import GTID_PATTERN, POINT_IN_TIME_PATTERN
 from mysql_operator.api.sql import PLURALS as SQL_PLURALS
 from mysql_operator.api.sql import parse_sql_object
 from tests.support.crds import crds  # noqa: F401  (the module's CRDs, installed from crds/)
