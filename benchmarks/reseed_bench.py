@@ -35,7 +35,8 @@ from pathlib import Path
 
 from benchmarks.operator_scale import print_table
 from mysql_operator import topology as t
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from mysql_operator.members import ClusterState, Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.support.mysql import ADMIN_USER, OPERATOR_USER, MySQLFactory, mysql_unavailable
 from tests.support.wait import wait_for
 from tests.support.writer import Writer

@@ -44,7 +44,8 @@ from benchmarks.operator_scale import print_table
 from benchmarks.reseed_bench import MIB, drop_caches, fill, rate
 from mysql_operator import tls
 from mysql_operator import topology as t
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from mysql_operator.members import ClusterState, Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.support.mariadb import ADMIN_USER as MARIADB_ADMIN
 from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, missing_binaries
 from tests.support.ports import free_port

@@ -63,7 +63,8 @@ from mysql_operator.k8s.resolve import resolve
 from mysql_operator.db.instance import Instance
 from mysql_operator.k8s import jobs
 from mysql_operator.members import ClusterState, Member, Step
-from mysql_operator.replication import ReplicationEngine, commits_wait, leaving_primary
+from mysql_operator.replication import ReplicationEngine
+from mysql_operator.server_facts import commits_wait, leaving_primary
 from mysql_operator.credentials import (
     not_rotated,
     rotation_denied,

@@ -25,127 +25,25 @@ import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Sequence
 
 from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIMEOUT_MS
 from mysql_operator import rules
 from mysql_operator import topology as t
-from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.binlog_upkeep import BinlogUpkeep
 from mysql_operator.duties import AccountSet, Accounts, Events
 from mysql_operator.observer import Observer
 from mysql_operator.reseed import Reseeds, ReseedError
-from mysql_operator.db.accounts import Grant
-from mysql_operator.db.flavor import Dialect
 from mysql_operator.members import ClusterState, Credentials, Member, Outcome, Step
 from mysql_operator.db.observation import (
     ACCESS_DENIED,
-    Event,
     InstanceError,
     Observation,
-    ReplicaStatus,
     identity_mismatch,
 )
 from mysql_operator.db.instance import Instance
-
-
-def may_still_serve(error: str) -> bool:
-    """An unreachable server that may still be taking its clients' writes: it did not refuse the
-    connection (a process that is down) and has an address (a Pod that runs) - a hung process, a
-    partition between the operator and it, a login it refuses."""
-    return "Connection refused" not in error and "(2005," not in error
-
-
-def acknowledged_now(o: Observation | None) -> bool:
-    """A commit on this server would be acknowledged now: semi-sync is off there (or fell back to
-    asynchronous), or as many replicas that acknowledge are connected as a commit waits for (not
-    known: taken as yes). The operator's own writes on a primary (accounts, passwords) wait for
-    this: a statement waiting for an acknowledgement that cannot come holds the server's account
-    lock - no one logs in (MySQL), the next observation waits behind it (MariaDB) - and the
-    primary would be taken for lost and failed over."""
-    if o is None or not (o.semisync_source_enabled and o.semisync_source_active):
-        return True
-    if o.semisync_clients is None:
-        return True
-    return o.semisync_clients >= (o.semisync_ack_count or 1)
-
-
-def commits_wait(primary: str, o: Observation | None) -> str:
-    """Why a commit on `primary` would wait now for an acknowledgement that no connected replica
-    can give yet (a replica reconnecting, none replicating); "" when it would not (see
-    acknowledged_now). A cluster whose writes hang is not Ready, whatever its Pods say."""
-    if o is None or acknowledged_now(o):
-        return ""
-    return (
-        f"commits on {primary} wait for a semi-sync acknowledgement: {o.semisync_clients} of the "
-        f"{o.semisync_ack_count or 1} acknowledging replica(s) a commit waits for are connected"
-    )
-
-
-def leaving_primary(d: t.Decision) -> str | None:
-    """The primary a decision takes the role from (a failover's, a switchover's old one)."""
-    if isinstance(d, (t.Failover, t.Switchover)) and d.from_ != d.to:
-        return d.from_
-    return None
-
-
-def new_primary(d: t.Decision) -> str | None:
-    """The primary a decision makes writable; None for decisions that keep the current one."""
-    if isinstance(d, t.Bootstrap):
-        return d.primary
-    if isinstance(d, (t.Failover, t.Switchover)):
-        return d.to
-    if isinstance(d, t.Promote):
-        return d.name
-    return None
-
-
-class DbOps(Protocol):
-    """What the engine does to one server. Every method raises InstanceError on failure, except
-    `observe` (an unreachable server is an Observation) and `close`."""
-
-    name: str
-
-    @property
-    def dialect(self) -> Dialect: ...
-    def observe(self) -> Observation: ...
-    def close(self) -> None: ...
-    def replica_status(self) -> ReplicaStatus | None: ...
-    def fence(self, keep_users: Iterable[str] = ()) -> int: ...
-    def set_read_only(self, on: bool) -> None: ...
-    def kill_client_connections(self, keep_users: Iterable[str] = ()) -> list[int]: ...
-    def stop_io_thread(self) -> None: ...
-    def stop_receiving(self) -> None: ...
-    def start_sql_thread(self) -> None: ...
-    def reset_replica(self) -> None: ...
-    def point_at(
-        self,
-        source_host: str,
-        source_port: int,
-        user: str,
-        password: str,
-        start: bool = True,
-        attempts: int = 5,
-        tls_ca: str | None = None,
-    ) -> None: ...
-    def wait_for(self, gtids: Any, timeout: float) -> bool: ...
-    def wait_connected(self, timeout: float) -> bool: ...
-    def set_semisync_source(self, on: bool, ack_count: int = 1, timeout_ms: int = ...) -> None: ...
-    def set_semisync_replica(self, on: bool, restart_io: bool = True) -> None: ...
-    def ensure_database(self, name: str) -> None: ...
-    def ensure_user(
-        self, user: str, host: str, password: str, grants: Iterable[Grant], local: bool = False
-    ) -> list[str]: ...
-    def shed_privileges(self, grants: Iterable[Grant], host: str = "%") -> list[str]: ...
-    def set_password(self, user: str, host: str, password: str) -> None: ...
-    def errant_events(self, gtids: str, limit: int = ...) -> list[str]: ...
-    def ensure_clone_plugin(self) -> None: ...
-    def binary_logs(self) -> list[BinlogFile]: ...
-    def purge_binary_logs(self, plan: PurgeBefore | PurgeTo) -> list[str]: ...
-    def start_clone(self, host: str, port: int, user: str, password: str, tls_ca: str | None) -> None: ...
-    def release_stuck_commits(self, keep_users: Iterable[str] = ()) -> int: ...
-    def events(self) -> list[Event]: ...
-    def enable_event(self, event: Event, as_user: Credentials | None) -> None: ...
+from mysql_operator.db_ops import DbOps
+from mysql_operator.server_facts import acknowledged_now, may_still_serve, new_primary
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ class Summary:
     unreachable: tuple[str, ...] = ()
     lagging: tuple[str, ...] = ()  # replicas out of -ro (spec.replication.maxReadLagSeconds)
     # why a commit on the serving primary would wait now (fewer semi-sync replicas connected than
-    # a commit waits for: replication.commits_wait); "" when it would not
+    # a commit waits for: server_facts.commits_wait); "" when it would not
     commits_wait: str = ""
     max_read_lag_seconds: int = 0
     failed_steps: tuple[str, ...] = ()

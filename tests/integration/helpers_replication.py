@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from mysql_operator import topology as t
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from mysql_operator.members import ClusterState, Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.support.mariadb import OPERATOR_USER, MariaDBFactory, missing_binaries
 from tests.support.mysql import MySQLFactory, mysql_unavailable
 from tests.support.wait import wait_for

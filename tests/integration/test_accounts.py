@@ -15,7 +15,8 @@ from mysql_operator.api.sql import UserSpec
 from mysql_operator.db import accounts, password_hash, statements
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from mysql_operator.members import ClusterState, Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated
 from tests.support.mariadb import OPERATOR_USER
 from tests.support.wait import wait_for

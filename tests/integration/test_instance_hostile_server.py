@@ -22,7 +22,8 @@ from mysql_operator import topology as t
 from mysql_operator.db.observation import GTID_TEXT_CHARS, InstanceError
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.connection import tls_context
-from mysql_operator.replication import Credentials, Member, ReplicationEngine
+from mysql_operator.members import Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.support.fake_mysql import (
     OK,
     Drip,

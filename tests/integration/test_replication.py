@@ -24,7 +24,8 @@ from mysql_operator.db.gtid import errant as gtid_errant
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.observer import Observer
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from mysql_operator.members import ClusterState, Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.integration.helpers_replication import (
     APP,
     DB,

@@ -20,7 +20,8 @@ import pytest
 
 from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance
-from mysql_operator.replication import Credentials, Member, ReplicationEngine
+from mysql_operator.members import Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, wait_replicated, writer_for
 from tests.support import mysql_container
 from tests.support.mysql import OPERATOR_USER, MySQLFactory, mysql_unavailable

@@ -13,7 +13,7 @@ import pytest
 from mysql_operator import topology as t
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
-from mysql_operator.replication import Member, Step
+from mysql_operator.members import Member, Step
 from tests.integration.helpers_replication import (
     DB,
     REPL,

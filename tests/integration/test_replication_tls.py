@@ -23,7 +23,8 @@ from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.db.connection import tls_context
-from mysql_operator.replication import Credentials, Member, ReplicationEngine
+from mysql_operator.members import Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, new_factory, wait_replicated
 from tests.support.mariadb import OPERATOR_USER
 from tests.support.mysql import MySQLServer, in_root

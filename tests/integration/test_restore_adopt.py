@@ -13,7 +13,8 @@ from mysql_operator import topology as t
 from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import run_backup
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from mysql_operator.members import ClusterState, Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.integration.helpers_replication import REPL, Cluster
 from tests.support.backups import checksums, creds, request_for, s3cfg, sql, writable
 from tests.support.mariadb import ADMIN_USER

@@ -54,7 +54,8 @@ from mysql_operator import topology as t
 from mysql_operator.api import GROUP, VERSION, parse
 from mysql_operator.engine_config import engine_settings
 from mysql_operator.operator import OperatorConfig
-from mysql_operator.replication import ClusterState, Credentials, Member, ReplicationEngine
+from mysql_operator.members import ClusterState, Credentials, Member
+from mysql_operator.replication import ReplicationEngine
 from tests.support.mariadb import ADMIN_USER, MariaDBFactory
 from tests.support.wait import Timeout, wait_for
 from tests.support.writer import Writer

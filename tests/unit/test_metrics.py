@@ -11,7 +11,7 @@ import pytest
 
 from mysql_operator import metrics
 from mysql_operator.status import Result
-from mysql_operator.replication import Step
+from mysql_operator.members import Step
 
 
 def sample(name, **labels):

@@ -18,7 +18,7 @@ from mysql_operator.certificates import TLSState
 from mysql_operator.engine_hooks import force_failover_done
 from mysql_operator.pass_state import Logins, Observed, Replicated
 from mysql_operator.reconcile import Reconciler
-from mysql_operator.replication import ClusterState, Outcome, Step
+from mysql_operator.members import ClusterState, Outcome, Step
 from mysql_operator.summary import Summary
 from tests.support.fakes import RecordingKube
 

@@ -24,7 +24,7 @@ from mysql_operator.cli import build_parser, format_status
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.operator import OperatorConfig, settings_for
-from mysql_operator.replication import Step
+from mysql_operator.members import Step
 
 P, R = m.ROLE_PRIMARY, m.ROLE_REPLICA
 SETTINGS = t.Settings(instances=3)

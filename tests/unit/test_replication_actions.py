@@ -1,5 +1,5 @@
 """The order of the engine's multi-step actions (failover, switchover, bootstrap, semi-sync,
-decommission), against a recording fake of `replication.DbOps`: fence before promote, never two
+decommission), against a recording fake of `db_ops.DbOps`: fence before promote, never two
 writable servers, repoint after promote, and what is left when any one step fails.
 
 The fake keeps only what these orders are about (read-only, replication source, IO thread,
@@ -26,15 +26,9 @@ from mysql_operator.members import Step
 from mysql_operator.observer import Observer
 from mysql_operator.reseed import Reseeds
 from mysql_operator.status_events import events_from_steps
-from mysql_operator.replication import (
-    ClusterState,
-    Credentials,
-    Member,
-    ReplicationEngine,
-    acknowledged_now,
-    commits_wait,
-    leaving_primary,
-)
+from mysql_operator.members import ClusterState, Credentials, Member
+from mysql_operator.replication import ReplicationEngine
+from mysql_operator.server_facts import acknowledged_now, commits_wait, leaving_primary
 
 DIALECT = dialect_for(detect("10.11.9-MariaDB-log", "mariadb.org binary distribution"))
 MYSQL_DIALECT = dialect_for(detect("9.7.4", "MySQL Community Server - GPL"))
