@@ -1,4 +1,4 @@
-"""The restore Job's NetworkPolicy (manifests/backup_jobs.py restore_network_policy, issue 53),
+"""The restore Job's NetworkPolicy (manifests/restore_jobs.py restore_network_policy, issue 53),
 enforced for real by the local cluster's kube-router firewall: a Pod labelled as a MariaDB
 cluster's restore Job serves port 3307 (socat, as the Job's copy server would) with the Job's
 tcpSocket readiness check. With the policy the operator applies beside the Job, the kubelet's
@@ -17,7 +17,8 @@ from e2e.helpers import IMAGE, PULL, kubectl, scenario_namespace
 from e2e.network_policy import enforcer_health
 from mysql_operator.api import parse
 from mysql_operator.manifests import selector_labels
-from mysql_operator.manifests.backup_jobs import CLUSTER_LABEL, COMPONENT_RESTORE, restore_network_policy
+from mysql_operator.manifests.restore_jobs import COMPONENT_RESTORE, restore_network_policy
+from mysql_operator.manifests.tenant_jobs import CLUSTER_LABEL
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster

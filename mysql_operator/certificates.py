@@ -38,11 +38,8 @@ from mysql_operator.api.types import CERT_MANAGER_GROUP
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.k8s import objects as k
-from mysql_operator.manifests.backup_jobs import (
-    DEFAULT_DEADLINE_SECONDS,
-    restore_dns_names,
-    restore_tls_secret_name,
-)
+from mysql_operator.manifests.restore_jobs import restore_dns_names, restore_tls_secret_name
+from mysql_operator.manifests.tenant_jobs import DEFAULT_DEADLINE_SECONDS
 from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)

@@ -35,10 +35,8 @@ from mysql_operator.api import (
     GROUP,
     VERSION,
 )
-from mysql_operator.manifests.backup_jobs import (
-    CLUSTER_LABEL,
-    DELETE_DATA_ANNOTATION,
-)
+from mysql_operator.manifests.backup_jobs import DELETE_DATA_ANNOTATION
+from mysql_operator.manifests.tenant_jobs import CLUSTER_LABEL
 
 
 def register(subparsers, common=None, listing=None, dry=None, internal: bool = True) -> None:

@@ -12,11 +12,7 @@ from mysql_operator.job_commands import (
     cmd_restore_into,
     cmd_run,
 )
-from mysql_operator.manifests.backup_jobs import (
-    ENV_ENCRYPTION_KEY,
-    ENV_SSE_C_KEY,
-    TERMINATION_LOG,
-)
+from mysql_operator.manifests.tenant_jobs import ENV_ENCRYPTION_KEY, ENV_SSE_C_KEY, TERMINATION_LOG
 
 
 def register_jobs(bs) -> None:

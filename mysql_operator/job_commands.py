@@ -13,7 +13,7 @@ from typing import Any
 from mysql_operator import clock
 from mysql_operator.api import S3, SSE_C, SecretKeys, ServerSideEncryption
 from mysql_operator.backup.archiver_health import Health
-from mysql_operator.manifests.backup_jobs import (
+from mysql_operator.manifests.tenant_jobs import (
     ENV_ACCESS_KEY,
     ENV_DB_PASSWORD,
     ENV_ENCRYPTION_KEY,

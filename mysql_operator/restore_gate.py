@@ -3,7 +3,7 @@ what it needs (the restore Job and its result, where spec.restore points), `plan
 decides - start the restore Job, follow it, ask every MariaDB instance for the Job's physical
 copy, record the outcome - and gives the ordered writes, the Events and the status of a held
 cluster, `carry_out` makes the writes. Replication stays held off until every instance is
-loaded. The record's lifecycle is restoring.py; the Job's manifest manifests/backup_jobs.py."""
+loaded. The record's lifecycle is restoring.py; the Job's manifest manifests/restore_jobs.py."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
 from mysql_operator.backup.controller import key_problem
 from mysql_operator.backup.restore_types import Source
 from mysql_operator.k8s import jobs
-from mysql_operator.manifests.backup_jobs import (
+from mysql_operator.manifests.restore_jobs import (
     restore_dns_names,
     restore_job,
     restore_job_name,
@@ -133,7 +133,7 @@ def observe_restore(
 
 def serving(job_pods: list[dict]) -> bool:
     """Pure: the restore Job serves a physical copy (MariaDB): its container is ready (its port
-    answers: manifests.backup_jobs.restore_job)."""
+    answers: manifests.restore_jobs.restore_job)."""
     return any(
         st.get("name") == "restore" and st.get("ready")
         for p in job_pods

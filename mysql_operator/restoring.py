@@ -12,7 +12,7 @@ replicate everything the primary writes after the restore.
 
 The load runs in a Job in the cluster's namespace (`mysql-operator backup restore-into`), never in
 the operator: a dump and a bucket are a tenant's bytes, and the Job's Pod carries no API
-credentials (manifests.backup_jobs.tenant_job). The operator records phase Running BEFORE it
+credentials (manifests.tenant_jobs.tenant_job). The operator records phase Running BEFORE it
 creates the Job, then follows the Job: its result (the Pod's termination message) becomes
 status.restore. An operator restart meanwhile changes nothing: the Job runs on, and the next
 operator reads its result.

@@ -59,9 +59,9 @@ from mysql_operator.manifests.backup_jobs import (
     backup_job,
     delete_data_job,
     delete_job_name,
-    job_name,
     scheduled_backup,
 )
+from mysql_operator.manifests.tenant_jobs import job_name
 from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)

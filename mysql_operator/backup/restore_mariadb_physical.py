@@ -62,7 +62,7 @@ from mysql_operator.db.observation import InstanceError
 
 RESTORE_SQL = "mysql-operator-restore.sql"  # what sh/seed.sh receive looks for (RESTORE_SQL)
 # the new cluster's operator password (its credentials Secret's operator-password, manifests/
-# backup_jobs.py restore_job): the line its instances' seed init containers send first
+# restore_jobs.py restore_job): the line its instances' seed init containers send first
 SEED_TOKEN_ENV = "MYSQL_OPERATOR_SEED_TOKEN"
 
 

@@ -21,7 +21,7 @@ mounted by their own Pods only, and a running server replaces its data with CLON
 cluster's own image, so the copy and the recipients are of the same server version, as CLONE
 requires. The copy travels encrypted; the instances verify the server they clone: its
 certificate, issued by the cluster's CA for the restore Service's name (the name they connect
-to), is mounted in the Job's sidecar only (manifests/backup_jobs.restore_job). CLONE checks
+to), is mounted in the Job's sidecar only (manifests/restore_jobs.restore_job). CLONE checks
 the certificate's chain to the CA file it is given (clone_ssl_ca), not its name (measured: a
 donor reached by an address its certificate does not name is accepted).
 """

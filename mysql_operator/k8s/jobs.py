@@ -31,7 +31,7 @@ def exporter_image() -> str:
 
 def tools_repository() -> str:
     """The repository of the Jobs' tool images (the chart sets MYSQL_OPERATOR_TOOLS_IMAGE:
-    toolsImage.repository); a cluster's tag is FLAVOR-SERIES (manifests.backup_jobs.tools_image)."""
+    toolsImage.repository); a cluster's tag is FLAVOR-SERIES (manifests.tenant_jobs.tools_image)."""
     return os.environ.get("MYSQL_OPERATOR_TOOLS_IMAGE") or TOOLS_REPOSITORY
 
 

@@ -9,7 +9,7 @@ import secrets as _secrets
 
 from .common import *  # noqa: F401,F403
 from .common import owned  # noqa: F401
-from .backup_jobs import binlog_archiver, binlog_archiver_name  # noqa: F401
+from .archiver import binlog_archiver, binlog_archiver_name  # noqa: F401
 from .config import my_cnf, server_settings  # noqa: F401
 from .objects import (  # noqa: F401
     PasswordFor,

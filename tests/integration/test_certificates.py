@@ -73,7 +73,8 @@ def test_the_restore_jobs_certificate_is_the_clusters_ca_s_for_its_service_name_
     """What the restore Job's sidecar serves a physical copy with (Secret shop-restore-tls): issued
     by the cluster's CA for the restore Service's names (what the instances connect to and
     verify), valid for the Job's deadline plus an hour, made once."""
-    from mysql_operator.manifests.backup_jobs import DEFAULT_DEADLINE_SECONDS, restore_dns_names
+    from mysql_operator.manifests.restore_jobs import restore_dns_names
+    from mysql_operator.manifests.tenant_jobs import DEFAULT_DEADLINE_SECONDS
 
     api = control_plane.api_client()
     core = client.CoreV1Api(api)

@@ -24,7 +24,7 @@ from mysql_operator.backup import xbstream
 from mysql_operator.backup.restore_types import Donor
 from mysql_operator.backup.restore_mariadb_physical import RESTORE_SQL, CopyServer, Peers
 from mysql_operator.k8s.cache import Reads
-from mysql_operator.manifests.backup_jobs import restore_network_policy, restore_service
+from mysql_operator.manifests.restore_jobs import restore_network_policy, restore_service
 from mysql_operator import restore_gate as gate
 from tests.support.operator_account import operator_api
 

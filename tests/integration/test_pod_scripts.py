@@ -14,7 +14,7 @@ import pytest
 
 from mysql_operator import manifests as m
 from mysql_operator.api import parse
-from mysql_operator.manifests.backup_jobs import client_tools_sidecar
+from mysql_operator.manifests.tenant_jobs import client_tools_sidecar
 from mysql_operator.manifests.common import EXPORTER_IMAGE, TOOLS_REPOSITORY
 from mysql_operator.manifests import scripts
 from tests.support import pod_scripts as ps

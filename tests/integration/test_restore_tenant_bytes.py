@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from mysql_operator.manifests.backup_jobs import ENV_ACCESS_KEY, ENV_DB_PASSWORD, ENV_SECRET_KEY
+from mysql_operator.manifests.tenant_jobs import ENV_ACCESS_KEY, ENV_DB_PASSWORD, ENV_SECRET_KEY
 from tests.support.backups import hostile_backup, s3cfg, sql
 from tests.support.mariadb import ADMIN_USER
 

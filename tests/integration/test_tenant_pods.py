@@ -9,7 +9,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator.api import parse, parse_backup
-from mysql_operator.manifests.backup_jobs import backup_job, restore_job
+from mysql_operator.manifests.backup_jobs import backup_job
+from mysql_operator.manifests.restore_jobs import restore_job
 
 IMAGE = "localhost/mysql-operator:0.2.0"
 S3 = {

@@ -15,19 +15,18 @@ from mysql_operator.job_commands import result_of
 from mysql_operator.backup.controller import job_outcome, storage_for
 from mysql_operator.manifests.backup_jobs import (
     DELETE_DATA_ANNOTATION,
-    CLIENT_TOOLS_DIR,
-    RESTORE_TLS_DIR,
-    SCRATCH_DIR,
     SCHEDULED_AT_ANNOTATION,
     backup_job,
-    job_name,
+    scheduled_backup,
+)
+from mysql_operator.manifests.restore_jobs import (
+    RESTORE_TLS_DIR,
     restore_dns_names,
     restore_job,
     restore_network_policy,
     restore_service,
-    scheduled_backup,
-    tools_image,
 )
+from mysql_operator.manifests.tenant_jobs import CLIENT_TOOLS_DIR, SCRATCH_DIR, job_name, tools_image
 from mysql_operator.manifests.common import selector_labels
 from mysql_operator.manifests.objects import statefulset
 from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH

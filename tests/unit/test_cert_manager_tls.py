@@ -101,7 +101,7 @@ def test_the_certificate_names_the_mounted_secret_and_the_servers_names():
 
 
 def test_the_restore_jobs_certificate_is_of_the_same_issuer_for_the_restore_services_names():
-    from mysql_operator.manifests.backup_jobs import restore_dns_names
+    from mysql_operator.manifests.restore_jobs import restore_dns_names
 
     c = cluster({"name": "ca", "kind": "ClusterIssuer"}, validity=90 * 86400)
     cert = certificates.certificate(c, "shop-restore-tls", restore_dns_names(c))

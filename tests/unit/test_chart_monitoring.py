@@ -13,7 +13,7 @@ import yaml
 
 from mysql_operator import manifests as m
 from mysql_operator.api import parse
-from mysql_operator.manifests.backup_jobs import binlog_archiver
+from mysql_operator.manifests.archiver import binlog_archiver
 from tests.support.archiving import cluster as archiving_cluster
 from tests.support.chart import CHART, MONITORING_APIS, RELEASE_NS, RenderError, of_kind, one, render
 from tests.support.network_policy import admitted, matches, policies

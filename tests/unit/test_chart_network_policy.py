@@ -12,7 +12,7 @@ import pytest
 
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP
-from mysql_operator.manifests import backup_jobs
+from mysql_operator.manifests import backup_jobs, restore_jobs, tenant_jobs
 from tests.support.chart import (
     CHART,
     KUBE_VERSION,
@@ -94,8 +94,8 @@ def test_the_policy_selects_exactly_the_server_pods_the_operator_builds():
     c = cluster(flavor="mariadb", version="10.11", podLabels={"team": "x"})
     server = m.statefulset(c)["spec"]["template"]["metadata"]["labels"]
     assert matches(p["spec"]["podSelector"], server)
-    for component in (backup_jobs.COMPONENT_BACKUP, backup_jobs.COMPONENT_RESTORE):
-        job = backup_jobs.tenant_job(c, "j", component, "x", "img", [], [])
+    for component in (backup_jobs.COMPONENT_BACKUP, restore_jobs.COMPONENT_RESTORE):
+        job = tenant_jobs.tenant_job(c, "j", component, "x", "img", [], [])
         assert not matches(p["spec"]["podSelector"], job["spec"]["template"]["metadata"]["labels"])
 
 
@@ -112,8 +112,8 @@ def test_who_is_admitted_to_3306():
     # replicas (the servers of the namespace)
     assert admitted(p, "prod", server, prod)
     # the operator's backup and restore Jobs (their Pods' labels, from the builders)
-    for component in (backup_jobs.COMPONENT_BACKUP, backup_jobs.COMPONENT_RESTORE):
-        job = backup_jobs.tenant_job(c, "j", component, "x", "img", [], [])
+    for component in (backup_jobs.COMPONENT_BACKUP, restore_jobs.COMPONENT_RESTORE):
+        job = tenant_jobs.tenant_job(c, "j", component, "x", "img", [], [])
         assert admitted(p, "prod", job["spec"]["template"]["metadata"]["labels"], prod), component
     # labelled clients of the namespace
     assert admitted(p, "prod", {"app": "shop", CLIENT_LABEL: "true"}, prod)
@@ -135,7 +135,7 @@ def test_who_is_admitted_to_3306():
     # a MariaDB server's copies (re-seeding, physical backups): only the other servers and the
     # backup Jobs of the namespace
     assert admitted(p, "prod", server, prod, port=3307)
-    backup = backup_jobs.tenant_job(c, "b", backup_jobs.COMPONENT_BACKUP, "x", "img", [], [])
+    backup = tenant_jobs.tenant_job(c, "b", backup_jobs.COMPONENT_BACKUP, "x", "img", [], [])
     assert admitted(p, "prod", backup["spec"]["template"]["metadata"]["labels"], prod, port=3307)
     assert not admitted(p, "other", backup["spec"]["template"]["metadata"]["labels"], other, port=3307)
     for who, ns, labels in (
@@ -144,7 +144,7 @@ def test_who_is_admitted_to_3306():
         ("other namespace's server", "other", server),
     ):
         assert not admitted(p, ns, labels, ns_labels(ns), port=3307), who
-    job = backup_jobs.tenant_job(c, "j", backup_jobs.COMPONENT_RESTORE, "x", "img", [], [])
+    job = tenant_jobs.tenant_job(c, "j", restore_jobs.COMPONENT_RESTORE, "x", "img", [], [])
     assert not admitted(p, "prod", job["spec"]["template"]["metadata"]["labels"], prod, port=3307)
 
     # how far a MariaDB re-seed is (the recipient's seed init container): only the operator

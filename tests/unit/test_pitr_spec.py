@@ -13,7 +13,9 @@ from mysql_operator import credentials as creds
 from mysql_operator import manifests as m
 from mysql_operator.api import SpecError, parse
 from mysql_operator.db import accounts
-from mysql_operator.manifests.backup_jobs import BINLOG_SPOOL, CLIENT_TOOLS_DIR, binlog_archiver, restore_job
+from mysql_operator.manifests.archiver import BINLOG_SPOOL, binlog_archiver
+from mysql_operator.manifests.restore_jobs import restore_job
+from mysql_operator.manifests.tenant_jobs import CLIENT_TOOLS_DIR
 from tests.support.archiving import cluster
 
 

@@ -14,13 +14,9 @@ from mysql_operator.api import SSE_C, SSE_KMS, SSE_S3, Encryption, ServerSideEnc
 from mysql_operator.backup import storage
 from mysql_operator.cli_backup import register
 from mysql_operator.job_commands import s3_credentials, s3_from
-from mysql_operator.manifests.backup_jobs import (
-    backup_job,
-    binlog_archiver,
-    delete_data_job,
-    evidence_job,
-    restore_job,
-)
+from mysql_operator.manifests.archiver import binlog_archiver
+from mysql_operator.manifests.backup_jobs import backup_job, delete_data_job, evidence_job
+from mysql_operator.manifests.restore_jobs import restore_job
 
 KEY = bytes(range(32))
 SSE_C_SPEC = ServerSideEncryption(SSE_C, customer_key=Encryption("sse-key", "sse-c-key"))
