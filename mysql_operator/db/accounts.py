@@ -12,7 +12,7 @@ where privileges are listed.
 | `mysql-operator-sql` | % | MySQLDatabase, MySQLUser, MySQLGrant: creates databases and accounts, grants on databases |
 | `mysql-operator-monitor` | localhost | the metrics sidecar (mysqld_exporter) over the server's socket: reads status |
 
-Who uses the lists: `manifests.objects` renders them with `grant_lines` into the init container's
+Who uses the lists: `manifests.servers` renders them with `grant_lines` into the init container's
 environment (INIT_SH turns each line into a GRANT), the replication engine converges accounts to
 them on the primary (`Instance.ensure_user`, `Instance.shed_privileges`), the tests compare
 `SHOW GRANTS` with them (`parse_show_grants`, `expected`).

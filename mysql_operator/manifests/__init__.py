@@ -14,8 +14,6 @@ from .config import my_cnf, server_settings  # noqa: F401
 from .objects import (  # noqa: F401
     PasswordFor,
     build_all,
-    config_hash,
-    config_map,
     applied_credentials_secret,
     credentials_secret,
     errant_evidence,
@@ -25,8 +23,8 @@ from .objects import (  # noqa: F401
     replica_service,
     reseed_request,
     reseed_requests,
-    statefulset,
 )
+from .servers import config_hash, config_map, statefulset  # noqa: F401
 
 _ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"
 

@@ -28,7 +28,7 @@ from mysql_operator.manifests.restore_jobs import (
 )
 from mysql_operator.manifests.tenant_jobs import CLIENT_TOOLS_DIR, SCRATCH_DIR, job_name, tools_image
 from mysql_operator.manifests.common import selector_labels
-from mysql_operator.manifests.objects import statefulset
+from mysql_operator.manifests.servers import statefulset
 from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
 from mysql_operator.api import parse_backup
 

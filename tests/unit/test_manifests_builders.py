@@ -510,12 +510,12 @@ def test_a_new_operator_versions_scripts_restart_no_server_but_a_config_change_d
     """An operator upgrade that changes the scripts beside my.cnf changes the ConfigMap only: the
     StatefulSet's Pod template (and so its revision) stays, so no server restarts; a change of
     spec.config.myCnf changes the template (the servers roll to read it)."""
-    from mysql_operator.manifests import objects
+    from mysql_operator.manifests import servers
 
     c = cluster()
     template = m.statefulset(c)["spec"]["template"]
     for script in ("START_SH", "INIT_SH", "PROBE_SH", "SEED_SH", "EXPORTER_SH"):
-        monkeypatch.setattr(objects, script, getattr(objects, script) + "\n# the next version\n")
+        monkeypatch.setattr(servers, script, getattr(servers, script) + "\n# the next version\n")
     assert m.config_map(c)["data"]["start.sh"].endswith("# the next version\n")
     assert m.statefulset(c)["spec"]["template"] == template
     tuned = cluster(config={"myCnf": "[mysqld]\nmax_connections = 500\n"})
