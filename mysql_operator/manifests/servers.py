@@ -50,18 +50,23 @@ def config_hash(c: MySQLCluster) -> str:
     return hashlib.sha256(config_map(c)["data"]["my.cnf"].encode()).hexdigest()[:16]
 
 
-def statefulset(c: MySQLCluster, exporter_image: str = k.EXPORTER_IMAGE) -> dict[str, Any]:
-    """The servers' StatefulSet; `exporter_image`: the metrics sidecar's unless the spec names one."""
+def _common_env(c: MySQLCluster) -> list[dict[str, Any]]:
+    return [
+        {"name": "MYSQL_OPERATOR_FLAVOR", "value": c.spec.flavor},
+        {"name": "MYSQL_OPERATOR_USER", "value": k.OPERATOR_USER},
+    ]
+
+
+def init_env(c: MySQLCluster) -> list[dict[str, Any]]:
+    """The init container's environment: the accounts init.sh creates on an empty data directory,
+    their passwords from the credentials Secret and their privileges (db/accounts.py, one GRANT
+    a line: see INIT_SH)."""
     s = c.spec
     secret = k.credentials_secret_name(c)
     version = server_version(c)
     app_database = s.database.name if s.database else None
-    common_env = [
-        {"name": "MYSQL_OPERATOR_FLAVOR", "value": s.flavor},
-        {"name": "MYSQL_OPERATOR_USER", "value": k.OPERATOR_USER},
-    ]
     # privileges: db/accounts.py, one GRANT a line (see INIT_SH)
-    init_env = common_env + [
+    env = _common_env(c) + [
         {"name": "MYSQL_REPLICATION_USER", "value": k.REPLICATION_USER},
         {"name": "MYSQL_BACKUP_USER", "value": k.BACKUP_USER},
         {"name": "MYSQL_SQL_USER", "value": k.SQL_USER},
@@ -78,33 +83,77 @@ def statefulset(c: MySQLCluster, exporter_image: str = k.EXPORTER_IMAGE) -> dict
         grants_env("MYSQL_SQL_GRANTS", accounts.sql_grants(version)),
     ]
     if s.database:
-        init_env.append({"name": "MYSQL_APP_DATABASE", "value": s.database.name})
+        env.append({"name": "MYSQL_APP_DATABASE", "value": s.database.name})
         if s.database.user:
-            init_env.append({"name": "MYSQL_APP_USER", "value": s.database.user})
-            init_env.append(secret_env("MYSQL_APP_PASSWORD", secret, k.APP_PASSWORD_KEY))
-            init_env.append(grants_env("MYSQL_APP_GRANTS", accounts.app_grants(version, s.database.name)))
+            env.append({"name": "MYSQL_APP_USER", "value": s.database.user})
+            env.append(secret_env("MYSQL_APP_PASSWORD", secret, k.APP_PASSWORD_KEY))
+            env.append(grants_env("MYSQL_APP_GRANTS", accounts.app_grants(version, s.database.name)))
     if s.restore:  # the account that loads the dump; dropped once the restore is done
-        init_env += [
+        env += [
             {"name": "MYSQL_RESTORE_USER", "value": k.RESTORE_USER},
             secret_env("MYSQL_RESTORE_PASSWORD", secret, k.RESTORE_PASSWORD_KEY, optional=True),
             grants_env(
                 "MYSQL_RESTORE_GRANTS", accounts.restore_grants(version), accounts.restore_revokes(version)
             ),
         ]
-    server_env = common_env + [
+    return env
+
+
+def _server_env(c: MySQLCluster) -> list[dict[str, Any]]:
+    return _common_env(c) + [
         field_env("POD_NAME", "metadata.name"),
         field_env("POD_NAMESPACE", "metadata.namespace"),
         {"name": "HEADLESS_SERVICE", "value": k.headless_service_name(c)},
-        secret_env("MYSQL_OPERATOR_PASSWORD", secret, k.OPERATOR_PASSWORD_KEY),
+        secret_env("MYSQL_OPERATOR_PASSWORD", k.credentials_secret_name(c), k.OPERATOR_PASSWORD_KEY),
     ]
-    resources = server_resources(c)
 
+
+def _seed_volumes(c: MySQLCluster) -> list[dict[str, Any]]:
+    """MariaDB: what the seed init container and the seed-donor sidecar read - the tokens a copy is
+    asked for with, and the re-seed request."""
+    secret = k.credentials_secret_name(c)
+    return [
+        {
+            "name": "seed-token",
+            "projected": {
+                "sources": [
+                    {
+                        "secret": {
+                            "name": secret,
+                            "items": [{"key": k.OPERATOR_PASSWORD_KEY, "path": "token"}],
+                        }
+                    },
+                    # a physical backup Job asks for a copy with the backup account's
+                    # password (a Secret of the user's may have none: no physical backups)
+                    {
+                        "secret": {
+                            "name": secret,
+                            "items": [{"key": k.BACKUP_PASSWORD_KEY, "path": "backup-token"}],
+                            "optional": True,
+                        }
+                    },
+                ],
+                "defaultMode": 0o440,
+            },
+        },
+        {
+            "name": "reseed",
+            "configMap": {"name": k.reseed_config_map_name(c), "optional": True, "defaultMode": 0o444},
+        },
+    ]
+
+
+def pod_spec(c: MySQLCluster, exporter_image: str) -> dict[str, Any]:
+    """The servers' Pod: the init container, mysqld, for MariaDB the seed containers, the
+    exporter when monitoring is on; non-root, no API token, the spec's scheduling fields."""
+    s = c.spec
+    resources = server_resources(c)
     init = {
         "name": "init-datadir",
         "image": s.image_ref,
         "imagePullPolicy": s.image_pull_policy,
         "command": ["/bin/bash", f"{k.CONFIG_DIR}/init.sh"],
-        "env": init_env,
+        "env": init_env(c),
         "resources": resources,
         "securityContext": container_security(),
         "volumeMounts": server_mounts(),
@@ -114,7 +163,7 @@ def statefulset(c: MySQLCluster, exporter_image: str = k.EXPORTER_IMAGE) -> dict
         "image": s.image_ref,
         "imagePullPolicy": s.image_pull_policy,
         "command": ["/bin/bash", f"{k.CONFIG_DIR}/start.sh"],
-        "env": server_env,
+        "env": _server_env(c),
         "ports": [{"name": "mysql", "containerPort": k.PORT, "protocol": "TCP"}],
         "startupProbe": probe("alive", 10, 90),  # crash recovery of a large server can take minutes
         "livenessProbe": probe("alive", 10, 6),
@@ -135,40 +184,12 @@ def statefulset(c: MySQLCluster, exporter_image: str = k.EXPORTER_IMAGE) -> dict
         receive, donor = seed_containers(c, resources)
         init_containers.insert(0, receive)
         containers.append(donor)
-        volumes += [
-            {
-                "name": "seed-token",
-                "projected": {
-                    "sources": [
-                        {
-                            "secret": {
-                                "name": secret,
-                                "items": [{"key": k.OPERATOR_PASSWORD_KEY, "path": "token"}],
-                            }
-                        },
-                        # a physical backup Job asks for a copy with the backup account's
-                        # password (a Secret of the user's may have none: no physical backups)
-                        {
-                            "secret": {
-                                "name": secret,
-                                "items": [{"key": k.BACKUP_PASSWORD_KEY, "path": "backup-token"}],
-                                "optional": True,
-                            }
-                        },
-                    ],
-                    "defaultMode": 0o440,
-                },
-            },
-            {
-                "name": "reseed",
-                "configMap": {"name": k.reseed_config_map_name(c), "optional": True, "defaultMode": 0o444},
-            },
-        ]
+        volumes += _seed_volumes(c)
     if s.monitoring:
         exporter, monitor_volume = exporter_container(c, exporter_image)
         containers.append(exporter)
         volumes.append(monitor_volume)
-    pod_spec: dict[str, Any] = {
+    spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 120,
@@ -186,21 +207,30 @@ def statefulset(c: MySQLCluster, exporter_image: str = k.EXPORTER_IMAGE) -> dict
         "volumes": volumes,
     }
     if s.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in s.tolerations]
+        spec["tolerations"] = [dict(t) for t in s.tolerations]
     if s.node_selector:
-        pod_spec["nodeSelector"] = dict(s.node_selector)
+        spec["nodeSelector"] = dict(s.node_selector)
     if s.priority_class_name:
-        pod_spec["priorityClassName"] = s.priority_class_name
+        spec["priorityClassName"] = s.priority_class_name
     if s.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": n} for n in s.image_pull_secrets]
+        spec["imagePullSecrets"] = [{"name": n} for n in s.image_pull_secrets]
+    return spec
 
+
+def _claim_spec(c: MySQLCluster) -> dict[str, Any]:
+    s = c.spec
     claim_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": s.storage.size}},
     }
     if s.storage.storage_class_name:
         claim_spec["storageClassName"] = s.storage.storage_class_name
+    return claim_spec
 
+
+def statefulset(c: MySQLCluster, exporter_image: str = k.EXPORTER_IMAGE) -> dict[str, Any]:
+    """The servers' StatefulSet; `exporter_image`: the metrics sidecar's unless the spec names one."""
+    s = c.spec
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -222,14 +252,14 @@ def statefulset(c: MySQLCluster, exporter_image: str = k.EXPORTER_IMAGE) -> dict
                     "labels": {**s.pod_labels, **k.labels(c)},
                     "annotations": {**s.pod_annotations, k.CONFIG_HASH_ANNOTATION: config_hash(c)},
                 },
-                "spec": pod_spec,
+                "spec": pod_spec(c, exporter_image),
             },
             "volumeClaimTemplates": [
                 {
                     "apiVersion": "v1",
                     "kind": "PersistentVolumeClaim",
                     "metadata": {"name": "data", "labels": k.selector_labels(c)},
-                    "spec": claim_spec,
+                    "spec": _claim_spec(c),
                 }
             ],
         },
