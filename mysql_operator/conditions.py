@@ -70,7 +70,6 @@ def spec_valid(s: Summary) -> dict[str, Any]:
 
 
 def conditions(s: Summary) -> list[dict[str, Any]]:
-    now = t.transition(s.decision)
     if s.spec_error and s.spec is None:  # nothing in effect: nothing is touched
         msg = s.spec_error
         refused = [
@@ -82,132 +81,7 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
         if s.refused_generation is not None:  # computed for the refused spec: none is in effect
             refused = [{**c, "observedGeneration": s.refused_generation} for c in refused]
         return [*refused, spec_valid(s)]
-    ph = phase(s)
-    ready_msg = f"{s.ready}/{s.instances} instances ready"
-    stuck = [f"{e['name']}: {e['waiting']}" for e in s.entries if e.get("waiting")]
-    if stuck:
-        ready_msg += "; " + "; ".join(stuck)
-    not_in_service = s.primary_serving and not s.primary_in_service
-    if ph == "Ready":
-        ready = _cond("Ready", True, R.ALL_INSTANCES_READY, ready_msg)
-    elif s.apply_error:
-        ready = _cond("Ready", False, R.APPLY_FAILED, s.apply_error)
-    elif s.ready < s.instances:
-        ready = _cond("Ready", False, R.INSTANCES_NOT_READY, ready_msg)
-    elif ph == "Updating":
-        ready = _cond("Ready", False, R.UPDATING, f"rolling update: {s.rolling}")
-    elif ph == "Degraded" and s.commits_wait:
-        ready = _cond("Ready", False, SEMISYNC_ACKS_MISSING, s.commits_wait)
-    elif ph == "Unavailable" and not_in_service:
-        ready = _cond(
-            "Ready",
-            False,
-            R.PRIMARY_NOT_IN_SERVICE,
-            f"{s.primary} accepts writes but is not yet a ready endpoint of the -rw Service",
-        )
-    else:
-        ready = _cond("Ready", False, ph, ready_msg)
-    if s.primary_serving:
-        available = _cond("Available", True, R.PRIMARY_SERVING, f"{s.primary} accepts writes")
-    elif s.primary is None:
-        available = _cond(
-            "Available",
-            False,
-            R.NO_PRIMARY,
-            "no primary yet: one is chosen once every instance answers (condition Progressing says "
-            "what it waits for)",
-        )
-    else:
-        available = _cond(
-            "Available",
-            False,
-            R.PRIMARY_NOT_SERVING,
-            f"{s.primary} does not accept writes: condition Progressing says how the operator makes it, "
-            "or another instance, a writable primary",
-        )
-
-    tls_wait = s.tls_problem if s.tls_blocking else None
-    if s.secret_error:
-        progressing = _cond("Progressing", False, R.CREDENTIALS_SECRET, s.secret_error)
-    elif tls_wait is not None:
-        progressing = _cond("Progressing", not tls_wait.warning, tls_wait.reason, tls_wait.message)
-    elif now in ACTING:
-        progressing = _cond("Progressing", True, str(s.decision), s.decision_reason)
-    elif now is T.WAITING:
-        progressing = _cond("Progressing", True, R.WAITING, s.decision_reason)
-    elif now is T.HELD:  # nothing moves until replicas return or a person forces it
-        progressing = _cond("Progressing", False, R.FAILOVER_HELD, s.decision_reason)
-    elif s.apply_error:  # the user must act: nothing progresses towards the spec until then
-        progressing = _cond("Progressing", False, R.APPLY_FAILED, s.apply_error)
-    elif s.rolling:
-        progressing = _cond("Progressing", True, R.ROLLING_UPDATE, s.rolling)
-    elif s.ready < s.instances:
-        progressing = _cond("Progressing", True, R.WAITING_FOR_INSTANCES, ready_msg)
-    elif not_in_service:
-        progressing = _cond(
-            "Progressing",
-            True,
-            R.WAITING_FOR_SERVICE,
-            f"waiting for {s.primary} to be a ready endpoint of the -rw Service (its readiness probe)",
-        )
-    else:
-        progressing = _cond("Progressing", False, R.STABLE, "nothing to do")
-
-    if s.secret_error:
-        degraded = _cond("Degraded", True, R.CREDENTIALS_SECRET, s.secret_error)
-    elif now in (T.LOST, T.HELD):
-        degraded = _cond("Degraded", True, str(s.decision), s.decision_reason)
-    elif s.apply_error:
-        degraded = _cond("Degraded", True, R.APPLY_FAILED, s.apply_error)
-    elif s.failed_steps:
-        degraded = _cond(
-            "Degraded", True, R.ACTION_FAILED, "; ".join(s.failed_steps) + " (tried again at the next pass)"
-        )
-    elif s.primary is not None and s.primary in s.unreachable:
-        # a stable message (no duration): the Warning Event is posted once per outage. Failover is
-        # enabled here (disabled: Unrecoverable, above), but it may wait for more replicas
-        degraded = _cond(
-            "Degraded",
-            True,
-            R.PRIMARY_UNREACHABLE,
-            f"primary {s.primary} unreachable: unless it answers again, a replica is promoted once "
-            "spec.replication.failover.delaySeconds have passed (condition Progressing says when)",
-        )
-    elif s.reseeding:
-        degraded = _cond("Degraded", True, R.RESEEDING, "; ".join(s.reseeding))
-    elif s.held_out:
-        degraded = _cond(
-            "Degraded",
-            True,
-            R.INSTANCES_HELD_OUT,
-            f"{', '.join(s.held_out)} held out: it serves no reads and is never promoted. Errant "
-            "transactions (its HeldOutFailed Event names them): set spec.replication.errantPolicy: "
-            "Reseed, or delete its PVC and Pod, to rebuild it from a healthy instance; or it lacks "
-            "transactions purged from the primary's binary logs: it is re-seeded in turn",
-        )
-    elif s.primary is not None and s.unreachable:
-        degraded = _cond(
-            "Degraded",
-            True,
-            R.INSTANCES_UNREACHABLE,
-            f"{', '.join(s.unreachable)} unreachable: out of the Services until it answers again "
-            "(kubectl describe pod; status.instances[].error)",
-        )
-    elif s.commits_wait:
-        degraded = _cond("Degraded", True, SEMISYNC_ACKS_MISSING, s.commits_wait)
-    elif s.lagging:
-        degraded = _cond(
-            "Degraded",
-            True,
-            R.REPLICAS_LAGGING,
-            f"{', '.join(s.lagging)} more than spec.replication.maxReadLagSeconds "
-            f"({s.max_read_lag_seconds} s) behind the primary: out of the -ro Service until caught up",
-        )
-    elif s.tls_problem is not None and s.tls_problem.warning:  # also posted as a Warning Event
-        degraded = _cond("Degraded", True, s.tls_problem.reason, s.tls_problem.message)
-    else:
-        degraded = _cond("Degraded", False, R.AS_EXPECTED if s.primary else "Bootstrapping", "")
-    out = [ready, available, progressing, degraded, spec_valid(s)]
+    out = [_ready(s), _available(s), _progressing(s), _degraded(s), spec_valid(s)]
     if s.restart_pending is not None:  # present only while one is staged
         out.append(_cond("RestartPending", True, s.restart_pending.reason, s.restart_pending.message))
     if s.binlog_archiver is not None:  # spec.backup.binlogs.enabled
@@ -218,6 +92,146 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
                 _cond("BinlogArchiving", True, R.ARCHIVING, "the binary logs reach the backup storage")
             )
     return out
+
+
+def _ready_message(s: Summary) -> str:
+    """How many instances are ready, and why those waiting wait."""
+    msg = f"{s.ready}/{s.instances} instances ready"
+    stuck = [f"{e['name']}: {e['waiting']}" for e in s.entries if e.get("waiting")]
+    return msg + ("; " + "; ".join(stuck) if stuck else "")
+
+
+def _not_in_service(s: Summary) -> bool:
+    """The primary accepts writes, but the -rw Service does not reach it yet."""
+    return s.primary_serving and not s.primary_in_service
+
+
+def _ready(s: Summary) -> dict[str, Any]:
+    ph, ready_msg, not_in_service = phase(s), _ready_message(s), _not_in_service(s)
+    if ph == "Ready":
+        return _cond("Ready", True, R.ALL_INSTANCES_READY, ready_msg)
+    if s.apply_error:
+        return _cond("Ready", False, R.APPLY_FAILED, s.apply_error)
+    if s.ready < s.instances:
+        return _cond("Ready", False, R.INSTANCES_NOT_READY, ready_msg)
+    if ph == "Updating":
+        return _cond("Ready", False, R.UPDATING, f"rolling update: {s.rolling}")
+    if ph == "Degraded" and s.commits_wait:
+        return _cond("Ready", False, SEMISYNC_ACKS_MISSING, s.commits_wait)
+    if ph == "Unavailable" and not_in_service:
+        return _cond(
+            "Ready",
+            False,
+            R.PRIMARY_NOT_IN_SERVICE,
+            f"{s.primary} accepts writes but is not yet a ready endpoint of the -rw Service",
+        )
+    return _cond("Ready", False, ph, ready_msg)
+
+
+def _available(s: Summary) -> dict[str, Any]:
+    if s.primary_serving:
+        return _cond("Available", True, R.PRIMARY_SERVING, f"{s.primary} accepts writes")
+    if s.primary is None:
+        return _cond(
+            "Available",
+            False,
+            R.NO_PRIMARY,
+            "no primary yet: one is chosen once every instance answers (condition Progressing says "
+            "what it waits for)",
+        )
+    return _cond(
+        "Available",
+        False,
+        R.PRIMARY_NOT_SERVING,
+        f"{s.primary} does not accept writes: condition Progressing says how the operator makes it, "
+        "or another instance, a writable primary",
+    )
+
+
+def _progressing(s: Summary) -> dict[str, Any]:
+    now, ready_msg, not_in_service = t.transition(s.decision), _ready_message(s), _not_in_service(s)
+    tls_wait = s.tls_problem if s.tls_blocking else None
+    if s.secret_error:
+        return _cond("Progressing", False, R.CREDENTIALS_SECRET, s.secret_error)
+    if tls_wait is not None:
+        return _cond("Progressing", not tls_wait.warning, tls_wait.reason, tls_wait.message)
+    if now in ACTING:
+        return _cond("Progressing", True, str(s.decision), s.decision_reason)
+    if now is T.WAITING:
+        return _cond("Progressing", True, R.WAITING, s.decision_reason)
+    if now is T.HELD:  # nothing moves until replicas return or a person forces it
+        return _cond("Progressing", False, R.FAILOVER_HELD, s.decision_reason)
+    if s.apply_error:  # the user must act: nothing progresses towards the spec until then
+        return _cond("Progressing", False, R.APPLY_FAILED, s.apply_error)
+    if s.rolling:
+        return _cond("Progressing", True, R.ROLLING_UPDATE, s.rolling)
+    if s.ready < s.instances:
+        return _cond("Progressing", True, R.WAITING_FOR_INSTANCES, ready_msg)
+    if not_in_service:
+        return _cond(
+            "Progressing",
+            True,
+            R.WAITING_FOR_SERVICE,
+            f"waiting for {s.primary} to be a ready endpoint of the -rw Service (its readiness probe)",
+        )
+    return _cond("Progressing", False, R.STABLE, "nothing to do")
+
+
+def _degraded(s: Summary) -> dict[str, Any]:
+    now = t.transition(s.decision)
+    if s.secret_error:
+        return _cond("Degraded", True, R.CREDENTIALS_SECRET, s.secret_error)
+    if now in (T.LOST, T.HELD):
+        return _cond("Degraded", True, str(s.decision), s.decision_reason)
+    if s.apply_error:
+        return _cond("Degraded", True, R.APPLY_FAILED, s.apply_error)
+    if s.failed_steps:
+        return _cond(
+            "Degraded", True, R.ACTION_FAILED, "; ".join(s.failed_steps) + " (tried again at the next pass)"
+        )
+    if s.primary is not None and s.primary in s.unreachable:
+        # a stable message (no duration): the Warning Event is posted once per outage. Failover is
+        # enabled here (disabled: Unrecoverable, above), but it may wait for more replicas
+        return _cond(
+            "Degraded",
+            True,
+            R.PRIMARY_UNREACHABLE,
+            f"primary {s.primary} unreachable: unless it answers again, a replica is promoted once "
+            "spec.replication.failover.delaySeconds have passed (condition Progressing says when)",
+        )
+    if s.reseeding:
+        return _cond("Degraded", True, R.RESEEDING, "; ".join(s.reseeding))
+    if s.held_out:
+        return _cond(
+            "Degraded",
+            True,
+            R.INSTANCES_HELD_OUT,
+            f"{', '.join(s.held_out)} held out: it serves no reads and is never promoted. Errant "
+            "transactions (its HeldOutFailed Event names them): set spec.replication.errantPolicy: "
+            "Reseed, or delete its PVC and Pod, to rebuild it from a healthy instance; or it lacks "
+            "transactions purged from the primary's binary logs: it is re-seeded in turn",
+        )
+    if s.primary is not None and s.unreachable:
+        return _cond(
+            "Degraded",
+            True,
+            R.INSTANCES_UNREACHABLE,
+            f"{', '.join(s.unreachable)} unreachable: out of the Services until it answers again "
+            "(kubectl describe pod; status.instances[].error)",
+        )
+    if s.commits_wait:
+        return _cond("Degraded", True, SEMISYNC_ACKS_MISSING, s.commits_wait)
+    if s.lagging:
+        return _cond(
+            "Degraded",
+            True,
+            R.REPLICAS_LAGGING,
+            f"{', '.join(s.lagging)} more than spec.replication.maxReadLagSeconds "
+            f"({s.max_read_lag_seconds} s) behind the primary: out of the -ro Service until caught up",
+        )
+    if s.tls_problem is not None and s.tls_problem.warning:  # also posted as a Warning Event
+        return _cond("Degraded", True, s.tls_problem.reason, s.tls_problem.message)
+    return _cond("Degraded", False, R.AS_EXPECTED if s.primary else "Bootstrapping", "")
 
 
 def merge_conditions(
