@@ -33,6 +33,8 @@ from dataclasses import replace
 from typing import Callable
 
 from mysql_operator.backup import physical, storage
+
+from mysql_operator.backup import copy_server
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.restore import finish_all, new_cluster_accounts, roll_forward
 from mysql_operator.backup.restore_load import stream_into
@@ -79,7 +81,7 @@ def restore(
         etag, accounts = new_cluster_accounts(client, targets, source, m, app_database)
 
         def unpack(folder) -> None:
-            argv = physical.untar_command(folder)
+            argv = copy_server.untar_command(folder)
             stream_into(client, source.s3, m, etag, source.key, argv, first.tools_dir)
 
         with physical.serving_copy(
@@ -102,7 +104,7 @@ def restore(
                 except (RestoreError, InstanceError) as e:
                     errors.append(f"{name}: {e}")
                     break  # the others stay new and empty
-    except (RestoreError, physical.PhysicalError, storage.StorageError) as e:
+    except (RestoreError, copy_server.PhysicalError, storage.StorageError) as e:
         errors.append(str(e))
     finally:  # as after a dump, whatever happened
         finish_all(targets, drop_account, errors)

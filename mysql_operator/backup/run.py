@@ -25,6 +25,7 @@ from typing import Any, Callable
 from mysql_operator import clock
 from mysql_operator.api import S3
 from mysql_operator.backup import commands, mariadb_copy, physical, storage, xbstream
+from mysql_operator.backup import copy_server
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key, seal
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
@@ -210,7 +211,7 @@ def _source(req: BackupRequest, db_password: str, tls) -> Source:
     try:
         full_version = str(inst.scalar("SELECT VERSION()")).split("-")[0]
         databases = commands.user_databases([r[0] for r in inst.execute("SHOW DATABASES")])
-        plugins = physical.donor_libraries(inst) if physical_copy and not donated else []
+        plugins = copy_server.donor_libraries(inst) if physical_copy and not donated else []
     except Exception as e:  # noqa: BLE001
         raise BackupError(f"reading the databases of {source_name}: {e}") from None
     finally:
@@ -240,13 +241,13 @@ def _producer(scope: contextlib.ExitStack, req: BackupRequest, src: Source, db_p
                     source.endpoint,
                     db_password,
                     req.tls_ca,
-                    physical.recipient_plugins(src.plugins),
+                    copy_server.recipient_plugins(src.plugins),
                     scratch=req.scratch_dir,
                 )
             )
-        except physical.PhysicalError as e:
+        except copy_server.PhysicalError as e:
             raise BackupError(f"the physical copy of {src.name}: {e}") from None
-        return copy, None, physical.tar_command(copy.data)
+        return copy, None, copy_server.tar_command(copy.data)
     options = scope.enter_context(option_file(source.endpoint.user, db_password, req.tools_dir))
     argv = commands.dump_command(src.version, source.endpoint, options, src.databases, req.tls_ca)
     launch = sidecar_launch(req.tools_dir, stdin=False) if req.tools_dir else local_launch

@@ -311,12 +311,12 @@ def test_a_physical_backup_is_a_clone_a_server_starts_on_with_the_same_data_and_
 def test_a_physical_copy_verifies_the_donor_with_the_clusters_ca(mysql, pki, shared_as_job_user):
     """A donor whose certificate another CA signed: the clone is refused, the error names the
     clone and never the password, and nothing of the copy is left in the shared folder."""
-    from mysql_operator.backup import physical
+    from mysql_operator.backup import copy_server, physical
 
     (source,) = tls_servers(mysql, pki, 1, "physca")
     other = shared_as_job_user / "other-ca.crt"
     other.write_text(tls.new_ca("someone-else", dt.datetime.now(dt.timezone.utc)).cert_pem)
-    plugins = physical.recipient_plugins(
+    plugins = copy_server.recipient_plugins(
         [
             r[0]
             for r in source.query(
@@ -327,7 +327,7 @@ def test_a_physical_copy_verifies_the_donor_with_the_clusters_ca(mysql, pki, sha
     )
     donor = Endpoint(HOST, source.port, BACKUP_USER)
 
-    with pytest.raises(physical.PhysicalError) as e:
+    with pytest.raises(copy_server.PhysicalError) as e:
         with physical.cloned(str(shared_as_job_user), donor, mysql.admin_password, str(other), plugins):
             pass
 
