@@ -8,7 +8,7 @@ from typing import Any, Iterable, Protocol
 
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo
 from mysql_operator.db.accounts import Grant
-from mysql_operator.db.flavor import Dialect
+from mysql_operator.db.dialect import Dialect
 from mysql_operator.members import Credentials
 from mysql_operator.db.observation import (
     Event,

@@ -16,7 +16,7 @@ from typing import Iterable, Protocol
 
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
-from mysql_operator.db.flavor import Dialect
+from mysql_operator.db.dialect import Dialect
 from mysql_operator.db.observation import REPLICA_SIDE_DISABLED, SPECIFIC_ACCESS_DENIED, Event, InstanceError
 from mysql_operator.members import Credentials, Step
 

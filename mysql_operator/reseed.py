@@ -21,7 +21,8 @@ from typing import Callable, Protocol, Sequence
 
 from mysql_operator import topology as t
 from mysql_operator.db import seed_progress
-from mysql_operator.db.flavor import Dialect, Flavor
+from mysql_operator.db.dialect import Dialect
+from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.observation import CloneStatus, Observation
 from mysql_operator.manifests.common import SEED_PROGRESS_PORT
 from mysql_operator.members import Credentials, Member, Step

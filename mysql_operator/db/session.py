@@ -24,7 +24,9 @@ import pymysql
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from mysql_operator.db.connection import MAX_ANSWER, ServerConnection, ServerTLS
-from mysql_operator.db.flavor import Dialect, detect, dialect_for
+from mysql_operator.db.dialect import Dialect
+from mysql_operator.db.dialects import dialect_for
+from mysql_operator.db.flavor import detect
 from mysql_operator.db.observation import (
     TEXT_CHARS,
     TRANSIENT_ERRNOS,

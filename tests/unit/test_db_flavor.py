@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mysql_operator.db.flavor import Flavor, UnsupportedServer, detect, dialect_for
+from mysql_operator.db.dialects import dialect_for
+from mysql_operator.db.flavor import Flavor, UnsupportedServer, detect
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 
 

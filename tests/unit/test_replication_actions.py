@@ -20,7 +20,8 @@ from mysql_operator import duties
 from mysql_operator import rules
 from mysql_operator import topology as t
 from mysql_operator.binlogs import BinlogFile, PurgeBefore, PurgeTo, Retention
-from mysql_operator.db.flavor import detect, dialect_for
+from mysql_operator.db.dialects import dialect_for
+from mysql_operator.db.flavor import detect
 from mysql_operator.db.observation import CloneStatus, Event, InstanceError, Observation, ReplicaStatus
 from mysql_operator.members import Step
 from mysql_operator.observer import Observer
