@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from mysql_operator.api.sql import DATABASE_PRIVILEGES
 from mysql_operator.db.flavor import Flavor, ServerVersion
@@ -180,7 +180,7 @@ _BACKUP_MYSQL = (
 )
 
 
-def _flavor(v: ServerVersion | Flavor | str) -> Flavor:
+def flavor_of(v: ServerVersion | Flavor | str) -> Flavor:
     return v.flavor if isinstance(v, ServerVersion) else Flavor(v)
 
 
@@ -192,7 +192,7 @@ def _mysql_flush_tables(v: ServerVersion | Flavor | str) -> str:
 
 def operator_privileges(v: ServerVersion | Flavor | str) -> tuple[tuple[str, str], ...]:
     """(privilege, why) pairs of the operator's account on *.*, documented."""
-    if _flavor(v) is Flavor.MARIADB:
+    if flavor_of(v) is Flavor.MARIADB:
         return _OPERATOR_MARIADB
     extra = _mysql_flush_tables(v)
     if extra == "RELOAD":
@@ -211,7 +211,7 @@ _SQL_COMMON = tuple(p for p in DATABASE_PRIVILEGES if p != "ALL PRIVILEGES") + (
 def sql_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
     """SELECT also reads mysql.user and SHOW GRANTS FOR other accounts; MariaDB's database-level
     ALL PRIVILEGES includes DELETE HISTORY (system-versioned tables)."""
-    extra = ("DELETE HISTORY",) if _flavor(v) is Flavor.MARIADB else ()
+    extra = ("DELETE HISTORY",) if flavor_of(v) is Flavor.MARIADB else ()
     return (Grant(_SQL_COMMON + extra, "*.*", grant_option=True),)
 
 
@@ -220,7 +220,7 @@ def monitor_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
     metrics, REPLICATION CLIENT for SHOW BINARY LOGS (MariaDB: BINLOG MONITOR) and replica status
     (MariaDB: SLAVE MONITOR); global status and variables need none. No data, no writes, no
     performance_schema (no perf_schema collector is enabled)."""
-    if _flavor(v) is Flavor.MARIADB:
+    if flavor_of(v) is Flavor.MARIADB:
         status: tuple[str, ...] = ("PROCESS", "BINLOG MONITOR", "SLAVE MONITOR")
     else:
         status = ("PROCESS", "REPLICATION CLIENT")
@@ -229,7 +229,7 @@ def monitor_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
 
 def operator_grants(v: ServerVersion | Flavor | str, app_database: str | None = None) -> tuple[Grant, ...]:
     out = [Grant(tuple(p for p, _ in operator_privileges(v)), "*.*", grant_option=True)]
-    if _flavor(v) is Flavor.MYSQL:
+    if flavor_of(v) is Flavor.MYSQL:
         out.append(Grant(("INSERT",), "mysql.plugin"))  # INSTALL PLUGIN rpl_semi_sync_*
     if app_database:
         # CREATE DATABASE of the app database, and granting the app account ALL on it
@@ -243,7 +243,7 @@ def replication_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
 
 
 def backup_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
-    if _flavor(v) is Flavor.MARIADB:
+    if flavor_of(v) is Flavor.MARIADB:
         # mariadb-dump --single-transaction --master-data reads the snapshot's binlog position
         # without FLUSH TABLES WITH READ LOCK: no RELOAD, no LOCK TABLES
         return (Grant(_BACKUP_MARIADB),)
@@ -255,7 +255,7 @@ def binlog_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
     (mysqlbinlog --read-from-remote-server) and reads their headers (SHOW BINLOG EVENTS),
     REPLICATION CLIENT (MariaDB: BINLOG MONITOR) lists them, RELOAD closes the file being written
     (FLUSH BINARY LOGS) once it held a transaction maxDelaySeconds. No data, no writes."""
-    listing = "BINLOG MONITOR" if _flavor(v) is Flavor.MARIADB else "REPLICATION CLIENT"
+    listing = "BINLOG MONITOR" if flavor_of(v) is Flavor.MARIADB else "REPLICATION CLIENT"
     return (Grant(("REPLICATION SLAVE", listing, "RELOAD")),)
 
 
@@ -309,7 +309,7 @@ BINLOG_GLOBALS = (
 
 def load_grants(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
     """What the load account holds on *.* (see _LOAD_MARIADB, _LOAD_MYSQL)."""
-    return (Grant(_LOAD_MARIADB if _flavor(v) is Flavor.MARIADB else _LOAD_MYSQL),)
+    return (Grant(_LOAD_MARIADB if flavor_of(v) is Flavor.MARIADB else _LOAD_MYSQL),)
 
 
 SYSTEM_DATABASES = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
@@ -357,7 +357,7 @@ _RESTORE_REVOKES_MYSQL = (
 
 def restore_revokes(v: ServerVersion | Flavor | str) -> tuple[Grant, ...]:
     """Taken back from the restore account right after ALL PRIVILEGES (see _RESTORE_REVOKES)."""
-    if _flavor(v) is Flavor.MYSQL:
+    if flavor_of(v) is Flavor.MYSQL:
         return (Grant(_RESTORE_REVOKES + _RESTORE_REVOKES_MYSQL),)
     return (Grant(_RESTORE_REVOKES + ("SHUTDOWN",)),)
 
@@ -369,96 +369,3 @@ def grant_lines(grants: Iterable[Grant], revokes: Iterable[Grant] = ()) -> str:
         [g.clause() + (" WITH GRANT OPTION" if g.grant_option else "") for g in grants]
         + [f"REVOKE {g.clause()}" for g in revokes]
     )
-
-
-# ---------------------------------------------------------------------------------- SHOW GRANTS
-# privileges that one flavor prints under another name
-_ALIASES = {
-    Flavor.MARIADB: {
-        "REPLICATION CLIENT": "BINLOG MONITOR",
-        "REPLICA MONITOR": "SLAVE MONITOR",
-        "REPLICATION REPLICA ADMIN": "REPLICATION SLAVE ADMIN",
-        "REPLICATION REPLICA": "REPLICATION SLAVE",
-    },
-    Flavor.MYSQL: {},
-}
-_GRANT_LINE = re.compile(
-    r"^GRANT (?P<privileges>[^`(]+?) ON (?P<db>\*|`(?:[^`]|``)*`)\.(?P<table>\*|`(?:[^`]|``)*`) "
-    r"TO (?P<tail>.*)$",
-    re.S,
-)
-
-Grants = dict[str, tuple[frozenset[str], bool]]  # target -> (privileges, grant option)
-
-
-def _unquote(part: str) -> str:
-    return part if part == "*" else part[1:-1].replace("``", "`")
-
-
-def _database(part: str, database_level: bool) -> str:
-    """A database name as SHOW GRANTS prints it, literal: a database-level grant's escaped
-    wildcards (`app\\_db`) are the characters themselves."""
-    name = _unquote(part)
-    return name.replace("\\_", "_").replace("\\%", "%") if database_level else name
-
-
-def parse_show_grants(lines: Iterable[str], v: ServerVersion | Flavor | str) -> Grants:
-    """SHOW GRANTS output as {target: (privileges, grant option)}, targets as in `Grant.target`.
-    Only global, database and table grants: roles, PROXY, routine and column grants (which
-    the operator never gives) are left out. USAGE is no privilege."""
-    aliases = _ALIASES[_flavor(v)]
-    out: dict[str, tuple[set[str], bool]] = {}
-    for line in lines:
-        m = _GRANT_LINE.match(line.strip())
-        if not m or m["privileges"].startswith("PROXY"):
-            continue
-        target = f"{_database(m['db'], m['table'] == '*')}.{_unquote(m['table'])}"
-        privileges = {aliases.get(p.strip().upper(), p.strip().upper()) for p in m["privileges"].split(",")}
-        privileges.discard("USAGE")
-        held, option = out.setdefault(target, (set(), False))
-        held |= privileges
-        out[target] = (held, option or " WITH GRANT OPTION" in m["tail"])
-    return {t: (frozenset(p), o) for t, (p, o) in out.items() if p or o}
-
-
-def expected(grants: Iterable[Grant]) -> Grants:
-    """`grants` in the shape `parse_show_grants` returns."""
-    out: dict[str, tuple[set[str], bool]] = {}
-    for g in grants:
-        held, option = out.setdefault(g.target, (set(), False))
-        out[g.target] = (held | set(g.privileges), option or g.grant_option)
-    return {t: (frozenset(p), o) for t, (p, o) in out.items()}
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What converges an account's grants: these REVOKEs first (GRANT OPTION is revoked as the
-    privilege "GRANT OPTION"), then these GRANTs."""
-
-    revoke: tuple[Grant, ...]
-    grant: tuple[Grant, ...]
-
-
-def plan(current: Mapping[str, tuple[frozenset[str], bool]], desired: Iterable[Grant]) -> Plan:
-    """Pure: what turns `current` (parse_show_grants) into exactly `desired`. ALL PRIVILEGES
-    wanted on a target covers whatever is held there; held but not wanted, it is revoked whole.
-    Targets whose names a `Grant` refuses (quotes, dots) are left as they are."""
-    want = expected(desired)
-    revoke, grant = [], []
-    for target, (held, option) in sorted(current.items()):
-        wanted, wanted_option = want.get(target, (frozenset(), False))
-        extra = frozenset() if "ALL PRIVILEGES" in wanted else held - wanted
-        try:
-            if extra:
-                revoke.append(Grant(tuple(sorted(extra)), target))
-            if option and not wanted_option:
-                revoke.append(Grant(("GRANT OPTION",), target))
-        except ValueError:
-            continue
-    for g in desired:
-        held, option = current.get(g.target, (frozenset(), False))
-        if "ALL PRIVILEGES" in held - set(g.privileges):
-            held = frozenset()  # ALL PRIVILEGES revoked above
-        if not set(g.privileges) <= held or (g.grant_option and not option):
-            grant.append(g)
-    return Plan(tuple(revoke), tuple(grant))

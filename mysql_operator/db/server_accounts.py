@@ -7,6 +7,8 @@ import re
 from typing import Iterable
 
 from mysql_operator.db import accounts
+
+from mysql_operator.db import grant_plans
 from mysql_operator.db.accounts import Grant
 from mysql_operator.db.observation import (
     ACCESS_DENIED,
@@ -64,7 +66,7 @@ class ServerAccounts(Session):
                 self._run(f"CREATE USER IF NOT EXISTS %s@%s {clause}", (user, host, *secret), secrets=hidden)
                 changes.append("created")
             self._run(f"ALTER USER %s@%s {clause}", (user, host, *secret), secrets=hidden)
-            todo = accounts.plan(current or {}, grants)
+            todo = grant_plans.plan(current or {}, grants)
             try:
                 for g in todo.revoke:
                     self._run(g.revoke_sql(), (user, host))
@@ -76,7 +78,7 @@ class ServerAccounts(Session):
                 # needs it WITH GRANT OPTION, this one needs CREATE USER only; the list follows
                 self._run("REVOKE ALL PRIVILEGES, GRANT OPTION FROM %s@%s", (user, host))
                 changes.append("revoked ALL PRIVILEGES, GRANT OPTION")
-                todo = accounts.plan({}, grants)
+                todo = grant_plans.plan({}, grants)
             for g in todo.grant:
                 self._run(g.grant_sql(), (user, host))
                 changes.append(f"granted {g.clause()}")
@@ -86,15 +88,15 @@ class ServerAccounts(Session):
         return changes
 
     @its_failure
-    def grants_of(self, user: str, host: str) -> accounts.Grants | None:
-        """The account's grants as `accounts.parse_show_grants` reads them; None if it does not exist."""
+    def grants_of(self, user: str, host: str) -> grant_plans.Grants | None:
+        """The account's grants as `grant_plans.parse_show_grants` reads them; None if it does not exist."""
         try:
             rows = self._run("SHOW GRANTS FOR %s@%s", (user, host))
         except InstanceError as e:
             if e.errno == ER_NONEXISTING_GRANT:
                 return None
             raise
-        return accounts.parse_show_grants((r[0] for r in rows), self.dialect.version)
+        return grant_plans.parse_show_grants((r[0] for r in rows), self.dialect.version)
 
     def shed_privileges(self, grants: Iterable[Grant], host: str = "%") -> list[str]:
         """Reduce this connection's account, `self.user`@`host` (an operator account from before
@@ -110,7 +112,7 @@ class ServerAccounts(Session):
         if self.dialect.flavor.value != "mariadb":
             return []
         user = self.user
-        listed, _ = accounts.expected(grants).get("*.*", (frozenset(), True))
+        listed, _ = grant_plans.expected(grants).get("*.*", (frozenset(), True))
         held, option = (self.grants_of(user, host) or {}).get("*.*", (frozenset(), False))
         kept = KEPT_IF_GRANTED  # a person's own grant, outside the list on purpose
         if "ALL PRIVILEGES" in held:

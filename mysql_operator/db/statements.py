@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from mysql_operator.api.sql import DATABASE_PRIVILEGES, TABLE_PRIVILEGES, DatabaseSpec, GrantSpec, UserSpec
 from mysql_operator.db import accounts, password_hash
+from mysql_operator.db import grant_plans
 from mysql_operator.db.flavor import Flavor
 
 
@@ -152,7 +153,7 @@ def drop_user(spec: UserSpec) -> list[Statement]:
     ]
 
 
-def _statements(spec: GrantSpec, p: accounts.Plan) -> list[Statement]:
+def _statements(spec: GrantSpec, p: grant_plans.Plan) -> list[Statement]:
     account = (spec.user, spec.host)
     who = f"{spec.user}@{spec.host}"
     return [Statement(g.revoke_sql(), account, f"revoked {g.clause()} from {who}") for g in p.revoke] + [
@@ -160,10 +161,10 @@ def _statements(spec: GrantSpec, p: accounts.Plan) -> list[Statement]:
     ]
 
 
-def grant(spec: GrantSpec, held: accounts.Grants, flavor: Flavor = Flavor.MYSQL) -> list[Statement]:
+def grant(spec: GrantSpec, held: grant_plans.Grants, flavor: Flavor = Flavor.MYSQL) -> list[Statement]:
     """Exactly spec.privileges on spec's database or table: REVOKE what the account holds there
     beyond them, GRANT what it lacks. Other targets (other MySQLGrants, grants by hand) are left
-    as they are. `held`: accounts.parse_show_grants of the account. MySQL shows every privilege
+    as they are. `held`: grant_plans.parse_show_grants of the account. MySQL shows every privilege
     of a level as ALL PRIVILEGES: a list of all of them is that (else it would be revoked and
     granted again on every pass); MariaDB's ALL also holds DELETE HISTORY, which no list has."""
     privileges = spec.privileges
@@ -172,13 +173,13 @@ def grant(spec: GrantSpec, held: accounts.Grants, flavor: Flavor = Flavor.MYSQL)
         privileges = ("ALL PRIVILEGES",)
     here = {t: v for t, v in held.items() if t == spec.target}
     want = accounts.Grant(privileges, spec.target, grant_option=spec.grant_option)
-    return _statements(spec, accounts.plan(here, [want]))
+    return _statements(spec, grant_plans.plan(here, [want]))
 
 
-def revoke(spec: GrantSpec, held: accounts.Grants | None) -> list[Statement]:
+def revoke(spec: GrantSpec, held: grant_plans.Grants | None) -> list[Statement]:
     """Deleting a MySQLGrant (cleanupPolicy Delete): everything the account holds on its target.
     An account that no longer exists (None) holds nothing."""
     if spec.cleanup != "Delete" or held is None:
         return []
     here = {t: v for t, v in held.items() if t == spec.target}
-    return _statements(spec, accounts.plan(here, []))
+    return _statements(spec, grant_plans.plan(here, []))

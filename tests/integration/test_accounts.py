@@ -13,6 +13,7 @@ import pytest
 from mysql_operator import topology as t
 from mysql_operator.api.sql import UserSpec
 from mysql_operator.db import accounts, password_hash, statements
+from mysql_operator.db import grant_plans
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance
 from mysql_operator.members import ClusterState, Credentials, Member
@@ -27,7 +28,9 @@ DENIED = {1044, 1045, 1095, 1142, 1143, 1227, 1370}  # access denied (database, 
 
 
 def grants(server, user, host="%"):
-    return accounts.parse_show_grants([r[0] for r in server.query("SHOW GRANTS FOR %s@%s", (user, host))], V)
+    return grant_plans.parse_show_grants(
+        [r[0] for r in server.query("SHOW GRANTS FOR %s@%s", (user, host))], V
+    )
 
 
 def cluster(factory, n, admin=None, prefix="acc", **engine):
@@ -66,11 +69,11 @@ def test_engine_gives_each_account_exactly_its_list(factory):
     c = cluster(factory, 2)
     for s in c.servers:  # the primary's statements replicate
         wait_for(lambda s=s: grants(s, BACKUP.user), 10, f"the backup account on {s.name}")
-        assert grants(s, REPL.user) == accounts.expected(accounts.replication_grants(V))
-        assert grants(s, APP.user) == accounts.expected(accounts.app_grants(V, DB))
-        assert grants(s, BACKUP.user) == accounts.expected(accounts.backup_grants(V))
+        assert grants(s, REPL.user) == grant_plans.expected(accounts.replication_grants(V))
+        assert grants(s, APP.user) == grant_plans.expected(accounts.app_grants(V, DB))
+        assert grants(s, BACKUP.user) == grant_plans.expected(accounts.backup_grants(V))
         # the operator's account of these tests (tests/support/mariadb.py) holds exactly its list
-        assert grants(s, OPERATOR_USER, "127.0.0.1") == accounts.expected(accounts.operator_grants(V, DB))
+        assert grants(s, OPERATOR_USER, "127.0.0.1") == grant_plans.expected(accounts.operator_grants(V, DB))
 
 
 def test_no_password_reaches_the_binary_log(factory):
@@ -153,9 +156,9 @@ def test_engine_converges_accounts_made_with_more(factory):
     )
     c = Cluster([s], engine, ClusterState("db-0"))  # an existing cluster: its primary is recorded
     c.converge()
-    assert grants(s, REPL.user) == accounts.expected(accounts.replication_grants(V))
-    assert grants(s, APP.user) == accounts.expected(accounts.app_grants(V, DB))
-    assert grants(s, BACKUP.user) == accounts.expected(accounts.backup_grants(V))
+    assert grants(s, REPL.user) == grant_plans.expected(accounts.replication_grants(V))
+    assert grants(s, APP.user) == grant_plans.expected(accounts.app_grants(V, DB))
+    assert grants(s, BACKUP.user) == grant_plans.expected(accounts.backup_grants(V))
     s.connect(user=APP.user, password=APP.password).close()  # the Secret's password, again
     # converged once per primary: a healthy loop says nothing more to the server
     before = s.query("SELECT @@gtid_binlog_pos")
@@ -194,7 +197,7 @@ def test_an_operator_account_from_before_the_lists_is_reduced_and_still_fails_ov
     out = c.converge()
     assert c.state.current_primary == "db-0", out
     assert not c.reconcile().steps  # healthy: nothing left to do
-    want = accounts.expected(accounts.operator_grants(V, DB))
+    want = grant_plans.expected(accounts.operator_grants(V, DB))
     for s in servers:  # one REVOKE on the primary, replicated
         wait_for(lambda s=s: grants(s, legacy.user) == want, 10, f"the reduced operator account on {s.name}")
     assert "SUPER" not in want["*.*"][0] and "ALL PRIVILEGES" not in want["*.*"][0]

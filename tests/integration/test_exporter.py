@@ -15,6 +15,8 @@ import urllib.request
 import pytest
 
 from mysql_operator.db import accounts
+
+from mysql_operator.db import grant_plans
 from mysql_operator.db.instance import Instance
 from mysql_operator.manifests import common as m
 from tests.support.controlplane import bin_dir, versions
@@ -73,7 +75,7 @@ def test_every_collector_succeeds_as_the_monitoring_account_and_a_rotation_is_pi
     changes = operator.ensure_user(m.MONITOR_USER, "localhost", "first-pw;#'\"x", grants)
     assert changes[0] == "created"
     shown = server.query("SHOW GRANTS FOR %s@%s", (m.MONITOR_USER, "localhost"))
-    assert accounts.parse_show_grants([r[0] for r in shown], server.flavor) == accounts.expected(grants)
+    assert grant_plans.parse_show_grants([r[0] for r in shown], server.flavor) == grant_plans.expected(grants)
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -26,6 +26,7 @@ from mysql_operator import manifests as m
 from mysql_operator import tls
 from mysql_operator.api import parse
 from mysql_operator.db import accounts, seed_progress
+from mysql_operator.db import grant_plans
 from mysql_operator.db.flavor import Flavor
 from tests.support.ports import free_port
 from tests.support.wait import wait_for
@@ -251,7 +252,7 @@ def _show_grants(port, user):
     conn = connect(port, m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
     with conn.cursor() as cur:
         cur.execute("SHOW GRANTS FOR %s@'%%'", (user,))
-        return accounts.parse_show_grants([r[0] for r in cur.fetchall()], Flavor.MARIADB)
+        return grant_plans.parse_show_grants([r[0] for r in cur.fetchall()], Flavor.MARIADB)
 
 
 def test_init_gives_every_account_exactly_its_documented_privileges(env):
@@ -267,7 +268,7 @@ def test_init_gives_every_account_exactly_its_documented_privileges(env):
         "shopper": accounts.app_grants(v, "shop"),
     }
     for name, grants in want.items():
-        assert _show_grants(port, name) == accounts.expected(grants), name
+        assert _show_grants(port, name) == grant_plans.expected(grants), name
     assert "ALL PRIVILEGES" not in _show_grants(port, m.OPERATOR_USER)["*.*"][0]
     # the restore account: ALL on *.* but what restore_revokes takes back, WITH GRANT OPTION (it
     # grants the load account its databases; no dump runs as it)

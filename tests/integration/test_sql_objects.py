@@ -10,7 +10,7 @@ import pymysql
 import pytest
 
 from mysql_operator.api.sql import DATABASE_PRIVILEGES, TABLE_PRIVILEGES, DatabaseSpec, GrantSpec, UserSpec
-from mysql_operator.db import accounts
+from mysql_operator.db import grant_plans
 from mysql_operator.db import statements as st
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance
@@ -32,7 +32,7 @@ def sql_account(s) -> Instance:
 
 def show_grants(s, user, host="%"):
     rows = s.query("SHOW GRANTS FOR %s@%s", (user, host))
-    return accounts.parse_show_grants([r[0] for r in rows], s.flavor)
+    return grant_plans.parse_show_grants([r[0] for r in rows], s.flavor)
 
 
 def apply(inst: Instance, statements) -> list[str]:

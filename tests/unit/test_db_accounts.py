@@ -7,6 +7,7 @@ import re
 import pytest
 
 from mysql_operator.db import accounts as a
+from mysql_operator.db import grant_plans as gp
 from mysql_operator.db.flavor import Flavor, ServerVersion
 
 MARIADB = ServerVersion(Flavor.MARIADB, 10, 11, 6)
@@ -131,7 +132,7 @@ def test_operator_list_has_no_blanket_privilege_and_a_reason_for_each(v):
 @pytest.mark.parametrize("v", ALL_VERSIONS, ids=str)
 def test_operator_can_grant_what_the_other_accounts_get(v):
     """GRANT needs the grantor to hold each privilege WITH GRANT OPTION at that level."""
-    held = a.expected(a.operator_grants(v, "shop"))
+    held = gp.expected(a.operator_grants(v, "shop"))
     for grants in (a.replication_grants(v), a.backup_grants(v)):
         for g in grants:
             assert set(g.privileges) <= held["*.*"][0] and held["*.*"][1]
@@ -259,15 +260,15 @@ def test_parse_show_grants_mariadb():
         "GRANT `some_role` TO `op`@`%`",
         "GRANT PROXY ON ''@'%' TO `op`@`%`",
     ]
-    assert a.parse_show_grants(lines, MARIADB) == {
+    assert gp.parse_show_grants(lines, MARIADB) == {
         "*.*": (frozenset({"SELECT", "RELOAD", "BINLOG MONITOR", "SLAVE MONITOR"}), True),
         "shop.*": (frozenset({"ALL PRIVILEGES"}), True),
     }
     # aliases read as the names SHOW GRANTS prints
-    assert a.parse_show_grants(["GRANT REPLICATION CLIENT, REPLICA MONITOR ON *.* TO `x`@`%`"], MARIADB) == {
+    assert gp.parse_show_grants(["GRANT REPLICATION CLIENT, REPLICA MONITOR ON *.* TO `x`@`%`"], MARIADB) == {
         "*.*": (frozenset({"BINLOG MONITOR", "SLAVE MONITOR"}), False)
     }
-    assert a.parse_show_grants(["GRANT USAGE ON *.* TO `x`@`%` IDENTIFIED BY PASSWORD '*AB'"], MARIADB) == {}
+    assert gp.parse_show_grants(["GRANT USAGE ON *.* TO `x`@`%` IDENTIFIED BY PASSWORD '*AB'"], MARIADB) == {}
 
 
 def test_parse_show_grants_mysql_static_and_dynamic_lines():
@@ -277,7 +278,7 @@ def test_parse_show_grants_mysql_static_and_dynamic_lines():
         "GRANT INSERT ON `mysql`.`plugin` TO `op`@`%`",
         "GRANT ALL PRIVILEGES ON `we``ird`.* TO `op`@`%`",
     ]
-    assert a.parse_show_grants(lines, MYSQL) == {
+    assert gp.parse_show_grants(lines, MYSQL) == {
         "*.*": (
             frozenset(
                 {
@@ -297,21 +298,21 @@ def test_parse_show_grants_mysql_static_and_dynamic_lines():
 
 
 def test_plan_for_a_new_account_only_grants():
-    p = a.plan({}, a.backup_grants(MARIADB))
+    p = gp.plan({}, a.backup_grants(MARIADB))
     assert p.revoke == () and p.grant == a.backup_grants(MARIADB)
-    assert a.plan(a.expected(a.backup_grants(MARIADB)), a.backup_grants(MARIADB)) == a.Plan((), ())
+    assert gp.plan(gp.expected(a.backup_grants(MARIADB)), a.backup_grants(MARIADB)) == gp.Plan((), ())
 
 
 def test_plan_revokes_what_is_held_beyond_the_list():
     # the replication account of init scripts before the lists: REPLICATION CLIENT too
-    current = a.parse_show_grants(
+    current = gp.parse_show_grants(
         [
             "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `r`@`%`",
             "GRANT SELECT ON `shop`.* TO `r`@`%` WITH GRANT OPTION",
         ],
         MARIADB,
     )
-    p = a.plan(current, a.replication_grants(MARIADB))
+    p = gp.plan(current, a.replication_grants(MARIADB))
     assert p.revoke == (
         a.Grant(("BINLOG MONITOR",)),
         a.Grant(("SELECT",), "shop.*"),
@@ -323,22 +324,22 @@ def test_plan_revokes_what_is_held_beyond_the_list():
 def test_plan_all_privileges():
     want = a.app_grants(MARIADB, "shop")
     # held piecemeal: ALL is granted, nothing on shop.* revoked
-    p = a.plan({"shop.*": (frozenset({"SELECT", "INSERT"}), False)}, want)
-    assert p == a.Plan((), want)
+    p = gp.plan({"shop.*": (frozenset({"SELECT", "INSERT"}), False)}, want)
+    assert p == gp.Plan((), want)
     # held ALL where less is wanted: revoked whole, the list granted again
-    p = a.plan({"*.*": (frozenset({"ALL PRIVILEGES"}), True)}, a.backup_grants(MARIADB))
+    p = gp.plan({"*.*": (frozenset({"ALL PRIVILEGES"}), True)}, a.backup_grants(MARIADB))
     assert p.revoke == (a.Grant(("ALL PRIVILEGES",)), a.Grant(("GRANT OPTION",)))
     assert p.grant == a.backup_grants(MARIADB)
 
 
 def test_plan_adds_a_missing_grant_option():
-    p = a.plan(
+    p = gp.plan(
         {"shop.*": (frozenset({"ALL PRIVILEGES"}), False)},
         [a.Grant(("ALL PRIVILEGES",), "shop.*", grant_option=True)],
     )
-    assert p == a.Plan((), (a.Grant(("ALL PRIVILEGES",), "shop.*", grant_option=True),))
+    assert p == gp.Plan((), (a.Grant(("ALL PRIVILEGES",), "shop.*", grant_option=True),))
 
 
 def test_plan_leaves_grants_on_names_it_cannot_quote_alone():
     current = {"we`ird.*": (frozenset({"SELECT"}), False), "*.*": (frozenset({"PROCESS"}), False)}
-    assert a.plan(current, a.replication_grants(MARIADB)).revoke == (a.Grant(("PROCESS",)),)
+    assert gp.plan(current, a.replication_grants(MARIADB)).revoke == (a.Grant(("PROCESS",)),)
