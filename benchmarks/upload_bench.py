@@ -1,9 +1,9 @@
-"""Streaming multipart upload: ours (`storage.upload_stream`) vs boto3's transfer manager.
+"""Streaming multipart upload: ours (`upload.upload_stream`) vs boto3's transfer manager.
 
     .venv/bin/python -m benchmarks.upload_bench [--mib 512] [--part-mib 16] [--in-flight 2] [--pairs 3]
 
 Starts MinIO on loopback (tests/support/s3.py) and uploads the same stream of --mib MiB with:
-- ours: `storage.upload_stream` (a fixed pool of in_flight+1 part buffers filled straight from the
+- ours: `upload.upload_stream` (a fixed pool of in_flight+1 part buffers filled straight from the
   pipe, one uploader thread, sha256 while reading);
 - tm: `client.upload_fileobj` with TransferConfig(multipart_chunksize=part, multipart_threshold=part,
   max_concurrency=in_flight) and its other settings as shipped (it keeps up to 10 parts in memory),
@@ -45,6 +45,7 @@ import hashlib, json, os, resource, subprocess, sys, time
 from boto3.s3.transfer import TransferConfig
 from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import storage
+from mysql_operator.backup import upload
 from mysql_operator.backup.pipeline import enlarge_pipes
 
 a = json.loads(sys.argv[1])
@@ -79,7 +80,7 @@ enlarge_pipes(producer.stdout)
 fd = producer.stdout.fileno()
 t = time.monotonic()
 if a["variant"] == "ours":
-    up = storage.upload_stream(client, s3, a["key"], lambda view: os.readv(fd, [view]), part_size=part,
+    up = upload.upload_stream(client, s3, a["key"], lambda view: os.readv(fd, [view]), part_size=part,
                                in_flight=in_flight)
     size, sha, parts = up.size, up.sha256, up.parts
 else:

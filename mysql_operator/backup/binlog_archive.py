@@ -35,6 +35,7 @@ from typing import Any, Callable
 from mysql_operator.api import S3
 from mysql_operator.api.spec import ARCHIVE_FOLDER
 from mysql_operator.backup import storage
+from mysql_operator.backup import upload
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key
 
 MAGIC = b"\xfebin"
@@ -174,9 +175,7 @@ class Store:
             source: Callable[[memoryview], int] = (
                 Encryptor(readinto, self.key).readinto if self.key else readinto
             )
-            uploaded = storage.upload_stream(
-                self.client, self.s3, key, source, part_size=storage.MIN_PART_SIZE
-            )
+            uploaded = upload.upload_stream(self.client, self.s3, key, source, part_size=upload.MIN_PART_SIZE)
         segment = Segment(
             server=server,
             name=name,

@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from mysql_operator.backup.storage import fill
+from mysql_operator.backup.upload import fill
 
 ALGORITHM = "AES-256-GCM/STREAM-v1"  # what manifests say
 MAGIC = b"MOPENC\x00\x01"

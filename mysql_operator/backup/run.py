@@ -25,6 +25,7 @@ from typing import Any, Callable
 from mysql_operator import clock
 from mysql_operator.api import S3
 from mysql_operator.backup import commands, mariadb_copy, physical, storage, xbstream
+from mysql_operator.backup import upload
 from mysql_operator.backup import copy_server
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key, seal
@@ -65,7 +66,7 @@ class BackupRequest:
     s3: S3
     candidates: tuple[Candidate, ...]
     compression: str = "zstd"
-    part_size: int = storage.DEFAULT_PART_SIZE
+    part_size: int = upload.DEFAULT_PART_SIZE
     max_lag_seconds: int = 300
     tls_ca: str | None = None  # the cluster's CA certificate file: TLS verifying it and the host name
     # a folder shared with the Job's `client-tools` sidecar, which runs the dump tool of the
@@ -275,7 +276,7 @@ def _pipe_and_upload(
 ):
     """The producer's bytes (`argv`'s stdout, or the donor's `offer`) through `stream` into the
     compressor, its output uploaded as `data_key` (encrypted with req.key); the upload completes
-    only once every process ended well. Returns what storage.upload_stream returned."""
+    only once every process ended well. Returns what upload.upload_stream returned."""
     source_name = src.name
     dump = comp = None
     dump_err, comp_err = TailBuffer(), TailBuffer()
@@ -336,7 +337,7 @@ def _pipe_and_upload(
                 raise BackupError(f"passing {what} to {compress_argv[0]} failed: {stream.error[0]}")
 
         compressed = counting(readinto, req.part_size, on_progress)
-        return storage.upload_stream(
+        return upload.upload_stream(
             client,
             req.s3,
             data_key,

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from ..api import API_VERSION, BACKUP_KIND, GROUP, S3, MySQLBackup, MySQLCluster
-from ..backup import storage
+from ..backup import upload
 from . import common as k
 from .tenant_jobs import (
     CLIENT_TOOLS_DIR,
@@ -44,15 +44,15 @@ DELETE_DATA_ANNOTATION = f"{GROUP}/delete-data"  # "true": deleting the MySQLBac
 def backup_part_size(c: MySQLCluster) -> int:
     """The upload part size of a backup of `c`: chosen from spec.storage.size (a copy or dump of
     an instance's data is expected to be no larger than its volume) so that S3's 10,000 parts hold
-    it with a margin (storage.part_size_for)."""
-    return storage.part_size_for(int(parse_quantity(c.spec.storage.size)))
+    it with a margin (upload.part_size_for)."""
+    return upload.part_size_for(int(parse_quantity(c.spec.storage.size)))
 
 
 def backup_memory_limit(part_size: int) -> str:
     """The backup container's memory limit: 512Mi with 16 MiB parts, more by the part buffers a
-    larger part size adds (storage.upload_memory)."""
-    extra = storage.upload_memory(part_size) - storage.upload_memory(storage.DEFAULT_PART_SIZE)
-    return f"{512 + max(extra, 0) // storage.MIB}Mi"
+    larger part size adds (upload.upload_memory)."""
+    extra = upload.upload_memory(part_size) - upload.upload_memory(upload.DEFAULT_PART_SIZE)
+    return f"{512 + max(extra, 0) // upload.MIB}Mi"
 
 
 def backup_args(
@@ -110,7 +110,7 @@ def backup_job(
     """The Job for one MySQLBackup (the caller adds the owner reference to the MySQLBackup). Its
     upload part size: `part_size_mib`, else backup_part_size (its memory limit grows with it)."""
     if part_size_mib is None:
-        part_size_mib = backup_part_size(c) // storage.MIB
+        part_size_mib = backup_part_size(c) // upload.MIB
     enc_args, enc_env = encryption_parts(c.spec.backup and c.spec.backup.encryption, "spec.backup.encryption")
     scratch = scratch_volume(c) if physical(c, backup) and c.spec.flavor == "mysql" else []
     job = tenant_job(
@@ -131,7 +131,7 @@ def backup_job(
         sidecars=[client_tools_sidecar(c, tools_repository, *(m for _, m in scratch))],
     )
     (container,) = [x for x in job["spec"]["template"]["spec"]["containers"] if x["name"] == "backup"]
-    container["resources"]["limits"]["memory"] = backup_memory_limit(part_size_mib * storage.MIB)
+    container["resources"]["limits"]["memory"] = backup_memory_limit(part_size_mib * upload.MIB)
     return job
 
 

@@ -1,6 +1,6 @@
 """The multipart upload against a real S3 server (MinIO): a stream larger than the part limit
 allows at the fixed part size fails with a message naming the size and leaves nothing behind;
-with the part size chosen from the expected size (storage.part_size_for) the same stream uploads
+with the part size chosen from the expected size (upload.part_size_for) the same stream uploads
 and reads back byte for byte.
 
 MinIO, like S3, refuses parts under 5 MiB (except the last) and that minimum cannot be lowered,
@@ -18,8 +18,9 @@ import pytest
 
 from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import storage
+from mysql_operator.backup import upload
 
-MIB = storage.MIB
+MIB = upload.MIB
 LIMIT = 12  # parts: S3's 10,000, scaled down
 SIZE = 70 * MIB  # more than LIMIT parts of MIN_PART_SIZE (60 MiB)
 
@@ -44,8 +45,8 @@ def target(s3server, request):
 def test_a_stream_past_the_part_limit_fails_naming_the_size_and_leaves_nothing(target, data):
     s3, client = target
     with pytest.raises(storage.StorageError) as failed:
-        storage.upload_stream(
-            client, s3, "b/data", io.BytesIO(data).readinto, part_size=storage.MIN_PART_SIZE, max_parts=LIMIT
+        upload.upload_stream(
+            client, s3, "b/data", io.BytesIO(data).readinto, part_size=upload.MIN_PART_SIZE, max_parts=LIMIT
         )
     assert str(failed.value) == (
         f"s3://{s3.bucket}/b/data at {s3.endpoint}: the stream is larger than 12 parts of 5 MiB (60 MiB), "
@@ -59,9 +60,9 @@ def test_a_stream_past_the_part_limit_fails_naming_the_size_and_leaves_nothing(t
 
 def test_the_part_size_chosen_from_the_expected_size_uploads_it_whole(target, data):
     s3, client = target
-    part = storage.part_size_for(SIZE, max_parts=LIMIT, smallest=storage.MIN_PART_SIZE)
+    part = upload.part_size_for(SIZE, max_parts=LIMIT, smallest=upload.MIN_PART_SIZE)
     assert part == 7 * MIB
-    up = storage.upload_stream(
+    up = upload.upload_stream(
         client, s3, "b/data", io.BytesIO(data).readinto, part_size=part, max_parts=LIMIT
     )
     assert (up.size, up.parts, up.sha256) == (SIZE, 10, hashlib.sha256(data).hexdigest())

@@ -20,6 +20,7 @@ import pytest
 from mysql_operator import cli, tls
 from mysql_operator.api import SSE_C, SSE_KMS, SSE_S3, Encryption, ServerSideEncryption
 from mysql_operator.backup import storage
+from mysql_operator.backup import upload
 from mysql_operator.backup.restore import restore_into
 from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.run import run_backup
@@ -112,7 +113,7 @@ def test_every_object_is_stored_encrypted_as_asked_and_restores(factory, kms_ser
     m = run_backup(request_for(source, s3, name="b1"), _creds(kms_server), factory.admin_password)
     keys = objects(kms_server, bucket)
     assert keys == ["backups/c1/b1/backup.sql.zst", "backups/c1/b1/manifest.json"]
-    assert m.compressed_size > storage.MIN_PART_SIZE, "the dump must take the multipart path"
+    assert m.compressed_size > upload.MIN_PART_SIZE, "the dump must take the multipart path"
     for key in keys:
         head = kms_server.client().head_object(Bucket=bucket, Key=key)
         assert head.get("ServerSideEncryption") == stored[0], (key, head)

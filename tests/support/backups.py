@@ -7,12 +7,13 @@ import subprocess
 
 from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import storage
+from mysql_operator.backup import upload
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.run import BackupRequest, Candidate
 from tests.support.mariadb import BACKUP_USER
 
-PART = storage.MIN_PART_SIZE  # 5 MiB: the S3 minimum, so a modest table spans several parts
+PART = upload.MIN_PART_SIZE  # 5 MiB: the S3 minimum, so a modest table spans several parts
 
 
 def s3cfg(server, bucket, endpoint=None) -> S3:

@@ -1,5 +1,5 @@
 """The upload part size of a backup grows with the data it may hold (issue 53): S3 allows 10,000
-parts of at most 5 GiB, so a fixed 16 MiB part capped a backup at ~156 GiB. storage.part_size_for
+parts of at most 5 GiB, so a fixed 16 MiB part capped a backup at ~156 GiB. upload.part_size_for
 (pure) spreads the expected size over 9,000 parts; the backup Job takes it from spec.storage.size
 and its memory limit grows with the part buffers."""
 
@@ -9,8 +9,8 @@ import pytest
 from kubernetes.utils.quantity import parse_quantity
 
 from mysql_operator.api import parse, parse_backup
-from mysql_operator.backup import storage
-from mysql_operator.backup.storage import MAX_PART_SIZE, MAX_PARTS, MIB, MIN_PART_SIZE, part_size_for
+from mysql_operator.backup import upload
+from mysql_operator.backup.upload import MAX_PART_SIZE, MAX_PARTS, MIB, MIN_PART_SIZE, part_size_for
 from mysql_operator.manifests.backup_jobs import backup_job
 
 GIB, TIB = 1024 * MIB, 1024 * 1024 * MIB
@@ -49,7 +49,7 @@ def test_an_expected_size_s3_can_hold_takes_at_most_9000_parts():
         if expected <= 9_000 * MAX_PART_SIZE:
             assert -(-expected // part) <= 9_000, expected
     # the old fixed part size needed more parts than S3 allows for the largest of them
-    assert -(-46_080_000 * MIB // storage.DEFAULT_PART_SIZE) > MAX_PARTS
+    assert -(-46_080_000 * MIB // upload.DEFAULT_PART_SIZE) > MAX_PARTS
 
 
 def test_a_smaller_part_limit_and_floor_as_the_multipart_test_uses():

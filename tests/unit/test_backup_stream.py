@@ -12,7 +12,7 @@ import pytest
 
 from mysql_operator.backup.pipeline import CHUNK
 from mysql_operator.backup.stream import WINDOW, DumpStream
-from mysql_operator.backup.storage import fill
+from mysql_operator.backup.upload import fill
 
 
 def _pumped(data: bytes, pieces: list[int], pause: float) -> tuple[DumpStream, bytes]:
