@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import socket
 import sys
@@ -11,19 +10,14 @@ import sys
 from mysql_operator import __version__
 from mysql_operator.cli_common import (
     EXIT_CODES,
-    NOT_FOUND,
-    TIMED_OUT,
-    USAGE,
-    CommandError,
     Parser,
-    as_list,
     call,
     common_flags,
-    connect,
     dry_run_flag,
     emit,
-    print_table,
 )
+from mysql_operator.cli_requests import ROTATABLE_KEYS, rotate_passwords_command, switchover_command
+from mysql_operator.cli_status import status_command
 
 
 def _env_list(name: str) -> list[str]:
@@ -164,243 +158,6 @@ def _use_kubeconfig(path: str) -> None:
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = path
 
 
-def _not_found(namespace: str, name: str) -> CommandError:
-    return CommandError(
-        f"MySQLCluster {namespace}/{name} not found",
-        "check the name and -n/--context (kubectl mysql status lists them)",
-        NOT_FOUND,
-    )
-
-
-def _caller(kubeconfig: str | None, context: str | None = None) -> str:
-    """Who asks: the kubeconfig context's user, else the local login name ("" when neither)."""
-    import getpass
-
-    from kubernetes import config
-
-    try:
-        contexts, ctx = config.list_kube_config_contexts(config_file=kubeconfig)
-        if context:
-            ctx = next((c for c in contexts if c["name"] == context), ctx)
-        user = (ctx.get("context") or {}).get("user")
-        if user:
-            return str(user)
-    except config.ConfigException:
-        pass
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return ""
-
-
-def _switchover(args) -> int:
-    """Annotate the cluster with a switchover request (switchover.py); with --wait, follow
-    status.switchover until the operator says it is done or refused."""
-    import time
-
-    from kubernetes import client
-
-    from mysql_operator import switchover as sw
-    from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
-
-    api = client.CustomObjectsApi(connect(args))
-    where = f"{args.namespace}/{args.cluster}"
-    value = sw.annotation_value(args.to, _caller(args.kubeconfig, args.context), args.reason or "")
-    to, by, _ = sw.parse_value(value, args.cluster)
-    patch = {"metadata": {"annotations": {sw.ANNOTATION: value}}}
-
-    def record() -> dict | None:
-        body = api.get_namespaced_custom_object(GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster)
-        return (body.get("status") or {}).get(sw.STATUS_KEY)
-
-    before = record()
-    if args.dry_run:
-        emit(patch, args.output)
-        return 0
-    patched = api.patch_namespaced_custom_object(
-        GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster, patch
-    )
-    if args.output != "table":
-        emit(patched, args.output)
-    else:
-        print(f"{where}: switchover to {to} requested ({sw.ANNOTATION}: {value})")
-    if not args.wait:
-        if args.output == "table":
-            print(
-                f"the operator records the outcome in status.switchover (kubectl mysql status {args.cluster})"
-            )
-        return 0
-    deadline = time.monotonic() + args.timeout
-    while time.monotonic() < deadline:
-        time.sleep(2)
-        now = record()
-        if sw.finished(now, before, to, by):
-            assert now is not None
-            print(
-                f"{now['result']}: {now.get('message', '')}",
-                file=sys.stderr if args.output != "table" else sys.stdout,
-            )
-            return 0 if now["result"] == sw.DONE else 1
-    print(
-        f"error: switchover: no outcome within {args.timeout:.0f} s; the request stays: "
-        f"watch status.switchover (kubectl mysql status {args.cluster})",
-        file=sys.stderr,
-    )
-    return TIMED_OUT
-
-
-ROTATABLE_KEYS = (
-    "root-password",
-    "operator-password",
-    "replication-password",
-    "app-password",
-    "backup-password",
-    "sql-password",
-    "monitor-password",
-    "binlog-password",
-)
-
-
-def _rotate_passwords(args) -> int:
-    """New random passwords in the generated credentials Secret (the operator applies them)."""
-    import base64
-
-    from kubernetes import client
-
-    from mysql_operator import manifests as m
-    from mysql_operator.api import SpecError, parse
-    from mysql_operator.k8s.objects import read_cluster
-
-    api = connect(args)
-    body = read_cluster(api, args.namespace, args.cluster)
-    if body is None:
-        raise _not_found(args.namespace, args.cluster)
-    try:
-        c = parse(body)
-    except SpecError as e:
-        raise CommandError(
-            f"rotate-passwords: the cluster's spec is invalid: {e}", "fix the field named"
-        ) from e
-    if c.spec.credentials is not None:
-        raise CommandError(
-            f"rotate-passwords: spec.credentials.secretName: Secret {c.spec.credentials.secret_name} is yours",
-            "change its passwords there (the operator applies them)",
-        )
-    secret = m.generated_secret_name(c)
-    present = client.CoreV1Api(api).read_namespaced_secret(secret, args.namespace).data or {}
-    keys = [k for k in (args.key or ROTATABLE_KEYS) if k in present]
-    if args.dry_run:  # the new values are made when sent: never printed
-        meta = {"name": secret, "namespace": args.namespace}
-        placeholder = "(a new random password, base64)"
-        emit(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": meta,
-                "data": dict.fromkeys(keys, placeholder),
-            },
-            args.output,
-        )
-        return 0
-    data = {k: base64.b64encode(m.random_password().encode()).decode() for k in keys}
-    client.CoreV1Api(api).patch_namespaced_secret(secret, args.namespace, {"data": data})
-    if args.output != "table":  # which keys changed, never their values
-        emit({"secret": f"{args.namespace}/{secret}", "rotated": keys}, args.output)
-        return 0
-    print(
-        f"{args.namespace}/{secret}: new {', '.join(keys)}; the operator applies them "
-        f"(watch status.appliedCredentialsVersion: kubectl mysql status {args.cluster} -o yaml)"
-    )
-    return 0
-
-
-def format_status(body: dict, now: dt.datetime | None = None) -> str:
-    """Human summary of a MySQLCluster's status (pure but for the clock, which `now` replaces)."""
-    st = body.get("status") or {}
-    meta = body.get("metadata") or {}
-    lag = st.get("replicaLagSeconds")
-    lines = [
-        f"{meta.get('namespace')}/{meta.get('name')}: phase {st.get('phase', '-')}, "
-        f"primary {st.get('currentPrimary', '-')}, ready {st.get('readyInstances', 0)}/"
-        f"{(body.get('spec') or {}).get('instances', '?')}, "
-        f"largest replica lag {'-' if lag is None else f'{lag} s'}, last backup {_backup_age(st, now)}"
-    ]
-    for c in st.get("conditions") or []:
-        lines.append(
-            f"  {c.get('type'):<12} {c.get('status'):<6} {c.get('reason', '')}"
-            + (f": {c['message']}" if c.get("message") else "")
-        )
-    sw, pr = st.get("switchover") or {}, st.get("primaryRequest") or {}
-    if sw:
-        lines.append(
-            f"  switchover to {sw.get('to')} ({sw.get('requestedBy') or '-'}): {sw.get('result')}: {sw.get('message', '')}"
-        )
-    if pr:
-        lines.append(f"  spec.primary {pr.get('value')}: {pr.get('result')}: {pr.get('message', '')}")
-    for i in st.get("instances") or []:
-        lines.append(
-            f"  {i.get('name'):<20} {i.get('role', ''):<10} ready={i.get('ready')} "
-            f"lag={i.get('lagSeconds', '-')} gtid={i.get('gtidExecuted', '-')}"
-            + (f" error={i['error']}" if i.get("error") else "")
-            + (f" waiting={i['waiting']}" if i.get("waiting") else "")
-        )
-    return "\n".join(lines)
-
-
-def _backup_age(status: dict, now: dt.datetime | None) -> str:
-    last = status.get("lastBackup") or {}
-    try:
-        done = dt.datetime.fromisoformat(str(last.get("completedAt")).replace("Z", "+00:00"))
-    except ValueError:
-        return "never"
-    age = int(((now or dt.datetime.now(dt.timezone.utc)) - done).total_seconds())
-    h, rest = divmod(max(age, 0), 3600)
-    return f"{last.get('name', '?')} {h}h{rest // 60:02d}m ago"
-
-
-def cluster_rows(items: list[dict], now: dt.datetime | None = None) -> list[list[str]]:
-    """Pure but for the clock: the table of `status` without a name, one row per cluster."""
-    rows = [["NAMESPACE", "NAME", "PHASE", "PRIMARY", "READY", "LAG", "LAST BACKUP"]]
-    for body in sorted(items, key=lambda b: (b["metadata"].get("namespace", ""), b["metadata"]["name"])):
-        st, lag = body.get("status") or {}, (body.get("status") or {}).get("replicaLagSeconds")
-        rows.append(
-            [
-                body["metadata"].get("namespace", ""),
-                body["metadata"]["name"],
-                st.get("phase", "-"),
-                st.get("currentPrimary", "-"),
-                f"{st.get('readyInstances', 0)}/{(body.get('spec') or {}).get('instances', '?')}",
-                "-" if lag is None else f"{lag}s",
-                _backup_age(st, now),
-            ]
-        )
-    return rows
-
-
-def _status(args) -> int:
-    from kubernetes import client
-
-    from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
-    from mysql_operator.k8s.objects import read_cluster
-
-    api = connect(args)
-    if args.cluster:
-        if args.all_namespaces:
-            raise CommandError("give a cluster NAME or -A, not both", "drop one", USAGE)
-        body = read_cluster(api, args.namespace, args.cluster)
-        if body is None:
-            raise _not_found(args.namespace, args.cluster)
-        print(format_status(body)) if args.output == "table" else emit(body, args.output)
-        return 0
-    crds = client.CustomObjectsApi(api)
-    if args.all_namespaces:
-        items = crds.list_cluster_custom_object(GROUP, VERSION, CLUSTER_PLURAL)["items"]
-    else:
-        items = crds.list_namespaced_custom_object(GROUP, VERSION, args.namespace, CLUSTER_PLURAL)["items"]
-    print_table(cluster_rows(items)) if args.output == "table" else emit(as_list(items), args.output)
-    return 0
-
-
 def _check_install(args) -> int:
     from mysql_operator.install_check import check
     from mysql_operator.k8s.client import api_client
@@ -433,7 +190,7 @@ def build_parser(prog: str = "mysql-operator", internal: bool = True) -> argpars
         "status", parents=[listing], help="one cluster's status, or a table of the namespace's (-A: all)"
     )
     st.add_argument("cluster", nargs="?", help="MySQLCluster name (default: list them)")
-    st.set_defaults(func=_status)
+    st.set_defaults(func=status_command)
     sw = sub.add_parser(
         "switchover",
         parents=[common, dry],
@@ -446,7 +203,7 @@ def build_parser(prog: str = "mysql-operator", internal: bool = True) -> argpars
     sw.add_argument("--reason", default="", help="why (recorded with your kubeconfig user name)")
     sw.add_argument("--wait", action="store_true", help="wait until the operator says Done or Refused")
     sw.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits (default 600)")
-    sw.set_defaults(func=_switchover)
+    sw.set_defaults(func=switchover_command)
     rp = sub.add_parser(
         "rotate-passwords",
         parents=[common, dry],
@@ -454,7 +211,7 @@ def build_parser(prog: str = "mysql-operator", internal: bool = True) -> argpars
     )
     rp.add_argument("cluster", help="MySQLCluster name")
     rp.add_argument("--key", action="append", choices=ROTATABLE_KEYS, help="only this key (repeatable)")
-    rp.set_defaults(func=_rotate_passwords)
+    rp.set_defaults(func=rotate_passwords_command)
     if internal:
         ci = sub.add_parser(
             "check-install",

@@ -160,3 +160,12 @@ def print_table(rows: list[list[str]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def not_found(namespace: str, name: str) -> CommandError:
+    """The cluster a command names does not exist."""
+    return CommandError(
+        f"MySQLCluster {namespace}/{name} not found",
+        "check the name and -n/--context (kubectl mysql status lists them)",
+        NOT_FOUND,
+    )

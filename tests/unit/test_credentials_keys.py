@@ -114,7 +114,7 @@ def test_root_is_rotated_on_both_flavors_and_a_refusal_says_what_to_do():
 
 def test_rotate_passwords_covers_every_generated_key_but_the_restore_accounts():
     """A key added to the generated Secret must be rotatable by `mysql-operator rotate-passwords`."""
-    from mysql_operator.cli import ROTATABLE_KEYS
+    from mysql_operator.cli_requests import ROTATABLE_KEYS
 
     c = parse(
         body(

@@ -20,7 +20,8 @@ from mysql_operator import summary as csummary
 from mysql_operator import switchover as sw
 from mysql_operator import topology as t
 from mysql_operator.api import parse
-from mysql_operator.cli import build_parser, format_status
+from mysql_operator.cli import build_parser
+from mysql_operator.cli_status import format_status
 from mysql_operator.db.gtid import MariaDBGtids, MySQLGtidSet
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.operator import OperatorConfig, settings_for
