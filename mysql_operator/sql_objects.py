@@ -15,8 +15,7 @@ import base64
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -45,133 +44,18 @@ from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import newer
 from mysql_operator import reasons as R
+from mysql_operator.sql_claims import NOTHING_OWNED, ObjectKey, Owned, conflicts, object_key
+from mysql_operator.sql_status import Result, status_changed, status_for
 
 log = logging.getLogger(__name__)
 ORDER = (DATABASE_KIND, USER_KIND, GRANT_KIND)
 SYNC_SECONDS = 15.0
 ACCESS_DENIED = {1044, 1045, 1142, 1227, 1410}
 Key = tuple[str, str]  # (namespace, cluster)
-ObjectKey = tuple[str, str, str]  # (namespace, kind, name)
-
-
-def _object_key(body: Mapping[str, Any]) -> ObjectKey:
-    meta = body.get("metadata") or {}
-    return (meta.get("namespace") or "default", body.get("kind") or "", meta.get("name") or "")
 
 
 def password_secret_name(user_object: str) -> str:
     return f"{user_object}-mysql-password"
-
-
-@dataclass
-class Result:
-    """What one object's pass ends in: its Ready condition and what the status adds."""
-
-    ok: bool
-    reason: str
-    message: str
-    done: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def status_for(
-    result: Result, previous: Mapping[str, Any], generation: int | None, now: str
-) -> dict[str, Any]:
-    """Pure: the object's status (lastTransitionTime moves only when Ready's status changes)."""
-    old = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), {})
-    status = "True" if result.ok else "False"
-    cond = {
-        "type": "Ready",
-        "status": status,
-        "reason": result.reason,
-        "message": result.message,
-        "lastTransitionTime": old.get("lastTransitionTime", now) if old.get("status") == status else now,
-        "observedGeneration": generation,
-    }
-    return {"observedGeneration": generation, "conditions": [cond], **result.extra}
-
-
-def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    return any(previous.get(key) != value for key, value in new.items())
-
-
-@dataclass(frozen=True)
-class Owned:
-    """What the MySQLCluster itself keeps (spec.database): its application database and account,
-    whose privileges it converges to exactly its own."""
-
-    cluster: str = ""
-    database: str | None = None
-    user: str | None = None
-
-
-def what_it_manages(spec: DatabaseSpec | UserSpec | GrantSpec) -> tuple[str, ...]:
-    """Pure: the server object a spec converges (two objects with one would undo each other)."""
-    if isinstance(spec, DatabaseSpec):
-        return ("database", spec.name)
-    if isinstance(spec, UserSpec):
-        return ("account", spec.name, spec.host.lower())
-    return ("privileges", spec.user, spec.host.lower(), spec.target)
-
-
-def _describe(managed: tuple[str, ...]) -> str:
-    if managed[0] == "database":
-        return f"the database {managed[1]}"
-    if managed[0] == "account":
-        return f"the account {managed[1]}@{managed[2]}"
-    return f"the privileges of {managed[1]}@{managed[2]} on {managed[3]}"
-
-
-def _the_clusters(spec: DatabaseSpec | UserSpec | GrantSpec, owned: Owned) -> str | None:
-    """Why a spec names what the cluster keeps itself (its spec.database), or None."""
-    of_cluster = f"spec.database of MySQLCluster {owned.cluster}"
-    if isinstance(spec, DatabaseSpec):
-        if spec.name != owned.database:
-            return None
-        return (
-            f"spec.name: the database {spec.name} is the cluster's own ({of_cluster}): the "
-            "cluster creates and keeps it; delete this object or name another database"
-        )
-    user = spec.name if isinstance(spec, UserSpec) else spec.user
-    if user != owned.user:
-        return None
-    return (
-        f"the account {user} is the cluster's own application account ({of_cluster}): the "
-        "cluster sets its password and keeps its privileges to exactly its own; use another account"
-    )
-
-
-def conflicts(objects: Sequence[tuple[Mapping[str, Any], SqlObject]], owned: Owned) -> dict[ObjectKey, str]:
-    """Pure: why each object that must not be applied is not - what the cluster keeps itself, or
-    what an older object (creationTimestamp, then name) of the same kind already manages. An
-    object being deleted whose target the cluster or a live object keeps is listed too: its
-    deletion must not undo it."""
-
-    def deleting(body: Mapping[str, Any]) -> bool:
-        return bool((body.get("metadata") or {}).get("deletionTimestamp"))
-
-    out: dict[ObjectKey, str] = {}
-    first: dict[tuple[str, ...], str] = {}
-    live = sorted(
-        ((b, o) for b, o in objects if not deleting(b)),
-        key=lambda o: ((o[0].get("metadata") or {}).get("creationTimestamp") or "", o[1].name),
-    )
-    for body, obj in live:
-        managed, why = what_it_manages(obj.spec), _the_clusters(obj.spec, owned)
-        if why is None and managed in first:
-            why = (
-                f"{obj.kind} {first[managed]} already manages {_describe(managed)}: two objects would "
-                "undo each other, this one is not applied; delete one of them"
-            )
-        if why is not None:
-            out[_object_key(body)] = why
-        else:
-            first[managed] = obj.name
-    for body, obj in objects:
-        managed = what_it_manages(obj.spec)
-        if deleting(body) and (managed in first or _the_clusters(obj.spec, owned)):
-            out[_object_key(body)] = f"{_describe(managed)} is kept by another object or the cluster"
-    return out
 
 
 class SqlObjects:
@@ -192,7 +76,7 @@ class SqlObjects:
         cluster = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
         if not isinstance(cluster, str):
             return None
-        obj = _object_key(body)
+        obj = object_key(body)
         key = (obj[0], cluster)
         version = (body.get("metadata") or {}).get("resourceVersion")
         with self._lock:
@@ -207,7 +91,7 @@ class SqlObjects:
 
     def gone(self, body: Mapping[str, Any]) -> None:
         with self._lock:
-            self._drop(_object_key(body))
+            self._drop(object_key(body))
 
     def _drop(self, obj: ObjectKey) -> None:
         where = self._where.pop(obj, None)
@@ -250,7 +134,7 @@ class SqlObjects:
         connect: Callable[[], Instance] | None,
         flavor: Flavor,
         unavailable: str,
-        owned: Owned = Owned(),
+        owned: Owned = NOTHING_OWNED,
     ) -> None:
         """Converge every object of the cluster (`connect`: the primary as the SQL account, None
         with `unavailable` saying why there is none). An object in conflict (`conflicts`) is not
@@ -283,7 +167,7 @@ class SqlObjects:
                     except InstanceError as e:  # every object says why, each pass tries again
                         connect, unavailable = None, f"cannot log in to the primary as {m.SQL_USER}: {e}"
                 try:
-                    self._one(body, inst, flavor, unavailable, refused.get(_object_key(body)))
+                    self._one(body, inst, flavor, unavailable, refused.get(object_key(body)))
                 except ApiException as e:
                     log.warning("%s/%s %s: %s", namespace, body["metadata"]["name"], body["kind"], e.reason)
                     why = f"the Kubernetes API answered {e.status} {e.reason} while applying it"

@@ -13,7 +13,8 @@ from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster
 from mysql_operator.db.instance import Instance
 from mysql_operator.members import Member
-from mysql_operator.sql_objects import Owned, SqlObjects
+from mysql_operator.sql_claims import Owned
+from mysql_operator.sql_objects import SqlObjects
 from mysql_operator.db.flavor import Flavor
 
 log = logging.getLogger(__name__)

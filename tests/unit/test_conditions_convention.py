@@ -16,7 +16,7 @@ from mysql_operator import conditions as cconditions
 from mysql_operator import summary as csummary
 from mysql_operator.backup.controller import backup_status
 from mysql_operator.units import human_size
-from mysql_operator.sql_objects import Result, status_for
+from mysql_operator.sql_status import Result, status_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = sorted((ROOT / "crds").glob("*.yaml"))

@@ -10,7 +10,7 @@ from mysql_operator.api.sql import DATABASE_PRIVILEGES, DatabaseSpec, GrantSpec,
 from mysql_operator.db import statements as st
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.observation import InstanceError
-from mysql_operator.sql_objects import Result, status_changed, status_for
+from mysql_operator.sql_status import Result, status_changed, status_for
 
 
 def body(kind, **spec):
@@ -301,7 +301,7 @@ def _body(kind, name, spec, created="2026-11-28T06:00:00Z", deleting=False):
 
 def test_two_objects_managing_one_thing_and_what_the_cluster_keeps_are_conflicts():
     from mysql_operator.api.sql import parse_sql_object
-    from mysql_operator.sql_objects import Owned, conflicts
+    from mysql_operator.sql_claims import Owned, conflicts
 
     bodies = [
         _body("MySQLGrant", "late", {"user": "rw", "database": "shop", "privileges": ["INSERT"]}, "T2"),
@@ -333,7 +333,8 @@ def test_two_objects_managing_one_thing_and_what_the_cluster_keeps_are_conflicts
 
 def test_an_object_in_conflict_is_not_applied_and_its_deletion_undoes_nothing(monkeypatch):
     from mysql_operator import sql_objects
-    from mysql_operator.sql_objects import Owned, SqlObjects
+    from mysql_operator.sql_claims import Owned
+    from mysql_operator.sql_objects import SqlObjects
 
     published, ran, released = [], [], []
 
