@@ -84,6 +84,7 @@ from mysql_operator.engine_config import engine_settings
 from mysql_operator.owned import apply_owned
 from mysql_operator.passwords import PasswordStore
 from mysql_operator import restore_gate as gate
+from mysql_operator import restore_plan
 from mysql_operator.sql_objects import SqlObjects
 from mysql_operator.rollout import (
     RestartGate,
@@ -389,17 +390,19 @@ class Reconciler:
         return error is None
 
     def _restore(self, seen: Observed, entry: ClusterEntry, applied: bool) -> Result | None:
-        """The restore gate (restore_gate.py: observe, plan, carry out): the Result of a pass held
+        """The restore gate (restore_gate.py: observe, carry out; restore_plan.py: plan): the Result of a pass held
         by a restore (it is starting, running, or failed), None when the pass may go on."""
         c, body, logins = seen.c, seen.body, seen.logins
         if c.spec.restore is None:
             return None
         owner = k.owner_of(body)
-        found = gate.observe_restore(self.api, c, seen.previous, gate.not_ready(c, seen.pods, seen.names))
+        found = gate.observe_restore(
+            self.api, c, seen.previous, restore_plan.not_ready(c, seen.pods, seen.names)
+        )
         now = clock.stamp()
 
-        def plan_(start_error: str | None = None) -> gate.RestorePlan:
-            return gate.plan_restore(
+        def plan_(start_error: str | None = None) -> restore_plan.RestorePlan:
+            return restore_plan.plan_restore(
                 c,
                 owner,
                 found,

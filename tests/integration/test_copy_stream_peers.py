@@ -26,6 +26,7 @@ from mysql_operator.backup.restore_mariadb_physical import RESTORE_SQL, CopyServ
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.manifests.restore_jobs import restore_network_policy, restore_service
 from mysql_operator import restore_gate as gate
+from mysql_operator import restore_plan
 from tests.support.operator_account import operator_api
 
 OPERATOR_PASSWORD = "op\"er'ator\\pw of prod/db"
@@ -112,8 +113,8 @@ def test_the_operator_applies_the_restore_jobs_network_policy_as_its_own_account
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner", "uid": owner.metadata.uid}}
     c = _cluster("shop", namespace)
     writes = [
-        gate.Apply(m.owned(restore_service(c), body)),
-        gate.Apply(m.owned(restore_network_policy(c), body)),
+        restore_plan.Apply(m.owned(restore_service(c), body)),
+        restore_plan.Apply(m.owned(restore_network_policy(c), body)),
     ]
     as_operator = operator_api(control_plane, namespace)
     gate.carry_out(as_operator, Reads(as_operator), c, body, writes)

@@ -1,5 +1,5 @@
 """The restore account goes when the restore ends, whatever ended it (issue 53): the operator's
-pass that records the end (restore_gate.plan_restore plans DropRestoreAccount for a Job that
+pass that records the end (restore_plan.plan_restore plans DropRestoreAccount for a Job that
 succeeded, failed, passed its deadline or was deleted: tests/unit/test_restore_gate.py) drops
 it from every server as the operator's account, with exactly the operator's grants, on real
 MySQL 9.7 and MariaDB servers fenced as a new cluster's instances are."""

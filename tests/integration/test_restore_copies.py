@@ -10,6 +10,7 @@ from kubernetes import client
 from mysql_operator import manifests as m
 from mysql_operator.api import parse
 from mysql_operator import restore_gate as gate
+from mysql_operator import restore_plan
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
 
@@ -40,14 +41,14 @@ def test_every_instance_is_asked_for_the_copy_and_pods_older_than_the_request_re
     record = {"phase": "Running", "startedAt": "2026-11-29T05:00:01Z"}
     now = "2026-11-29T05:00:09Z"
 
-    record, writes = gate.copies(c, body, record, listed, now)
+    record, writes = restore_plan.copies(c, body, record, listed, now)
     gate.carry_out(api, Reads(api), c, body, writes)
 
     data = core.read_namespaced_config_map("shop-reseed", namespace).data
     line = f"shop-restore.{namespace}.svc 20261129050001 restore"
     assert data == {"shop-0": line, "shop-1": line, "shop-2": line}
     assert record["copiesRequestedAt"] == now
-    assert gate.Record({"restore": record}) in writes
+    assert restore_plan.Record({"restore": record}) in writes
     assert live(core, namespace) == {
         "shop-1",
         "shop-2",
@@ -56,9 +57,9 @@ def test_every_instance_is_asked_for_the_copy_and_pods_older_than_the_request_re
     # a later pass that still sees the old shop-0 (a lagging watch): its StatefulSet's new Pod of
     # that name is not deleted
     core.create_namespaced_pod(namespace, {**pod_body(c, "shop-0")})
-    again, writes = gate.copies(c, body, record, listed, now)
+    again, writes = restore_plan.copies(c, body, record, listed, now)
     old = next(p["metadata"]["uid"] for p in listed if p["metadata"]["name"] == "shop-0")
-    assert again == record and writes == [gate.Restart("shop-0", old)]
+    assert again == record and writes == [restore_plan.Restart("shop-0", old)]
     gate.carry_out(api, Reads(api), c, body, writes)
     assert live(core, namespace) == {"shop-0", "shop-1", "shop-2"}
 

@@ -1,4 +1,4 @@
-"""The restore gate's pass (restore_gate.plan_restore, pure): what it writes and in which order,
+"""The restore gate's pass (restore_plan.plan_restore, pure): what it writes and in which order,
 its Events and the status of a held cluster; and its writes carried out through a recording
 KubeOps (the record before the Job, a refused Job recorded as the restore's failure)."""
 
@@ -10,6 +10,8 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import restore_gate as g
+
+from mysql_operator import restore_plan
 from mysql_operator import restoring
 from mysql_operator.api import parse
 from mysql_operator.api.types import S3, SecretKeys
@@ -43,11 +45,13 @@ def pod(name: str, ready: bool = True, started: str | None = "2026-12-01T09:00:0
     }
 
 
-def plan(seen: g.RestoreSeen, listed=None, previous=None, c=None, **kw) -> g.RestorePlan:
+def plan(
+    seen: restore_plan.RestoreSeen, listed=None, previous=None, c=None, **kw
+) -> restore_plan.RestorePlan:
     c = c or cluster()
     listed = [pod(f"shop-{i}") for i in range(3)] if listed is None else listed
     views = pod_views("shop", listed)
-    return g.plan_restore(
+    return restore_plan.plan_restore(
         c,
         OWNER,
         seen,
@@ -73,7 +77,7 @@ def kinds(writes) -> list[str]:
 
 
 def test_a_restore_starts_with_its_record_written_before_the_job_exists():
-    p = plan(g.RestoreSeen(None, None, source=source()))
+    p = plan(restore_plan.RestoreSeen(None, None, source=source()))
     assert p.held and not p.writes
     assert kinds(p.start) == ["Record", "RestoreCertificate", "Apply", "Apply", "CreateJob"]
     assert p.start[0].fields["restore"]["phase"] == "Running"
@@ -88,7 +92,7 @@ def test_a_restore_starts_with_its_record_written_before_the_job_exists():
 
 def test_a_refused_job_fails_the_restore_with_the_reason_and_nothing_else_is_written():
     p = plan(
-        g.RestoreSeen(None, None, source=source()),
+        restore_plan.RestoreSeen(None, None, source=source()),
         start_error=f"creating the restore Job: {PASSWORD} Forbidden",
     )
     assert not p.start and kinds(p.writes) == ["DropRestoreAccount"]  # the init step made it
@@ -99,7 +103,7 @@ def test_a_refused_job_fails_the_restore_with_the_reason_and_nothing_else_is_wri
 
 def test_a_source_that_cannot_be_used_fails_at_once_naming_the_field():
     why = "spec.restore.fromBackup.name: MySQLBackup nightly does not exist in this namespace"
-    p = plan(g.RestoreSeen(None, None, source_error=why))
+    p = plan(restore_plan.RestoreSeen(None, None, source_error=why))
     assert not p.start and p.status["phase"] == "Failed"
     assert p.status["restore"]["message"] == why
     ready = {c["type"]: c for c in p.status["conditions"]}["Ready"]
@@ -108,16 +112,18 @@ def test_a_source_that_cannot_be_used_fails_at_once_naming_the_field():
 
 def test_a_missing_key_waits_and_says_so_once():
     why = "spec.restore.encryption: Secret k lacks key"
-    first = plan(g.RestoreSeen(None, None, source=source(), key_problem=why))
+    first = plan(restore_plan.RestoreSeen(None, None, source=source(), key_problem=why))
     assert not first.start and first.status["phase"] == "Restoring"
     assert first.events == (("Warning", "RestoreWaiting", why),)
-    again = plan(g.RestoreSeen(None, None, source=source(), key_problem=why), previous=first.status)
+    again = plan(
+        restore_plan.RestoreSeen(None, None, source=source(), key_problem=why), previous=first.status
+    )
     assert not again.events and not again.changed
 
 
 def test_it_waits_for_every_instance_before_it_reads_or_starts_anything():
     listed = [pod("shop-0"), pod("shop-1", ready=False)]
-    p = plan(g.RestoreSeen(None, None), listed=listed)
+    p = plan(restore_plan.RestoreSeen(None, None), listed=listed)
     assert p.held and not p.start and not p.events
     assert "shop-1, shop-2 not Ready" in {c["type"]: c for c in p.status["conditions"]}["Ready"]["message"]
 
@@ -125,20 +131,22 @@ def test_it_waits_for_every_instance_before_it_reads_or_starts_anything():
 @pytest.mark.parametrize("primary, recorded", [(None, "shop-0"), (2, "shop-2")])
 def test_a_finished_restore_records_the_primary_the_engine_adopts(primary, recorded):
     done = {"ok": True, "message": "restored into 3 instances", "gtidPosition": "0-1-9"}
-    p = plan(g.RestoreSeen(RUNNING, done), previous={"restore": RUNNING}, c=cluster(primary=primary))
+    p = plan(
+        restore_plan.RestoreSeen(RUNNING, done), previous={"restore": RUNNING}, c=cluster(primary=primary)
+    )
     assert p.status["currentPrimary"] == recorded
     assert p.status["restore"] | {"completedAt": NOW} == p.status["restore"]
     assert p.status["restore"]["phase"] == "Succeeded" and p.status["restore"]["gtidPosition"] == "0-1-9"
     assert [e[1] for e in p.events] == ["RestoreSucceeded"]
     # the next pass finds it Succeeded: the gate lets the pass go on
-    assert not plan(g.RestoreSeen(p.status["restore"], None), previous=p.status).held
+    assert not plan(restore_plan.RestoreSeen(p.status["restore"], None), previous=p.status).held
 
 
 def test_a_job_gone_while_running_is_recorded_failed_once():
-    p = plan(g.RestoreSeen(RUNNING, None), previous={"restore": RUNNING})
+    p = plan(restore_plan.RestoreSeen(RUNNING, None), previous={"restore": RUNNING})
     assert p.status["restore"]["phase"] == "Failed" and "disappeared" in p.status["restore"]["message"]
     assert [e[1] for e in p.events] == ["RestoreFailed"]
-    again = plan(g.RestoreSeen(p.status["restore"], None), previous=p.status)
+    again = plan(restore_plan.RestoreSeen(p.status["restore"], None), previous=p.status)
     assert again.held and not again.events and not again.changed
 
 
@@ -148,22 +156,22 @@ def test_mariadb_instances_are_asked_for_the_copy_once_and_only_older_pods_resta
         pod("shop-1", started="2026-12-01T11:00:00Z"),  # started after the request
         pod("shop-2", started=None),  # not running yet
     ]
-    first = plan(g.RestoreSeen(RUNNING, restoring.JOB_RUNNING, job_serving=True), listed=listed)
+    first = plan(restore_plan.RestoreSeen(RUNNING, restoring.JOB_RUNNING, job_serving=True), listed=listed)
     assert kinds(first.writes) == ["Apply", "Record", "Restart"]
     cm = first.writes[0].obj
     assert cm["kind"] == "ConfigMap" and set(cm["data"]) == {"shop-0", "shop-1", "shop-2"}
     assert first.writes[1].fields["restore"]["copiesRequestedAt"] == NOW
-    assert first.writes[2] == g.Restart("shop-0", "uid-shop-0")
+    assert first.writes[2] == restore_plan.Restart("shop-0", "uid-shop-0")
     assert [e[1] for e in first.events] == ["RestoreCopying"]
     # the next pass (or an operator restart): the request stands; a Pod still older restarts
     record = first.writes[1].fields["restore"]
-    again = plan(g.RestoreSeen(record, restoring.JOB_RUNNING, job_serving=True), listed=listed)
+    again = plan(restore_plan.RestoreSeen(record, restoring.JOB_RUNNING, job_serving=True), listed=listed)
     assert kinds(again.writes) == ["Restart"] and not again.events
 
 
 @pytest.mark.parametrize("flavor, serving", [("mysql", True), ("mariadb", False)])
 def test_no_copy_is_asked_for_before_the_job_serves_one_or_for_mysql(flavor, serving):
-    seen = g.RestoreSeen(RUNNING, restoring.JOB_RUNNING, job_serving=serving)
+    seen = restore_plan.RestoreSeen(RUNNING, restoring.JOB_RUNNING, job_serving=serving)
     p = plan(seen, c=cluster(flavor), previous={"restore": RUNNING})
     assert p.held and not p.writes and p.status["phase"] == "Restoring"
 
@@ -181,23 +189,25 @@ DEADLINE = {"ok": False, "message": "the restore Job shop-restore failed: Deadli
     ],
 )
 def test_the_restore_account_is_dropped_in_the_pass_that_records_the_end_whatever_ended_it(job):
-    p = plan(g.RestoreSeen(RUNNING, job), previous={"restore": RUNNING})
+    p = plan(restore_plan.RestoreSeen(RUNNING, job), previous={"restore": RUNNING})
     assert p.status["restore"]["phase"] in ("Succeeded", "Failed")
     assert kinds(p.writes) == ["DropRestoreAccount"]
     # carried out before the record (the status, written after the writes): a drop that fails
     # fails the pass, which plans it again; once recorded, never again
-    again = plan(g.RestoreSeen(p.status["restore"], None), previous=p.status)
+    again = plan(restore_plan.RestoreSeen(p.status["restore"], None), previous=p.status)
     assert not again.writes
 
 
 def test_no_drop_while_the_restore_runs_or_waits():
-    assert not plan(g.RestoreSeen(RUNNING, restoring.JOB_RUNNING), previous={"restore": RUNNING}).writes
-    assert not plan(g.RestoreSeen(None, None, source=source())).writes
+    assert not plan(
+        restore_plan.RestoreSeen(RUNNING, restoring.JOB_RUNNING), previous={"restore": RUNNING}
+    ).writes
+    assert not plan(restore_plan.RestoreSeen(None, None, source=source())).writes
 
 
 def test_the_drop_is_carried_out_through_the_callable_in_its_place():
     done = []
-    writes = [g.DropRestoreAccount(), g.Record({"restore": {"phase": "Failed"}})]
+    writes = [restore_plan.DropRestoreAccount(), restore_plan.Record({"restore": {"phase": "Failed"}})]
     kube = RecordingKube()
     g.carry_out(None, kube, cluster(), OWNER, writes, lambda: done.append(len(kube.calls)))
     assert done == [0] and [c[0] for c in kube.calls] == ["status"]
@@ -210,8 +220,10 @@ class Refusing(RecordingKube):
 
 
 def test_the_writes_are_carried_out_in_order_and_a_refused_job_is_reported():
-    p = plan(g.RestoreSeen(None, None, source=source()))
-    writes = [w for w in p.start if not isinstance(w, g.RestoreCertificate)]  # that one needs the API
+    p = plan(restore_plan.RestoreSeen(None, None, source=source()))
+    writes = [
+        w for w in p.start if not isinstance(w, restore_plan.RestoreCertificate)
+    ]  # that one needs the API
     kube = Refusing()
     assert g.start(None, kube, cluster(), OWNER, writes) == "creating the restore Job: Forbidden"
     assert [c[0] for c in kube.calls] == ["status", "apply", "apply", "job"]
