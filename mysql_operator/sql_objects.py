@@ -42,7 +42,7 @@ from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
-from mysql_operator.k8s.cache import newer
+from mysql_operator.k8s.reflector import newer
 from mysql_operator import reasons as R
 from mysql_operator.sql_claims import NOTHING_OWNED, ObjectKey, Owned, conflicts, object_key
 from mysql_operator.sql_status import Result, status_changed, status_for

@@ -11,7 +11,8 @@ import pytest
 from kubernetes import client
 
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
-from mysql_operator.k8s.cache import Reads, Store
+from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.reflector import Store
 from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for
 

@@ -4,8 +4,9 @@ it covers, and readers go to the API server until the first LIST."""
 
 from __future__ import annotations
 
-from mysql_operator.k8s import cache
-from mysql_operator.k8s.cache import Reads, Store, newer
+from mysql_operator.k8s import cache, reflector
+from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.reflector import Store, newer
 
 
 def obj(name, version, ns="ns", **labels):
@@ -78,7 +79,7 @@ def test_select_matches_namespace_and_every_label():
 def test_select_by_cluster_follows_label_changes_deletions_and_lists():
     """The store groups objects by their cluster's label (INDEX_LABEL): a selection naming it sees
     exactly what a scan of every object would, whatever happened to them since."""
-    c = cache.INDEX_LABEL
+    c = reflector.INDEX_LABEL
     s = Store()
 
     def names(ns="ns", **labels):
