@@ -22,7 +22,7 @@ from mysql_operator.db.observation import InstanceError
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
-from mysql_operator.backup.controller import key_problem
+from mysql_operator.backup.backup_status import key_problem
 from mysql_operator.backup.restore_types import Source
 from mysql_operator.k8s import jobs
 from mysql_operator.manifests.restore_jobs import (

@@ -7,7 +7,8 @@ from __future__ import annotations
 import kopf
 
 from mysql_operator.api import BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, VERSION
-from mysql_operator.backup.controller import PENDING, RUNNING, BackupController
+from mysql_operator.backup.backup_status import PENDING, RUNNING
+from mysql_operator.backup.controller import BackupController
 from mysql_operator.handlers.cluster import reconciler
 from mysql_operator.k8s.client import api_client
 from mysql_operator.manifests.backup_jobs import DELETE_DATA_ANNOTATION

@@ -18,7 +18,7 @@ from mysql_operator.api.sql import PLURALS as SQL_PLURALS
 from mysql_operator.api.sql import parse_sql_object
 from mysql_operator import status as cstatus
 from mysql_operator import summary as csummary
-from mysql_operator.backup.controller import backup_status
+from mysql_operator.backup.backup_status import backup_status
 from mysql_operator.sql_status import Result, status_for
 from tests.support.crds import PLURALS
 from tests.support.crds import crds as crds  # the module-scoped fixture: the CRDs installed from crds/

@@ -12,7 +12,7 @@ import pytest
 from mysql_operator.api import parse
 from mysql_operator.cli_backup import register, restored_cluster
 from mysql_operator.job_commands import result_of
-from mysql_operator.backup.controller import job_outcome, storage_for
+from mysql_operator.backup.backup_status import job_outcome, storage_for
 from mysql_operator.manifests.backup_jobs import (
     DELETE_DATA_ANNOTATION,
     SCHEDULED_AT_ANNOTATION,

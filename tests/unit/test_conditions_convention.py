@@ -14,7 +14,7 @@ import yaml
 from mysql_operator import status as cstatus
 from mysql_operator import conditions as cconditions
 from mysql_operator import summary as csummary
-from mysql_operator.backup.controller import backup_status
+from mysql_operator.backup.backup_status import backup_status
 from mysql_operator.units import human_size
 from mysql_operator.sql_status import Result, status_for
 
