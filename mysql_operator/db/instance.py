@@ -45,7 +45,8 @@ class Instance(ReplicaControl, Fencing, ServerBinlogs, Cloning, ServerAccounts):
                         "characters: refused (a set read in part would be a wrong one)"
                     )
             replica = self.replica_status()
-            state = {str(k).lower(): v for k, v in self._run(d.semisync_state_sql())}
+            receiving = replica is not None and replica.io_running
+            state = {str(k).lower(): v for k, v in self._run(d.semisync_state_sql(heartbeats=receiving))}
             acks = state.get(d.semisync_ack_count.lower()) if d.semisync_ack_count else None
             uptime = state.get("uptime")
             clients = state.get(d.semisync_source_clients.lower())
