@@ -57,7 +57,7 @@ def _common_env(c: MySQLCluster) -> list[dict[str, Any]]:
     ]
 
 
-def init_env(c: MySQLCluster) -> list[dict[str, Any]]:
+def _init_env(c: MySQLCluster) -> list[dict[str, Any]]:
     """The init container's environment: the accounts init.sh creates on an empty data directory,
     their passwords from the credentials Secret and their privileges (db/accounts.py, one GRANT
     a line: see INIT_SH)."""
@@ -143,7 +143,7 @@ def _seed_volumes(c: MySQLCluster) -> list[dict[str, Any]]:
     ]
 
 
-def pod_spec(c: MySQLCluster, exporter_image: str) -> dict[str, Any]:
+def _pod_spec(c: MySQLCluster, exporter_image: str) -> dict[str, Any]:
     """The servers' Pod: the init container, mysqld, for MariaDB the seed containers, the
     exporter when monitoring is on; non-root, no API token, the spec's scheduling fields."""
     s = c.spec
@@ -153,7 +153,7 @@ def pod_spec(c: MySQLCluster, exporter_image: str) -> dict[str, Any]:
         "image": s.image_ref,
         "imagePullPolicy": s.image_pull_policy,
         "command": ["/bin/bash", f"{k.CONFIG_DIR}/init.sh"],
-        "env": init_env(c),
+        "env": _init_env(c),
         "resources": resources,
         "securityContext": container_security(),
         "volumeMounts": server_mounts(),
@@ -252,7 +252,7 @@ def statefulset(c: MySQLCluster, exporter_image: str = k.EXPORTER_IMAGE) -> dict
                     "labels": {**s.pod_labels, **k.labels(c)},
                     "annotations": {**s.pod_annotations, k.CONFIG_HASH_ANNOTATION: config_hash(c)},
                 },
-                "spec": pod_spec(c, exporter_image),
+                "spec": _pod_spec(c, exporter_image),
             },
             "volumeClaimTemplates": [
                 {
