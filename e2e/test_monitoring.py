@@ -2,8 +2,8 @@
 loopback, its configuration generated here with the same relabelling as the chart's PodMonitor and
 ServiceMonitor) scrapes the chart-installed operator and the mysqld_exporter sidecar of every
 server Pod of a 2-instance MySQL cluster and a 1-instance MariaDB cluster. It loads the chart's
-alert rules (MySQLClusterPrimaryDown with a short `for:`). Under a write load the MySQL primary's Pod
-is deleted: PromQL then shows the new primary (operator and exporter agree), failovers +1 and the
+alert rules (MySQLClusterPrimaryDown with a short `for:`). Under a write load the MySQL primary
+hangs (SIGSTOP): PromQL then shows the new primary (operator and exporter agree), failovers +1 and the
 alert having fired; a backup resets the backup age; every query of the chart's dashboard is valid
 PromQL and the ones that must have data have it. The MySQL cluster archives its binary logs: the
 archiver's delay metric stays near maxDelaySeconds under writes and falls back once the archive
@@ -29,6 +29,7 @@ from e2e.helpers import (
     create_writes_table,
     lost_rows,
     record,
+    signal_server,
     writer_to,
 )
 from mysql_operator.topology import FAILOVER_CAUSES
@@ -169,7 +170,7 @@ def behind(delay: float | None) -> float:
     return float("inf") if delay is None else delay
 
 
-@pytest.mark.causes("Failover", "Reseed")  # the primary Pod force-deleted under writes
+@pytest.mark.causes("Failover", "Reseed")  # the primary hung under writes
 def test_prometheus_sees_the_failover_the_alert_and_the_backup(
     local_cluster, scenario_namespace, s3_secret, tmp_path
 ):
@@ -251,13 +252,19 @@ def test_prometheus_sees_the_failover_the_alert_and_the_backup(
             wait_for(lambda: time.monotonic() - caught_up >= 20, 30, "20 s of writes archived (the window)")
             under_load = p.value(f"max_over_time({archive}[20s])")
             assert under_load <= bound, f"{under_load} s behind under writes"
-            c.core.delete_namespaced_pod("mon-0", ns, grace_period_seconds=0)
-            wait_for(
-                lambda: c.status().get("currentPrimary") == "mon-1",
-                120,
-                "mon-1 promoted",
-                describe=c.describe,
-            )
+            # the primary hangs (SIGSTOP): it stays down however long the failover takes. A Pod
+            # deleted instead came back within the failover delay once (CI), holding a commit of
+            # its own no replica had: the operator rightly kept it primary, and no failover came
+            hung = signal_server(local_cluster, c, "mon-0", "SIGSTOP")
+            try:
+                wait_for(
+                    lambda: c.status().get("currentPrimary") == "mon-1",
+                    120,
+                    "mon-1 promoted",
+                    describe=c.describe,
+                )
+            finally:
+                signal_server(local_cluster, c, "mon-0", "SIGKILL", hung)  # unless the operator restarted it
             wait_for(
                 lambda: p.value(f'mysql_operator_cluster_primary{{{sel},instance="mon-1"}}') == 1,
                 30,
