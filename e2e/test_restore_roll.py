@@ -172,7 +172,10 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
     assert st["phase"] == "Succeeded", st.get("message")
 
     # -- restore into a NEW cluster: never Ready before the restore succeeded
-    dst = Cluster(api, ns, "dst").create(cluster_spec(3, restore={"fromBackup": {"name": "b1"}}))
+    # ... its tables checked against what the backup recorded of its dump (issue 49)
+    dst = Cluster(api, ns, "dst").create(
+        cluster_spec(3, restore={"fromBackup": {"name": "b1"}, "checkTables": True})
+    )
     seen: list[tuple[str | None, str | None, str | None]] = []
 
     def restored_and_ready():
@@ -189,6 +192,7 @@ def test_restore_into_a_new_cluster_then_roll_replicas_first(host_operator, s3_b
     assert all(restore == "Succeeded" for phase, ready, restore in seen if ready == "True"), seen
     rec = final["restore"]
     assert rec["phase"] == "Succeeded" and rec["source"] == "mysqlbackup/b1" and rec["completedAt"]
+    assert rec["tablesChecked"] == {"tables": 3, "rows": 4000}  # customers, orders, empty_one
     print(f"\nrestore into 3 instances: {rec['durationSeconds']}s; cluster created -> Ready: {to_ready:.1f}s")
     assert {e.reason for e in dst.events()} >= {"RestoreStarted", "RestoreSucceeded"}
     d_rw, d_pw = dst.service_ip("rw"), dst.password()

@@ -71,6 +71,11 @@ def register_jobs(bs) -> None:
         "the source's events' statuses, the others have them replica-side disabled",
     )
     into.add_argument(
+        "--check-tables",
+        action="store_true",
+        help="a logical backup: compare the loaded tables with those it recorded (before any replay)",
+    )
+    into.add_argument(
         "--drop-account",
         action="store_true",
         help="the --user account drops itself on every instance at the end",

@@ -168,6 +168,7 @@ def cmd_restore_into(args) -> int:
             args.app_database,
             drop_account=args.drop_account,
             primary=args.primary,
+            check_tables=args.check_tables,
             donor=(
                 Donor(args.donor_host, args.donor_port, args.scratch_dir, args.donor_tls_dir)
                 if args.donor_host and args.donor_port

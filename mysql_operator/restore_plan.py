@@ -195,7 +195,7 @@ def plan_restore(
         message = redact(str(result.get("message") or ""), secrets)[:1024]
         extra = {
             key: result[key]
-            for key in ("durationSeconds", "gtidPosition", "bytesLoaded", "pointInTime")
+            for key in ("durationSeconds", "gtidPosition", "bytesLoaded", "pointInTime", "tablesChecked")
             if key in result
         }
         record = restoring.record(

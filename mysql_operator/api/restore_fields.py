@@ -13,6 +13,7 @@ from .types import (
     SpecError,
 )
 from .fields import (
+    read_bool,
     read_object,
     read_str,
 )
@@ -60,7 +61,7 @@ def read_point_in_time(value: str | None, path: str) -> str | None:
 
 def read_restore(value: Any, rpath: str) -> Restore:
     """spec.restore: the backup a new cluster starts from, and the point in time."""
-    rs = read_object(value, rpath, {"fromBackup", "s3", "encryption", "pointInTime", "gtid"})
+    rs = read_object(value, rpath, {"fromBackup", "s3", "encryption", "pointInTime", "gtid", "checkTables"})
     if (rs.get("fromBackup") is None) == (rs.get("s3") is None):
         raise SpecError(rpath, "needs exactly one of spec.restore.fromBackup or spec.restore.s3")
     from_backup = None
@@ -75,6 +76,7 @@ def read_restore(value: Any, rpath: str) -> Restore:
             read_str(rs, "pointInTime", rpath, max_len=64), f"{rpath}.pointInTime"
         ),
         gtid=read_str(rs, "gtid", rpath, max_len=4096, pattern=_GTID_RE, hint=_GTID_HINT),
+        check_tables=read_bool(rs, "checkTables", rpath, False),
     )
     if restore.point_in_time and restore.gtid:
         raise SpecError(

@@ -284,6 +284,8 @@ class Restore:
     # point-in-time recovery after the backup: a UTC time (stamp form) or LATEST, or a GTID set
     point_in_time: str | None = None
     gtid: str | None = None
+    # a logical backup's tables compared with what it recorded, once loaded (backup/table_check.py)
+    check_tables: bool = False
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,22 @@ import json
 import re
 from dataclasses import asdict, dataclass, fields
 
+from mysql_operator.backup.table_digest import tables_from_json, tables_json
+
 FORMAT = 1
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-OPTIONAL = ("databases", "format", "gtid_position", "encryption", "key_id", "sealed", "method", "events")
+OPTIONAL = (
+    "databases",
+    "format",
+    "gtid_position",
+    "encryption",
+    "key_id",
+    "sealed",
+    "method",
+    "events",
+    "tables",
+    "tables_note",
+)
 
 
 class ManifestError(ValueError):
@@ -47,6 +60,12 @@ class Manifest:
     # the new primary. None: not known (an older backup, or no primary answered); empty when
     # encrypted: then inside `sealed`
     events: tuple[tuple[str, str, str], ...] | None = None
+    # each table of a logical backup as its dump held it, {"db.table": {"rows": n, "digest": hex}}
+    # (backup/table_digest.py: what a restore drill compares a restored server with). None: not
+    # recorded (a physical backup, an older one, or the digests failed: `tables_note` says why);
+    # empty when encrypted: then inside `sealed`
+    tables: dict[str, dict[str, int | str]] | None = None
+    tables_note: str | None = None
 
     def to_json(self) -> bytes:
         d = asdict(self)
@@ -55,6 +74,9 @@ class Manifest:
             del d["events"]  # as older manifests: readable by an older operator
         else:
             d["events"] = [list(e) for e in self.events]
+        for optional in ("tables", "tables_note"):
+            if d[optional] is None:
+                del d[optional]
         return (json.dumps(d, indent=2, sort_keys=True) + "\n").encode()
 
     @classmethod
@@ -74,6 +96,7 @@ class Manifest:
         d = {k: v for k, v in d.items() if k in known}
         d["databases"] = tuple(d.get("databases") or ())
         d["events"] = events_field(d.get("events"), where)
+        d["tables"] = tables_field(d.get("tables"), where)
         m = cls(**d)
         if not _SHA256.match(str(m.sha256)):
             raise ManifestError(f"{where}: sha256 {m.sha256!r} is not a hex SHA-256 digest")
@@ -93,3 +116,13 @@ def events_field(value: object, where: str) -> tuple[tuple[str, str, str], ...] 
             f"{where}: events must be a list of [schema, name, status]: the backup is damaged"
         )
     return tuple((e[0], e[1], e[2]) for e in value)
+
+
+def tables_field(value: object, where: str) -> dict[str, dict[str, int | str]] | None:
+    """A manifest's `tables` as table_digest wrote them; ManifestError otherwise."""
+    if value is None:
+        return None
+    try:
+        return tables_json(tables_from_json(value))
+    except ValueError as e:
+        raise ManifestError(f"{where}: tables: {e}: the backup is damaged") from None

@@ -26,7 +26,7 @@ import concurrent.futures
 from dataclasses import replace
 from typing import Callable
 
-from mysql_operator.backup import commands, physical, pitr, storage
+from mysql_operator.backup import commands, physical, pitr, storage, table_check
 from mysql_operator.backup.binlog_archive import Segment
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest
@@ -43,14 +43,28 @@ from mysql_operator.backup.restore_server import (
     user_databases,
 )
 from mysql_operator.backup.restore_source import read_manifest, segment_bytes, verify
-from mysql_operator.backup.restore_types import RestoreError, RestoreResult, Source, Target, instance_of
+from mysql_operator.backup.restore_types import (
+    RestoreError,
+    RestoreResult,
+    Source,
+    TableCheck,
+    Target,
+    instance_of,
+)
 
 
 def restore_into(
-    target: Target, source: Source, s3_credentials: storage.Credentials, *, client=None
+    target: Target,
+    source: Source,
+    s3_credentials: storage.Credentials,
+    *,
+    client=None,
+    check_tables: bool = False,
 ) -> RestoreResult:
     """Restore `source` into the empty server `target` (the new cluster's primary). Raises
-    RestoreError or StorageError; their text never contains a password."""
+    RestoreError or StorageError; their text never contains a password. `check_tables`: once
+    loaded, the tables are compared with those the backup recorded (table_check.py; before any
+    binary log is replayed): a difference is a RestoreError naming each table."""
     client = client or storage.make_client(source.s3, s3_credentials)
     m = read_manifest(client, source)
     etag = verify(client, source.s3, m, source.key)
@@ -94,7 +108,31 @@ def restore_into(
         raise RestoreError(f"setting the GTID position {gtid} on {target.host}:{target.port}: {e}") from None
     finally:
         inst.close()
-    return RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=loaded)
+    checked = _check_tables(target, m, source.key, version) if check_tables else None
+    return RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=loaded, table_check=checked)
+
+
+def _check_tables(target: Target, m: Manifest, key, version: ServerVersion) -> TableCheck | None:
+    """The loaded tables against the backup's; None when it recorded none."""
+    recorded = table_check.recorded_tables(m, key)
+    if recorded is None:
+        return None
+    inst = instance_of(target, slow_timeout=120)
+    try:
+        databases = user_databases(inst)
+    except InstanceError as e:
+        raise RestoreError(f"listing the restored databases of {target.host}:{target.port}: {e}") from None
+    finally:
+        inst.close()
+    checked = table_check.check_tables(target, version, databases, recorded)
+    if not checked.passed:
+        shown = "; ".join(checked.differences[:10])
+        more = len(checked.differences) - 10
+        raise RestoreError(
+            f"the restored tables differ from those the backup recorded: {shown}"
+            + (f" (and {more} more)" if more > 0 else "")
+        )
+    return checked
 
 
 def load_instance(
@@ -107,6 +145,7 @@ def load_instance(
     drop_account: bool = False,
     chain: list[Segment] | None = None,
     primary: bool = True,
+    check_tables: bool = False,
 ) -> RestoreResult:
     """Restore into one instance of a new cluster (`primary`: the one the cluster starts with as
     its primary, see settle_events). Its server starts read-only (super_read_only on
@@ -115,7 +154,7 @@ def load_instance(
     or not. The init step creates spec.database empty: dropped (only if it has no table, outside
     the binary log) so that restore_into finds the server empty; the dump recreates it.
     `drop_account`: the account that loaded (the restore account, which holds ALL) drops itself
-    at the end, outside the binary log, whatever the outcome.
+    at the end, outside the binary log, whatever the outcome. `check_tables`: see restore_into.
     The event scheduler is off while the server is writable: an ENABLED event of the dump would
     run as soon as it is loaded, writing rows and GTIDs of this instance alone (MariaDB 10.11:
     the restore then failed with 1956 at SET GLOBAL gtid_slave_pos); it is on again once the
@@ -141,7 +180,7 @@ def load_instance(
         inst.close()
     try:
         client = client or storage.make_client(source.s3, creds)
-        result = restore_into(target, source, creds, client=client)
+        result = restore_into(target, source, creds, client=client, check_tables=check_tables)
         settle_events(target, result.manifest, source.key, primary)
         if chain is None:
             return result
@@ -169,8 +208,10 @@ def load_all(
     primary: str | None,
     results: list[RestoreResult],
     errors: list[str],
+    check_tables: bool = False,
 ) -> None:
-    """A dump loaded into every instance at once; appends to `results` and `errors`."""
+    """A dump loaded into every instance at once; appends to `results` and `errors`.
+    `check_tables`: the primary's tables are checked (restore_into)."""
     primary = primary or next(iter(targets), None)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
         futures = {
@@ -183,6 +224,7 @@ def load_all(
                 drop_account=drop_account,
                 chain=chain,
                 primary=n == primary,
+                check_tables=check_tables and n == primary,
             ): n
             for n, t in targets.items()
         }

@@ -26,13 +26,17 @@ def restore_all(
     drop_account: bool = False,
     donor: Donor | None = None,
     primary: str | None = None,
+    check_tables: bool = False,
 ) -> dict[str, object]:
     """Restore the same backup into every instance at once (what the restore Job runs); a
     physical one through `donor` (restore_physical). `primary`: the instance the new cluster
     starts with as its primary (default: the first target), which gets the source's events'
     statuses; the others get them replica-side disabled (settle_events). Returns the result to report: {"ok",
     "message", "gtidPosition", "bytesLoaded", "durationSeconds"}; messages never contain a
-    password (the caller redacts the environment's secrets too)."""
+    password (the caller redacts the environment's secrets too). `check_tables`: a logical
+    backup's tables, once loaded into the primary, are compared with those the backup recorded
+    (before any replay): "tablesChecked" {"tables", "rows"} when they were, a failure naming each
+    table that differs."""
     t0 = time.monotonic()
     errors: list[str] = []
     results: list[RestoreResult] = []
@@ -63,7 +67,9 @@ def restore_all(
             primary=primary or next(iter(targets), None),
         )
     else:
-        load_all(targets, source, creds, app_database, drop_account, chain, primary, results, errors)
+        load_all(
+            targets, source, creds, app_database, drop_account, chain, primary, results, errors, check_tables
+        )
     seconds = round(time.monotonic() - t0, 1)
     if errors:
         return {"ok": False, "message": "; ".join(sorted(errors)), "durationSeconds": seconds}
@@ -76,6 +82,9 @@ def restore_all(
         "backupCompletedAt": r.manifest.completed_at,
         "durationSeconds": seconds,
     }
+    checked = next((x.table_check for x in results if x.table_check is not None), None)
+    if checked is not None:
+        out["tablesChecked"] = {"tables": checked.tables, "rows": checked.rows}
     if source.stop is not None:
         last = max((s.last_event_at for s in r.replayed), default=None)
         out["pointInTime"] = {

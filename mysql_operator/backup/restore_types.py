@@ -63,11 +63,27 @@ class Donor:
 
 
 @dataclass(frozen=True)
+class TableCheck:
+    """A restored server's tables compared with those its backup recorded (backup/table_check.py):
+    how many tables and rows the backup has, and each difference found (none: they are equal)."""
+
+    tables: int
+    rows: int
+    differences: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.differences
+
+
+@dataclass(frozen=True)
 class RestoreResult:
     manifest: Manifest
     gtid_position: str | None
     bytes_loaded: int
     replayed: tuple[Segment, ...] = ()  # the archived binary logs replayed after the backup
+    # the loaded tables checked against the backup's (asked for, and the backup recorded them)
+    table_check: TableCheck | None = None
 
 
 def instance_of(target: Target, slow_timeout: float = 60) -> Instance:

@@ -28,6 +28,7 @@ from mysql_operator.backup import commands, mariadb_copy, physical, storage, xbs
 from mysql_operator.backup import upload
 from mysql_operator.backup import copy_server
 from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.digest_process import DigestProcess
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key, seal
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.backup.manifest import Manifest
@@ -43,6 +44,7 @@ from mysql_operator.backup.pipeline import (
     tool_check,
 )
 from mysql_operator.backup.stream import PAUSE, DumpStream, counting
+from mysql_operator.backup.table_digest import tables_json
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import Observation
 from mysql_operator.manifests.common import SEED_PORT
@@ -162,7 +164,15 @@ def run_backup(
         uncompressed_size=stream.size,
         sha256=uploaded.sha256,
         method=req.method,
-        **_protected(req.key, {"databases": list(src.databases), "events": src.events}),
+        tables_note=stream.tables_note or None,
+        **_protected(
+            req.key,
+            {
+                "databases": list(src.databases),
+                "events": src.events,
+                **({} if stream.tables is None else {"tables": tables_json(stream.tables)}),
+            },
+        ),
     )
     storage.put_bytes(client, req.s3, f"{folder}/{storage.MANIFEST_NAME}", manifest.to_json())
     return manifest
@@ -278,7 +288,7 @@ def _pipe_and_upload(
     compressor, its output uploaded as `data_key` (encrypted with req.key); the upload completes
     only once every process ended well. Returns what upload.upload_stream returned."""
     source_name = src.name
-    dump = comp = None
+    dump = comp = digest = None
     dump_err, comp_err = TailBuffer(), TailBuffer()
     try:
         if offer is not None:
@@ -295,7 +305,11 @@ def _pipe_and_upload(
         if dump is not None:
             readers.append(drain(dump.stderr, dump_err))
             pause = PAUSE if enlarge_pipes(dump.stdout, comp.stdin, comp.stdout) else 0
-            pump = threading.Thread(target=stream.pump, args=(dump.stdout, comp.stdin, pause), daemon=True)
+            digest = None if src.physical_copy else DigestProcess()
+            tee = digest.stdin if digest else None
+            pump = threading.Thread(
+                target=stream.pump, args=(dump.stdout, comp.stdin, pause, tee), daemon=True
+            )
         else:
             enlarge_pipes(comp.stdin, comp.stdout)
             pump = threading.Thread(target=stream.pump_copy, args=(offer, comp.stdin, reader), daemon=True)
@@ -335,6 +349,8 @@ def _pipe_and_upload(
             if stream.error:
                 what = "the physical copy" if offer is not None else "the dump"
                 raise BackupError(f"passing {what} to {compress_argv[0]} failed: {stream.error[0]}")
+            if digest is not None:
+                stream.tables, stream.tables_note = digest.result(stream.tee_error)
 
         compressed = counting(readinto, req.part_size, on_progress)
         return upload.upload_stream(
@@ -347,6 +363,8 @@ def _pipe_and_upload(
         )
     finally:
         stop(dump, comp)
+        if digest is not None:
+            digest.stop()
 
 
 def _session(c: Candidate, db_password: str, tls) -> Instance:
@@ -385,6 +403,7 @@ def _protected(key: Key | None, sensitive: dict) -> dict:
         return {
             "databases": tuple(sensitive["databases"]),
             "events": None if events is None else tuple(events),
+            "tables": sensitive.get("tables"),
         }
     blob = seal(key, json.dumps(sensitive, sort_keys=True).encode())
     return {"encryption": ALGORITHM, "key_id": key.id, "sealed": base64.b64encode(blob).decode()}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol
 
 from mysql_operator.backup.pipeline import CHUNK
+from mysql_operator.backup.table_digest import TableDigest
 
 WINDOW = 64 * 1024  # bytes of the dump's head and tail kept to read the GTID position
 PAUSE = 0.001  # seconds the pump waits after a short read when the dump's pipe holds PIPE_SIZE
@@ -36,6 +37,9 @@ class DumpStream:
     head: bytes = b""
     tail: bytes = b""
     error: list = field(default_factory=list)
+    tee_error: str = ""  # why the copy to `tee` stopped (the backup goes on without it)
+    tables: dict[str, TableDigest] | None = None  # what the table digests read of the dump
+    tables_note: str = ""  # why there are none
 
     def pump_copy(self, offer: Pieces, dst, reader: Feed) -> None:
         """Pass a MariaDB copy's stream from the donor to pipe `dst`, read by `reader` on the way
@@ -54,7 +58,7 @@ class DumpStream:
             with contextlib.suppress(OSError):
                 dst.close()
 
-    def pump(self, src, dst, pause: float = 0) -> None:
+    def pump(self, src, dst, pause: float = 0, tee=None) -> None:
         """Copy pipe `src` to pipe `dst` through one reused buffer (no allocation per read).
         Reads land after the previous ones; when less than WINDOW bytes are left, the last WINDOW
         bytes move to the front, so the buffer always ends with the stream's latest WINDOW bytes.
@@ -63,7 +67,11 @@ class DumpStream:
         more CPU switching than copying (the machine's cores are shared with the dump tool and
         the compressor). So after a short read it waits `pause` seconds, and the next read takes
         all that arrived meanwhile; the caller passes a pause only when `src` holds PIPE_SIZE,
-        far more than the dump writes in that time: the dump never waits for the pump."""
+        far more than the dump writes in that time: the dump never waits for the pump.
+
+        Given a pipe `tee`, every byte goes to it too, after `dst` (the table digests' process);
+        one it cannot write to any more is closed and left out (`tee_error`), and `tee` is
+        closed when the stream ends."""
         view = memoryview(bytearray(CHUNK))
         pos = 0
         try:
@@ -82,14 +90,30 @@ class DumpStream:
                 pos += n
                 while chunk:
                     chunk = chunk[os.write(out, chunk) :]
+                if tee is not None:
+                    tee = self._tee(tee, view[pos - n : pos])
                 if pause and n < WINDOW:
                     time.sleep(pause)
             self.tail = bytes(view[max(0, pos - WINDOW) : pos])
         except BaseException as e:  # noqa: BLE001 - reported by before_complete
             self.error.append(e)
         finally:
+            for f in (dst, tee):
+                with contextlib.suppress(OSError, AttributeError):
+                    f.close()
+
+    def _tee(self, tee, chunk: memoryview):
+        """Write `chunk` to `tee`; None once it failed."""
+        try:
+            fd = tee.fileno()
+            while chunk:
+                chunk = chunk[os.write(fd, chunk) :]
+            return tee
+        except OSError as e:
+            self.tee_error = f"the table digests stopped reading the dump: {e.strerror or e}"
             with contextlib.suppress(OSError):
-                dst.close()
+                tee.close()
+            return None
 
 
 def counting(readinto: Callable[[memoryview], int], part_size: int, on_part: Callable[[], None]):

@@ -73,6 +73,8 @@ def restore_job(
     # the instance restore_gate records as the primary once the restore succeeded
     args += ["--primary", k.pod_name(c, c.spec.primary if c.spec.primary is not None else 0)]
     args += ["--client-tools-dir", CLIENT_TOOLS_DIR, *stop_args(c)]
+    if c.spec.restore and c.spec.restore.check_tables:
+        args.append("--check-tables")
     enc_args, enc_env = encryption_parts(
         c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"
     )

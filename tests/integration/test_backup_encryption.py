@@ -67,10 +67,12 @@ def test_nothing_readable_lands_in_the_bucket(s3server, encrypted):
     stored = json.loads(manifest)
     assert stored["encryption"] == crypto.ALGORITHM and stored["key_id"] == KEY.id
     assert stored["databases"] == [] and stored["sha256"] == hashlib.sha256(data).hexdigest()
-    # the database names and the primary's events' statuses are in the manifest, sealed with the key
-    sealed = crypto.unseal(KEY, base64.b64decode(stored["sealed"]))
-    assert json.loads(sealed) == {"databases": ["tenant_private"], "events": []}
-    assert "events" not in stored
+    # the database names, the primary's events' statuses and the tables the dump held (issue 49)
+    # are in the manifest, sealed with the key
+    sealed = json.loads(crypto.unseal(KEY, base64.b64decode(stored["sealed"])))
+    assert {k: sealed[k] for k in ("databases", "events")} == {"databases": ["tenant_private"], "events": []}
+    assert {name: t["rows"] for name, t in sealed["tables"].items()} == {"tenant_private.cards": 3000}
+    assert "events" not in stored and "tables" not in stored
 
 
 def test_the_right_key_restores_every_row(factory, s3server, encrypted):

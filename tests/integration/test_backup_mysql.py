@@ -164,9 +164,17 @@ def test_mysql_backup_and_restore_with_the_images_own_tools_over_verified_tls(my
         creds(s3server),
         "app",
         drop_account=True,
+        check_tables=True,
     )
 
     assert result["ok"], result["message"]
+    # the loaded tables have the rows the backup's dump had (issue 49: dumped again by the
+    # sidecar's mysqldump, read through the same digests)
+    assert m.tables is not None and {n: t["rows"] for n, t in m.tables.items()} == {
+        "app.small": 3,
+        "shop.orders": 5000,
+    }
+    assert result["tablesChecked"] == {"tables": 2, "rows": 5003}
     assert target.query("SELECT @@super_read_only")[0][0] == 1  # fenced again afterwards
     assert target.query("SELECT COUNT(*) FROM mysql.user WHERE user = 'restorer'")[0][0] == 0
     assert checksums(target) == checksums(source)

@@ -173,6 +173,7 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "restore.fromBackup.name": ("full", [("restore.fromBackup.name", "backup-2")]),
     "restore.pointInTime": ("full", [("restore.pointInTime", "2026-11-26T10:42:17Z")]),
     "restore.gtid": ("full", [("restore.gtid", "0-1-42")]),
+    "restore.checkTables": ("full", [("restore.checkTables", True)]),
     "backup.encryption.keySecret.name": ("full", [("backup.encryption.keySecret.name", "key-two")]),
     "backup.encryption.keySecret.key": ("full", [("backup.encryption.keySecret.key", "k2")]),
     "restore.encryption.keySecret.name": ("full", [("restore.encryption.keySecret.name", "key-two")]),

@@ -621,6 +621,20 @@ def test_the_restore_job_names_the_instance_the_gate_makes_the_primary(primary, 
     assert args[args.index("--primary") + 1] == f"{c.name}-{expected}"
 
 
+@pytest.mark.parametrize("check, expected", [(None, False), (False, False), (True, True)])
+def test_the_restore_job_checks_the_tables_when_spec_restore_asks(check, expected):
+    restore = {"fromBackup": {"name": "b1"}, **({} if check is None else {"checkTables": check})}
+    c = parse({**CLUSTER, "spec": {**CLUSTER["spec"], "restore": restore}})
+    assert c.spec.restore is not None and c.spec.restore.check_tables is expected
+    args = restore_job(c, c.spec.backup.s3, "shop/b1", "img")["spec"]["template"]["spec"]["containers"][0][
+        "args"
+    ]
+    assert ("--check-tables" in args) is expected
+    from mysql_operator.cli import build_parser
+
+    assert build_parser().parse_args(args).check_tables is expected
+
+
 @pytest.mark.parametrize("database", [{"name": "shop", "user": "shopper"}, {"name": "shop"}, None])
 def test_the_restore_job_names_the_definer_of_the_dumps_stored_objects(database):
     spec = {k: v for k, v in CLUSTER["spec"].items() if k != "database"}

@@ -295,6 +295,21 @@ def test_manifest_keeps_the_events_statuses_and_an_older_one_has_none():
         Manifest.from_json(damaged, "s3://b/m")
 
 
+def test_manifest_keeps_the_tables_and_their_note_and_an_older_one_has_none():
+    tables = {
+        "app.t": {"rows": 3, "digest": "0123456789abcdef"},
+        "app.empty": {"rows": 0, "digest": "0" * 16},
+    }
+    m = _manifest(tables=tables)
+    assert Manifest.from_json(m.to_json()).tables == tables
+    assert b'"tables' not in _manifest().to_json()  # not recorded: absent, as in older manifests
+    noted = _manifest(tables_note="the table digests failed (exit status 1): no message")
+    assert Manifest.from_json(noted.to_json()) == noted and noted.tables is None
+    damaged = _manifest().to_json().replace(b'"format"', b'"tables": {"app.t": {"rows": -1}}, "format"')
+    with pytest.raises(ManifestError, match="tables: not a table's rows and digest"):
+        Manifest.from_json(damaged, "s3://b/m")
+
+
 def _event(name, status):
     from mysql_operator.db.observation import Event
 

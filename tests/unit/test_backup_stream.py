@@ -74,3 +74,50 @@ def test_fill_reads_into_the_part_buffer_until_full_or_end():
     assert fill(readinto, buf) == 10000 and bytes(buf) == data[10000:20000]
     assert fill(readinto, buf) == len(data) - 20000 and bytes(buf[: len(data) - 20000]) == data[20000:]
     assert fill(readinto, buf) == 0
+
+
+def _pumped_with_tee(data: bytes, tee_reads: int | None) -> tuple[DumpStream, bytes, bytes, bool]:
+    """`data` pumped with a tee whose reader takes `tee_reads` bytes then closes (None: all)."""
+    a_r, a_w = os.pipe()
+    b_r, b_w = os.pipe()
+    t_r, t_w = os.pipe()
+    src, dst = os.fdopen(a_r, "rb", buffering=0), os.fdopen(b_w, "wb", buffering=0)
+    tee = os.fdopen(t_w, "wb", buffering=0)
+    out: dict[str, bytes] = {}
+
+    def write() -> None:
+        with os.fdopen(a_w, "wb", buffering=0) as w:
+            w.write(data)
+
+    def read(name: str, fd: int, limit: int | None) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as r:
+            out[name] = r.read(limit) if limit else r.read()
+
+    stream = DumpStream()
+    threads = [
+        threading.Thread(target=write),
+        threading.Thread(target=read, args=("dst", b_r, None)),
+        threading.Thread(target=read, args=("tee", t_r, tee_reads)),
+    ]
+    for t in threads:
+        t.start()
+    stream.pump(src, dst, 0, tee)
+    src.close()
+    for t in threads:
+        t.join()
+    return stream, out["dst"], out["tee"], tee.closed
+
+
+def test_a_tee_gets_every_byte_too():
+    data = random.Random(7).randbytes(3 * CHUNK + 99)
+    stream, out, teed, closed = _pumped_with_tee(data, None)
+    assert stream.error == [] and stream.tee_error == ""
+    assert out == data and teed == data and closed
+
+
+def test_a_tee_that_stops_reading_is_left_out_and_the_stream_goes_on():
+    data = random.Random(8).randbytes(3 * CHUNK + 99)
+    stream, out, teed, closed = _pumped_with_tee(data, 1000)
+    assert stream.error == [] and out == data and closed
+    assert 0 < len(teed) <= 1000 and data.startswith(teed)
+    assert stream.tee_error.startswith("the table digests stopped reading the dump")
