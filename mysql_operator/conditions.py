@@ -84,6 +84,8 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
     out = [_ready(s), _available(s), _progressing(s), _degraded(s), spec_valid(s)]
     if s.restart_pending is not None:  # present only while one is staged
         out.append(_cond("RestartPending", True, s.restart_pending.reason, s.restart_pending.message))
+    if s.drill:  # a restore drill ran (spec.backup.drill, or one asked for)
+        out.append(_restorable(s.drill))
     if s.binlog_archiver is not None:  # spec.backup.binlogs.enabled
         if s.binlog_archiver.why:
             out.append(_cond("BinlogArchiving", False, s.binlog_archiver.reason, s.binlog_archiver.why))
@@ -92,6 +94,25 @@ def conditions(s: Summary) -> list[dict[str, Any]]:
                 _cond("BinlogArchiving", True, R.ARCHIVING, "the binary logs reach the backup storage")
             )
     return out
+
+
+def _restorable(d: Mapping[str, Any]) -> dict[str, Any]:
+    """What the last restore drill proved: the backups restore (True), do not (False), or a drill
+    runs (True if the one before passed, else Unknown)."""
+    message = str(d.get("message") or "")
+    if d.get("phase") == "Succeeded":
+        return _cond("Restorable", True, R.RESTORE_DRILL_SUCCEEDED, message)
+    if d.get("phase") == "Failed":
+        return _cond("Restorable", False, R.RESTORE_DRILL_FAILED, message)
+    running = f"a restore drill of backup {d.get('backup')} runs since {d.get('startedAt')}"
+    if d.get("lastSucceededAt"):
+        return _cond(
+            "Restorable",
+            True,
+            R.RESTORE_DRILL_RUNNING,
+            f"{running}; the last one passed at {d['lastSucceededAt']}",
+        )
+    return {"type": "Restorable", "status": "Unknown", "reason": R.RESTORE_DRILL_RUNNING, "message": running}
 
 
 def _ready_message(s: Summary) -> str:

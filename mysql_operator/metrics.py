@@ -20,7 +20,15 @@ mysql_operator_last_scheduled_backup_timestamp_seconds{namespace,cluster}  the s
                                                                   fire time (with spec.backup.schedule)
 mysql_operator_backups_total{namespace,cluster,outcome}           finished backups: Succeeded | Failed
 mysql_operator_cluster_condition{namespace,cluster,type}          1 when the condition is True, else 0
-                                                                  (Ready, Available, Progressing, Degraded)
+                                                                  (Ready, Available, Progressing, Degraded,
+                                                                  Restorable, ...)
+mysql_operator_drill_succeeded{namespace,cluster}                 the last restore drill: 1 passed, 0 failed
+                                                                  (absent while the first one runs)
+mysql_operator_drill_last_success_timestamp_seconds{namespace,cluster}  when the last drill that passed ended
+mysql_operator_drill_rto_seconds{namespace,cluster}               the last passed drill: start -> serving
+mysql_operator_drill_rpo_seconds{namespace,cluster}               ... what it lacked of the source, seconds
+mysql_operator_drill_missing_transactions{namespace,cluster}      ... and transactions
+mysql_operator_drill_restore_bytes_per_second{namespace,cluster}  ... its restore's throughput
 
 A Prometheus scraping this endpoint must keep these labels (`honor_labels: true`; the chart's
 ServiceMonitor sets it): `namespace` and `instance` are the cluster's, not the operator Pod's.
@@ -153,7 +161,47 @@ CONDITION = Gauge(
     ["namespace", "cluster", "type"],
     registry=REGISTRY,
 )
+DRILL_GAUGES = {
+    "drill_succeeded": Gauge(
+        "mysql_operator_drill_succeeded",
+        "The cluster's last restore drill: 1 when it passed, 0 when it failed (spec.backup.drill)",
+        ["namespace", "cluster"],
+        registry=REGISTRY,
+    ),
+    "drill_last_success": Gauge(
+        "mysql_operator_drill_last_success_timestamp_seconds",
+        "When the cluster's last restore drill that passed ended (Unix time: alert on time() - this)",
+        ["namespace", "cluster"],
+        registry=REGISTRY,
+    ),
+    "drill_rto": Gauge(
+        "mysql_operator_drill_rto_seconds",
+        "The last passed restore drill: seconds from its start until the restored server served",
+        ["namespace", "cluster"],
+        registry=REGISTRY,
+    ),
+    "drill_rpo": Gauge(
+        "mysql_operator_drill_rpo_seconds",
+        "The last passed restore drill: 0 when it held every transaction the source had at its "
+        "start, else the seconds from its newest restored write to that start",
+        ["namespace", "cluster"],
+        registry=REGISTRY,
+    ),
+    "drill_missing": Gauge(
+        "mysql_operator_drill_missing_transactions",
+        "The last passed restore drill: transactions the source had at its start that it lacked",
+        ["namespace", "cluster"],
+        registry=REGISTRY,
+    ),
+    "drill_throughput": Gauge(
+        "mysql_operator_drill_restore_bytes_per_second",
+        "The last passed restore drill: bytes of the backup loaded per second of its restore",
+        ["namespace", "cluster"],
+        registry=REGISTRY,
+    ),
+}
 _GAUGES = {
+    **DRILL_GAUGES,
     "phase": PHASE,
     "primary": PRIMARY,
     "instances": INSTANCES,
@@ -199,6 +247,29 @@ def cluster_series(status: Mapping[str, Any]) -> dict[str, dict[tuple[str, ...],
         out["last_scheduled"] = {(): scheduled}
     if isinstance(last.get("sizeBytes"), int):
         out["last_backup_size"] = {(): float(last["sizeBytes"])}
+    out.update(_drill_series(status.get("drill") or {}))
+    return out
+
+
+def _drill_series(d: Mapping[str, Any]) -> dict[str, dict[tuple[str, ...], float]]:
+    """The drill gauges from status.drill (the measures only while they are the last passed one's)."""
+    out: dict[str, dict[tuple[str, ...], float]] = {name: {} for name in DRILL_GAUGES}
+    if d.get("phase") in ("Succeeded", "Failed"):
+        out["drill_succeeded"] = {(): 1.0 if d["phase"] == "Succeeded" else 0.0}
+    elif d.get("lastSucceededAt"):  # one runs: the one before passed
+        out["drill_succeeded"] = {(): 1.0}
+    success = _timestamp(d.get("lastSucceededAt"))
+    if success is not None:
+        out["drill_last_success"] = {(): success}
+    if d.get("phase") == "Succeeded":
+        for name, key in (
+            ("drill_rto", "rtoSeconds"),
+            ("drill_rpo", "rpoSeconds"),
+            ("drill_missing", "missingTransactions"),
+            ("drill_throughput", "bytesPerSecond"),
+        ):
+            if isinstance(d.get(key), (int, float)) and not isinstance(d.get(key), bool):
+                out[name] = {(): float(d[key])}
     return out
 
 

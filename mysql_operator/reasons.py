@@ -94,6 +94,11 @@ RESTORE_STARTED = "RestoreStarted"
 RESTORE_SUCCEEDED = "RestoreSucceeded"
 CERTIFICATE_RENEWED = "CertificateRenewed"
 BACKUP_FAILED = "BackupFailed"  # on the MySQLBackup, and on its cluster
+# restore drills (backup/drill_controller.py), on the drilled cluster; also condition Restorable
+RESTORE_DRILL_STARTED = "RestoreDrillStarted"
+RESTORE_DRILL_SUCCEEDED = "RestoreDrillSucceeded"
+RESTORE_DRILL_FAILED = "RestoreDrillFailed"
+RESTORE_DRILL_RUNNING = "RestoreDrillRunning"  # condition Restorable while one runs
 
 # the Events of the engine's steps (status.events_from_steps: a step's action in CamelCase,
 # "Failed" appended when it did not go through); tests/unit/test_troubleshooting.py checks this

@@ -808,6 +808,7 @@ class Reconciler:
             "binlog_archiver": cls._archiver_summary(c, entry),
             "restart_pending": entry.restart_pending,
             "tls_problem": entry.tls.problem,
+            "drill": _drill_record(entry.reported.get("drill")),
         }
 
     @staticmethod
@@ -817,3 +818,10 @@ class Reconciler:
         if b is None or not b.binlogs.enabled:
             return None
         return archiver_state(m.binlog_archiver_name(c), entry.archiver, entry.archiver_pod_trouble)
+
+
+def _drill_record(patch: Any) -> dict[str, Any] | None:
+    """The drill's record as reported (a merge patch: its null keys are gone)."""
+    if not isinstance(patch, Mapping) or not patch:
+        return None
+    return {k: v for k, v in patch.items() if v is not None}

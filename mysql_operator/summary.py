@@ -82,6 +82,9 @@ class Summary:
     rolling: str = ""
     # a Pod template a new operator version wants, staged (rolling.StageTemplate); None: none
     restart_pending: StageTemplate | None = None
+    # the last restore drill's record (status.drill, as backup/drill_controller.py reports it);
+    # None: no drill ran, or none was reported since the operator started (condition Restorable)
+    drill: Mapping[str, Any] | None = None
     # switchover requests' records (switchover.settle: status.switchover, status.primaryRequest;
     # None removes one); a key left out stays as it is
     requests: Mapping[str, Any] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from .types import (
     CERT_MANAGER_GROUP,
     CERT_MANAGER_MIN_VALIDITY_SECONDS,
     Database,
+    Drill,
     Failover,
     ISSUER_KINDS,
     IssuerRef,
@@ -44,6 +45,7 @@ from .cron import (
     check_cron,
 )
 from .s3_fields import read_encryption, read_s3
+from .pod_fields import read_resources
 
 
 def read_replication(value: Any, rpath: str, instances: int, flavor: str) -> Replication:
@@ -164,7 +166,9 @@ def read_storage(value: Any, spath: str) -> Storage:
 
 def read_backup(value: Any, bpath: str) -> Backup:
     """spec.backup: where backups go, when, how long they are kept, the binary-log archive."""
-    b = read_object(value, bpath, {"storage", "schedule", "retention", "encryption", "binlogs", "method"})
+    b = read_object(
+        value, bpath, {"storage", "schedule", "retention", "encryption", "binlogs", "method", "drill"}
+    )
     bs = None
     if b.get("storage") is not None:
         bst = read_object(b["storage"], f"{bpath}.storage", {"s3"})
@@ -189,8 +193,12 @@ def read_backup(value: Any, bpath: str) -> Backup:
     if binlogs.enabled and bs is None:
         raise SpecError(f"{blpath}.enabled", "needs spec.backup.storage: say where the binary logs go")
     method = read_spelled(b, "method", bpath, "logical", METHOD_SPELLINGS)
+    drill = read_drill(b.get("drill"), f"{bpath}.drill") if b.get("drill") is not None else None
+    if drill is not None and bs is None:
+        raise SpecError(f"{bpath}.drill", "needs spec.backup.storage: a drill restores the cluster's backups")
     return Backup(
         s3=bs,
+        drill=drill,
         method=method,
         schedule=schedule,
         binlogs=binlogs,
@@ -265,4 +273,21 @@ def read_issuer_ref(value: Any, path: str) -> IssuerRef | None:
             pattern=DNS_SUBDOMAIN_RE,
             hint="an API group, e.g. cert-manager.io",
         ),
+    )
+
+
+def read_drill(value: Any, dpath: str) -> Drill:
+    """spec.backup.drill: when restore drills run, how long one may take, what its server asks for."""
+    d = read_object(value, dpath, {"schedule", "timeout", "resources"})
+    schedule = read_str(d, "schedule", dpath, max_len=128)
+    if schedule is not None:
+        try:
+            check_cron(schedule)
+        except ValueError as e:
+            raise SpecError(f"{dpath}.schedule", str(e)) from None
+    resources = read_resources(d["resources"], f"{dpath}.resources") if d.get("resources") else None
+    return Drill(
+        schedule=schedule,
+        timeout_seconds=read_duration(d, "timeout", dpath, 3600, 300, 86400),
+        resources=resources,
     )

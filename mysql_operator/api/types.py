@@ -261,6 +261,16 @@ class Binlogs:
     max_delay_seconds: int = 10
 
 
+@dataclass(frozen=True)
+class Drill:
+    """spec.backup.drill: restore drills (backup/drill.py) - the newest backup restored into a
+    throwaway cluster on a schedule (or when asked), checked, measured and deleted."""
+
+    schedule: str | None = None
+    timeout_seconds: int = 3600
+    resources: dict[str, dict[str, str]] | None = None  # the throwaway server's, when given
+
+
 BACKUP_METHODS = ("logical", "physical")
 
 
@@ -274,6 +284,7 @@ class Backup:
     # logical: the dump tool; physical: a copy of a replica's data files (MySQL's CLONE, sent as
     # tar; MariaDB's mariadb-backup stream)
     method: str = "logical"
+    drill: Drill | None = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,13 @@ from mysql_operator.api import GROUP
 
 OPERATOR_RULES: list[dict] = [
     # the custom resources: watched by kopf, annotated by kopf (progress), status written by us
-    {"apiGroups": [GROUP], "resources": ["mysqlclusters"], "verbs": ["get", "list", "watch", "patch"]},
+    # ... and a restore drill's throwaway cluster created (spec.backup.drill; deleted through its
+    # anchor Job, never by the operator: manifests/drill_cluster.py)
+    {
+        "apiGroups": [GROUP],
+        "resources": ["mysqlclusters"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
     {"apiGroups": [GROUP], "resources": ["mysqlclusters/status"], "verbs": ["patch"]},
     # owned objects, applied with server-side apply (a PATCH that may create: create and patch);
     # a Service is read back to see where it routes

@@ -14,6 +14,7 @@ from kubernetes import client
 
 from mysql_operator.api import BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.backup.controller import BackupController
+from tests.support.backup_objects import get, make_backup, make_stored_backup
 from tests.support.crds import serve_project_crds
 from tests.support.operator_account import operator_api
 from tests.support.wait import wait_for
@@ -54,44 +55,6 @@ def make_cluster(objs, ns, schedule="0 3 * * *", retention=None):
         "spec": {"flavor": "mariadb", "instances": 2, "backup": backup},
     }
     return objs.create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, body)
-
-
-def make_backup(objs, ns, name, cluster="shop", storage=None, **spec):
-    return objs.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        ns,
-        BACKUP_PLURAL,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "MySQLBackup",
-            "metadata": {"name": name},
-            "spec": {"clusterRef": {"name": cluster}, **({"storage": storage} if storage else {}), **spec},
-        },
-    )
-
-
-def make_stored_backup(objs, ns, name, completed_at):
-    """A MySQLBackup that succeeded at `completed_at` and stored objects (status.location)."""
-    make_backup(objs, ns, name)
-    objs.patch_namespaced_custom_object_status(
-        GROUP,
-        VERSION,
-        ns,
-        BACKUP_PLURAL,
-        name,
-        {
-            "status": {
-                "phase": "Succeeded",
-                "completedAt": completed_at,
-                "location": f"s3://backups/shop/{name}",
-            }
-        },
-    )
-
-
-def get(objs, ns, plural, name):
-    return objs.get_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
 
 
 def finish_job(control_plane, ns, job, ok: bool, result: dict):

@@ -168,6 +168,10 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "backup.retention.keepLast": ("full", [("backup.retention.keepLast", 3)]),
     "backup.retention.maxAge": ("full", [("backup.retention.maxAge", "2w")]),
     "backup.binlogs.enabled": ("full", [("backup.binlogs.enabled", True)]),
+    "backup.drill.schedule": ("full", [("backup.drill.schedule", "0 5 * * *")]),
+    "backup.drill.timeout": ("full", [("backup.drill.timeout", "2h")]),
+    "backup.drill.resources.limits": ("full", [("backup.drill.resources.limits", {"memory": "2Gi"})]),
+    "backup.drill.resources.requests": ("full", [("backup.drill.resources.requests", {"cpu": "200m"})]),
     "backup.binlogs.maxDelaySeconds": ("full", [("backup.binlogs.maxDelaySeconds", 5)]),
     "backup.binlogs.maxDelay": ("full", [("backup.binlogs.maxDelay", "1m")]),
     "restore.fromBackup.name": ("full", [("restore.fromBackup.name", "backup-2")]),
@@ -219,6 +223,10 @@ RECONCILE_INPUTS = frozenset(
         "replication.binlogRetention.maxAge",
         "replication.binlogRetention.maxSize",
         "backup.schedule",
+        "backup.drill.schedule",  # the drill controller (backup/drill.py) reads them at each tick
+        "backup.drill.timeout",
+        "backup.drill.resources.limits",  # the next drill's throwaway cluster (manifests/drill_cluster.py)
+        "backup.drill.resources.requests",
         "backup.method",  # read by the next backup Job
         "toolsImage",  # the next backup and restore Jobs', the archiver Deployment's client tools
         "backup.retention.keepLast",

@@ -199,6 +199,7 @@ def test_every_duration_of_the_crd_has_the_parsers_pattern_and_range_rule():
         "spec.replication.failover.delay": (1, 600),
         "spec.tls.certificateValidity": (120, 3 * 365 * 86400),
         "spec.backup.binlogs.maxDelay": (1, 3600),
+        "spec.backup.drill.timeout": (300, 86400),
     }
     for path, (lo, hi) in found.items():
         field = path.rsplit(".", 1)[1]
@@ -209,7 +210,9 @@ def test_every_duration_of_the_crd_has_the_parsers_pattern_and_range_rule():
             for k in reversed(section):
                 d = {k: d}
             if section[0] == "backup":
-                d["backup"].update(storage={"s3": S3}, binlogs={**d["backup"]["binlogs"], "enabled": True})
+                d["backup"].update(
+                    storage={"s3": S3}, binlogs={**d["backup"].get("binlogs", {}), "enabled": True}
+                )
             return d
 
         assert parse(cluster(**nest(format_duration(hi)))) is not None

@@ -235,3 +235,32 @@ def test_counters_exist_at_zero_from_a_clusters_first_pass():
         )
     assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Succeeded") == 0
     assert sample("mysql_operator_backups_total", namespace=ns, cluster=c, outcome="Failed") == 0
+
+
+def test_the_last_drills_outcome_and_measures_and_they_go_while_another_runs():
+    ns, c = "m9", "shop"
+    passed = {
+        "phase": "Succeeded",
+        "completedAt": "2026-12-06T04:01:30Z",
+        "lastSucceededAt": "2026-12-06T04:01:30Z",
+        "rtoSeconds": 90.0,
+        "rpoSeconds": 0.0,
+        "missingTransactions": 0,
+        "bytesPerSecond": 10_000_000,
+    }
+    metrics.observed(ns, c, lambda: Result(phase="Ready", status={"drill": passed}))
+    assert sample("mysql_operator_drill_succeeded", namespace=ns, cluster=c) == 1
+    assert sample("mysql_operator_drill_rto_seconds", namespace=ns, cluster=c) == 90
+    assert sample("mysql_operator_drill_rpo_seconds", namespace=ns, cluster=c) == 0
+    assert sample("mysql_operator_drill_restore_bytes_per_second", namespace=ns, cluster=c) == 10_000_000
+    assert sample("mysql_operator_drill_last_success_timestamp_seconds", namespace=ns, cluster=c) == (
+        dt.datetime(2026, 12, 6, 4, 1, 30, tzinfo=dt.timezone.utc).timestamp()
+    )
+    running = {"phase": "Running", "lastSucceededAt": "2026-12-06T04:01:30Z"}
+    metrics.observed(ns, c, lambda: Result(phase="Ready", status={"drill": running}))
+    assert sample("mysql_operator_drill_succeeded", namespace=ns, cluster=c) == 1  # the one before
+    assert sample("mysql_operator_drill_rto_seconds", namespace=ns, cluster=c) is None
+    failed = {**running, "phase": "Failed", "message": "the restore failed"}
+    metrics.observed(ns, c, lambda: Result(phase="Ready", status={"drill": failed}))
+    assert sample("mysql_operator_drill_succeeded", namespace=ns, cluster=c) == 0
+    assert sample("mysql_operator_drill_last_success_timestamp_seconds", namespace=ns, cluster=c) is not None

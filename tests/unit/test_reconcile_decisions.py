@@ -1113,3 +1113,39 @@ def test_every_decision_says_what_it_does_to_the_primary_so_the_phase_never_gues
     )
     lost = cconditions.phase(csummary.Summary(instances=3, ready=2, primary="db-0", decision="Unrecoverable"))
     assert (failing_over, lost) == ("FailingOver", "Failed")
+
+
+@pytest.mark.parametrize(
+    "drill, status, reason, says",
+    [
+        (
+            {"phase": "Succeeded", "message": "restored and serving in 90s"},
+            "True",
+            "RestoreDrillSucceeded",
+            "90s",
+        ),
+        (
+            {"phase": "Failed", "message": "the restore failed: corrupted"},
+            "False",
+            "RestoreDrillFailed",
+            "corrupted",
+        ),
+        (
+            {"phase": "Running", "backup": "b2", "startedAt": "T2", "lastSucceededAt": "T1"},
+            "True",
+            "RestoreDrillRunning",
+            "the last one passed at T1",
+        ),
+        (
+            {"phase": "Running", "backup": "b1", "startedAt": "T0"},
+            "Unknown",
+            "RestoreDrillRunning",
+            "runs since T0",
+        ),
+    ],
+)
+def test_condition_restorable_says_what_the_last_drill_proved(drill, status, reason, says):
+    found = {c["type"]: c for c in cconditions.conditions(csummary.Summary(instances=1, drill=drill))}
+    assert (found["Restorable"]["status"], found["Restorable"]["reason"]) == (status, reason)
+    assert says in found["Restorable"]["message"]
+    assert "Restorable" not in {c["type"] for c in cconditions.conditions(csummary.Summary(instances=1))}

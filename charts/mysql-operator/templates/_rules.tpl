@@ -7,10 +7,12 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 
 {{/* Rules on namespaced objects (OPERATOR_RULES + BACKUP_RULES + SQL_OBJECT_RULES = rbac.namespaced_rules()): granted in every watched namespace. */}}
 {{- define "mysql-operator.rules.namespaced" -}}
-# the custom resources: watched by kopf, annotated by kopf (progress), status written by the operator
+# the custom resources: watched by kopf, annotated by kopf (progress), status written by the
+# operator; a restore drill's throwaway cluster created (spec.backup.drill; deleted through its
+# anchor Job, never by the operator)
 - apiGroups: [mysql.operator.dev]
   resources: [mysqlclusters]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch, create, patch]
 - apiGroups: [mysql.operator.dev]
   resources: [mysqlclusters/status]
   verbs: [patch]
