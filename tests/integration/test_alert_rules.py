@@ -270,6 +270,33 @@ def test_each_alert_fires_in_its_situation_only(promtool, tmp_path):
             ],
         },
         {
+            "name": "a restore drill failed (db), passed (other), ran none (third)",
+            "interval": "1m",
+            "input_series": [
+                # db: passed, then the next drill failed, then one passed again
+                {"series": _series("mysql_operator_drill_succeeded", shop), "values": "1 1 0 0 0 1 1"},
+                {
+                    "series": _series("mysql_operator_drill_succeeded", {**shop, "cluster": "other"}),
+                    "values": "1x6",
+                },
+                {
+                    "series": _series(
+                        "mysql_operator_cluster_phase", {**shop, "cluster": "third", "phase": "Ready"}
+                    ),
+                    "values": "1x6",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "1m", "alertname": "MySQLRestoreDrillFailed", "exp_alerts": []},
+                {
+                    "eval_time": "3m",
+                    "alertname": "MySQLRestoreDrillFailed",
+                    "exp_alerts": [expect("MySQLRestoreDrillFailed", shop)],
+                },
+                {"eval_time": "6m", "alertname": "MySQLRestoreDrillFailed", "exp_alerts": []},
+            ],
+        },
+        {
             "name": "no operator metrics",
             "interval": "1m",
             "input_series": [{"series": _series("mysql_up", {**shop, "pod": "db-0"}), "values": "1x15"}],
