@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -97,35 +98,7 @@ class DrillController:
             view = dataclasses.replace(view, newest_backup=self._newest_backup(ns, name))
         d = drill.decide(view)
         if isinstance(d, drill.Start):
-            self._write(body, d.record)  # first: a restarted operator finds the drill it started
-            anchor = self._created(
-                lambda: self.batch.create_namespaced_job(ns, anchor_job(body, self.image)),
-                lambda: self.batch.read_namespaced_job(drill.throwaway_name(name), ns),
-            )
-            if (anchor.metadata.labels or {}).get(drill.DRILL_OF_LABEL) != name:
-                message = (
-                    f"a Job named {drill.throwaway_name(name)} exists that is not this cluster's drill "
-                    f"anchor (no label {drill.DRILL_OF_LABEL}={name}): rename it, or drills cannot run"
-                )
-                self._write(
-                    body,
-                    {**d.record, "phase": drill.FAILED, "completedAt": clock.stamp(now), "message": message},
-                )
-                self._event(body, R.RESTORE_DRILL_FAILED, message, warning=True)
-                return d
-            self._created(
-                lambda: self.custom.create_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    ns,
-                    CLUSTER_PLURAL,
-                    drill_cluster(body, d.backup, bk.binlogs.enabled, anchor.metadata.uid),
-                ),
-                lambda: None,
-            )
-            self._event(
-                body, R.RESTORE_DRILL_STARTED, f"restore drill of backup {d.backup} started ({d.reason})"
-            )
+            self._start(body, d, bk.binlogs.enabled, now)
         elif isinstance(d, drill.Finish):
             record = {**d.record, **({"lastSucceededAt": d.record["completedAt"]} if d.passed else {})}
             self._write(body, record)
@@ -142,6 +115,54 @@ class DrillController:
             # Restorable comes back from it: Summary.drill)
             self._write(body, record)
         return d
+
+    def _start(self, body: dict, d: drill.Start, binlogs: bool, now: dt.datetime) -> None:
+        """The record first (a restarted operator finds the drill it started), the anchor, then
+        the throwaway cluster; a refusal ends the drill saying why."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        self._write(body, d.record)
+        anchor = self._created(
+            lambda: self.batch.create_namespaced_job(ns, anchor_job(body, self.image)),
+            lambda: self.batch.read_namespaced_job(drill.throwaway_name(name), ns),
+        )
+        if (anchor.metadata.labels or {}).get(drill.DRILL_OF_LABEL) != name:
+            self._refuse(
+                body,
+                d.record,
+                now,
+                f"a Job named {drill.throwaway_name(name)} exists that is not this cluster's drill "
+                f"anchor (no label {drill.DRILL_OF_LABEL}={name}): rename it, or drills cannot run",
+            )
+            return
+        try:
+            self._created(
+                lambda: self.custom.create_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    ns,
+                    CLUSTER_PLURAL,
+                    drill_cluster(body, d.backup, binlogs, anchor.metadata.uid),
+                ),
+                lambda: None,
+            )
+        except ApiException as e:
+            if e.status not in (400, 403, 422):
+                raise
+            self._delete_anchor(ns, name)
+            self._refuse(
+                body,
+                d.record,
+                now,
+                f"the API refused the drill's cluster {drill.throwaway_name(name)}: {_api_message(e)}",
+            )
+            return
+        self._event(body, R.RESTORE_DRILL_STARTED, f"restore drill of backup {d.backup} started ({d.reason})")
+
+    def _refuse(self, body: dict, record: dict[str, Any], now: dt.datetime, message: str) -> None:
+        self._write(
+            body, {**record, "phase": drill.FAILED, "completedAt": clock.stamp(now), "message": message}
+        )
+        self._event(body, R.RESTORE_DRILL_FAILED, message, warning=True)
 
     # ------------------------------------------------------------------ reads
     def _record(self, ns: str, name: str, published: dict[str, Any]) -> dict[str, Any]:
@@ -220,3 +241,11 @@ class DrillController:
             {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MySQLCluster", "metadata": body["metadata"]},
             [("Warning" if warning else "Normal", reason, message)],
         )
+
+
+def _api_message(e: ApiException) -> str:
+    """The API server's own message (a validation's names the field), else its reason."""
+    try:
+        return str(json.loads(e.body or "{}").get("message") or e.reason)
+    except ValueError:
+        return str(e.reason)

@@ -36,11 +36,11 @@ def controller(account) -> DrillController:
     return DrillController(account, image="localhost/mysql-operator:test")
 
 
-def source(objs, ns):
+def source(objs, ns, name: str = "shop"):
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "MySQLCluster",
-        "metadata": {"name": "shop"},
+        "metadata": {"name": name},
         "spec": {
             "flavor": "mariadb",
             "instances": 2,
@@ -57,18 +57,23 @@ def source(objs, ns):
         VERSION,
         ns,
         CLUSTER_PLURAL,
-        "shop",
-        {"status": {"currentPrimary": "shop-0", "instances": [{"name": "shop-0", "gtidExecuted": "0-1-42"}]}},
+        name,
+        {
+            "status": {
+                "currentPrimary": f"{name}-0",
+                "instances": [{"name": f"{name}-0", "gtidExecuted": "0-1-42"}],
+            }
+        },
     )
 
 
-def request(objs, ns, token: str) -> dict:
+def request(objs, ns, token: str, name: str = "shop") -> dict:
     return objs.patch_namespaced_custom_object(
         GROUP,
         VERSION,
         ns,
         CLUSTER_PLURAL,
-        "shop",
+        name,
         {"metadata": {"annotations": {drill.REQUEST_ANNOTATION: token}}},
     )
 
@@ -154,3 +159,39 @@ def test_a_cluster_of_the_drills_name_that_is_not_its_drill_is_never_touched(
     record = get(objs, ns, CLUSTER_PLURAL, "shop")["status"]["drill"]
     assert record["phase"] == "Failed" and "is not this cluster's drill" in record["message"]
     assert "ownerReferences" not in get(objs, ns, CLUSTER_PLURAL, "shop-drill")["metadata"]
+
+
+def test_a_source_whose_drill_cluster_name_is_too_long_fails_the_drill_with_the_apis_reason(
+    control_plane, account, namespace
+):
+    ns, objs = namespace, client.CustomObjectsApi(control_plane.api_client())
+    long = "a" * 38  # a valid cluster name; with "-drill" past the 40 characters a name may have
+    source(objs, ns, long)
+    objs.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        BACKUP_PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MySQLBackup",
+            "metadata": {"name": "b1"},
+            "spec": {"clusterRef": {"name": long}},
+        },
+    )
+    objs.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        ns,
+        BACKUP_PLURAL,
+        "b1",
+        {"status": {"phase": "Succeeded", "completedAt": "2026-12-06T03:00:00Z"}},
+    )
+
+    controller(account).tick(request(objs, ns, "r1", long))
+
+    record = get(objs, ns, CLUSTER_PLURAL, long)["status"]["drill"]
+    assert record["phase"] == "Failed" and "the API refused the drill's cluster" in record["message"]
+    assert "at most 40 characters" in record["message"]
+    batch = client.BatchV1Api(control_plane.api_client())
+    assert not exists(lambda: batch.read_namespaced_job(f"{long}-drill", ns))  # its anchor went too
