@@ -16,7 +16,12 @@ from mysql_operator.cli_common import (
     dry_run_flag,
     emit,
 )
-from mysql_operator.cli_requests import ROTATABLE_KEYS, rotate_passwords_command, switchover_command
+from mysql_operator.cli_requests import (
+    ROTATABLE_KEYS,
+    drill_command,
+    rotate_passwords_command,
+    switchover_command,
+)
 from mysql_operator.cli_status import status_command
 
 
@@ -204,6 +209,15 @@ def build_parser(prog: str = "mysql-operator", internal: bool = True) -> argpars
     sw.add_argument("--wait", action="store_true", help="wait until the operator says Done or Refused")
     sw.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits (default 600)")
     sw.set_defaults(func=switchover_command)
+    dr = sub.add_parser(
+        "drill",
+        parents=[common, dry],
+        help="ask for a restore drill now (annotation mysql.operator.dev/drill-request)",
+    )
+    dr.add_argument("cluster", help="MySQLCluster name (its spec.backup.storage holds the backups)")
+    dr.add_argument("--wait", action="store_true", help="wait for the drill's outcome: exit 0 when it passed")
+    dr.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits (default 3600)")
+    dr.set_defaults(func=drill_command)
     rp = sub.add_parser(
         "rotate-passwords",
         parents=[common, dry],

@@ -1,5 +1,6 @@
-"""The commands that ask the operator for something: `switchover` (an annotation on the cluster,
-followed with --wait) and `rotate-passwords` (new passwords in the credentials Secret)."""
+"""The commands that ask the operator for something: `switchover` and `drill` (an annotation on
+the cluster, followed with --wait) and `rotate-passwords` (new passwords in the credentials
+Secret)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,59 @@ def switchover_command(args) -> int:
     print(
         f"error: switchover: no outcome within {args.timeout:.0f} s; the request stays: "
         f"watch status.switchover (kubectl mysql status {args.cluster})",
+        file=sys.stderr,
+    )
+    return TIMED_OUT
+
+
+def drill_command(args) -> int:
+    """Ask for a restore drill now (the drill-request annotation, a new value each time); with
+    --wait, follow status.drill until the drill it asked for ended: 0 when it passed."""
+    import time
+
+    from kubernetes import client
+
+    from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
+    from mysql_operator.backup import drill
+
+    api = client.CustomObjectsApi(connect(args))
+    where = f"{args.namespace}/{args.cluster}"
+    token = (
+        f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{_caller(args.kubeconfig, args.context) or 'cli'}"
+    )
+    patch = {"metadata": {"annotations": {drill.REQUEST_ANNOTATION: token}}}
+    if args.dry_run:
+        emit(patch, args.output)
+        return 0
+    try:
+        api.patch_namespaced_custom_object(
+            GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster, patch
+        )
+    except client.ApiException as e:
+        if e.status == 404:
+            raise not_found(args.namespace, args.cluster) from None
+        raise
+    out = sys.stdout if args.output == "table" else sys.stderr
+    print(f"{where}: restore drill requested ({drill.REQUEST_ANNOTATION}: {token})", file=out)
+    if not args.wait:
+        print(
+            f"the operator records the outcome in status.drill (kubectl mysql status {args.cluster})",
+            file=out,
+        )
+        return 0
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        time.sleep(5)
+        body = api.get_namespaced_custom_object(GROUP, VERSION, args.namespace, CLUSTER_PLURAL, args.cluster)
+        record = (body.get("status") or {}).get("drill") or {}
+        if record.get("request") == token and record.get("phase") in (drill.SUCCEEDED, drill.FAILED):
+            if args.output != "table":
+                emit(record, args.output)
+            print(f"{record['phase']}: {record.get('message', '')}", file=out)
+            return 0 if record["phase"] == drill.SUCCEEDED else 1
+    print(
+        f"error: drill: no outcome within {args.timeout:.0f} s; it may still run: watch status.drill "
+        f"(kubectl mysql status {args.cluster})",
         file=sys.stderr,
     )
     return TIMED_OUT

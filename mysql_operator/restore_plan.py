@@ -195,7 +195,14 @@ def plan_restore(
         message = redact(str(result.get("message") or ""), secrets)[:1024]
         extra = {
             key: result[key]
-            for key in ("durationSeconds", "gtidPosition", "bytesLoaded", "pointInTime", "tablesChecked")
+            for key in (
+                "durationSeconds",
+                "gtidPosition",
+                "bytesLoaded",
+                "pointInTime",
+                "tablesChecked",
+                "phases",
+            )
             if key in result
         }
         record = restoring.record(

@@ -197,6 +197,7 @@ def _passed(v: View, restore: dict[str, Any], elapsed: float) -> Finish:
         "missingTransactions": missing,
         **({"rpoSeconds": round(rpo, 1)} if rpo is not None else {}),
         **({"tablesChecked": checked} if checked else {}),
+        **({"phases": restore["phases"]} if restore.get("phases") else {}),
     }
     tables = (
         f"{checked['tables']} tables, {checked['rows']} rows as backed up"

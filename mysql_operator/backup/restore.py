@@ -23,6 +23,7 @@ whose /tmp is an in-memory emptyDir of 16 MiB.
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from dataclasses import replace
 from typing import Callable
 
@@ -66,8 +67,10 @@ def restore_into(
     loaded, the tables are compared with those the backup recorded (table_check.py; before any
     binary log is replayed): a difference is a RestoreError naming each table."""
     client = client or storage.make_client(source.s3, s3_credentials)
+    phases = _Phases()
     m = read_manifest(client, source)
     etag = verify(client, source.s3, m, source.key)
+    phases.lap("verify")
 
     inst = instance_of(target, slow_timeout=120)
     try:
@@ -91,6 +94,7 @@ def restore_into(
         inst.close()
 
     loaded, dump_gtid = load_dump(client, source.s3, m, etag, target, version, source.key)
+    phases.lap("load")
 
     refuse_foreign_definers(
         target,
@@ -108,8 +112,30 @@ def restore_into(
         raise RestoreError(f"setting the GTID position {gtid} on {target.host}:{target.port}: {e}") from None
     finally:
         inst.close()
+    phases.lap("settle")
     checked = _check_tables(target, m, source.key, version) if check_tables else None
-    return RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=loaded, table_check=checked)
+    if check_tables:
+        phases.lap("checkTables")
+    return RestoreResult(
+        manifest=m,
+        gtid_position=m.gtid_position,
+        bytes_loaded=loaded,
+        table_check=checked,
+        phases=phases.seconds,
+    )
+
+
+class _Phases:
+    """Seconds spent in each phase of a restore, in order, measured one after another."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._since = time.monotonic()
+
+    def lap(self, phase: str) -> None:
+        now = time.monotonic()
+        self.seconds[phase] = round(now - self._since, 2)
+        self._since = now
 
 
 def _check_tables(target: Target, m: Manifest, key, version: ServerVersion) -> TableCheck | None:
@@ -184,7 +210,9 @@ def load_instance(
         settle_events(target, result.manifest, source.key, primary)
         if chain is None:
             return result
+        started = time.monotonic()
         position = roll_forward(client, target, source, result.manifest, chain)
+        phases = {**result.phases, "replay": round(time.monotonic() - started, 2)}
         # the dump's objects are the application account's already: any other definer is the
         # replay's (a binary log's CREATE keeps its definer), which may name a privileged account
         refuse_foreign_definers(
@@ -193,7 +221,7 @@ def load_instance(
             "a replay cannot rewrite these: recreate them as the application account in the "
             "source, take a new backup, and restore to a time after it",
         )
-        return replace(result, gtid_position=position, replayed=tuple(chain))
+        return replace(result, gtid_position=position, replayed=tuple(chain), phases=phases)
     finally:
         finish_instance(target, drop_account, scheduler)
 

@@ -85,6 +85,10 @@ def restore_all(
     checked = next((x.table_check for x in results if x.table_check is not None), None)
     if checked is not None:
         out["tablesChecked"] = {"tables": checked.tables, "rows": checked.rows}
+    # where the primary's restore spent its time (the first result's: all load at once)
+    timed = next((x for x in results if x.table_check is not None), r)
+    if timed.phases:
+        out["phases"] = dict(timed.phases)
     if source.stop is not None:
         last = max((s.last_event_at for s in r.replayed), default=None)
         out["pointInTime"] = {

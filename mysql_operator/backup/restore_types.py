@@ -3,7 +3,7 @@ physical copy's donor (`Donor`), its result and its error; a connection to a tar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mysql_operator.api import S3
 from mysql_operator.backup import pitr
@@ -84,6 +84,9 @@ class RestoreResult:
     replayed: tuple[Segment, ...] = ()  # the archived binary logs replayed after the backup
     # the loaded tables checked against the backup's (asked for, and the backup recorded them)
     table_check: TableCheck | None = None
+    # seconds per phase, in order: verify (download, decrypt, hash), load (download, decrypt,
+    # decompress, load, as one stream), settle (definers, GTID position), checkTables, replay
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def instance_of(target: Target, slow_timeout: float = 60) -> Instance:

@@ -99,6 +99,8 @@ def test_crds_declare_names_status_and_columns(crds):
         ("Age", 0),
         ("Lag", 1),  # -o wide
         ("Last Backup", 1),
+        ("Drill", 1),  # the last restore drill: its phase and when it ended
+        ("Drill Ended", 1),
     ]
     backup = crds.read_custom_resource_definition("mysqlbackups.mysql.operator.dev")
     assert backup.spec.names.short_names == ["mysqlbk"]

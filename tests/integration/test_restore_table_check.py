@@ -121,6 +121,9 @@ def test_a_backup_records_every_table_with_its_rows_and_a_restore_finds_them_equ
 
     assert result.table_check is not None and result.table_check.passed
     assert (result.table_check.tables, result.table_check.rows) == (len(TABLES), sum(TABLES.values()))
+    # where it spent its time, phase by phase
+    assert list(result.phases) == ["verify", "load", "settle", "checkTables"]
+    assert all(s >= 0 for s in result.phases.values())
 
 
 @pytest.mark.parametrize(

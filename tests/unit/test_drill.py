@@ -86,6 +86,7 @@ RESTORED = {
     "backupCompletedAt": "2026-12-06T03:01:00Z",
     "tablesChecked": {"tables": 12, "rows": 3400},
     "pointInTime": {"lastReplayedEventAt": "2026-12-06T03:59:58Z"},
+    "phases": {"verify": 1.0, "load": 30.0, "settle": 0.5, "checkTables": 6.0, "replay": 2.5},
 }
 
 
@@ -96,7 +97,7 @@ def test_a_restored_serving_cluster_passes_with_its_rto_rpo_and_checks():
     r = d.record
     assert r["phase"] == SUCCEEDED and r["rtoSeconds"] == 90.0 and r["restoreSeconds"] == 40.0
     assert r["bytesPerSecond"] == 10_000_000 and r["missingTransactions"] == 0 and r["rpoSeconds"] == 0.0
-    assert r["tablesChecked"] == {"tables": 12, "rows": 3400}
+    assert r["tablesChecked"] == {"tables": 12, "rows": 3400} and r["phases"] == RESTORED["phases"]
     assert "12 tables, 3400 rows as backed up" in d.message
 
 

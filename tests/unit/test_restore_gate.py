@@ -131,16 +131,19 @@ def test_it_waits_for_every_instance_before_it_reads_or_starts_anything():
 @pytest.mark.parametrize("primary, recorded", [(None, "shop-0"), (2, "shop-2")])
 def test_a_finished_restore_records_the_primary_the_engine_adopts(primary, recorded):
     checked = {"tables": 12, "rows": 3400}
+    phases = {"verify": 0.5, "load": 12.0, "settle": 0.2, "checkTables": 4.0}
     done = {
         "ok": True,
         "message": "restored into 3 instances",
         "gtidPosition": "0-1-9",
         "tablesChecked": checked,
+        "phases": phases,
     }
     p = plan(
         restore_plan.RestoreSeen(RUNNING, done), previous={"restore": RUNNING}, c=cluster(primary=primary)
     )
     assert p.status["restore"]["tablesChecked"] == checked  # spec.restore.checkTables: what was compared
+    assert p.status["restore"]["phases"] == phases  # where it spent its time
     assert p.status["currentPrimary"] == recorded
     assert p.status["restore"] | {"completedAt": NOW} == p.status["restore"]
     assert p.status["restore"]["phase"] == "Succeeded" and p.status["restore"]["gtidPosition"] == "0-1-9"
