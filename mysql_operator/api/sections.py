@@ -175,12 +175,8 @@ def read_backup(value: Any, bpath: str) -> Backup:
         if bst.get("s3") is None:
             raise SpecError(f"{bpath}.storage.s3", "is required: the S3 bucket backups go to")
         bs = read_s3(bst["s3"], f"{bpath}.storage.s3")
-    schedule = read_str(b, "schedule", bpath, max_len=128)
+    schedule = _read_schedule(b, bpath)
     if schedule is not None:
-        try:
-            check_cron(schedule)
-        except ValueError as e:
-            raise SpecError(f"{bpath}.schedule", str(e)) from None
         if bs is None:
             raise SpecError(f"{bpath}.schedule", "needs spec.backup.storage: say where scheduled backups go")
     rt = read_object(b.get("retention"), f"{bpath}.retention", {"keepLast", "maxAge"})
@@ -279,15 +275,21 @@ def read_issuer_ref(value: Any, path: str) -> IssuerRef | None:
 def read_drill(value: Any, dpath: str) -> Drill:
     """spec.backup.drill: when restore drills run, how long one may take, what its server asks for."""
     d = read_object(value, dpath, {"schedule", "timeout", "resources"})
-    schedule = read_str(d, "schedule", dpath, max_len=128)
-    if schedule is not None:
-        try:
-            check_cron(schedule)
-        except ValueError as e:
-            raise SpecError(f"{dpath}.schedule", str(e)) from None
+    schedule = _read_schedule(d, dpath)
     resources = read_resources(d["resources"], f"{dpath}.resources") if d.get("resources") else None
     return Drill(
         schedule=schedule,
         timeout_seconds=read_duration(d, "timeout", dpath, 3600, 300, 86400),
         resources=resources,
     )
+
+
+def _read_schedule(d: dict, path: str) -> str | None:
+    """A cron schedule (`path`.schedule), checked as admission checks it."""
+    schedule = read_str(d, "schedule", path, max_len=128)
+    if schedule is not None:
+        try:
+            check_cron(schedule)
+        except ValueError as e:
+            raise SpecError(f"{path}.schedule", str(e)) from None
+    return schedule

@@ -190,6 +190,7 @@ def _passed(v: View, restore: dict[str, Any], elapsed: float) -> Finish:
         **r,
         "phase": SUCCEEDED,
         "completedAt": clock.stamp(v.now),
+        "lastSucceededAt": clock.stamp(v.now),
         "rtoSeconds": round(elapsed, 1),
         "restoreSeconds": seconds,
         "bytesPerSecond": int(loaded / seconds) if seconds > 0 else 0,

@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from mysql_operator import clock
 from mysql_operator import reasons as R
 from mysql_operator.api import BACKUP_PLURAL, CLUSTER_PLURAL, GROUP, VERSION
+from mysql_operator.api.types import Drill
 from mysql_operator.backup import drill
 from mysql_operator.backup.backup_status import SUCCEEDED, cluster_in_effect
 from mysql_operator.k8s.objects import post_events
@@ -71,6 +72,7 @@ class DrillController:
                 self._write(body, {**record, "phase": drill.FAILED, "message": message})
                 self._event(body, R.RESTORE_DRILL_FAILED, message, warning=True)
             return None
+        settings = bk.drill or Drill()  # a drill asked for without spec.backup.drill: the defaults
         primary = status.get("currentPrimary")
         source_gtid = next(
             (
@@ -84,8 +86,8 @@ class DrillController:
             now=now,
             cluster=name,
             flavor=cluster.spec.flavor,
-            schedule=bk.drill.schedule if bk.drill else None,
-            timeout_seconds=bk.drill.timeout_seconds if bk.drill else 3600,
+            schedule=settings.schedule,
+            timeout_seconds=settings.timeout_seconds,
             created_at=clock.parse(meta.get("creationTimestamp")) or now,
             record=record,
             throwaway=throwaway,
@@ -100,8 +102,7 @@ class DrillController:
         if isinstance(d, drill.Start):
             self._start(body, d, bk.binlogs.enabled, now)
         elif isinstance(d, drill.Finish):
-            record = {**d.record, **({"lastSucceededAt": d.record["completedAt"]} if d.passed else {})}
-            self._write(body, record)
+            self._write(body, d.record)
             reason = R.RESTORE_DRILL_SUCCEEDED if d.passed else R.RESTORE_DRILL_FAILED
             self._event(body, reason, d.message, warning=not d.passed)
             self._delete_anchor(ns, name)

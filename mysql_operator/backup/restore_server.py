@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 from mysql_operator.backup import commands
 from mysql_operator.backup.crypto import CryptoError, Key, unseal
@@ -60,15 +61,26 @@ def foreign_definers(inst: Instance, user: str) -> list[str]:
     return sorted(out)
 
 
-def source_events(m: Manifest, key: Key | None) -> tuple[tuple[str, str, str], ...] | None:
-    """The events' statuses on the source's primary the manifest keeps (inside `sealed` when
-    encrypted: check_key ran). None: not known."""
+def sealed_fields(m: Manifest, key: Key | None) -> dict[str, Any] | None:
+    """The manifest's sensitive fields sealed with the backup's key (check_key ran); None when
+    it is not encrypted or no key is given. Raises RestoreError."""
     if m.sealed is None or key is None:
-        return m.events
+        return None
     try:
         fields = json.loads(unseal(key, base64.b64decode(m.sealed), "the manifest's sealed fields"))
     except (CryptoError, ValueError) as e:
         raise RestoreError(f"reading the manifest's sealed fields: {e}") from None
+    if not isinstance(fields, dict):
+        raise RestoreError("reading the manifest's sealed fields: not a JSON object")
+    return fields
+
+
+def source_events(m: Manifest, key: Key | None) -> tuple[tuple[str, str, str], ...] | None:
+    """The events' statuses on the source's primary the manifest keeps (inside `sealed` when
+    encrypted: check_key ran). None: not known."""
+    fields = sealed_fields(m, key)
+    if fields is None:
+        return m.events
     try:
         return events_field(fields.get("events"), "the manifest's sealed fields")
     except ManifestError as e:

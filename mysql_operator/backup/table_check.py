@@ -6,15 +6,14 @@ other values is named."""
 
 from __future__ import annotations
 
-import base64
-import json
 from mysql_operator.backup import commands
 from mysql_operator.backup.commands import Endpoint
-from mysql_operator.backup.crypto import CryptoError, Key, unseal
+from mysql_operator.backup.crypto import Key
 from mysql_operator.backup.digest_process import DigestProcess
 from mysql_operator.backup.manifest import Manifest, ManifestError, tables_field
 from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, stop
 from mysql_operator.backup.pitr import local_launch, sidecar_launch
+from mysql_operator.backup.restore_server import sealed_fields
 from mysql_operator.backup.restore_types import RestoreError, TableCheck, Target
 from mysql_operator.backup.stream import DumpStream
 from mysql_operator.backup.table_digest import TableDigest, differences, tables_from_json
@@ -24,15 +23,13 @@ from mysql_operator.db.flavor import ServerVersion
 def recorded_tables(m: Manifest, key: Key | None) -> dict[str, TableDigest] | None:
     """The tables the backup's manifest recorded (inside `sealed` when encrypted); None: it
     recorded none (`tables_note` says why when it tried)."""
-    value: object = m.tables
-    if m.sealed is not None and key is not None:
-        try:
-            value = json.loads(unseal(key, base64.b64decode(m.sealed), "the manifest's sealed fields")).get(
-                "tables"
-            )
-            value = tables_field(value, "the manifest's sealed fields")
-        except (CryptoError, ValueError, ManifestError) as e:
-            raise RestoreError(f"reading the manifest's sealed fields: {e}") from None
+    sealed = sealed_fields(m, key)
+    if sealed is None:
+        return None if m.tables is None else tables_from_json(m.tables)
+    try:
+        value = tables_field(sealed.get("tables"), "the manifest's sealed fields")
+    except ManifestError as e:
+        raise RestoreError(f"reading the manifest's sealed fields: {e}") from None
     return None if value is None else tables_from_json(value)
 
 
