@@ -2,7 +2,7 @@
 1-instance cluster with data, a logical backup (encrypted), rows written after it and archived
 (spec.backup.binlogs), then a drill asked for (`mysql-operator drill --wait`, which sets the drill-request annotation): the newest backup and
 every archived binary log restored into the throwaway cluster <cluster>-drill, its tables checked
-against what the backup recorded, RTO and RPO in status.drill and in the operator's metrics,
+against what the backup recorded and the user's checks (a ConfigMap) run, RTO and RPO in status.drill and in the operator's metrics,
 condition Restorable True, and the throwaway cluster, its anchor Job and its volume gone. Then the
 backup's data object is changed in the bucket (one byte): the next drill fails naming it,
 Restorable turns False, the metric says 0, and the throwaway cluster is gone again."""
@@ -109,6 +109,20 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
             "stringData": {"encryption-key": base64.b64encode(os.urandom(32)).decode()},
         },
     )
+    # the user's own checks of the restored data: what the backup alone holds (the archive may
+    # lag the newest rows), read back as the client prints it
+    c.core.create_namespaced_config_map(
+        ns,
+        {
+            "metadata": {"name": "checks"},
+            "data": {
+                "backed-up.sql": "SELECT COUNT(*), MIN(id), MAX(id) FROM app.items WHERE id <= 200",
+                "backed-up.expected": "200\t1\t200\n",
+                "text.sql": "SELECT note FROM app.items WHERE id = 7",
+                "text.expected": "it's 7 ü\n",
+            },
+        },
+    )
     storage = {
         "s3": {
             "bucket": bucket,
@@ -126,7 +140,7 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
                 "storage": storage,
                 "encryption": {"keySecret": {"name": "key"}},
                 "binlogs": {"enabled": True, "maxDelay": "2s"},
-                "drill": {"timeout": "10m"},
+                "drill": {"timeout": "10m", "checksConfigMap": {"name": "checks"}},
             },
         )
     )
@@ -174,7 +188,10 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
     assert d["missingTransactions"] >= 0 and "rpoSeconds" in d
     # where the restore spent its time: the backup verified and loaded, the tables checked, the
     # binary logs replayed
-    assert set(d["phases"]) == {"verify", "load", "settle", "checkTables", "replay"}, d["phases"]
+    assert set(d["phases"]) == {"verify", "load", "settle", "checkTables", "replay", "userChecks"}, d[
+        "phases"
+    ]
+    assert d["checksPassed"] == ["backed-up", "text"], d
     record(
         f"restore drill RTO (1 instance, a small backup + binlogs, {flavor})", d["rtoSeconds"], scenario="49"
     )

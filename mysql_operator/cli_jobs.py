@@ -76,6 +76,17 @@ def register_jobs(bs) -> None:
         help="a logical backup: compare the loaded tables with those it recorded (before any replay)",
     )
     into.add_argument(
+        "--checks-dir",
+        metavar="DIR",
+        help="the user's checks, a ConfigMap mounted here (NAME.sql, NAME.expected): run on the primary at the end",
+    )
+    into.add_argument(
+        "--checks-from",
+        metavar="TEXT",
+        default="the checks ConfigMap",
+        help="what --checks-dir is, as errors name it (e.g. spec.restore.checksConfigMap 'orders-checks')",
+    )
+    into.add_argument(
         "--drop-account",
         action="store_true",
         help="the --user account drops itself on every instance at the end",

@@ -141,13 +141,18 @@ def cmd_keep_evidence(args) -> int:
 
 
 def cmd_restore_into(args) -> int:
-    from mysql_operator.backup.restore_types import Donor, Source, Target
+    from mysql_operator.backup.restore_types import Donor, RestoreError, Source, Target
     from mysql_operator.backup.restore_job import restore_all
+    from mysql_operator.backup.user_checks import read_folder
     from mysql_operator.redaction import redact
 
     env, status = _job_environment(args)
     if env is None:
         return status
+    try:  # before any instance is touched
+        checks = read_folder(args.checks_dir, args.checks_from) if args.checks_dir else ()
+    except RestoreError as e:
+        return _finish(args, {"ok": False, "message": str(e)})
     targets = {}
     for text in args.target:
         name, host, port = _parse_source(text)
@@ -169,6 +174,7 @@ def cmd_restore_into(args) -> int:
             drop_account=args.drop_account,
             primary=args.primary,
             check_tables=args.check_tables,
+            checks=checks,
             donor=(
                 Donor(args.donor_host, args.donor_port, args.scratch_dir, args.donor_tls_dir)
                 if args.donor_host and args.donor_port
@@ -309,12 +315,19 @@ def result_of(m, s3: S3) -> dict[str, Any]:
     }
 
 
+TERMINATION_BYTES = 4000  # what the operator reads of the Pod's termination message
+
+
 def _finish(args, result: dict[str, Any]) -> int:
     text = json.dumps(result, sort_keys=True)
     print(text)
+    message = str(result.get("message", ""))
+    while len(text.encode()) > TERMINATION_BYTES and message:  # whole JSON, the message shortened
+        message = message[: len(message) * 3 // 4]
+        text = json.dumps({**result, "message": message + " [...]"}, sort_keys=True)
     try:
         with open(args.termination_log, "w") as f:  # read by the operator from the Pod's status
-            f.write(text[:4000])
+            f.write(text[:TERMINATION_BYTES])
     except OSError:
         pass
     return 0 if result.get("ok") else 1

@@ -201,6 +201,7 @@ def plan_restore(
                 "bytesLoaded",
                 "pointInTime",
                 "tablesChecked",
+                "checksPassed",
                 "phases",
             )
             if key in result

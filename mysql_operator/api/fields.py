@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 
 from .types import (
+    DNS_SUBDOMAIN_RE,
     SpecError,
 )
 
@@ -187,3 +188,13 @@ def read_metadata(body: Any, kind: str) -> tuple[dict, str, str]:
     if not isinstance(name, str) or not name:
         raise SpecError("metadata.name", "is required")
     return meta, name, meta.get("namespace") or "default"
+
+
+def read_config_map_name(d: dict, key: str, path: str) -> str | None:
+    """`path`.`key`: {name} of a ConfigMap in the object's namespace (None when absent)."""
+    if d.get(key) is None:
+        return None
+    ref = read_object(d[key], f"{path}.{key}", {"name"})
+    return read_str(
+        ref, "name", f"{path}.{key}", required=True, pattern=DNS_SUBDOMAIN_RE, hint="a ConfigMap name"
+    )

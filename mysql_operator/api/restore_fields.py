@@ -14,6 +14,7 @@ from .types import (
 )
 from .fields import (
     read_bool,
+    read_config_map_name,
     read_object,
     read_str,
 )
@@ -61,7 +62,11 @@ def read_point_in_time(value: str | None, path: str) -> str | None:
 
 def read_restore(value: Any, rpath: str) -> Restore:
     """spec.restore: the backup a new cluster starts from, and the point in time."""
-    rs = read_object(value, rpath, {"fromBackup", "s3", "encryption", "pointInTime", "gtid", "checkTables"})
+    rs = read_object(
+        value,
+        rpath,
+        {"fromBackup", "s3", "encryption", "pointInTime", "gtid", "checkTables", "checksConfigMap"},
+    )
     if (rs.get("fromBackup") is None) == (rs.get("s3") is None):
         raise SpecError(rpath, "needs exactly one of spec.restore.fromBackup or spec.restore.s3")
     from_backup = None
@@ -77,6 +82,7 @@ def read_restore(value: Any, rpath: str) -> Restore:
         ),
         gtid=read_str(rs, "gtid", rpath, max_len=4096, pattern=_GTID_RE, hint=_GTID_HINT),
         check_tables=read_bool(rs, "checkTables", rpath, False),
+        checks_config_map=read_config_map_name(rs, "checksConfigMap", rpath),
     )
     if restore.point_in_time and restore.gtid:
         raise SpecError(

@@ -34,6 +34,7 @@ from .types import (
 from .fields import (
     format_duration,
     read_bool,
+    read_config_map_name,
     read_duration,
     read_enum,
     read_spelled,
@@ -274,13 +275,14 @@ def read_issuer_ref(value: Any, path: str) -> IssuerRef | None:
 
 def read_drill(value: Any, dpath: str) -> Drill:
     """spec.backup.drill: when restore drills run, how long one may take, what its server asks for."""
-    d = read_object(value, dpath, {"schedule", "timeout", "resources"})
+    d = read_object(value, dpath, {"schedule", "timeout", "resources", "checksConfigMap"})
     schedule = _read_schedule(d, dpath)
     resources = read_resources(d["resources"], f"{dpath}.resources") if d.get("resources") else None
     return Drill(
         schedule=schedule,
         timeout_seconds=read_duration(d, "timeout", dpath, 3600, 300, 86400),
         resources=resources,
+        checks_config_map=read_config_map_name(d, "checksConfigMap", dpath),
     )
 
 

@@ -269,6 +269,7 @@ class Drill:
     schedule: str | None = None
     timeout_seconds: int = 3600
     resources: dict[str, dict[str, str]] | None = None  # the throwaway server's, when given
+    checks_config_map: str | None = None  # the user's checks of the restored data (as spec.restore's)
 
 
 BACKUP_METHODS = ("logical", "physical")
@@ -297,6 +298,9 @@ class Restore:
     gtid: str | None = None
     # a logical backup's tables compared with what it recorded, once loaded (backup/table_check.py)
     check_tables: bool = False
+    # the ConfigMap of the user's checks of the restored data (backup/user_checks.py), mounted
+    # by the restore Job (the operator never reads it)
+    checks_config_map: str | None = None
 
 
 @dataclass(frozen=True)

@@ -198,6 +198,7 @@ def _passed(v: View, restore: dict[str, Any], elapsed: float) -> Finish:
         "missingTransactions": missing,
         **({"rpoSeconds": round(rpo, 1)} if rpo is not None else {}),
         **({"tablesChecked": checked} if checked else {}),
+        **({"checksPassed": restore["checksPassed"]} if restore.get("checksPassed") else {}),
         **({"phases": restore["phases"]} if restore.get("phases") else {}),
     }
     tables = (
@@ -210,7 +211,8 @@ def _passed(v: View, restore: dict[str, Any], elapsed: float) -> Finish:
         if missing == 0
         else f"{missing} transactions fewer than the source"
     )
-    message = f"restored and serving in {elapsed:.0f}s; {tables}; holds {lacks}"
+    checks = f"; {len(restore['checksPassed'])} user checks passed" if restore.get("checksPassed") else ""
+    message = f"restored and serving in {elapsed:.0f}s; {tables}{checks}; holds {lacks}"
     record["message"] = message
     return Finish(record, True, f"restore drill of backup {r.get('backup')} passed: {message}")
 

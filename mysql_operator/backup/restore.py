@@ -27,7 +27,7 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from mysql_operator.backup import commands, physical, pitr, storage, table_check
+from mysql_operator.backup import commands, physical, pitr, storage, table_check, user_checks
 from mysql_operator.backup.binlog_archive import Segment
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest
@@ -172,6 +172,7 @@ def load_instance(
     chain: list[Segment] | None = None,
     primary: bool = True,
     check_tables: bool = False,
+    checks: tuple[user_checks.Check, ...] = (),
 ) -> RestoreResult:
     """Restore into one instance of a new cluster (`primary`: the one the cluster starts with as
     its primary, see settle_events). Its server starts read-only (super_read_only on
@@ -181,6 +182,7 @@ def load_instance(
     the binary log) so that restore_into finds the server empty; the dump recreates it.
     `drop_account`: the account that loaded (the restore account, which holds ALL) drops itself
     at the end, outside the binary log, whatever the outcome. `check_tables`: see restore_into.
+    `checks`: the user's, run once everything is loaded and replayed (backup/user_checks.py).
     The event scheduler is off while the server is writable: an ENABLED event of the dump would
     run as soon as it is loaded, writing rows and GTIDs of this instance alone (MariaDB 10.11:
     the restore then failed with 1956 at SET GLOBAL gtid_slave_pos); it is on again once the
@@ -208,22 +210,40 @@ def load_instance(
         client = client or storage.make_client(source.s3, creds)
         result = restore_into(target, source, creds, client=client, check_tables=check_tables)
         settle_events(target, result.manifest, source.key, primary)
-        if chain is None:
-            return result
-        started = time.monotonic()
-        position = roll_forward(client, target, source, result.manifest, chain)
-        phases = {**result.phases, "replay": round(time.monotonic() - started, 2)}
-        # the dump's objects are the application account's already: any other definer is the
-        # replay's (a binary log's CREATE keeps its definer), which may name a privileged account
-        refuse_foreign_definers(
-            target,
-            "the archived binary logs define",
-            "a replay cannot rewrite these: recreate them as the application account in the "
-            "source, take a new backup, and restore to a time after it",
-        )
-        return replace(result, gtid_position=position, replayed=tuple(chain), phases=phases)
+        if chain is not None:
+            result = _replay(client, target, source, result, chain)
+        return with_checks(target, result, checks)
     finally:
         finish_instance(target, drop_account, scheduler)
+
+
+def _replay(
+    client, target: Target, source: Source, result: RestoreResult, chain: list[Segment]
+) -> RestoreResult:
+    started = time.monotonic()
+    position = roll_forward(client, target, source, result.manifest, chain)
+    phases = {**result.phases, "replay": round(time.monotonic() - started, 2)}
+    # the dump's objects are the application account's already: any other definer is the
+    # replay's (a binary log's CREATE keeps its definer), which may name a privileged account
+    refuse_foreign_definers(
+        target,
+        "the archived binary logs define",
+        "a replay cannot rewrite these: recreate them as the application account in the "
+        "source, take a new backup, and restore to a time after it",
+    )
+    return replace(result, gtid_position=position, replayed=tuple(chain), phases=phases)
+
+
+def with_checks(
+    target: Target, result: RestoreResult, checks: tuple[user_checks.Check, ...]
+) -> RestoreResult:
+    """`result` once the user's `checks` passed on `target` (RestoreError when one did not)."""
+    if not checks:
+        return result
+    started = time.monotonic()
+    passed = user_checks.run(target, checks)
+    phases = {**result.phases, "userChecks": round(time.monotonic() - started, 2)}
+    return replace(result, checks_passed=passed, phases=phases)
 
 
 def load_all(
@@ -237,9 +257,11 @@ def load_all(
     results: list[RestoreResult],
     errors: list[str],
     check_tables: bool = False,
+    checks: tuple[user_checks.Check, ...] = (),
 ) -> None:
     """A dump loaded into every instance at once; appends to `results` and `errors`.
-    `check_tables`: the primary's tables are checked (restore_into)."""
+    `check_tables`: the primary's tables are checked (restore_into); `checks`: the user's, on
+    the primary (load_instance)."""
     primary = primary or next(iter(targets), None)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
         futures = {
@@ -253,6 +275,7 @@ def load_all(
                 chain=chain,
                 primary=n == primary,
                 check_tables=check_tables and n == primary,
+                checks=checks if n == primary else (),
             ): n
             for n, t in targets.items()
         }

@@ -16,6 +16,7 @@ from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.restore import load_all
 from mysql_operator.backup.restore_source import check_key, pick_base, read_manifest, replay_plan
 from mysql_operator.backup.restore_types import Donor, RestoreError, RestoreResult, Source, Target
+from mysql_operator.backup.user_checks import Check
 
 
 def restore_all(
@@ -27,6 +28,7 @@ def restore_all(
     donor: Donor | None = None,
     primary: str | None = None,
     check_tables: bool = False,
+    checks: tuple[Check, ...] = (),
 ) -> dict[str, object]:
     """Restore the same backup into every instance at once (what the restore Job runs); a
     physical one through `donor` (restore_physical). `primary`: the instance the new cluster
@@ -36,7 +38,9 @@ def restore_all(
     password (the caller redacts the environment's secrets too). `check_tables`: a logical
     backup's tables, once loaded into the primary, are compared with those the backup recorded
     (before any replay): "tablesChecked" {"tables", "rows"} when they were, a failure naming each
-    table that differs."""
+    table that differs. `checks`: the user's (backup/user_checks.py), run on the primary once
+    everything is loaded and replayed: "checksPassed" [their names], a failure naming each that
+    failed."""
     t0 = time.monotonic()
     errors: list[str] = []
     results: list[RestoreResult] = []
@@ -65,10 +69,21 @@ def restore_all(
             drop_account=drop_account,
             chain=chain,
             primary=primary or next(iter(targets), None),
+            checks=checks,
         )
     else:
         load_all(
-            targets, source, creds, app_database, drop_account, chain, primary, results, errors, check_tables
+            targets,
+            source,
+            creds,
+            app_database,
+            drop_account,
+            chain,
+            primary,
+            results,
+            errors,
+            check_tables,
+            checks,
         )
     seconds = round(time.monotonic() - t0, 1)
     if errors:
@@ -85,8 +100,11 @@ def restore_all(
     checked = next((x.table_check for x in results if x.table_check is not None), None)
     if checked is not None:
         out["tablesChecked"] = {"tables": checked.tables, "rows": checked.rows}
+    passed = next((x.checks_passed for x in results if x.checks_passed), ())
+    if passed:
+        out["checksPassed"] = list(passed)
     # where the primary's restore spent its time (the first result's: all load at once)
-    timed = next((x for x in results if x.table_check is not None), r)
+    timed = next((x for x in results if x.table_check is not None or x.checks_passed), r)
     if timed.phases:
         out["phases"] = dict(timed.phases)
     if source.stop is not None:

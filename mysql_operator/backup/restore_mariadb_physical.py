@@ -46,8 +46,9 @@ from mysql_operator.backup import commands, storage, xbstream
 from mysql_operator.backup.crypto import CryptoError
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, pass_on, spawn, stop
-from mysql_operator.backup.restore import finish_all, new_cluster_accounts, roll_forward
+from mysql_operator.backup.restore import finish_all, new_cluster_accounts, roll_forward, with_checks
 from mysql_operator.backup.restore_server import settle_events
+from mysql_operator.backup.user_checks import Check
 from mysql_operator.backup.restore_source import plaintext_opener
 from mysql_operator.backup.restore_types import (
     Donor,
@@ -78,6 +79,7 @@ def restore(
     chain: list | None = None,
     copy_timeout: float = 6 * 3600,
     primary: str | None = None,
+    checks: tuple[Check, ...] = (),
 ) -> tuple[list[RestoreResult], list[str]]:
     """Restore the MariaDB physical backup `m` into every target. Returns the results and the
     errors, each naming its instance; never a password."""
@@ -109,7 +111,8 @@ def restore(
             wait_restored(targets, m.gtid_position or "", server, copy_timeout)
         for name, t in targets.items():
             try:
-                results.append(_finish_one(client, t, source, m, chain, name == primary))
+                done = _finish_one(client, t, source, m, chain, name == primary)
+                results.append(with_checks(t, done, checks) if name == primary else done)
             except (RestoreError, InstanceError) as e:
                 errors.append(f"{name}: {e}")
                 break

@@ -36,9 +36,10 @@ from mysql_operator.backup import physical, storage
 
 from mysql_operator.backup import copy_server
 from mysql_operator.backup.manifest import Manifest
-from mysql_operator.backup.restore import finish_all, new_cluster_accounts, roll_forward
+from mysql_operator.backup.restore import finish_all, new_cluster_accounts, roll_forward, with_checks
 from mysql_operator.backup.restore_load import stream_into
 from mysql_operator.backup.restore_server import settle_events
+from mysql_operator.backup.user_checks import Check
 from mysql_operator.backup.restore_types import (
     Donor,
     RestoreError,
@@ -64,6 +65,7 @@ def restore(
     chain: list | None = None,
     copy_timeout: float = 6 * 3600,
     primary: str | None = None,
+    checks: tuple[Check, ...] = (),
 ) -> tuple[list[RestoreResult], list[str]]:
     """Restore the physical backup `m` into every target (one at a time). Returns the results and
     the errors, each naming its instance; never a password."""
@@ -100,7 +102,8 @@ def restore(
                 )
             for name, t in targets.items():
                 try:
-                    results.append(_into(client, t, source, m, donor, chain, copy_timeout, name == primary))
+                    done = _into(client, t, source, m, donor, chain, copy_timeout, name == primary)
+                    results.append(with_checks(t, done, checks) if name == primary else done)
                 except (RestoreError, InstanceError) as e:
                     errors.append(f"{name}: {e}")
                     break  # the others stay new and empty

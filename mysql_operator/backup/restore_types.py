@@ -87,6 +87,7 @@ class RestoreResult:
     # seconds per phase, in order: verify (download, decrypt, hash), load (download, decrypt,
     # decompress, load, as one stream), settle (definers, GTID position), checkTables, replay
     phases: dict[str, float] = field(default_factory=dict)
+    checks_passed: tuple[str, ...] = ()  # the user's checks (backup/user_checks.py) that ran and passed
 
 
 def instance_of(target: Target, slow_timeout: float = 60) -> Instance:

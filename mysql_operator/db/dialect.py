@@ -63,6 +63,14 @@ class Dialect:
     purged_gtids_variable: str | None = None  # None: the binary logs must be read
     server_uuid_variable: str | None = None  # the origin of its own GTIDs, where it has one
 
+    # the session variable bounding one statement's run time, and its units per second
+    statement_time_variable: tuple[str, int]
+
+    def limit_statement_time(self, seconds: int) -> str:
+        """SQL bounding each later statement of this session to `seconds` (the server stops it)."""
+        name, per_second = self.statement_time_variable
+        return f"SET SESSION {name} = {int(seconds) * per_second}"
+
     def executed_gtids_sql(self) -> str:
         return f"SELECT @@GLOBAL.{self.executed_gtids_variable}"
 

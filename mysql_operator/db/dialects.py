@@ -12,6 +12,7 @@ from mysql_operator.db.flavor import Flavor, ServerVersion
 class MySQLDialect(Dialect):
     divergence_errnos = frozenset({1236, 13114})  # source purged/lacks GTIDs the replica has
     read_only_variable = "super_read_only"
+    statement_time_variable = ("max_execution_time", 1000)  # milliseconds; read-only SELECTs only
     executed_gtids_variable = "gtid_executed"
     purged_gtids_variable = "gtid_purged"
     server_uuid_variable = "server_uuid"
@@ -123,6 +124,7 @@ class MariaDBDialect(Dialect):
     # 1236: the source lacks GTIDs the replica has; 1950/1951: gtid_strict_mode out-of-order GTID
     divergence_errnos = frozenset({1236, 1950, 1951})
     read_only_variable = "read_only"  # no super_read_only; READ_ONLY ADMIN bypasses it
+    statement_time_variable = ("max_statement_time", 1)  # seconds
     semisync_source_enabled = "rpl_semi_sync_master_enabled"
     semisync_replica_enabled = "rpl_semi_sync_slave_enabled"
     semisync_source_status = "Rpl_semi_sync_master_status"

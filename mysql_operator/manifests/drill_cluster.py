@@ -78,6 +78,8 @@ def drill_cluster(source: dict[str, Any], backup: str, binlogs: bool, anchor_uid
     restore: dict[str, Any] = {"fromBackup": {"name": backup}, "checkTables": True}
     if binlogs:
         restore["pointInTime"] = "latest"
+    if drill.get("checksConfigMap"):  # the same namespace's: the throwaway cluster's restore Job mounts it
+        restore["checksConfigMap"] = drill["checksConfigMap"]
     encryption = (spec.get("backup") or {}).get("encryption")
     if encryption:
         restore["encryption"] = encryption

@@ -31,6 +31,7 @@ COMPONENT_RESTORE = "restore"
 # MySQL: the restore Job's sidecar serves a physical copy for the instances to clone, at the name
 # of the headless Service restore_service makes, with the certificate of Secret restore_tls_secret_name
 RESTORE_TLS_DIR = "/etc/mysql-operator/restore-tls"
+RESTORE_CHECKS_DIR = "/etc/mysql-operator/restore-checks"  # spec.restore.checksConfigMap's keys
 
 
 def restore_job_name(c: MySQLCluster) -> str:
@@ -75,6 +76,15 @@ def restore_job(
     args += ["--client-tools-dir", CLIENT_TOOLS_DIR, *stop_args(c)]
     if c.spec.restore and c.spec.restore.check_tables:
         args.append("--check-tables")
+    checks = user_checks_volume(c)
+    if checks:
+        name = c.spec.restore.checks_config_map if c.spec.restore else ""
+        args += [
+            "--checks-dir",
+            RESTORE_CHECKS_DIR,
+            "--checks-from",
+            f"spec.restore.checksConfigMap {name!r}",
+        ]
     enc_args, enc_env = encryption_parts(
         c.spec.restore and c.spec.restore.encryption, "spec.restore.encryption"
     )
@@ -85,7 +95,7 @@ def restore_job(
     # bucket, to the instances' seed init containers (the operator asks them once the port answers)
     scratch: list[tuple[dict[str, Any], dict[str, Any]]] = []
     donor_tls: list[tuple[dict[str, Any], dict[str, Any]]] = []  # the sidecar's only
-    volumes = [ca_bundle_volume(c), client_tools_volume()]
+    volumes = [ca_bundle_volume(c), client_tools_volume(), *checks]
     args += ["--donor-host", restore_dns_names(c)[0], "--donor-port", str(restore_port(c))]
     args += ["--donor-tls-dir", RESTORE_TLS_DIR]
     if c.spec.flavor == "mysql":
@@ -119,6 +129,17 @@ def restore_job(
         ctr["ports"] = [{"name": "copy", "containerPort": k.SEED_PORT, "protocol": "TCP"}]
         ctr["readinessProbe"] = {"tcpSocket": {"port": k.SEED_PORT}, "periodSeconds": 2}
     return job
+
+
+def user_checks_volume(c: MySQLCluster) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """spec.restore.checksConfigMap mounted read-only at RESTORE_CHECKS_DIR (none when unset).
+    Optional: a ConfigMap that is missing leaves the folder empty, which the Job reports as
+    "no check in it" instead of its Pod never starting."""
+    name = c.spec.restore.checks_config_map if c.spec.restore else None
+    if not name:
+        return []
+    volume = {"name": "user-checks", "configMap": {"name": name, "optional": True}}
+    return [(volume, {"name": "user-checks", "mountPath": RESTORE_CHECKS_DIR, "readOnly": True})]
 
 
 def restore_port(c: MySQLCluster) -> int:

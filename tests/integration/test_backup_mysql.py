@@ -16,6 +16,7 @@ import subprocess
 import pytest
 
 from mysql_operator import tls
+from mysql_operator.backup import user_checks
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import verified_instance
 from mysql_operator.backup.restore import restore_into
@@ -423,9 +424,14 @@ def test_a_physical_backup_restores_into_new_instances_that_keep_their_own_accou
             "app",
             drop_account=True,
             donor=donor_with_certificate(mysql, pki, shared),
+            # the user's checks, on the primary restarted on the copy (read-only: they only read)
+            checks=user_checks.parse(
+                {"orders.sql": "SELECT COUNT(*) FROM shop.orders", "orders.expected": "5000\n"}, "checks"
+            ),
         )
 
     assert result["ok"], result["message"]
+    assert result["checksPassed"] == ["orders"], result
     assert starts == {t.name: 1 for t in targets}  # each restarted once, on the copy
     assert result["gtidPosition"] == m.gtid_position
     for t in targets:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from mysql_operator.backup import user_checks
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
@@ -143,10 +144,19 @@ def test_a_restore_gives_the_new_primary_the_events_statuses_of_the_source(env, 
         name: Target(host, t.port, "restorer", password, tls_ca=ca, tools_dir=str(shared) if shared else None)
         for name, t in (("c2-0", t0), ("c2-1", t1))
     }
+    # the user's checks run on the primary once it is restored (spec.restore.checksConfigMap)
+    checks = user_checks.parse(
+        {
+            "events.sql": "SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = 'app'",
+            "events.expected": "3",
+        },
+        "spec.restore.checksConfigMap 'c'",
+    )
     result = restore_all(
-        targets, Source(s3, "c1/b1"), creds(s3server), "app", drop_account=True, primary="c2-0"
+        targets, Source(s3, "c1/b1"), creds(s3server), "app", drop_account=True, primary="c2-0", checks=checks
     )
     assert result["ok"], result["message"]
+    assert result["checksPassed"] == ["events"] and "userChecks" in result["phases"], result
 
     # the new primary: as on the source's primary, never replica-side disabled; definers kept
     assert events_of(t0) == {

@@ -172,12 +172,14 @@ CHANGES: dict[str, tuple[str, list[tuple[str, object]]]] = {
     "backup.drill.timeout": ("full", [("backup.drill.timeout", "2h")]),
     "backup.drill.resources.limits": ("full", [("backup.drill.resources.limits", {"memory": "2Gi"})]),
     "backup.drill.resources.requests": ("full", [("backup.drill.resources.requests", {"cpu": "200m"})]),
+    "backup.drill.checksConfigMap.name": ("full", [("backup.drill.checksConfigMap.name", "orders-checks")]),
     "backup.binlogs.maxDelaySeconds": ("full", [("backup.binlogs.maxDelaySeconds", 5)]),
     "backup.binlogs.maxDelay": ("full", [("backup.binlogs.maxDelay", "1m")]),
     "restore.fromBackup.name": ("full", [("restore.fromBackup.name", "backup-2")]),
     "restore.pointInTime": ("full", [("restore.pointInTime", "2026-11-26T10:42:17Z")]),
     "restore.gtid": ("full", [("restore.gtid", "0-1-42")]),
     "restore.checkTables": ("full", [("restore.checkTables", True)]),
+    "restore.checksConfigMap.name": ("full", [("restore.checksConfigMap.name", "orders-checks")]),
     "backup.encryption.keySecret.name": ("full", [("backup.encryption.keySecret.name", "key-two")]),
     "backup.encryption.keySecret.key": ("full", [("backup.encryption.keySecret.key", "k2")]),
     "restore.encryption.keySecret.name": ("full", [("restore.encryption.keySecret.name", "key-two")]),
@@ -227,6 +229,7 @@ RECONCILE_INPUTS = frozenset(
         "backup.drill.timeout",
         "backup.drill.resources.limits",  # the next drill's throwaway cluster (manifests/drill_cluster.py)
         "backup.drill.resources.requests",
+        "backup.drill.checksConfigMap.name",
         "backup.method",  # read by the next backup Job
         "toolsImage",  # the next backup and restore Jobs', the archiver Deployment's client tools
         "backup.retention.keepLast",

@@ -98,7 +98,11 @@ def test_a_restored_serving_cluster_passes_with_its_rto_rpo_and_checks():
     assert r["phase"] == SUCCEEDED and r["rtoSeconds"] == 90.0 and r["restoreSeconds"] == 40.0
     assert r["bytesPerSecond"] == 10_000_000 and r["missingTransactions"] == 0 and r["rpoSeconds"] == 0.0
     assert r["tablesChecked"] == {"tables": 12, "rows": 3400} and r["phases"] == RESTORED["phases"]
-    assert "12 tables, 3400 rows as backed up" in d.message
+    assert "12 tables, 3400 rows as backed up" in d.message and "user checks" not in d.message
+    assert "checksPassed" not in r
+    checked = {**RESTORED, "checksPassed": ["orders", "totals"]}
+    d = drill.decide(view(now=later, record=running(), throwaway=Throwaway("Ready", checked)))
+    assert d.record["checksPassed"] == ["orders", "totals"] and "2 user checks passed" in d.message
 
 
 def test_what_the_restore_lacks_of_the_source_bounds_the_rpo():
