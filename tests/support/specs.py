@@ -280,13 +280,30 @@ def changed_spec(path: str) -> tuple[dict, dict]:
     return base, new
 
 
-def body(spec: dict, name: str = "walk", namespace: str = "ns") -> dict:
-    return {
+def body(
+    spec: dict,
+    name: str = "walk",
+    namespace: str = "ns",
+    *,
+    uid: str | None = None,
+    generation: int | None = None,
+    status: dict | None = None,
+) -> dict:
+    """A MySQLCluster as the API server would hand it over: the one builder tests share."""
+    meta: dict = {"name": name, "namespace": namespace}
+    if uid is not None:
+        meta["uid"] = uid
+    if generation is not None:
+        meta["generation"] = generation
+    out = {
         "apiVersion": "mysql.operator.dev/v1alpha1",
         "kind": "MySQLCluster",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": meta,
         "spec": copy.deepcopy(spec),
     }
+    if status is not None:
+        out["status"] = status
+    return out
 
 
 def cluster(**spec):

@@ -31,6 +31,7 @@ from mysql_operator.manifests.common import selector_labels
 from mysql_operator.manifests.servers import statefulset
 from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
 from mysql_operator.api import parse_backup
+from tests.support.specs import body
 
 S3 = {
     "bucket": "backups",
@@ -39,16 +40,16 @@ S3 = {
     "forcePathStyle": True,
     "credentialsSecret": {"name": "s3-creds"},
 }
-CLUSTER = {
-    "apiVersion": "mysql.operator.dev/v1alpha1",
-    "kind": "MySQLCluster",
-    "metadata": {"name": "shop", "namespace": "prod", "uid": "u1"},
-    "spec": {
+CLUSTER = body(
+    {
         "flavor": "mariadb",
         "instances": 3,
         "backup": {"storage": {"s3": S3}, "schedule": "0 3 * * *", "retention": {"keepLast": 7}},
     },
-}
+    "shop",
+    "prod",
+    uid="u1",
+)
 BACKUP = {
     "apiVersion": "mysql.operator.dev/v1alpha1",
     "kind": "MySQLBackup",

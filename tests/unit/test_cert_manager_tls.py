@@ -16,6 +16,7 @@ from mysql_operator.conditions import phase
 from mysql_operator.status import build_status
 from mysql_operator.status_events import degraded_events
 from mysql_operator.summary import Summary
+from tests.support.specs import body
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)
 
@@ -24,14 +25,7 @@ def cluster(issuer_ref=None, validity=3 * 3600):
     t = {"certificateValiditySeconds": validity}
     if issuer_ref is not None:
         t["issuerRef"] = issuer_ref
-    return parse(
-        {
-            "apiVersion": "mysql.operator.dev/v1alpha1",
-            "kind": "MySQLCluster",
-            "metadata": {"name": "shop", "namespace": "ns"},
-            "spec": {"flavor": "mariadb", "instances": 3, "tls": t},
-        }
-    )
+    return parse(body({"flavor": "mariadb", "instances": 3, "tls": t}, "shop"))
 
 
 def issued_secret(validity=dt.timedelta(hours=3), now=NOW):

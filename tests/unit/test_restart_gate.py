@@ -8,6 +8,7 @@ from mysql_operator import manifests as m
 from mysql_operator import rolling as r
 from mysql_operator.api import parse
 from mysql_operator.rollout import RestartGate, restarting_clusters, template_hash, written_template
+from tests.support.specs import body
 
 ROLLING = r.DeletePod("db-2", "outdated")
 
@@ -151,14 +152,7 @@ def test_only_a_statefulset_an_existing_cluster_controls_holds_the_turn():
 
 
 def cluster(**spec):
-    return parse(
-        {
-            "apiVersion": "mysql.operator.dev/v1alpha1",
-            "kind": "MySQLCluster",
-            "metadata": {"name": "db", "namespace": "ns", "generation": 3},
-            "spec": {"flavor": "mysql", "instances": 3, **spec},
-        }
-    )
+    return parse(body({"flavor": "mysql", "instances": 3, **spec}, "db", generation=3))
 
 
 def test_the_template_hash_follows_the_pod_template_only():

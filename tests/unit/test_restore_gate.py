@@ -19,6 +19,7 @@ from mysql_operator.backup.restore_types import Source
 from mysql_operator.pods import pod_views
 
 from tests.support.fakes import RecordingKube
+from tests.support.specs import body
 
 OWNER = {"apiVersion": "x/v1", "kind": "MySQLCluster", "metadata": {"name": "shop", "uid": "u-1"}}
 NOW = "2026-12-01T10:00:00Z"
@@ -30,7 +31,7 @@ def cluster(flavor: str = "mariadb", primary: int | None = None):
     spec: dict[str, Any] = {"flavor": flavor, "instances": 3, "restore": {"fromBackup": {"name": "nightly"}}}
     if primary is not None:
         spec["primary"] = primary
-    return parse({"metadata": {"name": "shop", "namespace": "ns", "generation": 1}, "spec": spec})
+    return parse(body(spec, "shop", generation=1))
 
 
 def pod(name: str, ready: bool = True, started: str | None = "2026-12-01T09:00:00Z", uid: str = "") -> dict:

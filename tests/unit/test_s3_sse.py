@@ -17,6 +17,7 @@ from mysql_operator.job_commands import s3_credentials, s3_from
 from mysql_operator.manifests.archiver import binlog_archiver
 from mysql_operator.manifests.backup_jobs import backup_job, delete_data_job, evidence_job
 from mysql_operator.manifests.restore_jobs import restore_job
+from tests.support.specs import body
 
 KEY = bytes(range(32))
 SSE_C_SPEC = ServerSideEncryption(SSE_C, customer_key=Encryption("sse-key", "sse-c-key"))
@@ -24,15 +25,13 @@ SSE_C_SPEC = ServerSideEncryption(SSE_C, customer_key=Encryption("sse-key", "sse
 
 def _cluster(sse: dict, endpoint: str = "https://s3.example:9000") -> dict:
     s3 = {"bucket": "backups", "endpoint": endpoint, "credentialsSecret": {"name": "s3-creds"}}
-    return {
-        "apiVersion": "mysql.operator.dev/v1alpha1",
-        "kind": "MySQLCluster",
-        "metadata": {"name": "shop", "namespace": "prod", "uid": "u1"},
-        "spec": {
-            "instances": 2,
-            "backup": {"storage": {"s3": {**s3, "serverSideEncryption": sse}}, "binlogs": {"enabled": True}},
-        },
-    }
+    storage = {"s3": {**s3, "serverSideEncryption": sse}}
+    return body(
+        {"instances": 2, "backup": {"storage": storage, "binlogs": {"enabled": True}}},
+        "shop",
+        "prod",
+        uid="u1",
+    )
 
 
 @pytest.mark.parametrize(

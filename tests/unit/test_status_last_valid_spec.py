@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from mysql_operator import status as cstatus
 from mysql_operator import spec_record as cspec
 from mysql_operator import summary as csummary
+from tests.support.specs import body as cluster_body
 
 GOOD = {"flavor": "mariadb", "instances": 3, "credentials": {"secretName": "mine"}}
 BAD = {**GOOD, "config": {"myCnf": "[mysqld]\n= 50\n"}}
@@ -19,13 +20,7 @@ REFUSED = "spec.config.myCnf: line 2: a setting needs a name before '='"
 
 
 def body(spec: dict, generation: int, status: dict | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "mysql.operator.dev/v1alpha1",
-        "kind": "MySQLCluster",
-        "metadata": {"namespace": "ns", "name": "db", "uid": "u-1", "generation": generation},
-        "spec": spec,
-        "status": status or {},
-    }
+    return cluster_body(spec, "db", uid="u-1", generation=generation, status=status or {})
 
 
 def healthy(**kw) -> csummary.Summary:

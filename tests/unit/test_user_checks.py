@@ -26,6 +26,7 @@ from mysql_operator.backup.user_checks import (
 from mysql_operator.job_commands import TERMINATION_BYTES
 from mysql_operator.manifests.drill_cluster import drill_cluster
 from mysql_operator.manifests.restore_jobs import RESTORE_CHECKS_DIR, restore_job
+from tests.support.specs import body
 
 SOURCE = "spec.restore.checksConfigMap 'shop-checks'"
 
@@ -130,11 +131,8 @@ def test_a_mounted_configmap_is_read_without_the_kubelets_own_entries(tmp_path):
         read_folder(str(tmp_path), SOURCE)
 
 
-CLUSTER = {
-    "apiVersion": "mysql.operator.dev/v1alpha1",
-    "kind": "MySQLCluster",
-    "metadata": {"name": "shop", "namespace": "prod", "uid": "u1"},
-    "spec": {
+CLUSTER = body(
+    {
         "flavor": "mariadb",
         "instances": 2,
         "restore": {
@@ -142,7 +140,10 @@ CLUSTER = {
             "checksConfigMap": {"name": "shop-checks"},
         },
     },
-}
+    "shop",
+    "prod",
+    uid="u1",
+)
 
 
 def test_the_restore_job_mounts_the_configmap_optional_and_read_only_and_names_it():
