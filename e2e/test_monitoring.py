@@ -7,7 +7,9 @@ hangs (SIGSTOP): PromQL then shows the new primary (operator and exporter agree)
 alert having fired; a backup resets the backup age; every query of the chart's dashboard is valid
 PromQL and the ones that must have data have it. The MySQL cluster archives its binary logs: the
 archiver's delay metric stays near maxDelaySeconds under writes and falls back once the archive
-has followed the failover. Measured: the exporters' scrape time and memory, the archive delay."""
+has followed the failover. Restore drills (issue 49): one whose user check fails makes
+MySQLRestoreDrillFailed fire, the next one (the check fixed) ends it and publishes its RTO.
+Measured: the exporters' scrape time and memory, the archive delay."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from e2e.backups import drill
 from e2e.conftest import OPERATOR_NAMESPACE
 from e2e.helpers import (
     GROUP,
@@ -337,6 +340,35 @@ def test_prometheus_sees_the_failover_the_alert_and_the_backup(
             30,
             "backups_total{Succeeded} 1",
         )
+
+        # restore drills (issue 49): one whose user check fails - the drill fails and
+        # MySQLRestoreDrillFailed fires; the check fixed, the next drill passes, the alert ends
+        # and its RTO is published
+        c.core.create_namespaced_config_map(
+            ns, {"metadata": {"name": "mon-checks"}, "data": {"one.sql": "SELECT 1", "one.expected": "2\n"}}
+        )
+        c.objs.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            ns,
+            "mysqlclusters",
+            "mon",
+            {"spec": {"backup": {"drill": {"checksConfigMap": {"name": "mon-checks"}}}}},
+        )
+        failed = drill(c, "failing", 600)
+        assert failed["phase"] == "Failed" and "one: row 1 differs" in failed["message"], failed
+        drill_alert = f'ALERTS{{alertname="MySQLRestoreDrillFailed",alertstate="firing",{sel}}}'
+        wait_for(lambda: p.query(drill_alert), 120, "Prometheus: MySQLRestoreDrillFailed firing")
+        c.core.patch_namespaced_config_map("mon-checks", ns, {"data": {"one.expected": "1\n"}})
+        passed = drill(c, "passing", 600)
+        assert passed["phase"] == "Succeeded" and passed["checksPassed"] == ["one"], passed
+        wait_for(lambda: p.query(drill_alert) == [], 120, "Prometheus: MySQLRestoreDrillFailed resolved")
+        wait_for(
+            lambda: p.value(f"mysql_operator_drill_rto_seconds{{{sel}}}") == passed["rtoSeconds"],
+            60,
+            "Prometheus: the drill's RTO",
+        )
+        assert p.value(f"mysql_operator_drill_succeeded{{{sel}}}") == 1
 
         # the dashboard: every query valid; the ones a running cluster has data for return some
         empty = []

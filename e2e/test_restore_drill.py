@@ -1,11 +1,13 @@
 """Issue 49 on the local cluster, per flavor, with the chart's operator: restore drills. A
 1-instance cluster with data, a logical backup (encrypted), rows written after it and archived
-(spec.backup.binlogs), then a drill asked for (`mysql-operator drill --wait`, which sets the drill-request annotation): the newest backup and
-every archived binary log restored into the throwaway cluster <cluster>-drill, its tables checked
-against what the backup recorded and the user's checks (a ConfigMap) run, RTO and RPO in status.drill and in the operator's metrics,
-condition Restorable True, and the throwaway cluster, its anchor Job and its volume gone. Then the
-backup's data object is changed in the bucket (one byte): the next drill fails naming it,
-Restorable turns False, the metric says 0, and the throwaway cluster is gone again."""
+(spec.backup.binlogs), then a drill asked for (`mysql-operator drill --wait`, which sets the
+drill-request annotation): the newest backup and every archived binary log restored into the
+throwaway cluster <cluster>-drill, its tables checked against what the backup recorded and the
+user's checks (a ConfigMap) run, RTO and RPO in status.drill and in the operator's metrics,
+condition Restorable True, and the throwaway cluster, its anchor Job and its volume gone. Then
+each drill fails, naming what was wrong, and leaves nothing behind: the backup's data object
+changed in the bucket (one byte; Restorable turns False, the metric says 0); the archived binary
+logs' objects gone from the bucket; the throwaway cluster's restore Job killed mid-drill."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from e2e.backups import backup_phase_of, create_backup
+from e2e.backups import ask_for_drill, backup_phase_of, create_backup, drill, drill_ended
 from e2e.conftest import OPERATOR_NAMESPACE
 from e2e.helpers import (
     FLAVORS,
@@ -43,24 +45,6 @@ def _gone(read) -> bool:
             return True
         raise
     return False
-
-
-def _drill(c: Cluster, token: str, timeout: float) -> dict:
-    """Ask for a drill, wait for its end; returns status.drill."""
-    c.objs.patch_namespaced_custom_object(
-        "mysql.operator.dev",
-        "v1alpha1",
-        c.namespace,
-        "mysqlclusters",
-        c.name,
-        {"metadata": {"annotations": {"mysql.operator.dev/drill-request": token}}},
-    )
-
-    def ended():
-        d = c.status().get("drill") or {}
-        return d if d.get("request") == token and d.get("phase") in ("Succeeded", "Failed") else None
-
-    return wait_for(ended, timeout, f"the drill {token} ended", describe=c.describe)
 
 
 def _throwaway_gone(c: Cluster) -> None:
@@ -223,7 +207,7 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
     body[len(body) // 2] ^= 0xFF
     s3.put_object(Bucket=bucket, Key=data, Body=bytes(body))
 
-    d = _drill(c, "second", 900)
+    d = drill(c, "second", 900)
 
     assert d["phase"] == "Failed" and "corrupted" in d["message"], d
     assert any(e.reason == "RestoreDrillFailed" and e.type == "Warning" for e in c.events())
@@ -231,4 +215,45 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
         lambda: _restorable(c).get("status") == "False", 60, "condition Restorable False", describe=c.describe
     )
     wait_for(lambda: metric("mysql_operator_drill_succeeded") == 0, 60, "the drill metric 0")
+    _throwaway_gone(c)
+
+    # the byte put back; every archived binary log's object gone from the bucket (their index
+    # entries kept, as a lifecycle rule leaves them): the next drill fails naming one, before loading
+    body[len(body) // 2] ^= 0xFF
+    s3.put_object(Bucket=bucket, Key=data, Body=bytes(body))
+    archived = {
+        o["Key"]: s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+        for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"bk/{c.name}/binlogs/")["Contents"]
+        if not o["Key"].endswith(".json")
+    }
+    assert archived
+    for key in archived:
+        s3.delete_object(Bucket=bucket, Key=key)
+
+    d = drill(c, "third", 900)
+
+    assert d["phase"] == "Failed" and "is missing from the bucket" in d["message"], d
+    assert any(key in d["message"] for key in archived), d["message"]
+    _throwaway_gone(c)
+    for key, content in archived.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=content)
+
+    # the throwaway cluster's restore Job killed mid-drill (its Pod deleted as soon as it exists;
+    # a check that sleeps keeps it from ending first): the drill fails, and the throwaway cluster
+    # goes all the same
+    c.core.patch_namespaced_config_map(
+        "checks", ns, {"data": {"slow.sql": "SELECT SLEEP(600)", "slow.expected": "0\n"}}
+    )
+    restore_job = f"{c.name}-drill-restore"
+    ask_for_drill(c, "fourth")
+    (pod,) = wait_for(
+        lambda: c.core.list_namespaced_pod(ns, label_selector=f"job-name={restore_job}").items,
+        300,
+        f"the Pod of {restore_job}",
+        describe=c.describe,
+    )
+    c.core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
+
+    d = drill_ended(c, "fourth", 900)
+    assert d["phase"] == "Failed", d
     _throwaway_gone(c)

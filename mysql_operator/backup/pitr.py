@@ -98,10 +98,11 @@ def plan(
         nexts = [s for s in todo if holds(applied, parse(s.gtids_before))]
         if not nexts:
             starts = sorted({s.gtids_before for s in todo})
+            after = f"{chain[-1].file} of server {chain[-1].server}" if chain else "the base backup"
             raise PitrError(
-                f"the binary log archive has a gap: it holds nothing that continues from {applied} "
-                f"(the next archived files start at {'; '.join(starts)}), so {stop.describe()} "
-                "cannot be reached"
+                f"the binary log archive has a gap after {after}: it holds nothing that continues "
+                f"from {applied} (the next archived files start at {'; '.join(starts)}), so "
+                f"{stop.describe()} cannot be reached"
             )
         s = min(nexts, key=lambda x: (x.first_event_at, x.server, x.name))
         chain.append(s)

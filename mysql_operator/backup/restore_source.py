@@ -185,7 +185,29 @@ def replay_plan(client, source: Source, m: Manifest) -> list[Segment]:
             )
         if seg.encryption and source.key is not None and seg.key_id != source.key.id:
             raise RestoreError(wrong_key(where, str(seg.key_id), source.key.id))
+        stored = _stored_size(client, source, seg)
+        if stored != seg.size:
+            raise RestoreError(
+                f"{where} ({seg.file} of server {seg.server}, starting at {seg.gtids_before or 'the beginning'}) "
+                + (
+                    "is missing from the bucket"
+                    if stored is None
+                    else f"has {stored} bytes, its index entry {seg.size}"
+                )
+                + f": the archive cannot reach {source.stop.describe()}; restore to a time before "
+                f"{pitr.stamp(seg.first_event_at)}, or from a backup taken after it"
+            )
     return chain
+
+
+def _stored_size(client, source: Source, seg: Segment) -> int | None:
+    """The size of a segment's object as stored; None when it is not there."""
+    try:
+        return int(storage.head(client, source.s3, seg.key).get("ContentLength", -1))
+    except storage.NotFound:
+        return None
+    except storage.StorageError as e:
+        raise RestoreError(str(e)) from None
 
 
 def segment_bytes(client, source: Source, seg: Segment) -> Iterator[bytes]:

@@ -400,3 +400,30 @@ def test_archive_retention_deletes_only_files_before_the_backup_and_the_restore_
     print(f"\n{flavor.name}: {len(gone)} of {len(segments)} archived files deleted as held by the backup")
     target, _ = restore_to(flavor, s3server, history, pitr.Stop(), "pitr-p")
     assert ids(target) == ids(source), "the backup and what is left of the archive still reach the newest"
+
+
+def test_an_archived_binlog_missing_from_the_bucket_fails_the_restore_naming_it_before_the_target_is_touched(
+    flavor, s3server, history
+):
+    """Issue 49: an archived binary log whose object went from the bucket (its index entry kept,
+    as a lifecycle rule would leave it) - the restore names the file, before loading anything."""
+    _, s3, m, segments, _, _ = history
+    chain = pitr.plan(segments, m.gtid_position, 0, pitr.Stop(), flavor.parse)
+    assert len(chain) > 1, [s.name for s in chain]
+    lost = chain[0]
+    client = storage.make_client(s3, creds(s3server))
+    body = client.get_object(Bucket=s3.bucket, Key=lost.key)["Body"].read()
+    client.delete_object(Bucket=s3.bucket, Key=lost.key)
+    try:
+        target = flavor.new_target("pitr-m")
+        result = restore_all(
+            {target.name: flavor.target(target)},
+            Source(s3, "c1/base", stop=pitr.Stop()),
+            creds(s3server),
+            None,
+        )
+    finally:
+        client.put_object(Bucket=s3.bucket, Key=lost.key, Body=body)
+    assert not result["ok"]
+    assert lost.file in result["message"] and "missing" in result["message"], result["message"]
+    assert not sql(target, "SHOW DATABASES LIKE 'app'"), "the target was not touched"

@@ -56,9 +56,13 @@ def test_a_gap_is_refused_naming_where_it_is_unless_it_is_after_the_stop():
         seg("x", "bin.1", "", f"{x}:1-10", 100, 110),
         seg("x", "bin.3", f"{x}:1-20", f"{x}:1-30", 120, 130),
     ]
-    with pytest.raises(PitrError, match=f"gap: it holds nothing that continues from {x}:1-10"):
+    with pytest.raises(
+        PitrError, match=f"gap after bin.1 of server x: it holds nothing that continues from {x}:1-10"
+    ):
         plan(holed, f"{x}:1-5", 101, Stop(at=125), MySQLGtidSet.parse)
     assert names(plan(holed, f"{x}:1-5", 101, Stop(at=105), MySQLGtidSet.parse)) == [("x", "bin.1")]
+    with pytest.raises(PitrError, match="gap after the base backup: "):  # the first file is gone
+        plan(holed[1:], f"{x}:1-5", 101, Stop(), MySQLGtidSet.parse)
 
 
 def test_times_outside_the_archive_or_before_the_base_are_refused():
