@@ -76,6 +76,13 @@ def register_jobs(bs) -> None:
         help="a logical backup: compare the loaded tables with those it recorded (before any replay)",
     )
     into.add_argument(
+        "--load-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="a dump is loaded by N client sessions at once, its pieces spooled in --scratch-dir (1: one session)",
+    )
+    into.add_argument(
         "--checks-dir",
         metavar="DIR",
         help="the user's checks, a ConfigMap mounted here (NAME.sql, NAME.expected): run on the primary at the end",

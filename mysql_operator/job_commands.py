@@ -164,6 +164,8 @@ def cmd_restore_into(args) -> int:
             tls_ca=args.tls_ca,
             tools_dir=args.client_tools_dir,
             definer=args.app_user,
+            load_workers=max(1, args.load_workers),
+            spool=args.scratch_dir,
         )
     try:
         result = restore_all(

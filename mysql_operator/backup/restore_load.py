@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable, Iterator
@@ -28,6 +29,7 @@ from mysql_operator.backup.pipeline import (
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.db.flavor import Flavor, ServerVersion
 from mysql_operator.db.observation import InstanceError
+from mysql_operator.backup.restore_pieces import PieceLoad
 from mysql_operator.backup.restore_source import check_object, plaintext_opener
 from mysql_operator.backup.restore_types import RestoreError, Target, instance_of
 
@@ -46,6 +48,18 @@ def load_dump(
         ep = Endpoint(loader.host, loader.port, loader.user)
         with option_file(loader.user, loader.password, loader.tools_dir) as options:
             client_argv = commands.client_command(version, ep, options, loader.tls_ca)
+            secrets = (loader.password, target.password)
+            pieces = None
+            if target.load_workers > 1 and target.spool:
+                pieces = PieceLoad(
+                    client_argv,
+                    loader.tools_dir,
+                    target.spool,
+                    target.load_workers,
+                    secrets,
+                    change=dump,
+                    hint=_local_infile_hint,
+                )
             size = stream_into(
                 client,
                 s3,
@@ -54,9 +68,10 @@ def load_dump(
                 key,
                 client_argv,
                 loader.tools_dir,
-                (loader.password, target.password),
+                secrets,
                 _local_infile_hint,
                 change=dump,
+                pieces=pieces,
             )
         account.problems += dump.errors
     return size, dump.gtid_purged
@@ -103,19 +118,25 @@ def stream_into(
     secrets: tuple[str, ...] = (),
     hint: Callable[[str], str] = lambda _text: "",
     change: Callable[[bytes], bytes] | None = None,
+    pieces: PieceLoad | None = None,
 ) -> int:
     """The backup's data object (pinned to the verified `etag`), decrypted and decompressed, on
     the standard input of `argv`: a client loading a dump, or tar unpacking a copy; run by the
     client-tools sidecar when `tools_dir` is set. Returns the bytes read; the size and sha256 are
     checked again. `hint(its error text)` adds advice to a failure of `argv`; `change`, what each
-    piece of the plaintext becomes on its way (pipeline.pass_on)."""
+    piece of the plaintext becomes on its way (pipeline.pass_on). `pieces`: a dump loaded in
+    pieces at once instead (backup/restore_pieces.py; it has the client, the change and the hint)."""
     _, decompress_argv, _ = commands.compressor(m.compression)
     dec = cli = None
+    cutting: threading.Thread | None = None
     dec_err, cli_err = TailBuffer(), TailBuffer()
     try:
         dec = spawn(decompress_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         readers = []
-        if tools_dir:  # the sidecar's tool reads what this process passes on
+        if pieces is not None:
+            cutting = threading.Thread(target=pieces.run, args=(dec.stdout,), daemon=True, name="pieces")
+            cutting.start()
+        elif tools_dir:  # the sidecar's tool reads what this process passes on
             try:
                 cli = SidecarProcess(argv, tools_dir, stdin=True)
             except SidecarError as e:
@@ -128,7 +149,7 @@ def stream_into(
         else:
             cli = spawn(argv, stdin=dec.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             dec.stdout.close()  # the tool owns the read end now
-        readers += [drain(dec.stderr, dec_err), drain(cli.stderr, cli_err)]
+        readers += [drain(dec.stderr, dec_err), *([drain(cli.stderr, cli_err)] if cli is not None else [])]
         digest, size = hashlib.sha256(), 0
         write_error: BaseException | None = None
         crypto_error: CryptoError | None = None
@@ -150,11 +171,16 @@ def stream_into(
                 dec.stdin.close()
             except BrokenPipeError:
                 pass
-        dec_rc, cli_rc = dec.wait(), cli.wait()
+        dec_rc = dec.wait()
+        cli_rc = cli.wait() if cli is not None else 0
         for t in readers:
             t.join(5)
+        if cutting is not None:
+            cutting.join()  # the pieces still loading, then the rest
         if crypto_error is not None:
             raise RestoreError(f"{crypto_error} (the load stopped there)")
+        if pieces is not None and pieces.error is not None:
+            raise RestoreError(pieces.error)
         if cli_rc != 0:
             text = cli_err.text(secrets) or "no message"
             raise RestoreError(

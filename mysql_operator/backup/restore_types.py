@@ -32,6 +32,10 @@ class Target:
     # the application account (spec.database.user, host %): every stored object of a dump gets
     # it as its definer, whoever defined it in the source (docs/design.md); None: as dumped
     definer: str | None = None
+    # a dump loaded by this many client sessions at once, its pieces spooled in `spool` (a disk
+    # folder of this process's; backup/restore_pieces.py); 1 or no spool: one session
+    load_workers: int = 1
+    spool: str | None = None
 
     def __repr__(self) -> str:
         return f"Target({self.host}:{self.port}, user={self.user!r})"

@@ -31,6 +31,7 @@ COMPONENT_RESTORE = "restore"
 # MySQL: the restore Job's sidecar serves a physical copy for the instances to clone, at the name
 # of the headless Service restore_service makes, with the certificate of Secret restore_tls_secret_name
 RESTORE_TLS_DIR = "/etc/mysql-operator/restore-tls"
+LOAD_WORKERS = 4  # client sessions loading a dump at once
 RESTORE_CHECKS_DIR = "/etc/mysql-operator/restore-checks"  # spec.restore.checksConfigMap's keys
 
 
@@ -93,14 +94,17 @@ def restore_job(
     # the sidecar runs on the copy unpacked into the scratch folder, for the instances to clone
     # (the certificate is the sidecar's only); MariaDB: by the Job itself, streamed from the
     # bucket, to the instances' seed init containers (the operator asks them once the port answers)
-    scratch: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    # A dump is loaded by LOAD_WORKERS sessions at once, its pieces spooled in the same scratch
+    # folder (backup/restore_pieces.py): the Job's container's, on the node's disk
+    scratch = scratch_volume(c)
+    shared: list[tuple[dict[str, Any], dict[str, Any]]] = []  # what the sidecar mounts too
     donor_tls: list[tuple[dict[str, Any], dict[str, Any]]] = []  # the sidecar's only
     volumes = [ca_bundle_volume(c), client_tools_volume(), *checks]
     args += ["--donor-host", restore_dns_names(c)[0], "--donor-port", str(restore_port(c))]
-    args += ["--donor-tls-dir", RESTORE_TLS_DIR]
+    args += ["--donor-tls-dir", RESTORE_TLS_DIR, "--scratch-dir", SCRATCH_DIR]
+    args += ["--load-workers", str(LOAD_WORKERS)]
     if c.spec.flavor == "mysql":
-        scratch, donor_tls = scratch_volume(c), [restore_tls_volume(c)]
-        args += ["--scratch-dir", SCRATCH_DIR]
+        shared, donor_tls = scratch, [restore_tls_volume(c)]
     else:
         volumes.append(restore_tls_volume(c))
     job = tenant_job(
@@ -118,7 +122,7 @@ def restore_job(
         image_pull_policy=image_pull_policy,
         deadline_seconds=deadline_seconds,
         volumes=[*volumes, *scratch],
-        sidecars=[client_tools_sidecar(c, tools_repository, *(m for _, m in scratch + donor_tls))],
+        sidecars=[client_tools_sidecar(c, tools_repository, *(m for _, m in shared + donor_tls))],
         sidecar_volumes=[v for v, _ in donor_tls],
     )
     if c.spec.flavor == "mariadb":  # ready while it serves a copy: what the operator waits for

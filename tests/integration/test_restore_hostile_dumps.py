@@ -10,6 +10,7 @@ other sessions or the grant tables there, so each test can fail."""
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 
 import pymysql
@@ -78,6 +79,9 @@ def restore_dump(env, s3server, server, statements: str) -> dict:
         PASSWORD,
         tls_ca=str(shared / "ca.crt") if shared else None,
         tools_dir=str(shared) if shared else None,
+        # as the restore Job loads: in pieces (a dump without table sections is one piece, the rest)
+        load_workers=4,
+        spool=tempfile.mkdtemp(prefix="hostile-spool-"),
     )
     return restore_all({server.name: target}, Source(s3cfg(s3server, bucket), folder), creds(s3server), None)
 

@@ -111,9 +111,9 @@ def test_jobs_mount_the_ca_bundle_read_only_and_verify_the_servers_with_it(kind)
         "secret": {"secretName": "shop-ca-bundle", "items": [{"key": "ca.crt", "path": "ca.crt"}]},
     } in pod["volumes"]
     # /tmp, the CA, the folder shared with the client-tools sidecar (a restore Job: and the
-    # certificate it serves a physical copy with)
+    # certificate it serves a physical copy with, and the scratch folder its pieces are spooled in)
     assert pod["automountServiceAccountToken"] is False
-    assert len(pod["volumes"]) == (3 if kind == "backup" else 4)
+    assert len(pod["volumes"]) == (3 if kind == "backup" else 5)
 
 
 @pytest.mark.parametrize("kind", ["backup", "restore"])
@@ -253,15 +253,22 @@ def test_a_mysql_restore_job_can_serve_a_physical_copy_at_a_name_its_certificate
 
 def test_a_mariadb_restore_job_serves_a_physical_copy_itself_and_is_ready_while_it_does():
     """MariaDB: the Job streams the copy from the bucket to the instances' seed init containers,
-    on the re-seed port, with its certificate (in its own container: no scratch folder, no
-    server in the sidecar); its port answering makes it ready, which the operator waits for."""
+    on the re-seed port, with its certificate (in its own container: no server in the sidecar,
+    which does not mount the scratch folder - only the Job's container spools a dump's pieces
+    there); its port answering makes it ready, which the operator waits for."""
     c = parse(CLUSTER)
     pod = restore_job(c, c.spec.backup.s3, "shop/shop-manual", "img")["spec"]["template"]["spec"]
     ctr = pod["containers"][0]
     args = ctr["args"]
     assert args[args.index("--donor-host") + 1] == "shop-restore.prod.svc"
-    assert args[args.index("--donor-port") + 1] == "3307" and "--scratch-dir" not in args
-    assert _scratch(pod) == ([], [], [])
+    assert args[args.index("--donor-port") + 1] == "3307"
+    assert (
+        args[args.index("--scratch-dir") + 1] == SCRATCH_DIR and args[args.index("--load-workers") + 1] == "4"
+    )
+    volumes, main, sidecar = _scratch(pod)
+    assert (
+        volumes == [{"name": "scratch", "emptyDir": {"sizeLimit": "10Gi"}}] and main != [] and sidecar == []
+    )
     assert {"name": "restore-tls", "mountPath": RESTORE_TLS_DIR, "readOnly": True} in ctr["volumeMounts"]
     assert ctr["readinessProbe"]["tcpSocket"] == {"port": 3307}
     assert restore_service(c)["spec"]["ports"] == [{"name": "copy", "port": 3307, "targetPort": 3307}]
