@@ -41,7 +41,6 @@ class PieceLoad:
     hint: Callable[[str], str] = lambda _text: ""
     piece_bytes: int | None = None  # default: PIECE_BYTES
     error: str | None = None
-    pieces: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _loaded: dict[int, threading.Event] = field(default_factory=dict)
 
@@ -96,7 +95,6 @@ class PieceLoad:
                 elif kind == "end":
                     assert current is not None
                     current[1].close()
-                    self.pieces += 1
                     todo.put((cutter.preamble + current[0].prefix, current[2], current[0]))
                     current = None
 

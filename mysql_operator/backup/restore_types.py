@@ -94,8 +94,9 @@ class RestoreResult:
     checks_passed: tuple[str, ...] = ()  # the user's checks (backup/user_checks.py) that ran and passed
 
 
-def instance_of(target: Target, slow_timeout: float = 60) -> Instance:
-    """A session of `target` as the restore's account, over TLS verified with its CA when set."""
+def instance_of(target: Target, slow_timeout: float = 60, **kw) -> Instance:
+    """A session of `target` as the restore's account, over TLS verified with its CA when set;
+    `kw`: more of Instance's settings (read_timeout, ...)."""
     return verified_instance(
-        target.host, target.port, target.user, target.password, target.tls_ca, slow_timeout=slow_timeout
+        target.host, target.port, target.user, target.password, target.tls_ca, slow_timeout=slow_timeout, **kw
     )

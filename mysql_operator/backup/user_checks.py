@@ -141,8 +141,7 @@ def run(target: Target, checks: tuple[Check, ...]) -> tuple[str, ...]:
     """Run `checks` on `target` (read-only, each in a transaction rolled back). Returns the names
     of those that passed; raises RestoreError naming each that failed and why."""
     failed: list[str] = []
-    inst = instance_of(target)
-    inst.read_timeout = STATEMENT_SECONDS + 30  # the server stops the statement first
+    inst = instance_of(target, read_timeout=STATEMENT_SECONDS + 30)  # the server stops a statement first
     try:
         inst.execute(inst.dialect.limit_statement_time(STATEMENT_SECONDS))
         for c in checks:
