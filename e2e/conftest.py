@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -236,20 +237,28 @@ def operator_release(local_cluster):
     """The chart installed with the real helm, the operator running as a Pod from the image built
     from the project's Dockerfile (examples/values-local.yaml). One session at a time installs it
     (a lock beside the cluster's state); the later sessions of one hack/test.sh run use the release
-    its first session installed as it is, and none of them uninstalls it (the run stops the cluster)."""
+    its first session installed as it is, and none of them uninstalls it (the run stops the cluster).
+    Outside such a run, a release some session installed is uninstalled by the last session using
+    it (xdist workers end one by one: the first to end must not take the operator from the others);
+    one that was there before (make demo) stays."""
     from kubernetes import client
 
     apps = client.AppsV1Api(local_cluster.api_client())
     suite_run = os.environ.get(SUITE_RUN_VARIABLE)
     marker = cluster_mod.state_dir() / "operator-release.json"
+    users = ReleaseUsers(cluster_mod.state_dir() / "operator-release-users.json")
     with helm_release_lock():
         installed_by = json.loads(marker.read_text()).get("suite_run") if marker.exists() else None
         existed = (suite_run and installed_by == suite_run) or _install_release(local_cluster, apps)
         if suite_run:
             marker.write_text(json.dumps({"suite_run": suite_run}))
+        users.join(installed=not existed)
         name = apps.list_namespaced_deployment(OPERATOR_NAMESPACE).items[0].metadata.name
     yield name
-    if not existed and not suite_run:  # a release someone else installed (make demo, another session) stays
+    with helm_release_lock():
+        last_owned = users.leave()
+        if not last_owned or suite_run:
+            return
         from tests.support.controlplane import binary
 
         subprocess.run(
@@ -267,6 +276,42 @@ def operator_release(local_cluster):
             text=True,
             env=helm_env(local_cluster),
         )
+
+
+@dataclasses.dataclass
+class ReleaseUsers:
+    """The pytest sessions (process ids) using the chart's release, and whether one of them
+    installed it; read and written under helm_release_lock."""
+
+    path: Path
+
+    def _read(self) -> tuple[bool, list[int]]:
+        d = json.loads(self.path.read_text()) if self.path.exists() else {}
+        live = [pid for pid in d.get("users", []) if _alive(pid)]
+        return bool(d.get("installed")) and bool(live), live
+
+    def join(self, installed: bool) -> None:
+        was_installed, live = self._read()
+        self.path.write_text(
+            json.dumps({"installed": installed or was_installed, "users": [*live, os.getpid()]})
+        )
+
+    def leave(self) -> bool:
+        """Leave; whether this was the last session and one of the sessions installed the release."""
+        installed, live = self._read()
+        rest = [pid for pid in live if pid != os.getpid()]
+        self.path.write_text(json.dumps({"installed": installed and bool(rest), "users": rest}))
+        return installed and not rest
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextlib.contextmanager
