@@ -35,12 +35,13 @@ def throwaway_name(cluster: str) -> str:
 
 @dataclass(frozen=True)
 class Throwaway:
-    """The drill's cluster as it is: its status' phase, its status.restore, and whether it is
-    being deleted."""
+    """The drill's cluster as it is: its status' phase, its status.restore, whether it is being
+    deleted, and since when it serves (its Ready condition True: lastTransitionTime)."""
 
     phase: str | None
     restore: dict[str, Any]
     deleting: bool = False
+    ready_since: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,10 @@ def _running(v: View) -> Decision:
     if restore.get("phase") == FAILED:
         return _failed(v, f"the restore failed: {restore.get('message') or 'no message'}")
     if restore.get("phase") == SUCCEEDED and t.phase == "Ready":
-        return _passed(v, restore, elapsed)
+        # the RTO ends when the restored cluster began to serve, not when this pass (on the backup
+        # timer) saw it: a Ready condition older than the drill is not this restore's
+        serving = t.ready_since if t.ready_since is not None and t.ready_since >= started else v.now
+        return _passed(v, restore, (serving - started).total_seconds())
     if elapsed > v.timeout_seconds:
         where = f"phase {t.phase or 'not reported'}, restore {restore.get('phase') or 'not started'}"
         return _failed(v, f"not restored and serving within {v.timeout_seconds}s ({where})")
@@ -172,7 +176,7 @@ def _failed(v: View, message: str) -> Finish:
     return Finish(record, False, f"restore drill of backup {v.record.get('backup')} failed: {message}")
 
 
-def _passed(v: View, restore: dict[str, Any], elapsed: float) -> Finish:
+def _passed(v: View, restore: dict[str, Any], rto: float) -> Finish:
     r = v.record
     restored = str(restore.get("gtidPosition") or "")
     missing = missing_transactions(v.flavor, str(r.get("sourceGtid") or ""), restored)
@@ -191,7 +195,7 @@ def _passed(v: View, restore: dict[str, Any], elapsed: float) -> Finish:
         "phase": SUCCEEDED,
         "completedAt": clock.stamp(v.now),
         "lastSucceededAt": clock.stamp(v.now),
-        "rtoSeconds": round(elapsed, 1),
+        "rtoSeconds": round(rto, 1),
         "restoreSeconds": seconds,
         "bytesPerSecond": int(loaded / seconds) if seconds > 0 else 0,
         "restoredGtid": restored,
@@ -212,7 +216,7 @@ def _passed(v: View, restore: dict[str, Any], elapsed: float) -> Finish:
         else f"{missing} transactions fewer than the source"
     )
     checks = f"; {len(restore['checksPassed'])} user checks passed" if restore.get("checksPassed") else ""
-    message = f"restored and serving in {elapsed:.0f}s; {tables}{checks}; holds {lacks}"
+    message = f"restored and serving in {rto:.0f}s; {tables}{checks}; holds {lacks}"
     record["message"] = message
     return Finish(record, True, f"restore drill of backup {r.get('backup')} passed: {message}")
 

@@ -188,8 +188,16 @@ class DrillController:
         if (o["metadata"].get("labels") or {}).get(drill.DRILL_OF_LABEL) != name:
             return False
         s = o.get("status") or {}
+        ready = [
+            c.get("lastTransitionTime")
+            for c in s.get("conditions") or []
+            if isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+        ]
         return drill.Throwaway(
-            s.get("phase"), s.get("restore") or {}, bool(o["metadata"].get("deletionTimestamp"))
+            s.get("phase"),
+            s.get("restore") or {},
+            bool(o["metadata"].get("deletionTimestamp")),
+            _instant(ready[0]) if ready else None,
         )
 
     def _newest_backup(self, ns: str, name: str) -> str | None:
@@ -250,3 +258,12 @@ def _api_message(e: ApiException) -> str:
         return str(json.loads(e.body or "{}").get("message") or e.reason)
     except ValueError:
         return str(e.reason)
+
+
+def _instant(stamp: Any) -> dt.datetime | None:
+    """An RFC 3339 time of a status (seconds or finer) as a UTC datetime; None if it is not one."""
+    try:
+        t = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)

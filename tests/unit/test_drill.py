@@ -105,6 +105,18 @@ def test_a_restored_serving_cluster_passes_with_its_rto_rpo_and_checks():
     assert d.record["checksPassed"] == ["orders", "totals"] and "2 user checks passed" in d.message
 
 
+def test_the_rto_ends_when_the_restored_cluster_began_to_serve_not_when_a_pass_saw_it():
+    later = NOW + dt.timedelta(seconds=60)  # the drill started at 04:00:00
+    serving = Throwaway("Ready", RESTORED, ready_since=NOW + dt.timedelta(seconds=10))
+    d = drill.decide(view(now=later, record=running(), throwaway=serving))
+    assert isinstance(d, drill.Finish) and d.record["rtoSeconds"] == 40.0
+    assert "restored and serving in 40s" in d.message
+    # a Ready condition from before the drill started is not this restore's: the pass's time
+    stale = Throwaway("Ready", RESTORED, ready_since=NOW - dt.timedelta(seconds=60))
+    d = drill.decide(view(now=later, record=running(), throwaway=stale))
+    assert d.record["rtoSeconds"] == 90.0
+
+
 def test_what_the_restore_lacks_of_the_source_bounds_the_rpo():
     restored = {**RESTORED, "gtidPosition": f"{UUID}:1-97"}
     d = drill.decide(view(record=running(), throwaway=Throwaway("Ready", restored)))
