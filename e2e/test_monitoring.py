@@ -13,13 +13,11 @@ Measured: the exporters' scrape time and memory, the archive delay."""
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 import uuid
 
 import pytest
-import yaml
 from kubernetes import client
 
 from e2e.backups import drill
@@ -35,6 +33,7 @@ from e2e.helpers import (
     signal_server,
     writer_to,
 )
+from e2e.prometheus_scrape import RULES, config, short_rules
 from mysql_operator.topology import FAILOVER_CAUSES
 from tests.support import prometheus as prom
 from tests.support.chart import CHART
@@ -43,7 +42,6 @@ from tests.support.wait import wait_for
 # exclusive: the archive's delay it waits to fall back under 2 s after the failover stayed above
 # it with other e2e tests loading the 2 cores beside it (a cold CI run)
 pytestmark = [pytest.mark.cluster, pytest.mark.late_build, pytest.mark.exclusive]
-RULES = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
 DASHBOARD = json.loads((CHART / "files" / "dashboard.json").read_text())
 # dashboard panels that must return data for a running MySQL cluster that failed over and backed up
 MUST_HAVE_DATA = {
@@ -68,69 +66,6 @@ MUST_HAVE_DATA = {
     "Reconcile duration p99",
 }
 MAX_DELAY = 2  # spec.backup.binlogs.maxDelaySeconds of the MySQL cluster
-
-
-def config(kubeconfig: str, namespace: str) -> dict:
-    """Prometheus' configuration: the operator's Pods (honor_labels, as the chart's ServiceMonitor)
-    and the port named metrics of every database and binlog archiver Pod (the labels of the
-    chart's PodMonitor)."""
-
-    def sd(namespaces: list[str]) -> list[dict]:
-        return [{"role": "pod", "kubeconfig_file": kubeconfig, "namespaces": {"names": namespaces}}]
-
-    def label(source: str, target: str) -> dict:
-        return {"source_labels": [source], "target_label": target}
-
-    return {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            {
-                "job_name": "mysql-operator",
-                "honor_labels": True,
-                "kubernetes_sd_configs": sd([OPERATOR_NAMESPACE]),
-                "relabel_configs": [
-                    {
-                        "source_labels": [
-                            "__meta_kubernetes_pod_label_app_kubernetes_io_name",
-                            "__meta_kubernetes_pod_container_port_name",
-                        ],
-                        "regex": "mysql-operator;metrics",
-                        "action": "keep",
-                    },
-                    label("__meta_kubernetes_pod_name", "operator_pod"),
-                ],
-            },
-            {
-                "job_name": "mysql-exporters",
-                "kubernetes_sd_configs": sd([namespace]),
-                "relabel_configs": [
-                    {
-                        "source_labels": [
-                            "__meta_kubernetes_pod_label_app_kubernetes_io_component",
-                            "__meta_kubernetes_pod_label_app_kubernetes_io_managed_by",
-                            "__meta_kubernetes_pod_container_port_name",
-                        ],
-                        "regex": "(database|binlog-archiver);mysql-operator;metrics",
-                        "action": "keep",
-                    },
-                    label("__meta_kubernetes_namespace", "namespace"),
-                    label("__meta_kubernetes_pod_name", "pod"),
-                    label("__meta_kubernetes_pod_label_app_kubernetes_io_instance", "cluster"),
-                    label("__meta_kubernetes_pod_label_mysql_operator_dev_role", "role"),
-                ],
-            },
-        ],
-    }
-
-
-def short_rules() -> dict:
-    """The chart's rules, MySQLClusterPrimaryDown without its `for:` (a failover here is seconds)."""
-    rules = copy.deepcopy(RULES)
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            if rule.get("alert") == "MySQLClusterPrimaryDown":
-                rule["for"] = "0s"
-    return rules
 
 
 def dashboard_queries(namespace: str, cluster: str) -> list[tuple[str, str]]:

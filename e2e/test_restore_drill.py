@@ -1,67 +1,72 @@
-"""Issue 49 on the local cluster, per flavor, with the chart's operator: restore drills. A
-1-instance cluster with data, a logical backup (encrypted), rows written after it and archived
-(spec.backup.binlogs), then a drill asked for (`mysql-operator drill --wait`, which sets the
-drill-request annotation): the newest backup and every archived binary log restored into the
-throwaway cluster <cluster>-drill, its tables checked against what the backup recorded and the
-user's checks (a ConfigMap) run, RTO and RPO in status.drill and in the operator's metrics,
-condition Restorable True, and the throwaway cluster, its anchor Job and its volume gone. Then
-each drill fails, naming what was wrong, and leaves nothing behind: the backup's data object
-changed in the bucket (one byte; Restorable turns False, the metric says 0); the archived binary
+"""Issue 49 on the local cluster, per flavor, with the chart's operator and a real Prometheus
+scraping it: restore drills. A 1-instance cluster with data, a logical backup (encrypted), rows
+written after it and archived (spec.backup.binlogs), then a drill on the cluster's schedule
+(spec.backup.drill.schedule, a fire time a minute ahead): the newest backup and every archived
+binary log restored into the throwaway cluster <cluster>-drill, its tables checked against what the
+backup recorded and the user's checks (a ConfigMap) run, RTO and RPO in status.drill and, equal, in
+the metrics Prometheus scrapes, condition Restorable True, and the throwaway cluster, its anchor
+Job and its volume gone. Then each drill fails, naming what was wrong, and leaves nothing behind:
+the backup's data object changed in the bucket (one byte; asked for with `mysql-operator drill
+--wait`, which exits 1 printing the message; Restorable turns False and MySQLRestoreDrillFailed
+fires in Prometheus); a table's data deleted from the backup (its dump's INSERTs, the object
+sealed again and its manifest made to match: the table check names the table); the archived binary
 logs' objects gone from the bucket; the throwaway cluster's restore Job killed mid-drill."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import datetime as dt
+import hashlib
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from e2e.backups import ask_for_drill, backup_phase_of, create_backup, drill, drill_ended
-from e2e.conftest import OPERATOR_NAMESPACE
+from e2e.backups import (
+    ask_for_drill,
+    backup_phase_of,
+    create_backup,
+    drill,
+    drill_ended,
+    s3_storage,
+    throwaway_gone,
+)
 from e2e.helpers import (
     FLAVORS,
+    GROUP,
+    VERSION,
     Cluster,
     cluster_spec,
-    operator_metrics,
     query,
     record,
     try_query,
 )
+from e2e.prometheus_scrape import config, short_rules
+from mysql_operator.backup.crypto import Key
+from mysql_operator.backup.manifest import Manifest
+from tests.support import prometheus as prom
+from tests.support.backups import edited_dump, without_inserts
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.cluster
+# late_build: the real Prometheus is a binary `make test` builds beside the tests
+pytestmark = [pytest.mark.cluster, pytest.mark.late_build]
 
 
-def _gone(read) -> bool:
-    try:
-        read()
-    except ApiException as e:
-        if e.status == 404:
-            return True
-        raise
-    return False
+@pytest.fixture
+def prometheus(local_cluster, scenario_namespace, tmp_path):
+    """A real Prometheus scraping the operator and the namespace's servers, with the chart's rules."""
+    prom.ensure_built()
+    p = prom.Prometheus(
+        tmp_path / "prometheus", config(local_cluster.kubeconfig, scenario_namespace), short_rules()
+    ).start()
+    yield p
+    p.stop()
 
 
-def _throwaway_gone(c: Cluster) -> None:
-    name = f"{c.name}-drill"
-    wait_for(
-        lambda: (
-            _gone(
-                lambda: c.objs.get_namespaced_custom_object(
-                    "mysql.operator.dev", "v1alpha1", c.namespace, "mysqlclusters", name
-                )
-            )
-            and _gone(lambda: client.BatchV1Api(c.api).read_namespaced_job(name, c.namespace))
-            and _gone(lambda: c.core.read_namespaced_persistent_volume_claim(f"data-{name}-0", c.namespace))
-        ),
-        180,
-        f"{name}, its anchor Job and its volume gone",
-    )
+def clock_of(stamp: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _restorable(c: Cluster) -> dict:
@@ -70,27 +75,17 @@ def _restorable(c: Cluster) -> dict:
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup_fails_it(
-    local_cluster, scenario_namespace, s3_beside_cluster, flavor
+    local_cluster, scenario_namespace, s3_beside_cluster, prometheus, flavor
 ):
-    ns, api = scenario_namespace, local_cluster.api_client()
+    ns, api, p = scenario_namespace, local_cluster.api_client(), prometheus
     c = Cluster(api, ns, f"dr-{flavor}")
-    bucket = f"e2e-{uuid.uuid4().hex[:10]}"
-    s3_beside_cluster.create_bucket(bucket)
-    c.core.create_namespaced_secret(
-        ns,
-        {
-            "metadata": {"name": "s3"},
-            "stringData": {
-                "AWS_ACCESS_KEY_ID": s3_beside_cluster.access_key,
-                "AWS_SECRET_ACCESS_KEY": s3_beside_cluster.secret_key,
-            },
-        },
-    )
+    storage = s3_storage(c, s3_beside_cluster, "bk")
+    secret = os.urandom(32)  # the backups' encryption key
     c.core.create_namespaced_secret(
         ns,
         {
             "metadata": {"name": "key"},
-            "stringData": {"encryption-key": base64.b64encode(os.urandom(32)).decode()},
+            "stringData": {"encryption-key": base64.b64encode(secret).decode()},
         },
     )
     # the user's own checks of the restored data: what the backup alone holds (the archive may
@@ -107,15 +102,7 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
             },
         },
     )
-    storage = {
-        "s3": {
-            "bucket": bucket,
-            "prefix": "bk",
-            "endpoint": s3_beside_cluster.endpoint,
-            "forcePathStyle": True,
-            "credentialsSecret": {"name": "s3"},
-        }
-    }
+    bucket = storage["s3"]["bucket"]
     c.create(
         cluster_spec(
             1,
@@ -142,30 +129,27 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
     for i in range(201, 251):  # after the backup: only the archived binary logs hold them
         query(rw, "app", pw, "INSERT INTO app.items VALUES (%s, %s)", args=(i, "after"))
 
-    # the first one asked for with the CLI, which waits for its outcome
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mysql_operator.cli",
-            "drill",
-            c.name,
-            "-n",
-            ns,
-            "--wait",
-            "--timeout",
-            "900",
-            "--kubeconfig",
-            local_cluster.kubeconfig,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=960,
+    # the first one on the schedule: a fire time once a day, the next whole minute at least 20 s
+    # away (none before it; the rest of the test asks for its drills)
+    fire = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=80)).replace(second=0, microsecond=0)
+    c.objs.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        ns,
+        "mysqlclusters",
+        c.name,
+        {"spec": {"backup": {"drill": {"schedule": f"{fire.minute} {fire.hour} * * *"}}}},
     )
-    assert r.returncode == 0 and "Succeeded: restored and serving" in r.stdout, r.stdout + r.stderr
-    d = c.status()["drill"]
+    stamp = fire.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def scheduled_ended() -> dict | None:
+        d = c.status().get("drill") or {}
+        return d if d.get("scheduledAt") == stamp and d.get("phase") in ("Succeeded", "Failed") else None
+
+    d = wait_for(scheduled_ended, 1000, f"the drill scheduled for {stamp} ended", describe=c.describe)
 
     assert d["phase"] == "Succeeded", d.get("message")
+    assert clock_of(d["startedAt"]) >= fire, d  # not before its time
     assert d["backup"] == "base" and d["pointInTime"] == "latest"
     assert d["tablesChecked"] == {"tables": 2, "rows": 200}, d  # as the backup recorded them
     assert d["rtoSeconds"] > 0 and d["restoreSeconds"] > 0 and d["bytesPerSecond"] > 0
@@ -186,15 +170,19 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
     wait_for(
         lambda: _restorable(c).get("status") == "True", 60, "condition Restorable True", describe=c.describe
     )
-    _throwaway_gone(c)
-    labels = {("namespace", ns), ("cluster", c.name)}
+    throwaway_gone(c)
 
-    def metric(name: str) -> float | None:
-        return operator_metrics(api, OPERATOR_NAMESPACE).get((name, frozenset(labels)))
-
-    wait_for(lambda: metric("mysql_operator_drill_succeeded") == 1, 60, "the drill metric 1")
-    assert metric("mysql_operator_drill_rto_seconds") == d["rtoSeconds"]
-    assert metric("mysql_operator_drill_last_success_timestamp_seconds") > 0
+    # what the drill measured, as the real Prometheus scrapes it from the operator
+    sel = f'namespace="{ns}",cluster="{c.name}"'
+    for name, key in (
+        ("mysql_operator_drill_rto_seconds", "rtoSeconds"),
+        ("mysql_operator_drill_rpo_seconds", "rpoSeconds"),
+        ("mysql_operator_drill_missing_transactions", "missingTransactions"),
+        ("mysql_operator_drill_restore_bytes_per_second", "bytesPerSecond"),
+    ):
+        wait_for(lambda: p.value(f"{name}{{{sel}}}") == d[key], 60, f"Prometheus: {name} as status says")
+    assert p.value(f"mysql_operator_drill_succeeded{{{sel}}}") == 1
+    assert p.value(f"mysql_operator_drill_last_success_timestamp_seconds{{{sel}}}") >= fire.timestamp()
 
     # one byte of the backup's data object changed in the bucket: the next drill fails, naming it
     s3 = s3_beside_cluster.client()
@@ -207,20 +195,67 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
     body[len(body) // 2] ^= 0xFF
     s3.put_object(Bucket=bucket, Key=data, Body=bytes(body))
 
-    d = drill(c, "second", 900)
-
-    assert d["phase"] == "Failed" and "corrupted" in d["message"], d
+    # asked for with the CLI, which waits for its outcome: exit 1, the message
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mysql_operator.cli",
+            "drill",
+            c.name,
+            "-n",
+            ns,
+            "--wait",
+            "--timeout",
+            "900",
+            "--kubeconfig",
+            local_cluster.kubeconfig,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=960,
+    )
+    assert r.returncode == 1 and "Failed: " in r.stdout, r.stdout + r.stderr
+    d = c.status()["drill"]
+    assert d["phase"] == "Failed" and "corrupted" in d["message"] and d["message"] in r.stdout, d
     assert any(e.reason == "RestoreDrillFailed" and e.type == "Warning" for e in c.events())
     wait_for(
         lambda: _restorable(c).get("status") == "False", 60, "condition Restorable False", describe=c.describe
     )
-    wait_for(lambda: metric("mysql_operator_drill_succeeded") == 0, 60, "the drill metric 0")
-    _throwaway_gone(c)
+    wait_for(
+        lambda: p.query(f'ALERTS{{alertname="MySQLRestoreDrillFailed",alertstate="firing",{sel}}}'),
+        120,
+        "Prometheus: MySQLRestoreDrillFailed firing",
+    )
+    throwaway_gone(c)
 
-    # the byte put back; every archived binary log's object gone from the bucket (their index
-    # entries kept, as a lifecycle rule leaves them): the next drill fails naming one, before loading
+    # the byte put back, then a table's data deleted from the backup: its dump without the
+    # INSERTs of app.items, compressed and encrypted again, its manifest's checksum and sizes made
+    # to match (as a backup damaged before it was sealed): the drill's table check names the table
     body[len(body) // 2] ^= 0xFF
+    manifest_key = data.rsplit("/", 1)[0] + "/manifest.json"
+    manifest = s3.get_object(Bucket=bucket, Key=manifest_key)["Body"].read()
+    packed, size = edited_dump(bytes(body), Key(secret), lambda dump: without_inserts(dump, b"items"))
+    s3.put_object(Bucket=bucket, Key=data, Body=packed)
+    m = Manifest.from_json(manifest)
+    s3.put_object(
+        Bucket=bucket,
+        Key=manifest_key,
+        Body=dataclasses.replace(
+            m, compressed_size=len(packed), uncompressed_size=size, sha256=hashlib.sha256(packed).hexdigest()
+        ).to_json(),
+    )
+
+    d = drill(c, "tables", 900)
+
+    assert d["phase"] == "Failed" and "app.items: 0 rows restored, the backup has 200" in d["message"], d
+    throwaway_gone(c)
+
+    # the backup put back whole; every archived binary log's object gone from the bucket (their
+    # index entries kept, as a lifecycle rule leaves them): the next drill fails naming one, before
+    # loading
     s3.put_object(Bucket=bucket, Key=data, Body=bytes(body))
+    s3.put_object(Bucket=bucket, Key=manifest_key, Body=manifest)
     archived = {
         o["Key"]: s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
         for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"bk/{c.name}/binlogs/")["Contents"]
@@ -234,7 +269,7 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
 
     assert d["phase"] == "Failed" and "is missing from the bucket" in d["message"], d
     assert any(key in d["message"] for key in archived), d["message"]
-    _throwaway_gone(c)
+    throwaway_gone(c)
     for key, content in archived.items():
         s3.put_object(Bucket=bucket, Key=key, Body=content)
 
@@ -256,4 +291,4 @@ def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup
 
     d = drill_ended(c, "fourth", 900)
     assert d["phase"] == "Failed", d
-    _throwaway_gone(c)
+    throwaway_gone(c)

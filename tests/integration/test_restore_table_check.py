@@ -19,7 +19,7 @@ from mysql_operator.backup.restore import restore_into
 from mysql_operator.backup.restore_types import RestoreError, Source, Target
 from mysql_operator.backup.run import run_backup
 from mysql_operator.backup.table_check import recorded_tables
-from tests.support.backups import creds, request_for, s3cfg, sql, writable
+from tests.support.backups import creds, request_for, s3cfg, sql, without_inserts, writable
 from tests.support.mariadb import ADMIN_USER
 
 # what the source holds, table by table (named as the digests name them): the rows each must have
@@ -53,20 +53,6 @@ def source(factory):
         "CREATE VIEW shop.expensive AS SELECT * FROM shop.orders WHERE total > 100",
     )
     return server
-
-
-def without_inserts(dump: bytes, table: bytes) -> bytes:
-    """The dump without the INSERT statements of `table` (their rows may follow on lines of their
-    own: MariaDB 11), as if its rows had been lost."""
-    out, dropping = [], False
-    for line in dump.split(b"\n"):
-        if line.startswith(b"INSERT INTO `" + table + b"`"):
-            dropping = True
-        if not dropping:
-            out.append(line)
-        elif line.rstrip().endswith(b";"):
-            dropping = False
-    return b"\n".join(out)
 
 
 def _restore(factory, s3server, s3, folder: str, prefix: str, key: Key | None = None):

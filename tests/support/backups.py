@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import subprocess
+from collections.abc import Callable
 
 from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import storage
 from mysql_operator.backup import upload
 from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.crypto import Decryptor, Encryptor, Key
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.run import BackupRequest, Candidate
 from tests.support.mariadb import BACKUP_USER
@@ -106,3 +109,43 @@ def hostile_backup(
     c.put_object(Bucket=bucket, Key=key, Body=data)
     c.put_object(Bucket=bucket, Key=f"backups/{folder}/manifest.json", Body=m.to_json())
     return folder
+
+
+def without_inserts(dump: bytes, table: bytes) -> bytes:
+    """The dump without the INSERT statements of `table` (their rows may follow on lines of their
+    own: MariaDB 11), as if its rows had been lost."""
+    out, dropping = [], False
+    for line in dump.split(b"\n"):
+        if line.startswith(b"INSERT INTO `" + table + b"`"):
+            dropping = True
+        if not dropping:
+            out.append(line)
+        elif line.rstrip().endswith(b";"):
+            dropping = False
+    return b"\n".join(out)
+
+
+def edited_dump(stored: bytes, key: Key | None, edit: Callable[[bytes], bytes]) -> tuple[bytes, int]:
+    """A logical backup's data object as stored (zstd, then encrypted with `key` if given) with its
+    dump changed by `edit`: (the object to store instead, the changed dump's size)."""
+    if key is not None:
+        d = Decryptor(key)
+        stored = b"".join([*d.feed(stored), d.finish()])
+    dump = subprocess.run(["zstd", "-dc"], input=stored, capture_output=True, check=True).stdout
+    changed = edit(dump)
+    assert changed != dump, "the edit changed nothing"
+    packed = subprocess.run(["zstd", "-q", "-c"], input=changed, capture_output=True, check=True).stdout
+    if key is not None:
+        packed = io.BufferedReader(_Reader(Encryptor(io.BytesIO(packed).readinto, key))).read()
+    return packed, len(changed)
+
+
+class _Reader(io.RawIOBase):
+    def __init__(self, source):
+        self.source = source
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, view) -> int:
+        return self.source.readinto(view)
