@@ -136,15 +136,30 @@ def backup_raw(server, password) -> float:
         return time.monotonic() - t
 
 
-def restore_raw(server, password, local: Path) -> float:
-    with option_file(ADMIN_USER, password) as opts:
-        argv = commands.client_command(VERSION, Endpoint("127.0.0.1", server.port, ADMIN_USER), opts)
-        t = time.monotonic()
-        z = subprocess.Popen(["zstd", "-q", "-d", "-c", str(local)], stdout=subprocess.PIPE)
-        cli = subprocess.Popen(argv, stdin=z.stdout)
-        z.stdout.close()
-        assert cli.wait() == 0 and z.wait() == 0
-        return time.monotonic() - t
+def piped(local: Path, argv: list[str]) -> float:
+    """Seconds of `zstd -d -c local | argv` (the decompressor's options ours uses); raises if
+    either fails."""
+    _, decompress, _ = commands.compressor("zstd")
+    t = time.monotonic()
+    z = subprocess.Popen([*decompress, str(local)], stdout=subprocess.PIPE)
+    cli = subprocess.Popen(argv, stdin=z.stdout)
+    z.stdout.close()
+    rc = (cli.wait(), z.wait())
+    if rc != (0, 0):
+        raise RuntimeError(f"zstd -d | {argv[0]}: exit statuses {rc[1]}, {rc[0]}")
+    return time.monotonic() - t
+
+
+def restore_raw(
+    server, password, local: Path, version=VERSION, host="127.0.0.1", tls_ca=None, root=None, folder=None
+) -> float:
+    """`zstd -d -c local | <the client>` into `server` as the admin account, with the client options
+    ours uses for `version` (to `host`, over TLS verified with `tls_ca` when given); `root`: the
+    client of that image root, run with chroot, its option file in `folder` (a folder at the same
+    path inside the root)."""
+    with option_file(ADMIN_USER, password, folder) as opts:
+        argv = commands.client_command(version, Endpoint(host, server.port, ADMIN_USER), opts, tls_ca)
+        return piped(local, ["chroot", str(root), *argv] if root else argv)
 
 
 def fresh_server(factory, prefix):

@@ -1,32 +1,65 @@
 """MariaDB physical backup benchmark (not a test): the backup Job's copy (mariadb-backup streamed by
 the server's seed-donor sidecar, sh/seed.sh donate) -> zstd -> S3, against a raw `tar | zstd` of
-the same data directory and the logical backup; then both restored into a new server.
+the same data directory and the logical backup; then both restored into a new server, against
+the raw tools.
 
-    .venv/bin/python -m benchmarks.physical_backup_mariadb_bench [--gib 1]
+    .venv/bin/python -m benchmarks.physical_backup_mariadb_bench [--gib 1] [--rounds 3]
 
 A real MariaDB server (Debian's mariadbd, tests/support/mariadb.py) holding --gib GiB of
 incompressible rows, TLS with a certificate for `localhost`, its `seed.sh serve` sidecar; MinIO on
 loopback. After a sync and a dropped page cache each: `run_backup(method=physical)`; `tar -cf -
 <data directory without logs> | zstd > /dev/null` with our compressor's options (the floor for
-moving those bytes through the compressor); `run_backup(method=logical)`. Then into a fresh
-server: `restore_all` of the dump (mariadb loads it), and of the copy: the restore Job's copy
-server streams it from the bucket to `seed.sh receive` (what the new Pod's init container runs),
-which prepares it, and the server starts on it with its GTID state and accounts (--init-file, as
-start.sh gives it). Printed: seconds and MiB/s of the data directory, the ratios physical/raw (of
-throughput) and logical/physical (of time). Root only (drops the page cache).
+moving those bytes through the compressor); `run_backup(method=logical)`, once each.
+
+Then restores (issue 49: restore throughput, before and after the speed work, against the raw
+tools in the same run). Both backups' objects are downloaded once to local files (untimed). Each
+of --rounds rounds runs the rows below in an order that rotates by one, each after a sync and a
+dropped page cache; those that restore into a server first make the target a new server again
+(untimed; as a new cluster's instance: an empty `app`) and then compare its tables with the
+source's (CHECKSUM TABLE; a difference stops the benchmark):
+- restore physical raw: `zstd -d -c FILE | mbstream -x -p 2 -C <a new empty folder>` (the
+  object is zstd of mariadb-backup's xbstream; seed.sh receive's extraction, host tools): the
+  floor for moving those bytes, not a usable server (not prepared, no server started on it);
+- restore physical: `restore_all` of the copy: the restore Job's copy server streams it from the
+  bucket to `seed.sh receive` (what the new Pod's init container runs), which prepares it, and
+  the server starts on it with its GTID state and accounts (--init-file, as start.sh gives it);
+- restore logical raw: `zstd -d -c FILE | mariadb` as the admin account, with the client options
+  ours uses (TLS verified);
+- restore logical, 1 session: `restore_all` of the dump with load_workers 1 (before the speed
+  work: S3 -> verify -> S3 -> zstd -d -> DumpFilter -> mariadb);
+- restore logical, 4 sessions: the same with load_workers 4 (the restore Job's LOAD_WORKERS) and a
+  spool folder (after: the dump cut into pieces, loaded by 4 sessions at once).
+Printed: seconds and MiB/s of the data directory, the ratios physical/raw (of backup
+throughput) and logical/physical (of time), and, as medians of the per-round ratios, the restore
+throughput of each of ours against its raw row and of 4 sessions against 1. Root only (drops the
+page cache).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from benchmarks.backup_bench import restore_raw
 from benchmarks.operator_scale import print_table
+from benchmarks.physical_backup_bench import (
+    MANY,
+    ONE,
+    PHYSICAL,
+    RAW_LOGICAL,
+    RAW_PHYSICAL,
+    restore_rows,
+    rotated,
+    same_tables,
+    unpack_raw,
+)
+from benchmarks.restore_bench import checksums
 from benchmarks.reseed_bench import DB, MIB, drop_caches, fill
 from benchmarks.reseed_mariadb_bench import LOGS, SEED_SH, Seeder, data_bytes
 from mysql_operator.api import S3, SecretKeys
@@ -36,6 +69,8 @@ from mysql_operator.backup.restore_types import Donor, Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.restore_mariadb_physical import SEED_TOKEN_ENV
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.db.flavor import detect
+from mysql_operator.manifests.restore_jobs import LOAD_WORKERS
 from tests.support import s3 as s3support
 from tests.support.mariadb import ADMIN_USER, MariaDBFactory, missing_binaries
 from tests.support.ports import free_port
@@ -117,6 +152,11 @@ def restore_physical(seeder: Seeder, target, s3: S3, creds, password: str, tls_d
     return result
 
 
+def mbstream_x(folder: Path) -> list[str]:
+    """An xbstream on stdin unpacked into `folder`, as sh/seed.sh receive does."""
+    return ["mbstream", "-x", "-p", "2", "-C", str(folder)]
+
+
 def count(server) -> int:
     conn = server.connect(timeout=3600)
     try:
@@ -140,6 +180,7 @@ def _answers(port: int) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gib", type=float, default=1.0, help="GiB of rows in the server")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the restores")
     args = ap.parse_args()
     missing = missing_binaries() + [
         b for b in ("socat", "mariadb-backup", "mbstream", "zstd") if not _which(b)
@@ -189,32 +230,48 @@ def main() -> None:
         _, t_raw = timed(lambda: raw_seconds(source.datadir))
         logical, t_logical = timed(lambda: backup("logical"))
 
-        fresh(factory, target)
         target.name = "pb-new"
-        loaded, r_logical = timed(
-            lambda: restore_all(
-                {
-                    target.name: Target(
-                        HOST, target.port, ADMIN_USER, factory.admin_password, tls_ca=str(pki / "ca.crt")
-                    )
-                },
-                Source(s3, "c/b-logical"),
-                creds,
-                DB,
-            )
-        )
-        if not loaded.get("ok"):
-            raise RuntimeError(f"the logical restore failed: {loaded.get('message')}")
-        rows = count(target)
-        fresh(factory, target)
-        _, r_physical = timed(
-            lambda: restore_physical(seeder, target, s3, creds, factory.admin_password, pki)
-        )
-        assert count(target) == rows == count(source), "the restored servers lack rows"
+        pw, ca = factory.admin_password, str(pki / "ca.crt")
+        expected = checksums(source, DB)
+        local = {}
+        for m in (physical, logical):  # downloaded once, for the raw rows
+            local[m.method] = root / f"{m.method}.zst"
+            with open(local[m.method], "wb") as f:
+                s3server.client().download_fileobj(s3.bucket, m.data_key, f)
+        spool = root / "spool"
+        spool.mkdir()
+        version = detect(*source.query("SELECT VERSION(), @@version_comment")[0])
+
+        def into_new(load) -> float:
+            """Seconds of `load()` into the target made new (untimed), its tables then checked."""
+            fresh(factory, target)
+            started = time.monotonic()
+            load()
+            seconds = time.monotonic() - started
+            same_tables(target, DB, expected)
+            return seconds
+
+        def logical_restore(workers: int) -> None:
+            t = Target(HOST, target.port, ADMIN_USER, pw, tls_ca=ca, load_workers=workers, spool=str(spool))
+            result = restore_all({target.name: t}, Source(s3, "c/b-logical"), creds, DB)
+            if not result.get("ok"):
+                raise RuntimeError(f"the logical restore failed: {result.get('message')}")
+
+        restores = {
+            RAW_PHYSICAL: lambda: unpack_raw(local["physical"], root, mbstream_x),
+            PHYSICAL: lambda: into_new(lambda: restore_physical(seeder, target, s3, creds, pw, pki)),
+            RAW_LOGICAL: lambda: into_new(
+                lambda: restore_raw(target, pw, local["logical"], version, HOST, ca)
+            ),
+            ONE: lambda: into_new(lambda: logical_restore(1)),
+            MANY: lambda: into_new(lambda: logical_restore(LOAD_WORKERS)),
+        }
+        times = rotated(restores, args.rounds, drop_caches)
+        med = {k: statistics.median(v) for k, v in times.items()}
         mib = size / MIB
         print_table(
             [
-                ("data directory (without logs), MiB", f"{mib:.0f} ({rows} rows)"),
+                ("data directory (without logs), MiB", f"{mib:.0f} ({count(source)} rows)"),
                 (
                     "physical backup s (mariadb-backup -> zstd -> S3)",
                     f"{t_physical:.1f} ({mib / t_physical:.0f} MiB/s)",
@@ -228,11 +285,21 @@ def main() -> None:
                     "stored MiB physical / logical",
                     f"{physical.compressed_size / MIB:.0f} / {logical.compressed_size / MIB:.0f}",
                 ),
-                ("physical restore s (stream -> receive -> prepare -> start)", f"{r_physical:.1f}"),
-                ("logical restore s (the dump loaded)", f"{r_logical:.1f}"),
-                ("physical/raw throughput", f"{t_raw / t_physical:.2f}"),
+                *(
+                    (
+                        f"{k} s, median (runs)",
+                        f"{med[k]:.1f} ({' '.join(f'{x:.1f}' for x in v)}; {mib / med[k]:.0f} MiB/s)",
+                    )
+                    for k, v in times.items()
+                ),
+                ("physical/raw throughput, backup", f"{t_raw / t_physical:.2f}"),
                 ("logical/physical time, backup", f"{t_logical / t_physical:.2f}"),
-                ("logical/physical time, restore", f"{r_logical / r_physical:.2f}"),
+                (
+                    f"logical ({LOAD_WORKERS} sessions)/physical time, restore",
+                    f"{med[MANY] / med[PHYSICAL]:.2f}",
+                ),
+                *restore_rows(times),
+                ("restored tables equal to the source's (CHECKSUM TABLE)", "yes, after every restore"),
             ]
         )
     finally:
