@@ -125,6 +125,19 @@ def tls_hint(message: str, tls_ca: str | None) -> str:
     return message
 
 
+# the dump tools' options that shape what a dump holds (its rows as the table digests read them,
+# backup/table_digest.py): every dump of a backup or of a restored server for its check has them
+DUMP_CONTENT = (
+    "--single-transaction",
+    "--quick",
+    "--triggers",
+    "--routines",
+    "--events",
+    "--hex-blob",
+    "--default-character-set=utf8mb4",
+)
+
+
 def dump_command(
     version: ServerVersion, ep: Endpoint, options_file: str, databases: list[str], tls_ca: str | None = None
 ) -> list[str]:
@@ -138,13 +151,7 @@ def dump_command(
         f"--port={ep.port}",
         "--protocol=TCP",
         *tls_options(version, tls_ca),
-        "--single-transaction",
-        "--quick",
-        "--triggers",
-        "--routines",
-        "--events",
-        "--hex-blob",
-        "--default-character-set=utf8mb4",
+        *DUMP_CONTENT,
     ]
     if version.flavor is Flavor.MARIADB:
         # --master-data=2 + --gtid: a commented `SET GLOBAL gtid_slave_pos='…'` for the snapshot
@@ -154,6 +161,30 @@ def dump_command(
         source = "--source-data=2" if version.at_least(8, 0, 26) else "--master-data=2"
         argv = ["mysqldump", *common, source, "--set-gtid-purged=ON", "--column-statistics=0"]
     return [*argv, "--databases", *databases]
+
+
+def copy_dump_command(version: ServerVersion, socket: str, databases: list[str]) -> list[str]:
+    """The dump tool on the server a MySQL physical copy is started on (backup/physical.py: no
+    port, only its unix `socket`; no account checks, so its root without a password; no binary
+    log, GTIDs off), for the copy's table digests only: with dump_command's options that shape
+    the dump's rows (DUMP_CONTENT, --column-statistics=0), so that a restored server dumped by
+    dump_command gives the same digests, and without those that write a position (a server
+    without a binary log has none: mysqldump refuses --source-data there)."""
+    if version.flavor is not Flavor.MYSQL:
+        raise CommandError("the dump of a physical copy's server is MySQL's (CLONE) only")
+    if not databases:
+        raise CommandError("the copy has no databases besides the system ones")
+    return [
+        "mysqldump",
+        "--user=root",
+        f"--socket={socket}",
+        "--protocol=SOCKET",
+        *DUMP_CONTENT,
+        "--set-gtid-purged=OFF",
+        "--column-statistics=0",
+        "--databases",
+        *databases,
+    ]
 
 
 def client_command(

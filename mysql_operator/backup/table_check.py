@@ -9,13 +9,12 @@ from __future__ import annotations
 from mysql_operator.backup import commands
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import Key
-from mysql_operator.backup.digest_process import DigestProcess
+from mysql_operator.backup.digest_process import dump_digests
 from mysql_operator.backup.manifest import Manifest, ManifestError, tables_field
-from mysql_operator.backup.pipeline import TailBuffer, drain, option_file, stop
+from mysql_operator.backup.pipeline import option_file
 from mysql_operator.backup.pitr import local_launch, sidecar_launch
 from mysql_operator.backup.restore_server import sealed_fields
 from mysql_operator.backup.restore_types import RestoreError, TableCheck, Target
-from mysql_operator.backup.stream import DumpStream
 from mysql_operator.backup.table_digest import TableDigest, differences, tables_from_json
 from mysql_operator.db.flavor import ServerVersion
 
@@ -42,29 +41,15 @@ def restored_tables(target: Target, version: ServerVersion, databases: list[str]
     with option_file(target.user, target.password, target.tools_dir) as options:
         ep = Endpoint(target.host, target.port, target.user)
         argv = commands.dump_command(version, ep, options, databases, target.tls_ca)
-        dump = launch(argv)
-        digest = DigestProcess()
-        err = TailBuffer()
-        try:
-            if dump.stdin is not None:
-                dump.stdin.close()
-            reader = drain(dump.stderr, err)
-            stream = DumpStream()
-            stream.pump(dump.stdout, digest.stdin)
-            rc = dump.wait()
-            reader.join(5)
-            if rc != 0:
-                raise RestoreError(
-                    f"{argv[0]} of the restored databases failed (exit status {rc}): "
-                    f"{err.text((target.password,)) or 'no message'}"
-                )
-            tables, note = digest.result(str(stream.error[0]) if stream.error else "")
-            if tables is None:
-                raise RestoreError(f"reading the dump of the restored databases: {note}")
-            return tables
-        finally:
-            stop(dump)
-            digest.stop()
+        read = dump_digests(launch(argv))
+    if read.status != 0:
+        raise RestoreError(
+            f"{argv[0]} of the restored databases failed (exit status {read.status}): "
+            f"{read.stderr.text((target.password,)) or 'no message'}"
+        )
+    if read.tables is None:
+        raise RestoreError(f"reading the dump of the restored databases: {read.note}")
+    return read.tables
 
 
 def check_tables(
