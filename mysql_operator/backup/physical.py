@@ -14,7 +14,8 @@ volume; `CLONE INSTANCE FROM ... DATA DIRECTORY`). That server listens on
 no port, only on a socket in that folder, and accepts only its own root; this process, which
 drives it, connects there. The donor is one of the cluster's servers, reached over TLS verified
 with the cluster's CA. The copy's GTID set is read from the copy itself: a server started on it
-(which also shows that it starts) reports it.
+(which also shows that it starts) reports it; while it runs, the backup reads the copy's table
+digests from a dump of it (`inspect`).
 
 Everything the recipient writes is named clone* in the shared folder and created by the
 recipient itself (so by the sidecar's user); the shared folder needs room for the whole data
@@ -34,6 +35,7 @@ from typing import Callable, Iterator, Sequence
 import pymysql
 from pymysql.converters import escape_string
 
+from mysql_operator.backup import commands
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import TailBuffer, drain
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
@@ -64,10 +66,14 @@ def cloned(
     *,
     scratch: str | None = None,
     start_timeout: float = 120.0,
+    inspect: Callable[[str, list[str]], None] | None = None,
 ) -> Iterator[Copy]:
     """Clone `donor` into `scratch` (else `tools_dir`; either shared with the client-tools
     sidecar), start a server on the copy to read its GTID set (and so know it starts), and yield
-    it; it is removed afterwards. Raises PhysicalError, whose text never holds the password."""
+    it; it is removed afterwards. Raises PhysicalError, whose text never holds the password.
+    `inspect(socket, databases)`: called while that server is up (no port, its unix socket,
+    its root without a password; `databases`: the copy's user databases), before it shuts down
+    (the backup's table digests: backup/run.py); what it raises ends the copy."""
     p = Paths(Path(scratch or tools_dir))
     p.remove()  # a failed attempt's, in a retried Pod
     try:
@@ -80,6 +86,10 @@ def cloned(
             with conn.cursor() as cur:
                 cur.execute("SELECT @@GLOBAL.gtid_executed")
                 (gtid,) = cur.fetchone()
+                cur.execute("SHOW DATABASES")
+                databases = commands.user_databases([str(r[0]) for r in cur.fetchall()])
+            if inspect is not None:
+                inspect(str(p.socket), databases)
         (p.data / "auto.cnf").unlink(missing_ok=True)  # its server_uuid: every restored server makes its own
         yield Copy(p.data, re.sub(r"\s+", "", str(gtid or "")))
     finally:

@@ -28,7 +28,7 @@ from mysql_operator.backup import commands, mariadb_copy, physical, storage, xbs
 from mysql_operator.backup import upload
 from mysql_operator.backup import copy_server
 from mysql_operator.backup.commands import Endpoint
-from mysql_operator.backup.digest_process import DigestProcess
+from mysql_operator.backup.digest_process import DigestProcess, dump_digests
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key, seal
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.backup.manifest import Manifest
@@ -134,7 +134,7 @@ def run_backup(
     reader = xbstream.Reader(keep=xbstream.POSITION_FILES)
     stream = DumpStream()
     with contextlib.ExitStack() as scope:
-        copy, offer, argv = _producer(scope, req, src, db_password, tls)
+        copy, offer, argv = _producer(scope, req, src, db_password, tls, stream)
         uploaded = _pipe_and_upload(
             client, req, src, argv, offer, compress_argv, data_key, stream, reader, secrets, on_part
         )
@@ -230,10 +230,13 @@ def _source(req: BackupRequest, db_password: str, tls) -> Source:
     return Source(source, version, full_version, databases, plugins, events, physical_copy, donated)
 
 
-def _producer(scope: contextlib.ExitStack, req: BackupRequest, src: Source, db_password: str, tls):
+def _producer(
+    scope: contextlib.ExitStack, req: BackupRequest, src: Source, db_password: str, tls, stream: DumpStream
+):
     """What produces the backup's bytes, entered into `scope`: (the CLONE copy, MySQL physical,
     None otherwise; the donor's offer, MariaDB physical, None otherwise; the argv whose stdout
-    carries the bytes: the tar of the copy or the dump tool, [] for a donor's stream)."""
+    carries the bytes: the tar of the copy or the dump tool, [] for a donor's stream). A CLONE
+    copy's table digests go into `stream` (copy_digests)."""
     source = src.candidate
     if src.donated:
         assert tls is not None
@@ -254,6 +257,7 @@ def _producer(scope: contextlib.ExitStack, req: BackupRequest, src: Source, db_p
                     req.tls_ca,
                     copy_server.recipient_plugins(src.plugins),
                     scratch=req.scratch_dir,
+                    inspect=lambda socket, databases: copy_digests(req, src, stream, socket, databases),
                 )
             )
         except copy_server.PhysicalError as e:
@@ -271,6 +275,38 @@ def _producer(scope: contextlib.ExitStack, req: BackupRequest, src: Source, db_p
     return None, None, argv
 
 
+def copy_digests(
+    req: BackupRequest, src: Source, stream: DumpStream, socket: str, databases: list[str]
+) -> None:
+    """A MySQL physical copy's table digests, as a logical backup records its own: while a server
+    runs on the copy (physical.cloned's `inspect`), the dump tool of the sidecar - the same tool,
+    with the options that shape the rows, as a restore's check dumps the restored server with
+    (commands.copy_dump_command) - dumps the copy's `databases` over that server's socket into a
+    DigestProcess, in this Job; the dump's bytes go nowhere else. The tables go into
+    `stream.tables`; when they cannot be read the backup goes on without them, the reason in
+    `stream.tables_note` - without the dump tool's message when the backup is encrypted (it may
+    name a database or table, which an encrypted backup's manifest only holds sealed)."""
+    if not databases:
+        stream.tables, stream.tables_note = {}, ""
+        return
+    argv = commands.copy_dump_command(src.version, socket, databases)
+    try:
+        read = dump_digests(SidecarProcess(argv, req.tools_dir or ""))
+    except (SidecarError, OSError) as e:
+        stream.tables, stream.tables_note = (
+            None,
+            f"the dump of the copy for its table digests did not run: {e}",
+        )
+        return
+    note = read.note
+    if read.status != 0:
+        told = "" if req.key else read.stderr.text()
+        note = f"{argv[0]} of the copy for its table digests failed (exit status {read.status})" + (
+            f": {told}" if told else ""
+        )
+    stream.tables, stream.tables_note = read.tables, note
+
+
 def _pipe_and_upload(
     client,
     req: BackupRequest,
@@ -279,7 +315,7 @@ def _pipe_and_upload(
     offer,
     compress_argv: list[str],
     data_key: str,
-    stream: "DumpStream",
+    stream: DumpStream,
     reader: xbstream.Reader,
     secrets: tuple[str, ...],
     on_part: Callable[[int], None] | None,
