@@ -296,7 +296,7 @@ class Restore:
     # point-in-time recovery after the backup: a UTC time (stamp form) or LATEST, or a GTID set
     point_in_time: str | None = None
     gtid: str | None = None
-    # a logical backup's tables compared with what it recorded, once loaded (backup/table_check.py)
+    # the backup's tables compared with what it recorded, once restored (backup/table_check.py)
     check_tables: bool = False
     # the ConfigMap of the user's checks of the restored data (backup/user_checks.py), mounted
     # by the restore Job (the operator never reads it)

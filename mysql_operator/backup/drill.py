@@ -208,7 +208,7 @@ def _passed(v: View, restore: dict[str, Any], rto: float) -> Finish:
     tables = (
         f"{checked['tables']} tables, {checked['rows']} rows as backed up"
         if checked
-        else "tables not checked (a physical backup, or one without table digests)"
+        else "tables not checked (a backup without table digests)"
     )
     lacks = (
         "every transaction the source had"

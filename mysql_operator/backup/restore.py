@@ -113,7 +113,7 @@ def restore_into(
     finally:
         inst.close()
     phases.lap("settle")
-    checked = _check_tables(target, m, source.key, version) if check_tables else None
+    checked = checked_tables(target, m, source.key, version) if check_tables else None
     if check_tables:
         phases.lap("checkTables")
     return RestoreResult(
@@ -138,8 +138,10 @@ class _Phases:
         self._since = now
 
 
-def _check_tables(target: Target, m: Manifest, key, version: ServerVersion) -> TableCheck | None:
-    """The loaded tables against the backup's; None when it recorded none."""
+def checked_tables(target: Target, m: Manifest, key, version: ServerVersion) -> TableCheck | None:
+    """The restored tables of `target` (loaded from a dump, or a physical copy's restarted on)
+    against those the backup recorded; None when it recorded none. RestoreError naming each table
+    that differs."""
     recorded = table_check.recorded_tables(m, key)
     if recorded is None:
         return None

@@ -35,9 +35,9 @@ def restore_all(
     starts with as its primary (default: the first target), which gets the source's events'
     statuses; the others get them replica-side disabled (settle_events). Returns the result to report: {"ok",
     "message", "gtidPosition", "bytesLoaded", "durationSeconds"}; messages never contain a
-    password (the caller redacts the environment's secrets too). `check_tables`: a logical
-    backup's tables, once loaded into the primary, are compared with those the backup recorded
-    (before any replay): "tablesChecked" {"tables", "rows"} when they were, a failure naming each
+    password (the caller redacts the environment's secrets too). `check_tables`: the backup's tables,
+    once loaded into the primary (a dump) or the primary restarted on it (a MySQL physical copy),
+    are compared with those the backup recorded (before any replay): "tablesChecked" {"tables", "rows"} when they were, a failure naming each
     table that differs. `checks`: the user's (backup/user_checks.py), run on the primary once
     everything is loaded and replayed: "checksPassed" [their names], a failure naming each that
     failed."""
@@ -70,6 +70,8 @@ def restore_all(
             chain=chain,
             primary=primary or next(iter(targets), None),
             checks=checks,
+            # MariaDB's physical backups record no table digests (yet): nothing to check there
+            **({"check_tables": check_tables} if how is restore_physical else {}),
         )
     else:
         load_all(

@@ -12,7 +12,10 @@
 5. Each instance in turn replaces its data by a CLONE of that server (as the restore account,
    encrypted) and restarts on it: under start.sh in place, else its container restarts it. Its
    GTID set must then be the manifest's.
-6. A point-in-time restore replays the archived binary logs into each, as after a dump; the
+6. Asked to check tables (a restore drill), the primary's tables, once it restarted on the copy,
+   are compared with those the backup recorded from the copy (backup/table_check.py), as after
+   a dump is loaded.
+7. A point-in-time restore replays the archived binary logs into each, as after a dump; the
    restore account drops itself and the instance is read-only again, as after a dump.
 
 Why CLONE into each instance rather than unpacking into its volume: the instances' volumes are
@@ -36,7 +39,13 @@ from mysql_operator.backup import physical, storage
 
 from mysql_operator.backup import copy_server
 from mysql_operator.backup.manifest import Manifest
-from mysql_operator.backup.restore import finish_all, new_cluster_accounts, roll_forward, with_checks
+from mysql_operator.backup.restore import (
+    checked_tables,
+    finish_all,
+    new_cluster_accounts,
+    roll_forward,
+    with_checks,
+)
 from mysql_operator.backup.restore_load import stream_into
 from mysql_operator.backup.restore_server import settle_events
 from mysql_operator.backup.user_checks import Check
@@ -66,9 +75,12 @@ def restore(
     copy_timeout: float = 6 * 3600,
     primary: str | None = None,
     checks: tuple[Check, ...] = (),
+    check_tables: bool = False,
 ) -> tuple[list[RestoreResult], list[str]]:
     """Restore the physical backup `m` into every target (one at a time). Returns the results and
-    the errors, each naming its instance; never a password."""
+    the errors, each naming its instance; never a password. `check_tables`: once the primary
+    restarted on the copy, its tables are compared with those the backup recorded from the copy
+    (restore.checked_tables; before any replay): a difference fails it, naming each table."""
     first = next(iter(targets.values()))
     if donor is None or not first.tools_dir:
         return [], [
@@ -102,7 +114,9 @@ def restore(
                 )
             for name, t in targets.items():
                 try:
-                    done = _into(client, t, source, m, donor, chain, copy_timeout, name == primary)
+                    done = _into(
+                        client, t, source, m, donor, chain, copy_timeout, name == primary, check_tables
+                    )
                     results.append(with_checks(t, done, checks) if name == primary else done)
                 except (RestoreError, InstanceError) as e:
                     errors.append(f"{name}: {e}")
@@ -115,7 +129,15 @@ def restore(
 
 
 def _into(
-    client, t: Target, source: Source, m: Manifest, donor: Donor, chain, timeout: float, primary: bool
+    client,
+    t: Target,
+    source: Source,
+    m: Manifest,
+    donor: Donor,
+    chain,
+    timeout: float,
+    primary: bool,
+    check_tables: bool = False,
 ) -> RestoreResult:
     inst = instance_of(t)
     try:
@@ -129,13 +151,29 @@ def _into(
     inst = instance_of(t)
     try:
         executed = str(inst.scalar("SELECT @@GLOBAL.gtid_executed") or "").replace("\n", "")
-        if chain is not None:  # it restarted on the copy fenced (its my.cnf): the replay writes
-            inst.set_read_only(False)
+        version = inst.dialect.version
     finally:
         inst.close()
     if MySQLGtidSet.parse(executed) != MySQLGtidSet.parse(m.gtid_position or ""):
         raise RestoreError(f"restarted on the copy with GTIDs {executed}, not the backup's {m.gtid_position}")
-    result = RestoreResult(manifest=m, gtid_position=executed, bytes_loaded=m.compressed_size)
+    checked, phases = None, {}
+    if check_tables and primary:  # still fenced: the check only reads
+        started = time.monotonic()
+        checked = checked_tables(t, m, source.key, version)
+        phases = {"checkTables": round(time.monotonic() - started, 2)}
+    if chain is not None:  # it restarted on the copy fenced (its my.cnf): the replay writes
+        inst = instance_of(t)
+        try:
+            inst.set_read_only(False)
+        finally:
+            inst.close()
+    result = RestoreResult(
+        manifest=m,
+        gtid_position=executed,
+        bytes_loaded=m.compressed_size,
+        table_check=checked,
+        phases=phases,
+    )
     if chain is None:
         return result
     position = roll_forward(client, t, source, m, chain)

@@ -9,7 +9,9 @@ tool made it."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import os
 import shutil
 import subprocess
 
@@ -18,11 +20,15 @@ import pytest
 from mysql_operator import tls
 from mysql_operator.backup import user_checks
 from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.crypto import Key
+from mysql_operator.backup.manifest import Manifest
+from mysql_operator.backup.physical import METHOD_PHYSICAL
 from mysql_operator.backup.pipeline import verified_instance
 from mysql_operator.backup.restore import restore_into
 from mysql_operator.backup.restore_types import RestoreError, Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.backup.table_check import recorded_tables
 from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.gtid import MySQLGtidSet
@@ -571,3 +577,196 @@ def test_mysql_objects_of_root_and_of_the_app_user_restore_with_the_app_user_as_
     assert result["ok"], result["message"]
     assert target.query("SELECT @@super_read_only")[0][0] == 1
     check_restored(source, target, Flavor.MYSQL, root)
+
+
+# Issue 49, the check a restore drill makes, for a MySQL physical backup: the backup records each
+# table's rows from the copy itself (the image's mysqldump dumps the server started on the copy,
+# over its socket, through the table digests; the dump goes nowhere else), the same digests as a
+# logical backup of the same data records; a physical restore asked to check compares the primary
+# restarted on the copy with them, names each table that differs, and reads them from the sealed
+# fields of an encrypted backup with its key.
+
+# what the source holds, table by table (named as the digests name them): the rows each must have
+PTC_TABLES = {"app.small": 4, "app.no_key": 3, "app.empty": 0, "shop.orders": 3000, "shop.odd`name": 2}
+PTC_RESTORE_PW = "the-new-clusters-restore-pw"
+
+
+def quoted_table(table: str) -> str:
+    return ".".join(f"`{part.replace('`', '``')}`" for part in table.split(".", 1))
+
+
+def load_tables(server) -> None:
+    sql(
+        server,
+        "SET GLOBAL super_read_only = OFF",
+        "CREATE DATABASE app CHARACTER SET utf8mb4",
+        "CREATE DATABASE shop CHARACTER SET utf8mb4",
+        "CREATE TABLE app.small (id INT PRIMARY KEY, name VARCHAR(32), note TEXT, b BLOB)",
+        # quotes, a row separator inside a string, a newline, NULL, binary
+        "INSERT INTO app.small VALUES (1, 'ünïcode ✓', NULL, NULL), (2, 'quote''s', 'a\\nb', 0x00FF), "
+        "(3, '),(', '(x)', ''), (4, '\\\\', ';', 0x27)",
+        "CREATE TABLE app.no_key (v INT) ENGINE=InnoDB",  # no primary key
+        "INSERT INTO app.no_key VALUES (3), (1), (2)",
+        "CREATE TABLE app.empty (id INT PRIMARY KEY)",
+        "CREATE TABLE shop.orders (id INT PRIMARY KEY, total DECIMAL(10,2), at DATETIME, f DOUBLE)",
+        "SET SESSION cte_max_recursion_depth = 10000",
+        "INSERT INTO shop.orders WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s "
+        "WHERE n < 3000) SELECT n, n * 1.25, '2025-01-01' + INTERVAL n MINUTE, n / 7 FROM s",
+        f"CREATE TABLE {quoted_table('shop.odd`name')} (id INT PRIMARY KEY, v VARCHAR(8))",
+        f"INSERT INTO {quoted_table('shop.odd`name')} VALUES (1, 'a'), (2, 'b')",
+        "CREATE VIEW shop.expensive AS SELECT * FROM shop.orders WHERE total > 100",
+    )
+
+
+@pytest.fixture(scope="module")
+def tc_source(mysql, pki):
+    (server,) = tls_servers(mysql, pki, 1, "ptc")
+    load_tables(server)
+    return server
+
+
+def new_instance(mysql, pki):
+    """One instance of a new cluster as its init step leaves it: the restore account, fenced."""
+    (t,) = tls_servers(mysql, pki, 1, "ptr")
+    sql(
+        t,
+        "SET GLOBAL super_read_only = OFF",
+        "SET SESSION sql_log_bin = 0",
+        f"CREATE USER 'restorer'@'%' IDENTIFIED BY '{PTC_RESTORE_PW}'",
+        *restorer_grants(),
+        "SET GLOBAL super_read_only = ON",
+    )
+    return t
+
+
+def restore_checked(mysql, pki, shared, s3server, s3, folder: str, key: Key | None = None) -> dict:
+    """restore_all of the physical backup `folder` into one new instance, tables checked (as a
+    drill restores)."""
+    t = new_instance(mysql, pki)
+    with restarted_when_down([t]):
+        return restore_all(
+            {
+                t.name: Target(
+                    HOST,
+                    t.port,
+                    "restorer",
+                    PTC_RESTORE_PW,
+                    tls_ca=str(shared / "ca.crt"),
+                    tools_dir=str(shared),
+                )
+            },
+            Source(s3, folder, key=key),
+            creds(s3server),
+            None,
+            drop_account=True,
+            donor=donor_with_certificate(mysql, pki, shared),
+            check_tables=True,
+        )
+
+
+def test_a_physical_backup_records_the_copys_tables_as_a_logical_one_records_the_same_data(
+    mysql,
+    pki,
+    shared_as_job_user,
+    s3server,
+    tc_source,
+):
+    """Each table with its rows - the empty one, the one without a primary key, the odd name -
+    and the same digests as the logical backup of the same data: what a restore's check dumps
+    the restored server with gives them back. Nothing of the copy is left in the folder shared
+    with the sidecar."""
+    shared = shared_as_job_user
+    s3 = s3cfg(s3server, s3server.create_bucket("ptc-record"))
+    physical = run_backup(
+        backup_request(s3, shared, tc_source, "p1", METHOD_PHYSICAL), creds(s3server), mysql.admin_password
+    )
+    logical = run_backup(backup_request(s3, shared, tc_source, "l1"), creds(s3server), mysql.admin_password)
+
+    assert physical.method == "physical" and physical.tables_note is None
+    assert {name: t["rows"] for name, t in (physical.tables or {}).items()} == PTC_TABLES
+    assert physical.tables == logical.tables
+    assert sorted(p.name for p in shared.iterdir() if p.name.startswith("clone")) == []
+
+
+def test_a_physical_restore_checks_the_tables_and_names_one_that_differs(
+    mysql,
+    pki,
+    shared_as_job_user,
+    s3server,
+    tc_source,
+):
+    """The restored primary's tables equal what the backup recorded: tablesChecked, the check's
+    time among the phases. Then a backup whose manifest records tables that are not its copy's:
+    those of a backup taken before a row of shop.orders was deleted and one of app.small changed
+    (its own copy and GTIDs untouched, so only the check can tell) - the restore fails naming
+    both tables and nothing else."""
+    shared = shared_as_job_user
+    s3 = s3cfg(s3server, s3server.create_bucket("ptc-check"))
+    before = run_backup(
+        backup_request(s3, shared, tc_source, "p1", METHOD_PHYSICAL), creds(s3server), mysql.admin_password
+    )
+
+    result = restore_checked(mysql, pki, shared, s3server, s3, "c1/p1")
+
+    assert result["ok"], result["message"]
+    assert result["tablesChecked"] == {"tables": len(PTC_TABLES), "rows": sum(PTC_TABLES.values())}
+    assert "checkTables" in result["phases"]
+
+    sql(
+        tc_source,
+        "DELETE FROM shop.orders WHERE id = 1234",
+        "UPDATE app.small SET note = 'changed' WHERE id = 3",
+    )
+    try:
+        after = run_backup(
+            backup_request(s3, shared, tc_source, "p2", METHOD_PHYSICAL),
+            creds(s3server),
+            mysql.admin_password,
+        )
+    finally:
+        sql(
+            tc_source,
+            "INSERT INTO shop.orders VALUES (1234, 1234 * 1.25, '2025-01-01' + INTERVAL 1234 MINUTE, 1234 / 7)",
+            "UPDATE app.small SET note = '(x)' WHERE id = 3",
+        )
+    assert after.tables != before.tables
+    swapped = dataclasses.replace(after, tables=before.tables)
+    key = f"{s3.prefix}/c1/p2/manifest.json"
+    s3server.client().put_object(Bucket=s3.bucket, Key=key, Body=swapped.to_json())
+
+    result = restore_checked(mysql, pki, shared, s3server, s3, "c1/p2")
+
+    assert not result["ok"]
+    message = result["message"]
+    assert "the restored tables differ from those the backup recorded" in message, message
+    assert "shop.orders: 2999 rows restored, the backup has 3000" in message, message
+    assert "app.small: 4 rows as in the backup, but other values" in message, message
+    assert not any(other in message for other in ("app.no_key", "app.empty", "odd`name")), message
+
+
+def test_an_encrypted_physical_backup_seals_its_tables_and_is_checked_with_its_key(
+    mysql,
+    pki,
+    shared_as_job_user,
+    s3server,
+    tc_source,
+):
+    shared = shared_as_job_user
+    s3 = s3cfg(s3server, s3server.create_bucket("ptc-sealed"))
+    key = Key(os.urandom(32))
+    req = dataclasses.replace(backup_request(s3, shared, tc_source, "p1", METHOD_PHYSICAL), key=key)
+
+    m = run_backup(req, creds(s3server), mysql.admin_password)
+
+    stored = (
+        s3server.client().get_object(Bucket=s3.bucket, Key=f"{s3.prefix}/c1/p1/manifest.json")["Body"].read()
+    )
+    assert m.tables is None and m.sealed and b"odd`name" not in stored and b"orders" not in stored
+    assert Manifest.from_json(stored).tables is None
+    recorded = recorded_tables(m, key)
+    assert recorded is not None and {n: t.rows for n, t in recorded.items()} == PTC_TABLES
+
+    result = restore_checked(mysql, pki, shared, s3server, s3, "c1/p1", key=key)
+
+    assert result["ok"], result["message"]
+    assert result["tablesChecked"] == {"tables": len(PTC_TABLES), "rows": sum(PTC_TABLES.values())}
