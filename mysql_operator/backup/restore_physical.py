@@ -92,6 +92,7 @@ def restore(
     results: list[RestoreResult] = []
     errors: list[str] = []
     try:
+        started = time.monotonic()
         etag, accounts = new_cluster_accounts(client, targets, source, m, app_database)
 
         def unpack(folder) -> None:
@@ -107,6 +108,8 @@ def restore(
             scratch=donor.scratch,
             tls_dir=donor.tls_dir,
         ) as copy:
+            # verified, downloaded, decrypted, decompressed, unpacked and served
+            unpacked = round(time.monotonic() - started, 2)
             if MySQLGtidSet.parse(copy.gtid_executed) != MySQLGtidSet.parse(m.gtid_position or ""):
                 raise RestoreError(
                     f"the unpacked copy holds GTIDs {copy.gtid_executed}, its manifest says "
@@ -117,6 +120,7 @@ def restore(
                     done = _into(
                         client, t, source, m, donor, chain, copy_timeout, name == primary, check_tables
                     )
+                    done = replace(done, phases={"unpack": unpacked, **done.phases})
                     results.append(with_checks(t, done, checks) if name == primary else done)
                 except (RestoreError, InstanceError) as e:
                     errors.append(f"{name}: {e}")
@@ -139,6 +143,7 @@ def _into(
     primary: bool,
     check_tables: bool = False,
 ) -> RestoreResult:
+    began = time.monotonic()
     inst = instance_of(t)
     try:
         # with a certificate, the instance verifies it against its own CA file (the cluster's)
@@ -156,11 +161,13 @@ def _into(
         inst.close()
     if MySQLGtidSet.parse(executed) != MySQLGtidSet.parse(m.gtid_position or ""):
         raise RestoreError(f"restarted on the copy with GTIDs {executed}, not the backup's {m.gtid_position}")
-    checked, phases = None, {}
+    # cloned from the served copy, restarted on it, its events settled
+    phases = {"clone": round(time.monotonic() - began, 2)}
+    checked = None
     if check_tables and primary:  # still fenced: the check only reads
         started = time.monotonic()
         checked = checked_tables(t, m, source.key, version)
-        phases = {"checkTables": round(time.monotonic() - started, 2)}
+        phases["checkTables"] = round(time.monotonic() - started, 2)
     if chain is not None:  # it restarted on the copy fenced (its my.cnf): the replay writes
         inst = instance_of(t)
         try:
@@ -176,8 +183,10 @@ def _into(
     )
     if chain is None:
         return result
+    started = time.monotonic()
     position = roll_forward(client, t, source, m, chain)
-    return replace(result, gtid_position=position, replayed=tuple(chain))
+    phases["replay"] = round(time.monotonic() - started, 2)
+    return replace(result, gtid_position=position, replayed=tuple(chain), phases=phases)
 
 
 def wait_restarted_on_copy(connect: Callable, timeout: float, interval: float = 1.0) -> None:

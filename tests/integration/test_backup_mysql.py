@@ -710,7 +710,7 @@ def test_a_physical_restore_checks_the_tables_and_names_one_that_differs(
 
     assert result["ok"], result["message"]
     assert result["tablesChecked"] == {"tables": len(PTC_TABLES), "rows": sum(PTC_TABLES.values())}
-    assert "checkTables" in result["phases"]
+    assert list(result["phases"]) == ["unpack", "clone", "checkTables"], result["phases"]
 
     sql(
         tc_source,
