@@ -1,5 +1,5 @@
 """What recording a MySQL physical backup's table digests costs (issue 49; not a test): the same
-`run_backup(method=physical)` with and without the digest step (run.copy_digests: the sidecar's
+`run_backup(method=physical)` with and without the digest step (copy_digests; run.copy_digests: the sidecar's
 mysqldump of the server started on the copy, read through the table digests, before the tar).
 
     .venv/bin/python -m benchmarks.physical_digest_bench [--mb 1024] [--rounds 3]
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.physical_backup_bench import HOST, MIB, data_bytes, grow_to, tls_server
 from mysql_operator.api import S3, SecretKeys
-from mysql_operator.backup import run, storage
+from mysql_operator.backup import storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.physical import METHOD_PHYSICAL
 from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
@@ -43,7 +43,6 @@ def main() -> int:
     factory = MySQLFactory()
     s3srv = s3support.S3Server(root=Path(factory.workdir) / "s3").start()
     shared = Path(tempfile.mkdtemp(prefix="physical-digest-bench-", dir="/var/tmp"))
-    with_digests = run.copy_digests
     try:
         keys = new_pki(Path(factory.workdir) / "pki", [HOST], "physical-digest-bench")
         source = tls_server(factory, keys, "src")
@@ -65,7 +64,6 @@ def main() -> int:
 
         def backup(digests: bool) -> float:
             n[0] += 1
-            run.copy_digests = with_digests if digests else (lambda *_a, **_k: None)
             req = BackupRequest(
                 cluster="bench",
                 namespace="bench",
@@ -75,6 +73,7 @@ def main() -> int:
                 tools_dir=str(shared),
                 candidates=(Candidate("src", Endpoint(HOST, source.port, BACKUP_USER)),),
                 method=METHOD_PHYSICAL,
+                copy_digests=digests,
             )
             os.sync()
             t = time.monotonic()
@@ -102,7 +101,6 @@ def main() -> int:
         print(f"recorded: {len(recorded)} tables, {sum(t['rows'] for t in recorded.values())} rows")
         return 0
     finally:
-        run.copy_digests = with_digests
         s3srv.stop()
         factory.close()
         shutil.rmtree(shared, ignore_errors=True)

@@ -29,6 +29,12 @@ def register_jobs(bs) -> None:
         choices=("logical", "physical"),
         help="logical: the dump tool; physical: MySQL CLONE into the client-tools sidecar, sent as tar",
     )
+    run.add_argument(
+        "--copy-digests",
+        action="store_true",
+        help="a MySQL physical backup: record its tables (row counts, digests) from a dump of the copy, "
+        "for restore drills to compare with (a logical backup always records them)",
+    )
     run.add_argument("--part-size-mib", type=int, default=16)
     run.add_argument("--user", default="mysql-operator-backup")
     run.add_argument(

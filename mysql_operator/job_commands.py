@@ -238,6 +238,7 @@ def cmd_run(args) -> int:
         tools_dir=args.client_tools_dir,
         method=args.method,
         scratch_dir=args.scratch_dir,
+        copy_digests=args.copy_digests,
     )
     try:
         req = dataclasses.replace(req, key=_key_from(args))

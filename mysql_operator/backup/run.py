@@ -79,6 +79,9 @@ class BackupRequest:
     method: str = physical.METHOD_LOGICAL  # or METHOD_PHYSICAL (MySQL: with tools_dir)
     seed_port: int = SEED_PORT  # physical, MariaDB: where the Pods' seed-donor sidecar listens
     scratch_dir: str | None = None  # physical: the disk folder the copy is made in (else tools_dir)
+    # MySQL physical: record the copy's table digests (a dump of it, before the tar: 1.46 times the
+    # backup's time measured at 1.2 GiB); the operator asks for them when the cluster has drills
+    copy_digests: bool = False
 
 
 def choose_source(observed: list[tuple[str, Observation]], max_lag_seconds: int = 300) -> str:
@@ -257,7 +260,11 @@ def _producer(
                     req.tls_ca,
                     copy_server.recipient_plugins(src.plugins),
                     scratch=req.scratch_dir,
-                    inspect=lambda socket, databases: copy_digests(req, src, stream, socket, databases),
+                    inspect=(
+                        (lambda socket, databases: copy_digests(req, src, stream, socket, databases))
+                        if req.copy_digests
+                        else None
+                    ),
                 )
             )
         except copy_server.PhysicalError as e:

@@ -85,6 +85,8 @@ def backup_args(
         args += ["--method", "physical"] + (
             ["--scratch-dir", SCRATCH_DIR] if c.spec.flavor == "mysql" else []
         )
+        if c.spec.flavor == "mysql" and c.spec.backup is not None and c.spec.backup.drill is not None:
+            args.append("--copy-digests")  # what a drill checks the restored tables against
     return args + ["--client-tools-dir", CLIENT_TOOLS_DIR]
 
 

@@ -85,9 +85,12 @@ def shared(mysql, pki, tmp_path_factory):
         yield d
 
 
-def backup_request(s3, shared, source, name: str, method: str = "logical") -> BackupRequest:
+def backup_request(
+    s3, shared, source, name: str, method: str = "logical", copy_digests: bool = False
+) -> BackupRequest:
     """A backup of `source` as the backup Job makes it: over TLS verified with the CA in the
-    folder shared with the client-tools sidecar, as the backup account."""
+    folder shared with the client-tools sidecar, as the backup account (`copy_digests`: a physical
+    one records its tables, as for a cluster with drills)."""
     return BackupRequest(
         cluster="c1",
         namespace="ns",
@@ -97,6 +100,7 @@ def backup_request(s3, shared, source, name: str, method: str = "logical") -> Ba
         tools_dir=str(shared),
         candidates=(Candidate(source.name, Endpoint(HOST, source.port, BACKUP_USER)),),
         method=method,
+        copy_digests=copy_digests,
     )
 
 
@@ -297,6 +301,7 @@ def test_a_physical_backup_is_a_clone_a_server_starts_on_with_the_same_data_and_
 
     executed = source.query("SELECT @@gtid_executed")[0][0].replace("\n", "")
     assert m.method == "physical" and m.data_key.endswith("/backup.tar.zst")
+    assert m.tables is None and m.tables_note is None  # not asked to: no dump of the copy
     assert m.databases == ("app", "shop")
     assert MySQLGtidSet.parse(m.gtid_position) == MySQLGtidSet.parse(executed)
     assert sorted(p.name for p in shared.iterdir() if p.name.startswith("clone")) == []
@@ -678,7 +683,9 @@ def test_a_physical_backup_records_the_copys_tables_as_a_logical_one_records_the
     shared = shared_as_job_user
     s3 = s3cfg(s3server, s3server.create_bucket("ptc-record"))
     physical = run_backup(
-        backup_request(s3, shared, tc_source, "p1", METHOD_PHYSICAL), creds(s3server), mysql.admin_password
+        backup_request(s3, shared, tc_source, "p1", METHOD_PHYSICAL, copy_digests=True),
+        creds(s3server),
+        mysql.admin_password,
     )
     logical = run_backup(backup_request(s3, shared, tc_source, "l1"), creds(s3server), mysql.admin_password)
 
@@ -703,7 +710,9 @@ def test_a_physical_restore_checks_the_tables_and_names_one_that_differs(
     shared = shared_as_job_user
     s3 = s3cfg(s3server, s3server.create_bucket("ptc-check"))
     before = run_backup(
-        backup_request(s3, shared, tc_source, "p1", METHOD_PHYSICAL), creds(s3server), mysql.admin_password
+        backup_request(s3, shared, tc_source, "p1", METHOD_PHYSICAL, copy_digests=True),
+        creds(s3server),
+        mysql.admin_password,
     )
 
     result = restore_checked(mysql, pki, shared, s3server, s3, "c1/p1")
@@ -719,7 +728,7 @@ def test_a_physical_restore_checks_the_tables_and_names_one_that_differs(
     )
     try:
         after = run_backup(
-            backup_request(s3, shared, tc_source, "p2", METHOD_PHYSICAL),
+            backup_request(s3, shared, tc_source, "p2", METHOD_PHYSICAL, copy_digests=True),
             creds(s3server),
             mysql.admin_password,
         )
@@ -754,7 +763,9 @@ def test_an_encrypted_physical_backup_seals_its_tables_and_is_checked_with_its_k
     shared = shared_as_job_user
     s3 = s3cfg(s3server, s3server.create_bucket("ptc-sealed"))
     key = Key(os.urandom(32))
-    req = dataclasses.replace(backup_request(s3, shared, tc_source, "p1", METHOD_PHYSICAL), key=key)
+    req = dataclasses.replace(
+        backup_request(s3, shared, tc_source, "p1", METHOD_PHYSICAL, copy_digests=True), key=key
+    )
 
     m = run_backup(req, creds(s3server), mysql.admin_password)
 
