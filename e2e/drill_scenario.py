@@ -1,4 +1,5 @@
-"""Issue 49 on the local cluster, per flavor, with the chart's operator and a real Prometheus
+"""Issue 49 on the local cluster, per flavor (the tests: e2e/test_restore_drill.py, MySQL, and
+e2e/test_restore_drill_mariadb.py), with the chart's operator and a real Prometheus
 scraping it: restore drills. A 1-instance cluster with data, a logical backup (encrypted), rows
 written after it and archived (spec.backup.binlogs), then a drill on the cluster's schedule
 (spec.backup.drill.schedule, a fire time a minute ahead): the newest backup and every archived
@@ -22,7 +23,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 from e2e.backups import (
     ask_for_drill,
@@ -34,7 +34,6 @@ from e2e.backups import (
     throwaway_gone,
 )
 from e2e.helpers import (
-    FLAVORS,
     GROUP,
     VERSION,
     Cluster,
@@ -50,19 +49,18 @@ from tests.support import prometheus as prom
 from tests.support.backups import edited_dump, without_inserts
 from tests.support.wait import wait_for
 
-# late_build: the real Prometheus is a binary `make test` builds beside the tests
-pytestmark = [pytest.mark.cluster, pytest.mark.late_build]
 
-
-@pytest.fixture
-def prometheus(local_cluster, scenario_namespace, tmp_path):
-    """A real Prometheus scraping the operator and the namespace's servers, with the chart's rules."""
+def drill_scenario(local_cluster, namespace: str, s3_beside_cluster, tmp_path, flavor: str) -> None:
+    """The scenario above for `flavor` (e2e/test_restore_drill*.py: one module per flavor, so that
+    `--dist loadfile` runs them side by side), with a real Prometheus of its own."""
     prom.ensure_built()
     p = prom.Prometheus(
-        tmp_path / "prometheus", config(local_cluster.kubeconfig, scenario_namespace), short_rules()
+        tmp_path / "prometheus", config(local_cluster.kubeconfig, namespace), short_rules()
     ).start()
-    yield p
-    p.stop()
+    try:
+        _scenario(local_cluster, namespace, s3_beside_cluster, p, flavor)
+    finally:
+        p.stop()
 
 
 def clock_of(stamp: str) -> dt.datetime:
@@ -73,11 +71,8 @@ def _restorable(c: Cluster) -> dict:
     return next((x for x in c.status().get("conditions") or [] if x["type"] == "Restorable"), {})
 
 
-@pytest.mark.parametrize("flavor", FLAVORS)
-def test_a_drill_restores_the_newest_backup_and_its_binlogs_and_a_damaged_backup_fails_it(
-    local_cluster, scenario_namespace, s3_beside_cluster, prometheus, flavor
-):
-    ns, api, p = scenario_namespace, local_cluster.api_client(), prometheus
+def _scenario(local_cluster, ns: str, s3_beside_cluster, p: prom.Prometheus, flavor: str) -> None:
+    api = local_cluster.api_client()
     c = Cluster(api, ns, f"dr-{flavor}")
     storage = s3_storage(c, s3_beside_cluster, "bk")
     secret = os.urandom(32)  # the backups' encryption key
