@@ -43,8 +43,7 @@ def apply_crds(api: client.ApiClient, crds: Iterable[dict], timeout: float = 60)
                 wait_for(lambda: _gone(ext, name), timeout, f"CRD {name} deleted")
                 ext.create_custom_resource_definition(crd)
             else:
-                crd["metadata"]["resourceVersion"] = existing.metadata.resource_version
-                ext.replace_custom_resource_definition(name, crd)
+                wait_for(lambda: _replaced(ext, name, crd), timeout, f"CRD {name} replaced")
 
     def established(name: str) -> bool:
         conds = ext.read_custom_resource_definition(name).status.conditions or []
@@ -53,6 +52,20 @@ def apply_crds(api: client.ApiClient, crds: Iterable[dict], timeout: float = 60)
     for name in names:
         wait_for(lambda: established(name), timeout, f"CRD {name} established")
     return names
+
+
+def _replaced(ext, name: str, crd: dict) -> bool:
+    """Replace the CRD `name` by `crd` at the version read now; False when another write came in
+    between (409: the API server sets a CRD's status conditions just after another session created
+    it), to be read and replaced again."""
+    crd["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(name).metadata.resource_version
+    try:
+        ext.replace_custom_resource_definition(name, crd)
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+        return False
+    return True
 
 
 def serve_project_crds(api: client.ApiClient, plural: str) -> client.CustomObjectsApi:
