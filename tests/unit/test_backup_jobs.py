@@ -216,6 +216,11 @@ def test_a_mysql_physical_backup_records_its_tables_when_the_cluster_has_drills(
     c, b = parse(spec), parse_backup(BACKUP)
     args = backup_job(c, b, c.spec.backup.s3, "img")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert ("--copy-digests" in args) == (method == "physical" and drill)
+    from mysql_operator.cli import build_parser
+
+    assert build_parser().parse_args(args).copy_digests == (
+        method == "physical" and drill
+    )  # what the Job runs
 
 
 def test_a_physical_backup_of_mariadb_is_streamed_without_a_scratch_folder():
