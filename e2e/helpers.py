@@ -319,6 +319,17 @@ def server_processlist(local_cluster, c: Cluster, pod: str) -> str:
     return r.stdout + r.stderr
 
 
+def ready_pods(core, namespace: str) -> list[str]:
+    """The names of the namespace's Pods not being deleted whose every container is ready."""
+    return [
+        p.metadata.name
+        for p in core.list_namespaced_pod(namespace).items
+        if not p.metadata.deletion_timestamp
+        and p.status.container_statuses
+        and all(s.ready for s in p.status.container_statuses)
+    ]
+
+
 def operator_metrics(api, namespace: str, release: str = "mysql-operator", port: int = 9090) -> dict:
     """One scrape of the chart's metrics Service: {(sample name, frozenset of labels): value}."""
     from prometheus_client.parser import text_string_to_metric_families

@@ -12,22 +12,12 @@ from kubernetes import client
 
 from e2e.backups import ask_for_drill, backup_phase_of, create_backup, drill_ended, s3_storage, throwaway_gone
 from e2e.conftest import OPERATOR_NAMESPACE
-from e2e.helpers import Cluster, cluster_spec, query, record, try_query
+from e2e.helpers import Cluster, cluster_spec, query, ready_pods, record, try_query
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 
 SLEEP = 40  # seconds the user's check keeps the restore Job running
-
-
-def _running_operator_pods(core) -> list[str]:
-    return [
-        p.metadata.name
-        for p in core.list_namespaced_pod(OPERATOR_NAMESPACE).items
-        if not p.metadata.deletion_timestamp
-        and p.status.container_statuses
-        and all(s.ready for s in p.status.container_statuses)
-    ]
 
 
 def test_a_drill_survives_the_operator_restarted_in_its_middle_and_leaves_nothing_behind(
@@ -67,7 +57,7 @@ def test_a_drill_survives_the_operator_restarted_in_its_middle_and_leaves_nothin
         lambda: backup_phase_of(c, "base") == "Succeeded", 300, "the backup Succeeded", describe=c.describe
     )
 
-    (before,) = _running_operator_pods(core)
+    (before,) = ready_pods(core, OPERATOR_NAMESPACE)
     restore_job = f"{c.name}-drill-restore"
     ask_for_drill(c, "restart")
 
@@ -79,7 +69,7 @@ def test_a_drill_survives_the_operator_restarted_in_its_middle_and_leaves_nothin
     assert (c.status().get("drill") or {}).get("phase") == "Running"
     core.delete_namespaced_pod(before, OPERATOR_NAMESPACE, grace_period_seconds=0)
     wait_for(
-        lambda: [p for p in _running_operator_pods(core) if p != before],
+        lambda: [p for p in ready_pods(core, OPERATOR_NAMESPACE) if p != before],
         180,
         "the Deployment's new operator Pod ready",
     )

@@ -12,22 +12,12 @@ from kubernetes import client
 
 from e2e.conftest import OPERATOR_NAMESPACE
 from e2e.failover import failover_under_load
-from e2e.helpers import Cluster, record, signal_server
+from e2e.helpers import Cluster, ready_pods, record, signal_server
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 
 LEASE = "mysql-operator"  # the chart's full name for release mysql-operator
-
-
-def _ready_pods(core) -> list[str]:
-    return [
-        p.metadata.name
-        for p in core.list_namespaced_pod(OPERATOR_NAMESPACE).items
-        if not p.metadata.deletion_timestamp
-        and p.status.container_statuses
-        and all(s.ready for s in p.status.container_statuses)
-    ]
 
 
 @pytest.mark.causes("Failover", "Reseed")  # the primary SIGKILLed under writes
@@ -41,13 +31,13 @@ def test_the_active_operator_killed_in_the_middle_of_a_failover_is_replaced_by_t
     c = Cluster(api, scenario_namespace, "ha")
     takeover: list[float] = []
     try:
-        wait_for(lambda: len(_ready_pods(core)) == 2, 180, "two operator Pods running")
+        wait_for(lambda: len(ready_pods(core, OPERATOR_NAMESPACE)) == 2, 180, "two operator Pods running")
         leader = wait_for(
             lambda: coord.read_namespaced_lease(LEASE, OPERATOR_NAMESPACE).spec.holder_identity,
             60,
             "a Lease holder",
         )
-        assert leader in _ready_pods(core)
+        assert leader in ready_pods(core, OPERATOR_NAMESPACE)
 
         def kill_primary_then_the_active_operator(name: str) -> float:
             signal_server(local_cluster, c, name, "SIGKILL")
@@ -75,6 +65,6 @@ def test_the_active_operator_killed_in_the_middle_of_a_failover_is_replaced_by_t
         apps.patch_namespaced_deployment_scale(
             dep.metadata.name, OPERATOR_NAMESPACE, {"spec": {"replicas": 1}}
         )
-        wait_for(lambda: len(_ready_pods(core)) == 1, 180, "back to one operator Pod")
+        wait_for(lambda: len(ready_pods(core, OPERATOR_NAMESPACE)) == 1, 180, "back to one operator Pod")
     assert takeover, "the active operator was deleted"
     record("operator takeover (active Pod force-deleted to the standby holding the Lease)", takeover[0])
