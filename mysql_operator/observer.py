@@ -18,12 +18,21 @@ from typing import Any, Mapping
 from mysql_operator import topology as t
 from mysql_operator.db.observation import CloneStatus, Observation
 from mysql_operator.members import Member
+from mysql_operator.server_facts import not_running
 
 
 def stuck(o: Observation) -> bool:
     """The server took the login but a statement timed out: alive, yet stuck (a server that is
     down refuses or never completes the connection: "cannot connect")."""
     return not o.reachable and " failed: (2013" in (o.error or "") and "cannot connect" not in (o.error or "")
+
+
+def down_evidence(o: Observation, m: Member) -> str:
+    """Why an unreachable member's server cannot be running, from its failed observation and
+    its Pod (Member.pod_down), or "" when nothing shows it (it may be serving others)."""
+    if o.reachable:
+        return ""
+    return m.pod_down or not_running(o.error or "")
 
 
 class Observer:
@@ -134,6 +143,7 @@ class Observer:
                     received=r.received if r else None,
                     purged=o.purged,
                     unreachable_for=0.0 if o.reachable else now - self.down_since[name],
+                    down_evidence=down_evidence(o, m),
                     last_executed=previous.executed if previous else self.recorded_executed.get(name),
                     last_purged=previous.purged if previous else None,
                     error_for=now - self.error_since[name][1] if name in self.error_since else 0.0,

@@ -54,6 +54,28 @@ def pod_waiting(pod: Mapping[str, Any]) -> str:
     return ""
 
 
+def server_not_running(pod: Mapping[str, Any] | None) -> str:
+    """What a server's Pod says that shows its server cannot be serving (failover evidence,
+    observer.down_evidence), in a few words: no Pod, a Pod being deleted or not running, the
+    server's container not running (the kubelet saw it end); "" when the Pod does not say so."""
+    if pod is None:
+        return "its Pod does not exist"
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    if meta.get("deletionTimestamp"):
+        return "its Pod is being deleted"
+    if status.get("phase") not in (None, "Running"):
+        return f"its Pod is {status['phase']}"
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") != m.SERVER_CONTAINER:
+            continue
+        state = cs.get("state") or {}
+        for how in ("terminated", "waiting"):
+            if how in state:
+                reason = (state[how] or {}).get("reason") or ""
+                return f"its container {m.SERVER_CONTAINER} is {how}" + (f" ({reason})" if reason else "")
+    return ""
+
+
 def pod_ordinal(name: str, cluster_name: str) -> int | None:
     prefix = f"{cluster_name}-"
     rest = name[len(prefix) :] if name.startswith(prefix) else ""

@@ -78,6 +78,7 @@ from mysql_operator.pods import (
     pod_ordinal,
     ready_count,
     promotion_succeeded,
+    server_not_running,
     serving,
 )
 from mysql_operator.engine_config import engine_settings
@@ -508,6 +509,7 @@ class Reconciler:
                 *resolve(c, o, seen.raw_pods.get(o), self.resolver_mode),
                 **expected_identity(seen.names[o], o, seen.raw_pods.get(o)),
                 source_host=m.pod_host(c, o),
+                pod_down=server_not_running(seen.raw_pods.get(o)),
             )
             for o in seen.ordinals
         ]

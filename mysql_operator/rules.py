@@ -17,7 +17,8 @@ Priorities, first match wins:
      or FailoverHeld while too few replicas answer to be sure one holds every acknowledged commit
      or none that may be promoted answers (it may come back: not Unrecoverable)
      (or one that may be promoted lacks what another instance holds); WaitForDelay up to the
-     partition grace while a replica still receives from it (only the operator lost it)
+     partition grace while a replica still receives from it (only the operator lost it); no
+     delay when it is shown not running (down_evidence) and no replica is connected to it
   4. recorded primary reachable but not yet (or no longer) writable or still replicating
                                                                 -> Promote (or Failover to a more advanced one;
                                                                    a restarted primary is replaced by a replica
@@ -39,6 +40,7 @@ Priorities, first match wins:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 from mysql_operator import histories as h
@@ -150,6 +152,18 @@ def _primary_down(v: View, p: InstanceState) -> Decision:
             "is disabled (spec.replication.failover.enabled: false): bring its Pod back, or set it "
             "to true to promote the most advanced replica"
         )
+    # the delay guards against taking silence for death; evidence that the server does not run
+    # needs no wait, unless a replica's IO thread is still connected to it (then it does run)
+    receiving = [i.name for i in v.reachable if i.source == p.name and i.io_running]
+    if settings.act_on_evidence and p.down_evidence and not receiving:
+        decision = promotion.choose_failover(p, v.instances, settings, v.desired_primary)
+        if isinstance(decision, Failover) and p.unreachable_for < settings.failover_delay_seconds:
+            decision = replace(
+                decision,
+                reason=f"{decision.reason}; not waiting the {settings.failover_delay_seconds:g}s "
+                f"failover delay: {p.down_evidence}, and no replica is connected to it",
+            )
+        return decision
     if p.unreachable_for < settings.failover_delay_seconds:
         remaining = settings.failover_delay_seconds - p.unreachable_for
         return WaitForDelay(

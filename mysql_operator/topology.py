@@ -37,6 +37,9 @@ class InstanceState:
     received: Any = None  # GtidSet (retrieved into the relay log)
     purged: Any = None  # GtidSet no longer in its binary logs
     unreachable_for: float = 0.0  # seconds since it last answered
+    # unreachable, with evidence that its server is not running (observer.down_evidence): a
+    # refused connection, its Pod gone or its container ended; "" when only silent (a timeout)
+    down_evidence: str = ""
     # executed and purged when it last answered (kept while it is unreachable; None: never)
     last_executed: Any = None
     last_purged: Any = None
@@ -112,6 +115,9 @@ class Settings:
     # its replicas cannot tell a serving primary from one stuck behind a stalled disk (0: never
     # waits on what the replicas hear)
     partition_grace_seconds: float = 30.0
+    # a primary shown not running (InstanceState.down_evidence) that no replica still receives
+    # from is failed over without waiting failover_delay_seconds (False: always wait)
+    act_on_evidence: bool = True
 
 
 def semisync_acks(instances: int, explicit: int | None = None) -> int:

@@ -30,7 +30,17 @@ class Instance(ReplicaControl, Fencing, ServerBinlogs, Cloning, ServerAccounts):
 
     # -- observe ---------------------------------------------------------------------------------
     def observe(self) -> Observation:
-        """Everything the decision needs; `reachable=False` (never an exception) when it is down."""
+        """Everything the decision needs; `reachable=False` (never an exception) when it is down.
+        When the connection kept from an earlier call broke (not a timeout: a server that ended
+        or restarted since), a new one is tried at once: what it meets (a refusal, the server
+        again) says more than the old one's end (failover evidence, observer.down_evidence)."""
+        kept = self._conn is not None
+        o = self._observe()
+        if not o.reachable and kept and self._conn is None and "timed out" not in (o.error or ""):
+            o = self._observe()
+        return o
+
+    def _observe(self) -> Observation:
         try:
             d = self.dialect
             # four statements (MariaDB: five while its one binary log is the active file), none

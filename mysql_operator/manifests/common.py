@@ -18,6 +18,7 @@ ROLE_REPLICA = "replica"
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 
 PORT = 3306
+SERVER_CONTAINER = "mysqld"  # the server Pod's container that runs the server
 DATA_ROOT = "/var/lib/mysql"  # the volume; the data directory is DATA_ROOT/data
 DATADIR = f"{DATA_ROOT}/data"
 RUN_DIR = "/run/mysql-operator"  # in-memory: socket, pid, per-start config, client option file

@@ -159,7 +159,7 @@ def _pod_spec(c: MySQLCluster, exporter_image: str) -> dict[str, Any]:
         "volumeMounts": server_mounts(),
     }
     server = {
-        "name": "mysqld",
+        "name": k.SERVER_CONTAINER,
         "image": s.image_ref,
         "imagePullPolicy": s.image_pull_policy,
         "command": ["/bin/bash", f"{k.CONFIG_DIR}/start.sh"],

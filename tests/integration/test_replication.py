@@ -251,6 +251,42 @@ def test_failover_after_kill9_under_writes_then_old_primary_rejoins(factory):
     TIMINGS.append(f"kill9: restarted {old.name} rejoined as a read-only replica of {new.name}")
 
 
+def writes_moved(c: Cluster, writer, old):
+    """After a failover away from `old`: the writer commits on the new primary, which holds every
+    acknowledged row, and no two servers ever accepted writes at once. (new primary, acked ids)"""
+    c.converge(timeout=30)
+    new = c.primary
+    wait_for(
+        lambda: sum(1 for _, s, _ in writer.acked if s == new.name) >= 20, 20, "20 writes on the new primary"
+    )
+    writer.stop()
+    acked = {n for n, _, _ in writer.acked}
+    assert not acked - c.rows(new), f"acknowledged rows lost: {sorted(acked - c.rows(new))[:10]}"
+    assert writer.servers_in_order() == [old.name, new.name]
+    return new, acked
+
+
+def test_a_killed_primary_is_failed_over_without_waiting_the_delay(factory):
+    """kill -9: the engine's kept connection breaks, a new one is refused (nothing listens), the
+    replicas' IO threads lose their source: evidence, not silence, so the failover does not wait
+    the 30 s delay - every other check stands (no acknowledged write lost, one writable server)."""
+    c = make_cluster(factory, 3, semisync=True, delay=30.0)
+    writer = writer_for(c)
+    writer.start()
+    wait_for(lambda: len(writer.acked) >= 50, 20, "50 acknowledged writes")
+    old = c.primary
+    c.reconcile()  # the engine holds a connection to it from this pass
+    kept = Instance(old.host, old.port, OPERATOR_USER, factory.admin_password)
+    assert kept.observe().reachable
+    old.kill9()
+    # the connection kept from before breaks; the observation is what a new one meets
+    assert "Connection refused" in (kept.observe().error or "")
+    d = c.converge(until=t.Failover, timeout=20)  # well inside the delay: only evidence fails over
+    assert d.from_ == old.name, d
+    assert "not waiting the 30s failover delay: its server refused the connection" in d.reason, d
+    writes_moved(c, writer, old)
+
+
 def test_primary_restarted_within_the_delay_is_replaced_and_rejoins(factory):
     """A crashed primary that is back before the failover delay (a deleted Pod, a killed container
     restarted by the kubelet) is not trusted as primary again: the most advanced replica, holding
@@ -283,16 +319,8 @@ def test_primary_restarted_within_the_delay_is_replaced_and_rejoins(factory):
         wait_replicated(c, acked)
         return
     assert isinstance(d, t.Failover) and d.from_ == old.name and "restarted" in d.reason, d
-    c.converge(timeout=30)
-    new = c.primary
+    new, acked = writes_moved(c, writer, old)
     assert new.name == d.to != old.name
-    wait_for(
-        lambda: sum(1 for _, s, _ in writer.acked if s == new.name) >= 20, 20, "20 writes on the new primary"
-    )
-    writer.stop()
-    acked = {n for n, _, _ in writer.acked}
-    assert not acked - c.rows(new), f"acknowledged rows lost: {sorted(acked - c.rows(new))[:10]}"
-    assert writer.servers_in_order() == [old.name, new.name]
     assert old.query("SELECT @@read_only")[0][0] == 1
     d = c.converge(until=(t.Healthy, t.Errant), timeout=30)
     if held_out_with_its_own_unacknowledged_tail(factory, c, old, d):

@@ -75,3 +75,32 @@ def test_a_primary_made_before_this_process_started_is_judged_by_when_it_was_pro
     o2 = Observer()
     o2.primary_since = ("db-0", 990.0)
     assert not round_(o2, 20.0, **{"db-0": read_only})["db-0"].restarted
+
+
+def test_only_a_refusal_or_the_pod_shows_that_a_server_is_not_running():
+    """A refused connection (nothing listens), no Pod IP, or what the Pod says is evidence; a
+    timeout, a reset, an unreachable host, a full server are not (a stalled or cut off server)."""
+    from mysql_operator.observer import down_evidence
+
+    member = MEMBERS["db-0"]
+    refused = "db-0: cannot connect: (2003, \"Can't connect to MySQL server on '10.1.0.7' ([Errno 111] Connection refused)\")"
+    no_ip = "db-0: cannot connect: (2005, 'no address (its Pod has no IP)')"
+    assert "refused" in down_evidence(Observation(reachable=False, error=refused), member)
+    assert down_evidence(Observation(reachable=False, error=no_ip), member)
+    for silent in (
+        "db-0: cannot connect: (2003, \"Can't connect to MySQL server on '10.1.0.7' (timed out)\")",
+        "db-0: cannot connect: (2003, \"Can't connect to MySQL server on '10.1.0.7' ([Errno 113] No route to host)\")",
+        "db-0: observing failed: (2013, 'Lost connection to MySQL server during query (timed out)')",
+        "db-0: cannot connect: (1040, 'Too many connections')",
+        "db-0: cannot connect: (2003, \"Can't connect to MySQL server on 'db-0.db' ([Errno -3] Temporary failure in name resolution)\")",
+        None,
+    ):
+        assert down_evidence(Observation(reachable=False, error=silent), member) == "", silent
+    deleted = Member("db-0", 0, "db-0", 3306, pod_down="its Pod is being deleted")
+    assert down_evidence(Observation(reachable=False, error=None), deleted) == "its Pod is being deleted"
+    assert down_evidence(Observation(reachable=True), deleted) == ""  # it answers: it runs
+    o = Observer()
+    states = o.states(
+        {"db-0": deleted}, {"db-0": Observation(reachable=False, error=refused)}, {}, 0.0, 0.5, 1000.0
+    )
+    assert states[0].down_evidence == "its Pod is being deleted"

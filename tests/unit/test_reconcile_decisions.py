@@ -1149,3 +1149,68 @@ def test_condition_restorable_says_what_the_last_drill_proved(drill, status, rea
     assert (found["Restorable"]["status"], found["Restorable"]["reason"]) == (status, reason)
     assert says in found["Restorable"]["message"]
     assert "Restorable" not in {c["type"] for c in cconditions.conditions(csummary.Summary(instances=1))}
+
+
+@pytest.mark.parametrize(
+    "pod, expected",
+    [
+        (None, "its Pod does not exist"),
+        (
+            {"metadata": {"deletionTimestamp": "2026-12-06T03:00:00Z"}, "status": {"phase": "Running"}},
+            "its Pod is being deleted",
+        ),
+        ({"metadata": {}, "status": {"phase": "Pending"}}, "its Pod is Pending"),
+        ({"metadata": {}, "status": {"phase": "Failed"}}, "its Pod is Failed"),
+        (
+            {
+                "metadata": {},
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {"name": "exporter", "state": {"running": {}}},
+                        {"name": "mysqld", "state": {"terminated": {"reason": "Error", "exitCode": 137}}},
+                    ],
+                },
+            },
+            "its container mysqld is terminated (Error)",
+        ),
+        (
+            {
+                "metadata": {},
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {"name": "mysqld", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+                    ],
+                },
+            },
+            "its container mysqld is waiting (CrashLoopBackOff)",
+        ),
+        # nothing said: it may well run (a status not written yet, the server running)
+        ({"metadata": {}, "status": {}}, ""),
+        (
+            {
+                "metadata": {},
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {"name": "mysqld", "state": {"running": {"startedAt": "2026-12-06T03:00:00Z"}}}
+                    ],
+                },
+            },
+            "",
+        ),
+        (
+            {
+                "metadata": {},
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [{"name": "exporter", "state": {"terminated": {"reason": "Error"}}}],
+                },
+            },
+            "",
+        ),
+    ],
+)
+def test_what_a_pod_says_of_a_server_that_cannot_be_serving(pod, expected):
+    assert podview.server_not_running(pod) == expected

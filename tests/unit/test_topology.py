@@ -891,6 +891,9 @@ def clusters(draw):
                 # what a silent instance had when it last answered (or never seen answering)
                 last_executed=None if reachable else draw(st.sampled_from([None, executed])),
                 unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
+                down_evidence=""
+                if reachable
+                else draw(st.sampled_from(["", "", "its Pod is being deleted"])),
                 tls_verified=draw(st.booleans()),
                 source_heard=reachable and draw(st.booleans()),
                 clone=draw(st.sampled_from([None, None, None, CLONE_COPYING, CLONE_COPIED, CLONE_FAILED])),
@@ -907,6 +910,7 @@ def clusters(draw):
         replication_tls=draw(st.booleans()),
         reseed=draw(st.booleans()),
         reseed_errant=draw(st.booleans()),
+        act_on_evidence=draw(st.booleans()),
     )
     return insts, cfg, recorded, desired
 
@@ -1000,12 +1004,39 @@ def holds_errant_instances_never_serve(c):
         assert errant_against_primary(by[d.name], by[d.source], cfg) is None
 
 
+def shown_down(insts, cfg, name) -> bool:
+    """`name` does not answer, evidence shows its server is not running, and no replica's IO
+    thread is connected to it: the one case a failover need not wait for."""
+    by = {i.name: i for i in insts}
+    return (
+        cfg.act_on_evidence
+        and bool(by[name].down_evidence)
+        and not any(i.reachable and i.source == name and i.io_running for i in insts)
+    )
+
+
 def holds_blip_shorter_than_delay_never_fails_over(c):
+    """... unless it is no blip: the server is shown not running and no replica is connected to it."""
     insts, cfg, recorded, desired = c
     d = decide(insts, cfg, recorded, desired)
     if isinstance(d, Failover):
         old = next(i for i in insts if i.name == d.from_)
-        assert old.reachable or old.unreachable_for >= cfg.failover_delay_seconds
+        assert (
+            old.reachable
+            or old.unreachable_for >= cfg.failover_delay_seconds
+            or shown_down(insts, cfg, old.name)
+        )
+
+
+def holds_a_primary_a_replica_is_connected_to_waits_the_delay(c):
+    """Evidence of a stopped server never hurries the failover of a primary a replica's IO thread is
+    still connected to (a refused connection may be a firewall between the operator and it)."""
+    insts, cfg, recorded, desired = c
+    d = decide(insts, cfg, recorded, desired)
+    if isinstance(d, (Failover, FailoverHeld)):
+        old = next((i for i in insts if i.name == recorded), None)
+        if old is not None and not old.reachable and old.unreachable_for < cfg.failover_delay_seconds:
+            assert shown_down(insts, cfg, old.name), d
 
 
 def holds_replica_on_its_way_to_the_right_source_is_never_reconfigured(c):
@@ -1113,7 +1144,8 @@ def holds_a_primary_its_replicas_still_hear_is_failed_over_only_after_the_grace(
     d = decide(insts, cfg, recorded, desired)
     by = {i.name: i for i in insts}
     if isinstance(d, (Failover, FailoverHeld)) and not cfg.force_failover and not by[recorded].reachable:
-        if any(i.reachable and i.source == recorded and i.source_heard for i in insts):
+        hearing = any(i.reachable and i.source == recorded and i.source_heard for i in insts)
+        if hearing and not shown_down(insts, cfg, recorded):
             assert by[recorded].unreachable_for >= cfg.partition_grace_seconds, d
 
 
@@ -1140,6 +1172,7 @@ PROPERTIES = (
     holds_an_instance_being_reseeded_never_serves_and_is_never_copied_from,
     holds_errant_instances_never_serve,
     holds_blip_shorter_than_delay_never_fails_over,
+    holds_a_primary_a_replica_is_connected_to_waits_the_delay,
     holds_replica_on_its_way_to_the_right_source_is_never_reconfigured,
     holds_replicas_move_to_verified_tls_only_in_an_otherwise_healthy_cluster_and_once,
     holds_an_unforced_semisync_failover_has_the_replicas_that_prove_no_acked_commit_is_lost,
@@ -1307,3 +1340,26 @@ def test_a_primary_only_the_operator_lost_is_failed_over_only_after_the_partitio
     assert isinstance(decide([down(0, for_s=10.0), other, replica(2)], cfg, "db-0"), Failover)
     no_grace = dataclasses.replace(cfg, partition_grace_seconds=0)
     assert isinstance(decide([down(0, for_s=10.0), hearing, replica(2)], no_grace, "db-0"), Failover)
+
+
+def test_a_primary_shown_not_running_is_failed_over_without_the_delay():
+    """Killed (the connection refused), its Pod deleted, its container ended: no delay, once no
+    replica's IO thread is connected to it any longer; a timeout alone waits the delay, and so does
+    evidence while a replica is still connected (a firewall refusing only the operator)."""
+    cfg = Settings(instances=3, failover_delay_seconds=3, semisync=True)
+    gone = down(0, for_s=0.2, down_evidence="its server refused the connection")
+    lost = dict(io_running=False, io_connecting=True, source_heard=True)  # heard it before the kill
+    d = decide([gone, replica(1, **lost), replica(2, **lost)], cfg, "db-0")
+    assert isinstance(d, Failover) and d.to == "db-1", d
+    assert "not waiting the 3s failover delay: its server refused the connection" in d.reason, d
+    silent = down(0, for_s=0.2)
+    assert isinstance(decide([silent, replica(1, **lost), replica(2, **lost)], cfg, "db-0"), WaitForDelay)
+    connected = decide([gone, replica(1), replica(2, **lost)], cfg, "db-0")
+    assert isinstance(connected, WaitForDelay) and connected.remaining_seconds == pytest.approx(2.8), (
+        connected
+    )
+    off = dataclasses.replace(cfg, act_on_evidence=False)
+    assert isinstance(decide([gone, replica(1, **lost), replica(2, **lost)], off, "db-0"), WaitForDelay)
+    # the safety checks stay: a quorum is still needed
+    held = decide([gone, replica(1, **lost), down(2, for_s=0.2)], cfg, "db-0")
+    assert isinstance(held, FailoverHeld), held
