@@ -26,7 +26,10 @@ commit waited for its acknowledgement comes back holding it: the loop re-seeds i
 and the benchmark starts it again, as its container would be, and counts it. Bounded by --rounds
 and --deadline.
 
-    .venv/bin/python -m benchmarks.failover_bench [--flavor mariadb|mysql] [--rounds 20] [--deadline 1500]
+    .venv/bin/python -m benchmarks.failover_bench [--flavor mariadb|mysql] [--rounds 20] [--compare] [--deadline 1500]
+
+`--compare` alternates rounds: odd ones wait the failover delay whatever the operator sees (the
+behaviour before evidence-graded failover, docs/design.md), even ones act as the operator does.
 """
 
 from __future__ import annotations
@@ -161,6 +164,8 @@ class Round:
     rejoined: str = ""
     reseeded: bool = False
     failed_steps: list[str] = field(default_factory=list)
+    passes: list[str] = field(default_factory=list)  # the first passes after the kill: kind start-end
+    mode: str = "evidence"  # "evidence": the operator acts on a refused connection; "delay": it waits
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -174,6 +179,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flavor", choices=("mariadb", "mysql"), default="mariadb")
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument(
+        "--compare",
+        action="store_true",
+        help="odd rounds with the failover delay always waited (act_on_evidence off: the behaviour "
+        "before evidence-graded failover), even rounds as the operator runs: both in one run",
+    )
     ap.add_argument(
         "--deadline", type=float, default=1500.0, help="stop starting rounds after this many seconds"
     )
@@ -263,7 +274,8 @@ def main() -> int:
                 60,
                 f"round {number}: 50 acknowledged writes on {old.name}",
             )
-            r = Round(number, old.name)
+            r = Round(number, old.name, mode="delay" if args.compare and number % 2 else "evidence")
+            engine.settings = dataclasses.replace(settings, act_on_evidence=r.mode == "evidence")
             rounds.append(r)
             steps_before = len(loop.failed_steps)
             killed_at = time.monotonic()
@@ -315,6 +327,11 @@ def main() -> int:
             if r.reseeded and r.rejoined == "rejoined":
                 r.rejoined = "re-seeded, rejoined"
             r.failed_steps = loop.failed_steps[steps_before:]
+            r.passes = [
+                f"{kind} {began - killed_at:.2f}-{ended - killed_at:.2f}"
+                for began, ended, kind in list(loop.timeline)
+                if ended > killed_at and kind != "Healthy"
+            ][:4]
             r.decided = next(
                 (
                     began - killed_at
@@ -325,7 +342,8 @@ def main() -> int:
             )
             print(
                 f"round {number:2d}: {r.old} killed -> {r.new} accepting writes after {r.seconds:.2f}s; "
-                f"acknowledged {r.acked}, lost {r.lost}; {r.old} {r.rejoined}",
+                f"acknowledged {r.acked}, lost {r.lost}; {r.old} {r.rejoined}; passes after the kill: "
+                f"{', '.join(r.passes)}",
                 flush=True,
             )
             if not r.rejoined.endswith("rejoined"):
@@ -357,25 +375,27 @@ def main() -> int:
     two_at_once = accepted != loop.primaries
     print()
     print(
-        "| round | killed | new primary | kill -> start of the loop pass that fails over | kill -> first write on new primary "
+        "| round | mode | killed | new primary | kill -> start of the loop pass that fails over | kill -> first write on new primary "
         "| acknowledged rows (cumulative) | lost | old primary |"
     )
-    print("|---:|---|---|---:|---:|---:|---:|---|")
+    print("|---:|---|---|---|---:|---:|---:|---:|---|")
     for r in rounds:
         secs = f"{r.seconds:.2f} s" if r.seconds is not None else "no new primary"
         decided = f"{r.decided:.2f} s" if r.decided is not None else "-"
         print(
-            f"| {r.number} | {r.old} | {r.new or '-'} | {decided} | {secs} | {r.acked} | {r.lost} "
+            f"| {r.number} | {r.mode} | {r.old} | {r.new or '-'} | {decided} | {secs} | {r.acked} | {r.lost} "
             f"| {r.rejoined or '-'} |"
         )
     print()
-    if done:
-        secs = [r.seconds for r in done]
-        print(f"rounds completed: {len(done)} of {args.rounds} requested")
-        print(
-            f"kill -> first write accepted on the new primary: p50 {statistics.median(secs):.2f} s, "
-            f"p99 {percentile(secs, 99):.2f} s, max {max(secs):.2f} s, min {min(secs):.2f} s"
-        )
+    print(f"rounds completed: {len(done)} of {args.rounds} requested")
+    for mode in ("delay", "evidence"):
+        secs = [r.seconds for r in done if r.mode == mode]
+        if secs:
+            print(
+                f"{mode}: kill -> first write accepted on the new primary: p50 {statistics.median(secs):.2f} s, "
+                f"p99 {percentile(secs, 99):.2f} s, max {max(secs):.2f} s, min {min(secs):.2f} s "
+                f"({len(secs)} rounds)"
+            )
     print(
         f"acknowledged rows: {len(writer.acked) if writer else 0}; lost acknowledged rows: "
         f"{sum(r.lost for r in rounds)}"
