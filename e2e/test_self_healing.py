@@ -247,9 +247,19 @@ def _errant_case(c: Cluster, flavor: str, pw: str, s3, bucket: str) -> None:
     assert not query(ip, "app", pw, f"SELECT id FROM app.writes WHERE id = {ERRANT_ID}")
 
 
+def _ready_since(c: Cluster) -> str:
+    """The Ready condition's lastTransitionTime (RFC 3339 in UTC, whole seconds: they sort as text)."""
+    conditions = (c.body().get("status") or {}).get("conditions") or []
+    return next((x.get("lastTransitionTime") or "" for x in conditions if x.get("type") == "Ready"), "")
+
+
 def _volume_lost_case(c: Cluster, flavor: str, instances: int = 3) -> None:
     victim = f"{c.name}-1"
     old_claim = c.core.read_namespaced_persistent_volume_claim(f"data-{victim}", c.namespace).metadata.uid
+    # the status read right after the deletion may still be the healthy one from before it (seen
+    # in CI: the case began a second after the previous one healed): healthy again counts only
+    # once Ready became True in a later second than the deletion (rebuilding takes many seconds)
+    deleted_in = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     started = time.monotonic()
     c.core.delete_namespaced_persistent_volume_claim(f"data-{victim}", c.namespace)
     c.core.delete_namespaced_pod(victim, c.namespace)
@@ -262,7 +272,12 @@ def _volume_lost_case(c: Cluster, flavor: str, instances: int = 3) -> None:
         f"a new volume for {victim}",
         describe=c.describe,
     )
-    wait_for(lambda: _healthy(c, instances), 300, f"{victim} rebuilt on a new volume", describe=c.describe)
+    wait_for(
+        lambda: _healthy(c, instances) and _ready_since(c) > deleted_in,
+        300,
+        f"{victim} rebuilt on a new volume",
+        describe=c.describe,
+    )
     record(
         f"replica volume and Pod deleted -> rebuilt and healthy ({flavor}, {instances} instances)",
         time.monotonic() - started,

@@ -236,18 +236,21 @@ def test_service_probe_counts_only_the_writable_named_primary(factory):
     assert not service_routes_to("None", s.port, ADMIN_USER, pw, name)  # a headless Service
 
 
-def test_a_connection_the_driver_tore_down_is_an_outage_not_a_crash(factory):
+def test_a_connection_the_driver_tore_down_is_replaced_not_a_crash(factory):
     """Seen in e2e: pymysql had closed a connection's reader and the next query raised
     AttributeError out of observe(), failing the whole pass. The fault (a torn-down reader) is
-    injected; the server is real. observe() reports that instance unreachable, then reconnects."""
+    injected; the server is real. A statement on it fails as that instance's error (never the
+    exception), and observe(), whose kept connection broke, answers from a new one at once."""
     s = factory.create(1, prefix=f"torn{len(factory.servers)}")[0]
     i = Instance(s.host, s.port, OPERATOR_USER, factory.admin_password, name="db-0")
     assert i.observe().reachable
     i._conn._rfile = None  # injected: the driver's reader is gone, its socket still set
-    broken = i.observe()
-    assert not broken.reachable and "connection broken" in broken.error, broken
-    assert factory.admin_password not in broken.error
-    assert i.observe().reachable, "the next observation reconnects"
+    with pytest.raises(InstanceError) as broken:
+        i.execute("SELECT 1")
+    assert "connection broken" in str(broken.value) and factory.admin_password not in str(broken.value)
+    assert i.observe().reachable, "a new connection after the broken one"
+    i._conn._rfile = None
+    assert i.observe().reachable, "observe() replaces a kept connection that broke"
 
 
 def test_an_instance_without_an_address_is_unreachable_and_never_localhost(factory):
