@@ -24,8 +24,8 @@ class Member:
     # so a Pod that is gone fails a replica's connect at once (its old IP would hang the connect,
     # and STOP REPLICA waits 2 s for that) and a recreated Pod is found at its new IP
     source_host: str | None = None
-    # what its Pod says that shows its server cannot be serving (pods.server_not_running): ""
-    # when it does not say so, or when no Pod is known to the caller (a benchmark's servers)
+    # what its Pod says that shows its server does not run (pods.server_not_running): "" when
+    # it does not say so, or when no Pod is known to the caller (a benchmark's servers)
     pod_down: str = ""
 
     @property

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from mysql_operator import topology as t
 from mysql_operator.db.observation import CloneStatus, Observation
 from mysql_operator.members import Member
-from mysql_operator.server_facts import not_running
+from mysql_operator.server_facts import refused
 
 
 def stuck(o: Observation) -> bool:
@@ -27,12 +27,17 @@ def stuck(o: Observation) -> bool:
     return not o.reachable and " failed: (2013" in (o.error or "") and "cannot connect" not in (o.error or "")
 
 
-def down_evidence(o: Observation, m: Member) -> str:
-    """Why an unreachable member's server cannot be running, from its failed observation and
-    its Pod (Member.pod_down), or "" when nothing shows it (it may be serving others)."""
-    if o.reachable:
+def down_evidence(o: Observation, m: Member, answered_in: Mapping[str, str | None]) -> str:
+    """Why an unreachable member's server does not run, or "" when nothing shows it (it may be
+    serving others). Only about the Pod it was last seen answering in (`answered_in`: member ->
+    Pod uid): a Pod recreated since (a force delete) may leave the old server running on the
+    node, at an address no one looks at. The evidence: its server refused the connection
+    (nothing listens at the address), or its Pod says so (Member.pod_down)."""
+    if o.reachable or m.name not in answered_in or answered_in[m.name] != m.uid:
         return ""
-    return m.pod_down or not_running(o.error or "")
+    if refused(o.error or ""):
+        return "its server refused the connection (nothing listens on its port)"
+    return m.pod_down
 
 
 class Observer:
@@ -64,6 +69,8 @@ class Observer:
         self.last_observations: dict[str, Observation] = {}
         self.last_error: dict[str, str] = {}  # per member, why its last observation failed
         self.stuck_since: dict[str, float] = {}  # per member: first observation of it stuck
+        # per member, the uid of the Pod it last answered in (None: a member without a Pod)
+        self.answered_in: dict[str, str | None] = {}
 
     def down_for(self, name: str, now: float) -> float | None:
         """Seconds since `name` first failed to answer in its current outage, or in its last one
@@ -109,6 +116,7 @@ class Observer:
                 if since is not None:
                     self.recovered[name] = (since, started)
                 self.last_observations[name] = o
+                self.answered_in[name] = m.uid
             else:
                 self.down_since.setdefault(name, started)
             restarted = self.restarted(name, o, now, wall)
@@ -143,7 +151,7 @@ class Observer:
                     received=r.received if r else None,
                     purged=o.purged,
                     unreachable_for=0.0 if o.reachable else now - self.down_since[name],
-                    down_evidence=down_evidence(o, m),
+                    down_evidence=down_evidence(o, m, self.answered_in),
                     last_executed=previous.executed if previous else self.recorded_executed.get(name),
                     last_purged=previous.purged if previous else None,
                     error_for=now - self.error_since[name][1] if name in self.error_since else 0.0,

@@ -55,14 +55,14 @@ def pod_waiting(pod: Mapping[str, Any]) -> str:
 
 
 def server_not_running(pod: Mapping[str, Any] | None) -> str:
-    """What a server's Pod says that shows its server cannot be serving (failover evidence,
-    observer.down_evidence), in a few words: no Pod, a Pod being deleted or not running, the
-    server's container not running (the kubelet saw it end); "" when the Pod does not say so."""
-    if pod is None:
-        return "its Pod does not exist"
-    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-    if meta.get("deletionTimestamp"):
-        return "its Pod is being deleted"
+    """What a server's Pod says that shows its server does not run in it (failover evidence,
+    observer.down_evidence), in a few words: the Pod not Running (Pending, Failed, Succeeded),
+    or its server container terminated or waiting (the kubelet saw it end). "" otherwise, also
+    for a Pod being deleted (its server runs until its shutdown ends) and for no Pod at all (a
+    force-deleted Pod's containers may still run on the node)."""
+    if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return ""
+    status = pod.get("status") or {}
     if status.get("phase") not in (None, "Running"):
         return f"its Pod is {status['phase']}"
     for cs in status.get("containerStatuses") or []:

@@ -1,5 +1,5 @@
 """What the engine reads off one server's observation beside the decision: whether an unreachable
-server shows it does not run or may still take writes, whether a commit would be acknowledged now (and why not), and which
+server refused the connection or may still take writes, whether a commit would be acknowledged now (and why not), and which
 primary a decision takes the role from or gives it to. Pure."""
 
 from __future__ import annotations
@@ -11,22 +11,19 @@ from mysql_operator.db.observation import (
 )
 
 
-def not_running(error: str) -> str:
-    """Why a failed connection shows that the server does not run, or "": it refused the
-    connection (the host says nothing listens on the port: the process is down) or it has no
-    address (no Pod runs it; the engine connects by Pod IP, so 2005 is only that). A timeout, a
-    reset, an unreachable host, a login refused or a full server say nothing of the kind."""
-    if "Connection refused" in error:
-        return "its server refused the connection (nothing listens on its port)"
-    if "(2005," in error:
-        return "it has no address (no Pod IP)"
-    return ""
+def refused(error: str) -> bool:
+    """The server's host refused the connection: nothing listens on the port (the process is
+    down). A timeout, a reset, an unreachable host, a login refused or a full server say nothing
+    of the kind."""
+    return "Connection refused" in error
 
 
 def may_still_serve(error: str) -> bool:
-    """An unreachable server that may still be taking its clients' writes (not_running says
-    nothing): a hung process, a partition between the operator and it, a login it refuses."""
-    return not not_running(error)
+    """An unreachable server that may still be taking its clients' writes: it did not refuse the
+    connection (a process that is down) and has an address (a Pod that runs; the engine connects
+    by Pod IP, so 2005 is only that) - a hung process, a partition between the operator and it, a
+    login it refuses."""
+    return not refused(error) and "(2005," not in error
 
 
 def acknowledged_now(o: Observation | None) -> bool:

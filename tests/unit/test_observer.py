@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from mysql_operator.db.observation import Observation, ReplicaStatus
 from mysql_operator.members import Member
 from mysql_operator.observer import Observer
@@ -78,29 +80,42 @@ def test_a_primary_made_before_this_process_started_is_judged_by_when_it_was_pro
 
 
 def test_only_a_refusal_or_the_pod_shows_that_a_server_is_not_running():
-    """A refused connection (nothing listens), no Pod IP, or what the Pod says is evidence; a
-    timeout, a reset, an unreachable host, a full server are not (a stalled or cut off server)."""
+    """A refused connection (nothing listens) or what the Pod says is evidence, about the Pod the
+    member last answered in; a timeout, a reset, an unreachable host, a full server, no address
+    are not (a stalled or cut off server, or a force-deleted Pod whose server may still run)."""
     from mysql_operator.observer import down_evidence
 
     member = MEMBERS["db-0"]
+    seen = {"db-0": None}  # it answered in the Pod it has (none: a member without a Pod)
     refused = "db-0: cannot connect: (2003, \"Can't connect to MySQL server on '10.1.0.7' ([Errno 111] Connection refused)\")"
-    no_ip = "db-0: cannot connect: (2005, 'no address (its Pod has no IP)')"
-    assert "refused" in down_evidence(Observation(reachable=False, error=refused), member)
-    assert down_evidence(Observation(reachable=False, error=no_ip), member)
+    assert "refused" in down_evidence(Observation(reachable=False, error=refused), member, seen)
     for silent in (
         "db-0: cannot connect: (2003, \"Can't connect to MySQL server on '10.1.0.7' (timed out)\")",
         "db-0: cannot connect: (2003, \"Can't connect to MySQL server on '10.1.0.7' ([Errno 113] No route to host)\")",
         "db-0: observing failed: (2013, 'Lost connection to MySQL server during query (timed out)')",
         "db-0: cannot connect: (1040, 'Too many connections')",
         "db-0: cannot connect: (2003, \"Can't connect to MySQL server on 'db-0.db' ([Errno -3] Temporary failure in name resolution)\")",
+        "db-0: cannot connect: (2005, 'no address (its Pod has no IP)')",
         None,
     ):
-        assert down_evidence(Observation(reachable=False, error=silent), member) == "", silent
-    deleted = Member("db-0", 0, "db-0", 3306, pod_down="its Pod is being deleted")
-    assert down_evidence(Observation(reachable=False, error=None), deleted) == "its Pod is being deleted"
-    assert down_evidence(Observation(reachable=True), deleted) == ""  # it answers: it runs
-    o = Observer()
-    states = o.states(
-        {"db-0": deleted}, {"db-0": Observation(reachable=False, error=refused)}, {}, 0.0, 0.5, 1000.0
+        assert down_evidence(Observation(reachable=False, error=silent), member, seen) == "", silent
+    ended = Member(
+        "db-0", 0, "10.1.0.7", 3306, uid="u1", pod_down="its container mysqld is terminated (Error)"
     )
-    assert states[0].down_evidence == "its Pod is being deleted"
+    assert down_evidence(Observation(reachable=False), ended, {"db-0": "u1"}) == ended.pod_down
+    assert down_evidence(Observation(reachable=True), ended, {"db-0": "u1"}) == ""  # it answers: it runs
+    # a Pod other than the one it answered in, or never seen answering: the old server may run on
+    assert down_evidence(Observation(reachable=False, error=refused), ended, {"db-0": "u0"}) == ""
+    assert down_evidence(Observation(reachable=False, error=refused), ended, {}) == ""
+    o = Observer()
+    up = Observation(reachable=True, read_only=False, executed="x", uptime=50.0)
+    o.states({"db-0": ended}, {"db-0": up}, {}, 0.0, 0.5, 1000.0)
+    states = o.states(
+        {"db-0": ended}, {"db-0": Observation(reachable=False, error=refused)}, {}, 1.0, 1.5, 1001.0
+    )
+    assert states[0].down_evidence.startswith("its server refused")
+    recreated = dataclasses.replace(ended, uid="u2")
+    states = o.states(
+        {"db-0": recreated}, {"db-0": Observation(reachable=False, error=refused)}, {}, 2.0, 2.5, 1002.0
+    )
+    assert states[0].down_evidence == ""

@@ -891,9 +891,7 @@ def clusters(draw):
                 # what a silent instance had when it last answered (or never seen answering)
                 last_executed=None if reachable else draw(st.sampled_from([None, executed])),
                 unreachable_for=0.0 if reachable else draw(st.floats(0, 20)),
-                down_evidence=""
-                if reachable
-                else draw(st.sampled_from(["", "", "its Pod is being deleted"])),
+                down_evidence="" if reachable else draw(st.sampled_from(["", "", "its Pod is Failed"])),
                 tls_verified=draw(st.booleans()),
                 source_heard=reachable and draw(st.booleans()),
                 clone=draw(st.sampled_from([None, None, None, CLONE_COPYING, CLONE_COPIED, CLONE_FAILED])),
