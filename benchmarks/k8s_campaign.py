@@ -45,11 +45,15 @@ def e2e_sessions() -> list[int]:
     return pids
 
 
-def chosen_seeds(first: int, count: int, kinds: tuple[str, ...], faults: int | None) -> list[int]:
-    """`count` seeds from `first` on: every one, or those whose schedule has `faults` faults."""
+def chosen_seeds(
+    first: int, count: int, kinds: tuple[str, ...], faults: int | None, role: str | None = None
+) -> list[int]:
+    """`count` seeds from `first` on: every one, or those whose schedule has `faults` faults (and
+    with `role`, only faults on that role)."""
     out, seed = [], first
     while len(out) < count:
-        if faults is None or len(k8s_schedule(seed, kinds)) == faults:
+        drawn = k8s_schedule(seed, kinds)
+        if (faults is None or len(drawn) == faults) and (role is None or all(f.role == role for f in drawn)):
             out.append(seed)
         seed += 1
     return out
@@ -91,6 +95,12 @@ def main() -> int:
         "number are passed over until --count schedules are found (their rows say which seeds ran)",
     )
     ap.add_argument(
+        "--role",
+        help="only schedules whose faults all hit this role (primary, replica, any), as --faults "
+        "passes seeds over: with --kinds pod-delete --faults 1 --role primary, the write gap of a "
+        "deleted primary Pod, round after round",
+    )
+    ap.add_argument(
         "--operator-replicas",
         type=int,
         default=1,
@@ -109,7 +119,7 @@ def main() -> int:
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         ap.error(f"--kinds: unknown {unknown or 'nothing given'}; choose from {','.join(KINDS)}")
-    seeds = chosen_seeds(args.seed, args.count, kinds, args.faults)
+    seeds = chosen_seeds(args.seed, args.count, kinds, args.faults, args.role)
     if args.dry_run:
         for seed in seeds:
             print(f"seed {seed}: {' + '.join(str(f) for f in k8s_schedule(seed, kinds))}")

@@ -79,14 +79,7 @@ class Reads:
         if self._ready(self.statefulsets):
             assert self.statefulsets is not None
             return self.statefulsets.get(namespace, name)
-        try:
-            return self.api.sanitize_for_serialization(
-                client.AppsV1Api(self.api).read_namespaced_stateful_set(name, namespace)
-            )
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+        return k.read_statefulset(self.api, namespace, name)
 
     def owned_statefulsets(self, sync_wait: float = 10.0) -> list[dict]:
         """Every StatefulSet of this operator it can see: the store's once it has listed (waiting up
@@ -318,7 +311,13 @@ def start_reflectors(
     ):
         for ns in spaces:
             r = Reflector(
-                api, store, call(ns), label_selector=sel, scope=ns, name=f"reflector-{what}-{ns or 'all'}"
+                api,
+                store,
+                call(ns),
+                label_selector=sel,
+                scope=ns,
+                name=f"reflector-{what}-{ns or 'all'}",
+                resumes=what != "mysqlclusters",
             )
             r.start()
             reflectors.append(r)

@@ -1,6 +1,7 @@
 """The watched stores the operator reads from: `Store` (the newest version of each object, indexed
-by cluster) and `Reflector` (one list, then a watch that keeps a Store current, listing again
-when the watch expires)."""
+by cluster) and `Reflector` (one list, then a watch that keeps a Store current; listing again
+when the server says the version is gone, on an error, and - for custom resources - when the
+watch expires)."""
 
 from __future__ import annotations
 
@@ -153,10 +154,15 @@ class Reflector(threading.Thread):
         scope: str = "",
         watch_seconds: int = 300,
         name: str = "reflector",
+        resumes: bool = False,
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.api, self.store, self.list_call = api, store, list_call
         self.label_selector, self.scope, self.watch_seconds = label_selector, scope, watch_seconds
+        # a watch that ended is taken up again from its last version, not listed again: for kinds
+        # no CRD update can change the storage of (built-in kinds). A LIST of every Pod of 1,000
+        # clusters every watch period was a sixth of an idle operator's CPU
+        self.resumes = resumes
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -200,11 +206,12 @@ class Reflector(threading.Thread):
                     elif kind in ("ADDED", "MODIFIED"):
                         self.store.offer(obj, current=False)
                 else:
-                    # the watch ended (its timeout, or the server closed it): LIST again, not WATCH
-                    # on. The server closes the watches of a kind whose storage it replaced (a CRD
-                    # updated): what they sent was decoded with the old schema, a field it did not
-                    # know pruned, and no event follows for an object that did not change
-                    version = None
+                    # the watch ended (its timeout, or the server closed it): a custom resource
+                    # is listed again, not watched on. The server closes the watches of a kind
+                    # whose storage it replaced (a CRD updated): what they sent was decoded with
+                    # the old schema, a field it did not know pruned, and no event follows for an
+                    # object that did not change
+                    version = version if self.resumes else None
             except ApiException as e:
                 log.info("%s: %s %s; listing again", self.name, e.status, e.reason)
                 version = None

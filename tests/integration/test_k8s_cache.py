@@ -229,3 +229,36 @@ def test_a_schema_change_is_read_again_without_any_change_to_the_objects(control
         wait_for(
             lambda: _served(objs, watched) is False, 60, "the project's schema served again", interval=0.5
         )
+
+
+@pytest.mark.parametrize("resumes", [True, False])
+def test_an_expired_watch_of_a_builtin_kind_is_taken_up_again_without_a_list(control_plane, spaces, resumes):
+    """Pods and StatefulSets (no CRD update can change their storage) are watched on from the last
+    version when a watch expires: one LIST in all, however many watch periods pass, and a change
+    made after an expiry is still seen. A custom resource's store (resumes=False) lists each time."""
+    from mysql_operator.k8s.reflector import Reflector, Store
+
+    watched, _ = spaces
+    api = control_plane.api_client()
+    core = client.CoreV1Api(api)
+    calls = {"list": 0, "watch": 0}
+
+    def list_pods(**kw):
+        calls["watch" if kw.get("watch") else "list"] += 1
+        return core.list_namespaced_pod(watched, **kw)
+
+    store = Store([watched])
+    r = Reflector(
+        api, store, list_pods, label_selector=SELECTOR, scope=watched, watch_seconds=1, resumes=resumes
+    )
+    r.start()
+    try:
+        wait_for(lambda: calls["watch"] >= 4, 60, "four watch periods", interval=0.2)
+        core.create_namespaced_pod(watched, pod("late", **{"app.kubernetes.io/instance": "db"}))
+        wait_for(lambda: store.get(watched, "late"), 30, "the Pod made after the expiries", interval=0.2)
+        if resumes:
+            assert calls["list"] == 1, calls
+        else:
+            assert calls["list"] >= 4, calls
+    finally:
+        r.stop()
