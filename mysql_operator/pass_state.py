@@ -36,7 +36,9 @@ class ClusterEntry:
     last_apply: float = 0.0
     apply_error: str | None = None  # as the last apply found it (status.apply_refusal)
     ignored_said: tuple = ()  # (generation, fields) of the last UnknownFields and SupersededFields Events
-    again: bool = False
+    again: bool = False  # another pass was asked for while one ran: it runs at that one's end
+    # and applies the owned objects if one of those asking said so (None: when due)
+    again_apply: bool | None = None
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach
     last_decision: str | None = None  # logged when it changes
     tls: TLSUpkeep = field(default_factory=TLSUpkeep)

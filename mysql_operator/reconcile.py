@@ -244,19 +244,26 @@ class Reconciler:
             return None
         entry = self._entry(namespace, name, current["metadata"].get("uid"))
         if not entry.lock.acquire(blocking=False):
+            if apply:
+                entry.again_apply = True
             entry.again = True
             return None
         try:
             result = None
             while True:
-                entry.again = False
+                # a pass run again applies only if one of those asking for it said so: the
+                # pass before it applied what `apply` asked for (a new cluster's create handler,
+                # its loop's first tick and its StatefulSet's first events each applied everything again)
+                entry.again, entry.again_apply = False, None
                 body = self.reads.cluster(namespace, name)  # again: with what a pass just wrote
                 meta = (body or {}).get("metadata") or {}
                 if body is None or meta.get("deletionTimestamp") or meta.get("uid") != entry.uid:
                     return None
-                result = self._observe(namespace, name, lambda: self._reconcile(body, entry, apply))
+                this_apply = apply
+                result = self._observe(namespace, name, lambda: self._reconcile(body, entry, this_apply))
                 if not entry.again:
                     return result
+                apply = entry.again_apply
         finally:
             entry.lock.release()
 

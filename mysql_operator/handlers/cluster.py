@@ -140,11 +140,12 @@ def register(cfg) -> None:
         meta, status = body.get("metadata") or {}, body.get("status") or {}
         if owner and event.get("type") != "DELETED":
             reconciler().reads.seen_owned("StatefulSet", body)
-        if owner:  # a changed spec (by us or by hand) is re-applied at once
+        if owner:  # a spec changed by hand is re-applied at once (one this process applied is not)
+            changed = meta.get("generation") != status.get("observedGeneration")
             reconciler().nudge(
                 namespace,
                 owner,
-                apply=True if meta.get("generation") != status.get("observedGeneration") else None,
+                apply=True if changed and not reconciler().reads.applied_here(body) else None,
             )
 
     @kopf.on.event("", "v1", "pods", labels=_ARCHIVER)

@@ -57,6 +57,7 @@ class Reads:
         self.cache_secrets = cache_secrets
         self.clock = clock
         self._secrets: dict[Key, tuple[float, k.SecretRead | None]] = {}
+        self._applied: dict[Key, int | None] = {}  # StatefulSet -> the generation its last apply made
         self._lock = threading.Lock()
 
     @staticmethod
@@ -219,7 +220,21 @@ class Reads:
         return True
 
     def apply(self, obj: Mapping[str, Any]) -> dict:
-        return k.server_side_apply(self.api, obj)
+        applied = k.server_side_apply(self.api, obj)
+        if applied.get("kind") == "StatefulSet":
+            meta = applied.get("metadata") or {}
+            with self._lock:
+                self._applied[(meta.get("namespace"), meta.get("name"))] = meta.get("generation")
+        return applied
+
+    def applied_here(self, statefulset: Mapping[str, Any]) -> bool:
+        """Whether this StatefulSet body's generation is the one this process's last apply of it
+        made: its watch event then says nothing to apply again (a spec changed by hand has a
+        newer generation)."""
+        meta = statefulset.get("metadata") or {}
+        with self._lock:
+            made = self._applied.get((meta.get("namespace"), meta.get("name")))
+        return made is not None and made == meta.get("generation")
 
     def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:
         k.post_events(self.api, involved, events)
@@ -270,10 +285,11 @@ class Reads:
             store.offer(body, current=False)
 
     def forget(self, namespace: str, name: str) -> None:
-        """A deleted cluster: drop what is cached for its Secrets."""
+        """A deleted cluster: drop what is kept of its Secrets and of its StatefulSet's applies."""
         with self._lock:
-            for key in [key for key in self._secrets if key[0] == namespace and key[1].startswith(name)]:
-                del self._secrets[key]
+            for kept in (self._secrets, self._applied):
+                for key in [key for key in kept if key[0] == namespace and key[1].startswith(name)]:
+                    del kept[key]
 
 
 def start_reflectors(

@@ -168,3 +168,35 @@ def test_a_copy_an_old_schema_pruned_never_replaces_the_lists_of_the_same_versio
     assert reads.cluster("ns", "db")["spec"] == {"instances": 2}
     clusters.offer({**obj("db", 10), "spec": {"instances": 2, "futureSetting": "on"}})  # a write's answer
     assert reads.cluster("ns", "db")["spec"]["futureSetting"] == "on"
+
+
+def test_a_statefulset_generation_this_process_applied_is_known_as_its_own_until_the_cluster_goes(
+    monkeypatch,
+):
+    """A StatefulSet's watch event with the generation this process's apply made asks for no
+    apply again; a newer one (a hand edit) does, and so does any generation after a restart (no
+    apply seen) or once the cluster was deleted."""
+    answers = iter([2, 3])
+
+    def apply(api, body):
+        return {**body, "metadata": {**body["metadata"], "generation": next(answers)}}
+
+    monkeypatch.setattr(cache.k, "server_side_apply", apply)
+    reads = Reads(object())
+    sts = {"kind": "StatefulSet", "metadata": {"namespace": "ns", "name": "db"}}
+
+    def event(generation, name="db"):
+        return {
+            "kind": "StatefulSet",
+            "metadata": {"namespace": "ns", "name": name, "generation": generation},
+        }
+
+    assert not reads.applied_here(event(1))  # nothing applied yet: the operator just started
+    reads.apply(sts)
+    assert reads.applied_here(event(2))
+    assert not reads.applied_here(event(3))  # changed after our apply: by hand
+    assert not reads.applied_here(event(2, name="other"))
+    reads.apply({"kind": "ConfigMap", "metadata": {"namespace": "ns", "name": "db"}})  # not a StatefulSet
+    assert reads.applied_here(event(2)) and not reads.applied_here(event(3))
+    reads.forget("ns", "db")
+    assert not reads.applied_here(event(2))
