@@ -11,6 +11,8 @@ benchmarks/campaign/k8s-<flavor>.jsonl (`benchmarks.fault_campaign --summary` sh
     .venv/bin/python -m benchmarks.k8s_campaign [--flavor mysql|mariadb] [--seed 1] [--count 10]
     .venv/bin/python -m benchmarks.k8s_campaign --flavor mysql --kinds apiserver,isolate --count 1
     .venv/bin/python -m benchmarks.k8s_campaign --faults 3 --operator-replicas 2 --seed 200 --count 8
+    .venv/bin/python -m benchmarks.k8s_campaign --kinds pod-delete --faults 1 --role primary --count 10
+        (a deleted primary Pod, ten times: the write gap's p50 and p99 in the second table)
 """
 
 from __future__ import annotations
