@@ -45,6 +45,10 @@ class Observer:
     # a server's start time estimated from Uptime (whole seconds, read a moment before `now`)
     # moves by more than this when it restarted
     RESTART_TOLERANCE = 1.5
+    # a replica whose received heartbeats or transactions changed this recently still hears its
+    # source: 2.5 heartbeat periods (db/dialect.py: 1 s), so a pass that comes sooner than the
+    # next heartbeat, or a heartbeat late on a busy machine, is not taken for silence
+    HEARD_SECONDS = 2.5
 
     def __init__(self) -> None:
         # (name, wall-clock time it was made primary), from the cluster status: it outlives the
@@ -61,8 +65,9 @@ class Observer:
         # first observation of the current replication error streak, per member: (errnos, since)
         self.error_since: dict[str, tuple[tuple[int, int], float]] = {}
         # per replica, what it had received from its source when last observed (heartbeats,
-        # GTIDs): a change since says the source is alive as the replica sees it
-        self.received_mark: dict[str, tuple[int | None, str]] = {}
+        # GTIDs), and the start of the round that saw it change (None: not seen changing): a
+        # change says the source is alive as the replica sees it
+        self.received_mark: dict[str, tuple[tuple[int | None, str], float | None]] = {}
         # when each member's server started (clock - Uptime), seen while it served as a writable
         # primary: a later, different start means that primary restarted (crash, kill, new Pod)
         self.booted_serving: dict[str, float] = {}
@@ -120,7 +125,7 @@ class Observer:
             else:
                 self.down_since.setdefault(name, started)
             restarted = self.restarted(name, o, now, wall)
-            heard = self.heard(name, o)
+            heard = self.heard(name, o, started)
             clone = clones.get(name)
             previous = self.last_observations.get(name)
             r = o.replica
@@ -168,18 +173,21 @@ class Observer:
             )
         return states
 
-    def heard(self, name: str, o: Observation) -> bool:
-        """Whether replica `name`'s IO thread received anything (a heartbeat, transactions) from
-        its source since the previous observation of it."""
+    def heard(self, name: str, o: Observation, at: float) -> bool:
+        """Whether replica `name`'s IO thread runs and received anything (a heartbeat,
+        transactions) from its source in the HEARD_SECONDS before this round (started `at`)."""
         if not o.reachable:
             return False
         r = o.replica
-        mark = (o.heartbeats, str(r.received)) if r is not None else None
-        before = self.received_mark.pop(name, None)
-        if mark is None:
+        if r is None:
+            self.received_mark.pop(name, None)
             return False
-        self.received_mark[name] = mark
-        return r is not None and r.io_running and before is not None and before != mark
+        mark = (o.heartbeats, str(r.received))
+        before = self.received_mark.get(name)
+        if before is None or before[0] != mark:  # the first sight of it compares with nothing
+            self.received_mark[name] = (mark, None if before is None else at)
+        changed_at = self.received_mark[name][1]
+        return r.io_running and changed_at is not None and at - changed_at <= self.HEARD_SECONDS
 
     def restarted(self, name: str, o: Observation, now: float, wall: float) -> bool:
         """Whether `name` restarted since it was last seen serving as the writable primary."""
