@@ -47,23 +47,42 @@ def object_path(obj: Mapping[str, Any]) -> str:
     return f"{prefix}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
 
 
+def _request(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    headers: Mapping[str, str] | None = None,
+    query: list[tuple[str, str]] | None = None,
+    body: Any = None,
+) -> Any:
+    """One request through the client's pool, answered in JSON and read whole (any status)."""
+    request = api.param_serialize(
+        method=method,
+        resource_path=path,
+        query_params=query,
+        header_params={**(headers or {}), "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*request)
+    response.read()
+    return response
+
+
 def server_side_apply(
     api: client.ApiClient, obj: Mapping[str, Any], field_manager: str = FIELD_MANAGER, dry_run: bool = False
 ) -> dict:
     """PATCH application/apply-patch+yaml (JSON is YAML), forcing ownership of our fields:
     a hand edit of a field we set is overwritten; fields nobody of us sets are left alone.
     `dry_run`: the object as it would be stored, nothing written."""
-    request = api.param_serialize(
-        method="PATCH",
-        resource_path=object_path(obj),
-        query_params=[("fieldManager", field_manager), ("force", "true")]
-        + ([("dryRun", "All")] if dry_run else []),
-        header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-        body=dict(obj),
-        auth_settings=["BearerToken"],
+    response = _request(
+        api,
+        "PATCH",
+        object_path(obj),
+        {"Content-Type": "application/apply-patch+yaml"},
+        [("fieldManager", field_manager), ("force", "true")] + ([("dryRun", "All")] if dry_run else []),
+        dict(obj),
     )
-    response = api.call_api(*request)
-    response.read()
     if response.status >= 300:
         raise ApplyError(obj, response.status, response.data)
     return json.loads(response.data)
@@ -74,14 +93,7 @@ def read_json(api: client.ApiClient, api_version: str, kind: str, namespace: str
     Not through the client's models: building them and turning them back into a dict cost more
     CPU than the request itself, on every read of every cluster's pass."""
     prefix, plural = _PATHS[(api_version, kind)]
-    request = api.param_serialize(
-        method="GET",
-        resource_path=f"{prefix}/namespaces/{namespace}/{plural}/{name}",
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-    )
-    response = api.call_api(*request)
-    response.read()
+    response = _request(api, "GET", f"{prefix}/namespaces/{namespace}/{plural}/{name}")
     if response.status == 404:
         return None
     if response.status >= 300:
