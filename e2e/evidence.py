@@ -208,6 +208,22 @@ def audit_events(lines: Iterable[str], namespaces: Iterable[str]) -> Iterator[di
             yield event
 
 
+def label_history(events: Iterable[Mapping[str, Any]], label: str) -> list[tuple[str, str, str | None]]:
+    """Every patch of the operator that set or removed `label` on a Pod, in the log's order:
+    (time, Pod, value; None: removed)."""
+    out = []
+    for e in events:
+        ref = e.get("objectRef") or {}
+        body = e.get("requestObject")
+        if ref.get("resource") != "pods" or e.get("verb") != "patch" or not isinstance(body, Mapping):
+            continue
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        if label in labels:
+            when = e.get("stageTimestamp") or e.get("requestReceivedTimestamp") or ""
+            out.append((when, ref.get("name", ""), labels[label]))
+    return out
+
+
 def status_history(events: Iterable[Mapping[str, Any]]) -> list[dict]:
     """Every status write of the operator on MySQLClusters (in the log's order, which is the API
     server's): when, which cluster, the patch it sent and the status it left (the audit log's
@@ -708,6 +724,19 @@ def audit_log_path(state: Mapping[str, Any]) -> Path | None:
         candidates.append(Path(suite) / "control-plane.log")
     existing = [p for p in candidates if p.exists()]
     return max(existing, key=lambda p: p.stat().st_mtime) if existing else None
+
+
+def label_patches(handle, namespace: str, label: str) -> list[tuple[str, str, str | None]]:
+    """label_history of the operator's patches in `namespace`, from the local cluster's audit log."""
+    from tests.support import audit
+
+    path = audit_log_path(handle.state)
+    assert path is not None, "no audit log found for the local cluster"
+    events: list[dict] = []
+    for log in audit.with_rotated(path):  # oldest first
+        with log.open(encoding="utf-8", errors="replace") as f:
+            events += audit_events(f, [namespace])
+    return label_history(events, label)
 
 
 def save_audit(handle, namespaces: list[str], out: Path) -> None:

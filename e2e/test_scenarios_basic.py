@@ -8,6 +8,7 @@ from __future__ import annotations
 import pymysql
 import pytest
 
+from e2e.evidence import label_patches
 from e2e.helpers import (
     FLAVORS,
     MARIADB_11_8,
@@ -21,6 +22,7 @@ from e2e.helpers import (
     stopwatch,
     try_query,
 )
+from mysql_operator.manifests import ROLE_LABEL
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -112,3 +114,9 @@ def test_switchover_by_editing_spec_primary(local_cluster, scenario_namespace, f
     old = c.pod(0).status.pod_ip
     wait_for(lambda: replica_state(old, "app", pw) == ("swo-0", 1, 2), 60, "swo-0 read-only with both rows")
     assert c.events("Switchover"), "a Switchover Event on the MySQLCluster"
+    # once given the primary's role, swo-2 kept it: -rw never lost its endpoint after the
+    # promotion (the pass's end took the label its promotion had given and gave it back)
+    history = label_patches(local_cluster, scenario_namespace, ROLE_LABEL)
+    given = next(k for k, (_, pod, role) in enumerate(history) if (pod, role) == ("swo-2", "primary"))
+    after = [(when[11:23], role) for when, pod, role in history[given:] if pod == "swo-2"]
+    assert all(role == "primary" for _, role in after), f"swo-2's role label patches: {after}"

@@ -143,3 +143,6 @@ class Replicated:
     outcome: Outcome  # what it saw, decided and did
     roll: rolling.RollStep | None  # the rolling update's step (it moved the wanted primary)
     desired: str | None  # the primary the engine was asked for (a request's, or the roll's)
+    # role labels this pass set while it ran (the promoted primary's, the leaving one's): the
+    # labels its Pods carry now, where the pass's view of them is older
+    relabelled: dict[str, str | None] = field(default_factory=dict)

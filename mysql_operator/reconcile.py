@@ -531,6 +531,7 @@ class Reconciler:
         asked = seen.requests[0].target if seen.requests else None
         roll, revision = roll_step(seen.statefulset, c, seen.listed, seen.instances, seen.current_primary)
         desired = roll_desired(asked, roll, revision, seen.listed)
+        relabelled: dict[str, str | None] = {}  # the role labels the hooks below set
 
         def record(st: ClusterState, decision: t.Decision) -> None:
             changing = Summary(
@@ -553,6 +554,7 @@ class Reconciler:
             leaving = leaving_primary(decision)
             if leaving:  # -rw stops routing to it before it is fenced, not after the whole pass
                 self.kube.set_pod_label(ns, leaving, m.ROLE_LABEL, None)
+                relabelled[leaving] = None
             if decision.kind != entry.last_decision:  # what the loop thinks, once per change
                 log.info(
                     "%s/%s decision %s: %s", ns, name, decision.kind, redact(decision.reason or "-", secrets)
@@ -565,7 +567,12 @@ class Reconciler:
         engine.reseeds.request_seed = lambda instance, _donor, host: request_seed(
             self.kube, body, c, instance, host
         )
-        engine.promoted = lambda instance: self.kube.set_pod_label(ns, instance, m.ROLE_LABEL, m.ROLE_PRIMARY)
+
+        def promoted(instance: str) -> None:  # -rw routes to it now, not at the end of the pass
+            self.kube.set_pod_label(ns, instance, m.ROLE_LABEL, m.ROLE_PRIMARY)
+            relabelled[instance] = m.ROLE_PRIMARY
+
+        engine.promoted = promoted
         engine.restart_instance = lambda instance: self.kube.delete_pod(
             ns, instance, grace_seconds=RESTART_GRACE_SECONDS
         )
@@ -588,7 +595,7 @@ class Reconciler:
                 len(steps),
                 ", ".join(i.name for i in observed if not i.reachable) or "none",
             )
-        return Replicated(engine, settings, members, force, state, outcome, roll, desired)
+        return Replicated(engine, settings, members, force, state, outcome, roll, desired, relabelled)
 
     def _after(self, seen: Observed, entry: ClusterEntry, run: Replicated) -> None:
         """What follows the replication pass: a pending password rotation, a forced failover's
@@ -702,7 +709,10 @@ class Reconciler:
         )
         settled = self._settle(seen, self._judge(seen, run))
         summary = dataclasses.replace(summary, requests=settled.fields)
-        labelled = {p.name: p.role for p in seen.pods.values() if not p.deleting}
+        # the labels the Pods carry now: the pass's own label patches count (the new primary's
+        # taken away again and given back once the status is written left -rw without an
+        # endpoint for a moment after each failover and switchover: writes refused)
+        labelled = {p.name: run.relabelled.get(p.name, p.role) for p in seen.pods.values() if not p.deleting}
         result = self._publish(
             seen.body,
             seen.previous,

@@ -201,6 +201,24 @@ def test_the_operators_requests_on_a_namespace_and_its_status_history_in_order()
     assert lines[3] == "2026-01-01T10:00:06.000000Z create events ns/c.17a -> 201 reason=Failover"
 
 
+def test_the_label_patches_of_the_operator_in_order():
+    role = "mysql.operator.dev/role"
+    log = [
+        audit_entry("patch", "pods", "c-1", body={"metadata": {"labels": {role: "primary"}}}, t=1),
+        audit_entry("patch", "pods", "c-1", body={"metadata": {"labels": {"other": "x"}}}, t=2),
+        audit_entry("patch", "pods", "c-1", body={"metadata": {"labels": {role: None}}}, t=3),
+        audit_entry(
+            "patch", "pods", "c-0", body={"metadata": {"labels": {role: "replica"}}}, user="admin", t=4
+        ),
+        audit_entry("get", "pods", "c-0", t=5),
+    ]
+    got = evidence.label_history(evidence.audit_events(log, ["ns"]), role)
+    assert [(w[17:19], pod, value) for w, pod, value in got] == [
+        ("01", "c-1", "primary"),
+        ("03", "c-1", None),
+    ]
+
+
 def test_another_namespaces_requests_are_not_read():
     assert [e["objectRef"]["namespace"] for e in evidence.audit_events(LOG, ["other"])] == ["other"]
     assert list(evidence.audit_events(LOG, [])) == []
