@@ -57,19 +57,22 @@ def pod_waiting(pod: Mapping[str, Any]) -> str:
 def server_not_running(pod: Mapping[str, Any] | None) -> str:
     """What a server's Pod says that shows its server does not run in it (failover evidence,
     observer.down_evidence), in a few words: the Pod not Running (Pending, Failed, Succeeded),
-    or its server container terminated or waiting (the kubelet saw it end). "" otherwise, also
-    for a Pod being deleted (its server runs until its shutdown ends) and for no Pod at all (a
-    force-deleted Pod's containers may still run on the node)."""
-    if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+    or its server container terminated or waiting (the kubelet saw it end). For a Pod being
+    deleted only an end counts (Failed, Succeeded, the container terminated: the kubelet saw the
+    server's shutdown end; before that its server runs, and may serve). "" otherwise, and for no
+    Pod at all (a force-deleted Pod's containers may still run on the node)."""
+    if pod is None:
         return ""
+    deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
     status = pod.get("status") or {}
-    if status.get("phase") not in (None, "Running"):
+    ended = ("Failed", "Succeeded") if deleting else ("Pending", "Failed", "Succeeded", "Unknown")
+    if status.get("phase") in ended:
         return f"its Pod is {status['phase']}"
     for cs in status.get("containerStatuses") or []:
         if cs.get("name") != m.SERVER_CONTAINER:
             continue
         state = cs.get("state") or {}
-        for how in ("terminated", "waiting"):
+        for how in ("terminated",) if deleting else ("terminated", "waiting"):
             if how in state:
                 reason = (state[how] or {}).get("reason") or ""
                 return f"its container {m.SERVER_CONTAINER} is {how}" + (f" ({reason})" if reason else "")

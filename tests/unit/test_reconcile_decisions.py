@@ -1154,12 +1154,40 @@ def test_condition_restorable_says_what_the_last_drill_proved(drill, status, rea
 @pytest.mark.parametrize(
     "pod, expected",
     [
-        # no Pod (force-deleted: its containers may still run), or one being deleted (its server
-        # runs until its shutdown ends): nothing said
+        # no Pod (force-deleted: its containers may still run), or one being deleted whose
+        # server's shutdown has not ended (it may serve until then): nothing said
         (None, ""),
         (
             {"metadata": {"deletionTimestamp": "2026-12-06T03:00:00Z"}, "status": {"phase": "Running"}},
             "",
+        ),
+        (
+            {
+                "metadata": {"deletionTimestamp": "2026-12-06T03:00:00Z"},
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [{"name": "mysqld", "state": {"running": {}}}],
+                },
+            },
+            "",
+        ),
+        # being deleted, and the kubelet saw its server end (a Pod delete: the failover need not
+        # wait the delay, when no replica still receives from it)
+        (
+            {
+                "metadata": {"deletionTimestamp": "2026-12-06T03:00:00Z"},
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {"name": "mysqld", "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}
+                    ],
+                },
+            },
+            "its container mysqld is terminated (Completed)",
+        ),
+        (
+            {"metadata": {"deletionTimestamp": "2026-12-06T03:00:00Z"}, "status": {"phase": "Succeeded"}},
+            "its Pod is Succeeded",
         ),
         ({"metadata": {}, "status": {"phase": "Pending"}}, "its Pod is Pending"),
         ({"metadata": {}, "status": {"phase": "Failed"}}, "its Pod is Failed"),
