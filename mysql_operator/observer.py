@@ -76,6 +76,8 @@ class Observer:
         self.stuck_since: dict[str, float] = {}  # per member: first observation of it stuck
         # per member, the uid of the Pod it last answered in (None: a member without a Pod)
         self.answered_in: dict[str, str | None] = {}
+        # per unreachable member, what shows its server does not run (down_evidence), if anything
+        self.evidence: dict[str, str] = {}
 
     def down_for(self, name: str, now: float) -> float | None:
         """Seconds since `name` first failed to answer in its current outage, or in its last one
@@ -156,7 +158,7 @@ class Observer:
                     received=r.received if r else None,
                     purged=o.purged,
                     unreachable_for=0.0 if o.reachable else now - self.down_since[name],
-                    down_evidence=down_evidence(o, m, self.answered_in),
+                    down_evidence=self._evidence(name, o, m),
                     last_executed=previous.executed if previous else self.recorded_executed.get(name),
                     last_purged=previous.purged if previous else None,
                     error_for=now - self.error_since[name][1] if name in self.error_since else 0.0,
@@ -172,6 +174,10 @@ class Observer:
                 )
             )
         return states
+
+    def _evidence(self, name: str, o: Observation, m: Member) -> str:
+        self.evidence[name] = down_evidence(o, m, self.answered_in)
+        return self.evidence[name]
 
     def heard(self, name: str, o: Observation, at: float) -> bool:
         """Whether replica `name`'s IO thread runs and received anything (a heartbeat,

@@ -65,7 +65,8 @@ def server_not_running(pod: Mapping[str, Any] | None) -> str:
         return ""
     deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
     status = pod.get("status") or {}
-    ended = ("Failed", "Succeeded") if deleting else ("Pending", "Failed", "Succeeded", "Unknown")
+    # (not Unknown: the kubelet's node stopped reporting; its server may run and serve there)
+    ended = ("Failed", "Succeeded") if deleting else ("Pending", "Failed", "Succeeded")
     if status.get("phase") in ended:
         return f"its Pod is {status['phase']}"
     for cs in status.get("containerStatuses") or []:

@@ -518,11 +518,14 @@ class ReplicationEngine:
         """An old primary that cannot be told to stop writing (see may_still_serve) is restarted
         (restart_instance: its Pod deleted): every server starts read-only, so it can never wake
         up writable beside the new primary (a SIGSTOPped process resumed, a partition healed) and
-        take writes until the next pass fences it. One that refused the connection is down
-        already and restarts read-only by itself."""
+        take writes until the next pass fences it. One that refused the connection, or whose Pod
+        shows its server ended (down_evidence), is down already and starts read-only again by
+        itself (deleting its Pod and waiting for it to be gone took the failover 2 s more)."""
         why = self.observer.last_error.get(name, "")
         if self.restart_instance is None or not may_still_serve(why):
             return Step(name, "fence", "unreachable, skipped")
+        if self.observer.evidence.get(name):
+            return Step(name, "fence", f"unreachable, skipped: {self.observer.evidence[name]}")
         self._restarted_at[name] = self.clock()
         try:
             if self.stop_instance is not None:

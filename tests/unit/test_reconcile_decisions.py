@@ -1191,6 +1191,7 @@ def test_condition_restorable_says_what_the_last_drill_proved(drill, status, rea
         ),
         ({"metadata": {}, "status": {"phase": "Pending"}}, "its Pod is Pending"),
         ({"metadata": {}, "status": {"phase": "Failed"}}, "its Pod is Failed"),
+        ({"metadata": {}, "status": {"phase": "Unknown"}}, ""),  # its node does not report: silence
         (
             {
                 "metadata": {},

@@ -382,6 +382,26 @@ def test_the_promotion_waits_until_the_restarted_old_primary_is_gone(gone):
     assert ("still running when the wait ended; promoted anyway" in fence.detail) is not gone
 
 
+def test_an_old_primary_whose_pod_shows_its_server_ended_is_not_restarted_before_the_promotion():
+    """A deleted primary's Pod reports its server container terminated: nothing runs there to
+    fence, and it starts read-only again by itself; deleting its Pod and waiting for it to go
+    took the k8s campaign's failovers 2 s more (MariaDB, primary Pod deletions)."""
+    w = World()
+    e = engine(w)
+    serving(w, "db-0")
+    e.reconcile(ClusterState("db-0"))  # db-0 seen answering in its Pod
+    w.servers["db-0"].reachable = False
+    w.servers["db-0"].error = "db-0: cannot connect: (2003, 'timed out')"
+    ended = dataclasses.replace(e.members["db-0"], pod_down="its container mysqld is terminated")
+    e.set_members([ended, e.members["db-1"], e.members["db-2"]])
+    e.stop_instance = lambda name: pytest.fail("its server ended: nothing to stop")
+    e.restart_instance = lambda name: pytest.fail("its server ended: nothing to restart")
+    out = e.reconcile(ClusterState("db-0"))
+    assert isinstance(out.decision, t.Failover) and w.writable() == ["db-0", "db-1"], out
+    fence = next(s for s in out.steps if s.instance == "db-0" and s.action == "fence")
+    assert fence.detail == "unreachable, skipped: its container mysqld is terminated", fence
+
+
 def test_a_promoted_primary_is_routed_to_at_once_before_the_others_are_repointed():
     """The read-write Service follows the role label: the new primary gets it as soon as it is
     writable, not once every replica is repointed and the pass ends (the k8s campaign measured
