@@ -400,9 +400,10 @@ def kubectl(kubeconfig: str, *args: str, input: str | None = None) -> subprocess
 
 
 # ------------------------------------------------------------------------------------------ namespaces
-def delete_clusters(api, namespace: str, timeout: float = 300) -> None:
-    """Delete every MySQLCluster and MySQLBackup of the namespace and wait until they are gone
-    (the running operator removes kopf's finalizer), so the namespace can go after them. A backup
+def delete_clusters(api, namespace: str, timeout: float = 300, named=lambda name: True) -> None:
+    """Delete every MySQLCluster and MySQLBackup of the namespace (those `named` says yes to) and
+    wait until they are gone (the running operator removes kopf's finalizer), so the namespace can
+    go after them. A backup
     whose objects go with it is gone once its delete Job ran: the backup module's every-minute
     schedules leave about a dozen, and their Jobs took 2 minutes on the loaded 2-core CI node
     (120 s were not enough: the Jobs started 1 minute after the deletion, each ran 45-50 s)."""
@@ -411,7 +412,11 @@ def delete_clusters(api, namespace: str, timeout: float = 300) -> None:
     def delete_all(plural: str) -> bool:
         """Delete what is listed; True once nothing is (a cluster's schedule may create another
         MySQLBackup meanwhile: deleted at the next look)."""
-        items = objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
+        items = [
+            item
+            for item in objs.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
+            if named(item["metadata"]["name"])
+        ]
         for item in items:
             if item["metadata"].get("deletionTimestamp"):
                 continue

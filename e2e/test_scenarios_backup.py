@@ -30,6 +30,7 @@ from e2e.helpers import (
     Cluster,
     cluster_spec,
     connect,
+    delete_clusters,
     query,
     record,
     scenario_namespace,
@@ -127,6 +128,9 @@ def backup_source(request, local_cluster, backup_namespace, s3_beside_cluster):
         "UNHEX(SHA2(id, 256)), id / 3 FROM app.customers",
     )  # MySQL 9.7 has no MD5()
     yield c, bucket, flavor
+    # this flavor's clusters and backups go before the next flavor's tests: left running, their
+    # servers stalled on the loaded CI node and said FailoverHeld in another test's window
+    delete_clusters(api, backup_namespace, named=lambda name: flavor in name.split("-"))
 
 
 def checksums(host: str, password: str) -> dict[str, int]:

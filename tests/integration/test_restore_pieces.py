@@ -46,7 +46,10 @@ def backup(env, s3server):
     flavor, f, shared, _ = env
     (source,) = servers(env, 1, "pc")
     customers = ", ".join(f"({i}, 'ü-{i}')" for i in range(1, 20001))
-    orders = ", ".join(f"({i}, {1 + i % 20000}, {i * 1.5})" for i in range(1, 80001))  # several INSERTs
+    orders = [
+        ", ".join(f"({i}, {1 + i % 20000}, {i * 1.5})" for i in range(start, start + 10000))
+        for start in range(1, 80001, 10000)
+    ]  # several INSERTs
     run(
         source,
         *writable(flavor),
@@ -60,7 +63,7 @@ def backup(env, s3server):
         # orders refer to customers: in another piece, loaded at the same time
         "CREATE TABLE shop.orders (id INT PRIMARY KEY, customer INT NOT NULL, total DECIMAL(10,2), "
         "FOREIGN KEY (customer) REFERENCES shop.customers (id))",
-        f"INSERT INTO shop.orders VALUES {orders}",
+        *[f"INSERT INTO shop.orders VALUES {rows}" for rows in orders],
         "CREATE TABLE shop.audit (n INT)",
         # a trigger that would write during the load if it existed then
         "CREATE TRIGGER shop.counted AFTER INSERT ON shop.orders FOR EACH ROW INSERT INTO shop.audit VALUES (1)",

@@ -56,8 +56,11 @@ def servers(env, n: int, prefix: str):
     return f.create(n, prefix=prefix) if flavor == "mariadb" else tls_servers(f, pki, n, prefix)
 
 
+SETUP_TIMEOUT = 60  # a hang guard, not a target: loading test data on a loaded 2-core CI node took over 5 s
+
+
 def run(server, *statements):
-    with server.connect() as conn, conn.cursor() as cur:
+    with server.connect(timeout=SETUP_TIMEOUT) as conn, conn.cursor() as cur:
         for s in statements:
             cur.execute(s)
         return cur.fetchall()
