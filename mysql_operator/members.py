@@ -27,6 +27,9 @@ class Member:
     # what its Pod says that shows its server does not run (pods.server_not_running): "" when
     # it does not say so, or when no Pod is known to the caller (a benchmark's servers)
     pod_down: str = ""
+    # (uid, pods.server_not_running) of the Pod of its name deleted before the one it has now
+    # (if it has one), when the kubelet saw that Pod's server end before it went (pods.ended_pod)
+    ended_before: tuple[str, str] | None = None
 
     @property
     def replication_host(self) -> str | None:

@@ -32,8 +32,15 @@ def down_evidence(o: Observation, m: Member, answered_in: Mapping[str, str | Non
     serving others). Only about the Pod it was last seen answering in (`answered_in`: member ->
     Pod uid): a Pod recreated since (a force delete) may leave the old server running on the
     node, at an address no one looks at. The evidence: its server refused the connection
-    (nothing listens at the address), or its Pod says so (Member.pod_down)."""
-    if o.reachable or m.name not in answered_in or answered_in[m.name] != m.uid:
+    (nothing listens at the address), or its Pod says so (Member.pod_down), or that Pod was
+    deleted after the kubelet saw its server end (Member.ended_before: the Pod that replaced it,
+    if any, has not answered yet; its server starts read-only)."""
+    if o.reachable or m.name not in answered_in:
+        return ""
+    if answered_in[m.name] != m.uid:
+        ended = m.ended_before
+        if ended is not None and ended[0] == answered_in[m.name]:
+            return f"{ended[1]} and was deleted (its server ended)"
         return ""
     if refused(o.error or ""):
         return "its server refused the connection (nothing listens on its port)"

@@ -80,6 +80,16 @@ def server_not_running(pod: Mapping[str, Any] | None) -> str:
     return ""
 
 
+def ended_pod(deleted: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(uid, what showed it) of a deleted Pod whose last state shows its server ended (the
+    kubelet removes a Pod deleted gracefully once its containers stopped, and reports them
+    first); None for a Pod removed while its server may run (a force delete: its containers may
+    still run on the node)."""
+    uid = ((deleted or {}).get("metadata") or {}).get("uid")
+    down = server_not_running(deleted)
+    return (uid, down) if uid and down else None
+
+
 def pod_ordinal(name: str, cluster_name: str) -> int | None:
     prefix = f"{cluster_name}-"
     rest = name[len(prefix) :] if name.startswith(prefix) else ""

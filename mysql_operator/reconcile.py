@@ -78,6 +78,7 @@ from mysql_operator.pods import (
     pod_ordinal,
     ready_count,
     promotion_succeeded,
+    ended_pod,
     server_not_running,
     serving,
 )
@@ -517,6 +518,7 @@ class Reconciler:
                 **expected_identity(seen.names[o], o, seen.raw_pods.get(o)),
                 source_host=m.pod_host(c, o),
                 pod_down=server_not_running(seen.raw_pods.get(o)),
+                ended_before=ended_pod(self.reads.deleted_pod(ns, seen.names[o])),
             )
             for o in seen.ordinals
         ]

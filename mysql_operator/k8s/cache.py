@@ -76,6 +76,11 @@ class Reads:
             return sorted(self.pods.select(namespace, selector), key=lambda p: p["metadata"]["name"])
         return k.list_pods(self.api, namespace, selector)
 
+    def deleted_pod(self, namespace: str, name: str) -> dict | None:
+        """The last body of the Pod of that name deleted lately (the watched store's; None
+        without one)."""
+        return self.pods.last_deleted(namespace, name) if self._ready(self.pods) and self.pods else None
+
     def statefulset(self, namespace: str, name: str) -> dict | None:
         if self._ready(self.statefulsets):
             assert self.statefulsets is not None

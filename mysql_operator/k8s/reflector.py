@@ -63,6 +63,9 @@ class Store:
         self._items: dict[Key, dict] = {}
         self._groups: dict[Group, set[Key]] = {}
         self._gone: dict[Key, str] = {}  # deleted objects' last resourceVersion
+        # deleted objects' last bodies (what their DELETED event said), until the next LIST: a
+        # Pod's says whether the kubelet saw its containers end before it went
+        self._last: dict[Key, dict] = {}
         self._lock = threading.Lock()
         self._unlisted = set(scopes)
         self.synced = threading.Event()
@@ -104,6 +107,7 @@ class Store:
             if held is None or newer(version, resource_version(held)):
                 self._drop(key)
                 self._gone[key] = version
+                self._last[key] = dict(body)
 
     def replace(self, bodies: Iterable[Mapping[str, Any]], version: str, scope: str = "") -> None:
         """A full LIST at `version` of one namespace (`scope`; "" for all): what it lacks was
@@ -115,6 +119,8 @@ class Store:
                     self._drop(key)
             for key in [key for key in self._gone if scope in ("", key[0])]:
                 del self._gone[key]
+            for key in [key for key in self._last if scope in ("", key[0])]:
+                del self._last[key]
         for body in listed.values():
             self.offer(body)
         with self._lock:
@@ -125,6 +131,12 @@ class Store:
     def get(self, namespace: str, name: str) -> dict | None:
         with self._lock:
             return self._items.get((namespace, name))
+
+    def last_deleted(self, namespace: str, name: str) -> dict | None:
+        """The last body of the object of that name deleted since the last LIST, if any (another
+        of the same name may exist since)."""
+        with self._lock:
+            return self._last.get((namespace, name))
 
     def items(self) -> list[dict]:
         with self._lock:

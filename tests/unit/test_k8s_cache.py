@@ -44,6 +44,23 @@ def test_a_deletion_sticks_against_late_events_and_a_recreation_is_seen():
     assert version(s, "a") == "9"
 
 
+def test_a_deleted_body_is_kept_as_last_seen_after_its_name_is_reused_until_the_next_list():
+    """A Pod's DELETED event says how it ended (the kubelet saw its server stop, or it was
+    force-deleted while running): kept after a new Pod of the same name appears, dropped by a LIST."""
+    s = Store(scopes=("ns",))
+    s.offer(obj("db-0", 5))
+    s.remove(obj("db-0", 7, phase="Failed"))
+    s.offer(obj("db-0", 9))  # its replacement
+    assert version(s, "db-0") == "9"
+    last = s.last_deleted("ns", "db-0")
+    assert last is not None and last["metadata"]["resourceVersion"] == "7"
+    s.remove(obj("db-0", 6))  # an older deletion than the body held: ignored, nothing recorded
+    assert s.last_deleted("ns", "db-0")["metadata"]["resourceVersion"] == "7"
+    assert s.last_deleted("ns", "db-1") is None
+    s.replace([obj("db-0", 9)], "20", scope="ns")
+    assert s.last_deleted("ns", "db-0") is None
+
+
 def test_an_old_deletion_does_not_remove_a_newer_body():
     s = Store()
     s.offer(obj("a", 9))

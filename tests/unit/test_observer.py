@@ -129,3 +129,33 @@ def test_only_a_refusal_or_the_pod_shows_that_a_server_is_not_running():
         {"db-0": recreated}, {"db-0": Observation(reachable=False, error=refused)}, {}, 2.0, 2.5, 1002.0
     )
     assert states[0].down_evidence == ""
+
+
+def test_a_pod_deleted_after_its_server_ended_stays_evidence_once_another_replaces_it():
+    """A Pod deleted gracefully goes once the kubelet saw its server end, and the StatefulSet makes
+    a new one at once: until the new one's server answers, what the old one said last stands
+    (about the Pod the member last answered in only). A force-deleted Pod (removed while it ran:
+    its server may run on the node) is no evidence."""
+    from mysql_operator.observer import down_evidence
+    from mysql_operator.pods import ended_pod
+
+    deleted = {
+        "metadata": {"uid": "u1", "deletionTimestamp": "2026-12-06T14:44:26Z"},
+        "status": {"phase": "Failed"},
+    }
+    forced = {
+        "metadata": {"uid": "u1", "deletionTimestamp": "2026-12-06T14:44:26Z"},
+        "status": {"phase": "Running"},
+    }
+    assert ended_pod(deleted) == ("u1", "its Pod is Failed")
+    assert ended_pod(forced) is None and ended_pod(None) is None
+    timeout = "db-0: cannot connect: (2003, \"Can't connect to MySQL server on '10.1.0.9' (timed out)\")"
+    for pod_uid in ("u2", None):  # a new Pod (Pending, no answer yet), or none yet
+        replaced = Member("db-0", 0, None, 3306, uid=pod_uid, ended_before=ended_pod(deleted))
+        said = down_evidence(Observation(reachable=False, error=timeout), replaced, {"db-0": "u1"})
+        assert said == "its Pod is Failed and was deleted (its server ended)"
+        assert down_evidence(Observation(reachable=True), replaced, {"db-0": "u1"}) == ""
+        # it last answered in another Pod than the one that ended: nothing known of that one's server
+        assert down_evidence(Observation(reachable=False, error=timeout), replaced, {"db-0": "u0"}) == ""
+        forced_member = dataclasses.replace(replaced, ended_before=ended_pod(forced))
+        assert down_evidence(Observation(reachable=False, error=timeout), forced_member, {"db-0": "u1"}) == ""
