@@ -403,10 +403,10 @@ def kubectl(kubeconfig: str, *args: str, input: str | None = None) -> subprocess
 def delete_clusters(api, namespace: str, timeout: float = 300, named=lambda name: True) -> None:
     """Delete every MySQLCluster and MySQLBackup of the namespace (those `named` says yes to) and
     wait until they are gone (the running operator removes kopf's finalizer), so the namespace can
-    go after them. A backup
-    whose objects go with it is gone once its delete Job ran: the backup module's every-minute
-    schedules leave about a dozen, and their Jobs took 2 minutes on the loaded 2-core CI node
-    (120 s were not enough: the Jobs started 1 minute after the deletion, each ran 45-50 s)."""
+    go after them. A backup whose objects go with it is gone once its delete Job ran: the backup
+    module's every-minute schedules leave about a dozen, and their Jobs took 2 minutes on the
+    loaded 2-core CI node (120 s were not enough: the Jobs started 1 minute after the deletion,
+    each ran 45-50 s)."""
     objs = client.CustomObjectsApi(api)
 
     def delete_all(plural: str) -> bool:

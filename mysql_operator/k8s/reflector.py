@@ -62,9 +62,9 @@ class Store:
     def __init__(self, scopes: Iterable[str] = ("",)) -> None:
         self._items: dict[Key, dict] = {}
         self._groups: dict[Group, set[Key]] = {}
-        self._gone: dict[Key, str] = {}  # deleted objects' last resourceVersion
-        # deleted objects' last bodies (what their DELETED event said), until the next LIST: a
-        # Pod's says whether the kubelet saw its containers end before it went
+        # deleted objects' last bodies (what their DELETED event said), until the next LIST: their
+        # resourceVersion keeps a late event from bringing one back, and a Pod's says whether the
+        # kubelet saw its containers end before it went
         self._last: dict[Key, dict] = {}
         self._lock = threading.Lock()
         self._unlisted = set(scopes)
@@ -81,10 +81,9 @@ class Store:
                 return
             if held is not None and not current and version == resource_version(held):
                 return
-            gone = self._gone.get(key)
-            if held is None and gone is not None and not newer(version, gone):
+            gone = self._last.get(key)
+            if held is None and gone is not None and not newer(version, resource_version(gone)):
                 return
-            self._gone.pop(key, None)
             self._drop(key)
             self._items[key] = dict(body)
             self._groups.setdefault(group_of(key, body), set()).add(key)
@@ -106,7 +105,6 @@ class Store:
             held = self._items.get(key)
             if held is None or newer(version, resource_version(held)):
                 self._drop(key)
-                self._gone[key] = version
                 self._last[key] = dict(body)
 
     def replace(self, bodies: Iterable[Mapping[str, Any]], version: str, scope: str = "") -> None:
@@ -117,8 +115,6 @@ class Store:
             for key in [key for key in self._items if key not in listed and scope in ("", key[0])]:
                 if newer(version, resource_version(self._items[key])):
                     self._drop(key)
-            for key in [key for key in self._gone if scope in ("", key[0])]:
-                del self._gone[key]
             for key in [key for key in self._last if scope in ("", key[0])]:
                 del self._last[key]
         for body in listed.values():
