@@ -397,7 +397,7 @@ def test_point_in_time_restore_across_a_failover_has_exactly_the_rows_up_to_t(
             signal_server(local_cluster, c, old, "SIGKILL", hung)
         after_failover = len(writer.acked)
         wait_for(lambda: len(writer.acked) >= after_failover + 20, 120, "rows written on the new primary")
-        t = int(time.time())
+        t = writer.second_without_commits()
         wait_for(
             lambda: time.time() >= t + 2 and len(writer.acked) > after_failover + 30, 60, "writes after T"
         )

@@ -15,7 +15,8 @@ base backup completed, is refused: the restore could not be what was asked.
 MySQL `mysqlbinlog --exclude-gtids=<applied>`, MariaDB `mariadb-binlog --start-position=<GTID
 position>`: a transaction already applied is never applied twice. A time stop is a whole second,
 inclusive (binary log events carry seconds): every transaction whose events are timestamped at or
-before it, `--stop-datetime` one second later, in UTC. A GTID stop includes that GTID set.
+before it, `--stop-datetime` one second later, in UTC (a transaction's GTID event carries its
+commit's second on MySQL, its first statement's on MariaDB). A GTID stop includes that GTID set.
 """
 
 from __future__ import annotations

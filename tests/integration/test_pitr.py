@@ -123,8 +123,9 @@ def archive_everything(flavor, source, archiver: Archiver) -> None:
 
 @pytest.fixture(scope="module")
 def history(flavor, s3server):
-    """(source, s3, manifest, segments, rows, deleted_at): rows = [(id, gtid, unix second)] as
-    committed, and the second before the one the table was emptied in by a DELETE."""
+    """(source, s3, manifest, segments, rows, deleted_at, cut): rows = [(id, gtid, unix second)]
+    as committed, the second before the one the table was emptied in by a DELETE, and a second
+    after the base backup that no write spans (restore-to-a-time's T, see below)."""
     factory = flavor.factory
     (source,) = factory.create(1, prefix="pitr")
     flavor.writable(source)
@@ -140,6 +141,8 @@ def history(flavor, s3server):
     rows: list[tuple[int, str, int]] = []
     stop, delete_now, deleted = threading.Event(), threading.Event(), threading.Event()
     own_origin, new_origin = threading.Event(), threading.Event()
+    # T for a restore to a time: the writer held across its end (`Writer.second_without_commits`)
+    hold, held, go = threading.Event(), threading.Event(), threading.Event()
 
     def writer() -> None:
         """The only session that writes from here on, the DELETE included: MySQL has no
@@ -159,6 +162,9 @@ def history(flavor, s3server):
                     # Such a file was replayed from the base's position and mariadb-binlog failed
                     cur.execute("SET SESSION server_id = %s", (EARLIER_ORIGIN,))
                 while not stop.is_set():
+                    if hold.is_set() and not go.is_set():
+                        held.set()
+                        go.wait(30)
                     if own_origin.is_set() and flavor.name == "mariadb" and not new_origin.is_set():
                         cur.execute("SET SESSION server_id = %s", (source.server_id,))
                     if new_origin.is_set() and flavor.name == "mariadb":
@@ -205,7 +211,13 @@ def history(flavor, s3server):
         m = run_backup(req, creds(s3server), factory.admin_password)
         archive_for(1.5)
         new_origin.set()
-        archive_for(1.5)
+        archive_for(0.5)
+        hold.set()
+        assert held.wait(30), "the writer held"
+        cut = int(time.time())
+        time.sleep(max(0.0, cut + 1 - time.time()))  # until the wall clock's next second
+        go.set()
+        archive_for(1)
         deleted_at = int(time.time())
         while int(time.time()) == deleted_at:  # the DELETE in a second of its own... after
             time.sleep(0.05)
@@ -216,13 +228,13 @@ def history(flavor, s3server):
         stop.set()
         t.join()
     archive_everything(flavor, source, archiver)
-    return source, s3, m, archiver.store.segments(), rows, deleted_at
+    return source, s3, m, archiver.store.segments(), rows, deleted_at, cut
 
 
 def restore_to(flavor, s3server, history, stop: pitr.Stop, prefix: str, path: str = "c1/base"):
     """What the restore Job runs (backup.restore_job.restore_all): the base backup loaded, then the
     archived binary logs replayed up to `stop`. Returns the target and the result it reports."""
-    _, s3, _, _, _, _ = history
+    _, s3, _, _, _, _, _ = history
     target = flavor.new_target(prefix)
     flavor.writable(target)
     result = restore_all(
@@ -242,14 +254,13 @@ def ids(server) -> list[int]:
 
 
 def test_restore_to_a_time_has_exactly_the_rows_committed_up_to_it(flavor, s3server, history):
-    _, _, m, segments, rows, deleted_at = history
+    _, _, m, segments, rows, _, t = history
     assert len(segments) >= 3 and len(rows) > 100
-    base_rows = {r[0] for r in rows if r[2] <= deleted_at - 3}
-    t = max(r[2] for r in rows if r[2] < deleted_at - 1)  # a second well after the base backup
+    earlier = {r[0] for r in rows if r[2] <= t - 2}  # T is 2 s or more after the base backup
     target, result = restore_to(flavor, s3server, history, pitr.Stop(at=t), "pitr-t")
     expected = [r[0] for r in rows if r[2] <= t]
     assert ids(target) == expected, "exactly the rows committed up to T"
-    assert set(expected) > base_rows and len(expected) < len(rows)
+    assert set(expected) > earlier and len(expected) < len(rows)
     replayed = result["pointInTime"]["binlogFilesReplayed"]
     assert replayed, "rows after the base backup came from the archive"
     print(
@@ -259,7 +270,7 @@ def test_restore_to_a_time_has_exactly_the_rows_committed_up_to_it(flavor, s3ser
 
 
 def test_restore_to_a_gtid_has_exactly_the_rows_up_to_it(flavor, s3server, history):
-    _, _, _, _, rows, deleted_at = history
+    _, _, _, _, rows, deleted_at, _ = history
     k = max(i for i, r in enumerate(rows) if r[2] < deleted_at) - 5  # before the DELETE
     n, gtid, _ = rows[k]
     target, _ = restore_to(flavor, s3server, history, pitr.Stop(gtid=gtid), "pitr-g")
@@ -275,7 +286,7 @@ def test_restore_to_a_gtid_has_exactly_the_rows_up_to_it(flavor, s3server, histo
 
 
 def test_restore_to_the_newest_is_the_source_as_it_is(flavor, s3server, history):
-    source, _, _, _, rows, _ = history
+    source, _, _, _, rows, _, _ = history
     target, _ = restore_to(flavor, s3server, history, pitr.Stop(), "pitr-n")
     now = ids(source)
     assert ids(target) == now and now[0] > 1 and now[-1] == rows[-1][0]  # the DELETE, then more rows
@@ -289,7 +300,7 @@ def test_restore_to_the_newest_is_the_source_as_it_is(flavor, s3server, history)
 
 
 def test_a_time_after_the_archive_or_before_the_base_is_refused(flavor, history):
-    _, _, m, segments, _, _ = history
+    _, _, m, segments, _, _, _ = history
     newest = max(s.last_event_at for s in segments)
     with pytest.raises(pitr.PitrError, match="holds transactions up to .* is later"):
         pitr.plan(segments, m.gtid_position, newest - 30, pitr.Stop(at=newest + 60), flavor.parse)
@@ -300,7 +311,7 @@ def test_a_time_after_the_archive_or_before_the_base_is_refused(flavor, history)
 def test_a_restore_the_archive_cannot_reach_is_refused_before_the_target_is_touched(
     flavor, s3server, history
 ):
-    _, s3, _, segments, _, _ = history
+    _, s3, _, segments, _, _, _ = history
     target = flavor.new_target("pitr-r")
     newest = max(s.last_event_at for s in segments)
     later = pitr.Stop(at=newest + 3600)
@@ -318,8 +329,7 @@ def test_a_restore_the_archive_cannot_reach_is_refused_before_the_target_is_touc
 
 def test_from_the_clusters_folder_the_newest_suitable_backup_is_the_base(flavor, s3server, history):
     """spec.restore.s3.path naming <cluster> (not one backup): the restore picks the base itself."""
-    _, s3, m, _, rows, deleted_at = history
-    t = max(r[2] for r in rows if r[2] < deleted_at - 1)
+    _, s3, m, _, rows, _, t = history
     target, result = restore_to(flavor, s3server, history, pitr.Stop(at=t), "pitr-f", path="c1")
     assert result["pointInTime"]["base"].endswith("c1/base")
     assert ids(target) == [r[0] for r in rows if r[2] <= t]
@@ -382,7 +392,7 @@ def test_archive_retention_deletes_only_files_before_the_backup_and_the_restore_
     flavor, s3server, history
 ):
     """Last in the module: it deletes from the archive the other tests read."""
-    source, s3, m, segments, _, _ = history
+    source, s3, m, segments, _, _, _ = history
     client = storage.make_client(s3, creds(s3server))
     store = Store(client, s3, "c1")
     # a manifest that cannot be read: what its backup needs is not known, so nothing is deleted
@@ -407,7 +417,7 @@ def test_an_archived_binlog_missing_from_the_bucket_fails_the_restore_naming_it_
 ):
     """Issue 49: an archived binary log whose object went from the bucket (its index entry kept,
     as a lifecycle rule would leave it) - the restore names the file, before loading anything."""
-    _, s3, m, segments, _, _ = history
+    _, s3, m, segments, _, _, _ = history
     chain = pitr.plan(segments, m.gtid_position, 0, pitr.Stop(), flavor.parse)
     assert len(chain) > 1, [s.name for s in chain]
     lost = chain[0]

@@ -37,11 +37,17 @@ class Writer(threading.Thread):
         self.acked: list[Ack] = []
         self.failure_times: list[float] = []
         self.stop_event = threading.Event()
+        self._go, self._idle = threading.Event(), threading.Event()
+        self._go.set()
 
     def run(self) -> None:
         conn, conn_to = None, None
         with_target = self.sql.count("%s") == 2
         while not self.stop_event.is_set():
+            if not self._go.is_set():
+                self._idle.set()
+                self._go.wait()
+                self._idle.clear()
             target = self.target()
             try:
                 if conn is None or conn_to != target:
@@ -59,6 +65,23 @@ class Writer(threading.Thread):
                 conn = None
                 self.stop_event.wait(self.pause)
         _close(conn)
+
+    def second_without_commits(self, timeout: float = 30) -> int:
+        """Holds the writer (after its statement in flight) across the end of a wall-clock second
+        and returns that second T: every write acknowledged before committed at T or earlier,
+        every later one starts after T. A restore to T must hold exactly the first: a
+        transaction's binary log events carry its statements' or its commit's second (MySQL
+        stamps the GTID event at the commit), so a write that spans a second's end could count
+        either way."""
+        self._go.clear()
+        try:
+            if not self._idle.wait(timeout):
+                raise TimeoutError(f"the writer still busy with one statement after {timeout} s")
+            t = int(time.time())
+            time.sleep(max(0.0, t + 1 - time.time()))  # until the wall clock's next second
+        finally:
+            self._go.set()
+        return t
 
     def stop(self, timeout: float = 15) -> None:
         self.stop_event.set()
