@@ -88,12 +88,19 @@ def secret(
     }
 
 
-def ensure_secrets(api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime) -> TLSState:
+def ensure_secrets(
+    api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime, new_cluster: bool = False
+) -> TLSState:
     """Effect: the three Secrets exist and the server certificate is current. Never replaces a
     usable CA (every server and client trusts it); a CA that cannot sign for a full server
-    validity any more is replaced, and every certificate with it."""
+    validity any more is replaced, and every certificate with it. `new_cluster` (it has no
+    status yet): they are created without reading first; one that exists is then read as below."""
     validity = dt.timedelta(seconds=c.spec.tls.certificate_validity_seconds)
     names = m.server_dns_names(c)
+    if new_cluster:
+        made = _create_secrets(api, c, owner, now, validity, names)
+        if made is not None:
+            return made
     stored = k.read_secret_data(api, c.namespace, m.ca_secret_name(c)) or {}
     ca = tls.KeyPair(stored.get(CA_CERT, ""), stored.get(CA_KEY, ""))
     new_ca = not tls.ca_usable(ca, now)
@@ -135,6 +142,27 @@ def ensure_secrets(api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datet
             k.add_secret_keys(api, c.namespace, m.tls_secret_name(c), body["data"])
     _publish_bundle(api, c, owner, ca.cert_pem)
     return TLSState(ca.cert_pem, tls.not_after(cert_pem), reason)
+
+
+def _create_secrets(
+    api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime, validity: dt.timedelta, names
+) -> TLSState | None:
+    """Effect: a new CA, server certificate and bundle created; None (nothing overwritten) as
+    soon as the CA or the server certificate's Secret exists."""
+    ca = tls.new_ca(c.name, now)
+    ca_secret = secret(c, m.ca_secret_name(c), "tls", {CA_CERT: ca.cert_pem, CA_KEY: ca.key_pem})
+    if not k.create_secret(api, m.owned(ca_secret, owner)):
+        return None
+    pair = tls.server_certificate(ca, names, now, validity)
+    data = {TLS_CERT: pair.cert_pem, TLS_KEY: pair.key_pem, CA_CERT: ca.cert_pem}
+    if not k.create_secret(
+        api, m.owned(secret(c, m.tls_secret_name(c), "tls", data, "kubernetes.io/tls"), owner)
+    ):
+        return None
+    bundle = m.owned(secret(c, m.ca_bundle_secret_name(c), "tls", {CA_CERT: ca.cert_pem}), owner)
+    if not k.create_secret(api, bundle):
+        _publish_bundle(api, c, owner, ca.cert_pem)
+    return TLSState(ca.cert_pem, tls.not_after(pair.cert_pem), tls.renewal_reason(None, ca, names, now))
 
 
 def certificate(

@@ -2,7 +2,7 @@
 StatefulSet's size and Pod template as rollout.place_template chooses), the binary log archiver's
 Deployment applied or deleted, the data volumes grown. One the API server refuses stops neither
 the others nor the pass (replication is looked after whatever the spec): why is returned, for the
-status. The credentials Secret is not applied here: it is created only if missing
+status. The claims are read only while one may be smaller than spec.storage.size (`must_check_claims`). The credentials Secret is not applied here: it is created only if missing
 (passwords.py)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from kubernetes.utils.quantity import parse_quantity
 
 from mysql_operator import manifests as m
 from mysql_operator import rolling
@@ -31,6 +32,8 @@ class Applied:
     placed: bool  # the StatefulSet's template was chosen (then `staged` says whether it waits)
     staged: rolling.StageTemplate | None  # a Pod template a new operator version wants, staged
     archiver: Mapping[str, Any] | None  # the archiver Deployment's status as applied; None: not
+    # (StatefulSet uid, spec.storage.size) every data claim was seen asking for; None: not yet
+    claims: tuple[str, str] | None = None
 
 
 def apply_owned(
@@ -46,10 +49,13 @@ def apply_owned(
     passwords: Mapping[str, str],
     primary_ordinal: int | None,
     secrets: Sequence[str],
+    claims: tuple[str, str] | None = None,
 ) -> Applied:
+    """`claims`: what the last Applied said of the data claims."""
     owner = k.owner_of(body)
     refused = []
     placed, staged = False, None
+    statefulset = None
     for obj in m.build_all(c, lambda key: passwords.get(key) or "unused", exporter_image):
         if obj["kind"] == "Secret":
             continue  # created only if missing (passwords.py)
@@ -58,7 +64,7 @@ def apply_owned(
         try:
             step = None
             if kind == "StatefulSet":
-                existing = k.read_statefulset(api, c.namespace, obj_name)
+                existing = statefulset = k.read_statefulset(api, c.namespace, obj_name)
                 current, claimed = k.statefulset_sizing(existing)
                 obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
                 if claimed is not None:  # immutable in a StatefulSet: the volumes grow instead
@@ -80,8 +86,27 @@ def apply_owned(
         except urllib3.exceptions.HTTPError as e:
             refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
     archiver_refused, archiver = binlog_archiver(api, kube, job_image, tools_repository, c, owner)
-    refused += archiver_refused + grow_volumes(api, c)
-    return Applied(redact("; ".join(refused), secrets) if refused else None, placed, staged, archiver)
+    refused += archiver_refused
+    if must_check_claims(statefulset, c.spec.storage.size, claims):
+        not_grown, all_asking = grow_volumes(api, c)
+        refused += not_grown
+        uid = (statefulset or {}).get("metadata", {}).get("uid")
+        claims = (uid, c.spec.storage.size) if all_asking and uid else None
+    return Applied(redact("; ".join(refused), secrets) if refused else None, placed, staged, archiver, claims)
+
+
+def must_check_claims(statefulset: Mapping[str, Any] | None, size: str, seen: tuple[str, str] | None) -> bool:
+    """Pure: whether a data claim may ask for less than `size`, the StatefulSet as read before
+    this apply. Not before there is one (its claims come from the template just applied: a
+    claim kept from an earlier cluster of the name is seen at the next apply). Always once the
+    template asks for less (it is immutable: a claim made from it later, for a new server or
+    a re-seed, is smaller); else until every claim of this StatefulSet was seen at `size`."""
+    if statefulset is None:
+        return False
+    _, templated = k.statefulset_sizing(statefulset)
+    if templated is not None and parse_quantity(templated) < parse_quantity(size):
+        return True
+    return seen != (statefulset.get("metadata", {}).get("uid"), size)
 
 
 def binlog_archiver(
@@ -112,19 +137,21 @@ def binlog_archiver(
     return [], None
 
 
-def grow_volumes(api: client.ApiClient, c: MySQLCluster) -> list[str]:
+def grow_volumes(api: client.ApiClient, c: MySQLCluster) -> tuple[list[str], bool]:
     """Every server's data volume asks for spec.storage.size (raised: expanded where the
-    StorageClass allows it). Why not, for each claim the API server refused."""
-    refused = []
+    StorageClass allows it). Why not, for each claim the API server refused, and whether every
+    claim exists and asks for it now."""
+    refused, all_asking = [], True
     for o in range(c.spec.instances):
         claim = m.data_claim_name(c, o)
         try:
-            why = k.grow_claim(api, c.namespace, claim, c.spec.storage.size)
+            asking, why = k.grow_claim(api, c.namespace, claim, c.spec.storage.size)
         except urllib3.exceptions.HTTPError as e:
-            why = f"no answer from the API server ({e})"
+            asking, why = False, f"no answer from the API server ({e})"
+        all_asking = all_asking and asking
         if why:
             refused.append(
                 f"spec.storage.size: PersistentVolumeClaim {claim} cannot grow to {c.spec.storage.size}: "
                 f"{why} (its StorageClass must allow volume expansion)"
             )
-    return refused
+    return refused, all_asking

@@ -35,6 +35,7 @@ class ClusterEntry:
     fingerprint: str = ""
     last_apply: float = 0.0
     apply_error: str | None = None  # as the last apply found it (status.apply_refusal)
+    claims: tuple[str, str] | None = None  # as the last apply found them (owned.Applied.claims)
     ignored_said: tuple = ()  # (generation, fields) of the last UnknownFields and SupersededFields Events
     again: bool = False  # another pass was asked for while one ran: it runs at that one's end
     # and applies the owned objects if one of those asking said so (None: when due)

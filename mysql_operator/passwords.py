@@ -58,8 +58,8 @@ class PasswordStore:
         owned = m.owned(built, owner) if c.spec.deletion_policy == "Delete" else None
         if found is None:
             created = k.create_secret(self.api, owned or built)
-            self.reads.wrote_secret(c.namespace, secret)
-            if not created:  # lost a race: read it back
+            self.reads.wrote_secret(c.namespace, secret, created)
+            if created is None:  # lost a race: read it back
                 return self.current(c, owner)
         elif found[1] != ((owner["metadata"]["uid"],) if owned else ()):  # policy changed, or adopted
             k.set_owner(self.api, c.namespace, secret, owned)

@@ -381,7 +381,9 @@ class Reconciler:
             logins.passwords,
             pod_ordinal(previous.get("currentPrimary") or "", c.name),
             logins.secrets,
+            entry.claims,
         )
+        entry.claims = done.claims
         if done.placed:
             entry.restart_pending = done.staged
         if done.archiver is not None:

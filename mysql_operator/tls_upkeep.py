@@ -69,7 +69,8 @@ class TLSUpkeep:
             if c.spec.tls.issuer_ref is not None:
                 state = certificates.ensure_cert_manager(api, c, k.owner_of(body), self.state)
             else:
-                state = certificates.ensure_secrets(api, c, k.owner_of(body), clock.now())
+                new_cluster = self.state is None and not body.get("status")
+                state = certificates.ensure_secrets(api, c, k.owner_of(body), clock.now(), new_cluster)
         except (ApiException, k.ApplyError) as e:
             state = tls_api_problem(c, getattr(e, "status", None), getattr(e, "reason", None))
         self.checked, self.spec = now, c.spec.tls

@@ -160,10 +160,14 @@ class Reads:
         running is not looked at again until its resync)."""
         self._seen(self.pods if kind == "Pod" else self.statefulsets, body)
 
-    def wrote_secret(self, namespace: str, name: str) -> None:
-        """The operator changed this Secret: read it again next time."""
+    def wrote_secret(self, namespace: str, name: str, created: k.SecretRead | None = None) -> None:
+        """The operator changed this Secret: read it again next time; or it `created` it (the
+        API server's answer): that is what a read would find."""
         with self._lock:
-            self._secrets.pop((namespace, name), None)
+            if created is not None and self.cache_secrets:
+                self._secrets[(namespace, name)] = (self.clock(), created)
+            else:
+                self._secrets.pop((namespace, name), None)
 
     # the writes whose effect the next pass must see (read your own writes): through here
     def patch_status(self, cluster: Mapping[str, Any], status: Mapping[str, Any]) -> bool:

@@ -133,8 +133,11 @@ class SecretRead(NamedTuple):
 def read_secret(api: client.ApiClient, namespace: str, name: str) -> SecretRead | None:
     """The Secret's decoded data, its owners and version; None if absent."""
     s = read_json(api, "v1", "Secret", namespace, name)
-    if s is None:
-        return None
+    return None if s is None else secret_read(s)
+
+
+def secret_read(s: Mapping[str, Any]) -> SecretRead:
+    """Pure: a Secret's body as read_secret gives it."""
     data = {k: base64.b64decode(v).decode(errors="surrogateescape") for k, v in (s.get("data") or {}).items()}
     meta = s.get("metadata") or {}
     owners = tuple(r["uid"] for r in meta.get("ownerReferences") or [])
@@ -163,15 +166,17 @@ def set_owner(api: client.ApiClient, namespace: str, name: str, owned_copy: Mapp
     )
 
 
-def create_secret(api: client.ApiClient, secret: Mapping[str, Any]) -> bool:
-    """Create; False if it already exists (never overwritten)."""
-    try:
-        client.CoreV1Api(api).create_namespaced_secret(secret["metadata"]["namespace"], dict(secret))
-        return True
-    except ApiException as e:
-        if e.status == 409:
-            return False
-        raise
+def create_secret(api: client.ApiClient, secret: Mapping[str, Any]) -> SecretRead | None:
+    """Create; the Secret as created, None if it already exists (never overwritten)."""
+    prefix, plural = _PATHS[("v1", "Secret")]
+    namespace = secret["metadata"]["namespace"]
+    path = f"{prefix}/namespaces/{namespace}/{plural}"
+    response = _request(api, "POST", path, {"Content-Type": "application/json"}, body=dict(secret))
+    if response.status == 409:
+        return None
+    if response.status >= 300:
+        raise ApiException(http_resp=response)
+    return secret_read(json.loads(response.data))
 
 
 def add_secret_keys(api: client.ApiClient, namespace: str, name: str, data: Mapping[str, str]) -> None:
@@ -294,30 +299,30 @@ def statefulset_sizing(sts: Mapping[str, Any] | None) -> tuple[int | None, str |
     return spec.get("replicas"), requests.get("storage")
 
 
-def grow_claim(api: client.ApiClient, namespace: str, name: str, size: str) -> str | None:
-    """Effect: the PersistentVolumeClaim asks for at least `size`. None when it does (or it does
-    not exist yet); else the API server's refusal, in its words."""
+def grow_claim(api: client.ApiClient, namespace: str, name: str, size: str) -> tuple[bool, str | None]:
+    """Effect: the PersistentVolumeClaim asks for at least `size`. (whether it does now, the API
+    server's refusal in its words or None): (False, None) when it does not exist (yet)."""
     from kubernetes.utils.quantity import parse_quantity
 
     core = client.CoreV1Api(api)
     try:
         pvc = read_json(api, "v1", "PersistentVolumeClaim", namespace, name)
         if pvc is None:
-            return None
+            return False, None
         current = (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
         if current is not None and parse_quantity(current) >= parse_quantity(size):
-            return None
+            return True, None
         core.patch_namespaced_persistent_volume_claim(
             name, namespace, {"spec": {"resources": {"requests": {"storage": size}}}}
         )
-        return None
+        return True, None
     except ApiException as e:
         if e.status == 404:
-            return None
+            return False, None
         try:
-            return str(json.loads(e.body).get("message") or e.reason)[:1000]
+            return False, str(json.loads(e.body).get("message") or e.reason)[:1000]
         except (ValueError, TypeError, AttributeError):
-            return str(e.reason)
+            return False, str(e.reason)
 
 
 def post_events(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 
+import pytest
 from cryptography import x509
 from kubernetes import client
 
@@ -30,14 +31,16 @@ def data(core, ns, name):
     return {k: base64.b64decode(v).decode() for k, v in core.read_namespaced_secret(name, ns).data.items()}
 
 
-def test_secrets_created_once_renewed_when_due_and_the_ca_kept(control_plane, namespace):
+@pytest.mark.parametrize("new_cluster", [False, True], ids=["read-first", "created-first"])
+def test_secrets_created_once_renewed_when_due_and_the_ca_kept(control_plane, namespace, new_cluster):
+    """`new_cluster` (no status yet): created without a read first, and never over existing ones."""
     api = control_plane.api_client()
     core = client.CoreV1Api(api)
     cm = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
     owner = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner", "uid": cm.metadata.uid}}
     c = cluster(namespace)
 
-    first = certificates.ensure_secrets(api, c, owner, NOW)
+    first = certificates.ensure_secrets(api, c, owner, NOW, new_cluster)
     assert first.issued == "no server certificate yet"
     ca, tls, bundle = (data(core, namespace, n) for n in ("shop-ca", "shop-tls", "shop-ca-bundle"))
     assert set(ca) == {"ca.crt", "ca.key"} and set(bundle) == {"ca.crt"} and bundle["ca.crt"] == ca["ca.crt"]
@@ -54,7 +57,7 @@ def test_secrets_created_once_renewed_when_due_and_the_ca_kept(control_plane, na
         )
 
     # nothing due: nothing changes
-    again = certificates.ensure_secrets(api, c, owner, NOW + dt.timedelta(seconds=60))
+    again = certificates.ensure_secrets(api, c, owner, NOW + dt.timedelta(seconds=60), new_cluster)
     assert again.issued is None and data(core, namespace, "shop-tls") == tls
 
     # a third of the validity left: a new certificate from the same CA, new key

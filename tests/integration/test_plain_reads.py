@@ -95,14 +95,14 @@ def test_a_claim_smaller_than_asked_is_grown_and_an_absent_one_is_left(control_p
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
         },
     )
-    assert k.grow_claim(api, namespace, "data-db-0", "512Mi") is None  # asks for more already
+    assert k.grow_claim(api, namespace, "data-db-0", "512Mi") == (True, None)  # asks for more already
     assert core.read_namespaced_persistent_volume_claim("data-db-0", namespace).spec.resources.requests == {
         "storage": "1Gi"
     }
-    assert k.grow_claim(api, namespace, "absent", "2Gi") is None
+    assert k.grow_claim(api, namespace, "absent", "2Gi") == (False, None)
     # an unbound claim cannot grow: the API server's refusal, in its words (not None, not a crash)
-    why = k.grow_claim(api, namespace, "data-db-0", "2Gi")
-    assert why is not None and "Forbidden" in why, why
+    grown, why = k.grow_claim(api, namespace, "data-db-0", "2Gi")
+    assert not grown and why is not None and "Forbidden" in why, why
 
 
 def test_a_read_the_api_server_refuses_is_its_error_not_an_absent_object(control_plane, namespace):

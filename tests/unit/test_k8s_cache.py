@@ -146,6 +146,9 @@ def test_secrets_are_read_again_when_older_than_allowed_or_written(monkeypatch):
     reads.wrote_secret("ns", "s")
     reads.secret("ns", "s", 15)
     assert reads_of == ["s", "s", "s"]
+    created = cache.k.SecretRead({"k": "v"}, (), "7")
+    reads.wrote_secret("ns", "new", created)  # the API server's answer to the create
+    assert reads.secret("ns", "new", 15) is created and reads_of == ["s", "s", "s"]
     uncached = Reads(object())
     uncached.secret("ns", "t", 15)
     uncached.secret("ns", "t", 15)
