@@ -14,6 +14,7 @@ cluster's pass).
     .venv/bin/python -m benchmarks.operator_scale [--clusters 100] [--settle 30] [--measure 60]
         [--profile FILE]   (py-spy's samples of the operator over the window, if py-spy is installed:
                             the thread holding the GIL only, so the samples are Python's CPU)
+        [--profile-creating FILE]  (the same from the first create call until every status is published)
 """
 
 from __future__ import annotations
@@ -164,6 +165,16 @@ def _tallies(api, ns: str) -> dict[str, Tally]:
     return out
 
 
+def _record(spy: str, pid: int, out: Path, seconds: float) -> subprocess.Popen:
+    """py-spy recording the process's thread that holds the GIL (Python's CPU) for `seconds`."""
+    return subprocess.Popen(
+        [spy, "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "50"]
+        + ["-f", "raw", "-o", str(out), "--nonblocking", "--gil"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clusters", type=int, default=100)
@@ -176,9 +187,14 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--loop-seconds", type=float, default=1.0, help="the operator's default")
     ap.add_argument("--profile", type=Path, help="write py-spy's samples of the window here (raw format)")
+    ap.add_argument(
+        "--profile-creating",
+        type=Path,
+        help="the same, from the first create until every status is published",
+    )
     args = ap.parse_args(argv)
     spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
-    if args.profile and not spy:
+    if (args.profile or args.profile_creating) and not spy:
         ap.error("--profile needs py-spy (pip install py-spy)")
 
     cp = ControlPlane()
@@ -219,6 +235,9 @@ def main(argv=None) -> int:
 
         tally = _tallies(api, ns)
         cpu_start, requests_start = proc_stat(proc.pid)[0], _apiserver_requests(api)
+        creating_profiler = (
+            _record(spy, proc.pid, args.profile_creating, 1800) if args.profile_creating else None
+        )
         t0 = time.monotonic()
         for n in range(args.clusters):
             objs.create_namespaced_custom_object(
@@ -249,6 +268,9 @@ def main(argv=None) -> int:
         )
         all_status = time.monotonic() - t0
         cpu_creating = proc_stat(proc.pid)[0] - cpu_start
+        if creating_profiler is not None:
+            creating_profiler.send_signal(signal.SIGINT)  # py-spy writes what it has, then exits
+            creating_profiler.wait(60)
         requests_end = _apiserver_requests(api)
         creating = Counter({k: requests_end[k] - requests_start[k] for k in requests_end})
         pods = args.clusters * 3
@@ -261,14 +283,7 @@ def main(argv=None) -> int:
         all_pods = time.monotonic() - t0
 
         time.sleep(args.settle)
-        profiler = None
-        if args.profile:
-            profiler = subprocess.Popen(
-                [spy, "record", "-p", str(proc.pid), "-d", str(int(args.measure)), "-r", "50"]
-                + ["-f", "raw", "-o", str(args.profile), "--nonblocking", "--gil"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.STDOUT,
-            )
+        profiler = _record(spy, proc.pid, args.profile, args.measure) if args.profile else None
         cpu0, _, _ = proc_stat(proc.pid)
         w0 = time.monotonic()
         rate, by_kind = request_rate(api, args.measure)
