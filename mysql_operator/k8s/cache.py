@@ -58,6 +58,7 @@ class Reads:
         self.clock = clock
         self._secrets: dict[Key, tuple[float, k.SecretRead | None]] = {}
         self._applied: dict[Key, int | None] = {}  # StatefulSet -> the generation its last apply made
+        self._applying: dict[Key, int] = {}  # StatefulSet -> applies of it in flight
         self._lock = threading.Lock()
 
     @staticmethod
@@ -229,11 +230,20 @@ class Reads:
         return True
 
     def apply(self, obj: Mapping[str, Any]) -> dict:
-        applied = k.server_side_apply(self.api, obj)
-        if applied.get("kind") == "StatefulSet":
-            meta = applied.get("metadata") or {}
+        if obj.get("kind") != "StatefulSet":
+            return k.server_side_apply(self.api, obj)
+        key = (obj["metadata"].get("namespace"), obj["metadata"].get("name"))
+        with self._lock:
+            self._applying[key] = self._applying.get(key, 0) + 1
+        try:
+            applied = k.server_side_apply(self.api, obj)
             with self._lock:
-                self._applied[(meta.get("namespace"), meta.get("name"))] = meta.get("generation")
+                self._applied[key] = (applied.get("metadata") or {}).get("generation")
+        finally:
+            with self._lock:
+                self._applying[key] -= 1
+                if not self._applying[key]:
+                    del self._applying[key]
         return applied
 
     def applied_here(self, statefulset: Mapping[str, Any]) -> bool:
@@ -241,8 +251,11 @@ class Reads:
         made: its watch event then says nothing to apply again (a spec changed by hand has a
         newer generation)."""
         meta = statefulset.get("metadata") or {}
+        key = (meta.get("namespace"), meta.get("name"))
         with self._lock:
-            made = self._applied.get((meta.get("namespace"), meta.get("name")))
+            if key in self._applying:  # its answer not read yet: the event is of that write (or older)
+                return True
+            made = self._applied.get(key)
         return made is not None and made == meta.get("generation")
 
     def post_events(self, involved: Mapping[str, Any], events: Iterable[tuple[str, str, str]]) -> None:

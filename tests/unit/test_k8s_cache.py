@@ -4,6 +4,9 @@ it covers, and readers go to the API server until the first LIST."""
 
 from __future__ import annotations
 
+import pytest
+from kubernetes.client.rest import ApiException
+
 from mysql_operator.k8s import cache, reflector
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.reflector import Store, newer
@@ -220,3 +223,20 @@ def test_a_statefulset_generation_this_process_applied_is_known_as_its_own_until
     assert reads.applied_here(event(2)) and not reads.applied_here(event(3))
     reads.forget("ns", "db")
     assert not reads.applied_here(event(2))
+
+
+def test_a_statefulset_event_while_its_apply_is_in_flight_asks_for_no_apply_again(monkeypatch):
+    """The watch can deliver the event of the operator's own write before the apply's answer is
+    read (a new cluster's StatefulSet, created by that apply): it is that write, or older."""
+    reads = Reads(object())
+    during = []
+
+    def apply(api, body):
+        during.append(reads.applied_here({"metadata": {"namespace": "ns", "name": "db", "generation": 1}}))
+        raise ApiException(status=500)
+
+    monkeypatch.setattr(cache.k, "server_side_apply", apply)
+    with pytest.raises(ApiException):
+        reads.apply({"kind": "StatefulSet", "metadata": {"namespace": "ns", "name": "db"}})
+    assert during == [True]
+    assert not reads.applied_here({"metadata": {"namespace": "ns", "name": "db", "generation": 1}})
