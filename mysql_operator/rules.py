@@ -17,8 +17,10 @@ Priorities, first match wins:
      or FailoverHeld while too few replicas answer to be sure one holds every acknowledged commit
      or none that may be promoted answers (it may come back: not Unrecoverable)
      (or one that may be promoted lacks what another instance holds); WaitForDelay up to the
-     partition grace while a replica still receives from it (only the operator lost it); no
-     delay when it is shown not running (down_evidence) and no replica is connected to it
+     partition grace while a replica still receives from it (only the operator lost it), and
+     until a second observation found it silent too (one round past its deadline on a busy
+     machine is not an outage); no delay when it is shown not running (down_evidence) and no
+     replica is connected to it
   4. recorded primary reachable but not yet (or no longer) writable or still replicating
                                                                 -> Promote (or Failover to a more advanced one;
                                                                    a restarted primary is replaced by a replica
@@ -67,6 +69,10 @@ from mysql_operator.topology import (
     semisync_acks,
 )
 from mysql_operator.rule_views import Serving, View
+
+# a primary silent in one observation only, past the failover delay: the next pass comes this
+# soon, and its observation confirms the outage or ends it
+CONFIRM_SECONDS = 0.05
 
 
 # -- the decision ------------------------------------------------------------------------------
@@ -170,6 +176,12 @@ def _primary_down(v: View, p: InstanceState) -> Decision:
             remaining,
             reason=f"primary {p.name} unreachable for {p.unreachable_for:.1f}s: failover in "
             f"{remaining:.1f}s unless it answers again",
+        )
+    if p.missed_once:  # one slow round is not an outage: asked again at once
+        return WaitForDelay(
+            CONFIRM_SECONDS,
+            reason=f"primary {p.name} did not answer one observation ({p.unreachable_for:.1f}s): "
+            "asked again before a failover",
         )
     hearing = [i.name for i in v.reachable if i.source == p.name and i.source_heard]
     if hearing and not settings.force_failover and p.unreachable_for < settings.partition_grace_seconds:

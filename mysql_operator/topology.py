@@ -37,6 +37,10 @@ class InstanceState:
     received: Any = None  # GtidSet (retrieved into the relay log)
     purged: Any = None  # GtidSet no longer in its binary logs
     unreachable_for: float = 0.0  # seconds since it last answered
+    # unreachable in one observation only so far: a round slowed past its deadline by a busy
+    # machine looks the same as the first round of an outage (a failover on silence waits for
+    # a second one)
+    missed_once: bool = False
     # unreachable, with evidence that its server is not running (observer.down_evidence): a
     # refused connection, its Pod gone or its container ended; "" when only silent (a timeout)
     down_evidence: str = ""

@@ -34,6 +34,19 @@ def test_an_outage_is_timed_from_the_first_round_that_saw_it_and_ends_when_the_m
     assert o.down_for("db-0", 31.0 + Observer.RECENT_OUTAGE_SECONDS) is None  # ...for a while
 
 
+def test_a_member_silent_in_its_first_failed_observation_only_is_said_so():
+    """rules: a failover on silence waits for a second observation (one slow round is not an
+    outage); an answer starts the count again."""
+    o = Observer()
+    up = Observation(reachable=True, read_only=False, executed="x", uptime=50.0)
+    down = Observation(reachable=False, error="(2013, 'timed out')")
+    assert not round_(o, 0.0, **{"db-0": up})["db-0"].missed_once
+    assert round_(o, 1.0, **{"db-0": down})["db-0"].missed_once
+    assert not round_(o, 4.0, **{"db-0": down})["db-0"].missed_once
+    round_(o, 5.0, **{"db-0": up})
+    assert round_(o, 6.0, **{"db-0": down})["db-0"].missed_once
+
+
 def test_a_replication_error_is_timed_while_its_errnos_stay_and_again_when_they_change():
     o = Observer()
     r1 = round_(o, 0.0, **{"db-1": Observation(reachable=True, replica=replica(io_errno=2003))})

@@ -340,6 +340,7 @@ def test_an_old_primary_that_may_still_serve_is_restarted_before_the_promotion(e
         w.servers[name].read_only = True  # every server starts read-only
 
     e.restart_instance = restart
+    assert isinstance(e.reconcile(ClusterState("db-0")).decision, t.WaitForDelay)  # silent once: asked again
     out = e.reconcile(ClusterState("db-0"))  # db-0 down, no failover delay: db-1 promoted
     assert isinstance(out.decision, t.Failover) and w.servers["db-1"].read_only is False, out
     assert restarted == (["db-0"] if fenced else [])
@@ -373,6 +374,7 @@ def test_the_promotion_waits_until_the_restarted_old_primary_is_gone(gone):
 
     e.restart_instance = lambda name: pytest.fail("stop_instance is used when it is set")
     e.stop_instance = stop
+    assert isinstance(e.reconcile(ClusterState("db-0")).decision, t.WaitForDelay)  # silent once: asked again
     out = e.reconcile(ClusterState("db-0"))
     assert isinstance(out.decision, t.Failover) and stopped == ["db-0"]
     assert w.servers["db-1"].read_only is False
@@ -396,6 +398,7 @@ def test_an_old_primary_whose_pod_shows_its_server_ended_is_not_restarted_before
     e.set_members([ended, e.members["db-1"], e.members["db-2"]])
     e.stop_instance = lambda name: pytest.fail("its server ended: nothing to stop")
     e.restart_instance = lambda name: pytest.fail("its server ended: nothing to restart")
+    assert isinstance(e.reconcile(ClusterState("db-0")).decision, t.WaitForDelay)  # silent once: asked again
     out = e.reconcile(ClusterState("db-0"))
     assert isinstance(out.decision, t.Failover) and w.writable() == ["db-0", "db-1"], out
     fence = next(s for s in out.steps if s.instance == "db-0" and s.action == "fence")
@@ -594,6 +597,7 @@ def test_a_target_that_hangs_after_the_pass_observed_it_is_not_recorded_as_the_p
     w.servers["db-0"].read_only = False
     w.servers["db-0"].reachable = False
     w.servers["db-1"].executed, w.servers["db-2"].executed = "0-1-10", "0-1-9"
+    assert isinstance(e.reconcile(ClusterState("db-0")).decision, t.WaitForDelay)  # silent once: asked again
     hangs = w.servers["db-1"]
     looked = []
 

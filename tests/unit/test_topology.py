@@ -1361,3 +1361,23 @@ def test_a_primary_shown_not_running_is_failed_over_without_the_delay():
     # the safety checks stay: a quorum is still needed
     held = decide([gone, replica(1, **lost), down(2, for_s=0.2)], cfg, "db-0")
     assert isinstance(held, FailoverHeld), held
+
+
+def test_a_primary_silent_in_one_observation_only_is_asked_again_before_a_failover():
+    """One round past its deadline on a busy machine (both servers timed out in a 3 s pass, the
+    failover delay 2 s: CI's restored cluster held its failover, and with a replica answering it
+    would have failed over) is not an outage: the next pass comes at once, and fails over only if
+    the primary is silent there too. Evidence that its server does not run needs no second look."""
+    cfg = Settings(instances=3, failover_delay_seconds=2, semisync=True)
+    lost = dict(io_running=False, io_connecting=True)
+    once = down(0, for_s=3.0, missed_once=True)
+    d = decide([once, replica(1, **lost), replica(2, **lost)], cfg, "db-0")
+    assert isinstance(d, WaitForDelay) and d.remaining_seconds == pytest.approx(0.05), d
+    assert "did not answer one observation (3.0s): asked again before a failover" in d.reason
+    from mysql_operator.topology import next_pass_in
+
+    assert next_pass_in(d, 1.0) == pytest.approx(0.05)
+    twice = down(0, for_s=5.0)
+    assert isinstance(decide([twice, replica(1, **lost), replica(2, **lost)], cfg, "db-0"), Failover)
+    refused = down(0, for_s=0.2, missed_once=True, down_evidence="its server refused the connection")
+    assert isinstance(decide([refused, replica(1, **lost), replica(2, **lost)], cfg, "db-0"), Failover)
