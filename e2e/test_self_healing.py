@@ -84,9 +84,10 @@ def _write_errant(c: Cluster, pod: str) -> str:
     return uuid
 
 
-def _healthy(c: Cluster, instances: int = 3) -> bool:
-    """Ready, every instance serving as primary or replica (none held out, re-seeding, lagging)."""
-    b = c.body()
+def _healthy(c: Cluster, instances: int = 3, body: dict | None = None) -> bool:
+    """Ready, every instance serving as primary or replica (none held out, re-seeding, lagging);
+    judged on `body` when given (one read of the cluster)."""
+    b = body if body is not None else c.body()
     s = b.get("status") or {}
     roles = [i.get("role") for i in s.get("instances") or []]
     return (
@@ -247,10 +248,14 @@ def _errant_case(c: Cluster, flavor: str, pw: str, s3, bucket: str) -> None:
     assert not query(ip, "app", pw, f"SELECT id FROM app.writes WHERE id = {ERRANT_ID}")
 
 
-def _ready_since(c: Cluster) -> str:
-    """The Ready condition's lastTransitionTime (RFC 3339 in UTC, whole seconds: they sort as text)."""
-    conditions = (c.body().get("status") or {}).get("conditions") or []
-    return next((x.get("lastTransitionTime") or "" for x in conditions if x.get("type") == "Ready"), "")
+def _healthy_since(c: Cluster, after: str, instances: int = 3) -> bool:
+    """Healthy, and Ready became True in a later second than `after` (RFC 3339 in UTC, whole
+    seconds: they sort as text). One read: judged on two, a healthy status from before a fault
+    and the next one's Ready False transition passed as healed (CI, 2.7 s after a volume loss)."""
+    body = c.body()
+    conditions = (body.get("status") or {}).get("conditions") or []
+    ready = next((x for x in conditions if x.get("type") == "Ready"), {})
+    return _healthy(c, instances, body) and (ready.get("lastTransitionTime") or "") > after
 
 
 def _volume_lost_case(c: Cluster, flavor: str, instances: int = 3) -> None:
@@ -273,7 +278,7 @@ def _volume_lost_case(c: Cluster, flavor: str, instances: int = 3) -> None:
         describe=c.describe,
     )
     wait_for(
-        lambda: _healthy(c, instances) and _ready_since(c) > deleted_in,
+        lambda: _healthy_since(c, deleted_in, instances),
         300,
         f"{victim} rebuilt on a new volume",
         describe=c.describe,
