@@ -471,6 +471,9 @@ def corefile(kubeconfig: Path) -> str:
         ".:53 {",
         f"    bind {NODE_IP}",
         "    errors",
+        # every answer, with its code and how long it took: an answer a Pod missed (EAI_AGAIN on
+        # the loaded CI node) is then explained by the log (timed out, or NXDOMAIN: a watch behind)
+        '    log . "{name} {type} {rcode} {duration}"',
         f"    kubernetes {cp_mod.CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{",
         f"        kubeconfig {kubeconfig}",
         "        pods insecure",
