@@ -106,9 +106,7 @@ def ensure_secrets(
     new_ca = not tls.ca_usable(ca, now)
     if new_ca:
         ca = tls.new_ca(c.name, now)
-        body = m.owned(
-            secret(c, m.ca_secret_name(c), "tls", {CA_CERT: ca.cert_pem, CA_KEY: ca.key_pem}), owner
-        )
+        body = _ca_secret(c, owner, ca)
         if not stored and not k.create_secret(api, body):  # lost a race: use the one that exists
             return ensure_secrets(api, c, owner, now)
         if stored:
@@ -125,16 +123,7 @@ def ensure_secrets(
     if reason is not None:
         pair = tls.server_certificate(ca, names, now, validity)
         cert_pem = pair.cert_pem
-        body = m.owned(
-            secret(
-                c,
-                m.tls_secret_name(c),
-                "tls",
-                {TLS_CERT: pair.cert_pem, TLS_KEY: pair.key_pem, CA_CERT: ca.cert_pem},
-                "kubernetes.io/tls",
-            ),
-            owner,
-        )
+        body = _tls_secret(c, owner, pair, ca.cert_pem)
         if current is None:
             if not k.create_secret(api, body):
                 return ensure_secrets(api, c, owner, now)
@@ -144,23 +133,31 @@ def ensure_secrets(
     return TLSState(ca.cert_pem, tls.not_after(cert_pem), reason)
 
 
+def _ca_secret(c: MySQLCluster, owner: Mapping[str, Any], ca: tls.KeyPair) -> dict:
+    return m.owned(secret(c, m.ca_secret_name(c), "tls", {CA_CERT: ca.cert_pem, CA_KEY: ca.key_pem}), owner)
+
+
+def _tls_secret(c: MySQLCluster, owner: Mapping[str, Any], pair: tls.KeyPair, ca_pem: str) -> dict:
+    data = {TLS_CERT: pair.cert_pem, TLS_KEY: pair.key_pem, CA_CERT: ca_pem}
+    return m.owned(secret(c, m.tls_secret_name(c), "tls", data, "kubernetes.io/tls"), owner)
+
+
+def _bundle_secret(c: MySQLCluster, owner: Mapping[str, Any], ca_pem: str) -> dict:
+    return m.owned(secret(c, m.ca_bundle_secret_name(c), "tls", {CA_CERT: ca_pem}), owner)
+
+
 def _create_secrets(
     api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime, validity: dt.timedelta, names
 ) -> TLSState | None:
     """Effect: a new CA, server certificate and bundle created; None (nothing overwritten) as
     soon as the CA or the server certificate's Secret exists."""
     ca = tls.new_ca(c.name, now)
-    ca_secret = secret(c, m.ca_secret_name(c), "tls", {CA_CERT: ca.cert_pem, CA_KEY: ca.key_pem})
-    if not k.create_secret(api, m.owned(ca_secret, owner)):
+    if not k.create_secret(api, _ca_secret(c, owner, ca)):
         return None
     pair = tls.server_certificate(ca, names, now, validity)
-    data = {TLS_CERT: pair.cert_pem, TLS_KEY: pair.key_pem, CA_CERT: ca.cert_pem}
-    if not k.create_secret(
-        api, m.owned(secret(c, m.tls_secret_name(c), "tls", data, "kubernetes.io/tls"), owner)
-    ):
+    if not k.create_secret(api, _tls_secret(c, owner, pair, ca.cert_pem)):
         return None
-    bundle = m.owned(secret(c, m.ca_bundle_secret_name(c), "tls", {CA_CERT: ca.cert_pem}), owner)
-    if not k.create_secret(api, bundle):
+    if not k.create_secret(api, _bundle_secret(c, owner, ca.cert_pem)):
         _publish_bundle(api, c, owner, ca.cert_pem)
     return TLSState(ca.cert_pem, tls.not_after(pair.cert_pem), tls.renewal_reason(None, ca, names, now))
 
@@ -350,7 +347,7 @@ def ensure_restore_certificate(api, c: MySQLCluster, owner: Mapping[str, Any], n
 def _publish_bundle(api, c: MySQLCluster, owner: Mapping[str, Any], ca_pem: str) -> None:
     """Effect: `<name>-ca-bundle` exists and holds `ca_pem` (ca.crt, no key)."""
     bundle = k.read_secret_data(api, c.namespace, m.ca_bundle_secret_name(c))
-    body = m.owned(secret(c, m.ca_bundle_secret_name(c), "tls", {CA_CERT: ca_pem}), owner)
+    body = _bundle_secret(c, owner, ca_pem)
     if bundle is None:
         k.create_secret(api, body)
     elif bundle.get(CA_CERT) != ca_pem:

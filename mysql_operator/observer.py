@@ -67,8 +67,6 @@ class Observer:
         self.recorded_executed: Mapping[str, Any] = {}
         # start of the first failed observation in the current streak, per member
         self.down_since: dict[str, float] = {}
-        # failed observations in the current streak, per member
-        self.misses: dict[str, int] = {}
         # per member, (start, end) of its last outage that ended
         self.recovered: dict[str, tuple[float, float]] = {}
         # first observation of the current replication error streak, per member: (errnos, since)
@@ -133,10 +131,8 @@ class Observer:
                     self.recovered[name] = (since, started)
                 self.last_observations[name] = o
                 self.answered_in[name] = m.uid
-                self.misses.pop(name, None)
             else:
                 self.down_since.setdefault(name, started)
-                self.misses[name] = self.misses.get(name, 0) + 1
             restarted = self.restarted(name, o, now, wall)
             heard = self.heard(name, o, started)
             clone = clones.get(name)
@@ -169,7 +165,8 @@ class Observer:
                     received=r.received if r else None,
                     purged=o.purged,
                     unreachable_for=0.0 if o.reachable else now - self.down_since[name],
-                    missed_once=not o.reachable and self.misses.get(name) == 1,
+                    # its outage began with this round (no earlier round nor check of its own saw it)
+                    missed_once=not o.reachable and self.down_since[name] == started,
                     down_evidence=self._evidence(name, o, m),
                     last_executed=previous.executed if previous else self.recorded_executed.get(name),
                     last_purged=previous.purged if previous else None,

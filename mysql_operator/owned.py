@@ -2,8 +2,9 @@
 StatefulSet's size and Pod template as rollout.place_template chooses), the binary log archiver's
 Deployment applied or deleted, the data volumes grown. One the API server refuses stops neither
 the others nor the pass (replication is looked after whatever the spec): why is returned, for the
-status. The claims are read only while one may be smaller than spec.storage.size (`must_check_claims`). The credentials Secret is not applied here: it is created only if missing
-(passwords.py)."""
+status. The claims are read only while one may be smaller than spec.storage.size
+(`must_check_claims`). The credentials Secret is not applied here: it is created only if
+missing (passwords.py)."""
 
 from __future__ import annotations
 
