@@ -719,6 +719,8 @@ def pytest_runtest_makereport(item, call):
     if DISRUPTIONS in item.stash and not item.stash.get(SHOWN, False) and (rep.when != "setup" or rep.failed):
         rep.sections.append(("Failover/Switchover/Reseed Events", item.stash[DISRUPTIONS]))
         item.stash[SHOWN] = True
+    if rep.when == "call":
+        _keep_evidence_of_slow(item, rep.passed)
     if not (rep.failed or known_bug):
         if rep.when == "teardown" and BUNDLE in item.stash:
             rep.sections.append(("evidence", f"saved under {item.stash[BUNDLE]}"))
@@ -740,6 +742,17 @@ def pytest_runtest_makereport(item, call):
     tail = _operator_log_lines(Path(path) / OPERATOR_NAMESPACE / "logs", mine, 80) if fresh else ""
     if tail:  # CI shows only the report: what the operator did about this test's clusters
         rep.sections.append(("operator log (this test's namespaces, tail)", tail))
+
+
+def _keep_evidence_of_slow(item, passed: bool) -> None:
+    """A passed test that measured something far slower than usual leaves its evidence too (a
+    failed one leaves it anyway)."""
+    from e2e.helpers import take_slow
+
+    slow = take_slow()
+    if slow and passed:
+        path = _save_evidence(item, failure="passed, but slower than usual:\n" + "\n".join(slow))
+        print(f"\n{item.nodeid}: slower than usual ({'; '.join(slow)}); evidence: {path}", file=sys.stderr)
 
 
 def _operator_log_lines(folder: Path, namespaces: list[str], count: int) -> str:

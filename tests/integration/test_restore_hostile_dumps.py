@@ -72,18 +72,21 @@ def restore_dump(env, s3server, server, statements: str) -> dict:
     bucket = s3server.create_bucket(f"hostile-{uuid.uuid4().hex[:12]}")
     version = "10.11.0" if flavor == "mariadb" else "9.7.4"
     folder = hostile_backup(s3server, bucket, "evil", statements, flavor, version)
-    target = Target(
-        HOST if shared else "127.0.0.1",
-        server.port,
-        "restorer",
-        PASSWORD,
-        tls_ca=str(shared / "ca.crt") if shared else None,
-        tools_dir=str(shared) if shared else None,
-        # as the restore Job loads: in pieces (a dump without table sections is one piece, the rest)
-        load_workers=4,
-        spool=tempfile.mkdtemp(prefix="hostile-spool-"),
-    )
-    return restore_all({server.name: target}, Source(s3cfg(s3server, bucket), folder), creds(s3server), None)
+    with tempfile.TemporaryDirectory(prefix="hostile-spool-") as spool:
+        target = Target(
+            HOST if shared else "127.0.0.1",
+            server.port,
+            "restorer",
+            PASSWORD,
+            tls_ca=str(shared / "ca.crt") if shared else None,
+            tools_dir=str(shared) if shared else None,
+            # as the restore Job loads: in pieces (a dump without table sections is one piece, the rest)
+            load_workers=4,
+            spool=spool,
+        )
+        return restore_all(
+            {server.name: target}, Source(s3cfg(s3server, bucket), folder), creds(s3server), None
+        )
 
 
 def scratch(server) -> str:
