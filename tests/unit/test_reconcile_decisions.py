@@ -815,6 +815,49 @@ def test_kopf_settings_are_explicit():
     )
 
 
+def test_the_essence_kopf_compares_a_cluster_on_is_its_own_without_copying_the_status():
+    import kopf
+
+    from mysql_operator.operator import SpecDiffBase
+
+    body = {
+        "apiVersion": "mysql.example/v1",
+        "kind": "MySQLCluster",
+        "metadata": {
+            "name": "c",
+            "namespace": "ns",
+            "uid": "u",
+            "resourceVersion": "7",
+            "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}],
+            "labels": {"team": "a"},
+            "annotations": {
+                "note": "kept",
+                "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                "mysql.example/last-handled-configuration": '{"spec": {"instances": 2}}',
+            },
+        },
+        "spec": {"instances": 3, "storage": {"size": "1Gi"}},
+        "status": {"phase": "Ready", "instances": [{"name": "c-0"}]},
+    }
+    ours = SpecDiffBase(prefix="mysql.example", key="last-handled-configuration")
+    kopfs = kopf.AnnotationsDiffBaseStorage(prefix="mysql.example", key="last-handled-configuration")
+    essence = ours.build(body=kopf.Body(body))
+    assert essence == kopfs.build(body=kopf.Body(body))
+    assert essence == {
+        "spec": {"instances": 3, "storage": {"size": "1Gi"}},
+        "metadata": {"labels": {"team": "a"}, "annotations": {"note": "kept"}},
+    }
+    essence["spec"]["storage"]["size"] = "2Gi"  # a copy: the body kopf keeps is not changed
+    assert body["spec"]["storage"]["size"] == "1Gi"
+    # a field outside the essence a handler asks for is kept, as kopf keeps it
+    wanted = ours.build(body=kopf.Body(body), extra_fields=[("status", "phase")])
+    assert wanted == kopfs.build(body=kopf.Body(body), extra_fields=[("status", "phase")])
+    assert wanted["status"] == {"phase": "Ready"}
+    assert (
+        settings_for(OperatorConfig(namespaces=("a",))).persistence.diffbase_storage.__class__ is SpecDiffBase
+    )
+
+
 @pytest.mark.parametrize(
     "cfg, message",
     [
