@@ -859,6 +859,25 @@ def test_the_essence_kopf_compares_a_cluster_on_is_its_own_without_copying_the_s
 
 
 @pytest.mark.parametrize(
+    "annotations",
+    [{}, {"note": "kept"}, {"note": "kept", "mysql.example/cluster_changed": '{"retries": 1}'}],
+    ids=["none", "the user's", "a handler in progress"],
+)
+def test_progress_records_are_cleared_from_an_essence_as_kopf_clears_them(annotations):
+    import kopf
+
+    from mysql_operator.operator import Progress
+
+    def essence() -> dict:
+        return {"spec": {"instances": 3}, "metadata": {"annotations": dict(annotations)}}
+
+    ours = Progress(prefix="mysql.example").clear(essence=essence())
+    assert ours == kopf.AnnotationsProgressStorage(prefix="mysql.example").clear(essence=essence())
+    assert "mysql.example/cluster_changed" not in str(ours)
+    assert settings_for(OperatorConfig(namespaces=("a",))).persistence.progress_storage.__class__ is Progress
+
+
+@pytest.mark.parametrize(
     "cfg, message",
     [
         (OperatorConfig(), "choose the scope"),
