@@ -344,7 +344,8 @@ operator.log               the log of the operator the test ran itself (host_ope
                            response bodies; never a Secret's: tests/support/audit.py)
   servers/<pod>.txt        each server asked over SQL with the operator's account (its Pod IP):
                            version, server_id, read_only, the GTID positions, SHOW REPLICA STATUS,
-                           semi-sync state, binary logs; the error met instead when it did not answer
+                           semi-sync state, binary logs, scheduled events, sessions; the error met
+                           instead when it did not answer
   logs/<pod>.<container>.log            the container's log (`mysqld`: the server's error log,
                                         written to stderr; `seed`/`seed-donor`: the re-seed copies)
   logs/<pod>.<container>.previous.log   the container's log before its last restart
@@ -566,6 +567,8 @@ SERVER_QUERIES = (
     "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync%'",
     "SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%'",
     "SHOW BINARY LOGS",
+    # scheduled events: where each runs (a replica's scheduler can put back ENABLED: duties.Events)
+    "SELECT EVENT_SCHEMA, EVENT_NAME, STATUS, ORIGINATOR, DEFINER, LAST_EXECUTED FROM information_schema.EVENTS",
     "SELECT ID, USER, HOST, DB, COMMAND, TIME, STATE, LEFT(INFO, 200) FROM information_schema.PROCESSLIST",
 )
 FALLBACKS = {"SHOW REPLICA STATUS": "SHOW SLAVE STATUS"}  # servers older than the word

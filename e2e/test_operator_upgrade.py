@@ -42,6 +42,7 @@ from tests.support import chart_oci
 from tests.support.containerd import parse_build_output
 from tests.support.controlplane import binary
 from tests.support.wait import wait_for
+from tests.support.writer import failures_said
 
 pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]  # disturbs the chart's operator
 REPO_IMAGE = "dbteam/mysql-operator"
@@ -261,7 +262,10 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
         approving = time.monotonic()
         for name, (w, _, _) in writers.items():
             refused = [t for t in w.failure_times if t >= upgrading]
-            assert refused == [], f"{name}: {len(refused)} writes refused while only the operator changed"
+            assert refused == [], (
+                f"{name}: {len(refused)} writes refused while only the operator changed:\n"
+                + failures_said(w, upgrading)
+            )
 
         # 2. approved: one by its annotation, the other by its spec: one cluster at a time
         objs = client.CustomObjectsApi(api)
@@ -340,7 +344,10 @@ def test_an_upgrade_from_the_previous_release_restarts_one_cluster_at_a_time_and
             outside = [
                 round(t - start, 1) for t in w.failure_times if t >= upgrading and not start <= t <= end + 5
             ]
-            assert outside == [], f"{name}: writes refused outside its restart (s from its start): {outside}"
+            assert outside == [], (
+                f"{name}: writes refused outside its restart (s from its start): {outside}\n"
+                + failures_said(w, upgrading)
+            )
             refused = [t for t in w.failure_times if start <= t]
             spans = _bursts(refused)
             print(

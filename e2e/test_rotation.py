@@ -26,7 +26,7 @@ from e2e.helpers import (
 )
 from mysql_operator import manifests as m
 from tests.support.wait import wait_for
-from tests.support.writer import Writer
+from tests.support.writer import Writer, failures_said
 
 pytestmark = pytest.mark.cluster
 
@@ -113,7 +113,7 @@ def test_each_password_rotated_under_writes_without_a_failed_write_or_a_failover
             wait_for(lambda acked=acked: len(writer.acked) > acked + 20, 60, f"writes go on after {key}")
     finally:
         writer.stop()
-    assert not writer.failure_times, f"{len(writer.failure_times)} failed writes"
+    assert not writer.failure_times, f"{len(writer.failure_times)} failed writes:\n{failures_said(writer)}"
     assert c.status()["currentPrimary"] == primary and not c.events("Failover"), "no failover"
     assert not lost_rows(rw, current["app"], writer)
     # the replicas still replicate (over a connection made with the new replication password)

@@ -11,8 +11,8 @@ interfaces below (db/instance.Instance in production).
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import Iterable, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol
 
 from mysql_operator.db import accounts
 from mysql_operator.db.accounts import Grant
@@ -134,7 +134,14 @@ class Events:
     replica-side disabled again. Once per primary, again RETRY_SECONDS after another failure. An
     event created or changed on the old primary after its last serving pass is not known; an
     engine that never saw a primary serve (a new operator process) knows nothing to enable, and
-    names the primary's replica-side disabled events in a warning."""
+    names the primary's replica-side disabled events in a warning.
+    A server's scheduler can undo the replicated change: it writes its in-memory copy of an event
+    (status included) back to the event's row after each run, outside its queue's lock, so a run
+    that starts as the change is applied leaves the event ENABLED there, and running (both
+    MariaDB's and MySQL's schedulers do this). So once the statements are in the primary's GTIDs,
+    every other server that has them is asked again: where one still holds an event ENABLED
+    that was enabled here, the event is enabled here again (the statement replicates once more),
+    at most REPAIRS times per primary."""
 
     def __init__(self) -> None:
         self.done_on: str | None = None  # the primary whose events were carried over
@@ -144,6 +151,7 @@ class Events:
         # (primary, events) the server refused to enable as their definers (warned once): left
         # alone while the others are retried there
         self.refused: tuple[str, frozenset[tuple[str, str]]] | None = None
+        self.check: _Check | None = None  # the events enabled here, until every server holds them so
 
     def carry_over(
         self,
@@ -154,8 +162,14 @@ class Events:
         app: Credentials | None,
         admin: Credentials,
         steps: list[Step],
+        seen: Seen | None = None,
     ) -> None:
+        """`seen`: the primary's GTIDs and the other servers as observed at this pass (None: the
+        replicas are not asked)."""
+        if self.done_on == primary and self.check and seen:
+            self._settle(primary, p, seen, app, steps)
         if self.done_on != primary:
+            self.check = None
             if now < self.retry_at or not acknowledged:
                 return  # not acknowledged: at a pass that sees a replica acknowledging
             try:
@@ -229,7 +243,88 @@ class Events:
                     warn=True,
                 )
             )
+        if enabled:
+            self.check = _Check(frozenset(e.key for e in held if str(e) in enabled))
         if failed:
             steps.append(Step(primary, "events", "; ".join(failed), ok=False))
             return False
         return True
+
+    def _settle(
+        self, primary: str, p: EventOps, seen: Seen, app: Credentials | None, steps: list[Step]
+    ) -> None:
+        """The servers that have the statements and still run an event enabled here: the event
+        enabled here again (see the class)."""
+        c = self.check
+        assert c is not None
+        if c.mark is None:
+            c.mark = seen.executed  # observed after the statements: a server holding it has them
+            return
+        stray: dict[str, frozenset[tuple[str, str]]] = {}
+        for name, ops, executed in seen.others:
+            if name in c.settled or executed is None or not executed.contains(c.mark):
+                continue
+            with contextlib.suppress(InstanceError):  # the next pass asks again
+                running = c.keys & {e.key for e in ops.events() if e.status == "ENABLED"}
+                if running:
+                    stray[name] = frozenset(running)
+                else:
+                    c.settled.add(name)
+        if not stray:
+            if c.settled >= {name for name, _, _ in seen.others}:
+                self.check = None
+            return
+        where = ", ".join(
+            f"{n} ({', '.join('.'.join(k) for k in sorted(ks))})" for n, ks in sorted(stray.items())
+        )
+        if c.repairs >= REPAIRS:
+            self.check = None
+            steps.append(
+                Step(
+                    primary,
+                    "events",
+                    f"event(s) still ENABLED on a server that replicates them: {where}, after {REPAIRS} "
+                    "tries; it runs them and fails (read-only). ALTER EVENT ... ENABLE them on the primary",
+                    warn=True,
+                )
+            )
+            return
+        c.repairs += 1
+        c.mark = None
+        keys = frozenset().union(*stray.values())
+        app_definer = f"{app.user}@{app.host}" if app else None
+        try:
+            for e in p.events():
+                if e.key in keys and e.status == "ENABLED":
+                    p.enable_event(e, app if e.definer == app_definer else None)
+        except InstanceError as err:
+            steps.append(Step(primary, "events", f"enabling again for {where}: {err}", ok=False))
+            return
+        steps.append(
+            Step(
+                primary,
+                "events",
+                f"enabled again: {where} still ran them once the change had replicated "
+                "(its scheduler wrote its own copy back)",
+            )
+        )
+
+
+REPAIRS = 3  # times a primary enables its events again for a server whose scheduler undid it
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A pass's observation, for Events: the primary's GTIDs, and each other server's name, its
+    EventOps and its GTIDs (None: it did not answer)."""
+
+    executed: Any
+    others: tuple[tuple[str, EventOps, Any], ...]
+
+
+@dataclass
+class _Check:
+    keys: frozenset[tuple[str, str]]  # the events the carry-over enabled
+    mark: Any = None  # the primary's GTIDs once they hold the statements (None: the next pass)
+    settled: set[str] = field(default_factory=set)  # servers that hold none of them ENABLED
+    repairs: int = 0

@@ -31,7 +31,7 @@ from mysql_operator.manifests.config import FALLBACK_TIMEOUT_MS, NO_FALLBACK_TIM
 from mysql_operator import rules
 from mysql_operator import topology as t
 from mysql_operator.binlog_upkeep import BinlogUpkeep
-from mysql_operator.duties import AccountSet, Accounts, Events
+from mysql_operator.duties import AccountSet, Accounts, Events, Seen
 from mysql_operator.observer import Observer
 from mysql_operator.reseed import Reseeds, ReseedError
 from mysql_operator.members import ClusterState, Credentials, Member, Outcome, Step
@@ -396,7 +396,23 @@ class ReplicationEngine:
         """duties.Events: the events that ran on the former primary run on this one."""
         p = self.instances[primary]
         acknowledged = self._acknowledged(primary)
-        self.primary_events.carry_over(primary, p, acknowledged, self.clock(), self.app, self.admin, steps)
+        seen = self.observer.last_observations
+
+        def executed(name: str):
+            o = seen.get(name)
+            return o.executed if o is not None and o.reachable else None
+
+        others = tuple((name, ops, executed(name)) for name, ops in self.instances.items() if name != primary)
+        self.primary_events.carry_over(
+            primary,
+            p,
+            acknowledged,
+            self.clock(),
+            self.app,
+            self.admin,
+            steps,
+            Seen(executed(primary), others),
+        )
 
     def _acknowledged(self, primary: str) -> bool:
         return acknowledged_now(self.observer.last_observations.get(primary))

@@ -634,6 +634,60 @@ def test_scheduled_events_keep_running_after_a_switchover(factory):
     assert c.primary is new
 
 
+def scheduler_wrote_its_copy_back(factory, server) -> None:
+    """What a server's event scheduler leaves when it runs TICK while the replicated ALTER EVENT
+    is applied: it writes its in-memory copy (ENABLED) back to the event's row, outside its
+    queue's lock, and TICK is queued and runs again. The race is a few microseconds wide; the
+    state it leaves is made here as its row and queue would have it (the definer kept, nothing
+    binlogged)."""
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")
+            if factory.flavor.value == "mysql":
+                cur.execute("SET GLOBAL super_read_only = OFF")
+            cur.execute(f"ALTER DEFINER = 'app'@'%' EVENT {DB}.`{TICK.replace('`', '``')}` ENABLE")
+            if factory.flavor.value == "mysql":
+                cur.execute("SET GLOBAL super_read_only = ON")
+    finally:
+        conn.close()
+
+
+def test_a_server_whose_scheduler_undid_the_replicated_alter_event_gets_it_again(factory):
+    """The e2e saw it once in about 80 switchovers (MariaDB 10.11): after a switchover, the old
+    primary's TICK stayed ENABLED, and ran read-only, though it had applied the new primary's
+    ALTER EVENT. The new primary enables TICK once more; the statement replicates; TICK is
+    replica-side disabled there, and nothing else changes."""
+    c = make_cluster(factory, 3, semisync=True)
+    old = c.primary
+    schedule_ticks(c)
+    wait_for(lambda: ticks_from(old) >= 2, 20, f"rows written by {TICK} on {old.name}")
+    c.converge()
+    c.converge(until=t.Switchover, desired="db-2")
+    c.converge(desired="db-2")
+    new = c.server("db-2")
+    events_carried_over(factory, c, old, new)
+    scheduler_wrote_its_copy_back(factory, old)
+    status, _, definer = events_of(old)[TICK]  # its originator: here, the local ALTER's
+    assert (status, definer) == ("ENABLED", "app@%")
+    off = replica_side_disabled(factory)
+
+    def repaired():
+        c.reconcile()
+        return events_of(old)[TICK][0] == off
+
+    wait_for(repaired, 30, f"{TICK} replica-side disabled again on {old.name}", describe=c.describe)
+    again = [s for s in c.steps if s.action == "events" and s.detail.startswith("enabled again")]
+    assert [(s.instance, s.ok, s.warn) for s in again] == [(new.name, True, False)], again
+    assert f"{old.name} ({DB}.{TICK})" in again[0].detail
+    assert events_of(new)[TICK] == ("ENABLED", new.server_id, "app@%")  # its definer stays
+    for r in c.servers:
+        if r is not new:
+            assert events_of(r)[TICK] == (off, new.server_id, "app@%"), r.name
+    c.converge(desired="db-2")
+    assert not any(isinstance(d, t.Errant) for d in c.decisions)  # nothing of its own on old
+
+
 def test_a_two_instance_cluster_fails_over_to_its_former_primary_under_writes(factory):
     """db-0, the first primary, hands over to db-1 and replicates from it; db-1 is killed under
     semi-sync writes. db-0 is the only candidate and holds transactions of its own (from when it

@@ -36,6 +36,8 @@ class Writer(threading.Thread):
         self.next_id = first_id
         self.acked: list[Ack] = []
         self.failure_times: list[float] = []
+        # (monotonic time, wall-clock time, the error) of each failed statement or connect
+        self.failures: list[tuple[float, float, str]] = []
         self.stop_event = threading.Event()
         self._go, self._idle = threading.Event(), threading.Event()
         self._go.set()
@@ -59,8 +61,9 @@ class Writer(threading.Thread):
                 with conn.cursor() as cur:
                     cur.execute(self.sql, (n, target) if with_target else (n,))
                 self.acked.append(Ack(n, target, time.monotonic()))
-            except pymysql.err.MySQLError:
+            except pymysql.err.MySQLError as e:
                 self.failure_times.append(time.monotonic())
+                self.failures.append((self.failure_times[-1], time.time(), f"{type(e).__name__}: {e}"))
                 _close(conn)
                 conn = None
                 self.stop_event.wait(self.pause)
@@ -119,3 +122,13 @@ def _close(conn: Any) -> None:
             conn.close()
         except Exception:  # noqa: BLE001 - a dead connection is closed enough
             pass
+
+
+def failures_said(w: Writer, since: float = float("-inf")) -> str:
+    """The writer's failures since `since` (monotonic), one a line: the wall-clock time (UTC) and
+    the error, for an assertion's message (the evidence bundle's logs are by wall clock)."""
+    return "\n".join(
+        f"{time.strftime('%H:%M:%S', time.gmtime(wall))}.{int(wall % 1 * 1000):03d}Z {error}"
+        for t, wall, error in w.failures
+        if t >= since
+    )

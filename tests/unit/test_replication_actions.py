@@ -1352,6 +1352,59 @@ def test_a_refused_event_is_not_tried_again_while_another_failure_is_retried():
     ]
 
 
+def seen_by_the_observer(e: ReplicationEngine, w: World) -> None:
+    """The engine's observer as it would be after a pass: each server's answer."""
+    e.observer.last_observations.update({n: s.observe() for n, s in w.servers.items()})
+
+
+def test_a_server_whose_scheduler_undid_the_replicated_change_gets_the_event_enabled_again():
+    """A scheduler that runs the event while the change is applied writes its own copy (ENABLED)
+    back: that server runs it again, read-only, for ever. The primary enables it once more."""
+    w, e, _ = failed_over_with_events({})
+    for s in w.servers.values():
+        s.executed = "0-1-10"
+    seen_by_the_observer(e, w)
+    e.act(t.Healthy("db-1"), states(w))  # carried over
+    w.servers["db-0"].scheduled["tick"] = "ENABLED"  # its scheduler wrote ENABLED back
+    w.servers["db-1"].executed = "0-1-12"  # the statements
+    seen_by_the_observer(e, w)  # db-0 and db-2 have not got them yet
+    since = len(w.log)
+    assert [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"] == []  # the mark
+    assert [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"] == []  # not theirs yet
+    assert [n for n, op in w.log[since:] if op == "events"] == ["db-1", "db-1"]  # the primary's own
+    w.servers["db-0"].executed = w.servers["db-2"].executed = "0-1-12"
+    seen_by_the_observer(e, w)
+    (again,) = [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"]
+    assert again.ok and not again.warn and again.instance == "db-1"
+    assert again.detail.startswith("enabled again: db-0 (app.tick) still ran them"), again.detail
+    assert w.servers["db-0"].scheduled["tick"] == "REPLICA_SIDE_DISABLED"  # it replicated again
+    assert w.servers["db-1"].definers["tick"] == "app@%"  # as its definer again
+    w.servers["db-1"].executed = w.servers["db-0"].executed = w.servers["db-2"].executed = "0-1-13"
+    seen_by_the_observer(e, w)
+    for _ in range(3):  # a new mark, then every server settled: nobody is asked again
+        assert [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"] == []
+    asked = len([1 for n, op in w.log if op == "events" and n != "db-1"])
+    e.act(t.Healthy("db-1"), states(w))
+    assert len([1 for n, op in w.log if op == "events" and n != "db-1"]) == asked
+    enabled = [op for n, op in w.log if op.startswith("enable_event")]
+    assert sorted(enabled) == ["enable_event(app.cron as app@%)"] + ["enable_event(app.tick as app@%)"] * 2
+
+
+def test_a_server_that_keeps_undoing_the_change_is_warned_about_after_a_few_tries():
+    w, e, _ = failed_over_with_events({})
+    seen_by_the_observer(e, w)
+    e.act(t.Healthy("db-1"), states(w))
+    stuck = w.servers["db-2"]
+    steps = []
+    for _ in range(2 * (duties.REPAIRS + 2)):
+        stuck.scheduled["tick"] = "ENABLED"
+        steps += [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"]
+    assert [s.detail.split(":")[0] for s in steps] == ["enabled again"] * duties.REPAIRS + [
+        "event(s) still ENABLED on a server that replicates them"
+    ]
+    assert steps[-1].warn and "db-2 (app.tick)" in steps[-1].detail
+
+
 def test_an_event_of_another_account_is_enabled_by_the_operator_where_a_person_granted_set_user():
     w, e, _ = failed_over_with_events({"cron": "root@localhost"}, set_any_definer=True)
     steps = e.act(t.Healthy("db-1"), states(w))
