@@ -37,7 +37,7 @@ class Writer(threading.Thread):
         self.acked: list[Ack] = []
         self.failure_times: list[float] = []
         # (monotonic time, wall-clock time, the error) of each failed statement or connect
-        self.failures: list[tuple[float, float, str]] = []
+        self.errors: list[tuple[float, float, str]] = []
         self.stop_event = threading.Event()
         self._go, self._idle = threading.Event(), threading.Event()
         self._go.set()
@@ -63,7 +63,7 @@ class Writer(threading.Thread):
                 self.acked.append(Ack(n, target, time.monotonic()))
             except pymysql.err.MySQLError as e:
                 self.failure_times.append(time.monotonic())
-                self.failures.append((self.failure_times[-1], time.time(), f"{type(e).__name__}: {e}"))
+                self.errors.append((self.failure_times[-1], time.time(), f"{type(e).__name__}: {e}"))
                 _close(conn)
                 conn = None
                 self.stop_event.wait(self.pause)
@@ -129,6 +129,6 @@ def failures_said(w: Writer, since: float = float("-inf")) -> str:
     the error, for an assertion's message (the evidence bundle's logs are by wall clock)."""
     return "\n".join(
         f"{time.strftime('%H:%M:%S', time.gmtime(wall))}.{int(wall % 1 * 1000):03d}Z {error}"
-        for t, wall, error in w.failures
+        for t, wall, error in w.errors
         if t >= since
     )
