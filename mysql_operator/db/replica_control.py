@@ -185,6 +185,8 @@ class ReplicaControl(Session):
             return True
         d = self.dialect
         sql, args = d.wait_for_gtids(gtids, timeout)
+        if timeout + 5 <= self.slow_timeout:  # a failover's wait: on the slow statements' connection
+            return d.wait_succeeded(self._patiently(sql, args, timeout + 5, "waiting for GTIDs failed")[0][0])
         conn = self._fresh(timeout + 5)
         try:
             return d.wait_succeeded(self._exchange(conn, sql, args, timeout + 5)[0][0])

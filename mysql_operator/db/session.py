@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import ssl
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -35,6 +36,9 @@ from mysql_operator.db.observation import (
 from mysql_operator.redaction import redact
 
 MESSAGE_CHARS = 300  # of an error's own text (a server's, the driver's) kept in InstanceError
+# a slow statement's connection is used again for the next one within this many seconds (see
+# Session._patient); an older one is closed and a new one made
+PATIENT_REUSE_SECONDS = 10.0
 
 
 def short(text: str) -> str:
@@ -102,6 +106,8 @@ class Session:
     # the GTIDs before each finished binary log, by (file, size): read once, from its header
     _binlog_headers: dict = field(default_factory=dict, repr=False)
     _purged: Any = field(default=None, repr=False)  # the last purged set read (MariaDB), see purged_gtids
+    _patient_conn: ServerConnection | None = field(default=None, repr=False)  # see _patient
+    _patient_at: float = field(default=float("-inf"), repr=False)  # its last statement's end (monotonic)
 
     def __post_init__(self):
         self.name = self.name or f"{self.host}:{self.port}"
@@ -169,6 +175,7 @@ class Session:
             raise self._error(e, "cannot connect") from None
 
     def close(self) -> None:
+        self._drop_patient()
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -203,17 +210,52 @@ class Session:
 
     def _run_slow(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> None:
         """A statement that may legitimately wait (STOP REPLICA while the IO thread reconnects to a
-        hung source, read_only waiting for commits): its own connection, a longer read timeout."""
-        conn = self._fresh(self.slow_timeout)
-        try:
-            self._exchange(conn, sql, args, self.slow_timeout)
-        except pymysql.err.MySQLError as e:
-            raise self._error(e, sql.split(" ")[0] + " failed", secrets) from None
-        except Exception as e:  # noqa: BLE001 - the driver's own breakage, as in _run
-            raise self._error(e, sql.split(" ")[0] + " failed (connection broken)", secrets) from None
-        finally:
+        hung source, read_only waiting for commits): on the connection slow statements share
+        (`_patient`), with a longer read timeout. Only idempotent statements come here: one
+        sent on a reused connection the server had already closed is sent once more on a new one."""
+        self._patiently(sql, args, self.slow_timeout, sql.split(" ")[0] + " failed", secrets)
+
+    def _patient(self) -> tuple[ServerConnection, bool]:
+        """The connection slow statements share, its read timeout `slow_timeout`, and whether it
+        is one already used. A failover sends several in a row to the same servers (stop the IO
+        threads, again to fence, wait for the relay log, promote: read_only off twice on MySQL);
+        a new TLS login for each took 0.1-0.3 s of it on a busy machine. Used again only within
+        PATIENT_REUSE_SECONDS of its last statement (an older one is closed: a restarted server
+        would have cut it), and never after an error or close()."""
+        if self._patient_conn is not None and time.monotonic() - self._patient_at > PATIENT_REUSE_SECONDS:
+            self._drop_patient()
+        if self._patient_conn is None:
+            self._patient_conn = self._fresh(self.slow_timeout)
+            return self._patient_conn, False
+        return self._patient_conn, True
+
+    def _drop_patient(self) -> None:
+        if self._patient_conn is not None:
             with contextlib.suppress(Exception):  # already closed by the driver
-                conn.close()
+                self._patient_conn.close()
+            self._patient_conn = None
+
+    def _patiently(
+        self, sql: str, args: tuple, seconds: float, what: str, secrets: Iterable[str | None] = ()
+    ) -> list:
+        """One idempotent exchange on `_patient`'s connection within `seconds` (at most
+        slow_timeout); once more on a new connection when a reused one was found cut (never after
+        a timeout: the server was there, only slow)."""
+        for _ in range(2):
+            conn, reused = self._patient()
+            try:
+                rows = self._exchange(conn, sql, args, seconds)
+            except pymysql.err.MySQLError as e:
+                self._drop_patient()
+                if reused and _transient(e):
+                    continue
+                raise self._error(e, what, secrets) from None
+            except Exception as e:  # noqa: BLE001 - the driver's own breakage, as in _run
+                self._drop_patient()
+                raise self._error(e, what + " (connection broken)", secrets) from None
+            self._patient_at = time.monotonic()
+            return rows
+        raise AssertionError("unreachable: the second attempt is on a new connection")
 
     def execute(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> list:
         return self._run(sql, args, secrets)
