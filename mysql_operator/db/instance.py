@@ -33,7 +33,10 @@ class Instance(ReplicaControl, Fencing, ServerBinlogs, Cloning, ServerAccounts):
         """Everything the decision needs; `reachable=False` (never an exception) when it is down.
         When the connection kept from an earlier call broke (not a timeout: a server that ended
         or restarted since), a new one is tried at once: what it meets (a refusal, the server
-        again) says more than the old one's end (failover evidence, observer.down_evidence)."""
+        again) says more than the old one's end (failover evidence, observer.down_evidence).
+        A slow statements' connection past its reuse window is closed here (it would otherwise
+        hold a session on the server until the next slow statement)."""
+        self._drop_patient_if_idle()
         kept = self._conn is not None
         o = self._observe()
         if not o.reachable and kept and self._conn is None and "timed out" not in (o.error or ""):

@@ -222,12 +222,15 @@ class Session:
         a new TLS login for each took 0.1-0.3 s of it on a busy machine. Used again only within
         PATIENT_REUSE_SECONDS of its last statement (an older one is closed: a restarted server
         would have cut it), and never after an error or close()."""
-        if self._patient_conn is not None and time.monotonic() - self._patient_at > PATIENT_REUSE_SECONDS:
-            self._drop_patient()
+        self._drop_patient_if_idle()
         if self._patient_conn is None:
             self._patient_conn = self._fresh(self.slow_timeout)
             return self._patient_conn, False
         return self._patient_conn, True
+
+    def _drop_patient_if_idle(self) -> None:
+        if time.monotonic() - self._patient_at > PATIENT_REUSE_SECONDS:
+            self._drop_patient()
 
     def _drop_patient(self) -> None:
         if self._patient_conn is not None:

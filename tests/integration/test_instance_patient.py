@@ -5,6 +5,7 @@ several of them instead of one each, and a server restarted under it costs no fa
 from __future__ import annotations
 
 from mysql_operator.db.instance import Instance
+from mysql_operator.db.session import PATIENT_REUSE_SECONDS
 from tests.support.mariadb import ADMIN_USER
 
 
@@ -28,6 +29,16 @@ def test_slow_statements_share_one_connection_and_survive_a_restart_of_the_serve
         s.restart()  # within the reuse window: the shared connection is cut under the instance
         i.set_read_only(True)  # sent again on a new connection, no error
         assert s.query("SELECT @@read_only")[0][0] == 1
+
+        # past the window, the next observation closes it: no session left on the server
+        sessions = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s"
+        i.observe()  # (its own connection was cut too: a new one; close() drops the shared one)
+        i.set_read_only(True)
+        held = s.query(sessions, (ADMIN_USER,))[0][0]  # this question's, the instance's, the shared one
+        assert held == 3
+        i._patient_at -= PATIENT_REUSE_SECONDS + 1  # as if its last statement were that old
+        i.observe()
+        assert s.query(sessions, (ADMIN_USER,))[0][0] == held - 1
     finally:
         i.close()
         s.query("SET GLOBAL read_only = 0")
