@@ -294,9 +294,12 @@ class Events:
         keys = frozenset().union(*stray.values())
         app_definer = f"{app.user}@{app.host}" if app else None
         try:
-            for e in p.events():
-                if e.key in keys and e.status == "ENABLED":
-                    p.enable_event(e, app if e.definer == app_definer else None)
+            again = [e for e in p.events() if e.key in keys and e.status == "ENABLED"]
+            if not again:  # changed on the primary since (a person's ALTER EVENT): theirs now
+                self.check = None
+                return
+            for e in again:
+                p.enable_event(e, app if e.definer == app_definer else None)
         except InstanceError as err:
             steps.append(Step(primary, "events", f"enabling again for {where}: {err}", ok=False))
             return

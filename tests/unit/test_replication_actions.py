@@ -1390,6 +1390,20 @@ def test_a_server_whose_scheduler_undid_the_replicated_change_gets_the_event_ena
     assert sorted(enabled) == ["enable_event(app.cron as app@%)"] + ["enable_event(app.tick as app@%)"] * 2
 
 
+def test_an_event_a_person_disabled_on_the_primary_since_is_not_enabled_again():
+    w, e, _ = failed_over_with_events({})
+    seen_by_the_observer(e, w)
+    e.act(t.Healthy("db-1"), states(w))
+    w.servers["db-2"].scheduled["tick"] = "ENABLED"
+    w.servers["db-1"].scheduled["tick"] = "DISABLED"  # ALTER EVENT ... DISABLE by its owner
+    for _ in range(3):
+        assert [s for s in e.act(t.Healthy("db-1"), states(w)) if s.action == "events"] == []
+    assert w.servers["db-1"].scheduled["tick"] == "DISABLED"
+    assert [op for _, op in w.log if op == "enable_event(app.tick as app@%)"] == [
+        "enable_event(app.tick as app@%)"
+    ]
+
+
 def test_a_server_that_keeps_undoing_the_change_is_warned_about_after_a_few_tries():
     w, e, _ = failed_over_with_events({})
     seen_by_the_observer(e, w)
