@@ -20,9 +20,11 @@ from tests.support.wait import wait_for
 
 
 # seconds to the first write on the new primary that a run usually stays under (past it, the
-# test's evidence is kept for a look: e2e/helpers.py record): a crash or a deleted Pod takes 1-5 s,
-# with the operator's own Pod replaced in the middle 14-20 s
-USUALLY_UNDER = {"2": 10.0, "6": 30.0}
+# test's evidence is kept for a look: e2e/helpers.py record): a crash or a deleted Pod takes 1-5 s.
+# With the operator's own Pod force-deleted in the middle of a hang, the new operator waits out
+# the old one's Lease (16 s), then sees the hung primary time out before it fails over: 33.8-35.0 s
+# in the CI runs of 2026-12-06/07 on both flavors, every evidence bundle explained so
+USUALLY_UNDER = {"2": 10.0, "6": 40.0}
 
 
 def failover_under_load(
