@@ -26,7 +26,7 @@ commit waited for its acknowledgement comes back holding it: the loop re-seeds i
 and the benchmark starts it again, as its container would be, and counts it. Bounded by --rounds
 and --deadline.
 
-    .venv/bin/python -m benchmarks.failover_bench [--flavor mariadb|mysql] [--rounds 20] [--compare] [--deadline 1500]
+    .venv/bin/python -m benchmarks.failover_bench [--flavor mariadb|mysql] [--rounds 20] [--compare] [--deadline 1500] [--fault kill|hang]
 
 `--compare` alternates rounds: odd ones wait the failover delay whatever the operator sees (the
 behaviour before evidence-graded failover, docs/design.md), even ones act as the operator does.
@@ -188,6 +188,13 @@ def main() -> int:
     ap.add_argument(
         "--deadline", type=float, default=1500.0, help="stop starting rounds after this many seconds"
     )
+    ap.add_argument(
+        "--fault",
+        choices=("kill", "hang"),
+        default="kill",
+        help="kill: kill -9 of the primary; hang: SIGSTOP (it still accepts TCP, never answers), "
+        "then SIGKILL and a restart once a new primary took a write (what its Pod's restart does)",
+    )
     args = ap.parse_args()
     why = mysql_unavailable() if args.flavor == "mysql" else None
     if args.flavor == "mariadb" and missing_binaries():
@@ -209,6 +216,9 @@ def main() -> int:
     loop_seconds = OperatorConfig().loop_seconds
     # a host-run MariaDB server has no Pod to restart on a copy (sh/seed.sh): no re-seed there
     settings = dataclasses.replace(engine_settings(cluster), reseed=args.flavor == "mysql")
+    print(
+        f"fault: {'kill -9' if args.fault == 'kill' else 'SIGSTOP (hang)'} of the primary; times are from it"
+    )
     print(
         f"settings: {args.flavor}, 3 instances, mode {spec.mode}, failover delay {settings.failover_delay_seconds:g}s "
         f"(spec default), operator loop every {loop_seconds:g}s (OperatorConfig default)"
@@ -279,7 +289,10 @@ def main() -> int:
             rounds.append(r)
             steps_before = len(loop.failed_steps)
             killed_at = time.monotonic()
-            old.kill9()
+            if args.fault == "hang":
+                old.sigstop()
+            else:
+                old.kill9()
 
             def first_new_ack():
                 for _, s, ts in writer.acked[mark:]:
@@ -297,6 +310,8 @@ def main() -> int:
             found = {row[0] for row in by_name[r.new].query(f"SELECT id FROM {DB}.t")}
             r.acked, r.lost = len(snapshot), len(snapshot - found)
 
+            if args.fault == "hang":
+                old.kill9()  # as its Pod's restart (the operator's fence of a hung old primary)
             old.restart(**REJOIN_OPTIONS[args.flavor])
 
             def rejoined():
@@ -380,7 +395,7 @@ def main() -> int:
     )
     print()
     print(
-        "| round | mode | killed | new primary | kill -> start of the loop pass that fails over | kill -> first write on new primary "
+        f"| round | mode | {'killed' if args.fault == 'kill' else 'hung'} | new primary | {args.fault} -> start of the loop pass that fails over | {args.fault} -> first write on new primary "
         "| acknowledged rows (cumulative) | lost | old primary |"
     )
     print("|---:|---|---|---|---:|---:|---:|---:|---|")
@@ -397,7 +412,7 @@ def main() -> int:
         secs = [r.seconds for r in done if r.mode == mode]
         if secs:
             print(
-                f"{mode}: kill -> first write accepted on the new primary: p50 {statistics.median(secs):.2f} s, "
+                f"{mode}: {args.fault} -> first write accepted on the new primary: p50 {statistics.median(secs):.2f} s, "
                 f"p99 {percentile(secs, 99):.2f} s, max {max(secs):.2f} s, min {min(secs):.2f} s "
                 f"({len(secs)} rounds)"
             )
