@@ -210,24 +210,27 @@ class Events:
         definer. False when one failed other than by the server's refusal to let the operator's
         account name its definer (those are warned about once, then left alone)."""
         ran = self.enabled or frozenset()
-        app_definer = f"{app.user}@{app.host}" if app else None
         on, refused_before = self.refused or (None, frozenset())
         if on != primary:
             refused_before = frozenset()
-        enabled, refused, failed = [], [], []
+        enabled: list[Event] = []
+        refused: list[Event] = []
+        failed: list[str] = []
         for e in held:
             if e.key not in ran or e.key in refused_before:
                 continue
             try:
-                p.enable_event(e, app if e.definer == app_definer else None)
-                enabled.append(str(e))
+                _enable_as_definer(p, e, app)
+                enabled.append(e)
             except InstanceError as err:
-                if e.definer != app_definer and err.errno == SPECIFIC_ACCESS_DENIED:
+                if _definer_login(e, app) is None and err.errno == SPECIFIC_ACCESS_DENIED:
                     refused.append(e)
                 else:
                     failed.append(f"{e}: {err}")
         if enabled:
-            steps.append(Step(primary, "events", f"enabled {len(enabled)} events: {', '.join(enabled)}"))
+            steps.append(
+                Step(primary, "events", f"enabled {len(enabled)} events: {', '.join(map(str, enabled))}")
+            )
         if refused:
             self.refused = (primary, refused_before | {e.key for e in refused})
             steps.append(
@@ -244,7 +247,7 @@ class Events:
                 )
             )
         if enabled:
-            self.check = _Check(frozenset(e.key for e in held if str(e) in enabled))
+            self.check = _Check(frozenset(e.key for e in enabled))
         if failed:
             steps.append(Step(primary, "events", "; ".join(failed), ok=False))
             return False
@@ -292,14 +295,13 @@ class Events:
         c.repairs += 1
         c.mark = None
         keys = frozenset().union(*stray.values())
-        app_definer = f"{app.user}@{app.host}" if app else None
         try:
             again = [e for e in p.events() if e.key in keys and e.status == "ENABLED"]
             if not again:  # changed on the primary since (a person's ALTER EVENT): theirs now
                 self.check = None
                 return
             for e in again:
-                p.enable_event(e, app if e.definer == app_definer else None)
+                _enable_as_definer(p, e, app)
         except InstanceError as err:
             steps.append(Step(primary, "events", f"enabling again for {where}: {err}", ok=False))
             return
@@ -311,6 +313,15 @@ class Events:
                 "(its scheduler wrote its own copy back)",
             )
         )
+
+
+def _definer_login(e: Event, app: Credentials | None) -> Credentials | None:
+    """The login of `e`'s definer the operator holds: the application account's, or None."""
+    return app if app and e.definer == f"{app.user}@{app.host}" else None
+
+
+def _enable_as_definer(p: EventOps, e: Event, app: Credentials | None) -> None:
+    p.enable_event(e, _definer_login(e, app))
 
 
 REPAIRS = 3  # times a primary enables its events again for a server whose scheduler undid it

@@ -244,21 +244,19 @@ class Session:
         """One idempotent exchange on `_patient`'s connection within `seconds` (at most
         slow_timeout); once more on a new connection when a reused one was found cut (never after
         a timeout: the server was there, only slow)."""
-        for _ in range(2):
-            conn, reused = self._patient()
-            try:
-                rows = self._exchange(conn, sql, args, seconds)
-            except pymysql.err.MySQLError as e:
-                self._drop_patient()
-                if reused and _transient(e):
-                    continue
-                raise self._error(e, what, secrets) from None
-            except Exception as e:  # noqa: BLE001 - the driver's own breakage, as in _run
-                self._drop_patient()
-                raise self._error(e, what + " (connection broken)", secrets) from None
-            self._patient_at = time.monotonic()
-            return rows
-        raise AssertionError("unreachable: the second attempt is on a new connection")
+        conn, reused = self._patient()
+        try:
+            rows = self._exchange(conn, sql, args, seconds)
+        except pymysql.err.MySQLError as e:
+            self._drop_patient()
+            if reused and _transient(e):  # the next connection is a new one: tried once more only
+                return self._patiently(sql, args, seconds, what, secrets)
+            raise self._error(e, what, secrets) from None
+        except Exception as e:  # noqa: BLE001 - the driver's own breakage, as in _run
+            self._drop_patient()
+            raise self._error(e, what + " (connection broken)", secrets) from None
+        self._patient_at = time.monotonic()
+        return rows
 
     def execute(self, sql: str, args: tuple = (), secrets: Iterable[str | None] = ()) -> list:
         return self._run(sql, args, secrets)

@@ -617,7 +617,9 @@ def test_scheduled_events_keep_running_after_a_failover(factory):
     events_carried_over(factory, c, old, new, admin_job=True)
 
 
-def test_scheduled_events_keep_running_after_a_switchover(factory):
+def switched_over_with_ticks(factory):
+    """A 3-server cluster whose primary ran TICK, switched over to db-2, the events carried
+    over: (cluster, old primary, new primary)."""
     c = make_cluster(factory, 3, semisync=True)
     old = c.primary
     schedule_ticks(c)
@@ -627,6 +629,11 @@ def test_scheduled_events_keep_running_after_a_switchover(factory):
     c.converge(desired="db-2")
     new = c.server("db-2")
     events_carried_over(factory, c, old, new)
+    return c, old, new
+
+
+def test_scheduled_events_keep_running_after_a_switchover(factory):
+    c, old, new = switched_over_with_ticks(factory)
     # the old primary ran TICK until its ALTER EVENT arrived, read-only: no row it wrote since,
     # no transaction of its own
     c.converge(desired="db-2")
@@ -658,15 +665,7 @@ def test_a_server_whose_scheduler_undid_the_replicated_alter_event_gets_it_again
     primary's TICK stayed ENABLED, and ran read-only, though it had applied the new primary's
     ALTER EVENT. The new primary enables TICK once more; the statement replicates; TICK is
     replica-side disabled there, and nothing else changes."""
-    c = make_cluster(factory, 3, semisync=True)
-    old = c.primary
-    schedule_ticks(c)
-    wait_for(lambda: ticks_from(old) >= 2, 20, f"rows written by {TICK} on {old.name}")
-    c.converge()
-    c.converge(until=t.Switchover, desired="db-2")
-    c.converge(desired="db-2")
-    new = c.server("db-2")
-    events_carried_over(factory, c, old, new)
+    c, old, new = switched_over_with_ticks(factory)
     scheduler_wrote_its_copy_back(factory, old)
     status, _, definer = events_of(old)[TICK]  # its originator: here, the local ALTER's
     assert (status, definer) == ("ENABLED", "app@%")

@@ -35,7 +35,6 @@ class Writer(threading.Thread):
         self.connect, self.sql, self.target, self.pause = connect, sql, target, pause
         self.next_id = first_id
         self.acked: list[Ack] = []
-        self.failure_times: list[float] = []
         # (monotonic time, wall-clock time, the error) of each failed statement or connect
         self.errors: list[tuple[float, float, str]] = []
         self.stop_event = threading.Event()
@@ -62,8 +61,7 @@ class Writer(threading.Thread):
                     cur.execute(self.sql, (n, target) if with_target else (n,))
                 self.acked.append(Ack(n, target, time.monotonic()))
             except pymysql.err.MySQLError as e:
-                self.failure_times.append(time.monotonic())
-                self.errors.append((self.failure_times[-1], time.time(), f"{type(e).__name__}: {e}"))
+                self.errors.append((time.monotonic(), time.time(), f"{type(e).__name__}: {e}"))
                 _close(conn)
                 conn = None
                 self.stop_event.wait(self.pause)
@@ -93,6 +91,11 @@ class Writer(threading.Thread):
     @property
     def ids(self) -> list[int]:
         return [a.id for a in self.acked]
+
+    @property
+    def failure_times(self) -> list[float]:
+        """The monotonic time of each failure, oldest first."""
+        return [t for t, _, _ in self.errors]
 
     @property
     def failures(self) -> int:
