@@ -25,7 +25,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ import pymysql
 
 from mysql_operator.db import accounts
 from mysql_operator.db.flavor import Flavor
+from tests.support import scratch
 from tests.support.ports import free_port
 from tests.support.wait import wait_for
 
@@ -258,9 +258,13 @@ class MariaDBFactory:
 
     flavor = Flavor.MARIADB
     server_class = MariaDBServer
+    folder_prefix = "mariadb-test-"
 
-    def __init__(self, workdir: Path | None = None):
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="mariadb-test-"))
+    def __init__(self, workdir: Path | None = None, parent: Path | None = None):
+        """`workdir`: where the servers' folders go (kept on its file system: the benchmarks'
+        large data); by default a new folder in memory (tests/support/scratch.py) in `parent`."""
+        self._in_memory = workdir is None
+        self.workdir = Path(workdir) if workdir else scratch.memory_folder(self.folder_prefix, parent)
         self.admin_password = "pw-" + secrets.token_hex(12)
         self.servers: list[MariaDBServer] = []
         self._pristine: Path | None = None
@@ -406,7 +410,10 @@ class MariaDBFactory:
             subprocess.run(["umount", "--lazy", str(volume)], check=False, capture_output=True)
         self._volumes.clear()
         if remove:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            if self._in_memory:
+                scratch.release(self.workdir)
+            else:
+                shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def main(factory_class: type[MariaDBFactory] = MariaDBFactory) -> int:
