@@ -292,9 +292,8 @@ class Cluster:
     def _start_provisioner(self) -> None:
         """rancher's local-path-provisioner, its volumes in memory: a tmpfs (VOLUMES_SIZE, a cap)
         that _cleanup_leftovers unmounts. The servers in the Pods keep their durable settings
-        (sync_binlog=1, a flush per commit); on the disk's file system those flushes and the
-        kernel's ext4 and writeback threads that carry them out took a large part of the shared
-        2-core machine's CPU, delaying every other test."""
+        (sync_binlog=1, a flush per commit); in memory those flushes do not wait for, nor
+        wake, the disk of the machine every other test shares."""
         d = self.workdir / "local-path"
         (d / "volumes").mkdir(parents=True, exist_ok=True)
         _run("mount", "-t", "tmpfs", "-o", f"size={VOLUMES_SIZE},mode=0755", "tmpfs", str(d / "volumes"))

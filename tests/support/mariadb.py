@@ -23,6 +23,7 @@ import os
 import secrets
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ from pathlib import Path
 import pymysql
 
 from mysql_operator.db import accounts
+from mysql_operator.db.connection import PreferredTLSOnce
 from mysql_operator.db.flavor import Flavor
 from tests.support import scratch
 from tests.support.ports import free_port
@@ -58,6 +60,10 @@ def server_option_file(values: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class _Connection(PreferredTLSOnce, pymysql.connections.Connection):
+    """pymysql's, sharing one context for the TLS it uses unasked (db/connection.py)."""
+
+
 @dataclass
 class MariaDBServer:
     name: str
@@ -74,6 +80,7 @@ class MariaDBServer:
     require_secure_transport: bool = False  # refuse plaintext clients (needs ssl_cert/ssl_key)
     proc: subprocess.Popen | None = field(default=None, repr=False)
     stopped: bool = False  # SIGSTOPped
+    _tls: ssl.SSLContext | None = field(default=None, repr=False)
 
     host = "127.0.0.1"
 
@@ -222,7 +229,7 @@ class MariaDBServer:
         timeout: float = 5,
         database: str | None = None,
     ) -> pymysql.connections.Connection:
-        return pymysql.connect(
+        return _Connection(
             host=self.host,
             port=self.port,
             user=user,
@@ -233,8 +240,19 @@ class MariaDBServer:
             write_timeout=timeout,
             autocommit=True,
             # over TLS when the server has a certificate (its chain, not its name: host is an IP)
-            ssl={"ca": str(self.ssl_ca), "check_hostname": False} if self.ssl_cert is not None else None,
+            ssl=self._client_tls(),
         )
+
+    def _client_tls(self) -> ssl.SSLContext | None:
+        """The chain checked against ssl_ca, one context for every connection (building one per
+        connection loads the system's CA store each time)."""
+        if self.ssl_cert is None:
+            return None
+        if self._tls is None:
+            self._tls = ssl.create_default_context(cafile=str(self.ssl_ca))
+            self._tls.check_hostname = False
+            self._tls.verify_flags &= ~ssl.VERIFY_X509_STRICT
+        return self._tls
 
     def query(self, sql: str, args=None) -> list[tuple]:
         conn = self.connect()

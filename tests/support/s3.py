@@ -24,8 +24,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import boto3
 from botocore.config import Config
+
+from mysql_operator.backup.storage import new_session
 
 from tests.support.controlplane import bin_dir, versions
 from tests.support.ports import free_port
@@ -120,7 +121,7 @@ class S3Server:
             return False
 
     def client(self, access_key: str | None = None, secret_key: str | None = None):
-        return boto3.session.Session().client(
+        return new_session().client(
             "s3",
             endpoint_url=self.endpoint,
             aws_access_key_id=access_key or self.access_key,

@@ -1,10 +1,9 @@
 """Work folders in memory for the test servers (tests/support/mariadb.py, mysql.py).
 
 A factory copies its pristine data directory (about 100 MiB) for every server it starts, and the
-suite starts hundreds: on the disk's file system that was 25 GiB written in the first 20 minutes
-of a CI run, and the kernel's ext4 and writeback threads used about a quarter of the 2-core
-machine's CPU. On a tmpfs of its own the copy is a memory copy and the servers' own writes never
-reach the disk. The servers run with durability relaxed to the page cache already (mariadb.py):
+suite starts hundreds: on the disk's file system the tests process wrote 25 GiB in the first 20
+minutes of a CI run, and the kernel then writes it back. On a tmpfs of its own the copy is a
+memory copy and the servers' own writes never reach the disk. The servers run with durability relaxed to the page cache already (mariadb.py):
 the tests kill processes, not the machine, so nothing they check changes.
 
     folder = memory_folder("mariadb-test-")     # a tmpfs mounted there (as root), else a plain folder
