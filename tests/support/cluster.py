@@ -290,13 +290,8 @@ class Cluster:
         )
 
     def _start_provisioner(self) -> None:
-        """rancher's local-path-provisioner, its volumes in memory: a tmpfs (VOLUMES_SIZE, a cap)
-        that _cleanup_leftovers unmounts. The servers in the Pods keep their durable settings
-        (sync_binlog=1, a flush per commit); in memory those flushes do not wait for, nor
-        wake, the disk of the machine every other test shares."""
         d = self.workdir / "local-path"
         (d / "volumes").mkdir(parents=True, exist_ok=True)
-        _run("mount", "-t", "tmpfs", "-o", f"size={VOLUMES_SIZE},mode=0755", "tmpfs", str(d / "volumes"))
         api = self.cp.api_client()
         for obj in local_path_objects(d / "volumes", self.images["busybox"].ref):
             create_or_keep(api, obj)
@@ -409,7 +404,6 @@ class Cluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-VOLUMES_SIZE = "8g"  # every PersistentVolume of the local cluster together (a cap, not a reservation)
 _NODE_COMPONENTS = ("kubelet", "kube-proxy", "coredns", "local-path-provisioner", "kube-router")
 
 

@@ -26,6 +26,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,6 @@ import pymysql
 from mysql_operator.db import accounts
 from mysql_operator.db.connection import PreferredTLSOnce
 from mysql_operator.db.flavor import Flavor
-from tests.support import scratch
 from tests.support.ports import free_port
 from tests.support.wait import wait_for
 
@@ -276,13 +276,9 @@ class MariaDBFactory:
 
     flavor = Flavor.MARIADB
     server_class = MariaDBServer
-    folder_prefix = "mariadb-test-"
 
-    def __init__(self, workdir: Path | None = None, parent: Path | None = None):
-        """`workdir`: where the servers' folders go (kept on its file system: the benchmarks'
-        large data); by default a new folder in memory (tests/support/scratch.py) in `parent`."""
-        self._in_memory = workdir is None
-        self.workdir = Path(workdir) if workdir else scratch.memory_folder(self.folder_prefix, parent)
+    def __init__(self, workdir: Path | None = None):
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="mariadb-test-"))
         self.admin_password = "pw-" + secrets.token_hex(12)
         self.servers: list[MariaDBServer] = []
         self._pristine: Path | None = None
@@ -428,10 +424,7 @@ class MariaDBFactory:
             subprocess.run(["umount", "--lazy", str(volume)], check=False, capture_output=True)
         self._volumes.clear()
         if remove:
-            if self._in_memory:
-                scratch.release(self.workdir)
-            else:
-                shutil.rmtree(self.workdir, ignore_errors=True)
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def main(factory_class: type[MariaDBFactory] = MariaDBFactory) -> int:

@@ -26,6 +26,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,11 +184,11 @@ class MySQLFactory(MariaDBFactory):
 
     flavor = Flavor.MYSQL
     server_class = MySQLServer
-    folder_prefix = "mysql-test-"
 
     def __init__(self, rootfs: Path | None = None):
         self.rootfs = rootfs or mysql_rootfs()
-        super().__init__(parent=self.rootfs / "var/tmp")  # inside the root its servers run in
+        (self.rootfs / "var/tmp").mkdir(parents=True, exist_ok=True)
+        super().__init__(Path(tempfile.mkdtemp(prefix="mysql-test-", dir=self.rootfs / "var/tmp")))
 
     def server_kwargs(self) -> dict[str, object]:
         return {"rootfs": self.rootfs}
