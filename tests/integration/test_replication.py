@@ -33,6 +33,7 @@ from tests.integration.helpers_replication import (
     TIMINGS,
     Cluster,
     factory as factory,  # the module-scoped fixture: each test runs once per flavor
+    stop_the_servers_of_each_test as stop_the_servers_of_each_test,  # autouse
     make_cluster,
     new_engine,
     wait_replicated,
@@ -40,18 +41,6 @@ from tests.integration.helpers_replication import (
 )
 from tests.support.mariadb import ADMIN_USER, OPERATOR_USER
 from tests.support.wait import wait_for
-
-
-@pytest.fixture(autouse=True)
-def stop_the_servers_of_each_test(factory):
-    """A test's servers stop when it ends (their logs stay for the report): the module's ~50
-    servers running at once once starved a starting one past its 60 s on a 2-core machine.
-    Killed, not shut down: their data is thrown away, and a clean MySQL shutdown of a test's three
-    servers took 15 s."""
-    before = len(factory.servers)
-    yield
-    for s in factory.servers[before:]:
-        s.kill9()
 
 
 def commit_in_background(c: Cluster, server, row: int, timeout: float) -> tuple[threading.Thread, list[str]]:

@@ -18,6 +18,7 @@ from tests.integration.helpers_replication import (
     DB,
     REPL,
     factory as factory,  # the module-scoped fixture: real servers per flavor
+    stop_the_servers_of_each_test as stop_the_servers_of_each_test,  # autouse: a test's servers stop when it ends
     make_cluster,
     writer_for,
 )
