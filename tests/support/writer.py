@@ -99,7 +99,7 @@ class Writer(threading.Thread):
 
     @property
     def failures(self) -> int:
-        return len(self.failure_times)
+        return len(self.errors)
 
     def servers_in_order(self) -> list[Any]:
         """Acknowledging targets in order, consecutive duplicates collapsed."""
