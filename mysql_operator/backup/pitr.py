@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from mysql_operator.backup.binlog_archive import Base, Segment
-from mysql_operator.backup.commands import created_database
+from mysql_operator.backup.dump_text import created_database
 from mysql_operator.backup.pipeline import TailBuffer, drain, pass_on
 from mysql_operator.backup.pipeline import stop as stop_processes
 from mysql_operator.backup.sidecar import SidecarProcess

@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 from mysql_operator.api import S3
 from mysql_operator.backup import commands, storage
 from mysql_operator.backup.commands import Endpoint
+from mysql_operator.backup.dump_text import DumpFilter
 from mysql_operator.backup.crypto import CryptoError, Key
 from mysql_operator.backup.load_account import LoadAccount
 from mysql_operator.backup.manifest import Manifest
@@ -40,7 +41,7 @@ def load_dump(
     """The dump loaded into `target` as the load account (load_account.py); returns the bytes
     read and, MySQL, the GTID set of the dump's GTID statement (held back: see DumpFilter)."""
     with as_load_account(target) as (loader, account):
-        dump = commands.DumpFilter(
+        dump = DumpFilter(
             commands.quote_account(target.definer) if target.definer else None,
             on_database=account.grant,
             strip_gtid=version.flavor is Flavor.MYSQL,

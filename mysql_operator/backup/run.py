@@ -29,6 +29,7 @@ from mysql_operator.backup import upload
 from mysql_operator.backup import copy_server
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.digest_process import DigestProcess, dump_digests
+from mysql_operator.backup.dump_text import gtid_from_dump
 from mysql_operator.backup.crypto import ALGORITHM, Encryptor, Key, seal
 from mysql_operator.backup.sidecar import SidecarError, SidecarProcess
 from mysql_operator.backup.manifest import Manifest
@@ -147,7 +148,7 @@ def run_backup(
     elif src.donated:
         gtid = xbstream.copy_position(reader.kept)
     else:
-        gtid = commands.gtid_from_dump(
+        gtid = gtid_from_dump(
             src.version.flavor,
             stream.head.decode(errors="replace") + "\n" + stream.tail.decode(errors="replace"),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mysql_operator.api import S3, SecretKeys
-from mysql_operator.backup import commands
+from mysql_operator.backup import commands, dump_text
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest, ManifestError
 from mysql_operator.backup.restore_source import manifest_key
@@ -156,12 +156,12 @@ def test_gtid_from_mariadb_dump_head_and_11x_tail():
         "--\n\n-- CHANGE MASTER TO MASTER_LOG_FILE='mysql-bin.000001', MASTER_LOG_POS=1234;\n\n"
         "--\n-- GTID to start replication from\n--\n\n-- SET GLOBAL gtid_slave_pos='0-1-17';\n"
     )
-    assert commands.gtid_from_dump(Flavor.MARIADB, head) == "0-1-17"
+    assert dump_text.gtid_from_dump(Flavor.MARIADB, head) == "0-1-17"
     assert (
-        commands.gtid_from_dump(Flavor.MARIADB, "-- SET GLOBAL gtid_slave_pos='0-1-5,1-2-9';\n")
+        dump_text.gtid_from_dump(Flavor.MARIADB, "-- SET GLOBAL gtid_slave_pos='0-1-5,1-2-9';\n")
         == "0-1-5,1-2-9"
     )
-    assert commands.gtid_from_dump(Flavor.MARIADB, "INSERT INTO t VALUES (1);\n") is None
+    assert dump_text.gtid_from_dump(Flavor.MARIADB, "INSERT INTO t VALUES (1);\n") is None
 
 
 def test_gtid_from_mysqldump_multiline_set():
@@ -170,7 +170,7 @@ def test_gtid_from_mysqldump_multiline_set():
         "SET @@GLOBAL.GTID_PURGED=/*!80000 '+'*/ '3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,\n"
         "4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3';\n"
     )
-    assert commands.gtid_from_dump(Flavor.MYSQL, text) == (
+    assert dump_text.gtid_from_dump(Flavor.MYSQL, text) == (
         "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3"
     )
 
@@ -365,7 +365,7 @@ def test_every_definer_line_of_a_dump_names_the_application_account_and_nothing_
     )
     app = commands.quote_account("a`pp")
     for size in (1, 7, len(dump)):  # however the pieces fall
-        rewrite = commands.DumpFilter(app)
+        rewrite = dump_text.DumpFilter(app)
         out = b"".join(rewrite(dump[i : i + size]) for i in range(0, len(dump), size)) + rewrite(b"")
         lines = out.split(b"\n")
         assert lines[0] == dump.split(b"\n")[0]  # data: as it was
@@ -446,7 +446,7 @@ def test_a_mysql_dump_loads_without_its_gtid_statement_and_asks_for_each_databas
     CREATE line passes on; the definers are the application account's."""
     asked: list[tuple[str, int]] = []
     out = b""
-    f = commands.DumpFilter(
+    f = dump_text.DumpFilter(
         commands.quote_account("app"),
         on_database=lambda name: asked.append((name, len(out))),
         strip_gtid=True,
@@ -470,12 +470,12 @@ def test_a_mysql_dump_loads_without_its_gtid_statement_and_asks_for_each_databas
 
 
 def test_a_dump_whose_gtid_statement_never_ends_or_does_not_read_is_a_problem_not_a_silent_skip():
-    f = commands.DumpFilter(strip_gtid=True)
+    f = dump_text.DumpFilter(strip_gtid=True)
     out = f(b"SET @@GLOBAL.GTID_PURGED='a:1-5,\nb:1-3\n") + f(b"INSERT INTO t VALUES (1)") + f(b"")
     assert f.errors == ["the dump ends inside its GTID statement"] and f.gtid_purged is None
     assert out == b""  # nothing after it was loaded: the restore fails with the error
-    f = commands.DumpFilter(strip_gtid=True)
+    f = dump_text.DumpFilter(strip_gtid=True)
     assert f(b"SET @@GLOBAL.GTID_PURGED=a:1-5;\nCREATE TABLE t (v INT);\n") == b"CREATE TABLE t (v INT);\n"
     assert f.errors == ["the dump's GTID statement does not read as one"] and f.gtid_purged is None
-    g = commands.DumpFilter()  # MariaDB's dump: no statement held back
+    g = dump_text.DumpFilter()  # MariaDB's dump: no statement held back
     assert g(GTID_DUMP) + g(b"") == GTID_DUMP
