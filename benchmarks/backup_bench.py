@@ -46,7 +46,8 @@ from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import Key
-from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 a = json.loads(sys.argv[1])
 s3 = S3(bucket=a["bucket"], credentials_secret=SecretKeys("x"), prefix="bench", endpoint=a["endpoint"],
         force_path_style=True)

@@ -58,7 +58,8 @@ from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.physical import METHOD_LOGICAL, METHOD_PHYSICAL
 from mysql_operator.backup.restore_types import Donor, Source, Target
 from mysql_operator.backup.restore_job import restore_all
-from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 from mysql_operator.db.accounts import restore_grants
 from mysql_operator.db.flavor import Flavor, detect
 from mysql_operator.manifests.restore_jobs import LOAD_WORKERS

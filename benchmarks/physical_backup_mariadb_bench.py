@@ -68,7 +68,8 @@ from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.restore_types import Donor, Source, Target
 from mysql_operator.backup.restore_job import restore_all
 from mysql_operator.backup.restore_mariadb_physical import SEED_TOKEN_ENV
-from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 from mysql_operator.db.flavor import detect
 from mysql_operator.manifests.restore_jobs import LOAD_WORKERS
 from tests.support import s3 as s3support

@@ -1,6 +1,7 @@
 """What recording a MySQL physical backup's table digests costs (issue 49; not a test): the same
-`run_backup(method=physical)` with and without the digest step (copy_digests; run.copy_digests: the sidecar's
-mysqldump of the server started on the copy, read through the table digests, before the tar).
+`run_backup(method=physical)` with and without the digest step (copy_digests;
+backup_producer.copy_digests: the sidecar's mysqldump of the server started on the copy, read
+through the table digests, before the tar).
 
     .venv/bin/python -m benchmarks.physical_digest_bench [--mb 1024] [--rounds 3]
 
@@ -25,7 +26,8 @@ from mysql_operator.api import S3, SecretKeys
 from mysql_operator.backup import storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.physical import METHOD_PHYSICAL
-from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 from tests.support import s3 as s3support
 from tests.support.mysql import BACKUP_USER, MySQLFactory, client_tools_sidecar, mysql_unavailable
 from tests.support.pki import new_pki

@@ -35,7 +35,8 @@ from mysql_operator.backup import storage
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.restore import restore_into
 from mysql_operator.backup.restore_types import Source, Target
-from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 from tests.support import s3 as s3support
 from tests.support.mariadb import ADMIN_USER, MariaDBFactory
 

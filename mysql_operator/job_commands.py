@@ -216,7 +216,8 @@ def _parse_source(text: str):
 
 def cmd_run(args) -> int:
     from mysql_operator.backup.commands import Endpoint
-    from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+    from mysql_operator.backup.backup_types import BackupRequest, Candidate
+    from mysql_operator.backup.run import run_backup
 
     env, status = _job_environment(args)
     if env is None:

@@ -73,7 +73,7 @@ def cloned(
     it; it is removed afterwards. Raises PhysicalError, whose text never holds the password.
     `inspect(socket, databases)`: called while that server is up (no port, its unix socket,
     its root without a password; `databases`: the copy's user databases), before it shuts down
-    (the backup's table digests: backup/run.py); what it raises ends the copy."""
+    (the backup's table digests: backup/backup_producer.py); what it raises ends the copy."""
     p = Paths(Path(scratch or tools_dir))
     p.remove()  # a failed attempt's, in a retried Pod
     try:

@@ -11,7 +11,8 @@ from mysql_operator.backup import storage
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.restore import restore_into
 from mysql_operator.backup.restore_types import RestoreError, Source, Target
-from mysql_operator.backup.run import BackupError, run_backup
+from mysql_operator.backup.backup_types import BackupError
+from mysql_operator.backup.run import run_backup
 from mysql_operator.db.gtid import MariaDBGtids
 from tests.support.backups import PART, checksums, creds, objects, request_for, s3cfg, sql, writable
 from tests.support.mariadb import ADMIN_USER

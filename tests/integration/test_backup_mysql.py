@@ -27,7 +27,8 @@ from mysql_operator.backup.pipeline import verified_instance
 from mysql_operator.backup.restore import restore_into
 from mysql_operator.backup.restore_types import RestoreError, Source, Target
 from mysql_operator.backup.restore_job import restore_all
-from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 from mysql_operator.backup.table_check import recorded_tables
 from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor

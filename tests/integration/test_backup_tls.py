@@ -19,7 +19,8 @@ from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import option_file
 from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
-from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupError, BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 from mysql_operator.db.flavor import Flavor, ServerVersion
 from tests.support.backups import checksums, creds, s3cfg, sql, writable
 from tests.support.mariadb import ADMIN_USER, BACKUP_USER

@@ -592,7 +592,8 @@ def test_a_physical_backup_of_mariadb_is_the_donor_sidecars_copy_streamed_to_the
     starts on with the donor's rows; the manifest's GTID position is the copy's. A sidecar
     that does not hold the backup account's password refuses, and nothing is stored."""
     from mysql_operator.backup.commands import Endpoint
-    from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
+    from mysql_operator.backup.backup_types import BackupError, BackupRequest, Candidate
+    from mysql_operator.backup.run import run_backup
     from tests.support.backups import creds, s3cfg
 
     root, config, e, user, procs = env
@@ -657,7 +658,8 @@ def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(e
     from mysql_operator.backup.commands import Endpoint
     from mysql_operator.backup.restore_types import Donor, Source, Target
     from mysql_operator.backup.restore_job import restore_all
-    from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+    from mysql_operator.backup.backup_types import BackupRequest, Candidate
+    from mysql_operator.backup.run import run_backup
     from tests.support.backups import creds, s3cfg
 
     root, config, e, user, procs = env

@@ -19,7 +19,8 @@ from mysql_operator.backup import user_checks
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.restore_types import Source, Target
 from mysql_operator.backup.restore_job import restore_all
-from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 from mysql_operator.db.accounts import restore_grants, restore_revokes
 from mysql_operator.db.flavor import Flavor
 from tests.support.backups import creds, s3cfg

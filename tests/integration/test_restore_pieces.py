@@ -16,7 +16,8 @@ from mysql_operator.backup.dump_pieces import Cutter
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.restore import restore_into
 from mysql_operator.backup.restore_types import Source, Target
-from mysql_operator.backup.run import BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 from tests.support.backups import checksums, creds, s3cfg
 from tests.support.flavor_servers import HOST, run, servers, servers_and_tools, writable
 from tests.support.mariadb import ADMIN_USER

@@ -26,7 +26,8 @@ from mysql_operator.backup.binlog_archive import Store
 from mysql_operator.backup.binlog_stream import Follower, Server, ToolUnusable
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pitr import sidecar_launch
-from mysql_operator.backup.run import BackupError, BackupRequest, Candidate, run_backup
+from mysql_operator.backup.backup_types import BackupError, BackupRequest, Candidate
+from mysql_operator.backup.run import run_backup
 from mysql_operator.db import accounts
 from mysql_operator.db.instance import Instance
 from mysql_operator.manifests import BINLOG_USER

@@ -13,7 +13,7 @@ from mysql_operator.backup import upload
 from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.crypto import Decryptor, Encryptor, Key
 from mysql_operator.backup.manifest import Manifest
-from mysql_operator.backup.run import BackupRequest, Candidate
+from mysql_operator.backup.backup_types import BackupRequest, Candidate
 from tests.support.mariadb import BACKUP_USER
 
 PART = upload.MIN_PART_SIZE  # 5 MiB: the S3 minimum, so a modest table spans several parts

@@ -10,7 +10,8 @@ from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.manifest import Manifest, ManifestError
 from mysql_operator.backup.restore_source import manifest_key
 from mysql_operator.backup.restore_types import RestoreError, Source
-from mysql_operator.backup.run import BackupError, choose_source
+from mysql_operator.backup.backup_source import choose_source
+from mysql_operator.backup.backup_types import BackupError
 from mysql_operator.db.flavor import Flavor, ServerVersion
 from mysql_operator.db.gtid import MariaDBGtids
 from mysql_operator.db.observation import Observation, ReplicaStatus

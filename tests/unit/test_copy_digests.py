@@ -1,7 +1,7 @@
 """A MySQL physical backup's table digests (issue 49): the dump of the server started on the copy
-(commands.copy_dump_command, pure) and how the backup records what it read (run.copy_digests,
-here with a local process standing in for the sidecar's dump tool): the tables, or why there are
-none - the backup goes on either way."""
+(commands.copy_dump_command, pure) and how the backup records what it read
+(backup_producer.copy_digests, here with a local process standing in for the sidecar's dump tool):
+the tables, or why there are none - the backup goes on either way."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from mysql_operator.api import S3, SecretKeys
-from mysql_operator.backup import commands, run
+from mysql_operator.backup import backup_producer, backup_types, commands
 from mysql_operator.backup.commands import CommandError, Endpoint
 from mysql_operator.backup.crypto import Key
 from mysql_operator.backup.stream import DumpStream
@@ -58,8 +58,8 @@ def test_a_copy_dump_is_mysqls_and_of_some_database():
         commands.copy_dump_command(MYSQL, SOCKET, [])
 
 
-def _request(key: Key | None = None) -> run.BackupRequest:
-    return run.BackupRequest(
+def _request(key: Key | None = None) -> backup_types.BackupRequest:
+    return backup_types.BackupRequest(
         cluster="c",
         namespace="ns",
         backup="b",
@@ -71,9 +71,9 @@ def _request(key: Key | None = None) -> run.BackupRequest:
     )
 
 
-def _source() -> run.Source:
-    return run.Source(
-        candidate=run.Candidate("c-0", Endpoint("h", 3306, "u")),
+def _source() -> backup_types.Source:
+    return backup_types.Source(
+        candidate=backup_types.Candidate("c-0", Endpoint("h", 3306, "u")),
         version=MYSQL,
         full_version="9.7.0",
         databases=["app"],
@@ -97,14 +97,14 @@ def _standing_in(monkeypatch, script: str) -> list[list[str]]:
             stderr=subprocess.PIPE,
         )
 
-    monkeypatch.setattr(run, "SidecarProcess", launch)
+    monkeypatch.setattr(backup_producer, "SidecarProcess", launch)
     return asked
 
 
 def test_the_copys_tables_are_read_from_its_dump_and_recorded(monkeypatch):
     asked = _standing_in(monkeypatch, f"import sys; sys.stdout.buffer.write({DUMP!r})")
     stream = DumpStream()
-    run.copy_digests(_request(), _source(), stream, SOCKET, ["app"])
+    backup_producer.copy_digests(_request(), _source(), stream, SOCKET, ["app"])
     assert asked == [commands.copy_dump_command(MYSQL, SOCKET, ["app"])]
     assert stream.tables_note == ""
     assert stream.tables is not None
@@ -115,7 +115,7 @@ def test_the_copys_tables_are_read_from_its_dump_and_recorded(monkeypatch):
 def test_a_copy_without_user_databases_records_no_tables_and_dumps_nothing(monkeypatch):
     asked = _standing_in(monkeypatch, "raise SystemExit(1)")
     stream = DumpStream()
-    run.copy_digests(_request(), _source(), stream, SOCKET, [])
+    backup_producer.copy_digests(_request(), _source(), stream, SOCKET, [])
     assert asked == [] and stream.tables == {} and stream.tables_note == ""
 
 
@@ -125,7 +125,7 @@ FAILS = "import sys; sys.stderr.write(\"Couldn't execute 'SHOW CREATE TABLE `sec
 def test_a_failed_dump_of_the_copy_leaves_a_note_not_a_failure(monkeypatch):
     _standing_in(monkeypatch, FAILS)
     stream = DumpStream()
-    run.copy_digests(_request(), _source(), stream, SOCKET, ["app"])
+    backup_producer.copy_digests(_request(), _source(), stream, SOCKET, ["app"])
     assert stream.tables is None
     assert stream.tables_note.startswith("mysqldump of the copy for its table digests failed (exit status 2)")
     assert "secret_table" in stream.tables_note  # unencrypted: the manifest names the tables anyway
@@ -135,18 +135,18 @@ def test_an_encrypted_backups_note_holds_no_word_of_the_dump_tool(monkeypatch):
     """Its manifest holds database and table names only sealed; the note is not sealed."""
     _standing_in(monkeypatch, FAILS)
     stream = DumpStream()
-    run.copy_digests(_request(Key(b"k" * 32)), _source(), stream, SOCKET, ["app"])
+    backup_producer.copy_digests(_request(Key(b"k" * 32)), _source(), stream, SOCKET, ["app"])
     assert stream.tables is None
     assert stream.tables_note == "mysqldump of the copy for its table digests failed (exit status 2)"
 
 
 def test_a_sidecar_that_does_not_answer_leaves_a_note(monkeypatch):
     def launch(argv, folder, **_kw):
-        raise run.SidecarError("the client-tools container did not start within 120s")
+        raise backup_producer.SidecarError("the client-tools container did not start within 120s")
 
-    monkeypatch.setattr(run, "SidecarProcess", launch)
+    monkeypatch.setattr(backup_producer, "SidecarProcess", launch)
     stream = DumpStream()
-    run.copy_digests(_request(), _source(), stream, SOCKET, ["app"])
+    backup_producer.copy_digests(_request(), _source(), stream, SOCKET, ["app"])
     assert stream.tables is None
     assert stream.tables_note == (
         "the dump of the copy for its table digests did not run: "
