@@ -806,7 +806,7 @@ class Reconciler:
             self.kube.patch_status(body, {"conditions": changed})
 
     def report(self, namespace: str, name: str, fields: Mapping[str, Any]) -> None:
-        """Status fields another controller owns (backup/controller.py: lastBackup, the
+        """Status fields another controller owns (BackupController: lastBackup, the
         schedule's runs): the cluster's next pass publishes them (this operator's passes are
         the cluster status's one writer)."""
         with self._guard:

@@ -97,8 +97,9 @@ CLUSTER_SCOPE_RULES: list[dict] = [
     {"apiGroups": ["cert-manager.io"], "resources": ["clusterissuers"], "verbs": ["get"]},
 ]
 
-# What mysql_operator/backup/controller.py uses (the same operator process runs it): MySQLBackup
-# objects (scheduled ones created, expired ones deleted), their status, and the backup Jobs.
+# What BackupController uses (mysql_operator/backup/controller.py and the classes it extends; the
+# same operator process runs it): MySQLBackup objects (scheduled ones created, expired ones
+# deleted), their status, and the backup Jobs.
 BACKUP_RULES: list[dict] = [
     {
         "apiGroups": [GROUP],
