@@ -35,14 +35,18 @@ class PasswordStore:
         self.password_factory = password_factory
         self.resync_seconds = resync_seconds
 
-    def current(self, c: MySQLCluster, owner: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
+    def current(
+        self, c: MySQLCluster, owner: Mapping[str, Any], new_cluster: bool = False
+    ) -> tuple[dict[str, str], str | None]:
         """Passwords by Secret key, and why they are unusable (None if fine). Creates the
         generated Secret if missing and adds missing keys; never changes a stored password.
         The generated Secret is owned by the cluster (deleted with it) only under deletionPolicy
         Delete: under Retain it outlives the cluster with the volumes, so a cluster created again
-        with the same name logs in to the data they hold."""
+        with the same name logs in to the data they hold. `new_cluster` (it has no status yet):
+        the generated Secret is created without a read first; one that exists is then read."""
         secret = m.credentials_secret_name(c)
-        found = self.reads.secret(c.namespace, secret, CREDENTIALS_SECRET_SECONDS)
+        unread = new_cluster and c.spec.credentials is None
+        found = None if unread else self.reads.secret(c.namespace, secret, CREDENTIALS_SECRET_SECONDS)
         data = found[0] if found is not None else None
         if c.spec.credentials is not None:
             return _users_secret(c, secret, data)
@@ -75,13 +79,19 @@ class PasswordStore:
         return {key: password_for(key) for key in required_keys(c) + optional_keys(c)}, None
 
     def applied(
-        self, c: MySQLCluster, owner: Mapping[str, Any], passwords: Mapping[str, str]
+        self,
+        c: MySQLCluster,
+        owner: Mapping[str, Any],
+        passwords: Mapping[str, str],
+        new_cluster: bool = False,
     ) -> tuple[dict[str, str], str]:
         """The passwords the servers have (the operator's record) and the version of the
         credentials Secret they came from. The first time (a new cluster, or one from before the
-        record existed) they are the Secret's."""
+        record existed) they are the Secret's. `new_cluster`: the record is written without a
+        read first."""
         name = m.applied_credentials_secret_name(c)
-        found = self.reads.secret(c.namespace, name, self.resync_seconds)  # only the operator writes it
+        # only the operator writes it
+        found = None if new_cluster else self.reads.secret(c.namespace, name, self.resync_seconds)
         if found is not None:
             return found.data, found.annotations.get(APPLIED_FROM, "")
         return self.record_applied(c, owner, passwords), ""
@@ -95,8 +105,8 @@ class PasswordStore:
         source = self.reads.secret(c.namespace, m.credentials_secret_name(c), CREDENTIALS_SECRET_SECONDS)
         record = m.owned(m.applied_credentials_secret(c, passwords), owner)
         record["metadata"].setdefault("annotations", {})[APPLIED_FROM] = source.version if source else ""
-        k.write_secret(self.api, record)
-        self.reads.wrote_secret(c.namespace, m.applied_credentials_secret_name(c))
+        created = k.write_secret(self.api, record)
+        self.reads.wrote_secret(c.namespace, m.applied_credentials_secret_name(c), created)
         return dict(passwords)
 
 

@@ -58,6 +58,7 @@ from mysql_operator.api import MySQLCluster
 from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.reflector import resource_version
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.db.instance import Instance
@@ -115,7 +116,14 @@ from mysql_operator import reasons as R
 from mysql_operator.engine_cache import engine_for
 from mysql_operator.engine_hooks import force_failover_done, keep_evidence, request_seed
 from mysql_operator.executor import carry_out
-from mysql_operator.pass_state import ClusterEntry, Logins, Observed, Replicated
+from mysql_operator.pass_state import (
+    ClusterEntry,
+    Logins,
+    Observed,
+    Replicated,
+    apply_still_wanted,
+    merge_asks,
+)
 from mysql_operator.routing import primary_reached
 from mysql_operator.sql_sync import sync_sql_objects
 
@@ -237,9 +245,13 @@ class Reconciler:
             return None
         return self.nudge(body["metadata"]["namespace"], body["metadata"]["name"])
 
-    def nudge(self, namespace: str, name: str, apply: bool | None = None) -> Result | None:
+    def nudge(
+        self, namespace: str, name: str, apply: bool | None = None, version: str | None = None
+    ) -> Result | None:
         """From a watch: reconcile unless one is running (then it runs once more at its end).
-        Of the object that has the name now (its uid): not of an earlier one of that name."""
+        Of the object that has the name now (its uid): not of an earlier one of that name.
+        `apply` True with `version` (the cluster body's the asker saw): the owned objects are
+        applied unless an apply since went through with a body at least that new."""
         current = self.reads.cluster(namespace, name)
         if current is None:
             return None
@@ -247,10 +259,11 @@ class Reconciler:
         if not entry.lock.acquire(blocking=False):
             if apply:
                 entry.again_apply = True
+                entry.apply_asked = merge_asks(entry.apply_asked, version)
             entry.again = True
             return None
         try:
-            result = None
+            result, asked = None, merge_asks(None, version)
             while True:
                 # a pass run again applies only if one of those asking for it said so: the
                 # pass before it applied what `apply` asked for (a new cluster's create handler,
@@ -260,11 +273,11 @@ class Reconciler:
                 meta = (body or {}).get("metadata") or {}
                 if body is None or meta.get("deletionTimestamp") or meta.get("uid") != entry.uid:
                     return None
-                this_apply = apply
+                this_apply = apply if apply_still_wanted(asked, entry.applied_version) else None
                 result = self._observe(namespace, name, lambda: self._reconcile(body, entry, this_apply))
                 if not entry.again:
                     return result
-                apply = entry.again_apply
+                apply, asked, entry.apply_asked = entry.again_apply, entry.apply_asked or "", None
         finally:
             entry.lock.release()
 
@@ -341,10 +354,11 @@ class Reconciler:
 
     def _logins(self, c: MySQLCluster, body: Mapping[str, Any]) -> Logins:
         """The credentials Secret (created if missing) and the record of what the servers have."""
-        passwords, error = self.passwords.current(c, k.owner_of(body))
+        new_cluster = not body.get("status")  # its Secrets are created without reads first
+        passwords, error = self.passwords.current(c, k.owner_of(body), new_cluster)
         if error is not None:
             return Logins(passwords, error)
-        on_servers, version = self.passwords.applied(c, k.owner_of(body), passwords)
+        on_servers, version = self.passwords.applied(c, k.owner_of(body), passwords, new_cluster)
         return Logins(passwords, None, on_servers, version, rotation_pending(passwords, on_servers))
 
     def _upkeep(
@@ -398,6 +412,8 @@ class Reconciler:
                 error or "ok",
             )
         entry.apply_error, entry.last_apply = error, self.clock()
+        if error is None:
+            entry.applied_version = resource_version(body)
         return error is None
 
     def _restore(self, seen: Observed, entry: ClusterEntry, applied: bool) -> Result | None:

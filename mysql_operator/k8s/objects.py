@@ -144,14 +144,16 @@ def secret_read(s: Mapping[str, Any]) -> SecretRead:
     return SecretRead(data, owners, meta.get("resourceVersion") or "", dict(meta.get("annotations") or {}))
 
 
-def write_secret(api: client.ApiClient, secret: Mapping[str, Any]) -> None:
+def write_secret(api: client.ApiClient, secret: Mapping[str, Any]) -> SecretRead | None:
     """Create the Secret, or patch the one of that name: its data keys and annotations are
-    those of `secret` (keys it does not name stay)."""
+    those of `secret` (keys it does not name stay). The Secret as created; None when patched."""
     meta = secret["metadata"]
-    if create_secret(api, secret):
-        return
+    created = create_secret(api, secret)
+    if created is not None:
+        return created
     patch = {"metadata": {"annotations": dict(meta.get("annotations") or {})}, "data": dict(secret["data"])}
     client.CoreV1Api(api).patch_namespaced_secret(meta["name"], meta["namespace"], patch)
+    return None
 
 
 def set_owner(api: client.ApiClient, namespace: str, name: str, owned_copy: Mapping[str, Any] | None) -> None:
