@@ -4,6 +4,7 @@ replication step did (`Replicated`). Values and their derived fields; no I/O."""
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -14,8 +15,7 @@ from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator import switchover as sw
 from mysql_operator import topology as t
-from mysql_operator.api import MySQLCluster
-from mysql_operator.k8s.reflector import newer
+from mysql_operator.api import GROUP, MySQLCluster
 from mysql_operator.members import ClusterState, Member, Outcome
 from mysql_operator.replication import ReplicationEngine
 from mysql_operator.pods import (
@@ -41,10 +41,10 @@ class ClusterEntry:
     again: bool = False  # another pass was asked for while one ran: it runs at that one's end
     # and applies the owned objects if one of those asking said so (None: when due)
     again_apply: bool | None = None
-    # the cluster body version those asking to apply had seen ("": any, an apply is wanted
-    # whatever ran since; None: nobody asked) and the one the last apply that went through used
+    # the essence those asking to apply had seen ("": an apply is wanted whatever ran since;
+    # None: nobody asked) and the one the last apply that went through applied (`essence`)
     apply_asked: str | None = None
-    applied_version: str = ""
+    applied_essence: str = ""
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach
     last_decision: str | None = None  # logged when it changes
     tls: TLSUpkeep = field(default_factory=TLSUpkeep)
@@ -58,23 +58,35 @@ class ClusterEntry:
     reported: dict[str, Any] = field(default_factory=dict)
 
 
-def merge_asks(held: str | None, version: str | None) -> str:
-    """Pure: one ask to apply after another (their cluster body versions; None or "": an ask
-    whatever the version): the newest of them, or "" when one of them asks whatever."""
+# kopf's record of the last essence it handled (operator.SpecDiffBase): its own write, no change
+KOPF_RECORD = f"{GROUP}/last-handled-configuration"
+
+
+def essence(body: Mapping[str, Any]) -> str:
+    """Pure: what an ask to apply is about - the cluster's generation (its spec), labels and
+    annotations (an approved restart is one), as kopf compares them for its create and update
+    handlers. Not its status, finalizers or resourceVersion: kopf's finalizer and record, and the
+    pass's own status, change those and no owned object."""
+    meta = body.get("metadata") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != KOPF_RECORD}
+    return json.dumps([meta.get("generation"), meta.get("labels") or {}, annotations], sort_keys=True)
+
+
+def merge_asks(held: str | None, asked: str | None) -> str:
+    """Pure: one ask to apply after another (the essence each asker saw; None or "": an ask
+    whatever was applied): the later one, or "" when one of them asks whatever."""
     if held is None:
-        return version or ""
-    if not held or not version:
-        return ""
-    return version if newer(version, held) else held
+        return asked or ""
+    return asked if held and asked else ""
 
 
 def apply_still_wanted(asked: str, applied: str) -> bool:
-    """Pure: whether an ask to apply (the cluster body version its asker saw; "": whatever) is
-    not yet met by the last apply that went through, which used the body version `applied`. A
-    new cluster's create handler and its loop's first pass each asked, and each applied every
-    owned object (1.5 Service applies per new cluster at 1,000 clusters): the second finds the
-    first applied a body at least as new as the one it saw."""
-    return not (asked and applied and newer(applied, asked))
+    """Pure: whether an ask to apply (the essence its asker saw; "": whatever) is not met by the
+    last apply that went through, which applied a body of essence `applied`. A new cluster's
+    create handler and its loop's first pass each asked, and each applied every owned object
+    (1.5 Service applies per new cluster at 1,000 clusters): the second finds the first applied
+    that essence."""
+    return not (asked and asked == applied)
 
 
 @dataclass

@@ -58,7 +58,6 @@ from mysql_operator.api import MySQLCluster
 from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
-from mysql_operator.k8s.reflector import resource_version
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.k8s.resolve import resolve
 from mysql_operator.db.instance import Instance
@@ -122,6 +121,7 @@ from mysql_operator.pass_state import (
     Observed,
     Replicated,
     apply_still_wanted,
+    essence,
     merge_asks,
 )
 from mysql_operator.routing import primary_reached
@@ -246,12 +246,12 @@ class Reconciler:
         return self.nudge(body["metadata"]["namespace"], body["metadata"]["name"])
 
     def nudge(
-        self, namespace: str, name: str, apply: bool | None = None, version: str | None = None
+        self, namespace: str, name: str, apply: bool | None = None, seen: str | None = None
     ) -> Result | None:
         """From a watch: reconcile unless one is running (then it runs once more at its end).
         Of the object that has the name now (its uid): not of an earlier one of that name.
-        `apply` True with `version` (the cluster body's the asker saw): the owned objects are
-        applied unless an apply since went through with a body at least that new."""
+        `apply` True with `seen` (the essence of the cluster body the asker saw): the owned
+        objects are applied unless the last apply that went through applied that essence."""
         current = self.reads.cluster(namespace, name)
         if current is None:
             return None
@@ -259,11 +259,11 @@ class Reconciler:
         if not entry.lock.acquire(blocking=False):
             if apply:
                 entry.again_apply = True
-                entry.apply_asked = merge_asks(entry.apply_asked, version)
+                entry.apply_asked = merge_asks(entry.apply_asked, seen)
             entry.again = True
             return None
         try:
-            result, asked = None, merge_asks(None, version)
+            result, asked = None, merge_asks(None, seen)
             while True:
                 # a pass run again applies only if one of those asking for it said so: the
                 # pass before it applied what `apply` asked for (a new cluster's create handler,
@@ -273,7 +273,7 @@ class Reconciler:
                 meta = (body or {}).get("metadata") or {}
                 if body is None or meta.get("deletionTimestamp") or meta.get("uid") != entry.uid:
                     return None
-                this_apply = apply if apply_still_wanted(asked, entry.applied_version) else None
+                this_apply = apply if apply_still_wanted(asked, entry.applied_essence) else None
                 result = self._observe(namespace, name, lambda: self._reconcile(body, entry, this_apply))
                 if not entry.again:
                     return result
@@ -413,7 +413,7 @@ class Reconciler:
             )
         entry.apply_error, entry.last_apply = error, self.clock()
         if error is None:
-            entry.applied_version = resource_version(body)
+            entry.applied_essence = essence(body)
         return error is None
 
     def _restore(self, seen: Observed, entry: ClusterEntry, applied: bool) -> Result | None:

@@ -14,8 +14,8 @@ from mysql_operator import metrics
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.k8s.cache import Reads, start_reflectors
 from mysql_operator.k8s.client import api_client, in_cluster
-from mysql_operator.k8s.reflector import resource_version
 from mysql_operator.manifests import MANAGED_BY
+from mysql_operator.pass_state import essence
 from mysql_operator.passes import Passes
 from mysql_operator.reconcile import Reconciler
 from mysql_operator.instance_status import archiver_pod_trouble
@@ -83,7 +83,7 @@ def register(cfg) -> None:
         # the status is the reconciler's to publish; a reconcile already running runs once more
         # with the new spec
         reconciler().reads.seen(body)
-        reconciler().nudge(namespace, name, apply=True, version=resource_version(body))
+        reconciler().nudge(namespace, name, apply=True, seen=essence(body))
 
     # One async daemon per cluster looks at it every loop interval. An idle cluster costs one
     # asyncio wake-up and a check of the body kopf keeps current (no thread, no kopf handler

@@ -4,7 +4,7 @@ its loop's first tick and its StatefulSet's first event each had everything appl
 
 from __future__ import annotations
 
-from mysql_operator.pass_state import apply_still_wanted, merge_asks
+from mysql_operator.pass_state import KOPF_RECORD, apply_still_wanted, essence, merge_asks
 from mysql_operator.reconcile import Reconciler
 from tests.support.fakes import RecordingKube
 
@@ -20,12 +20,12 @@ def passes_with(
     asked_during_the_first: list,
     first: bool | None,
     first_applies: str = "",
-    version: str | None = None,
+    seen: str | None = None,
 ) -> list[bool | None]:
-    """The `apply` of each pass nudge(apply=first, version=version) ran, with nudges for each of
-    `asked_during_the_first` (an `apply`, or (apply, version)) arriving while its first pass
-    ran. `first_applies`: the cluster body version the first pass applied (its apply went
-    through; "": it applied nothing)."""
+    """The `apply` of each pass nudge(apply=first, seen=seen) ran, with nudges for each of
+    `asked_during_the_first` (an `apply`, or (apply, seen)) arriving while its first pass
+    ran. `first_applies`: the essence the first pass applied (its apply went through; "": it
+    applied nothing)."""
     r = Reconciler(None, job_image="operator:test", kube=RecordingKube(), reads=OneCluster())
     ran: list[bool | None] = []
 
@@ -33,14 +33,14 @@ def passes_with(
         ran.append(apply)
         if len(ran) == 1:
             if first_applies:
-                entry.applied_version = first_applies
+                entry.applied_essence = first_applies
             for asked in asked_during_the_first:
-                apply_, seen = asked if isinstance(asked, tuple) else (asked, None)
-                assert r.nudge("ns", "db", apply=apply_, version=seen) is None  # busy: asked for, not run
+                apply_, saw = asked if isinstance(asked, tuple) else (asked, None)
+                assert r.nudge("ns", "db", apply=apply_, seen=saw) is None  # busy: asked for, not run
         return "result"
 
     r._reconcile = one_pass
-    assert r.nudge("ns", "db", apply=first, version=version) == "result"
+    assert r.nudge("ns", "db", apply=first, seen=seen) == "result"
     return ran
 
 
@@ -57,41 +57,67 @@ def test_nothing_asked_for_during_a_pass_runs_no_second_pass():
     assert passes_with([], first=True) == [True]
 
 
-def test_an_ask_to_apply_a_body_the_running_pass_applied_a_newer_one_of_applies_nothing_again():
-    # a new cluster: its loop's first pass applied everything (due) with body version 12 while
-    # the create handler, which had seen version 11, asked to apply
-    assert passes_with([(True, "11")], first=None, first_applies="12") == [None, None]
-    assert passes_with([(True, "12")], first=None, first_applies="12") == [None, None]
+def test_an_ask_to_apply_what_the_running_pass_applied_applies_nothing_again():
+    # a new cluster: its loop's first pass applied everything (due) while the create handler,
+    # which had seen the same essence, asked to apply
+    assert passes_with([(True, "E1")], first=None, first_applies="E1") == [None, None]
 
 
-def test_an_ask_to_apply_a_newer_body_or_any_body_applies_again():
-    assert passes_with([(True, "13")], first=None, first_applies="12") == [None, True]
-    assert passes_with([(True, None)], first=None, first_applies="12") == [None, True]
-    # of two asks, the newer one counts
-    assert passes_with([(True, "13"), (True, "11")], first=None, first_applies="12") == [None, True]
+def test_an_ask_to_apply_another_essence_or_any_applies_again():
+    assert passes_with([(True, "E2")], first=None, first_applies="E1") == [None, True]
+    assert passes_with([(True, None)], first=None, first_applies="E1") == [None, True]
+    # of two asks the later counts: the pass reads the newest body
+    assert passes_with([(True, "E1"), (True, "E2")], first=None, first_applies="E1") == [None, True]
+    assert passes_with([(True, "E2"), (True, "E1")], first=None, first_applies="E1") == [None, None]
+    # one asking whatever was applied keeps its ask
+    assert passes_with([(True, None), (True, "E1")], first=None, first_applies="E1") == [None, True]
     # a first pass whose apply did not go through (refused) met no ask
-    assert passes_with([(True, "11")], first=None) == [None, True]
+    assert passes_with([(True, "E1")], first=None) == [None, True]
 
 
 def test_an_ask_to_apply_what_an_earlier_pass_applied_runs_a_pass_that_applies_nothing():
     r = Reconciler(None, job_image="operator:test", kube=RecordingKube(), reads=OneCluster())
     ran: list[bool | None] = []
     r._reconcile = lambda body, entry, apply: ran.append(apply)
-    r._entry("ns", "db", "u-1").applied_version = "12"
-    r.nudge("ns", "db", apply=True, version="12")
-    r.nudge("ns", "db", apply=True, version="13")
+    r._entry("ns", "db", "u-1").applied_essence = "E1"
+    r.nudge("ns", "db", apply=True, seen="E1")
+    r.nudge("ns", "db", apply=True, seen="E2")
     r.nudge("ns", "db", apply=True)
     assert ran == [None, True, True]
 
 
-def test_asks_merge_to_the_newest_version_or_to_any():
-    assert merge_asks(None, "5") == "5"
+def test_the_essence_is_the_generation_labels_and_annotations_not_kopfs_record_nor_the_status():
+    body = {
+        "metadata": {
+            "generation": 1,
+            "resourceVersion": "10",
+            "labels": {"team": "a"},
+            "annotations": {"note": "x"},
+        },
+        "status": {"phase": "Pending"},
+    }
+    same = {
+        "metadata": {
+            **body["metadata"],
+            "resourceVersion": "12",
+            "finalizers": ["kopf.zalando.org/KopfFinalizerMarker"],
+            "annotations": {"note": "x", KOPF_RECORD: "{}"},
+        },
+        "status": {"phase": "Running"},
+    }
+    assert essence(same) == essence(body)
+    for changed in ({"generation": 2}, {"labels": {"team": "b"}}, {"annotations": {"note": "y"}}):
+        assert essence({"metadata": {**body["metadata"], **changed}}) != essence(body), changed
+
+
+def test_asks_merge_to_the_later_one_or_to_any():
+    assert merge_asks(None, "E1") == "E1"
     assert merge_asks(None, None) == ""
-    assert merge_asks("5", "7") == "7"
-    assert merge_asks("7", "5") == "7"
-    assert merge_asks("", "7") == ""
-    assert merge_asks("7", None) == ""
-    assert apply_still_wanted("", "9")
-    assert apply_still_wanted("9", "")
-    assert not apply_still_wanted("9", "9")
-    assert apply_still_wanted("10", "9")
+    assert merge_asks("E1", "E2") == "E2"
+    assert merge_asks("E2", "E1") == "E1"
+    assert merge_asks("", "E1") == ""
+    assert merge_asks("E1", None) == ""
+    assert apply_still_wanted("", "E1")
+    assert apply_still_wanted("E1", "")
+    assert not apply_still_wanted("E1", "E1")
+    assert apply_still_wanted("E2", "E1")
