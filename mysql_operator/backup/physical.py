@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import re
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,20 +285,50 @@ def _connect(p: Paths, server: SidecarProcess, timeout: float, login: tuple[str,
             time.sleep(0.2)
 
 
-def _clone(conn, p: Paths, donor: Endpoint, password: str, tls_ca: str | None) -> None:
+# a CLONE whose donor's name did not resolve for now (the resolver's EAI_AGAIN, -3: "try again")
+# is tried again this many times, these seconds apart; nothing was copied yet (CI: a DNS stall
+# under load failed a physical backup at its first try, docs/flakes.md)
+NAME_RETRIES, NAME_RETRY_SECONDS = 3, 3.0
+
+
+def name_not_resolved_yet(message: str) -> bool:
+    """Pure: whether a failed CLONE's message says the donor's name did not resolve for now:
+    "Clone Donor Error: Connect failed: 2005 : Unknown MySQL server host '...' (-3)." (-3 is
+    EAI_AGAIN; a name that does not exist is -2 and fails at once)."""
+    return (
+        "2005" in message and "Unknown MySQL server host" in message and message.rstrip(".").endswith("(-3)")
+    )
+
+
+def _clone(
+    conn,
+    p: Paths,
+    donor: Endpoint,
+    password: str,
+    tls_ca: str | None,
+    pause: Callable[[float], None] = time.sleep,
+) -> None:
     with conn.cursor() as cur:
         cur.execute("SET GLOBAL clone_valid_donor_list = %s", (f"{donor.host}:{donor.port}",))
         if tls_ca:  # the donor's certificate must chain to the cluster's CA
             cur.execute("SET GLOBAL clone_ssl_ca = %s", (tls_ca,))
-        try:
-            cur.execute(
-                "CLONE INSTANCE FROM %s@%s:%s IDENTIFIED BY %s DATA DIRECTORY = %s"
-                + (" REQUIRE SSL" if tls_ca else " REQUIRE NO SSL"),
-                (donor.user, donor.host, donor.port, password, str(p.data)),
-            )
-        except pymysql.MySQLError as e:
-            message = str(e.args[1] if len(e.args) > 1 else e).replace(password, "***")
-            raise PhysicalError(f"CLONE INSTANCE FROM {donor.host}:{donor.port} failed: {message}") from None
+        for attempt in range(NAME_RETRIES + 1):
+            try:
+                cur.execute(
+                    "CLONE INSTANCE FROM %s@%s:%s IDENTIFIED BY %s DATA DIRECTORY = %s"
+                    + (" REQUIRE SSL" if tls_ca else " REQUIRE NO SSL"),
+                    (donor.user, donor.host, donor.port, password, str(p.data)),
+                )
+                break
+            except pymysql.MySQLError as e:
+                message = str(e.args[1] if len(e.args) > 1 else e).replace(password, "***")
+                if attempt < NAME_RETRIES and name_not_resolved_yet(message):
+                    print(f"CLONE: {message}; again in {NAME_RETRY_SECONDS:g} s", file=sys.stderr, flush=True)
+                    pause(NAME_RETRY_SECONDS)
+                    continue
+                raise PhysicalError(
+                    f"CLONE INSTANCE FROM {donor.host}:{donor.port} failed: {message}"
+                ) from None
         cur.execute("SELECT STATE, ERROR_NO, ERROR_MESSAGE FROM performance_schema.clone_status")
         row = cur.fetchone()
     if row is None or row[0] != "Completed":
