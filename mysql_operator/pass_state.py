@@ -39,10 +39,9 @@ class ClusterEntry:
     claims: tuple[str, str] | None = None  # as the last apply found them (owned.Applied.claims)
     ignored_said: tuple = ()  # (generation, fields) of the last UnknownFields and SupersededFields Events
     again: bool = False  # another pass was asked for while one ran: it runs at that one's end
-    # and applies the owned objects if one of those asking said so (None: when due)
-    again_apply: bool | None = None
-    # the essence those asking to apply had seen ("": an apply is wanted whatever ran since;
-    # None: nobody asked) and the one the last apply that went through applied (`essence`)
+    # and applies the owned objects if one of those asking said so (else when due): the essence
+    # they had seen ("": an apply is wanted whatever ran since; None: nobody asked to apply);
+    # and the one the last apply that went through applied (`essence`)
     apply_asked: str | None = None
     applied_essence: str = ""
     routed_to: str | None = None  # the primary a connection through -rw was seen to reach

@@ -258,7 +258,6 @@ class Reconciler:
         entry = self._entry(namespace, name, current["metadata"].get("uid"))
         if not entry.lock.acquire(blocking=False):
             if apply:
-                entry.again_apply = True
                 entry.apply_asked = merge_asks(entry.apply_asked, seen)
             entry.again = True
             return None
@@ -268,7 +267,7 @@ class Reconciler:
                 # a pass run again applies only if one of those asking for it said so: the
                 # pass before it applied what `apply` asked for (a new cluster's create handler,
                 # its loop's first tick and its StatefulSet's first events each applied everything again)
-                entry.again, entry.again_apply = False, None
+                entry.again, entry.apply_asked = False, None
                 body = self.reads.cluster(namespace, name)  # again: with what a pass just wrote
                 meta = (body or {}).get("metadata") or {}
                 if body is None or meta.get("deletionTimestamp") or meta.get("uid") != entry.uid:
@@ -277,7 +276,8 @@ class Reconciler:
                 result = self._observe(namespace, name, lambda: self._reconcile(body, entry, this_apply))
                 if not entry.again:
                     return result
-                apply, asked, entry.apply_asked = entry.again_apply, entry.apply_asked or "", None
+                asked = entry.apply_asked  # None: nobody asked this one to apply
+                apply = None if asked is None else True
         finally:
             entry.lock.release()
 
