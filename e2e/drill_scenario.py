@@ -11,7 +11,9 @@ the backup's data object changed in the bucket (one byte; asked for with `mysql-
 --wait`, which exits 1 printing the message; Restorable turns False and MySQLRestoreDrillFailed
 fires in Prometheus); a table's data deleted from the backup (its dump's INSERTs, the object
 sealed again and its manifest made to match: the table check names the table); the archived binary
-logs' objects gone from the bucket; the throwaway cluster's restore Job killed mid-drill."""
+logs' objects gone from the bucket; the throwaway cluster's restore Job killed mid-drill. Last, a
+physical backup (a cluster with drills: its tables recorded from the copy) passes a drill that
+checks them."""
 
 from __future__ import annotations
 
@@ -286,4 +288,28 @@ def _scenario(local_cluster, ns: str, s3_beside_cluster, p: prom.Prometheus, fla
 
     d = drill_ended(c, "fourth", 900)
     assert d["phase"] == "Failed", d
+    throwaway_gone(c)
+
+    # a physical backup (MySQL's CLONE, MariaDB's mariadb-backup) of a cluster with drills records
+    # its tables from the copy: the next drill restores it, checks them, then replays
+    c.core.patch_namespaced_config_map("checks", ns, {"data": {"slow.sql": None, "slow.expected": None}})
+    create_backup(c, "copy", "physical")
+    wait_for(
+        lambda: backup_phase_of(c, "copy") == "Succeeded",
+        300,
+        "the physical backup Succeeded",
+        describe=c.describe,
+    )
+
+    d = drill(c, "physical", 900)
+
+    assert d["phase"] == "Succeeded", d.get("message")
+    assert d["backup"] == "copy" and d["tablesChecked"] == {"tables": 2, "rows": 250}, d
+    assert {"checkTables", "replay", "userChecks"} <= set(d["phases"]), d["phases"]
+    assert d["checksPassed"] == ["backed-up", "text"], d
+    record(
+        f"restore drill RTO (1 instance, a physical backup + binlogs, {flavor})",
+        d["rtoSeconds"],
+        scenario="49",
+    )
     throwaway_gone(c)

@@ -1,12 +1,12 @@
 """What produces a backup's bytes: the dump tool (logical, its version checked first), the tar of
-a CLONE copy (physical, MySQL: backup/physical.py; with the copy's table digests when asked) or the
-donor sidecar's mariadb-backup stream (physical, MariaDB: backup/mariadb_copy.py)."""
+a CLONE copy (physical, MySQL: backup/physical.py) or the donor sidecar's mariadb-backup stream
+(physical, MariaDB: backup/mariadb_copy.py); a physical copy's table digests when asked."""
 
 from __future__ import annotations
 
 import contextlib
 
-from mysql_operator.backup import commands, copy_server, mariadb_copy, physical
+from mysql_operator.backup import commands, copy_server, mariadb_copy, mariadb_copy_tables, physical
 from mysql_operator.backup.backup_types import BackupError, BackupRequest, Source
 from mysql_operator.backup.digest_process import dump_digests
 from mysql_operator.backup.pipeline import option_file, tool_check
@@ -20,8 +20,9 @@ def producer(
 ):
     """What produces the backup's bytes, entered into `scope`: (the CLONE copy, MySQL physical,
     None otherwise; the donor's offer, MariaDB physical, None otherwise; the argv whose stdout
-    carries the bytes: the tar of the copy or the dump tool, [] for a donor's stream). A CLONE
-    copy's table digests go into `stream` (copy_digests)."""
+    carries the bytes: the tar of the copy or the dump tool, [] for a donor's stream; where a
+    donor's stream is unpacked for its table digests, None unless asked). A CLONE copy's table
+    digests go into `stream` (copy_digests); a donor's, once its stream ended (mariadb_digests)."""
     source = src.candidate
     if src.donated:
         assert tls is not None
@@ -31,7 +32,12 @@ def producer(
             )
         except mariadb_copy.CopyError as e:
             raise BackupError(f"the physical copy of {src.name}: {e}") from None
-        return None, offer, []
+        unpacked = (
+            scope.enter_context(mariadb_copy_tables.unpacking(req.tools_dir or "", req.scratch_dir))
+            if req.copy_digests
+            else None
+        )
+        return None, offer, [], unpacked
     if src.physical_copy:
         try:
             copy = scope.enter_context(
@@ -51,7 +57,7 @@ def producer(
             )
         except copy_server.PhysicalError as e:
             raise BackupError(f"the physical copy of {src.name}: {e}") from None
-        return copy, None, copy_server.tar_command(copy.data)
+        return copy, None, copy_server.tar_command(copy.data), None
     options = scope.enter_context(option_file(source.endpoint.user, db_password, req.tools_dir))
     argv = commands.dump_command(src.version, source.endpoint, options, src.databases, req.tls_ca)
     launch = sidecar_launch(req.tools_dir, stdin=False) if req.tools_dir else local_launch
@@ -61,14 +67,29 @@ def producer(
         raise BackupError(f"{argv[0]} --version: {e}") from None
     if unfit:
         raise BackupError(unfit)
-    return None, None, argv
+    return None, None, argv, None
+
+
+def mariadb_digests(
+    req: BackupRequest, src: Source, stream: DumpStream, unpacked: mariadb_copy_tables.Unpacking
+) -> None:
+    """A MariaDB physical copy's table digests, once its whole stream was unpacked: prepared, a
+    server started on it and dumped as copy_digests dumps a MySQL copy's. A step that fails is a
+    note in `stream.tables_note`, not a failed backup (as a failed digest dump is)."""
+    if stream.tee_error:  # the unpacker stopped reading: it failed (inspect says how)
+        stream.tables_note = stream.tee_error
+    try:
+        unpacked.inspect(lambda socket, databases: copy_digests(req, src, stream, socket, databases))
+    except copy_server.PhysicalError as e:
+        told = "" if req.key else f": {e}"  # a server's log may name a table
+        stream.tables, stream.tables_note = None, f"the copy could not be read for its table digests{told}"
 
 
 def copy_digests(
     req: BackupRequest, src: Source, stream: DumpStream, socket: str, databases: list[str]
 ) -> None:
-    """A MySQL physical copy's table digests, as a logical backup records its own: while a server
-    runs on the copy (physical.cloned's `inspect`), the dump tool of the sidecar - the same tool,
+    """A physical copy's table digests, as a logical backup records its own: while a server runs
+    on the copy (physical.cloned's `inspect`, mariadb_copy_tables' for MariaDB), the dump tool of the sidecar - the same tool,
     with the options that shape the rows, as a restore's check dumps the restored server with
     (commands.copy_dump_command) - dumps the copy's `databases` over that server's socket into a
     DigestProcess, in this Job; the dump's bytes go nowhere else. The tables go into

@@ -163,27 +163,20 @@ def dump_command(
 
 
 def copy_dump_command(version: ServerVersion, socket: str, databases: list[str]) -> list[str]:
-    """The dump tool on the server a MySQL physical copy is started on (backup/physical.py: no
-    port, only its unix `socket`; no account checks, so its root without a password; no binary
-    log, GTIDs off), for the copy's table digests only: with dump_command's options that shape
-    the dump's rows (DUMP_CONTENT, --column-statistics=0), so that a restored server dumped by
-    dump_command gives the same digests, and without those that write a position (a server
-    without a binary log has none: mysqldump refuses --source-data there)."""
-    if version.flavor is not Flavor.MYSQL:
-        raise CommandError("the dump of a physical copy's server is MySQL's (CLONE) only")
+    """The dump tool on the server a physical copy is started on (MySQL: backup/physical.py;
+    MariaDB: backup/mariadb_copy_tables.py: no port, only its unix `socket`; no account checks,
+    so its root without a password; no binary log), for the copy's table digests only: with
+    dump_command's options that shape the dump's rows (DUMP_CONTENT; MySQL's
+    --column-statistics=0), so that a restored server dumped by dump_command gives the same
+    digests, and without those that write a position (a server without a binary log has none:
+    mysqldump refuses --source-data there)."""
     if not databases:
         raise CommandError("the copy has no databases besides the system ones")
-    return [
-        "mysqldump",
-        "--user=root",
-        f"--socket={socket}",
-        "--protocol=SOCKET",
-        *DUMP_CONTENT,
-        "--set-gtid-purged=OFF",
-        "--column-statistics=0",
-        "--databases",
-        *databases,
-    ]
+    where = ["--user=root", f"--socket={socket}", "--protocol=SOCKET", *DUMP_CONTENT]
+    if version.flavor is Flavor.MARIADB:
+        tool = "mariadb-dump" if version.at_least(10, 5) else "mysqldump"
+        return [tool, *where, "--databases", *databases]
+    return ["mysqldump", *where, "--set-gtid-purged=OFF", "--column-statistics=0", "--databases", *databases]
 
 
 def client_command(

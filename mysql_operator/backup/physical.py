@@ -78,7 +78,7 @@ def cloned(
     p = Paths(Path(scratch or tools_dir))
     p.remove()  # a failed attempt's, in a retried Pod
     try:
-        _run(init_command(p), tools_dir, p.init_log)
+        run_tool(init_command(p), tools_dir, p.init_log)
         with _server(p, False, plugins, tools_dir, start_timeout) as conn:
             _clone(conn, p, donor, password, tls_ca)
         # clone_status names no GTID set for a copy into a folder: the copy's own, as a server
@@ -219,10 +219,21 @@ def _server(
     login: tuple[str, str] = ("root", ""),
     tls_dir: str | None = None,
 ):
-    """A session of a server the sidecar runs (server_command), as `login` (root without a
-    password unless its accounts are checked); shut down after."""
+    """A session of a MySQL server the sidecar runs (server_command), as throwaway_server."""
+    with throwaway_server(
+        p, server_command(p, plugins, copy, donor_port, tls_dir), tools_dir, timeout, login
+    ) as conn:
+        yield conn
+
+
+@contextlib.contextmanager
+def throwaway_server(
+    p: Paths, argv: list[str], tools_dir: str, timeout: float, login: tuple[str, str] = ("root", "")
+):
+    """A session of a server the sidecar runs with `argv` (its socket and log: `p`'s), as `login`
+    (root without a password unless its accounts are checked); shut down after."""
     try:
-        server = SidecarProcess(server_command(p, plugins, copy, donor_port, tls_dir), tools_dir)
+        server = SidecarProcess(argv, tools_dir)
     except SidecarError as e:
         raise PhysicalError(str(e)) from None
     try:
@@ -248,18 +259,19 @@ def _server(
                 server.wait(30)
 
 
-def _run(argv: list[str], tools_dir: str, log: Path) -> None:
+def run_tool(argv: list[str], tools_dir: str, log: Path | None, timeout: float = 600) -> None:
+    """Run `argv` in the sidecar to its end; PhysicalError with its log's (else its output's) tail."""
     try:
         proc = SidecarProcess(argv, tools_dir)
     except SidecarError as e:
         raise PhysicalError(str(e)) from None
     err = TailBuffer()
     readers = [drain(proc.stdout, err), drain(proc.stderr, err)]
-    rc = proc.wait(600)
+    rc = proc.wait(timeout)
     for t in readers:
         t.join(5)
     if rc != 0:
-        text = log.read_text(errors="replace")[-2000:] if log.exists() else err.text()
+        text = log.read_text(errors="replace")[-2000:] if log is not None and log.exists() else err.text()
         raise PhysicalError(f"{argv[0]} {argv[2]} failed (exit status {rc}): {text.strip() or 'no message'}")
 
 

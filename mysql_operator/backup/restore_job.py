@@ -36,7 +36,7 @@ def restore_all(
     statuses; the others get them replica-side disabled (settle_events). Returns the result to report: {"ok",
     "message", "gtidPosition", "bytesLoaded", "durationSeconds"}; messages never contain a
     password (the caller redacts the environment's secrets too). `check_tables`: the backup's tables,
-    once loaded into the primary (a dump) or the primary restarted on it (a MySQL physical copy),
+    once loaded into the primary (a dump) or the primary started on it (a physical copy),
     are compared with those the backup recorded (before any replay): "tablesChecked" {"tables", "rows"} when they were, a failure naming each
     table that differs. `checks`: the user's (backup/user_checks.py), run on the primary once
     everything is loaded and replayed: "checksPassed" [their names], a failure naming each that
@@ -70,8 +70,7 @@ def restore_all(
             chain=chain,
             primary=primary or next(iter(targets), None),
             checks=checks,
-            # MariaDB's physical backups record no table digests (yet): nothing to check there
-            **({"check_tables": check_tables} if how is restore_physical else {}),
+            check_tables=check_tables,
         )
     else:
         load_all(

@@ -46,7 +46,13 @@ from mysql_operator.backup import commands, storage, xbstream
 from mysql_operator.backup.crypto import CryptoError
 from mysql_operator.backup.manifest import Manifest
 from mysql_operator.backup.pipeline import CHUNK, TailBuffer, drain, pass_on, spawn, stop
-from mysql_operator.backup.restore import finish_all, new_cluster_accounts, roll_forward, with_checks
+from mysql_operator.backup.restore import (
+    checked_tables,
+    finish_all,
+    new_cluster_accounts,
+    roll_forward,
+    with_checks,
+)
 from mysql_operator.backup.restore_server import settle_events
 from mysql_operator.backup.user_checks import Check
 from mysql_operator.backup.restore_source import plaintext_opener
@@ -80,9 +86,12 @@ def restore(
     copy_timeout: float = 6 * 3600,
     primary: str | None = None,
     checks: tuple[Check, ...] = (),
+    check_tables: bool = False,
 ) -> tuple[list[RestoreResult], list[str]]:
     """Restore the MariaDB physical backup `m` into every target. Returns the results and the
-    errors, each naming its instance; never a password."""
+    errors, each naming its instance; never a password. `check_tables`: once the primary started
+    on the copy, its tables are compared with those the backup recorded from the copy
+    (restore.checked_tables; before any replay): a difference fails it, naming each table."""
     if donor is None or not donor.tls_dir:
         return [], [f"{m.backup} is a physical backup of MariaDB: this restore Job cannot serve it"]
     token = os.environ.get(SEED_TOKEN_ENV, "")
@@ -107,11 +116,16 @@ def restore(
         init_sql = init_file(accounts)
         answer = f"OK {m.uncompressed_size} {m.gtid_position or ''}\n"
         pieces = functools.partial(decompressed, client, source, m, etag)
+        started = time.monotonic()
         with CopyServer(donor, peers, pieces, answer, init_sql) as server:
             wait_restored(targets, m.gtid_position or "", server, copy_timeout)
+        # verified, downloaded, decrypted, decompressed, served; each instance prepared it and
+        # started on it
+        copied = round(time.monotonic() - started, 2)
         for name, t in targets.items():
             try:
-                done = _finish_one(client, t, source, m, chain, name == primary)
+                done = _finish_one(client, t, source, m, chain, name == primary, check_tables)
+                done = replace(done, phases={"copy": copied, **done.phases})
                 results.append(with_checks(t, done, checks) if name == primary else done)
             except (RestoreError, InstanceError) as e:
                 errors.append(f"{name}: {e}")
@@ -146,18 +160,39 @@ def init_file(accounts: list[str]) -> bytes:
     return "".join(lines).encode()
 
 
-def _finish_one(client, t: Target, source: Source, m: Manifest, chain, primary: bool) -> RestoreResult:
+def _finish_one(
+    client, t: Target, source: Source, m: Manifest, chain, primary: bool, check_tables: bool = False
+) -> RestoreResult:
     settle_events(t, m, source.key, primary, copy=True)
-    result = RestoreResult(manifest=m, gtid_position=m.gtid_position, bytes_loaded=m.compressed_size)
+    phases: dict[str, float] = {}
+    checked = None
+    if check_tables and primary:  # still read-only (its my.cnf): the check only reads
+        began = time.monotonic()
+        inst = instance_of(t)
+        try:
+            version = inst.dialect.version
+        finally:
+            inst.close()
+        checked = checked_tables(t, m, source.key, version)
+        phases["checkTables"] = round(time.monotonic() - began, 2)
+    result = RestoreResult(
+        manifest=m,
+        gtid_position=m.gtid_position,
+        bytes_loaded=m.compressed_size,
+        table_check=checked,
+        phases=phases,
+    )
     if chain is None:
         return result
+    began = time.monotonic()
     inst = instance_of(t)
     try:
         inst.set_read_only(False)  # it started on the copy fenced (its my.cnf): the replay writes
     finally:
         inst.close()
     position = roll_forward(client, t, source, m, chain)
-    return replace(result, gtid_position=position, replayed=tuple(chain))
+    phases["replay"] = round(time.monotonic() - began, 2)
+    return replace(result, gtid_position=position, replayed=tuple(chain), phases=phases)
 
 
 def wait_restored(

@@ -25,7 +25,7 @@ from typing import Callable
 
 from mysql_operator import clock
 from mysql_operator.backup import commands, storage, upload, xbstream
-from mysql_operator.backup.backup_producer import producer
+from mysql_operator.backup.backup_producer import mariadb_digests, producer
 from mysql_operator.backup.backup_source import read_source
 from mysql_operator.backup.backup_types import BackupError, BackupRequest, Source
 from mysql_operator.backup.digest_process import DigestProcess
@@ -62,10 +62,23 @@ def run_backup(
     reader = xbstream.Reader(keep=xbstream.POSITION_FILES)
     stream = DumpStream()
     with contextlib.ExitStack() as scope:
-        copy, offer, argv = producer(scope, req, src, db_password, tls, stream)
+        copy, offer, argv, unpacked = producer(scope, req, src, db_password, tls, stream)
         uploaded = _pipe_and_upload(
-            client, req, src, argv, offer, compress_argv, data_key, stream, reader, secrets, on_part
+            client,
+            req,
+            src,
+            argv,
+            offer,
+            compress_argv,
+            data_key,
+            stream,
+            reader,
+            secrets,
+            on_part,
+            unpacked.stdin if unpacked is not None else None,
         )
+        if unpacked is not None:
+            mariadb_digests(req, src, stream, unpacked)
 
     if copy is not None:
         gtid = copy.gtid_executed or None
@@ -118,10 +131,12 @@ def _pipe_and_upload(
     reader: xbstream.Reader,
     secrets: tuple[str, ...],
     on_part: Callable[[int], None] | None,
+    copy_tee=None,
 ):
     """The producer's bytes (`argv`'s stdout, or the donor's `offer`) through `stream` into the
     compressor, its output uploaded as `data_key` (encrypted with req.key); the upload completes
-    only once every process ended well. Returns what upload.upload_stream returned."""
+    only once every process ended well. A donor's stream goes to `copy_tee` too (closed at its
+    end; mariadb_copy_tables). Returns what upload.upload_stream returned."""
     source_name = src.name
     dump = comp = digest = None
     dump_err, comp_err = TailBuffer(), TailBuffer()
@@ -147,7 +162,9 @@ def _pipe_and_upload(
             )
         else:
             enlarge_pipes(comp.stdin, comp.stdout)
-            pump = threading.Thread(target=stream.pump_copy, args=(offer, comp.stdin, reader), daemon=True)
+            pump = threading.Thread(
+                target=stream.pump_copy, args=(offer, comp.stdin, reader, copy_tee), daemon=True
+            )
         pump.start()
         comp_out = comp.stdout.fileno()
 

@@ -25,8 +25,22 @@ import time
 from pathlib import Path
 
 REQUEST, STDIN, STDOUT, STDERR, STATUS = "request", "stdin", "stdout", "stderr", "status"
-# mysqld: the throwaway server a physical backup's CLONE copies into (backup/physical.py)
-TOOLS = ("mysqldump", "mariadb-dump", "mysql", "mariadb", "mysqlbinlog", "mariadb-binlog", "mysqld", "tar")
+# mysqld: the throwaway server a physical backup's CLONE copies into (backup/physical.py);
+# mbstream, mariadb-backup, mariadbd: a MariaDB copy unpacked, prepared and served for its table
+# digests (backup/mariadb_copy_tables.py)
+TOOLS = (
+    "mysqldump",
+    "mariadb-dump",
+    "mysql",
+    "mariadb",
+    "mysqlbinlog",
+    "mariadb-binlog",
+    "mysqld",
+    "tar",
+    "mbstream",
+    "mariadb-backup",
+    "mariadbd",
+)
 
 
 class SidecarError(RuntimeError):

@@ -41,9 +41,9 @@ class DumpStream:
     tables: dict[str, TableDigest] | None = None  # what the table digests read of the dump
     tables_note: str = ""  # why there are none
 
-    def pump_copy(self, offer: Pieces, dst, reader: Feed) -> None:
+    def pump_copy(self, offer: Pieces, dst, reader: Feed, tee=None) -> None:
         """Pass a MariaDB copy's stream from the donor to pipe `dst`, read by `reader` on the way
-        (its checksums)."""
+        (its checksums), and to pipe `tee` after `dst` when given (as pump's `tee`)."""
         try:
             out = dst.fileno()
             for piece in offer.pieces():
@@ -52,11 +52,14 @@ class DumpStream:
                 view = memoryview(piece)
                 while view:
                     view = view[os.write(out, view) :]
+                if tee is not None:
+                    tee = self._tee(tee, memoryview(piece))
         except BaseException as e:  # noqa: BLE001 - reported by before_complete
             self.error.append(e)
         finally:
-            with contextlib.suppress(OSError):
-                dst.close()
+            for f in (dst, tee):
+                with contextlib.suppress(OSError, AttributeError):
+                    f.close()
 
     def pump(self, src, dst, pause: float = 0, tee=None) -> None:
         """Copy pipe `src` to pipe `dst` through one reused buffer (no allocation per read).

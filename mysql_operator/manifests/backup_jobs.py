@@ -81,13 +81,24 @@ def backup_args(
     ]
     for i in range(c.spec.instances):
         args += ["--source", f"{k.pod_name(c, i)}={k.pod_host(c, i)}:{k.PORT}"]
-    if physical(c, backup):  # MySQL copies into a scratch folder; MariaDB's copy is streamed
+    if physical(c, backup):
         args += ["--method", "physical"] + (
-            ["--scratch-dir", SCRATCH_DIR] if c.spec.flavor == "mysql" else []
+            ["--scratch-dir", SCRATCH_DIR] if needs_scratch(c, backup) else []
         )
-        if c.spec.flavor == "mysql" and c.spec.backup is not None and c.spec.backup.drill is not None:
+        if drills(c):
             args.append("--copy-digests")  # what a drill checks the restored tables against
     return args + ["--client-tools-dir", CLIENT_TOOLS_DIR]
+
+
+def drills(c: MySQLCluster) -> bool:
+    return c.spec.backup is not None and c.spec.backup.drill is not None
+
+
+def needs_scratch(c: MySQLCluster, backup: MySQLBackup) -> bool:
+    """Whether the backup Job copies into a scratch folder: a MySQL physical copy (CLONE), and a
+    MariaDB one unpacked for its table digests (a cluster with drills); else MariaDB's copy is
+    only streamed."""
+    return physical(c, backup) and (c.spec.flavor == "mysql" or drills(c))
 
 
 def physical(c: MySQLCluster, backup: MySQLBackup) -> bool:
@@ -114,7 +125,7 @@ def backup_job(
     if part_size_mib is None:
         part_size_mib = backup_part_size(c) // upload.MIB
     enc_args, enc_env = encryption_parts(c.spec.backup and c.spec.backup.encryption, "spec.backup.encryption")
-    scratch = scratch_volume(c) if physical(c, backup) and c.spec.flavor == "mysql" else []
+    scratch = scratch_volume(c) if needs_scratch(c, backup) else []
     job = tenant_job(
         c,
         job_name(backup),

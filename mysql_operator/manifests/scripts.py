@@ -39,7 +39,7 @@ EXPORTER_SH = _script("exporter.sh")
 # image): runs the client tools the Job's main container asks for in sub-folders of the shared
 # folder $1 (see backup/sidecar.py) - each run reads its input from the FIFO `stdin`, writes into
 # the FIFOs `stdout` and `stderr`, and its exit status into `status` - until the Pod ends. It runs
-# only mysqldump, mariadb-dump, mysql or mariadb, and never prints their arguments.
+# only the tools backup/sidecar.py's TOOLS names, and never prints their arguments.
 CLIENT_TOOLS_SH = _script("client-tools.sh")
 
 
@@ -84,6 +84,14 @@ PROGRAMS: dict[str, dict[str, tuple[str, ...]]] = {
     "client-tools.sh": {
         "": ("mkdir", "mv", "sleep"),
         "mysql": ("mysqldump", "mysql", "mysqlbinlog", "mysqld", "tar"),
-        "mariadb": ("mariadb-dump", "mariadb", "mariadb-binlog", "tar"),
+        "mariadb": (
+            "mariadb-dump",
+            "mariadb",
+            "mariadb-binlog",
+            "tar",
+            "mbstream",
+            "mariadb-backup",
+            "mariadbd",
+        ),
     },
 }

@@ -629,6 +629,7 @@ def test_a_physical_backup_of_mariadb_is_the_donor_sidecars_copy_streamed_to_the
 
     assert got.method == "physical" and got.data_key.endswith("/backup.xbstream.zst")
     assert got.gtid_position == position and got.flavor == "mariadb"
+    assert got.tables is None and got.tables_note is None  # not asked (a cluster without drills)
     body = s3server.client().get_object(Bucket=s3.bucket, Key=got.data_key)["Body"].read()
     assert got.compressed_size == len(body)
     stream = subprocess.run(["zstd", "-dc"], input=body, capture_output=True, check=True).stdout
@@ -646,44 +647,87 @@ def test_a_physical_backup_of_mariadb_is_the_donor_sidecars_copy_streamed_to_the
     assert _rows(r, "SELECT COUNT(*), SUM(id) FROM shop.t") == ((1000, 500500),)
 
 
+@pytest.fixture
+def mariadb_tools(tmp_path_factory):
+    """The backup and restore Jobs' client-tools sidecar, from the MariaDB tool image's root (the
+    host's series, 10.11: its mariadb-backup prepares the host donor's copies), serving a folder."""
+    from tests.support.mysql import client_tools_sidecar, mysql_rootfs
+
+    try:
+        mysql_rootfs("mariadb-tools")
+    except RuntimeError as e:
+        pytest.skip(reason=f"no MariaDB tool image root: {e}")
+    shared = tmp_path_factory.mktemp("tools")
+    with client_tools_sidecar(shared, "mariadb-tools"):
+        yield shared
+
+
 @needs_seed_tools
-def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(env, s3server, monkeypatch):
+def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(
+    env, s3server, monkeypatch, mariadb_tools
+):
     """restore_all of a MariaDB physical backup: the restore Job serves the copy (TLS with its own
     certificate of the cluster's CA, only to clients presenting one) and each new instance's
     `seed` init container, asked for a "restore" copy, receives it, prepares it, and its server
     starts on it: the backup's rows, the backup's GTID position, the new cluster's accounts
     (an account only it had is there), the restore account gone, read-only again. A client
     without a certificate of the cluster gets nothing, nor does an instance that does not send the
-    new cluster's operator password (the Job's $MYSQL_OPERATOR_SEED_TOKEN)."""
+    new cluster's operator password (the Job's $MYSQL_OPERATOR_SEED_TOKEN).
+
+    Asked for its table digests (a cluster with drills), the backup Job's sidecar unpacked the copy
+    as it streamed, prepared it and dumped a server started on it: the same tables, rows and
+    digests as a logical backup of the same data records; the restore checks the primary against
+    them before anything else writes (tablesChecked) and says where it spent its time."""
     from mysql_operator.backup.commands import Endpoint
     from mysql_operator.backup.restore_types import Donor, Source, Target
     from mysql_operator.backup.restore_job import restore_all
     from mysql_operator.backup.backup_types import BackupRequest, Candidate
     from mysql_operator.backup.run import run_backup
+    from mysql_operator.backup.table_check import recorded_tables
     from tests.support.backups import creds, s3cfg
 
     root, config, e, user, procs = env
     donor, donor_port, d = _writable_donor(root, config, e, user, procs)
     with d.cursor() as cur:
         cur.executemany("INSERT INTO shop.t VALUES (%s)", [(i,) for i in range(1, 501)])
+        cur.execute("CREATE TABLE shop.notes (id INT, note TEXT)")  # no primary key
+        cur.execute("INSERT INTO shop.notes VALUES (1, 'it''s ü'), (2, NULL), (2, NULL)")
+        cur.execute("CREATE TABLE shop.`odd``name` (id INT PRIMARY KEY)")
         cur.execute("CREATE USER 'reporting'@'%' IDENTIFIED BY 'from-the-backup'")
     receive_env, _ = _seed_sidecar(root, config, donor, _instance(root, e, user, "db-1"), user, procs)
     s3 = s3cfg(s3server, s3server.create_bucket("bk-mariadb-physical-restore"))
     ca = str(root / "tls" / "ca.crt")
-    m_ = run_backup(
-        BackupRequest(
+    shutil.copy(ca, mariadb_tools / "ca.crt")  # the Job mounts the CA in its sidecar too
+
+    def request(name: str, method: str) -> BackupRequest:
+        return BackupRequest(
             cluster="db",
             namespace="prod",
-            backup="p1",
+            backup=name,
             s3=s3,
-            tls_ca=ca,
+            tls_ca=str(mariadb_tools / "ca.crt"),
+            tools_dir=str(mariadb_tools),
             candidates=(Candidate("db-0", Endpoint("localhost", donor_port, m.BACKUP_USER)),),
-            method="physical",
+            method=method,
             seed_port=int(receive_env["MYSQL_OPERATOR_SEED_PORT"]),
-        ),
-        creds(s3server),
-        PASSWORDS["MYSQL_BACKUP_PASSWORD"],
+            copy_digests=method == "physical",
+        )
+
+    m_ = run_backup(request("p1", "physical"), creds(s3server), PASSWORDS["MYSQL_BACKUP_PASSWORD"])
+    logical = run_backup(request("l1", "logical"), creds(s3server), PASSWORDS["MYSQL_BACKUP_PASSWORD"])
+    recorded = recorded_tables(m_, None)
+    assert m_.tables_note is None, m_.tables_note
+    assert recorded == recorded_tables(logical, None) and set(recorded) == {
+        "shop.t",
+        "shop.notes",
+        "shop.odd`name",
+    }, recorded
+    assert (recorded["shop.t"].rows, recorded["shop.notes"].rows, recorded["shop.odd`name"].rows) == (
+        500,
+        3,
+        0,
     )
+    assert not [p for p in mariadb_tools.iterdir() if p.name.startswith("clone")]  # the copy removed
     with d.cursor() as cur:  # after the backup: not restored
         cur.execute("INSERT INTO shop.t VALUES (9999)")
 
@@ -723,6 +767,7 @@ def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(e
                 "shop",
                 drop_account=True,
                 donor=Donor("localhost", job_port, tls_dir=str(job_tls)),
+                check_tables=True,
             )
         )
     )
@@ -771,6 +816,8 @@ def test_a_physical_backup_of_mariadb_restores_through_the_seed_init_container(e
     r = connect(new_port, m.OPERATOR_USER, PASSWORDS["MYSQL_OPERATOR_PASSWORD"])
 
     assert result.get("ok"), result
+    assert result["tablesChecked"] == {"tables": 3, "rows": 503}, result
+    assert set(result["phases"]) == {"copy", "checkTables"}, result
     assert _rows(r, "SELECT COUNT(*), MAX(id) FROM shop.t") == ((500, 500),)
     assert _one(r, "SELECT @@gtid_binlog_pos") == m_.gtid_position == result["gtidPosition"]
     users = {u for (u,) in _rows(r, "SELECT User FROM mysql.user")}

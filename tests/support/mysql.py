@@ -249,7 +249,8 @@ def client_tools_sidecar(shared: Path, image: str = "mysql-tools") -> Iterator[s
     a tool image's root with chroot (MySQL's: the server image has no mysqlbinlog, as the official
     one), serving the folder `shared`: bind-mounted at the same path inside the root, as the Pod's
     emptyDir is in both containers; the host's /etc/hosts is bound over the image's empty one, as
-    the kubelet does in a Pod."""
+    the kubelet does in a Pod, and /proc is mounted, as in every container (mariadb-backup
+    --prepare crashes without it)."""
     from mysql_operator.manifests.scripts import CLIENT_TOOLS_SH
 
     rootfs = mysql_rootfs(image)
@@ -263,6 +264,8 @@ def client_tools_sidecar(shared: Path, image: str = "mysql-tools") -> Iterator[s
         ):
             subprocess.run(["mount", "-o", opts, str(src), str(dst)], check=True, capture_output=True)
             mounts.append(dst)
+        subprocess.run(["mount", "-t", "proc", "proc", str(rootfs / "proc")], check=True, capture_output=True)
+        mounts.append(rootfs / "proc")
         proc = subprocess.Popen(
             ["chroot", str(rootfs), "/bin/bash", "-c", CLIENT_TOOLS_SH, "client-tools.sh", str(shared)],
             stdin=subprocess.DEVNULL,

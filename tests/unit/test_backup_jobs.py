@@ -207,25 +207,34 @@ def test_a_backups_own_method_overrides_the_clusters(cluster_method, method):
 
 @pytest.mark.parametrize("drill", [False, True])
 @pytest.mark.parametrize("method", ["logical", "physical"])
-def test_a_mysql_physical_backup_records_its_tables_when_the_cluster_has_drills(method, drill):
-    """A dump of the copy costs time (1.46 times the physical backup's): asked for only when a
-    restore drill will compare with it; a logical backup records them from its own dump anyway."""
+@pytest.mark.parametrize("flavor", ["mysql", "mariadb"])
+def test_a_physical_backup_records_its_tables_when_the_cluster_has_drills(flavor, method, drill):
+    """A dump of the copy costs time (1.46 times a MySQL physical backup's): asked for only when a
+    restore drill will compare with it; a logical backup records them from its own dump anyway.
+    MariaDB's copy is then unpacked into the scratch folder as it streams (to be prepared and
+    dumped); without drills it is only streamed."""
     spec = _mysql(method)
+    spec["spec"]["flavor"] = flavor
     if drill:
         spec["spec"]["backup"] = {**spec["spec"]["backup"], "drill": {"schedule": "0 3 * * 0"}}
     c, b = parse(spec), parse_backup(BACKUP)
-    args = backup_job(c, b, c.spec.backup.s3, "img")["spec"]["template"]["spec"]["containers"][0]["args"]
+    pod = backup_job(c, b, c.spec.backup.s3, "img")["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
     assert ("--copy-digests" in args) == (method == "physical" and drill)
     from mysql_operator.cli import build_parser
 
     assert build_parser().parse_args(args).copy_digests == (
         method == "physical" and drill
     )  # what the Job runs
+    scratch = method == "physical" and (flavor == "mysql" or drill)
+    assert ("--scratch-dir" in args) == scratch
+    volumes, main, sidecar = _scratch(pod)
+    assert bool(volumes) == bool(main) == bool(sidecar) == scratch
 
 
 def test_a_physical_backup_of_mariadb_is_streamed_without_a_scratch_folder():
-    """MariaDB's copy comes as a stream from the instance Pod's seed-donor sidecar: nothing is
-    copied into the Job's Pod."""
+    """MariaDB's copy comes as a stream from the instance Pod's seed-donor sidecar: without drills
+    nothing is copied into the Job's Pod."""
     c, b = parse(CLUSTER), parse_backup({**BACKUP, "spec": {**BACKUP["spec"], "method": "physical"}})
     pod = backup_job(c, b, c.spec.backup.s3, "img")["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]

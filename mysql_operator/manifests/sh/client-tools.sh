@@ -3,8 +3,8 @@ DIR="${1:?usage: client-tools.sh FOLDER}"
 trap 'exit 0' TERM INT
 tool() {
   case "${argv[0]:-}" in
-    mysqldump|mariadb-dump|mysql|mariadb|mysqlbinlog|mariadb-binlog|mysqld|tar) ;;
-    *) echo "client-tools: refusing to run ${argv[0]:-nothing}: only mysqldump, mariadb-dump, mysql, mariadb, mysqlbinlog, mariadb-binlog, mysqld, tar" >&2
+    mysqldump|mariadb-dump|mysql|mariadb|mysqlbinlog|mariadb-binlog|mysqld|tar|mbstream|mariadb-backup|mariadbd) ;;
+    *) echo "client-tools: refusing to run ${argv[0]:-nothing}: only mysqldump, mariadb-dump, mysql, mariadb, mysqlbinlog, mariadb-binlog, mysqld, tar, mbstream, mariadb-backup, mariadbd" >&2
        return 126 ;;
   esac
   if ! command -v "${argv[0]}" >/dev/null; then
