@@ -2,7 +2,7 @@
 (`Accounts`, db/accounts.py's lists) and the scheduled events carried over to it (`Events`).
 
 Each keeps which primary it has done and when to try again after a failure; the replication
-engine (replication.py) calls them at a pass where that primary serves, saying whether a replica
+engine (replication_accounts.py) calls them at a pass where that primary serves, saying whether a replica
 acknowledges commits now and the time (their statements replicate: never while no replica could
 acknowledge them, or the primary's own DDL would wait for ever). They reach the server through the small
 interfaces below (db/instance.Instance in production).

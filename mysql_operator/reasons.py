@@ -102,7 +102,7 @@ RESTORE_DRILL_RUNNING = "RestoreDrillRunning"  # condition Restorable while one 
 
 # the Events of the engine's steps (status.events_from_steps: a step's action in CamelCase,
 # "Failed" appended when it did not go through); tests/unit/test_troubleshooting.py checks this
-# list against the Step(...) calls of replication.py
+# list against the Step(...) calls of the replication engine (replication.py and its chain)
 STEP_EVENTS = (
     "Apply",
     "Decommission",

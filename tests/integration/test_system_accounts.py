@@ -2,7 +2,7 @@
 of each flavor: with the operator's listed privileges (db/accounts.py) it changes such an
 account's password (a rotation of root-password) and kills its sessions (a fence); on MySQL an
 operator account without SYSTEM_USER - a cluster made by an earlier version - is refused with an
-access-denied error the engine tells apart from a failure (replication.Rotation.denied)."""
+access-denied error the engine tells apart from a failure (replication_accounts.Rotation.denied)."""
 
 from __future__ import annotations
 

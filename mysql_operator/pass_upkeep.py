@@ -1,0 +1,118 @@
+"""What a cluster's pass keeps up before it talks to a server: the spec fields this version
+ignores said once, the credentials read (`Logins`), the certificate ensured and every owned
+object applied when due.
+
+`PassUpkeep` extends `PassRestore` (pass_restore.py); owned.py applies the owned objects,
+tls_upkeep.py keeps the certificate, passwords.py the credentials."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from mysql_operator import __version__
+from mysql_operator import manifests as m
+from mysql_operator.api import MySQLCluster
+from mysql_operator.k8s import objects as k
+from mysql_operator.credentials import rotation_pending
+from mysql_operator.pods import pod_ordinal
+from mysql_operator.owned import apply_owned
+from mysql_operator.rollout import restarting_now
+from mysql_operator.tls_upkeep import renewed as tls_renewed
+from mysql_operator import reasons as R
+from mysql_operator.pass_state import ClusterEntry, Logins, essence
+from mysql_operator.pass_restore import PassRestore
+
+log = logging.getLogger(__name__)
+
+APPLY_RETRY_SECONDS = 10.0  # while an owned object is not applied (and at once on a spec change)
+
+
+class PassUpkeep(PassRestore):
+    def _unknown_fields(self, body: Mapping[str, Any], c: MySQLCluster, entry: ClusterEntry) -> None:
+        """Effect: Warnings, once per generation, naming the spec fields this version ignores: ones
+        it does not know, and older spellings set beside the newer field that supersedes them."""
+        said_now = (c.generation, c.ignored, c.superseded)
+        if not (c.ignored or c.superseded) or entry.ignored_said == said_now:
+            return
+        entry.ignored_said = said_now
+        events = []
+        if c.ignored:
+            said = (
+                f"{', '.join(c.ignored)}: not known to this operator version ({__version__}), ignored. "
+                "The CRD is newer than the operator (a rollback, or an upgrade under way): upgrade "
+                "the operator, or remove the field"
+            )
+            log.warning("%s/%s %s", c.namespace, c.name, said)
+            events.append(("Warning", R.UNKNOWN_FIELDS, said))
+        if c.superseded:
+            said = "; ".join(f"{older} is ignored: {newer} is set" for older, newer in c.superseded) + (
+                " (the older spelling; an object created before the newer field has the older one's "
+                "default stored): remove the older field"
+            )
+            events.append(("Warning", R.SUPERSEDED_FIELDS, said))
+        self.kube.post_events(body, events)
+
+    def _logins(self, c: MySQLCluster, body: Mapping[str, Any]) -> Logins:
+        """The credentials Secret (created if missing) and the record of what the servers have."""
+        new_cluster = not body.get("status")  # its Secrets are created without reads first
+        passwords, error = self.passwords.current(c, k.owner_of(body), new_cluster)
+        if error is not None:
+            return Logins(passwords, error)
+        on_servers, version = self.passwords.applied(c, k.owner_of(body), passwords, new_cluster)
+        return Logins(passwords, None, on_servers, version, rotation_pending(passwords, on_servers))
+
+    def _upkeep(
+        self,
+        body: Mapping[str, Any],
+        c: MySQLCluster,
+        entry: ClusterEntry,
+        logins: Logins,
+        previous: Mapping[str, Any],
+        apply: bool | None,
+    ) -> bool:
+        """Effects that need no server: the certificate, and every owned object applied when due
+        (`apply` True: now; None: at the resync, sooner while one is refused, and on a new
+        generation). Whether everything applied in this pass."""
+        renewal = entry.tls.ensure(self.api, c, body, self.resync_seconds, self.clock())
+        if renewal is not None:
+            tls_renewed(self.kube, body, self.reads.list_pods(c.namespace, m.selector_labels(c)), renewal)
+        every = self.resync_seconds
+        if entry.apply_error or entry.restart_pending:  # again soon: it may go through now
+            every = min(APPLY_RETRY_SECONDS, every)
+        due = self.clock() - entry.last_apply >= every
+        if not (apply or (apply is None and due) or previous.get("observedGeneration") != c.generation):
+            return False
+        done = apply_owned(
+            self.api,
+            self.kube,
+            self.restarts,
+            lambda: restarting_now(self.reads),
+            self.job_image,
+            self.exporter_image,
+            self.tools_repository,
+            c,
+            body,
+            logins.passwords,
+            pod_ordinal(previous.get("currentPrimary") or "", c.name),
+            logins.secrets,
+            entry.claims,
+        )
+        entry.claims = done.claims
+        if done.placed:
+            entry.restart_pending = done.staged
+        if done.archiver is not None:
+            entry.archiver = done.archiver
+        error = done.refused
+        if error != entry.apply_error:
+            log.log(
+                logging.WARNING if error else logging.INFO,
+                "%s/%s apply: %s",
+                c.namespace,
+                c.name,
+                error or "ok",
+            )
+        entry.apply_error, entry.last_apply = error, self.clock()
+        if error is None:
+            entry.applied_essence = essence(body)
+        return error is None
