@@ -183,8 +183,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--measure",
         type=float,
-        default=float(OperatorConfig().resync_seconds) + 10,
-        help="measurement window, seconds (default: one resync period of the operator and then some)",
+        default=float(OperatorConfig().resync_seconds),
+        help="measurement window, seconds (default: exactly one resync period of the operator, so "
+        "that it holds each cluster's resync once, whenever the window starts)",
     )
     ap.add_argument("--loop-seconds", type=float, default=1.0, help="the operator's default")
     ap.add_argument(

@@ -279,6 +279,8 @@ def client_tools_sidecar(shared: Path, image: str = "mysql-tools") -> Iterator[s
     finally:
         for m in reversed(mounts):
             subprocess.run(["umount", "-l", str(m)], capture_output=True)
+        with contextlib.suppress(OSError):
+            inside.rmdir()  # the mount point made above (empty once unmounted)
 
 
 @contextlib.contextmanager
