@@ -128,7 +128,7 @@ def restore_job(
     if c.spec.flavor == "mariadb":  # ready while it serves a copy: what the operator waits for
         (ctr,) = job["spec"]["template"]["spec"]["containers"]
         # served only to a requester sending the new cluster's operator password, as its instances'
-        # seed init containers do (backup/restore_mariadb_physical.py: CopyServer)
+        # seed init containers do (backup/copy_serving.py: CopyServer)
         ctr["env"].append(secret_env(ENV_SEED_TOKEN, k.credentials_secret_name(c), k.OPERATOR_PASSWORD_KEY))
         ctr["ports"] = [{"name": "copy", "containerPort": k.SEED_PORT, "protocol": "TCP"}]
         ctr["readinessProbe"] = {"tcpSocket": {"port": k.SEED_PORT}, "periodSeconds": 2}

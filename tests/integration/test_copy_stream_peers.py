@@ -1,5 +1,5 @@
 """Who may read a MariaDB physical restore's copy (issue 53): the restore Job's copy server
-(backup/restore_mariadb_physical.py CopyServer) over real TLS, with certificates of one CA as a
+(backup/copy_serving.py CopyServer) over real TLS, with certificates of one CA as a
 cert-manager ClusterIssuer shared by every tenant would issue them. Only one of the new cluster's
 instances - its certificate names it and it sends the new cluster's operator password - gets a
 byte of the copy; another namespace's Pod (same issuer, right cluster name), another cluster of
@@ -22,7 +22,7 @@ from mysql_operator import tls
 from mysql_operator.api import parse
 from mysql_operator.backup import xbstream
 from mysql_operator.backup.restore_types import Donor
-from mysql_operator.backup.restore_mariadb_physical import RESTORE_SQL, CopyServer, Peers
+from mysql_operator.backup.copy_serving import RESTORE_SQL, CopyServer, Peers
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.manifests.restore_jobs import restore_network_policy, restore_service
 from mysql_operator import restore_gate as gate

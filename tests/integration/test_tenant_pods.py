@@ -123,7 +123,7 @@ def test_tenant_job_secrets_are_references_never_arguments(kind):
         if "secretKeyRef" in e.get("valueFrom", {})
     }
     # a MariaDB restore Job also holds the new cluster's operator password: it serves a physical
-    # copy only to a requester that sends it (backup/restore_mariadb_physical.py)
+    # copy only to a requester that sends it (backup/copy_serving.py)
     seed = {"MYSQL_OPERATOR_SEED_TOKEN"} if kind == "restore" else set()
     assert set(refs) == {"MYSQL_OPERATOR_DB_PASSWORD", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", *seed}
     assert (

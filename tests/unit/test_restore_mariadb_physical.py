@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mysql_operator.backup.restore_types import RestoreError
-from mysql_operator.backup.restore_mariadb_physical import init_file, peer_named, series_refusal
+from mysql_operator.backup.copy_serving import peer_named
+from mysql_operator.backup.restore_mariadb_physical import init_file, series_refusal
 from mysql_operator.restore_gate import serving
 
 
