@@ -76,8 +76,9 @@ def mariadb_digests(
     """A MariaDB physical copy's table digests, once its whole stream was unpacked: prepared, a
     server started on it and dumped as copy_digests dumps a MySQL copy's. A step that fails is a
     note in `stream.tables_note`, not a failed backup (as a failed digest dump is)."""
-    if stream.tee_error:  # the unpacker stopped reading: it failed (inspect says how)
-        stream.tables_note = stream.tee_error
+    if stream.tee_error:  # the unpacker stopped reading: what it unpacked is not the whole copy
+        stream.tables, stream.tables_note = None, f"the copy could not be unpacked whole: {stream.tee_error}"
+        return
     try:
         unpacked.inspect(lambda socket, databases: copy_digests(req, src, stream, socket, databases))
     except copy_server.PhysicalError as e:

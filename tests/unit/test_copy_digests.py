@@ -5,6 +5,7 @@ the tables, or why there are none - the backup goes on either way."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -154,3 +155,51 @@ def test_a_sidecar_that_does_not_answer_leaves_a_note(monkeypatch):
         "the dump of the copy for its table digests did not run: "
         "the client-tools container did not start within 120s"
     )
+
+
+class _Unpacked:
+    """A MariaDB copy as mariadb_copy_tables.Unpacking hands it over: `inspect` fails with
+    `fails`, else calls back with the copy's socket and databases."""
+
+    def __init__(self, fails: str = "") -> None:
+        self.fails, self.inspected = fails, False
+
+    def inspect(self, inspect) -> None:
+        self.inspected = True
+        if self.fails:
+            raise backup_producer.copy_server.PhysicalError(self.fails)
+        inspect(SOCKET, ["app"])
+
+
+def test_a_mariadb_copy_that_was_not_unpacked_whole_is_not_inspected():
+    """The unpacker stopped reading the stream (it failed, or its disk filled up): what it holds is
+    not the copy, so no server is started on it and no table recorded from it."""
+    stream, unpacked = DumpStream(), _Unpacked()
+    stream.tee_error = "the table digests stopped reading the dump: Broken pipe"
+    backup_producer.mariadb_digests(_request(), _source(), stream, unpacked)
+    assert not unpacked.inspected and stream.tables is None
+    assert stream.tables_note == "the copy could not be unpacked whole: " + stream.tee_error
+
+
+@pytest.mark.parametrize("key", [None, Key(b"k" * 32)], ids=["plain", "encrypted"])
+def test_a_mariadb_copy_that_cannot_be_prepared_or_served_leaves_a_note(key):
+    """mbstream, mariadb-backup --prepare or the server on the copy failed: the backup goes on;
+    an encrypted backup's note leaves out the message (a server's log may name a table)."""
+    stream = DumpStream()
+    message = "mariadb-backup --prepare failed (exit status 1): page of `shop`.`secret_table` is corrupt"
+    backup_producer.mariadb_digests(_request(key), _source(), stream, _Unpacked(message))
+    assert stream.tables is None
+    told = "" if key else f": {message}"
+    assert stream.tables_note == f"the copy could not be read for its table digests{told}"
+
+
+def test_a_mariadb_copys_tables_are_read_from_the_server_started_on_it(monkeypatch):
+    asked = _standing_in(monkeypatch, f"import sys; sys.stdout.buffer.write({DUMP!r})")
+    stream = DumpStream()
+    source = dataclasses.replace(_source(), version=MARIADB, physical_copy=False, donated=True)
+    backup_producer.mariadb_digests(_request(), source, stream, _Unpacked())
+    assert asked == [commands.copy_dump_command(MARIADB, SOCKET, ["app"])]
+    assert stream.tables is not None and {n: t.rows for n, t in stream.tables.items()} == {
+        "app.empty": 0,
+        "app.t": 3,
+    }
