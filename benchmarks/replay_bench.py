@@ -45,6 +45,7 @@ from mysql_operator.backup.commands import Endpoint
 from mysql_operator.backup.pipeline import option_file
 from mysql_operator.db.flavor import detect
 from tests.support import mariadb as mdb
+from tests.support.flavor_servers import writable
 from tests.support.mysql import (
     ADMIN_USER,
     MySQLFactory,
@@ -61,12 +62,15 @@ TABLES = 8
 SIZES = {"innodb_buffer_pool_size": "512M", "max_allowed_packet": "64M"}
 
 
+def emptied(flavor: str) -> list[str]:
+    """A server made writable, with an empty binary log and GTID history."""
+    return [*writable(flavor), "RESET BINARY LOGS AND GTIDS" if flavor == "mysql" else "RESET MASTER"]
+
+
 def write_binlog(source, flavor: str, mb: int) -> list[str]:
     """Transactions on `source` until its binary logs past the schema hold `mb` MiB; their
     file names (the history before the schema reset away: every new server starts empty)."""
-    reset = "RESET BINARY LOGS AND GTIDS" if flavor == "mysql" else "RESET MASTER"
-    off = ["SET GLOBAL super_read_only = OFF"] if flavor == "mysql" else []
-    sql(source, *off, "SET GLOBAL read_only = OFF", reset, "CREATE DATABASE bench")
+    sql(source, *emptied(flavor), "CREATE DATABASE bench")
     sql(
         source,
         *(
@@ -111,9 +115,7 @@ class Replays:
         (t,) = self.factory.create(1, prefix=f"r{self.n}", start=False)
         t.extra.update(SIZES)
         t.start()
-        reset = "RESET BINARY LOGS AND GTIDS" if self.flavor == "mysql" else "RESET MASTER"
-        off = ["SET GLOBAL super_read_only = OFF"] if self.flavor == "mysql" else []
-        sql(t, *off, "SET GLOBAL read_only = OFF", reset)
+        sql(t, *emptied(self.flavor))
         return t
 
     def _done(self, t, what: str) -> None:
