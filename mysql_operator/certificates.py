@@ -1,6 +1,6 @@
 """The cluster's TLS Secrets and the servers' reload of a renewed certificate.
 
-    state = ensure_secrets(api, cluster, owner, now)   # creates the CA once, (re)issues the server cert
+    state = ensure_secrets(reads, kube, cluster, owner, now)   # creates the CA once, (re)issues the server cert
     pending = serve_current(instances, state.not_after)  # FLUSH SSL where a server serves an older one
 
 Secrets (owned by the MySQLCluster, created only if missing, never taken from elsewhere):
@@ -10,7 +10,7 @@ Secrets (owned by the MySQLCluster, created only if missing, never taken from el
 
 With `spec.tls.issuerRef` cert-manager makes the certificate instead (no `<name>-ca`):
 
-    state = ensure_cert_manager(api, cluster, owner, known)   # a TLSState, or a TLSProblem to report
+    state = ensure_cert_manager(reads, kube, cluster, owner, known)   # a TLSState, or a TLSProblem to report
 
 applies a cert-manager `Certificate` `<name>-tls` (owned by the MySQLCluster) that writes the same
 `<name>-tls` Secret the Pods mount, with the same names, and publishes `<name>-ca-bundle` from the
@@ -35,9 +35,10 @@ from mysql_operator import manifests as m
 from mysql_operator import tls
 from mysql_operator.api import MySQLCluster
 from mysql_operator.api.types import CERT_MANAGER_GROUP
-from mysql_operator.db.instance import Instance
+from mysql_operator.db_ops import DbOps
 from mysql_operator.db.observation import InstanceError
-from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.manifests.restore_jobs import restore_dns_names, restore_tls_secret_name
 from mysql_operator.manifests.tenant_jobs import DEFAULT_DEADLINE_SECONDS
 from mysql_operator import reasons as R
@@ -89,7 +90,12 @@ def secret(
 
 
 def ensure_secrets(
-    api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime, new_cluster: bool = False
+    reads: Reads,
+    kube: KubeOps,
+    c: MySQLCluster,
+    owner: Mapping[str, Any],
+    now: dt.datetime,
+    new_cluster: bool = False,
 ) -> TLSState:
     """Effect: the three Secrets exist and the server certificate is current. Never replaces a
     usable CA (every server and client trusts it); a CA that cannot sign for a full server
@@ -98,20 +104,20 @@ def ensure_secrets(
     validity = dt.timedelta(seconds=c.spec.tls.certificate_validity_seconds)
     names = m.server_dns_names(c)
     if new_cluster:
-        made = _create_secrets(api, c, owner, now, validity, names)
+        made = _create_secrets(kube, c, owner, now, validity, names)
         if made is not None:
             return made
-    stored = k.read_secret_data(api, c.namespace, m.ca_secret_name(c)) or {}
+    stored = reads.secret_data(c.namespace, m.ca_secret_name(c)) or {}
     ca = tls.KeyPair(stored.get(CA_CERT, ""), stored.get(CA_KEY, ""))
     new_ca = not tls.ca_usable(ca, now)
     if new_ca:
         ca = tls.new_ca(c.name, now)
         body = _ca_secret(c, owner, ca)
-        if not stored and not k.create_secret(api, body):  # lost a race: use the one that exists
-            return ensure_secrets(api, c, owner, now)
+        if not stored and not kube.create_secret(body):  # lost a race: use the one that exists
+            return ensure_secrets(reads, kube, c, owner, now)
         if stored:
-            k.add_secret_keys(api, c.namespace, m.ca_secret_name(c), body["data"])
-    current = k.read_secret_data(api, c.namespace, m.tls_secret_name(c))
+            kube.add_secret_keys(c.namespace, m.ca_secret_name(c), body["data"])
+    current = reads.secret_data(c.namespace, m.tls_secret_name(c))
     reason = (
         "the cluster's CA was replaced"
         if new_ca and current
@@ -125,11 +131,11 @@ def ensure_secrets(
         cert_pem = pair.cert_pem
         body = _tls_secret(c, owner, pair, ca.cert_pem)
         if current is None:
-            if not k.create_secret(api, body):
-                return ensure_secrets(api, c, owner, now)
+            if not kube.create_secret(body):
+                return ensure_secrets(reads, kube, c, owner, now)
         else:
-            k.add_secret_keys(api, c.namespace, m.tls_secret_name(c), body["data"])
-    _publish_bundle(api, c, owner, ca.cert_pem)
+            kube.add_secret_keys(c.namespace, m.tls_secret_name(c), body["data"])
+    _publish_bundle(reads, kube, c, owner, ca.cert_pem)
     return TLSState(ca.cert_pem, tls.not_after(cert_pem), reason)
 
 
@@ -147,18 +153,20 @@ def _bundle_secret(c: MySQLCluster, owner: Mapping[str, Any], ca_pem: str) -> di
 
 
 def _create_secrets(
-    api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime, validity: dt.timedelta, names
+    kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime, validity: dt.timedelta, names
 ) -> TLSState | None:
     """Effect: a new CA, server certificate and bundle created; None (nothing overwritten) as
     soon as the CA or the server certificate's Secret exists."""
     ca = tls.new_ca(c.name, now)
-    if not k.create_secret(api, _ca_secret(c, owner, ca)):
+    if not kube.create_secret(_ca_secret(c, owner, ca)):
         return None
     pair = tls.server_certificate(ca, names, now, validity)
-    if not k.create_secret(api, _tls_secret(c, owner, pair, ca.cert_pem)):
+    if not kube.create_secret(_tls_secret(c, owner, pair, ca.cert_pem)):
         return None
-    if not k.create_secret(api, _bundle_secret(c, owner, ca.cert_pem)):
-        _publish_bundle(api, c, owner, ca.cert_pem)
+    if not kube.create_secret(_bundle_secret(c, owner, ca.cert_pem)):
+        kube.add_secret_keys(
+            c.namespace, m.ca_bundle_secret_name(c), _bundle_secret(c, owner, ca.cert_pem)["data"]
+        )
     return TLSState(ca.cert_pem, tls.not_after(pair.cert_pem), tls.renewal_reason(None, ca, names, now))
 
 
@@ -291,46 +299,47 @@ def cert_manager_verdict(
 
 
 def ensure_cert_manager(
-    api, c: MySQLCluster, owner: Mapping[str, Any], known: TLSState | None = None
+    reads: Reads, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], known: TLSState | None = None
 ) -> TLSState | TLSProblem:
     """Effect: the cert-manager Certificate is applied (when cert-manager is installed) and, once
     the Secret holds a certificate, `<name>-ca-bundle` carries its ca.crt. No `<name>-ca`."""
     ref = c.spec.tls.issuer_ref
     assert ref is not None
-    served = k.served_resources(api, CERT_MANAGER_GROUP, CERT_MANAGER_VERSION)
+    served = reads.served_resources(CERT_MANAGER_GROUP, CERT_MANAGER_VERSION)
     issuer = cert = None
     if served is not None and "certificates" in served:
-        cert = k.server_side_apply(api, m.owned(certificate(c), owner))
+        cert = kube.apply(m.owned(certificate(c), owner))
         if ref.group == CERT_MANAGER_GROUP:
-            issuer = k.read_custom_object(
-                api,
+            issuer = reads.custom_object(
                 CERT_MANAGER_GROUP,
                 CERT_MANAGER_VERSION,
                 ISSUER_PLURALS[ref.kind],
                 ref.name,
                 None if ref.kind == "ClusterIssuer" else c.namespace,
             )
-    secret = k.read_secret_data(api, c.namespace, m.tls_secret_name(c))
+    secret = reads.secret_data(c.namespace, m.tls_secret_name(c))
     state = cert_manager_verdict(c, served, issuer, secret, cert, known)
     if isinstance(state, TLSState):
-        _publish_bundle(api, c, owner, state.ca_pem)
+        _publish_bundle(reads, kube, c, owner, state.ca_pem)
     return state
 
 
-def ensure_restore_certificate(api, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime) -> None:
+def ensure_restore_certificate(
+    reads: Reads, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime
+) -> None:
     """Effect: the restore Job's certificate (Secret restore_tls_secret_name, for the restore
     Service's names) exists, issued by the cluster's CA: by the operator with `<name>-ca`, else
     through a cert-manager Certificate of spec.tls.issuerRef (the Job's Pod waits for its Secret).
     Only the Job's sidecar mounts it, to serve a physical copy the instances verify."""
     name, names = restore_tls_secret_name(c), restore_dns_names(c)
     if c.spec.tls.issuer_ref is not None:
-        k.server_side_apply(api, m.owned(certificate(c, name, names), owner))
+        kube.apply(m.owned(certificate(c, name, names), owner))
         return
-    stored = k.read_secret_data(api, c.namespace, m.ca_secret_name(c)) or {}
+    stored = reads.secret_data(c.namespace, m.ca_secret_name(c)) or {}
     ca = tls.KeyPair(stored.get(CA_CERT, ""), stored.get(CA_KEY, ""))
     if not tls.ca_usable(ca, now):
         raise ValueError(f"the cluster's CA (Secret {m.ca_secret_name(c)}) is missing or expired")
-    current = k.read_secret_data(api, c.namespace, name)
+    current = reads.secret_data(c.namespace, name)
     if current is not None and tls.renewal_reason(current.get(TLS_CERT), ca, names, now) is None:
         return
     # the Job runs at most its deadline: a certificate left behind is soon of no use
@@ -339,22 +348,24 @@ def ensure_restore_certificate(api, c: MySQLCluster, owner: Mapping[str, Any], n
     data = {TLS_CERT: pair.cert_pem, TLS_KEY: pair.key_pem, CA_CERT: ca.cert_pem}
     body = m.owned(secret(c, name, "tls", data, "kubernetes.io/tls"), owner)
     if current is None:
-        k.create_secret(api, body)
+        kube.create_secret(body)
     else:
-        k.add_secret_keys(api, c.namespace, name, body["data"])
+        kube.add_secret_keys(c.namespace, name, body["data"])
 
 
-def _publish_bundle(api, c: MySQLCluster, owner: Mapping[str, Any], ca_pem: str) -> None:
+def _publish_bundle(
+    reads: Reads, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], ca_pem: str
+) -> None:
     """Effect: `<name>-ca-bundle` exists and holds `ca_pem` (ca.crt, no key)."""
-    bundle = k.read_secret_data(api, c.namespace, m.ca_bundle_secret_name(c))
+    bundle = reads.secret_data(c.namespace, m.ca_bundle_secret_name(c))
     body = _bundle_secret(c, owner, ca_pem)
     if bundle is None:
-        k.create_secret(api, body)
+        kube.create_secret(body)
     elif bundle.get(CA_CERT) != ca_pem:
-        k.add_secret_keys(api, c.namespace, m.ca_bundle_secret_name(c), body["data"])
+        kube.add_secret_keys(c.namespace, m.ca_bundle_secret_name(c), body["data"])
 
 
-def serve_current(instances: Mapping[str, Instance], not_after: dt.datetime) -> list[str]:
+def serve_current(instances: Mapping[str, DbOps], not_after: dt.datetime) -> list[str]:
     """Effect: make every reachable server serve the certificate that expires at `not_after`
     (reload where it serves an older one). Returns the servers that do not yet (the kubelet has
     not rewritten their files, or they are unreachable): try again later."""

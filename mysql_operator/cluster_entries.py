@@ -17,7 +17,9 @@ from kubernetes.client.rest import ApiException
 
 from mysql_operator import manifests as m
 from mysql_operator.k8s.cache import Reads
+from mysql_operator.db_ops import DbOps
 from mysql_operator.k8s.ops import KubeOps
+from mysql_operator.members import Member
 from mysql_operator.k8s import jobs
 from mysql_operator.passwords import PasswordStore
 from mysql_operator.sql_objects import SqlObjects
@@ -42,6 +44,7 @@ class ClusterEntries:
         observe: Callable[[str, str, Callable[[], Result]], Result] | None = None,
         operator_upgrades: str = "Auto",
         kube: KubeOps | None = None,
+        connect: Callable[[Member], DbOps] | None = None,
     ):
         self.api = api
         # wraps every pass (metrics.observed in the operator: outcome, duration, what it did)
@@ -49,11 +52,13 @@ class ClusterEntries:
         # what a pass reads (watched stores in the operator; the API server itself by default)
         self.reads = reads or Reads(api)
         self.kube: KubeOps = kube or self.reads  # what the pass writes
+        # how the engine reaches a server (None: db/instance.Instance, as build_engine makes it)
+        self.connect = connect
         self.resolver_mode = resolver_mode
         self.resync_seconds = resync_seconds
         self.apply_timeout = apply_timeout
-        self.passwords = PasswordStore(api, self.reads, password_factory, resync_seconds)
-        self.sql = SqlObjects(api, password_factory)  # MySQLDatabase, MySQLUser, MySQLGrant
+        self.passwords = PasswordStore(self.reads, self.kube, password_factory, resync_seconds)
+        self.sql = SqlObjects(self.reads, self.kube, password_factory)  # MySQLDatabase, MySQLUser, MySQLGrant
         self.clock = clock
         self._entries: dict[tuple[str, str], ClusterEntry] = {}
         self.restarts = RestartGate(clock, operator_upgrades, alive=self._exists)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster
 from mysql_operator.pass_state import ClusterEntry
+from mysql_operator.db_ops import DbOps
 from mysql_operator.members import Member
 from mysql_operator.replication import ReplicationEngine
 from mysql_operator.engine_config import binlog_retention, build_engine
@@ -23,6 +24,7 @@ def engine_for(
     settings: t.Settings,
     members: Sequence[Member],
     apply_timeout: float,
+    connect: Callable[[Member], DbOps] | None = None,
 ) -> ReplicationEngine:
     """The cluster's engine, kept across passes (it measures outages and remembers its members):
     built again when what it was built from changes (settings, credentials, the CA)."""
@@ -44,7 +46,13 @@ def engine_for(
         if entry.engine is not None:
             entry.engine.close()
         entry.engine = build_engine(
-            c, members, passwords, settings, apply_timeout=apply_timeout, tls=entry.tls.context()
+            c,
+            members,
+            passwords,
+            settings,
+            apply_timeout=apply_timeout,
+            tls=entry.tls.context(),
+            connect=connect,
         )
         entry.fingerprint = fp
     else:

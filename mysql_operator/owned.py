@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import urllib3
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
@@ -38,7 +37,7 @@ class Applied:
 
 
 def apply_owned(
-    api: client.ApiClient,
+    live: Mapping[str, Any] | None,
     kube: KubeOps,
     restarts: RestartGate,
     restarting: Callable[[], set[str]],
@@ -52,7 +51,8 @@ def apply_owned(
     secrets: Sequence[str],
     claims: tuple[str, str] | None = None,
 ) -> Applied:
-    """`claims`: what the last Applied said of the data claims."""
+    """`live`: the StatefulSet as the API server has it (read before the pass wrote anything;
+    None: there is none); `claims`: what the last Applied said of the data claims."""
     owner = k.owner_of(body)
     refused = []
     placed, staged = False, None
@@ -65,14 +65,14 @@ def apply_owned(
         try:
             step = None
             if kind == "StatefulSet":
-                existing = statefulset = k.read_statefulset(api, c.namespace, obj_name)
+                existing = statefulset = live
                 current, claimed = k.statefulset_sizing(existing)
                 obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
                 if claimed is not None:  # immutable in a StatefulSet: the volumes grow instead
                     obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = (
                         claimed
                     )
-                step = place_template(api, restarts, c, body, obj, existing, restarting)
+                step = place_template(kube, restarts, c, body, obj, existing, restarting)
                 placed, staged = True, step if isinstance(step, rolling.StageTemplate) else None
             kube.apply(obj)
             approval = rolling.APPROVE_RESTART_ANNOTATION
@@ -86,10 +86,10 @@ def apply_owned(
             refused.append(apply_refusal(kind, obj_name, e.status, str(e.reason)))
         except urllib3.exceptions.HTTPError as e:
             refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
-    archiver_refused, archiver = binlog_archiver(api, kube, job_image, tools_repository, c, owner)
+    archiver_refused, archiver = binlog_archiver(kube, job_image, tools_repository, c, owner)
     refused += archiver_refused
     if must_check_claims(statefulset, c.spec.storage.size, claims):
-        not_grown, all_asking = grow_volumes(api, c)
+        not_grown, all_asking = grow_volumes(kube, c)
         refused += not_grown
         uid = (statefulset or {}).get("metadata", {}).get("uid")
         claims = (uid, c.spec.storage.size) if all_asking and uid else None
@@ -111,7 +111,6 @@ def must_check_claims(statefulset: Mapping[str, Any] | None, size: str, seen: tu
 
 
 def binlog_archiver(
-    api: client.ApiClient,
     kube: KubeOps,
     job_image: str,
     tools_repository: str,
@@ -127,18 +126,17 @@ def binlog_archiver(
     try:
         if dep is not None:
             return [], kube.apply(m.owned(dep, owner)).get("status") or {}
-        client.AppsV1Api(api).delete_namespaced_deployment(name, c.namespace)
+        kube.delete_deployment(c.namespace, name)
     except k.ApplyError as e:
         return [apply_refusal("Deployment", name, e.status, e.message)], None
     except ApiException as e:
-        if e.status != 404:
-            return [apply_refusal("Deployment", name, e.status, str(e.reason))], None
+        return [apply_refusal("Deployment", name, e.status, str(e.reason))], None
     except urllib3.exceptions.HTTPError as e:
         return [apply_refusal("Deployment", name, None, f"no answer from the API server ({e})")], None
     return [], None
 
 
-def grow_volumes(api: client.ApiClient, c: MySQLCluster) -> tuple[list[str], bool]:
+def grow_volumes(kube: KubeOps, c: MySQLCluster) -> tuple[list[str], bool]:
     """Every server's data volume asks for spec.storage.size (raised: expanded where the
     StorageClass allows it). Why not, for each claim the API server refused, and whether every
     claim exists and asks for it now."""
@@ -146,7 +144,7 @@ def grow_volumes(api: client.ApiClient, c: MySQLCluster) -> tuple[list[str], boo
     for o in range(c.spec.instances):
         claim = m.data_claim_name(c, o)
         try:
-            asking, why = k.grow_claim(api, c.namespace, claim, c.spec.storage.size)
+            asking, why = kube.grow_claim(c.namespace, claim, c.spec.storage.size)
         except urllib3.exceptions.HTTPError as e:
             asking, why = False, f"no answer from the API server ({e})"
         all_asking = all_asking and asking

@@ -71,7 +71,9 @@ class PassReplication(PassStatus):
             )
             for o in seen.ordinals
         ]
-        engine = engine_for(entry, c, seen.logins.current, settings, members, self.apply_timeout)
+        engine = engine_for(
+            entry, c, seen.logins.current, settings, members, self.apply_timeout, self.connect
+        )
         state = ClusterState(seen.current_primary)
         engine.observer.primary_since = primary_since(previous, seen.current_primary)
         engine.observer.recorded_executed = recorded_executed(previous, c.spec.flavor)

@@ -57,11 +57,11 @@ class PassRestore(PassReplication):
 
         todo = plan_()
         gate.carry_out(
-            self.api, self.kube, c, owner, todo.writes, lambda: self._drop_restore_account(seen, entry)
+            self.reads, self.kube, c, owner, todo.writes, lambda: self._drop_restore_account(seen, entry)
         )
         if not todo.held:
             return None
-        refused = gate.start(self.api, self.kube, c, owner, todo.start)
+        refused = gate.start(self.reads, self.kube, c, owner, todo.start)
         if refused is not None:
             todo = plan_(refused)
         assert todo.status is not None

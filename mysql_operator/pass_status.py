@@ -100,7 +100,7 @@ class PassStatus(ClusterEntries):
             **self._standing(c, entry),
             rolling=rolling.in_progress(run.roll),
             primary_in_service=primary_reached(
-                self.api, c, seen.pods, primary, served.writes, entry, seen.logins.current
+                self.reads, c, seen.pods, primary, served.writes, entry, seen.logins.current
             ),
             credentials_version=seen.logins.version,
             decision_reason=redact(decision.reason, secrets),

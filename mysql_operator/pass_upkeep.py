@@ -11,7 +11,6 @@ import logging
 from typing import Any, Mapping
 
 from mysql_operator import __version__
-from mysql_operator import manifests as m
 from mysql_operator.api import MySQLCluster
 from mysql_operator.k8s import objects as k
 from mysql_operator.credentials import rotation_pending
@@ -62,6 +61,17 @@ class PassUpkeep(PassRestore):
         on_servers, version = self.passwords.applied(c, k.owner_of(body), passwords, new_cluster)
         return Logins(passwords, None, on_servers, version, rotation_pending(passwords, on_servers))
 
+    def _apply_due(
+        self, c: MySQLCluster, entry: ClusterEntry, previous: Mapping[str, Any], apply: bool | None
+    ) -> bool:
+        """Whether this pass applies every owned object: `apply` True: now; None: at the resync,
+        sooner while one is refused, and on a new generation."""
+        every = self.resync_seconds
+        if entry.apply_error or entry.restart_pending:  # again soon: it may go through now
+            every = min(APPLY_RETRY_SECONDS, every)
+        due = self.clock() - entry.last_apply >= every
+        return bool(apply or (apply is None and due) or previous.get("observedGeneration") != c.generation)
+
     def _upkeep(
         self,
         body: Mapping[str, Any],
@@ -69,22 +79,21 @@ class PassUpkeep(PassRestore):
         entry: ClusterEntry,
         logins: Logins,
         previous: Mapping[str, Any],
-        apply: bool | None,
+        pods: list[dict],
+        due: bool,
+        live: Mapping[str, Any] | None,
     ) -> bool:
-        """Effects that need no server: the certificate, and every owned object applied when due
-        (`apply` True: now; None: at the resync, sooner while one is refused, and on a new
-        generation). Whether everything applied in this pass."""
-        renewal = entry.tls.ensure(self.api, c, body, self.resync_seconds, self.clock())
+        """Effects that need no server: the certificate (a renewal announced to `pods`, the
+        cluster's), and every owned object applied when `due` (`_apply_due`; `live`: the
+        StatefulSet as the API server had it then, None: none). Whether everything applied in
+        this pass."""
+        renewal = entry.tls.ensure(self.reads, self.kube, c, body, self.resync_seconds, self.clock())
         if renewal is not None:
-            tls_renewed(self.kube, body, self.reads.list_pods(c.namespace, m.selector_labels(c)), renewal)
-        every = self.resync_seconds
-        if entry.apply_error or entry.restart_pending:  # again soon: it may go through now
-            every = min(APPLY_RETRY_SECONDS, every)
-        due = self.clock() - entry.last_apply >= every
-        if not (apply or (apply is None and due) or previous.get("observedGeneration") != c.generation):
+            tls_renewed(self.kube, body, pods, renewal)
+        if not due:
             return False
         done = apply_owned(
-            self.api,
+            live,
             self.kube,
             self.restarts,
             lambda: restarting_now(self.reads),

@@ -3,7 +3,7 @@ generated once: created only if missing, never regenerated, missing keys added) 
 of the passwords the servers have (`<name>-applied-credentials`, written only by the operator),
 which makes a changed password a rotation instead of a lock-out.
 
-    store = PasswordStore(api, reads, password_factory)
+    store = PasswordStore(reads, kube, password_factory)
     passwords, error = store.current(cluster, owner)      # error: the field and the fix
     on_servers, version = store.applied(cluster, owner, passwords)
     store.record_applied(cluster, owner, rotated)          # after ALTER USER succeeded
@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping
 from mysql_operator import manifests as m
 from mysql_operator.api import MySQLCluster
 from mysql_operator.credentials import optional_keys, password_problem, required_keys
-from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.ops import KubeOps
 
 # on the applied-credentials record: the credentials Secret's resourceVersion it was taken from
 APPLIED_FROM = f"{m.GROUP}/applied-from-version"
@@ -30,8 +30,10 @@ CREDENTIALS_SECRET_SECONDS = 15.0
 
 
 class PasswordStore:
-    def __init__(self, api, reads: Reads, password_factory: Callable[[], str], resync_seconds: float = 60.0):
-        self.api, self.reads = api, reads
+    def __init__(
+        self, reads: Reads, kube: KubeOps, password_factory: Callable[[], str], resync_seconds: float = 60.0
+    ):
+        self.reads, self.kube = reads, kube
         self.password_factory = password_factory
         self.resync_seconds = resync_seconds
 
@@ -61,21 +63,15 @@ class PasswordStore:
         built = m.credentials_secret(c, password_for)
         owned = m.owned(built, owner) if c.spec.deletion_policy == "Delete" else None
         if found is None:
-            created = k.create_secret(self.api, owned or built)
-            self.reads.wrote_secret(c.namespace, secret, created)
+            created = self.kube.create_secret(owned or built)
             if created is None:  # lost a race: read it back
                 return self.current(c, owner)
         elif found[1] != ((owner["metadata"]["uid"],) if owned else ()):  # policy changed, or adopted
-            k.set_owner(self.api, c.namespace, secret, owned)
-            self.reads.wrote_secret(c.namespace, secret)
+            self.kube.set_secret_owner(c.namespace, secret, owned)
         if found is not None and fresh:
-            k.add_secret_keys(
-                self.api,
-                c.namespace,
-                secret,
-                {key: base64.b64encode(v.encode()).decode() for key, v in fresh.items()},
+            self.kube.add_secret_keys(
+                c.namespace, secret, {key: base64.b64encode(v.encode()).decode() for key, v in fresh.items()}
             )
-            self.reads.wrote_secret(c.namespace, secret)
         return {key: password_for(key) for key in required_keys(c) + optional_keys(c)}, None
 
     def applied(
@@ -105,8 +101,7 @@ class PasswordStore:
         source = self.reads.secret(c.namespace, m.credentials_secret_name(c), CREDENTIALS_SECRET_SECONDS)
         record = m.owned(m.applied_credentials_secret(c, passwords), owner)
         record["metadata"].setdefault("annotations", {})[APPLIED_FROM] = source.version if source else ""
-        created = k.write_secret(self.api, record)
-        self.reads.wrote_secret(c.namespace, m.applied_credentials_secret_name(c), created)
+        self.kube.write_secret(record)
         return dict(passwords)
 
 

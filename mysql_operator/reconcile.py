@@ -8,8 +8,9 @@ idempotent, in this order:
   parse the spec; one refused (SpecError) -> condition SpecValid False + a Warning Event, and the
     pass acts on the last spec that parsed (status.lastValidSpec, recorded by the status patch of
     the pass that first acts on a generation); with none recorded: phase Invalid, nothing touched
-  observe: the credentials (`Logins`: the Secret, created only if missing, and the record of what
-    the servers have), then - after the upkeep - the Pods: one `Observed` value
+  observe: the Pods and the StatefulSet (the stores; and the API server's StatefulSet when the
+    owned objects are applied), before anything is written; the credentials (`Logins`: the
+    Secret, created only if missing, and the record of what the servers have): one `Observed` value
   upkeep of what needs no server: the certificate (tls_upkeep.py), every owned object applied
     when due (owned.py)
   the restore gate (restore_gate.py): a cluster being restored goes no further
@@ -23,12 +24,13 @@ idempotent, in this order:
     is removed after it) and the role labels given (pods.label_plan: never two Pods carry
     role=primary, never a role the status does not give)
 
-The pass's own Kubernetes writes - owned objects, status records, Events, Pod labels and
-annotations, Pod restarts, Jobs - go through `KubeOps` (k8s/ops.py). These still take the API
-client: what holds key material (the certificates' Secrets and cert-manager objects, the
-credentials Secret and its record), the volume growth, the archiver Deployment's removal
-(owned.py) and the SQL objects' own writes (sql_objects.py: their Events, status and password
-Secrets). The cluster's status has no other writer
+Every Kubernetes write of the pass - owned objects, Secrets (credentials, their record,
+certificates), status records, Events, Pod labels and annotations, Pod restarts, Jobs, volumes
+grown, the archiver's Deployment deleted, the SQL objects' status and Secrets - goes through
+`KubeOps` (k8s/ops.py), and every read through `reads` (k8s/cache.py: Reads), except the restore
+gate's reads of a restore's source (restore_gate.observe_restore: the backup, its cluster, the
+storage and key Secrets, the restore Job), which still take the API client. A pass of a new
+cluster runs without one (tests/unit/test_pass_effects.py). The cluster's status has no other writer
 (the backup controller reports its fields: `report`). What the pass decides with
 lives in pure modules: pods.py (Pods, roles, who serves), status.py (the status and its Plan; conditions.py, status_events.py, instance_status.py),
 credentials.py (Secret keys, passwords), rolling.py (the rolling update's plan; its effects:
@@ -148,19 +150,17 @@ class Reconciler(PassUpkeep):
             )
             return self._publish(body, previous, summary, [], None)
         refused_generation = generation if spec_error else None
+        # the Pods and the StatefulSet as the stores hold them, before anything is written: the
+        # upkeep's applies do not change them, the watches bring what they change to the next pass
+        listed = self.reads.list_pods(c.namespace, m.selector_labels(c))
+        statefulset = self.reads.statefulset(c.namespace, m.statefulset_name(c))
+        # and as the API server has it, when the owned objects are applied (the apply decides on it)
+        due = self._apply_due(c, entry, previous, apply)
+        live = self.reads.live_statefulset(c.namespace, m.statefulset_name(c)) if due else None
         self._unknown_fields(body, c, entry)
         logins = self._logins(c, body)
-        applied = self._upkeep(body, c, entry, logins, previous, apply)
-        seen = Observed(
-            body,
-            c,
-            previous,
-            logins,
-            self.reads.list_pods(c.namespace, m.selector_labels(c)),
-            self.reads.statefulset(c.namespace, m.statefulset_name(c)),
-            spec_error,
-            refused_generation,
-        )
+        applied = self._upkeep(body, c, entry, logins, previous, listed, due, live)
+        seen = Observed(body, c, previous, logins, listed, statefulset, spec_error, refused_generation)
 
         held = self._restore(seen, entry, applied)
         if held is not None:

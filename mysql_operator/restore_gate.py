@@ -20,6 +20,7 @@ from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
 from mysql_operator.backup.backup_status import key_problem
@@ -126,7 +127,7 @@ def serving(job_pods: list[dict]) -> bool:
 
 # -- act -------------------------------------------------------------------------------------------
 def carry_out(
-    api,
+    reads: Reads,
     kube: KubeOps,
     c: MySQLCluster,
     owner: Mapping[str, Any],
@@ -145,17 +146,17 @@ def carry_out(
         elif isinstance(w, CreateJob):
             kube.create_job(w.obj)
         elif isinstance(w, RestoreCertificate):
-            certificates.ensure_restore_certificate(api, c, owner, clock.now())
+            certificates.ensure_restore_certificate(reads, kube, c, owner, clock.now())
         else:
             kube.delete_pod(c.namespace, w.pod, uid=w.uid)
 
 
 def start(
-    api, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], writes: Sequence[Write]
+    reads: Reads, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], writes: Sequence[Write]
 ) -> str | None:
     """Effect: the restore Job's creation carried out; why it was refused, or None."""
     try:
-        carry_out(api, kube, c, owner, writes)
+        carry_out(reads, kube, c, owner, writes)
     except k.ApplyError as e:
         return f"creating the restore Job: {e.message}"
     except ApiException as e:

@@ -18,7 +18,6 @@ from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster
-from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.pods import pod_ordinal, pod_views
 from mysql_operator import reasons as R
@@ -238,7 +237,7 @@ def written_template(existing: Mapping[str, Any], observed_generation: int | Non
 
 
 def place_template(
-    api,
+    kube: KubeOps,
     gate: RestartGate,
     c: MySQLCluster,
     body,
@@ -257,7 +256,7 @@ def place_template(
         written = written_template(existing, (body.get("status") or {}).get("observedGeneration"))
     same = False
     if written is not None and written.applied is None:
-        dry = k.server_side_apply(api, obj, dry_run=True)
+        dry = kube.dry_run_apply(obj)
         same = (dry.get("spec") or {}).get("template") == (existing.get("spec") or {}).get("template")
     approved = rolling.APPROVE_RESTART_ANNOTATION in ((body.get("metadata") or {}).get("annotations") or {})
 
@@ -280,10 +279,10 @@ def place_template(
         if written.applied is not None:
             notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = written.applied
         if written.wanted != desired:
-            k.post_events(api, body, [("Normal", R.RESTART_PENDING, step.message)])
+            kube.post_events(body, [("Normal", R.RESTART_PENDING, step.message)])
         return step
     notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = desired
     if step.operator_change:
-        k.post_events(api, body, [("Normal", R.OPERATOR_RESTART, step.reason)])
+        kube.post_events(body, [("Normal", R.OPERATOR_RESTART, step.reason)])
         log.info("%s OperatorRestart: %s", key, step.reason)
     return step

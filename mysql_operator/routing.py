@@ -7,11 +7,10 @@ from __future__ import annotations
 import ssl
 from typing import Mapping
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from mysql_operator import manifests as m
 from mysql_operator.api import MySQLCluster
+from mysql_operator.k8s.cache import Reads
 from mysql_operator.pass_state import ClusterEntry
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
@@ -49,7 +48,7 @@ def service_routes_to(
 
 
 def primary_reached(
-    api,
+    reads: Reads,
     c: MySQLCluster,
     pods: Mapping[int, PodView],
     primary: str | None,
@@ -64,12 +63,11 @@ def primary_reached(
         return False
     if entry.routed_to == primary:
         return True
-    try:
-        svc = client.CoreV1Api(api).read_namespaced_service(m.primary_service_name(c), c.namespace)
-    except ApiException:
+    address = reads.service_ip(c.namespace, m.primary_service_name(c))
+    if address is None:
         return False
     if service_routes_to(
-        svc.spec.cluster_ip,
+        address,
         m.PORT,
         m.OPERATOR_USER,
         passwords[m.OPERATOR_PASSWORD_KEY],

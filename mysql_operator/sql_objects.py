@@ -17,12 +17,11 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import clock
 from mysql_operator import manifests as m
-from mysql_operator.api import GROUP, VERSION, SpecError
+from mysql_operator.api import SpecError
 from mysql_operator.api.sql import (
     DATABASE_KIND,
     FINALIZER,
@@ -42,6 +41,8 @@ from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.k8s.reflector import newer
 from mysql_operator import reasons as R
 from mysql_operator.sql_claims import NOTHING_OWNED, ObjectKey, Owned, conflicts, object_key
@@ -59,8 +60,8 @@ def password_secret_name(user_object: str) -> str:
 
 
 class SqlObjects:
-    def __init__(self, api: client.ApiClient, password_factory: Callable[[], str] = m.random_password):
-        self.api = api
+    def __init__(self, reads: Reads, kube: KubeOps, password_factory: Callable[[], str] = m.random_password):
+        self.reads, self.kube = reads, kube
         self.password_factory = password_factory
         self._lock = threading.Lock()
         self._bodies: dict[Key, dict[ObjectKey, dict]] = {}  # by cluster
@@ -259,7 +260,7 @@ class SqlObjects:
         meta = body["metadata"]
         if spec.password is not None:
             name, key, where = spec.password.name, spec.password.key, spec.password.field
-            found = k.read_secret(self.api, meta["namespace"], name)
+            found = self.reads.secret(meta["namespace"], name, 0)
             if found is None:
                 return Result(
                     False,
@@ -278,7 +279,7 @@ class SqlObjects:
                 return Result(False, R.PASSWORD_INVALID, f"{where}: {name}/{key} {problem}")
             return value, f"{name}/{key}/{found.version}", name
         name = password_secret_name(meta["name"])
-        found = k.read_secret(self.api, meta["namespace"], name)
+        found = self.reads.secret(meta["namespace"], name, 0)
         if found is None:
             data = {"username": spec.name, "host": spec.host, "password": self.password_factory()}
             secret = {
@@ -288,8 +289,8 @@ class SqlObjects:
                 "type": "Opaque",
                 "data": {key: base64.b64encode(v.encode()).decode() for key, v in data.items()},
             }
-            k.create_secret(self.api, m.owned(secret, k.owner_of(body)))
-            found = k.read_secret(self.api, meta["namespace"], name)
+            self.kube.create_secret(m.owned(secret, k.owner_of(body)))
+            found = self.reads.secret(meta["namespace"], name, 0)
             assert found is not None
         if not found.data.get("password"):
             return Result(
@@ -315,7 +316,7 @@ class SqlObjects:
             self._publish(body, Result(False, R.CLEANUP_FAILED, _why(str(e), e.errno)))
             return
         what = "; ".join(done) or f"kept on the server (cleanupPolicy {spec.cleanup})"
-        k.post_events(self.api, body, [("Normal", R.DELETED, what)])
+        self.kube.post_events(body, [("Normal", R.DELETED, what)])
         self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
 
     # -- writing back -----------------------------------------------------------------------------
@@ -324,11 +325,11 @@ class SqlObjects:
         previous = body.get("status") or {}
         status = status_for(result, previous, meta.get("generation"), clock.stamp())
         if result.done:
-            k.post_events(self.api, body, [("Normal", R.APPLIED, "; ".join(result.done))])
+            self.kube.post_events(body, [("Normal", R.APPLIED, "; ".join(result.done))])
         if not status_changed(previous, status):
             return
         if not result.ok:
-            k.post_events(self.api, body, [("Warning", result.reason, result.message)])
+            self.kube.post_events(body, [("Warning", result.reason, result.message)])
         stored = self._patch(body, {"status": status}, status=True)
         if stored is not None:
             self.seen(stored)
@@ -347,15 +348,8 @@ class SqlObjects:
         return stored is not None
 
     def _patch(self, body: dict, patch: dict, status: bool = False) -> dict | None:
-        meta = body["metadata"]
-        objs = client.CustomObjectsApi(self.api)
-        call = objs.patch_namespaced_custom_object_status if status else objs.patch_namespaced_custom_object
-        try:
-            return call(GROUP, VERSION, meta["namespace"], PLURALS[body["kind"]], meta["name"], patch)
-        except ApiException as e:
-            if e.status in (404, 409):  # gone, or changed meanwhile: the watch brings the new one
-                return None
-            raise
+        # None: gone, or changed meanwhile (the watch brings the new one)
+        return self.kube.patch_custom_object(body, PLURALS[body["kind"]], patch, status)
 
 
 def _why(message: str, errno: int | None) -> str:

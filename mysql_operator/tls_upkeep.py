@@ -3,7 +3,7 @@ with spec.tls.issuerRef) on a schedule, a renewal announced and pushed to the Po
 made to serve the current certificate, and the problem to report while it cannot be ensured.
 
     upkeep = TLSUpkeep()                       # one per cluster, kept between passes
-    renewed = upkeep.ensure(api, cluster, body, resync, now)  # the certificate, when renewed now
+    renewed = upkeep.ensure(reads, kube, cluster, body, resync, now)  # the certificate, when renewed now
     if renewed: tls_upkeep.renewed(kube, body, pods, renewed)  # Event, Pods annotated (KubeOps)
     upkeep.context()                           # verifies the servers (None until the CA is known)
     upkeep.serve_current(cluster, instances, now)
@@ -27,6 +27,7 @@ from mysql_operator import manifests as m
 from mysql_operator.api import MySQLCluster
 from mysql_operator.db.connection import tls_context
 from mysql_operator.k8s import objects as k
+from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.ops import KubeOps
 from mysql_operator import reasons as R
 
@@ -51,7 +52,13 @@ class TLSUpkeep:
         return tls_context(self.state.ca_pem) if self.state is not None else None
 
     def ensure(
-        self, api, c: MySQLCluster, body: Mapping[str, Any], resync_seconds: float, now: float
+        self,
+        reads: Reads,
+        kube: KubeOps,
+        c: MySQLCluster,
+        body: Mapping[str, Any],
+        resync_seconds: float,
+        now: float,
     ) -> certificates.TLSState | None:
         """Effect (the certificate's Secrets, cert-manager's objects): the cluster's server
         certificate exists and is current, checked every resync and at least ten times per
@@ -67,10 +74,12 @@ class TLSUpkeep:
             return None
         try:
             if c.spec.tls.issuer_ref is not None:
-                state = certificates.ensure_cert_manager(api, c, k.owner_of(body), self.state)
+                state = certificates.ensure_cert_manager(reads, kube, c, k.owner_of(body), self.state)
             else:
                 new_cluster = self.state is None and not body.get("status")
-                state = certificates.ensure_secrets(api, c, k.owner_of(body), clock.now(), new_cluster)
+                state = certificates.ensure_secrets(
+                    reads, kube, c, k.owner_of(body), clock.now(), new_cluster
+                )
         except (ApiException, k.ApplyError) as e:
             state = tls_api_problem(c, getattr(e, "status", None), getattr(e, "reason", None))
         self.checked, self.spec = now, c.spec.tls

@@ -13,8 +13,8 @@ API server, as they do for what no store holds.
 
 `Reads` is what the pass uses: the MySQLCluster, its Pods and its StatefulSet from the stores, the
 Secrets it reads (the operator may `get` Secrets, never list or watch them) again once they are
-older than the caller allows and at once after it wrote one; and its writes (k8s/ops.py:
-KubeOps). Without stores (tests, tools) every read goes to the API server.
+older than the caller allows and at once after it wrote one, and what an apply decides on as the
+API server has it now (`live_*`); and its writes (k8s/ops.py: KubeOps). Without stores (tests, tools) every read goes to the API server.
 """
 
 from __future__ import annotations
@@ -87,6 +87,32 @@ class Reads:
             assert self.statefulsets is not None
             return self.statefulsets.get(namespace, name)
         return k.read_statefulset(self.api, namespace, name)
+
+    def live_statefulset(self, namespace: str, name: str) -> dict | None:
+        """The StatefulSet as the API server has it now (not the store's: an apply decides on it)."""
+        return k.read_statefulset(self.api, namespace, name)
+
+    def service_ip(self, namespace: str, name: str) -> str | None:
+        """The Service's cluster IP; None when it has none, does not exist or cannot be read."""
+        try:
+            svc = k.read_json(self.api, "v1", "Service", namespace, name)
+        except ApiException:
+            return None
+        return ((svc or {}).get("spec") or {}).get("clusterIP") or None
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The Secret's decoded data as the API server has it now; None if absent."""
+        return k.read_secret_data(self.api, namespace, name)
+
+    def served_resources(self, group: str, version: str) -> set[str] | None:
+        """The resources the API server serves in group/version; None: no such group version."""
+        return k.served_resources(self.api, group, version)
+
+    def custom_object(
+        self, group: str, version: str, plural: str, name: str, namespace: str | None
+    ) -> dict | None:
+        """A custom object (cluster-scoped without `namespace`) as stored; None if absent."""
+        return k.read_custom_object(self.api, group, version, plural, name, namespace)
 
     def owned_statefulsets(self, sync_wait: float = 10.0) -> list[dict]:
         """Every StatefulSet of this operator it can see: the store's once it has listed (waiting up
@@ -295,6 +321,53 @@ class Reads:
 
     def create_job(self, job: Mapping[str, Any]) -> None:
         jobs.create_job(self.api, job)
+
+    def dry_run_apply(self, obj: Mapping[str, Any]) -> dict:
+        return k.server_side_apply(self.api, obj, dry_run=True)
+
+    def create_secret(self, secret: Mapping[str, Any]) -> k.SecretRead | None:
+        created = k.create_secret(self.api, secret)
+        self.wrote_secret(secret["metadata"]["namespace"], secret["metadata"]["name"], created)
+        return created
+
+    def write_secret(self, secret: Mapping[str, Any]) -> k.SecretRead | None:
+        created = k.write_secret(self.api, secret)
+        self.wrote_secret(secret["metadata"]["namespace"], secret["metadata"]["name"], created)
+        return created
+
+    def set_secret_owner(self, namespace: str, name: str, owned_copy: Mapping[str, Any] | None) -> None:
+        k.set_owner(self.api, namespace, name, owned_copy)
+        self.wrote_secret(namespace, name)
+
+    def add_secret_keys(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        k.add_secret_keys(self.api, namespace, name, data)
+        self.wrote_secret(namespace, name)
+
+    def delete_deployment(self, namespace: str, name: str) -> bool:
+        try:
+            client.AppsV1Api(self.api).delete_namespaced_deployment(name, namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return False
+        return True
+
+    def grow_claim(self, namespace: str, name: str, size: str) -> tuple[bool, str | None]:
+        return k.grow_claim(self.api, namespace, name, size)
+
+    def patch_custom_object(
+        self, body: Mapping[str, Any], plural: str, patch: Mapping[str, Any], status: bool = False
+    ) -> dict | None:
+        meta = body["metadata"]
+        objs = client.CustomObjectsApi(self.api)
+        call = objs.patch_namespaced_custom_object_status if status else objs.patch_namespaced_custom_object
+        group, _, version = body["apiVersion"].partition("/")
+        try:
+            return call(group, version, meta["namespace"], plural, meta["name"], dict(patch))
+        except ApiException as e:
+            if e.status in (404, 409):
+                return None
+            raise
 
     @staticmethod
     def _wrote(store: Store | None, body: Mapping[str, Any] | None) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import clock
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
+from mysql_operator.k8s.ops import SecretRead
 
 FIELD_MANAGER = "mysql-operator"
 log = logging.getLogger(__name__)
@@ -121,13 +122,6 @@ def read_secret_data(api: client.ApiClient, namespace: str, name: str) -> dict[s
     as lone surrogates (never an exception that could quote them): callers that need text check."""
     found = read_secret(api, namespace, name)
     return found[0] if found is not None else None
-
-
-class SecretRead(NamedTuple):
-    data: dict[str, str]  # decoded (as read_secret_data)
-    owners: tuple[str, ...]  # uids of its owner references
-    version: str  # metadata.resourceVersion
-    annotations: Mapping[str, str] = {}
 
 
 def read_secret(api: client.ApiClient, namespace: str, name: str) -> SecretRead | None:

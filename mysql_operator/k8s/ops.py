@@ -1,11 +1,22 @@
-"""KubeOps: what one cluster's pass writes to Kubernetes - the objects it owns, its status, its
-Events, the role labels and annotations of its Pods, a Pod restarted, a Job started, a carried-out request's annotation removed - behind one small
-interface. `k8s/cache.py: Reads` is the real one (every write also updates its store, so the pass
-reads what it wrote); tests/unit/test_pass_effects.py records the calls to check their order."""
+"""KubeOps: every write one cluster's pass makes to Kubernetes - the objects it owns, its
+Secrets (created, keys added, owners set), its status, its Events, the role labels and annotations
+of its Pods, a Pod restarted, a Job started, a carried-out request's annotation removed, a volume
+grown, the archiver's Deployment deleted - behind one small interface. `k8s/cache.py: Reads` is the
+real one (every write also updates what it keeps, so the pass reads what it wrote);
+tests/support/fakes.py: RecordingKube records the calls to check their order."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Iterable, Mapping, NamedTuple, Protocol
+
+
+class SecretRead(NamedTuple):
+    """A Secret as read (k8s/objects.py: read_secret)."""
+
+    data: dict[str, str]  # decoded (as read_secret_data)
+    owners: tuple[str, ...]  # uids of its owner references
+    version: str  # metadata.resourceVersion
+    annotations: Mapping[str, str] = {}
 
 
 class KubeOps(Protocol):
@@ -43,3 +54,33 @@ class KubeOps(Protocol):
     def remove_cluster_annotation(self, cluster: Mapping[str, Any], key: str) -> bool:
         """One annotation of the MySQLCluster `cluster` removed (a request carried out), as
         patch_status writes: that object only."""
+
+    def dry_run_apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The object as a server-side apply of `obj` would store it; nothing written."""
+
+    def create_secret(self, secret: Mapping[str, Any]) -> SecretRead | None:
+        """The Secret created (never overwritten): as created; None when one of that name exists."""
+
+    def write_secret(self, secret: Mapping[str, Any]) -> SecretRead | None:
+        """The Secret created, or the one of that name given `secret`'s data keys and annotations
+        (keys it does not name stay): as created; None when patched."""
+
+    def set_secret_owner(self, namespace: str, name: str, owned_copy: Mapping[str, Any] | None) -> None:
+        """The Secret's owner references made those of `owned_copy` (manifests.owned), or none."""
+
+    def add_secret_keys(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        """Keys (base64 values) added to, or replaced in, an existing Secret; the others stay."""
+
+    def delete_deployment(self, namespace: str, name: str) -> bool:
+        """The Deployment deleted; False when there was none."""
+
+    def patch_custom_object(
+        self, body: Mapping[str, Any], plural: str, patch: Mapping[str, Any], status: bool = False
+    ) -> dict[str, Any] | None:
+        """A merge patch of the namespaced custom object `body` (of resource `plural`), of its
+        .status with `status`: as stored; None when it is gone or changed meanwhile (a
+        resourceVersion in `patch` makes it a compare-and-swap)."""
+
+    def grow_claim(self, namespace: str, name: str, size: str) -> tuple[bool, str | None]:
+        """The PersistentVolumeClaim asks for at least `size`: whether it does now, and the API
+        server's refusal in its words; (False, None) when there is no such claim (yet)."""

@@ -117,7 +117,7 @@ def test_the_operator_applies_the_restore_jobs_network_policy_as_its_own_account
         restore_plan.Apply(m.owned(restore_network_policy(c), body)),
     ]
     as_operator = operator_api(control_plane, namespace)
-    gate.carry_out(as_operator, Reads(as_operator), c, body, writes)
+    gate.carry_out(Reads(as_operator), Reads(as_operator), c, body, writes)
 
     p = client.NetworkingV1Api(api).read_namespaced_network_policy("shop-restore", namespace)
     assert [r.uid for r in p.metadata.owner_references] == [owner.metadata.uid]

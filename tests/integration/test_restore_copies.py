@@ -42,7 +42,7 @@ def test_every_instance_is_asked_for_the_copy_and_pods_older_than_the_request_re
     now = "2026-11-29T05:00:09Z"
 
     record, writes = restore_plan.copies(c, body, record, listed, now)
-    gate.carry_out(api, Reads(api), c, body, writes)
+    gate.carry_out(Reads(api), Reads(api), c, body, writes)
 
     data = core.read_namespaced_config_map("shop-reseed", namespace).data
     line = f"shop-restore.{namespace}.svc 20261129050001 restore"
@@ -60,7 +60,7 @@ def test_every_instance_is_asked_for_the_copy_and_pods_older_than_the_request_re
     again, writes = restore_plan.copies(c, body, record, listed, now)
     old = next(p["metadata"]["uid"] for p in listed if p["metadata"]["name"] == "shop-0")
     assert again == record and writes == [restore_plan.Restart("shop-0", old)]
-    gate.carry_out(api, Reads(api), c, body, writes)
+    gate.carry_out(Reads(api), Reads(api), c, body, writes)
     assert live(core, namespace) == {"shop-0", "shop-1", "shop-2"}
 
 

@@ -128,7 +128,7 @@ def test_unusable_passwords_are_named_not_shown(key, value, fragment):
 
 
 def test_a_usable_secret_gives_its_passwords(monkeypatch):
-    assert credentials(monkeypatch, dict(GOOD)) == (GOOD, None)
+    assert credentials(dict(GOOD)) == (GOOD, None)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_a_usable_secret_gives_its_passwords(monkeypatch):
     ],
 )
 def test_an_unusable_password_is_reported_like_a_missing_key(monkeypatch, key, value, fragment):
-    passwords, error = credentials(monkeypatch, {**GOOD, key: value})
+    passwords, error = credentials({**GOOD, key: value})
     assert passwords == {}
     assert error.startswith(f"spec.credentials.secretName: Secret mine key {key} ") and fragment in error
     assert "s3cret" not in error
@@ -148,7 +148,7 @@ def test_an_unusable_password_is_reported_like_a_missing_key(monkeypatch, key, v
 
 def test_a_password_that_is_not_utf8_is_reported_without_its_bytes(monkeypatch):
     raw = {k: v.encode() for k, v in GOOD.items()} | {"root-password": b"s3cret\xff\xfe"}
-    passwords, error = credentials(monkeypatch, raw=raw)
+    passwords, error = credentials(raw=raw)
     assert passwords == {}
     assert error.startswith("spec.credentials.secretName: Secret mine key root-password is not valid UTF-8")
     assert "s3cret" not in error and "\\xff" not in error and "xff" not in error

@@ -3,35 +3,31 @@ a Secret generated before they existed), a Secret of the user's may lack them.""
 
 from __future__ import annotations
 
-import base64
 import itertools
 
 from mysql_operator import manifests as m
-from mysql_operator import passwords as password_store
 from mysql_operator.passwords import PasswordStore
-from mysql_operator.k8s.cache import Reads
 from mysql_operator.api import parse
 from tests.support.credentials import GOOD, credentials
+from tests.support.fakes import RecordingKube, RecordingReads
 from tests.support.specs import body
 
 
 def test_a_user_secret_with_backup_password_gives_it_and_one_without_still_works(monkeypatch):
-    assert credentials(monkeypatch, {**GOOD, "backup-password": "b"}) == (
+    assert credentials({**GOOD, "backup-password": "b"}) == (
         {**GOOD, "backup-password": "b"},
         None,
     )
-    assert credentials(monkeypatch, dict(GOOD)) == (GOOD, None)  # no backup account, no error
-    passwords, error = credentials(monkeypatch, {**GOOD, "backup-password": "b\nx"})
+    assert credentials(dict(GOOD)) == (GOOD, None)  # no backup account, no error
+    passwords, error = credentials({**GOOD, "backup-password": "b\nx"})
     assert passwords == {} and "key backup-password contains a line break" in error
 
 
-def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monkeypatch):
+def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old():
     old = {"root-password": "r", "operator-password": "o", "replication-password": "p"}
-    added = {}
-    monkeypatch.setattr(password_store.k, "read_secret", lambda api, ns, name: (dict(old), (), "1"))
-    monkeypatch.setattr(password_store.k, "add_secret_keys", lambda api, ns, name, data: added.update(data))
+    kube = RecordingKube(secrets={"db-credentials": old})
     n = itertools.count()
-    store = PasswordStore(object(), Reads(object()), lambda: f"new-{next(n)}")
+    store = PasswordStore(RecordingReads(kube), kube, lambda: f"new-{next(n)}")
     c = parse(body({"instances": 1, "restore": {"fromBackup": {"name": "nightly"}}}, name="db"))
     passwords, error = store.current(c, {})
     assert error is None
@@ -45,10 +41,11 @@ def test_a_generated_secret_from_before_gets_the_new_keys_and_keeps_the_old(monk
     assert set(passwords) == set(old) | set(new_keys)
     assert {k: passwords[k] for k in old} == old  # never changes a stored password
     # the Secret gets exactly the new keys, with the passwords the engine is given
-    assert {k: base64.b64decode(v).decode() for k, v in added.items()} == {k: passwords[k] for k in new_keys}
+    assert [c for c in kube.calls if c[0] != "read"] == [("secret keys", "db-credentials", sorted(new_keys))]
+    assert kube.secrets["db-credentials"] == passwords
 
 
-def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(monkeypatch):
+def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password():
     c = parse(
         body(
             {
@@ -59,8 +56,8 @@ def test_a_user_secret_for_a_restored_cluster_must_hold_the_restore_password(mon
             name="db",
         )
     )
-    monkeypatch.setattr(password_store.k, "read_secret", lambda api, ns, name: (dict(GOOD), (), "1"))
-    store = PasswordStore(object(), Reads(object()), lambda: "never")
+    kube = RecordingKube(secrets={"mine": GOOD})
+    store = PasswordStore(RecordingReads(kube), kube, lambda: "never")
     passwords, error = store.current(c, {})
     assert (
         passwords == {}

@@ -20,7 +20,8 @@ from mysql_operator.pass_state import Logins, Observed, Replicated
 from mysql_operator.reconcile import Reconciler
 from mysql_operator.members import ClusterState, Outcome, Step
 from mysql_operator.summary import Summary
-from tests.support.fakes import RecordingKube
+from tests.support.fakes import RecordingKube, RecordingReads
+from tests.support.specs import body
 
 P, R = m.ROLE_PRIMARY, m.ROLE_REPLICA
 BODY = {
@@ -274,3 +275,39 @@ def test_a_cluster_created_again_under_its_name_starts_with_nothing_its_predeces
     assert new.lock is not old.lock
     assert old.engine.closed  # type: ignore[union-attr]
     assert r._entry("ns", "db", "uid-new") is new
+
+
+def test_a_new_clusters_first_pass_reads_first_then_writes_everything_through_kubeops():
+    """No API client at all (`Reconciler(None, ...)`): every read goes through the pass's reads
+    and every write through KubeOps, or the pass fails here. The Pods and the StatefulSet (the
+    store's, and the API server's for the apply) are read before anything is written; the one
+    read after is the credentials Secret's version for the record of what the servers have,
+    answered from what its creation returned. The Secrets exist before the StatefulSet that
+    mounts them, and the status comes last."""
+    b = body({"instances": 3}, name="db", uid="u-1", generation=1)
+    kube = RecordingKube()
+    r = Reconciler(None, job_image="operator:test", kube=kube, reads=RecordingReads(kube, clusters=[b]))
+    result = r._reconcile(b, r._entry("ns", "db", "u-1"), True)
+    assert result.phase == "Pending"
+    calls = [c[:3] for c in kube.calls]
+    first_write = next(i for i, c in enumerate(calls) if c[0] != "read")
+    assert calls[:first_write] == [
+        ("read", "pods"),
+        ("read", "statefulset", "db"),
+        ("read", "live statefulset", "db"),
+    ]
+    assert [c for c in calls[first_write:] if c[0] == "read"] == [("read", "secret", "db-credentials")]
+    writes = [c for c in calls if c[0] != "read"]
+    assert writes[:5] == [
+        ("create secret", "db-credentials"),
+        ("write secret", "db-credentials-applied"),
+        ("create secret", "db-ca"),
+        ("create secret", "db-tls"),
+        ("create secret", "db-ca-bundle"),
+    ]
+    applied = [c[2] for c in writes if c[0] == "apply"]
+    assert applied.index("db-config") < applied.index("db") and {"db-rw", "db-ro", "db-headless"} <= set(
+        applied
+    )
+    assert writes[-1][0] == "status" and [c[0] for c in writes].count("status") == 1
+    assert kube.owners["db-tls"] == ("u-1",)  # deleted with the cluster

@@ -200,7 +200,7 @@ def test_objects_of_the_same_name_in_two_namespaces_are_two_objects():
             "spec": {"clusterRef": {"name": cluster}, "name": "writer"},
         }
 
-    objs = SqlObjects(object())
+    objs = SqlObjects(object(), object())
     assert objs.seen(user("team-a")) == ("team-a", "db")
     assert objs.seen(user("team-b")) == ("team-b", "db")
     assert objs.due("team-a", "db", now=1.0) and objs.due("team-b", "db", now=1.0)
@@ -230,7 +230,7 @@ def test_a_login_failure_or_a_bug_is_said_on_every_object_not_only_logged():
             "spec": {"clusterRef": {"name": "db"}, **spec},
         }
 
-    objs = Recording(object())
+    objs = Recording(object(), object())
     objs.seen(obj("MySQLDatabase", "shop", {"name": "shop"}))
     objs.seen(obj("MySQLUser", "reader", {"name": "reader"}))
 
@@ -260,11 +260,9 @@ def test_a_login_failure_or_a_bug_is_said_on_every_object_not_only_logged():
     assert "KeyError" in published[0][2] and "a bug" not in published[0][2]
 
 
-def test_a_watch_event_older_than_the_status_written_does_not_post_its_warning_again(monkeypatch):
-    from mysql_operator import sql_objects
+def test_a_watch_event_older_than_the_status_written_does_not_post_its_warning_again():
     from mysql_operator.sql_objects import SqlObjects
-
-    warnings = []
+    from tests.support.fakes import RecordingKube
 
     class Recording(SqlObjects):
         """The API as the watch sees it: a status patch answers the body at the next version."""
@@ -283,13 +281,13 @@ def test_a_watch_event_older_than_the_status_written_does_not_post_its_warning_a
             "spec": {"clusterRef": {"name": "db"}, "name": "reader"},
         }
 
-    monkeypatch.setattr(sql_objects.k, "post_events", lambda api, body, events: warnings.extend(events))
-    objs = Recording(object())
+    kube = RecordingKube()
+    objs = Recording(object(), kube)
     objs.seen(created(10))
     objs.without_cluster("ns", "db", "MySQLCluster db does not exist")
     objs.seen(created(10))  # the creation's event, delivered after the status was written
     objs.without_cluster("ns", "db", "MySQLCluster db does not exist")
-    assert [reason for _, reason, _ in warnings] == ["ClusterMissing"]
+    assert kube.calls == [("events", ["ClusterMissing"])]
 
 
 def _body(kind, name, spec, created="2026-11-28T06:00:00Z", deleting=False):
@@ -359,7 +357,7 @@ def test_an_object_in_conflict_is_not_applied_and_its_deletion_undoes_nothing(mo
             pass
 
     monkeypatch.setattr(sql_objects.k, "post_events", lambda *a: None)
-    objs = Recording(object())
+    objs = Recording(object(), object())
     grant = {"user": "rw", "database": "shop", "privileges": ["SELECT"], "cleanupPolicy": "Delete"}
     objs.seen(_body("MySQLGrant", "early", grant, "T1"))
     objs.seen(_body("MySQLGrant", "late", {**grant, "privileges": ["INSERT"]}, "T2"))
