@@ -1,6 +1,7 @@
 """Binary logs purged past spec.replication.binlogRetention on the instances that answer:
 binlogs.plan_purge decides (pure), `BinlogUpkeep.maintain` carries it out, each instance looked at
-every `check_seconds`. The replication engine calls it at the end of a steady pass."""
+every `check_seconds`. The replication engine reads the binary logs of those `due` before it acts
+(survey.py) and calls `maintain` at the end of a steady pass."""
 
 from __future__ import annotations
 
@@ -23,6 +24,19 @@ class BinlogUpkeep:
         self.check_seconds = 300.0
         self.checked_at: dict[str, float] = {}  # per instance, when its binary logs were looked at
 
+    def due(self, observed: Sequence[t.InstanceState], now: float) -> list[str]:
+        """The instances whose binary logs `maintain` looks at `now` (each every check_seconds,
+        when it answers and is not being re-seeded)."""
+        if self.retention is None:
+            return []
+        return [
+            s.name
+            for s in observed
+            if s.reachable
+            and not s.reseeding
+            and now - self.checked_at.get(s.name, float("-inf")) >= self.check_seconds
+        ]
+
     def maintain(
         self,
         observed: Sequence[t.InstanceState],
@@ -42,24 +56,20 @@ class BinlogUpkeep:
                 continue  # its data is being replaced: it will need what its donor needed
             last = last_observations.get(s.name)
             holds[s.name] = s.executed if s.reachable else (last.executed if last else None)
-        for s in observed:
-            if not s.reachable or s.reseeding:
-                continue
-            if now - self.checked_at.get(s.name, float("-inf")) < self.check_seconds:
-                continue
-            self.checked_at[s.name] = now
-            others = {n: h for n, h in holds.items() if n != s.name}
+        for name in self.due(observed, now):
+            self.checked_at[name] = now
+            others = {n: h for n, h in holds.items() if n != name}
             try:
-                i = instances[s.name]
+                i = instances[name]
                 plan = plan_purge(i.binary_logs(), others, self.retention)
                 if plan is None:
                     continue
                 gone = i.purge_binary_logs(plan)
             except InstanceError as e:
-                steps.append(Step(s.name, "purge-binlogs", str(e), ok=False))
+                steps.append(Step(name, "purge-binlogs", str(e), ok=False))
                 continue
             if gone:
-                steps.append(purged(s.name, plan, gone, self.retention))
+                steps.append(purged(name, plan, gone, self.retention))
 
 
 def purged(name: str, plan: PurgeBefore | PurgeTo, gone: list[str], retention: Retention) -> Step:

@@ -197,6 +197,18 @@ class Events:
         with contextlib.suppress(InstanceError):  # the next pass looks again
             self.enabled = frozenset(e.key for e in p.events() if e.status == "ENABLED")
 
+    def to_ask(self, primary: str, seen: Seen) -> list[str]:
+        """The other servers whose events `carry_over` asks for at this pass: those that hold the
+        statements of a carry-over still being checked and have not been found settled."""
+        c = self.check
+        if self.done_on != primary or c is None or c.mark is None:
+            return []
+        return [
+            name
+            for name, _, executed in seen.others
+            if name not in c.settled and executed is not None and executed.contains(c.mark)
+        ]
+
     def _enable(
         self,
         primary: str,

@@ -31,7 +31,7 @@ from mysql_operator.summary import Summary
 from mysql_operator import reasons as R
 from mysql_operator.engine_cache import engine_for
 from mysql_operator.engine_hooks import force_failover_done, keep_evidence, request_seed
-from mysql_operator.pass_state import ClusterEntry, Observed, Replicated
+from mysql_operator.pass_state import ClusterEntry, Engaged, Observed, Replicated
 from mysql_operator.pass_status import PassStatus
 
 log = logging.getLogger(__name__)
@@ -47,13 +47,11 @@ STOP_WAIT_SECONDS = 10
 
 
 class PassReplication(PassStatus):
-    def _replicate(self, seen: Observed, entry: ClusterEntry) -> Replicated:
-        """The replication pass: the servers observed (into `seen.instances`), the wanted primary
-        (a switchover request's target, moved by the rolling update's next step), then
-        ReplicationEngine.reconcile (decide, record a new primary BEFORE acting, act) with this
-        operator's hooks: the record and the decision's Event go through KubeOps."""
-        c, body, previous, secrets = seen.c, seen.body, seen.previous, seen.logins.secrets
-        ns, name = c.namespace, c.name
+    def _engage(self, seen: Observed, entry: ClusterEntry) -> Engaged:
+        """Observe: the cluster's engine (kept across passes) with this pass's members and
+        settings, and every server observed into `seen.instances`. Reads only."""
+        c, body, previous = seen.c, seen.body, seen.previous
+        ns = c.namespace
         force = t.FORCE_FAILOVER_ANNOTATION in (body["metadata"].get("annotations") or {})
         # replicas configured before TLS move to it (topology rule 10)
         settings = engine_settings(
@@ -74,11 +72,28 @@ class PassReplication(PassStatus):
         engine = engine_for(
             entry, c, seen.logins.current, settings, members, self.apply_timeout, self.connect
         )
-        state = ClusterState(seen.current_primary)
         engine.observer.primary_since = primary_since(previous, seen.current_primary)
         engine.observer.recorded_executed = recorded_executed(previous, c.spec.flavor)
         started = time.monotonic()
         seen.instances = engine.observe()
+        entry.tls.observe_served(engine.instances, self.clock())
+        return Engaged(engine, settings, members, force, started)
+
+    def _replicate(self, seen: Observed, entry: ClusterEntry, engaged: Engaged) -> Replicated:
+        """The replication pass on the servers `_engage` observed: the wanted primary (a
+        switchover request's target, moved by the rolling update's next step), then
+        ReplicationEngine.reconcile (decide, record a new primary BEFORE acting, act) with this
+        operator's hooks: the record and the decision's Event go through KubeOps."""
+        c, body, previous, secrets = seen.c, seen.body, seen.previous, seen.logins.secrets
+        ns, name = c.namespace, c.name
+        engine, settings, members, force, started = (
+            engaged.engine,
+            engaged.settings,
+            engaged.members,
+            engaged.force,
+            engaged.started,
+        )
+        state = ClusterState(seen.current_primary)
         # a switchover asked for (switchover.py); the rolling update moves the wanted primary off
         # the Pod it restarts next
         asked = seen.requests[0].target if seen.requests else None
@@ -167,7 +182,7 @@ class PassReplication(PassStatus):
             # the StatefulSet's size depends on the primary (a scale down keeps the primary's Pod
             # until it moved away): the next pass applies it again
             entry.last_apply = float("-inf")
-        entry.tls.serve_current(c, run.engine.instances, self.clock())
+        entry.tls.serve_current(c, run.engine.instances)
 
     def _rotate(self, seen: Observed, engine: ReplicationEngine, primary: str, steps: list[Step]) -> None:
         """A changed password in the credentials Secret: ALTER USER through the primary, once

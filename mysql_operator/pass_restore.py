@@ -26,36 +26,44 @@ log = logging.getLogger(__name__)
 
 
 class PassRestore(PassReplication):
-    def _restore(self, seen: Observed, entry: ClusterEntry, applied: bool) -> Result | None:
-        """The restore gate (restore_gate.py: observe, carry out; restore_plan.py: plan): the Result of a pass held
-        by a restore (it is starting, running, or failed), None when the pass may go on."""
-        c, body, logins = seen.c, seen.body, seen.logins
+    def _restore_plan(
+        self, seen: Observed, start_error: str | None = None
+    ) -> restore_plan.RestorePlan | None:
+        """Observe (reads only) and plan the restore gate (restore_gate.observe_restore,
+        restore_plan.plan_restore): None without spec.restore. `start_error`: the plan again
+        after its Job's creation was refused (nothing read again)."""
+        c, logins = seen.c, seen.logins
         if c.spec.restore is None:
             return None
-        owner = k.owner_of(body)
-        found = gate.observe_restore(
-            self.api, c, seen.previous, restore_plan.not_ready(c, seen.pods, seen.names)
+        if seen.restore_found is None:
+            not_ready = restore_plan.not_ready(c, seen.pods, seen.names)
+            seen.restore_found = gate.observe_restore(self.api, c, seen.previous, not_ready)
+        return restore_plan.plan_restore(
+            c,
+            k.owner_of(seen.body),
+            seen.restore_found,
+            seen.previous,
+            seen.pods,
+            seen.listed,
+            seen.ready,
+            logins.secrets,
+            logins.error,
+            self.job_image,
+            self.tools_repository,
+            clock.stamp(),
+            start_error,
         )
-        now = clock.stamp()
 
-        def plan_(start_error: str | None = None) -> restore_plan.RestorePlan:
-            return restore_plan.plan_restore(
-                c,
-                owner,
-                found,
-                seen.previous,
-                seen.pods,
-                seen.listed,
-                seen.ready,
-                logins.secrets,
-                logins.error,
-                self.job_image,
-                self.tools_repository,
-                now,
-                start_error,
-            )
-
-        todo = plan_()
+    def _restore(
+        self, seen: Observed, entry: ClusterEntry, applied: bool, todo: restore_plan.RestorePlan | None
+    ) -> Result | None:
+        """The restore gate carried out (restore_gate.py), as `_restore_plan` planned it: the
+        Result of a pass held by a restore (it is starting, running, or failed), None when the
+        pass may go on."""
+        if todo is None:
+            return None
+        c, body = seen.c, seen.body
+        owner = k.owner_of(body)
         gate.carry_out(
             self.reads, self.kube, c, owner, todo.writes, lambda: self._drop_restore_account(seen, entry)
         )
@@ -63,8 +71,8 @@ class PassRestore(PassReplication):
             return None
         refused = gate.start(self.reads, self.kube, c, owner, todo.start)
         if refused is not None:
-            todo = plan_(refused)
-        assert todo.status is not None
+            todo = self._restore_plan(seen, refused)
+        assert todo is not None and todo.status is not None
         carry_out(self.kube, body, Plan(NO_MOVES, todo.events, todo.status, todo.changed))
         return Result(phase=todo.status["phase"], applied=applied, status={**seen.previous, **todo.status})
 

@@ -132,6 +132,7 @@ class Observed:
     instances: list[t.InstanceState] = field(default_factory=list)  # the servers, once observed
     # switchover requests not finished, the one acted on first (switchover.pending)
     requests: list[sw.Request] = field(init=False)
+    restore_found: Any = None  # the restore gate's observation (restore_gate.RestoreSeen), once read
 
     def __post_init__(self) -> None:
         c = self.c
@@ -165,6 +166,19 @@ class Observed:
     @property
     def primary_ordinal(self) -> int | None:
         return pod_ordinal(self.current_primary or "", self.c.name)
+
+
+@dataclass(frozen=True)
+class Engaged:
+    """The replication pass's engine as observed at the start of a pass (pass_replication._engage):
+    the engine with this pass's members and settings, whether a forced failover was asked for,
+    and when its observation began (time.monotonic)."""
+
+    engine: ReplicationEngine
+    settings: t.Settings
+    members: list[Member]
+    force: bool
+    started: float
 
 
 @dataclass

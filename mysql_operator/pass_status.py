@@ -99,9 +99,7 @@ class PassStatus(ClusterEntries):
             decision=decision.kind,
             **self._standing(c, entry),
             rolling=rolling.in_progress(run.roll),
-            primary_in_service=primary_reached(
-                self.reads, c, seen.pods, primary, served.writes, entry, seen.logins.current
-            ),
+            primary_in_service=primary_reached(c, seen.pods, primary, served.writes, entry),
             credentials_version=seen.logins.version,
             decision_reason=redact(decision.reason, secrets),
             held_out=served.held,

@@ -17,6 +17,7 @@ from mysql_operator.credentials import rotation_pending
 from mysql_operator.pods import pod_ordinal
 from mysql_operator.owned import apply_owned
 from mysql_operator.rollout import restarting_now
+from mysql_operator.tls_upkeep import TLSSeen
 from mysql_operator.tls_upkeep import renewed as tls_renewed
 from mysql_operator import reasons as R
 from mysql_operator.pass_state import ClusterEntry, Logins, essence
@@ -80,14 +81,15 @@ class PassUpkeep(PassRestore):
         logins: Logins,
         previous: Mapping[str, Any],
         pods: list[dict],
+        tls_seen: TLSSeen | None,
         due: bool,
         live: Mapping[str, Any] | None,
     ) -> bool:
-        """Effects that need no server: the certificate (a renewal announced to `pods`, the
-        cluster's), and every owned object applied when `due` (`_apply_due`; `live`: the
-        StatefulSet as the API server had it then, None: none). Whether everything applied in
-        this pass."""
-        renewal = entry.tls.ensure(self.reads, self.kube, c, body, self.resync_seconds, self.clock())
+        """Effects that need no server: the certificate from what was read of it (`tls_seen`; a
+        renewal announced to `pods`, the cluster's), and every owned object applied when `due`
+        (`_apply_due`; `live`: the StatefulSet as the API server had it then, None: none).
+        Whether everything applied in this pass."""
+        renewal = entry.tls.ensure(self.kube, c, body, tls_seen, self.clock())
         if renewal is not None:
             tls_renewed(self.kube, body, pods, renewal)
         if not due:

@@ -3,26 +3,35 @@ publishes one status.
 
 `Reconciler._reconcile(body)` is the one pass: kopf's create/update/resume handlers, the periodic
 timer (`tick`) and the watches on owned Pods/StatefulSets (`nudge`) all end there. It is
-idempotent, in this order:
+idempotent, and it observes everything before it writes anything:
 
   parse the spec; one refused (SpecError) -> condition SpecValid False + a Warning Event, and the
     pass acts on the last spec that parsed (status.lastValidSpec, recorded by the status patch of
     the pass that first acts on a generation); with none recorded: phase Invalid, nothing touched
-  observe: the Pods and the StatefulSet (the stores; and the API server's StatefulSet when the
-    owned objects are applied), before anything is written; the credentials (`Logins`: the
-    Secret, created only if missing, and the record of what the servers have): one `Observed` value
-  upkeep of what needs no server: the certificate (tls_upkeep.py), every owned object applied
-    when due (owned.py)
-  the restore gate (restore_gate.py): a cluster being restored goes no further
-  replicate: the servers observed, the wanted primary (a switchover request: switchover.py; the
-    rolling update moves it), then the ReplicationEngine's pass (decide -> record -> act; the
-    same code the benchmarks and integration tests drive) with this module's hooks: a new
-    primary is recorded in the status BEFORE acting
-  after it: a pending password rotation, a forced failover's record, a rolling restart
-  conclude: who serves (pods.serving, pure), the SQL objects, then the role labels taken away,
-    the Events, one status (with the switchover request's record: a finished one's annotation
-    is removed after it) and the role labels given (pods.label_plan: never two Pods carry
-    role=primary, never a role the status does not give)
+  observe (reads only): the Pods and the StatefulSet (the stores; and the API server's
+    StatefulSet when the owned objects are applied), the certificate's Secrets when a check is
+    due (tls_upkeep.py), the credentials (`Logins`: the Secret and the record of what the
+    servers have; a new cluster's Secret is created here, without a read first) -> one
+    `Observed` value; the restore gate's observation and plan (restore_gate.py,
+    restore_plan.py); unless a restore holds the servers: every server observed (the engine,
+    kept across passes), what each serves of the certificate when due, and whether -rw reaches
+    the recorded primary (routing.py)
+  act, in this order:
+  - replicate: the wanted primary (a switchover request: switchover.py; the rolling update
+    moves it), then the ReplicationEngine's pass (decide -> survey -> record -> act; the same
+    code the benchmarks and integration tests drive) with this module's hooks: a new primary is
+    recorded in the status BEFORE acting. A failover's quiesce (the replicas stop receiving and
+    are observed again) and its steps (each reads the replication state of the server it acts
+    on) are the one place a pass reads after it has begun to write
+  - the unknown fields said, the certificate written when due, every owned object applied when
+    due (owned.py); a restore that holds the cluster: its writes, and the pass ends
+  - a stuck outdated Pod replaced; a pending password rotation, a forced failover's record, a
+    rolling restart, the servers reload a renewed certificate
+  - conclude: who serves (pods.serving, pure), the SQL objects (their own sync, through the
+    serving primary), then the role labels taken away, the Events, one status (with the
+    switchover request's record: a finished one's annotation is removed after it) and the role
+    labels given (pods.label_plan: never two Pods carry role=primary, never a role the status
+    does not give)
 
 Every Kubernetes write of the pass - owned objects, Secrets (credentials, their record,
 certificates), status records, Events, Pod labels and annotations, Pod restarts, Jobs, volumes
@@ -30,7 +39,8 @@ grown, the archiver's Deployment deleted, the SQL objects' status and Secrets - 
 `KubeOps` (k8s/ops.py), and every read through `reads` (k8s/cache.py: Reads), except the restore
 gate's reads of a restore's source (restore_gate.observe_restore: the backup, its cluster, the
 storage and key Secrets, the restore Job), which still take the API client. A pass of a new
-cluster runs without one (tests/unit/test_pass_effects.py). The cluster's status has no other writer
+cluster runs without one (tests/unit/test_pass_effects.py); tests/unit/test_pass_order.py runs
+whole passes against the recording fakes of both sides and checks the order above. The cluster's status has no other writer
 (the backup controller reports its fields: `report`). What the pass decides with
 lives in pure modules: pods.py (Pods, roles, who serves), status.py (the status and its Plan; conditions.py, status_events.py, instance_status.py),
 credentials.py (Secret keys, passwords), rolling.py (the rolling update's plan; its effects:
@@ -59,6 +69,7 @@ from typing import Any, Mapping
 from mysql_operator import manifests as m
 from mysql_operator.pods import ready_count
 from mysql_operator.rollout import replace_stuck
+from mysql_operator.routing import probe_route
 from mysql_operator.spec_record import spec_in_effect
 from mysql_operator.status import Result, timer_can_skip
 from mysql_operator.summary import Summary
@@ -150,32 +161,48 @@ class Reconciler(PassUpkeep):
             )
             return self._publish(body, previous, summary, [], None)
         refused_generation = generation if spec_error else None
-        # the Pods and the StatefulSet as the stores hold them, before anything is written: the
-        # upkeep's applies do not change them, the watches bring what they change to the next pass
+        # -- observe: everything the pass reads, before it writes anything --------------------
+        # the Pods and the StatefulSet as the stores hold them (the watches bring what the
+        # writes below change to the next pass), and as the API server has the StatefulSet when
+        # the owned objects are applied (the apply decides on it)
         listed = self.reads.list_pods(c.namespace, m.selector_labels(c))
         statefulset = self.reads.statefulset(c.namespace, m.statefulset_name(c))
-        # and as the API server has it, when the owned objects are applied (the apply decides on it)
         due = self._apply_due(c, entry, previous, apply)
         live = self.reads.live_statefulset(c.namespace, m.statefulset_name(c)) if due else None
-        self._unknown_fields(body, c, entry)
-        logins = self._logins(c, body)
-        applied = self._upkeep(body, c, entry, logins, previous, listed, due, live)
+        tls_seen = entry.tls.observe(self.reads, c, body, self.resync_seconds, self.clock())
+        logins = self._logins(c, body)  # (a new cluster's Secret is created without a read first)
         seen = Observed(body, c, previous, logins, listed, statefulset, spec_error, refused_generation)
+        restore = self._restore_plan(seen)
+        # the operator never talks to the servers without the CA to verify them (entry.tls.state),
+        # nor while a restore holds them
+        engaged = None
+        if (
+            (restore is None or not restore.held)
+            and logins.error is None
+            and entry.tls.state is not None
+            and (seen.current_primary is not None or any(p.running for p in seen.pods.values()))
+        ):
+            engaged = self._engage(seen, entry)
+            probe_route(self.reads, c, seen.pods, seen.current_primary, entry, logins.current)
 
-        held = self._restore(seen, entry, applied)
-        if held is not None:
-            return held
+        # -- act, in this order ------------------------------------------------------------------
+        # the replication pass first: a new primary is recorded before anything else is written
+        # (the engine's own reads between its decision and its actions are its quiesce and the
+        # waits of its multi-step actions: replication.py)
+        held = restore is not None and restore.held
+        if not held:  # a restore that has ended: its record, its accounts dropped
+            self._restore(seen, entry, False, restore)
+        run = self._replicate(seen, entry, engaged) if engaged is not None else None
+        self._unknown_fields(body, c, entry)
+        applied = self._upkeep(body, c, entry, logins, previous, listed, tls_seen, due, live)
+        if held:  # (after the upkeep: the restore's cluster needs its objects)
+            result = self._restore(seen, entry, applied, restore)
+            assert result is not None
+            return result
         replaced = replace_stuck(self.kube, body, c, seen.listed, seen.statefulset)
         if replaced:  # going down now, with the spec's current template coming up
             seen.ready = ready_count(seen.pods, c.spec.instances, replaced)
-
-        # the operator never talks to the servers without the CA to verify them (entry.tls.state)
-        if (
-            logins.error is not None
-            or entry.tls.state is None
-            or (seen.current_primary is None and not any(p.running for p in seen.pods.values()))
-        ):
+        if run is None:
             return self._without_servers(seen, entry, applied)
-        run = self._replicate(seen, entry)
         self._after(seen, entry, run)
         return self._conclude(seen, entry, run, applied)

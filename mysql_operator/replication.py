@@ -7,13 +7,16 @@ in the servers' own file system that replicas verify their source with (its host
 
 `reconcile(state)` is the one pass, the operator's (reconcile.Reconciler calls it with its
 Kubernetes hooks) as the benchmarks' and tests': it observes every member, asks
-`rules.decide`, records a new primary in `state` - and through `record`, in the cluster
-status - BEFORE acting (so a restart in the middle resumes the same way), runs the effect and
-returns what was done as plain `Step`s (for Events). Every effect is idempotent: a crash mid-way
-and a rerun from fresh observations converge.
+`rules.decide` (a failover's quiesce: the replicas stop receiving and are observed again, and
+it decides again), reads what acting on the decision reads (`survey`: survey.py), records a new
+primary in `state` - and through `record`, in the cluster status - BEFORE acting (so a restart
+in the middle resumes the same way), runs the effect and returns what was done as plain `Step`s
+(for Events). Every effect is idempotent: a crash mid-way and a rerun from fresh observations
+converge. Only the quiesce and a failover's own steps read after the pass has begun to write.
 
 Effects reach a server only through `DbOps` (db/instance.Instance in production; a recording
-fake in tests/unit/test_replication_actions.py checks the order of multi-step actions).
+fake in tests/support/fake_servers.py, with which tests/unit/test_replication_actions.py checks
+the order of multi-step actions).
 Kubernetes-free: the reconcile wiring supplies members through its resolver.
 
 The engine is a chain of classes, one concern a module, each extending the one below; every
@@ -38,6 +41,7 @@ from mysql_operator.reseed import ReseedError
 from mysql_operator.members import ClusterState, Outcome, Step
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.server_facts import new_primary
+from mysql_operator.survey import Survey, attempt
 from mysql_operator.replication_failover import ReplicationError
 from mysql_operator.replication_repair import ServerRepairs
 
@@ -66,22 +70,44 @@ class ReplicationEngine(ServerRepairs):
 
         observed, decision = self._confirm_target(observed, decision, decide)
         observed, decision = self._settle_received(observed, decision, decide)
+        survey = self.survey(decision, observed)
         if isinstance(decision, t.PRIMARY_CHANGES):
             state.current_primary = new_primary(decision)
             if record is not None:
                 record(state, decision)
         if announce is not None:
             announce(decision)
-        steps = self.act(decision, observed)
+        steps = self.act(decision, observed, survey)
         self.reseeds.withdraw_finished(steps)
         if isinstance(decision, t.STEADY):
-            self.binlogs.maintain(
-                observed, self.observer.last_observations, self.instances, self.clock(), steps
-            )
+            surveyed = {name: survey.ops(name, ops) for name, ops in self.instances.items()}
+            self.binlogs.maintain(observed, self.observer.last_observations, surveyed, survey.now, steps)
         self.restart_stuck(state.current_primary, steps)
         return Outcome(decision, steps, observed)
 
-    def act(self, d: t.Decision, observed: Sequence[t.InstanceState]) -> list[Step]:
+    def survey(self, d: t.Decision, observed: Sequence[t.InstanceState]) -> Survey:
+        """Effect (reads only): what acting on `d` reads beyond the observation (survey.py), read
+        now, before anything is recorded or done: the events of the primary that serves (and of
+        the servers its events' carry-over is checked on), the binary logs due for a look."""
+        s = Survey(now=self.clock())
+        reachable = {o.name for o in observed if o.reachable}
+        primary = serving_primary(d)
+        if primary in reachable:
+            s.events[primary] = attempt(self.instances[primary].events)
+            for name in self.primary_events.to_ask(primary, self._events_seen(primary)):
+                if name in reachable:
+                    s.events[name] = attempt(self.instances[name].events)
+        if isinstance(d, t.STEADY):
+            for name in self.binlogs.due(observed, s.now):
+                s.binlogs[name] = attempt(self.instances[name].binary_logs)
+        return s
+
+    def act(
+        self, d: t.Decision, observed: Sequence[t.InstanceState], survey: Survey | None = None
+    ) -> list[Step]:
+        """Effect: the decision carried out; what it reads beyond `observed` comes from `survey`
+        (None: read when needed)."""
+        survey = survey or Survey()
         steps: list[Step] = []
         reachable = {s.name for s in observed if s.reachable}
         handler = {
@@ -97,14 +123,10 @@ class ReplicationEngine(ServerRepairs):
             t.Reseed: lambda: self.reseed(d, observed, steps),
             t.NeedsSeed: lambda: steps.append(Step(d.name, "needs-seed", d.reason, ok=False)),
         }.get(type(d))
-        serving = {
-            t.Healthy: lambda: d.primary,
-            t.ConfigureReplica: lambda: d.source,
-            t.ConfigureSemiSync: lambda: d.primary,
-        }.get(type(d))  # a primary that serves
+        serving = serving_primary(d)
         if serving:
-            self.converge_accounts(serving(), steps)
-            self.carry_over_events(serving(), steps)
+            self.converge_accounts(serving, steps)
+            self.carry_over_events(serving, steps, survey)
         if handler is None:
             return steps  # Healthy, WaitForDelay, Unrecoverable: nothing else to do here
         try:
@@ -123,3 +145,13 @@ class ReplicationEngine(ServerRepairs):
                 )
             )
         return steps
+
+
+def serving_primary(d: t.Decision) -> str | None:
+    """Pure: the primary that serves as `d` is carried out (its accounts and events are kept),
+    or None."""
+    if isinstance(d, (t.Healthy, t.ConfigureSemiSync)):
+        return d.primary
+    if isinstance(d, t.ConfigureReplica):
+        return d.source
+    return None

@@ -14,6 +14,7 @@ from mysql_operator.members import Credentials, Step
 from mysql_operator.db.observation import ACCESS_DENIED, InstanceError
 from mysql_operator.server_facts import acknowledged_now
 from mysql_operator.replication_roles import ServerRoles
+from mysql_operator.survey import Survey
 
 
 @dataclass(frozen=True)
@@ -41,27 +42,37 @@ class PrimaryAccounts(ServerRoles):
         p, acknowledged = self.instances[primary], self._acknowledged(primary)
         self.primary_accounts.converge(primary, p, wanted, acknowledged, self.clock(), steps)
 
-    def carry_over_events(self, primary: str, steps: list[Step]) -> None:
-        """duties.Events: the events that ran on the former primary run on this one."""
-        p = self.instances[primary]
-        acknowledged = self._acknowledged(primary)
+    def carry_over_events(self, primary: str, steps: list[Step], survey: Survey | None = None) -> None:
+        """duties.Events: the events that ran on the former primary run on this one; the events
+        of the servers `survey` read come from it (None: read when needed)."""
+        survey = survey or Survey()
+        self.primary_events.carry_over(
+            primary,
+            survey.ops(primary, self.instances[primary]),
+            self._acknowledged(primary),
+            self.clock(),
+            self.app,
+            self.admin,
+            steps,
+            self._events_seen(primary, survey),
+        )
+
+    def _events_seen(self, primary: str, survey: Survey | None = None) -> Seen:
+        """The observation duties.Events decides on: the primary's GTIDs and the other servers'
+        (None: not answering), with their events as `survey` read them."""
         seen = self.observer.last_observations
+        survey = survey or Survey()
 
         def executed(name: str):
             o = seen.get(name)
             return o.executed if o is not None and o.reachable else None
 
-        others = tuple((name, ops, executed(name)) for name, ops in self.instances.items() if name != primary)
-        self.primary_events.carry_over(
-            primary,
-            p,
-            acknowledged,
-            self.clock(),
-            self.app,
-            self.admin,
-            steps,
-            Seen(executed(primary), others),
+        others = tuple(
+            (name, survey.ops(name, ops), executed(name))
+            for name, ops in self.instances.items()
+            if name != primary
         )
+        return Seen(executed(primary), others)
 
     def _acknowledged(self, primary: str) -> bool:
         return acknowledged_now(self.observer.last_observations.get(primary))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 
 import logging
+import datetime as dt
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from mysql_operator import certificates, clock
+from mysql_operator import cert_manager, certificates, clock, tls
+from mysql_operator import manifests as m
 from mysql_operator import restoring
 from mysql_operator.api import MySQLCluster, SpecError, parse
 from mysql_operator.db.instance import Instance
@@ -26,9 +28,8 @@ from mysql_operator.api import BACKUP_PLURAL, GROUP, VERSION, parse_backup
 from mysql_operator.backup.backup_status import key_problem
 from mysql_operator.backup.restore_types import Source
 from mysql_operator.k8s import jobs
-from mysql_operator.manifests.restore_jobs import (
-    restore_job_name,
-)
+from mysql_operator.manifests.restore_jobs import restore_dns_names, restore_job_name, restore_tls_secret_name
+from mysql_operator.manifests.tenant_jobs import DEFAULT_DEADLINE_SECONDS
 from mysql_operator.manifests.common import LOAD_USER, RESTORE_USER
 from mysql_operator.restore_plan import (
     Apply,
@@ -146,7 +147,7 @@ def carry_out(
         elif isinstance(w, CreateJob):
             kube.create_job(w.obj)
         elif isinstance(w, RestoreCertificate):
-            certificates.ensure_restore_certificate(reads, kube, c, owner, clock.now())
+            ensure_restore_certificate(reads, kube, c, owner, clock.now())
         else:
             kube.delete_pod(c.namespace, w.pod, uid=w.uid)
 
@@ -162,6 +163,39 @@ def start(
     except ApiException as e:
         return f"creating the restore Job: {e.reason}"
     return None
+
+
+def ensure_restore_certificate(
+    reads: Reads, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime
+) -> None:
+    """Effect: the restore Job's certificate (Secret restore_tls_secret_name, for the restore
+    Service's names) exists, issued by the cluster's CA: by the operator with `<name>-ca`, else
+    through a cert-manager Certificate of spec.tls.issuerRef (the Job's Pod waits for its Secret).
+    Only the Job's sidecar mounts it, to serve a physical copy the instances verify."""
+    name, names = restore_tls_secret_name(c), restore_dns_names(c)
+    if c.spec.tls.issuer_ref is not None:
+        kube.apply(m.owned(cert_manager.certificate(c, name, names), owner))
+        return
+    stored = reads.secret_data(c.namespace, m.ca_secret_name(c)) or {}
+    ca = tls.KeyPair(stored.get(certificates.CA_CERT, ""), stored.get(certificates.CA_KEY, ""))
+    if not tls.ca_usable(ca, now):
+        raise ValueError(f"the cluster's CA (Secret {m.ca_secret_name(c)}) is missing or expired")
+    current = reads.secret_data(c.namespace, name)
+    if current is not None and tls.renewal_reason(current.get(certificates.TLS_CERT), ca, names, now) is None:
+        return
+    # the Job runs at most its deadline: a certificate left behind is soon of no use
+    validity = dt.timedelta(seconds=DEFAULT_DEADLINE_SECONDS + 3600)
+    pair = tls.server_certificate(ca, names, now, validity)
+    data = {
+        certificates.TLS_CERT: pair.cert_pem,
+        certificates.TLS_KEY: pair.key_pem,
+        certificates.CA_CERT: ca.cert_pem,
+    }
+    body = m.owned(certificates.secret(c, name, "tls", data, "kubernetes.io/tls"), owner)
+    if current is None:
+        kube.create_secret(body)
+    else:
+        kube.add_secret_keys(c.namespace, name, body["data"])
 
 
 def drop_restore_account(servers: Iterable[tuple[str, Callable[[], Instance]]]) -> None:

@@ -47,26 +47,23 @@ def service_routes_to(
         probe.close()
 
 
-def primary_reached(
+def probe_route(
     reads: Reads,
     c: MySQLCluster,
     pods: Mapping[int, PodView],
     primary: str | None,
-    serving: bool,
     entry: ClusterEntry,
     passwords: Mapping[str, str],
-) -> bool:
-    """The primary Pod is labelled and Ready, and a connection through -rw reaches it (an
-    endpoint lags its Pod by seconds: EndpointSlice, kube-proxy). Probed once per primary."""
-    if not serving or not primary_in_service(pods, pod_ordinal(primary or "", c.name)):
-        entry.routed_to = None
-        return False
-    if entry.routed_to == primary:
-        return True
+) -> None:
+    """Observe (reads only): whether a connection through -rw reaches the recorded `primary`, once
+    its Pod is labelled and Ready (an endpoint lags its Pod by seconds: EndpointSlice,
+    kube-proxy); probed until it does, once per primary (kept in `entry.routed_to`)."""
+    if primary is None or entry.routed_to == primary:
+        return
+    if not primary_in_service(pods, pod_ordinal(primary, c.name)):
+        return
     address = reads.service_ip(c.namespace, m.primary_service_name(c))
-    if address is None:
-        return False
-    if service_routes_to(
+    if address is not None and service_routes_to(
         address,
         m.PORT,
         m.OPERATOR_USER,
@@ -76,5 +73,14 @@ def primary_reached(
         f"{m.primary_service_name(c)}.{c.namespace}.svc",
     ):
         entry.routed_to = primary
-        return True
-    return False
+
+
+def primary_reached(
+    c: MySQLCluster, pods: Mapping[int, PodView], primary: str | None, serving: bool, entry: ClusterEntry
+) -> bool:
+    """The primary serves writes, its Pod is labelled and Ready, and -rw was seen reaching it
+    (`probe_route`: a primary new in this pass is reached at a later one)."""
+    if not serving or not primary_in_service(pods, pod_ordinal(primary or "", c.name)):
+        entry.routed_to = None
+        return False
+    return entry.routed_to == primary

@@ -3,10 +3,12 @@ with spec.tls.issuerRef) on a schedule, a renewal announced and pushed to the Po
 made to serve the current certificate, and the problem to report while it cannot be ensured.
 
     upkeep = TLSUpkeep()                       # one per cluster, kept between passes
-    renewed = upkeep.ensure(reads, kube, cluster, body, resync, now)  # the certificate, when renewed now
+    seen = upkeep.observe(reads, cluster, body, resync, now)  # reads, when a check is due
+    renewed = upkeep.ensure(kube, cluster, body, seen, now)  # the certificate, when renewed now
     if renewed: tls_upkeep.renewed(kube, body, pods, renewed)  # Event, Pods annotated (KubeOps)
     upkeep.context()                           # verifies the servers (None until the CA is known)
-    upkeep.serve_current(cluster, instances, now)
+    upkeep.observe_served(instances, now)      # what each server serves, when a check is due
+    upkeep.serve_current(cluster, instances)   # those serving an older one reload it
 
 What the certificates are and how the servers reload them is certificates.py; this module only
 decides when to look again and keeps what it last found.
@@ -22,10 +24,12 @@ from typing import Any, Mapping, Sequence
 
 from kubernetes.client.rest import ApiException
 
-from mysql_operator import certificates, clock
+from mysql_operator import cert_manager, certificates, clock
 from mysql_operator import manifests as m
 from mysql_operator.api import MySQLCluster
 from mysql_operator.db.connection import tls_context
+from mysql_operator.db_ops import DbOps
+from mysql_operator.survey import attempt
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.ops import KubeOps
@@ -38,6 +42,17 @@ TLS_RELOAD_RETRY_SECONDS = 5.0
 TLS_PROBLEM_RECHECK_SECONDS = 5.0  # while the certificate is missing or cert-manager reports a problem
 
 
+@dataclass(frozen=True)
+class TLSSeen:
+    """What one check of the certificate read (TLSUpkeep.observe): the operator's Secrets
+    (`stored`; None with no cert-manager: a new cluster, nothing read), cert-manager's objects, or
+    the API error that stopped the reads."""
+
+    stored: certificates.StoredTLS | None = None
+    cert_manager: cert_manager.CertManagerSeen | None = None
+    problem: certificates.TLSProblem | None = None
+
+
 @dataclass
 class TLSUpkeep:
     state: certificates.TLSState | None = None  # the cluster's CA and server certificate, as last ensured
@@ -46,27 +61,21 @@ class TLSUpkeep:
     spec: Any = None  # the spec.tls last checked: a change is checked at once
     served: dt.datetime | None = None  # the certificate every server was seen serving
     reload_tried: float = float("-inf")
+    must_read: bool = False  # a Secret to create existed: the next check reads, even for a new cluster
+    serving: dict[str, Any] | None = None  # what each server served at this pass's check (None: none)
 
     def context(self) -> ssl.SSLContext | None:
         """Verify servers against the cluster's CA once it is known."""
         return tls_context(self.state.ca_pem) if self.state is not None else None
 
-    def ensure(
-        self,
-        reads: Reads,
-        kube: KubeOps,
-        c: MySQLCluster,
-        body: Mapping[str, Any],
-        resync_seconds: float,
-        now: float,
-    ) -> certificates.TLSState | None:
-        """Effect (the certificate's Secrets, cert-manager's objects): the cluster's server
-        certificate exists and is current, checked every resync and at least ten times per
-        certificate validity; every few seconds while it is missing or a problem is reported. A
-        problem (cert-manager missing, issuer not Ready, an API error) keeps what was known and
-        lands in the status (condition, and a Warning Event when the user must act); failover
-        goes on with the current certificate. Returns the certificate when it was renewed just
-        now (then: `renewed`), else None."""
+    def observe(
+        self, reads: Reads, c: MySQLCluster, body: Mapping[str, Any], resync_seconds: float, now: float
+    ) -> TLSSeen | None:
+        """Effect (reads only): what the certificate's Secrets (or cert-manager's objects) hold,
+        read every resync and at least ten times per certificate validity; every few seconds while
+        it is missing or a problem is reported. None: not due. A new cluster (no status, nothing
+        known) reads nothing: its Secrets are created. Until the CA is known, the one stored is
+        taken as what the servers serve (they are verified with it from this pass on)."""
         every = min(resync_seconds, c.spec.tls.certificate_validity_seconds / 10)
         if self.state is None or self.problem is not None:
             every = min(every, TLS_PROBLEM_RECHECK_SECONDS)
@@ -74,12 +83,46 @@ class TLSUpkeep:
             return None
         try:
             if c.spec.tls.issuer_ref is not None:
-                state = certificates.ensure_cert_manager(reads, kube, c, k.owner_of(body), self.state)
-            else:
-                new_cluster = self.state is None and not body.get("status")
-                state = certificates.ensure_secrets(
-                    reads, kube, c, k.owner_of(body), clock.now(), new_cluster
+                seen = cert_manager.read_cert_manager(reads, c)
+                if self.state is None:
+                    found = cert_manager.cert_manager_verdict(c, seen.served, seen.issuer, seen.secret, None)
+                    self.state = found if isinstance(found, certificates.TLSState) else None
+                return TLSSeen(cert_manager=seen)
+            if self.state is None and not body.get("status") and not self.must_read:
+                return TLSSeen()
+            stored = certificates.read_stored(reads, c)
+        except ApiException as e:
+            return TLSSeen(problem=tls_api_problem(c, e.status, e.reason))
+        if self.state is None:
+            self.state = certificates.serving_now(stored, clock.now())
+        return TLSSeen(stored=stored)
+
+    def ensure(
+        self, kube: KubeOps, c: MySQLCluster, body: Mapping[str, Any], seen: TLSSeen | None, now: float
+    ) -> certificates.TLSState | None:
+        """Effect (the certificate's Secrets, cert-manager's objects), from what `observe` read
+        (None: nothing due): the cluster's server certificate exists and is current. A problem
+        (cert-manager missing, issuer not Ready, an API error) keeps what was known and lands in
+        the status (condition, and a Warning Event when the user must act); failover goes on
+        with the current certificate. A Secret to create that exists already is read at the
+        next check. Returns the certificate when it was renewed just now (then: `renewed`), else
+        None."""
+        if seen is None:
+            return None
+        state: certificates.TLSState | certificates.TLSProblem
+        try:
+            if seen.problem is not None:
+                state = seen.problem
+            elif seen.cert_manager is not None:
+                state = cert_manager.ensure_cert_manager(
+                    kube, c, k.owner_of(body), seen.cert_manager, self.state
                 )
+            else:
+                state, writes = certificates.plan_secrets(c, k.owner_of(body), clock.now(), seen.stored)
+                if not certificates.write_secrets(kube, writes):
+                    log.info("%s/%s TLS: a Secret to create exists already: read next", c.namespace, c.name)
+                    self.spec, self.must_read = None, True  # checked again at the next pass
+                    return None
         except (ApiException, k.ApplyError) as e:
             state = tls_api_problem(c, getattr(e, "status", None), getattr(e, "reason", None))
         self.checked, self.spec = now, c.spec.tls
@@ -95,16 +138,28 @@ class TLSUpkeep:
         self.state = state
         return state if renewed else None
 
-    def serve_current(self, c: MySQLCluster, instances, now: float) -> None:
-        """Effect: every server serves the current certificate (reloaded where it serves an older
-        one); retried every few seconds until the kubelet has rewritten the files everywhere."""
+    def observe_served(self, instances: Mapping[str, DbOps], now: float) -> None:
+        """Observe (reads only): what certificate each server serves, every few seconds until
+        every server was seen serving the current one (kept for `serve_current`)."""
+        self.serving = None
         state = self.state
-        if state is None or self.served == state.not_after:
-            return
-        if now - self.reload_tried < TLS_RELOAD_RETRY_SECONDS:
+        if (
+            state is None
+            or self.served == state.not_after
+            or now - self.reload_tried < TLS_RELOAD_RETRY_SECONDS
+        ):
             return
         self.reload_tried = now
-        if not certificates.serve_current(instances, state.not_after):
+        self.serving = {name: attempt(inst.tls_not_after) for name, inst in instances.items()}
+
+    def serve_current(self, c: MySQLCluster, instances: Mapping[str, DbOps]) -> None:
+        """Effect: the servers `observe_served` saw serving an older certificate reload it (the
+        kubelet may not have rewritten their files yet: then they are asked again at the next
+        check, which also sees the reloaded ones serve it)."""
+        state, seen, self.serving = self.state, self.serving, None
+        if state is None or seen is None:
+            return
+        if not certificates.reload_older(instances, seen, state.not_after):
             self.served = state.not_after
             log.info(
                 "%s/%s every server serves the certificate valid until %s",

@@ -12,7 +12,8 @@ import kopf
 
 from mysql_operator import metrics
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
-from mysql_operator.k8s.cache import Reads, start_reflectors
+from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.reflector import start_reflectors
 from mysql_operator.k8s.client import api_client, in_cluster
 from mysql_operator.manifests import MANAGED_BY
 from mysql_operator.pass_state import essence

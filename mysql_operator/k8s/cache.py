@@ -31,7 +31,7 @@ from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.k8s import jobs
 from mysql_operator.k8s import objects as k
 from mysql_operator.manifests import MANAGED_BY
-from mysql_operator.k8s.reflector import Key, Reflector, Store
+from mysql_operator.k8s.reflector import Key, Store
 
 log = logging.getLogger(__name__)
 
@@ -385,51 +385,3 @@ class Reads:
             for kept in (self._secrets, self._applied):
                 for key in [key for key in kept if key[0] == namespace and key[1].startswith(name)]:
                     del kept[key]
-
-
-def start_reflectors(
-    api: client.ApiClient, namespaces: Iterable[str], selector: str
-) -> tuple[Store, Store, Store, list[Reflector]]:
-    """Stores of MySQLClusters, and of the operator's Pods and StatefulSets (label `selector`), in
-    every namespace (`namespaces` empty: one watch per kind) or in each of `namespaces`."""
-    core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
-    spaces = list(namespaces) or [""]
-
-    def clusters(ns: str) -> Callable[..., Any]:
-        if not ns:
-            return lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, CLUSTER_PLURAL, **kw)
-        return lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, **kw)
-
-    # lambdas, not the client's methods: the watch then yields plain JSON ("raw_object") instead
-    # of also building the client's models for every event
-    def pods(ns: str) -> Callable[..., Any]:
-        if not ns:
-            return lambda **kw: core.list_pod_for_all_namespaces(**kw)
-        return lambda **kw: core.list_namespaced_pod(ns, **kw)
-
-    def statefulsets(ns: str) -> Callable[..., Any]:
-        if not ns:
-            return lambda **kw: apps.list_stateful_set_for_all_namespaces(**kw)
-        return lambda **kw: apps.list_namespaced_stateful_set(ns, **kw)
-
-    stores = Store(spaces), Store(spaces), Store(spaces)
-    reflectors = []
-    for store, call, sel, what in zip(
-        stores,
-        (clusters, pods, statefulsets),
-        ("", selector, selector),
-        ("mysqlclusters", "pods", "statefulsets"),
-    ):
-        for ns in spaces:
-            r = Reflector(
-                api,
-                store,
-                call(ns),
-                label_selector=sel,
-                scope=ns,
-                name=f"reflector-{what}-{ns or 'all'}",
-                resumes=what != "mysqlclusters",
-            )
-            r.start()
-            reflectors.append(r)
-    return stores[0], stores[1], stores[2], reflectors

@@ -1,7 +1,7 @@
 """The watched stores the operator reads from: `Store` (the newest version of each object, indexed
 by cluster) and `Reflector` (one list, then a watch that keeps a Store current; listing again
 when the server says the version is gone, on an error, and - for custom resources - when the
-watch expires)."""
+watch expires); `start_reflectors`, the operator's: its MySQLClusters, Pods and StatefulSets."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
+
+from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 
 
 log = logging.getLogger(__name__)
@@ -228,3 +230,51 @@ class Reflector(threading.Thread):
                 log.info("%s: %s; listing again", self.name, type(e).__name__)
                 version = None
                 self._stop.wait(1.0)
+
+
+def start_reflectors(
+    api: client.ApiClient, namespaces: Iterable[str], selector: str
+) -> tuple[Store, Store, Store, list[Reflector]]:
+    """Stores of MySQLClusters, and of the operator's Pods and StatefulSets (label `selector`), in
+    every namespace (`namespaces` empty: one watch per kind) or in each of `namespaces`."""
+    core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
+    spaces = list(namespaces) or [""]
+
+    def clusters(ns: str) -> Callable[..., Any]:
+        if not ns:
+            return lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, CLUSTER_PLURAL, **kw)
+        return lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, CLUSTER_PLURAL, **kw)
+
+    # lambdas, not the client's methods: the watch then yields plain JSON ("raw_object") instead
+    # of also building the client's models for every event
+    def pods(ns: str) -> Callable[..., Any]:
+        if not ns:
+            return lambda **kw: core.list_pod_for_all_namespaces(**kw)
+        return lambda **kw: core.list_namespaced_pod(ns, **kw)
+
+    def statefulsets(ns: str) -> Callable[..., Any]:
+        if not ns:
+            return lambda **kw: apps.list_stateful_set_for_all_namespaces(**kw)
+        return lambda **kw: apps.list_namespaced_stateful_set(ns, **kw)
+
+    stores = Store(spaces), Store(spaces), Store(spaces)
+    reflectors = []
+    for store, call, sel, what in zip(
+        stores,
+        (clusters, pods, statefulsets),
+        ("", selector, selector),
+        ("mysqlclusters", "pods", "statefulsets"),
+    ):
+        for ns in spaces:
+            r = Reflector(
+                api,
+                store,
+                call(ns),
+                label_selector=sel,
+                scope=ns,
+                name=f"reflector-{what}-{ns or 'all'}",
+                resumes=what != "mysqlclusters",
+            )
+            r.start()
+            reflectors.append(r)
+    return stores[0], stores[1], stores[2], reflectors

@@ -372,7 +372,9 @@ def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(
     assert state.not_after == second and "cert-manager issued a new certificate" in state.issued
     kubelet_sync()
     assert operator_view.tls_not_after() == first  # the files alone change nothing
-    assert certificates.serve_current({"shop-0": operator_view}, state.not_after) == []
+    assert certificates.reload_older({"shop-0": operator_view}, {"shop-0": first}, state.not_after) == [
+        "shop-0"
+    ]
     assert operator_view.tls_not_after() == second
     assert no_secret(api, namespace, "shop-ca")
     operator_view.close()

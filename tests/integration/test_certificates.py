@@ -11,6 +11,7 @@ from cryptography import x509
 from kubernetes import client
 
 from mysql_operator import certificates
+from mysql_operator import restore_gate as gate
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.api import parse
 
@@ -28,6 +29,16 @@ def cluster(namespace, validity=600):
     )
 
 
+def ensure(k8s: Reads, c, owner, now, new_cluster: bool = False) -> certificates.TLSState:
+    """One check of the certificate as tls_upkeep.TLSUpkeep makes it: read (nothing for a new
+    cluster), plan, write; a Secret to create that exists already is read at the next check."""
+    stored = None if new_cluster else certificates.read_stored(k8s, c)
+    state, writes = certificates.plan_secrets(c, owner, now, stored)
+    if certificates.write_secrets(k8s, writes):
+        return state
+    return ensure(k8s, c, owner, now)
+
+
 def data(core, ns, name):
     return {k: base64.b64decode(v).decode() for k, v in core.read_namespaced_secret(name, ns).data.items()}
 
@@ -42,7 +53,7 @@ def test_secrets_created_once_renewed_when_due_and_the_ca_kept(control_plane, na
     owner = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner", "uid": cm.metadata.uid}}
     c = cluster(namespace)
 
-    first = certificates.ensure_secrets(k8s, k8s, c, owner, NOW, new_cluster)
+    first = ensure(k8s, c, owner, NOW, new_cluster)
     assert first.issued == "no server certificate yet"
     ca, tls, bundle = (data(core, namespace, n) for n in ("shop-ca", "shop-tls", "shop-ca-bundle"))
     assert set(ca) == {"ca.crt", "ca.key"} and set(bundle) == {"ca.crt"} and bundle["ca.crt"] == ca["ca.crt"]
@@ -59,11 +70,11 @@ def test_secrets_created_once_renewed_when_due_and_the_ca_kept(control_plane, na
         )
 
     # nothing due: nothing changes
-    again = certificates.ensure_secrets(k8s, k8s, c, owner, NOW + dt.timedelta(seconds=60), new_cluster)
+    again = ensure(k8s, c, owner, NOW + dt.timedelta(seconds=60), new_cluster)
     assert again.issued is None and data(core, namespace, "shop-tls") == tls
 
     # a third of the validity left: a new certificate from the same CA, new key
-    later = certificates.ensure_secrets(k8s, k8s, c, owner, NOW + dt.timedelta(seconds=450))
+    later = ensure(k8s, c, owner, NOW + dt.timedelta(seconds=450))
     assert later.issued and "a third" in later.issued and later.not_after > first.not_after
     renewed = data(core, namespace, "shop-tls")
     assert renewed["tls.key"] != tls["tls.key"] and data(core, namespace, "shop-ca") == ca
@@ -87,9 +98,9 @@ def test_the_restore_jobs_certificate_is_the_clusters_ca_s_for_its_service_name_
     cm = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
     owner = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner", "uid": cm.metadata.uid}}
     c = cluster(namespace)
-    certificates.ensure_secrets(k8s, k8s, c, owner, NOW)
+    ensure(k8s, c, owner, NOW)
 
-    certificates.ensure_restore_certificate(k8s, k8s, c, owner, NOW)
+    gate.ensure_restore_certificate(k8s, k8s, c, owner, NOW)
     got, ca = data(core, namespace, "shop-restore-tls"), data(core, namespace, "shop-ca")
     assert set(got) == {"tls.crt", "tls.key", "ca.crt"} and got["ca.crt"] == ca["ca.crt"]
     cert = x509.load_pem_x509_certificate(got["tls.crt"].encode())
@@ -107,5 +118,5 @@ def test_the_restore_jobs_certificate_is_the_clusters_ca_s_for_its_service_name_
     assert core.read_namespaced_secret("shop-restore-tls", namespace).metadata.owner_references[0].uid == (
         cm.metadata.uid
     )
-    certificates.ensure_restore_certificate(k8s, k8s, c, owner, NOW + dt.timedelta(seconds=60))
+    gate.ensure_restore_certificate(k8s, k8s, c, owner, NOW + dt.timedelta(seconds=60))
     assert data(core, namespace, "shop-restore-tls") == got  # made once

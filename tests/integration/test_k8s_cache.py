@@ -13,7 +13,8 @@ import pytest
 from kubernetes import client, watch
 
 from mysql_operator.api import GROUP, VERSION
-from mysql_operator.k8s.cache import Reads, start_reflectors
+from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.reflector import start_reflectors
 from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for
 

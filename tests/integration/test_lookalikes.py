@@ -15,7 +15,8 @@ from kubernetes import client
 from mysql_operator import rolling
 from mysql_operator.api import CLUSTER_PLURAL, GROUP, VERSION
 from mysql_operator.k8s import jobs
-from mysql_operator.k8s.cache import Reads, start_reflectors
+from mysql_operator.k8s.cache import Reads
+from mysql_operator.k8s.reflector import start_reflectors
 from mysql_operator.rollout import RestartGate, restarting_now
 from tests.support.crds import apply_crds, project_crds
 from tests.support.wait import wait_for

@@ -288,7 +288,7 @@ class MariaDBFactory:
     def pristine(self) -> Path:
         if self._pristine is None:
             path = self.workdir / "pristine"
-            subprocess.run(
+            done = subprocess.run(
                 [
                     "mariadb-install-db",
                     "--no-defaults",
@@ -298,10 +298,12 @@ class MariaDBFactory:
                     "--skip-test-db",
                     "--skip-name-resolve",
                 ],
-                check=True,
                 capture_output=True,
                 timeout=180,
             )
+            if done.returncode:  # what it said, for the failure's cause (it once failed under load)
+                said = (done.stdout + done.stderr).decode(errors="replace")[-3000:]
+                raise RuntimeError(f"mariadb-install-db exited {done.returncode}: {said}")
             # the operator's admin account, created without a binary log in bootstrap mode
             sql = (
                 "FLUSH PRIVILEGES;\n"

@@ -308,3 +308,21 @@ def body(
 
 def cluster(**spec):
     return parse(body({"instances": 3, **spec}, name="db", namespace="prod"))
+
+
+def running_pod(name: str, role: str | None, uid: str | None = None, ip: str = "10.1.0.1") -> dict:
+    """A server Pod as the stores hold it: Running and Ready, with its role label."""
+    meta: dict = {
+        "name": name,
+        "uid": uid or f"uid-{name}",
+        "labels": {"mysql.operator.dev/role": role} if role else {},
+    }
+    return {
+        "metadata": meta,
+        "status": {
+            "phase": "Running",
+            "podIP": ip,
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "mysql", "ready": True, "state": {"running": {}}}],
+        },
+    }

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from mysql_operator import certificates, tls
+from mysql_operator import cert_manager, certificates, tls
 from mysql_operator import manifests as m
 from mysql_operator.api import SpecError, parse
 from mysql_operator.api.types import IssuerRef
@@ -80,7 +80,7 @@ def test_bad_issuer_refs_are_refused_naming_the_field(ref, validity, field, frag
 
 def test_the_certificate_names_the_mounted_secret_and_the_servers_names():
     c = cluster({"name": "ca", "kind": "ClusterIssuer"}, validity=90 * 86400)
-    cert = certificates.certificate(c)
+    cert = cert_manager.certificate(c)
     assert (cert["apiVersion"], cert["kind"]) == ("cert-manager.io/v1", "Certificate")
     assert cert["metadata"]["name"] == "shop-tls" and cert["metadata"]["namespace"] == "ns"
     spec = cert["spec"]
@@ -91,25 +91,25 @@ def test_the_certificate_names_the_mounted_secret_and_the_servers_names():
     assert {"server auth", "client auth"} <= set(spec["usages"])
     assert spec["secretTemplate"]["labels"]["app.kubernetes.io/instance"] == "shop"
     with pytest.raises(ValueError):
-        certificates.certificate(cluster())
+        cert_manager.certificate(cluster())
 
 
 def test_the_restore_jobs_certificate_is_of_the_same_issuer_for_the_restore_services_names():
     from mysql_operator.manifests.restore_jobs import restore_dns_names
 
     c = cluster({"name": "ca", "kind": "ClusterIssuer"}, validity=90 * 86400)
-    cert = certificates.certificate(c, "shop-restore-tls", restore_dns_names(c))
+    cert = cert_manager.certificate(c, "shop-restore-tls", restore_dns_names(c))
     spec = cert["spec"]
     assert cert["metadata"]["name"] == spec["secretName"] == "shop-restore-tls"
     assert spec["dnsNames"] == restore_dns_names(c) and spec["commonName"] == "shop-restore.ns.svc"
-    assert spec["issuerRef"] == certificates.certificate(c)["spec"]["issuerRef"]
+    assert spec["issuerRef"] == cert_manager.certificate(c)["spec"]["issuerRef"]
 
 
 # ---------------------------------------------------------------- the verdict
 
 
 def verdict(served=SERVED, issuer=READY, secret=None, cert=None, known=None, ref=None):
-    return certificates.cert_manager_verdict(
+    return cert_manager.cert_manager_verdict(
         cluster(ref or {"name": "ca"}), served, issuer, secret, cert, known
     )
 

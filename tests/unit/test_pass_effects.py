@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from mysql_operator import certificates, clock
 from mysql_operator import manifests as m
 from mysql_operator import pods as podview
 from mysql_operator import switchover as sw
@@ -311,3 +312,27 @@ def test_a_new_clusters_first_pass_reads_first_then_writes_everything_through_ku
     )
     assert writes[-1][0] == "status" and [c[0] for c in writes].count("status") == 1
     assert kube.owners["db-tls"] == ("u-1",)  # deleted with the cluster
+
+
+def test_a_new_cluster_whose_certificate_secrets_exist_reads_and_keeps_them_at_its_next_pass():
+    """Secrets of an earlier object of the cluster's name (not yet collected) are never
+    overwritten: the first pass creates nothing over them, the next reads them and verifies the
+    servers with the CA they hold."""
+    b = body({"instances": 1}, name="db", uid="u-1", generation=1)
+    c = parse(b)
+    earlier = RecordingKube()
+    earlier_owner = {"apiVersion": "v1", "kind": "MySQLCluster", "metadata": {"name": "db", "uid": "u-0"}}
+    state, writes = certificates.plan_secrets(c, earlier_owner, clock.now(), None)
+    assert certificates.write_secrets(earlier, writes)
+    kube = RecordingKube(secrets=earlier.secrets)
+    r = Reconciler(None, job_image="operator:test", kube=kube, reads=RecordingReads(kube, clusters=[b]))
+    entry = r._entry("ns", "db", "u-1")
+    r._reconcile(b, entry, True)
+    assert ("create secret", "db-ca") in [c[:2] for c in kube.calls] and entry.tls.state is None
+    assert kube.secrets == {**earlier.secrets, **{n: kube.secrets[n] for n in kube.secrets if "cred" in n}}
+    kube.calls.clear()
+    r._reconcile(b, entry, None)
+    reads = [c[2] for c in kube.calls if c[:2] == ("read", "secret")]
+    assert {"db-ca", "db-tls", "db-ca-bundle"} <= set(reads)
+    assert not [c for c in kube.calls if c[0] in ("create secret", "secret keys") and "cred" not in c[1]]
+    assert entry.tls.state is not None and entry.tls.state.ca_pem == state.ca_pem

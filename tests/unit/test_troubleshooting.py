@@ -128,7 +128,7 @@ def test_the_certificate_problems_that_need_a_person_are_those_listed_as_warning
     """A TLSProblem made with warning=False (cert-manager still at work) is only on Progressing;
     every other is also on Degraded and its Event (reasons.TLS_WARNINGS)."""
     made = {}
-    for name in ("certificates.py", "tls_upkeep.py"):
+    for name in ("certificates.py", "cert_manager.py", "tls_upkeep.py"):
         for call in _calls(PACKAGE / name, "TLSProblem"):
             reason = getattr(reasons, call.args[0].attr)
             quiet = any(
