@@ -174,27 +174,34 @@ class Reconciler(PassUpkeep):
         seen = Observed(body, c, previous, logins, listed, statefulset, spec_error, refused_generation)
         restore = self._restore_plan(seen)
         # the operator never talks to the servers without the CA to verify them (entry.tls.state),
-        # nor while a restore holds them
-        engaged = None
-        if (
-            (restore is None or not restore.held)
-            and logins.error is None
-            and entry.tls.state is not None
-            and (seen.current_primary is not None or any(p.running for p in seen.pods.values()))
-        ):
-            engaged = self._engage(seen, entry)
-            probe_route(self.reads, c, seen.pods, seen.current_primary, entry, logins.current)
-
-        # -- act, in this order ------------------------------------------------------------------
-        # the replication pass first: a new primary is recorded before anything else is written
-        # (the engine's own reads between its decision and its actions are its quiesce and the
-        # waits of its multi-step actions: replication.py)
+        # nor while a restore holds them. What fails on the servers' side fails the pass (it is
+        # retried) once the owned objects are applied: a spec change never waits on the servers
         held = restore is not None and restore.held
-        if not held:  # a restore that has ended: its record, its accounts dropped
-            self._restore(seen, entry, False, restore)
-        run = self._replicate(seen, entry, engaged) if engaged is not None else None
+        engaged, run, failed = None, None, None
+        try:
+            if (
+                not held
+                and logins.error is None
+                and entry.tls.state is not None
+                and (seen.current_primary is not None or any(p.running for p in seen.pods.values()))
+            ):
+                engaged = self._engage(seen, entry)
+                probe_route(self.reads, c, seen.pods, seen.current_primary, entry, logins.current)
+
+            # -- act, in this order --------------------------------------------------------------
+            # the replication pass first: a new primary is recorded before anything else is
+            # written (the engine's own reads between its decision and its actions are its
+            # quiesce and its steps': replication.py)
+            if not held:  # a restore that has ended: its record, its accounts dropped
+                self._restore(seen, entry, False, restore)
+            if engaged is not None:
+                run = self._replicate(seen, entry, engaged)
+        except Exception as e:  # noqa: BLE001 - raised again below, after the upkeep
+            failed = e
         self._unknown_fields(body, c, entry)
         applied = self._upkeep(body, c, entry, logins, previous, listed, tls_seen, due, live)
+        if failed is not None:
+            raise failed
         if held:  # (after the upkeep: the restore's cluster needs its objects)
             result = self._restore(seen, entry, applied, restore)
             assert result is not None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mysql_operator.reconcile import Reconciler
 from tests.support.fake_servers import FakeServer, World
 from tests.support.fakes import RecordingKube, RecordingReads
@@ -113,3 +115,18 @@ def test_a_failover_pass_reads_after_its_first_write_only_in_its_quiesce_and_its
     assert late and all(c[0] != "read" for c in late), "no Kubernetes read once the pass writes"
     assert {c[1] for c in late} <= STEP_READS, late
     assert [c for c in calls if c[0] == "status"][0][1]["currentPrimary"] == cluster.status["currentPrimary"]
+
+
+def test_a_replication_pass_that_fails_still_applies_the_owned_objects_then_fails_the_pass():
+    """A spec change never waits on the servers: what fails on their side (here the engine
+    cannot even be made) fails the pass - it is retried - after the owned objects are applied."""
+    cluster = Cluster()
+
+    def broken(member: Any) -> Any:
+        raise RuntimeError(f"cannot reach {member.name}")
+
+    cluster.r.connect = broken
+    with pytest.raises(RuntimeError, match="cannot reach db-0"):
+        cluster.a_pass(apply=True)
+    assert ("apply", "StatefulSet", "db") in [c[:3] for c in cluster.kube.calls]
+    assert not [c for c in cluster.kube.calls if c[0] == "status"]
