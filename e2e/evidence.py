@@ -33,8 +33,9 @@ KEEP_DAYS = 7  # bundles older than this under DEFAULT_ROOT are removed at a ses
 
 OPERATOR_ACCOUNT = "mysql-operator"  # tests/support/audit.py OPERATOR_SERVICE_ACCOUNT
 
-# The Event reasons the operator posts (mysql_operator/status.py decision_event, events_from_steps;
-# reconcile.py _force_failover_done) by the kind of disruption a test declares it causes
+# The Event reasons the operator posts (mysql_operator/status_events.py decision_event,
+# events_from_steps; engine_hooks.py force_failover_done) by the kind of disruption a test declares
+# it causes
 EVENT_KINDS: dict[str, str] = {
     "Failover": "Failover",
     "FailoverForced": "Failover",

@@ -77,9 +77,6 @@ from mysql_operator.pass_state import ClusterEntry, Observed, apply_still_wanted
 from mysql_operator.pass_upkeep import PassUpkeep
 
 
-# ---------------------------------------------------------------------------------------- effects
-
-
 class Reconciler(PassUpkeep):
     """Holds one ReplicationEngine per cluster (it measures outages across loops) and a lock per
     cluster (handlers, timer and watches never act on one cluster at the same time)."""

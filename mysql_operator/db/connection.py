@@ -139,7 +139,7 @@ class ServerConnection(PreferredTLSOnce, pymysql.connections.Connection):
         return b"".join(out)
 
     def _late(self) -> pymysql.err.OperationalError:
-        # "timed out": never retried (_transient); 2013 in a statement's: stuck() (replication.py)
+        # "timed out": never retried (_transient); 2013 in a statement's: observer.stuck()
         return self._lost(f"timed out: no complete answer within {self._seconds:g}s, the deadline")
 
     def _lost(self, why: str) -> pymysql.err.OperationalError:
