@@ -136,7 +136,7 @@ class Observed:
 
     def __post_init__(self) -> None:
         c = self.c
-        self.pods = pod_views(c.name, self.listed)
+        self.pods = pod_views(c.name, self.listed, clock.now())
         self.raw_pods = {pod_ordinal(p["metadata"]["name"], c.name): p for p in self.listed}
         self.ordinals = member_ordinals(c.spec.instances, self.pods, self.primary_ordinal)
         self.names = {o: m.pod_name(c, o) for o in self.ordinals}

@@ -4,6 +4,7 @@ instances left without one (`serving`). Pure: tables in tests/unit/test_reconcil
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
@@ -32,14 +33,26 @@ def ready_count(pods: Mapping[int, PodView], instances: int, going_down: str | N
 
 # waiting reasons every Pod passes through on its way to running: not worth a word in the status
 _ROUTINE_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
+# a new Pod's first refusals by the scheduler are routine too while they are this young: its
+# claim not yet in the scheduler's cache ("persistentvolumeclaim ... not found" right after the
+# StatefulSet controller made both), a node that is still starting
+UNSCHEDULED_GRACE_SECONDS = 15.0
 
 
-def pod_waiting(pod: Mapping[str, Any]) -> str:
+def pod_waiting(pod: Mapping[str, Any], now: dt.datetime | None = None) -> str:
     """Why a Pod is stuck, in the kubelet's or scheduler's words ("mysqld ErrImagePull: ...",
-    "Unschedulable: 0/3 nodes ..."), or "" when it runs or is on its normal way there."""
+    "Unschedulable: 0/3 nodes ..."), or "" when it runs or is on its normal way there. With
+    `now`, a scheduler's refusal younger than UNSCHEDULED_GRACE_SECONDS is on the normal way."""
     status = pod.get("status") or {}
     for c in status.get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason"):
+            since = _parse_time(c.get("lastTransitionTime"))
+            if (
+                now is not None
+                and since is not None
+                and (now - since).total_seconds() < UNSCHEDULED_GRACE_SECONDS
+            ):
+                return ""
             return f"{c['reason']}: {c.get('message') or ''}".strip().rstrip(":")[:256]
     for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
         waiting = (cs.get("state") or {}).get("waiting") or {}
@@ -96,7 +109,17 @@ def pod_ordinal(name: str, cluster_name: str) -> int | None:
     return int(rest) if rest.isdigit() else None
 
 
-def pod_views(cluster_name: str, pods: Iterable[Mapping[str, Any]]) -> dict[int, PodView]:
+def _parse_time(text: Any) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None
+
+
+def pod_views(
+    cluster_name: str, pods: Iterable[Mapping[str, Any]], now: dt.datetime | None = None
+) -> dict[int, PodView]:
+    """Each Pod of the cluster by ordinal; `now`: what counts as a young refusal (pod_waiting)."""
     out = {}
     for p in pods:
         meta, status = p.get("metadata") or {}, p.get("status") or {}
@@ -113,7 +136,7 @@ def pod_views(cluster_name: str, pods: Iterable[Mapping[str, Any]]) -> dict[int,
             ready=ready,
             role=(meta.get("labels") or {}).get(m.ROLE_LABEL),
             deleting=bool(meta.get("deletionTimestamp")),
-            waiting=pod_waiting(p),
+            waiting=pod_waiting(p, now),
         )
     return out
 

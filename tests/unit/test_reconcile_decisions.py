@@ -158,6 +158,28 @@ def test_pod_waiting_says_why_a_pod_does_not_run(status, expected):
     assert podview.pod_waiting(_stuck(status)) == expected
 
 
+def test_a_new_pods_first_refusal_by_the_scheduler_is_routine_until_it_lasts():
+    """Right after the StatefulSet controller made a Pod and its claim, the scheduler may not have
+    the claim in its cache yet: that refusal is no reason for a Warning; one that lasts is."""
+    since = dt.datetime(2026, 12, 7, 15, 57, 28, tzinfo=dt.timezone.utc)
+    refused = {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": '0/1 nodes are available: persistentvolumeclaim "data-db-0" not found.',
+                "lastTransitionTime": "2026-12-07T15:57:28Z",
+            }
+        ]
+    }
+    young = since + dt.timedelta(seconds=podview.UNSCHEDULED_GRACE_SECONDS - 1)
+    old = since + dt.timedelta(seconds=podview.UNSCHEDULED_GRACE_SECONDS + 1)
+    assert podview.pod_waiting(_stuck(refused), young) == ""
+    assert podview.pod_waiting(_stuck(refused), old).startswith("Unschedulable: 0/1 nodes are available")
+    assert podview.pod_views("db", [_stuck(refused)], young)[1].waiting == ""
+
+
 def test_a_stuck_pod_is_named_in_its_instance_entry_and_the_ready_condition():
     pull = {
         "containerStatuses": [
