@@ -105,15 +105,15 @@ def read_stored(reads: Reads, c: MySQLCluster) -> StoredTLS:
     )
 
 
-def serving_now(stored: StoredTLS, now: dt.datetime) -> TLSState | None:
-    """Pure: what the servers serve now, as stored (the CA they are verified with), or None when
-    the stored CA or certificate cannot be used (the plan replaces them)."""
-    ca = tls.KeyPair((stored.ca or {}).get(CA_CERT, ""), (stored.ca or {}).get(CA_KEY, ""))
-    cert = (stored.tls or {}).get(TLS_CERT)
-    if not cert or not tls.ca_usable(ca, now):
+def serving_now(stored: StoredTLS) -> TLSState | None:
+    """Pure: what the servers serve now, as stored: the CA they are verified with and their
+    certificate's expiry (also when the plan replaces the CA: until then they serve the old
+    one); None without both."""
+    ca_pem, cert = (stored.ca or {}).get(CA_CERT), (stored.tls or {}).get(TLS_CERT)
+    if not ca_pem or not cert:
         return None
     try:
-        return TLSState(ca.cert_pem, tls.not_after(cert))
+        return TLSState(ca_pem, tls.not_after(cert))
     except ValueError:
         return None
 

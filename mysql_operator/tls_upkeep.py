@@ -94,7 +94,7 @@ class TLSUpkeep:
         except ApiException as e:
             return TLSSeen(problem=tls_api_problem(c, e.status, e.reason))
         if self.state is None:
-            self.state = certificates.serving_now(stored, clock.now())
+            self.state = certificates.serving_now(stored)
         return TLSSeen(stored=stored)
 
     def ensure(

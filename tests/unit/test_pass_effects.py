@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from mysql_operator import certificates, clock
+from mysql_operator import certificates, clock, tls
 from mysql_operator import manifests as m
 from mysql_operator import pods as podview
 from mysql_operator import switchover as sw
@@ -336,3 +336,24 @@ def test_a_new_cluster_whose_certificate_secrets_exist_reads_and_keeps_them_at_i
     assert {"db-ca", "db-tls", "db-ca-bundle"} <= set(reads)
     assert not [c for c in kube.calls if c[0] in ("create secret", "secret keys") and "cred" not in c[1]]
     assert entry.tls.state is not None and entry.tls.state.ca_pem == state.ca_pem
+
+
+def test_at_an_operator_restart_a_ca_about_to_be_replaced_still_verifies_the_servers_it_signed():
+    """A CA too old to sign a full server validity is replaced by the pass's plan, but the servers
+    serve the certificate it signed until they reload: the restarted operator's first pass
+    verifies them with it (TLSUpkeep.observe), and only then writes the new CA."""
+    b = body({"instances": 1}, name="db", uid="u-1", generation=1, status={"phase": "Running"})
+    c = parse(b)
+    owner = {"apiVersion": "v1", "kind": "MySQLCluster", "metadata": {"name": "db", "uid": "u-1"}}
+    old_start = clock.now() - tls.CA_VALIDITY + dt.timedelta(days=30)  # 30 days left: not enough
+    _, writes = certificates.plan_secrets(c, owner, old_start, None)
+    kube = RecordingKube()
+    assert certificates.write_secrets(kube, writes)
+    ca_then = kube.secrets["db-ca"]["ca.crt"]
+    assert not tls.ca_usable(tls.KeyPair(ca_then, kube.secrets["db-ca"]["ca.key"]), clock.now())
+    upkeep = tls_upkeep.TLSUpkeep()
+    seen = upkeep.observe(RecordingReads(kube), c, b, 60.0, 0.0)
+    assert upkeep.state is not None and upkeep.state.ca_pem == ca_then  # what verifies the servers now
+    renewed = upkeep.ensure(kube, c, b, seen, 0.0)
+    assert renewed is not None and renewed.issued == "the cluster's CA was replaced"
+    assert kube.secrets["db-ca"]["ca.crt"] == upkeep.state.ca_pem != ca_then
