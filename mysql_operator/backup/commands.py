@@ -124,6 +124,19 @@ def tls_hint(message: str, tls_ca: str | None) -> str:
     return message
 
 
+# a lookup of a server's name that failed for now (the resolver's EAI_AGAIN, -3: "try again"), as
+# each client says it: CLONE's "2005 : Unknown MySQL server host 'h' (-3)", mysqldump's "2005:
+# Unknown MySQL server host 'h' (-3)", the MariaDB tools' "Unknown server host 'h' (-3)", PyMySQL's
+# "Can't connect to MySQL server on 'h' ([Errno -3] ...)". A name that does not exist is -2.
+_LOOKUP_STALLED = re.compile(r"Unknown (?:MySQL )?server host '[^']*' \(-3\)|on '[^']*' \(\[Errno -3\]")
+
+
+def name_not_resolved_yet(message: str) -> bool:
+    """Pure: whether a client's failure `message` says a server's name did not resolve for now
+    (EAI_AGAIN), which is worth trying again; any other failure is not."""
+    return _LOOKUP_STALLED.search(message) is not None
+
+
 # the dump tools' options that shape what a dump holds (its rows as the table digests read them,
 # backup/table_digest.py): every dump of a backup or of a restored server for its check has them
 DUMP_CONTENT = (

@@ -303,15 +303,6 @@ def _connect(p: Paths, server: SidecarProcess, timeout: float, login: tuple[str,
 NAME_RETRIES, NAME_RETRY_SECONDS = 3, 3.0
 
 
-def name_not_resolved_yet(message: str) -> bool:
-    """Pure: whether a failed CLONE's message says the donor's name did not resolve for now:
-    "Clone Donor Error: Connect failed: 2005 : Unknown MySQL server host '...' (-3)." (-3 is
-    EAI_AGAIN; a name that does not exist is -2 and fails at once)."""
-    return (
-        "2005" in message and "Unknown MySQL server host" in message and message.rstrip(".").endswith("(-3)")
-    )
-
-
 def _clone(
     conn,
     p: Paths,
@@ -334,7 +325,7 @@ def _clone(
                 break
             except pymysql.MySQLError as e:
                 message = str(e.args[1] if len(e.args) > 1 else e).replace(password, "***")
-                if attempt < NAME_RETRIES and name_not_resolved_yet(message):
+                if attempt < NAME_RETRIES and commands.name_not_resolved_yet(message):
                     print(f"CLONE: {message}; again in {NAME_RETRY_SECONDS:g} s", file=sys.stderr, flush=True)
                     pause(NAME_RETRY_SECONDS)
                     continue

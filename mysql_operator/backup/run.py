@@ -20,7 +20,9 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import threading
+import time
 from typing import Callable
 
 from mysql_operator import clock
@@ -38,6 +40,12 @@ from mysql_operator.backup.stream import PAUSE, DumpStream, counting
 from mysql_operator.backup.table_digest import tables_json
 
 
+# a backup whose server's name did not resolve for now (commands.name_not_resolved_yet: the
+# cluster DNS did not answer in time) is taken again this many times, these seconds apart: the
+# lookup fails before the dump tool writes a byte, and a failed try leaves no object behind
+LOOKUP_RETRIES, LOOKUP_RETRY_SECONDS = 3, 3.0
+
+
 def run_backup(
     req: BackupRequest,
     s3_credentials: storage.Credentials,
@@ -45,9 +53,32 @@ def run_backup(
     *,
     client=None,
     on_part: Callable[[int], None] | None = None,
+    once: Callable[..., Manifest] | None = None,
+    pause: Callable[[float], None] = time.sleep,
 ) -> Manifest:
     """Take the backup and return its manifest (already stored). Raises BackupError or StorageError
-    whose text never contains a password."""
+    whose text never contains a password. (`once`: one try, _backup_once unless a test says.)"""
+    once = once or _backup_once
+    for attempt in range(LOOKUP_RETRIES + 1):
+        try:
+            return once(req, s3_credentials, db_password, client=client, on_part=on_part)
+        except BackupError as e:
+            if attempt == LOOKUP_RETRIES or not commands.name_not_resolved_yet(str(e)):
+                raise
+            print(f"backup: {e}; again in {LOOKUP_RETRY_SECONDS:g} s", file=sys.stderr, flush=True)
+            pause(LOOKUP_RETRY_SECONDS)
+    raise AssertionError("unreachable")
+
+
+def _backup_once(
+    req: BackupRequest,
+    s3_credentials: storage.Credentials,
+    db_password: str,
+    *,
+    client=None,
+    on_part: Callable[[int], None] | None = None,
+) -> Manifest:
+    """One try of run_backup."""
     started = clock.stamp()
     tls = server_tls(req.tls_ca)  # a CA that cannot be used fails before anything else
     client = client or storage.make_client(req.s3, s3_credentials)
