@@ -1,15 +1,16 @@
-"""Effects: a cluster's owned objects brought to its spec - every object server-side applied (the
-StatefulSet's size and Pod template as rollout.place_template chooses), the binary log archiver's
-Deployment applied or deleted, the data volumes grown. One the API server refuses stops neither
-the others nor the pass (replication is looked after whatever the spec): why is returned, for the
-status. The claims are read only while one may be smaller than spec.storage.size
-(`must_check_claims`). The credentials Secret is not applied here: it is created only if
-missing (passwords.py)."""
+"""A cluster's owned objects brought to its spec, planned then carried out: `plan_owned` (reads
+only, before the pass writes anything) says every write, in order - every object server-side
+applied (the StatefulSet's size and Pod template as rollout.place_template chooses), the binary
+log archiver's Deployment applied or deleted, the data volumes grown - and `carry_out` makes them
+through KubeOps. One the API server refuses stops neither the others nor the pass (replication is
+looked after whatever the spec): why is returned, for the status. The claims are grown only while
+one may be smaller than spec.storage.size (`must_check_claims`). The credentials Secret is not
+applied here: it is created only if missing (passwords.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, Union
 
 import urllib3
 from kubernetes.client.rest import ApiException
@@ -26,6 +27,47 @@ from mysql_operator.rollout import RestartGate, place_template
 from mysql_operator.spec_record import apply_refusal
 
 
+# -- the writes a plan holds, each carried out through one KubeOps call ------------------------
+@dataclass(frozen=True)
+class Apply:
+    obj: Mapping[str, Any]  # server-side applied
+    unapprove: str | None = None  # then this annotation of the cluster removed (a request carried out)
+
+
+@dataclass(frozen=True)
+class Post:
+    events: tuple[tuple[str, str, str], ...]  # (type, reason, message) on the cluster
+
+
+@dataclass(frozen=True)
+class DeleteDeployment:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class GrowClaim:
+    namespace: str
+    claim: str
+    size: str
+
+
+Write = Union[Apply, Post, DeleteDeployment, GrowClaim]
+
+
+@dataclass(frozen=True)
+class OwnedPlan:
+    writes: tuple[Write, ...]  # in this order
+    refused: tuple[str, ...]  # why an object is not written (its plan was refused: a dry run)
+    placed: bool  # the StatefulSet's template was chosen (then `staged` says whether it waits)
+    staged: rolling.StageTemplate | None  # a Pod template a new operator version wants, staged
+    archiver: str  # the archiver Deployment's name (its apply's answer is its status)
+    # the claims' record to keep when they are grown: (StatefulSet uid, spec.storage.size);
+    # None: not grown in this plan
+    claims_seen: tuple[str | None, str] | None
+    claims: tuple[str, str] | None  # the record the plan was made with
+
+
 @dataclass(frozen=True)
 class Applied:
     refused: str | None  # why some object was not applied (redacted); None: all were
@@ -36,11 +78,11 @@ class Applied:
     claims: tuple[str, str] | None = None
 
 
-def apply_owned(
+def plan_owned(
     live: Mapping[str, Any] | None,
-    kube: KubeOps,
     restarts: RestartGate,
     restarting: Callable[[], set[str]],
+    dry_run: Callable[[dict], Mapping[str, Any]],
     job_image: str,
     exporter_image: str,
     tools_repository: str,
@@ -48,52 +90,108 @@ def apply_owned(
     body: Mapping[str, Any],
     passwords: Mapping[str, str],
     primary_ordinal: int | None,
-    secrets: Sequence[str],
     claims: tuple[str, str] | None = None,
-) -> Applied:
-    """`live`: the StatefulSet as the API server has it (read before the pass wrote anything;
-    None: there is none); `claims`: what the last Applied said of the data claims."""
+) -> OwnedPlan:
+    """Reads only (`restarting`, the operator's stores; `dry_run`, a dry-run apply, only for a
+    StatefulSet an older operator wrote): every write that brings the owned objects to the spec.
+    `live`: the StatefulSet as the API server has it (read before the pass wrote anything; None:
+    there is none); `claims`: what the last Applied said of the data claims."""
     owner = k.owner_of(body)
+    writes: list[Write] = []
     refused = []
     placed, staged = False, None
-    statefulset = None
+    approval = rolling.APPROVE_RESTART_ANNOTATION
+    approved = approval in (body["metadata"].get("annotations") or {})
     for obj in m.build_all(c, lambda key: passwords.get(key) or "unused", exporter_image):
         if obj["kind"] == "Secret":
             continue  # created only if missing (passwords.py)
         obj = m.owned(obj, owner)
-        kind, obj_name = obj["kind"], obj["metadata"]["name"]
+        if obj["kind"] != "StatefulSet":
+            writes.append(Apply(obj))
+            continue
+        current, claimed = k.statefulset_sizing(live)
+        obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
+        if claimed is not None:  # immutable in a StatefulSet: the volumes grow instead
+            obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = claimed
         try:
-            step = None
-            if kind == "StatefulSet":
-                existing = statefulset = live
-                current, claimed = k.statefulset_sizing(existing)
-                obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
-                if claimed is not None:  # immutable in a StatefulSet: the volumes grow instead
-                    obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = (
-                        claimed
-                    )
-                step = place_template(kube, restarts, c, body, obj, existing, restarting)
-                placed, staged = True, step if isinstance(step, rolling.StageTemplate) else None
-            kube.apply(obj)
-            approval = rolling.APPROVE_RESTART_ANNOTATION
-            if isinstance(step, rolling.WriteTemplate) and approval in (
-                body["metadata"].get("annotations") or {}
-            ):
-                kube.remove_cluster_annotation(body, approval)  # carried out
-        except k.ApplyError as e:
-            refused.append(apply_refusal(kind, obj_name, e.status, e.message))
-        except ApiException as e:
-            refused.append(apply_refusal(kind, obj_name, e.status, str(e.reason)))
-        except urllib3.exceptions.HTTPError as e:
-            refused.append(apply_refusal(kind, obj_name, None, f"no answer from the API server ({e})"))
-    archiver_refused, archiver = binlog_archiver(kube, job_image, tools_repository, c, owner)
-    refused += archiver_refused
-    if must_check_claims(statefulset, c.spec.storage.size, claims):
-        not_grown, all_asking = grow_volumes(kube, c)
-        refused += not_grown
-        uid = (statefulset or {}).get("metadata", {}).get("uid")
-        claims = (uid, c.spec.storage.size) if all_asking and uid else None
-    return Applied(redact("; ".join(refused), secrets) if refused else None, placed, staged, archiver, claims)
+            step, events = place_template(restarts, c, body, obj, live, dry_run, restarting)
+        except (k.ApplyError, ApiException, urllib3.exceptions.HTTPError) as e:
+            refused.append(_refusal("StatefulSet", obj["metadata"]["name"], e))
+            continue
+        placed, staged = True, step if isinstance(step, rolling.StageTemplate) else None
+        if events:
+            writes.append(Post(tuple(events)))
+        done = approved and isinstance(step, rolling.WriteTemplate)
+        writes.append(Apply(obj, approval if done else None))
+    dep = m.binlog_archiver(
+        c, job_image, image_pull_policy=c.spec.image_pull_policy, tools_repository=tools_repository
+    )
+    archiver = m.binlog_archiver_name(c)
+    writes.append(DeleteDeployment(c.namespace, archiver) if dep is None else Apply(m.owned(dep, owner)))
+    claims_seen = None
+    if must_check_claims(live, c.spec.storage.size, claims):
+        writes += [
+            GrowClaim(c.namespace, m.data_claim_name(c, o), c.spec.storage.size)
+            for o in range(c.spec.instances)
+        ]
+        claims_seen = ((live or {}).get("metadata", {}).get("uid"), c.spec.storage.size)
+    return OwnedPlan(tuple(writes), tuple(refused), placed, staged, archiver, claims_seen, claims)
+
+
+def carry_out(kube: KubeOps, body: Mapping[str, Any], plan: OwnedPlan, secrets: Sequence[str]) -> Applied:
+    """Effect: the plan's writes through KubeOps, in its order; one refused stops none of the
+    others (the removal of a request's annotation waits on its object's apply)."""
+    refused, archiver, all_asking = list(plan.refused), None, True
+    for w in plan.writes:
+        if isinstance(w, Post):
+            kube.post_events(body, w.events)
+        elif isinstance(w, GrowClaim):
+            asking, why = _grow(kube, w)
+            all_asking = all_asking and asking
+            if why:
+                refused.append(
+                    f"spec.storage.size: PersistentVolumeClaim {w.claim} cannot grow to {w.size}: "
+                    f"{why} (its StorageClass must allow volume expansion)"
+                )
+        else:
+            kind, name = ("Deployment", w.name) if isinstance(w, DeleteDeployment) else _kind_name(w.obj)
+            try:
+                if isinstance(w, DeleteDeployment):
+                    kube.delete_deployment(w.namespace, w.name)
+                    continue
+                answer = kube.apply(w.obj)
+                if w.unapprove:
+                    kube.remove_cluster_annotation(body, w.unapprove)  # carried out
+                if (kind, name) == ("Deployment", plan.archiver):
+                    archiver = answer.get("status") or {}
+            except (k.ApplyError, ApiException, urllib3.exceptions.HTTPError) as e:
+                refused.append(_refusal(kind, name, e))
+    claims = plan.claims
+    if plan.claims_seen is not None:
+        uid, size = plan.claims_seen
+        claims = (uid, size) if all_asking and uid else None
+    why = redact("; ".join(refused), secrets) if refused else None
+    return Applied(why, plan.placed, plan.staged, archiver, claims)
+
+
+def _kind_name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    return obj["kind"], obj["metadata"]["name"]
+
+
+def _refusal(kind: str, name: str, e: Exception) -> str:
+    if isinstance(e, k.ApplyError):
+        return apply_refusal(kind, name, e.status, e.message)
+    if isinstance(e, ApiException):
+        return apply_refusal(kind, name, e.status, str(e.reason))
+    return apply_refusal(kind, name, None, f"no answer from the API server ({e})")
+
+
+def _grow(kube: KubeOps, w: GrowClaim) -> tuple[bool, str | None]:
+    """The claim asks for w.size: whether it does now, and why not in the API server's words."""
+    try:
+        return kube.grow_claim(w.namespace, w.claim, w.size)
+    except urllib3.exceptions.HTTPError as e:
+        return False, f"no answer from the API server ({e})"
 
 
 def must_check_claims(statefulset: Mapping[str, Any] | None, size: str, seen: tuple[str, str] | None) -> bool:
@@ -108,49 +206,3 @@ def must_check_claims(statefulset: Mapping[str, Any] | None, size: str, seen: tu
     if templated is not None and parse_quantity(templated) < parse_quantity(size):
         return True
     return seen != (statefulset.get("metadata", {}).get("uid"), size)
-
-
-def binlog_archiver(
-    kube: KubeOps,
-    job_image: str,
-    tools_repository: str,
-    c: MySQLCluster,
-    owner: Mapping[str, Any],
-) -> tuple[list[str], Mapping[str, Any] | None]:
-    """The binary-log archiver's Deployment applied (spec.backup.binlogs.enabled) or deleted
-    (off): why the API server refused, if it did, and the status of the one applied."""
-    dep = m.binlog_archiver(
-        c, job_image, image_pull_policy=c.spec.image_pull_policy, tools_repository=tools_repository
-    )
-    name = m.binlog_archiver_name(c)
-    try:
-        if dep is not None:
-            return [], kube.apply(m.owned(dep, owner)).get("status") or {}
-        kube.delete_deployment(c.namespace, name)
-    except k.ApplyError as e:
-        return [apply_refusal("Deployment", name, e.status, e.message)], None
-    except ApiException as e:
-        return [apply_refusal("Deployment", name, e.status, str(e.reason))], None
-    except urllib3.exceptions.HTTPError as e:
-        return [apply_refusal("Deployment", name, None, f"no answer from the API server ({e})")], None
-    return [], None
-
-
-def grow_volumes(kube: KubeOps, c: MySQLCluster) -> tuple[list[str], bool]:
-    """Every server's data volume asks for spec.storage.size (raised: expanded where the
-    StorageClass allows it). Why not, for each claim the API server refused, and whether every
-    claim exists and asks for it now."""
-    refused, all_asking = [], True
-    for o in range(c.spec.instances):
-        claim = m.data_claim_name(c, o)
-        try:
-            asking, why = kube.grow_claim(c.namespace, claim, c.spec.storage.size)
-        except urllib3.exceptions.HTTPError as e:
-            asking, why = False, f"no answer from the API server ({e})"
-        all_asking = all_asking and asking
-        if why:
-            refused.append(
-                f"spec.storage.size: PersistentVolumeClaim {claim} cannot grow to {c.spec.storage.size}: "
-                f"{why} (its StorageClass must allow volume expansion)"
-            )
-    return refused, all_asking

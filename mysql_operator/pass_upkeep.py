@@ -15,7 +15,7 @@ from mysql_operator.api import MySQLCluster
 from mysql_operator.k8s import objects as k
 from mysql_operator.credentials import rotation_pending
 from mysql_operator.pods import pod_ordinal
-from mysql_operator.owned import apply_owned
+from mysql_operator.owned import OwnedPlan, carry_out, plan_owned
 from mysql_operator.rollout import restarting_now
 from mysql_operator.tls_upkeep import TLSSeen
 from mysql_operator.tls_upkeep import renewed as tls_renewed
@@ -73,32 +73,22 @@ class PassUpkeep(PassRestore):
         due = self.clock() - entry.last_apply >= every
         return bool(apply or (apply is None and due) or previous.get("observedGeneration") != c.generation)
 
-    def _upkeep(
+    def _plan_owned(
         self,
-        body: Mapping[str, Any],
         c: MySQLCluster,
+        body: Mapping[str, Any],
         entry: ClusterEntry,
         logins: Logins,
         previous: Mapping[str, Any],
-        pods: list[dict],
-        tls_seen: TLSSeen | None,
-        due: bool,
         live: Mapping[str, Any] | None,
-    ) -> bool:
-        """Effects that need no server: the certificate from what was read of it (`tls_seen`; a
-        renewal announced to `pods`, the cluster's), and every owned object applied when `due`
-        (`_apply_due`; `live`: the StatefulSet as the API server had it then, None: none).
-        Whether everything applied in this pass."""
-        renewal = entry.tls.ensure(self.kube, c, body, tls_seen, self.clock())
-        if renewal is not None:
-            tls_renewed(self.kube, body, pods, renewal)
-        if not due:
-            return False
-        done = apply_owned(
+    ) -> OwnedPlan:
+        """Reads only: every owned object's write of a pass that applies them (`live`: the
+        StatefulSet as the API server had it, None: none)."""
+        return plan_owned(
             live,
-            self.kube,
             self.restarts,
             lambda: restarting_now(self.reads),
+            self.kube.dry_run_apply,
             self.job_image,
             self.exporter_image,
             self.tools_repository,
@@ -106,9 +96,28 @@ class PassUpkeep(PassRestore):
             body,
             logins.passwords,
             pod_ordinal(previous.get("currentPrimary") or "", c.name),
-            logins.secrets,
             entry.claims,
         )
+
+    def _upkeep(
+        self,
+        body: Mapping[str, Any],
+        c: MySQLCluster,
+        entry: ClusterEntry,
+        logins: Logins,
+        pods: list[dict],
+        tls_seen: TLSSeen | None,
+        owned: OwnedPlan | None,
+    ) -> bool:
+        """Effects that need no server: the certificate from what was read of it (`tls_seen`; a
+        renewal announced to `pods`, the cluster's), and the owned objects' writes when a plan
+        applies them (`_plan_owned`; None: not due). Whether everything applied in this pass."""
+        renewal = entry.tls.ensure(self.kube, c, body, tls_seen, self.clock())
+        if renewal is not None:
+            tls_renewed(self.kube, body, pods, renewal)
+        if owned is None:
+            return False
+        done = carry_out(self.kube, body, owned, logins.secrets)
         entry.claims = done.claims
         if done.placed:
             entry.restart_pending = done.staged

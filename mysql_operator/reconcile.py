@@ -168,6 +168,8 @@ class Reconciler(PassUpkeep):
         live = self.reads.live_statefulset(c.namespace, m.statefulset_name(c)) if due else None
         tls_seen = entry.tls.observe(self.reads, c, body, self.resync_seconds, self.clock())
         logins = self._logins(c, body)  # (a new cluster's Secret is created without a read first)
+        # every write that brings the owned objects to the spec, planned on what was read
+        owned = self._plan_owned(c, body, entry, logins, previous, live) if due else None
         seen = Observed(body, c, previous, logins, listed, statefulset, spec_error, refused_generation)
         restore = self._restore_plan(seen)
         # the operator never talks to the servers without the CA to verify them (entry.tls.state),
@@ -196,7 +198,7 @@ class Reconciler(PassUpkeep):
         except Exception as e:  # noqa: BLE001 - raised again below, after the upkeep
             failed = e
         self._unknown_fields(body, c, entry)
-        applied = self._upkeep(body, c, entry, logins, previous, listed, tls_seen, due, live)
+        applied = self._upkeep(body, c, entry, logins, listed, tls_seen, owned)
         if failed is not None:
             raise failed
         if held:  # (after the upkeep: the restore's cluster needs its objects)

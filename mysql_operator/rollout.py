@@ -237,18 +237,19 @@ def written_template(existing: Mapping[str, Any], observed_generation: int | Non
 
 
 def place_template(
-    kube: KubeOps,
     gate: RestartGate,
     c: MySQLCluster,
     body,
     obj: dict,
     existing: Mapping[str, Any] | None,
+    dry_run: Callable[[dict], Mapping[str, Any]],
     restarting: Callable[[], set[str]] = set,
-) -> rolling.TemplateStep:
-    """Effect: `obj` (the StatefulSet to apply) gets the Pod template rolling.template_step
-    chooses: its own, or the existing one while a restart is staged; and the annotations that
-    record which. Asks the API server (a dry-run apply) whether the template would change when
-    an older operator wrote it. Events: a restart staged, an operator's restart started."""
+) -> tuple[rolling.TemplateStep, list[tuple[str, str, str]]]:
+    """`obj` (the StatefulSet to apply) gets the Pod template rolling.template_step chooses: its
+    own, or the existing one while a restart is staged; and the annotations that record which.
+    Reads only: asks the API server (`dry_run`, a dry-run apply) whether the template would change
+    when an older operator wrote it. Returns the step and the Events to post before the apply: a
+    restart staged, an operator's restart started."""
     desired = template_hash(obj)
     key = f"{c.namespace}/{c.name}"
     written = None
@@ -256,7 +257,7 @@ def place_template(
         written = written_template(existing, (body.get("status") or {}).get("observedGeneration"))
     same = False
     if written is not None and written.applied is None:
-        dry = kube.dry_run_apply(obj)
+        dry = dry_run(obj)
         same = (dry.get("spec") or {}).get("template") == (existing.get("spec") or {}).get("template")
     approved = rolling.APPROVE_RESTART_ANNOTATION in ((body.get("metadata") or {}).get("annotations") or {})
 
@@ -278,11 +279,9 @@ def place_template(
         obj["spec"]["template"] = copy.deepcopy(existing["spec"]["template"])
         if written.applied is not None:
             notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = written.applied
-        if written.wanted != desired:
-            kube.post_events(body, [("Normal", R.RESTART_PENDING, step.message)])
-        return step
+        return step, [("Normal", R.RESTART_PENDING, step.message)] if written.wanted != desired else []
     notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = desired
     if step.operator_change:
-        kube.post_events(body, [("Normal", R.OPERATOR_RESTART, step.reason)])
         log.info("%s OperatorRestart: %s", key, step.reason)
-    return step
+        return step, [("Normal", R.OPERATOR_RESTART, step.reason)]
+    return step, []

@@ -56,7 +56,7 @@ class RecordingKube:
         return True
 
     def dry_run_apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        self.calls.append(("dry-run", obj["kind"], obj["metadata"]["name"]))
+        self.calls.append(("read", "dry run", obj["kind"], obj["metadata"]["name"]))  # writes nothing
         return dict(obj)
 
     def create_secret(self, secret: Mapping[str, Any]) -> SecretRead | None:
@@ -144,6 +144,14 @@ class RecordingReads:
     def live_statefulset(self, namespace: str, name: str) -> dict | None:
         self._read("live statefulset", name)
         return self.statefulsets.get(name)
+
+    def owned_statefulsets(self, sync_wait: float = 10.0) -> list[dict]:
+        self._read("statefulsets")
+        return list(self.statefulsets.values())
+
+    def clusters_by_uid(self, sync_wait: float = 10.0) -> dict[str, str]:
+        self._read("clusters")
+        return {c["metadata"]["uid"]: f"{c['metadata']['namespace']}/{n}" for n, c in self.clusters.items()}
 
     def secret(self, namespace: str, name: str, max_age: float) -> SecretRead | None:
         self._read("secret", name)

@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 
+from mysql_operator import manifests as m
+from mysql_operator import owned, rolling
+from mysql_operator import reasons as R
+from mysql_operator.api import parse
 from mysql_operator.reconcile import Reconciler
 from tests.support.fake_servers import FakeServer, World
 from tests.support.fakes import RecordingKube, RecordingReads
@@ -130,3 +134,56 @@ def test_a_replication_pass_that_fails_still_applies_the_owned_objects_then_fail
         cluster.a_pass(apply=True)
     assert ("apply", "StatefulSet", "db") in [c[:3] for c in cluster.kube.calls]
     assert not [c for c in cluster.kube.calls if c[0] == "status"]
+
+
+def planned(w: owned.Write) -> list[tuple[Any, ...]]:
+    """What RecordingKube logs for one write of an owned objects' plan."""
+    if isinstance(w, owned.Post):
+        return [("events", [reason for _, reason, _ in w.events])]
+    if isinstance(w, owned.GrowClaim):
+        return [("grow claim", w.claim, w.size)]
+    if isinstance(w, owned.DeleteDeployment):
+        return [("delete deployment", w.name)]
+    applied = [("apply", w.obj["kind"], w.obj["metadata"]["name"])]
+    return applied + ([("unannotate", w.unapprove)] if w.unapprove else [])
+
+
+def test_the_owned_objects_are_written_as_planned_on_what_was_read():
+    """A pass that rolls a new operator version's Pod template (approved; an older operator wrote
+    the StatefulSet, so the API server is asked by a dry run whether the template changes, and
+    the other clusters' StatefulSets whether one rolls) and grows the data claims: the plan is
+    made on reads made before the pass's first write, and its writes are carried out through
+    KubeOps one after another, in the plan's order: what the log shows is the plan."""
+    cluster = Cluster({"operatorUpgrades": "Manual", "storage": {"size": "2Gi"}})
+    cluster.a_pass()
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "ns", "uid": "sts-1", "annotations": {}},
+        "spec": {
+            "replicas": 3,
+            "template": {"metadata": {}, "spec": {"containers": [{"name": "mysqld", "image": "old"}]}},
+            "volumeClaimTemplates": [{"spec": {"resources": {"requests": {"storage": "1Gi"}}}}],
+        },
+    }
+    cluster.reads.statefulsets["db"] = sts
+    approval = rolling.APPROVE_RESTART_ANNOTATION
+    cluster.body["metadata"]["annotations"] = {approval: "true"}
+    plans: list[owned.OwnedPlan] = []
+    plan_owned = cluster.r._plan_owned
+
+    def recorded(*args: Any) -> owned.OwnedPlan:
+        plans.append(plan_owned(*args))
+        return plans[-1]
+
+    cluster.r._plan_owned = recorded  # type: ignore[method-assign]
+    calls = cluster.a_pass(apply=True)
+    assert reads_after_first_write(calls) == []
+    assert ("read", "dry run", "StatefulSet", "db") in calls and ("read", "statefulsets") in calls
+    (plan,) = plans
+    expected = [call for w in plan.writes for call in planned(w)]
+    start = calls.index(expected[0])
+    assert calls[start : start + len(expected)] == expected
+    assert ("events", [R.OPERATOR_RESTART]) in expected and ("unannotate", approval) in expected
+    grown = [c for c in expected if c[0] == "grow claim"]
+    assert grown == [("grow claim", m.data_claim_name(parse(cluster.body), i), "2Gi") for i in range(3)]
