@@ -5,7 +5,7 @@ with the names of the operator's own certificate, and `<name>-ca-bundle` publish
 new certificate in the Secret and has the servers reload it, as for its own (tls_upkeep.py).
 
     seen = read_cert_manager(reads, cluster)                          # observe
-    state = ensure_cert_manager(kube, cluster, owner, seen, known)    # a TLSState, or a TLSProblem
+    state, writes = plan_cert_manager(cluster, owner, seen, known)    # a TLSState, or a TLSProblem
 
 What to make of what the API server says (`certificate`, `cert_manager_verdict`) is pure."""
 
@@ -25,10 +25,9 @@ from mysql_operator.certificates import (
     TLSProblem,
     TLSState,
     bundle_writes,
-    write_secrets,
 )
 from mysql_operator.k8s.cache import Reads
-from mysql_operator.k8s.ops import KubeOps
+from mysql_operator.writes import Apply, Write
 from mysql_operator import reasons as R
 
 CERT_MANAGER_VERSION = "v1"
@@ -167,12 +166,13 @@ def cert_manager_verdict(
 class CertManagerSeen:
     """What the API server says of the cluster's cert-manager certificate: the resources served
     in cert-manager.io/v1 (None: not installed), the issuer (None: not found, or not read), the
-    data of `<name>-tls` and of `<name>-ca-bundle`."""
+    data of `<name>-tls` and of `<name>-ca-bundle`, the Certificate as the last apply left it."""
 
     served: set[str] | None
     issuer: Mapping[str, Any] | None
     secret: Mapping[str, str] | None
     bundle: Mapping[str, str] | None
+    certificate: Mapping[str, Any] | None = None  # the Certificate (its Ready condition)
 
 
 def read_cert_manager(reads: Reads, c: MySQLCluster) -> CertManagerSeen:
@@ -186,27 +186,33 @@ def read_cert_manager(reads: Reads, c: MySQLCluster) -> CertManagerSeen:
         issuer = reads.custom_object(
             CERT_MANAGER_GROUP, CERT_MANAGER_VERSION, ISSUER_PLURALS[ref.kind], ref.name, namespace
         )
+    installed = served is not None and "certificates" in served
     return CertManagerSeen(
         served,
         issuer,
         reads.secret_data(c.namespace, m.tls_secret_name(c)),
         reads.secret_data(c.namespace, m.ca_bundle_secret_name(c)),
+        reads.custom_object(
+            CERT_MANAGER_GROUP, CERT_MANAGER_VERSION, "certificates", m.tls_secret_name(c), c.namespace
+        )
+        if installed
+        else None,
     )
 
 
-def ensure_cert_manager(
-    kube: KubeOps,
+def plan_cert_manager(
     c: MySQLCluster,
     owner: Mapping[str, Any],
     seen: CertManagerSeen,
     known: TLSState | None = None,
-) -> TLSState | TLSProblem:
-    """Effect: the cert-manager Certificate is applied (when cert-manager is installed) and, once
-    the Secret holds a certificate, `<name>-ca-bundle` carries its ca.crt. No `<name>-ca`."""
-    cert = None
+) -> tuple[TLSState | TLSProblem, list[Write]]:
+    """Pure: what the cluster has from cert-manager (cert_manager_verdict on what was read) and
+    the writes that keep it: the Certificate applied (when cert-manager is installed) and, once
+    the Secret holds a certificate, `<name>-ca-bundle` carrying its ca.crt. No `<name>-ca`."""
+    writes: list[Write] = []
     if seen.served is not None and "certificates" in seen.served:
-        cert = kube.apply(m.owned(certificate(c), owner))
-    state = cert_manager_verdict(c, seen.served, seen.issuer, seen.secret, cert, known)
+        writes.append(Apply(m.owned(certificate(c), owner)))
+    state = cert_manager_verdict(c, seen.served, seen.issuer, seen.secret, seen.certificate, known)
     if isinstance(state, TLSState):
-        write_secrets(kube, bundle_writes(c, owner, seen.bundle, state.ca_pem))
-    return state
+        writes += bundle_writes(c, owner, seen.bundle, state.ca_pem)
+    return state, writes

@@ -2,8 +2,8 @@
 
     stored = read_stored(reads, cluster)                       # observe: the three Secrets
     state, writes = plan_secrets(cluster, owner, now, stored)  # the CA kept, the server cert (re)issued
-    write_secrets(kube, writes)                                # act
-    pending = reload_older(instances, served, state.not_after)  # FLUSH SSL where one served an older one
+    executor.carry_out(kube, body, [Chain(writes)])            # act
+    pending, writes = reloads(names, served, state.not_after)  # ReloadTLS where one served an older one
 
 Secrets (owned by the MySQLCluster, created only if missing, never taken from elsewhere):
 - `<name>-ca`: the CA certificate and key (only the operator reads it);
@@ -13,14 +13,14 @@ Secrets (owned by the MySQLCluster, created only if missing, never taken from el
 With `spec.tls.issuerRef` cert-manager makes the certificate instead (no `<name>-ca`):
 
     seen = read_cert_manager(reads, cluster)
-    state = ensure_cert_manager(kube, cluster, owner, seen, known)   # a TLSState, or a TLSProblem to report
+    state, writes = plan_cert_manager(cluster, owner, seen, known)   # a TLSState, or a TLSProblem to report
 
 applies a cert-manager `Certificate` `<name>-tls` (owned by the MySQLCluster) that writes the same
 `<name>-tls` Secret the Pods mount, with the same names, and publishes `<name>-ca-bundle` from the
 `ca.crt` cert-manager puts in it. cert-manager renews it; the operator notices a new certificate
 in the Secret and has the servers reload it, as for its own. What to make of what the API server
-says (`plan_secrets`, `certificate`, `cert_manager_verdict`) is pure; `read_*` only read, the
-rest only write.
+says (`plan_secrets`, `certificate`, `cert_manager_verdict`, `plan_cert_manager`) is pure;
+`read_*` only read; the writes are the executor's (executor.py).
 
 A renewed certificate reaches the Pods when the kubelet rewrites the mounted Secret; the operator
 then asks each server to reload its certificate (no restart) and checks what it serves. A server
@@ -33,15 +33,15 @@ import base64
 import datetime as dt
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from mysql_operator import manifests as m
-from mysql_operator import tls
+from mysql_operator import executor, tls
 from mysql_operator.api import MySQLCluster
-from mysql_operator.db_ops import DbOps
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.k8s.ops import KubeOps
+from mysql_operator.writes import Chain, ReloadTLS, SecretWrite
 
 log = logging.getLogger(__name__)
 
@@ -118,16 +118,6 @@ def serving_now(stored: StoredTLS) -> TLSState | None:
         return None
 
 
-@dataclass(frozen=True)
-class SecretWrite:
-    """One write of a certificate Secret: `body` created (only if missing), or its keys set in the
-    existing one (`create` False); `or_keys`: a create that finds one sets its keys instead."""
-
-    body: dict[str, Any]
-    create: bool
-    or_keys: bool = False
-
-
 def plan_secrets(
     c: MySQLCluster, owner: Mapping[str, Any], now: dt.datetime, stored: StoredTLS | None
 ) -> tuple[TLSState, list[SecretWrite]]:
@@ -171,18 +161,10 @@ def plan_secrets(
 
 
 def write_secrets(kube: KubeOps, writes: list[SecretWrite]) -> bool:
-    """Effect: the writes, in order. False when a Secret to create exists already (an earlier
-    object of the cluster's name left it, or another writer was first): the rest is not
-    written, and the next check reads what is there."""
-    for w in writes:
-        meta = w.body["metadata"]
-        if not w.create:
-            kube.add_secret_keys(meta["namespace"], meta["name"], w.body["data"])
-        elif kube.create_secret(w.body) is None:
-            if not w.or_keys:
-                return False
-            kube.add_secret_keys(meta["namespace"], meta["name"], w.body["data"])
-    return True
+    """Effect: the writes, in order, through the executor. False when a Secret to create exists
+    already (an earlier object of the cluster's name left it, or another writer was first): the
+    rest is not written, and the next check reads what is there."""
+    return all(d.made for d in executor.carry_out(kube, {}, [Chain(tuple(writes))]))
 
 
 def _ca_secret(c: MySQLCluster, owner: Mapping[str, Any], ca: tls.KeyPair) -> dict:
@@ -207,27 +189,21 @@ def bundle_writes(
     return [SecretWrite(_bundle_secret(c, owner, ca_pem), bundle is None, or_keys=True)]
 
 
-def reload_older(
-    instances: Mapping[str, DbOps], served: Mapping[str, Any], not_after: dt.datetime
-) -> list[str]:
-    """Effect: every server that was seen serving an older certificate than the one that
-    expires at `not_after` (`served`: name -> when what it served expires, None without TLS, or
-    the InstanceError of the read) asked to reload it. Returns the servers not seen serving it
-    yet (reloaded now, or not read): checked again later."""
-    pending = []
-    for name, inst in instances.items():
+def reloads(
+    names: Iterable[str], served: Mapping[str, Any], not_after: dt.datetime
+) -> tuple[list[str], list[ReloadTLS]]:
+    """Pure: the servers (`names`) not seen serving the certificate that expires at `not_after`
+    yet (`served`: name -> when what it served expires, None without TLS, or the InstanceError of
+    the read): checked again later; and the reloads of those seen serving an older one."""
+    pending, writes = [], []
+    for name in names:
         was = served.get(name)
         if isinstance(was, dt.datetime) and was >= not_after:
             continue
         pending.append(name)
-        if isinstance(was, InstanceError) or name not in served:
-            log.debug("%s: TLS reload check: %s", name, was or "not read")
-            continue
-        try:
-            inst.reload_tls()
-        except InstanceError as e:
-            log.debug("%s: TLS reload: %s", name, e)
-    return pending
+        if not isinstance(was, InstanceError) and name in served:
+            writes.append(ReloadTLS(name))
+    return pending, writes
 
 
 __all__ = [
@@ -238,7 +214,7 @@ __all__ = [
     "plan_secrets",
     "read_stored",
     "secret",
-    "reload_older",
+    "reloads",
     "serving_now",
     "write_secrets",
 ]

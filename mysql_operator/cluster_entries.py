@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from kubernetes.client.rest import ApiException
 
+from mysql_operator import executor
 from mysql_operator import manifests as m
 from mysql_operator.k8s.cache import Reads
 from mysql_operator.db_ops import DbOps
@@ -52,6 +53,7 @@ class ClusterEntries:
         # what a pass reads (watched stores in the operator; the API server itself by default)
         self.reads = reads or Reads(api)
         self.kube: KubeOps = kube or self.reads  # what the pass writes
+        self.execute = executor.carry_out  # the one executor of the pass's planned writes
         # how the engine reaches a server (None: db/instance.Instance, as build_engine makes it)
         self.connect = connect
         self.resolver_mode = resolver_mode

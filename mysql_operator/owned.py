@@ -1,63 +1,36 @@
 """A cluster's owned objects brought to its spec, planned then carried out: `plan_owned` (reads
 only, before the pass writes anything) says every write, in order - every object server-side
 applied (the StatefulSet's size and Pod template as rollout.place_template chooses), the binary
-log archiver's Deployment applied or deleted, the data volumes grown - and `carry_out` makes them
-through KubeOps. One the API server refuses stops neither the others nor the pass (replication is
-looked after whatever the spec): why is returned, for the status. The claims are grown only while
+log archiver's Deployment applied or deleted, the data volumes grown - which the executor makes
+(executor.carry_out, keep_going) and `settle` reads: one the API server refuses stops neither the
+others nor the pass (replication is looked after whatever the spec): why is returned, for the
+status. The claims are grown only while
 one may be smaller than spec.storage.size (`must_check_claims`). The credentials Secret is not
 applied here: it is created only if missing (passwords.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence
 
-import urllib3
 from kubernetes.client.rest import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
 from mysql_operator import manifests as m
 from mysql_operator import rolling
+from mysql_operator import writes as w
+from mysql_operator.executor import REFUSALS, Done
 from mysql_operator.api import MySQLCluster
 from mysql_operator.redaction import redact
 from mysql_operator.k8s import objects as k
-from mysql_operator.k8s.ops import KubeOps
 from mysql_operator.pods import statefulset_replicas
 from mysql_operator.rollout import RestartGate, place_template
 from mysql_operator.spec_record import apply_refusal
 
 
-# -- the writes a plan holds, each carried out through one KubeOps call ------------------------
-@dataclass(frozen=True)
-class Apply:
-    obj: Mapping[str, Any]  # server-side applied
-    unapprove: str | None = None  # then this annotation of the cluster removed (a request carried out)
-
-
-@dataclass(frozen=True)
-class Post:
-    events: tuple[tuple[str, str, str], ...]  # (type, reason, message) on the cluster
-
-
-@dataclass(frozen=True)
-class DeleteDeployment:
-    namespace: str
-    name: str
-
-
-@dataclass(frozen=True)
-class GrowClaim:
-    namespace: str
-    claim: str
-    size: str
-
-
-Write = Union[Apply, Post, DeleteDeployment, GrowClaim]
-
-
 @dataclass(frozen=True)
 class OwnedPlan:
-    writes: tuple[Write, ...]  # in this order
+    writes: tuple[w.Step, ...]  # in this order
     refused: tuple[str, ...]  # why an object is not written (its plan was refused: a dry run)
     placed: bool  # the StatefulSet's template was chosen (then `staged` says whether it waits)
     staged: rolling.StageTemplate | None  # a Pod template a new operator version wants, staged
@@ -97,7 +70,7 @@ def plan_owned(
     `live`: the StatefulSet as the API server has it (read before the pass wrote anything; None:
     there is none); `claims`: what the last Applied said of the data claims."""
     owner = k.owner_of(body)
-    writes: list[Write] = []
+    writes: list[w.Step] = []
     refused = []
     placed, staged = False, None
     approval = rolling.APPROVE_RESTART_ANNOTATION
@@ -107,7 +80,7 @@ def plan_owned(
             continue  # created only if missing (passwords.py)
         obj = m.owned(obj, owner)
         if obj["kind"] != "StatefulSet":
-            writes.append(Apply(obj))
+            writes.append(w.Apply(obj))
             continue
         current, claimed = k.statefulset_sizing(live)
         obj["spec"]["replicas"] = statefulset_replicas(c.spec.instances, primary_ordinal, current)
@@ -115,57 +88,55 @@ def plan_owned(
             obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = claimed
         try:
             step, events = place_template(restarts, c, body, obj, live, dry_run, restarting)
-        except (k.ApplyError, ApiException, urllib3.exceptions.HTTPError) as e:
+        except REFUSALS as e:
             refused.append(_refusal("StatefulSet", obj["metadata"]["name"], e))
             continue
         placed, staged = True, step if isinstance(step, rolling.StageTemplate) else None
-        if events:
-            writes.append(Post(tuple(events)))
-        done = approved and isinstance(step, rolling.WriteTemplate)
-        writes.append(Apply(obj, approval if done else None))
+        done = approved and isinstance(step, rolling.WriteTemplate)  # the request carried out
+        writes.append(
+            w.Chain(
+                (
+                    *([w.Post(tuple(events))] if events else []),
+                    w.Apply(obj),
+                    *([w.RemoveAnnotation(approval)] if done else []),
+                )
+            )
+        )
     dep = m.binlog_archiver(
         c, job_image, image_pull_policy=c.spec.image_pull_policy, tools_repository=tools_repository
     )
     archiver = m.binlog_archiver_name(c)
-    writes.append(DeleteDeployment(c.namespace, archiver) if dep is None else Apply(m.owned(dep, owner)))
+    writes.append(w.DeleteDeployment(c.namespace, archiver) if dep is None else w.Apply(m.owned(dep, owner)))
     claims_seen = None
     if must_check_claims(live, c.spec.storage.size, claims):
         writes += [
-            GrowClaim(c.namespace, m.data_claim_name(c, o), c.spec.storage.size)
+            w.GrowClaim(c.namespace, m.data_claim_name(c, o), c.spec.storage.size)
             for o in range(c.spec.instances)
         ]
         claims_seen = ((live or {}).get("metadata", {}).get("uid"), c.spec.storage.size)
     return OwnedPlan(tuple(writes), tuple(refused), placed, staged, archiver, claims_seen, claims)
 
 
-def carry_out(kube: KubeOps, body: Mapping[str, Any], plan: OwnedPlan, secrets: Sequence[str]) -> Applied:
-    """Effect: the plan's writes through KubeOps, in its order; one refused stops none of the
-    others (the removal of a request's annotation waits on its object's apply)."""
+def settle(plan: OwnedPlan, done: Sequence[Done], secrets: Sequence[str]) -> Applied:
+    """Pure: what the plan's writes, as the executor made them (`done`, keep_going), applied: one
+    refused stops none of the others (the removal of a request's annotation waits on its
+    object's apply)."""
     refused, archiver, all_asking = list(plan.refused), None, True
-    for w in plan.writes:
-        if isinstance(w, Post):
-            kube.post_events(body, w.events)
-        elif isinstance(w, GrowClaim):
-            asking, why = _grow(kube, w)
+    for d in done:
+        write = d.write
+        if isinstance(write, w.GrowClaim):
+            asking, why = (False, _no_answer(d.error)) if d.error else d.answer
             all_asking = all_asking and asking
             if why:
                 refused.append(
-                    f"spec.storage.size: PersistentVolumeClaim {w.claim} cannot grow to {w.size}: "
+                    f"spec.storage.size: PersistentVolumeClaim {write.claim} cannot grow to {write.size}: "
                     f"{why} (its StorageClass must allow volume expansion)"
                 )
-        else:
-            kind, name = ("Deployment", w.name) if isinstance(w, DeleteDeployment) else _kind_name(w.obj)
-            try:
-                if isinstance(w, DeleteDeployment):
-                    kube.delete_deployment(w.namespace, w.name)
-                    continue
-                answer = kube.apply(w.obj)
-                if w.unapprove:
-                    kube.remove_cluster_annotation(body, w.unapprove)  # carried out
-                if (kind, name) == ("Deployment", plan.archiver):
-                    archiver = answer.get("status") or {}
-            except (k.ApplyError, ApiException, urllib3.exceptions.HTTPError) as e:
-                refused.append(_refusal(kind, name, e))
+        elif d.error is not None:
+            kind, name = _kind_name(write)
+            refused.append(_refusal(kind, name, d.error))
+        elif isinstance(write, w.Apply) and _kind_name(write) == ("Deployment", plan.archiver):
+            archiver = d.answer.get("status") or {}
     claims = plan.claims
     if plan.claims_seen is not None:
         uid, size = plan.claims_seen
@@ -174,8 +145,19 @@ def carry_out(kube: KubeOps, body: Mapping[str, Any], plan: OwnedPlan, secrets: 
     return Applied(why, plan.placed, plan.staged, archiver, claims)
 
 
-def _kind_name(obj: Mapping[str, Any]) -> tuple[str, str]:
-    return obj["kind"], obj["metadata"]["name"]
+def _kind_name(write: w.Write) -> tuple[str, str]:
+    """The kind and name a refusal of `write` names (the object the API server refused)."""
+    if isinstance(write, w.DeleteDeployment):
+        return "Deployment", write.name
+    if isinstance(write, w.Apply):
+        return write.obj["kind"], write.obj["metadata"]["name"]
+    if isinstance(write, w.Post):
+        return "Event", write.events[0][1]
+    return "MySQLCluster", getattr(write, "key", type(write).__name__)  # the request's annotation
+
+
+def _no_answer(e: Exception) -> str:
+    return f"no answer from the API server ({e})"
 
 
 def _refusal(kind: str, name: str, e: Exception) -> str:
@@ -183,15 +165,7 @@ def _refusal(kind: str, name: str, e: Exception) -> str:
         return apply_refusal(kind, name, e.status, e.message)
     if isinstance(e, ApiException):
         return apply_refusal(kind, name, e.status, str(e.reason))
-    return apply_refusal(kind, name, None, f"no answer from the API server ({e})")
-
-
-def _grow(kube: KubeOps, w: GrowClaim) -> tuple[bool, str | None]:
-    """The claim asks for w.size: whether it does now, and why not in the API server's words."""
-    try:
-        return kube.grow_claim(w.namespace, w.claim, w.size)
-    except urllib3.exceptions.HTTPError as e:
-        return False, f"no answer from the API server ({e})"
+    return apply_refusal(kind, name, None, _no_answer(e))
 
 
 def must_check_claims(statefulset: Mapping[str, Any] | None, size: str, seen: tuple[str, str] | None) -> bool:

@@ -22,7 +22,7 @@ from mysql_operator.server_facts import leaving_primary
 from mysql_operator.credentials import not_rotated, rotation_denied, rotation_accounts
 from mysql_operator.pods import expected_identity, ready_count, ended_pod, server_not_running
 from mysql_operator.engine_config import engine_settings
-from mysql_operator.rollout import roll_delete, roll_desired, roll_step
+from mysql_operator.rollout import restarted, roll_delete, roll_desired, roll_step
 from mysql_operator.tls_upkeep import serves_tls
 from mysql_operator.instance_status import primary_since, recorded_executed
 from mysql_operator.status import primary_change_status
@@ -166,8 +166,9 @@ class PassReplication(PassStatus):
         return Replicated(engine, settings, members, force, state, outcome, roll, desired, relabelled)
 
     def _after(self, seen: Observed, entry: ClusterEntry, run: Replicated) -> None:
-        """What follows the replication pass: a pending password rotation, a forced failover's
-        record, a rolling update's next Pod restart, the certificate each server serves."""
+        """What follows the replication pass: a pending password rotation and a forced failover's
+        record (the replication step's own), then, planned and through the executor, a rolling
+        update's next Pod restart and the certificate each server serves."""
         c, body, logins = seen.c, seen.body, seen.logins
         decision, steps = run.outcome.decision, run.outcome.steps
         primary = run.state.current_primary
@@ -175,14 +176,19 @@ class PassReplication(PassStatus):
             self._rotate(seen, run.engine, primary, steps)
         if run.force:
             force_failover_done(self.kube, body, decision, steps, logins.secrets)
-        restarted = roll_delete(self.kube, body, decision, run.roll)
-        if restarted:  # the status must not count it ready: it is going down now
-            seen.ready = ready_count(seen.pods, c.spec.instances, restarted)
+        # the next Pod of a rolling update restarted, the servers serving an older certificate
+        # reloading it
+        todo = [
+            *roll_delete(body, decision, run.roll),
+            *entry.tls.serve_current(c, list(run.engine.instances)),
+        ]
+        gone = restarted(self.execute(self.kube, body, todo, servers=run.engine.instances))
+        if gone:  # the status must not count it ready: it is going down now
+            seen.ready = ready_count(seen.pods, c.spec.instances, gone)
         if primary != seen.current_primary:
             # the StatefulSet's size depends on the primary (a scale down keeps the primary's Pod
             # until it moved away): the next pass applies it again
             entry.last_apply = float("-inf")
-        entry.tls.serve_current(c, run.engine.instances)
 
     def _rotate(self, seen: Observed, engine: ReplicationEngine, primary: str, steps: list[Step]) -> None:
         """A changed password in the credentials Secret: ALTER USER through the primary, once

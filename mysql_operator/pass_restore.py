@@ -18,7 +18,6 @@ from mysql_operator.pods import NO_MOVES
 from mysql_operator import restore_gate as gate
 from mysql_operator import restore_plan
 from mysql_operator.status import Plan, Result
-from mysql_operator.executor import carry_out
 from mysql_operator.pass_state import ClusterEntry, Observed
 from mysql_operator.pass_replication import PassReplication
 
@@ -65,15 +64,21 @@ class PassRestore(PassReplication):
         c, body = seen.c, seen.body
         owner = k.owner_of(body)
         gate.carry_out(
-            self.reads, self.kube, c, owner, todo.writes, lambda: self._drop_restore_account(seen, entry)
+            self.reads,
+            self.kube,
+            c,
+            owner,
+            todo.writes,
+            lambda: self._drop_restore_account(seen, entry),
+            self.execute,
         )
         if not todo.held:
             return None
-        refused = gate.start(self.reads, self.kube, c, owner, todo.start)
+        refused = gate.start(self.reads, self.kube, c, owner, todo.start, self.execute)
         if refused is not None:
             todo = self._restore_plan(seen, refused)
         assert todo is not None and todo.status is not None
-        carry_out(self.kube, body, Plan(NO_MOVES, todo.events, todo.status, todo.changed))
+        self.execute(self.kube, body, Plan(NO_MOVES, todo.events, todo.status, todo.changed).writes())
         return Result(phase=todo.status["phase"], applied=applied, status={**seen.previous, **todo.status})
 
     def _drop_restore_account(self, seen: Observed, entry: ClusterEntry) -> None:

@@ -24,7 +24,7 @@ from mysql_operator.instance_status import archiver_state, instance_entries, res
 from mysql_operator.status import Result, plan
 from mysql_operator.status_events import events_from_steps
 from mysql_operator.summary import Summary, ArchiverState
-from mysql_operator.executor import carry_out
+from mysql_operator import writes as w
 from mysql_operator.pass_state import ClusterEntry, Observed, Replicated
 from mysql_operator.routing import primary_reached
 from mysql_operator.sql_sync import sync_sql_objects
@@ -53,9 +53,15 @@ class PassStatus(ClusterEntries):
         asked = seen.requests[0] if seen.requests else None
         settled = self._settle(seen, sw.no_servers(asked) if asked else None)
         summary = dataclasses.replace(summary, requests=settled.fields)
-        result = self._publish(seen.body, seen.previous, summary, list(settled.events), None, applied=applied)
-        self._request_done(seen, settled)
-        return result
+        return self._publish(
+            seen.body,
+            seen.previous,
+            summary,
+            list(settled.events),
+            None,
+            applied=applied,
+            then=self._request_done(settled),
+        )
 
     def _conclude(self, seen: Observed, entry: ClusterEntry, run: Replicated, applied: bool) -> Result:
         """Who serves (pods.serving, pure), then the SQL objects through a serving primary, the
@@ -139,8 +145,8 @@ class PassStatus(ClusterEntries):
             decision,
             applied=applied,
             labels=label_plan(labelled, served.roles),
+            then=self._request_done(settled),
         )
-        self._request_done(seen, settled)
         result.steps = steps
         result.recheck_in = t.next_pass_in(decision, float("inf"))
         if isinstance(decision, (t.Failover, t.Switchover)):
@@ -177,22 +183,22 @@ class PassStatus(ClusterEntries):
             seen.requests, verdict, seen.previous, seen.c.spec.primary, clock.stamp(), seen.logins.secrets
         )
 
-    def _request_done(self, seen: Observed, settled: sw.Settled) -> None:
-        """Effect: a finished request's annotation removed, once its record is in the status (an
+    @staticmethod
+    def _request_done(settled: sw.Settled) -> list[w.Write]:
+        """Pure: a finished request's annotation removed, once its record is in the status (an
         operator stopped before this resumes it: the record then says it again)."""
-        if settled.remove_annotation:
-            self.kube.remove_cluster_annotation(seen.body, sw.ANNOTATION)
+        return [w.RemoveAnnotation(sw.ANNOTATION)] if settled.remove_annotation else []
 
     def _publish(
-        self, body, previous, summary: Summary, events, decision, applied=False, labels=NO_MOVES
+        self, body, previous, summary: Summary, events, decision, applied=False, labels=NO_MOVES, then=()
     ) -> Result:
-        """The end of the pass: its Plan (status.plan, pure) carried out."""
+        """The end of the pass: its Plan (status.plan, pure), then the writes `then`, carried out."""
         meta = body["metadata"]
         entry = self._entry(meta["namespace"], meta["name"])
         with self._guard:
             reported = dict(entry.reported)
         todo = plan(summary, previous, events, clock.stamp(), labels, reported)
-        carry_out(self.kube, body, todo)
+        self.execute(self.kube, body, [*todo.writes(), *then])
         return Result(
             phase=todo.status["phase"],
             applied=applied,

@@ -68,7 +68,7 @@ from typing import Any, Mapping
 
 from mysql_operator import manifests as m
 from mysql_operator.pods import ready_count
-from mysql_operator.rollout import replace_stuck
+from mysql_operator.rollout import replace_stuck, restarted
 from mysql_operator.routing import probe_route
 from mysql_operator.spec_record import spec_in_effect
 from mysql_operator.status import Result, timer_can_skip
@@ -168,8 +168,9 @@ class Reconciler(PassUpkeep):
         live = self.reads.live_statefulset(c.namespace, m.statefulset_name(c)) if due else None
         tls_seen = entry.tls.observe(self.reads, c, body, self.resync_seconds, self.clock())
         logins = self._logins(c, body)  # (a new cluster's Secret is created without a read first)
-        # every write that brings the owned objects to the spec, planned on what was read
-        owned = self._plan_owned(c, body, entry, logins, previous, live) if due else None
+        # the writes that need no server (unknown fields said, the certificate, the owned
+        # objects), planned on what was read
+        upkeep = self._plan_upkeep(c, body, entry, logins, previous, listed, tls_seen, live, due)
         seen = Observed(body, c, previous, logins, listed, statefulset, spec_error, refused_generation)
         restore = self._restore_plan(seen)
         # the operator never talks to the servers without the CA to verify them (entry.tls.state),
@@ -197,15 +198,14 @@ class Reconciler(PassUpkeep):
                 run = self._replicate(seen, entry, engaged)
         except Exception as e:  # noqa: BLE001 - raised again below, after the upkeep
             failed = e
-        self._unknown_fields(body, c, entry)
-        applied = self._upkeep(body, c, entry, logins, listed, tls_seen, owned)
+        applied = self._upkeep(body, c, entry, logins, upkeep)
         if failed is not None:
             raise failed
         if held:  # (after the upkeep: the restore's cluster needs its objects)
             result = self._restore(seen, entry, applied, restore)
             assert result is not None
             return result
-        replaced = replace_stuck(self.kube, body, c, seen.listed, seen.statefulset)
+        replaced = restarted(self.execute(self.kube, body, replace_stuck(c, seen.listed, seen.statefulset)))
         if replaced:  # going down now, with the spec's current template coming up
             seen.ready = ready_count(seen.pods, c.spec.instances, replaced)
         if run is None:

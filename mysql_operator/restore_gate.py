@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from mysql_operator import cert_manager, certificates, clock, tls
+from mysql_operator import cert_manager, certificates, clock, executor, tls
 from mysql_operator import manifests as m
 from mysql_operator import restoring
 from mysql_operator.api import MySQLCluster, SpecError, parse
@@ -31,15 +31,8 @@ from mysql_operator.k8s import jobs
 from mysql_operator.manifests.restore_jobs import restore_dns_names, restore_job_name, restore_tls_secret_name
 from mysql_operator.manifests.tenant_jobs import DEFAULT_DEADLINE_SECONDS
 from mysql_operator.manifests.common import LOAD_USER, RESTORE_USER
-from mysql_operator.restore_plan import (
-    Apply,
-    CreateJob,
-    DropRestoreAccount,
-    Record,
-    RestoreCertificate,
-    RestoreSeen,
-    Write,
-)
+from mysql_operator.restore_plan import DROP_RESTORE_ACCOUNT, RESTORE_CERTIFICATE, RestoreSeen
+from mysql_operator.writes import Write
 
 
 log = logging.getLogger(__name__)
@@ -134,30 +127,33 @@ def carry_out(
     owner: Mapping[str, Any],
     writes: Sequence[Write],
     drop_account: Callable[[], None] = lambda: None,
+    execute: Callable[..., Any] = executor.carry_out,
 ) -> None:
-    """Effect: the writes, in order (an API error raises and stops the rest); `drop_account`
-    carries out DropRestoreAccount (drop_restore_account on the cluster's servers)."""
-    for w in writes:
-        if isinstance(w, DropRestoreAccount):
-            drop_account()
-        elif isinstance(w, Record):
-            kube.patch_status(c.ref, w.fields)
-        elif isinstance(w, Apply):
-            kube.apply(w.obj)
-        elif isinstance(w, CreateJob):
-            kube.create_job(w.obj)
-        elif isinstance(w, RestoreCertificate):
-            ensure_restore_certificate(reads, kube, c, owner, clock.now())
-        else:
-            kube.delete_pod(c.namespace, w.pod, uid=w.uid)
+    """Effect: the writes, in order, through the executor (`execute`; an API error raises and
+    stops the rest); `drop_account` carries out DROP_RESTORE_ACCOUNT (drop_restore_account on the
+    cluster's servers)."""
+    execute(
+        kube,
+        c.ref,
+        writes,
+        calls={
+            RESTORE_CERTIFICATE.name: lambda: ensure_restore_certificate(reads, kube, c, owner, clock.now()),
+            DROP_RESTORE_ACCOUNT.name: drop_account,
+        },
+    )
 
 
 def start(
-    reads: Reads, kube: KubeOps, c: MySQLCluster, owner: Mapping[str, Any], writes: Sequence[Write]
+    reads: Reads,
+    kube: KubeOps,
+    c: MySQLCluster,
+    owner: Mapping[str, Any],
+    writes: Sequence[Write],
+    execute: Callable[..., Any] = executor.carry_out,
 ) -> str | None:
     """Effect: the restore Job's creation carried out; why it was refused, or None."""
     try:
-        carry_out(reads, kube, c, owner, writes)
+        carry_out(reads, kube, c, owner, writes, execute=execute)
     except k.ApplyError as e:
         return f"creating the restore Job: {e.message}"
     except ApiException as e:

@@ -27,6 +27,7 @@ from mysql_operator.pods import PodView
 from mysql_operator.instance_status import instance_entries
 from mysql_operator.status import Event, build_status, status_changed
 from mysql_operator.summary import Summary
+from mysql_operator.writes import Apply, Call, CreateJob, DeletePod, PatchStatus, Write
 from mysql_operator import reasons as R
 
 
@@ -51,44 +52,15 @@ def not_ready(c: MySQLCluster, pods: Mapping[int, PodView], names: Mapping[int, 
 
 
 # -- decide ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Record:
-    """Status fields written before the writes that follow (a restore's record before its Job)."""
-
-    fields: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Apply:
-    obj: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class CreateJob:
-    obj: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class RestoreCertificate:
-    """The restore Job's serving certificate (certificates.ensure_restore_certificate)."""
-
-
-@dataclass(frozen=True)
-class Restart:
-    pod: str
-    uid: str  # that Pod, not the one its StatefulSet starts in its place
-
-
-@dataclass(frozen=True)
-class DropRestoreAccount:
-    """The restore has ended (succeeded, failed, its Job gone or past its deadline): the restore
-    account goes from every instance, as the operator's account (drop_restore_account). The Job
-    drops it itself when it ends normally; this covers every other end. Planned in the pass
-    that records the end, before the record: a pass whose drop fails records nothing and the
-    next pass plans it again."""
-
-
-Write = Record | Apply | CreateJob | RestoreCertificate | Restart | DropRestoreAccount
+# the restore's two named effects, carried out by restore_gate.carry_out in their place:
+# the restore Job's serving certificate (restore_gate.ensure_restore_certificate)
+RESTORE_CERTIFICATE = Call("restore certificate")
+# the restore has ended (succeeded, failed, its Job gone or past its deadline): the restore
+# account goes from every instance, as the operator's account (drop_restore_account). The Job
+# drops it itself when it ends normally; this covers every other end. Planned in the pass that
+# records the end, before the record: a pass whose drop fails records nothing and the next pass
+# plans it again.
+DROP_RESTORE_ACCOUNT = Call("drop restore account")
 
 
 @dataclass(frozen=True)
@@ -168,9 +140,9 @@ def plan_restore(
                 tools_repository=tools_repository,
             )
             start = [
-                Record({"restore": record}),  # before the Job exists
+                PatchStatus({"restore": record}),  # before the Job exists
                 # where it serves a physical copy (only its manifest says if it is one), with what
-                RestoreCertificate(),
+                RESTORE_CERTIFICATE,
                 Apply(m.owned(restore_service(c), owner)),
                 Apply(m.owned(restore_network_policy(c), owner)),  # its port: this cluster's servers only
                 CreateJob(m.owned(job, owner)),
@@ -233,7 +205,7 @@ def plan_restore(
         events.append(("Warning", R.RESTORE_FAILED, action.message))
 
     if job_ended(record) and job_ended(record) != job_ended(seen.record):
-        writes.append(DropRestoreAccount())
+        writes.append(DROP_RESTORE_ACCOUNT)
     ordinals = sorted(set(range(c.spec.instances)) | set(pods))
     summary = Summary(
         instances=c.spec.instances,
@@ -272,7 +244,7 @@ def copies(
         cm = m.reseed_requests(c, {m.pod_name(c, i): line for i in range(c.spec.instances)})
         requested_at = now
         record = {**record, "copiesRequestedAt": requested_at}
-        writes += [Apply(m.owned(cm, owner)), Record({"restore": record})]
+        writes += [Apply(m.owned(cm, owner)), PatchStatus({"restore": record})]
     wanted = {m.pod_name(c, i) for i in range(c.spec.instances)}
     for pod in listed:
         started = (pod.get("status") or {}).get("startTime")
@@ -283,7 +255,7 @@ def copies(
             and not pod["metadata"].get("deletionTimestamp")
             and started[:19] < requested_at[:19]  # to the second, in any ISO form
         ):
-            writes.append(Restart(name, pod["metadata"].get("uid", "")))
+            writes.append(DeletePod(name, pod["metadata"].get("uid", "")))
     return dict(record), writes
 
 

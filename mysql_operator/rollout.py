@@ -18,7 +18,7 @@ from mysql_operator import manifests as m
 from mysql_operator import rolling
 from mysql_operator import topology as t
 from mysql_operator.api import MySQLCluster
-from mysql_operator.k8s.ops import KubeOps
+from mysql_operator import writes as w
 from mysql_operator.pods import pod_ordinal, pod_views
 from mysql_operator import reasons as R
 
@@ -91,32 +91,32 @@ def roll_step(
     ), revision
 
 
-def roll_delete(kube: KubeOps, body, decision, roll) -> str | None:
-    """Effect: delete the outdated Pod, only when the topology is settled (Healthy): never during
-    a failover, a switchover or while a replica is being configured. Returns the deleted Pod's
-    name (None: none was)."""
+def roll_delete(body, decision, roll) -> list[w.Step]:
+    """Pure: delete the outdated Pod, only when the topology is settled (Healthy): never during
+    a failover, a switchover or while a replica is being configured (`restarted` names it)."""
     if not isinstance(roll, rolling.DeletePod) or not isinstance(decision, t.Healthy):
-        return None
-    return _restart(kube, body, roll, R.ROLLING_UPDATE, "restarting")
+        return []
+    return [_restart(roll, R.ROLLING_UPDATE, "restarting")]
 
 
-def replace_stuck(kube: KubeOps, body, c: MySQLCluster, listed, sts: Mapping[str, Any] | None) -> str | None:
-    """Effect: delete the outdated Pod that does not run (rolling.replace_stuck), at any point of
-    the cluster's life (a first Pod that cannot pull its image has no primary to wait for).
-    Returns the deleted Pod's name (None: none was)."""
+def replace_stuck(c: MySQLCluster, listed, sts: Mapping[str, Any] | None) -> list[w.Step]:
+    """Pure: delete the outdated Pod that does not run (rolling.replace_stuck), at any point of
+    the cluster's life (a first Pod that cannot pull its image has no primary to wait for)."""
     step = rolling.replace_stuck(roll_pods(c.name, listed, (), None), rolling.update_revision(sts))
-    return None if step is None else _restart(kube, body, step, R.REPLACED_STUCK_POD, "replacing")
+    return [] if step is None else [_restart(step, R.REPLACED_STUCK_POD, "replacing")]
 
 
-def _restart(kube: KubeOps, body, step: rolling.DeletePod, reason: str, doing: str) -> str | None:
-    """Effect: the Pod deleted (its StatefulSet starts it again with the current template on the
-    same volume), a Normal Event saying why."""
-    meta = body["metadata"]
-    if not kube.delete_pod(meta["namespace"], step.name):
-        return None
-    kube.post_events(body, [("Normal", reason, f"{doing} {step.name}: {step.reason}")])
-    log.info("%s/%s %s: %s %s: %s", meta["namespace"], meta["name"], reason, doing, step.name, step.reason)
-    return step.name
+def _restart(step: rolling.DeletePod, reason: str, doing: str) -> w.Chain:
+    """Pure: the Pod deleted (its StatefulSet starts it again with the current template on the
+    same volume), then a Normal Event saying why."""
+    return w.Chain(
+        (w.DeletePod(step.name), w.Post((("Normal", reason, f"{doing} {step.name}: {step.reason}"),)))
+    )
+
+
+def restarted(done: Iterable[Any]) -> str | None:
+    """Pure: the Pod a restart's writes deleted, as the executor made them (None: none was)."""
+    return next((d.write.pod for d in done if isinstance(d.write, w.DeletePod) and d.made), None)
 
 
 class RestartGate:

@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from mysql_operator import writes as w
 from mysql_operator.conditions import conditions, merge_conditions, phase
 from mysql_operator.members import Step
+from mysql_operator.manifests.common import ROLE_LABEL
 from mysql_operator.pods import NO_MOVES, LabelMoves
 from mysql_operator.spec_record import replacing, spec_record
 from mysql_operator.status_events import archiving_events, degraded_events, spec_events, waiting_events
@@ -93,6 +95,15 @@ class Plan:
     events: tuple[Event, ...]
     status: dict[str, Any]  # the pass's own fields, and those reported to it
     changed: bool  # patching `status` would change something
+
+    def writes(self) -> list[w.Write]:
+        """Pure: the writes that carry it out (executor.carry_out), in its order."""
+        return [
+            *(w.SetPodLabel(pod, ROLE_LABEL, None) for pod, _ in self.labels.take),
+            *([w.Post(tuple(self.events))] if self.events else []),
+            *([w.PatchStatus(self.status)] if self.changed else []),
+            *(w.SetPodLabel(pod, ROLE_LABEL, value) for pod, value in self.labels.give),  # primary last
+        ]
 
 
 def plan(

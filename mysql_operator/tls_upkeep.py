@@ -4,11 +4,11 @@ made to serve the current certificate, and the problem to report while it cannot
 
     upkeep = TLSUpkeep()                       # one per cluster, kept between passes
     seen = upkeep.observe(reads, cluster, body, resync, now)  # reads, when a check is due
-    renewed = upkeep.ensure(kube, cluster, body, seen, now)  # the certificate, when renewed now
-    if renewed: tls_upkeep.renewed(kube, body, pods, renewed)  # Event, Pods annotated (KubeOps)
+    todo = upkeep.plan(cluster, body, seen, pods)  # the certificate's writes (a renewal announced)
+    upkeep.settle(cluster, todo, executor.carry_out(kube, body, [todo.writes], keep_going=True), now)
     upkeep.context()                           # verifies the servers (None until the CA is known)
     upkeep.observe_served(instances, now)      # what each server serves, when a check is due
-    upkeep.serve_current(cluster, instances)   # those serving an older one reload it
+    upkeep.serve_current(cluster, names)       # the reloads of those serving an older one
 
 What the certificates are and how the servers reload them is certificates.py; this module only
 decides when to look again and keeps what it last found.
@@ -25,6 +25,8 @@ from typing import Any, Mapping, Sequence
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import cert_manager, certificates, clock
+from mysql_operator import writes as w
+from mysql_operator.executor import Done
 from mysql_operator import manifests as m
 from mysql_operator.api import MySQLCluster
 from mysql_operator.db.connection import tls_context
@@ -32,7 +34,6 @@ from mysql_operator.db_ops import DbOps
 from mysql_operator.survey import attempt
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
-from mysql_operator.k8s.ops import KubeOps
 from mysql_operator import reasons as R
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,19 @@ class TLSSeen:
     stored: certificates.StoredTLS | None = None
     cert_manager: cert_manager.CertManagerSeen | None = None
     problem: certificates.TLSProblem | None = None
+
+
+@dataclass(frozen=True)
+class TLSPlan:
+    """One check's outcome as planned: the certificate (or the problem) and its writes."""
+
+    state: certificates.TLSState | certificates.TLSProblem
+    certificate: tuple[w.Write, ...] = ()  # what makes the certificate so
+    renewal: tuple[w.Write, ...] = ()  # then, a renewal announced
+
+    @property
+    def writes(self) -> w.Chain:
+        return w.Chain((*self.certificate, *self.renewal))
 
 
 @dataclass
@@ -97,46 +111,64 @@ class TLSUpkeep:
             self.state = certificates.serving_now(stored)
         return TLSSeen(stored=stored)
 
-    def ensure(
-        self, kube: KubeOps, c: MySQLCluster, body: Mapping[str, Any], seen: TLSSeen | None, now: float
-    ) -> certificates.TLSState | None:
-        """Effect (the certificate's Secrets, cert-manager's objects), from what `observe` read
-        (None: nothing due): the cluster's server certificate exists and is current. A problem
-        (cert-manager missing, issuer not Ready, an API error) keeps what was known and lands in
-        the status (condition, and a Warning Event when the user must act); failover goes on
-        with the current certificate. A Secret to create that exists already is read at the
-        next check. Returns the certificate when it was renewed just now (then: `renewed`), else
-        None."""
+    def plan(
+        self,
+        c: MySQLCluster,
+        body: Mapping[str, Any],
+        seen: TLSSeen | None,
+        pods: Sequence[Mapping[str, Any]],
+    ) -> TLSPlan | None:
+        """Pure but for the keys it generates: from what `observe` read (None: nothing due), the
+        certificate the cluster is to have and the writes that make it so (the certificate's
+        Secrets, cert-manager's Certificate, the CA bundle), one chain; a renewal announced after
+        them (a Normal Event, `pods` annotated: the kubelet then rewrites their mounted Secret
+        at once instead of at its next periodic sync, up to a minute or more later)."""
         if seen is None:
             return None
+        if seen.problem is not None:
+            return TLSPlan(seen.problem)
+        owner = k.owner_of(body)
         state: certificates.TLSState | certificates.TLSProblem
-        try:
-            if seen.problem is not None:
-                state = seen.problem
-            elif seen.cert_manager is not None:
-                state = cert_manager.ensure_cert_manager(
-                    kube, c, k.owner_of(body), seen.cert_manager, self.state
-                )
-            else:
-                state, writes = certificates.plan_secrets(c, k.owner_of(body), clock.now(), seen.stored)
-                if not certificates.write_secrets(kube, writes):
-                    log.info("%s/%s TLS: a Secret to create exists already: read next", c.namespace, c.name)
-                    self.spec, self.must_read = None, True  # checked again at the next pass
-                    return None
-        except (ApiException, k.ApplyError) as e:
-            state = tls_api_problem(c, getattr(e, "status", None), getattr(e, "reason", None))
+        if seen.cert_manager is not None:
+            state, writes = cert_manager.plan_cert_manager(c, owner, seen.cert_manager, self.state)
+        else:
+            state, writes = certificates.plan_secrets(c, owner, clock.now(), seen.stored)
+        renewed = isinstance(state, certificates.TLSState) and self.state is not None and state.issued
+        return TLSPlan(state, tuple(writes), tuple(renewal_writes(state, pods)) if renewed else ())
+
+    def settle(self, c: MySQLCluster, plan: TLSPlan | None, done: Sequence[Done], now: float) -> None:
+        """What the plan's writes, as the executor made them (`done`, keep_going), leave: the
+        certificate, or the problem (cert-manager missing, issuer not Ready, an API error) that
+        keeps what was known and lands in the status (condition, and a Warning Event when the
+        user must act); failover goes on with the current certificate. A Secret to create that
+        exists already is read at the next check. Raises what the API server answered to the
+        renewal's announcement (the certificate is written)."""
+        if plan is None:
+            return
+        state = plan.state
+        made, announced = done[: len(plan.certificate)], done[len(plan.certificate) :]
+        failed = next((d.error for d in made if d.error is not None), None)
+        if isinstance(failed, (ApiException, k.ApplyError)):
+            state = tls_api_problem(c, getattr(failed, "status", None), getattr(failed, "reason", None))
+        elif failed is not None:
+            raise failed
+        elif not all(d.made for d in made):
+            log.info("%s/%s TLS: a Secret to create exists already: read next", c.namespace, c.name)
+            self.spec, self.must_read = None, True  # checked again at the next pass
+            return
         self.checked, self.spec = now, c.spec.tls
         if isinstance(state, certificates.TLSProblem):
             if state != self.problem:
                 log.warning("%s/%s TLS %s: %s", c.namespace, c.name, state.reason, state.message)
             self.problem = state
-            return None
+            return
         if self.problem is not None:
             log.info("%s/%s TLS: the certificate is available again", c.namespace, c.name)
         self.problem = None
-        renewed = self.state is not None and state.issued is not None
         self.state = state
-        return state if renewed else None
+        error = next((d.error for d in announced if d.error is not None), None)
+        if error is not None:
+            raise error
 
     def observe_served(self, instances: Mapping[str, DbOps], now: float) -> None:
         """Observe (reads only): what certificate each server serves, every few seconds until
@@ -152,14 +184,15 @@ class TLSUpkeep:
         self.reload_tried = now
         self.serving = {name: attempt(inst.tls_not_after) for name, inst in instances.items()}
 
-    def serve_current(self, c: MySQLCluster, instances: Mapping[str, DbOps]) -> None:
-        """Effect: the servers `observe_served` saw serving an older certificate reload it (the
-        kubelet may not have rewritten their files yet: then they are asked again at the next
-        check, which also sees the reloaded ones serve it)."""
+    def serve_current(self, c: MySQLCluster, names: Sequence[str]) -> list[w.Write]:
+        """The servers `observe_served` saw serving an older certificate reload it (the kubelet
+        may not have rewritten their files yet: then they are asked again at the next check,
+        which also sees the reloaded ones serve it): the reloads, for the executor."""
         state, seen, self.serving = self.state, self.serving, None
         if state is None or seen is None:
-            return
-        if not certificates.reload_older(instances, seen, state.not_after):
+            return []
+        pending, writes = certificates.reloads(names, seen, state.not_after)
+        if not pending:
             self.served = state.not_after
             log.info(
                 "%s/%s every server serves the certificate valid until %s",
@@ -167,19 +200,17 @@ class TLSUpkeep:
                 c.name,
                 f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}",
             )
+        return writes
 
 
-def renewed(kube: KubeOps, body: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], state) -> None:
-    """Effect: a renewal announced (a Normal Event), and the Pods annotated: an annotation change
-    makes the kubelet sync them now, which rewrites the mounted Secret (instead of at its next
-    periodic sync, up to a minute or more later)."""
-    meta = body["metadata"]
+def renewal_writes(state: certificates.TLSState, pods: Sequence[Mapping[str, Any]]) -> list[w.Write]:
+    """Pure: a renewal announced (a Normal Event) and the Pods annotated with its expiry."""
     until = f"{state.not_after:%Y-%m-%dT%H:%M:%SZ}"
     message = f"server certificate renewed ({state.issued}); valid until {until}: the servers reload it without a restart"
-    kube.post_events(body, [("Normal", R.CERTIFICATE_RENEWED, message)])
-    log.info("%s/%s CertificateRenewed: %s", meta["namespace"], meta["name"], message)
-    for p in pods:
-        kube.annotate_pod(meta["namespace"], p["metadata"]["name"], TLS_ANNOTATION, until)
+    return [
+        w.Post((("Normal", R.CERTIFICATE_RENEWED, message),)),
+        *(w.AnnotatePod(p["metadata"]["name"], TLS_ANNOTATION, until) for p in pods),
+    ]
 
 
 def tls_api_problem(c: MySQLCluster, status: int | None, reason: str | None) -> certificates.TLSProblem:

@@ -13,6 +13,7 @@ from mysql_operator import restore_gate as gate
 from mysql_operator import restore_plan
 from mysql_operator.k8s import objects as k
 from mysql_operator.k8s.cache import Reads
+from mysql_operator.writes import DeletePod, PatchStatus
 
 
 def test_every_instance_is_asked_for_the_copy_and_pods_older_than_the_request_restart(
@@ -48,7 +49,7 @@ def test_every_instance_is_asked_for_the_copy_and_pods_older_than_the_request_re
     line = f"shop-restore.{namespace}.svc 20261129050001 restore"
     assert data == {"shop-0": line, "shop-1": line, "shop-2": line}
     assert record["copiesRequestedAt"] == now
-    assert restore_plan.Record({"restore": record}) in writes
+    assert PatchStatus({"restore": record}) in writes
     assert live(core, namespace) == {
         "shop-1",
         "shop-2",
@@ -59,7 +60,7 @@ def test_every_instance_is_asked_for_the_copy_and_pods_older_than_the_request_re
     core.create_namespaced_pod(namespace, {**pod_body(c, "shop-0")})
     again, writes = restore_plan.copies(c, body, record, listed, now)
     old = next(p["metadata"]["uid"] for p in listed if p["metadata"]["name"] == "shop-0")
-    assert again == record and writes == [restore_plan.Restart("shop-0", old)]
+    assert again == record and writes == [DeletePod("shop-0", old)]
     gate.carry_out(Reads(api), Reads(api), c, body, writes)
     assert live(core, namespace) == {"shop-0", "shop-1", "shop-2"}
 

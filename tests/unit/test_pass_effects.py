@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from mysql_operator import certificates, clock, tls
+from mysql_operator import certificates, clock, executor, tls
 from mysql_operator import manifests as m
 from mysql_operator import pods as podview
 from mysql_operator import switchover as sw
@@ -176,7 +176,7 @@ def test_a_renewed_certificate_is_announced_then_every_pod_is_annotated_for_the_
     kube = RecordingKube(gone=["db-1"])
     until = dt.datetime(2027, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
     state = TLSState("CA", until, "expires within a third of its validity")
-    tls_upkeep.renewed(kube, BODY, [pod("db-0", P), pod("db-1", R)], state)
+    executor.carry_out(kube, BODY, tls_upkeep.renewal_writes(state, [pod("db-0", P), pod("db-1", R)]))
     assert kube.calls == [
         ("events", ["CertificateRenewed"]),
         ("annotate", "db-0", tls_upkeep.TLS_ANNOTATION),
@@ -354,6 +354,7 @@ def test_at_an_operator_restart_a_ca_about_to_be_replaced_still_verifies_the_ser
     upkeep = tls_upkeep.TLSUpkeep()
     seen = upkeep.observe(RecordingReads(kube), c, b, 60.0, 0.0)
     assert upkeep.state is not None and upkeep.state.ca_pem == ca_then  # what verifies the servers now
-    renewed = upkeep.ensure(kube, c, b, seen, 0.0)
-    assert renewed is not None and renewed.issued == "the cluster's CA was replaced"
+    todo = upkeep.plan(c, b, seen, [])
+    assert todo is not None and todo.renewal and todo.state.issued == "the cluster's CA was replaced"
+    upkeep.settle(c, todo, executor.carry_out(kube, b, [todo.writes], keep_going=True), 0.0)
     assert kube.secrets["db-ca"]["ca.crt"] == upkeep.state.ca_pem != ca_then

@@ -8,12 +8,15 @@ source, the target's relay log applied before it is made writable)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
 
+from mysql_operator import certificates, clock
 from mysql_operator import manifests as m
-from mysql_operator import owned, rolling
+from mysql_operator import rolling
+from mysql_operator import writes as w
 from mysql_operator import reasons as R
 from mysql_operator.api import parse
 from mysql_operator.reconcile import Reconciler
@@ -31,13 +34,16 @@ STEP_READS = {"observe", "replica_status"} | STEP_WAITS
 
 
 def is_read(call: tuple[Any, ...]) -> bool:
-    """A Kubernetes read (RecordingReads), or a server's (the fake servers log (name, operation))."""
-    return call[0] == "read" or (call[0].startswith("db-") and call[1] in SERVER_READS | STEP_WAITS)
+    """A Kubernetes read (RecordingReads), or a server's (the fake servers log (name, operation));
+    the marks of the replication step's beginning and end count as neither read nor write."""
+    return call[0] in ("read", "replication step") or (
+        call[0].startswith("db-") and call[1] in SERVER_READS | STEP_WAITS
+    )
 
 
 def reads_after_first_write(calls: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     first = next((i for i, c in enumerate(calls) if not is_read(c)), len(calls))
-    return [c for c in calls[first:] if is_read(c)]
+    return [c for c in calls[first:] if is_read(c) and c[0] != "replication step"]
 
 
 class Cluster:
@@ -61,6 +67,23 @@ class Cluster:
             connect=lambda mb: self.world.servers[mb.name],
         )
         self.entry = self.r._entry("ns", "db", "u-1")
+        self.executed: list[Any] = []  # every Done the executor returned, in order
+        execute, replicate = self.r.execute, self.r._replicate
+
+        def recording_executor(*args: Any, **kw: Any) -> Any:
+            done = execute(*args, **kw)
+            self.executed.extend(done)
+            return done
+
+        def marked_replication(*args: Any) -> Any:  # the replication step, marked in the log
+            self.kube.calls.append(("replication step", "begins"))
+            try:
+                return replicate(*args)
+            finally:
+                self.kube.calls.append(("replication step", "ends"))
+
+        self.r.execute = recording_executor  # type: ignore[method-assign]
+        self.r._replicate = marked_replication  # type: ignore[method-assign]
         self.status = self.r._reconcile(self.body, self.entry, True).status  # creates its objects
         self.reads.pods = [running_pod("db-0", "primary")] + [
             running_pod(f"db-{i}", "replica") for i in (1, 2)
@@ -76,6 +99,7 @@ class Cluster:
 
     def a_pass(self, apply: bool | None = None) -> list[tuple[Any, ...]]:
         self.kube.calls.clear()
+        self.executed.clear()
         result = self.r._reconcile({**self.body, "status": self.status}, self.entry, apply)
         self.status = result.status
         return list(self.kube.calls)
@@ -88,6 +112,7 @@ def test_a_pass_that_converges_a_primary_applies_its_objects_and_checks_its_cert
     cluster.entry.tls.checked = float("-inf")  # the certificate's check is due
     calls = cluster.a_pass(apply=True)
     assert reads_after_first_write(calls) == []
+    through_the_executor(cluster, calls)
     ops = [c[1] for c in calls if c[0].startswith("db-")]
     assert {"observe", "events", "binary_logs", "tls_not_after"} <= set(ops)
     assert any(op.startswith("ensure_user") for op in ops)
@@ -119,6 +144,7 @@ def test_a_failover_pass_reads_after_its_first_write_only_in_its_quiesce_and_its
     assert late and all(c[0] != "read" for c in late), "no Kubernetes read once the pass writes"
     assert {c[1] for c in late} <= STEP_READS, late
     assert [c for c in calls if c[0] == "status"][0][1]["currentPrimary"] == cluster.status["currentPrimary"]
+    through_the_executor(cluster, calls)
 
 
 def test_a_replication_pass_that_fails_still_applies_the_owned_objects_then_fails_the_pass():
@@ -136,16 +162,47 @@ def test_a_replication_pass_that_fails_still_applies_the_owned_objects_then_fail
     assert not [c for c in cluster.kube.calls if c[0] == "status"]
 
 
-def planned(w: owned.Write) -> list[tuple[Any, ...]]:
-    """What RecordingKube logs for one write of an owned objects' plan."""
-    if isinstance(w, owned.Post):
-        return [("events", [reason for _, reason, _ in w.events])]
-    if isinstance(w, owned.GrowClaim):
-        return [("grow claim", w.claim, w.size)]
-    if isinstance(w, owned.DeleteDeployment):
-        return [("delete deployment", w.name)]
-    applied = [("apply", w.obj["kind"], w.obj["metadata"]["name"])]
-    return applied + ([("unannotate", w.unapprove)] if w.unapprove else [])
+def planned(write: Any) -> list[tuple[Any, ...]]:
+    """What the recording fakes log for one write the executor made."""
+    if isinstance(write, w.Chain):
+        return [call for one in write.writes for call in planned(one)]
+    if isinstance(write, w.Apply):
+        return [("apply", write.obj["kind"], write.obj["metadata"]["name"])]
+    if isinstance(write, w.SecretWrite):
+        name = write.body["metadata"]["name"]
+        return [
+            ("create secret", name) if write.create else ("secret keys", name, sorted(write.body["data"]))
+        ]
+    simple = {
+        w.Post: lambda x: ("events", [reason for _, reason, _ in x.events]),
+        w.PatchStatus: lambda x: ("status", dict(x.fields)),
+        w.RemoveAnnotation: lambda x: ("unannotate", x.key),
+        w.SetPodLabel: lambda x: ("label", x.pod, x.value),
+        w.AnnotatePod: lambda x: ("annotate", x.pod, x.key),
+        w.DeletePod: lambda x: ("delete", x.pod),
+        w.DeleteDeployment: lambda x: ("delete deployment", x.name),
+        w.GrowClaim: lambda x: ("grow claim", x.claim, x.size),
+        w.ReloadTLS: lambda x: (x.server, "reload_tls"),
+    }
+    return [simple[type(write)](write)]
+
+
+def outside_the_replication_step(calls: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The writes of a pass's log made outside its replication step (the named exception)."""
+    out, inside = [], False
+    for c in calls:
+        if c[0] == "replication step":
+            inside = c[1] == "begins"
+        elif not inside and not is_read(c):
+            out.append(c)
+    return out
+
+
+def through_the_executor(cluster: Cluster, calls: list[tuple[Any, ...]]) -> None:
+    """Every write of the pass outside its replication step is one the executor made, in the
+    order of the plans it was given, and nothing it skipped was made."""
+    made = [call for d in cluster.executed if not d.skipped for call in planned(d.write)]
+    assert outside_the_replication_step(calls) == made
 
 
 def test_the_owned_objects_are_written_as_planned_on_what_was_read():
@@ -169,21 +226,68 @@ def test_the_owned_objects_are_written_as_planned_on_what_was_read():
     cluster.reads.statefulsets["db"] = sts
     approval = rolling.APPROVE_RESTART_ANNOTATION
     cluster.body["metadata"]["annotations"] = {approval: "true"}
-    plans: list[owned.OwnedPlan] = []
-    plan_owned = cluster.r._plan_owned
+    plans: list[Any] = []
+    plan_upkeep = cluster.r._plan_upkeep
 
-    def recorded(*args: Any) -> owned.OwnedPlan:
-        plans.append(plan_owned(*args))
+    def recorded(*args: Any) -> Any:
+        plans.append(plan_upkeep(*args))
         return plans[-1]
 
-    cluster.r._plan_owned = recorded  # type: ignore[method-assign]
+    cluster.r._plan_upkeep = recorded  # type: ignore[method-assign]
     calls = cluster.a_pass(apply=True)
     assert reads_after_first_write(calls) == []
     assert ("read", "dry run", "StatefulSet", "db") in calls and ("read", "statefulsets") in calls
-    (plan,) = plans
+    plan = plans[0].owned
     expected = [call for w in plan.writes for call in planned(w)]
     start = calls.index(expected[0])
     assert calls[start : start + len(expected)] == expected
+    through_the_executor(cluster, calls)
     assert ("events", [R.OPERATOR_RESTART]) in expected and ("unannotate", approval) in expected
     grown = [c for c in expected if c[0] == "grow claim"]
     assert grown == [("grow claim", m.data_claim_name(parse(cluster.body), i), "2Gi") for i in range(3)]
+
+
+def test_a_renewed_certificate_is_written_announced_and_reloaded_through_the_executor():
+    """A server certificate with less than a third of its validity left: the pass renews it (its
+    Secret's keys set) and announces it (an Event, the Pods annotated for the kubelet); the next
+    checks have the servers reload it until the kubelet has rewritten their files and they serve
+    it. Every write through the executor, after the pass's reads."""
+    cluster = Cluster()
+    cluster.a_pass()
+    c = parse(cluster.body)
+    validity = dt.timedelta(seconds=c.spec.tls.certificate_validity_seconds)
+    owner = {"apiVersion": "v1", "kind": "MySQLCluster", "metadata": {"name": "db", "uid": "u-1"}}
+    _, writes = certificates.plan_secrets(c, owner, clock.now() - validity * 0.9, None)
+    old = RecordingKube()
+    assert certificates.write_secrets(old, writes)
+    cluster.kube.secrets.update(old.secrets)  # what the Secrets hold now: a certificate near its end
+    ending = certificates.serving_now(certificates.read_stored(cluster.reads, c))
+    assert ending is not None
+    cluster.entry.tls.state, cluster.entry.tls.checked = ending, float("-inf")
+    cluster.entry.tls.served = ending.not_after
+    cluster.world.tls_files = ending.not_after  # what the servers' files hold, and serve
+    for s in cluster.world.servers.values():
+        s.tls_until = ending.not_after
+
+    def a_check() -> list[tuple[Any, ...]]:
+        cluster.entry.tls.reload_tried = float("-inf")  # (every few seconds: one is due)
+        calls = cluster.a_pass()
+        assert reads_after_first_write(calls) == []
+        through_the_executor(cluster, calls)
+        return calls
+
+    calls = a_check()
+    assert ("secret keys", "db-tls", ["ca.crt", "tls.crt", "tls.key"]) in calls
+    assert ("events", [R.CERTIFICATE_RENEWED]) in calls
+    assert [c[1] for c in calls if c[0] == "annotate"] == ["db-0", "db-1", "db-2"]
+    renewed = cluster.entry.tls.state
+    assert renewed is not None and renewed.not_after > ending.not_after
+
+    def reloaded() -> list[str]:
+        return [c[0] for c in a_check() if c[1:] == ("reload_tls",)]
+
+    assert reloaded() == ["db-0", "db-1", "db-2"]  # the next check: the files are not new yet
+    assert reloaded() == ["db-0", "db-1", "db-2"]  # again
+    cluster.world.tls_files = renewed.not_after  # the kubelet has rewritten them
+    assert reloaded() == ["db-0", "db-1", "db-2"]
+    assert reloaded() == [] and cluster.entry.tls.served == renewed.not_after

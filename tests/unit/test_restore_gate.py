@@ -18,6 +18,7 @@ from mysql_operator.api.types import S3, SecretKeys
 from mysql_operator.backup.restore_types import Source
 from mysql_operator.pods import pod_views
 
+from mysql_operator.writes import Call, DeletePod, PatchStatus
 from tests.support.fakes import RecordingKube
 from tests.support.specs import body
 
@@ -74,13 +75,13 @@ def source() -> Source:
 
 
 def kinds(writes) -> list[str]:
-    return [type(w).__name__ for w in writes]
+    return [w.name if isinstance(w, Call) else type(w).__name__ for w in writes]
 
 
 def test_a_restore_starts_with_its_record_written_before_the_job_exists():
     p = plan(restore_plan.RestoreSeen(None, None, source=source()))
     assert p.held and not p.writes
-    assert kinds(p.start) == ["Record", "RestoreCertificate", "Apply", "Apply", "CreateJob"]
+    assert kinds(p.start) == ["PatchStatus", "restore certificate", "Apply", "Apply", "CreateJob"]
     assert p.start[0].fields["restore"]["phase"] == "Running"
     assert p.start[0].fields["restore"]["startedAt"] == NOW
     # the Service that names the Job's Pod, and the NetworkPolicy that opens its port to this
@@ -96,7 +97,7 @@ def test_a_refused_job_fails_the_restore_with_the_reason_and_nothing_else_is_wri
         restore_plan.RestoreSeen(None, None, source=source()),
         start_error=f"creating the restore Job: {PASSWORD} Forbidden",
     )
-    assert not p.start and kinds(p.writes) == ["DropRestoreAccount"]  # the init step made it
+    assert not p.start and kinds(p.writes) == ["drop restore account"]  # the init step made it
     assert p.status["phase"] == "Failed" and p.status["restore"]["phase"] == "Failed"
     assert [e[1] for e in p.events] == ["RestoreFailed"]
     assert PASSWORD not in str(p.status) and PASSWORD not in str(p.events)
@@ -168,16 +169,16 @@ def test_mariadb_instances_are_asked_for_the_copy_once_and_only_older_pods_resta
         pod("shop-2", started=None),  # not running yet
     ]
     first = plan(restore_plan.RestoreSeen(RUNNING, restoring.JOB_RUNNING, job_serving=True), listed=listed)
-    assert kinds(first.writes) == ["Apply", "Record", "Restart"]
+    assert kinds(first.writes) == ["Apply", "PatchStatus", "DeletePod"]
     cm = first.writes[0].obj
     assert cm["kind"] == "ConfigMap" and set(cm["data"]) == {"shop-0", "shop-1", "shop-2"}
     assert first.writes[1].fields["restore"]["copiesRequestedAt"] == NOW
-    assert first.writes[2] == restore_plan.Restart("shop-0", "uid-shop-0")
+    assert first.writes[2] == DeletePod("shop-0", "uid-shop-0")
     assert [e[1] for e in first.events] == ["RestoreCopying"]
     # the next pass (or an operator restart): the request stands; a Pod still older restarts
     record = first.writes[1].fields["restore"]
     again = plan(restore_plan.RestoreSeen(record, restoring.JOB_RUNNING, job_serving=True), listed=listed)
-    assert kinds(again.writes) == ["Restart"] and not again.events
+    assert kinds(again.writes) == ["DeletePod"] and not again.events
 
 
 @pytest.mark.parametrize("flavor, serving", [("mysql", True), ("mariadb", False)])
@@ -202,7 +203,7 @@ DEADLINE = {"ok": False, "message": "the restore Job shop-restore failed: Deadli
 def test_the_restore_account_is_dropped_in_the_pass_that_records_the_end_whatever_ended_it(job):
     p = plan(restore_plan.RestoreSeen(RUNNING, job), previous={"restore": RUNNING})
     assert p.status["restore"]["phase"] in ("Succeeded", "Failed")
-    assert kinds(p.writes) == ["DropRestoreAccount"]
+    assert kinds(p.writes) == ["drop restore account"]
     # carried out before the record (the status, written after the writes): a drop that fails
     # fails the pass, which plans it again; once recorded, never again
     again = plan(restore_plan.RestoreSeen(p.status["restore"], None), previous=p.status)
@@ -218,7 +219,7 @@ def test_no_drop_while_the_restore_runs_or_waits():
 
 def test_the_drop_is_carried_out_through_the_callable_in_its_place():
     done = []
-    writes = [restore_plan.DropRestoreAccount(), restore_plan.Record({"restore": {"phase": "Failed"}})]
+    writes = [restore_plan.DROP_RESTORE_ACCOUNT, PatchStatus({"restore": {"phase": "Failed"}})]
     kube = RecordingKube()
     g.carry_out(None, kube, cluster(), OWNER, writes, lambda: done.append(len(kube.calls)))
     assert done == [0] and [c[0] for c in kube.calls] == ["status"]
@@ -232,9 +233,7 @@ class Refusing(RecordingKube):
 
 def test_the_writes_are_carried_out_in_order_and_a_refused_job_is_reported():
     p = plan(restore_plan.RestoreSeen(None, None, source=source()))
-    writes = [
-        w for w in p.start if not isinstance(w, restore_plan.RestoreCertificate)
-    ]  # that one needs the API
+    writes = [w for w in p.start if w != restore_plan.RESTORE_CERTIFICATE]  # that one needs the API
     kube = Refusing()
     assert g.start(None, kube, cluster(), OWNER, writes) == "creating the restore Job: Forbidden"
     assert [c[0] for c in kube.calls] == ["status", "apply", "apply", "job"]
