@@ -36,7 +36,7 @@ class PassRestore(PassReplication):
             return None
         if seen.restore_found is None:
             not_ready = restore_plan.not_ready(c, seen.pods, seen.names)
-            seen.restore_found = gate.observe_restore(self.api, c, seen.previous, not_ready)
+            seen.restore_found = gate.observe_restore(self.reads, c, seen.previous, not_ready)
         return restore_plan.plan_restore(
             c,
             k.owner_of(seen.body),

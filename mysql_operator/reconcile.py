@@ -16,17 +16,21 @@ idempotent, and it observes everything before it writes anything:
     restore_plan.py); unless a restore holds the servers: every server observed (the engine,
     kept across passes), what each serves of the certificate when due, and whether -rw reaches
     the recorded primary (routing.py)
-  act, in this order:
-  - replicate: the wanted primary (a switchover request: switchover.py; the rolling update
-    moves it), then the ReplicationEngine's pass (decide -> survey -> record -> act; the same
-    code the benchmarks and integration tests drive) with this module's hooks: a new primary is
-    recorded in the status BEFORE acting. A failover's quiesce (the replicas stop receiving and
-    are observed again) and its steps (each reads the replication state of the server it acts
-    on) are the one place a pass reads after it has begun to write
-  - the unknown fields said, the certificate written when due, every owned object applied when
-    due (owned.py); a restore that holds the cluster: its writes, and the pass ends
-  - a stuck outdated Pod replaced; a pending password rotation, a forced failover's record, a
-    rolling restart, the servers reload a renewed certificate
+  plan: what needs no server, as values (writes.py): the unknown fields said, the certificate
+    (tls_upkeep.py), every owned object when due (owned.py)
+  act, in this order, every write through the one executor (executor.py) but the replication
+  step's own:
+  - a restore that has ended: its writes (its account dropped, its record)
+  - the replication step: the wanted primary (a switchover request: switchover.py; the rolling
+    update moves it), then the ReplicationEngine's pass (decide -> survey -> record -> act; the
+    same code the benchmarks and integration tests drive) with this module's hooks: a new
+    primary is recorded in the status BEFORE acting. A failover's quiesce (the replicas stop
+    receiving and are observed again) and its steps (each reads the replication state of the
+    server it acts on) are the one place a pass reads after it has begun to write
+  - the upkeep plan, in one executor call; a restore that holds the cluster: its writes, and
+    the pass ends
+  - a stuck outdated Pod replaced; a pending password rotation and a forced failover's record
+    (the replication step's); a rolling restart, the servers reload a renewed certificate
   - conclude: who serves (pods.serving, pure), the SQL objects (their own sync, through the
     serving primary), then the role labels taken away, the Events, one status (with the
     switchover request's record: a finished one's annotation is removed after it) and the role
@@ -36,11 +40,10 @@ idempotent, and it observes everything before it writes anything:
 Every Kubernetes write of the pass - owned objects, Secrets (credentials, their record,
 certificates), status records, Events, Pod labels and annotations, Pod restarts, Jobs, volumes
 grown, the archiver's Deployment deleted, the SQL objects' status and Secrets - goes through
-`KubeOps` (k8s/ops.py), and every read through `reads` (k8s/cache.py: Reads), except the restore
-gate's reads of a restore's source (restore_gate.observe_restore: the backup, its cluster, the
-storage and key Secrets, the restore Job), which still take the API client. A pass of a new
-cluster runs without one (tests/unit/test_pass_effects.py); tests/unit/test_pass_order.py runs
-whole passes against the recording fakes of both sides and checks the order above. The cluster's status has no other writer
+`KubeOps` (k8s/ops.py), and every read through `reads` (k8s/cache.py: Reads): a pass runs without
+an API client (tests/unit/test_pass_effects.py); tests/unit/test_pass_order.py runs whole passes
+against the recording fakes of both sides and checks the order above, and that every write
+outside the replication step is the executor's. The cluster's status has no other writer
 (the backup controller reports its fields: `report`). What the pass decides with
 lives in pure modules: pods.py (Pods, roles, who serves), status.py (the status and its Plan; conditions.py, status_events.py, instance_status.py),
 credentials.py (Secret keys, passwords), rolling.py (the rolling update's plan; its effects:

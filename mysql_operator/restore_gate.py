@@ -12,7 +12,6 @@ import logging
 import datetime as dt
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from mysql_operator import cert_manager, certificates, clock, executor, tls
@@ -38,20 +37,13 @@ from mysql_operator.writes import Write
 log = logging.getLogger(__name__)
 
 
-def restore_source(api, c: MySQLCluster) -> Source:
+def restore_source(reads: Reads, c: MySQLCluster) -> Source:
     """Effect (reads Kubernetes objects only): where spec.restore points. ValueError naming the
     field and the fix when it cannot be used. The bucket itself is only read by the restore Job."""
     r = c.spec.restore
     assert r is not None
     if r.from_backup is not None:
-        try:
-            backup = client.CustomObjectsApi(api).get_namespaced_custom_object(
-                GROUP, VERSION, c.namespace, BACKUP_PLURAL, r.from_backup
-            )
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            backup = None
+        backup = reads.custom_object(GROUP, VERSION, BACKUP_PLURAL, r.from_backup, c.namespace)
         location = restoring.backup_location(backup, r.from_backup)
         try:
             cluster_name = parse_backup(backup).cluster_name
@@ -59,7 +51,7 @@ def restore_source(api, c: MySQLCluster) -> Source:
             raise ValueError(f"spec.restore.fromBackup.name: MySQLBackup {r.from_backup}: {e}") from None
         s3 = parse_backup(backup).s3
         if s3 is None:
-            owner = k.read_cluster(api, c.namespace, cluster_name)
+            owner = reads.cluster(c.namespace, cluster_name)
             spec = parse(owner).spec if owner is not None else None
             s3 = spec.backup.s3 if spec is not None and spec.backup else None
         if s3 is None:
@@ -72,7 +64,7 @@ def restore_source(api, c: MySQLCluster) -> Source:
         assert r.s3 is not None
         s3 = r.s3
         source = Source(s3, s3.path or "")
-    secret = k.read_secret_data(api, c.namespace, s3.credentials_secret.name) or {}
+    secret = reads.secret_data(c.namespace, s3.credentials_secret.name) or {}
     keys = (s3.credentials_secret.access_key_id_key, s3.credentials_secret.secret_access_key_key)
     missing = [key for key in keys if not secret.get(key)]
     if missing:
@@ -80,14 +72,16 @@ def restore_source(api, c: MySQLCluster) -> Source:
             f"S3 credentials: Secret {s3.credentials_secret.name} lacks {', '.join(missing)} "
             "(or does not exist): create it with the access key id and secret access key"
         )
-    sse_key_problem = key_problem(api, c.namespace, s3.sse and s3.sse.customer_key, "s3.serverSideEncryption")
+    sse_key_problem = key_problem(
+        reads.secret_data, c.namespace, s3.sse and s3.sse.customer_key, "s3.serverSideEncryption"
+    )
     if sse_key_problem:
         raise ValueError(sse_key_problem)
     return source
 
 
 def observe_restore(
-    api, c: MySQLCluster, previous: Mapping[str, Any], not_ready: Sequence[str]
+    reads: Reads, c: MySQLCluster, previous: Mapping[str, Any], not_ready: Sequence[str]
 ) -> RestoreSeen:
     """Effect (reads only): the restore Job while one runs; where spec.restore points and its key
     once a restore could start (no record yet, no primary, every instance Ready)."""
@@ -95,16 +89,16 @@ def observe_restore(
     record = previous.get("restore")
     phase = (record or {}).get("phase")
     if phase == restoring.RUNNING:
-        found, job_pods = jobs.read_job(api, c.namespace, restore_job_name(c))
+        found, job_pods = reads.job(c.namespace, restore_job_name(c))
         if found is None:
             return RestoreSeen(record, None)
         job = jobs.job_result(found, job_pods, f"the restore Job {restore_job_name(c)}")
         return RestoreSeen(record, job or restoring.JOB_RUNNING, serving(job_pods))
     if phase is not None or previous.get("currentPrimary") is not None or not_ready:
         return RestoreSeen(record, None)
-    key = key_problem(api, c.namespace, c.spec.restore.encryption, "spec.restore.encryption")
+    key = key_problem(reads.secret_data, c.namespace, c.spec.restore.encryption, "spec.restore.encryption")
     try:
-        return RestoreSeen(record, None, source=restore_source(api, c), key_problem=key)
+        return RestoreSeen(record, None, source=restore_source(reads, c), key_problem=key)
     except ValueError as e:
         return RestoreSeen(record, None, source_error=str(e), key_problem=key)
 

@@ -5,13 +5,11 @@ backup uses. Pure."""
 from __future__ import annotations
 
 
-from typing import Any
+from typing import Any, Callable, Mapping
 
-from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from mysql_operator.units import human_size
-from mysql_operator.k8s.objects import read_secret_data
 from mysql_operator.api import (
     S3,
     Encryption,
@@ -102,14 +100,20 @@ def job_outcome(job: dict | None, pods: list[dict]) -> tuple[str, dict[str, Any]
     return FAILED, {"message": result["message"]}
 
 
-def key_problem(api: k8s.ApiClient, namespace: str, enc: Encryption | None, field_path: str) -> str | None:
+def key_problem(
+    read_secret: Callable[[str, str], Mapping[str, str] | None],
+    namespace: str,
+    enc: Encryption | None,
+    field_path: str,
+) -> str | None:
     """Why the encryption key `enc` names cannot be used (a missing Secret or key, not a 256-bit
-    key), said before a Job is made: None when it can. The key is read, never kept or quoted."""
+    key), said before a Job is made: None when it can. The key is read (`read_secret`: a Secret's
+    decoded data, None when absent), never kept or quoted."""
     if enc is None:
         return None
     where = enc.describe(field_path)
     try:
-        data = read_secret_data(api, namespace, enc.secret)
+        data = read_secret(namespace, enc.secret)
     except ApiException as e:
         return f"{where}: cannot be read ({e.reason})"
     if data is None:

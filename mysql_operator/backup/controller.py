@@ -33,6 +33,7 @@ from mysql_operator.api import (
 )
 from mysql_operator.backup.schedule_controller import ScheduleController
 from mysql_operator.k8s import jobs
+from mysql_operator.k8s.objects import read_secret_data
 from mysql_operator.manifests import (
     BACKUP_PASSWORD_KEY,
     applied_credentials_secret_name,
@@ -102,10 +103,13 @@ class BackupController(ScheduleController):
         lacking = (
             self._lacks_backup_password(cluster)
             or key_problem(
-                self.api, ns, cluster.spec.backup and cluster.spec.backup.encryption, "spec.backup.encryption"
+                self._secret_data,
+                ns,
+                cluster.spec.backup and cluster.spec.backup.encryption,
+                "spec.backup.encryption",
             )
             or key_problem(
-                self.api,
+                self._secret_data,
                 ns,
                 s3.sse and s3.sse.customer_key,
                 "spec.storage.s3.serverSideEncryption"
@@ -140,6 +144,10 @@ class BackupController(ScheduleController):
             f"backup of {backup.cluster_name} started (Job {job_name(backup)})",
         )
         return status
+
+    def _secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's decoded data as the API server has it now (None: absent)."""
+        return read_secret_data(self.api, namespace, name)
 
     def _lacks_backup_password(self, cluster) -> str | None:
         """Why the backup account cannot be used: a Secret of the user's (spec.credentials) from

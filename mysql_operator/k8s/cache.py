@@ -104,6 +104,10 @@ class Reads:
         """The Secret's decoded data as the API server has it now; None if absent."""
         return k.read_secret_data(self.api, namespace, name)
 
+    def job(self, namespace: str, name: str) -> tuple[dict | None, list[dict]]:
+        """The Job as the API server has it now (None if absent) and the Pods it owns."""
+        return jobs.read_job(self.api, namespace, name)
+
     def served_resources(self, group: str, version: str) -> set[str] | None:
         """The resources the API server serves in group/version; None: no such group version."""
         return k.served_resources(self.api, group, version)

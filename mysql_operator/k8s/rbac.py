@@ -45,8 +45,9 @@ OPERATOR_RULES: list[dict] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "patch", "delete"]},
     # Events for every significant action (ours and kopf's: both create core v1 Events)
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    # spec.tls.issuerRef: the cert-manager Certificate (server-side apply) and the Issuer it names
-    {"apiGroups": ["cert-manager.io"], "resources": ["certificates"], "verbs": ["create", "patch"]},
+    # spec.tls.issuerRef: the cert-manager Certificate (server-side apply; read back for what
+    # cert-manager says of it) and the Issuer it names
+    {"apiGroups": ["cert-manager.io"], "resources": ["certificates"], "verbs": ["get", "create", "patch"]},
     {"apiGroups": ["cert-manager.io"], "resources": ["issuers"], "verbs": ["get"]},
 ]
 

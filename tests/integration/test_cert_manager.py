@@ -19,11 +19,12 @@ import pytest
 from cryptography import x509
 from kubernetes import client
 
-from mysql_operator import certificates, tls
+from mysql_operator import certificates, executor, tls
 from mysql_operator import manifests as m
 from mysql_operator.api import GROUP, VERSION, parse
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.connection import tls_context
+from mysql_operator.writes import ReloadTLS
 from mysql_operator.k8s import objects as k
 from mysql_operator.reconcile import Reconciler
 from tests.support import certmanager
@@ -372,9 +373,9 @@ def test_certificate_from_a_ca_cluster_issuer_and_a_renewal_reloaded(
     assert state.not_after == second and "cert-manager issued a new certificate" in state.issued
     kubelet_sync()
     assert operator_view.tls_not_after() == first  # the files alone change nothing
-    assert certificates.reload_older({"shop-0": operator_view}, {"shop-0": first}, state.not_after) == [
-        "shop-0"
-    ]
+    pending, reloads = certificates.reloads(["shop-0"], {"shop-0": first}, state.not_after)
+    assert pending == ["shop-0"] and reloads == [ReloadTLS("shop-0")]
+    executor.carry_out(None, {}, reloads, servers={"shop-0": operator_view})
     assert operator_view.tls_not_after() == second
     assert no_secret(api, namespace, "shop-ca")
     operator_view.close()

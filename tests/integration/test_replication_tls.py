@@ -17,12 +17,13 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from mysql_operator import certificates, tls
+from mysql_operator import certificates, executor, tls
 from mysql_operator import topology as t
 from mysql_operator.db.flavor import Flavor
 from mysql_operator.db.instance import Instance
 from mysql_operator.db.observation import InstanceError
 from mysql_operator.db.connection import tls_context
+from mysql_operator.writes import ReloadTLS
 from mysql_operator.members import Credentials, Member
 from mysql_operator.replication import ReplicationEngine
 from tests.integration.helpers_replication import APP, DB, REPL, Cluster, new_factory, wait_replicated
@@ -269,9 +270,11 @@ def test_a_renewed_certificate_is_served_after_reload_tls(factory, folder, ca, c
     # (as tls_upkeep does: what each server serves read, the older ones reloaded; the next check sees them)
     instances, until = c.engine.instances, tls.not_after(other.cert_pem)
     served = {name: inst.tls_not_after() for name, inst in instances.items()}
-    assert certificates.reload_older(instances, served, until) == ["db-1"]
+    pending, reloads = certificates.reloads(instances, served, until)
+    assert pending == ["db-1"] and reloads == [ReloadTLS("db-1")]
+    assert all(d.made for d in executor.carry_out(None, {}, reloads, servers=instances))
     served = {name: inst.tls_not_after() for name, inst in instances.items()}
-    assert certificates.reload_older(instances, served, until) == []
+    assert certificates.reloads(instances, served, until) == ([], [])
     assert c.engine.instances["db-1"].tls_not_after() == tls.not_after(other.cert_pem)
     # a reload is no transaction: nothing in any binary log (on a replica it would be errant)
     assert binlogged(c) == binlogs_before

@@ -55,10 +55,11 @@ CLUSTER_SCOPE_RULES): tests/unit/test_chart_rbac.py compares the two. No wildcar
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-# spec.tls.issuerRef: the cert-manager Certificate (server-side apply) and the Issuer it names
+# spec.tls.issuerRef: the cert-manager Certificate (server-side apply; read back for what
+# cert-manager says of it) and the Issuer it names
 - apiGroups: [cert-manager.io]
   resources: [certificates]
-  verbs: [create, patch]
+  verbs: [get, create, patch]
 - apiGroups: [cert-manager.io]
   resources: [issuers]
   verbs: [get]
