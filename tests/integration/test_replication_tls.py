@@ -136,6 +136,12 @@ def replica_status(server) -> dict:
     return {key: row[columns[mysql]] for key, columns in STATUS.items()} if row else {}
 
 
+def aborted_connects(server) -> int:
+    """How many connections the server saw fail before they were established (a client that
+    gave up in the TLS handshake counts)."""
+    return int(server.query("SHOW GLOBAL STATUS LIKE 'Aborted_connects'")[0][1])
+
+
 def replicating_over_tls(server, ca_file) -> bool:
     s = replica_status(server)
     want = {"io": "Yes", "sql": "Yes", "ssl": "Yes", "verify": "Yes", "ca_file": ca_file, "host": HOST}
@@ -223,7 +229,11 @@ def test_a_source_with_another_cas_certificate_is_refused(factory, folder, ca, o
     )
     assert s["io"] != "Yes" and s["io_errno"] == 2026, s  # SSL connection error
     assert "SSL connection error" in s["io_error"], s["io_error"]
-    time.sleep(2)  # its retries never get through either
+    # its retries (every second) never get through either: two more refused by the impostor
+    refused = aborted_connects(impostor)
+    wait_for(
+        lambda: aborted_connects(impostor) >= refused + 2, 20, "two more of the replica's retries to fail"
+    )
     assert replica_status(replica)["received"] == ""
     assert not impostor.query(f"SELECT 1 FROM information_schema.PROCESSLIST WHERE USER = '{REPL.user}'")
     assert not replica.query("SHOW DATABASES LIKE 'secret'")

@@ -31,19 +31,8 @@ def apply_crds(api: client.ApiClient, crds: Iterable[dict], timeout: float = 60)
     ext = client.ApiextensionsV1Api(api)
     names = []
     for crd in crds:
-        name = crd["metadata"]["name"]
-        names.append(name)
-        try:
-            ext.create_custom_resource_definition(crd)
-        except client.ApiException as e:
-            if e.status != 409:
-                raise
-            existing = ext.read_custom_resource_definition(name)
-            if existing.metadata.deletion_timestamp:  # an earlier test's, still being deleted
-                wait_for(lambda: _gone(ext, name), timeout, f"CRD {name} deleted")
-                ext.create_custom_resource_definition(crd)
-            else:
-                wait_for(lambda: _replaced(ext, name, crd), timeout, f"CRD {name} replaced")
+        names.append(crd["metadata"]["name"])
+        wait_for(lambda: _created_or_replaced(ext, crd, timeout), timeout, f"CRD {names[-1]} created")
 
     def established(name: str) -> bool:
         conds = ext.read_custom_resource_definition(name).status.conditions or []
@@ -52,6 +41,30 @@ def apply_crds(api: client.ApiClient, crds: Iterable[dict], timeout: float = 60)
     for name in names:
         wait_for(lambda: established(name), timeout, f"CRD {name} established")
     return names
+
+
+def _created_or_replaced(ext, crd: dict, timeout: float) -> bool:
+    """Create `crd`, or replace the one of its name; False when it must be tried again: an earlier
+    test's CRD of the name was being deleted (409 "object is being deleted") and is gone by the
+    time it is read (404), or was waited for until it was gone."""
+    name = crd["metadata"]["name"]
+    try:
+        ext.create_custom_resource_definition(crd)
+        return True
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+    try:
+        existing = ext.read_custom_resource_definition(name)
+    except client.ApiException as e:
+        if e.status != 404:
+            raise
+        return False  # deleted in between: create it again
+    if existing.metadata.deletion_timestamp:  # an earlier test's, still being deleted
+        wait_for(lambda: _gone(ext, name), timeout, f"CRD {name} deleted")
+        return False
+    wait_for(lambda: _replaced(ext, name, crd), timeout, f"CRD {name} replaced")
+    return True
 
 
 def _replaced(ext, name: str, crd: dict) -> bool:
