@@ -153,7 +153,8 @@ def _kind_name(write: w.Write) -> tuple[str, str]:
         return write.obj["kind"], write.obj["metadata"]["name"]
     if isinstance(write, w.Post):
         return "Event", write.events[0][1]
-    return "MySQLCluster", getattr(write, "key", type(write).__name__)  # the request's annotation
+    assert isinstance(write, w.RemoveAnnotation), write  # the only other write a plan holds
+    return "MySQLCluster", write.key
 
 
 def _no_answer(e: Exception) -> str:

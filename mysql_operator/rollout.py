@@ -281,7 +281,6 @@ def place_template(
             notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = written.applied
         return step, [("Normal", R.RESTART_PENDING, step.message)] if written.wanted != desired else []
     notes[rolling.APPLIED_TEMPLATE_ANNOTATION] = desired
-    if step.operator_change:
-        log.info("%s OperatorRestart: %s", key, step.reason)
+    if step.operator_change:  # (the executor logs the Event it posts)
         return step, [("Normal", R.OPERATOR_RESTART, step.reason)]
     return step, []
